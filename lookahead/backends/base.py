@@ -1,0 +1,58 @@
+"""The interface every LLM backend implements (transformers, vLLM, OpenAI-compatible).
+
+Jobs talk only to this interface, so the same recall and Min-K% queries give the same
+numbers whichever backend runs them (the parity tests check that)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Sequence
+
+
+@dataclass
+class TokenLogprob:
+    token_id: int | None
+    token: str
+    logprob: float | None
+
+
+@dataclass
+class Generation:
+    """One answer: generated text and the top-k alternatives at the first generated position."""
+
+    prompt: str
+    response_text: str
+    top_logprobs: list[TokenLogprob] = field(default_factory=list)
+    samples: list[str] | None = None
+
+
+class Backend(ABC):
+    """A loaded model. ``name`` goes into every raw line."""
+
+    name: str = "base"
+
+    def __init__(self, model_id: str, **options: object) -> None:
+        self.model_id = model_id
+        self.options = options
+
+    @abstractmethod
+    def render_prompt(self, user_text: str, use_chat_template: bool) -> str:
+        """The exact text that will be sent (chat template applied when asked and available)."""
+
+    @abstractmethod
+    def generate(
+        self, prompts: Sequence[str], max_tokens: int, top_logprobs: int
+    ) -> list[Generation]:
+        """Greedy (temperature 0) generation with top-k logprobs at the first position."""
+
+    @abstractmethod
+    def prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob]]:
+        """Log-probability of every prompt token given its prefix; the first is None."""
+
+    def sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int) -> list[list[str]]:
+        """Sampling fallback (temperature 1) for backends without logprobs."""
+        raise NotImplementedError(f"backend '{self.name}' does not implement sampling")
+
+    def close(self) -> None:  # pragma: no cover - optional
+        pass
