@@ -1,0 +1,274 @@
+"""The embedded CPU backend: a transformers causal LM, no server.
+
+It runs the shipped demo models and any local model directory or GGUF file
+(``gguf_file=``; transformers dequantises it). Everything is batched because the CPU
+is the bottleneck: prompts are sorted by length so batches carry little padding, and
+prompt log-probabilities are computed from the final hidden states in chunks, taking
+the log-softmax only at the real (non-pad) positions, so the [batch, length, vocab]
+logits tensor is never materialised.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from lookahead.backends.base import Backend, Generation, TokenLogprob
+
+# Architectures whose logits are exactly lm_head(final hidden state): the chunked path
+# is exact for them. Others (logit soft-capping, scaling) use the plain full forward.
+_PLAIN_HEAD = {
+    "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+    "GPT2LMHeadModel", "GPTNeoXForCausalLM", "PhiForCausalLM", "Phi3ForCausalLM",
+    "OPTForCausalLM", "SmolLM3ForCausalLM",
+}
+LOGPROB_FLOOR = -1000.0  # -inf is not JSON; exp(-1000) is 0.0 in double precision anyway
+
+
+def _resolve_location(model_id: str, model_path: str | None, gguf_file: str | None) -> tuple[str, str | None]:
+    """(directory or hub id, gguf file name or None) from the study settings."""
+    path = model_path or model_id
+    if gguf_file:
+        g = Path(gguf_file)
+        if g.is_absolute() or len(g.parts) > 1:
+            return str(g.parent), g.name
+        return path, gguf_file
+    if str(path).lower().endswith(".gguf"):
+        p = Path(path)
+        return str(p.parent), p.name
+    return str(path), None
+
+
+class TransformersBackend(Backend):
+    """transformers on CPU. Options: model_path, gguf_file, batch_size, torch_threads,
+    dtype ('float32' | 'bfloat16'), logit_chunk; or ready ``model``/``tokenizer`` objects.
+
+    The tokenizer loads at once (rendering prompts and keys needs it); the model loads on
+    the first query, so a rerun whose answers are all cached never loads the weights."""
+
+    name = "transformers"
+    supports_logprobs = True
+
+    def __init__(self, model_id: str, **options: Any) -> None:
+        super().__init__(model_id, **options)
+        import torch
+        from transformers import AutoTokenizer
+
+        self._torch = torch
+        threads = options.get("torch_threads")
+        if threads:
+            torch.set_num_threads(int(threads))
+        self.batch_size = int(options.get("batch_size") or 16)
+        self.logit_chunk = int(options.get("logit_chunk") or 512)
+        self.dtype = getattr(torch, str(options.get("dtype") or "float32"))
+        self._location, self._gguf = _resolve_location(
+            model_id, options.get("model_path"), options.get("gguf_file")  # type: ignore[arg-type]
+        )
+        self._model = options.get("model")
+        if self._model is not None:
+            self._model.eval()
+        tok = options.get("tokenizer")
+        if tok is None:
+            if self._gguf is None and not os.path.exists(self._location):
+                raise FileNotFoundError(
+                    f"setting 'model_path': '{self._location}' does not exist (no model hub here)"
+                )
+            kw = {"gguf_file": self._gguf} if self._gguf else {}
+            tok = AutoTokenizer.from_pretrained(self._location, **kw)
+        self.tokenizer = tok
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        if self.pad_id is None:
+            self.pad_id = 0
+
+    # ------------------------------------------------------------------ loading
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            from transformers import AutoModelForCausalLM
+
+            kw = {"gguf_file": self._gguf} if self._gguf else {}
+            self._model = AutoModelForCausalLM.from_pretrained(self._location, dtype=self.dtype, **kw)
+            self._model.eval()
+        return self._model
+
+    # ------------------------------------------------------------------ prompts
+
+    def render_prompt(self, user_text: str, use_chat_template: bool) -> str:
+        """The user text inside the model's chat template (generation prompt added), when
+        asked and the tokenizer has one; otherwise the text itself."""
+        if use_chat_template and getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True
+            )
+        return user_text
+
+    def encode(self, prompt: str) -> list[int]:
+        """Token ids as the model sees the prompt: the tokenizer's special tokens are added
+        unless the text already starts with the BOS token (a rendered chat template)."""
+        bos = getattr(self.tokenizer, "bos_token", None)
+        add = not (bos and prompt.startswith(bos))
+        ids = self.tokenizer.encode(prompt, add_special_tokens=add)
+        if not ids:
+            raise ValueError("empty prompt: nothing to score")
+        return list(ids)
+
+    def count_tokens(self, prompt: str) -> int:
+        return len(self.encode(prompt))
+
+    def _token_text(self, token_id: int) -> str:
+        return self.tokenizer.decode([int(token_id)])
+
+    def _batches(self, lengths: Sequence[int]) -> list[list[int]]:
+        """Indices grouped into batches of similar length (longest first)."""
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        return [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+
+    def _right_padded(self, seqs: Sequence[Sequence[int]]) -> tuple[Any, Any]:
+        torch = self._torch
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+            mask[i, : len(s)] = 1
+        return ids, mask
+
+    # ------------------------------------------------------------------ queries
+
+    def _top_k(self, logits_row: Any, k: int) -> list[TokenLogprob]:
+        lp = self._torch.log_softmax(logits_row.float(), dim=-1)
+        vals, idx = lp.topk(k)
+        return [
+            TokenLogprob(int(t), self._token_text(int(t)), max(float(v), LOGPROB_FLOOR))
+            for v, t in zip(vals.tolist(), idx.tolist())
+        ]
+
+    def generate(self, prompts: Sequence[str], max_tokens: int, top_logprobs: int) -> list[Generation]:
+        """Greedy answers with the top-k log-probs (raw model distribution) at the first
+        generated position. max_tokens=1 (recall) is one batched forward pass."""
+        torch = self._torch
+        seqs = [self.encode(p) for p in prompts]
+        out: list[Generation | None] = [None] * len(prompts)
+        with torch.inference_mode():
+            for batch in self._batches([len(s) for s in seqs]):
+                if max_tokens == 1:
+                    ids, mask = self._right_padded([seqs[i] for i in batch])
+                    logits = self.model(input_ids=ids, attention_mask=mask).logits
+                    last = mask.sum(1) - 1
+                    for row, i in enumerate(batch):
+                        step = logits[row, last[row]]
+                        top = self._top_k(step, top_logprobs)
+                        text = self.tokenizer.decode([top[0].token_id], skip_special_tokens=True)
+                        out[i] = Generation(prompts[i], text, top)
+                else:
+                    gens = self._generate_batch([seqs[i] for i in batch], max_tokens, top_logprobs)
+                    for (text, top), i in zip(gens, batch):
+                        out[i] = Generation(prompts[i], text, top)
+        return [g for g in out if g is not None]
+
+    def _left_padded(self, seqs: Sequence[Sequence[int]]) -> tuple[Any, Any]:
+        torch = self._torch
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+            mask[i, width - len(s) :] = 1
+        return ids, mask
+
+    def _gen_config(self, **kw: Any) -> Any:
+        from transformers import GenerationConfig
+
+        eos = self.tokenizer.eos_token_id
+        return GenerationConfig(pad_token_id=self.pad_id, eos_token_id=eos, **kw)
+
+    def _generate_batch(
+        self, seqs: Sequence[Sequence[int]], max_tokens: int, top_logprobs: int
+    ) -> list[tuple[str, list[TokenLogprob]]]:
+        ids, mask = self._left_padded(seqs)
+        cfg = self._gen_config(
+            do_sample=False, max_new_tokens=max_tokens, output_logits=True, return_dict_in_generate=True
+        )
+        res = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
+        first = res.logits[0]
+        new = res.sequences[:, ids.shape[1] :]
+        return [
+            (self.tokenizer.decode(new[r], skip_special_tokens=True), self._top_k(first[r], top_logprobs))
+            for r in range(len(seqs))
+        ]
+
+    def prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob]]:
+        """log P(token_n | tokens_<n) for every prompt token; the first is None.
+
+        Batched over length-sorted prompts with right padding (pads sit after the real
+        tokens, so causal attention keeps real positions exact)."""
+        torch = self._torch
+        seqs = [self.encode(p) for p in prompts]
+        out: list[list[TokenLogprob] | None] = [None] * len(prompts)
+        with torch.inference_mode():
+            for batch in self._batches([len(s) for s in seqs]):
+                bseqs = [seqs[i] for i in batch]
+                lps = self._batch_token_logprobs(bseqs)
+                for row, i in enumerate(batch):
+                    s = seqs[i]
+                    entries = [TokenLogprob(int(s[0]), self._token_text(s[0]), None)]
+                    entries += [
+                        TokenLogprob(int(t), self._token_text(t), max(v, LOGPROB_FLOOR))
+                        for t, v in zip(s[1:], lps[row])
+                    ]
+                    out[i] = entries
+        return [o for o in out if o is not None]
+
+    def _batch_token_logprobs(self, seqs: Sequence[Sequence[int]]) -> list[list[float]]:
+        """Per sequence, the log-probs of tokens 2..n (floats)."""
+        torch = self._torch
+        ids, mask = self._right_padded(seqs)
+        target_mask = mask[:, 1:].bool()
+        targets = ids[:, 1:][target_mask]
+        model = self.model
+        if type(model).__name__ in _PLAIN_HEAD:
+            base = getattr(model, model.base_model_prefix)
+            hidden = base(input_ids=ids, attention_mask=mask).last_hidden_state
+            h = hidden[:, :-1][target_mask]
+            head = model.get_output_embeddings()
+            flat = torch.empty(h.shape[0], dtype=torch.float32)
+            for a in range(0, h.shape[0], self.logit_chunk):
+                logits = head(h[a : a + self.logit_chunk]).float()
+                t = targets[a : a + self.logit_chunk]
+                flat[a : a + self.logit_chunk] = (
+                    logits.gather(1, t[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)
+                )
+        else:
+            logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+            lp = torch.log_softmax(logits, dim=-1)
+            flat = lp.gather(2, ids[:, 1:, None]).squeeze(2)[target_mask]
+        values = flat.tolist()
+        res, pos = [], 0
+        for s in seqs:
+            n = len(s) - 1
+            res.append(values[pos : pos + n])
+            pos += n
+        return res
+
+    def sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int) -> list[list[str]]:
+        """n answers per prompt at temperature 1 (no top-k/top-p cut), seeded per prompt
+        so a prompt's samples do not depend on which other prompts ran with it."""
+        torch = self._torch
+        cfg = self._gen_config(
+            do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=max_tokens,
+            num_return_sequences=n,
+        )
+        res: list[list[str]] = []
+        with torch.inference_mode():
+            for p in prompts:
+                torch.manual_seed(seed)
+                ids = torch.tensor([self.encode(p)], dtype=torch.long)
+                seq = self.model.generate(
+                    input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=cfg
+                )
+                new = seq[:, ids.shape[1] :]
+                res.append([self.tokenizer.decode(r, skip_special_tokens=True) for r in new])
+        return res
+

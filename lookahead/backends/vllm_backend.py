@@ -1,0 +1,165 @@
+"""vLLM offline batch inference: the reference backend for open-weight models.
+
+Why it looks the way it does:
+- vLLM lives in its own virtual environment (.venv-vllm, made by scripts/make_vllm_env.sh)
+  because it pins its own torch and transformers. ``vllm`` is therefore imported only when
+  a VLLMBackend is built, so ``import lookahead.backends`` works in the main venv too.
+- vLLM starts worker processes: build the backend under ``if __name__ == "__main__":``
+  (the llm_jobs entry points do), or the spawned workers re-import the caller.
+- Whole lists of prompts go to one ``LLM.generate`` call (batch inference, as the protocol
+  asks for vLLM); vLLM schedules them itself.
+- Logprobs are vLLM's raw ones (before temperature or penalties), i.e. log_softmax of the
+  logits, the same quantity the transformers backend computes.
+- Min-K% uses ``prompt_logprobs=0``: vLLM then returns, at each prompt position, the
+  log-probability of the actual prompt token (the first position is None).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from lookahead.backends.base import Backend, Generation, TokenLogprob
+from lookahead.config import StudyConfigError
+
+
+def _vllm() -> Any:
+    try:
+        import vllm
+    except ImportError:
+        raise StudyConfigError(
+            "setting 'backend': 'vllm' needs the vLLM environment; create it with "
+            "`bash scripts/make_vllm_env.sh` and run the job with "
+            "`.venv-vllm/bin/python -m llm_jobs.<job> ...`"
+        ) from None
+    return vllm
+
+
+class VLLMBackend(Backend):
+    """One ``vllm.LLM`` engine; every call is a single batched ``generate``.
+
+    Options (study settings): model_path (local HF folder; default model_id), tokenizer_path,
+    dtype ('auto' | 'bfloat16' | 'float32' ...), max_model_len (2048), seed (0),
+    gpu_memory_utilization (0.3: on CPU it is the share of RAM reserved for the KV cache),
+    kv_cache_gib (a fixed KV-cache size, overrides the share), enable_prefix_caching
+    (vLLM's default), max_num_seqs, engine_args (a mapping passed to vllm.LLM as is)."""
+
+    name = "vllm"
+
+    def __init__(self, model_id: str, **options: object) -> None:
+        super().__init__(model_id, **options)
+        cpu_environment_defaults()
+        vllm = _vllm()
+        model_path = str(options.get("model_path") or model_id)
+        if options.get("model_path") and not Path(model_path).exists():
+            raise StudyConfigError(f"setting 'model_path': '{model_path}' does not exist")
+        self.seed = int(options.get("seed", 0))  # type: ignore[arg-type]
+        args: dict[str, Any] = {
+            "model": model_path,
+            "tokenizer": str(options.get("tokenizer_path") or model_path),
+            "dtype": str(options.get("dtype", "auto")),
+            "max_model_len": int(options.get("max_model_len", 2048)),  # type: ignore[arg-type]
+            "seed": self.seed,
+            "gpu_memory_utilization": float(options.get("gpu_memory_utilization", 0.3)),  # type: ignore[arg-type]
+            "max_logprobs": 20,
+        }
+        if options.get("kv_cache_gib"):
+            # a fixed KV-cache size instead of a share of RAM (smaller on a shared machine)
+            args["kv_cache_memory_bytes"] = int(float(options["kv_cache_gib"]) * 2**30)  # type: ignore[arg-type]
+        if "enable_prefix_caching" in options:
+            args["enable_prefix_caching"] = bool(options["enable_prefix_caching"])
+        if "max_num_seqs" in options:
+            args["max_num_seqs"] = int(options["max_num_seqs"])  # type: ignore[arg-type]
+        extra = options.get("engine_args") or {}
+        if not isinstance(extra, dict):
+            raise StudyConfigError("setting 'engine_args' must be a mapping of vllm.LLM arguments")
+        args.update(extra)
+        t0 = time.perf_counter()
+        self.llm = vllm.LLM(**args)
+        self.load_seconds = time.perf_counter() - t0
+        self._SamplingParams = vllm.SamplingParams
+        self.tokenizer = self.llm.get_tokenizer()
+
+    def render_prompt(self, user_text: str, use_chat_template: bool) -> str:
+        """The text itself, or the user turn rendered with the model's chat template."""
+        if not use_chat_template or not getattr(self.tokenizer, "chat_template", None):
+            return user_text
+        return self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True
+        )
+
+    def _decode(self, token_id: int, decoded: str | None) -> str:
+        return decoded if decoded is not None else self.tokenizer.decode([token_id])
+
+    def generate(
+        self, prompts: Sequence[str], max_tokens: int, top_logprobs: int
+    ) -> list[Generation]:
+        """Greedy decoding; the k most likely tokens at the first generated position."""
+        if not prompts:
+            return []
+        params = self._SamplingParams(
+            temperature=0.0, max_tokens=max_tokens, seed=self.seed,
+            logprobs=top_logprobs if top_logprobs > 0 else None,
+        )
+        outs = self.llm.generate(list(prompts), params, use_tqdm=False)
+        gens: list[Generation] = []
+        for prompt, out in zip(prompts, outs):
+            comp = out.outputs[0]
+            top: list[TokenLogprob] = []
+            if top_logprobs > 0 and comp.logprobs:
+                # vLLM returns the top-k plus the sampled token when that lies outside them;
+                # keep the k most likely, as an API's top_logprobs would.
+                items = sorted(comp.logprobs[0].items(), key=lambda kv: -kv[1].logprob)
+                top = [TokenLogprob(int(tid), self._decode(tid, lp.decoded_token), float(lp.logprob))
+                       for tid, lp in items[:top_logprobs]]
+            gens.append(Generation(prompt=prompt, response_text=comp.text, top_logprobs=top))
+        return gens
+
+    def prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob]]:
+        """Per prompt token, the log-probability of that token given its prefix."""
+        if not prompts:
+            return []
+        params = self._SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0,
+                                      seed=self.seed)
+        outs = self.llm.generate(list(prompts), params, use_tqdm=False)
+        result: list[list[TokenLogprob]] = []
+        for out in outs:
+            ids = list(out.prompt_token_ids or [])
+            plps = out.prompt_logprobs or []
+            row: list[TokenLogprob] = []
+            for i, tid in enumerate(ids):
+                entry = plps[i] if i < len(plps) else None
+                if i == 0 or entry is None:
+                    row.append(TokenLogprob(int(tid), self.tokenizer.decode([tid]), None))
+                    continue
+                lp = entry[tid]  # the actual prompt token is always in the dict
+                row.append(TokenLogprob(int(tid), self._decode(tid, lp.decoded_token),
+                                        float(lp.logprob)))
+            result.append(row)
+        return result
+
+    def sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int) -> list[list[str]]:
+        """Fallback: n answers per prompt at temperature 1 with a fixed seed."""
+        if n < 25:
+            raise StudyConfigError(f"setting 'n_samples': {n} is below the protocol's 25")
+        params = self._SamplingParams(n=n, temperature=1.0, seed=seed, max_tokens=max_tokens)
+        outs = self.llm.generate(list(prompts), params, use_tqdm=False)
+        return [[c.text for c in sorted(o.outputs, key=lambda c: c.index)] for o in outs]
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            engine = getattr(llm, "llm_engine", None)
+            shutdown = getattr(engine, "shutdown", None) or getattr(
+                getattr(engine, "engine_core", None), "shutdown", None)
+            if callable(shutdown):
+                shutdown()
+            self.llm = None  # type: ignore[assignment]
+
+
+def cpu_environment_defaults() -> None:
+    """No usage reports to the outside (there is no network here, and a study's data stays)."""
+    os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+    os.environ.setdefault("DO_NOT_TRACK", "1")

@@ -1,0 +1,110 @@
+"""Great Expectations gates: validate a DataFrame against a suite kept in expectations/.
+
+GX 1.x cannot validate DuckDB through SQLAlchemy reliably (GX issues 10738, 11579), so
+each gate validates a pandas batch of the dbt model. A gate returns one row per
+expectation (stored as the gate model's table, which SQL users query) and raises
+GateFailed, naming every failed check, when any expectation fails: inside a dbt Python
+model that makes `dbt build` stop and skip everything downstream."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from lookahead.config import PROJECT_ROOT
+
+EXPECTATIONS_DIR = PROJECT_ROOT / "expectations"
+
+
+class GateFailed(RuntimeError):
+    """A data-quality gate failed; the message names each failed expectation."""
+
+
+def load_suite(name: str, directory: Path = EXPECTATIONS_DIR) -> dict[str, Any]:
+    with open(directory / f"{name}.json", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _format_index(index: Any) -> str:
+    """An unexpected row as 'col=value' pairs (dates without a time part)."""
+    if not isinstance(index, dict):
+        return str(index)
+    def fmt(v: Any) -> str:
+        return v.date().isoformat() if isinstance(v, pd.Timestamp) else str(v)
+    return " ".join(f"{k}={fmt(v)}" for k, v in index.items())
+
+
+def _describe(exp_type: str, kwargs: Mapping[str, Any], result: Mapping[str, Any]) -> str:
+    target = kwargs.get("column") or kwargs.get("column_list") or (
+        f"{kwargs.get('column_A')} = {kwargs.get('column_B')}" if "column_A" in kwargs else "table"
+    )
+    parts = [f"{exp_type}({target})"]
+    if "observed_value" in result:
+        parts.append(f"observed {result['observed_value']}")
+    if result.get("unexpected_count"):
+        parts.append(f"{result['unexpected_count']} unexpected")
+        ids = result.get("unexpected_index_list") or []
+        shown = list(dict.fromkeys(_format_index(i) for i in ids))[:3]
+        if shown:
+            parts.append("e.g. " + ", ".join(shown))
+        values = result.get("partial_unexpected_list") or []
+        if values and not shown:
+            parts.append("values " + ", ".join(map(str, values[:5])))
+    return ": ".join([parts[0], ", ".join(parts[1:])]) if len(parts) > 1 else parts[0]
+
+
+def run_gate(
+    gate: str,
+    df: pd.DataFrame,
+    suite_name: str,
+    parameters: Mapping[str, Any] | None = None,
+    id_column: str | None = None,
+) -> pd.DataFrame:
+    """Validate df with the suite; return one row per expectation or raise GateFailed."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    logging.getLogger("great_expectations").setLevel(logging.ERROR)
+    import great_expectations as gx
+
+    suite_dict = load_suite(suite_name)
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = {"globally": False}
+    asset = context.data_sources.add_pandas("pandas").add_dataframe_asset(name=gate)
+    batch = asset.add_batch_definition_whole_dataframe("all").get_batch(
+        batch_parameters={"dataframe": df}
+    )
+    result_format: dict[str, Any] = {"result_format": "SUMMARY"}
+    if id_column and id_column in df.columns:
+        result_format = {"result_format": "COMPLETE", "unexpected_index_column_names": [id_column]}
+    suite = gx.ExpectationSuite(**{k: v for k, v in suite_dict.items() if k != "description"})
+    validation = batch.validate(
+        suite, expectation_parameters=dict(parameters or {}), result_format=result_format
+    )
+    rows = []
+    for res in validation.results:
+        cfg = res.expectation_config
+        kwargs = {k: v for k, v in cfg.kwargs.items() if k != "batch_id"}
+        result = dict(res.result or {})
+        rows.append(
+            {
+                "gate": gate,
+                "suite": suite_name,
+                "expectation": cfg.type,
+                "kwargs": json.dumps(kwargs, default=str, sort_keys=True),
+                "success": bool(res.success),
+                "observed": str(result.get("observed_value", "")),
+                "unexpected_count": int(result.get("unexpected_count") or 0),
+                "detail": _describe(cfg.type, kwargs, result),
+                "why": (cfg.meta or {}).get("why", ""),
+            }
+        )
+    table = pd.DataFrame(rows)
+    failed = table[~table["success"]]
+    if len(failed):
+        lines = "; ".join(f"{d} [{w}]" if w else d for d, w in zip(failed["detail"], failed["why"]))
+        raise GateFailed(f"GX gate '{gate}' failed {len(failed)} of {len(table)} checks: {lines}")
+    return table

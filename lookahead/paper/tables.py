@@ -1,0 +1,336 @@
+"""The paper's Tables I-V (and VI, which is Table II on five-level forecasts) as functions.
+
+Each table function takes a panel (CONTRACTS.md columns) and `PaperSettings` and returns a
+`PaperTable`: the fitted columns in the paper's order. Specifications follow the paper
+(Glasserman-Lin style "A Test of Lookahead Bias in LLM Forecasts", Tables I-VI):
+
+- Table II, eq. (7): outcome ~ LLM (col 1); outcome ~ LLM + LAP + LLM x LAP (col 2).
+- Table III, eq. (8): col 1 LLM, M, LLM x M; col 2 adds LAP, LLM x LAP, LAP x M, LLM x LAP x M.
+- Table IV: LLM, p(first token), LLM x p (col 1); + LAP, LLM x LAP (col 2); the same
+  with stated confidence (cols 3, 4).
+- Table V: every variable standardized within the in-sample and within the
+  out-of-sample period; cols 1-2 in-sample (baseline, interaction), 3-4 out-of-sample.
+
+All with entity and date (realization-period) fixed effects; the paper clusters by
+date, the protocol by entity, so the cluster is a setting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from lookahead.paper.fit import FitResult, PaperSpecError, Term, fit_fe
+
+LAP_COLUMNS = {"mink": "lap_mink", "recall": "lap_recall", "configured": "lap"}
+
+LLM, LAP = "LLM", "LAP"
+X = " x "  # how interaction names are written in result tables (ASCII for CSV/SQL users)
+
+
+@dataclass(frozen=True)
+class PaperSettings:
+    """What the study chose: which LAP, which fixed effects, which cluster.
+
+    `mink_mean` only labels results (the Min-K% mean is computed upstream in SQL) so a
+    reader sees whether the geometric (paper eq. 1) or arithmetic mean was used."""
+
+    outcome: str = "outcome"
+    llm: str = "mu_hat"
+    lap_measure: str = "mink"
+    mink_mean: str = "geometric"
+    fixed_effects: tuple[str, ...] = ("entity_num", "period_num")
+    cluster: str = "date"
+    moderator: str | None = None
+    first_token_prob: str = "first_token_prob"
+    stated_confidence: str = "stated_confidence"
+
+    @property
+    def lap(self) -> str:
+        if self.lap_measure not in LAP_COLUMNS:
+            raise PaperSpecError(
+                f"setting 'lap_measure': '{self.lap_measure}' is not one of "
+                f"{', '.join(LAP_COLUMNS)}"
+            )
+        return LAP_COLUMNS[self.lap_measure]
+
+    @property
+    def lap_label(self) -> str:
+        """The LAP measure as printed: e.g. 'Min-K% (K=20%, geometric mean)'."""
+        if self.lap_measure == "mink":
+            return f"Min-K% LAP ({self.mink_mean} mean)"
+        if self.lap_measure == "recall":
+            return "recall LAP (P(up)+P(down))"
+        return "configured LAP"
+
+    @classmethod
+    def from_study(cls, s: Mapping) -> "PaperSettings":
+        """From the study vars / `study_settings` row (keys as in dbt_project.yml)."""
+        cluster = s.get("paper_cluster") or s.get("cluster") or "date"
+        fe = s.get("paper_fixed_effects") or ("entity_num", "period_num")
+        if isinstance(fe, str):
+            fe = tuple(x.strip() for x in fe.split(",") if x.strip())
+        moderator = s.get("moderator_column")
+        if moderator in ("", "null", "None") or (isinstance(moderator, float) and np.isnan(moderator)):
+            moderator = None
+        return cls(
+            lap_measure=str(s.get("lap_measure") or "mink"),
+            mink_mean=str(s.get("mink_mean") or "geometric"),
+            fixed_effects=tuple(fe),
+            cluster=str(cluster),
+            moderator=moderator,
+        )
+
+
+@dataclass
+class PaperTable:
+    """A paper table: its fitted columns, plus notes and extra rows (e.g. bootstrap p)."""
+
+    name: str
+    title: str
+    sample: str
+    columns: list[FitResult]
+    column_samples: list[str]
+    notes: list[str] = field(default_factory=list)
+    extra_rows: dict[str, list[str]] = field(default_factory=dict)
+    magnitudes: dict[str, float] = field(default_factory=dict)
+
+    def long(self, settings: PaperSettings) -> pd.DataFrame:
+        """One row per (column, term): the long format of `paper_tables`."""
+        rows = []
+        for j, (fit, sample) in enumerate(zip(self.columns, self.column_samples), start=1):
+            for r in fit.rows():
+                r.update(
+                    table=self.name, column=j, sample=sample,
+                    lap_measure=settings.lap_measure,
+                    mink_mean=settings.mink_mean if settings.lap_measure == "mink" else None,
+                )
+                rows.append(r)
+        return pd.DataFrame(rows)
+
+
+def _require(df: pd.DataFrame, cols: Sequence[str], what: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise PaperSpecError(
+            f"{what}: panel has no column(s) {missing}; available: {', '.join(map(str, df.columns))}"
+        )
+    for c in cols:
+        if df[c].notna().sum() == 0:
+            raise PaperSpecError(f"{what}: column '{c}' is entirely missing")
+
+
+# ----------------------------------------------------------------------------- Table I
+def descriptives(df: pd.DataFrame, columns: Mapping[str, str]) -> pd.DataFrame:
+    """Mean, SD (ddof=1), P10, P25, median, P75, P90 and N of each column (non-missing rows).
+
+    Percentiles use numpy's linear interpolation; Stata's `summarize, detail` uses a
+    different rule, so percentiles can differ from a Stata table in the last digits."""
+    rows = []
+    for label, col in columns.items():
+        if col not in df.columns:
+            continue
+        x = pd.to_numeric(df[col], errors="coerce").to_numpy(float)
+        x = x[np.isfinite(x)]
+        if len(x) == 0:
+            rows.append({"variable": label, "column": col, "n": 0})
+            continue
+        q = np.percentile(x, [10, 25, 50, 75, 90])
+        rows.append({
+            "variable": label, "column": col, "mean": x.mean(),
+            "sd": x.std(ddof=1) if len(x) > 1 else np.nan,
+            "p10": q[0], "p25": q[1], "median": q[2], "p75": q[3], "p90": q[4], "n": len(x),
+        })
+    return pd.DataFrame(rows)
+
+
+def table1(df: pd.DataFrame, s: PaperSettings) -> pd.DataFrame:
+    """Table I: descriptives of LAP (both measures when present), outcome, LLM, p(first token), confidence."""
+    cols = {
+        "LAP (Min-K%)": "lap_mink", "LAP (recall)": "lap_recall",
+        "Outcome": s.outcome, "LLM": s.llm,
+        "p(first token)": s.first_token_prob, "Confidence": s.stated_confidence,
+    }
+    return descriptives(df, cols)
+
+
+# ---------------------------------------------------------------------------- Table II
+def table2(df: pd.DataFrame, s: PaperSettings, sample: str = "pre", name: str = "table2") -> PaperTable:
+    """Table II (eq. 7) and the economic magnitudes the paper quotes.
+
+    Magnitudes use the SDs of LLM and LAP on the rows column (2) uses:
+    one SD of LLM times gamma from column (1) (paper: 0.197%), one SD of LAP times delta
+    from column (2) (paper: 0.077%), and their ratio (paper: "about 37%")."""
+    _require(df, [s.outcome, s.llm, s.lap], name)
+    llm, lap = Term(LLM, (s.llm,)), Term(LAP, (s.lap,))
+    inter = Term(LLM + X + LAP, (s.llm, s.lap))
+    c1 = fit_fe(df, s.outcome, [llm], s.fixed_effects, s.cluster, f"{name}_col1")
+    c2 = fit_fe(df, s.outcome, [llm, lap, inter], s.fixed_effects, s.cluster, f"{name}_col2")
+    used = df[[s.outcome, s.llm, s.lap]].apply(pd.to_numeric, errors="coerce").dropna()
+    sd_llm, sd_lap = float(used[s.llm].std(ddof=1)), float(used[s.lap].std(ddof=1))
+    gamma = c1.estimate.get(LLM, np.nan)
+    delta = c2.estimate.get(inter.name, np.nan)
+    mags = {
+        "sd_llm": sd_llm, "sd_lap": sd_lap, "gamma_baseline": gamma, "delta_interaction": delta,
+        "effect_of_1sd_llm": gamma * sd_llm,
+        "effect_of_1sd_lap_on_llm_slope": delta * sd_lap,
+    }
+    mags["ratio"] = mags["effect_of_1sd_lap_on_llm_slope"] / mags["effect_of_1sd_llm"] if mags["effect_of_1sd_llm"] else np.nan
+    note = (
+        f"One SD of LLM ({sd_llm:.4g}) moves the outcome by {mags['effect_of_1sd_llm']:.4g} (col. 1); "
+        f"one SD of LAP ({sd_lap:.4g}) changes the marginal effect of LLM by "
+        f"{mags['effect_of_1sd_lap_on_llm_slope']:.4g}, {100 * mags['ratio']:.1f}% of the standalone effect."
+    )
+    return PaperTable(
+        name=name, title=f"Outcome on LLM prediction and LAP ({s.lap_label})", sample=sample,
+        columns=[c1, c2], column_samples=[sample, sample], notes=[note], magnitudes=mags,
+    )
+
+
+# --------------------------------------------------------------------------- Table III
+def table3(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTable | None:
+    """Table III (eq. 8): a binary moderator with its double and triple interactions.
+
+    Returns None when no `moderator_column` is set (the report says Table III was skipped)."""
+    m = s.moderator
+    if not m:
+        return None
+    _require(df, [s.outcome, s.llm, s.lap, m], "table3")
+    vals = pd.to_numeric(df[m], errors="coerce")
+    bad = vals.notna() & ~vals.isin([0, 1])
+    if bad.any():
+        first = df.index[bad.to_numpy()][0]
+        raise PaperSpecError(
+            f"setting 'moderator_column': column '{m}' must be binary 0/1; "
+            f"row {first} has {df.loc[first, m]!r}"
+        )
+    if vals.nunique() < 2:
+        raise PaperSpecError(f"setting 'moderator_column': column '{m}' takes a single value")
+    work = df.copy()
+    work[m] = vals
+    llm, lap, mod = Term(LLM, (s.llm,)), Term(LAP, (s.lap,)), Term(m, (m,))
+    t_lm = Term(LLM + X + m, (s.llm, m))
+    t_ll = Term(LLM + X + LAP, (s.llm, s.lap))
+    t_am = Term(LAP + X + m, (s.lap, m))
+    t_3 = Term(LLM + X + LAP + X + m, (s.llm, s.lap, m))
+    c1 = fit_fe(work, s.outcome, [llm, mod, t_lm], s.fixed_effects, s.cluster, "table3_col1")
+    c2 = fit_fe(work, s.outcome, [llm, mod, t_lm, lap, t_ll, t_am, t_3], s.fixed_effects,
+                s.cluster, "table3_col2")
+    notes = []
+    for c in (c1, c2):
+        if c.dropped_terms:
+            notes.append(f"{c.spec}: dropped as collinear with the fixed effects: {', '.join(c.dropped_terms)} "
+                         f"(a moderator constant within entity is absorbed by the entity FE).")
+    return PaperTable(name="table3", title=f"Outcome on LLM, LAP and {m}", sample=sample,
+                      columns=[c1, c2], column_samples=[sample, sample], notes=notes)
+
+
+# ---------------------------------------------------------------------------- Table IV
+def table4(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTable:
+    """Table IV: horse race of LAP against first-token probability and stated confidence.
+
+    A confidence measure that is entirely missing (e.g. the prompt asks for none) skips
+    its two columns with a note instead of failing the whole analysis."""
+    _require(df, [s.outcome, s.llm, s.lap], "table4")
+    llm, lap = Term(LLM, (s.llm,)), Term(LAP, (s.lap,))
+    t_ll = Term(LLM + X + LAP, (s.llm, s.lap))
+    cols, samples, notes = [], [], []
+    for label, col in (("p(first token)", s.first_token_prob), ("Confidence", s.stated_confidence)):
+        if col not in df.columns or pd.to_numeric(df[col], errors="coerce").notna().sum() == 0:
+            notes.append(f"{label} ('{col}') is missing in the panel: its columns are skipped.")
+            continue
+        c, t_lc = Term(label, (col,)), Term(LLM + X + label, (s.llm, col))
+        k = len(cols) + 1
+        cols.append(fit_fe(df, s.outcome, [llm, c, t_lc], s.fixed_effects, s.cluster, f"table4_col{k}"))
+        cols.append(fit_fe(df, s.outcome, [llm, lap, t_ll, c, t_lc], s.fixed_effects, s.cluster,
+                           f"table4_col{k + 1}"))
+        samples += [sample, sample]
+    for c in cols:
+        if c.n_missing:
+            notes.append(f"{c.spec}: {c.n_missing} rows with a missing value dropped.")
+    return PaperTable(name="table4", title="LAP versus first-token probability and stated confidence",
+                      sample=sample, columns=cols, column_samples=samples, notes=notes)
+
+
+# ----------------------------------------------------------------------------- Table V
+STD_SUFFIX = "_std"
+
+
+def standardize(df: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
+    """z-scores (ddof=1) of `cols`, computed on the rows where all of them are present.
+
+    Standardizing on the common rows means every regression in Table V sees mean-zero,
+    unit-SD variables on exactly the sample it is estimated on (before singleton drops)."""
+    work = df.copy()
+    vals = work[list(cols)].apply(pd.to_numeric, errors="coerce")
+    ok = vals.notna().all(axis=1)
+    for c in cols:
+        x = vals.loc[ok, c]
+        sd = x.std(ddof=1)
+        if not np.isfinite(sd) or sd == 0:
+            raise PaperSpecError(f"table5: column '{c}' has no variation in this period; cannot standardize")
+        work[c + STD_SUFFIX] = np.where(ok, (vals[c] - x.mean()) / sd, np.nan)
+    return work
+
+
+def table5_inputs(df: pd.DataFrame, s: PaperSettings) -> pd.DataFrame:
+    """The standardized frame one period's Table V regressions (and the bootstrap) use."""
+    _require(df, [s.outcome, s.llm, s.lap], "table5")
+    return standardize(df, [s.outcome, s.llm, s.lap])
+
+
+def table5_terms(s: PaperSettings) -> tuple[str, list[Term], list[Term]]:
+    """Outcome column and the baseline / interaction terms of Table V (standardized)."""
+    y, a, b = (c + STD_SUFFIX for c in (s.outcome, s.llm, s.lap))
+    base = [Term(LLM + "_std", (a,))]
+    full = [Term(LLM + "_std", (a,)), Term(LAP + "_std", (b,)), Term(f"{LLM}_std{X}{LAP}_std", (a, b))]
+    return y, base, full
+
+
+INTERACTION_STD = f"{LLM}_std{X}{LAP}_std"
+
+
+def table5(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings,
+           bootstrap_p: float | None = None) -> PaperTable:
+    """Table V: in-sample (cols 1-2) and out-of-sample (cols 3-4), each period standardized alone."""
+    y, base, full = table5_terms(s)
+    cols, samples = [], []
+    for sample, df in (("pre", pre), ("post", post)):
+        z = table5_inputs(df, s)
+        k = len(cols) + 1
+        cols.append(fit_fe(z, y, base, s.fixed_effects, s.cluster, f"table5_col{k}"))
+        cols.append(fit_fe(z, y, full, s.fixed_effects, s.cluster, f"table5_col{k + 1}"))
+        samples += [sample, sample]
+    extra = {"Sample period": ["In-sample", "In-sample", "Out-of-sample", "Out-of-sample"]}
+    if bootstrap_p is not None:
+        extra = {"OOS bootstrap p-value": ["", "", "", f"[{bootstrap_p:.3f}]"], **extra}
+    return PaperTable(name="table5", title="In-sample and out-of-sample, standardized within period",
+                      sample="pre+post", columns=cols, column_samples=samples, extra_rows=extra,
+                      notes=["All variables standardized (z-scores) separately within the in-sample "
+                             "and within the out-of-sample period."])
+
+
+# --------------------------------------------------------------------------- Table VI
+FIVE_LEVEL_LABELS = {
+    "significantly decrease": -1.0, "decrease": -0.5, "neutral": 0.0,
+    "increase": 0.5, "significantly increase": 1.0,
+}
+
+
+def map_forecast_labels(labels: pd.Series, mapping: Mapping[str, float]) -> pd.Series:
+    """mu_hat from parsed labels with the study's `forecast_labels` (stripped, lowercased).
+
+    The panel's mu_hat comes from SQL staging with the same rule; this exists for Python
+    users and tests of the five-level (Table VI) path. Unmapped labels become NaN."""
+    norm = {str(k).strip().lower(): float(v) for k, v in mapping.items()}
+    return labels.astype("string").str.strip().str.lower().map(norm).astype(float)
+
+
+def table6(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTable:
+    """Table VI is Table II run on a five-level forecast (mu_hat in {-1,-0.5,0,0.5,1})."""
+    t = table2(df, s, sample=sample, name="table6")
+    t.title = f"Outcome on five-level LLM prediction and LAP ({s.lap_label})"
+    return t

@@ -1,0 +1,325 @@
+"""One fixed-effects regression -> one tidy row per term, with everything the report
+must quote (N, clusters, singletons, collinear drops, the vcov and its small-sample
+correction).
+
+Why a wrapper around pyfixest rather than calling ``feols`` in each model:
+- pyfixest names its columns ``Std. Error`` / ``Pr(>|t|)``, reports singletons and
+  collinear drops only as warnings/attributes, and gives two-sided p-values only; the
+  result table contract (docs/CONTRACTS.md) needs them as columns.
+- The protocol estimates with Stata ``reghdfe``. The small-sample correction used here
+  is reghdfe's: CRV1 with ``G/(G-1) * (N-1)/(N-K)``, K = number of slope coefficients
+  plus the fixed-effect levels that are *not* nested in the cluster variable (minus one
+  redundant level per additional non-nested FE; K = k+1 when every FE is nested).
+  pyfixest's ``ssc(k_adj=True, k_fixef="nonnested", G_adj=True)`` is that convention;
+  tests/python/test_against_independent.py checks it against a dummies OLS written
+  from the formula. p-values use a t distribution with G-1 degrees of freedom, as
+  reghdfe does after clustering.
+- A single entity is a time series: the protocol drops the entity FE and uses
+  Newey-West (Stata ``newey``). Rows are ordered by (target_date, text_date, row_id)
+  and treated as consecutive (``newey ..., force``); the Bartlett kernel with a stated
+  lag; correction N/(N-K) and t(N-K) p-values, as ``newey`` and statsmodels
+  ``HAC(use_correction=True), use_t=True``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+RESULT_COLUMNS: tuple[str, ...] = (
+    "spec", "sample", "term", "estimate", "std_error", "t", "p_two_sided", "p_one_sided",
+    "n_obs", "n_clusters", "n_singletons", "dropped_terms", "r2", "r2_within",
+    "fixed_effects", "vcov", "warning",
+)
+
+# cluster setting -> panel column (docs/CONTRACTS.md). "date" is the realization date:
+# outcomes realized on the same day share market-wide shocks (the paper clusters by date).
+CLUSTER_COLUMNS: dict[str, str | None] = {
+    "entity": "entity_num",
+    "period": "period_num",
+    "date": "target_date",
+    "none": None,
+}
+
+MIN_CLUSTERS = 20  # protocol: "With few entities (< ~20 clusters), warn"
+ENTITY_FE = "entity_num"
+PERIOD_FE = "period_num"
+SSC_RULE = "reghdfe: G/(G-1)*(N-1)/(N-K), K = slopes + FE levels not nested in the cluster"
+
+_SINGLETON_RE = re.compile(r"(\d+) singleton fixed effect")
+
+
+class RegressionInputError(ValueError):
+    """Bad input for a regression; the message names the column or setting."""
+
+
+def one_sided_p(t: float, p_two: float) -> float:
+    """p-value of the one-sided test H1: coefficient > 0, from the two-sided p.
+
+    Exactly the protocol's rule: p/2 when t > 0, else 1 - p/2 (t = 0 gives 1 - p/2).
+    Missing inputs give NaN rather than a number that looks like evidence."""
+    if t is None or p_two is None or not np.isfinite(t) or not np.isfinite(p_two):
+        return math.nan
+    return p_two / 2.0 if t > 0 else 1.0 - p_two / 2.0
+
+
+def newey_west_default_lag(n_obs: int) -> int:
+    """floor(4 * (N/100)^(2/9)), the Newey-West (1994) rule of thumb, at least 1.
+
+    Stata's ``newey`` has no default lag; this states one and puts it in the vcov label."""
+    if n_obs <= 0:
+        return 1
+    return max(1, int(math.floor(4.0 * (n_obs / 100.0) ** (2.0 / 9.0))))
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    """One regression: outcome on regressors with absorbed fixed effects on one sample.
+
+    ``one_sided_terms`` are the terms whose test is H1: coefficient > 0 (beta_3)."""
+
+    spec: str
+    sample: str
+    outcome: str
+    regressors: Sequence[str]
+    fixed_effects: Sequence[str] = (ENTITY_FE, PERIOD_FE)
+    cluster: str = "entity"
+    one_sided_terms: Sequence[str] = ()
+    nw_lag: int | None = None
+    notes: Sequence[str] = field(default_factory=tuple)
+
+
+def _term_columns(term: str) -> list[str]:
+    return term.split(":")
+
+
+def _empty_rows(req: FitRequest, fixed_effects: str, vcov: str, warning: str,
+                n_obs: int = 0, n_clusters: float = math.nan) -> pd.DataFrame:
+    rows = [
+        {
+            "spec": req.spec, "sample": req.sample, "term": term,
+            "estimate": math.nan, "std_error": math.nan, "t": math.nan,
+            "p_two_sided": math.nan, "p_one_sided": math.nan,
+            "n_obs": n_obs, "n_clusters": n_clusters, "n_singletons": 0,
+            "dropped_terms": "", "r2": math.nan, "r2_within": math.nan,
+            "fixed_effects": fixed_effects, "vcov": vcov, "warning": warning,
+        }
+        for term in req.regressors
+    ]
+    return _typed(pd.DataFrame(rows, columns=list(RESULT_COLUMNS)))
+
+
+def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    """Nullable dtypes so that a missing estimate is NULL in DuckDB, not NaN."""
+    floats = ["estimate", "std_error", "t", "p_two_sided", "p_one_sided", "r2", "r2_within"]
+    out = df.copy()
+    for c in floats:
+        vals = pd.to_numeric(out[c], errors="coerce").to_numpy(dtype=float, na_value=np.nan).copy()
+        vals[~np.isfinite(vals)] = np.nan
+        out[c] = pd.array(vals, dtype="Float64")  # NaN -> <NA>
+    for c in ["n_obs", "n_clusters", "n_singletons"]:
+        out[c] = pd.array(pd.to_numeric(out[c], errors="coerce").round(), dtype="Int64")
+    for c in ["spec", "sample", "term", "dropped_terms", "fixed_effects", "vcov", "warning"]:
+        out[c] = out[c].astype("string")
+    return out[list(RESULT_COLUMNS)]
+
+
+def _check_columns(df: pd.DataFrame, req: FitRequest, cluster_col: str | None) -> None:
+    needed = [req.outcome, *{c for t in req.regressors for c in _term_columns(t)},
+              *req.fixed_effects]
+    if cluster_col:
+        needed.append(cluster_col)
+    missing = [c for c in dict.fromkeys(needed) if c not in df.columns]
+    if missing:
+        raise RegressionInputError(
+            f"regression '{req.spec}' on sample '{req.sample}': panel lacks column(s) "
+            f"{missing}; available: {sorted(map(str, df.columns))}"
+        )
+    for c in [req.outcome, *{c for t in req.regressors for c in _term_columns(t)}]:
+        if not (pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c])):
+            converted = pd.to_numeric(df[c], errors="coerce")
+            bad = df[c].notna() & converted.isna()
+            if bad.any():
+                first = df.index[bad.to_numpy()][0]
+                raise RegressionInputError(
+                    f"regression '{req.spec}' on sample '{req.sample}': column '{c}' is "
+                    f"not numeric (row index {first}: {df.loc[first, c]!r})"
+                )
+
+
+def _prepare(df: pd.DataFrame, req: FitRequest, cluster_col: str | None
+             ) -> tuple[pd.DataFrame, int]:
+    """Numeric copy with the rows usable by this regression; returns (data, n_missing)."""
+    cols = [req.outcome, *{c for t in req.regressors for c in _term_columns(t)}]
+    data = pd.DataFrame(index=df.index)
+    for c in cols:
+        data[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
+    for fe in req.fixed_effects:
+        data[fe] = df[fe]
+    for extra in ("target_date", "text_date", "row_id"):
+        if extra in df.columns:
+            data[extra] = df[extra]
+    if cluster_col:
+        data["_cluster"] = df[cluster_col]
+    keys = cols + list(req.fixed_effects) + (["_cluster"] if cluster_col else [])
+    usable = data[keys].notna().all(axis=1)
+    data = data.loc[usable].copy()
+    for fe in req.fixed_effects:  # pyfixest wants integer FE codes
+        data[fe] = pd.factorize(data[fe], sort=True)[0].astype("int64")
+    if cluster_col:
+        data["_cluster"] = pd.factorize(data["_cluster"], sort=True)[0].astype("int64")
+    data = data.reset_index(drop=True)
+    return data, int((~usable).sum())
+
+
+def _formula(req: FitRequest, fixed_effects: Sequence[str]) -> str:
+    rhs = " + ".join(req.regressors)
+    fe = " + ".join(fixed_effects)
+    return f"{req.outcome} ~ {rhs}" + (f" | {fe}" if fe else "")
+
+
+def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
+    """Estimate one specification; one row per requested term (RESULT_COLUMNS).
+
+    Never raises for statistical degeneracy (empty sample, all terms collinear,
+    singular fit): those give rows with NULL estimates and a warning that says why,
+    because the verdict must then say "underpowered" rather than crash. Raises
+    RegressionInputError for user errors (missing column, bad cluster setting)."""
+    import pyfixest as pf  # imported here: ~2 s, only when a regression runs
+
+    if req.cluster not in CLUSTER_COLUMNS:
+        raise RegressionInputError(
+            f"setting 'cluster': '{req.cluster}' is not one of {', '.join(CLUSTER_COLUMNS)}"
+        )
+    cluster_col = CLUSTER_COLUMNS[req.cluster]
+    _check_columns(df, req, cluster_col)
+    data, n_missing = _prepare(df, req, cluster_col)
+    notes = list(req.notes)
+    if n_missing:
+        notes.append(f"{n_missing} row(s) with a missing value in this regression's columns dropped")
+
+    fixed_effects = list(req.fixed_effects)
+    n_entities = data[ENTITY_FE].nunique() if ENTITY_FE in data else 0
+    single_entity = ENTITY_FE in fixed_effects and n_entities == 1
+    if single_entity:
+        fixed_effects.remove(ENTITY_FE)
+    fe_label = " + ".join(fixed_effects) if fixed_effects else "none"
+
+    if len(data) == 0:
+        return _empty_rows(req, fe_label, _vcov_label(req, single_entity, None),
+                           "; ".join(notes + ["no observations: regression not estimated"]))
+
+    vcov_arg: object
+    vcov_kwargs: dict[str, object] | None = None
+    fixef_rm = "singleton"  # reghdfe drops singletons by default
+    if single_entity:
+        lag = req.nw_lag if req.nw_lag is not None else newey_west_default_lag(len(data))
+        order_cols = [c for c in ("target_date", "text_date", "row_id") if c in data.columns]
+        if order_cols:
+            data = data.sort_values(order_cols, kind="mergesort").reset_index(drop=True)
+            if "target_date" in data and data["target_date"].duplicated().any():
+                notes.append(
+                    f"{int(data['target_date'].duplicated().sum())} row(s) share a target_date; "
+                    "Newey-West treats rows as consecutive in (target_date, text_date, row_id) "
+                    "order (as Stata newey, force)"
+                )
+        data["_time"] = np.arange(1, len(data) + 1, dtype=float)
+        vcov_arg, vcov_kwargs = "NW", {"time_id": "_time", "lag": int(lag)}
+        fixef_rm = "none"  # newey has no singleton rule; keep its sample
+        notes.append(
+            f"single entity: entity fixed effects dropped, Newey-West standard errors "
+            f"(Bartlett, lag {lag}); power is limited (protocol)"
+        )
+    elif cluster_col is None:
+        vcov_arg = "hetero"
+    else:
+        vcov_arg = {"CRV1": "_cluster"}
+
+    ssc = pf.ssc(k_adj=True, k_fixef="nonnested", G_adj=True, G_df="min")
+    fml = _formula(req, fixed_effects)
+    caught: list[str] = []
+    try:
+        with warnings.catch_warnings(record=True) as wlist:
+            warnings.simplefilter("always")
+            fit = pf.feols(fml, data=data, vcov=vcov_arg, vcov_kwargs=vcov_kwargs,
+                           ssc=ssc, fixef_rm=fixef_rm)
+        caught = [str(w.message) for w in wlist]
+    except Exception as exc:  # pyfixest raises ValueError for all-collinear etc.
+        msg = " ".join(str(exc).split())
+        return _empty_rows(
+            req, fe_label, _vcov_label(req, single_entity, None),
+            "; ".join(notes + [f"not estimable: {msg}"]), n_obs=len(data),
+        )
+
+    n_singletons = sum(int(m.group(1)) for s in caught for m in [_SINGLETON_RE.search(s)] if m)
+    collinear = [str(v) for v in (getattr(fit, "_collin_vars", None) or [])]
+    names = [str(n) for n in fit._coefnames]
+    coefs = dict(zip(names, np.asarray(fit._beta_hat, dtype=float).ravel()))
+    ses = dict(zip(names, np.sqrt(np.diag(np.asarray(fit._vcov, dtype=float)))))
+    n_obs = int(fit._N)
+
+    n_clusters: float = math.nan
+    if single_entity:
+        df_t = float(n_obs - fit._df_k)  # Stata newey / statsmodels use_t: t(N-K)
+    else:
+        df_t = float(np.min(fit._df_t))  # CRV: G-1; HC1: N-K (as reghdfe)
+        if cluster_col is not None:
+            n_clusters = float(np.min(fit._G))
+            if n_clusters < MIN_CLUSTERS:
+                notes.append(
+                    f"only {int(n_clusters)} clusters (< {MIN_CLUSTERS}): cluster-robust "
+                    "inference is unreliable (protocol)"
+                )
+    if collinear:
+        notes.append(f"collinear term(s) dropped: {', '.join(collinear)}")
+    if n_singletons:
+        notes.append(f"{n_singletons} singleton observation(s) dropped")
+
+    r2 = float(getattr(fit, "_r2", math.nan))
+    r2_within = float(getattr(fit, "_r2_within", math.nan)) if fixed_effects else r2
+    vcov_label = _vcov_label(req, single_entity, vcov_kwargs)
+    rows = []
+    for term in req.regressors:
+        key = _match_name(term, names)
+        b = coefs.get(key, math.nan) if key else math.nan
+        se = ses.get(key, math.nan) if key else math.nan
+        t = b / se if (np.isfinite(b) and np.isfinite(se) and se > 0) else math.nan
+        p2 = float(2.0 * stats.t.sf(abs(t), df_t)) if np.isfinite(t) and df_t > 0 else math.nan
+        rows.append({
+            "spec": req.spec, "sample": req.sample, "term": term,
+            "estimate": b, "std_error": se, "t": t, "p_two_sided": p2,
+            "p_one_sided": one_sided_p(t, p2) if term in req.one_sided_terms else math.nan,
+            "n_obs": n_obs, "n_clusters": n_clusters, "n_singletons": n_singletons,
+            "dropped_terms": ", ".join(collinear), "r2": r2, "r2_within": r2_within,
+            "fixed_effects": fe_label, "vcov": vcov_label, "warning": "; ".join(notes),
+        })
+    return _typed(pd.DataFrame(rows, columns=list(RESULT_COLUMNS)))
+
+
+def _match_name(term: str, names: Iterable[str]) -> str | None:
+    """pyfixest may write an interaction as a:b or b:a; match either order."""
+    names = list(names)
+    if term in names:
+        return term
+    parts = sorted(_term_columns(term))
+    for n in names:
+        if sorted(n.split(":")) == parts:
+            return n
+    return None
+
+
+def _vcov_label(req: FitRequest, single_entity: bool, vcov_kwargs: dict | None) -> str:
+    if single_entity:
+        lag = (vcov_kwargs or {}).get("lag", req.nw_lag)
+        return f"NW(lag={lag}, Bartlett; N/(N-K))"
+    col = CLUSTER_COLUMNS[req.cluster]
+    if col is None:
+        return "HC1 (N/(N-K))"
+    return f"CRV1({col}; G/(G-1)*(N-1)/(N-K))"

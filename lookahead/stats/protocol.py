@@ -1,0 +1,201 @@
+"""The protocol's regressions (steps 3-5) as specifications run through ``fit_fe``.
+
+Step 3 validation:  outcome ~ ud | entity_num + period_num, pooled / high-LAP / low-LAP.
+Step 4 detection:   outcome ~ mu_hat + lap + mu_hat:lap | entity_num + period_num;
+                    beta_3 is mu_hat:lap, tested one-sided (H1: beta_3 > 0).
+Step 5 placebo:     the same regressions on the post-cutoff sample. With no post-cutoff
+                    rows the placebo is infeasible: steps 1-4 only, and the post rows
+                    say so (the verdict then cannot be "Contamination detected").
+
+Settings come from the one-row ``study_settings`` table (the dbt vars), so the
+regressions use exactly the study's configuration."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import pandas as pd
+
+from lookahead.stats.fe_regression import (
+    CLUSTER_COLUMNS,
+    ENTITY_FE,
+    PERIOD_FE,
+    RESULT_COLUMNS,
+    FitRequest,
+    RegressionInputError,
+    _empty_rows,
+    fit_fe,
+)
+
+OUTCOME = "outcome"
+VALIDATION_TERMS = ("ud",)
+DETECTION_TERMS = ("mu_hat", "lap", "mu_hat:lap")
+BETA3 = "mu_hat:lap"
+FIXED_EFFECTS = (ENTITY_FE, PERIOD_FE)
+
+# spec name -> high_lap value selecting the subsample (None = pooled)
+VALIDATION_SPECS: dict[str, int | None] = {
+    "validation_pooled": None,
+    "validation_high_lap": 1,
+    "validation_low_lap": 0,
+}
+DETECTION_SPEC = "detection"
+SPECS = (*VALIDATION_SPECS, DETECTION_SPEC)
+SAMPLES = ("pre", "post")
+
+PANEL_COLUMNS = (OUTCOME, "ud", "mu_hat", "lap", "high_lap", ENTITY_FE, PERIOD_FE)
+
+
+class SettingsError(ValueError):
+    """A missing or invalid setting in study_settings; the message names it."""
+
+
+@dataclass(frozen=True)
+class StatsSettings:
+    """The settings the statistics use, read from the ``study_settings`` row.
+
+    cluster: entity | period | date | none (protocol default entity; the paper: date).
+    lap_measure: recall | mink (decides how "meaningful LAP variation" is judged).
+    nw_lag: Newey-West lag for a single-entity panel (None: the NW-1994 rule of thumb).
+    lap_min_sd: override of the minimal LAP standard deviation (see verdict.py)."""
+
+    cluster: str = "entity"
+    lap_measure: str = "recall"
+    nw_lag: int | None = None
+    lap_min_sd: float | None = None
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "StatsSettings":
+        cluster = _clean(values.get("cluster")) or "entity"
+        if cluster not in CLUSTER_COLUMNS:
+            raise SettingsError(
+                f"setting 'cluster': '{cluster}' is not one of {', '.join(CLUSTER_COLUMNS)}"
+            )
+        lap_measure = _clean(values.get("lap_measure")) or "recall"
+        if lap_measure not in ("recall", "mink"):
+            raise SettingsError(f"setting 'lap_measure': '{lap_measure}' is not one of recall, mink")
+        nw_lag = _clean(values.get("nw_lag"))
+        if nw_lag is not None:
+            try:
+                nw_lag = int(nw_lag)
+            except (TypeError, ValueError):
+                raise SettingsError(f"setting 'nw_lag': '{nw_lag}' is not an integer") from None
+            if nw_lag < 0:
+                raise SettingsError(f"setting 'nw_lag': {nw_lag} must be >= 0")
+        lap_min_sd = _clean(values.get("lap_min_sd"))
+        if lap_min_sd is not None:
+            try:
+                lap_min_sd = float(lap_min_sd)
+            except (TypeError, ValueError):
+                raise SettingsError(f"setting 'lap_min_sd': '{lap_min_sd}' is not a number") from None
+        return cls(cluster=cluster, lap_measure=lap_measure, nw_lag=nw_lag, lap_min_sd=lap_min_sd)
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame) -> "StatsSettings":
+        """From the ``study_settings`` table, which must hold exactly one row."""
+        if len(frame) != 1:
+            raise SettingsError(f"table 'study_settings' must have exactly one row, has {len(frame)}")
+        return cls.from_mapping(frame.iloc[0].to_dict())
+
+
+def _clean(value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    if isinstance(value, str):
+        value = value.strip()
+        return value or None
+    return value
+
+
+def check_panel(panel: pd.DataFrame, name: str, settings: StatsSettings) -> None:
+    """Raise RegressionInputError naming the table and the missing columns."""
+    needed = list(PANEL_COLUMNS)
+    cluster_col = CLUSTER_COLUMNS[settings.cluster]
+    if cluster_col and cluster_col not in needed:
+        needed.append(cluster_col)
+    missing = [c for c in needed if c not in panel.columns]
+    if missing:
+        raise RegressionInputError(
+            f"table '{name}' lacks column(s) {missing} needed by the regressions "
+            f"(docs/CONTRACTS.md, Panel)"
+        )
+
+
+def _sample_notes(panel: pd.DataFrame) -> tuple[str, ...]:
+    if "approximated" in panel.columns and panel["approximated"].fillna(False).astype(bool).any():
+        return ("approximated: probabilities from the sampling fallback (protocol)",)
+    return ()
+
+
+def _requests(sample: str, settings: StatsSettings, notes: tuple[str, ...]
+              ) -> list[tuple[FitRequest, int | None]]:
+    reqs: list[tuple[FitRequest, int | None]] = []
+    for spec, subset in VALIDATION_SPECS.items():
+        reqs.append((FitRequest(spec=spec, sample=sample, outcome=OUTCOME,
+                                regressors=VALIDATION_TERMS, fixed_effects=FIXED_EFFECTS,
+                                cluster=settings.cluster, nw_lag=settings.nw_lag,
+                                notes=notes), subset))
+    reqs.append((FitRequest(spec=DETECTION_SPEC, sample=sample, outcome=OUTCOME,
+                            regressors=DETECTION_TERMS, fixed_effects=FIXED_EFFECTS,
+                            cluster=settings.cluster, one_sided_terms=(BETA3,),
+                            nw_lag=settings.nw_lag, notes=notes), None))
+    return reqs
+
+
+def run_sample(panel: pd.DataFrame, sample: str, settings: StatsSettings) -> pd.DataFrame:
+    """All four specifications on one sample ('pre' or 'post')."""
+    check_panel(panel, f"panel_{sample}", settings)
+    frames = []
+    notes = _sample_notes(panel)
+    for req, subset in _requests(sample, settings, notes):
+        data = panel
+        if subset is not None:
+            hl = pd.to_numeric(panel["high_lap"], errors="coerce")
+            data = panel.loc[hl == subset]
+        frames.append(fit_fe(data, req))
+    return pd.concat(frames, ignore_index=True)
+
+
+def infeasible_sample(sample: str, settings: StatsSettings, why: str) -> pd.DataFrame:
+    """Rows for a sample that cannot be estimated at all (e.g. no post-cutoff rows)."""
+    frames = [
+        _empty_rows(req, " + ".join(FIXED_EFFECTS), "not estimated", why)
+        for req, _ in _requests(sample, settings, ())
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+NO_POST_WARNING = (
+    "no post-cutoff rows: the placebo (step 5) is infeasible; steps 1-4 only (protocol)"
+)
+
+
+def run_protocol(panel_pre: pd.DataFrame, panel_post: pd.DataFrame | None,
+                 settings: StatsSettings) -> pd.DataFrame:
+    """Steps 3-5: validation and detection on pre, the same on post as placebo.
+
+    Returns the regression_results table: one row per (spec, sample, term)."""
+    out = [run_sample(panel_pre, "pre", settings)]
+    if panel_post is None or len(panel_post) == 0:
+        out.append(infeasible_sample("post", settings, NO_POST_WARNING))
+    else:
+        out.append(run_sample(panel_post, "post", settings))
+    res = pd.concat(out, ignore_index=True)
+    return res[list(RESULT_COLUMNS)]
+
+
+def result_row(results: pd.DataFrame, spec: str, sample: str, term: str) -> dict[str, Any]:
+    """The row for (spec, sample, term) as a dict with NaN for missing numbers."""
+    sel = results[(results["spec"] == spec) & (results["sample"] == sample)
+                  & (results["term"] == term)]
+    if sel.empty:
+        return {c: math.nan for c in RESULT_COLUMNS}
+    row = sel.iloc[0].to_dict()
+    return {k: (math.nan if v is pd.NA else v) for k, v in row.items()}

@@ -1,0 +1,3 @@
+-- Pre-cutoff panel (target_date <= training_cutoff): validation and detection samples.
+select * from {{ ref('panel') }}
+where sample = 'pre'

@@ -1,0 +1,390 @@
+"""OpenAIBackend against a real HTTP server on 127.0.0.1 that misbehaves on purpose.
+
+The server below is a small standard-library implementation of the OpenAI completions and
+chat JSON (plus vLLM's prompt_logprobs extra and legacy echo). It answers 429 with
+Retry-After, 500 and slow responses before succeeding, so the retry, backoff and timeout
+paths run over real sockets through the real `openai` client. Its answers are computed
+from the prompt, so every parsed number is checked against a known truth. The parity tier
+(test_backend_parity.py) runs the same backend against a real `vllm serve`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import threading
+import time
+from dataclasses import asdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from lookahead.backends.openai_backend import (
+    BackendUnsupportedError,
+    OpenAIBackend,
+    is_loopback_url,
+    parse_retry_after,
+)
+from lookahead.config import StudyConfigError
+
+TOP = {"up": math.log(0.6), "down": math.log(0.3), " unknown": math.log(0.05)}
+
+
+def word_logprob(i: int) -> float:
+    """The known log-probability the server gives prompt word i (i >= 1)."""
+    return -0.25 * i
+
+
+class FakeOpenAIState:
+    """Per-server script and records (attempts per prompt, in-flight peak, auth headers)."""
+
+    def __init__(self, mink_mode: str = "vllm", delay_s: float = 0.0) -> None:
+        self.mink_mode = mink_mode  # vllm | echo | none
+        self.delay_s = delay_s
+        self.lock = threading.Lock()
+        self.attempts: dict[str, list[float]] = {}
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.auth_headers: set[str] = set()
+        self.requests = 0
+
+
+def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:  # keep pytest output clean
+            pass
+
+        def _send(self, code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            try:
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            length = int(self.headers.get("Content-Length", "0"))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            prompt = body.get("prompt")
+            if prompt is None:
+                prompt = body["messages"][-1]["content"]
+            with state.lock:
+                state.requests += 1
+                state.auth_headers.add(self.headers.get("Authorization", ""))
+                attempt = len(state.attempts.setdefault(prompt, []))
+                state.attempts[prompt].append(time.monotonic())
+                state.in_flight += 1
+                state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
+            try:
+                self._answer(prompt, attempt, body)
+            finally:
+                with state.lock:
+                    state.in_flight -= 1
+
+        def _answer(self, prompt: str, attempt: int, body: dict[str, Any]) -> None:
+            err = {"error": {"message": "scripted failure", "type": "server_error"}}
+            if "[429x2]" in prompt and attempt < 2:
+                return self._send(429, err, {"Retry-After": "1"})
+            if "[429ms]" in prompt and attempt < 1:
+                return self._send(429, err, {"retry-after-ms": "300"})
+            if "[500x1]" in prompt and attempt < 1:
+                return self._send(500, err)
+            if "[500always]" in prompt:
+                return self._send(500, err)
+            if "[400]" in prompt:
+                return self._send(400, {"error": {"message": "bad request", "type": "invalid"}})
+            if "[slow]" in prompt and attempt < 1:
+                time.sleep(1.5)
+            if state.delay_s:
+                time.sleep(state.delay_s)
+            if self.path.endswith("/chat/completions"):
+                return self._chat(prompt, body)
+            return self._completion(prompt, body)
+
+        def _completion(self, prompt: str, body: dict[str, Any]) -> None:
+            words = prompt.split()
+            choice: dict[str, Any] = {"index": 0, "text": "up", "finish_reason": "length",
+                                      "logprobs": None}
+            if "prompt_logprobs" in body:
+                if state.mink_mode != "vllm":
+                    return self._send(400, {"error": {"message": "unknown field prompt_logprobs"}})
+                choice["prompt_logprobs"] = [None] + [
+                    {str(10 + i): {"logprob": word_logprob(i), "rank": 1, "decoded_token": w}}
+                    for i, w in enumerate(words) if i > 0
+                ]
+            if body.get("echo"):
+                if state.mink_mode != "echo":
+                    return self._send(400, {"error": {"message": "echo is not supported"}})
+                offsets, pos = [], 0
+                for w in words:
+                    pos = prompt.index(w, pos)
+                    offsets.append(pos)
+                    pos += len(w)
+                choice["text"] = prompt + "up"
+                choice["logprobs"] = {
+                    "tokens": words + ["up"],
+                    "token_logprobs": [None] + [word_logprob(i) for i in range(1, len(words))]
+                    + [TOP["up"]],
+                    "top_logprobs": None,
+                    "text_offset": offsets + [len(prompt)],
+                }
+            elif body.get("logprobs"):
+                choice["logprobs"] = {"tokens": ["up"], "token_logprobs": [TOP["up"]],
+                                      "top_logprobs": [TOP], "text_offset": [len(prompt)]}
+            n = int(body.get("n") or 1)
+            if n > 1:
+                rng = random.Random(f"{body.get('seed')}|{prompt}")
+                choices = [dict(choice, index=i, text=rng.choice(["up", "down"])) for i in range(n)]
+            else:
+                choices = [choice]
+            self._send(200, {"id": "cmpl-1", "object": "text_completion", "created": 0,
+                             "model": body["model"], "choices": choices})
+
+        def _chat(self, prompt: str, body: dict[str, Any]) -> None:
+            logprobs = None
+            if body.get("logprobs"):
+                k = int(body.get("top_logprobs") or 0)
+                tops = [{"token": t, "logprob": v, "bytes": None} for t, v in TOP.items()][:k]
+                logprobs = {"content": [{"token": "up", "logprob": TOP["up"], "bytes": None,
+                                         "top_logprobs": tops}]}
+            n = int(body.get("n") or 1)
+            rng = random.Random(f"{body.get('seed')}|{prompt}")
+            choices = [{"index": i, "finish_reason": "stop", "logprobs": logprobs,
+                        "message": {"role": "assistant",
+                                    "content": "up" if n == 1 else rng.choice(["up", "down"])}}
+                       for i in range(n)]
+            self._send(200, {"id": "chat-1", "object": "chat.completion", "created": 0,
+                             "model": body["model"], "choices": choices})
+
+    return Handler
+
+
+@pytest.fixture
+def server_factory() -> Iterator[Any]:
+    """Start loopback servers on free ports; shut every one down after the test."""
+    started: list[ThreadingHTTPServer] = []
+
+    def start(**kwargs: Any) -> tuple[str, FakeOpenAIState]:
+        state = FakeOpenAIState(**kwargs)
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+        httpd.daemon_threads = True
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        started.append(httpd)
+        return f"http://127.0.0.1:{httpd.server_address[1]}/v1", state
+
+    yield start
+    for httpd in started:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def make_backend(base_url: str, **options: Any) -> OpenAIBackend:
+    opts: dict[str, Any] = {"base_url": base_url, "backoff_s": 0.01, "timeout_s": 5}
+    opts.update(options)
+    return OpenAIBackend("test-model", **opts)
+
+
+def test_survives_429_500_and_slow_responses(server_factory: Any) -> None:
+    url, state = server_factory()
+    backend = make_backend(url, timeout_s=0.5, max_retries=4)
+    prompts = ["plain question", "rate limited [429x2]", "ms limited [429ms]",
+               "server error [500x1]", "slow answer [slow]"]
+    try:
+        gens = backend.generate(prompts, max_tokens=1, top_logprobs=20)
+    finally:
+        backend.close()
+    assert [g.prompt for g in gens] == prompts  # order kept despite retries
+    for g in gens:
+        assert g.response_text == "up"
+        got = {t.token: t.logprob for t in g.top_logprobs}
+        assert got == pytest.approx(TOP)
+        assert [t.token for t in g.top_logprobs] == ["up", "down", " unknown"]  # sorted
+    assert len(state.attempts["plain question"]) == 1
+    assert len(state.attempts["rate limited [429x2]"]) == 3
+    assert len(state.attempts["server error [500x1]"]) == 2
+    assert len(state.attempts["slow answer [slow]"]) == 2  # the first one timed out
+    # Retry-After: 1 s was honoured although our own backoff is 0.01 s
+    t = state.attempts["rate limited [429x2]"]
+    assert t[1] - t[0] >= 0.95 and t[2] - t[1] >= 0.95
+    t = state.attempts["ms limited [429ms]"]
+    assert 0.29 <= t[1] - t[0] < 1.5
+    assert backend.retries_done == 2 + 1 + 1 + 1
+
+
+def test_gives_up_after_max_retries_and_does_not_retry_400(server_factory: Any) -> None:
+    import openai
+
+    url, state = server_factory()
+    backend = make_backend(url, max_retries=2)
+    try:
+        with pytest.raises(openai.InternalServerError):
+            backend.generate(["always failing [500always]"], max_tokens=1, top_logprobs=5)
+        assert len(state.attempts["always failing [500always]"]) == 3
+        with pytest.raises(openai.BadRequestError):
+            backend.generate(["malformed [400]"], max_tokens=1, top_logprobs=5)
+        assert len(state.attempts["malformed [400]"]) == 1
+    finally:
+        backend.close()
+
+
+def test_eight_requests_in_flight_by_default(server_factory: Any) -> None:
+    url, state = server_factory(delay_s=0.3)
+    backend = make_backend(url)
+    try:
+        t0 = time.monotonic()
+        backend.generate([f"question {i}" for i in range(16)], max_tokens=1, top_logprobs=5)
+        elapsed = time.monotonic() - t0
+    finally:
+        backend.close()
+    assert state.peak_in_flight == 8
+    assert elapsed < 16 * 0.3 / 2  # concurrent, not one by one
+
+
+def test_concurrency_setting_is_respected(server_factory: Any) -> None:
+    url, state = server_factory(delay_s=0.1)
+    backend = make_backend(url, concurrency=2)
+    try:
+        backend.generate([f"q {i}" for i in range(6)], max_tokens=1, top_logprobs=5)
+    finally:
+        backend.close()
+    assert state.peak_in_flight == 2
+
+
+def test_chat_api_top_logprobs(server_factory: Any) -> None:
+    url, _ = server_factory()
+    backend = make_backend(url, api="chat")
+    try:
+        assert backend.render_prompt("hello", use_chat_template=True) == "hello"
+        [gen] = backend.generate(["On 2021-03-01 did X go up?"], max_tokens=1, top_logprobs=2)
+    finally:
+        backend.close()
+    assert gen.response_text == "up"
+    assert {t.token: t.logprob for t in gen.top_logprobs} == pytest.approx(
+        {"up": TOP["up"], "down": TOP["down"]})
+
+
+@pytest.mark.parametrize("mode", ["vllm", "echo"])
+def test_prompt_logprobs_through_what_the_server_offers(server_factory: Any, mode: str) -> None:
+    url, _ = server_factory(mink_mode=mode)
+    backend = make_backend(url)
+    prompts = ["alpha beta gamma delta", "one two three"]
+    try:
+        got = backend.prompt_logprobs(prompts)
+    finally:
+        backend.close()
+    assert backend.mink_source == ("prompt_logprobs" if mode == "vllm" else "echo")
+    for prompt, lps in zip(prompts, got):
+        words = prompt.split()
+        assert [t.token for t in lps] == ([""] if mode == "vllm" else [words[0]]) + words[1:]
+        assert lps[0].logprob is None
+        assert [t.logprob for t in lps[1:]] == pytest.approx(
+            [word_logprob(i) for i in range(1, len(words))])
+        if mode == "vllm":
+            assert [t.token_id for t in lps[1:]] == [10 + i for i in range(1, len(words))]
+
+
+def test_no_prompt_logprobs_gives_a_clear_error(server_factory: Any) -> None:
+    url, _ = server_factory(mink_mode="none")
+    backend = make_backend(url)
+    try:
+        with pytest.raises(BackendUnsupportedError, match=r"backend 'openai'.*prompt_logprobs, echo"):
+            backend.prompt_logprobs(["some text here"])
+    finally:
+        backend.close()
+
+
+def test_sampling_fallback_is_seeded(server_factory: Any) -> None:
+    url, _ = server_factory()
+    backend = make_backend(url)
+    try:
+        a = backend.sample(["q1", "q2"], n=25, seed=7, max_tokens=1)
+        b = backend.sample(["q1", "q2"], n=25, seed=7, max_tokens=1)
+        with pytest.raises(StudyConfigError, match="n_samples"):
+            backend.sample(["q1"], n=10, seed=7, max_tokens=1)
+    finally:
+        backend.close()
+    assert a == b and all(len(s) == 25 for s in a)
+    assert set(a[0]) == {"up", "down"}
+
+
+def test_api_key_never_reaches_files_or_logs(
+    server_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
+) -> None:
+    secret = "sk-test-" + os.urandom(12).hex()
+    monkeypatch.setenv("LOOKAHEAD_TEST_API_KEY", secret)
+    monkeypatch.setenv("OPENAI_LOG", "debug")
+    url, state = server_factory()
+    caplog.set_level(logging.DEBUG)  # every logger, the openai client's and httpx's included
+    backend = make_backend(url, api_key_env="LOOKAHEAD_TEST_API_KEY", max_retries=3)
+    try:
+        gens = backend.generate(["key check [500x1]", "key check two [429ms]"], 1, 20)
+        logging.getLogger("openai").debug("Authorization: Bearer %s", secret)  # a leaky library
+        lps = backend.prompt_logprobs(["a b c"])
+        out = tmp_path / "raw" / "recall.jsonl"
+        out.parent.mkdir()
+        with open(out, "w", encoding="utf-8") as fh:  # what a job writes: results + settings
+            for g in gens:
+                fh.write(json.dumps({"backend": backend.name, "options": backend.options,
+                                     "repr": repr(backend), **asdict(g)}) + "\n")
+            fh.write(json.dumps([asdict(t) for t in lps[0]]) + "\n")
+    finally:
+        backend.close()
+    assert f"Bearer {secret}" in state.auth_headers  # the key was really used
+    assert backend.retries_done == 2 and caplog.records  # retries were logged
+    captured = capfd.readouterr()
+    texts = [r.getMessage() for r in caplog.records] + [caplog.text, captured.out, captured.err]
+    texts += [p.read_text(encoding="utf-8") for p in tmp_path.rglob("*") if p.is_file()]
+    assert all(secret not in t for t in texts)
+    assert "***" in caplog.text  # the leaky line was masked, not dropped
+
+
+def test_missing_key_variable_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LOOKAHEAD_NO_SUCH_KEY", raising=False)
+    with pytest.raises(StudyConfigError, match="api_key_env.*LOOKAHEAD_NO_SUCH_KEY"):
+        OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", api_key_env="LOOKAHEAD_NO_SUCH_KEY")
+
+
+@pytest.mark.parametrize("url", ["https://api.example.com/v1", "http://10.0.0.5:8000/v1",
+                                 "http://192.168.1.2/v1", "http://my-gpu-box:8000/v1"])
+def test_remote_url_refused_without_consent(url: str) -> None:
+    with pytest.raises(StudyConfigError, match="allow_remote"):
+        OpenAIBackend("m", base_url=url)
+    # with consent the backend is built (no request is sent by construction)
+    OpenAIBackend("m", base_url=url, allow_remote=True).close()
+
+
+def test_loopback_detection_and_retry_after_parsing() -> None:
+    for url in ["http://127.0.0.1:8000/v1", "http://localhost/v1", "http://[::1]:8000/v1",
+                "http://127.5.0.1/v1"]:
+        assert is_loopback_url(url), url
+    for url in ["http://128.0.0.1/v1", "http://localhost.example.com/v1", "http://0.0.0.0/v1"]:
+        assert not is_loopback_url(url), url
+    assert parse_retry_after({"retry-after": "3"}) == 3.0
+    assert parse_retry_after({"retry-after-ms": "250"}) == 0.25
+    assert parse_retry_after({}) is None
+    assert parse_retry_after({"retry-after": "soon"}) is None
+    http_date = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
+    assert 25 <= parse_retry_after({"retry-after": http_date}) <= 31  # type: ignore[operator]
+
+
+def test_bad_settings_name_the_setting() -> None:
+    with pytest.raises(StudyConfigError, match="base_url"):
+        OpenAIBackend("m")
+    with pytest.raises(StudyConfigError, match="'api'"):
+        OpenAIBackend("m", base_url="http://127.0.0.1/v1", api="responses")
+    with pytest.raises(StudyConfigError, match="concurrency"):
+        OpenAIBackend("m", base_url="http://127.0.0.1/v1", concurrency="many")
+    with pytest.raises(StudyConfigError, match="tokenizer_path"):
+        OpenAIBackend("m", base_url="http://127.0.0.1/v1").render_prompt("hi", True)
