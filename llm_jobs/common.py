@@ -87,7 +87,9 @@ class JobContext:
         return bool(getattr(self.backend, "supports_logprobs", True))
 
     def out_dir(self) -> Path:
-        """Derived per-study files (summaries, parquet): outputs/<study_name>/."""
+        """Derived per-study files (parquet summaries): ``outputs_dir`` or outputs/<study_name>/."""
+        if self.study.get("outputs_dir"):
+            return self.study.path("outputs_dir")
         return self.study.root / "outputs" / str(self.study.get("study_name") or "study")
 
 

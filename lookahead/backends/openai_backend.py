@@ -124,7 +124,7 @@ def _as_number(value: object, name: str, minimum: float) -> float:
 class OpenAIBackend(Backend):
     """Chat or completions against an OpenAI-compatible endpoint, with logprobs.
 
-    Options (study settings): base_url (required), api ('completions' | 'chat'),
+    Options (study settings): base_url (required), api_mode ('completions' | 'chat'),
     api_key_env (name of the env var holding the key; none for a local server),
     allow_remote (consent to send text off this machine), concurrency (8), max_retries (6),
     timeout_s (60), backoff_s (0.5, doubled per attempt, capped by backoff_max_s 30),
@@ -148,9 +148,11 @@ class OpenAIBackend(Backend):
                 "sending your text and entity names there needs allow_remote: true"
             )
         self.base_url = base_url
-        self.api = str(options.get("api", "completions"))
+        self.api = str(options.get("api_mode") or options.get("api") or "completions")
         if self.api not in APIS:
-            raise StudyConfigError(f"setting 'api': '{self.api}' is not one of {', '.join(APIS)}")
+            raise StudyConfigError(
+                f"setting 'api_mode': '{self.api}' is not one of {', '.join(APIS)}"
+            )
         self.mink_source = str(options.get("mink_source", "auto"))
         if self.mink_source not in MINK_SOURCES:
             raise StudyConfigError(

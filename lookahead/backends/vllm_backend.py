@@ -43,7 +43,7 @@ class VLLMBackend(Backend):
     Options (study settings): model_path (local HF folder; default model_id), tokenizer_path,
     dtype ('auto' | 'bfloat16' | 'float32' ...), max_model_len (2048), seed (0),
     gpu_memory_utilization (0.3: on CPU it is the share of RAM reserved for the KV cache),
-    kv_cache_gib (a fixed KV-cache size, overrides the share), enable_prefix_caching
+    kv_cache_gib (a fixed KV-cache size, overrides the share), enforce_eager, enable_prefix_caching
     (vLLM's default), max_num_seqs, engine_args (a mapping passed to vllm.LLM as is)."""
 
     name = "vllm"
@@ -68,6 +68,9 @@ class VLLMBackend(Backend):
         if options.get("kv_cache_gib"):
             # a fixed KV-cache size instead of a share of RAM (smaller on a shared machine)
             args["kv_cache_memory_bytes"] = int(float(options["kv_cache_gib"]) * 2**30)  # type: ignore[arg-type]
+        if "enforce_eager" in options:
+            # eager skips torch.compile: on this CPU ~15 s to load instead of ~2 min, slower runs
+            args["enforce_eager"] = bool(options["enforce_eager"])
         if "enable_prefix_caching" in options:
             args["enable_prefix_caching"] = bool(options["enable_prefix_caching"])
         if "max_num_seqs" in options:
@@ -90,6 +93,19 @@ class VLLMBackend(Backend):
             [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True
         )
 
+    def encode(self, prompt: str) -> list[int]:
+        """Token ids as the transformers backend makes them: special tokens added unless the
+        text already starts with BOS (a rendered chat template), so no BOS is doubled and
+        both backends score the very same token sequence."""
+        bos = getattr(self.tokenizer, "bos_token", None)
+        ids = self.tokenizer.encode(prompt, add_special_tokens=not (bos and prompt.startswith(bos)))
+        if not ids:
+            raise ValueError("empty prompt: nothing to score")
+        return list(ids)
+
+    def _inputs(self, prompts: Sequence[str]) -> list[dict[str, list[int]]]:
+        return [{"prompt_token_ids": self.encode(p)} for p in prompts]
+
     def _decode(self, token_id: int, decoded: str | None) -> str:
         return decoded if decoded is not None else self.tokenizer.decode([token_id])
 
@@ -103,7 +119,7 @@ class VLLMBackend(Backend):
             temperature=0.0, max_tokens=max_tokens, seed=self.seed,
             logprobs=top_logprobs if top_logprobs > 0 else None,
         )
-        outs = self.llm.generate(list(prompts), params, use_tqdm=False)
+        outs = self.llm.generate(self._inputs(prompts), params, use_tqdm=False)
         gens: list[Generation] = []
         for prompt, out in zip(prompts, outs):
             comp = out.outputs[0]
@@ -123,7 +139,7 @@ class VLLMBackend(Backend):
             return []
         params = self._SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0,
                                       seed=self.seed)
-        outs = self.llm.generate(list(prompts), params, use_tqdm=False)
+        outs = self.llm.generate(self._inputs(prompts), params, use_tqdm=False)
         result: list[list[TokenLogprob]] = []
         for out in outs:
             ids = list(out.prompt_token_ids or [])
@@ -145,7 +161,7 @@ class VLLMBackend(Backend):
         if n < 25:
             raise StudyConfigError(f"setting 'n_samples': {n} is below the protocol's 25")
         params = self._SamplingParams(n=n, temperature=1.0, seed=seed, max_tokens=max_tokens)
-        outs = self.llm.generate(list(prompts), params, use_tqdm=False)
+        outs = self.llm.generate(self._inputs(prompts), params, use_tqdm=False)
         return [[c.text for c in sorted(o.outputs, key=lambda c: c.index)] for o in outs]
 
     def close(self) -> None:

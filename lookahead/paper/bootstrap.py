@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
+from threadpoolctl import threadpool_limits
 
 from lookahead.paper.fit import FIXEF_TOL, PaperSpecError, Term
 
@@ -137,6 +138,7 @@ class _Structure:
     pair_to_key: sp.csr_matrix | None  # (n_keys, n_pairs)
     key_t: np.ndarray
     key_s: np.ndarray
+    cell_keep: np.ndarray | None = None
     zz_idx: list[tuple[int, int]] = field(default_factory=list)
     zz: np.ndarray | None = None  # (n_tri, n) products z_k z_l
 
@@ -195,7 +197,7 @@ def _structure(data: BootstrapData) -> _Structure:
         cell_to_abs=cell_to_abs,
         cell_to_keep=_indicator(cell_keep, n_keep) if n_keep else None,
         cell_abs=cell_abs, pair_a=pair_a, pair_b=pair_b, pair_to_key=pair_to_key,
-        key_t=key_t, key_s=key_s, zz_idx=tri, zz=zz,
+        key_t=key_t, key_s=key_s, cell_keep=cell_keep, zz_idx=tri, zz=zz,
     )
 
 
@@ -215,47 +217,7 @@ def _solve_batch(st: _Structure, Z: np.ndarray, W: np.ndarray) -> np.ndarray:
         G[:, a, b] = v
         G[:, b, a] = v
     if st.n_keep:
-        T = st.n_keep
-        Wd = st.cell_to_keep @ Mc                  # (T, B)
-        # right-hand sides R[t, j] = sum_i w_i Dt_i z_ij minus its absorbed-FE projection
-        R = np.empty((B, T, k1))
-        for j in range(k1):
-            StZ = st.row_to_keep @ (W * Z[:, [j]])
-            proj = st.cell_to_keep @ (Mc * (SeZ[j] * inv_we)[st.cell_abs])
-            R[:, :, j] = (StZ - proj).T
-        # Laplacian A = diag(Wd) - M' D^-1 M over the kept FE
-        A = np.zeros((B, T, T))
-        diag_cells = st.cell_to_keep @ (Mc * Mc * inv_we[st.cell_abs])   # (T, B)
-        idx = np.arange(T)
-        A[:, idx, idx] = (Wd - diag_cells).T
-        if st.pair_to_key is not None:
-            vals = Mc[st.pair_a] * Mc[st.pair_b] * inv_we[st.cell_abs[st.pair_a]]
-            off = st.pair_to_key @ vals            # (keys, B)
-            same = st.key_t == st.key_s            # cannot happen (distinct cells share no level pair)
-            if same.any():
-                raise AssertionError("duplicate cells in bootstrap structure")
-            A[:, st.key_t, st.key_s] -= off.T
-            A[:, st.key_s, st.key_t] -= off.T
-        active = (Wd > 0).T                        # (B, T)
-        for b in range(B):
-            Ab = A[b]
-            act = active[b]
-            scale = max(float(Ab.diagonal()[act].mean()), 1.0)
-            graph = sp.csr_matrix((Ab != 0) & act[:, None] & act[None, :])
-            n_comp, labels = connected_components(graph, directed=False)
-            if n_comp == 1 and act.all():
-                Ab += scale / T                    # A + c 11'
-            else:
-                inactive = ~act
-                Ab[inactive, :] = 0.0
-                Ab[:, inactive] = 0.0
-                Ab[inactive, inactive] = 1.0
-                lab = np.where(act, labels, -1)
-                for c in np.unique(lab[act]):
-                    u = (lab == c).astype(float)
-                    Ab += (scale / u.sum()) * np.outer(u, u)
-        X = np.linalg.solve(A, R)                  # (B, T, k1)
-        G = G - np.einsum("btj,btl->bjl", R, X)
+        G = G - _kept_fe_correction(st, Z, W, Mc, SeZ, inv_we)
     Gxx, Gxy = G[:, 1:, 1:], G[:, 1:, 0]
     beta = np.full((B, k1 - 1), np.nan)
     # a regressor without residual variation in a draw: no estimate (pyfixest drops it)
@@ -269,6 +231,74 @@ def _solve_batch(st: _Structure, Z: np.ndarray, W: np.ndarray) -> np.ndarray:
     return beta
 
 
+def _kept_fe_correction(st: _Structure, Z: np.ndarray, W: np.ndarray, Mc: np.ndarray,
+                        SeZ: np.ndarray, inv_we: np.ndarray) -> np.ndarray:
+    """R' A^+ R per draw: what the kept FE explains of [y, x] after the absorbed FE."""
+    from scipy.linalg import lapack
+
+    B, T, k1 = W.shape[1], st.n_keep, st.k1
+    Wd = st.cell_to_keep @ Mc                          # (T, B) weight per kept level
+    Xc = Mc * inv_we[st.cell_abs]                      # (cells, B) cell weight / entity weight
+    R = np.empty((B, T, k1))
+    for j in range(k1):
+        StZ = st.row_to_keep @ (W * Z[:, [j]])
+        R[:, :, j] = (StZ - st.cell_to_keep @ (Xc * SeZ[j][st.cell_abs])).T
+    # Laplacian A = diag(Wd) - M' D^-1 M, built flat: diagonal, then each cell pair once
+    A = np.zeros((B, T * T))
+    diag = np.arange(T) * (T + 1)
+    A[:, diag] = (Wd - st.cell_to_keep @ (Mc * Xc)).T
+    n_keys = len(st.key_t)
+    if st.pair_to_key is not None:
+        off = st.pair_to_key @ (Xc[st.pair_a] * Mc[st.pair_b])   # (keys, B)
+        neg = np.ascontiguousarray(-off.T)
+        A[:, st.key_t * T + st.key_s] = neg
+        A[:, st.key_s * T + st.key_t] = neg
+    else:
+        off = np.zeros((0, B))
+    A = A.reshape(B, T, T)
+    # Connected components of every draw's entity-level / kept-level bipartite graph at
+    # once: one block-diagonal graph per batch, an edge per (entity, date) cell drawn.
+    active = (Wd > 0).T                                # (B, T)
+    labels = _batch_components(st, Mc)                 # (B, T)
+    out = np.full((B, k1, k1), np.nan)
+    for b in range(B):
+        Ab, act = A[b], active[b]
+        scale = max(float(Ab.diagonal()[act].mean()), 1e-300) if act.any() else 1.0
+        lab = labels[b]
+        if act.all() and (lab == lab[0]).all():
+            Ab += scale / T                            # A + c 11': one component, every level used
+        else:
+            inactive = ~act
+            Ab[inactive, :] = 0.0
+            Ab[:, inactive] = 0.0
+            Ab[inactive, inactive] = 1.0
+            for c in np.unique(lab[act]):
+                u = (lab == c) & act
+                Ab[np.ix_(u, u)] += scale / u.sum()
+        _, x, info = lapack.dposv(Ab, R[b], overwrite_a=True)
+        if info == 0:
+            out[b] = R[b].T @ x
+    return out
+
+
+def _batch_components(st: _Structure, Mc: np.ndarray) -> np.ndarray:
+    """Component label of each kept level in each draw (B, T); unused levels get their own.
+
+    Node j*(T+E)+t is kept level t of draw j, node j*(T+E)+T+e absorbed level e; an edge
+    joins them when draw j drew a row of cell (e, t). Labels only need to be equal within
+    a component and distinct across components of the same draw."""
+    n_cells, B = Mc.shape
+    T, E = st.n_keep, st.n_abs
+    N = T + E
+    alive = Mc.T > 0                                   # (B, cells)
+    j, c = np.nonzero(alive)
+    rows = j * N + T + st.cell_abs[c]
+    cols = j * N + st.cell_keep[c]
+    g = sp.csr_matrix((np.ones(len(c), dtype=np.int8), (rows, cols)), shape=(B * N, B * N))
+    _, lab = connected_components(g, directed=False)
+    return lab.reshape(B, N)[:, :T]
+
+
 def fast_draws(data: BootstrapData, draws: int, seed: int, target: int | None = -1,
                batch: int | None = None) -> np.ndarray:
     """All draws' coefficients (column `target`, or all when None) by batched weighted solves."""
@@ -276,15 +306,17 @@ def fast_draws(data: BootstrapData, draws: int, seed: int, target: int | None = 
     n = data.n
     if batch is None:
         per_draw = max(len(st.pair_a), st.n_keep ** 2, n, 1)
-        batch = int(np.clip(1.5e7 // per_draw, 8, 256))
+        batch = int(np.clip(4e6 // per_draw, 8, 64))  # measured: 32-64 draws a batch is fastest here
     rng = np.random.default_rng(seed)
     out = np.full((draws, st.k1 - 1), np.nan)
-    for b0 in range(0, draws, batch):
-        m = min(batch, draws - b0)
-        W = np.empty((n, m))
-        for j in range(m):
-            W[:, j] = np.bincount(draw_indices(rng, n), minlength=n)
-        out[b0:b0 + m] = _solve_batch(st, data.Z, W)
+    # one BLAS thread: the work is many small factorisations, where threads only contend
+    with threadpool_limits(limits=1, user_api="blas"):
+        for b0 in range(0, draws, batch):
+            m = min(batch, draws - b0)
+            W = np.empty((n, m))
+            for j in range(m):
+                W[:, j] = np.bincount(draw_indices(rng, n), minlength=n)
+            out[b0:b0 + m] = _solve_batch(st, data.Z, W)
     return out if target is None else out[:, target]
 
 

@@ -263,7 +263,7 @@ def test_concurrency_setting_is_respected(server_factory: Any) -> None:
 
 def test_chat_api_top_logprobs(server_factory: Any) -> None:
     url, _ = server_factory()
-    backend = make_backend(url, api="chat")
+    backend = make_backend(url, api_mode="chat")
     try:
         assert backend.render_prompt("hello", use_chat_template=True) == "hello"
         [gen] = backend.generate(["On 2021-03-01 did X go up?"], max_tokens=1, top_logprobs=2)
@@ -382,8 +382,8 @@ def test_loopback_detection_and_retry_after_parsing() -> None:
 def test_bad_settings_name_the_setting() -> None:
     with pytest.raises(StudyConfigError, match="base_url"):
         OpenAIBackend("m")
-    with pytest.raises(StudyConfigError, match="'api'"):
-        OpenAIBackend("m", base_url="http://127.0.0.1/v1", api="responses")
+    with pytest.raises(StudyConfigError, match="'api_mode'"):
+        OpenAIBackend("m", base_url="http://127.0.0.1/v1", api_mode="responses")
     with pytest.raises(StudyConfigError, match="concurrency"):
         OpenAIBackend("m", base_url="http://127.0.0.1/v1", concurrency="many")
     with pytest.raises(StudyConfigError, match="tokenizer_path"):

@@ -1,0 +1,123 @@
+"""Protocol step 1: the forecast signal mu_hat from the user's own prompt.
+
+Run: ``python -m llm_jobs.forecast --study FILE --yes``
+
+The prompt and the label mapping are used verbatim, at temperature 0. After the queries
+the parse rate is reported; below 95% the job stops with a non-zero exit and shows 10
+unparsed answers, because the protocol forbids editing the prompt or parser to fix it
+(rerun with --accept-low-parse-rate once you accept the prompt as the object under test).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+import pandas as pd
+
+from lookahead.cache import RawStore, atomic_write_parquet, query_key
+from lookahead.prompts import render_forecast
+from lookahead.scoring import first_token_prob, parse_forecast, parse_stated_confidence, prompt_asks_confidence
+from llm_jobs.common import (
+    EXIT_OK, EXIT_PARSE_RATE, JobContext, JobStop, Query, confirm, logprob_dicts, print_plan,
+    record_skeleton, run_main, run_queries,
+)
+
+TASK = "forecast"
+MIN_PARSE_RATE = 0.95
+TOP_LOGPROBS = 20
+
+
+def forecast_params(ctx: JobContext) -> dict[str, Any]:
+    return {
+        "temperature": 0, "max_tokens": int(ctx.study.get("forecast_max_tokens") or 16),
+        "top_logprobs": TOP_LOGPROBS if ctx.logprobs_available else 0, "seed": 0,
+        "n_samples": None, "chat_template": ctx.use_chat_template,
+    }
+
+
+def plan(ctx: JobContext) -> tuple[list[Query], dict[str, Any]]:
+    """One query per valid row: (queries, params)."""
+    params = forecast_params(ctx)
+    template = str(ctx.study["forecast_prompt"])
+    queries = []
+    for row in ctx.rows.to_dict("records"):
+        user_text = render_forecast(template, row)
+        prompt = ctx.backend.render_prompt(user_text, ctx.use_chat_template)
+        key = query_key(TASK, ctx.study["model_id"], str(row["row_id"]), prompt, params)
+        queries.append(Query(key, prompt, row_id=str(row["row_id"])))
+    return queries, params
+
+
+def run(ctx: JobContext) -> int:
+    queries, params = plan(ctx)
+    asks_conf = prompt_asks_confidence(str(ctx.study["forecast_prompt"]))
+    with RawStore(ctx.study.raw_file(TASK)) as store:
+        if store.repaired_bytes:
+            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+        pending = [q for q in queries if q.key not in store]
+        print_plan(ctx, TASK, "rows", len(queries), pending, params["max_tokens"])
+        if pending:
+            confirm(f"query {len(pending)} forecasts?", ctx.args.yes)
+
+            def answer(batch: list[Query]) -> list[dict[str, Any]]:
+                gens = ctx.backend.generate([q.prompt for q in batch], params["max_tokens"],
+                                            params["top_logprobs"])
+                out = []
+                for g in gens:
+                    top = logprob_dicts(g.top_logprobs)
+                    out.append({
+                        "response_text": g.response_text, "top_logprobs": top,
+                        "first_token_prob": first_token_prob(top),
+                        "stated_confidence": parse_stated_confidence(g.response_text) if asks_conf else None,
+                    })
+                return out
+
+            run_queries(store, pending, ctx.batch_size, TASK, answer,
+                        lambda q: record_skeleton(ctx, TASK, q, params))
+        records = store.load({q.key for q in queries})
+    return summarize(ctx, queries, records)
+
+
+def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict[str, Any]]) -> int:
+    """Parse every answer with the user's labels, write outputs/<study>/forecast.parquet,
+    enforce the 95% parse-rate rule."""
+    labels = ctx.study["forecast_labels"]
+    rows = ctx.rows.set_index(ctx.rows["row_id"].astype(str))
+    out = []
+    for q in queries:
+        rec = records[q.key]
+        label, value = parse_forecast(rec["response_text"], labels)
+        r = rows.loc[q.row_id]
+        out.append({
+            "row_id": q.row_id, "entity_id": r["entity_id"], "text_date": r["text_date"],
+            "target_date": r["target_date"], "mu_hat": value, "forecast_label": label,
+            "first_token_prob": rec.get("first_token_prob"),
+            "stated_confidence": rec.get("stated_confidence"), "raw_key": q.key,
+            "response_text": rec["response_text"],
+        })
+    df = pd.DataFrame(out)
+    atomic_write_parquet(ctx.out_dir() / "forecast.parquet", df)
+    parsed = df["forecast_label"].notna()
+    rate = float(parsed.mean()) if len(df) else 0.0
+    print(f"forecast parse rate: {rate:.1%} ({int(parsed.sum())}/{len(df)}); "
+          f"labels: {df['forecast_label'].value_counts().to_dict()}")
+    if rate < MIN_PARSE_RATE:
+        print(f"parse rate below {MIN_PARSE_RATE:.0%}; 10 unparsed answers:", file=sys.stderr)
+        for r in df[~parsed].head(10).itertuples():
+            print(f"  row_id {r.row_id}: {r.response_text!r}", file=sys.stderr)
+        if not ctx.args.accept_low_parse_rate:
+            raise JobStop(
+                "forecast parse rate below 95%: the prompt and parser are not changed automatically "
+                "(protocol step 1). Decide how to proceed; --accept-low-parse-rate keeps the prompt "
+                "as the object under test.", EXIT_PARSE_RATE)
+        print("continuing below 95% (--accept-low-parse-rate)")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_main(run, "Protocol step 1: forecast signal mu_hat (raw JSONL + parse rate).", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Min-K% LAP (paper eq. 1): token log-probabilities of each forecast prompt.
+
+Run: ``python -m llm_jobs.mink --study FILE --yes``
+
+The prompt is exactly what the forecast job sends (the user's prompt filled with the row
+and wrapped in the chat template when used), because the paper scores "any text
+provided to the model". One batched forward pass per batch stores every prompt token's
+log-prob in the raw line (first token: null, it has no conditional probability); K and
+the mean are applied afterwards, so changing mink_k or mink_mean needs no new queries.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+import pandas as pd
+
+from lookahead.cache import RawStore, atomic_write_parquet, query_key
+from lookahead.prompts import render_forecast
+from lookahead.scoring import mink_lap
+from llm_jobs.common import (
+    EXIT_OK, JobContext, JobStop, Query, confirm, logprob_dicts, print_plan, record_skeleton,
+    run_main, run_queries,
+)
+
+TASK = "mink"
+
+
+def mink_params(ctx: JobContext) -> dict[str, Any]:
+    return {"temperature": None, "max_tokens": 0, "top_logprobs": None, "seed": 0,
+            "n_samples": None, "chat_template": ctx.use_chat_template, "prompt_logprobs": True}
+
+
+def plan(ctx: JobContext, params: dict[str, Any]) -> list[Query]:
+    template = str(ctx.study["forecast_prompt"])
+    queries = []
+    for row in ctx.rows.to_dict("records"):
+        prompt = ctx.backend.render_prompt(render_forecast(template, row), ctx.use_chat_template)
+        key = query_key(TASK, ctx.study["model_id"], str(row["row_id"]), prompt, params)
+        queries.append(Query(key, prompt, row_id=str(row["row_id"])))
+    return queries
+
+
+def run(ctx: JobContext) -> int:
+    if not ctx.logprobs_available:
+        raise JobStop(f"Min-K% needs prompt log-probabilities and backend '{ctx.study['backend']}' "
+                      "returns none; use lap_measure: recall")
+    params = mink_params(ctx)
+    queries = plan(ctx, params)
+    with RawStore(ctx.study.raw_file(TASK)) as store:
+        if store.repaired_bytes:
+            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+        pending = [q for q in queries if q.key not in store]
+        print_plan(ctx, TASK, "prompts", len(queries), pending, 0)
+        if pending:
+            confirm(f"score {len(pending)} prompts?", ctx.args.yes)
+
+            def answer(batch: list[Query]) -> list[dict[str, Any]]:
+                lps = ctx.backend.prompt_logprobs([q.prompt for q in batch])
+                return [{"prompt_logprobs": logprob_dicts(lp)} for lp in lps]
+
+            run_queries(store, pending, ctx.batch_size, TASK, answer,
+                        lambda q: record_skeleton(ctx, TASK, q, params))
+        records = store.load({q.key for q in queries})
+    return summarize(ctx, queries, records)
+
+
+def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict[str, Any]]) -> int:
+    k = float(ctx.study.get("mink_k", 0.2))
+    mean = str(ctx.study.get("mink_mean", "geometric"))
+    out = []
+    for q in queries:
+        lps = [t["logprob"] for t in records[q.key]["prompt_logprobs"]]
+        out.append({"row_id": q.row_id, "lap_mink": mink_lap(lps, k, mean), "n_tokens": len(lps),
+                    "mink_k": k, "mink_mean": mean, "raw_key": q.key})
+    df = pd.DataFrame(out)
+    atomic_write_parquet(ctx.out_dir() / "mink.parquet", df)
+    qs = df["lap_mink"].quantile([0.25, 0.5, 0.75]).round(4).tolist()
+    print(f"Min-K% LAP (K={k:g}, {mean} mean, first token skipped): n={len(df)} "
+          f"mean={df['lap_mink'].mean():.4f} quartiles={qs}")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_main(run, "Min-K% LAP over the forecast prompts (paper eq. 1; raw JSONL).", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""Protocol step 2: the date-only recall query, one per unique (entity_id, target_date).
+
+Run: ``python -m llm_jobs.recall --study FILE --yes``
+
+Pairs are deduplicated before querying; the template (protocol default, configurable)
+is filled with the outcome description and reference period and wrapped in the model's
+chat template when it has one. The labels are checked on the exact tokenizer first.
+Queries are temperature 0, max_tokens 1, top-20 logprobs; P(label) follows the
+protocol rule and a label absent from the top-20 is counted as censored, not zero.
+Without logprobs the sampling fallback (>= 25 samples at temperature 1, fixed seed)
+runs only with --allow-sampling, and its lines say approximated=true.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+import pandas as pd
+
+from lookahead.cache import RawStore, atomic_write_parquet, query_key
+from lookahead.prompts import check_recall_labels, check_recall_template, render_recall
+from lookahead.rows import unique_pairs
+from lookahead.scoring import recall_scores
+from llm_jobs.common import (
+    EXIT_OK, MIN_SAMPLES, JobContext, JobStop, Query, confirm, logprob_dicts, print_plan,
+    record_skeleton, run_main, run_queries,
+)
+
+TASK = "recall"
+TOP_LOGPROBS = 20
+
+
+def recall_params(ctx: JobContext, sampling: bool) -> dict[str, Any]:
+    if sampling:
+        n = max(MIN_SAMPLES, int(ctx.study.get("n_samples") or MIN_SAMPLES))
+        return {"temperature": 1, "max_tokens": 1, "top_logprobs": None,
+                "seed": int(ctx.study.get("sampling_seed") or 0), "n_samples": n,
+                "chat_template": ctx.use_chat_template}
+    return {"temperature": 0, "max_tokens": 1, "top_logprobs": TOP_LOGPROBS, "seed": 0,
+            "n_samples": None, "chat_template": ctx.use_chat_template}
+
+
+def label_tokenizer(ctx: JobContext) -> Any:
+    """The exact tokenizer of the model: the backend's ``tokenizer`` attribute, else one
+    loaded from tokenizer_path / model_path (API backends serving a local model)."""
+    tok = getattr(ctx.backend, "tokenizer", None)
+    if tok is not None and hasattr(tok, "encode"):
+        return tok
+    setting = "tokenizer_path" if ctx.study.get("tokenizer_path") else "model_path"
+    if ctx.study.get(setting):
+        from transformers import AutoTokenizer
+
+        gguf = ctx.study.get("gguf_file")
+        kw = {"gguf_file": str(gguf)} if gguf else {}
+        return AutoTokenizer.from_pretrained(str(ctx.study.path(setting)), **kw)
+    raise JobStop(
+        "recall labels must be checked on the model's exact tokenizer: set 'tokenizer_path' to a "
+        "local copy of it (protocol step 2)")
+
+
+def resolve_labels(ctx: JobContext, sample_prompt: str) -> dict[str, str]:
+    """Checked labels (synonyms substituted); a substituted label must be asked for."""
+    labels = {k: str(v) for k, v in ctx.study["recall_labels"].items()}
+    check = check_recall_labels(label_tokenizer(ctx), labels,
+                                ctx.study.get("recall_label_synonyms") or {}, sample_prompt)
+    template = str(ctx.study["recall_template"])
+    for note in check.notes:
+        print(f"note: {note}")
+    for role, lab in check.labels.items():
+        if lab != labels[role] and f"{{label_{role}}}" not in template and lab not in template:
+            raise JobStop(
+                f"setting 'recall_template': label '{labels[role]}' was replaced by '{lab}' "
+                f"(single token); the template must ask for it: write {{label_{role}}} where "
+                f"the answer word goes")
+    print(f"recall labels checked on the model's tokenizer ({check.emitted_form} form): "
+          + ", ".join(f"{k}='{v}'" for k, v in check.labels.items()))
+    return check.labels
+
+
+def plan(ctx: JobContext, params: dict[str, Any], labels: dict[str, str] | None) -> list[Query]:
+    template = str(ctx.study["recall_template"])
+    check_recall_template(template)
+    queries = []
+    for pair in unique_pairs(ctx.rows).to_dict("records"):
+        user_text = render_recall(
+            template, outcome_description=str(ctx.study["outcome_description"]),
+            reference_period=str(ctx.study["reference_period"]), entity_name=pair["entity_name"],
+            ticker=pair["ticker"], target_date=pair["target_date"], entity_id=pair["entity_id"],
+            labels=labels,
+        )
+        prompt = ctx.backend.render_prompt(user_text, ctx.use_chat_template)
+        ident = f"{pair['entity_id']}|{pair['target_date']}"
+        key = query_key(TASK, ctx.study["model_id"], ident, prompt, params)
+        queries.append(Query(key, prompt, entity_id=str(pair["entity_id"]), target_date=pair["target_date"]))
+    return queries
+
+
+def run(ctx: JobContext) -> int:
+    sampling = not ctx.logprobs_available
+    if sampling and not ctx.args.allow_sampling:
+        raise JobStop(
+            f"backend '{ctx.study['backend']}' returns no logprobs; the sampling fallback "
+            f"(>= {MIN_SAMPLES} samples per query at temperature 1) multiplies the query count and "
+            "needs its own approval: rerun with --allow-sampling")
+    params = recall_params(ctx, sampling)
+    labels_default = {k: str(v) for k, v in ctx.study["recall_labels"].items()}
+    queries = plan(ctx, params, labels_default)
+    labels = resolve_labels(ctx, queries[0].prompt)
+    if labels != labels_default:
+        queries = plan(ctx, params, labels)
+    print(f"recall: {len(ctx.rows)} rows -> {len(queries)} unique (entity_id, target_date) pairs")
+    with RawStore(ctx.study.raw_file(TASK)) as store:
+        if store.repaired_bytes:
+            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+        pending = [q for q in queries if q.key not in store]
+        mult = params["n_samples"] if sampling else 1
+        print_plan(ctx, TASK, "unique pairs", len(queries), pending, 1, multiplier=mult)
+        if pending:
+            if sampling:
+                print(f"SAMPLING FALLBACK: {len(pending)} queries x {mult} samples at temperature 1 "
+                      f"(seed {params['seed']}); results will be labelled approximated")
+                confirm(f"run {len(pending) * mult} sampled generations?", ctx.args.yes)
+            else:
+                confirm(f"query {len(pending)} recall pairs?", ctx.args.yes)
+
+            def answer(batch: list[Query]) -> list[dict[str, Any]]:
+                prompts = [q.prompt for q in batch]
+                if sampling:
+                    samples = ctx.backend.sample(prompts, params["n_samples"], params["seed"], 1)
+                    return [{"samples": s, "response_text": s[0] if s else None, "top_logprobs": [],
+                             "approximated": True} for s in samples]
+                gens = ctx.backend.generate(prompts, 1, TOP_LOGPROBS)
+                return [{"response_text": g.response_text, "top_logprobs": logprob_dicts(g.top_logprobs)}
+                        for g in gens]
+
+            run_queries(store, pending, ctx.batch_size, TASK, answer,
+                        lambda q: record_skeleton(ctx, TASK, q, params))
+        records = store.load({q.key for q in queries})
+    return summarize(ctx, queries, records, labels)
+
+
+def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict[str, Any]],
+              labels: dict[str, str]) -> int:
+    """outputs/<study>/recall.parquet plus the censoring and LAP summary the protocol asks for."""
+    out = []
+    for q in queries:
+        s = recall_scores(records[q.key], labels)
+        out.append({
+            "entity_id": q.entity_id, "target_date": q.target_date, "p_up": s.p_up,
+            "p_down": s.p_down, "p_unknown": s.p_unknown, "lap": s.lap, "ud": s.ud,
+            "censored": ",".join(s.censored), "approximated": s.approximated, "raw_key": q.key,
+        })
+    df = pd.DataFrame(out)
+    atomic_write_parquet(ctx.out_dir() / "recall.parquet", df)
+    n = len(df)
+    for role in ("up", "down", "unknown"):
+        c = int(df[f"p_{role}"].isna().sum())
+        print(f"  label '{labels[role]}' censored (not in top-{TOP_LOGPROBS}): {c}/{n} ({c / n:.1%})")
+    heavy = df["censored"].str.len().gt(0).mean()
+    if heavy > 0.5:
+        print(f"WARNING: {heavy:.0%} of recall answers have a censored label; LAP is a lower bound there")
+    cutoff = ctx.study.cutoff.isoformat()
+    pre = df["target_date"] <= cutoff
+    for name, part in (("pre-cutoff", df[pre]), ("post-cutoff", df[~pre])):
+        if len(part):
+            q = part["lap"].quantile([0.25, 0.5, 0.75]).round(3).tolist()
+            print(f"  LAP {name}: n={len(part)} mean={part['lap'].mean():.3f} quartiles={q}")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_main(run, "Protocol step 2: date-only recall query, P(label), LAP (raw JSONL).", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""All three LLM jobs in order (forecast, recall, Min-K%) with one loaded model.
+
+Run: ``python -m llm_jobs.run_all --study FILE --yes``
+
+Each job prints its own plan and asks its own confirmation (unless --yes). A forecast
+parse rate below 95% stops the run before recall, as the protocol asks for a decision.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+from llm_jobs import forecast, mink, recall
+from llm_jobs.common import EXIT_OK, JobContext, arg_parser, guarded, make_context
+
+JOBS = (("forecast", forecast.run), ("recall", recall.run), ("mink", mink.run))
+
+
+def run(ctx: JobContext) -> int:
+    for name, job in JOBS:
+        print(f"== {name} ==")
+        code = job(ctx)
+        if code != EXIT_OK:
+            return code
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = arg_parser("Run forecast, recall and Min-K% jobs for one study.").parse_args(argv)
+    return guarded(lambda: run(make_context(args)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,293 @@
+"""results/REPORT.md and its CSVs, read from the tables `dbt build` wrote.
+
+The protocol requires the report to quote files, not memory: every table is first
+written to a CSV in the results folder, and the Markdown is rendered from those CSVs
+read back. The report also exports the panels as Stata .dta files and a do-file with
+the equivalent reghdfe commands, since the estimates here come from pyfixest."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+import duckdb
+import pandas as pd
+
+from lookahead.config import Study
+from lookahead.stats.fe_regression import SSC_RULE
+from lookahead.stats.protocol import StatsSettings
+from lookahead.stats.stata import export_stata_panels, write_stata_do_file
+
+# (spec, sample) -> CSV name; the protocol's tables in report order
+REGRESSIONS = (
+    ("validation_pooled", "pre"), ("validation_high_lap", "pre"), ("validation_low_lap", "pre"),
+    ("detection", "pre"),
+    ("validation_pooled", "post"), ("validation_high_lap", "post"), ("validation_low_lap", "post"),
+    ("detection", "post"),
+)
+TABLES = (
+    "study_settings", "sample_description", "sample_period", "rejected_rows", "lap_distribution",
+    "lap_histogram", "recall_censoring", "forecast_parse_rate", "merge_row_counts",
+    "gx_validation_results", "regression_results", "verdict",
+)
+
+
+class ReportError(RuntimeError):
+    """The tables the report needs are missing (dbt build did not finish)."""
+
+
+def db_path(study: Study) -> Path:
+    """The DuckDB file dbt builds into: $LOOKAHEAD_DUCKDB, else outputs/lookahead.duckdb
+    (the same rule as profiles/profiles.yml)."""
+    return study.root / os.environ.get("LOOKAHEAD_DUCKDB", "outputs/lookahead.duckdb")
+
+
+@dataclass
+class ReportFiles:
+    report: Path
+    csvs: list[Path]
+    stata: list[Path]
+    verdict: str
+
+
+def _fmt(x: object, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "NA"
+    if isinstance(x, float):
+        return f"{x:.{digits}g}" if abs(x) < 1e5 else f"{x:,.0f}"
+    if pd.isna(x):  # type: ignore[arg-type]
+        return "NA"
+    return str(x)
+
+
+def markdown_table(df: pd.DataFrame, columns: Iterable[str] | None = None,
+                   formatters: dict[str, Callable[[object], str]] | None = None) -> str:
+    cols = list(columns or df.columns)
+    formatters = formatters or {}
+    head = "| " + " | ".join(cols) + " |\n|" + "|".join("---" for _ in cols) + "|\n"
+    body = "".join(
+        "| " + " | ".join(formatters.get(c, _fmt)(row[c]) for c in cols) + " |\n"
+        for _, row in df.iterrows()
+    )
+    return head + body
+
+
+def export_tables(con: duckdb.DuckDBPyConnection, results_dir: Path) -> list[Path]:
+    """One CSV per table and one per regression, each written to a temp file and renamed."""
+    existing = {r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()}
+    missing = [t for t in ("panel_pre", "regression_results", "verdict") if t not in existing]
+    if missing:
+        raise ReportError(
+            f"table(s) {', '.join(missing)} not found in the study database: run `dbt build` "
+            "first (a failed gate leaves the regression tables unbuilt)"
+        )
+    results_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+
+    def write(df: pd.DataFrame, name: str) -> None:
+        path = results_dir / f"{name}.csv"
+        tmp = path.with_suffix(".csv.tmp")
+        df.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+        written.append(path)
+
+    for table in TABLES:
+        if table in existing:
+            write(con.sql(f"select * from {table}").df(), table)
+    results = con.sql("select * from regression_results").df()
+    for spec, sample in REGRESSIONS:
+        part = results[(results["spec"] == spec) & (results["sample"] == sample)]
+        if len(part):
+            write(part, f"regression_{spec}_{sample}")
+    return written
+
+
+def _rows(results: pd.DataFrame, spec: str, sample: str) -> pd.DataFrame:
+    return results[(results["spec"] == spec) & (results["sample"] == sample)]
+
+
+def _coef_table(results: pd.DataFrame, specs: list[tuple[str, str, str]], terms: list[str],
+                one_sided: str | None = None) -> str:
+    """Rows: (label, spec, sample); columns per term: estimate (t)."""
+    lines = []
+    for label, spec, sample in specs:
+        part = _rows(results, spec, sample)
+        if part.empty:
+            continue
+        cells = []
+        for term in terms:
+            r = part[part["term"] == term]
+            if r.empty or pd.isna(r["estimate"].iloc[0]):
+                cells.append("NA")
+            else:
+                cells.append(f"{_fmt(r['estimate'].iloc[0])} ({_fmt(r['t'].iloc[0], 3)})")
+        first = part.iloc[0]
+        extra = []
+        if one_sided:
+            r = part[part["term"] == one_sided]
+            extra.append(_fmt(r["p_one_sided"].iloc[0]) if len(r) else "NA")
+        extra += [_fmt(first["n_obs"]), _fmt(first["n_clusters"]), _fmt(first["n_singletons"]),
+                  _fmt(first["r2"], 3)]
+        lines.append([label, *cells, *extra])
+    head = ["sample", *[f"{t} (t)" for t in terms]]
+    if one_sided:
+        head.append(f"one-sided p ({one_sided} > 0)")
+    head += ["N", "clusters", "singletons dropped", "R2"]
+    out = "| " + " | ".join(head) + " |\n|" + "|".join("---" for _ in head) + "|\n"
+    return out + "".join("| " + " | ".join(map(str, line)) + " |\n" for line in lines)
+
+
+def _read(results_dir: Path, name: str) -> pd.DataFrame:
+    path = results_dir / f"{name}.csv"
+    return pd.read_csv(path) if path.exists() else pd.DataFrame()
+
+
+def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
+    """(REPORT.md text, verdict) rendered from the CSVs in results_dir."""
+    settings = _read(results_dir, "study_settings").iloc[0]
+    desc = _read(results_dir, "sample_description")
+    period = _read(results_dir, "sample_period")
+    lapd = _read(results_dir, "lap_distribution")
+    hist = _read(results_dir, "lap_histogram")
+    cens = _read(results_dir, "recall_censoring")
+    parse = _read(results_dir, "forecast_parse_rate")
+    results = _read(results_dir, "regression_results")
+    verdict = _read(results_dir, "verdict").iloc[0]
+    gx = _read(results_dir, "gx_validation_results")
+    metric = dict(zip(desc["metric"], desc["value"])) if len(desc) else {}
+
+    md = [f"# Lookahead-bias test: {settings['study_name']}\n\n"]
+    md.append(
+        f"Model `{settings['model_id']}` (backend {settings['backend']}), training cutoff "
+        f"{settings['training_cutoff']}; data `{settings['data_path']}`. Every number below is "
+        f"read from the CSV files in this folder, which `lookahead report` exported from the "
+        f"tables `dbt build` wrote. Estimates come from pyfixest (feols), not Stata; "
+        f"`reghdfe.do` beside this report runs the same specifications in Stata.\n\n"
+    )
+    md.append(f"**Verdict: {verdict['verdict']}.** {verdict['reason']}\n\n")
+
+    md.append("## 1. Sample\n\n")
+    rows = [("input rows", metric.get("input rows")), ("rejected in validation", metric.get("rejected rows"))]
+    rows += [(m.replace("rejected: ", "  rejected: "), v) for m, v in metric.items() if m.startswith("rejected: ")]
+    rows += [(m, metric.get(m)) for m in ("valid rows", "pre-cutoff rows", "post-cutoff rows", "entities",
+                                          "periods", "recall pairs (entity, target_date)",
+                                          "rows without a forecast", "rows with an unparsed forecast")]
+    md.append(markdown_table(pd.DataFrame(rows, columns=["", "count"])))
+    if len(period):
+        md.append("\n" + markdown_table(period))
+    det = _rows(results, "detection", "pre")
+    if len(det):
+        d = det.iloc[0]
+        dropped_missing = int(metric.get("pre-cutoff rows", 0)) - int(d["n_obs"]) - int(d["n_singletons"] or 0)
+        md.append(
+            f"\nDropped by the estimator in the pre-cutoff detection regression: "
+            f"{_fmt(d['n_singletons'])} singleton observations, {max(dropped_missing, 0)} rows with a "
+            f"missing value; collinear terms dropped: {_fmt(d['dropped_terms']) if isinstance(d['dropped_terms'], str) and d['dropped_terms'] else 'none'}. "
+            f"Fixed effects: {d['fixed_effects']}; standard errors: {d['vcov']} "
+            f"(small-sample correction {SSC_RULE}); realization periods at frequency "
+            f"`{settings['period_frequency']}`.\n"
+        )
+    warnings = sorted({w for w in results.get("warning", pd.Series(dtype=str)).dropna() if str(w).strip()})
+    if warnings:
+        md.append("Warnings from the estimator:\n\n" + "".join(f"- {w}\n" for w in warnings))
+    if len(parse):
+        p = parse.iloc[0]
+        md.append(f"\nForecast parse rate: {_fmt(p['parse_rate'])} ({int(p['n_parsed'])} of "
+                  f"{int(p['n_responses'])} answers map to a label; protocol floor 0.95).\n")
+
+    md.append("\n## 2. LAP distribution, pre vs post cutoff\n\n")
+    md.append(f"LAP measure in the regressions: `{settings['lap_measure']}`"
+              + (f" (Min-K%, K = {settings['mink_k']}, {settings['mink_mean']} mean)"
+                 if settings["lap_measure"] == "mink" else " (recall: P(up) + P(down))")
+              + f"; high-LAP rule: `{settings['high_lap_rule']}`.\n\n")
+    if len(lapd):
+        md.append(markdown_table(lapd, ["measure", "sample", "n", "mean", "sd", "min", "p25", "median", "p75", "max"]))
+    if len(hist):
+        wide = hist.pivot_table(index=["bin_lower", "bin_upper"], columns="sample", values="n").reset_index()
+        md.append("\nHistogram counts of the selected LAP:\n\n" + markdown_table(wide))
+    sel = lapd[lapd["is_selected_measure"]] if len(lapd) else lapd
+    if len(sel) == 2:
+        pre_m = float(sel[sel["sample"] == "pre"]["mean"].iloc[0])
+        post_m = float(sel[sel["sample"] == "post"]["mean"].iloc[0])
+        if post_m >= 0.75 * pre_m:
+            md.append(f"\n**Warning: post-cutoff LAP stays high** (mean {_fmt(post_m)} vs {_fmt(pre_m)} "
+                      "pre-cutoff): the model is guessing rather than abstaining.\n")
+        else:
+            md.append(f"\nMean LAP falls from {_fmt(pre_m)} before the cutoff to {_fmt(post_m)} after it.\n")
+    if len(cens):
+        md.append("\nRecall label censoring (label absent from the top-20 tokens; its mass is then "
+                  "counted as 0, a lower bound) and residual mass 1 - P(up) - P(down) - P(unknown):\n\n")
+        md.append(markdown_table(cens))
+        worst = float(cens["share_up_and_down_censored"].max())
+        if worst > 0.2:
+            md.append(f"\n**Warning: high censoring** ({_fmt(100 * worst, 3)}% of pairs have neither "
+                      "label in the top-20).\n")
+
+    md.append("\n## 3. Validation: outcome on (U-D), entity and period fixed effects\n\n")
+    md.append(_coef_table(results, [("pooled", "validation_pooled", "pre"),
+                                    ("high LAP", "validation_high_lap", "pre"),
+                                    ("low LAP", "validation_low_lap", "pre")], ["ud"]))
+    md.append("\nExpected under memorization: theta positive and significant on the high-LAP "
+              f"half, near zero on the low-LAP half. Here: "
+              f"{'the pattern is present' if bool(verdict['validation_pattern']) else 'the pattern is not present'}.\n")
+
+    md.append("\n## 4. Detection: outcome on mu_hat, LAP and mu_hat x LAP, pre-cutoff\n\n")
+    md.append(_coef_table(results, [("pre-cutoff", "detection", "pre")],
+                          ["mu_hat", "lap", "mu_hat:lap"], one_sided="mu_hat:lap"))
+    md.append("\nbeta_3 is the coefficient on mu_hat:lap; the test is one-sided for beta_3 > 0 "
+              "(p/2 when t > 0, else 1 - p/2).\n")
+
+    md.append("\n## 5. Placebo: post-cutoff sample\n\n")
+    if _rows(results, "detection", "post")["estimate"].notna().any():
+        md.append(_coef_table(results, [("post-cutoff", "detection", "post")],
+                              ["mu_hat", "lap", "mu_hat:lap"], one_sided="mu_hat:lap"))
+        md.append("\n" + _coef_table(results, [("pooled", "validation_pooled", "post"),
+                                             ("high LAP", "validation_high_lap", "post"),
+                                             ("low LAP", "validation_low_lap", "post")], ["ud"]))
+    md.append(f"\nPlacebo: {verdict['placebo_status']} (passes when the one-sided p for beta_3 > 0 "
+              "exceeds 0.10).\n")
+
+    md.append("\n## 6. Verdict\n\n")
+    md.append(f"**{verdict['verdict']}.** {verdict['reason']}\n\n")
+    md.append(f"Decision rule (protocol, word for word): {verdict['decision_rule']}\n")
+    if bool(verdict.get("approximated", False)):
+        md.append("\n**All results are approximated**: recall probabilities come from the sampling "
+                  "fallback (answer frequencies), not token log-probabilities.\n")
+
+    if len(gx):
+        md.append(f"\n## Data-quality gates\n\nAll {len(gx)} Great Expectations checks passed "
+                  "(`gx_validation_results.csv`).\n")
+    md.append(extra_sections)
+    return "".join(md), str(verdict["verdict"])
+
+
+def write_report(study: Study, database: Path | None = None,
+                 extra: Callable[[duckdb.DuckDBPyConnection, Path], str] | None = None) -> ReportFiles:
+    """Export CSVs, Stata files and REPORT.md for a built study."""
+    database = database or db_path(study)
+    if not database.exists():
+        raise ReportError(f"study database {database} not found: run `dbt build` first")
+    results_dir = study.path("results_dir")
+    outputs_dir = study.path("outputs_dir")
+    con = duckdb.connect(str(database), read_only=True)
+    try:
+        csvs = export_tables(con, results_dir)
+        panel_pre = con.sql("select * from panel_pre").df()
+        panel_post = con.sql("select * from panel_post").df()
+        settings = StatsSettings.from_frame(con.sql("select * from study_settings").df())
+        extra_md = extra(con, results_dir) if extra else ""
+    finally:
+        con.close()
+    stata = export_stata_panels(panel_pre, panel_post, outputs_dir)
+    do_file = results_dir / "reghdfe.do"
+    write_stata_do_file(do_file, settings, panel_pre, panel_post,
+                        panel_dir=str(outputs_dir), results_dir=str(results_dir))
+    text, verdict = render(results_dir, extra_md)
+    report = results_dir / "REPORT.md"
+    tmp = report.with_suffix(".md.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, report)
+    return ReportFiles(report=report, csvs=csvs, stata=[*stata, do_file], verdict=verdict)

