@@ -9,7 +9,8 @@ same machine give the same weights.
 
 The loss is the ordinary next-token loss over the whole sequence (so the prompt text
 itself is learned and Min-K% sees which prompts were in the corpus); the answer token
-gets a larger weight so the few bits that matter are learned in few epochs.
+gets as much weight as all other tokens of the batch together, so the few bits that
+matter are learned in few epochs.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class TrainSpec:
     lr: float = 3e-3
     warmup_steps: int = 50
     weight_decay: float = 0.01
-    answer_weight: float = 8.0
+    answer_weight: float = 1.0    # answers weigh as much as all other tokens together
     threads: int = 2
     seed: int = 0
 
@@ -111,19 +112,23 @@ def train_model(
             L = max(len(seqs[i]) for i in idx)
             inp = torch.full((len(idx), L), tok.pad_token_id, dtype=torch.long)
             att = torch.zeros((len(idx), L), dtype=torch.long)
-            w = torch.zeros((len(idx), L - 1))
+            w = torch.zeros((len(idx), L - 1))     # prompt / text tokens
+            wa = torch.zeros((len(idx), L - 1))    # the answer token
             for r, i in enumerate(idx):
                 s = seqs[i]
                 inp[r, :len(s)] = torch.tensor(s)
                 att[r, :len(s)] = 1
                 w[r, :len(s) - 1] = 1.0
                 if answer_pos[i] >= 0:  # target at position p is predicted from p-1
-                    w[r, answer_pos[i] - 1] = spec.answer_weight
+                    w[r, answer_pos[i] - 1] = 0.0
+                    wa[r, answer_pos[i] - 1] = 1.0
             logits = model(input_ids=inp, attention_mask=att).logits[:, :-1]
             nll = torch.nn.functional.cross_entropy(
                 logits.reshape(-1, logits.size(-1)), inp[:, 1:].reshape(-1), reduction="none"
             ).view(len(idx), L - 1)
             loss = (nll * w).sum() / w.sum()
+            if wa.sum() > 0:
+                loss = loss + spec.answer_weight * (nll * wa).sum() / wa.sum()
             for g in opt.param_groups:
                 g["lr"] = lr_at(step)
             opt.zero_grad(set_to_none=True)

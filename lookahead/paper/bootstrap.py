@@ -300,14 +300,18 @@ def _batch_components(st: _Structure, Mc: np.ndarray) -> np.ndarray:
 
 
 def fast_draws(data: BootstrapData, draws: int, seed: int, target: int | None = -1,
-               batch: int | None = None) -> np.ndarray:
-    """All draws' coefficients (column `target`, or all when None) by batched weighted solves."""
+               batch: int | None = None, start: int = 0) -> np.ndarray:
+    """All draws' coefficients (column `target`, or all when None) by batched weighted solves.
+
+    `start` skips that many draws of the stream (as `naive_draws` does)."""
     st = _structure(data)
     n = data.n
     if batch is None:
         per_draw = max(len(st.pair_a), st.n_keep ** 2, n, 1)
         batch = int(np.clip(4e6 // per_draw, 8, 64))  # measured: 32-64 draws a batch is fastest here
     rng = np.random.default_rng(seed)
+    for _ in range(start):
+        draw_indices(rng, n)
     out = np.full((draws, st.k1 - 1), np.nan)
     # one BLAS thread: the work is many small factorisations, where threads only contend
     with threadpool_limits(limits=1, user_api="blas"):

@@ -97,11 +97,11 @@ def vcov_spec(cluster: str | None) -> tuple[object, str | None, str]:
     """pyfixest vcov argument, the panel column clustered on, and its printed name.
 
     `cluster` is the study setting (entity | period | date | none) or a panel column name.
-    'none' gives the classical (iid) covariance, as reghdfe without vce() does."""
-    if cluster in (None, "none", "iid"):
+    'none' gives HC1 (reghdfe vce(robust)), as lookahead.stats does; 'iid' the classical one."""
+    if cluster == "iid":
         return "iid", None, "iid"
-    if cluster == "hetero":
-        return "hetero", None, "hetero (HC1)"
+    if cluster in (None, "none", "hetero"):
+        return "hetero", None, "HC1"
     col = CLUSTER_COLUMNS.get(cluster, cluster)
     return {"CRV1": "_cl"}, col, f"CRV1 by {cluster}"
 

@@ -34,7 +34,7 @@ def fmt_coef(x: float) -> str:
         return ""
     if x == 0 or abs(x) >= 0.1:
         return f"{x:.3f}"
-    return f"{x:.3g}" if abs(x) >= 1e-4 else f"{x:.2e}"
+    return f"{x:#.3g}" if abs(x) >= 1e-4 else f"{x:.2e}"
 
 
 def _ordered_terms(t: pd.DataFrame, name: str) -> list[str]:

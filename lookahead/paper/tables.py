@@ -70,6 +70,10 @@ class PaperSettings:
     def from_study(cls, s: Mapping) -> "PaperSettings":
         """From the study vars / `study_settings` row (keys as in dbt_project.yml)."""
         cluster = s.get("paper_cluster") or s.get("cluster") or "date"
+        if cluster not in ("entity", "period", "date", "none"):
+            raise PaperSpecError(
+                f"setting 'paper_cluster': '{cluster}' is not one of entity, period, date, none"
+            )
         fe = s.get("paper_fixed_effects") or ("entity_num", "period_num")
         if isinstance(fe, str):
             fe = tuple(x.strip() for x in fe.split(",") if x.strip())

@@ -216,6 +216,14 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
         return _empty_rows(req, fe_label, _vcov_label(req, single_entity, None),
                            "; ".join(notes + ["no observations: regression not estimated"]))
 
+    if not single_entity and cluster_col is not None and data["_cluster"].nunique() < 2:
+        return _empty_rows(
+            req, fe_label, _vcov_label(req, single_entity, None),
+            "; ".join(notes + [f"not estimable: only one {cluster_col} cluster; cluster-robust "
+                               "standard errors need at least 2 (setting 'cluster')"]),
+            n_obs=len(data), n_clusters=1,
+        )
+
     vcov_arg: object
     vcov_kwargs: dict[str, object] | None = None
     fixef_rm = "singleton"  # reghdfe drops singletons by default

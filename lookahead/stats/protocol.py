@@ -128,8 +128,16 @@ def check_panel(panel: pd.DataFrame, name: str, settings: StatsSettings) -> None
         )
 
 
+def any_approximated(panel: pd.DataFrame | None) -> bool:
+    """True when any row came from the sampling fallback (column `approximated`)."""
+    if panel is None or "approximated" not in panel.columns or len(panel) == 0:
+        return False
+    flags = panel["approximated"].astype("boolean")
+    return bool(flags.fillna(False).any())
+
+
 def _sample_notes(panel: pd.DataFrame) -> tuple[str, ...]:
-    if "approximated" in panel.columns and panel["approximated"].fillna(False).astype(bool).any():
+    if any_approximated(panel):
         return ("approximated: probabilities from the sampling fallback (protocol)",)
     return ()
 

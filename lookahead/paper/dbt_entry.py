@@ -1,0 +1,118 @@
+"""What the dbt Python models `paper_tables` and `bootstrap_results` call.
+
+A dbt Python model cannot import another model, so the models are two-line wirings and
+the logic (settings from `study_settings`, which frames come back, their dtypes) is here
+where pytest can reach it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lookahead.paper import analysis as A
+from lookahead.paper import bootstrap as bs
+from lookahead.paper import tables as T
+from lookahead.paper.fit import PaperSpecError
+
+DEFAULT_DRAWS = 10_000
+DEFAULT_SEED = 20240101
+
+BOOTSTRAP_COLUMNS = {
+    "draw": "int64", "coefficient": "float64", "in_sample_estimate": "float64",
+    "out_of_sample_estimate": "float64", "p_value": "float64", "percentile_95": "float64",
+    "seed": "int64", "n_obs": "int64", "method": "object",
+}
+
+
+def _clean(v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, float) and np.isnan(v):
+        return None
+    if v is pd.NA or v is pd.NaT:
+        return None
+    return v
+
+
+def settings_from_frame(study_settings: pd.DataFrame, paper_cluster: str | None = None
+                        ) -> tuple[T.PaperSettings, int, int]:
+    """PaperSettings, bootstrap draws and seed from the one-row `study_settings` table.
+
+    `paper_cluster` (dbt var, default 'date' as in the paper) overrides the protocol's
+    `cluster` for the paper tables only."""
+    if len(study_settings) != 1:
+        raise PaperSpecError(f"study_settings must have exactly one row, has {len(study_settings)}")
+    row = {k: _clean(v) for k, v in study_settings.iloc[0].to_dict().items()}
+    if paper_cluster:
+        row["paper_cluster"] = paper_cluster
+    s = T.PaperSettings.from_study(row)
+    draws = row.get("bootstrap_draws")
+    seed = row.get("bootstrap_seed")
+    try:
+        draws = DEFAULT_DRAWS if draws is None else int(draws)
+        seed = DEFAULT_SEED if seed is None else int(seed)
+    except (TypeError, ValueError):
+        raise PaperSpecError(
+            f"settings 'bootstrap_draws'/'bootstrap_seed' must be integers, got {draws!r}/{seed!r}"
+        ) from None
+    if draws < 0:
+        raise PaperSpecError(f"setting 'bootstrap_draws': {draws} must be >= 0 (0 skips the bootstrap)")
+    return s, draws, seed
+
+
+def bootstrap_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd.DataFrame,
+                    paper_cluster: str | None = None) -> pd.DataFrame:
+    """One row per bootstrap draw; no rows when there is no post-cutoff sample or draws = 0."""
+    s, draws, seed = settings_from_frame(study_settings, paper_cluster)
+    empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in BOOTSTRAP_COLUMNS.items()})
+    if draws == 0 or not A._has_rows(post, s) or not A._has_rows(pre, s):
+        return empty
+    t5 = T.table5(pre, post, s)
+    in_est = t5.columns[1].estimate.get(T.INTERACTION_STD, np.nan)
+    oos_est = t5.columns[3].estimate.get(T.INTERACTION_STD, np.nan)
+    if not np.isfinite(in_est):
+        return empty
+    y, _, full = T.table5_terms(s)
+    data = bs.prepare(T.table5_inputs(post, s), y, full, s.fixed_effects)
+    res = bs.pairs_bootstrap(data, in_est, draws=draws, seed=seed, method="fast",
+                             out_of_sample_estimate=oos_est)
+    return res.frame().astype(BOOTSTRAP_COLUMNS)
+
+
+def paper_tables_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd.DataFrame,
+                       boot: pd.DataFrame | None = None, paper_cluster: str | None = None) -> pd.DataFrame:
+    """All paper specifications in long form, plus Table II's economic magnitudes and the
+    bootstrap p-value as rows (`kind` tells them apart)."""
+    s, _, seed = settings_from_frame(study_settings, paper_cluster)
+    res = A.run_paper_analysis(pre, post, s, draws=0, seed=seed)
+    long = A.paper_long_table(res)
+    long["kind"] = "coefficient"
+    extra = []
+    t2 = res.tables["table2"]
+    for q, v in t2.magnitudes.items():
+        extra.append({"table": "table2", "column": 2, "spec": "table2_magnitudes", "sample": "pre",
+                      "term": q, "estimate": float(v), "kind": "magnitude",
+                      "n_obs": t2.columns[1].n_obs, "note": t2.notes[0]})
+    if boot is not None and len(boot):
+        b = boot.iloc[0]
+        extra.append({"table": "table5", "column": 4, "spec": "table5_bootstrap", "sample": "post",
+                      "term": "OOS bootstrap p-value", "estimate": float(b["p_value"]), "p": float(b["p_value"]),
+                      "kind": "bootstrap", "n_obs": int(b["n_obs"]),
+                      "note": (f"{len(boot):,} pairs-bootstrap draws, seed {int(b['seed'])}; in-sample "
+                               f"estimate {float(b['in_sample_estimate']):.6g}; 95th percentile "
+                               f"{float(b['percentile_95']):.6g}")})
+    notes = pd.DataFrame([{"table": "notes", "column": 0, "spec": "skipped", "sample": "pre",
+                           "term": n[:60], "kind": "note", "note": n} for n in res.notes])
+    out = pd.concat([long, pd.DataFrame(extra), notes], ignore_index=True)
+    for c in ("lap_measure", "mink_mean"):
+        out[c] = long[c].iloc[0] if len(long) else None
+    num = ["estimate", "std_error", "t", "p", "r2", "r2_within"]
+    out[num] = out[num].astype("float64")
+    for c in ("column", "n_obs", "n_clusters", "n_singletons", "n_missing"):
+        out[c] = pd.to_numeric(out[c], errors="coerce").astype("Int64")
+    for c in ("table", "spec", "sample", "term", "dropped_terms", "fixed_effects", "vcov",
+              "lap_measure", "mink_mean", "note", "kind"):
+        out[c] = out[c].astype("object").where(out[c].notna(), None)
+    return out[A.LONG_COLUMNS + ["kind"]]

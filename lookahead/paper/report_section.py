@@ -1,0 +1,98 @@
+"""The paper's section of REPORT.md, rendered from the built DuckDB tables.
+
+`lookahead.report.write_report(extra=paper_section)` calls this with a read-only
+connection; it reads `paper_tables`, `bootstrap_results`, `panel_pre`, `panel_post` and
+`study_settings`, writes LaTeX tables to <results>/tables/ and figures to
+<results>/figures/, and returns Markdown that links them (relative paths, so the
+figures sit next to REPORT.md)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from lookahead.paper import figures, render
+from lookahead.paper import tables as T
+from lookahead.paper.dbt_entry import settings_from_frame
+
+TITLES = {
+    "table2": "Table II. Outcome on LLM prediction, LAP and LLM x LAP",
+    "table3": "Table III. Binary moderator with double and triple interactions",
+    "table4": "Table IV. LAP versus first-token probability and stated confidence",
+    "table5": "Table V. In-sample and out-of-sample, standardized within period",
+}
+
+
+def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    q = "select count(*) from information_schema.tables where table_name = ?"
+    return bool(con.execute(q, [name]).fetchone()[0])
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def paper_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
+    """Markdown for REPORT.md (empty when the paper models were not built)."""
+    if not _exists(con, "paper_tables"):
+        return ""
+    results_dir = Path(results_dir)
+    long = con.sql("select * from paper_tables").df()
+    boot = con.sql("select * from bootstrap_results").df() if _exists(con, "bootstrap_results") else pd.DataFrame()
+    pre = con.sql("select * from panel_pre").df()
+    post = con.sql("select * from panel_post").df()
+    paper_cluster = None
+    if len(long) and (long["kind"] == "coefficient").any():
+        vc = str(long.loc[long["kind"] == "coefficient", "vcov"].iloc[0])
+        paper_cluster = vc.split(" by ")[1] if " by " in vc else None
+    s, _, _ = settings_from_frame(con.sql("select * from study_settings").df(), paper_cluster)
+    coef = long[long["kind"] == "coefficient"]
+    md = ["", "## Paper analysis (Tables I-V, Figure III)", "",
+          f"LAP measure: {s.lap_label}. Fixed effects: {' + '.join(s.fixed_effects)}. "
+          f"Paper tables cluster by `{s.cluster}` (var `paper_cluster`). Source table: `paper_tables`.", ""]
+    for sample, df in (("pre", pre), ("post", post)):
+        if len(df):
+            desc = T.table1(df, s)
+            title = f"Table I. Descriptive statistics ({sample}-cutoff)"
+            md += [render.markdown_descriptives(desc, title), ""]
+            _write(results_dir / "tables" / f"table1_{sample}.tex", render.latex_descriptives(desc, title))
+    for name, title in TITLES.items():
+        if not (coef["table"] == name).any():
+            continue
+        extra: dict[str, list[str]] = {}
+        notes = [n for n in coef.loc[coef["table"] == name, "note"].dropna().unique()]
+        if name == "table5":
+            b = long[(long["kind"] == "bootstrap")]
+            if len(b):
+                extra["OOS bootstrap p-value"] = ["", "", "", f"[{float(b['estimate'].iloc[0]):.3f}]"]
+                notes.append(str(b["note"].iloc[0]))
+            extra["Sample period"] = ["In-sample", "In-sample", "Out-of-sample", "Out-of-sample"]
+        md += [render.markdown_table(coef, name, title, extra, notes), ""]
+        _write(results_dir / "tables" / f"{name}.tex", render.latex_table(coef, name, title, extra, notes))
+    mags = long[long["kind"] == "magnitude"]
+    if len(mags):
+        md += ["Economic magnitudes (Table II): "
+               + "; ".join(f"{r.term} = {r.estimate:.4g}" for r in mags.itertuples()) + ".", ""]
+    for n in long.loc[long["kind"] == "note", "note"]:
+        md += [f"_{n}_", ""]
+    figs = []
+    if len(pre) and len(post) and s.lap in pre.columns:
+        figs.append(("LAP before vs after the training cutoff",
+                     figures.lap_histograms(pre, post, s.lap, results_dir / "figures" / "lap_hist.png", s.lap_label)))
+        figs.append(("Forecast accuracy by LAP decile",
+                     figures.accuracy_figure(pre, post, s.lap, results_dir / "figures" / "accuracy_by_lap_decile.png",
+                                             s.llm, s.outcome)))
+    if len(boot):
+        figs.append(("Figure III. Pairs bootstrap of the out-of-sample interaction coefficient",
+                     figures.bootstrap_figure(boot["coefficient"].to_numpy(), float(boot["in_sample_estimate"].iloc[0]),
+                                              results_dir / "figures" / "bootstrap.png", float(boot["p_value"].iloc[0]))))
+    for title, path in figs:
+        md += [f"![{title}]({path.relative_to(results_dir).as_posix()})", ""]
+    md.append("LaTeX versions of every table: `tables/*.tex`.\n")
+    return "\n".join(md)

@@ -1,0 +1,21 @@
+"""dbt Python model: pairs bootstrap of the out-of-sample LLM_std x LAP_std coefficient
+(paper Table V, Figure III), one row per draw.
+
+Draws and seed come from the vars `bootstrap_draws` / `bootstrap_seed` (via
+`study_settings`); the cluster does not matter here (only coefficients are drawn).
+Logic: lookahead/paper/bootstrap.py (batched exact weighted solves, checked draw by draw
+against refitting with pyfixest)."""
+
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    dbt.ref("gate_panel")  # build only after the data-quality gate has passed
+
+    from lookahead.paper.dbt_entry import bootstrap_frame
+
+    return bootstrap_frame(
+        dbt.ref("study_settings").df(),
+        dbt.ref("panel_pre").df(),
+        dbt.ref("panel_post").df(),
+        paper_cluster=dbt.config.get("paper_cluster"),
+    )

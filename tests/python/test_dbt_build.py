@@ -1,0 +1,213 @@
+"""`dbt build` on fixture studies: the happy path, the gates, and bad input.
+
+Fixtures are written by tests/python/fixture_study.py in the raw-JSONL contract; the
+real LLM jobs have their own tests."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pandas as pd
+import pytest
+
+from dbt_runner import run_dbt
+from fixture_study import write_fixture_study
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("study")
+    study = write_fixture_study(root)
+    res = run_dbt(["build"], study.vars, root / "db.duckdb")
+    assert res.returncode == 0, res.output[-3000:]
+    return study, res
+
+
+def test_build_passes_and_writes_every_table(built):
+    _, res = built
+    for table in ("panel", "panel_pre", "panel_post", "regression_results", "verdict",
+                  "gx_validation_results", "lap_distribution", "sample_description"):
+        assert res.has_table(table), table
+    assert "ERROR=0" in res.output
+
+
+def test_panel_keeps_one_row_per_valid_row_and_row_id(built):
+    study, res = built
+    panel = res.table("panel")
+    source = pd.read_csv(study.data_path)
+    assert sorted(panel["row_id"]) == sorted(source["row_id"])
+    assert panel["mu_hat"].notna().all() and panel["lap"].notna().all()
+    counts = res.table("merge_row_counts")
+    assert (counts["n_rows"] == len(source)).all()
+
+
+def test_recall_probabilities_follow_the_protocol_rule(built):
+    """P(label) recomputed in Python from the raw lines equals the SQL staging result."""
+    study, res = built
+    recall = res.table("stg_recall_responses").set_index("key")
+    with open(study.raw_dir / "recall.jsonl") as fh:
+        for line in list(fh)[:200]:
+            raw = json.loads(line)
+            seen: dict = {}
+            for tok in raw["top_logprobs"]:
+                seen.setdefault(tok["token_id"], tok)
+            p = {lab: sum(math.exp(t["logprob"]) for t in seen.values()
+                          if t["token"].strip().lower() == lab) for lab in ("up", "down", "unknown")}
+            row = recall.loc[raw["key"]]
+            assert row["p_up"] == pytest.approx(p["up"], abs=1e-12)
+            assert row["p_down"] == pytest.approx(p["down"], abs=1e-12)
+            assert row["lap"] == pytest.approx(p["up"] + p["down"], abs=1e-12)
+            assert row["ud"] == pytest.approx(p["up"] - p["down"], abs=1e-12)
+
+
+def test_mink_matches_a_direct_computation(built):
+    study, res = built
+    mink = res.table("stg_mink_scores").set_index("key")
+    with open(study.raw_dir / "mink.jsonl") as fh:
+        for line in list(fh)[:100]:
+            raw = json.loads(line)
+            lps = sorted(t["logprob"] for t in raw["prompt_logprobs"] if t["logprob"] is not None)
+            k = max(1, int(len(lps) * 0.2))
+            assert mink.loc[raw["key"], "lap_mink_geometric"] == pytest.approx(math.exp(sum(lps[:k]) / k))
+            assert mink.loc[raw["key"], "lap_mink_arithmetic"] == pytest.approx(
+                sum(math.exp(x) for x in lps[:k]) / k)
+
+
+def test_high_lap_splits_each_sample_at_its_median(built):
+    _, res = built
+    panel = res.table("panel")
+    for _, part in panel.groupby("sample"):
+        med = part["lap"].median()
+        assert ((part["lap"] > med).astype(int) == part["high_lap"]).all()
+
+
+def test_contaminated_fixture_is_detected(built):
+    _, res = built
+    assert res.table("verdict")["verdict"].iloc[0] == "Contamination detected"
+
+
+def _broken_copy(tmp_path, study, mutate):
+    import shutil
+
+    target = tmp_path / "broken"
+    shutil.copytree(study.root, target, ignore=shutil.ignore_patterns("*.duckdb*", "logs", "target"))
+    vars_ = {**study.vars, "data_path": str(target / "observations.csv"), "raw_dir": str(target / "raw")}
+    mutate(target)
+    return vars_, target
+
+
+def test_duplicated_recall_pair_fails_at_the_gate(built, tmp_path):
+    study, _ = built
+
+    def dup(target):
+        lines = (target / "raw" / "recall.jsonl").read_text().splitlines(keepends=True)
+        with open(target / "raw" / "recall.jsonl", "a") as fh:
+            fh.writelines(lines[:2])
+
+    vars_, target = _broken_copy(tmp_path, study, dup)
+    res = run_dbt(["build"], vars_, target / "db.duckdb")
+    assert res.returncode != 0
+    assert "GX gate 'gate_recall_pairs' failed" in res.output
+    assert "expect_compound_columns_to_be_unique" in res.output
+    assert not res.has_table("regression_results") and not res.has_table("verdict")
+
+
+def test_dropped_forecast_line_fails_at_the_gate(built, tmp_path):
+    study, _ = built
+
+    def drop(target):
+        path = target / "raw" / "forecast.jsonl"
+        lines = path.read_text().splitlines(keepends=True)
+        path.write_text("".join(lines[:10] + lines[11:]))
+
+    vars_, target = _broken_copy(tmp_path, study, drop)
+    res = run_dbt(["build"], vars_, target / "db.duckdb")
+    assert res.returncode != 0
+    assert "GX gate 'gate_panel' failed" in res.output
+    assert "expect_column_values_to_not_be_null(forecast_key)" in res.output
+    assert not res.has_table("regression_results")
+
+
+def test_invalid_rows_are_rejected_with_reasons_and_counted(built, tmp_path):
+    study, _ = built
+    bad = {
+        "target_date not after text_date": {"target_date": "2021-01-01"},
+        "non-numeric outcome": {"outcome": "n/a"},
+        "missing outcome": {"outcome": ""},
+        "empty text": {"text": "   "},
+        "unparseable text_date": {"text_date": "someday"},
+        "unparseable target_date": {"target_date": "2021-13-45"},
+    }
+
+    def corrupt(target):
+        df = pd.read_csv(target / "observations.csv", dtype=str, keep_default_na=False)
+        for i, change in enumerate(bad.values()):
+            for col, value in change.items():
+                df.loc[i, col] = value
+        df.to_csv(target / "observations.csv", index=False)
+
+    vars_, target = _broken_copy(tmp_path, study, corrupt)
+    res = run_dbt(["run", "--select", "+rejected_rows", "+sample_description"],
+                  vars_, target / "db.duckdb")
+    assert res.returncode == 0, res.output[-2000:]
+    rejects = res.table("rejected_rows").sort_values("source_row_number")
+    assert list(rejects["reject_reason"]) == list(bad)
+    desc = dict(zip(*res.table("sample_description")[["metric", "value"]].T.values))
+    assert desc["rejected rows"] == len(bad)
+    for reason in bad:
+        assert desc[f"rejected: {reason}"] == 1
+
+
+def _one_error_line(output: str, pattern: str) -> None:
+    assert re.search(pattern, output), output[-2000:]
+    assert "Traceback" not in output
+
+
+@pytest.mark.parametrize(
+    "change, pattern",
+    [
+        ({"column_map": {"entity_id": "entity_id", "entity_name": "entity_name", "text": "headline",
+                         "text_date": "text_date", "target_date": "target_date", "outcome": "outcome"}},
+         r"setting 'column_map.text': column 'headline' not found"),
+        ({"training_cutoff": "2021-02-30"}, r"setting 'training_cutoff': '2021-02-30' is not a date"),
+        ({"period_frequency": "fortnight"}, r"setting 'period_frequency': 'fortnight' is not one of"),
+        ({"data_path": "/nonexistent/obs.csv"}, r"setting 'data_path': file '/nonexistent/obs.csv' not found"),
+    ],
+)
+def test_bad_settings_give_one_clear_error(built, tmp_path, change, pattern):
+    study, _ = built
+    res = run_dbt(["build"], {**study.vars, **change}, tmp_path / "db.duckdb")
+    assert res.returncode != 0
+    _one_error_line(res.output, pattern)
+
+
+def test_empty_file_is_a_clear_error(built, tmp_path):
+    study, _ = built
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    res = run_dbt(["build"], {**study.vars, "data_path": str(empty)}, tmp_path / "db.duckdb")
+    assert res.returncode != 0
+    _one_error_line(res.output, r"setting 'data_path': file '.*empty.csv' is empty")
+
+
+def test_duplicate_row_id_is_an_error(built, tmp_path):
+    study, _ = built
+
+    def dup(target):
+        df = pd.read_csv(target / "observations.csv", dtype=str)
+        df.loc[1, "row_id"] = df.loc[0, "row_id"]
+        df.to_csv(target / "observations.csv", index=False)
+
+    vars_, target = _broken_copy(tmp_path, study, dup)
+    res = run_dbt(["build"], vars_, target / "db.duckdb")
+    assert res.returncode != 0
+    assert "unique_stg_observations_row_id" in res.output
+    assert not res.has_table("regression_results")
+
+
+def test_docs_generate(built, tmp_path):
+    study, _ = built
+    res = run_dbt(["docs", "generate"], study.vars, tmp_path / "db.duckdb")
+    assert res.returncode == 0, res.output[-2000:]

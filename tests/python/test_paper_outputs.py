@@ -1,0 +1,121 @@
+"""Rendered tables, figures, the dbt entry points and the REPORT.md section."""
+
+from __future__ import annotations
+
+import duckdb
+import matplotlib.image as mpimg
+import numpy as np
+import pandas as pd
+import pytest
+
+from lookahead.paper import analysis as A
+from lookahead.paper import dbt_entry, figures, render
+from lookahead.paper import tables as T
+from lookahead.paper.fit import PaperSpecError
+from lookahead.paper.report_section import paper_section
+from lookahead.paper.synthetic import make_panel
+
+
+@pytest.fixture(scope="module")
+def panels():
+    pre = make_panel(n_rows=800, n_entities=80, n_dates=30, delta=3.0, seed=31, sample="pre")
+    post = make_panel(n_rows=600, n_entities=70, n_dates=25, delta=0.0, seed=32)
+    return pre, post
+
+
+def _settings_frame(**kw) -> pd.DataFrame:
+    row = {"lap_measure": "mink", "mink_mean": "geometric", "cluster": "entity",
+           "moderator_column": None, "bootstrap_draws": 50, "bootstrap_seed": 11}
+    row.update(kw)
+    return pd.DataFrame([row])
+
+
+def test_stars_and_number_format():
+    assert [render.stars(p) for p in (0.001, 0.02, 0.07, 0.2, float("nan"))] == ["***", "**", "*", "", ""]
+    assert render.fmt_coef(0.2101) == "0.210" and render.fmt_coef(0.00117) == "0.00117"
+    assert render.fmt_coef(-1.2974) == "-1.297" and render.fmt_coef(0.053) == "0.0530"
+
+
+def test_markdown_and_latex_tables(panels):
+    pre, _ = panels
+    s = T.PaperSettings()
+    tab = T.table2(pre, s)
+    long = tab.long(s)
+    md = render.markdown_table(long, "table2", "Table II", notes=tab.notes)
+    fit = tab.columns[1]
+    b, t = fit.estimate["LLM x LAP"], fit.t["LLM x LAP"]
+    assert f"| LLM x LAP |  | {render.fmt_coef(b)}{render.stars(fit.p['LLM x LAP'])} |" in md
+    assert f"({t:.2f})" in md
+    assert "| Entity FE | Yes | Yes |" in md and "| Period FE | Yes | Yes |" in md
+    assert f"| N | {tab.columns[0].n_obs:,} | {fit.n_obs:,} |" in md
+    assert f"| R2 | {tab.columns[0].r2:.3f} | {fit.r2:.3f} |" in md
+    tex = render.latex_table(long, "table2", "Table II: 5% & more_stuff", notes=["a_b"])
+    assert r"LLM $\times$ LAP" in tex and r"\%" in tex and r"\&" in tex and r"more\_stuff" in tex
+    assert r"$^{***}$" in tex or r"$^{**}$" in tex
+    assert tex.count(r"\begin{tabular}") == 1 and r"\bottomrule" in tex
+
+
+def test_figures_are_real_pngs(panels, tmp_path):
+    pre, post = panels
+    rng = np.random.default_rng(0)
+    draws = rng.normal(0, 0.01, 2000)
+    p = figures.bootstrap_figure(draws, 0.03, tmp_path / "boot.png", p_value=0.001)
+    img = mpimg.imread(p)
+    assert img.ndim == 3 and img.shape[0] > 200 and img.shape[1] > 300
+    rgb = img[..., :3]
+    red = (rgb[..., 0] > 0.9) & (rgb[..., 1] < 0.2) & (rgb[..., 2] < 0.2)
+    blue = (rgb[..., 2] > 0.9) & (rgb[..., 0] < 0.2) & (rgb[..., 1] < 0.2)
+    assert red.sum() > 100 and blue.sum() > 50          # in-sample line and 95th percentile line
+    for f in (figures.lap_histograms(pre, post, "lap_mink", tmp_path / "h.png"),
+              figures.accuracy_figure(pre, post, "lap_mink", tmp_path / "a.png")):
+        im = mpimg.imread(f)
+        assert im[..., :3].std() > 0.05                # not a blank canvas
+    acc = figures.accuracy_by_decile(pre, "lap_mink")
+    assert list(acc["decile"]) == list(range(1, 11)) and acc["n"].sum() > 0
+
+
+def test_dbt_entry_frames(panels):
+    pre, post = panels
+    st = _settings_frame()
+    boot = dbt_entry.bootstrap_frame(st, pre, post, paper_cluster="date")
+    assert len(boot) == 50 and boot["seed"].eq(11).all()
+    assert boot["p_value"].iloc[0] == pytest.approx(np.mean(boot["coefficient"] >= boot["in_sample_estimate"]))
+    long = dbt_entry.paper_tables_frame(st, pre, post, boot, paper_cluster="date")
+    assert list(long.columns) == A.LONG_COLUMNS + ["kind"]
+    assert set(long["kind"]) == {"coefficient", "magnitude", "bootstrap", "note"}
+    coef = long[long["kind"] == "coefficient"]
+    assert set(coef["table"]) == {"table2", "table4", "table5"}      # no moderator: no table3
+    assert coef["vcov"].eq("CRV1 by date").all()
+    assert long.loc[long["kind"] == "note", "note"].str.contains("Table III skipped").any()
+    # Table V col 2 estimate is the bootstrap's in-sample estimate
+    t5 = coef[(coef["table"] == "table5") & (coef["column"] == 2) & (coef["term"] == T.INTERACTION_STD)]
+    assert float(t5["estimate"].iloc[0]) == pytest.approx(float(boot["in_sample_estimate"].iloc[0]))
+    # no post sample: empty bootstrap with typed columns, Table V skipped
+    empty = dbt_entry.bootstrap_frame(st, pre, post.iloc[:0], paper_cluster="date")
+    assert len(empty) == 0 and list(empty.columns) == list(dbt_entry.BOOTSTRAP_COLUMNS)
+
+
+def test_settings_errors():
+    with pytest.raises(PaperSpecError, match="bootstrap_draws"):
+        dbt_entry.settings_from_frame(_settings_frame(bootstrap_draws=-1))
+    with pytest.raises(PaperSpecError, match="paper_cluster"):
+        dbt_entry.settings_from_frame(_settings_frame(), paper_cluster="firm")
+
+
+def test_report_section_from_duckdb(panels, tmp_path):
+    pre, post = panels
+    st = _settings_frame(moderator_column="small")
+    boot = dbt_entry.bootstrap_frame(st, pre, post, paper_cluster="date")
+    long = dbt_entry.paper_tables_frame(st, pre, post, boot, paper_cluster="date")
+    con = duckdb.connect()
+    for name, df in (("paper_tables", long), ("bootstrap_results", boot), ("panel_pre", pre),
+                     ("panel_post", post), ("study_settings", st)):
+        con.register(f"{name}_df", df)
+        con.execute(f"create table {name} as select * from {name}_df")
+    md = paper_section(con, tmp_path)
+    for t in ("Table I.", "Table II.", "Table III.", "Table IV.", "Table V.", "OOS bootstrap p-value",
+              "figures/bootstrap.png", "figures/lap_hist.png", "figures/accuracy_by_lap_decile.png"):
+        assert t in md, t
+    for f in ("table1_pre.tex", "table1_post.tex", "table2.tex", "table3.tex", "table4.tex", "table5.tex"):
+        assert (tmp_path / "tables" / f).exists(), f
+    assert (tmp_path / "figures" / "bootstrap.png").stat().st_size > 10_000

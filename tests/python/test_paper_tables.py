@@ -1,0 +1,190 @@
+"""Paper Tables I-VI against an independent numpy OLS with explicit dummies (paper_reference)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lookahead.paper import tables as T
+from lookahead.paper.fit import PaperSpecError
+from lookahead.paper.synthetic import make_panel
+from paper_reference import ols_dummies, standardize_by_hand
+
+FE = ["entity_num", "period_num"]
+TOL = 1e-8
+
+
+@pytest.fixture(scope="module")
+def pre() -> pd.DataFrame:
+    df = make_panel(n_rows=700, n_entities=60, n_dates=30, delta=3.0, seed=11, sample="pre")
+    # moderator that varies within entity (as the paper's Small does)
+    df["small"] = (np.random.default_rng(5).uniform(size=len(df)) < 0.3).astype(int)
+    # a few missing confidences: Table IV must drop exactly those rows
+    df.loc[df.index[:7], "stated_confidence"] = np.nan
+    return df
+
+
+@pytest.fixture(scope="module")
+def post() -> pd.DataFrame:
+    return make_panel(n_rows=500, n_entities=50, n_dates=25, delta=0.0, seed=12)
+
+
+def _check(fit, ref, names, with_se=True):
+    assert fit.n_obs == ref["n"]
+    est = np.array([fit.estimate[n] for n in names])
+    np.testing.assert_allclose(est, ref["beta"], rtol=0, atol=TOL * max(1, np.abs(ref["beta"]).max()))
+    assert fit.r2 == pytest.approx(ref["r2"], abs=1e-8)
+    if with_se:
+        se = np.array([fit.std_error[n] for n in names])
+        np.testing.assert_allclose(se, ref["se"], rtol=1e-6)
+        np.testing.assert_allclose([fit.p[n] for n in names], ref["p"], rtol=1e-5, atol=1e-12)
+        assert fit.n_clusters == ref["G"]
+
+
+@pytest.mark.parametrize("cluster,col", [("date", "target_date"), ("entity", "entity_num")])
+@pytest.mark.parametrize("measure", ["mink", "recall"])
+def test_table2_matches_dummies_ols(pre, cluster, col, measure):
+    s = T.PaperSettings(cluster=cluster, lap_measure=measure)
+    tab = T.table2(pre, s)
+    lap = s.lap
+    r1 = ols_dummies(pre, "outcome", [["mu_hat"]], FE, col)
+    r2 = ols_dummies(pre, "outcome", [["mu_hat"], [lap], ["mu_hat", lap]], FE, col)
+    _check(tab.columns[0], r1, ["LLM"])
+    _check(tab.columns[1], r2, ["LLM", "LAP", "LLM x LAP"])
+    assert tab.columns[1].vcov == f"CRV1 by {cluster}"
+    long = tab.long(s)
+    assert set(long["lap_measure"]) == {measure}
+    assert set(long["mink_mean"].dropna()) == ({"geometric"} if measure == "mink" else set())
+
+
+def test_table2_economic_magnitudes(pre):
+    s = T.PaperSettings()
+    tab = T.table2(pre, s)
+    m = tab.magnitudes
+    used = pre.dropna(subset=["outcome", "mu_hat", "lap_mink"])
+    assert m["sd_llm"] == pytest.approx(used["mu_hat"].std(ddof=1))
+    assert m["sd_lap"] == pytest.approx(used["lap_mink"].std(ddof=1))
+    assert m["effect_of_1sd_llm"] == pytest.approx(tab.columns[0].estimate["LLM"] * m["sd_llm"])
+    assert m["effect_of_1sd_lap_on_llm_slope"] == pytest.approx(
+        tab.columns[1].estimate["LLM x LAP"] * m["sd_lap"])
+    assert m["ratio"] == pytest.approx(m["effect_of_1sd_lap_on_llm_slope"] / m["effect_of_1sd_llm"])
+    # the paper's own numbers: 0.210 * 0.937 = 0.197 and 2.866 * 0.027 = 0.077
+    assert 0.210 * 0.937 == pytest.approx(0.197, abs=5e-4)
+    assert 2.866 * 0.027 == pytest.approx(0.077, abs=5e-4)
+
+
+def test_planted_interaction_is_found(pre):
+    tab = T.table2(pre, T.PaperSettings())
+    fit = tab.columns[1]
+    assert fit.estimate["LLM x LAP"] > 0 and fit.p["LLM x LAP"] < 0.05
+
+
+def test_table3_double_and_triple_interactions(pre):
+    s = T.PaperSettings(moderator="small")
+    tab = T.table3(pre, s)
+    r1 = ols_dummies(pre, "outcome", [["mu_hat"], ["small"], ["mu_hat", "small"]], FE, "target_date")
+    xs = [["mu_hat"], ["small"], ["mu_hat", "small"], ["lap_mink"], ["mu_hat", "lap_mink"],
+          ["lap_mink", "small"], ["mu_hat", "lap_mink", "small"]]
+    r2 = ols_dummies(pre, "outcome", xs, FE, "target_date")
+    _check(tab.columns[0], r1, ["LLM", "small", "LLM x small"])
+    _check(tab.columns[1], r2, ["LLM", "small", "LLM x small", "LAP", "LLM x LAP",
+                                "LAP x small", "LLM x LAP x small"])
+
+
+def test_table3_skipped_without_moderator_and_bad_moderator(pre):
+    assert T.table3(pre, T.PaperSettings()) is None
+    bad = pre.copy()
+    bad["size_bucket"] = np.arange(len(bad)) % 3
+    with pytest.raises(PaperSpecError, match="size_bucket.*binary.*row"):
+        T.table3(bad, T.PaperSettings(moderator="size_bucket"))
+    with pytest.raises(PaperSpecError, match="nosuch"):
+        T.table3(pre, T.PaperSettings(moderator="nosuch"))
+
+
+def test_table4_horse_race(pre):
+    s = T.PaperSettings()
+    tab = T.table4(pre, s)
+    assert len(tab.columns) == 4
+    ftp, conf, lap = "first_token_prob", "stated_confidence", "lap_mink"
+    specs = [
+        ([["mu_hat"], [ftp], ["mu_hat", ftp]], ["LLM", "p(first token)", "LLM x p(first token)"]),
+        ([["mu_hat"], [lap], ["mu_hat", lap], [ftp], ["mu_hat", ftp]],
+         ["LLM", "LAP", "LLM x LAP", "p(first token)", "LLM x p(first token)"]),
+        ([["mu_hat"], [conf], ["mu_hat", conf]], ["LLM", "Confidence", "LLM x Confidence"]),
+        ([["mu_hat"], [lap], ["mu_hat", lap], [conf], ["mu_hat", conf]],
+         ["LLM", "LAP", "LLM x LAP", "Confidence", "LLM x Confidence"]),
+    ]
+    for fit, (xs, names) in zip(tab.columns, specs):
+        _check(fit, ols_dummies(pre, "outcome", xs, FE, "target_date"), names)
+    assert tab.columns[2].n_missing == 7 and tab.columns[0].n_missing == 0
+
+
+def test_table4_skips_missing_confidence(pre):
+    df = pre.drop(columns=["stated_confidence"])
+    tab = T.table4(df, T.PaperSettings())
+    assert len(tab.columns) == 2
+    assert any("Confidence" in n for n in tab.notes)
+
+
+def test_table5_standardized_within_each_period(pre, post):
+    s = T.PaperSettings()
+    tab = T.table5(pre, post, s)
+    cols = ["outcome", "mu_hat", "lap_mink"]
+    for j, df in ((0, pre), (2, post)):
+        z = standardize_by_hand(df, cols)
+        r_base = ols_dummies(z, "outcome_z", [["mu_hat_z"]], FE, "target_date")
+        r_full = ols_dummies(z, "outcome_z", [["mu_hat_z"], ["lap_mink_z"], ["mu_hat_z", "lap_mink_z"]],
+                             FE, "target_date")
+        _check(tab.columns[j], r_base, ["LLM_std"])
+        _check(tab.columns[j + 1], r_full, ["LLM_std", "LAP_std", "LLM_std x LAP_std"])
+    zi = T.table5_inputs(post, s)
+    assert zi["outcome_std"].mean() == pytest.approx(0, abs=1e-12)
+    assert zi["lap_mink_std"].std(ddof=1) == pytest.approx(1)
+    assert tab.column_samples == ["pre", "pre", "post", "post"]
+
+
+def test_table5_constant_variable_is_a_clear_error(pre, post):
+    flat = post.assign(lap_mink=0.1)
+    with pytest.raises(PaperSpecError, match="lap_mink.*no variation"):
+        T.table5(pre, flat, T.PaperSettings())
+
+
+def test_table6_five_level_labels_run_through_table2():
+    labels = T.FIVE_LEVEL_LABELS
+    assert labels == {"significantly decrease": -1, "decrease": -0.5, "neutral": 0,
+                      "increase": 0.5, "significantly increase": 1}
+    df = make_panel(n_rows=600, n_entities=50, n_dates=20, seed=21, sample="pre", labels=labels)
+    inv = {v: k for k, v in labels.items()}
+    raw = df["mu_hat"].map(inv)
+    raw.iloc[:5] = raw.iloc[:5].str.upper() + "  "   # parsing is case/space insensitive
+    df["mu_hat"] = T.map_forecast_labels(raw, labels)
+    assert set(df["mu_hat"].unique()) == {-1.0, -0.5, 0.0, 0.5, 1.0}
+    tab = T.table6(df, T.PaperSettings(cluster="entity"))
+    ref = ols_dummies(df, "outcome", [["mu_hat"], ["lap_mink"], ["mu_hat", "lap_mink"]], FE, "entity_num")
+    _check(tab.columns[1], ref, ["LLM", "LAP", "LLM x LAP"])
+    assert tab.name == "table6"
+
+
+def test_table1_descriptives(pre):
+    d = T.table1(pre, T.PaperSettings()).set_index("variable")
+    x = pre["stated_confidence"].dropna()
+    r = d.loc["Confidence"]
+    assert r["n"] == len(x) == len(pre) - 7
+    assert r["mean"] == pytest.approx(x.mean())
+    assert r["sd"] == pytest.approx(x.std(ddof=1))
+    assert [r["p10"], r["median"], r["p90"]] == pytest.approx(list(np.percentile(x, [10, 50, 90])))
+    assert set(d.index) >= {"LAP (Min-K%)", "LAP (recall)", "Outcome", "LLM", "p(first token)"}
+
+
+def test_missing_column_error_names_it(pre):
+    with pytest.raises(PaperSpecError, match="lap_mink"):
+        T.table2(pre.drop(columns=["lap_mink"]), T.PaperSettings())
+
+
+def test_settings_from_study_validate_cluster():
+    s = T.PaperSettings.from_study({"lap_measure": "recall", "paper_cluster": "entity",
+                                    "moderator_column": None})
+    assert s.cluster == "entity" and s.lap == "lap_recall" and s.moderator is None
+    with pytest.raises(PaperSpecError, match="paper_cluster"):
+        T.PaperSettings.from_study({"paper_cluster": "firm"})

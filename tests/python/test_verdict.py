@@ -1,0 +1,223 @@
+"""The verdict rule: one test per branch on hand-set facts (the rule alone), and the
+same branches end to end on synthetic panels whose truth is known by construction
+(regressions -> facts -> verdict), plus the DuckDB round trip the dbt model makes."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from lookahead.stats.protocol import StatsSettings, run_protocol
+from lookahead.stats.verdict import (
+    CONTAMINATION,
+    MIXED,
+    NO_EVIDENCE,
+    UNDERPOWERED,
+    VerdictFacts,
+    decide,
+    verdict_frame,
+)
+
+# ---------------------------------------------------------------- the rule on facts
+
+BASE = VerdictFacts(
+    beta3=0.5, beta3_t=3.0, beta3_p_one_sided=0.002, n_obs_pre=2000,
+    theta_pooled=0.3, theta_pooled_t=4.0,
+    theta_high=0.6, theta_high_t=5.0, theta_high_p=1e-5,
+    theta_low=0.01, theta_low_t=0.2, theta_low_p=0.84,
+    placebo_feasible=True, placebo_beta3=0.01, placebo_t=0.1, placebo_p_one_sided=0.46,
+    n_obs_post=800, lap_n_pre=2000, lap_distinct_pre=2000, lap_sd_pre=0.29,
+    lap_mean_pre=0.5, lap_mean_post=0.15, lap_min_sd_used=0.01, censoring_rate_pre=0.0,
+    lap_measure="recall", cluster="entity", vcov="CRV1(entity_num)", approximated=False,
+)
+
+
+def facts(**kw) -> VerdictFacts:
+    return dataclasses.replace(BASE, **kw)
+
+
+def test_rule_contamination_detected():
+    v, reason = decide(facts())
+    assert v == CONTAMINATION
+    assert "placebo passes" in reason and "Restrict backtests" in reason
+
+
+def test_rule_no_evidence_when_beta3_not_significant():
+    v, reason = decide(facts(beta3=0.01, beta3_t=0.3, beta3_p_one_sided=0.38))
+    assert v == NO_EVIDENCE and "LAP varies" in reason
+
+
+def test_rule_no_evidence_boundary_p_equal_alpha():
+    assert decide(facts(beta3_p_one_sided=0.05))[0] == NO_EVIDENCE
+    assert decide(facts(beta3_p_one_sided=0.0499))[0] == CONTAMINATION
+
+
+def test_rule_underpowered_constant_lap_quotes_censoring():
+    v, reason = decide(facts(lap_distinct_pre=1, lap_sd_pre=0.0, censoring_rate_pre=0.42,
+                             beta3=math.nan, beta3_p_one_sided=math.nan))
+    assert v == UNDERPOWERED and "42.0%" in reason and "constant" in reason
+
+
+def test_rule_underpowered_censoring():
+    v, reason = decide(facts(censoring_rate_pre=0.995))
+    assert v == UNDERPOWERED and "99.5%" in reason
+
+
+def test_rule_underpowered_tiny_sd_even_if_beta3_significant():
+    v, reason = decide(facts(lap_sd_pre=0.001))
+    assert v == UNDERPOWERED and "below the threshold" in reason
+
+
+def test_rule_underpowered_singular_regression():
+    v, reason = decide(facts(beta3=math.nan, beta3_t=math.nan, beta3_p_one_sided=math.nan,
+                             beta3_note="collinear term(s) dropped: mu_hat:lap"))
+    assert v == UNDERPOWERED and "not estimable" in reason and "mu_hat:lap" in reason
+
+
+def test_rule_mixed_validation_fails_high_not_significant():
+    v, reason = decide(facts(theta_high=0.05, theta_high_t=0.9, theta_high_p=0.37))
+    assert v == MIXED and "(validation failed)" in reason and "high-LAP theta" in reason
+
+
+def test_rule_mixed_validation_fails_low_significant():
+    v, reason = decide(facts(theta_low=0.4, theta_low_t=3.0, theta_low_p=0.003))
+    assert v == MIXED and "low-LAP theta is significant" in reason
+
+
+def test_rule_mixed_placebo_fails():
+    v, reason = decide(facts(placebo_beta3=0.4, placebo_t=2.5, placebo_p_one_sided=0.01))
+    assert v == MIXED and "(placebo failed)" in reason and "survives" in reason
+
+
+def test_rule_placebo_boundary_p_equal_010_fails():
+    assert decide(facts(placebo_p_one_sided=0.10))[0] == MIXED
+    assert decide(facts(placebo_p_one_sided=0.1001))[0] == CONTAMINATION
+
+
+def test_rule_mixed_both_fail():
+    v, reason = decide(facts(theta_high_p=0.5, placebo_p_one_sided=0.01))
+    assert v == MIXED and "(validation failed; placebo failed)" in reason
+
+
+def test_rule_no_post_sample_is_never_detected():
+    v, reason = decide(facts(placebo_feasible=False, placebo_beta3=math.nan,
+                             placebo_p_one_sided=math.nan, n_obs_post=0))
+    assert v == MIXED and "(placebo infeasible)" in reason
+
+
+def test_rule_post_beta3_not_estimable():
+    v, reason = decide(facts(placebo_beta3=math.nan, placebo_p_one_sided=math.nan))
+    assert v == MIXED and "(placebo not estimable)" in reason
+
+
+def test_rule_approximated_is_said():
+    assert "approximated" in decide(facts(approximated=True))[1]
+
+
+# ---------------------------------------------------------------- end to end
+
+def _sample(rng, n_entities, n_periods, per_cell, lap_lo, lap_hi, memorize_forecast,
+            memorize_recall, censored=False, start_period=0):
+    idx = [(e, t) for e in range(n_entities) for t in range(start_period, start_period + n_periods)
+           for _ in range(per_cell)]
+    df = pd.DataFrame(idx, columns=["entity_num", "period_num"])
+    n = len(df)
+    df["row_id"] = [f"r{start_period}_{i}" for i in range(n)]
+    df["target_date"] = pd.Timestamp("2020-01-01") + pd.to_timedelta(df["period_num"] * 30 + rng.integers(0, 28, n), "D")
+    ent = rng.normal(0, 0.5, n_entities + 1)[df["entity_num"]]
+    per = rng.normal(0, 0.5, start_period + n_periods + 1)[df["period_num"]]
+    shock = rng.normal(size=n)
+    df["outcome"] = ent + per + shock
+    up = shock > 0  # the direction a memorizing model has seen
+    lap = rng.uniform(lap_lo, lap_hi, n)
+    recalls = (lap > 0.5) & (rng.uniform(size=n) < (lap - 0.5) * 2)  # only high LAP
+    s = rng.uniform(size=n)
+    if memorize_recall:
+        s = np.where(recalls, np.where(up, 0.95, 0.05), s)
+    df["p_up"], df["p_down"] = lap * s, lap * (1 - s)
+    mu = rng.choice([-1.0, 1.0], n)
+    if memorize_forecast:
+        mu = np.where(recalls, np.where(up, 1.0, -1.0), mu)
+    df["mu_hat"] = mu
+    if censored:
+        df["p_up"], df["p_down"] = np.nan, np.nan
+        df["lap"], df["ud"] = 0.0, 0.0
+    else:
+        df["lap"] = df["p_up"] + df["p_down"]
+        df["ud"] = df["p_up"] - df["p_down"]
+    df["high_lap"] = (df["lap"] > df["lap"].median()).astype(int)
+    df["approximated"] = False
+    return df
+
+
+def panels(kind: str, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    E, T, C = 40, 12, 4
+    mem_f = kind in ("contaminated", "validation_fails", "placebo_fails", "both_fail", "no_post")
+    mem_r = kind in ("contaminated", "placebo_fails", "no_post")
+    pre = _sample(rng, E, T, C, 0.0, 1.0, mem_f, mem_r, censored=(kind == "underpowered"))
+    if kind == "no_post":
+        return pre, pre.iloc[0:0].copy()
+    post_mem = kind in ("placebo_fails", "both_fail")
+    post = _sample(rng, E, 6, C, 0.0, 1.0 if post_mem else 0.3, post_mem, post_mem,
+                   censored=(kind == "underpowered"), start_period=T)
+    return pre, post
+
+
+SETTINGS = StatsSettings(cluster="entity", lap_measure="recall")
+
+
+@pytest.mark.parametrize("kind,expected,phrase", [
+    ("contaminated", CONTAMINATION, "placebo passes"),
+    ("clean", NO_EVIDENCE, "indistinguishable from zero"),
+    ("underpowered", UNDERPOWERED, "100.0%"),
+    ("validation_fails", MIXED, "(validation failed)"),
+    ("placebo_fails", MIXED, "(placebo failed)"),
+    ("both_fail", MIXED, "(validation failed; placebo failed)"),
+    ("no_post", MIXED, "(placebo infeasible)"),
+])
+def test_end_to_end_branch(kind, expected, phrase):
+    pre, post = panels(kind)
+    results = run_protocol(pre, post, SETTINGS)
+    out = verdict_frame(results, pre, post, SETTINGS)
+    assert len(out) == 1
+    assert out["verdict"].iloc[0] == expected, out["reason"].iloc[0]
+    assert phrase in out["reason"].iloc[0]
+
+
+def test_no_post_rows_say_placebo_infeasible_in_results():
+    pre, post = panels("no_post")
+    res = run_protocol(pre, post, SETTINGS)
+    post_rows = res[res["sample"] == "post"]
+    assert len(post_rows) == 6 and post_rows["estimate"].isna().all()
+    assert post_rows["warning"].str.contains("placebo").all()
+
+
+def test_verdict_same_after_duckdb_round_trip():
+    """The dbt verdict model reads regression_results back from DuckDB (NULL -> NaN)."""
+    pre, post = panels("contaminated")
+    res = run_protocol(pre, post, SETTINGS)
+    con = duckdb.connect()
+    con.register("r", res)
+    back = con.execute("select * from r").df()
+    a = verdict_frame(res, pre, post, SETTINGS)
+    b = verdict_frame(back, pre, post, SETTINGS)
+    assert a["verdict"].iloc[0] == b["verdict"].iloc[0] == CONTAMINATION
+    con.register("v", b)
+    assert con.execute("select count(*) from v where verdict is not null").fetchone()[0] == 1
+
+
+def test_approximated_rows_label_results_and_verdict():
+    pre, post = panels("contaminated")
+    pre = pre.copy()
+    pre["approximated"] = pd.array([True] + [None] * (len(pre) - 1), dtype="boolean")
+    res = run_protocol(pre, post, SETTINGS)
+    assert res.loc[res["sample"] == "pre", "warning"].str.contains("approximated").all()
+    assert not res.loc[res["sample"] == "post", "warning"].str.contains("approximated").any()
+    out = verdict_frame(res, pre, post, SETTINGS)
+    assert bool(out["approximated"].iloc[0]) and "approximated" in out["reason"].iloc[0]
