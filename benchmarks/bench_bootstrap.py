@@ -44,7 +44,7 @@ def main() -> None:
     y, _, full = T.table5_terms(s)
     data = bs.prepare(T.table5_inputs(df, s), y, full, s.fixed_effects)
     bs.naive_draws(data, 2, a.seed)          # warm up pyfixest's imports/JIT
-    bs.fast_draws(data, 8, a.seed)
+    bs.fast_draws(data, a.chunk, a.seed)    # and the fast path's structure for this batch size
     load0 = os.getloadavg()
 
     naive, fast_same = [], []

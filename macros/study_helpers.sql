@@ -40,20 +40,3 @@
   model_id = {{ sql_string(var('model_id')) }}
   and coalesce(json_extract_string(params, '$.template_sha256') = sha256({{ sql_string(var(template_var)) }}), true)
 {%- endmacro %}
-
-
-{#- Text normalisation shared by the forecast parser and the label rules:
-    lowercase, every run of non-alphanumerics to one space, trimmed. -#}
-{% macro normalize_text(col) -%}
-  trim(regexp_replace(lower(coalesce({{ col }}, '')), '[^a-z0-9]+', ' ', 'g'))
-{%- endmacro %}
-
-
-{#- var forecast_labels as a VALUES list (label, label_norm, value). -#}
-{% macro forecast_label_values() -%}
-  (values
-  {%- for label, value in var('forecast_labels').items() %}
-    ({{ sql_string(label) }}, {{ normalize_text(sql_string(label)) }}, cast({{ value }} as double)){{ ',' if not loop.last }}
-  {%- endfor %}
-  ) as labels(label, label_norm, mu_hat)
-{%- endmacro %}

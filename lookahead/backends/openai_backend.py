@@ -320,35 +320,45 @@ class OpenAIBackend(Backend):
         )
 
     def _prompt_lp_vllm(self, prompt: str) -> list[TokenLogprob] | None:
-        """vLLM's completions extra field prompt_logprobs=0: each dict holds the actual token."""
+        """vLLM's completions extra field prompt_logprobs=0: each dict holds the actual token.
+
+        ``return_token_ids`` asks vLLM for the prompt's token ids too, so the first token
+        (which has no log-prob) still gets its id."""
         try:
             resp = self._client.completions.create(
                 model=self.served_model, prompt=prompt, max_tokens=1, temperature=0,
-                extra_body={"prompt_logprobs": 0},
+                extra_body={"prompt_logprobs": 0, "return_token_ids": True},
             )
         except self._openai.BadRequestError:
             return None  # the server rejects the unknown field
         choice = resp.choices[0]
-        raw = getattr(choice, "prompt_logprobs", None)
-        if raw is None and choice.model_extra:
-            raw = choice.model_extra.get("prompt_logprobs")
+        extra = choice.model_extra or {}
+        raw = getattr(choice, "prompt_logprobs", None) or extra.get("prompt_logprobs")
         if not raw:
             return None
+        ids = getattr(choice, "prompt_token_ids", None) or extra.get("prompt_token_ids") or []
         out: list[TokenLogprob] = []
         for i, entry in enumerate(raw):
-            if entry is None:
-                out.append(TokenLogprob(None, "", None))
+            if i == 0 or entry is None:
+                tid = int(ids[i]) if i < len(ids) else None
+                out.append(TokenLogprob(tid, self._token_text(tid), None))
                 continue
             # prompt_logprobs=0 makes vLLM return exactly one entry: the actual prompt token.
-            tid, info = next(iter(entry.items()))
+            key, info = next(iter(entry.items()))
             if isinstance(info, dict):
-                logprob, token = info.get("logprob"), info.get("decoded_token") or ""
+                logprob, token = info.get("logprob"), info.get("decoded_token")
             else:
-                logprob, token = info, ""
-            out.append(TokenLogprob(int(tid), token, float(logprob) if i else None))
-        if out:
-            out[0] = TokenLogprob(out[0].token_id, out[0].token, None)
+                logprob, token = info, None
+            tid = int(key)
+            out.append(TokenLogprob(tid, token if token is not None else self._token_text(tid),
+                                    float(logprob)))
         return out
+
+    def _token_text(self, token_id: int | None) -> str:
+        """Decoded text of a token id when a local tokenizer is configured, else ''."""
+        if token_id is None or not self.tokenizer_path:
+            return ""
+        return str(self._tokenizer_or_fail().decode([token_id]))
 
     def _prompt_lp_echo(self, prompt: str) -> list[TokenLogprob] | None:
         """Legacy completions echo=True with logprobs: prompt tokens come back with theirs."""

@@ -229,8 +229,11 @@ class TransformersBackend(Backend):
         targets = ids[:, 1:][target_mask]
         model = self.model
         if type(model).__name__ in _PLAIN_HEAD:
+            # Right padding + a purely causal decoder: real tokens never see the pads that
+            # follow them, so no padding mask is needed and attention takes its causal
+            # fast path. Pad positions produce garbage that is never read.
             base = getattr(model, model.base_model_prefix)
-            hidden = base(input_ids=ids, attention_mask=mask).last_hidden_state
+            hidden = base(input_ids=ids).last_hidden_state
             h = hidden[:, :-1][target_mask]
             head = model.get_output_embeddings()
             flat = torch.empty(h.shape[0], dtype=torch.float32)

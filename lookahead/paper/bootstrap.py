@@ -52,6 +52,7 @@ class BootstrapData:
     Z: np.ndarray                 # (n, 1 + k)
     fe: list[np.ndarray]          # one code array per fixed effect
     term_names: list[str]
+    _structure: "_Structure | None" = field(default=None, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -139,6 +140,7 @@ class _Structure:
     key_t: np.ndarray
     key_s: np.ndarray
     cell_keep: np.ndarray | None = None
+    cc_cache: dict = field(default_factory=dict)   # batch size -> block-diagonal CSR layout
     zz_idx: list[tuple[int, int]] = field(default_factory=list)
     zz: np.ndarray | None = None  # (n_tri, n) products z_k z_l
 
@@ -243,18 +245,14 @@ def _kept_fe_correction(st: _Structure, Z: np.ndarray, W: np.ndarray, Mc: np.nda
     for j in range(k1):
         StZ = st.row_to_keep @ (W * Z[:, [j]])
         R[:, :, j] = (StZ - st.cell_to_keep @ (Xc * SeZ[j][st.cell_abs])).T
-    # Laplacian A = diag(Wd) - M' D^-1 M, built flat: diagonal, then each cell pair once
+    # Laplacian A = diag(Wd) - M' D^-1 M, built flat: the diagonal, then each pair of cells
+    # sharing an absorbed level once, into the upper triangle only (C order). LAPACK reads
+    # A[b].T (Fortran order, no copy) and its lower triangle, which is that upper one.
     A = np.zeros((B, T * T))
-    diag = np.arange(T) * (T + 1)
-    A[:, diag] = (Wd - st.cell_to_keep @ (Mc * Xc)).T
-    n_keys = len(st.key_t)
+    A[:, np.arange(T) * (T + 1)] = (Wd - st.cell_to_keep @ (Mc * Xc)).T
     if st.pair_to_key is not None:
         off = st.pair_to_key @ (Xc[st.pair_a] * Mc[st.pair_b])   # (keys, B)
-        neg = np.ascontiguousarray(-off.T)
-        A[:, st.key_t * T + st.key_s] = neg
-        A[:, st.key_s * T + st.key_t] = neg
-    else:
-        off = np.zeros((0, B))
+        A[:, st.key_t * T + st.key_s] = -off.T                   # key_t < key_s
     A = A.reshape(B, T, T)
     # Connected components of every draw's entity-level / kept-level bipartite graph at
     # once: one block-diagonal graph per batch, an edge per (entity, date) cell drawn.
@@ -275,7 +273,7 @@ def _kept_fe_correction(st: _Structure, Z: np.ndarray, W: np.ndarray, Mc: np.nda
             for c in np.unique(lab[act]):
                 u = (lab == c) & act
                 Ab[np.ix_(u, u)] += scale / u.sum()
-        _, x, info = lapack.dposv(Ab, R[b], overwrite_a=True)
+        _, x, info = lapack.dposv(Ab.T, R[b], lower=1, overwrite_a=True)
         if info == 0:
             out[b] = R[b].T @ x
     return out
@@ -286,15 +284,24 @@ def _batch_components(st: _Structure, Mc: np.ndarray) -> np.ndarray:
 
     Node j*(T+E)+t is kept level t of draw j, node j*(T+E)+T+e absorbed level e; an edge
     joins them when draw j drew a row of cell (e, t). Labels only need to be equal within
-    a component and distinct across components of the same draw."""
+    a component and distinct across components of the same draw. The block-diagonal CSR
+    layout is built once per batch size; a batch only masks the cells it did not draw."""
     n_cells, B = Mc.shape
     T, E = st.n_keep, st.n_abs
     N = T + E
-    alive = Mc.T > 0                                   # (B, cells)
-    j, c = np.nonzero(alive)
-    rows = j * N + T + st.cell_abs[c]
-    cols = j * N + st.cell_keep[c]
-    g = sp.csr_matrix((np.ones(len(c), dtype=np.int8), (rows, cols)), shape=(B * N, B * N))
+    if B not in st.cc_cache:
+        j = np.repeat(np.arange(B), n_cells)
+        c = np.tile(np.arange(n_cells), B)
+        rows = j * N + T + st.cell_abs[c]
+        cols = j * N + st.cell_keep[c]
+        order = np.lexsort((cols, rows))
+        indptr = np.zeros(B * N + 1, dtype=np.int64)
+        np.add.at(indptr, rows + 1, 1)
+        st.cc_cache[B] = (np.cumsum(indptr), cols[order], order)
+    indptr, indices, order = st.cc_cache[B]
+    alive = (Mc.T > 0).ravel()[order].astype(np.int8)
+    g = sp.csr_matrix((alive, indices, indptr), shape=(B * N, B * N))
+    g.eliminate_zeros()
     _, lab = connected_components(g, directed=False)
     return lab.reshape(B, N)[:, :T]
 
@@ -303,8 +310,11 @@ def fast_draws(data: BootstrapData, draws: int, seed: int, target: int | None = 
                batch: int | None = None, start: int = 0) -> np.ndarray:
     """All draws' coefficients (column `target`, or all when None) by batched weighted solves.
 
-    `start` skips that many draws of the stream (as `naive_draws` does)."""
-    st = _structure(data)
+    `start` skips that many draws of the stream (as `naive_draws` does). The sparsity
+    structure is built once per data set and kept on it."""
+    if data._structure is None:
+        data._structure = _structure(data)
+    st = data._structure
     n = data.n
     if batch is None:
         per_draw = max(len(st.pair_a), st.n_keep ** 2, n, 1)

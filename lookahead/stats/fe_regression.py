@@ -179,6 +179,22 @@ def _prepare(df: pd.DataFrame, req: FitRequest, cluster_col: str | None
     return data, int((~usable).sum())
 
 
+def _non_singleton_mask(data: pd.DataFrame, fixed_effects: Sequence[str]) -> np.ndarray:
+    """Rows left after iteratively dropping singleton fixed-effect groups (as reghdfe)."""
+    keep = np.ones(len(data), dtype=bool)
+    while True:
+        changed = False
+        for fe in fixed_effects:
+            codes = data[fe].to_numpy()
+            counts = np.bincount(codes[keep], minlength=int(codes.max()) + 1 if len(codes) else 0)
+            single = keep & (counts[codes] == 1)
+            if single.any():
+                keep &= ~single
+                changed = True
+        if not changed:
+            return keep
+
+
 def _formula(req: FitRequest, fixed_effects: Sequence[str]) -> str:
     rhs = " + ".join(req.regressors)
     fe = " + ".join(fixed_effects)
@@ -249,6 +265,20 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
         vcov_arg = "hetero"
     else:
         vcov_arg = {"CRV1": "_cluster"}
+
+    if fixef_rm == "singleton" and fixed_effects:
+        # pyfixest's compiled demeaner aborts the whole process (a Rust panic, not an
+        # exception) when singleton removal leaves nothing to demean, as with a sparse
+        # daily panel; so count what would remain first and refuse to fit such a sample.
+        kept = int(_non_singleton_mask(data, fixed_effects).sum())
+        if kept <= len(req.regressors):
+            return _empty_rows(
+                req, fe_label, _vcov_label(req, single_entity, None),
+                "; ".join(notes + [f"not estimable: {len(data) - kept} singleton observation(s) "
+                                   f"dropped leave {kept} row(s) for {len(req.regressors)} term(s) "
+                                   "(a coarser period_frequency gives fewer singletons)"]),
+                n_obs=kept,
+            )
 
     ssc = pf.ssc(k_adj=True, k_fixef="nonnested", G_adj=True, G_df="min")
     fml = _formula(req, fixed_effects)

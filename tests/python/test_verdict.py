@@ -221,3 +221,44 @@ def test_approximated_rows_label_results_and_verdict():
     assert not res.loc[res["sample"] == "post", "warning"].str.contains("approximated").any()
     out = verdict_frame(res, pre, post, SETTINGS)
     assert bool(out["approximated"].iloc[0]) and "approximated" in out["reason"].iloc[0]
+
+
+def test_settings_read_from_study_settings_row():
+    from lookahead.stats.protocol import SettingsError
+    row = pd.DataFrame([{"cluster": "date", "lap_measure": "mink", "nw_lag": 5,
+                         "training_cutoff": "2021-12-31", "model_id": "m"}])
+    s = StatsSettings.from_frame(row)
+    assert (s.cluster, s.lap_measure, s.nw_lag) == ("date", "mink", 5)
+    with pytest.raises(SettingsError, match="exactly one row, has 2"):
+        StatsSettings.from_frame(pd.concat([row, row]))
+    with pytest.raises(SettingsError, match="setting 'cluster': 'firm'"):
+        StatsSettings.from_frame(row.assign(cluster="firm"))
+    with pytest.raises(SettingsError, match="setting 'nw_lag'"):
+        StatsSettings.from_frame(row.assign(nw_lag="four"))
+
+
+def test_panel_missing_column_names_table():
+    from lookahead.stats.fe_regression import RegressionInputError
+    pre, post = panels("clean")
+    with pytest.raises(RegressionInputError, match=r"table 'panel_pre' lacks column\(s\) \['ud'\]"):
+        run_protocol(pre.drop(columns="ud"), post, SETTINGS)
+
+
+def test_mink_threshold_is_relative_to_scale():
+    """Min-K% LAP lives on a model-specific scale: 1% coefficient of variation."""
+    from lookahead.stats.verdict import lap_min_sd
+    small = pd.Series([1e-4, 2e-4, 3e-4])
+    assert lap_min_sd(StatsSettings(lap_measure="mink"), small) == pytest.approx(0.01 * 2e-4)
+    assert lap_min_sd(StatsSettings(lap_measure="recall"), small) == 0.01
+    assert lap_min_sd(StatsSettings(lap_min_sd=0.2), small) == 0.2
+
+
+def test_censoring_rate_uses_flags_or_missing_mass():
+    from lookahead.stats.verdict import censoring_rate
+    flags = pd.DataFrame({"up_censored": [True, True, False, None],
+                          "down_censored": [True, False, False, True],
+                          "p_up": [0.1, 0.1, 0.1, 0.1], "p_down": [0.1, 0.1, 0.1, 0.1]})
+    assert censoring_rate(flags) == 0.5  # rows 0 and 3 (unknown flag counts as censored)
+    probs = pd.DataFrame({"p_up": [np.nan, 0.0, 0.2, np.nan], "p_down": [np.nan, 0.0, np.nan, 0.3]})
+    assert censoring_rate(probs) == 0.5  # rows 0 and 1: neither label observed
+    assert math.isnan(censoring_rate(pd.DataFrame({"lap": [0.1]})))

@@ -1,0 +1,116 @@
+"""The raw JSONL store: key format, append-only writes, torn-line repair, locking."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lookahead.cache import (
+    REQUIRED_FIELDS, CacheError, RawStore, atomic_write_parquet, atomic_write_text, load_records,
+    query_key, repair_torn_tail,
+)
+
+
+def rec(key: str, **kw) -> dict:
+    r = {f: None for f in REQUIRED_FIELDS}
+    r.update(key=key, task="recall", approximated=False, **kw)
+    return r
+
+
+def test_query_key_is_sha256_of_the_contract_string():
+    params = {"top_logprobs": 20, "temperature": 0, "max_tokens": 1}
+    expect = hashlib.sha256(
+        'recall|m|E1|2021-01-05|prompt text|{"max_tokens":1,"temperature":0,"top_logprobs":20}'.encode()
+    ).hexdigest()
+    assert query_key("recall", "m", "E1|2021-01-05", "prompt text", params) == expect
+    # parameter order does not matter; any change of prompt, params, model or row does
+    assert query_key("recall", "m", "E1|2021-01-05", "prompt text", dict(reversed(params.items()))) == expect
+    assert query_key("recall", "m", "E1|2021-01-05", "prompt text ", params) != expect
+    assert query_key("recall", "m", "E1|2021-01-05", "prompt text", {**params, "temperature": 1}) != expect
+    assert query_key("recall", "m2", "E1|2021-01-05", "prompt text", params) != expect
+    assert query_key("forecast", "m", "E1|2021-01-05", "prompt text", params) != expect
+
+
+def test_append_load_and_refuse_duplicates(tmp_path):
+    path = tmp_path / "raw" / "recall.jsonl"
+    with RawStore(path) as store:
+        store.append(rec("a", response_text="up"))
+        store.append(rec("b", response_text="ünïcode"))
+        with pytest.raises(CacheError, match="duplicate"):
+            store.append(rec("a"))
+        with pytest.raises(ValueError, match="lacks field"):
+            store.append({"key": "c"})
+    text = path.read_text(encoding="utf-8")
+    assert text.count("\n") == 2 and text.endswith("\n")
+    with RawStore(path) as store:
+        assert "a" in store and "b" in store and len(store) == 2
+        assert store.load({"b"})["b"]["response_text"] == "ünïcode"
+
+
+def test_torn_last_line_is_moved_aside_and_cut(tmp_path):
+    path = tmp_path / "mink.jsonl"
+    good = json.dumps(rec("a")) + "\n" + json.dumps(rec("b")) + "\n"
+    path.write_text(good + '{"key": "c", "task": "rec', encoding="utf-8")
+    with RawStore(path) as store:
+        assert store.repaired_bytes == len('{"key": "c", "task": "rec')
+        assert store.keys == {"a", "b"}
+        store.append(rec("c"))
+    assert [json.loads(x)["key"] for x in path.read_text().splitlines()] == ["a", "b", "c"]
+    torn = list(tmp_path.glob("mink.jsonl.torn-*"))
+    assert len(torn) == 1 and torn[0].read_text() == '{"key": "c", "task": "rec'
+
+
+def test_only_torn_line_and_invalid_last_line(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"key": "a"', encoding="utf-8")  # a single torn line
+    assert repair_torn_tail(path) == len('{"key": "a"') and path.read_bytes() == b""
+    path.write_text(json.dumps(rec("a")) + "\n" + '{"key": "b", bad}\n', encoding="utf-8")
+    assert repair_torn_tail(path) > 0
+    assert load_records(path).keys() == {"a"}
+    assert repair_torn_tail(path) == 0  # idempotent on a clean file
+
+
+def test_damage_before_the_last_line_is_an_error_not_a_silent_drop(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_text(json.dumps(rec("a")) + "\nnot json\n" + json.dumps(rec("b")) + "\n")
+    with pytest.raises(CacheError, match="line 2"):
+        RawStore(path).open()
+
+
+def test_second_writer_is_refused(tmp_path):
+    path = tmp_path / "r.jsonl"
+    with RawStore(path):
+        code = (
+            "import sys; from lookahead.cache import RawStore, CacheError\n"
+            f"try:\n RawStore({str(path)!r}).open()\nexcept CacheError as e:\n print(e); sys.exit(7)\n"
+        )
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+        assert res.returncode == 7 and "another job" in res.stdout
+    with RawStore(path):  # released on close
+        pass
+
+
+def test_atomic_writes_replace_whole_files(tmp_path):
+    target = tmp_path / "d" / "summary.txt"
+    atomic_write_text(target, "one")
+    atomic_write_text(target, "two")
+    assert target.read_text() == "two"
+    df = pd.DataFrame({"row_id": ["a", "b"], "x": [1.0, 2.0]})
+    atomic_write_parquet(tmp_path / "d" / "x.parquet", df)
+    assert pd.read_parquet(tmp_path / "d" / "x.parquet").equals(df)
+    assert [p.name for p in (tmp_path / "d").iterdir() if p.name.startswith(".")] == []
+
+
+def test_nan_is_rejected_not_written(tmp_path):
+    with RawStore(tmp_path / "r.jsonl") as store:
+        with pytest.raises(ValueError):
+            store.append(rec("a", first_token_prob=float("nan")))
+    assert (tmp_path / "r.jsonl").read_text() == ""
