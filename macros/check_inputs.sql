@@ -62,6 +62,20 @@
           ~ path ~ " (columns: " ~ cols | join(', ') ~ ")") }}
     {% endif %}
   {% endfor %}
+  {% set id_col = var('column_map').get('row_id') %}
+  {% if id_col %}
+    {% set dupes = run_query(
+        "with numbered as (select row_number() over () as n, cast(\"" ~ id_col ~ "\" as varchar) as id from "
+        ~ source('study', 'observations') ~ ") select id, array_to_string(list(n order by n)[1:3], ', ') as rows, count(*) as c "
+        ~ "from numbered where id is not null group by id having count(*) > 1 order by min(n) limit 3") %}
+    {% if dupes.rows | length > 0 %}
+      {% set first = dupes.rows[0] %}
+      {{ exceptions.raise_compiler_error(
+          "setting 'column_map.row_id': column '" ~ id_col ~ "' is not unique: value '" ~ first[0]
+          ~ "' appears " ~ first[2] ~ " times (data rows " ~ first[1] ~ ")"
+          ~ (" and " ~ (dupes.rows | length - 1) ~ " more duplicated value(s)" if dupes.rows | length > 1 else "")) }}
+    {% endif %}
+  {% endif %}
   {% for extra in var('extra_columns', []) %}
     {% if extra not in cols %}
       {{ exceptions.raise_compiler_error("setting 'extra_columns': column '" ~ extra ~ "' not found in " ~ path) }}
