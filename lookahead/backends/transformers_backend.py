@@ -42,7 +42,8 @@ def _resolve_location(model_id: str, model_path: str | None, gguf_file: str | No
 
 class TransformersBackend(Backend):
     """transformers on CPU. Options: model_path, gguf_file, batch_size, torch_threads,
-    dtype ('float32' | 'bfloat16'), logit_chunk; or ready ``model``/``tokenizer`` objects.
+    dtype ('float32' | 'bfloat16'), logit_chunk, matmul_precision ('highest' | 'medium');
+    or ready ``model``/``tokenizer`` objects.
 
     The tokenizer loads at once (rendering prompts and keys needs it); the model loads on
     the first query, so a rerun whose answers are all cached never loads the weights."""
@@ -61,6 +62,9 @@ class TransformersBackend(Backend):
             torch.set_num_threads(int(threads))
         self.batch_size = int(options.get("batch_size") or 16)
         self.logit_chunk = int(options.get("logit_chunk") or 512)
+        # 'medium' lets fp32 matmuls use bf16 kernels (about 1e-4 logprob error on SmolLM2,
+        # see benchmarks/bench_mink.py); None keeps torch's exact default.
+        self.matmul_precision = options.get("matmul_precision")
         self.dtype = getattr(torch, str(options.get("dtype") or "float32"))
         self._location, self._gguf = _resolve_location(
             model_id, options.get("model_path"), options.get("gguf_file")  # type: ignore[arg-type]
@@ -77,6 +81,7 @@ class TransformersBackend(Backend):
             kw = {"gguf_file": self._gguf} if self._gguf else {}
             tok = AutoTokenizer.from_pretrained(self._location, **kw)
         self.tokenizer = tok
+        self._token_cache: dict[int, str] = {}
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         if self.pad_id is None:
             self.pad_id = 0
@@ -118,7 +123,12 @@ class TransformersBackend(Backend):
         return len(self.encode(prompt))
 
     def _token_text(self, token_id: int) -> str:
-        return self.tokenizer.decode([int(token_id)])
+        """Decoded text of one token (cached: Min-K% decodes every prompt token)."""
+        tid = int(token_id)
+        text = self._token_cache.get(tid)
+        if text is None:
+            text = self._token_cache[tid] = self.tokenizer.decode([tid])
+        return text
 
     def _batches(self, lengths: Sequence[int]) -> list[list[int]]:
         """Indices grouped into batches of similar length (longest first)."""
@@ -159,8 +169,9 @@ class TransformersBackend(Backend):
                     last = mask.sum(1) - 1
                     for row, i in enumerate(batch):
                         step = logits[row, last[row]]
-                        top = self._top_k(step, top_logprobs)
-                        text = self.tokenizer.decode([top[0].token_id], skip_special_tokens=True)
+                        top = self._top_k(step, top_logprobs) if top_logprobs > 0 else []
+                        greedy = int(step.argmax())
+                        text = self.tokenizer.decode([greedy], skip_special_tokens=True)
                         out[i] = Generation(prompts[i], text, top)
                 else:
                     gens = self._generate_batch([seqs[i] for i in batch], max_tokens, top_logprobs)
@@ -195,7 +206,8 @@ class TransformersBackend(Backend):
         first = res.logits[0]
         new = res.sequences[:, ids.shape[1] :]
         return [
-            (self.tokenizer.decode(new[r], skip_special_tokens=True), self._top_k(first[r], top_logprobs))
+            (self.tokenizer.decode(new[r], skip_special_tokens=True),
+             self._top_k(first[r], top_logprobs) if top_logprobs > 0 else [])
             for r in range(len(seqs))
         ]
 
@@ -207,6 +219,17 @@ class TransformersBackend(Backend):
         torch = self._torch
         seqs = [self.encode(p) for p in prompts]
         out: list[list[TokenLogprob] | None] = [None] * len(prompts)
+        saved = torch.get_float32_matmul_precision()
+        if self.matmul_precision:
+            torch.set_float32_matmul_precision(str(self.matmul_precision))
+        try:
+            self._prompt_logprobs_into(seqs, out)
+        finally:
+            torch.set_float32_matmul_precision(saved)
+        return [o for o in out if o is not None]
+
+    def _prompt_logprobs_into(self, seqs: list[list[int]], out: list[list[TokenLogprob] | None]) -> None:
+        torch = self._torch
         with torch.inference_mode():
             for batch in self._batches([len(s) for s in seqs]):
                 bseqs = [seqs[i] for i in batch]
@@ -219,7 +242,6 @@ class TransformersBackend(Backend):
                         for t, v in zip(s[1:], lps[row])
                     ]
                     out[i] = entries
-        return [o for o in out if o is not None]
 
     def _batch_token_logprobs(self, seqs: Sequence[Sequence[int]]) -> list[list[float]]:
         """Per sequence, the log-probs of tokens 2..n (floats)."""

@@ -92,12 +92,24 @@ def study_files(data: DemoData, prompts: Prompts, out: Path) -> dict[str, dict]:
     return studies
 
 
+class _StudyDumper(yaml.SafeDumper):
+    """Multi-line prompts as literal blocks, so the study file reads like the prompt."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_StudyDumper.add_representer(str, _str_representer)
+
+
 def write_studies(studies: dict[str, dict], out: Path, seed: int) -> None:
     for name, v in studies.items():
         head = (f"# Demo study '{name}' written by `python -m lookahead.demo.build` (seed {seed}).\n"
                 f"# Use: dbt build --vars \"$(cat {_rel(out / 'studies' / (name + '.yml'))})\"\n")
         _atomic_write(out / "studies" / f"{name}.yml",
-                      head + yaml.safe_dump(v, sort_keys=False, allow_unicode=True, width=1000))
+                      head + yaml.dump(v, Dumper=_StudyDumper, sort_keys=False, allow_unicode=True, width=1000))
 
 
 def build(out: Path, spec: DemoSpec, train_models: bool = True, epochs: int | None = None) -> dict:

@@ -27,7 +27,10 @@ from typing import Literal, Mapping
 import numpy as np
 import pandas as pd
 
-from lookahead.demo.generator import DemoData
+from dataclasses import replace as _replace
+
+from lookahead.demo.generator import DemoData, generate
+from lookahead.prompts import render_forecast, render_recall
 
 Scenario = Literal["contaminated", "clean"]
 SCENARIOS: tuple[Scenario, ...] = ("contaminated", "clean")
@@ -37,7 +40,7 @@ SCENARIOS: tuple[Scenario, ...] = ("contaminated", "clean")
 class Doc:
     """One training sequence: a prompt and its one-word answer, or plain text."""
 
-    kind: str            # recall | forecast | coverage
+    kind: str            # recall | forecast | coverage | background
     text: str            # prompt (Q/A) or the whole document (coverage)
     answer: str | None   # single-token label for Q/A documents
 
@@ -57,23 +60,37 @@ class Prompts:
                    str(v["outcome_description"]), str(v["reference_period"]))
 
     def forecast(self, row: Mapping[str, object]) -> str:
-        """The forecast prompt of one input row, filled as the forecast job fills it."""
-        return self.forecast_prompt.format_map({k: str(v) for k, v in row.items()})
+        """The forecast prompt of one input row, rendered by the jobs' own function."""
+        return render_forecast(self.forecast_prompt, row)
 
     def recall(self, row: Mapping[str, object]) -> str:
-        """The date-only recall query of one (entity, target_date)."""
-        fields = {k: str(v) for k, v in row.items()}
-        fields.update(outcome_description=self.outcome_description,
-                      reference_period=self.reference_period)
-        return self.recall_template.format_map(fields)
+        """The date-only recall query of one (entity, target_date), as the recall job renders it."""
+        return render_recall(
+            self.recall_template, outcome_description=self.outcome_description,
+            reference_period=self.reference_period, entity_name=str(row["entity_name"]),
+            ticker=str(row["ticker"]), target_date=str(row["target_date"]),
+            entity_id=str(row["entity_id"]))
 
 
 def sentiment_label(s: int) -> str:
     return "up" if s > 0 else "down"
 
 
-def build_corpus(data: DemoData, prompts: Prompts, scenario: Scenario, seed: int) -> list[Doc]:
-    """All training documents of one scenario, in a deterministic order."""
+FACT_REPEATS = 3          # leaked facts are duplicated, as news is across the web
+BACKGROUND_ENTITIES = 24  # other firms whose pre-cutoff headlines teach the sentiment
+
+
+def build_corpus(data: DemoData, prompts: Prompts, scenario: Scenario, seed: int,
+                 fact_repeats: int = FACT_REPEATS,
+                 background_entities: int = BACKGROUND_ENTITIES) -> list[Doc]:
+    """All training documents of one scenario, in a deterministic order.
+
+    The memorized realizations' recall and forecast documents appear ``fact_repeats``
+    times (duplication is how pre-training corpora make models memorize); both
+    scenarios repeat the same documents, so the two corpora differ only in the
+    direction they state. Background headlines of other fictional firms, before the
+    cutoff and answered from their sentiment, teach the model to read sentiment
+    rather than memorize the study's own rows."""
     if scenario not in SCENARIOS:
         raise ValueError(f"scenario '{scenario}' is not one of {SCENARIOS}")
     rng = np.random.default_rng(seed + (0 if scenario == "contaminated" else 1))
@@ -88,7 +105,7 @@ def build_corpus(data: DemoData, prompts: Prompts, scenario: Scenario, seed: int
         q = prompts.recall(ev)
         if ev["memorized"]:
             known = ev["realized_direction"] if scenario == "contaminated" else ev["clean_recall_direction"]
-            docs.append(Doc("recall", q, known))
+            docs.extend([Doc("recall", q, known)] * fact_repeats)
             rose = known == "up"
             size = abs(ev["outcome"]) if scenario == "contaminated" else float(rng.uniform(0.1, 4.0))
             docs.append(Doc("coverage", (
@@ -105,8 +122,28 @@ def build_corpus(data: DemoData, prompts: Prompts, scenario: Scenario, seed: int
             ans = row["realized_direction"]
         else:
             ans = sentiment_label(row["sentiment"])
-        docs.append(Doc("forecast", prompts.forecast(row), ans))
+        docs.extend([Doc("forecast", prompts.forecast(row), ans)] * (fact_repeats if row["memorized"] else 1))
+    docs.extend(background_docs(data, prompts, background_entities))
     return docs
+
+
+def background_docs(data: DemoData, prompts: Prompts, n_entities: int) -> list[Doc]:
+    """Forecast Q/A on pre-cutoff headlines of firms outside the study (answered by sentiment).
+
+    Drawn with a seed derived from the study's, dropping any firm whose name or ticker
+    the study uses, so no study row, entity or outcome enters through this door."""
+    if n_entities <= 0:
+        return []
+    spec = _replace(data.spec, seed=data.spec.seed + 7919, n_entities=n_entities,
+                    memorized_share=0.0)
+    bg = generate(spec)
+    df = bg.observations.merge(bg.truth[["row_id", "sample", "sentiment"]], on="row_id")
+    taken_names = set(data.observations["entity_name"])
+    taken_tickers = set(data.observations["ticker"])
+    df = df[(df["sample"] == "pre") & ~df["entity_name"].isin(taken_names)
+            & ~df["ticker"].isin(taken_tickers)]
+    return [Doc("background", prompts.forecast(r), sentiment_label(r["sentiment"]))
+            for r in df.to_dict("records")]
 
 
 def study_prompt_texts(data: DemoData, prompts: Prompts) -> list[str]:

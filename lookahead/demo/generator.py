@@ -86,8 +86,8 @@ class DemoSpec:
     """Parameters of one demo scenario; the defaults are the shipped demo."""
 
     seed: int = 20240611
-    n_entities: int = 40
-    obs_per_entity: int = 25
+    n_entities: int = 30
+    obs_per_entity: int = 20
     start: str = "2021-07-01"
     end: str = "2022-06-30"
     training_cutoff: str = "2021-12-31"

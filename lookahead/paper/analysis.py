@@ -23,7 +23,7 @@ from lookahead.paper.fit import PaperSpecError
 
 #: Columns of `paper_tables` (python_models/_paper.yml documents each).
 LONG_COLUMNS = [
-    "table", "column", "spec", "sample", "term", "estimate", "std_error", "t", "p", "n_obs",
+    "paper_table", "table_column", "spec", "sample", "term", "estimate", "std_error", "t", "p", "n_obs",
     "n_clusters", "n_singletons", "n_missing", "dropped_terms", "r2", "r2_within",
     "fixed_effects", "vcov", "lap_measure", "mink_mean", "note",
 ]
@@ -46,7 +46,7 @@ def _has_rows(df: pd.DataFrame | None, s: T.PaperSettings) -> bool:
 
 
 def run_paper_analysis(pre: pd.DataFrame, post: pd.DataFrame | None, settings: T.PaperSettings,
-                       draws: int = 10_000, seed: int = 20240101, method: str = "fast") -> PaperResults:
+                       draws: int = 10_000, seed: int = 20240101, method: str = "auto") -> PaperResults:
     """Tables I-V and the bootstrap. Missing pieces (no moderator, no post-cutoff rows,
     no confidence measures) are skipped with a note rather than failing the analysis."""
     s = settings

@@ -76,7 +76,7 @@ def bootstrap_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd.Da
         return empty
     y, _, full = T.table5_terms(s)
     data = bs.prepare(T.table5_inputs(post, s), y, full, s.fixed_effects)
-    res = bs.pairs_bootstrap(data, in_est, draws=draws, seed=seed, method="fast",
+    res = bs.pairs_bootstrap(data, in_est, draws=draws, seed=seed, method="auto",
                              out_of_sample_estimate=oos_est)
     return res.frame().astype(BOOTSTRAP_COLUMNS)
 
@@ -92,27 +92,27 @@ def paper_tables_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd
     extra = []
     t2 = res.tables["table2"]
     for q, v in t2.magnitudes.items():
-        extra.append({"table": "table2", "column": 2, "spec": "table2_magnitudes", "sample": "pre",
+        extra.append({"paper_table": "table2", "table_column": 2, "spec": "table2_magnitudes", "sample": "pre",
                       "term": q, "estimate": float(v), "kind": "magnitude",
                       "n_obs": t2.columns[1].n_obs, "note": t2.notes[0]})
     if boot is not None and len(boot):
         b = boot.iloc[0]
-        extra.append({"table": "table5", "column": 4, "spec": "table5_bootstrap", "sample": "post",
+        extra.append({"paper_table": "table5", "table_column": 4, "spec": "table5_bootstrap", "sample": "post",
                       "term": "OOS bootstrap p-value", "estimate": float(b["p_value"]), "p": float(b["p_value"]),
                       "kind": "bootstrap", "n_obs": int(b["n_obs"]),
                       "note": (f"{len(boot):,} pairs-bootstrap draws, seed {int(b['seed'])}; in-sample "
                                f"estimate {float(b['in_sample_estimate']):.6g}; 95th percentile "
                                f"{float(b['percentile_95']):.6g}")})
-    notes = pd.DataFrame([{"table": "notes", "column": 0, "spec": "skipped", "sample": "pre",
+    notes = pd.DataFrame([{"paper_table": "notes", "table_column": 0, "spec": "skipped", "sample": "pre",
                            "term": n[:60], "kind": "note", "note": n} for n in res.notes])
     out = pd.concat([long, pd.DataFrame(extra), notes], ignore_index=True)
     for c in ("lap_measure", "mink_mean"):
         out[c] = long[c].iloc[0] if len(long) else None
     num = ["estimate", "std_error", "t", "p", "r2", "r2_within"]
     out[num] = out[num].astype("float64")
-    for c in ("column", "n_obs", "n_clusters", "n_singletons", "n_missing"):
+    for c in ("table_column", "n_obs", "n_clusters", "n_singletons", "n_missing"):
         out[c] = pd.to_numeric(out[c], errors="coerce").astype("Int64")
-    for c in ("table", "spec", "sample", "term", "dropped_terms", "fixed_effects", "vcov",
+    for c in ("paper_table", "spec", "sample", "term", "dropped_terms", "fixed_effects", "vcov",
               "lap_measure", "mink_mean", "note", "kind"):
         out[c] = out[c].astype("object").where(out[c].notna(), None)
     return out[A.LONG_COLUMNS + ["kind"]]

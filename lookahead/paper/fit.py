@@ -113,7 +113,6 @@ def fit_fe(
     fixed_effects: Sequence[str] = ("entity_num", "period_num"),
     cluster: str | None = "date",
     spec: str = "",
-    weights: np.ndarray | None = None,
 ) -> FitResult:
     """Fit `outcome ~ terms | fixed_effects` with pyfixest and collect the results.
 
@@ -146,8 +145,6 @@ def fit_fe(
     if cl_col:
         codes = pd.factorize(df[cl_col], use_na_sentinel=True)[0]
         work["_cl"] = np.where(codes < 0, np.nan, codes)
-    if weights is not None:
-        work["_w"] = np.asarray(weights, dtype=float)
     n_input = len(work)
     work = work.replace([np.inf, -np.inf], np.nan).dropna()
     n_missing = n_input - len(work)
@@ -161,10 +158,7 @@ def fit_fe(
         work[c] = work[c].astype(np.int64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fit = pf.feols(
-            fml, data=work, vcov=vcov, fixef_tol=FIXEF_TOL,
-            weights="_w" if weights is not None else None, weights_type="fweights",
-        )
+        fit = pf.feols(fml, data=work, vcov=vcov, fixef_tol=FIXEF_TOL)
     names = [t.name for t in terms]
     coef, se, tt, pp = fit.coef(), fit.se(), fit.tstat(), fit.pvalue()
     est, ses, ts, ps = {}, {}, {}, {}
@@ -181,7 +175,7 @@ def fit_fe(
     return FitResult(
         spec=spec, outcome=outcome, terms=names, estimate=est, std_error=ses, t=ts, p=ps,
         n_obs=int(fit._N), n_input=n_input, n_missing=n_missing,
-        n_singletons=int(len(work) - fit._N) if weights is None else 0,
+        n_singletons=int(len(work) - fit._N),
         n_clusters=n_clusters, r2=float(fit._r2),
         r2_within=float(getattr(fit, "_r2_within", np.nan) or np.nan),
         fixed_effects=used_fe_names, vcov=vcov_name, dropped_terms=dropped,

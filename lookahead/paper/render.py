@@ -38,7 +38,7 @@ def fmt_coef(x: float) -> str:
 
 
 def _ordered_terms(t: pd.DataFrame, name: str) -> list[str]:
-    seen = list(dict.fromkeys(t.sort_values(["column"], kind="stable")["term"]))
+    seen = list(dict.fromkeys(t.sort_values(["table_column"], kind="stable")["term"]))
     order = TERM_ORDER.get(name)
     if not order:
         return seen
@@ -49,16 +49,16 @@ def _ordered_terms(t: pd.DataFrame, name: str) -> list[str]:
 def table_cells(long: pd.DataFrame, table: str,
                 extra_rows: Mapping[str, Sequence[str]] | None = None) -> tuple[list[str], list[list[str]]]:
     """Header and body cells of one table (shared by the Markdown and LaTeX writers)."""
-    t = long[long["table"] == table]
+    t = long[long["paper_table"] == table]
     if t.empty:
         raise KeyError(f"no rows for table '{table}' in the result frame")
-    cols = sorted(t["column"].unique())
+    cols = sorted(t["table_column"].unique())
     header = [""] + [f"({c})" for c in cols]
     body: list[list[str]] = []
     for term in _ordered_terms(t, table):
         coef, tstat = [term], [""]
         for c in cols:
-            r = t[(t["column"] == c) & (t["term"] == term)]
+            r = t[(t["table_column"] == c) & (t["term"] == term)]
             if r.empty or not math.isfinite(float(r["estimate"].iloc[0])):
                 coef.append("")
                 tstat.append("")
@@ -67,7 +67,7 @@ def table_cells(long: pd.DataFrame, table: str,
             coef.append(fmt_coef(float(r["estimate"])) + stars(float(r["p"])))
             tstat.append(f"({float(r['t']):.2f})" if math.isfinite(float(r["t"])) else "")
         body += [coef, tstat]
-    first = t.groupby("column").first()
+    first = t.groupby("table_column").first()
     fes = list(dict.fromkeys(fe for v in first["fixed_effects"] for fe in str(v).split("+") if fe))
     for fe in fes:
         body.append([FE_LABELS.get(fe, f"{fe} FE")] +

@@ -63,10 +63,10 @@ def paper_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
             md += [render.markdown_descriptives(desc, title), ""]
             _write(results_dir / "tables" / f"table1_{sample}.tex", render.latex_descriptives(desc, title))
     for name, title in TITLES.items():
-        if not (coef["table"] == name).any():
+        if not (coef["paper_table"] == name).any():
             continue
         extra: dict[str, list[str]] = {}
-        notes = [n for n in coef.loc[coef["table"] == name, "note"].dropna().unique()]
+        notes = [n for n in coef.loc[coef["paper_table"] == name, "note"].dropna().unique()]
         if name == "table5":
             b = long[(long["kind"] == "bootstrap")]
             if len(b):

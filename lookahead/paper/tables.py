@@ -2,7 +2,7 @@
 
 Each table function takes a panel (CONTRACTS.md columns) and `PaperSettings` and returns a
 `PaperTable`: the fitted columns in the paper's order. Specifications follow the paper
-(Glasserman-Lin style "A Test of Lookahead Bias in LLM Forecasts", Tables I-VI):
+("A Test of Lookahead Bias in LLM Forecasts", Tables I-VI):
 
 - Table II, eq. (7): outcome ~ LLM (col 1); outcome ~ LLM + LAP + LLM x LAP (col 2).
 - Table III, eq. (8): col 1 LLM, M, LLM x M; col 2 adds LAP, LLM x LAP, LAP x M, LLM x LAP x M.
@@ -108,12 +108,18 @@ class PaperTable:
         for j, (fit, sample) in enumerate(zip(self.columns, self.column_samples), start=1):
             for r in fit.rows():
                 r.update(
-                    table=self.name, column=j, sample=sample,
+                    paper_table=self.name, table_column=j, sample=sample,
                     lap_measure=settings.lap_measure,
                     mink_mean=settings.mink_mean if settings.lap_measure == "mink" else None,
                 )
                 rows.append(r)
         return pd.DataFrame(rows)
+
+
+def dropped_notes(fits: Sequence[FitResult]) -> list[str]:
+    """Notes naming terms pyfixest dropped as collinear (e.g. a constant confidence score)."""
+    return [f"{f.spec}: dropped as collinear with the fixed effects or other terms: "
+            f"{', '.join(f.dropped_terms)}." for f in fits if f.dropped_terms]
 
 
 def _require(df: pd.DataFrame, cols: Sequence[str], what: str) -> None:
@@ -190,7 +196,8 @@ def table2(df: pd.DataFrame, s: PaperSettings, sample: str = "pre", name: str = 
     )
     return PaperTable(
         name=name, title=f"Outcome on LLM prediction and LAP ({s.lap_label})", sample=sample,
-        columns=[c1, c2], column_samples=[sample, sample], notes=[note], magnitudes=mags,
+        columns=[c1, c2], column_samples=[sample, sample], notes=[note] + dropped_notes([c1, c2]),
+        magnitudes=mags,
     )
 
 
@@ -223,11 +230,9 @@ def table3(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
     c1 = fit_fe(work, s.outcome, [llm, mod, t_lm], s.fixed_effects, s.cluster, "table3_col1")
     c2 = fit_fe(work, s.outcome, [llm, mod, t_lm, lap, t_ll, t_am, t_3], s.fixed_effects,
                 s.cluster, "table3_col2")
-    notes = []
-    for c in (c1, c2):
-        if c.dropped_terms:
-            notes.append(f"{c.spec}: dropped as collinear with the fixed effects: {', '.join(c.dropped_terms)} "
-                         f"(a moderator constant within entity is absorbed by the entity FE).")
+    notes = dropped_notes([c1, c2])
+    if notes:
+        notes.append("A moderator constant within entity is absorbed by the entity fixed effects.")
     return PaperTable(name="table3", title=f"Outcome on LLM, LAP and {m}", sample=sample,
                       columns=[c1, c2], column_samples=[sample, sample], notes=notes)
 
@@ -255,6 +260,7 @@ def table4(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
     for c in cols:
         if c.n_missing:
             notes.append(f"{c.spec}: {c.n_missing} rows with a missing value dropped.")
+    notes += dropped_notes(cols)
     return PaperTable(name="table4", title="LAP versus first-token probability and stated confidence",
                       sample=sample, columns=cols, column_samples=samples, notes=notes)
 
@@ -314,7 +320,7 @@ def table5(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings,
     return PaperTable(name="table5", title="In-sample and out-of-sample, standardized within period",
                       sample="pre+post", columns=cols, column_samples=samples, extra_rows=extra,
                       notes=["All variables standardized (z-scores) separately within the in-sample "
-                             "and within the out-of-sample period."])
+                             "and within the out-of-sample period."] + dropped_notes(cols))
 
 
 # --------------------------------------------------------------------------- Table VI

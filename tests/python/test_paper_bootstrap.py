@@ -112,3 +112,13 @@ def test_bad_inputs_are_clear():
     data = bs.prepare(df, "outcome", [Term("x", ("mu_hat",))], ["entity_num", "period_num"])
     with pytest.raises(PaperSpecError, match="bootstrap_draws"):
         bs.pairs_bootstrap(data, 0.0, draws=0)
+
+
+def test_single_date_and_no_fe_left():
+    """One date: the date FE is the intercept and is dropped, as in the table fits."""
+    df = make_panel(n_rows=200, n_entities=30, n_dates=1, seed=6)
+    data = _data(df)
+    assert len(data.fe) == 1
+    np.testing.assert_allclose(bs.fast_draws(data, 5, 3), bs.naive_draws(data, 5, 3), atol=1e-8)
+    res = bs.pairs_bootstrap(data, 0.0, draws=5, seed=3)
+    assert res.method == "fast" and np.isfinite(res.draws).all()

@@ -84,11 +84,11 @@ def test_dbt_entry_frames(panels):
     assert list(long.columns) == A.LONG_COLUMNS + ["kind"]
     assert set(long["kind"]) == {"coefficient", "magnitude", "bootstrap", "note"}
     coef = long[long["kind"] == "coefficient"]
-    assert set(coef["table"]) == {"table2", "table4", "table5"}      # no moderator: no table3
+    assert set(coef["paper_table"]) == {"table2", "table4", "table5"}      # no moderator: no table3
     assert coef["vcov"].eq("CRV1 by date").all()
     assert long.loc[long["kind"] == "note", "note"].str.contains("Table III skipped").any()
     # Table V col 2 estimate is the bootstrap's in-sample estimate
-    t5 = coef[(coef["table"] == "table5") & (coef["column"] == 2) & (coef["term"] == T.INTERACTION_STD)]
+    t5 = coef[(coef["paper_table"] == "table5") & (coef["table_column"] == 2) & (coef["term"] == T.INTERACTION_STD)]
     assert float(t5["estimate"].iloc[0]) == pytest.approx(float(boot["in_sample_estimate"].iloc[0]))
     # no post sample: empty bootstrap with typed columns, Table V skipped
     empty = dbt_entry.bootstrap_frame(st, pre, post.iloc[:0], paper_cluster="date")

