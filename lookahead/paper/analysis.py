@@ -19,7 +19,7 @@ import pandas as pd
 from lookahead.paper import bootstrap as bs
 from lookahead.paper import figures, render
 from lookahead.paper import tables as T
-from lookahead.paper.fit import PaperSpecError
+from lookahead.paper.fit import PaperNotEstimable, PaperSpecError
 
 #: Columns of `paper_tables` (python_models/_paper.yml documents each).
 LONG_COLUMNS = [
@@ -54,36 +54,50 @@ def run_paper_analysis(pre: pd.DataFrame, post: pd.DataFrame | None, settings: T
     t1 = {"pre": T.table1(pre, s)}
     if post is not None and len(post):
         t1["post"] = T.table1(post, s)
-    tables: dict[str, T.PaperTable] = {"table2": T.table2(pre, s)}
-    t3 = T.table3(pre, s)
-    if t3 is None:
+    tables: dict[str, T.PaperTable] = {}
+
+    def attempt(name: str, build):
+        """A table the data cannot identify is skipped with a note, not a failed build."""
+        try:
+            return build()
+        except PaperNotEstimable as exc:
+            notes.append(f"{name} not estimated: {exc}")
+            return None
+
+    t2 = attempt("Table II", lambda: T.table2(pre, s))
+    if t2 is not None:
+        tables["table2"] = t2
+    if s.moderator is None:
         notes.append("Table III skipped: no `moderator_column` is set (a binary 0/1 column "
                      "listed in `extra_columns`).")
     else:
-        tables["table3"] = t3
-    t4 = T.table4(pre, s)
-    if t4.columns:
+        t3 = attempt("Table III", lambda: T.table3(pre, s))
+        if t3 is not None:
+            tables["table3"] = t3
+    t4 = attempt("Table IV", lambda: T.table4(pre, s))
+    if t4 is not None and t4.columns:
         tables["table4"] = t4
-    else:
+    elif t4 is not None:
         notes.append("Table IV skipped: neither first-token probability nor stated confidence is in the panel.")
     boot = None
     if _has_rows(post, s) and _has_rows(pre, s):
-        t5 = T.table5(pre, post, s)
-        inter = T.INTERACTION_STD
-        in_est = t5.columns[1].estimate.get(inter, np.nan)
-        oos_est = t5.columns[3].estimate.get(inter, np.nan)
-        if draws > 0 and np.isfinite(in_est):
-            y, _, full = T.table5_terms(s)
-            data = bs.prepare(T.table5_inputs(post, s), y, full, s.fixed_effects)
-            boot = bs.pairs_bootstrap(data, in_est, draws=draws, seed=seed, method=method,
-                                      out_of_sample_estimate=oos_est)
-            t5.extra_rows = {"OOS bootstrap p-value": ["", "", "", f"[{boot.p_value:.3f}]"],
-                             **t5.extra_rows}
-            t5.notes.append(
-                f"Pairs bootstrap of the out-of-sample interaction: {draws:,} draws of "
-                f"{data.n:,} rows with replacement, seed {seed}; one-sided p = share of draws "
-                f">= the in-sample estimate {in_est:.4g}.")
-        tables["table5"] = t5
+        t5 = attempt("Table V", lambda: T.table5(pre, post, s))
+        if t5 is not None:
+            inter = T.INTERACTION_STD
+            in_est = t5.columns[1].estimate.get(inter, np.nan)
+            oos_est = t5.columns[3].estimate.get(inter, np.nan)
+            if draws > 0 and np.isfinite(in_est):
+                y, _, full = T.table5_terms(s)
+                data = bs.prepare(T.table5_inputs(post, s), y, full, s.fixed_effects)
+                boot = bs.pairs_bootstrap(data, in_est, draws=draws, seed=seed, method=method,
+                                          out_of_sample_estimate=oos_est)
+                t5.extra_rows = {"OOS bootstrap p-value": ["", "", "", f"[{boot.p_value:.3f}]"],
+                                 **t5.extra_rows}
+                t5.notes.append(
+                    f"Pairs bootstrap of the out-of-sample interaction: {draws:,} draws of "
+                    f"{data.n:,} rows with replacement, seed {seed}; one-sided p = share of draws "
+                    f">= the in-sample estimate {in_est:.4g}.")
+            tables["table5"] = t5
     else:
         notes.append("Table V and the bootstrap skipped: they need both pre- and post-cutoff rows.")
     return PaperResults(settings=s, table1=t1, tables=tables, bootstrap=boot, notes=notes)
@@ -105,7 +119,8 @@ def paper_long_table(res: PaperResults) -> pd.DataFrame:
 
 def magnitudes_frame(res: PaperResults) -> pd.DataFrame:
     """Table II's economic magnitudes as rows (quantity, value)."""
-    m = res.tables["table2"].magnitudes
+    t2 = res.tables.get("table2")
+    m = t2.magnitudes if t2 is not None else {}
     return pd.DataFrame({"quantity": list(m), "value": [float(v) for v in m.values()]})
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 from lookahead.paper import analysis as A
 from lookahead.paper import bootstrap as bs
 from lookahead.paper import tables as T
-from lookahead.paper.fit import PaperSpecError
+from lookahead.paper.fit import PaperNotEstimable, PaperSpecError
 
 DEFAULT_DRAWS = 10_000
 DEFAULT_SEED = 20240101
@@ -69,7 +69,10 @@ def bootstrap_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd.Da
     empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in BOOTSTRAP_COLUMNS.items()})
     if draws == 0 or not A._has_rows(post, s) or not A._has_rows(pre, s):
         return empty
-    t5 = T.table5(pre, post, s)
+    try:
+        t5 = T.table5(pre, post, s)
+    except PaperNotEstimable:
+        return empty  # paper_tables carries the note saying why
     in_est = t5.columns[1].estimate.get(T.INTERACTION_STD, np.nan)
     oos_est = t5.columns[3].estimate.get(T.INTERACTION_STD, np.nan)
     if not np.isfinite(in_est):
@@ -90,8 +93,8 @@ def paper_tables_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd
     long = A.paper_long_table(res)
     long["kind"] = "coefficient"
     extra = []
-    t2 = res.tables["table2"]
-    for q, v in t2.magnitudes.items():
+    t2 = res.tables.get("table2")
+    for q, v in (t2.magnitudes.items() if t2 is not None else ()):
         extra.append({"paper_table": "table2", "table_column": 2, "spec": "table2_magnitudes", "sample": "pre",
                       "term": q, "estimate": float(v), "kind": "magnitude",
                       "n_obs": t2.columns[1].n_obs, "note": t2.notes[0]})

@@ -18,6 +18,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from lookahead.stats.fe_regression import non_singleton_mask
+
 #: MAP demeaning tolerance used for every paper regression (pyfixest default: 1e-6).
 FIXEF_TOL = 1e-12
 
@@ -31,6 +33,13 @@ CLUSTER_COLUMNS = {
 
 class PaperSpecError(ValueError):
     """Bad input for a paper specification; the message names the column or setting."""
+
+
+class PaperNotEstimable(PaperSpecError):
+    """The data cannot identify a specification (no rows, no variation, all singletons).
+
+    Unlike a bad setting this is a finding, not an error: the analysis skips the table
+    with a note saying why, as the protocol's regressions report NULL estimates."""
 
 
 @dataclass(frozen=True)
@@ -149,16 +158,27 @@ def fit_fe(
     work = work.replace([np.inf, -np.inf], np.nan).dropna()
     n_missing = n_input - len(work)
     if len(work) == 0:
-        raise PaperSpecError(f"spec '{spec}': no rows left after dropping missing values")
+        raise PaperNotEstimable(f"spec '{spec}': no rows left after dropping missing values")
     used_fe = [f"fe{j}" for j in range(len(fes)) if work[f"fe{j}"].nunique() > 1]
     used_fe_names = tuple(fes[j] for j in range(len(fes)) if f"fe{j}" in used_fe)
     rhs = " + ".join(f"x{i}" for i in range(len(terms)))
     fml = f"y ~ {rhs}" + (f" | {' + '.join(used_fe)}" if used_fe else "")
     for c in used_fe + (["_cl"] if cl_col else []):
         work[c] = work[c].astype(np.int64)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fit = pf.feols(fml, data=work, vcov=vcov, fixef_tol=FIXEF_TOL)
+    if used_fe:
+        # pyfixest's compiled demeaner aborts the process when singleton removal leaves
+        # nothing to demean; refuse such samples first (see lookahead.stats.fe_regression)
+        kept = int(non_singleton_mask(work, used_fe).sum())
+        if kept <= len(terms):
+            raise PaperNotEstimable(
+                f"spec '{spec}': {len(work) - kept} singleton observation(s) dropped leave "
+                f"{kept} row(s) for {len(terms)} term(s)")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit = pf.feols(fml, data=work, vcov=vcov, fixef_tol=FIXEF_TOL)
+    except ValueError as exc:  # e.g. every regressor collinear with the fixed effects
+        raise PaperNotEstimable(f"spec '{spec}': {' '.join(str(exc).split())}") from None
     names = [t.name for t in terms]
     coef, se, tt, pp = fit.coef(), fit.se(), fit.tstat(), fit.pvalue()
     est, ses, ts, ps = {}, {}, {}, {}

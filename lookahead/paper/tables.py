@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from lookahead.paper.fit import FitResult, PaperSpecError, Term, fit_fe
+from lookahead.paper.fit import FitResult, PaperNotEstimable, PaperSpecError, Term, fit_fe
 
 LAP_COLUMNS = {"mink": "lap_mink", "recall": "lap_recall", "configured": "lap"}
 
@@ -130,7 +130,7 @@ def _require(df: pd.DataFrame, cols: Sequence[str], what: str) -> None:
         )
     for c in cols:
         if df[c].notna().sum() == 0:
-            raise PaperSpecError(f"{what}: column '{c}' is entirely missing")
+            raise PaperNotEstimable(f"{what}: column '{c}' is entirely missing")
 
 
 # ----------------------------------------------------------------------------- Table I
@@ -281,7 +281,7 @@ def standardize(df: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
         x = vals.loc[ok, c]
         sd = x.std(ddof=1)
         if not np.isfinite(sd) or sd == 0:
-            raise PaperSpecError(f"table5: column '{c}' has no variation in this period; cannot standardize")
+            raise PaperNotEstimable(f"table5: column '{c}' has no variation in this period; cannot standardize")
         work[c + STD_SUFFIX] = np.where(ok, (vals[c] - x.mean()) / sd, np.nan)
     return work
 

@@ -179,7 +179,7 @@ def _prepare(df: pd.DataFrame, req: FitRequest, cluster_col: str | None
     return data, int((~usable).sum())
 
 
-def _non_singleton_mask(data: pd.DataFrame, fixed_effects: Sequence[str]) -> np.ndarray:
+def non_singleton_mask(data: pd.DataFrame, fixed_effects: Sequence[str]) -> np.ndarray:
     """Rows left after iteratively dropping singleton fixed-effect groups (as reghdfe)."""
     keep = np.ones(len(data), dtype=bool)
     while True:
@@ -270,7 +270,7 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
         # pyfixest's compiled demeaner aborts the whole process (a Rust panic, not an
         # exception) when singleton removal leaves nothing to demean, as with a sparse
         # daily panel; so count what would remain first and refuse to fit such a sample.
-        kept = int(_non_singleton_mask(data, fixed_effects).sum())
+        kept = int(non_singleton_mask(data, fixed_effects).sum())
         if kept <= len(req.regressors):
             return _empty_rows(
                 req, fe_label, _vcov_label(req, single_entity, None),

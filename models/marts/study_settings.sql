@@ -10,6 +10,7 @@ select
     {{ sql_string(var('period_frequency')) }} as period_frequency,
     {{ var('fiscal_year_end_month') }} as fiscal_year_end_month,
     {{ sql_string(var('cluster')) }} as cluster,
+    {{ sql_string(var('paper_cluster', 'date')) }} as paper_cluster,
     {{ sql_string(var('high_lap_rule')) }} as high_lap_rule,
     {{ sql_string(var('lap_measure')) }} as lap_measure,
     cast({{ var('mink_k') }} as double) as mink_k,

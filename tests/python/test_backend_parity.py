@@ -34,7 +34,7 @@ from lookahead.backends.vllm_serve import serve_vllm, vllm_env
 from lookahead.config import project_vars
 from lookahead.scoring import label_probability, mink_lap
 
-pytestmark = pytest.mark.slow
+slow = pytest.mark.slow  # everything here but the first test needs .venv-vllm and minutes
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
@@ -73,6 +73,19 @@ def recall_queries() -> list[str]:
 def queries() -> dict[str, Any]:
     return {"recall": recall_queries(), "mink": MINK_TEXTS, "use_chat_template": True,
             "top_logprobs": 20}
+
+
+def test_vllm_backend_outside_its_venv_names_the_fix() -> None:
+    """Fast: in the main venv (no vllm) the backend says how to get the vLLM environment."""
+    import importlib.util
+
+    from lookahead.backends.vllm_backend import VLLMBackend
+    from lookahead.config import StudyConfigError
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is importable in this venv")
+    with pytest.raises(StudyConfigError, match=r"'backend'.*make_vllm_env\.sh.*\.venv-vllm"):
+        VLLMBackend("m", model_path=str(ROOT))
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +155,7 @@ def _recall_probs(gen: dict[str, Any]) -> dict[str, float | None]:
     return {lab: label_probability(gen["top_logprobs"], lab) for lab in ("up", "down", "unknown")}
 
 
+@slow
 @pytest.mark.parametrize("other", ["vllm", "openai"])
 def test_recall_probabilities_agree(answers: dict[str, dict[str, Any]], other: str) -> None:
     ref, alt = answers["transformers"]["recall"], answers[other]["recall"]
@@ -170,6 +184,7 @@ def test_recall_probabilities_agree(answers: dict[str, dict[str, Any]], other: s
     assert any((_recall_probs(g)["up"] or 0) > 0.01 for g in ref["generations"])
 
 
+@slow
 @pytest.mark.parametrize("other", ["vllm", "openai"])
 def test_mink_logprobs_and_lap_agree(answers: dict[str, dict[str, Any]], other: str) -> None:
     ref, alt = answers["transformers"]["mink"], answers[other]["mink"]
