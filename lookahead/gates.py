@@ -67,7 +67,8 @@ def run_gate(
 ) -> pd.DataFrame:
     """Validate df with the suite; return one row per expectation or raise GateFailed."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
-    logging.getLogger("great_expectations").setLevel(logging.ERROR)
+    for name in ("great_expectations", "great_expectations.data_context.types.base"):
+        logging.getLogger(name).setLevel(logging.ERROR)  # no "Created temporary directory" noise
     import great_expectations as gx
 
     suite_dict = load_suite(suite_name)
