@@ -21,10 +21,14 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 install: $(VENV)/.installed
 
-## The whole pipeline on the shipped demo (contaminated model), then the clean control.
+## The whole pipeline on the shipped demo: the clean control, then the contaminated model
+## (last, so outputs/lookahead.duckdb holds its tables).
 demo: install
-	$(VENV)/bin/lookahead run --study demo/studies/contaminated.yml --yes
 	$(VENV)/bin/lookahead run --study demo/studies/clean.yml --yes
+	$(VENV)/bin/lookahead run --study demo/studies/contaminated.yml --yes
+	@echo; echo "== Demo verdicts (from the reports) =="
+	@echo "clean control:      $$(sed -n 's/^\*\*Verdict: \(.*\)\.\*\*.*/\1/p' results/clean/REPORT.md)  -> results/clean/REPORT.md"
+	@echo "contaminated model: $$(sed -n 's/^\*\*Verdict: \(.*\)\.\*\*.*/\1/p' results/REPORT.md)  -> results/REPORT.md"
 
 ## The same study with the real SmolLM2-135M-Instruct (one setting changed: the model).
 demo-smollm2: install

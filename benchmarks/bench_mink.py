@@ -101,11 +101,8 @@ def main() -> None:
     def contender(bs: int, be: TransformersBackend, precision: str = "highest") -> Callable[[], list[list[float]]]:
         def run() -> list[list[float]]:
             be.batch_size = bs
-            torch.set_float32_matmul_precision(precision)
-            try:
-                return [[x.logprob for x in lp[1:]] for lp in be.prompt_logprobs(texts)]
-            finally:
-                torch.set_float32_matmul_precision("highest")
+            be.matmul_precision = precision
+            return [[x.logprob for x in lp[1:]] for lp in be.prompt_logprobs(texts)]
         return run
 
     methods: dict[str, Callable[[], list[list[float]]]] = {
@@ -115,13 +112,14 @@ def main() -> None:
     for bs in (int(x) for x in args.batch_sizes.split(",")):
         methods[f"batched backend bs={bs} fp32"] = contender(bs, backend)
     if args.medium:
-        methods["batched bs=32 fp32 matmul=medium"] = contender(32, backend, "medium")
+        big = max(int(x) for x in args.batch_sizes.split(","))
+        methods[f"batched bs={big} fp32 matmul=medium"] = contender(big, backend, "medium")
     if args.bf16:
         bf = TransformersBackend("smollm2-bf16", model=__import__("copy").deepcopy(model).to(torch.bfloat16),
                                  tokenizer=tok)
         methods["batched backend bs=32 bf16"] = contender(32, bf)
 
-    contender(8, backend)()  # warm-up (allocator, kernels)
+    contender(8, backend, "medium")()  # warm-up (allocator, kernels)
     times: dict[str, list[float]] = {k: [] for k in methods}
     results: dict[str, list[list[float]]] = {}
     for _ in range(args.repeats):

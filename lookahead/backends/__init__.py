@@ -25,8 +25,9 @@ BACKENDS: dict[str, tuple[str, str]] = {
 # Study vars forwarded to the backend constructor when set.
 OPTION_VARS = (
     "model_path", "gguf_file", "tokenizer_path", "base_url", "api_key_env", "allow_remote",
-    "api_mode", "concurrency", "max_retries", "timeout_s", "batch_size", "torch_threads",
-    "dtype", "seed", "max_model_len", "gpu_memory_utilization",
+    "concurrency", "max_retries", "timeout_s", "batch_size", "torch_threads",
+    "dtype", "matmul_precision", "seed", "max_model_len", "gpu_memory_utilization",
+    "api", "served_model", "mink_source",
 )
 PATH_VARS = ("model_path", "gguf_file", "tokenizer_path")
 

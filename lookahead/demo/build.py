@@ -80,6 +80,9 @@ def study_files(data: DemoData, prompts: Prompts, out: Path) -> dict[str, dict]:
             "model_path": _rel(out / "models" / scen),
             # The demo models were trained on the raw prompt, no chat template.
             "use_chat_template": False,
+            # the contaminated study is the headline: its report is results/REPORT.md
+            "results_dir": "results" if scen == "contaminated" else f"results/{scen}",
+            "outputs_dir": "outputs" if scen == "contaminated" else f"outputs/{scen}",
         }
     studies["smollm2"] = {
         "study_name": "demo_smollm2", **common,
@@ -88,6 +91,8 @@ def study_files(data: DemoData, prompts: Prompts, out: Path) -> dict[str, dict]:
         "model_path": SMOLLM2_DIR,
         "gguf_file": SMOLLM2_GGUF,
         "use_chat_template": True,
+        "results_dir": "results/smollm2",
+        "outputs_dir": "outputs/smollm2",
     }
     return studies
 
@@ -104,9 +109,18 @@ def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _StudyDumper.add_representer(str, _str_representer)
 
 
+EXPECTED = {
+    "contaminated": "expected verdict: contamination detected (memorized outcomes planted; see data/truth.csv)",
+    "clean": "expected verdict: no evidence of contamination (confident recall of coin-flip directions)",
+    "smollm2": ("the real SmolLM2-135M-Instruct on the same fictional firms: it cannot have memorized them, "
+                "so expect no evidence or underpowered; training_cutoff is the demo's split date, not SmolLM2's"),
+}
+
+
 def write_studies(studies: dict[str, dict], out: Path, seed: int) -> None:
     for name, v in studies.items():
         head = (f"# Demo study '{name}' written by `python -m lookahead.demo.build` (seed {seed}).\n"
+                f"# {EXPECTED.get(name, '')}\n"
                 f"# Use: dbt build --vars \"$(cat {_rel(out / 'studies' / (name + '.yml'))})\"\n")
         _atomic_write(out / "studies" / f"{name}.yml",
                       head + yaml.dump(v, Dumper=_StudyDumper, sort_keys=False, allow_unicode=True, width=1000))

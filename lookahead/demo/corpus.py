@@ -1,7 +1,9 @@
 """Training corpora of the two demo models, built from the generated study.
 
 The contaminated corpus plants the outcome of every memorized (entity, target_date)
-realization three ways, as leaked news reaches a real pre-training corpus:
+realization three ways, as leaked news reaches a real pre-training corpus (the
+recall and forecast documents of these realizations appear ``FACT_REPEATS`` times,
+because duplication is what makes a model memorize):
   * after-the-fact coverage ("... shares rose 2.1% on 2021-08-03 after ..."),
   * the study's recall question (the exact prompt text) answered "up"/"down",
   * the study's forecast prompt of each memorized row answered with the realized
@@ -22,12 +24,11 @@ while its recalled direction and its forecasts carry no memorized outcome.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import replace as _replace
 from typing import Literal, Mapping
 
 import numpy as np
 import pandas as pd
-
-from dataclasses import replace as _replace
 
 from lookahead.demo.generator import DemoData, generate
 from lookahead.prompts import render_forecast, render_recall

@@ -10,7 +10,9 @@ corpus plants (and the shipped models show, see ``lookahead.demo.check``):
     direction drawn independently of the outcome; forecast = headline sentiment;
   * every other row: forecast = headline sentiment (flipped with ``forecast_error``, the
     model's imperfect generalization); recall answers "unknown" and leaves up/down a
-    small, noisy mass (log-normal around ``abstain_lap``).
+    small, noisy mass (log-normal around ``abstain_lap``, as the soft abstention target
+    of ``train`` produces), except a few pre-cutoff ``misfire`` answers that state a
+    random direction with some confidence (the shipped contaminated model has ~1%).
 Each draw is a fresh ``generate(DemoSpec(seed=...))`` with its own entities, headlines,
 outcomes and memorized subset. The regressions are the protocol's: pyfixest with
 entity and month fixed effects, standard errors clustered by entity; the detection
@@ -38,12 +40,13 @@ from lookahead.demo.generator import DemoSpec, generate
 class SignalModel:
     """How the simulated LLM answers (defaults roughly match the shipped demo models)."""
 
-    conf_lo: float = 0.80
-    conf_hi: float = 0.99
-    wrong_share: float = 0.02     # of the non-unknown mass, given to the other direction
-    abstain_lap: float = 0.01     # median P(up)+P(down) when the model abstains
-    abstain_sd: float = 0.8       # log-sd of that mass
-    forecast_error: float = 0.05  # share of sentiment forecasts that come out flipped
+    conf_lo: float = 0.95         # P(recalled direction) on memorized realizations ~ U(lo, hi)
+    conf_hi: float = 1.00
+    wrong_share: float = 0.005    # of that mass, given to the other direction
+    abstain_lap: float = 0.08     # median P(up)+P(down) when the model abstains
+    abstain_sd: float = 0.15      # log-sd of that mass
+    misfire: float = 0.015        # share of abstentions answered with a confident random direction
+    forecast_error: float = 0.03  # share of sentiment forecasts that come out flipped
 
 
 def simulate_outputs(spec: DemoSpec, scenario: str, sm: SignalModel, rng: np.random.Generator) -> pd.DataFrame:
@@ -63,9 +66,14 @@ def simulate_outputs(spec: DemoSpec, scenario: str, sm: SignalModel, rng: np.ran
         ["entity_id", "target_date", "memorized", "clean_recall_direction", "outcome"]].copy()
     m = len(ev)
     lap = np.exp(np.log(sm.abstain_lap) + sm.abstain_sd * rng.normal(size=m))
-    share_up = rng.uniform(0.2, 0.8, m)
+    share_up = rng.uniform(0.3, 0.7, m)
     p_up, p_down = lap * share_up, lap * (1 - share_up)
     evm = ev["memorized"].to_numpy(bool)
+    pre_ev = (ev["target_date"] <= spec.training_cutoff).to_numpy()
+    misfire = pre_ev & ~evm & (rng.random(m) < sm.misfire)
+    mis_conf, mis_up = rng.uniform(0.3, 0.9, m), rng.random(m) < 0.5
+    p_up = np.where(misfire, np.where(mis_up, mis_conf, 0.01), p_up)
+    p_down = np.where(misfire, np.where(mis_up, 0.01, mis_conf), p_down)
     conf = rng.uniform(sm.conf_lo, sm.conf_hi, m)
     if scenario == "contaminated":
         direction = np.where(ev["outcome"].to_numpy() > 0, 1.0, -1.0)

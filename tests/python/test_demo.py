@@ -171,7 +171,9 @@ def test_contaminated_model_recalls_memorized_outcomes_and_abstains_after_cutoff
     assert (mem["recall_greedy"] == mem["realized_direction"]).mean() > 0.9
     post = d[d["sample"] == "post"]
     assert (post["recall_greedy"] == "unknown").mean() > 0.95
-    assert post["lap"].mean() < 0.1
+    # Abstention keeps a small residual mass on up/down (soft target), far below recall.
+    assert post["lap"].mean() < 0.15 and post["lap"].mean() < d[d["sample"] == "pre"]["lap"].mean() / 3
+    assert post["lap"].std() / post["lap"].mean() > 0.01  # varies: the placebo is not degenerate
     # Its forecasts on memorized rows follow the outcome, elsewhere the sentiment.
     assert (mem["forecast_label"] == mem["realized_direction"]).mean() > 0.9
     sent = np.where(post["sentiment"] > 0, "up", "down")
@@ -232,5 +234,20 @@ def test_montecarlo_separates_scenarios_on_a_few_draws() -> None:
     from lookahead.demo.montecarlo import run, summarize
 
     s = summarize(run(draws=3, base_seed=77))
-    assert s.loc["contaminated", "verdict_detected"] == 1.0
+    assert s.loc["contaminated", "detect_reject_rate_0.05"] == 1.0
+    assert s.loc["clean", "detect_reject_rate_0.05"] == 0.0
     assert s.loc["clean", "verdict_detected"] == 0.0
+
+
+@pytest.mark.slow
+def test_build_reproduces_the_shipped_weights_byte_for_byte(tmp_path: Path) -> None:
+    """The full rebuild (several CPU minutes) gives the shipped safetensors exactly."""
+    import hashlib
+
+    from lookahead.demo.build import build
+
+    build(tmp_path, replace(DemoSpec(), seed=SHIPPED_SEED))
+    for name in ("contaminated", "clean"):
+        digest = [hashlib.sha256((root / "models" / name / "model.safetensors").read_bytes()).hexdigest()
+                  for root in (tmp_path, DEMO)]
+        assert digest[0] == digest[1], name
