@@ -3,7 +3,8 @@
 -- log P(w_n | w_<n). The first prompt token has no conditional probability and is
 -- skipped. geometric (paper eq. 1): exp(mean log-prob); arithmetic (the paper's table
 -- notes, "averaging the token probabilities"): mean of the probabilities. Which one was
--- used is var mink_mean, recorded in study_settings.
+-- used is var mink_mean, recorded in study_settings. List functions work per line, so
+-- no unnest, window or regrouping of the token rows is needed.
 with source as (
 
     select * from {{ source('raw', 'mink') }}
@@ -11,57 +12,42 @@ with source as (
 
 ),
 
-tokens as (
+scored as (
 
     select
-        source.key,
-        token.logprob,
-        position
-    from source, unnest(prompt_logprobs) with ordinality as t(token, position)
-    where token.logprob is not null
-
-),
-
-ranked as (
-
-    select
-        key,
-        logprob,
-        row_number() over (partition by key order by logprob, position) as rank_low,
-        count(*) over (partition by key) as n_tokens
-    from tokens
+        *,
+        list_sort(list_filter(
+            list_transform(prompt_logprobs, lambda t: t.logprob),
+            lambda lp: lp is not null
+        )) as sorted_logprobs
+    from source
 
 ),
 
 lowest as (
 
     select
-        key,
-        any_value(n_tokens) as n_tokens,
-        count(*) as k_tokens,
-        exp(avg(logprob)) as lap_mink_geometric,
-        avg(exp(logprob)) as lap_mink_arithmetic
-    from ranked
-    where rank_low <= greatest(1, floor(n_tokens * {{ var('mink_k') }}))
-    group by key
+        *,
+        len(sorted_logprobs) as n_tokens,
+        list_slice(sorted_logprobs, 1, greatest(1, floor(len(sorted_logprobs) * {{ var('mink_k') }}))) as lowest_logprobs
+    from scored
 
 )
 
 select
-    source.key,
-    source.row_id,
-    source.model_id,
-    source.backend,
-    lowest.n_tokens,
-    lowest.k_tokens,
-    lowest.lap_mink_geometric,
-    lowest.lap_mink_arithmetic,
+    key,
+    row_id,
+    model_id,
+    backend,
+    n_tokens,
+    len(lowest_logprobs) as k_tokens,
+    exp(list_avg(lowest_logprobs)) as lap_mink_geometric,
+    list_avg(list_transform(lowest_logprobs, lambda lp: exp(lp))) as lap_mink_arithmetic,
     {%- if var('mink_mean') == 'arithmetic' %}
-    lowest.lap_mink_arithmetic as lap_mink,
+    list_avg(list_transform(lowest_logprobs, lambda lp: exp(lp))) as lap_mink,
     {%- else %}
-    lowest.lap_mink_geometric as lap_mink,
+    exp(list_avg(lowest_logprobs)) as lap_mink,
     {%- endif %}
     {{ is_current_line('forecast_prompt') }} as is_current,
-    try_cast(source.finished_at as timestamp) as finished_at
-from source
-left join lowest on source.key = lowest.key
+    try_cast(finished_at as timestamp) as finished_at
+from lowest

@@ -4,7 +4,8 @@
 -- renormalisation. A label absent from the returned tokens is censored: its mass is
 -- unknown but below the smallest returned probability (censor_bound); p_<label> is then
 -- the lower bound 0 and <label>_censored is true. Sampling-fallback lines (no logprobs)
--- use answer frequencies instead and are marked approximated.
+-- use answer frequencies instead and are marked approximated. List functions work per
+-- line, so the tokens are never unnested and regrouped.
 {%- set labels = var('recall_labels') %}
 with source as (
 
@@ -13,113 +14,55 @@ with source as (
 
 ),
 
-lines as (
+tokens as (
 
     select
-        key,
-        entity_id,
-        try_cast(target_date as date) as target_date,
-        model_id,
-        backend,
-        response_text,
-        top_logprobs,
-        samples,
-        coalesce(approximated, false) as approximated,
-        {{ is_current_line('recall_template') }} as is_current,
-        try_cast(finished_at as timestamp) as finished_at
+        *,
+        coalesce(approximated, false) as is_sampled,
+        -- one entry per token id (per raw token string where the server gave no ids)
+        list_distinct(list_transform(
+            top_logprobs,
+            lambda t: {'id': coalesce(cast(t.token_id as varchar), 'text:' || t.token),
+                       'text': lower(trim(t.token)), 'p': exp(t.logprob)}
+        )) as returned,
+        list_transform(samples, lambda s: lower(trim(s))) as answers
     from source
-
-),
-
-returned_tokens as (
-
-    select
-        key,
-        token.token_id,
-        token.token,
-        lower(trim(token.token)) as token_text,
-        token.logprob
-    from lines, unnest(top_logprobs) as t(token)
-    where not approximated
-
-),
-
-distinct_tokens as (
-
-    -- one entry per token id (per raw token string where the server gave no ids)
-    select
-        key,
-        token_text,
-        max(logprob) as logprob
-    from returned_tokens
-    group by key, coalesce(cast(token_id as varchar), 'text:' || token), token_text
-
-),
-
-logprob_mass as (
-
-    select
-        key,
-        count(*) as n_returned,
-        min(exp(logprob)) as censor_bound,
-        {%- for name, label in labels.items() %}
-        sum(exp(logprob)) filter (where token_text = {{ sql_string(label | lower) }}) as p_{{ name }}{{ ',' if not loop.last }}
-        {%- endfor %}
-    from distinct_tokens
-    group by key
-
-),
-
-sample_answers as (
-
-    select
-        key,
-        lower(trim(answer)) as answer
-    from lines, unnest(samples) as s(answer)
-    where approximated
-
-),
-
-sample_mass as (
-
-    select
-        key,
-        count(*) as n_returned,
-        cast(null as double) as censor_bound,
-        {%- for name, label in labels.items() %}
-        avg(case when answer = {{ sql_string(label | lower) }} then 1.0 else 0.0 end) as p_{{ name }}{{ ',' if not loop.last }}
-        {%- endfor %}
-    from sample_answers
-    group by key
 
 ),
 
 mass as (
 
-    select * from logprob_mass
-    union all by name
-    select * from sample_mass
+    select
+        *,
+        {%- for name, label in labels.items() %}
+        case
+            when is_sampled then list_count(list_filter(answers, lambda a: a = {{ sql_string(label | lower) }})) / len(answers)
+            else list_sum(list_transform(list_filter(returned, lambda t: t.text = {{ sql_string(label | lower) }}), lambda t: t.p))
+        end as p_{{ name }}_raw,
+        {%- endfor %}
+        case when is_sampled then len(answers) else len(returned) end as n_returned,
+        case when is_sampled then null else list_min(list_transform(returned, lambda t: t.p)) end as censor_bound
+    from tokens
 
 )
 
 select
-    lines.key,
-    lines.entity_id,
-    lines.target_date,
-    lines.model_id,
-    lines.backend,
-    lines.response_text,
-    coalesce(mass.n_returned, 0) as n_returned,
+    key,
+    entity_id,
+    try_cast(target_date as date) as target_date,
+    model_id,
+    backend,
+    response_text,
+    coalesce(n_returned, 0) as n_returned,
     {%- for name in labels %}
-    coalesce(mass.p_{{ name }}, 0) as p_{{ name }},
-    mass.p_{{ name }} is null as {{ name }}_censored,
+    coalesce(p_{{ name }}_raw, 0) as p_{{ name }},
+    p_{{ name }}_raw is null as {{ name }}_censored,
     {%- endfor %}
-    coalesce(mass.p_up, 0) + coalesce(mass.p_down, 0) as lap,
-    coalesce(mass.p_up, 0) - coalesce(mass.p_down, 0) as ud,
-    1 - (coalesce(mass.p_up, 0) + coalesce(mass.p_down, 0) + coalesce(mass.p_unknown, 0)) as residual_mass,
-    mass.censor_bound,
-    lines.approximated,
-    lines.is_current,
-    lines.finished_at
-from lines
-left join mass on lines.key = mass.key
+    coalesce(p_up_raw, 0) + coalesce(p_down_raw, 0) as lap,
+    coalesce(p_up_raw, 0) - coalesce(p_down_raw, 0) as ud,
+    1 - (coalesce(p_up_raw, 0) + coalesce(p_down_raw, 0) + coalesce(p_unknown_raw, 0)) as residual_mass,
+    censor_bound,
+    is_sampled as approximated,
+    {{ is_current_line('recall_template') }} as is_current,
+    try_cast(finished_at as timestamp) as finished_at
+from mass
