@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from lookahead.cache import RawStore, atomic_write_parquet, query_key
+from lookahead.cache import RawStore, atomic_write_parquet, query_key, template_sha256
 from lookahead.prompts import render_forecast
 from lookahead.scoring import first_token_prob, parse_forecast, parse_stated_confidence, prompt_asks_confidence
 from llm_jobs.common import (
@@ -33,6 +33,7 @@ def forecast_params(ctx: JobContext) -> dict[str, Any]:
         "temperature": 0, "max_tokens": int(ctx.study.get("forecast_max_tokens") or 16),
         "top_logprobs": TOP_LOGPROBS if ctx.logprobs_available else 0, "seed": 0,
         "n_samples": None, "chat_template": ctx.use_chat_template,
+        "template_sha256": template_sha256(str(ctx.study["forecast_prompt"])),
     }
 
 

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from lookahead.cache import RawStore, atomic_write_parquet, query_key
+from lookahead.cache import RawStore, atomic_write_parquet, query_key, template_sha256
 from lookahead.prompts import render_forecast
 from lookahead.scoring import mink_lap
 from llm_jobs.common import (
@@ -29,7 +29,8 @@ TASK = "mink"
 
 def mink_params(ctx: JobContext) -> dict[str, Any]:
     return {"temperature": None, "max_tokens": 0, "top_logprobs": None, "seed": 0,
-            "n_samples": None, "chat_template": ctx.use_chat_template, "prompt_logprobs": True}
+            "n_samples": None, "chat_template": ctx.use_chat_template, "prompt_logprobs": True,
+            "template_sha256": template_sha256(str(ctx.study["forecast_prompt"]))}
 
 
 def plan(ctx: JobContext, params: dict[str, Any]) -> list[Query]:

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from lookahead.cache import RawStore, atomic_write_parquet, query_key
+from lookahead.cache import RawStore, atomic_write_parquet, query_key, template_sha256
 from lookahead.prompts import check_recall_labels, check_recall_template, render_recall
 from lookahead.rows import unique_pairs
 from lookahead.scoring import recall_scores
@@ -32,13 +32,14 @@ TOP_LOGPROBS = 20
 
 
 def recall_params(ctx: JobContext, sampling: bool) -> dict[str, Any]:
+    template = template_sha256(str(ctx.study["recall_template"]))
     if sampling:
         n = max(MIN_SAMPLES, int(ctx.study.get("n_samples") or MIN_SAMPLES))
         return {"temperature": 1, "max_tokens": 1, "top_logprobs": None,
                 "seed": int(ctx.study.get("sampling_seed") or 0), "n_samples": n,
-                "chat_template": ctx.use_chat_template}
+                "chat_template": ctx.use_chat_template, "template_sha256": template}
     return {"temperature": 0, "max_tokens": 1, "top_logprobs": TOP_LOGPROBS, "seed": 0,
-            "n_samples": None, "chat_template": ctx.use_chat_template}
+            "n_samples": None, "chat_template": ctx.use_chat_template, "template_sha256": template}
 
 
 def label_tokenizer(ctx: JobContext) -> Any:

@@ -14,6 +14,7 @@ mapped as (
     select
         source_row_number,
         nullif(trim({{ mapped_column('row_id') }}), '') as input_row_id,
+        {{ mapped_column('entity_id') }} as entity_id_raw,
         trim({{ mapped_column('entity_id') }}) as entity_id,
         trim({{ mapped_column('entity_name') }}) as entity_name,
         trim({{ mapped_column('ticker') }}) as ticker,
@@ -44,7 +45,7 @@ validated as (
     select
         coalesce(
             input_row_id,
-            {{ derived_row_id("coalesce(entity_id, '')", "coalesce(strftime(text_date, '%Y-%m-%d'), text_date_raw, '')", "coalesce(text, '')") }}
+            {{ derived_row_id("coalesce(entity_id_raw, '')", "coalesce(strftime(text_date, '%Y-%m-%d'), '')", "coalesce(text, '')") }}
         ) as row_id,
         input_row_id is null as row_id_derived,
         *,
@@ -64,4 +65,4 @@ validated as (
 
 )
 
-select * exclude (input_row_id) from validated
+select * exclude (input_row_id, entity_id_raw) from validated

@@ -212,3 +212,52 @@ def test_docs_generate(built, tmp_path):
     study, _ = built
     res = run_dbt(["docs", "generate"], study.vars, tmp_path / "db.duckdb")
     assert res.returncode == 0, res.output[-2000:]
+
+
+def test_derived_row_ids_agree_between_jobs_and_dbt(built, tmp_path):
+    """Without a row_id column, the jobs (lookahead.rows) and staging derive the same ids,
+    so raw lines merge back onto their rows."""
+    from lookahead.config import load_study
+    from lookahead.rows import load_rows
+
+    study, _ = built
+
+    def strip_ids(target):
+        df = pd.read_csv(target / "observations.csv", dtype=str, keep_default_na=False)
+        df = df.drop(columns=["row_id"])
+        df.loc[0, "entity_id"] = " " + df.loc[0, "entity_id"]  # stray spaces are hashed as written
+        df.loc[1, "text"] = df.loc[1, "text"] + "  "
+        df.to_csv(target / "observations.csv", index=False)
+
+    vars_, target = _broken_copy(tmp_path, study, strip_ids)
+    vars_["column_map"] = {"row_id": None, "entity_id": "entity_id", "entity_name": "entity_name",
+                           "ticker": "ticker", "text": "text", "text_date": "text_date",
+                           "target_date": "target_date", "outcome": "outcome"}
+    res = run_dbt(["run", "--select", "stg_observations"], vars_, target / "db.duckdb")
+    assert res.returncode == 0, res.output[-2000:]
+    sql_ids = res.table("stg_observations").sort_values("source_row_number")["row_id"].tolist()
+    valid, _ = load_rows(load_study(overrides=vars_))
+    assert valid["row_id"].tolist() == sql_ids
+    assert len(set(sql_ids)) == len(sql_ids)
+
+
+def test_lines_of_an_earlier_prompt_are_ignored(built, tmp_path):
+    """A changed prompt means new keys; the old lines stay in the cache but only the
+    current template's lines (params.template_sha256) reach the panel."""
+    study, res_ok = built
+
+    def add_stale(target):
+        path = target / "raw" / "forecast.jsonl"
+        lines = [json.loads(x) for x in path.read_text().splitlines()[:5]]
+        with open(path, "a") as fh:
+            for line in lines:
+                line.update(key="stale-" + line["key"], response_text="Down" if "Up" in line["response_text"] else "Up",
+                            params={"temperature": 0, "template_sha256": "0" * 64})
+                fh.write(json.dumps(line) + "\n")
+
+    vars_, target = _broken_copy(tmp_path, study, add_stale)
+    res = run_dbt(["run", "--select", "+panel"], vars_, target / "db.duckdb")
+    assert res.returncode == 0, res.output[-2000:]
+    new = res.table("panel").set_index("row_id")["mu_hat"]
+    old = res_ok.table("panel").set_index("row_id")["mu_hat"]
+    assert new.sort_index().equals(old.sort_index())
