@@ -20,27 +20,13 @@ import pytest
 from scipy import stats
 
 from lookahead.stats import FitRequest, fit_fe
+from paper_reference import drop_singletons, dummies  # the shared independent helpers
 
 REL = 1e-6
 
 
 # ---------------------------------------------------------------- reference 1
 
-def drop_singletons(df: pd.DataFrame, fes: list[str]) -> pd.DataFrame:
-    while True:
-        keep = np.ones(len(df), bool)
-        for f in fes:
-            keep &= df.groupby(f)[f].transform("size").to_numpy() > 1
-        if keep.all():
-            return df
-        df = df[keep]
-
-
-def dummies(series: pd.Series) -> np.ndarray:
-    codes, levels = pd.factorize(series, sort=True)
-    d = np.zeros((len(series), len(levels)))
-    d[np.arange(len(series)), codes] = 1.0
-    return d
 
 
 def design(df: pd.DataFrame, xs: list[str], fes: list[str]) -> np.ndarray:
