@@ -11,24 +11,19 @@ default 1e-6 is not, and the bootstrap is compared draw by draw against this fit
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from lookahead.stats.fe_regression import non_singleton_mask
+from lookahead.stats.fe_regression import CLUSTER_COLUMNS as STATS_CLUSTER_COLUMNS
+from lookahead.stats.fe_regression import FitRequest
+from lookahead.stats.fe_regression import fit_fe as stats_fit_fe
 
 #: MAP demeaning tolerance used for every paper regression (pyfixest default: 1e-6).
 FIXEF_TOL = 1e-12
 
-#: How the `cluster` setting maps onto panel columns (CONTRACTS.md panel).
-CLUSTER_COLUMNS = {
-    "entity": "entity_num",
-    "period": "period_num",
-    "date": "target_date",
-}
 
 
 class PaperSpecError(ValueError):
@@ -102,17 +97,11 @@ class FitResult:
         ]
 
 
-def vcov_spec(cluster: str | None) -> tuple[object, str | None, str]:
-    """pyfixest vcov argument, the panel column clustered on, and its printed name.
-
-    `cluster` is the study setting (entity | period | date | none) or a panel column name.
-    'none' gives HC1 (reghdfe vce(robust)), as lookahead.stats does; 'iid' the classical one."""
-    if cluster == "iid":
-        return "iid", None, "iid"
-    if cluster in (None, "none", "hetero"):
-        return "hetero", None, "HC1"
-    col = CLUSTER_COLUMNS.get(cluster, cluster)
-    return {"CRV1": "_cl"}, col, f"CRV1 by {cluster}"
+def vcov_label(cluster: str | None) -> str:
+    """How a paper table prints its standard errors for the `cluster` setting."""
+    if cluster in (None, "none"):
+        return "HC1"
+    return f"CRV1 by {cluster}"
 
 
 def fit_fe(
@@ -123,14 +112,19 @@ def fit_fe(
     cluster: str | None = "date",
     spec: str = "",
 ) -> FitResult:
-    """Fit `outcome ~ terms | fixed_effects` with pyfixest and collect the results.
+    """Fit `outcome ~ terms | fixed_effects` and collect the results.
 
-    Columns are copied into a frame with safe names (y, x0.., fe0.., _cl) so user
-    column names never meet formula parsing. A fixed effect with a single level is
-    left out (it is the intercept, which FE models absorb anyway)."""
-    import pyfixest as pf
-
-    vcov, cl_col, vcov_name = vcov_spec(cluster)
+    Interaction columns are built explicitly and copied, with the fixed effects, into a
+    frame with safe names (y, x0.., fe0..), so user column names never meet formula
+    parsing. The estimation itself is lookahead.stats.fit_fe, the protocol's wrapper:
+    one small-sample convention (reghdfe's), one singleton rule and one guard against
+    samples pyfixest cannot demean. A fixed effect with a single level is left out (it
+    is the intercept, which FE models absorb anyway)."""
+    cluster = cluster or "none"
+    if cluster not in STATS_CLUSTER_COLUMNS:
+        raise PaperSpecError(
+            f"setting 'paper_cluster': '{cluster}' is not one of {', '.join(STATS_CLUSTER_COLUMNS)}")
+    cl_col = STATS_CLUSTER_COLUMNS[cluster]
     needed = [outcome, *{c for t in terms for c in t.columns}, *fixed_effects]
     if cl_col:
         needed.append(cl_col)
@@ -146,57 +140,40 @@ def fit_fe(
             if not pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]):
                 raise PaperSpecError(f"spec '{spec}': column '{c}' must be numeric")
         work[f"x{i}"] = t.values(df)
-    fes = []
     for j, fe in enumerate(fixed_effects):
         codes = pd.factorize(df[fe], use_na_sentinel=True)[0]
         work[f"fe{j}"] = np.where(codes < 0, np.nan, codes)
-        fes.append(fe)
     if cl_col:
         codes = pd.factorize(df[cl_col], use_na_sentinel=True)[0]
-        work["_cl"] = np.where(codes < 0, np.nan, codes)
+        work[cl_col] = np.where(codes < 0, np.nan, codes)
     n_input = len(work)
-    work = work.replace([np.inf, -np.inf], np.nan).dropna()
+    work = work.replace([np.inf, -np.inf], np.nan).dropna().reset_index(drop=True)
     n_missing = n_input - len(work)
     if len(work) == 0:
         raise PaperNotEstimable(f"spec '{spec}': no rows left after dropping missing values")
-    used_fe = [f"fe{j}" for j in range(len(fes)) if work[f"fe{j}"].nunique() > 1]
-    used_fe_names = tuple(fes[j] for j in range(len(fes)) if f"fe{j}" in used_fe)
-    rhs = " + ".join(f"x{i}" for i in range(len(terms)))
-    fml = f"y ~ {rhs}" + (f" | {' + '.join(used_fe)}" if used_fe else "")
-    for c in used_fe + (["_cl"] if cl_col else []):
-        work[c] = work[c].astype(np.int64)
-    if used_fe:
-        # pyfixest's compiled demeaner aborts the process when singleton removal leaves
-        # nothing to demean; refuse such samples first (see lookahead.stats.fe_regression)
-        kept = int(non_singleton_mask(work, used_fe).sum())
-        if kept <= len(terms):
-            raise PaperNotEstimable(
-                f"spec '{spec}': {len(work) - kept} singleton observation(s) dropped leave "
-                f"{kept} row(s) for {len(terms)} term(s)")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fit = pf.feols(fml, data=work, vcov=vcov, fixef_tol=FIXEF_TOL)
-    except ValueError as exc:  # e.g. every regressor collinear with the fixed effects
-        raise PaperNotEstimable(f"spec '{spec}': {' '.join(str(exc).split())}") from None
+    used = [j for j in range(len(fixed_effects)) if work[f"fe{j}"].nunique() > 1]
+    for j in used:
+        work[f"fe{j}"] = work[f"fe{j}"].astype(np.int64)
     names = [t.name for t in terms]
-    coef, se, tt, pp = fit.coef(), fit.se(), fit.tstat(), fit.pvalue()
+    rows = stats_fit_fe(work, FitRequest(
+        spec=spec, sample="", outcome="y", regressors=[f"x{i}" for i in range(len(terms))],
+        fixed_effects=[f"fe{j}" for j in used], cluster=cluster, fixef_tol=FIXEF_TOL,
+    ))
+    if rows["estimate"].isna().all():
+        raise PaperNotEstimable(f"spec '{spec}': {rows['warning'].iloc[0]}")
     est, ses, ts, ps = {}, {}, {}, {}
-    for i, name in enumerate(names):
-        key = f"x{i}"
-        if key in coef.index:
-            est[name], ses[name] = float(coef[key]), float(se[key])
-            ts[name], ps[name] = float(tt[key]), float(pp[key])
-    dropped = [names[int(c[1:])] for c in (getattr(fit, "_collin_vars", None) or [])]
-    n_clusters = None
-    if cl_col:
-        g = getattr(fit, "_G", None)
-        n_clusters = int(min(g)) if g else None
+    for name, r in zip(names, rows.to_dict("records")):
+        if np.isfinite(r["estimate"]):
+            est[name], ses[name], ts[name], ps[name] = (
+                float(r["estimate"]), float(r["std_error"]), float(r["t"]), float(r["p_two_sided"]))
+    first = rows.iloc[0]
+    dropped = [names[int(c.strip()[1:])] for c in str(first["dropped_terms"] or "").split(",") if c.strip()]
+    n_clusters = int(first["n_clusters"]) if cl_col and np.isfinite(first["n_clusters"]) else None
     return FitResult(
         spec=spec, outcome=outcome, terms=names, estimate=est, std_error=ses, t=ts, p=ps,
-        n_obs=int(fit._N), n_input=n_input, n_missing=n_missing,
-        n_singletons=int(len(work) - fit._N),
-        n_clusters=n_clusters, r2=float(fit._r2),
-        r2_within=float(getattr(fit, "_r2_within", np.nan) or np.nan),
-        fixed_effects=used_fe_names, vcov=vcov_name, dropped_terms=dropped,
+        n_obs=int(first["n_obs"]), n_input=n_input, n_missing=n_missing,
+        n_singletons=int(first["n_singletons"]), n_clusters=n_clusters,
+        r2=float(first["r2"]), r2_within=float(first["r2_within"]),
+        fixed_effects=tuple(fixed_effects[j] for j in used), vcov=vcov_label(cluster),
+        dropped_terms=dropped,
     )

@@ -93,6 +93,7 @@ class FitRequest:
     cluster: str = "entity"
     one_sided_terms: Sequence[str] = ()
     nw_lag: int | None = None
+    fixef_tol: float | None = None  # demeaning tolerance; None = pyfixest's default
     notes: Sequence[str] = field(default_factory=tuple)
 
 
@@ -286,8 +287,9 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     try:
         with warnings.catch_warnings(record=True) as wlist:
             warnings.simplefilter("always")
+            tol = {} if req.fixef_tol is None else {"fixef_tol": req.fixef_tol}
             fit = pf.feols(fml, data=data, vcov=vcov_arg, vcov_kwargs=vcov_kwargs,
-                           ssc=ssc, fixef_rm=fixef_rm)
+                           ssc=ssc, fixef_rm=fixef_rm, **tol)
         caught = [str(w.message) for w in wlist]
     except Exception as exc:  # pyfixest raises ValueError for all-collinear etc.
         msg = " ".join(str(exc).split())
