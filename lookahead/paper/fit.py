@@ -159,6 +159,8 @@ def fit_fe(
         spec=spec, sample="", outcome="y", regressors=[f"x{i}" for i in range(len(terms))],
         fixed_effects=[f"fe{j}" for j in used], cluster=cluster, fixef_tol=FIXEF_TOL,
     ))
+    rows = rows.astype({c: "float64" for c in ("estimate", "std_error", "t", "p_two_sided",
+                                               "n_clusters", "r2", "r2_within")})
     if rows["estimate"].isna().all():
         raise PaperNotEstimable(f"spec '{spec}': {rows['warning'].iloc[0]}")
     est, ses, ts, ps = {}, {}, {}, {}
