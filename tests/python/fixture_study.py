@@ -27,9 +27,6 @@ class FixtureStudy:
     raw_dir: Path
     vars: dict
 
-    def vars_yaml(self, **overrides: object) -> str:
-        return json.dumps({**self.vars, **overrides})
-
 
 def _key(*parts: str) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()
