@@ -103,6 +103,7 @@ def make_study(tmp: Path, model_dir: Path, n: int = 20, **overrides) -> Path:
         "study_name": "jobtest", "data_path": str(tmp / "obs.csv"), "raw_dir": str(tmp / "raw"),
         "outputs_dir": str(tmp / "out"), "model_id": "tiny-random", "backend": "transformers",
         "model_path": str(model_dir), "batch_size": 4,
+        "use_chat_template": True,  # the SmolLM2 tokenizer has one: test that path
     }
     study.update(overrides)
     path = tmp / "study.yml"
