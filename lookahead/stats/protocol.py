@@ -76,20 +76,10 @@ class StatsSettings:
         lap_measure = _clean(values.get("lap_measure")) or "recall"
         if lap_measure not in ("recall", "mink"):
             raise SettingsError(f"setting 'lap_measure': '{lap_measure}' is not one of recall, mink")
-        nw_lag = _clean(values.get("nw_lag"))
-        if nw_lag is not None:
-            try:
-                nw_lag = int(nw_lag)
-            except (TypeError, ValueError):
-                raise SettingsError(f"setting 'nw_lag': '{nw_lag}' is not an integer") from None
-            if nw_lag < 0:
-                raise SettingsError(f"setting 'nw_lag': {nw_lag} must be >= 0")
-        lap_min_sd = _clean(values.get("lap_min_sd"))
-        if lap_min_sd is not None:
-            try:
-                lap_min_sd = float(lap_min_sd)
-            except (TypeError, ValueError):
-                raise SettingsError(f"setting 'lap_min_sd': '{lap_min_sd}' is not a number") from None
+        nw_lag = _optional_number(values, "nw_lag", int, "an integer")
+        if nw_lag is not None and nw_lag < 0:
+            raise SettingsError(f"setting 'nw_lag': {nw_lag} must be >= 0")
+        lap_min_sd = _optional_number(values, "lap_min_sd", float, "a number")
         return cls(cluster=cluster, lap_measure=lap_measure, nw_lag=nw_lag, lap_min_sd=lap_min_sd)
 
     @classmethod
@@ -98,6 +88,17 @@ class StatsSettings:
         if len(frame) != 1:
             raise SettingsError(f"table 'study_settings' must have exactly one row, has {len(frame)}")
         return cls.from_mapping(frame.iloc[0].to_dict())
+
+
+def _optional_number(values: Mapping[str, Any], name: str, kind: type, what: str) -> Any:
+    """An optional numeric setting: None when unset, else kind(value) or a clear error."""
+    value = _clean(values.get(name))
+    if value is None:
+        return None
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise SettingsError(f"setting '{name}': '{value}' is not {what}") from None
 
 
 def _clean(value: Any) -> Any:

@@ -12,6 +12,8 @@ select
     {{ sql_string(var('cluster')) }} as cluster,
     {{ sql_string(var('paper_cluster', 'date')) }} as paper_cluster,
     {{ sql_string(var('high_lap_rule')) }} as high_lap_rule,
+    cast({{ var('nw_lag', none) if var('nw_lag', none) is not none else 'null' }} as integer) as nw_lag,
+    cast({{ var('lap_min_sd', none) if var('lap_min_sd', none) is not none else 'null' }} as double) as lap_min_sd,
     {{ sql_string(var('lap_measure')) }} as lap_measure,
     cast({{ var('mink_k') }} as double) as mink_k,
     {{ sql_string(var('mink_mean')) }} as mink_mean,

@@ -261,3 +261,17 @@ def test_lines_of_an_earlier_prompt_are_ignored(built, tmp_path):
     new = res.table("panel").set_index("row_id")["mu_hat"]
     old = res_ok.table("panel").set_index("row_id")["mu_hat"]
     assert new.sort_index().equals(old.sort_index())
+
+
+def test_optional_stats_settings_reach_the_regressions(built, tmp_path):
+    """nw_lag and lap_min_sd are dbt vars recorded in study_settings, which is where the
+    regression and verdict models read their settings from."""
+    from lookahead.stats.protocol import StatsSettings
+
+    study, res_ok = built
+    assert StatsSettings.from_frame(res_ok.table("study_settings")).nw_lag is None
+    res = run_dbt(["run", "--select", "study_settings"], {**study.vars, "nw_lag": 3, "lap_min_sd": 0.02},
+                  tmp_path / "db.duckdb")
+    assert res.returncode == 0, res.output[-2000:]
+    settings = StatsSettings.from_frame(res.table("study_settings"))
+    assert settings.nw_lag == 3 and settings.lap_min_sd == 0.02
