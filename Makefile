@@ -21,14 +21,15 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 install: $(VENV)/.installed
 
-## The whole pipeline on the shipped demo: the clean control, then the contaminated model
-## (last, so outputs/lookahead.duckdb holds its tables).
+## The whole pipeline on the shipped demo: the clean control and the contaminated model,
+## each into its own database (outputs/<study_name>.duckdb) and report (results/<study_name>/).
 demo: install
 	$(VENV)/bin/lookahead run --study demo/studies/clean.yml --yes
 	$(VENV)/bin/lookahead run --study demo/studies/contaminated.yml --yes
 	@echo; echo "== Demo verdicts (from the reports) =="
-	@echo "clean control:      $$(sed -n 's/^\*\*Verdict: \(.*\)\.\*\*.*/\1/p' results/clean/REPORT.md)  -> results/clean/REPORT.md"
-	@echo "contaminated model: $$(sed -n 's/^\*\*Verdict: \(.*\)\.\*\*.*/\1/p' results/REPORT.md)  -> results/REPORT.md"
+	@for s in demo_clean demo_contaminated; do \
+	  echo "$$s: $$(sed -n 's/^\*\*Verdict: \(.*\)\.\*\*.*/\1/p' results/$$s/REPORT.md)  -> results/$$s/REPORT.md, outputs/$$s.duckdb"; \
+	done
 
 ## The same study with the real SmolLM2-135M-Instruct (one setting changed: the model).
 demo-smollm2: install
@@ -50,4 +51,4 @@ bench: install
 	$(PY) benchmarks/bench_bootstrap.py
 
 clean:
-	rm -rf target logs outputs/*.duckdb results
+	rm -rf target logs outputs/*.duckdb outputs/*/ results

@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -21,10 +21,10 @@ import pandas as pd
 from lookahead.backends import Backend, get_backend
 from lookahead.cache import CacheError, RawStore, utc_now
 from lookahead.config import Study, StudyConfigError, load_study
+from lookahead.keys import MIN_SAMPLES, sampling_fallback
 from lookahead.rows import load_rows, subsample_rows
 
 LARGE_STUDY_ROWS = 10_000
-MIN_SAMPLES = 25
 LOCAL_BACKENDS = ("transformers", "vllm")
 QUERY_LOG_ENV = "LOOKAHEAD_QUERY_LOG"  # optional: one line per key sent to the model
 
@@ -74,23 +74,27 @@ class JobContext:
 
     @property
     def use_chat_template(self) -> bool:
-        return bool(self.study.get("use_chat_template", True))
+        return bool(self.study["use_chat_template"])
 
     @property
     def batch_size(self) -> int:
-        return int(self.study.get("batch_size") or 16)
+        return int(self.study["batch_size"])
 
-    @property
-    def logprobs_available(self) -> bool:
-        if self.study.get("logprobs_available") is False:
-            return False
-        return bool(getattr(self.backend, "supports_logprobs", True))
+    def for_backend(self, queries: Sequence["Query"]) -> list["Query"]:
+        """The queries with the exact text the backend is sent (its chat template applied
+        when the study asks): the backend, and so the model, is loaded only here, when
+        something is left to query."""
+        if not queries:
+            return []
+        if not sampling_fallback(self.study) and not getattr(self.backend, "supports_logprobs", True):
+            raise JobStop(f"backend '{self.study['backend']}' returns no logprobs: set "
+                          "logprobs_available: false (recall then uses the sampling fallback)")
+        chat = self.use_chat_template
+        return [replace(q, prompt=self.backend.render_prompt(q.prompt, chat)) for q in queries]
 
     def out_dir(self) -> Path:
-        """Derived per-study files (parquet summaries): ``outputs_dir`` or outputs/<study_name>/."""
-        if self.study.get("outputs_dir"):
-            return self.study.path("outputs_dir")
-        return self.study.root / "outputs" / str(self.study.get("study_name") or "study")
+        """Derived per-study files (parquet summaries): ``outputs_dir``, default outputs/<study_name>/."""
+        return self.study.outputs_dir
 
 
 def make_context(args: argparse.Namespace, backend: Backend | None = None) -> JobContext:
@@ -130,13 +134,21 @@ def confirm(question: str, yes: bool) -> None:
 
 @dataclass
 class Query:
-    """One pending query: its key, the exact prompt and the identifying fields."""
+    """One pending query: its key, the prompt and the identifying fields.
+
+    ``text`` is the prompt as rendered from the study's template (what the key hashes);
+    ``prompt`` is the exact text sent, the same until JobContext.for_backend applies the
+    model's chat template."""
 
     key: str
     prompt: str
     row_id: str | None = None
     entity_id: str | None = None
     target_date: str | None = None
+    text: str = ""
+
+    def __post_init__(self) -> None:
+        self.text = self.text or self.prompt
 
 
 def estimate_tokens(backend: Backend, prompts: Sequence[str]) -> int:
@@ -215,7 +227,7 @@ def record_skeleton(ctx: JobContext, task: str, q: Query, params: dict[str, Any]
         "key": q.key, "task": task, "model_id": ctx.study["model_id"],
         "backend": getattr(ctx.backend, "name", ctx.study["backend"]),
         "row_id": q.row_id, "entity_id": q.entity_id, "target_date": q.target_date,
-        "prompt": q.prompt, "params": params, "response_text": None, "top_logprobs": None,
+        "prompt": q.prompt, "query_text": q.text, "params": params, "response_text": None, "top_logprobs": None,
         "prompt_logprobs": None, "samples": None, "approximated": False,
         "first_token_prob": None, "stated_confidence": None,
         "started_at": None, "finished_at": None,

@@ -15,7 +15,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from lookahead.cache import RawStore, atomic_write_parquet, query_key, template_sha256
+from lookahead.cache import RawStore, atomic_write_parquet
+from lookahead.keys import row_key, task_params
 from lookahead.prompts import render_forecast
 from lookahead.scoring import first_token_prob, parse_forecast, parse_stated_confidence, prompt_asks_confidence
 from llm_jobs.common import (
@@ -25,28 +26,14 @@ from llm_jobs.common import (
 
 TASK = "forecast"
 MIN_PARSE_RATE = 0.95
-TOP_LOGPROBS = 20
-
-
-def forecast_params(ctx: JobContext) -> dict[str, Any]:
-    return {
-        "temperature": 0, "max_tokens": int(ctx.study.get("forecast_max_tokens") or 16),
-        "top_logprobs": TOP_LOGPROBS if ctx.logprobs_available else 0, "seed": 0,
-        "n_samples": None, "chat_template": ctx.use_chat_template,
-        "template_sha256": template_sha256(str(ctx.study["forecast_prompt"])),
-    }
 
 
 def plan(ctx: JobContext) -> tuple[list[Query], dict[str, Any]]:
-    """One query per valid row: (queries, params)."""
-    params = forecast_params(ctx)
+    """One query per valid row, keyed by lookahead.keys (no model needed): (queries, params)."""
+    params = task_params(ctx.study, TASK)
     template = str(ctx.study["forecast_prompt"])
-    queries = []
-    for row in ctx.rows.to_dict("records"):
-        user_text = render_forecast(template, row)
-        prompt = ctx.backend.render_prompt(user_text, ctx.use_chat_template)
-        key = query_key(TASK, ctx.study["model_id"], str(row["row_id"]), prompt, params)
-        queries.append(Query(key, prompt, row_id=str(row["row_id"])))
+    queries = [Query(row_key(ctx.study, TASK, row, params), render_forecast(template, row),
+                     row_id=str(row["row_id"])) for row in ctx.rows.to_dict("records")]
     return queries, params
 
 
@@ -56,7 +43,7 @@ def run(ctx: JobContext) -> int:
     with RawStore(ctx.study.raw_file(TASK)) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
-        pending = [q for q in queries if q.key not in store]
+        pending = ctx.for_backend([q for q in queries if q.key not in store])
         print_plan(ctx, TASK, "rows", len(queries), pending, params["max_tokens"])
         if pending:
             confirm(f"query {len(pending)} forecasts?", ctx.args.yes)

@@ -16,7 +16,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from lookahead.cache import RawStore, atomic_write_parquet, query_key, template_sha256
+from lookahead.cache import RawStore, atomic_write_parquet
+from lookahead.keys import row_key, sampling_fallback, task_params
 from lookahead.prompts import render_forecast
 from lookahead.scoring import mink_lap
 from llm_jobs.common import (
@@ -27,32 +28,23 @@ from llm_jobs.common import (
 TASK = "mink"
 
 
-def mink_params(ctx: JobContext) -> dict[str, Any]:
-    return {"temperature": None, "max_tokens": 0, "top_logprobs": None, "seed": 0,
-            "n_samples": None, "chat_template": ctx.use_chat_template, "prompt_logprobs": True,
-            "template_sha256": template_sha256(str(ctx.study["forecast_prompt"]))}
-
-
 def plan(ctx: JobContext, params: dict[str, Any]) -> list[Query]:
+    """One scoring query per row over its forecast prompt, keyed by lookahead.keys."""
     template = str(ctx.study["forecast_prompt"])
-    queries = []
-    for row in ctx.rows.to_dict("records"):
-        prompt = ctx.backend.render_prompt(render_forecast(template, row), ctx.use_chat_template)
-        key = query_key(TASK, ctx.study["model_id"], str(row["row_id"]), prompt, params)
-        queries.append(Query(key, prompt, row_id=str(row["row_id"])))
-    return queries
+    return [Query(row_key(ctx.study, TASK, row, params), render_forecast(template, row),
+                  row_id=str(row["row_id"])) for row in ctx.rows.to_dict("records")]
 
 
 def run(ctx: JobContext) -> int:
-    if not ctx.logprobs_available:
-        raise JobStop(f"Min-K% needs prompt log-probabilities and backend '{ctx.study['backend']}' "
-                      "returns none; use lap_measure: recall")
-    params = mink_params(ctx)
+    if sampling_fallback(ctx.study):
+        raise JobStop("Min-K% needs prompt log-probabilities and logprobs_available is false; "
+                      "use lap_measure: recall")
+    params = task_params(ctx.study, TASK)
     queries = plan(ctx, params)
     with RawStore(ctx.study.raw_file(TASK)) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
-        pending = [q for q in queries if q.key not in store]
+        pending = ctx.for_backend([q for q in queries if q.key not in store])
         print_plan(ctx, TASK, "prompts", len(queries), pending, 0)
         if pending:
             confirm(f"score {len(pending)} prompts?", ctx.args.yes)

@@ -18,8 +18,9 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from lookahead.cache import RawStore, atomic_write_parquet, query_key, template_sha256
-from lookahead.prompts import check_recall_labels, check_recall_template, render_recall
+from lookahead.cache import RawStore, atomic_write_parquet
+from lookahead.keys import pair_key, recall_prompt, sampling_fallback, task_params
+from lookahead.prompts import check_recall_labels
 from lookahead.rows import unique_pairs
 from lookahead.scoring import recall_scores
 from llm_jobs.common import (
@@ -28,18 +29,6 @@ from llm_jobs.common import (
 )
 
 TASK = "recall"
-TOP_LOGPROBS = 20
-
-
-def recall_params(ctx: JobContext, sampling: bool) -> dict[str, Any]:
-    template = template_sha256(str(ctx.study["recall_template"]))
-    if sampling:
-        n = max(MIN_SAMPLES, int(ctx.study.get("n_samples") or MIN_SAMPLES))
-        return {"temperature": 1, "max_tokens": 1, "top_logprobs": None,
-                "seed": int(ctx.study.get("sampling_seed") or 0), "n_samples": n,
-                "chat_template": ctx.use_chat_template, "template_sha256": template}
-    return {"temperature": 0, "max_tokens": 1, "top_logprobs": TOP_LOGPROBS, "seed": 0,
-            "n_samples": None, "chat_template": ctx.use_chat_template, "template_sha256": template}
 
 
 def label_tokenizer(ctx: JobContext) -> Any:
@@ -80,41 +69,38 @@ def resolve_labels(ctx: JobContext, sample_prompt: str) -> dict[str, str]:
 
 
 def plan(ctx: JobContext, params: dict[str, Any], labels: dict[str, str] | None) -> list[Query]:
-    template = str(ctx.study["recall_template"])
-    check_recall_template(template)
+    """One query per unique (entity_id, target_date), keyed by lookahead.keys. The prompt
+    uses ``labels`` (the tokenizer-checked ones, when they differ from the study's)."""
     queries = []
     for pair in unique_pairs(ctx.rows).to_dict("records"):
-        user_text = render_recall(
-            template, outcome_description=str(ctx.study["outcome_description"]),
-            reference_period=str(ctx.study["reference_period"]), entity_name=pair["entity_name"],
-            ticker=pair["ticker"], target_date=pair["target_date"], entity_id=pair["entity_id"],
-            labels=labels,
-        )
-        prompt = ctx.backend.render_prompt(user_text, ctx.use_chat_template)
-        ident = f"{pair['entity_id']}|{pair['target_date']}"
-        key = query_key(TASK, ctx.study["model_id"], ident, prompt, params)
-        queries.append(Query(key, prompt, entity_id=str(pair["entity_id"]), target_date=pair["target_date"]))
+        queries.append(Query(pair_key(ctx.study, pair, params), recall_prompt(ctx.study, pair, labels),
+                             entity_id=str(pair["entity_id"]), target_date=pair["target_date"]))
     return queries
 
 
+def plan_pending(ctx: JobContext, params: dict[str, Any], labels: dict[str, str],
+                 keys: set[str]) -> list[Query]:
+    return [q for q in plan(ctx, params, labels) if q.key in keys]
+
+
 def run(ctx: JobContext) -> int:
-    sampling = not ctx.logprobs_available
+    sampling = sampling_fallback(ctx.study)
     if sampling and not ctx.args.allow_sampling:
         raise JobStop(
-            f"backend '{ctx.study['backend']}' returns no logprobs; the sampling fallback "
+            "logprobs_available is false: the sampling fallback "
             f"(>= {MIN_SAMPLES} samples per query at temperature 1) multiplies the query count and "
             "needs its own approval: rerun with --allow-sampling")
-    params = recall_params(ctx, sampling)
-    labels_default = {k: str(v) for k, v in ctx.study["recall_labels"].items()}
-    queries = plan(ctx, params, labels_default)
-    labels = resolve_labels(ctx, queries[0].prompt)
-    if labels != labels_default:
-        queries = plan(ctx, params, labels)
+    params = task_params(ctx.study, TASK)
+    queries = plan(ctx, params, None)
     print(f"recall: {len(ctx.rows)} rows -> {len(queries)} unique (entity_id, target_date) pairs")
     with RawStore(ctx.study.raw_file(TASK)) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = [q for q in queries if q.key not in store]
+        labels = {k: str(v) for k, v in ctx.study["recall_labels"].items()}
+        if pending:
+            labels = resolve_labels(ctx, ctx.for_backend(pending[:1])[0].prompt)
+            pending = ctx.for_backend(plan_pending(ctx, params, labels, {q.key for q in pending}))
         mult = params["n_samples"] if sampling else 1
         print_plan(ctx, TASK, "unique pairs", len(queries), pending, 1, multiplier=mult)
         if pending:
@@ -131,7 +117,7 @@ def run(ctx: JobContext) -> int:
                     samples = ctx.backend.sample(prompts, params["n_samples"], params["seed"], 1)
                     return [{"samples": s, "response_text": s[0] if s else None, "top_logprobs": [],
                              "approximated": True} for s in samples]
-                gens = ctx.backend.generate(prompts, 1, TOP_LOGPROBS)
+                gens = ctx.backend.generate(prompts, 1, params["top_logprobs"])
                 return [{"response_text": g.response_text, "top_logprobs": logprob_dicts(g.top_logprobs)}
                         for g in gens]
 
@@ -157,7 +143,7 @@ def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict
     n = len(df)
     for role in ("up", "down", "unknown"):
         c = int(df[f"p_{role}"].isna().sum())
-        print(f"  label '{labels[role]}' censored (not in top-{TOP_LOGPROBS}): {c}/{n} ({c / n:.1%})")
+        print(f"  label '{labels[role]}' censored (not in the returned top log-probs): {c}/{n} ({c / n:.1%})")
     heavy = df["censored"].str.len().gt(0).mean()
     if heavy > 0.5:
         print(f"WARNING: {heavy:.0%} of recall answers have a censored label; LAP is a lower bound there")

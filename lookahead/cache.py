@@ -25,7 +25,7 @@ from typing import Any, Iterator, Mapping
 
 REQUIRED_FIELDS = (
     "key", "task", "model_id", "backend", "row_id", "entity_id", "target_date", "prompt",
-    "params", "response_text", "top_logprobs", "prompt_logprobs", "samples", "approximated",
+    "query_text", "params", "response_text", "top_logprobs", "prompt_logprobs", "samples", "approximated",
     "first_token_prob", "stated_confidence", "started_at", "finished_at",
 )
 

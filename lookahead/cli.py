@@ -61,6 +61,7 @@ def report(study: Study) -> int:
         return 2
     print(f"Verdict: {files.verdict}")
     print(f"Report: {files.report.relative_to(PROJECT_ROOT) if files.report.is_relative_to(PROJECT_ROOT) else files.report}")
+    print(f"Database: {study.database}")
     return 0
 
 
@@ -87,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         if name in ("jobs", "run"):
             p.add_argument("--yes", action="store_true", help="do not ask before querying")
     args, extra = parser.parse_known_args(argv)
+    if args.study:  # a study file is relative to where you are; paths inside it to the project
+        args.study = str(Path(args.study).resolve())
     os.chdir(PROJECT_ROOT)
     try:
         study = load_study(args.study)

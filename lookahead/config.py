@@ -1,43 +1,49 @@
-"""The study configuration, read the same way by the LLM jobs, the report and dbt.
+"""The study settings: one declaration, one loader, one typed object.
 
-dbt reads its vars from ``dbt_project.yml`` and ``--vars``; this module reproduces
-that merge (project vars, then a study file, then explicit overrides) so a job and
-``dbt build`` always see the same settings. Every setting is checked here with an
-error that names it, because a typo in a cutoff date must stop the study before any
-query is paid for."""
+Every setting is declared once, in ``lookahead/study_settings.yml`` (type, allowed
+values, default or "identifies the study", one line of meaning). This module reads that
+declaration and is the only code that checks settings: the LLM jobs, the statistics, the
+paper tables and the report load a :class:`Study` here, and dbt's run-start check hands
+its vars to :func:`check_dbt_vars` through the project's DuckDB plugin
+(``lookahead/dbt_plugin.py``). The vars block of ``dbt_project.yml`` is generated from
+the declaration and the default study (``python -m lookahead.config --write-dbt-vars``),
+so plain ``dbt build`` builds the demo study with the same values the jobs use.
+
+Why so strict: a typo in a cutoff or a study file that forgets its model must stop the
+study before any query is paid for, with one line naming the setting, rather than fall
+back to the demo's values.
+
+Paths inside a study (``data_path``, ``raw_dir``, ...) are relative to the project
+folder (where ``dbt_project.yml`` is), whichever folder a command runs from, because
+that is where dbt resolves them; a study *file* given on the command line is relative to
+the working directory, like any file argument.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import difflib
+import hashlib
+import json
+import math
 import os
-from dataclasses import dataclass
+import re
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_PATH = Path(__file__).with_name("study_settings.yml")
 
 PROTOCOL_COLUMNS = (
     "row_id", "entity_id", "entity_name", "ticker", "text", "text_date", "target_date", "outcome",
 )
 OPTIONAL_COLUMNS = ("row_id", "ticker")
-
-CHOICES: dict[str, tuple[str, ...]] = {
-    "backend": ("transformers", "vllm", "openai"),
-    "period_frequency": ("trading_day", "day", "week", "month", "fiscal_quarter"),
-    "cluster": ("entity", "period", "date", "none"),
-    "high_lap_rule": ("pooled_median", "entity_mean_median"),
-    "lap_measure": ("recall", "mink"),
-    "mink_mean": ("geometric", "arithmetic"),
-}
-
-REQUIRED = (
-    "data_path", "column_map", "raw_dir", "model_id", "backend", "training_cutoff",
-    "period_frequency", "cluster", "high_lap_rule", "lap_measure", "forecast_prompt",
-    "forecast_labels", "recall_template", "recall_labels", "outcome_description",
-    "reference_period",
-)
+TYPES = ("string", "text", "path", "date", "integer", "number", "boolean", "choice",
+         "mapping", "list", "column_map")
 
 
 class StudyConfigError(ValueError):
@@ -45,22 +51,248 @@ class StudyConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class SettingSpec:
+    """One declared setting (an entry of study_settings.yml)."""
+
+    name: str
+    type: str
+    meaning: str
+    identifies: bool = False
+    default: Any = None
+    allowed: tuple[str, ...] = ()
+    min: float | None = None
+    max: float | None = None
+    exclusive_min: float | None = None
+    required_when: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    keys: tuple[str, ...] = ()
+    values: str | None = None
+    operational: bool = False
+
+    def required(self, values: Mapping[str, Any]) -> bool:
+        """Whether this identifying setting must be given, under the other settings."""
+        if not self.identifies:
+            return False
+        return all(values.get(k) in allowed for k, allowed in self.required_when.items())
+
+
+@dataclass(frozen=True)
+class Schema:
+    settings: dict[str, SettingSpec]
+    default_study: str
+
+    def names(self) -> list[str]:
+        return list(self.settings)
+
+    def defaults(self) -> dict[str, Any]:
+        return {n: s.default for n, s in self.settings.items() if not s.identifies}
+
+
+def _load_schema(path: Path = SCHEMA_PATH) -> Schema:
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    specs: dict[str, SettingSpec] = {}
+    for name, d in doc["settings"].items():
+        if d["type"] not in TYPES:
+            raise StudyConfigError(f"{path}: setting '{name}' has unknown type '{d['type']}'")
+        if d.get("identifies") == ("default" in d):
+            raise StudyConfigError(f"{path}: setting '{name}' needs exactly one of identifies/default")
+        specs[name] = SettingSpec(
+            name=name, type=d["type"], meaning=d["meaning"], identifies=bool(d.get("identifies")),
+            default=d.get("default"), allowed=tuple(d.get("allowed", ())), min=d.get("min"),
+            max=d.get("max"), exclusive_min=d.get("exclusive_min"),
+            required_when={k: tuple(v) for k, v in (d.get("required_when") or {}).items()},
+            keys=tuple(d.get("keys", ())), values=d.get("values"),
+            operational=bool(d.get("operational")),
+        )
+    return Schema(specs, doc["default_study"])
+
+
+SCHEMA = _load_schema()
+CHOICES: dict[str, tuple[str, ...]] = {
+    n: s.allowed for n, s in SCHEMA.settings.items() if s.type == "choice"
+}
+
+
+# --- checking one value --------------------------------------------------------------
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def parse_date(value: Any, name: str) -> dt.date:
+    """A date setting: 'YYYY-MM-DD' (or a YAML date). A bare number is refused, because
+    YAML reads an unquoted 20231231 or 2023 as a number, not a date."""
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    if isinstance(value, str):
+        try:
+            return dt.date.fromisoformat(value.strip())
+        except ValueError:
+            pass
+    raise StudyConfigError(f"setting '{name}': {value!r} is not a date (write it quoted, 'YYYY-MM-DD')")
+
+
+def _check_value(spec: SettingSpec, v: Any) -> Any:
+    """The value in its declared type (dates as 'YYYY-MM-DD' text), or StudyConfigError."""
+    n, t = spec.name, spec.type
+    if t in ("string", "text", "path"):
+        if not isinstance(v, str) or not v.strip():
+            raise StudyConfigError(f"setting '{n}': {v!r} is not a non-empty text")
+        return v
+    if t == "date":
+        return parse_date(v, n).isoformat()
+    if t == "boolean":
+        if not isinstance(v, bool):
+            raise StudyConfigError(f"setting '{n}': {v!r} is not true or false")
+        return v
+    if t in ("integer", "number"):
+        ok = _is_number(v) and (t == "number" or float(v).is_integer())
+        if not ok:
+            kind = "a whole number" if t == "integer" else "a number"
+            raise StudyConfigError(f"setting '{n}': {v!r} is not {kind}")
+        v = int(v) if t == "integer" else float(v)
+        if spec.min is not None and v < spec.min:
+            raise StudyConfigError(f"setting '{n}': {v} is below its minimum {spec.min}")
+        if spec.max is not None and v > spec.max:
+            raise StudyConfigError(f"setting '{n}': {v} is above its maximum {spec.max}")
+        if spec.exclusive_min is not None and v <= spec.exclusive_min:
+            raise StudyConfigError(f"setting '{n}': {v} must be greater than {spec.exclusive_min}")
+        return v
+    if t == "choice":
+        if v not in spec.allowed:
+            raise StudyConfigError(f"setting '{n}': {v!r} is not one of {', '.join(spec.allowed)}")
+        return v
+    if t == "list":
+        if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+            raise StudyConfigError(f"setting '{n}' must be a list of names")
+        return v
+    if t == "mapping":
+        if not isinstance(v, dict):
+            raise StudyConfigError(f"setting '{n}' must be a mapping (key: value)")
+        for key in spec.keys:
+            if not isinstance(v.get(key), str) or not v[key].strip():
+                raise StudyConfigError(f"setting '{n}.{key}' is missing")
+        if spec.values == "number":
+            if not v:
+                raise StudyConfigError(f"setting '{n}' must be a non-empty mapping")
+            for key, x in v.items():
+                if not _is_number(x):
+                    raise StudyConfigError(f"setting '{n}.{key}': {x!r} is not a number")
+        return v
+    if t == "column_map":
+        return _check_column_map(v)
+    raise AssertionError(t)
+
+
+def _check_column_map(cmap: Any) -> dict[str, str | None]:
+    if not isinstance(cmap, dict):
+        raise StudyConfigError("setting 'column_map' must map protocol columns to your column names")
+    for col in cmap:
+        if col not in PROTOCOL_COLUMNS:
+            hint = difflib.get_close_matches(str(col), PROTOCOL_COLUMNS, n=1)
+            raise StudyConfigError(
+                f"setting 'column_map.{col}': not a protocol column"
+                + (f" (did you mean '{hint[0]}'?)" if hint else f"; expected {', '.join(PROTOCOL_COLUMNS)}"))
+    out: dict[str, str | None] = {}
+    for col in PROTOCOL_COLUMNS:
+        user = cmap.get(col)
+        if user is None or user == "":
+            if col not in OPTIONAL_COLUMNS:
+                raise StudyConfigError(f"setting 'column_map.{col}' is missing")
+            out[col] = None
+        elif not isinstance(user, str):
+            raise StudyConfigError(f"setting 'column_map.{col}': {user!r} is not a column name")
+        else:
+            out[col] = user
+    return out
+
+
+# --- a whole study -------------------------------------------------------------------
+
+def _unknown_key_error(key: str) -> StudyConfigError:
+    hint = difflib.get_close_matches(str(key), SCHEMA.names(), n=1, cutoff=0.6)
+    return StudyConfigError(
+        f"setting '{key}' is not a study setting"
+        + (f" (did you mean '{hint[0]}'?)" if hint else " (see lookahead/study_settings.yml)"))
+
+
+def resolve(explicit: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Merge and check: the full, typed settings of a study.
+
+    Without ``base``, ``explicit`` is a study of its own (a study file): every identifying
+    setting must be among its keys and only declared defaults fill the rest, so nothing
+    falls back to the demo. With ``base`` (a resolved study), ``explicit`` overrides it."""
+    for key in explicit:
+        if key not in SCHEMA.settings:
+            raise _unknown_key_error(key)
+    merged: dict[str, Any] = SCHEMA.defaults()
+    if base is not None:
+        merged.update(base)
+    merged.update(explicit)
+    for spec in SCHEMA.settings.values():
+        if spec.required(merged) and (merged.get(spec.name) is None or merged.get(spec.name) == ""):
+            raise StudyConfigError(
+                f"setting '{spec.name}' is missing: a study must give it "
+                "(identifying settings never fall back to the default study)")
+    out: dict[str, Any] = {}
+    for name, spec in SCHEMA.settings.items():
+        v = merged.get(name)
+        if v is None or v == "":
+            out[name] = None if spec.identifies else spec.default
+            continue
+        out[name] = _check_value(spec, v)
+    mod = out.get("moderator_column")
+    if mod and mod not in out["extra_columns"]:
+        raise StudyConfigError(f"setting 'moderator_column': '{mod}' must be one of extra_columns")
+    return out
+
+
+def read_study_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A study file: a YAML mapping of settings, the same text `dbt build --vars` takes."""
+    p = Path(path)
+    if not p.is_file():
+        raise StudyConfigError(f"study file '{p}' does not exist (looked in {Path.cwd()})")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise StudyConfigError(f"study file '{p}' is not valid YAML{where}") from None
+    if not isinstance(data, dict):
+        raise StudyConfigError(f"study file '{p}' must be a YAML mapping of settings")
+    return data
+
+
+def default_study_path(root: Path = PROJECT_ROOT) -> Path:
+    return root / SCHEMA.default_study
+
+
+@dataclass(frozen=True)
 class Study:
-    """Validated study settings (the dbt vars) plus where they came from."""
+    """A study's full, checked settings (every declared setting, typed) and its root."""
 
     vars: dict[str, Any]
-    root: Path
+    root: Path = PROJECT_ROOT
 
     def __getitem__(self, key: str) -> Any:
         return self.vars[key]
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self.vars.get(key, default)
+        """A declared setting (its default applied); undeclared names are a bug, not a miss."""
+        if key not in SCHEMA.settings:
+            raise KeyError(f"'{key}' is not a declared study setting (lookahead/study_settings.yml)")
+        v = self.vars.get(key)
+        return default if v is None else v
 
     def path(self, key: str) -> Path:
         """A path setting resolved against the project root (as dbt resolves it)."""
         p = Path(str(self.vars[key]))
         return p if p.is_absolute() else self.root / p
+
+    @property
+    def name(self) -> str:
+        return str(self.vars["study_name"])
 
     @property
     def raw_dir(self) -> Path:
@@ -71,37 +303,37 @@ class Study:
 
     @property
     def cutoff(self) -> dt.date:
-        return _parse_date(self.vars["training_cutoff"], "training_cutoff")
+        return dt.date.fromisoformat(self.vars["training_cutoff"])
 
+    @property
+    def results_dir(self) -> Path:
+        return self.path("results_dir") if self.vars.get("results_dir") else self.root / "results" / self.name
 
-def _parse_date(value: Any, name: str) -> dt.date:
-    if isinstance(value, dt.datetime):
-        return value.date()
-    if isinstance(value, dt.date):
-        return value
-    try:
-        return dt.date.fromisoformat(str(value))
-    except ValueError:
-        raise StudyConfigError(
-            f"setting '{name}': '{value}' is not a date (use YYYY-MM-DD)"
-        ) from None
+    @property
+    def outputs_dir(self) -> Path:
+        return self.path("outputs_dir") if self.vars.get("outputs_dir") else self.root / "outputs" / self.name
 
+    @property
+    def database(self) -> Path:
+        """This study's DuckDB file (profiles/profiles.yml names it the same way)."""
+        env = os.environ.get("LOOKAHEAD_DUCKDB")
+        return Path(env) if env else self.root / "outputs" / f"{self.name}.duckdb"
 
-def project_vars(root: Path = PROJECT_ROOT) -> dict[str, Any]:
-    """The vars block of dbt_project.yml (the study defaults)."""
-    with open(root / "dbt_project.yml", encoding="utf-8") as fh:
-        return dict(yaml.safe_load(fh).get("vars") or {})
+    def settings_json(self) -> str:
+        """Canonical JSON of every setting: what `study_settings` stores and hashes."""
+        return json.dumps(self.vars, sort_keys=True, separators=(",", ":"), default=str)
 
+    @property
+    def settings_hash(self) -> str:
+        """sha256 of the settings that can change a result (operational ones left out)."""
+        kept = {k: v for k, v in self.vars.items() if not SCHEMA.settings[k].operational}
+        text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
-def read_study_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A study file: a YAML mapping of var overrides, the same text `--vars` takes."""
-    p = Path(path)
-    if not p.exists():
-        raise StudyConfigError(f"study file '{p}' does not exist")
-    data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    if not isinstance(data, dict):
-        raise StudyConfigError(f"study file '{p}' must be a YAML mapping of settings")
-    return data
+    @classmethod
+    def from_json(cls, text: str, root: Path = PROJECT_ROOT) -> "Study":
+        """The study a dbt build recorded (table `study_settings`, column settings_json)."""
+        return cls(vars=resolve(json.loads(text)), root=root)
 
 
 def load_study(
@@ -109,58 +341,143 @@ def load_study(
     overrides: Mapping[str, Any] | None = None,
     root: Path = PROJECT_ROOT,
 ) -> Study:
-    """Merge project vars, the study file (or $LOOKAHEAD_STUDY) and overrides, then validate.
-
-    Top-level keys replace whole values, exactly as dbt's --vars does."""
-    merged = project_vars(root)
+    """The study from a file (or $LOOKAHEAD_STUDY, or the default study) plus overrides."""
     study_file = study_file or os.environ.get("LOOKAHEAD_STUDY") or None
+    default = read_study_file(default_study_path(root))
     if study_file:
-        merged.update(read_study_file(study_file))
-    if overrides:
-        merged.update(overrides)
-    validate(merged)
+        explicit = read_study_file(study_file)
+        base = resolve(explicit)
+    else:
+        base = resolve(default)
+    merged = resolve(dict(overrides), base=base) if overrides else base
     return Study(vars=merged, root=root)
 
 
-def validate(v: Mapping[str, Any]) -> None:
-    """Raise StudyConfigError naming the first bad setting."""
-    for key in REQUIRED:
-        if key not in v or v[key] is None or v[key] == "":
-            raise StudyConfigError(f"setting '{key}' is missing")
-    for key, allowed in CHOICES.items():
-        if key in v and v[key] not in allowed:
-            raise StudyConfigError(
-                f"setting '{key}': '{v[key]}' is not one of {', '.join(allowed)}"
-            )
-    _parse_date(v["training_cutoff"], "training_cutoff")
-    cmap = v["column_map"]
-    if not isinstance(cmap, dict):
-        raise StudyConfigError("setting 'column_map' must map protocol columns to your column names")
-    unknown = set(cmap) - set(PROTOCOL_COLUMNS)
-    if unknown:
-        raise StudyConfigError(
-            f"setting 'column_map': unknown protocol column(s) {sorted(unknown)}; "
-            f"expected {', '.join(PROTOCOL_COLUMNS)}"
-        )
-    for col in PROTOCOL_COLUMNS:
-        if col not in OPTIONAL_COLUMNS and not cmap.get(col):
-            raise StudyConfigError(f"setting 'column_map.{col}' is missing")
-    fy = v.get("fiscal_year_end_month", 12)
-    if not isinstance(fy, int) or not 1 <= fy <= 12:
-        raise StudyConfigError(f"setting 'fiscal_year_end_month': '{fy}' is not a month 1-12")
-    k = v.get("mink_k", 0.2)
-    if not isinstance(k, (int, float)) or not 0 < float(k) <= 1:
-        raise StudyConfigError(f"setting 'mink_k': '{k}' must be a fraction in (0, 1]")
-    for key in ("forecast_labels", "recall_labels"):
-        if not isinstance(v[key], dict) or not v[key]:
-            raise StudyConfigError(f"setting '{key}' must be a non-empty mapping")
-    for need in ("up", "down", "unknown"):
-        if not v["recall_labels"].get(need):
-            raise StudyConfigError(f"setting 'recall_labels.{need}' is missing")
-    for label, value in v["forecast_labels"].items():
-        if not isinstance(value, (int, float)):
-            raise StudyConfigError(
-                f"setting 'forecast_labels.{label}': '{value}' is not a number"
-            )
-    if not isinstance(v.get("extra_columns", []) or [], list):
-        raise StudyConfigError("setting 'extra_columns' must be a list of column names")
+# --- dbt -------------------------------------------------------------------------------
+
+def check_dbt_vars(dbt_values_json: str, cli_vars: str) -> str:
+    """dbt's run-start check (through the DuckDB plugin): '' or one line naming the setting.
+
+    ``dbt_values_json`` holds every declared setting as dbt resolved it; ``cli_vars`` is
+    the `--vars` text as given. The vars must be a valid study by :func:`resolve`, and
+    dbt's values must equal ours (they differ only when dbt_project.yml was edited by
+    hand instead of regenerated)."""
+    try:
+        ours = study_from_dbt_vars(cli_vars).vars
+        theirs = json.loads(dbt_values_json)
+        for name, value in ours.items():
+            got = theirs.get(name)
+            spec = SCHEMA.settings[name]
+            if got is not None and spec.type == "date":
+                got = parse_date(got, name).isoformat()
+            if got is not None and spec.type == "column_map":
+                got = _check_column_map(got)
+            if got is not None and spec.type == "number":
+                got = float(got)
+            if got != value:
+                return (f"setting '{name}': dbt has {got!r} where the study has {value!r}; "
+                        "regenerate dbt_project.yml's vars (python -m lookahead.config --write-dbt-vars)")
+    except StudyConfigError as exc:
+        return str(exc)
+    return ""
+
+
+class _VarsDumper(yaml.SafeDumper):
+    """Multi-line prompts as literal blocks, mappings and lists on one line."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+def _flow(dumper: yaml.SafeDumper, value: Any) -> yaml.Node:
+    if isinstance(value, dict):
+        return dumper.represent_mapping("tag:yaml.org,2002:map", value.items(), flow_style=True)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=True)
+
+
+_VarsDumper.add_representer(str, _str_representer)
+
+
+def study_from_dbt_vars(cli_vars: str) -> Study:
+    """The study a dbt invocation builds: its `--vars` text, resolved as check_dbt_vars does."""
+    explicit = yaml.safe_load(cli_vars) if cli_vars else {}
+    if isinstance(explicit, str):
+        explicit = yaml.safe_load(explicit)
+    explicit = explicit or {}
+    defines_study = any(SCHEMA.settings[k].identifies for k in explicit if k in SCHEMA.settings)
+    base = None if defines_study else resolve(read_study_file(default_study_path()))
+    return Study(vars=resolve(explicit, base=base))
+
+
+def dbt_vars_block(root: Path = PROJECT_ROOT) -> str:
+    """The generated `vars:` block of dbt_project.yml: the default study, every setting."""
+    values = resolve(read_study_file(default_study_path(root)))
+    lines = [
+        "vars:",
+        f"  # GENERATED from lookahead/study_settings.yml and {SCHEMA.default_study} (the",
+        "  # default study); do not edit here: python -m lookahead.config --write-dbt-vars",
+    ]
+    for name, spec in SCHEMA.settings.items():
+        value = values[name]
+        if isinstance(value, (dict, list)):
+            dumped = f"{name}: " + yaml.dump(value, Dumper=_VarsDumper, default_flow_style=True, sort_keys=False,
+                                             width=10_000, allow_unicode=True).strip()
+        else:
+            dumped = yaml.dump({name: value}, Dumper=_VarsDumper, default_flow_style=False,
+                               sort_keys=False, width=10_000, allow_unicode=True).rstrip("\n")
+        lines.append(f"  # {spec.meaning}")
+        lines += ["  " + ln for ln in dumped.splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+VARS_BEGIN = "# --- study settings (generated) ---"
+VARS_END = "# --- end of study settings ---"
+
+
+def write_dbt_vars(root: Path = PROJECT_ROOT, check: bool = False) -> bool:
+    """Rewrite (or, with check, compare) dbt_project.yml's vars and the profile's default study name."""
+    path = root / "dbt_project.yml"
+    text = path.read_text(encoding="utf-8")
+    head, rest = text.split(VARS_BEGIN + "\n", 1)
+    _, tail = rest.split(VARS_END + "\n", 1)
+    new = head + VARS_BEGIN + "\n" + dbt_vars_block(root) + VARS_END + "\n" + tail
+    profile = root / "profiles" / "profiles.yml"
+    ptext = profile.read_text(encoding="utf-8")
+    name = read_study_file(default_study_path(root))["study_name"]
+    pnew = re.sub(r"var\('study_name', '[^']*'\)", f"var('study_name', '{name}')", ptext)
+    if check:
+        return new == text and pnew == ptext
+    path.write_text(new, encoding="utf-8")
+    profile.write_text(pnew, encoding="utf-8")
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m lookahead.config",
+                                description="Check a study file, or regenerate dbt_project.yml's vars.")
+    p.add_argument("study", nargs="?", help="a study file to check")
+    p.add_argument("--write-dbt-vars", action="store_true", help="regenerate dbt_project.yml's vars block")
+    p.add_argument("--check-dbt-vars", action="store_true", help="exit 1 if that block is out of date")
+    args = p.parse_args(argv)
+    try:
+        if args.write_dbt_vars:
+            write_dbt_vars()
+        if args.check_dbt_vars and not write_dbt_vars(check=True):
+            print("dbt_project.yml vars are out of date: python -m lookahead.config --write-dbt-vars",
+                  file=sys.stderr)
+            return 1
+        if args.study:
+            s = load_study(args.study)
+            print(f"study '{s.name}': settings OK (hash {s.settings_hash[:12]})")
+    except StudyConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -17,6 +17,7 @@ import duckdb
 import pandas as pd
 
 from lookahead.config import Study
+from lookahead.identity import StaleResultError, check_current
 from lookahead.stats.fe_regression import SSC_RULE
 from lookahead.stats.protocol import StatsSettings
 from lookahead.stats.stata import export_stata_panels, write_stata_do_file
@@ -36,13 +37,7 @@ TABLES = (
 
 
 class ReportError(RuntimeError):
-    """The tables the report needs are missing (dbt build did not finish)."""
-
-
-def db_path(study: Study) -> Path:
-    """The DuckDB file dbt builds into: $LOOKAHEAD_DUCKDB, else outputs/lookahead.duckdb
-    (the same rule as profiles/profiles.yml)."""
-    return study.root / os.environ.get("LOOKAHEAD_DUCKDB", "outputs/lookahead.duckdb")
+    """No current result to report: dbt build did not run, failed, or ran on other inputs."""
 
 
 @dataclass
@@ -266,14 +261,19 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
 
 def write_report(study: Study, database: Path | None = None,
                  extra: Callable[[duckdb.DuckDBPyConnection, Path], str] | None = None) -> ReportFiles:
-    """Export CSVs, Stata files and REPORT.md for a built study."""
-    database = database or db_path(study)
+    """Export CSVs, Stata files and REPORT.md for a built study, after checking that the
+    database's verdict is this study's current result (lookahead.identity)."""
+    database = database or study.database
     if not database.exists():
         raise ReportError(f"study database {database} not found: run `dbt build` first")
-    results_dir = study.path("results_dir")
-    outputs_dir = study.path("outputs_dir")
+    results_dir = study.results_dir
+    outputs_dir = study.outputs_dir
     con = duckdb.connect(str(database), read_only=True)
     try:
+        try:
+            check_current(con, study)
+        except StaleResultError as exc:
+            raise ReportError(f"{exc}; no report written") from None
         csvs = export_tables(con, results_dir)
         panel_pre = con.sql("select * from panel_pre").df()
         panel_post = con.sql("select * from panel_post").df()

@@ -17,31 +17,40 @@
 {% endmacro %}
 
 
+{#- The settings are checked by the package (lookahead/config.py, through the DuckDB
+    functions of lookahead/dbt_plugin.py) against their one declaration,
+    lookahead/study_settings.yml: the same code the LLM jobs run, so the two never differ. -#}
 {% macro check_study_settings() %}
-  {% set choices = {
-      'period_frequency': ['trading_day', 'day', 'week', 'month', 'fiscal_quarter'],
-      'cluster': ['entity', 'period', 'date', 'none'],
-      'high_lap_rule': ['pooled_median', 'entity_mean_median'],
-      'lap_measure': ['recall', 'mink'],
-      'mink_mean': ['geometric', 'arithmetic']} %}
-  {% for name, allowed in choices.items() %}
-    {% if var(name) not in allowed %}
-      {{ exceptions.raise_compiler_error("setting '" ~ name ~ "': '" ~ var(name) ~ "' is not one of " ~ allowed | join(', ')) }}
-    {% endif %}
+  {% set names = run_query("select lookahead_setting_names()").columns[0].values()[0].split(',') %}
+  {% set values = {} %}
+  {% for name in names %}
+    {% do values.update({name: json_safe(var(name, none))}) %}
   {% endfor %}
-  {% set cutoff = run_query("select try_cast('" ~ var('training_cutoff') ~ "' as date) is null").columns[0].values()[0] %}
-  {% if cutoff %}
-    {{ exceptions.raise_compiler_error("setting 'training_cutoff': '" ~ var('training_cutoff') ~ "' is not a date (use YYYY-MM-DD)") }}
+  {% set cli = json_safe(invocation_args_dict.get('vars') or {}) %}
+  {% set message = run_query(
+      "select lookahead_check_settings(" ~ sql_string(tojson(values)) ~ ", " ~ sql_string(tojson(cli)) ~ ")"
+  ).columns[0].values()[0] %}
+  {% if message %}
+    {{ exceptions.raise_compiler_error(message) }}
   {% endif %}
-  {% set fy = var('fiscal_year_end_month') %}
-  {% if fy is not number or fy < 1 or fy > 12 %}
-    {{ exceptions.raise_compiler_error("setting 'fiscal_year_end_month': '" ~ fy ~ "' is not a month 1-12") }}
+{% endmacro %}
+
+
+{#- A var as JSON-ready values: YAML dates (an unquoted 2023-12-31) become text. -#}
+{% macro json_safe(value) %}
+  {% if value is none or value is string or value is number or value is boolean %}
+    {{ return(value) }}
+  {% elif value is mapping %}
+    {% set out = {} %}
+    {% for k, v in value.items() %}{% do out.update({k | string: json_safe(v)}) %}{% endfor %}
+    {{ return(out) }}
+  {% elif value is iterable %}
+    {% set out = [] %}
+    {% for v in value %}{% do out.append(json_safe(v)) %}{% endfor %}
+    {{ return(out) }}
+  {% else %}
+    {{ return(value | string) }}
   {% endif %}
-  {% for col in ['entity_id', 'entity_name', 'text', 'text_date', 'target_date', 'outcome'] %}
-    {% if not var('column_map').get(col) %}
-      {{ exceptions.raise_compiler_error("setting 'column_map." ~ col ~ "' is missing") }}
-    {% endif %}
-  {% endfor %}
 {% endmacro %}
 
 

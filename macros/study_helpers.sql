@@ -32,11 +32,3 @@
 {% macro sql_string(value) -%}
   '{{ value | replace("'", "''") }}'
 {%- endmacro %}
-
-
-{#- Lines of a raw task file that belong to the current study: same model and, where the
-    job recorded it, the same prompt template. Older lines stay in the cache untouched. -#}
-{% macro is_current_line(template_var) -%}
-  model_id = {{ sql_string(var('model_id')) }}
-  and coalesce(json_extract_string(params, '$.template_sha256') = sha256({{ sql_string(var(template_var)) }}), true)
-{%- endmacro %}

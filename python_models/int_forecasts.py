@@ -2,8 +2,8 @@
 
 The parser is lookahead.scoring.parse_forecast with the study's label mapping (var
 forecast_labels), the very function the forecast job uses for its 95% parse-rate stop:
-one parser, so the job and the panel agree on every answer. One row per current raw
-line; a second line for a row fails gate_forecasts."""
+one parser, so the job and the panel agree on every answer. One row per line of
+int_forecast_lines (the lines whose key the study asks for); a second line for a row fails gate_forecasts."""
 
 import json
 
@@ -15,8 +15,7 @@ def model(dbt, session):
     from lookahead.scoring import parse_forecast
 
     labels = json.loads(dbt.config.get("forecast_labels_json"))
-    lines = dbt.ref("stg_forecast_responses").df()
-    lines = lines[lines["is_current"].astype(bool)]
+    lines = dbt.ref("int_forecast_lines").df()
     parsed = [parse_forecast(r, labels) for r in lines["response_text"]]
     status = [
         "no response" if r is None or pd.isna(r) else ("parsed" if p[0] is not None else "unparsed")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from lookahead.config import PROJECT_ROOT, project_vars
+from lookahead.config import PROJECT_ROOT, PROTOCOL_COLUMNS, load_study
 from lookahead.demo.corpus import SCENARIOS, Prompts, build_corpus, corpus_summary, study_prompt_texts
 from lookahead.demo.generator import DemoData, DemoSpec, generate
 from lookahead.demo.tokenizer import build_tokenizer
@@ -61,6 +61,7 @@ def study_files(data: DemoData, prompts: Prompts, out: Path) -> dict[str, dict]:
     """The three demo studies as dicts of dbt var overrides."""
     common = {
         "data_path": _rel(out / "data" / "observations.csv"),
+        "column_map": {c: c for c in PROTOCOL_COLUMNS},
         "backend": "transformers",
         "training_cutoff": data.spec.training_cutoff,
         "period_frequency": "month",
@@ -70,6 +71,7 @@ def study_files(data: DemoData, prompts: Prompts, out: Path) -> dict[str, dict]:
         "forecast_prompt": prompts.forecast_prompt,
         "recall_template": prompts.recall_template,
         "forecast_labels": {"up": 1, "down": -1},
+        "recall_labels": {"up": "up", "down": "down", "unknown": "unknown"},
     }
     studies = {}
     for scen in SCENARIOS:
@@ -80,9 +82,6 @@ def study_files(data: DemoData, prompts: Prompts, out: Path) -> dict[str, dict]:
             "model_path": _rel(out / "models" / scen),
             # The demo models were trained on the raw prompt, no chat template.
             "use_chat_template": False,
-            # the contaminated study is the headline: its report is results/REPORT.md
-            "results_dir": "results" if scen == "contaminated" else f"results/{scen}",
-            "outputs_dir": "outputs" if scen == "contaminated" else f"outputs/{scen}",
         }
     studies["smollm2"] = {
         "study_name": "demo_smollm2", **common,
@@ -91,8 +90,6 @@ def study_files(data: DemoData, prompts: Prompts, out: Path) -> dict[str, dict]:
         "model_path": SMOLLM2_DIR,
         "gguf_file": SMOLLM2_GGUF,
         "use_chat_template": True,
-        "results_dir": "results/smollm2",
-        "outputs_dir": "outputs/smollm2",
     }
     return studies
 
@@ -130,7 +127,7 @@ def build(out: Path, spec: DemoSpec, train_models: bool = True, epochs: int | No
     """Generate, write, and (unless data-only) train both models. Returns the build record."""
     from lookahead.demo.train import TrainSpec, save_model, train_model
 
-    prompts = Prompts.from_vars(project_vars())
+    prompts = Prompts.from_vars(load_study().vars)  # the default study's prompts
     data = generate(spec)
     write_data(data, out)
     write_studies(study_files(data, prompts, out), out, spec.seed)

@@ -1,20 +1,39 @@
--- Recall answers of the current study, one per (entity_id, target_date): the jobs query
--- each pair once, so a duplicate here is a cache fault and fails gate_recall_pairs.
+-- Recall answers of the current study, one per (entity_id, target_date): the lines whose
+-- key the study asks for (int_expected_keys) and whose fields agree with it. The jobs
+-- query each pair once, so a duplicate here is a cache fault and fails gate_recall_pairs.
+with answers as (
+
+    select * from {{ ref('stg_recall_responses') }}
+
+),
+
+expected as (
+
+    select * from {{ ref('int_expected_keys') }}
+    where task = 'recall'
+
+)
+
 select
-    key as recall_key,
-    entity_id,
-    target_date,
-    p_up,
-    p_down,
-    p_unknown,
-    up_censored,
-    down_censored,
-    unknown_censored,
-    lap,
-    ud,
-    residual_mass,
-    censor_bound,
-    n_returned,
-    approximated
-from {{ ref('stg_recall_responses') }}
-where is_current
+    answers.key as recall_key,
+    answers.entity_id,
+    answers.target_date,
+    answers.p_up,
+    answers.p_down,
+    answers.p_unknown,
+    answers.up_censored,
+    answers.down_censored,
+    answers.unknown_censored,
+    answers.lap,
+    answers.ud,
+    answers.residual_mass,
+    answers.censor_bound,
+    answers.n_returned,
+    answers.approximated
+from answers
+inner join expected
+    on answers.key = expected.key
+where answers.task = 'recall'
+    and answers.entity_id = expected.entity_id
+    and strftime(answers.target_date, '%Y-%m-%d') = expected.target_date
+    and answers.model_id = {{ sql_string(var('model_id')) }}

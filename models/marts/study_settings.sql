@@ -1,26 +1,35 @@
--- The study settings this build used (dbt vars), one row, so every result table can be
--- traced to its configuration and the dbt Python models read settings from one place.
+-- The study this build is for, one row: every setting as resolved by the package
+-- (lookahead.config, through the project's DuckDB plugin) in settings_json, its hash, and
+-- the settings analysts filter on as typed columns. The dbt Python models rebuild their
+-- one settings object from settings_json, so statistics, paper tables and report read the
+-- same values the jobs used.
+{%- set columns = [
+    ('study_name', 'varchar'), ('data_path', 'varchar'), ('raw_dir', 'varchar'),
+    ('model_id', 'varchar'), ('backend', 'varchar'), ('training_cutoff', 'date'),
+    ('period_frequency', 'varchar'), ('fiscal_year_end_month', 'integer'),
+    ('cluster', 'varchar'), ('paper_cluster', 'varchar'), ('high_lap_rule', 'varchar'),
+    ('nw_lag', 'integer'), ('lap_min_sd', 'double'), ('lap_measure', 'varchar'),
+    ('mink_k', 'double'), ('mink_mean', 'varchar'), ('outcome_description', 'varchar'),
+    ('reference_period', 'varchar'), ('moderator_column', 'varchar'),
+    ('bootstrap_draws', 'integer'), ('bootstrap_seed', 'integer')] %}
+{%- if execute %}
+  {%- set cli = json_safe(invocation_args_dict.get('vars') or {}) %}
+  {%- set settings = run_query("select lookahead_study_json(" ~ sql_string(tojson(cli)) ~ ")").columns[0].values()[0] %}
+{%- else %}
+  {%- set settings = '{}' %}
+{%- endif %}
+with resolved as (
+
+    select {{ sql_string(settings) }} as settings_json
+
+)
+
 select
-    {{ sql_string(var('study_name', 'study')) }} as study_name,
-    {{ sql_string(var('data_path')) }} as data_path,
-    {{ sql_string(var('raw_dir')) }} as raw_dir,
-    {{ sql_string(var('model_id')) }} as model_id,
-    {{ sql_string(var('backend')) }} as backend,
-    date {{ sql_string(var('training_cutoff')) }} as training_cutoff,
-    {{ sql_string(var('period_frequency')) }} as period_frequency,
-    {{ var('fiscal_year_end_month') }} as fiscal_year_end_month,
-    {{ sql_string(var('cluster')) }} as cluster,
-    {{ sql_string(var('paper_cluster', 'date')) }} as paper_cluster,
-    {{ sql_string(var('high_lap_rule')) }} as high_lap_rule,
-    cast({{ var('nw_lag', none) if var('nw_lag', none) is not none else 'null' }} as integer) as nw_lag,
-    cast({{ var('lap_min_sd', none) if var('lap_min_sd', none) is not none else 'null' }} as double) as lap_min_sd,
-    {{ sql_string(var('lap_measure')) }} as lap_measure,
-    cast({{ var('mink_k') }} as double) as mink_k,
-    {{ sql_string(var('mink_mean')) }} as mink_mean,
-    {{ sql_string(var('outcome_description')) }} as outcome_description,
-    {{ sql_string(var('reference_period')) }} as reference_period,
-    {{ sql_string(tojson(var('forecast_labels'))) }} as forecast_labels,
-    {{ sql_string(tojson(var('recall_labels'))) }} as recall_labels,
-    nullif({{ sql_string(var('moderator_column', none) or '') }}, '') as moderator_column,
-    cast({{ var('bootstrap_draws', 10000) }} as integer) as bootstrap_draws,
-    cast({{ var('bootstrap_seed', 20240101) }} as integer) as bootstrap_seed
+    {%- for name, type in columns %}
+    cast(json_extract_string(settings_json, '$.{{ name }}') as {{ type }}) as {{ name }},
+    {%- endfor %}
+    json_extract(settings_json, '$.forecast_labels')::varchar as forecast_labels,
+    json_extract(settings_json, '$.recall_labels')::varchar as recall_labels,
+    settings_json,
+    lookahead_settings_hash(settings_json) as settings_hash
+from resolved

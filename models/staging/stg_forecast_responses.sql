@@ -1,5 +1,5 @@
--- Forecast answers (protocol step 1) as returned, typed, with whether each line belongs
--- to the current study (model and prompt). The answer is mapped to a label in
+-- Forecast answers (protocol step 1) as returned, typed; which lines the current study
+-- uses is decided by key in int_forecast_lines. The answer is mapped to a label in
 -- int_forecasts with the package's parser, the same code the forecast job uses for its
 -- parse-rate check, so the two can never disagree.
 with source as (
@@ -11,6 +11,7 @@ with source as (
 
 select
     key,
+    task,
     row_id,
     model_id,
     backend,
@@ -18,6 +19,5 @@ select
     first_token_prob,
     stated_confidence,
     coalesce(approximated, false) as approximated,
-    {{ is_current_line('forecast_prompt') }} as is_current,
     try_cast(finished_at as timestamp) as finished_at
 from source

@@ -36,6 +36,7 @@ lowest as (
 
 select
     key,
+    task,
     row_id,
     model_id,
     backend,
@@ -48,6 +49,5 @@ select
     {%- else %}
     exp(list_avg(lowest_logprobs)) as lap_mink,
     {%- endif %}
-    {{ is_current_line('forecast_prompt') }} as is_current,
     try_cast(finished_at as timestamp) as finished_at
 from lowest

@@ -48,6 +48,7 @@ mass as (
 
 select
     key,
+    task,
     entity_id,
     try_cast(target_date as date) as target_date,
     model_id,
@@ -63,6 +64,5 @@ select
     1 - (coalesce(p_up_raw, 0) + coalesce(p_down_raw, 0) + coalesce(p_unknown_raw, 0)) as residual_mass,
     censor_bound,
     is_sampled as approximated,
-    {{ is_current_line('recall_template') }} as is_current,
     try_cast(finished_at as timestamp) as finished_at
 from mass

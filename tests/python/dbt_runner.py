@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,22 +40,26 @@ class DbtResult:
         return name in names
 
 
-def dbt_env(db: Path) -> dict[str, str]:
+def dbt_env(db: Path | None) -> dict[str, str]:
+    """dbt's environment; db None = the study's own database (profiles/profiles.yml)."""
     env = dict(os.environ)
+    env.pop("LOOKAHEAD_DUCKDB", None)
+    scratch = db.parent if db is not None else Path(tempfile.mkdtemp(prefix="dbt-"))
     env.update(
         DBT_PROFILES_DIR=str(ROOT / "profiles"),
         DBT_SEND_ANONYMOUS_USAGE_STATS="False",
-        LOOKAHEAD_DUCKDB=str(db),
-        MPLCONFIGDIR=str(db.parent / ".mpl"),
+        MPLCONFIGDIR=str(scratch / ".mpl"),
         GX_ANALYTICS_ENABLED="False",
-        DBT_LOG_PATH=str(db.parent / "logs"),
-        DBT_TARGET_PATH=str(db.parent / "target"),
+        DBT_LOG_PATH=str(scratch / "logs"),
+        DBT_TARGET_PATH=str(scratch / "target"),
         PYTHONPATH=str(ROOT),
     )
+    if db is not None:
+        env["LOOKAHEAD_DUCKDB"] = str(db)
     return env
 
 
-def run_dbt(args: list[str], vars_: dict, db: Path) -> DbtResult:
+def run_dbt(args: list[str], vars_: dict, db: Path | None) -> DbtResult:
     dbt = Path(sys.executable).with_name("dbt")
     proc = subprocess.run(
         [str(dbt), *args, "--project-dir", str(ROOT), "--vars", json.dumps(vars_)],

@@ -7,7 +7,6 @@ LLM jobs (which have their own tests)."""
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -15,6 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from lookahead.config import PROTOCOL_COLUMNS, Study, resolve
+from lookahead.keys import expected_keys
+from lookahead.rows import load_rows
 
 FORECAST_PROMPT = "Headline: {text}\nUp or down?"
 RECALL_TEMPLATE = "On {target_date}, did {entity_name} go up or down?"
@@ -26,10 +29,6 @@ class FixtureStudy:
     data_path: Path
     raw_dir: Path
     vars: dict
-
-
-def _key(*parts: str) -> str:
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()
 
 
 def _top(p_up: float, p_down: float, p_unknown: float) -> list[dict]:
@@ -74,7 +73,7 @@ def write_fixture_study(
                 label = truth
             else:
                 label = "up" if signal + rng.normal() > 0 else "down"
-            forecast.append(dict(key=_key("forecast", "fixture", row_id), task="forecast",
+            forecast.append(dict(key=("forecast", row_id), task="forecast",
                                  model_id="fixture-model", backend="fixture", row_id=row_id,
                                  prompt=FORECAST_PROMPT.format(text=text), params={"temperature": 0},
                                  response_text=label.capitalize() + ".", first_token_prob=0.8,
@@ -87,7 +86,7 @@ def write_fixture_study(
                 lap = rng.uniform(0.01, 0.3) if pre else rng.uniform(0.0, 0.05)
                 share = rng.uniform()
                 p_up, p_down, p_unknown = lap * share, lap * (1 - share), 0.95 - lap
-            recall.append(dict(key=_key("recall", "fixture", f"E{e:03d}|{target}"), task="recall",
+            recall.append(dict(key=("recall", f"E{e:03d}", target.isoformat()), task="recall",
                                model_id="fixture-model", backend="fixture", entity_id=f"E{e:03d}",
                                target_date=target.isoformat(),
                                prompt=RECALL_TEMPLATE.format(target_date=target, entity_name=f"Firm {e}"),
@@ -95,20 +94,40 @@ def write_fixture_study(
                                response_text="up", top_logprobs=_top(p_up, p_down, p_unknown),
                                approximated=False, finished_at="2026-01-01T00:00:00Z"))
             lps = [None] + list(np.log(rng.uniform(0.05 if memorized else 0.01, 1, size=12)))
-            mink.append(dict(key=_key("mink", "fixture", row_id), task="mink", model_id="fixture-model",
+            mink.append(dict(key=("mink", row_id), task="mink", model_id="fixture-model",
                              backend="fixture", row_id=row_id, prompt=text, params={},
                              prompt_logprobs=[{"token_id": i, "token": f"t{i}", "logprob": lp}
                                               for i, lp in enumerate(lps)],
                              approximated=False, finished_at="2026-01-01T00:00:00Z"))
     data_path = root / "observations.csv"
     pd.DataFrame(rows).to_csv(data_path, index=False)
+    vars_ = dict(study_name="fixture", data_path=str(data_path), raw_dir=str(raw),
+                 column_map={c: c for c in PROTOCOL_COLUMNS},
+                 model_id="fixture-model", backend="transformers", model_path="fixture-model",
+                 training_cutoff=cutoff.isoformat(), period_frequency="week",
+                 outcome_description="the closing stock price",
+                 reference_period="the previous trading day",
+                 forecast_prompt=FORECAST_PROMPT, recall_template=RECALL_TEMPLATE,
+                 forecast_labels={"up": 1, "down": -1},
+                 recall_labels={"up": "up", "down": "down", "unknown": "unknown"},
+                 use_chat_template=False, bootstrap_draws=200)
+    write_raw(raw, vars_, forecast, recall, mink)
+    return FixtureStudy(root=root, data_path=data_path, raw_dir=raw, vars=vars_)
+
+
+def write_raw(raw: Path, vars_: dict, forecast: list[dict], recall: list[dict], mink: list[dict]) -> None:
+    """The raw files, each line under the key the study computes for it (lookahead.keys),
+    as the jobs would have written them."""
+    study = Study(vars=resolve(vars_))
+    valid, _ = load_rows(study)
+    keys = expected_keys(study, valid)
+    by_ident = {(t, r if isinstance(r, str) else e, d if isinstance(d, str) else None): k
+                for t, k, r, e, d in keys.itertuples(index=False)}
+    for line in forecast + mink:
+        line["key"] = by_ident[(line["key"][0], line["key"][1], None)]
+    for line in recall:
+        line["key"] = by_ident[line["key"]]
     for name, lines in (("forecast", forecast), ("recall", recall), ("mink", mink)):
         with open(raw / f"{name}.jsonl", "w", encoding="utf-8") as fh:
             for line in lines:
                 fh.write(json.dumps(line) + "\n")
-    vars_ = dict(study_name="fixture", data_path=str(data_path), raw_dir=str(raw),
-                 model_id="fixture-model", backend="transformers",
-                 training_cutoff=cutoff.isoformat(), period_frequency="week",
-                 forecast_prompt=FORECAST_PROMPT, recall_template=RECALL_TEMPLATE,
-                 bootstrap_draws=200)
-    return FixtureStudy(root=root, data_path=data_path, raw_dir=raw, vars=vars_)

@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
+
+import duckdb
 
 import pandas as pd
 import pytest
@@ -99,7 +102,12 @@ def _broken_copy(tmp_path, study, mutate):
 
 
 def test_duplicated_recall_pair_fails_at_the_gate(built, tmp_path):
-    study, _ = built
+    """A failed build over a database that held a verdict leaves no verdict behind, logs
+    the failure, and the report refuses with one line naming it."""
+    from lookahead.config import Study, resolve
+    from lookahead.report import ReportError, write_report
+
+    study, res_ok = built
 
     def dup(target):
         lines = (target / "raw" / "recall.jsonl").read_text().splitlines(keepends=True)
@@ -107,11 +115,47 @@ def test_duplicated_recall_pair_fails_at_the_gate(built, tmp_path):
             fh.writelines(lines[:2])
 
     vars_, target = _broken_copy(tmp_path, study, dup)
+    shutil.copy(res_ok.db, target / "db.duckdb")  # the previous, good build's tables
     res = run_dbt(["build"], vars_, target / "db.duckdb")
     assert res.returncode != 0
     assert "GX gate 'gate_recall_pairs' failed" in res.output
     assert "expect_compound_columns_to_be_unique" in res.output
-    assert not res.has_table("regression_results") and not res.has_table("verdict")
+    for table in ("regression_results", "verdict", "paper_tables", "gx_validation_results"):
+        assert not res.has_table(table), table
+    log = res.table("build_log").sort_values("finished_at")
+    assert list(log["status"]) == ["success", "failed"]
+    assert "gate_recall_pairs" in log["failed_nodes"].iloc[-1]
+    with pytest.raises(ReportError, match=r"the last dbt build of study 'fixture' .* failed at .*gate_recall_pairs"):
+        write_report(Study(vars=resolve({**vars_, "results_dir": str(target / "results")})),
+                     database=target / "db.duckdb")
+
+
+def test_report_refuses_a_verdict_built_from_other_inputs(built, tmp_path):
+    """The verdict records its build (invocation id, settings hash, file fingerprints);
+    an edited input, new answers or another setting make it stale for the report."""
+    from lookahead.config import Study, resolve
+    from lookahead.report import ReportError, write_report
+
+    study, res_ok = built
+    verdict = res_ok.table("verdict").iloc[0]
+    assert verdict["invocation_id"] == res_ok.table("build_identity")["invocation_id"].iloc[0]
+    here = Study(vars=resolve(study.vars))
+    assert verdict["settings_hash"] == here.settings_hash
+    assert verdict["data_fingerprint"].startswith("sha256:")
+
+    vars_, target = _broken_copy(tmp_path, study, lambda t: None)
+    shutil.copy(res_ok.db, target / "db.duckdb")
+    moved = {**vars_, "results_dir": str(target / "results")}
+    # same files, same settings (a copy): the report is written
+    write_report(Study(vars=resolve({**study.vars, "results_dir": str(target / "results")})),
+                 database=target / "db.duckdb")
+    with open(target / "raw" / "mink.jsonl", "a") as fh:  # new answers since the build
+        fh.write((study.raw_dir / "mink.jsonl").read_text().splitlines(keepends=True)[0])
+    with pytest.raises(ReportError, match="the input file, the Min-K% answers changed since dbt build"):
+        write_report(Study(vars=resolve(moved)), database=target / "db.duckdb")
+    with pytest.raises(ReportError, match="the study settings changed"):
+        write_report(Study(vars=resolve({**study.vars, "results_dir": str(target / "results"),
+                                         "cluster": "date"})), database=target / "db.duckdb")
 
 
 def test_dropped_forecast_line_fails_at_the_gate(built, tmp_path):
@@ -241,26 +285,77 @@ def test_derived_row_ids_agree_between_jobs_and_dbt(built, tmp_path):
     assert len(set(sql_ids)) == len(sql_ids)
 
 
-def test_lines_of_an_earlier_prompt_are_ignored(built, tmp_path):
-    """A changed prompt means new keys; the old lines stay in the cache but only the
-    current template's lines (params.template_sha256) reach the panel."""
+def test_answers_are_selected_by_key(built, tmp_path):
+    """Only lines whose key the study computes reach the panel: an earlier prompt's lines
+    (other keys) stay cached but unused, and a line whose fields disagree with its key is
+    rejected (raw_line_rejects), not trusted."""
+    from lookahead.cache import query_key
+
     study, res_ok = built
 
-    def add_stale(target):
+    def add_lines(target):
         path = target / "raw" / "forecast.jsonl"
-        lines = [json.loads(x) for x in path.read_text().splitlines()[:5]]
+        lines = [json.loads(x) for x in path.read_text().splitlines()[:6]]
         with open(path, "a") as fh:
-            for line in lines:
-                line.update(key="stale-" + line["key"], response_text="Down" if "Up" in line["response_text"] else "Up",
-                            params={"temperature": 0, "template_sha256": "0" * 64})
-                fh.write(json.dumps(line) + "\n")
+            for line in lines[:5]:  # answers to an earlier prompt: other keys
+                flipped = "Down." if "Up" in line["response_text"] else "Up."
+                old_key = query_key("forecast", "fixture-model", line["row_id"], "Earlier prompt", {})
+                fh.write(json.dumps({**line, "key": old_key, "response_text": flipped}) + "\n")
+            # the current key of row 5 written under another row: fields disagree with the key
+            fh.write(json.dumps({**lines[5], "row_id": lines[0]["row_id"], "response_text": "Down."}) + "\n")
 
-    vars_, target = _broken_copy(tmp_path, study, add_stale)
-    res = run_dbt(["run", "--select", "+panel"], vars_, target / "db.duckdb")
+    vars_, target = _broken_copy(tmp_path, study, add_lines)
+    res = run_dbt(["run", "--select", "+panel", "+raw_line_rejects"], vars_, target / "db.duckdb")
     assert res.returncode == 0, res.output[-2000:]
     new = res.table("panel").set_index("row_id")["mu_hat"]
     old = res_ok.table("panel").set_index("row_id")["mu_hat"]
     assert new.sort_index().equals(old.sort_index())
+    rejects = res.table("raw_line_rejects")
+    assert len(rejects) == 1
+    assert rejects["reject_reason"].iloc[0] == "row or (entity, date) differs from the key"
+
+
+def test_each_study_builds_into_its_own_database(built, tmp_path):
+    """Two studies one after the other: outputs/<study_name>.duckdb each, each with its
+    own settings (the profile names the database after the study)."""
+    from dbt_runner import ROOT
+
+    study, _ = built
+    names = [f"pytest_{tmp_path.name}_{i}" for i in range(2)]
+    try:
+        for i, name in enumerate(names):
+            res = run_dbt(["run", "--select", "study_settings"],
+                          {**study.vars, "study_name": name, "cluster": ["entity", "date"][i]}, None)
+            assert res.returncode == 0, res.output[-2000:]
+        for i, name in enumerate(names):
+            con = duckdb.connect(str(ROOT / "outputs" / f"{name}.duckdb"), read_only=True)
+            got = con.sql("select study_name, cluster from study_settings").fetchall()
+            con.close()
+            assert got == [(name, ["entity", "date"][i])]
+    finally:
+        for name in names:
+            (ROOT / "outputs" / f"{name}.duckdb").unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("case, pattern", [
+    ("header only", r"too little data: fewer panel rows than min_panel_rows"),
+    ("no pre-cutoff rows", r"no pre-cutoff rows: check training_cutoff"),
+])
+def test_too_little_data_stops_at_the_gate(built, tmp_path, case, pattern):
+    study, _ = built
+
+    def cut(target):
+        if case == "header only":
+            df = pd.read_csv(target / "observations.csv", dtype=str)
+            df.head(0).to_csv(target / "observations.csv", index=False)
+
+    vars_, target = _broken_copy(tmp_path, study, cut)
+    if case == "no pre-cutoff rows":
+        vars_["training_cutoff"] = "2000-01-01"
+    res = run_dbt(["build"], vars_, target / "db.duckdb")
+    assert res.returncode != 0
+    assert re.search(pattern, res.output), res.output[-3000:]
+    assert not res.has_table("verdict")
 
 
 def test_optional_stats_settings_reach_the_regressions(built, tmp_path):

@@ -98,8 +98,12 @@ def make_data(path: Path, n: int, n_entities: int = 5) -> pd.DataFrame:
 
 
 def make_study(tmp: Path, model_dir: Path, n: int = 20, **overrides) -> Path:
+    """A study file: the demo study's text with this test's data, cache, model and sizes."""
+    from lookahead.config import default_study_path, read_study_file
+
     make_data(tmp / "obs.csv", n)
     study = {
+        **read_study_file(default_study_path()),
         "study_name": "jobtest", "data_path": str(tmp / "obs.csv"), "raw_dir": str(tmp / "raw"),
         "outputs_dir": str(tmp / "out"), "model_id": "tiny-random", "backend": "transformers",
         "model_path": str(model_dir), "batch_size": 4,
@@ -146,7 +150,7 @@ def lines(path: Path) -> list[dict]:
 
 CONTRACT_FIELDS = {
     "key", "task", "model_id", "backend", "row_id", "entity_id", "target_date", "prompt",
-    "params", "response_text", "top_logprobs", "prompt_logprobs", "samples", "approximated",
+    "query_text", "params", "response_text", "top_logprobs", "prompt_logprobs", "samples", "approximated",
     "first_token_prob", "stated_confidence", "started_at", "finished_at",
 }
 
@@ -154,7 +158,7 @@ CONTRACT_FIELDS = {
 def recompute_key(rec: dict) -> str:
     ident = rec["row_id"] if rec["task"] != "recall" else f"{rec['entity_id']}|{rec['target_date']}"
     params = json.dumps(rec["params"], sort_keys=True, separators=(",", ":"))
-    text = f"{rec['task']}|{rec['model_id']}|{ident}|{rec['prompt']}|{params}"
+    text = f"{rec['task']}|{rec['model_id']}|{ident}|{rec['query_text']}|{params}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -328,6 +332,34 @@ def test_kill9_mid_run_then_resume_queries_each_key_once(tmp_path, model_dirs):
 
 
 # ----------------------------------------------------------------------------- rows
+
+
+def test_edits_requery_exactly_the_affected_keys(tmp_path, model_dirs):
+    """The cache key covers the row, the prompt and the parameters: editing one row's text
+    re-queries that row's forecast and Min-K% and no recall pair; changing
+    forecast_max_tokens re-queries every forecast and nothing else."""
+    study = make_study(tmp_path, model_dirs["up"], n=12)
+    flags = {"forecast": ["--accept-low-parse-rate"], "recall": [], "mink": []}
+    for job in ("forecast", "recall", "mink"):
+        run_job(job, study, "--yes", *flags[job])
+    counts = {job: len(lines(tmp_path / f"raw/{job}.jsonl")) for job in ("forecast", "recall", "mink")}
+
+    def rerun(log: Path) -> dict[str, int]:
+        for job in ("forecast", "recall", "mink"):
+            run_job(job, study, "--yes", *flags[job], env={"LOOKAHEAD_QUERY_LOG": str(log)})
+        keys = log.read_text().split() if log.exists() else []
+        now = {job: lines(tmp_path / f"raw/{job}.jsonl") for job in ("forecast", "recall", "mink")}
+        return {job: sum(r["key"] in keys for r in now[job]) for job in now}
+
+    df = pd.read_csv(tmp_path / "obs.csv", dtype=str)
+    df.loc[3, "text"] = df.loc[3, "text"] + " (corrected)"
+    df.to_csv(tmp_path / "obs.csv", index=False)
+    assert rerun(tmp_path / "q1.log") == {"forecast": 1, "recall": 0, "mink": 1}
+    y = yaml.safe_load(study.read_text())
+    y["forecast_max_tokens"] = 8
+    study.write_text(yaml.safe_dump(y))
+    assert rerun(tmp_path / "q2.log") == {"forecast": 12, "recall": 0, "mink": 0}
+    assert len(lines(tmp_path / "raw/forecast.jsonl")) == counts["forecast"] + 1 + 12  # old answers kept
 
 
 def test_row_id_derivation_and_validation(tmp_path):

@@ -1,0 +1,67 @@
+"""The project's dbt-duckdb plugin: package functions dbt's SQL and Jinja can call.
+
+dbt's run-start check must apply the same settings rules as the jobs, not a second copy
+in Jinja, so the plugin registers :func:`lookahead.config.check_dbt_vars` as a DuckDB
+scalar function (``lookahead_check_settings``) and the declared setting names as
+``lookahead_setting_names``; macros/check_inputs.sql calls both. The model
+`study_settings` stores the resolved settings (``lookahead_study_json``) and
+`build_identity` fingerprints the input files (``lookahead_fingerprint``).
+profiles/profiles.yml loads the plugin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dbt.adapters.duckdb.plugins import BasePlugin
+
+
+def _setting_names() -> str:
+    from lookahead.config import SCHEMA
+
+    return ",".join(SCHEMA.names())
+
+
+def _check_settings(dbt_values_json: str, cli_vars: str) -> str:
+    from lookahead.config import check_dbt_vars
+
+    return check_dbt_vars(dbt_values_json, cli_vars)
+
+
+def _study_json(cli_vars: str) -> str:
+    from lookahead.config import study_from_dbt_vars
+
+    return study_from_dbt_vars(cli_vars).settings_json()
+
+
+def _settings_hash(settings_json: str) -> str:
+    from lookahead.config import Study
+
+    return Study.from_json(settings_json).settings_hash
+
+
+def _fingerprint(path: str) -> str:
+    from lookahead.identity import fingerprint
+
+    return fingerprint(path)
+
+
+def _result_tables() -> str:
+    from lookahead.identity import RESULT_TABLES
+
+    return ",".join(RESULT_TABLES)
+
+
+class Plugin(BasePlugin):
+    def configure_connection(self, conn: Any) -> None:
+        conn.create_function("lookahead_setting_names", _setting_names, [], "VARCHAR",
+                             side_effects=False)
+        conn.create_function("lookahead_check_settings", _check_settings, ["VARCHAR", "VARCHAR"],
+                             "VARCHAR", side_effects=False)
+        conn.create_function("lookahead_study_json", _study_json, ["VARCHAR"], "VARCHAR",
+                             side_effects=False)
+        conn.create_function("lookahead_settings_hash", _settings_hash, ["VARCHAR"], "VARCHAR",
+                             side_effects=False)
+        conn.create_function("lookahead_result_tables", _result_tables, [], "VARCHAR",
+                             side_effects=False)
+        conn.create_function("lookahead_fingerprint", _fingerprint, ["VARCHAR"], "VARCHAR",
+                             side_effects=True)

@@ -1,0 +1,106 @@
+"""The cache key of every query, computed once for the jobs and for dbt.
+
+The protocol: raw answers are keyed by sha256(task | model_id | row_id or
+entity+target_date | prompt | params), and a cached answer is never used under another
+key. The jobs use these functions to decide what to query; dbt's `int_expected_keys`
+model uses the same functions to decide which raw lines a build uses, so an edited row,
+prompt, parameter or model selects exactly the new answers, and older answers stay in the
+cache unused.
+
+Why the key hashes the prompt as rendered from the study's template, before the
+backend's chat template: the chat template is a fixed function of the model (model_id)
+and of the `chat_template` flag in params, and leaving it out lets dbt (and a cached
+rerun) compute every key without loading a tokenizer. The exact text sent to the model
+is stored in each line's `prompt` field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from lookahead.cache import query_key
+from lookahead.config import Study
+from lookahead.prompts import check_recall_template, render_forecast, render_recall
+from lookahead.rows import unique_pairs
+
+TASKS = ("forecast", "recall", "mink")
+TOP_LOGPROBS = 20  # the protocol: top-20 log-probs at the answer position
+MIN_SAMPLES = 25   # the protocol's floor for the sampling fallback
+KEY_COLUMNS = ("task", "key", "row_id", "entity_id", "target_date")
+
+
+def sampling_fallback(study: Study) -> bool:
+    """Recall by sampling (no log-probs): only when the study says logprobs are unavailable."""
+    return study.get("logprobs_available") is False
+
+
+def task_params(study: Study, task: str) -> dict[str, Any]:
+    """The query parameters of a task, from the study's settings alone."""
+    chat = bool(study["use_chat_template"])
+    if task == "forecast":
+        return {"temperature": 0, "max_tokens": int(study["forecast_max_tokens"]),
+                "top_logprobs": 0 if sampling_fallback(study) else TOP_LOGPROBS, "seed": 0,
+                "n_samples": None, "chat_template": chat}
+    if task == "recall":
+        if sampling_fallback(study):
+            return {"temperature": 1, "max_tokens": 1, "top_logprobs": None,
+                    "seed": int(study["sampling_seed"]),
+                    "n_samples": max(MIN_SAMPLES, int(study["n_samples"])), "chat_template": chat}
+        return {"temperature": 0, "max_tokens": 1, "top_logprobs": TOP_LOGPROBS, "seed": 0,
+                "n_samples": None, "chat_template": chat,
+                "label_synonyms": study.get("recall_label_synonyms") or {}}
+    if task == "mink":
+        return {"temperature": 0, "max_tokens": 0, "top_logprobs": 0, "seed": 0,
+                "n_samples": None, "chat_template": chat, "prompt_logprobs": True}
+    raise ValueError(f"unknown task {task!r}")
+
+
+def recall_prompt(study: Study, pair: dict[str, Any], labels: dict[str, str] | None = None) -> str:
+    """The recall query of one (entity, target date), with the study's labels unless given."""
+    return render_recall(
+        str(study["recall_template"]), outcome_description=str(study["outcome_description"]),
+        reference_period=str(study["reference_period"]), entity_name=str(pair["entity_name"]),
+        ticker=pair.get("ticker"), target_date=str(pair["target_date"]),
+        entity_id=str(pair["entity_id"]),
+        labels=labels or {k: str(v) for k, v in study["recall_labels"].items()},
+    )
+
+
+def row_key(study: Study, task: str, row: dict[str, Any], params: dict[str, Any]) -> str:
+    """Key of a forecast or Min-K% query (one per row: both score the forecast prompt)."""
+    prompt = render_forecast(str(study["forecast_prompt"]), row)
+    return query_key(task, str(study["model_id"]), str(row["row_id"]), prompt, params)
+
+
+def pair_key(study: Study, pair: dict[str, Any], params: dict[str, Any]) -> str:
+    """Key of a recall query (one per entity and target date)."""
+    ident = f"{pair['entity_id']}|{pair['target_date']}"
+    return query_key("recall", str(study["model_id"]), ident, recall_prompt(study, pair), params)
+
+
+def expected_keys(study: Study, rows: pd.DataFrame) -> pd.DataFrame:
+    """Every key the study asks for: one row per (task, key) with what it identifies."""
+    check_recall_template(str(study["recall_template"]))
+    out: list[tuple[str, str, str | None, str | None, str | None]] = []
+    records = rows.to_dict("records")
+    for task in ("forecast", "mink"):
+        params = task_params(study, task)
+        out += [(task, row_key(study, task, r, params), str(r["row_id"]), None, None) for r in records]
+    params = task_params(study, "recall")
+    for p in unique_pairs(rows).to_dict("records"):
+        out.append(("recall", pair_key(study, p, params), None, str(p["entity_id"]), str(p["target_date"])))
+    return pd.DataFrame(out, columns=list(KEY_COLUMNS))
+
+
+def expected_keys_for_build(study_settings: pd.DataFrame) -> pd.DataFrame:
+    """What dbt's `int_expected_keys` builds: the keys of the study a build is for.
+
+    The rows come from the same loader the jobs use (lookahead.rows.load_rows), so the
+    prompts hashed here are exactly the ones the jobs hashed."""
+    from lookahead.rows import load_rows
+
+    study = Study.from_json(str(study_settings["settings_json"].iloc[0]))
+    valid, _ = load_rows(study)
+    return expected_keys(study, valid)
