@@ -23,4 +23,6 @@ select
     {{ sql_string(tojson(var('recall_labels'))) }} as recall_labels,
     nullif({{ sql_string(var('moderator_column', none) or '') }}, '') as moderator_column,
     cast({{ var('bootstrap_draws', 10000) }} as integer) as bootstrap_draws,
-    cast({{ var('bootstrap_seed', 20240101) }} as integer) as bootstrap_seed
+    cast({{ var('bootstrap_seed', 20240101) }} as integer) as bootstrap_seed,
+    cast({{ var('subsample_rows', none) if var('subsample_rows', none) is not none else 'null' }} as bigint) as subsample_rows,
+    cast({{ var('subsample_seed', 0) }} as bigint) as subsample_seed
