@@ -427,12 +427,11 @@ def _subsample_mask(row_id: pd.Series, valid: pd.Series, size: int | None, seed:
 
 
 def stage_observations(settings: Mapping[str, Any], data_path: Path) -> pd.DataFrame:
-    """Read the study's input file and stage it (``stage_rows``); no data rows is an error."""
+    """Read the study's input file and stage it (``stage_rows``).
+
+    A header-only file stages as zero rows: the jobs stop on it with one line, and dbt
+    stops at the singular test tests/dbt/assert_input_has_data_rows.sql."""
     df = read_table(data_path, _setting(settings, "csv_delimiter"))
-    if df.empty:
-        raise StudyConfigError(
-            f"setting 'data_path': '{data_path}' has a header but no data rows; check the file"
-        )
     return stage_rows(df, settings, source=str(data_path))
 
 
@@ -453,6 +452,10 @@ def load_rows(
         settings = {**{k: study.get(k) for k in ROW_SETTINGS},
                     "subsample_rows": subsample[0], "subsample_seed": subsample[1]}
     staged = stage_observations(settings, study.path("data_path"))
+    if staged.empty:
+        raise StudyConfigError(
+            f"setting 'data_path': '{study['data_path']}' has a header but no data rows; check the file"
+        )
     for c in ("text_date", "target_date"):
         staged[c] = staged[c].dt.strftime("%Y-%m-%d").where(staged[c].notna(), None)
     rejected = staged["reject_reason"].notna()
