@@ -6,6 +6,7 @@ select
     k_tokens,
     lap_mink,
     lap_mink_geometric,
-    lap_mink_arithmetic
+    lap_mink_arithmetic,
+    n_invalid_logprobs
 from {{ ref('stg_mink_scores') }}
 where is_current

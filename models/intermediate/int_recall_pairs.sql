@@ -15,6 +15,7 @@ select
     residual_mass,
     censor_bound,
     n_returned,
+    n_invalid_logprobs,
     approximated
 from {{ ref('stg_recall_responses') }}
 where is_current

@@ -114,6 +114,29 @@ def test_duplicated_recall_pair_fails_at_the_gate(built, tmp_path):
     assert not res.has_table("regression_results") and not res.has_table("verdict")
 
 
+def test_bad_logprobs_fail_at_the_gates(built, tmp_path):
+    """A NaN prompt log-prob (it would sort above every number and drop out of the lowest
+    K%) and a +5 on a non-label recall token (P above 1 elsewhere in the line) stop the
+    build at the gates, naming the check."""
+    study, _ = built
+
+    def poison(target):
+        for task, field, value, index in (("mink", "prompt_logprobs", float("nan"), 3),
+                                          ("recall", "top_logprobs", 5.0, -1)):
+            path = target / "raw" / f"{task}.jsonl"
+            lines = [json.loads(x) for x in path.read_text().splitlines()]
+            lines[7][field][index]["logprob"] = value
+            path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+    vars_, target = _broken_copy(tmp_path, study, poison)
+    res = run_dbt(["build"], vars_, target / "db.duckdb")
+    assert res.returncode != 0
+    assert "GX gate 'gate_mink_scores' failed" in res.output
+    assert "GX gate 'gate_recall_pairs' failed" in res.output
+    assert "expect_column_values_to_be_between(n_invalid_logprobs)" in res.output
+    assert not res.has_table("regression_results") and not res.has_table("verdict")
+
+
 def test_dropped_forecast_line_fails_at_the_gate(built, tmp_path):
     study, _ = built
 
@@ -135,6 +158,9 @@ def test_invalid_rows_are_rejected_with_reasons_and_counted(built, tmp_path):
     bad = {
         "target_date not after text_date": {"target_date": "2021-01-01"},
         "non-numeric outcome": {"outcome": "n/a"},
+        "non-finite outcome": {"outcome": "inf"},
+        "missing entity_name": {"entity_name": "\t"},
+        "ambiguous text_date": {"text_date": "10/05/2021"},
         "missing outcome": {"outcome": ""},
         "empty text": {"text": "   "},
         "unparseable text_date": {"text_date": "someday"},
