@@ -45,8 +45,10 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
                    "or $LOOKAHEAD_STUDY")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation (scripts, CI)")
     p.add_argument("--subsample", type=int, default=None, metavar="N",
-                   help="query a seeded random subsample of N valid rows")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="subsample seed (default 0)")
+                   help="query a seeded random subsample of N valid rows (overrides the study's "
+                        "subsample_rows; dbt and the report follow the study file)")
+    p.add_argument("--seed", type=int, default=None, metavar="S",
+                   help="subsample seed (default: the study's subsample_seed, 0)")
     p.add_argument("--allow-sampling", action="store_true",
                    help="permit the sampling fallback (>= 25 samples per query) when the backend "
                         "returns no logprobs")
@@ -98,26 +100,43 @@ class JobContext:
 
 
 def make_context(args: argparse.Namespace, backend: Backend | None = None) -> JobContext:
-    """Load the study and the valid rows (subsampled when asked)."""
+    """Load the study and the rows to query: the valid rows in the study's subsample.
+
+    The rows come from lookahead.rows, the definition dbt staging uses too. The
+    subsample is the study's subsample_rows/subsample_seed; --subsample/--seed override
+    them for this run only, and a note says how to give dbt the same rows."""
     study = load_study(args.study)
-    rows, rejects = load_rows(study)
+    if args.seed is not None and args.subsample is None:
+        raise JobStop("--seed needs --subsample N (or set subsample_rows in the study file)")
+    study_sub = (study.get("subsample_rows"), int(study.get("subsample_seed") or 0))
+    subsample = None
+    if args.subsample is not None:
+        subsample = (args.subsample, args.seed if args.seed is not None else study_sub[1])
+    rows, rejects = load_rows(study, subsample)
+    counts = rejects["reject_reason"].value_counts() if len(rejects) else pd.Series(dtype=int)
+    detail = "; ".join(f"{n} {reason}" for reason, n in counts.items())
     if rows.empty:
-        raise JobStop(f"no valid rows in {study['data_path']} ({len(rejects)} rejected)")
-    print(f"study '{study.get('study_name')}': {len(rows)} valid rows, {len(rejects)} rejected "
-          f"(target_date <= text_date, missing outcome or empty text)")
-    if args.subsample:
-        rows = subsample_rows(rows, args.subsample, args.seed)
-        print(f"subsample: {len(rows)} rows (seed {args.seed})")
+        raise JobStop(f"no valid rows in {study['data_path']} ({len(rejects)} rejected"
+                      + (f": {detail}" if detail else "") + "); see seeds/reject_reasons.csv")
+    print(f"study '{study.get('study_name')}': {len(rows)} rows to query, {len(rejects)} rejected"
+          + (f" ({detail})" if detail else ""))
+    size, seed = subsample or study_sub
+    if size is not None:
+        print(f"subsample: {len(rows)} rows (subsample_rows {size}, seed {seed})")
+        if subsample is not None and subsample != study_sub:
+            print(f"note: dbt build and the report follow the study file: put 'subsample_rows: {size}' "
+                  f"and 'subsample_seed: {seed}' in it so they analyse these same rows")
     elif len(rows) > LARGE_STUDY_ROWS:
         print(f"note: {len(rows)} rows is a large study; consider a seeded random subsample first "
-              f"(--subsample 2000 --seed 0).")
+              f"(subsample_rows: 2000 and subsample_seed: 0 in the study file).")
         if not args.yes and sys.stdin.isatty():
             answer = input("subsample size (blank = all rows): ").strip()
             if answer:
                 if not answer.isdigit():
                     raise JobStop(f"subsample size '{answer}' is not a number")
-                rows = subsample_rows(rows, int(answer), args.seed)
-                print(f"subsample: {len(rows)} rows (seed {args.seed})")
+                rows = subsample_rows(rows, int(answer), study_sub[1])
+                print(f"subsample: {len(rows)} rows (seed {study_sub[1]}); put 'subsample_rows: "
+                      f"{answer}' in the study file so dbt build analyses these same rows")
     return JobContext(study, args, rows, len(rejects), backend)
 
 

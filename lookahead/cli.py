@@ -29,25 +29,29 @@ def dbt_env() -> dict[str, str]:
     return env
 
 
-def dbt_command(args: list[str], study_file: str | None) -> list[str]:
-    """The dbt command line for a study: its file's settings passed as --vars."""
+def dbt_command(args: list[str], study_file: str | None, overrides: dict | None = None) -> list[str]:
+    """The dbt command line for a study: its file's settings (and overrides) passed as --vars."""
     dbt = Path(sys.executable).with_name("dbt")
     cmd = [str(dbt) if dbt.exists() else "dbt", *args, "--project-dir", str(PROJECT_ROOT)]
-    if study_file:
-        cmd += ["--vars", json.dumps(read_study_file(study_file), default=str)]
+    vars_ = {**(read_study_file(study_file) if study_file else {}), **(overrides or {})}
+    if vars_:
+        cmd += ["--vars", json.dumps(vars_, default=str)]
     return cmd
 
 
-def run_dbt(args: list[str], study_file: str | None) -> int:
-    return subprocess.call(dbt_command(args, study_file), cwd=PROJECT_ROOT, env=dbt_env())
+def run_dbt(args: list[str], study_file: str | None, overrides: dict | None = None) -> int:
+    return subprocess.call(dbt_command(args, study_file, overrides), cwd=PROJECT_ROOT, env=dbt_env())
 
 
-def run_jobs(study_file: str | None, yes: bool, extra: list[str]) -> int:
+def run_jobs(study_file: str | None, yes: bool, extra: list[str], overrides: dict | None = None) -> int:
     cmd = [sys.executable, "-m", "llm_jobs.run_all"]
     if study_file:
         cmd += ["--study", study_file]
     if yes:
         cmd.append("--yes")
+    if overrides and overrides.get("subsample_rows") is not None:
+        cmd += ["--subsample", str(overrides["subsample_rows"]),
+                "--seed", str(overrides.get("subsample_seed", 0))]
     return subprocess.call(cmd + extra, cwd=PROJECT_ROOT, env=dbt_env())
 
 
@@ -87,21 +91,29 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--study", help="study file (YAML of dbt var overrides)")
         if name in ("jobs", "run"):
             p.add_argument("--yes", action="store_true", help="do not ask before querying")
+        p.add_argument("--subsample", type=int, default=None, metavar="N",
+                       help="analyse a seeded random subsample of N valid rows (the study "
+                            "setting subsample_rows for this command)")
+        p.add_argument("--seed", type=int, default=None, metavar="S",
+                       help="subsample seed (the setting subsample_seed; default 0)")
     args, extra = parser.parse_known_args(argv)
     if args.study:  # a study file is relative to where you are; paths inside it to the project
         args.study = str(Path(args.study).resolve())
     os.chdir(PROJECT_ROOT)
+    overrides = {}
+    if args.subsample is not None:
+        overrides = {"subsample_rows": args.subsample, "subsample_seed": args.seed or 0}
     try:
-        study = load_study(args.study)
+        study = load_study(args.study, overrides=overrides)
     except StudyConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.command in ("jobs", "run"):
-        rc = run_jobs(args.study, args.yes, extra)
+        rc = run_jobs(args.study, args.yes, extra, overrides)
         if rc or args.command == "jobs":
             return rc
     if args.command in ("build", "run"):
-        rc = run_dbt(["build"], args.study)
+        rc = run_dbt(["build"], args.study, overrides)
         if rc:
             print("error: dbt build failed (see the messages above); no report written", file=sys.stderr)
             return rc

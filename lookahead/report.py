@@ -171,6 +171,14 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
                                           "periods", "recall pairs (entity, target_date)",
                                           "rows without a forecast", "rows with an unparsed forecast")]
     md.append(markdown_table(pd.DataFrame(rows, columns=["", "count"])))
+    left_out = int(metric.get("valid rows outside the subsample", 0) or 0)
+    if left_out:
+        md.append(
+            f"\n**Subsample.** This report analyses a seeded random subsample: "
+            f"{metric.get('valid rows')} of {int(metric.get('valid rows', 0)) + left_out} valid rows "
+            f"(subsample_rows {_fmt(settings.get('subsample_rows'))}, subsample_seed "
+            f"{_fmt(settings.get('subsample_seed'))}); the other {left_out} valid rows were not analysed.\n"
+        )
     if len(period):
         md.append("\n" + markdown_table(period))
     det = _rows(results, "detection", "pre")

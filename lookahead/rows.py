@@ -1,35 +1,278 @@
-"""Input observations for the LLM jobs: read, rename, derive row_id, validate.
+"""The one definition of an input row: read, map, validate, derive row_id, subsample.
 
-The jobs and the dbt staging models must agree on which rows exist and on their row_id,
-otherwise raw lines cannot be merged back. So the rules live here once and the staging
-SQL mirrors them literally:
+The LLM jobs (llm_jobs/common.py) and dbt staging (models/staging/stg_observations.py)
+both call this module, so the jobs never query a row that staging rejects nor skip one
+it keeps, and raw lines always merge back onto their row. Nothing here is re-written in
+SQL.
 
-* row_id, when ``column_map.row_id`` is null, is
-  ``substr(sha256(entity_id || '|' || text_date || '|' || text), 1, 16)`` where
-  entity_id is the value as text (the CSV cell as written), text_date is the parsed
-  date written ``YYYY-MM-DD`` and text is the cell as written (no trimming).
-* A row is valid when target_date > text_date (both parse as dates), outcome is numeric
-  and not missing, and text is non-empty after stripping whitespace. Invalid rows are
-  returned with a reason, never silently dropped.
+Reading (``read_table``)
+    CSV (``.csv``, ``.tsv``, ``.txt``) and parquet (``.parquet``, ``.pq``), suffix in any
+    case. Every column is read as text (``None`` for an empty cell) so ids such as
+    ``007`` and the text cells keep exactly what the file holds. The CSV delimiter is
+    the one of ``, ; tab |`` that occurs most often in the header line outside quotes
+    (comma on a tie or when none occurs); the setting ``csv_delimiter`` forces it.
+    Parquet is read with pyarrow: a time-zone-aware timestamp becomes an ISO timestamp
+    with its offset in the column's own zone (21:00 New York stays 21:00-05:00), a
+    plain date ``YYYY-MM-DD``, numbers their shortest text.
+
+Dates (``parse_dates``), one rule for both date columns
+    * ``YYYY-MM-DD`` (or ``YYYY/MM/DD``), optionally followed by a time ``HH:MM[:SS[.f]]``
+      and an offset (``Z``, ``+05:30``, ``-0500``): the calendar date as written. When the
+      setting ``date_timezone`` names an IANA zone, a timestamp that carries an offset
+      is first converted to that zone; one without an offset is taken as already in it.
+    * a named-month date (``5 Oct 2021``, ``Oct 5, 2021``, ``05-Oct-2021``).
+    * ``date_format`` (a strptime format such as ``%d/%m/%Y``) when set.
+    * numeric day/month forms (``10/05/2021``, ``10.05.2021``) are ambiguous: rejected as
+      "ambiguous <column>" unless ``date_format`` says which order the file uses.
+    * anything else (including spreadsheet serial numbers) is "unparseable <column>".
+
+Validation
+    A row is valid when none of the reasons in ``seeds/reject_reasons.csv`` applies; a
+    rejected row carries the first reason that applies, in the seed's order. Whitespace
+    means Python's ``str.strip`` (tabs, newlines, Unicode spaces); entity_id,
+    entity_name, ticker and a given row_id are stripped, text is kept as written. The
+    outcome must be a finite number.
+
+row_id
+    The ``column_map.row_id`` cell (stripped) when the file has one and the cell is not
+    empty, else the first 16 hex characters of sha256(entity_id|text_date|text) with
+    entity_id and text as written in the file and text_date the parsed date as
+    ``YYYY-MM-DD``. A later valid row with the same derived id is rejected as
+    "duplicate row"; a duplicated id in the row_id column is a settings error.
+
+Subsample (settings ``subsample_rows`` and ``subsample_seed``)
+    The valid rows ranked by sha256(seed|row_id) are kept up to N: the same rows for
+    every job and for dbt, whatever the row order of the file.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import re
+import zoneinfo
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
+import numpy as np
 import pandas as pd
 
-from lookahead.config import PROTOCOL_COLUMNS, Study, StudyConfigError
+from lookahead.config import PROJECT_ROOT, StudyConfigError
 
-REJECT_REASONS = (
-    "unparseable text_date",
-    "unparseable target_date",
-    "target_date not after text_date",
-    "outcome missing or not numeric",
-    "empty text",
+REJECT_REASONS_FILE = PROJECT_ROOT / "seeds" / "reject_reasons.csv"
+CSV_SUFFIXES = (".csv", ".tsv", ".txt")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+DELIMITERS = (",", ";", "\t", "|")
+# The study settings this module reads; dbt passes exactly these to stg_observations.
+ROW_SETTINGS = (
+    "data_path", "column_map", "extra_columns", "csv_delimiter", "date_format",
+    "date_timezone", "subsample_rows", "subsample_seed",
 )
+NAMED_MONTH_FORMATS = (
+    "%d %b %Y", "%d %B %Y", "%b %d, %Y", "%B %d, %Y", "%b %d %Y", "%B %d %Y",
+    "%d-%b-%Y", "%d-%B-%Y",
+)
+_ISO = (
+    r"^(?P<y>\d{4})[-/](?P<m>\d{1,2})[-/](?P<d>\d{1,2})"
+    r"(?:[T ](?P<H>\d{1,2}):(?P<M>\d{2})(?::(?P<S>\d{2})(?:[.,]\d+)?)?"
+    r"\s*(?P<tz>Z|UTC|GMT|[+-]\d{2}(?::?\d{2})?)?)?$"
+)
+_NUMERIC_DAY_MONTH = r"^\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}(?:[ T].*)?$"
+_NON_FINITE = {"inf", "+inf", "-inf", "infinity", "+infinity", "-infinity", "nan", "+nan", "-nan"}
+
+
+@lru_cache(maxsize=1)
+def reject_reasons() -> tuple[str, ...]:
+    """The reject reasons in the order they apply (seeds/reject_reasons.csv)."""
+    with open(REJECT_REASONS_FILE, encoding="utf-8", newline="") as fh:
+        return tuple(r["reason"] for r in csv.DictReader(fh))
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def sniff_delimiter(header_line: str) -> str:
+    """The one of , ; tab | that occurs most often outside quotes in the header line."""
+    counts = dict.fromkeys(DELIMITERS, 0)
+    quoted = False
+    for ch in header_line:
+        if ch == '"':
+            quoted = not quoted
+        elif not quoted and ch in counts:
+            counts[ch] += 1
+    best = max(DELIMITERS, key=lambda d: counts[d])  # max keeps the first on a tie: comma
+    return best if counts[best] else ","
+
+
+def _delimiter_setting(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if value == "tab":
+        return "\t"
+    if isinstance(value, str) and len(value) == 1 and value not in ('"', "\n", "\r"):
+        return value
+    raise StudyConfigError(
+        f"setting 'csv_delimiter': {value!r} must be one character (',', ';', '|', 'tab') or null to sniff it"
+    )
+
+
+def read_table(path: Path, delimiter: str | None = None) -> pd.DataFrame:
+    """The user's CSV or parquet file, every column as text (None for an empty cell)."""
+    if not path.exists():
+        raise StudyConfigError(f"setting 'data_path': file '{path}' does not exist")
+    if path.is_dir():
+        raise StudyConfigError(f"setting 'data_path': '{path}' is a folder, not a file")
+    if path.stat().st_size == 0:
+        raise StudyConfigError(f"setting 'data_path': file '{path}' is empty (0 bytes)")
+    suffix = path.suffix.lower()
+    if suffix in PARQUET_SUFFIXES:
+        return _read_parquet(path)
+    if suffix in CSV_SUFFIXES:
+        return _read_csv(path, _delimiter_setting(delimiter))
+    raise StudyConfigError(
+        f"setting 'data_path': '{path}' must be a .csv, .tsv or .parquet file (any case)"
+    )
+
+
+def _read_csv(path: Path, delimiter: str | None) -> pd.DataFrame:
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        header = fh.readline()
+    sep = delimiter or sniff_delimiter(header)
+    try:
+        df = pd.read_csv(path, dtype=object, keep_default_na=False, sep=sep, encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise StudyConfigError(
+            f"setting 'data_path': '{path}' is not UTF-8 text (byte {err.start}); save it as UTF-8"
+        ) from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise StudyConfigError(
+            f"setting 'data_path': '{path}' cannot be read as CSV with delimiter {sep!r} ({first}); "
+            f"set csv_delimiter if the delimiter was guessed wrong"
+        ) from None
+    df.columns = [str(c) for c in df.columns]
+    return df.where(df != "", None)
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as err:
+        raise StudyConfigError(f"setting 'data_path': '{path}' is not a readable parquet file ({err})") from None
+    out: dict[str, pd.Series] = {}
+    for name, col in zip(table.column_names, table.columns):
+        t = col.type
+        if pa.types.is_timestamp(t):
+            s = col.to_pandas()
+            text = s.dt.strftime("%Y-%m-%dT%H:%M:%S%z" if t.tz else "%Y-%m-%dT%H:%M:%S")
+        elif pa.types.is_string(t) or pa.types.is_large_string(t):
+            text = col.to_pandas()
+        else:
+            try:
+                text = pc.cast(col, pa.string()).to_pandas()
+            except pa.ArrowException:
+                text = pd.Series([None if v is None else str(v) for v in col.to_pylist()])
+        text = text.astype(object)
+        out[str(name)] = text.where(text.notna(), None)
+    return pd.DataFrame(out)
+
+
+# ----------------------------------------------------------------------------- dates
+
+
+def _timezone_setting(value: Any) -> zoneinfo.ZoneInfo | None:
+    if value is None or value == "":
+        return None
+    try:
+        return zoneinfo.ZoneInfo(str(value))
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise StudyConfigError(
+            f"setting 'date_timezone': '{value}' is not an IANA time zone (e.g. America/New_York, UTC)"
+        ) from None
+
+
+def _offset_minutes(tz: pd.Series) -> pd.Series:
+    """'Z' / '+05:30' / '-0500' / '+05' -> signed minutes east of UTC (NaN when absent)."""
+    t = tz.str.upper().replace({"Z": "+00:00", "UTC": "+00:00", "GMT": "+00:00"})
+    sign = np.where(t.str[0] == "-", -1.0, 1.0)
+    digits = t.str[1:].str.replace(":", "", regex=False)
+    hours = pd.to_numeric(digits.str[:2], errors="coerce")
+    mins = pd.to_numeric(digits.str[2:4].replace("", "0"), errors="coerce").fillna(0)
+    return sign * (hours * 60 + mins)
+
+
+def parse_dates(
+    raw: pd.Series, date_format: str | None = None, timezone: Any = None
+) -> tuple[pd.Series, pd.Series]:
+    """(dates as datetime64 at midnight or NaT, status None | 'missing' | 'ambiguous' | 'unparseable').
+
+    The module docstring states the rule; everything is vectorised (1M rows in seconds)."""
+    zone = _timezone_setting(timezone)
+    s = raw.astype(object).where(raw.notna(), None).str.strip()
+    missing = s.isna() | (s == "")
+    out = pd.Series(pd.NaT, index=s.index, dtype="datetime64[ns]")
+    status = pd.Series(None, index=s.index, dtype=object)
+    status[missing] = "missing"
+
+    m = s.str.extract(_ISO, flags=re.IGNORECASE)
+    iso = m["y"].notna() & ~missing
+    if iso.any():
+        mi = m[iso]
+        num = {k: pd.to_numeric(mi[k], errors="coerce") for k in ("y", "m", "d", "H", "M", "S")}
+        day = pd.to_datetime(
+            pd.DataFrame({"year": num["y"], "month": num["m"], "day": num["d"]}), errors="coerce"
+        )
+        hh, mm, ss = num["H"].fillna(0), num["M"].fillna(0), num["S"].fillna(0)
+        bad_time = (hh > 23) | (mm > 59) | (ss > 59)
+        day = day.mask(bad_time)
+        if zone is not None:
+            off = _offset_minutes(mi["tz"].fillna(""))
+            has_off = mi["tz"].notna() & day.notna()
+            if has_off.any():
+                utc = (day[has_off] + pd.to_timedelta(hh[has_off] * 3600 + mm[has_off] * 60 + ss[has_off], unit="s")
+                       - pd.to_timedelta(off[has_off], unit="m"))
+                local = utc.dt.tz_localize("UTC").dt.tz_convert(zone).dt.tz_localize(None).dt.normalize()
+                day = day.astype("datetime64[ns]")
+                day[has_off] = local.astype("datetime64[ns]")
+        out[iso] = day.astype("datetime64[ns]")
+        status[iso & out.isna()] = "unparseable"
+
+    rest = ~missing & ~iso
+    if date_format and rest.any():
+        parsed = _parse_with_format(s[rest], date_format, zone)
+        out[rest] = parsed
+        rest = rest & out.isna()
+    if rest.any():
+        ambiguous = rest & s.str.match(_NUMERIC_DAY_MONTH).fillna(False).astype(bool)
+        status[ambiguous] = "ambiguous"
+        rest = rest & ~ambiguous
+    for fmt in NAMED_MONTH_FORMATS:
+        if not rest.any():
+            break
+        parsed = pd.to_datetime(s[rest], format=fmt, errors="coerce")
+        out[rest] = parsed.astype("datetime64[ns]")
+        rest = rest & out.isna()
+    status[rest] = "unparseable"
+    return out, status
+
+
+def _parse_with_format(s: pd.Series, fmt: str, zone: zoneinfo.ZoneInfo | None) -> pd.Series:
+    try:
+        parsed = pd.to_datetime(s, format=fmt, errors="coerce")
+    except ValueError:  # mixed offsets under %z: compare instants in UTC
+        parsed = pd.to_datetime(s, format=fmt, errors="coerce", utc=True)
+    if isinstance(parsed.dtype, pd.DatetimeTZDtype):
+        parsed = parsed.dt.tz_convert(zone) if zone is not None else parsed
+        parsed = parsed.dt.tz_localize(None)
+    return parsed.dt.normalize().astype("datetime64[ns]")
+
+
+# ----------------------------------------------------------------------------- validation
 
 
 def derive_row_id(entity_id: str, text_date: str, text: str) -> str:
@@ -38,102 +281,199 @@ def derive_row_id(entity_id: str, text_date: str, text: str) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
-def read_table(path: Path) -> pd.DataFrame:
-    """Read the user's CSV or parquet file with every column as text.
-
-    Text (not inferred dtypes) keeps ids such as ``007`` and the exact text cells that
-    row_id hashes; outcome is converted to a number during validation."""
-    if not path.exists():
-        raise StudyConfigError(f"setting 'data_path': file '{path}' does not exist")
-    suffix = path.suffix.lower()
-    if suffix in (".parquet", ".pq"):
-        df = pd.read_parquet(path)
-        return df.apply(lambda s: s.map(_cell_text))
-    if suffix in (".csv", ".txt", ".tsv"):
-        sep = "\t" if suffix == ".tsv" else ","
-        return pd.read_csv(path, dtype=str, keep_default_na=False, sep=sep)
-    raise StudyConfigError(
-        f"setting 'data_path': '{path}' must be a .csv or .parquet file"
-    )
+def _strip(s: pd.Series) -> pd.Series:
+    """Python str.strip on every cell; None for empty results."""
+    t = s.str.strip()
+    return t.where(t.notna() & (t != ""), None)
 
 
-def _cell_text(v: Any) -> str:
-    if v is None or (isinstance(v, float) and v != v):
-        return ""
-    if isinstance(v, pd.Timestamp):
-        return v.strftime("%Y-%m-%d")
-    if hasattr(v, "isoformat") and not isinstance(v, str):
-        return v.isoformat()[:10]
-    return str(v)
+def _setting(settings: Mapping[str, Any], name: str, default: Any = None) -> Any:
+    value = settings.get(name, default) if hasattr(settings, "get") else default
+    return default if value is None else value
 
 
-def _iso_dates(s: pd.Series) -> pd.Series:
-    """Parse dates to 'YYYY-MM-DD' text; unparseable cells become None."""
-    parsed = pd.to_datetime(s.where(s.str.strip() != ""), errors="coerce", format="mixed")
-    return parsed.dt.strftime("%Y-%m-%d").where(parsed.notna(), None)
+def _subsample_setting(settings: Mapping[str, Any]) -> tuple[int | None, int]:
+    n, seed = _setting(settings, "subsample_rows"), _setting(settings, "subsample_seed", 0)
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n <= 0):
+        raise StudyConfigError(f"setting 'subsample_rows': '{n}' must be a positive whole number or null")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise StudyConfigError(f"setting 'subsample_seed': '{seed}' must be a whole number")
+    return n, seed
 
 
-def load_rows(study: Study) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(valid rows, rejected rows with `reject_reason`) under protocol column names.
+def stage_rows(df: pd.DataFrame, settings: Mapping[str, Any], source: str = "the input") -> pd.DataFrame:
+    """Every input row, mapped to the protocol's columns and validated (nothing dropped).
 
-    Extra columns named in ``extra_columns`` are carried along (prompts may use any
-    input column as a placeholder, so all user columns are kept too)."""
-    df = read_table(study.path("data_path"))
-    cmap: dict[str, str | None] = study["column_map"]
-    missing = [f"{proto} -> '{col}'" for proto, col in cmap.items() if col and col not in df.columns]
-    if missing:
+    Columns: source_row_number (1-based), row_id, row_id_derived, entity_id, entity_name,
+    ticker, text, text_date_raw, target_date_raw, outcome_raw, text_date, target_date
+    (datetime64 at midnight), outcome (float), reject_reason (None when valid),
+    in_subsample, then every other input column as text."""
+    cmap: dict[str, str | None] = dict(_setting(settings, "column_map", {}))
+    missing_cols = [f"{p} -> '{c}'" for p, c in cmap.items() if c and c not in df.columns]
+    if missing_cols:
         raise StudyConfigError(
-            f"setting 'column_map': column(s) not in {study['data_path']}: {', '.join(missing)}; "
+            f"setting 'column_map': column(s) not in {source}: {', '.join(missing_cols)}; "
             f"file has {', '.join(map(str, df.columns))}"
         )
-    out = pd.DataFrame(index=df.index)
-    for proto in PROTOCOL_COLUMNS:
-        col = cmap.get(proto)
-        out[proto] = df[col].astype(str) if col else ""
-    for col in df.columns:  # user columns stay available as prompt placeholders
-        if col not in out.columns:
-            out[col] = df[col]
-    out["text_date"] = _iso_dates(out["text_date"].astype(str))
-    out["target_date"] = _iso_dates(out["target_date"].astype(str))
-    if not cmap.get("row_id"):
-        out["row_id"] = [
-            derive_row_id(e, d if d is not None else "", t)
-            for e, d, t in zip(out["entity_id"], out["text_date"], out["text"])
-        ]
-    outcome = pd.to_numeric(out["outcome"].astype(str).str.strip(), errors="coerce")
-    reason = pd.Series([None] * len(out), index=out.index, dtype=object)
-    reason = reason.mask(reason.isna() & out["text_date"].isna(), REJECT_REASONS[0])
-    reason = reason.mask(reason.isna() & out["target_date"].isna(), REJECT_REASONS[1])
-    ok_dates = out["text_date"].notna() & out["target_date"].notna()
-    not_after = ok_dates & ~(out["target_date"].fillna("") > out["text_date"].fillna(""))
-    reason = reason.mask(reason.isna() & not_after, REJECT_REASONS[2])
-    reason = reason.mask(reason.isna() & outcome.isna(), REJECT_REASONS[3])
-    reason = reason.mask(reason.isna() & (out["text"].astype(str).str.strip() == ""), REJECT_REASONS[4])
-    out["outcome"] = outcome
-    dupes = out.loc[reason.isna(), "row_id"].duplicated(keep=False)
-    if dupes.any():
-        ids = out.loc[reason.isna(), "row_id"][dupes].unique()[:5]
+    for extra in _setting(settings, "extra_columns", []) or []:
+        if extra not in df.columns:
+            raise StudyConfigError(f"setting 'extra_columns': column '{extra}' not found in {source}")
+
+    n = len(df)
+    df = df.reset_index(drop=True)
+    none = pd.Series([None] * n, dtype=object)
+
+    def col(proto: str) -> pd.Series:
+        name = cmap.get(proto)
+        return df[name].astype(object) if name else none
+
+    entity_raw, text = col("entity_id"), col("text")
+    text_date_raw, target_date_raw, outcome_raw = col("text_date"), col("target_date"), col("outcome")
+    fmt, tz = _setting(settings, "date_format"), _setting(settings, "date_timezone")
+    text_date, text_status = parse_dates(text_date_raw, fmt, tz)
+    target_date, target_status = parse_dates(target_date_raw, fmt, tz)
+
+    out = pd.DataFrame({"source_row_number": np.arange(1, n + 1, dtype=np.int64)})
+    out["entity_id"] = _strip(entity_raw)
+    out["entity_name"] = _strip(col("entity_name"))
+    out["ticker"] = _strip(col("ticker"))
+    out["text"] = text
+    out["text_date_raw"] = text_date_raw
+    out["target_date_raw"] = target_date_raw
+    out["outcome_raw"] = outcome_raw
+    out["text_date"] = text_date
+    out["target_date"] = target_date
+
+    o = _strip(outcome_raw)
+    number = pd.to_numeric(o, errors="coerce").astype(float)
+    non_finite = o.str.lower().isin(_NON_FINITE).fillna(False).astype(bool) | np.isinf(number)
+    out["outcome"] = number.where(~non_finite & number.notna(), np.nan)
+
+    iso_text_date = text_date.dt.strftime("%Y-%m-%d").where(text_date.notna(), "")
+    derived = pd.Series(
+        [derive_row_id(e, d, t) for e, d, t in zip(
+            entity_raw.where(entity_raw.notna(), ""), iso_text_date, text.where(text.notna(), ""))],
+        dtype=object,
+    )
+    given = _strip(col("row_id")) if cmap.get("row_id") else none
+    dupes = given[given.notna() & given.duplicated(keep=False)]
+    if len(dupes):
+        first = dupes.iloc[0]
+        rows = (out.loc[given == first, "source_row_number"]).tolist()[:3]
         raise StudyConfigError(
-            f"column 'row_id' ({cmap.get('row_id') or 'derived'}) is not unique among valid rows: "
-            f"{', '.join(map(str, ids))}"
+            f"setting 'column_map.row_id': column '{cmap['row_id']}' is not unique: value '{first}' "
+            f"appears {int((given == first).sum())} times (data rows {', '.join(map(str, rows))})"
         )
-    valid = out[reason.isna()].reset_index(drop=True)
-    rejects = out[reason.notna()].assign(reject_reason=reason[reason.notna()]).reset_index(drop=True)
-    return valid, rejects
+    out.insert(1, "row_id", given.where(given.notna(), derived))
+    out.insert(2, "row_id_derived", given.isna())
+
+    checks: dict[str, Callable[[], pd.Series]] = {
+        "missing entity_id": lambda: out["entity_id"].isna(),
+        "missing entity_name": lambda: out["entity_name"].isna(),
+        "empty text": lambda: _strip(text).isna(),
+        "missing text_date": lambda: text_status == "missing",
+        "ambiguous text_date": lambda: text_status == "ambiguous",
+        "unparseable text_date": lambda: text_status == "unparseable",
+        "missing target_date": lambda: target_status == "missing",
+        "ambiguous target_date": lambda: target_status == "ambiguous",
+        "unparseable target_date": lambda: target_status == "unparseable",
+        "target_date not after text_date": lambda: (target_date <= text_date).fillna(False),
+        "missing outcome": lambda: o.isna(),
+        "non-numeric outcome": lambda: number.isna() & ~non_finite,
+        "non-finite outcome": lambda: non_finite,
+        "duplicate row": lambda: _later_duplicates(out["row_id"], reason),
+    }
+    if tuple(checks) != reject_reasons():
+        raise RuntimeError(
+            f"{REJECT_REASONS_FILE} and lookahead/rows.py disagree on the reject reasons: "
+            f"{list(reject_reasons())} vs {list(checks)}"
+        )
+    reason = pd.Series([None] * n, dtype=object)
+    for name, check in checks.items():
+        hit = check().to_numpy(dtype=bool) & reason.isna().to_numpy()
+        reason[hit] = name
+    out["reject_reason"] = reason
+
+    size, seed = _subsample_setting(settings)
+    out["in_subsample"] = _subsample_mask(out["row_id"], reason.isna(), size, seed)
+
+    taken = set(out.columns)
+    for name in df.columns:  # other user columns: extra_columns and prompt placeholders
+        if name not in taken:
+            out[name] = df[name].astype(object)
+    return out
+
+
+def _later_duplicates(row_id: pd.Series, reason: pd.Series) -> pd.Series:
+    """Valid rows whose row_id already belongs to an earlier valid row."""
+    valid = reason.isna()
+    dup = pd.Series(False, index=row_id.index)
+    dup[valid] = row_id[valid].duplicated(keep="first")
+    return dup
+
+
+def _subsample_mask(row_id: pd.Series, valid: pd.Series, size: int | None, seed: int) -> pd.Series:
+    """True for the valid rows in the seeded subsample (all valid rows when size is None)."""
+    if size is None or size >= int(valid.sum()):
+        return valid.copy()
+    rank = pd.Series(
+        [hashlib.sha256(f"{seed}|{r}".encode()).hexdigest() for r in row_id[valid]],
+        index=row_id[valid].index,
+    )
+    keep = rank.sort_values(kind="stable").index[:size]
+    mask = pd.Series(False, index=row_id.index)
+    mask[keep] = True
+    return mask
+
+
+def stage_observations(settings: Mapping[str, Any], data_path: Path) -> pd.DataFrame:
+    """Read the study's input file and stage it (``stage_rows``).
+
+    A header-only file stages as zero rows: the jobs stop on it with one line, and dbt
+    stops at the singular test tests/dbt/assert_input_has_data_rows.sql."""
+    df = read_table(data_path, _setting(settings, "csv_delimiter"))
+    return stage_rows(df, settings, source=str(data_path))
+
+
+# ----------------------------------------------------------------------------- jobs
+
+
+def load_rows(
+    study: Any, subsample: tuple[int | None, int] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(rows the jobs query, rejected rows with `reject_reason`) under protocol column names.
+
+    The rows are the valid rows in the subsample (``subsample`` = (N, seed) overrides the
+    study's subsample_rows/subsample_seed, as the jobs' --subsample/--seed flags do).
+    Dates are ``YYYY-MM-DD`` text, outcome a float, empty cells '' (prompts may use any
+    input column as a placeholder, so all user columns are kept)."""
+    settings: Mapping[str, Any] = study
+    if subsample is not None:
+        settings = {**{k: study.get(k) for k in ROW_SETTINGS},
+                    "subsample_rows": subsample[0], "subsample_seed": subsample[1]}
+    staged = stage_observations(settings, study.path("data_path"))
+    if staged.empty:
+        raise StudyConfigError(
+            f"setting 'data_path': '{study['data_path']}' has a header but no data rows; check the file"
+        )
+    for c in ("text_date", "target_date"):
+        staged[c] = staged[c].dt.strftime("%Y-%m-%d").where(staged[c].notna(), None)
+    rejected = staged["reject_reason"].notna()
+    text_cols = [c for c in staged.columns if c not in ("source_row_number", "row_id_derived",
+                                                           "outcome", "in_subsample", "reject_reason")]
+    staged[text_cols] = staged[text_cols].where(staged[text_cols].notna(), "")
+    rows = staged[~rejected & staged["in_subsample"]]
+    rows = rows.drop(columns=["reject_reason", "in_subsample"]).reset_index(drop=True)
+    rejects = staged[rejected].reset_index(drop=True)
+    return rows, rejects
 
 
 def subsample_rows(rows: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
-    """A seeded random subsample that is the same for every job and any row order.
-
-    Rows are ranked by sha256(seed|row_id), so forecast, recall and Min-K% runs with the
-    same --subsample/--seed pick the same rows and their raw lines merge."""
+    """A seeded random subsample of valid rows (the rule of ``subsample_rows``)."""
     if n <= 0:
         raise StudyConfigError(f"--subsample {n}: must be a positive number of rows")
-    if n >= len(rows):
-        return rows
-    rank = rows["row_id"].map(lambda r: hashlib.sha256(f"{seed}|{r}".encode()).hexdigest())
-    keep = rank.sort_values(kind="stable").index[:n]
-    return rows.loc[sorted(keep)].reset_index(drop=True)
+    mask = _subsample_mask(rows["row_id"], pd.Series(True, index=rows.index), n, seed)
+    return rows[mask].reset_index(drop=True)
 
 
 def unique_pairs(rows: pd.DataFrame) -> pd.DataFrame:
@@ -143,4 +483,3 @@ def unique_pairs(rows: pd.DataFrame) -> pd.DataFrame:
         .loc[:, ["entity_id", "entity_name", "ticker", "target_date"]]
         .reset_index(drop=True)
     )
-

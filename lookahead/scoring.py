@@ -1,9 +1,12 @@
 """Scores computed from raw lines: P(label), Min-K% LAP, the forecast label, confidence.
 
-These are the Python versions of the rules the dbt staging SQL applies to the raw JSONL
-(docs/CONTRACTS.md). The jobs use them for their sanity summaries (parse rate,
-censoring) and the tests compare SQL and Python against each other, so each rule is
-written here in its plainest form.
+P(label) and Min-K% that reach the regressions are computed by the dbt staging SQL
+(models/staging/stg_recall_responses.sql, stg_mink_scores.sql), which stays fast at a
+million lines. The Python versions here are their test oracle (checked against the SQL
+to 1e-12 on a generated corpus of edge cases, tests/python/test_scoring_oracle.py) and
+feed the jobs' console summaries only. The forecast parser below is the opposite: it
+is THE implementation, used by the forecast job and by the dbt Python model
+int_forecasts alike.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ def _field(item: Any, name: str) -> Any:
 def label_probability(top_logprobs: Iterable[Any], label: str) -> float | None:
     """P(label) by the protocol rule; None when the label is censored (absent).
 
-    Sum exp(logprob) over returned tokens whose decoded text, stripped of whitespace and
-    lowercased, equals the label; each token id counts once (APIs sometimes repeat a
-    token); no renormalisation. Absent from the top-k means the mass is unknown
-    (censored), which is not the same as zero."""
+    Entries without a token or a log-prob are dropped; each token id counts once, the
+    first entry with that id (APIs sometimes repeat a token, possibly with another
+    log-prob); an entry without an id is identified by its raw token text. P(label) is
+    the sum of exp(logprob) over the kept entries whose token, stripped of whitespace
+    (str.strip) and lowercased, equals the label; no renormalisation. Absent from the
+    top-k means the mass is unknown (censored), which is not the same as zero."""
     want = label.strip().lower()
     seen: set[Any] = set()
     total = 0.0
@@ -34,16 +39,25 @@ def label_probability(top_logprobs: Iterable[Any], label: str) -> float | None:
     for item in top_logprobs:
         token = _field(item, "token")
         logprob = _field(item, "logprob")
-        if token is None or logprob is None or token.strip().lower() != want:
+        if token is None or logprob is None:
             continue
         tid = _field(item, "token_id")
         ident = ("id", tid) if tid is not None else ("text", token)
         if ident in seen:
             continue
         seen.add(ident)
-        total += math.exp(logprob)
-        found = True
+        if token.strip().lower() == want:
+            total += _exp(logprob)
+            found = True
     return total if found else None
+
+
+def _exp(x: float) -> float:
+    """exp that, like SQL, gives inf on overflow instead of raising."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
 
 
 def sample_frequency(samples: Sequence[str], label: str) -> float:
@@ -51,7 +65,7 @@ def sample_frequency(samples: Sequence[str], label: str) -> float:
     if not samples:
         raise ValueError("no samples to count")
     want = label.strip().lower()
-    return sum(1 for s in samples if s.strip().lower() == want) / len(samples)
+    return sum(1 for s in samples if s is not None and s.strip().lower() == want) / len(samples)
 
 
 @dataclass(frozen=True)
@@ -95,24 +109,26 @@ def recall_scores(record: Mapping[str, Any], labels: Mapping[str, str]) -> Recal
 
 
 def mink_lap(logprobs: Sequence[float | None], k: float = 0.2, mean: str = "geometric") -> float | None:
-    """Min-K% LAP over prompt token log-probs (paper eq. 1).
+    """Min-K% LAP over a prompt's token log-probs, first token included (paper eq. 1).
 
-    The first prompt token has no conditional probability (None) and is skipped, as are
-    any other None entries. The lowest max(1, floor(K*n)) log-probs are kept;
-    ``geometric`` returns exp(mean of them) (eq. 1), ``arithmetic`` the mean of their
-    probabilities (the paper's table notes). None when no scored token remains."""
+    The first prompt token has no conditional probability and is skipped whatever its
+    entry holds; None entries after it are dropped. The lowest max(1, floor(K*n)) of the
+    n remaining log-probs are kept; ``geometric`` returns exp(mean of them) (eq. 1),
+    ``arithmetic`` the mean of their probabilities (the paper's table notes). None when
+    no scored token remains or when one is NaN (a NaN has no place in an ordering)."""
     if not 0 < k <= 1:
         raise ValueError(f"mink_k={k} must be in (0, 1]")
-    vals = sorted(float(x) for x in logprobs if x is not None)
-    if not vals:
+    if mean not in ("geometric", "arithmetic"):
+        raise ValueError(f"mink_mean='{mean}' must be geometric or arithmetic")
+    vals = [float(x) for x in list(logprobs)[1:] if x is not None]
+    if not vals or any(math.isnan(x) for x in vals):
         return None
+    vals.sort()
     m = max(1, int(math.floor(k * len(vals))))
     low = vals[:m]
     if mean == "geometric":
-        return math.exp(sum(low) / m)
-    if mean == "arithmetic":
-        return sum(math.exp(x) for x in low) / m
-    raise ValueError(f"mink_mean='{mean}' must be geometric or arithmetic")
+        return _exp(sum(low) / m)
+    return sum(_exp(x) for x in low) / m
 
 
 # ----------------------------------------------------------------------------- forecast

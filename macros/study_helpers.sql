@@ -32,3 +32,29 @@
 {% macro sql_string(value) -%}
   '{{ value | replace("'", "''") }}'
 {%- endmacro %}
+
+
+{#- The characters Python's str.strip() removes (str.isspace: ASCII whitespace, the
+    information separators 0x1c-0x1f, NEL, NBSP and the Unicode space separators), so
+    that SQL strips a decoded token exactly as the protocol's Python rule does.
+    tests/python/test_scoring_oracle.py checks this list against str.isspace. -#}
+{% macro python_whitespace() -%}
+  {%- set points = [9, 10, 11, 12, 13, 28, 29, 30, 31, 32, 133, 160, 5760, 8192, 8193, 8194, 8195,
+                    8196, 8197, 8198, 8199, 8200, 8201, 8202, 8232, 8233, 8239, 8287, 12288] -%}
+  ({%- for p in points %}chr({{ p }}){% if not loop.last %} || {% endif %}{% endfor -%})
+{%- endmacro %}
+
+
+{#- A decoded token normalised as Python's token.strip().lower(): DuckDB's lower() maps
+    U+0130 (capital I with dot) to 'i' where Python gives 'i' + U+0307, so that one
+    character is rewritten first. -#}
+{% macro py_strip_lower(expr) -%}
+  lower(replace(trim({{ expr }}, {{ python_whitespace() }}), chr(304), 'i' || chr(775)))
+{%- endmacro %}
+
+
+{#- Log-probs that must not feed a score: NaN, infinite or positive (a probability
+    above 1). Used to count them per raw line for the gates. -#}
+{% macro is_invalid_logprob(expr) -%}
+  (isnan({{ expr }}) or isinf({{ expr }}) or {{ expr }} > 0)
+{%- endmacro %}

@@ -20,7 +20,8 @@ select
     scores.k_tokens,
     scores.lap_mink,
     scores.lap_mink_geometric,
-    scores.lap_mink_arithmetic
+    scores.lap_mink_arithmetic,
+    scores.n_invalid_logprobs
 from scores
 inner join expected
     on scores.key = expected.key

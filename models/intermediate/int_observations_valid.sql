@@ -1,4 +1,5 @@
--- Input rows that passed validation; the ones that did not are in `rejected_rows`.
+-- Input rows that passed validation and are in the study's subsample (all valid rows
+-- unless subsample_rows is set); the ones that failed are in `rejected_rows`.
 select
     row_id,
     source_row_number,
@@ -13,4 +14,4 @@ select
     "{{ extra }}"
     {%- endfor %}
 from {{ ref('stg_observations') }}
-where reject_reason is null
+where reject_reason is null and in_subsample

@@ -29,6 +29,7 @@ select
     answers.residual_mass,
     answers.censor_bound,
     answers.n_returned,
+    answers.n_invalid_logprobs,
     answers.approximated
 from answers
 inner join expected

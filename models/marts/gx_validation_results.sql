@@ -4,4 +4,6 @@ select * from {{ ref('gate_forecasts') }}
 union all by name
 select * from {{ ref('gate_recall_pairs') }}
 union all by name
+select * from {{ ref('gate_mink_scores') }}
+union all by name
 select * from {{ ref('gate_panel') }}

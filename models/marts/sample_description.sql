@@ -23,6 +23,9 @@ metrics as (
     union all
     select 'valid rows', 4, count(*) from panel
     union all
+    select 'valid rows outside the subsample', 14, count(*) from observations
+    where reject_reason is null and not in_subsample
+    union all
     select 'pre-cutoff rows', 5, count(*) from panel where sample = 'pre'
     union all
     select 'post-cutoff rows', 6, count(*) from panel where sample = 'post'

@@ -1,10 +1,16 @@
 -- Min-K% LAP (paper eq. 1) from the prompt-token log-probabilities of each forecast
--- prompt: the lowest K% (var mink_k, K=0.2 in the paper; at least one token) of
--- log P(w_n | w_<n). The first prompt token has no conditional probability and is
--- skipped. geometric (paper eq. 1): exp(mean log-prob); arithmetic (the paper's table
--- notes, "averaging the token probabilities"): mean of the probabilities. Which one was
--- used is var mink_mean, recorded in study_settings. List functions work per line, so
--- no unnest, window or regrouping of the token rows is needed.
+-- prompt. This SQL is THE implementation that reaches the regressions
+-- (lookahead.scoring.mink_lap is its test oracle):
+--   1. the first prompt token has no conditional probability and is skipped (whatever
+--      the server returned for it); null log-probs after it are dropped;
+--   2. the lowest max(1, floor(K n)) of the n remaining log-probs are kept (var mink_k,
+--      K=0.2 in the paper);
+--   3. geometric (paper eq. 1): exp(mean log-prob); arithmetic (the paper's table notes,
+--      "averaging the token probabilities"): mean of the probabilities.
+-- A line with a NaN log-prob gets no score (NaN would sort above every number and be
+-- silently left out of the lowest K%), and n_invalid_logprobs counts NaN, infinite or
+-- positive log-probs after the first token (and missing ones), which gate_mink_scores
+-- requires to be 0. Which mean was used is var mink_mean, recorded in study_settings.
 with source as (
 
     select * from {{ source('raw', 'mink') }}
@@ -16,11 +22,20 @@ scored as (
 
     select
         *,
-        list_sort(list_filter(
-            list_transform(prompt_logprobs, lambda t: t.logprob),
-            lambda lp: lp is not null
-        )) as sorted_logprobs
+        list_transform(list_slice(prompt_logprobs, 2, len(prompt_logprobs)), lambda t: t.logprob) as after_first
     from source
+
+),
+
+cleaned as (
+
+    select
+        *,
+        list_sort(list_filter(after_first, lambda lp: lp is not null)) as sorted_logprobs,
+        coalesce(len(list_filter(after_first, lambda lp: lp is null or {{ is_invalid_logprob('lp') }})), 0)
+            as n_invalid_logprobs,
+        coalesce(list_bool_or(list_transform(after_first, lambda lp: isnan(lp))), false) as has_nan
+    from scored
 
 ),
 
@@ -29,8 +44,10 @@ lowest as (
     select
         *,
         len(sorted_logprobs) as n_tokens,
-        list_slice(sorted_logprobs, 1, greatest(1, floor(len(sorted_logprobs) * {{ var('mink_k') }}))) as lowest_logprobs
-    from scored
+        case when not has_nan then
+            list_slice(sorted_logprobs, 1, greatest(1, floor(len(sorted_logprobs) * {{ var('mink_k') }})))
+        end as lowest_logprobs
+    from cleaned
 
 )
 
@@ -49,5 +66,6 @@ select
     {%- else %}
     exp(list_avg(lowest_logprobs)) as lap_mink,
     {%- endif %}
+    n_invalid_logprobs,
     try_cast(finished_at as timestamp) as finished_at
 from lowest

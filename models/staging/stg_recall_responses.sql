@@ -1,11 +1,18 @@
--- Date-only recall answers (protocol step 2) turned into label probabilities.
--- P(label) = sum of exp(logprob) over the returned top-k tokens whose decoded text,
--- stripped and lowercased, equals the label; each token id counted once; no
--- renormalisation. A label absent from the returned tokens is censored: its mass is
--- unknown but below the smallest returned probability (censor_bound); p_<label> is then
--- the lower bound 0 and <label>_censored is true. Sampling-fallback lines (no logprobs)
--- use answer frequencies instead and are marked approximated. List functions work per
--- line, so the tokens are never unnested and regrouped.
+-- Date-only recall answers (protocol step 2) turned into label probabilities. This SQL
+-- is THE implementation of the protocol's P(label) that reaches the regressions
+-- (lookahead.scoring.label_probability is its test oracle):
+--   1. returned entries without a token or a log-prob are dropped;
+--   2. each token id counts once: the first entry with that id is kept (an entry with no
+--      id is identified by its raw token text);
+--   3. P(label) = sum of exp(logprob) over the kept entries whose token, stripped as
+--      Python's str.strip does and lowercased, equals the label; no renormalisation;
+--   4. a label absent from the kept entries is censored: its mass is unknown but below
+--      the smallest returned probability (censor_bound); p_<label> is then the lower
+--      bound 0 and <label>_censored is true.
+-- Sampling-fallback lines (no logprobs) use answer frequencies instead and are marked
+-- approximated. n_invalid_logprobs counts NaN, infinite or positive log-probs in
+-- top_logprobs; gate_recall_pairs requires it to be 0. List functions work per line, so
+-- the tokens are never unnested and regrouped.
 {%- set labels = var('recall_labels') %}
 with source as (
 
@@ -14,19 +21,33 @@ with source as (
 
 ),
 
-tokens as (
+entries as (
 
     select
         *,
         coalesce(approximated, false) as is_sampled,
-        -- one entry per token id (per raw token string where the server gave no ids)
-        list_distinct(list_transform(
-            top_logprobs,
+        list_transform(
+            list_filter(top_logprobs, lambda t: t.token is not null and t.logprob is not null),
             lambda t: {'id': coalesce(cast(t.token_id as varchar), 'text:' || t.token),
-                       'text': lower(trim(t.token)), 'p': exp(t.logprob)}
-        )) as returned,
-        list_transform(samples, lambda s: lower(trim(s))) as answers
+                       'text': {{ py_strip_lower('t.token') }}, 'logprob': t.logprob}
+        ) as kept,
+        list_transform(samples, lambda s: {{ py_strip_lower('s') }}) as answers,
+        coalesce(len(list_filter(top_logprobs, lambda t: {{ is_invalid_logprob('t.logprob') }})), 0)
+            as n_invalid_logprobs
     from source
+
+),
+
+tokens as (
+
+    select
+        *,
+        -- first entry per token id
+        list_filter(
+            kept,
+            lambda t, i: list_position(list_transform(kept, lambda u: u.id), t.id) = i
+        ) as returned
+    from entries
 
 ),
 
@@ -36,12 +57,12 @@ mass as (
         *,
         {%- for name, label in labels.items() %}
         case
-            when is_sampled then list_count(list_filter(answers, lambda a: a = {{ sql_string(label | lower) }})) / len(answers)
-            else list_sum(list_transform(list_filter(returned, lambda t: t.text = {{ sql_string(label | lower) }}), lambda t: t.p))
+            when is_sampled then list_count(list_filter(answers, lambda a: a = {{ sql_string(label | trim | lower) }})) / len(answers)
+            else list_sum(list_transform(list_filter(returned, lambda t: t.text = {{ sql_string(label | trim | lower) }}), lambda t: exp(t.logprob)))
         end as p_{{ name }}_raw,
         {%- endfor %}
         case when is_sampled then len(answers) else len(returned) end as n_returned,
-        case when is_sampled then null else list_min(list_transform(returned, lambda t: t.p)) end as censor_bound
+        case when is_sampled then null else list_min(list_transform(returned, lambda t: exp(t.logprob))) end as censor_bound
     from tokens
 
 )
@@ -63,6 +84,7 @@ select
     coalesce(p_up_raw, 0) - coalesce(p_down_raw, 0) as ud,
     1 - (coalesce(p_up_raw, 0) + coalesce(p_down_raw, 0) + coalesce(p_unknown_raw, 0)) as residual_mass,
     censor_bound,
+    n_invalid_logprobs,
     is_sampled as approximated,
     try_cast(finished_at as timestamp) as finished_at
 from mass

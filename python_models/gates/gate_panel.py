@@ -13,6 +13,7 @@ def model(dbt, session):
     # the row-level gates run first: a fan-out is reported at its cause
     dbt.ref("gate_forecasts")
     dbt.ref("gate_recall_pairs")
+    dbt.ref("gate_mink_scores")
     counts = dbt.ref("merge_row_counts").df()
     panel = dbt.ref("panel").df()
     n_valid = int(counts.loc[counts["step"] == "valid rows", "n_rows"].iloc[0])

@@ -158,6 +158,29 @@ def test_report_refuses_a_verdict_built_from_other_inputs(built, tmp_path):
                                          "cluster": "date"})), database=target / "db.duckdb")
 
 
+def test_bad_logprobs_fail_at_the_gates(built, tmp_path):
+    """A NaN prompt log-prob (it would sort above every number and drop out of the lowest
+    K%) and a +5 on a non-label recall token (P above 1 elsewhere in the line) stop the
+    build at the gates, naming the check."""
+    study, _ = built
+
+    def poison(target):
+        for task, field, value, index in (("mink", "prompt_logprobs", float("nan"), 3),
+                                          ("recall", "top_logprobs", 5.0, -1)):
+            path = target / "raw" / f"{task}.jsonl"
+            lines = [json.loads(x) for x in path.read_text().splitlines()]
+            lines[7][field][index]["logprob"] = value
+            path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+    vars_, target = _broken_copy(tmp_path, study, poison)
+    res = run_dbt(["build"], vars_, target / "db.duckdb")
+    assert res.returncode != 0
+    assert "GX gate 'gate_mink_scores' failed" in res.output
+    assert "GX gate 'gate_recall_pairs' failed" in res.output
+    assert "expect_column_values_to_be_between(n_invalid_logprobs)" in res.output
+    assert not res.has_table("regression_results") and not res.has_table("verdict")
+
+
 def test_dropped_forecast_line_fails_at_the_gate(built, tmp_path):
     study, _ = built
 
@@ -179,6 +202,9 @@ def test_invalid_rows_are_rejected_with_reasons_and_counted(built, tmp_path):
     bad = {
         "target_date not after text_date": {"target_date": "2021-01-01"},
         "non-numeric outcome": {"outcome": "n/a"},
+        "non-finite outcome": {"outcome": "inf"},
+        "missing entity_name": {"entity_name": "\t"},
+        "ambiguous text_date": {"text_date": "10/05/2021"},
         "missing outcome": {"outcome": ""},
         "empty text": {"text": "   "},
         "unparseable text_date": {"text_date": "someday"},
@@ -338,7 +364,8 @@ def test_each_study_builds_into_its_own_database(built, tmp_path):
 
 
 @pytest.mark.parametrize("case, pattern", [
-    ("header only", r"too little data: fewer panel rows than min_panel_rows"),
+    ("header only", r"assert_input_has_data_rows"),
+    ("too few rows", r"too little data: fewer panel rows than min_panel_rows"),
     ("no pre-cutoff rows", r"no pre-cutoff rows: check training_cutoff"),
 ])
 def test_too_little_data_stops_at_the_gate(built, tmp_path, case, pattern):
@@ -352,6 +379,8 @@ def test_too_little_data_stops_at_the_gate(built, tmp_path, case, pattern):
     vars_, target = _broken_copy(tmp_path, study, cut)
     if case == "no pre-cutoff rows":
         vars_["training_cutoff"] = "2000-01-01"
+    if case == "too few rows":
+        vars_["min_panel_rows"] = 5000
     res = run_dbt(["build"], vars_, target / "db.duckdb")
     assert res.returncode != 0
     assert re.search(pattern, res.output), res.output[-3000:]

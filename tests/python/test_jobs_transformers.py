@@ -372,7 +372,7 @@ def test_row_id_derivation_and_validation(tmp_path):
     study = load_study(overrides={"data_path": str(tmp_path / "obs.csv"), "column_map": cmap})
     valid, rejects = load_rows(study)
     assert len(valid) == 10
-    assert sorted(rejects.reject_reason) == ["outcome missing or not numeric", "target_date not after text_date"]
+    assert sorted(rejects.reject_reason) == ["non-numeric outcome", "target_date not after text_date"]
     r = df.iloc[3]
     expect = hashlib.sha256(f"{r.entity_id}|{r.text_date}|{r.text}".encode()).hexdigest()[:16]
     assert derive_row_id(r.entity_id, r.text_date, r.text) == expect

@@ -1,0 +1,253 @@
+"""One definition of an input row (lookahead.rows), used by the LLM jobs and by dbt staging.
+
+The unit tests pin the date rule, the reader and each reject reason; the dbt tests run
+the job-side loader and the dbt model stg_observations on the same files and require
+identical valid rows, row_ids and reasons."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import hashlib
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dbt_runner import run_dbt
+from lookahead.config import StudyConfigError, load_study
+from lookahead.rows import (
+    REJECT_REASONS_FILE,
+    load_rows,
+    parse_dates,
+    read_table,
+    reject_reasons,
+    sniff_delimiter,
+    stage_rows,
+)
+
+CMAP = {"row_id": None, "entity_id": "entity_id", "entity_name": "entity_name", "ticker": "ticker",
+        "text": "text", "text_date": "text_date", "target_date": "target_date", "outcome": "outcome"}
+
+# (entity_id, entity_name, text, text_date, target_date, outcome) -> expected reason (None = valid)
+EDGE_ROWS = [
+    (("E1", "Firm 1", "plain headline", "2021-03-01", "2021-03-02", "0.5"), None),
+    (("  E1 ", "Firm 1", "padded entity id", "2021-03-01", "2021-03-02", "0.1"), None),
+    (("E2", "Firm 2", "\t", "2021-03-01", "2021-03-02", "0.1"), "empty text"),
+    (("E2", "Firm 2", "\u00a0\u2003\n", "2021-03-01", "2021-03-02", "0.1"), "empty text"),
+    (("E2", "Firm 2", "inf outcome", "2021-03-01", "2021-03-02", "inf"), "non-finite outcome"),
+    (("E2", "Firm 2", "-Infinity outcome", "2021-03-01", "2021-03-02", "-Infinity"), "non-finite outcome"),
+    (("E2", "Firm 2", "nan outcome", "2021-03-01", "2021-03-02", "NaN"), "non-finite outcome"),
+    (("E3", "", "empty name", "2021-03-01", "2021-03-02", "0.1"), "missing entity_name"),
+    (("E3", " \t", "blank name", "2021-03-01", "2021-03-02", "0.1"), "missing entity_name"),
+    (("", "Firm 3", "no entity", "2021-03-01", "2021-03-02", "0.1"), "missing entity_id"),
+    (("E4", "Firm 4", "day/month", "10/05/2021", "2021-06-01", "0.1"), "ambiguous text_date"),
+    (("E4", "Firm 4", "day/month target", "2021-05-01", "25/05/2021", "0.1"), "ambiguous target_date"),
+    (("E5", "Firm 5", "NY evening", "2021-03-04T21:00:00-05:00", "2021-03-05T21:00:00-05:00", "0.2"), None),
+    (("E5", "Firm 5", "mixed offsets", "2021-03-04T23:30:00+09:00", "2021-03-05 01:00:00-05:00", "0.2"), None),
+    (("E5", "Firm 5", "UTC Z", "2021-03-04T23:59:59Z", "2021-03-05T00:00:00.000Z", "0.2"), None),
+    (("E6", "Firm 6", "named month", "5 Oct 2021", "Oct 6, 2021", "0.3"), None),
+    (("E6", "Firm 6", "decimal comma", "2021-03-01", "2021-03-02", "1,5"), "non-numeric outcome"),
+    (("E6", "Firm 6", "no outcome", "2021-03-01", "2021-03-02", ""), "missing outcome"),
+    (("E1", "Firm 1", "plain headline", "2021-03-01", "2021-03-02", "0.7"), "duplicate row"),
+    (("E7", "Firm 7", "leap", "2021-02-29", "2021-03-02", "0.1"), "unparseable text_date"),
+    (("E7", "Firm 7", "serial", "2021-03-01", "44321", "0.1"), "unparseable target_date"),
+    (("E7", "Firm 7", "same day", "2021-03-01", "2021-03-01 23:00", "0.1"), "target_date not after text_date"),
+    (("E7", "Firm 7", "no text date", "", "2021-03-02", "0.1"), "missing text_date"),
+    (("E7", "Firm 7", "no target date", "2021-03-01", " ", "0.1"), "missing target_date"),
+    (("E8", " Firm 8 ", "  spaced text, with; separators  ", "2021-03-01", "2021-03-02", " -0.25 "), None),
+]
+
+
+def _write_semicolon_csv(path, rows) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, delimiter=";")
+        w.writerow(["entity_id", "entity_name", "ticker", "text", "text_date", "target_date", "outcome"])
+        for e, name, text, d1, d2, y in rows:
+            w.writerow([e, name, "T", text, d1, d2, y])
+
+
+def _ny_parquet(path, n: int = 200) -> None:
+    """tz-aware New York timestamps at 21:00 (the case that lost 170 of 200 rows)."""
+    ny = "America/New_York"
+    text_ts = pd.date_range("2021-01-04 21:00", periods=n, freq="D", tz=ny)
+    table = pa.table({
+        "entity_id": pa.array([i % 7 for i in range(n)], pa.int64()),
+        "entity_name": [f"Firm {i % 7}" for i in range(n)],
+        "ticker": [f"F{i % 7}" for i in range(n)],
+        "text": [f"headline {i}" for i in range(n)],
+        "text_date": pa.array(text_ts, pa.timestamp("us", tz=ny)),
+        "target_date": pa.array(text_ts + pd.Timedelta(days=1), pa.timestamp("us", tz=ny)),
+        "outcome": pa.array([0.01 * i - 1 for i in range(n)], pa.float64()),
+        "small": pa.array([i % 2 for i in range(n)], pa.int8()),
+    })
+    pq.write_table(table, path)
+
+
+# ----------------------------------------------------------------------------- unit
+
+
+def test_reject_reasons_come_from_the_seed():
+    with open(REJECT_REASONS_FILE, newline="") as fh:
+        seed = [r["reason"] for r in csv.DictReader(fh)]
+    assert list(reject_reasons()) == seed
+    assert {reason for _, reason in EDGE_ROWS if reason} == set(seed)  # every reason exercised
+
+
+@pytest.mark.parametrize("cell, tz, expected, status", [
+    ("2021-03-04", None, "2021-03-04", None),
+    ("2021-03-04T21:00:00-05:00", None, "2021-03-04", None),   # calendar date as written
+    ("2021-03-04T21:00:00-05:00", "UTC", "2021-03-05", None),  # ... unless a zone is named
+    ("2021-03-04T23:30:00+09:00", "America/New_York", "2021-03-04", None),
+    ("2021-03-05 01:00:00-0500", "Asia/Tokyo", "2021-03-05", None),
+    ("2021-03-04 21:00", "UTC", "2021-03-04", None),           # no offset: taken as in the zone
+    ("2021/3/4", None, "2021-03-04", None),
+    ("5 Oct 2021", None, "2021-10-05", None),
+    ("05-Oct-2021", None, "2021-10-05", None),
+    ("10/05/2021", None, None, "ambiguous"),
+    ("25.05.2021", None, None, "ambiguous"),
+    ("44321", None, None, "unparseable"),
+    ("2021-13-01", None, None, "unparseable"),
+    ("2021-03-04T24:00", None, None, "unparseable"),
+    ("  ", None, None, "missing"),
+])
+def test_one_date_rule(cell, tz, expected, status):
+    dates, st = parse_dates(pd.Series([cell], dtype=object), timezone=tz)
+    got = None if pd.isna(dates.iloc[0]) else dates.iloc[0].strftime("%Y-%m-%d")
+    assert got == expected
+    assert (None if pd.isna(st.iloc[0]) else st.iloc[0]) == status
+
+
+def test_date_format_resolves_day_month_order():
+    cells = pd.Series(["10/05/2021", "2021-05-11", "31/12/2021"], dtype=object)
+    dates, st = parse_dates(cells, date_format="%d/%m/%Y")
+    assert list(dates.dt.strftime("%Y-%m-%d")) == ["2021-05-10", "2021-05-11", "2021-12-31"]
+    dates, _ = parse_dates(cells[:1], date_format="%m/%d/%Y")
+    assert dates.iloc[0].strftime("%Y-%m-%d") == "2021-10-05"
+
+
+def test_bad_timezone_setting_names_it():
+    with pytest.raises(StudyConfigError, match="setting 'date_timezone': 'Mars/Olympus'"):
+        parse_dates(pd.Series(["2021-01-01"], dtype=object), timezone="Mars/Olympus")
+
+
+@pytest.mark.parametrize("header, expected", [
+    ("a,b,c\n", ","), ("a;b;c\n", ";"), ("a\tb\tc\n", "\t"), ("a|b|c\n", "|"),
+    ('"x;y",b,c\n', ","), ("single\n", ","),
+])
+def test_sniff_delimiter(header, expected):
+    assert sniff_delimiter(header) == expected
+
+
+def test_stage_rows_reasons_and_row_ids():
+    df = pd.DataFrame([r for r, _ in EDGE_ROWS],
+                      columns=["entity_id", "entity_name", "text", "text_date", "target_date", "outcome"])
+    df = df.where(df != "", None)
+    staged = stage_rows(df, {"column_map": {**CMAP, "ticker": None}})
+    assert [None if pd.isna(r) else r for r in staged["reject_reason"]] == [e for _, e in EDGE_ROWS]
+    padded = staged.iloc[1]
+    assert padded["entity_id"] == "E1"  # stripped for the recall key and the panel
+    expect = hashlib.sha256("  E1 |2021-03-01|padded entity id".encode()).hexdigest()[:16]
+    assert padded["row_id"] == expect  # hashed as written
+    ny = staged.iloc[12]
+    assert (ny["text_date"].date(), ny["target_date"].date()) == (dt.date(2021, 3, 4), dt.date(2021, 3, 5))
+    assert staged["in_subsample"].sum() == staged["reject_reason"].isna().sum()
+
+
+def test_subsample_setting_is_order_free(tmp_path):
+    df = pd.DataFrame({"entity_id": [f"E{i}" for i in range(50)], "entity_name": "F", "text": "t",
+                       "text_date": "2021-01-01", "target_date": "2021-01-02", "outcome": "1"})
+    settings = {"column_map": {**CMAP, "ticker": None}, "subsample_rows": 9, "subsample_seed": 4}
+    a = stage_rows(df, settings)
+    b = stage_rows(df.iloc[::-1].reset_index(drop=True), settings)
+    assert a["in_subsample"].sum() == 9
+    assert set(a.loc[a["in_subsample"], "row_id"]) == set(b.loc[b["in_subsample"], "row_id"])
+    with pytest.raises(StudyConfigError, match="setting 'subsample_rows'"):
+        stage_rows(df, {**settings, "subsample_rows": 0})
+
+
+def test_reader_errors_are_one_line(tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(StudyConfigError, match=r"setting 'data_path': file .*empty.csv' is empty \(0 bytes\)"):
+        read_table(empty)
+    odd = tmp_path / "obs.xlsx"
+    odd.write_text("x")
+    with pytest.raises(StudyConfigError, match="must be a .csv, .tsv or .parquet file"):
+        read_table(odd)
+    one = tmp_path / "one.csv"
+    one.write_text("a\n1\n")
+    with pytest.raises(StudyConfigError, match="setting 'csv_delimiter': ';;' must be one character"):
+        read_table(one, ";;")
+    assert read_table(one, "tab").shape == (1, 1)
+
+
+def test_header_only_file_stops_the_jobs_with_one_line(tmp_path):
+    path = tmp_path / "obs.csv"
+    path.write_text("entity_id,entity_name,ticker,text,text_date,target_date,outcome\n")
+    study = load_study(overrides={"data_path": str(path), "column_map": CMAP})
+    with pytest.raises(StudyConfigError, match="has a header but no data rows"):
+        load_rows(study)
+
+
+def test_forced_delimiter_and_upper_case_suffix(tmp_path):
+    path = tmp_path / "OBS.CSV"
+    _write_semicolon_csv(path, [r for r, _ in EDGE_ROWS[:2]])
+    assert read_table(path).shape == (2, 7)  # sniffed
+    assert read_table(path, ";").shape == (2, 7)
+    assert read_table(path, ",").shape == (2, 1)  # forced wrong: one column, not a crash
+
+
+# ----------------------------------------------------------------------------- jobs vs dbt
+
+
+def _dbt_stage(tmp_path, vars_):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for task in ("forecast", "recall", "mink"):
+        (raw / f"{task}.jsonl").write_text("")
+    vars_["raw_dir"] = str(raw)
+    res = run_dbt(["run", "--select", "stg_observations"], vars_, tmp_path / "db.duckdb")
+    assert res.returncode == 0, res.output[-3000:]
+    types = dict(res.table("(describe stg_observations)")[["column_name", "column_type"]].values)
+    assert (types["text_date"], types["target_date"], types["outcome"]) == ("DATE", "DATE", "DOUBLE")
+    return res.table("stg_observations").sort_values("source_row_number").reset_index(drop=True)
+
+
+def _assert_same_rows(dbt_rows: pd.DataFrame, study) -> pd.DataFrame:
+    valid, rejects = load_rows(study)
+    dbt_valid = dbt_rows[dbt_rows["reject_reason"].isna() & dbt_rows["in_subsample"]]
+    assert list(dbt_valid["row_id"]) == list(valid["row_id"])
+    assert list(dbt_valid["entity_id"]) == list(valid["entity_id"])
+    assert list(dbt_valid["text"]) == list(valid["text"])
+    assert list(dbt_valid["text_date"].dt.strftime("%Y-%m-%d")) == list(valid["text_date"])
+    assert list(dbt_valid["target_date"].dt.strftime("%Y-%m-%d")) == list(valid["target_date"])
+    assert list(dbt_valid["outcome"]) == list(valid["outcome"])
+    dbt_rej = dbt_rows[dbt_rows["reject_reason"].notna()]
+    assert list(dbt_rej["reject_reason"]) == list(rejects["reject_reason"])
+    return valid
+
+
+def test_jobs_and_staging_agree_on_a_semicolon_csv_of_edge_cases(tmp_path):
+    path = tmp_path / "OBS.CSV"
+    _write_semicolon_csv(path, [r for r, _ in EDGE_ROWS])
+    vars_ = {"data_path": str(path), "column_map": CMAP}
+    staged = _dbt_stage(tmp_path, vars_)
+    assert [None if pd.isna(r) else r for r in staged["reject_reason"]] == [e for _, e in EDGE_ROWS]
+    valid = _assert_same_rows(staged, load_study(overrides=vars_))
+    assert len(valid) == sum(1 for _, e in EDGE_ROWS if e is None)
+
+
+def test_jobs_and_staging_agree_on_new_york_parquet_and_subsample(tmp_path):
+    path = tmp_path / "OBS.PARQUET"
+    _ny_parquet(path)
+    vars_ = {"data_path": str(path), "column_map": CMAP, "extra_columns": ["small"],
+             "subsample_rows": 37, "subsample_seed": 5}
+    staged = _dbt_stage(tmp_path, vars_)
+    assert staged["reject_reason"].isna().all()  # no evening row dropped
+    assert staged["in_subsample"].sum() == 37
+    assert staged["text_date"].iloc[0].date() == dt.date(2021, 1, 4)  # 21:00 New York stays 4 January
+    assert staged["entity_id"].iloc[3] == "3" and staged["small"].iloc[1] == "1"
+    valid = _assert_same_rows(staged, load_study(overrides=vars_))
+    assert len(valid) == 37
