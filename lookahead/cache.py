@@ -47,14 +47,6 @@ def query_key(task: str, model_id: str, ident: str, prompt: str, params: Mapping
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def template_sha256(template: str) -> str:
-    """sha256 hex of a prompt template as configured (before filling).
-
-    Recorded in every line's params so that dbt staging (macro is_current_line) can
-    tell lines of the current prompt from lines an earlier prompt left in the cache."""
-    return hashlib.sha256(template.encode("utf-8")).hexdigest()
-
-
 def utc_now() -> str:
     """ISO-8601 UTC timestamp with microseconds (orders lines written in one second)."""
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")

@@ -143,21 +143,24 @@ def test_report_refuses_a_verdict_built_from_other_inputs(built, tmp_path):
     assert verdict["settings_hash"] == here.settings_hash
     assert verdict["data_fingerprint"].startswith("sha256:")
 
-    vars_, target = _broken_copy(tmp_path, study, lambda t: None)
-    shutil.copy(res_ok.db, target / "db.duckdb")
-    moved = {**vars_, "results_dir": str(target / "results")}
-    # same files, same settings (a copy): the report is written
-    write_report(Study(vars=resolve({**study.vars, "results_dir": str(target / "results")})),
-                 database=target / "db.duckdb")
-    with open(target / "raw" / "mink.jsonl", "a") as fh:  # new answers since the build
-        fh.write((study.raw_dir / "mink.jsonl").read_text().splitlines(keepends=True)[0])
-    with pytest.raises(ReportError, match="the input file, the Min-K% answers changed since dbt build"):
-        write_report(Study(vars=resolve(moved)), database=target / "db.duckdb")
-    with pytest.raises(ReportError, match="the study settings changed"):
-        write_report(Study(vars=resolve({**study.vars, "results_dir": str(target / "results"),
-                                         "cluster": "date"})), database=target / "db.duckdb")
-
-
+    db = tmp_path / "db.duckdb"
+    shutil.copy(res_ok.db, db)
+    here = Study(vars=resolve({**study.vars, "results_dir": str(tmp_path / "results")}))
+    assert write_report(here, database=db).verdict == verdict["verdict"]  # current: written
+    saved = {p: p.read_bytes() for p in (study.data_path, study.raw_dir / "mink.jsonl")}
+    try:
+        with open(study.raw_dir / "mink.jsonl", "a") as fh:  # answers added since the build
+            fh.write(saved[study.raw_dir / "mink.jsonl"].decode().splitlines(keepends=True)[0])
+        with pytest.raises(ReportError, match="other inputs: the Min-K% answers changed since dbt build"):
+            write_report(here, database=db)
+        study.data_path.write_bytes(saved[study.data_path].replace(b"Entity 0 news 0", b"Entity 0 news 0!"))
+        with pytest.raises(ReportError, match="other inputs: the input file, the Min-K% answers changed"):
+            write_report(here, database=db)
+    finally:
+        for path, data in saved.items():
+            path.write_bytes(data)
+    with pytest.raises(ReportError, match="other inputs: the study settings changed"):
+        write_report(Study(vars=resolve({**here.vars, "cluster": "date"})), database=db)
 def test_bad_logprobs_fail_at_the_gates(built, tmp_path):
     """A NaN prompt log-prob (it would sort above every number and drop out of the lowest
     K%) and a +5 on a non-label recall token (P above 1 elsewhere in the line) stop the
