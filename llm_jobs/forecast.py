@@ -18,9 +18,10 @@ import pandas as pd
 from lookahead.cache import RawStore, atomic_write_parquet, query_key, template_sha256
 from lookahead.prompts import render_forecast
 from lookahead.scoring import first_token_prob, parse_forecast, parse_stated_confidence, prompt_asks_confidence
+from lookahead.backends.base import QueryFailure
 from llm_jobs.common import (
     EXIT_OK, EXIT_PARSE_RATE, JobContext, JobStop, Query, confirm, logprob_dicts, print_plan,
-    record_skeleton, run_main, run_queries,
+    record_skeleton, require_complete, run_main, run_queries,
 )
 
 TASK = "forecast"
@@ -61,11 +62,14 @@ def run(ctx: JobContext) -> int:
         if pending:
             confirm(f"query {len(pending)} forecasts?", ctx.args.yes)
 
-            def answer(batch: list[Query]) -> list[dict[str, Any]]:
-                gens = ctx.backend.generate([q.prompt for q in batch], params["max_tokens"],
-                                            params["top_logprobs"])
-                out = []
+            def answer(batch: list[Query]) -> list[dict[str, Any] | QueryFailure]:
+                gens = ctx.backend.try_generate([q.prompt for q in batch], params["max_tokens"],
+                                                params["top_logprobs"])
+                out: list[dict[str, Any] | QueryFailure] = []
                 for g in gens:
+                    if isinstance(g, QueryFailure):
+                        out.append(g)
+                        continue
                     top = logprob_dicts(g.top_logprobs)
                     out.append({
                         "response_text": g.response_text, "top_logprobs": top,
@@ -74,8 +78,9 @@ def run(ctx: JobContext) -> int:
                     })
                 return out
 
-            run_queries(store, pending, ctx.batch_size, TASK, answer,
-                        lambda q: record_skeleton(ctx, TASK, q, params))
+            tally = run_queries(store, pending, ctx.batch_size, TASK, answer,
+                                lambda q: record_skeleton(ctx, TASK, q, params))
+            require_complete(tally, store)
         records = store.load({q.key for q in queries})
     return summarize(ctx, queries, records)
 

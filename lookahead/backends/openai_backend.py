@@ -47,7 +47,7 @@ MINK_SOURCES = ("auto", "prompt_logprobs", "echo")
 APIS = ("completions", "chat")
 
 
-class BackendUnsupportedError(RuntimeError):
+class BackendUnsupportedError(BackendFatal):
     """The server lacks a feature the study needs (e.g. prompt log-probabilities)."""
 
 
