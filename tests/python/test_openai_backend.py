@@ -613,3 +613,132 @@ def test_jobs_through_openai_backend_keep_the_key_out_of_files_and_logs(
     for p in written:
         assert secret.encode() not in p.read_bytes(), p
     assert all(secret not in text for text in logs)
+
+
+# ------------------------------------------------------------------ the jobs against faults
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO_TOKENIZER = ROOT / "demo" / "models" / "contaminated"  # a small local tokenizer (labels: 1 token)
+
+
+def write_openai_study(tmp_path: Path, url: str, name: str, n_rows: int, **extra: Any) -> Path:
+    """A study of n_rows synthetic observations against the loopback server."""
+    import yaml
+
+    rows = ["row_id,entity_id,entity_name,ticker,text,text_date,target_date,outcome"]
+    for i in range(n_rows):
+        flaky = " [flaky]" if i == 3 else ""
+        rows.append(f"r{i},E{i % 7},Firm {i % 7},F{i % 7},Firm {i % 7} reports item {i}{flaky},"
+                    f"2021-{1 + i % 12:02d}-{1 + i % 27:02d},2021-{1 + i % 12:02d}-{2 + i % 27:02d},"
+                    f"{(-1) ** i * 0.5}")
+    data = tmp_path / f"{name}.csv"
+    data.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    study = {"study_name": name, "data_path": str(data), "raw_dir": str(tmp_path / name / "raw"),
+             "outputs_dir": str(tmp_path / name / "out"), "model_id": "served-model",
+             "backend": "openai", "base_url": url, "tokenizer_path": str(DEMO_TOKENIZER),
+             "use_chat_template": False, "backend_options": {"backoff_s": 0.01, "timeout_s": 0.5}}
+    study.update(extra)
+    path = tmp_path / f"{name}.yml"
+    path.write_text(yaml.safe_dump(study), encoding="utf-8")
+    return path
+
+
+def raw_answers(raw_dir: Path) -> dict[str, dict[str, Any]]:
+    """key -> the answer fields of every raw line of the three tasks."""
+    out = {}
+    for task in ("forecast", "recall", "mink"):
+        for line in (raw_dir / f"{task}.jsonl").read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            out[rec["key"]] = {k: rec[k] for k in ("task", "response_text", "top_logprobs",
+                                                    "prompt_logprobs", "first_token_prob")}
+    return out
+
+
+def test_fault_storm_jobs_finish_with_a_fault_free_runs_answers(
+    server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+) -> None:
+    """5% of replies faulty (every kind, seeded) plus one query past the retry bound:
+    the first invocation ends with one line and exit 4, the second finishes; the cache
+    holds only complete answers, equal to a fault-free run's; no traceback anywhere."""
+    from llm_jobs import run_all
+    from lookahead.cache import incomplete_reason
+
+    n = 60
+    clean_url, _ = server_factory(vary=True)
+    clean = write_openai_study(tmp_path, clean_url, "clean", n)
+    assert run_all.main(["--study", str(clean), "--yes"]) == 0
+    expected = raw_answers(tmp_path / "clean" / "raw")
+    n_pairs = len({(i % 7, (1 + i % 12, 2 + i % 27)) for i in range(n)})
+    tasks = [a["task"] for a in expected.values()]
+    assert (tasks.count("forecast"), tasks.count("mink"), tasks.count("recall")) == (n, n, n_pairs)
+
+    url, state = server_factory(vary=True, fault_rate=0.05, fault_seed=9)
+    state.flaky_down = True  # the [flaky] row's forecast fails at every attempt in run 1
+    study = write_openai_study(tmp_path, url, "storm", n)
+    capfd.readouterr()
+    first = run_all.main(["--study", str(study), "--yes"])
+    out1 = capfd.readouterr()
+    assert first == 4
+    stop_lines = [l for l in out1.err.splitlines() if l.startswith("stopped:")]
+    assert len(stop_lines) == 1 and "run the same command again to resume" in stop_lines[0]
+    assert "1 of 60 queries got no complete answer" in stop_lines[0] and "HTTP 500" in stop_lines[0]
+    failures = (tmp_path / "storm/raw/forecast.failures.jsonl").read_text().splitlines()
+    assert len(failures) == 1 and json.loads(failures[0])["row_id"] == "r3"
+
+    state.flaky_down = False
+    second = run_all.main(["--study", str(study), "--yes"])
+    out2 = capfd.readouterr()
+    assert second == 0, out2.err
+    got = raw_answers(tmp_path / "storm" / "raw")
+    assert set(state.injected) == set(FAULTS)  # every fault kind was injected at least once
+    assert len(state.injected) >= len(FAULTS)
+    for task in ("forecast", "recall", "mink"):  # no incomplete answer and no NaN in the cache
+        for line in (tmp_path / f"storm/raw/{task}.jsonl").read_text().splitlines():
+            assert "NaN" not in line and incomplete_reason(json.loads(line)) is None
+    assert got == expected  # same keys, same answers as the fault-free run
+    for text in (out1.out, out1.err, out2.out, out2.err):
+        assert "Traceback" not in text
+
+
+def test_a_401_that_echoes_the_key_leaks_it_nowhere(
+    server_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The server quotes the key in its 401 body: the job stops with one line, and the
+    key is in no printed line, no log record and no file the job wrote."""
+    from llm_jobs import run_all
+
+    secret = "sk-echo-" + os.urandom(12).hex()
+    monkeypatch.setenv("LOOKAHEAD_ECHO_KEY", secret)
+    monkeypatch.setenv("OPENAI_LOG", "debug")
+    caplog.set_level(logging.DEBUG)
+    url, state = server_factory(echo_key_401=True)
+    study = write_openai_study(tmp_path, url, "echo", 5, api_key_env="LOOKAHEAD_ECHO_KEY")
+    code = run_all.main(["--study", str(study), "--yes"])
+    captured = capfd.readouterr()
+    assert code == 4
+    assert f"Bearer {secret}" in state.auth_headers and state.requests >= 1
+    lines = [l for l in captured.err.splitlines() if l.startswith("stopped:")]
+    assert len(lines) == 1 and "HTTP 401" in lines[0], captured.err
+    texts = [captured.out, captured.err, caplog.text] + [r.getMessage() for r in caplog.records]
+    texts += [p.read_text(encoding="utf-8", errors="replace") for p in tmp_path.rglob("*") if p.is_file()]
+    assert all(secret not in t for t in texts)
+    assert "Traceback" not in captured.err
+
+
+def test_server_down_ends_with_one_line(server_factory: Any, tmp_path: Path,
+                                        capfd: pytest.CaptureFixture[str]) -> None:
+    from llm_jobs import forecast
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    study = write_openai_study(tmp_path, f"http://127.0.0.1:{port}/v1", "down", 20,
+                               backend_options={"backoff_s": 0.01, "max_retries": 1})
+    code = forecast.main(["--study", str(study), "--yes"])
+    err = capfd.readouterr().err
+    assert code == 4
+    lines = [l for l in err.splitlines() if l.startswith(("stopped:", "error:"))]
+    assert len(lines) == 1 and "server looks down" in lines[0] and "0 of 20 answered" in lines[0]
+    assert "run the same command again to resume" in lines[0] and "Traceback" not in err
+    assert (tmp_path / "down/raw/forecast.jsonl").read_text() == ""
