@@ -327,6 +327,31 @@ def describe_os_error(exc: OSError) -> str:
     return f"cannot use{where}: {what}; {hint.get(exc.errno or 0, 'check the path')}"
 
 
+def guarded_line(fn: Callable[[], int]) -> int:
+    """Run ``fn`` with output masked; an unexpected error ends in one line, not a traceback.
+
+    For commands that print their own progress (the ``lookahead`` wrapper): unlike
+    ``guarded`` it adds no 'done in' line."""
+    with masked_output():
+        try:
+            return fn()
+        except (StudyConfigError, CacheError, FileNotFoundError) as exc:
+            print(f"error: {mask(exc)}", file=sys.stderr)
+            return EXIT_USER_ERROR
+        except OSError as exc:
+            print(f"error: {mask(describe_os_error(exc))}", file=sys.stderr)
+            return EXIT_USER_ERROR
+        except KeyboardInterrupt:
+            print(f"interrupted: finished answers are saved; {RESUME}", file=sys.stderr)
+            return 130
+        except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+            if os.environ.get("LOOKAHEAD_DEBUG"):
+                raise
+            print(f"error: unexpected {type(exc).__name__}: {mask(exc)} "
+                  "(LOOKAHEAD_DEBUG=1 shows the traceback)", file=sys.stderr)
+            return EXIT_UNEXPECTED
+
+
 def guarded(fn: Callable[[], int]) -> int:
     """Run a job; every way it can end prints at most one line, never a traceback.
 
