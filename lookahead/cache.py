@@ -268,9 +268,7 @@ class RawStore:
         if reason:
             raise IncompleteAnswer(f"key {record['key']}: not a complete answer ({reason}); not cached")
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        self._fh.write(line + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        _write_line(self._fh, line, self.path)
         self.keys.add(record["key"])
 
     def record_failure(self, record: Mapping[str, Any]) -> None:
@@ -285,9 +283,20 @@ class RawStore:
         if missing:
             raise ValueError(f"failure record lacks field(s) {missing}")
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        self._failures_fh.write(line + "\n")
-        self._failures_fh.flush()
-        os.fsync(self._failures_fh.fileno())
+        _write_line(self._failures_fh, line, self.failures_path)
+
+
+def _write_line(fh: Any, line: str, path: Path) -> None:
+    """Append one line, flush and fsync; a write error names the file (a full disk says
+    which file it could not grow). A partly written line is a torn tail, cut on reopen."""
+    try:
+        fh.write(line + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    except OSError as exc:
+        if exc.filename:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
