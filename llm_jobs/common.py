@@ -61,7 +61,8 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
                    help="permit the sampling fallback (>= 25 samples per query) when the backend "
                         "returns no logprobs")
     p.add_argument("--accept-low-parse-rate", action="store_true",
-                   help="forecast: continue below 95%% parse rate (you accept the prompt as is)")
+                   help="forecast: continue below 95%% parse rate; records 'accept_low_parse_rate: "
+                        "true' in the study file, which dbt and the report read")
     return p
 
 

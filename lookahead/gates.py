@@ -109,3 +109,28 @@ def run_gate(
         lines = "; ".join(f"{d} [{w}]" if w else d for d, w in zip(failed["detail"], failed["why"]))
         raise GateFailed(f"GX gate '{gate}' failed {len(failed)} of {len(table)} checks: {lines}")
     return table
+
+
+def min_parse_rate(settings: pd.DataFrame) -> float:
+    """The parse-rate floor for gate_panel: the protocol's MIN_PARSE_RATE, or 0 when the
+    study accepted a lower rate (study_settings.accept_low_parse_rate)."""
+    from lookahead.scoring import MIN_PARSE_RATE
+
+    accepted = bool(settings["accept_low_parse_rate"].iloc[0]) if "accept_low_parse_rate" in settings else False
+    return 0.0 if accepted else MIN_PARSE_RATE
+
+
+def check_no_missing_answers(issues: pd.DataFrame) -> None:
+    """Raise GateFailed naming every task with queries that have no answer yet.
+
+    Without this a missing recall line would merely leave a row without LAP, and a
+    query whose answer could not be completed would look like nothing happened. The
+    failures are in <raw_dir>/<task>.failures.jsonl; rerunning the jobs retries them."""
+    missing = issues[issues["issue"].astype(str).str.startswith("no answer")] if len(issues) else issues
+    if len(missing):
+        parts = [f"{t}: {int(n)} x {i}" for t, i, n in
+                 zip(missing["task"], missing["issue"], missing["n_queries"])]
+        raise GateFailed(
+            f"GX gate 'gate_panel' stopped: {int(missing['n_queries'].sum())} LLM queries have no "
+            f"answer ({'; '.join(parts)}); see <raw_dir>/<task>.failures.jsonl and run the LLM "
+            "jobs again to retry them (python -m llm_jobs.run_all --study <file>)")

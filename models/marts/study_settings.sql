@@ -23,4 +23,5 @@ select
     {{ sql_string(tojson(var('recall_labels'))) }} as recall_labels,
     nullif({{ sql_string(var('moderator_column', none) or '') }}, '') as moderator_column,
     cast({{ var('bootstrap_draws', 10000) }} as integer) as bootstrap_draws,
-    cast({{ var('bootstrap_seed', 20240101) }} as integer) as bootstrap_seed
+    cast({{ var('bootstrap_seed', 20240101) }} as integer) as bootstrap_seed,
+    {{ 'true' if (var('accept_low_parse_rate', false) | string | lower) in ('true', 'yes', '1') else 'false' }} as accept_low_parse_rate
