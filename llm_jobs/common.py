@@ -9,19 +9,23 @@ raw file, so a killed job resumes where it stopped and never pays twice.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pandas as pd
 
 from lookahead.backends import Backend, get_backend
-from lookahead.cache import CacheError, RawStore, utc_now
+from lookahead.backends.base import BackendFatal, QueryFailure
+from lookahead.cache import CacheError, RawStore, incomplete_reason, utc_now
 from lookahead.config import Study, StudyConfigError, load_study
 from lookahead.keys import MIN_SAMPLES, sampling_fallback
+from lookahead.masking import MaskedStream, install_log_filter, mask
 from lookahead.rows import load_rows, subsample_rows
 
 LARGE_STUDY_ROWS = 10_000
@@ -29,6 +33,12 @@ LOCAL_BACKENDS = ("transformers", "vllm")
 QUERY_LOG_ENV = "LOOKAHEAD_QUERY_LOG"  # optional: one line per key sent to the model
 
 EXIT_OK, EXIT_DECLINED, EXIT_USER_ERROR, EXIT_PARSE_RATE = 0, 1, 2, 3
+EXIT_INCOMPLETE = 4  # some queries got no complete answer; rerun the same command to resume
+EXIT_UNEXPECTED = 70
+# This many failed queries in a row (no answer between them) mean the server is down or
+# refusing: the job stops instead of paying the full retry bound for every query left.
+STOP_AFTER_FAILURES_IN_A_ROW = 8
+RESUME = "run the same command again to resume"
 
 
 class JobStop(Exception):
@@ -53,7 +63,8 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
                    help="permit the sampling fallback (>= 25 samples per query) when the backend "
                         "returns no logprobs")
     p.add_argument("--accept-low-parse-rate", action="store_true",
-                   help="forecast: continue below 95%% parse rate (you accept the prompt as is)")
+                   help="forecast: continue below 95%% parse rate; records 'accept_low_parse_rate: "
+                        "true' in the study file, which dbt and the report read")
     return p
 
 
@@ -209,17 +220,50 @@ def progress_bar(total: int, desc: str) -> Any:
                 bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]")
 
 
+@dataclass
+class QueryTally:
+    """What one job's query loop achieved: answers written and queries without one."""
+
+    task: str
+    n_pending: int
+    written: int = 0
+    failures: Counter = field(default_factory=Counter)  # reason -> queries
+
+    @property
+    def n_failed(self) -> int:
+        return sum(self.failures.values())
+
+    def reasons(self) -> str:
+        return "; ".join(f"{n} x {r}" for r, n in self.failures.most_common(3))
+
+
+def failure_record(task: str, q: Query, rec: dict[str, Any], reason: str, attempts: int) -> dict[str, Any]:
+    """One line of ``<task>.failures.jsonl``: the key, what it was, why there is no answer."""
+    return {
+        "key": q.key, "task": task, "model_id": rec.get("model_id"), "row_id": q.row_id,
+        "entity_id": q.entity_id, "target_date": q.target_date, "params": rec.get("params"),
+        "reason": mask(reason), "attempts": int(attempts), "failed_at": utc_now(),
+    }
+
+
 def run_queries(
     store: RawStore,
     pending: Sequence[Query],
     batch_size: int,
     desc: str,
-    answer: Callable[[list[Query]], list[dict[str, Any]]],
+    answer: Callable[[list[Query]], list[dict[str, Any] | QueryFailure]],
     base_record: Callable[[Query], dict[str, Any]],
-) -> int:
-    """Ask ``answer`` for each batch, append one line per answer, return lines written."""
+) -> QueryTally:
+    """Ask ``answer`` for each batch; append each complete answer, record each failure.
+
+    Only complete answers reach the cache (lookahead.cache.incomplete_reason); a query
+    that got none within the backend's retry bound goes to ``<task>.failures.jsonl``
+    and stays pending, so the next run asks it again. When the last
+    STOP_AFTER_FAILURES_IN_A_ROW queries all failed the server is taken to be down and
+    the loop stops (JobStop) instead of paying the retry bound for every query left."""
     log_path = os.environ.get(QUERY_LOG_ENV)
-    written = 0
+    tally = QueryTally(desc, len(pending))
+    in_a_row = 0
     with progress_bar(len(pending), desc) as bar:
         for a in range(0, len(pending), batch_size):
             batch = list(pending[a : a + batch_size])
@@ -232,12 +276,38 @@ def run_queries(
             finished = utc_now()
             for q, res in zip(batch, results, strict=True):
                 rec = base_record(q)
-                rec.update(res)
-                rec["started_at"], rec["finished_at"] = started, finished
+                attempts = 1
+                if isinstance(res, QueryFailure):
+                    reason, attempts = res.reason, res.attempts
+                else:
+                    rec.update(res)
+                    rec["started_at"], rec["finished_at"] = started, finished
+                    reason = incomplete_reason(rec)
+                if reason:
+                    store.record_failure(failure_record(desc, q, rec, reason, attempts))
+                    tally.failures[mask(reason)] += 1
+                    in_a_row += 1
+                    continue
                 store.append(rec)
-                written += 1
+                tally.written += 1
+                in_a_row = 0
             bar.update(len(batch))
-    return written
+            if in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, len(pending)) and a + batch_size < len(pending):
+                bar.close()
+                raise JobStop(
+                    f"{desc}: the last {in_a_row} queries all failed ({tally.reasons()}); the server "
+                    f"looks down or is refusing. {tally.written} of {len(pending)} answered and saved; "
+                    f"failures recorded in {store.failures_path}; {RESUME}.", EXIT_INCOMPLETE)
+    return tally
+
+
+def require_complete(tally: QueryTally, store: RawStore) -> None:
+    """Stop the job (non-zero exit, one line) when some queries have no answer yet."""
+    if tally.n_failed:
+        raise JobStop(
+            f"{tally.task}: {tally.n_failed} of {tally.n_pending} queries got no complete answer "
+            f"within the retry bound ({tally.reasons()}); {tally.written} answered and saved; "
+            f"failures recorded in {store.failures_path}; {RESUME}.", EXIT_INCOMPLETE)
 
 
 def record_skeleton(ctx: JobContext, task: str, q: Query, params: dict[str, Any]) -> dict[str, Any]:
@@ -264,18 +334,86 @@ def run_main(job: Callable[[JobContext], int], description: str, argv: Sequence[
     return guarded(lambda: job(make_context(args)))
 
 
-def guarded(fn: Callable[[], int]) -> int:
-    t0 = time.time()
+@contextlib.contextmanager
+def masked_output() -> Iterator[None]:
+    """stdout and stderr pass through lookahead.masking.mask while a job runs."""
+    install_log_filter()
+    saved = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, MaskedStream):
+        sys.stdout = MaskedStream(sys.stdout)  # type: ignore[assignment]
+    if not isinstance(sys.stderr, MaskedStream):
+        sys.stderr = MaskedStream(sys.stderr)  # type: ignore[assignment]
     try:
-        code = fn()
-    except JobStop as exc:
-        print(f"stopped: {exc}", file=sys.stderr)
-        return exc.code
-    except (StudyConfigError, CacheError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USER_ERROR
-    except KeyboardInterrupt:
-        print("interrupted: finished answers are saved; rerun to resume", file=sys.stderr)
-        return 130
-    print(f"done in {time.time() - t0:.1f} s")
-    return code
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def describe_os_error(exc: OSError) -> str:
+    """A file-system failure as one line naming the file and what to do."""
+    where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+    what = exc.strerror or type(exc).__name__
+    hint = {28: "free some space", 27: "the file-size limit is reached (ulimit -f)",
+            13: "make the folder writable or point the setting at one that is",
+            30: "the file system is read-only: point raw_dir/outputs_dir at a writable folder"}
+    return f"cannot use{where}: {what}; {hint.get(exc.errno or 0, 'check the path')}"
+
+
+def guarded_line(fn: Callable[[], int]) -> int:
+    """Run ``fn`` with output masked; an unexpected error ends in one line, not a traceback.
+
+    For commands that print their own progress (the ``lookahead`` wrapper): unlike
+    ``guarded`` it adds no 'done in' line."""
+    with masked_output():
+        try:
+            return fn()
+        except (StudyConfigError, CacheError, FileNotFoundError) as exc:
+            print(f"error: {mask(exc)}", file=sys.stderr)
+            return EXIT_USER_ERROR
+        except OSError as exc:
+            print(f"error: {mask(describe_os_error(exc))}", file=sys.stderr)
+            return EXIT_USER_ERROR
+        except KeyboardInterrupt:
+            print(f"interrupted: finished answers are saved; {RESUME}", file=sys.stderr)
+            return 130
+        except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+            if os.environ.get("LOOKAHEAD_DEBUG"):
+                raise
+            print(f"error: unexpected {type(exc).__name__}: {mask(exc)} "
+                  "(LOOKAHEAD_DEBUG=1 shows the traceback)", file=sys.stderr)
+            return EXIT_UNEXPECTED
+
+
+def guarded(fn: Callable[[], int]) -> int:
+    """Run a job; every way it can end prints at most one line, never a traceback.
+
+    Answers already written stay in the cache whatever happens, so each message ends
+    with how to resume. LOOKAHEAD_DEBUG=1 re-raises unexpected errors for developers."""
+    t0 = time.time()
+    with masked_output():
+        try:
+            code = fn()
+        except JobStop as exc:
+            print(f"stopped: {mask(exc)}", file=sys.stderr)
+            return exc.code
+        except BackendFatal as exc:
+            print(f"stopped: {mask(exc)}; finished answers are saved; {RESUME}.", file=sys.stderr)
+            return EXIT_INCOMPLETE
+        except (StudyConfigError, CacheError, FileNotFoundError) as exc:
+            print(f"error: {mask(exc)}", file=sys.stderr)
+            return EXIT_USER_ERROR
+        except OSError as exc:
+            print(f"error: {mask(describe_os_error(exc))}; finished answers are saved; {RESUME}.",
+                  file=sys.stderr)
+            return EXIT_USER_ERROR
+        except KeyboardInterrupt:
+            print(f"interrupted: finished answers are saved; {RESUME}", file=sys.stderr)
+            return 130
+        except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+            if os.environ.get("LOOKAHEAD_DEBUG"):
+                raise
+            print(f"error: unexpected {type(exc).__name__}: {mask(exc)}; finished answers are "
+                  f"saved; {RESUME} (LOOKAHEAD_DEBUG=1 shows the traceback)", file=sys.stderr)
+            return EXIT_UNEXPECTED
+        print(f"done in {time.time() - t0:.1f} s")
+        return code

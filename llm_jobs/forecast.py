@@ -4,8 +4,11 @@ Run: ``python -m llm_jobs.forecast --study FILE --yes``
 
 The prompt and the label mapping are used verbatim, at temperature 0. After the queries
 the parse rate is reported; below 95% the job stops with a non-zero exit and shows 10
-unparsed answers, because the protocol forbids editing the prompt or parser to fix it
-(rerun with --accept-low-parse-rate once you accept the prompt as the object under test).
+unparsed answers, because the protocol forbids editing the prompt or parser to fix it.
+To accept the prompt as the object under test, set ``accept_low_parse_rate: true`` in
+the study file: that setting is what dbt and the report read (the gate then lets the
+unparsed rows through, they are excluded and counted). The job flag
+--accept-low-parse-rate writes that setting into the study file for you.
 """
 
 from __future__ import annotations
@@ -15,17 +18,21 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from lookahead.cache import RawStore, atomic_write_parquet
+from pathlib import Path
+
+from lookahead.cache import RawStore, atomic_write_parquet, atomic_write_text
 from lookahead.keys import row_key, task_params
 from lookahead.prompts import render_forecast
-from lookahead.scoring import first_token_prob, parse_forecast, parse_stated_confidence, prompt_asks_confidence
+from lookahead.scoring import (
+    MIN_PARSE_RATE, first_token_prob, parse_forecast, parse_stated_confidence, prompt_asks_confidence,
+)
+from lookahead.backends.base import QueryFailure
 from llm_jobs.common import (
     EXIT_OK, EXIT_PARSE_RATE, JobContext, JobStop, Query, confirm, logprob_dicts, print_plan,
-    record_skeleton, run_main, run_queries,
+    record_skeleton, require_complete, run_main, run_queries,
 )
 
 TASK = "forecast"
-MIN_PARSE_RATE = 0.95
 
 
 def plan(ctx: JobContext) -> tuple[list[Query], dict[str, Any]]:
@@ -48,11 +55,14 @@ def run(ctx: JobContext) -> int:
         if pending:
             confirm(f"query {len(pending)} forecasts?", ctx.args.yes)
 
-            def answer(batch: list[Query]) -> list[dict[str, Any]]:
-                gens = ctx.backend.generate([q.prompt for q in batch], params["max_tokens"],
-                                            params["top_logprobs"])
-                out = []
+            def answer(batch: list[Query]) -> list[dict[str, Any] | QueryFailure]:
+                gens = ctx.backend.try_generate([q.prompt for q in batch], params["max_tokens"],
+                                                params["top_logprobs"])
+                out: list[dict[str, Any] | QueryFailure] = []
                 for g in gens:
+                    if isinstance(g, QueryFailure):
+                        out.append(g)
+                        continue
                     top = logprob_dicts(g.top_logprobs)
                     out.append({
                         "response_text": g.response_text, "top_logprobs": top,
@@ -61,8 +71,9 @@ def run(ctx: JobContext) -> int:
                     })
                 return out
 
-            run_queries(store, pending, ctx.batch_size, TASK, answer,
-                        lambda q: record_skeleton(ctx, TASK, q, params))
+            tally = run_queries(store, pending, ctx.batch_size, TASK, answer,
+                                lambda q: record_skeleton(ctx, TASK, q, params))
+            require_complete(tally, store)
         records = store.load({q.key for q in queries})
     return summarize(ctx, queries, records)
 
@@ -94,13 +105,57 @@ def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict
         print(f"parse rate below {MIN_PARSE_RATE:.0%}; 10 unparsed answers:", file=sys.stderr)
         for r in df[~parsed].head(10).itertuples():
             print(f"  row_id {r.row_id}: {r.response_text!r}", file=sys.stderr)
-        if not ctx.args.accept_low_parse_rate:
+        accepted = accepts_low_parse_rate(ctx)
+        if ctx.args.accept_low_parse_rate and not accepted:
+            record_acceptance(ctx)
+            accepted = True
+        if not accepted:
             raise JobStop(
                 "forecast parse rate below 95%: the prompt and parser are not changed automatically "
-                "(protocol step 1). Decide how to proceed; --accept-low-parse-rate keeps the prompt "
-                "as the object under test.", EXIT_PARSE_RATE)
-        print("continuing below 95% (--accept-low-parse-rate)")
+                "(protocol step 1). Decide how to proceed; 'accept_low_parse_rate: true' in the "
+                "study keeps the prompt as the object under test (the report then excludes and "
+                "counts the unparsed rows).", EXIT_PARSE_RATE)
+        print(f"continuing below 95% (accept_low_parse_rate: true): {int((~parsed).sum())} unparsed "
+              "rows will be excluded from the regressions and counted in the report")
     return EXIT_OK
+
+
+def accepts_low_parse_rate(ctx: JobContext) -> bool:
+    """The study's accept_low_parse_rate setting (the record dbt and the report read)."""
+    value = ctx.study.get("accept_low_parse_rate", False)
+    return value is True or str(value).strip().lower() in ("true", "yes", "1")
+
+
+def record_acceptance(ctx: JobContext) -> None:
+    """--accept-low-parse-rate writes ``accept_low_parse_rate: true`` into the study file.
+
+    The acceptance must reach dbt (gate_panel's parse-rate floor) and the report, which
+    read the study file, not this job's flags; without a study file there is nowhere
+    to record it, so the job asks for the setting instead."""
+    import os
+    import re
+
+    from lookahead.config import read_study_file
+
+    study_file = ctx.args.study or os.environ.get("LOOKAHEAD_STUDY")
+    if not study_file:
+        raise JobStop(
+            "--accept-low-parse-rate must be recorded where dbt and the report read it: pass "
+            "--study FILE, or set 'accept_low_parse_rate: true' in dbt_project.yml vars",
+            EXIT_PARSE_RATE)
+    path = Path(study_file)
+    text = path.read_text(encoding="utf-8")
+    line = "accept_low_parse_rate: true  # set by --accept-low-parse-rate"
+    pattern = re.compile(r"^accept_low_parse_rate:.*$", re.MULTILINE)
+    if pattern.search(text):
+        text = pattern.sub(line, text)
+    else:
+        text = text + ("" if text.endswith("\n") or not text else "\n") + line + "\n"
+    atomic_write_text(path, text)
+    if read_study_file(path).get("accept_low_parse_rate") is not True:  # e.g. flow-style YAML
+        raise JobStop(f"could not record 'accept_low_parse_rate: true' in {path}; add it by hand",
+                      EXIT_PARSE_RATE)
+    print(f"recorded 'accept_low_parse_rate: true' in {path} (dbt and the report read it)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,9 +20,10 @@ from lookahead.cache import RawStore, atomic_write_parquet
 from lookahead.keys import row_key, sampling_fallback, task_params
 from lookahead.prompts import render_forecast
 from lookahead.scoring import mink_lap
+from lookahead.backends.base import QueryFailure
 from llm_jobs.common import (
     EXIT_OK, JobContext, JobStop, Query, confirm, logprob_dicts, print_plan, record_skeleton,
-    run_main, run_queries,
+    require_complete, run_main, run_queries,
 )
 
 TASK = "mink"
@@ -49,12 +50,14 @@ def run(ctx: JobContext) -> int:
         if pending:
             confirm(f"score {len(pending)} prompts?", ctx.args.yes)
 
-            def answer(batch: list[Query]) -> list[dict[str, Any]]:
-                lps = ctx.backend.prompt_logprobs([q.prompt for q in batch])
-                return [{"prompt_logprobs": logprob_dicts(lp)} for lp in lps]
+            def answer(batch: list[Query]) -> list[dict[str, Any] | QueryFailure]:
+                lps = ctx.backend.try_prompt_logprobs([q.prompt for q in batch])
+                return [lp if isinstance(lp, QueryFailure) else {"prompt_logprobs": logprob_dicts(lp)}
+                        for lp in lps]
 
-            run_queries(store, pending, ctx.batch_size, TASK, answer,
-                        lambda q: record_skeleton(ctx, TASK, q, params))
+            tally = run_queries(store, pending, ctx.batch_size, TASK, answer,
+                                lambda q: record_skeleton(ctx, TASK, q, params))
+            require_complete(tally, store)
         records = store.load({q.key for q in queries})
     return summarize(ctx, queries, records)
 

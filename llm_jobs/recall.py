@@ -23,9 +23,10 @@ from lookahead.keys import pair_key, recall_prompt, sampling_fallback, task_para
 from lookahead.prompts import check_recall_labels
 from lookahead.rows import unique_pairs
 from lookahead.scoring import recall_scores
+from lookahead.backends.base import QueryFailure
 from llm_jobs.common import (
     EXIT_OK, MIN_SAMPLES, JobContext, JobStop, Query, confirm, logprob_dicts, print_plan,
-    record_skeleton, run_main, run_queries,
+    record_skeleton, require_complete, run_main, run_queries,
 )
 
 TASK = "recall"
@@ -111,18 +112,20 @@ def run(ctx: JobContext) -> int:
             else:
                 confirm(f"query {len(pending)} recall pairs?", ctx.args.yes)
 
-            def answer(batch: list[Query]) -> list[dict[str, Any]]:
+            def answer(batch: list[Query]) -> list[dict[str, Any] | QueryFailure]:
                 prompts = [q.prompt for q in batch]
                 if sampling:
                     samples = ctx.backend.sample(prompts, params["n_samples"], params["seed"], 1)
                     return [{"samples": s, "response_text": s[0] if s else None, "top_logprobs": [],
                              "approximated": True} for s in samples]
-                gens = ctx.backend.generate(prompts, 1, params["top_logprobs"])
-                return [{"response_text": g.response_text, "top_logprobs": logprob_dicts(g.top_logprobs)}
+                gens = ctx.backend.try_generate(prompts, 1, params["top_logprobs"])
+                return [g if isinstance(g, QueryFailure) else
+                        {"response_text": g.response_text, "top_logprobs": logprob_dicts(g.top_logprobs)}
                         for g in gens]
 
-            run_queries(store, pending, ctx.batch_size, TASK, answer,
-                        lambda q: record_skeleton(ctx, TASK, q, params))
+            tally = run_queries(store, pending, ctx.batch_size, TASK, answer,
+                                lambda q: record_skeleton(ctx, TASK, q, params))
+            require_complete(tally, store)
         records = store.load({q.key for q in queries})
     return summarize(ctx, queries, records, labels)
 

@@ -18,6 +18,7 @@ import datetime as dt
 import fcntl
 import hashlib
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -30,8 +31,71 @@ REQUIRED_FIELDS = (
 )
 
 
+FAILURE_FIELDS = (
+    "key", "task", "model_id", "row_id", "entity_id", "target_date", "params", "reason",
+    "attempts", "failed_at",
+)
+
+
 class CacheError(RuntimeError):
     """The raw file is damaged beyond a torn last line, or locked by another job."""
+
+
+class IncompleteAnswer(CacheError):
+    """A record that is no complete answer was offered to the cache (it is refused)."""
+
+
+def _finite_logprob(entry: Any) -> bool:
+    value = entry.get("logprob") if isinstance(entry, Mapping) else None
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def incomplete_reason(record: Mapping[str, Any]) -> str | None:
+    """Why ``record`` is not a complete answer for its task, or None when it is.
+
+    The rule the cache enforces, so that a half answer is never read later as a real
+    one (an empty top-k would read as a censored recall, LAP 0):
+    - forecast: response text, and top log-probs at the first position when they were
+      asked for (params.top_logprobs > 0);
+    - recall: top log-probs (or, in the sampling fallback, all n_samples answers);
+    - mink: a finite log-prob for every prompt token after the first.
+    Every log-prob present must be finite."""
+    task = record.get("task")
+    params = record.get("params") or {}
+    top = record.get("top_logprobs")
+    if top and not all(_finite_logprob(t) for t in top):
+        return "a top log-prob is missing or not finite"
+    if task == "forecast":
+        if not isinstance(record.get("response_text"), str):
+            return "no response text"
+        if (params.get("top_logprobs") or 0) > 0 and not top:
+            return "no top log-probs at the first position"
+        return None
+    if task == "recall":
+        n = params.get("n_samples")
+        if n:
+            samples = record.get("samples") or []
+            if len(samples) != int(n) or not all(isinstance(x, str) for x in samples):
+                return f"{len(samples)} of {n} samples"
+            return None
+        if not top:
+            return "no top log-probs"
+        return None
+    if task == "mink":
+        lps = record.get("prompt_logprobs") or []
+        if not lps:
+            return "no prompt log-probs"
+        if not all(_finite_logprob(t) for t in lps[1:]):
+            return "a prompt token after the first has no finite log-prob"
+        return None
+    return None
+
+
+def failures_path(raw_path: str | os.PathLike[str]) -> Path:
+    """``<raw_dir>/<task>.failures.jsonl`` beside ``<raw_dir>/<task>.jsonl``."""
+    p = Path(raw_path)
+    return p.with_name(p.name[: -len(".jsonl")] + ".failures.jsonl" if p.name.endswith(".jsonl")
+                       else p.name + ".failures.jsonl")
 
 
 def params_json(params: Mapping[str, Any]) -> str:
@@ -128,6 +192,8 @@ class RawStore:
         self.duplicates = 0
         self.repaired_bytes = 0
         self._fh: Any = None
+        self._failures_fh: Any = None
+        self.failures_path = failures_path(self.path)
         self._lock: Any = None
 
     def __enter__(self) -> "RawStore":
@@ -147,6 +213,8 @@ class RawStore:
             self._lock = None
             raise CacheError(f"{self.path} is being written by another job; wait for it to finish") from None
         self.repaired_bytes = repair_torn_tail(self.path)
+        self.failures_path = failures_path(self.path)
+        self.repaired_bytes += repair_torn_tail(self.failures_path)
         self.keys = set()
         self.duplicates = 0
         for rec in iter_records(self.path):  # streamed: Min-K% lines are large
@@ -154,11 +222,16 @@ class RawStore:
                 self.duplicates += 1  # first line wins; never rewritten (append-only)
             self.keys.add(rec["key"])
         self._fh = open(self.path, "a", encoding="utf-8")
+        # created even when empty, so `dbt build` always finds the failures source
+        self._failures_fh = open(self.failures_path, "a", encoding="utf-8")
 
     def close(self) -> None:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+        if self._failures_fh is not None:
+            self._failures_fh.close()
+            self._failures_fh = None
         if self._lock is not None:
             fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
             self._lock.close()
@@ -183,11 +256,39 @@ class RawStore:
             raise ValueError(f"raw record lacks field(s) {missing}")
         if record["key"] in self.keys:
             raise CacheError(f"key {record['key']} is already in {self.path}; refusing a duplicate line")
+        reason = incomplete_reason(record)
+        if reason:
+            raise IncompleteAnswer(f"key {record['key']}: not a complete answer ({reason}); not cached")
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        self._fh.write(line + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        _write_line(self._fh, line, self.path)
         self.keys.add(record["key"])
+
+    def record_failure(self, record: Mapping[str, Any]) -> None:
+        """Append one line to ``<task>.failures.jsonl``: a query that got no complete answer.
+
+        Append-only like the cache (flushed, fsynced). The key stays out of the cache,
+        so the next run asks again; a failure line whose key was answered later is
+        history, and dbt counts only keys without an answer."""
+        if self._failures_fh is None:
+            raise CacheError(f"{self.failures_path} is not open for appending")
+        missing = [f for f in FAILURE_FIELDS if f not in record]
+        if missing:
+            raise ValueError(f"failure record lacks field(s) {missing}")
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        _write_line(self._failures_fh, line, self.failures_path)
+
+
+def _write_line(fh: Any, line: str, path: Path) -> None:
+    """Append one line, flush and fsync; a write error names the file (a full disk says
+    which file it could not grow). A partly written line is a torn tail, cut on reopen."""
+    try:
+        fh.write(line + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    except OSError as exc:
+        if exc.filename:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:

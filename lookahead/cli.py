@@ -78,16 +78,24 @@ def _paper_sections():
     return paper_section
 
 
-def main(argv: list[str] | None = None) -> int:
+JOB_OPTIONS_NOTE = (
+    "Other options (--subsample N, --seed S, --allow-sampling, --accept-low-parse-rate) are "
+    "passed to the LLM jobs; see `python -m llm_jobs.run_all --help`.")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line. Help texts are argparse format strings: a literal percent sign
+    is written %% (as in Min-K%%)."""
     parser = argparse.ArgumentParser(prog="lookahead", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_ in (
-        ("jobs", "run the forecast, recall and Min-K% queries (raw JSONL)"),
+        ("jobs", "run the forecast, recall and Min-K%% queries (raw JSONL)"),
         ("build", "dbt build: validate, merge, gate, regress"),
         ("report", "write results/REPORT.md, CSVs, .dta panels and the Stata do-file"),
         ("run", "jobs, build and report in one go"),
     ):
-        p = sub.add_parser(name, help=help_)
+        p = sub.add_parser(name, help=help_, description=help_.replace("%%", "%"),
+                           epilog=JOB_OPTIONS_NOTE if name in ("jobs", "run") else None)
         p.add_argument("--study", help="study file (YAML of dbt var overrides)")
         if name in ("jobs", "run"):
             p.add_argument("--yes", action="store_true", help="do not ask before querying")
@@ -96,6 +104,18 @@ def main(argv: list[str] | None = None) -> int:
                             "setting subsample_rows for this command)")
         p.add_argument("--seed", type=int, default=None, metavar="S",
                        help="subsample seed (the setting subsample_seed; default 0)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; any failure ends in one line on stderr, never a traceback."""
+    from llm_jobs.common import guarded_line
+
+    return guarded_line(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.study:  # a study file is relative to where you are; paths inside it to the project
         args.study = str(Path(args.study).resolve())

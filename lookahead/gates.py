@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from lookahead.config import PROJECT_ROOT
+from lookahead.config import PROJECT_ROOT, Study
 
 EXPECTATIONS_DIR = PROJECT_ROOT / "expectations"
 
@@ -109,3 +109,27 @@ def run_gate(
         lines = "; ".join(f"{d} [{w}]" if w else d for d, w in zip(failed["detail"], failed["why"]))
         raise GateFailed(f"GX gate '{gate}' failed {len(failed)} of {len(table)} checks: {lines}")
     return table
+
+
+def min_parse_rate(study: Study) -> float:
+    """The parse-rate floor for gate_panel: the protocol's MIN_PARSE_RATE, or 0 when the
+    study accepted a lower rate (setting accept_low_parse_rate)."""
+    from lookahead.scoring import MIN_PARSE_RATE
+
+    return 0.0 if study["accept_low_parse_rate"] else MIN_PARSE_RATE
+
+
+def check_no_missing_answers(issues: pd.DataFrame) -> None:
+    """Raise GateFailed naming every task with queries that have no answer yet.
+
+    Without this a missing recall line would merely leave a row without LAP, and a
+    query whose answer could not be completed would look like nothing happened. The
+    failures are in <raw_dir>/<task>.failures.jsonl; rerunning the jobs retries them."""
+    missing = issues[issues["issue"].astype(str).str.startswith("no answer")] if len(issues) else issues
+    if len(missing):
+        parts = [f"{t}: {int(n)} x {i}" for t, i, n in
+                 zip(missing["task"], missing["issue"], missing["n_queries"])]
+        raise GateFailed(
+            f"GX gate 'gate_panel' stopped: {int(missing['n_queries'].sum())} LLM queries have no "
+            f"answer ({'; '.join(parts)}); see <raw_dir>/<task>.failures.jsonl and run the LLM "
+            "jobs again to retry them (python -m llm_jobs.run_all --study <file>)")

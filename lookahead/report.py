@@ -32,7 +32,7 @@ REGRESSIONS = (
 TABLES = (
     "study_settings", "sample_description", "sample_period", "rejected_rows", "lap_distribution",
     "lap_histogram", "recall_censoring", "forecast_parse_rate", "merge_row_counts",
-    "gx_validation_results", "regression_results", "verdict",
+    "gx_validation_results", "regression_results", "verdict", "query_issues",
 )
 
 
@@ -140,6 +140,11 @@ def _read(results_dir: Path, name: str) -> pd.DataFrame:
     return pd.read_csv(path) if path.exists() else pd.DataFrame()
 
 
+def _truthy(value: object) -> bool:
+    """A boolean setting as read back from a CSV (True, 'True', 'true', 1)."""
+    return str(value).strip().lower() in ("true", "1", "yes")
+
+
 def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
     """(REPORT.md text, verdict) rendered from the CSVs in results_dir."""
     settings = _read(results_dir, "study_settings").iloc[0]
@@ -200,6 +205,15 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
         p = parse.iloc[0]
         md.append(f"\nForecast parse rate: {_fmt(p['parse_rate'])} ({int(p['n_parsed'])} of "
                   f"{int(p['n_responses'])} answers map to a label; protocol floor 0.95).\n")
+        if _truthy(settings.get("accept_low_parse_rate")):
+            md.append(f"**Low parse rate accepted** (setting `accept_low_parse_rate: true`): the "
+                      f"{int(p['n_unparsed'])} rows with an unparsed forecast have no mu_hat and are "
+                      "excluded from the regressions; the prompt was kept as the object under test.\n")
+    issues = _read(results_dir, "query_issues")
+    if len(issues):
+        md.append("\nLLM queries with an issue (a query with no answer is not a censored answer; "
+                  "rerunning the jobs retries it):\n\n"
+                  + markdown_table(issues, ["task", "issue", "n_queries"]))
 
     md.append("\n## 2. LAP distribution, pre vs post cutoff\n\n")
     md.append(f"LAP measure in the regressions: `{settings['lap_measure']}`"

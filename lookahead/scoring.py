@@ -131,6 +131,11 @@ def mink_lap(logprobs: Sequence[float | None], k: float = 0.2, mean: str = "geom
     return sum(_exp(x) for x in low) / m
 
 
+# The protocol's forecast parse-rate floor (step 1). The forecast job stops below it
+# unless the study sets accept_low_parse_rate; gate_panel applies the same floor.
+MIN_PARSE_RATE = 0.95
+
+
 # ----------------------------------------------------------------------------- forecast
 
 def normalize_response(text: str | None) -> str:

@@ -27,6 +27,25 @@ class Generation:
     samples: list[str] | None = None
 
 
+@dataclass
+class QueryFailure:
+    """A query that got no complete answer within the retry bound.
+
+    Returned in place of an answer by ``try_generate`` / ``try_prompt_logprobs`` so that
+    one failed query costs neither the rest of its batch nor a crash: the job records it
+    in ``<task>.failures.jsonl`` and retries it on the next run. ``reason`` is one short
+    line (secrets masked); ``error`` keeps the last exception for callers that re-raise."""
+
+    reason: str
+    attempts: int = 1
+    error: BaseException | None = None
+
+
+class BackendFatal(RuntimeError):
+    """The backend cannot answer any query (bad key, unknown model, server down):
+    retrying other queries would only pay again for the same refusal."""
+
+
 class Backend(ABC):
     """A loaded model. ``name`` goes into every raw line."""
 
@@ -49,6 +68,19 @@ class Backend(ABC):
     @abstractmethod
     def prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob]]:
         """Log-probability of every prompt token given its prefix; the first is None."""
+
+    def try_generate(
+        self, prompts: Sequence[str], max_tokens: int, top_logprobs: int
+    ) -> list[Generation | QueryFailure]:
+        """Like ``generate`` but a failed query comes back as a QueryFailure in its place.
+
+        Local backends either answer the whole batch or raise (a bug or out of memory,
+        not a transient fault), so the default simply calls ``generate``."""
+        return list(self.generate(prompts, max_tokens, top_logprobs))
+
+    def try_prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob] | QueryFailure]:
+        """Like ``prompt_logprobs`` with per-query failures (see ``try_generate``)."""
+        return list(self.prompt_logprobs(prompts))
 
     def sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int) -> list[list[str]]:
         """Sampling fallback (temperature 1) for backends without logprobs."""

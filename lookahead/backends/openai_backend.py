@@ -3,12 +3,16 @@
 Why it looks the way it does:
 - The protocol asks for 8 concurrent requests by default and for respecting rate limits, so
   requests go through a bounded thread pool and every retryable failure (429, 408, 409, 5xx,
-  timeouts, dropped connections) is retried with exponential backoff that waits at least as
-  long as the server's Retry-After says. The client's own retries are switched off so that
-  this one policy (and its counts) is the only one in force.
+  timeouts, dropped connections, and 200 replies that are no complete answer: non-JSON or
+  HTML bodies, missing fields, NaN log-probs) is retried with exponential backoff that
+  waits at least as long as the server's Retry-After says. The client's own retries are
+  switched off so that this one policy (and its counts) is the only one in force. A query
+  still failing at the bound comes back as a QueryFailure in its place (``try_*``
+  methods), so the job records it and keeps the rest of the batch.
 - The API key is read from the environment variable named by the setting ``api_key_env``
-  and is kept only inside the client object: it is never put in ``options``, params, error
-  messages or logs (a logging filter masks it should any library log it).
+  and is kept only inside the client object: it is never put in ``options`` or params,
+  and it is registered with lookahead.masking, which masks it in every message the tool
+  prints, logs or writes (exception text from the client library included).
 - Observations and entity names must not leave the machine without consent: a base_url
   whose host is not loopback is refused unless the setting ``allow_remote`` is true.
 - Min-K% needs the log-probability of every prompt token. Servers offer that in two ways:
@@ -22,6 +26,7 @@ from __future__ import annotations
 import email.utils
 import ipaddress
 import logging
+import math
 import os
 import random
 import threading
@@ -30,8 +35,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence, TypeVar
 from urllib.parse import urlparse
 
-from lookahead.backends.base import Backend, Generation, TokenLogprob
+from lookahead.backends.base import Backend, BackendFatal, Generation, QueryFailure, TokenLogprob
 from lookahead.config import StudyConfigError
+from lookahead.masking import install_log_filter, mask, register_secret
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -41,7 +47,7 @@ MINK_SOURCES = ("auto", "prompt_logprobs", "echo")
 APIS = ("completions", "chat")
 
 
-class BackendUnsupportedError(RuntimeError):
+class BackendUnsupportedError(BackendFatal):
     """The server lacks a feature the study needs (e.g. prompt log-probabilities)."""
 
 
@@ -83,24 +89,52 @@ def parse_retry_after(headers: Any) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-class _MaskSecret(logging.Filter):
-    """Replaces the API key in any log record (ours, openai's, httpx's) before it is emitted."""
+class IncompleteReply(Exception):
+    """A reply that is not a complete answer: non-JSON or HTML body, a missing field, a
+    NaN or infinite log-prob. Retried like a 5xx; never cached.
 
-    def __init__(self, secret: str) -> None:
-        super().__init__()
-        self.secret = secret
+    ``missing_field`` marks a reply that simply lacks an optional feature's field
+    (prompt log-probs): when that persists through every retry on the first Min-K%
+    query, the server is taken not to offer the feature on that route."""
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not self.secret:
-            return True
-        msg = record.getMessage()
-        if self.secret in msg:
-            record.msg = msg.replace(self.secret, "***")
-            record.args = None
-        return True
+    def __init__(self, message: str, missing_field: bool = False) -> None:
+        super().__init__(message)
+        self.missing_field = missing_field
 
 
-_MASK_LOGGERS = ("openai", "httpx", "httpx2", "httpcore", "httpcore2", "lookahead")
+class RouteUnsupported(Exception):
+    """The server rejects a prompt-log-prob route outright (HTTP 400)."""
+
+
+def _first_choice(resp: Any) -> Any:
+    """The first choice of a parsed reply; an IncompleteReply for anything else.
+
+    The openai client returns the body as a plain string when the server answers a
+    non-JSON content type (an HTML error page with status 200, say)."""
+    if isinstance(resp, (str, bytes)) or resp is None:
+        raise IncompleteReply("the reply is not JSON")
+    choices = getattr(resp, "choices", None)
+    if not choices:
+        raise IncompleteReply("the reply has no choices")
+    return choices[0]
+
+
+def _finite(value: Any) -> float:
+    """A log-prob as a finite float (NaN, infinities and non-numbers are incomplete)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise IncompleteReply(f"log-prob {value!r} is not a number") from None
+    if not math.isfinite(number):
+        raise IncompleteReply(f"log-prob {value!r} is not finite")
+    return number
+
+
+def _text(value: Any) -> str:
+    """Response text; a missing (null) text is an incomplete reply, an empty one is not."""
+    if value is None or not isinstance(value, str):
+        raise IncompleteReply("the reply has no response text")
+    return value
 
 
 def _as_bool(value: object, name: str) -> bool:
@@ -178,9 +212,10 @@ class OpenAIBackend(Backend):
                 )
         else:
             key = "EMPTY"  # local servers without --api-key ignore it
-        self._mask = _MaskSecret(key if key_env else "")
-        for name in _MASK_LOGGERS:
-            logging.getLogger(name).addFilter(self._mask)
+        if key_env:
+            register_secret(key)
+        install_log_filter()
+        self._mink_route: str | None = None  # decided on the first Min-K% query
 
         import openai  # main venv and .venv-vllm both have it
 
@@ -194,37 +229,81 @@ class OpenAIBackend(Backend):
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIBackend(model_id={self.model_id!r}, base_url={self.base_url!r}, api={self.api!r})"
 
-    def _with_retries(self, call: Callable[[], T]) -> T:
-        """Run one request, retrying retryable failures with backoff and Retry-After."""
+    def _reason(self, err: BaseException) -> str:
+        """One short, masked line saying why an attempt failed."""
+        oa = self._openai
+        status = getattr(err, "status_code", None)
+        if isinstance(err, IncompleteReply):
+            text = f"incomplete reply: {err}"
+        elif isinstance(err, oa.APITimeoutError):
+            text = f"no reply within timeout_s={self.timeout_s:g}"
+        elif isinstance(err, oa.APIConnectionError):
+            cause = err.__cause__ or err.__context__
+            text = f"connection failed ({type(cause).__name__ if cause else 'no reply'})"
+        elif status is not None:
+            text = f"HTTP {status}"
+        elif isinstance(err, ValueError):  # JSONDecodeError and friends
+            text = f"malformed reply ({type(err).__name__})"
+        else:
+            text = f"malformed reply ({type(err).__name__}: {err})"
+        return mask(text)[:300]
+
+    def _attempt(self, call: Callable[[], T]) -> T | QueryFailure:
+        """Run one query with the retry policy; a QueryFailure when the bound is reached.
+
+        Retried alike, because each is transient on a healthy server: 429/408/409/5xx,
+        timeouts, dropped connections, and 200 replies that are not a complete answer
+        (non-JSON or HTML bodies, missing fields, NaN or infinite log-probs). Not
+        retried: other 4xx (the same request would fail again: a QueryFailure at once),
+        and 401/403/404 (bad key, no access, unknown model: BackendFatal, every query
+        would fail the same way)."""
         oa = self._openai
         attempt = 0
         while True:
             try:
                 return call()
-            except (oa.APITimeoutError, oa.APIConnectionError, oa.APIStatusError) as err:
+            except RouteUnsupported:
+                raise
+            except (oa.AuthenticationError, oa.PermissionDeniedError, oa.NotFoundError) as err:
+                raise BackendFatal(mask(
+                    f"backend 'openai' ({self.base_url}) refused the request with HTTP "
+                    f"{err.status_code} ({type(err).__name__}): check api_key_env, served_model "
+                    "and base_url")) from None
+            except (oa.APIError, IncompleteReply, AttributeError, TypeError, KeyError, IndexError,
+                    ValueError) as err:
                 status = getattr(err, "status_code", None)
+                reason = self._reason(err)
                 retryable = status is None or status in RETRYABLE_STATUS or status >= 500
-                if not retryable or attempt >= self.max_retries:
-                    raise
+                if not retryable:
+                    return QueryFailure(reason, attempt + 1, err)
+                if attempt >= self.max_retries:
+                    return QueryFailure(f"{reason} (after {attempt + 1} attempts)", attempt + 1, err)
                 wait = min(self.backoff_max_s, self.backoff_s * (2**attempt))
                 wait *= 1 + 0.1 * random.random()  # jitter so 8 threads do not retry in step
                 response = getattr(err, "response", None)
                 after = parse_retry_after(getattr(response, "headers", None))
                 if after is not None:
                     wait = max(wait, min(after, self.backoff_max_s * 4))
-                log.warning(
-                    "backend 'openai': %s (attempt %d of %d), retrying in %.2f s",
-                    f"HTTP {status}" if status else type(err).__name__,
-                    attempt + 1, self.max_retries + 1, wait,
-                )
+                log.debug("backend 'openai': %s (attempt %d of %d), retrying in %.2f s",
+                          reason, attempt + 1, self.max_retries + 1, wait)
                 with self._lock:
                     self.retries_done += 1
                 time.sleep(wait)
                 attempt += 1
 
-    def _map(self, fn: Callable[[str], T], prompts: Sequence[str]) -> list[T]:
+    def _map(self, fn: Callable[[str], T], prompts: Sequence[str]) -> list[T | QueryFailure]:
         """Apply ``fn`` to every prompt with at most ``concurrency`` requests in flight."""
-        return list(self._pool.map(lambda p: self._with_retries(lambda: fn(p)), prompts))
+        return list(self._pool.map(lambda p: self._attempt(lambda: fn(p)), prompts))
+
+    @staticmethod
+    def _raise_first(results: Sequence[T | QueryFailure]) -> list[T]:
+        """The all-or-nothing form: the first failure's exception is raised."""
+        for r in results:
+            if isinstance(r, QueryFailure):
+                if r.error is not None:
+                    raise r.error
+                raise IncompleteReply(r.reason)
+        return list(results)  # type: ignore[arg-type]
 
     def _tokenizer_or_fail(self) -> Any:
         if self._tokenizer is None:
@@ -257,6 +336,11 @@ class OpenAIBackend(Backend):
         self, prompts: Sequence[str], max_tokens: int, top_logprobs: int
     ) -> list[Generation]:
         """Temperature 0; the top-k alternatives at the first generated position."""
+        return self._raise_first(self.try_generate(prompts, max_tokens, top_logprobs))
+
+    def try_generate(
+        self, prompts: Sequence[str], max_tokens: int, top_logprobs: int
+    ) -> list[Generation | QueryFailure]:
         if self.api == "chat":
             return self._map(lambda p: self._chat_one(p, max_tokens, top_logprobs), prompts)
         return self._map(lambda p: self._completion_one(p, max_tokens, top_logprobs), prompts)
@@ -266,14 +350,17 @@ class OpenAIBackend(Backend):
             model=self.served_model, prompt=prompt, max_tokens=max_tokens,
             temperature=0, logprobs=k if k > 0 else None,
         )
-        choice = resp.choices[0]
+        choice = _first_choice(resp)
         top: list[TokenLogprob] = []
-        lp = choice.logprobs
-        if k > 0 and lp is not None and lp.top_logprobs:
-            first = lp.top_logprobs[0] or {}
-            top = [TokenLogprob(None, tok, float(v)) for tok, v in first.items()]
+        if k > 0:
+            lp = choice.logprobs
+            tops = getattr(lp, "top_logprobs", None) if lp is not None else None
+            first = tops[0] if tops else None
+            if not first:
+                raise IncompleteReply("no top log-probs at the first position")
+            top = [TokenLogprob(None, str(tok), _finite(v)) for tok, v in first.items()]
             top.sort(key=lambda t: -float(t.logprob))  # type: ignore[arg-type]
-        return Generation(prompt=prompt, response_text=choice.text or "", top_logprobs=top)
+        return Generation(prompt=prompt, response_text=_text(choice.text), top_logprobs=top)
 
     def _chat_one(self, prompt: str, max_tokens: int, k: int) -> Generation:
         kwargs: dict[str, Any] = {}
@@ -283,43 +370,76 @@ class OpenAIBackend(Backend):
             model=self.served_model, messages=[{"role": "user", "content": prompt}],
             max_tokens=max_tokens, temperature=0, **kwargs,
         )
-        choice = resp.choices[0]
+        choice = _first_choice(resp)
         top: list[TokenLogprob] = []
-        content = getattr(choice.logprobs, "content", None) if choice.logprobs else None
-        if k > 0 and content:
-            top = [TokenLogprob(None, t.token, float(t.logprob)) for t in content[0].top_logprobs]
-        return Generation(
-            prompt=prompt, response_text=choice.message.content or "", top_logprobs=top
-        )
+        if k > 0:
+            content = getattr(choice.logprobs, "content", None) if choice.logprobs else None
+            first = content[0].top_logprobs if content else None
+            if not first:
+                raise IncompleteReply("no top log-probs at the first position")
+            top = [TokenLogprob(None, str(t.token), _finite(t.logprob)) for t in first]
+        return Generation(prompt=prompt, response_text=_text(choice.message.content),
+                          top_logprobs=top)
 
     def prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob]]:
         """Log-probability of each prompt token (first None), via whatever the server offers."""
+        return self._raise_first(self.try_prompt_logprobs(prompts))
+
+    def try_prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob] | QueryFailure]:
+        """Per-prompt token log-probs; a prompt without a complete answer is a QueryFailure.
+
+        The route (vLLM's prompt_logprobs or legacy echo) is decided once, on the first
+        prompt: a route is unsupported only when the server rejects it (HTTP 400) or never
+        includes the field within the retry bound. A reply that lacks the field after the
+        route is known is an incomplete reply and is retried like a 5xx."""
         if not prompts:
             return []
-        order = {"auto": ("prompt_logprobs", "echo"), "prompt_logprobs": ("prompt_logprobs",),
-                 "echo": ("echo",)}[self.mink_source]
-        tried: list[str] = []
-        for source in order:
-            fn = self._prompt_lp_vllm if source == "prompt_logprobs" else self._prompt_lp_echo
-            first = self._with_retries(lambda: fn(prompts[0]))
-            if first is None:
-                tried.append(source)
-                continue
-            self.mink_source = source  # the server answered: use the same route for the rest
-            rest = self._map(fn, prompts[1:]) if len(prompts) > 1 else []
-            if any(r is None for r in rest):
-                raise BackendUnsupportedError(
-                    f"backend 'openai' ({self.base_url}): the server stopped returning "
-                    f"prompt log-probabilities via {source} part way through"
-                )
-            return [first, *rest]  # type: ignore[list-item]
-        raise BackendUnsupportedError(
-            f"backend 'openai' ({self.base_url}) offers no prompt token log-probabilities "
-            f"(tried: {', '.join(tried)}); Min-K% needs them. Use lap_measure: recall, "
-            "or the vllm or transformers backend."
-        )
+        if self._mink_route is None:
+            order = {"auto": ("prompt_logprobs", "echo"), "prompt_logprobs": ("prompt_logprobs",),
+                     "echo": ("echo",)}[self.mink_source]
+            tried: list[str] = []
+            for source in order:
+                fn = self._prompt_lp_vllm if source == "prompt_logprobs" else self._prompt_lp_echo
+                try:
+                    first = self._attempt(lambda: fn(prompts[0]))
+                except RouteUnsupported:
+                    tried.append(source)
+                    continue
+                if isinstance(first, QueryFailure) and isinstance(first.error, IncompleteReply) \
+                        and first.error.missing_field:
+                    tried.append(source)  # never returned the field: treat as not offered
+                    continue
+                if isinstance(first, QueryFailure):
+                    # transient trouble (5xx, resets): the route is still unknown
+                    return [first, *self.try_prompt_logprobs_rest(prompts[1:], None)]
+                self._mink_route = source
+                self.mink_source = source
+                return [first, *self.try_prompt_logprobs_rest(prompts[1:], source)]
+            raise BackendUnsupportedError(
+                f"backend 'openai' ({self.base_url}) offers no prompt token log-probabilities "
+                f"(tried: {', '.join(tried)}); Min-K% needs them. Use lap_measure: recall, "
+                "or the vllm or transformers backend."
+            )
+        return self.try_prompt_logprobs_rest(prompts, self._mink_route)
 
-    def _prompt_lp_vllm(self, prompt: str) -> list[TokenLogprob] | None:
+    def try_prompt_logprobs_rest(self, prompts: Sequence[str], source: str | None
+                                 ) -> list[list[TokenLogprob] | QueryFailure]:
+        """The remaining prompts over a known route (or, with None, probe each in turn)."""
+        if not prompts:
+            return []
+        if source is None:
+            return [*self.try_prompt_logprobs(prompts[:1]), *self.try_prompt_logprobs(prompts[1:])]
+        fn = self._prompt_lp_vllm if source == "prompt_logprobs" else self._prompt_lp_echo
+
+        def one(prompt: str) -> list[TokenLogprob]:
+            try:
+                return fn(prompt)
+            except RouteUnsupported as exc:
+                raise IncompleteReply(f"the server rejected {source} for this prompt ({exc})") from None
+
+        return self._map(one, prompts)
+
+    def _prompt_lp_vllm(self, prompt: str) -> list[TokenLogprob]:
         """vLLM's completions extra field prompt_logprobs=0: each dict holds the actual token.
 
         ``return_token_ids`` asks vLLM for the prompt's token ids too, so the first token
@@ -330,19 +450,21 @@ class OpenAIBackend(Backend):
                 extra_body={"prompt_logprobs": 0, "return_token_ids": True},
             )
         except self._openai.BadRequestError:
-            return None  # the server rejects the unknown field
-        choice = resp.choices[0]
+            raise RouteUnsupported("HTTP 400") from None  # the server rejects the unknown field
+        choice = _first_choice(resp)
         extra = choice.model_extra or {}
         raw = getattr(choice, "prompt_logprobs", None) or extra.get("prompt_logprobs")
         if not raw:
-            return None
+            raise IncompleteReply("reply has no prompt_logprobs", missing_field=True)
         ids = getattr(choice, "prompt_token_ids", None) or extra.get("prompt_token_ids") or []
         out: list[TokenLogprob] = []
         for i, entry in enumerate(raw):
-            if i == 0 or entry is None:
+            if i == 0:
                 tid = int(ids[i]) if i < len(ids) else None
                 out.append(TokenLogprob(tid, self._token_text(tid), None))
                 continue
+            if not entry:
+                raise IncompleteReply(f"prompt token {i} has no log-prob")
             # prompt_logprobs=0 makes vLLM return exactly one entry: the actual prompt token.
             key, info = next(iter(entry.items()))
             if isinstance(info, dict):
@@ -351,7 +473,7 @@ class OpenAIBackend(Backend):
                 logprob, token = info, None
             tid = int(key)
             out.append(TokenLogprob(tid, token if token is not None else self._token_text(tid),
-                                    float(logprob)))
+                                    _finite(logprob)))
         return out
 
     def _token_text(self, token_id: int | None) -> str:
@@ -360,7 +482,7 @@ class OpenAIBackend(Backend):
             return ""
         return str(self._tokenizer_or_fail().decode([token_id]))
 
-    def _prompt_lp_echo(self, prompt: str) -> list[TokenLogprob] | None:
+    def _prompt_lp_echo(self, prompt: str) -> list[TokenLogprob]:
         """Legacy completions echo=True with logprobs: prompt tokens come back with theirs."""
         try:
             resp = self._client.completions.create(
@@ -368,10 +490,10 @@ class OpenAIBackend(Backend):
                 echo=True, logprobs=0,
             )
         except self._openai.BadRequestError:
-            return None
-        lp = resp.choices[0].logprobs
+            raise RouteUnsupported("HTTP 400") from None
+        lp = _first_choice(resp).logprobs
         if lp is None or not lp.tokens or not lp.token_logprobs:
-            return None
+            raise IncompleteReply("reply has no echoed token log-probs", missing_field=True)
         # echo returns prompt tokens then the generated one; keep the prompt part, which is
         # the prefix whose text offsets lie inside the prompt.
         n = len(lp.tokens)
@@ -380,10 +502,10 @@ class OpenAIBackend(Backend):
         else:
             n -= 1
         values = lp.token_logprobs[:n]
-        if n < 1 or any(v is None for v in values[1:]):
-            return None
+        if n < 1 or len(values) < n:
+            raise IncompleteReply("echoed log-probs do not cover the prompt")
         return [
-            TokenLogprob(None, tok, None if i == 0 else float(v))  # type: ignore[arg-type]
+            TokenLogprob(None, str(tok), None if i == 0 else _finite(v))
             for i, (tok, v) in enumerate(zip(lp.tokens[:n], values))
         ]
 
@@ -398,23 +520,19 @@ class OpenAIBackend(Backend):
                     model=self.served_model, messages=[{"role": "user", "content": prompt}],
                     max_tokens=max_tokens, temperature=1, n=n, seed=seed,
                 )
-                texts = [c.message.content or "" for c in sorted(resp.choices, key=lambda c: c.index)]
+                texts = [_text(c.message.content) for c in sorted(resp.choices, key=lambda c: c.index)]
             else:
                 resp = self._client.completions.create(
                     model=self.served_model, prompt=prompt, max_tokens=max_tokens,
                     temperature=1, n=n, seed=seed,
                 )
-                texts = [c.text or "" for c in sorted(resp.choices, key=lambda c: c.index)]
+                texts = [_text(c.text) for c in sorted(resp.choices, key=lambda c: c.index)]
             if len(texts) != n:
-                raise BackendUnsupportedError(
-                    f"backend 'openai' ({self.base_url}) returned {len(texts)} samples, not n={n}"
-                )
+                raise IncompleteReply(f"{len(texts)} samples returned, not n={n}")
             return texts
 
-        return self._map(one, prompts)
+        return self._raise_first(self._map(one, prompts))
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
         self._client.close()
-        for name in _MASK_LOGGERS:
-            logging.getLogger(name).removeFilter(self._mask)

@@ -12,7 +12,8 @@
     ('mink_k', 'double'), ('mink_mean', 'varchar'), ('outcome_description', 'varchar'),
     ('reference_period', 'varchar'), ('moderator_column', 'varchar'),
     ('bootstrap_draws', 'integer'), ('bootstrap_seed', 'integer'),
-    ('subsample_rows', 'bigint'), ('subsample_seed', 'bigint')] %}
+    ('subsample_rows', 'bigint'), ('subsample_seed', 'bigint'),
+    ('accept_low_parse_rate', 'boolean')] %}
 {%- if execute %}
   {%- set cli = json_safe(invocation_args_dict.get('vars') or {}) %}
   {%- set settings = run_query("select lookahead_study_json(" ~ sql_string(tojson(cli)) ~ ")").columns[0].values()[0] %}

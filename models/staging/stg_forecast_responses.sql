@@ -19,5 +19,6 @@ select
     first_token_prob,
     stated_confidence,
     coalesce(approximated, false) as approximated,
+    try_cast(json_extract_string(params, '$.text_truncated_to_chars') as integer) as text_truncated_to_chars,
     try_cast(finished_at as timestamp) as finished_at
 from source

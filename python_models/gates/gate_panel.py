@@ -1,11 +1,17 @@
 """GX gate on the analysis panel: merges kept the row count, regressors complete and in
 range, and enough of it: at least min_panel_rows rows and some pre-cutoff
 (expectations/panel.json, merge_row_counts.json). The regression models depend on
-this gate, so a failure leaves them unbuilt."""
+this gate, so a failure leaves them unbuilt.
+
+Two study facts reach the checks here: queries the LLM jobs could not answer
+(query_issues) stop the build with a message naming them, before any other check, so a
+missing answer is never read as a censored one; and accept_low_parse_rate lowers the
+parse-rate floor (panel.json's min_parse_rate) from the protocol's 95% to 0."""
 
 import pandas as pd
 
-from lookahead.gates import run_gate
+from lookahead.config import Study
+from lookahead.gates import check_no_missing_answers, min_parse_rate, run_gate
 
 
 def model(dbt, session):
@@ -14,15 +20,16 @@ def model(dbt, session):
     dbt.ref("gate_forecasts")
     dbt.ref("gate_recall_pairs")
     dbt.ref("gate_mink_scores")
+    check_no_missing_answers(dbt.ref("query_issues").df())
+    settings = dbt.ref("study_settings").df()
     counts = dbt.ref("merge_row_counts").df()
     panel = dbt.ref("panel").df()
     n_valid = int(counts.loc[counts["step"] == "valid rows", "n_rows"].iloc[0])
-    settings = dbt.ref("study_settings").df()
-    from lookahead.config import Study
-
     study = Study.from_json(str(settings["settings_json"].iloc[0]))
     merges = run_gate("gate_merge_row_counts", counts, "merge_row_counts", id_column="step")
     checks = run_gate(
-        "gate_panel", panel, "panel", parameters={"n_valid_rows": n_valid, "min_panel_rows": study["min_panel_rows"]}, id_column="row_id"
+        "gate_panel", panel, "panel", id_column="row_id",
+        parameters={"n_valid_rows": n_valid, "min_parse_rate": min_parse_rate(study),
+                    "min_panel_rows": study["min_panel_rows"]},
     )
     return pd.concat([merges, checks], ignore_index=True)

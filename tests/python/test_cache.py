@@ -19,8 +19,11 @@ from lookahead.cache import (
 
 
 def rec(key: str, **kw) -> dict:
+    """A complete recall answer (the cache refuses incomplete ones)."""
     r = {f: None for f in REQUIRED_FIELDS}
-    r.update(key=key, task="recall", approximated=False, **kw)
+    r.update(key=key, task="recall", approximated=False, params={"top_logprobs": 20},
+             top_logprobs=[{"token_id": 1, "token": "up", "logprob": -0.1}])
+    r.update(kw)
     return r
 
 
@@ -114,3 +117,45 @@ def test_nan_is_rejected_not_written(tmp_path):
         with pytest.raises(ValueError):
             store.append(rec("a", first_token_prob=float("nan")))
     assert (tmp_path / "r.jsonl").read_text() == ""
+
+
+@pytest.mark.parametrize("task,fields,reason", [
+    ("recall", {"top_logprobs": []}, "no top log-probs"),
+    ("recall", {"top_logprobs": None}, "no top log-probs"),
+    ("recall", {"top_logprobs": [{"token_id": 1, "token": "up", "logprob": None}]}, "not finite"),
+    ("forecast", {"response_text": None}, "no response text"),
+    ("forecast", {"response_text": "up", "top_logprobs": []}, "top log-probs"),
+    ("mink", {"prompt_logprobs": []}, "no prompt log-probs"),
+    ("mink", {"prompt_logprobs": [{"token_id": 1, "token": "a", "logprob": None},
+                                  {"token_id": 2, "token": "b", "logprob": None}]}, "after the first"),
+    ("recall", {"params": {"n_samples": 25}, "top_logprobs": [], "samples": ["up"] * 24}, "24 of 25"),
+])
+def test_incomplete_answers_are_refused_and_nothing_is_written(tmp_path, task, fields, reason):
+    from lookahead.cache import IncompleteAnswer, incomplete_reason
+
+    r = rec("a", task=task)
+    r["params"] = {"top_logprobs": 20}
+    r.update(fields)
+    assert reason in (incomplete_reason(r) or "")
+    with RawStore(tmp_path / f"{task}.jsonl") as store:
+        with pytest.raises(IncompleteAnswer, match="not a complete answer"):
+            store.append(r)
+    assert (tmp_path / f"{task}.jsonl").read_text() == ""
+
+
+def test_complete_answers_pass_and_failures_go_to_their_own_file(tmp_path):
+    from lookahead.cache import FAILURE_FIELDS, incomplete_reason
+
+    mink = rec("m", task="mink", top_logprobs=None, params={},
+               prompt_logprobs=[{"token_id": 1, "token": "a", "logprob": None},
+                                {"token_id": 2, "token": "b", "logprob": -1.5}])
+    forecast_no_lp = rec("f", task="forecast", response_text="", top_logprobs=[],
+                         params={"top_logprobs": 0})  # logprobs not asked for: text suffices
+    assert incomplete_reason(mink) is None and incomplete_reason(forecast_no_lp) is None
+    path = tmp_path / "mink.jsonl"
+    with RawStore(path) as store:
+        store.append(mink)
+        store.record_failure({f: None for f in FAILURE_FIELDS} | {"key": "x", "reason": "HTTP 500"})
+    assert (tmp_path / "mink.failures.jsonl").read_text().count("\n") == 1
+    with RawStore(path) as store:  # a failure is no answer: the key is asked again
+        assert "m" in store and "x" not in store

@@ -402,3 +402,64 @@ def test_optional_stats_settings_reach_the_regressions(built, tmp_path):
     assert res.returncode == 0, res.output[-2000:]
     settings = StatsSettings.from_frame(res.table("study_settings"))
     assert settings.nw_lag == 3 and settings.lap_min_sd == 0.02
+
+
+def test_queries_without_an_answer_stop_at_the_panel_gate(built, tmp_path):
+    """A recall key the job could not answer (failures file, no raw line) is reported as
+    'no answer (reason)' and stops the build at gate_panel; it is never read as a
+    censored answer."""
+    study, _ = built
+
+    def fail_one(target):
+        path = target / "raw" / "recall.jsonl"
+        lines = path.read_text().splitlines(keepends=True)
+        gone = json.loads(lines[5])
+        path.write_text("".join(lines[:5] + lines[6:]))
+        failure = {k: gone[k] for k in ("key", "task", "model_id", "entity_id", "target_date", "params")}
+        failure.update(row_id=None, reason="HTTP 500 (after 7 attempts)", attempts=7,
+                       failed_at="2026-01-02T00:00:00+00:00")
+        answered = dict(failure, key=json.loads(lines[6])["key"], reason="HTTP 429")
+        with open(target / "raw" / "recall.failures.jsonl", "w") as fh:
+            fh.write(json.dumps(failure) + "\n" + json.dumps(answered) + "\n")
+
+    vars_, target = _broken_copy(tmp_path, study, fail_one)
+    res = run_dbt(["build"], vars_, target / "db.duckdb")
+    assert res.returncode != 0
+    assert "LLM queries have no answer (recall: 1 x no answer (HTTP 500))" in res.output
+    issues = res.table("query_issues")
+    assert issues.to_dict("records") == [{"task": "recall", "issue": "no answer (HTTP 500)", "n_queries": 1}]
+    assert not res.has_table("regression_results")
+
+
+@pytest.mark.slow  # two builds and a report: minutes on a loaded machine
+def test_an_accepted_low_parse_rate_reaches_the_report(built, tmp_path):
+    """12% unparsed forecasts: the gate stops the build, unless the study accepted the
+    rate; then the rows are excluded from the regressions and the report says so."""
+    from lookahead.config import load_study
+    from lookahead.report import write_report
+
+    study, _ = built
+
+    def unparse(target):
+        path = target / "raw" / "forecast.jsonl"
+        recs = [json.loads(x) for x in path.read_text().splitlines()]
+        for r in recs[::8]:
+            r["response_text"] = "I cannot say."
+        path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+    vars_, target = _broken_copy(tmp_path, study, unparse)
+    res = run_dbt(["build"], vars_, target / "db.duckdb")
+    assert res.returncode != 0 and "expect_column_values_to_not_be_null(mu_hat)" in res.output
+    accepted = {**vars_, "accept_low_parse_rate": True, "results_dir": str(target / "results"),
+                "outputs_dir": str(target / "outputs")}
+    res = run_dbt(["build"], accepted, target / "db.duckdb")
+    assert res.returncode == 0, res.output[-3000:]
+    assert bool(res.table("study_settings")["accept_low_parse_rate"].iloc[0]) is True
+    n_unparsed = int(res.table("forecast_parse_rate")["n_unparsed"].iloc[0])
+    assert n_unparsed == 150  # every 8th of 1200 rows
+    det = res.table("regression_results").query("spec == 'detection' and sample == 'pre'")
+    pre = res.table("panel_pre")
+    assert int(det["n_obs"].iloc[0]) + int(det["n_singletons"].fillna(0).iloc[0]) == int(pre["mu_hat"].notna().sum())
+    files = write_report(load_study(overrides=accepted), database=target / "db.duckdb")
+    text = files.report.read_text()
+    assert "Low parse rate accepted" in text and f"the {n_unparsed} rows with an unparsed forecast" in text

@@ -4,16 +4,23 @@ The server below is a small standard-library implementation of the OpenAI comple
 chat JSON (plus vLLM's prompt_logprobs extra and legacy echo). It answers 429 with
 Retry-After, 500 and slow responses before succeeding, so the retry, backoff and timeout
 paths run over real sockets through the real `openai` client. Its answers are computed
-from the prompt, so every parsed number is checked against a known truth. The parity tier
-(test_backend_parity.py) runs the same backend against a real `vllm serve`."""
+from the prompt, so every parsed number is checked against a known truth. With
+``fault_rate`` it injects a seeded mix of faults into that share of replies (malformed
+JSON, HTML 200s, empty and missing log-probs, NaN, missing text, 429 with and without
+Retry-After, 500, connection resets, slow replies); ``barrier`` makes it count requests
+in flight without a clock. The parity tier (test_backend_parity.py) runs the same
+backend against a real `vllm serve`."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
 import os
 import random
+import socket
+import struct
 import threading
 import time
 from dataclasses import asdict
@@ -39,10 +46,24 @@ def word_logprob(i: int) -> float:
     return -0.25 * i
 
 
+FAULTS = ("malformed_json", "html_200", "empty_logprobs", "missing_logprobs", "nan",
+          "missing_text", "429_retry_after", "429_plain", "500", "reset", "slow")
+SLOW_S = 0.8  # a slow reply: longer than the client's timeout_s in the fault tests
+
+
+def varied_top(prompt: str) -> dict[str, float]:
+    """Top log-probs that differ per prompt (known truth for the fault-storm test)."""
+    h = int(hashlib.sha256(prompt.encode()).hexdigest()[:8], 16)
+    p_up = 0.2 + 0.6 * (h % 1000) / 1000
+    return {"up": math.log(p_up), "down": math.log(0.95 - p_up), " unknown": math.log(0.05)}
+
+
 class FakeOpenAIState:
     """Per-server script and records (attempts per prompt, in-flight peak, auth headers)."""
 
-    def __init__(self, mink_mode: str = "vllm", delay_s: float = 0.0) -> None:
+    def __init__(self, mink_mode: str = "vllm", delay_s: float = 0.0, fault_rate: float = 0.0,
+                 fault_seed: int = 0, vary: bool = False, barrier: int = 0,
+                 echo_key_401: bool = False, script: list[str] | None = None) -> None:
         self.mink_mode = mink_mode  # vllm | echo | none
         self.delay_s = delay_s
         self.lock = threading.Lock()
@@ -51,6 +72,30 @@ class FakeOpenAIState:
         self.peak_in_flight = 0
         self.auth_headers: set[str] = set()
         self.requests = 0
+        self.fault_rate = fault_rate
+        self.fault_rng = random.Random(fault_seed)
+        self.injected: list[str] = []
+        self.vary = vary  # answers computed per prompt (varied_top) instead of the constant TOP
+        self.flaky_down = False  # prompts with [flaky] answer 500 while this is true
+        # with barrier=n, each request waits until n are in flight together (or 10 s pass)
+        self.barrier = threading.Barrier(barrier) if barrier else None
+        self.barrier_broken = False
+        self.echo_key_401 = echo_key_401  # answer 401 quoting the Authorization header
+        self.script = list(script or [])  # faults for the first requests, in order
+
+    def next_fault(self) -> str | None:
+        """A fault for this request: a seeded draw, the kinds taken in turn so that every
+        kind occurs once enough faults were drawn."""
+        with self.lock:
+            if self.script:
+                kind = self.script.pop(0)
+                self.injected.append(kind)
+                return kind
+            if not self.fault_rate or self.fault_rng.random() >= self.fault_rate:
+                return None
+            kind = FAULTS[len(self.injected) % len(FAULTS)]
+            self.injected.append(kind)
+            return kind
 
 
 def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
@@ -60,10 +105,14 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: Any) -> None:  # keep pytest output clean
             pass
 
-        def _send(self, code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(body).encode()
+        def _send(self, code: int, body: dict[str, Any] | bytes,
+                  headers: dict[str, str] | None = None, content_type: str = "application/json") -> None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            if getattr(self, "fault", None) in ("empty_logprobs", "missing_logprobs", "nan",
+                                                "missing_text") and code == 200:
+                data = json.dumps(self._mutate(json.loads(data), self.fault)).encode()
             self.send_response(code)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
@@ -87,13 +136,78 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                 state.in_flight += 1
                 state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
             try:
+                if state.barrier is not None:
+                    try:
+                        state.barrier.wait(timeout=10)
+                    except threading.BrokenBarrierError:
+                        state.barrier_broken = True
+                self.fault = None
+                if state.echo_key_401:
+                    auth = self.headers.get("Authorization", "")
+                    return self._send(401, {"error": {"message": f"Incorrect API key provided: "
+                                                      f"{auth.removeprefix('Bearer ')}",
+                                                      "type": "invalid_request_error"}})
+                self.fault = state.next_fault()
                 self._answer(prompt, attempt, body)
             finally:
                 with state.lock:
                     state.in_flight -= 1
 
+        def _mutate(self, data: dict[str, Any], kind: str) -> dict[str, Any]:
+            """A 200 body made incomplete in the way ``kind`` names."""
+            choice = data["choices"][0]
+            if kind == "missing_text":
+                choice.pop("text", None)
+                if "message" in choice:
+                    choice["message"]["content"] = None
+            elif kind == "missing_logprobs":
+                choice.pop("logprobs", None)
+                choice.pop("prompt_logprobs", None)
+            elif kind == "empty_logprobs":
+                if "prompt_logprobs" in choice:
+                    choice["prompt_logprobs"] = []
+                elif "message" in choice:
+                    choice["logprobs"] = {"content": []}
+                else:
+                    choice["logprobs"] = {"tokens": [], "token_logprobs": [], "top_logprobs": [],
+                                          "text_offset": []}
+            elif kind == "nan":
+                if choice.get("prompt_logprobs"):
+                    entry = choice["prompt_logprobs"][-1]
+                    next(iter(entry.values()))["logprob"] = float("nan")
+                elif "message" in choice and choice.get("logprobs"):
+                    choice["logprobs"]["content"][0]["top_logprobs"][0]["logprob"] = float("nan")
+                elif choice.get("logprobs") and choice["logprobs"].get("top_logprobs"):
+                    first = choice["logprobs"]["top_logprobs"][0]
+                    first[next(iter(first))] = float("nan")
+            return data
+
+        def _reset(self) -> None:
+            """Drop the connection with a TCP reset, no reply at all."""
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            self.connection.close()
+
         def _answer(self, prompt: str, attempt: int, body: dict[str, Any]) -> None:
             err = {"error": {"message": "scripted failure", "type": "server_error"}}
+            fault = self.fault
+            if fault == "malformed_json":
+                return self._send(200, b'{"id": "cmpl-1", "choices": [{"text": "up", ')
+            if fault == "html_200":
+                return self._send(200, b"<html><body><h1>502 Bad Gateway</h1></body></html>",
+                                  content_type="text/html")
+            if fault == "429_retry_after":
+                return self._send(429, err, {"Retry-After": "1"})
+            if fault == "429_plain":
+                return self._send(429, err)
+            if fault == "500":
+                return self._send(500, err)
+            if fault == "reset":
+                return self._reset()
+            if fault == "slow":
+                time.sleep(SLOW_S)
+            if "[flaky]" in prompt and state.flaky_down:
+                return self._send(500, err)
             if "[429x2]" in prompt and attempt < 2:
                 return self._send(429, err, {"Retry-After": "1"})
             if "[429ms]" in prompt and attempt < 1:
@@ -142,8 +256,10 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                     "text_offset": offsets + [len(prompt)],
                 }
             elif body.get("logprobs"):
-                choice["logprobs"] = {"tokens": ["up"], "token_logprobs": [TOP["up"]],
-                                      "top_logprobs": [TOP], "text_offset": [len(prompt)]}
+                top = varied_top(prompt) if state.vary else TOP
+                choice["text"] = max(top, key=top.get) if state.vary else "up"
+                choice["logprobs"] = {"tokens": [choice["text"]], "token_logprobs": [max(top.values())],
+                                      "top_logprobs": [top], "text_offset": [len(prompt)]}
             n = int(body.get("n") or 1)
             if n > 1:
                 rng = random.Random(f"{body.get('seed')}|{prompt}")
@@ -241,26 +357,79 @@ def test_gives_up_after_max_retries_and_does_not_retry_400(server_factory: Any) 
 
 
 def test_eight_requests_in_flight_by_default(server_factory: Any) -> None:
-    url, state = server_factory(delay_s=0.3)
-    backend = make_backend(url)
+    """Counted with a barrier, not a clock: each request waits until 8 are in flight
+    together, so 16 prompts pass in two full waves only if 8 run at once, and the peak
+    shows that a 9th never starts."""
+    url, state = server_factory(barrier=8)
+    backend = make_backend(url, timeout_s=30)
     try:
-        t0 = time.monotonic()
         backend.generate([f"question {i}" for i in range(16)], max_tokens=1, top_logprobs=5)
-        elapsed = time.monotonic() - t0
     finally:
         backend.close()
-    assert state.peak_in_flight == 8
-    assert elapsed < 16 * 0.3 / 2  # concurrent, not one by one
+    assert not state.barrier_broken
+    assert state.peak_in_flight == 8 and state.requests == 16
 
 
 def test_concurrency_setting_is_respected(server_factory: Any) -> None:
-    url, state = server_factory(delay_s=0.1)
-    backend = make_backend(url, concurrency=2)
+    url, state = server_factory(barrier=2)
+    backend = make_backend(url, concurrency=2, timeout_s=30)
     try:
         backend.generate([f"q {i}" for i in range(6)], max_tokens=1, top_logprobs=5)
     finally:
         backend.close()
-    assert state.peak_in_flight == 2
+    assert not state.barrier_broken
+    assert state.peak_in_flight == 2 and state.requests == 6
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("api_mode", ["completions", "chat"])
+def test_every_fault_kind_is_retried_to_the_same_answer(server_factory: Any, fault: str,
+                                                        api_mode: str) -> None:
+    """A faulty first reply (whatever the kind) is retried; the answer is the clean one."""
+    url, state = server_factory(script=[fault])
+    backend = make_backend(url, timeout_s=0.5 if fault == "slow" else 5, api_mode=api_mode)
+    try:
+        [gen] = backend.generate(["did it go up?"], max_tokens=1, top_logprobs=3)
+    finally:
+        backend.close()
+    assert state.injected == [fault] and len(state.attempts["did it go up?"]) == 2
+    assert gen.response_text == "up"
+    assert {t.token: t.logprob for t in gen.top_logprobs} == pytest.approx(TOP)
+    assert backend.retries_done == 1
+
+
+@pytest.mark.parametrize("fault", ["missing_logprobs", "empty_logprobs", "nan", "html_200"])
+def test_a_bad_min_k_reply_is_retried_not_taken_for_missing_support(server_factory: Any,
+                                                                    fault: str) -> None:
+    """The first Min-K% reply lacks prompt_logprobs (or is bad otherwise): that is a
+    faulty reply, retried, not 'the server offers none'; a later one likewise."""
+    url, state = server_factory(script=[fault])
+    backend = make_backend(url)
+    prompts = ["alpha beta gamma", "one two three four"]
+    try:
+        got = backend.prompt_logprobs(prompts)
+        state.script = [fault]
+        again = backend.prompt_logprobs(prompts[1:])
+    finally:
+        backend.close()
+    assert backend.mink_source == "prompt_logprobs"
+    assert [t.logprob for t in got[1][1:]] == pytest.approx([word_logprob(i) for i in range(1, 4)])
+    assert [t.logprob for t in again[0][1:]] == pytest.approx([word_logprob(i) for i in range(1, 4)])
+    assert state.injected == [fault, fault]
+
+
+def test_retries_exhausted_give_a_failure_in_place_not_a_lost_batch(server_factory: Any) -> None:
+    url, state = server_factory()
+    backend = make_backend(url, max_retries=2)
+    try:
+        res = backend.try_generate(["fine", "always failing [500always]", "also fine"], 1, 5)
+    finally:
+        backend.close()
+    from lookahead.backends.base import QueryFailure
+
+    assert [type(r).__name__ for r in res] == ["Generation", "QueryFailure", "Generation"]
+    assert isinstance(res[1], QueryFailure) and res[1].attempts == 3
+    assert res[1].reason == "HTTP 500 (after 3 attempts)"
 
 
 def test_chat_api_top_logprobs(server_factory: Any) -> None:
@@ -444,3 +613,132 @@ def test_jobs_through_openai_backend_keep_the_key_out_of_files_and_logs(
     for p in written:
         assert secret.encode() not in p.read_bytes(), p
     assert all(secret not in text for text in logs)
+
+
+# ------------------------------------------------------------------ the jobs against faults
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO_TOKENIZER = ROOT / "demo" / "models" / "contaminated"  # a small local tokenizer (labels: 1 token)
+
+
+def write_openai_study(tmp_path: Path, url: str, name: str, n_rows: int, **extra: Any) -> Path:
+    """A study of n_rows synthetic observations against the loopback server."""
+    import yaml
+
+    rows = ["row_id,entity_id,entity_name,ticker,text,text_date,target_date,outcome"]
+    for i in range(n_rows):
+        flaky = " [flaky]" if i == 3 else ""
+        rows.append(f"r{i},E{i % 7},Firm {i % 7},F{i % 7},Firm {i % 7} reports item {i}{flaky},"
+                    f"2021-{1 + i % 12:02d}-{1 + i % 27:02d},2021-{1 + i % 12:02d}-{2 + i % 27:02d},"
+                    f"{(-1) ** i * 0.5}")
+    data = tmp_path / f"{name}.csv"
+    data.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    study = {"study_name": name, "data_path": str(data), "raw_dir": str(tmp_path / name / "raw"),
+             "outputs_dir": str(tmp_path / name / "out"), "model_id": "served-model",
+             "backend": "openai", "base_url": url, "tokenizer_path": str(DEMO_TOKENIZER),
+             "use_chat_template": False, "backend_options": {"backoff_s": 0.01, "timeout_s": 0.5}}
+    study.update(extra)
+    path = tmp_path / f"{name}.yml"
+    path.write_text(yaml.safe_dump(study), encoding="utf-8")
+    return path
+
+
+def raw_answers(raw_dir: Path) -> dict[str, dict[str, Any]]:
+    """key -> the answer fields of every raw line of the three tasks."""
+    out = {}
+    for task in ("forecast", "recall", "mink"):
+        for line in (raw_dir / f"{task}.jsonl").read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            out[rec["key"]] = {k: rec[k] for k in ("task", "response_text", "top_logprobs",
+                                                    "prompt_logprobs", "first_token_prob")}
+    return out
+
+
+def test_fault_storm_jobs_finish_with_a_fault_free_runs_answers(
+    server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+) -> None:
+    """5% of replies faulty (every kind, seeded) plus one query past the retry bound:
+    the first invocation ends with one line and exit 4, the second finishes; the cache
+    holds only complete answers, equal to a fault-free run's; no traceback anywhere."""
+    from llm_jobs import run_all
+    from lookahead.cache import incomplete_reason
+
+    n = 60
+    clean_url, _ = server_factory(vary=True)
+    clean = write_openai_study(tmp_path, clean_url, "clean", n)
+    assert run_all.main(["--study", str(clean), "--yes"]) == 0
+    expected = raw_answers(tmp_path / "clean" / "raw")
+    n_pairs = len({(i % 7, (1 + i % 12, 2 + i % 27)) for i in range(n)})
+    tasks = [a["task"] for a in expected.values()]
+    assert (tasks.count("forecast"), tasks.count("mink"), tasks.count("recall")) == (n, n, n_pairs)
+
+    url, state = server_factory(vary=True, fault_rate=0.05, fault_seed=9)
+    state.flaky_down = True  # the [flaky] row's forecast fails at every attempt in run 1
+    study = write_openai_study(tmp_path, url, "storm", n)
+    capfd.readouterr()
+    first = run_all.main(["--study", str(study), "--yes"])
+    out1 = capfd.readouterr()
+    assert first == 4
+    stop_lines = [l for l in out1.err.splitlines() if l.startswith("stopped:")]
+    assert len(stop_lines) == 1 and "run the same command again to resume" in stop_lines[0]
+    assert "1 of 60 queries got no complete answer" in stop_lines[0] and "HTTP 500" in stop_lines[0]
+    failures = (tmp_path / "storm/raw/forecast.failures.jsonl").read_text().splitlines()
+    assert len(failures) == 1 and json.loads(failures[0])["row_id"] == "r3"
+
+    state.flaky_down = False
+    second = run_all.main(["--study", str(study), "--yes"])
+    out2 = capfd.readouterr()
+    assert second == 0, out2.err
+    got = raw_answers(tmp_path / "storm" / "raw")
+    assert set(state.injected) == set(FAULTS)  # every fault kind was injected at least once
+    assert len(state.injected) >= len(FAULTS)
+    for task in ("forecast", "recall", "mink"):  # no incomplete answer and no NaN in the cache
+        for line in (tmp_path / f"storm/raw/{task}.jsonl").read_text().splitlines():
+            assert "NaN" not in line and incomplete_reason(json.loads(line)) is None
+    assert got == expected  # same keys, same answers as the fault-free run
+    for text in (out1.out, out1.err, out2.out, out2.err):
+        assert "Traceback" not in text
+
+
+def test_a_401_that_echoes_the_key_leaks_it_nowhere(
+    server_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The server quotes the key in its 401 body: the job stops with one line, and the
+    key is in no printed line, no log record and no file the job wrote."""
+    from llm_jobs import run_all
+
+    secret = "sk-echo-" + os.urandom(12).hex()
+    monkeypatch.setenv("LOOKAHEAD_ECHO_KEY", secret)
+    monkeypatch.setenv("OPENAI_LOG", "debug")
+    caplog.set_level(logging.DEBUG)
+    url, state = server_factory(echo_key_401=True)
+    study = write_openai_study(tmp_path, url, "echo", 5, api_key_env="LOOKAHEAD_ECHO_KEY")
+    code = run_all.main(["--study", str(study), "--yes"])
+    captured = capfd.readouterr()
+    assert code == 4
+    assert f"Bearer {secret}" in state.auth_headers and state.requests >= 1
+    lines = [l for l in captured.err.splitlines() if l.startswith("stopped:")]
+    assert len(lines) == 1 and "HTTP 401" in lines[0], captured.err
+    texts = [captured.out, captured.err, caplog.text] + [r.getMessage() for r in caplog.records]
+    texts += [p.read_text(encoding="utf-8", errors="replace") for p in tmp_path.rglob("*") if p.is_file()]
+    assert all(secret not in t for t in texts)
+    assert "Traceback" not in captured.err
+
+
+def test_server_down_ends_with_one_line(server_factory: Any, tmp_path: Path,
+                                        capfd: pytest.CaptureFixture[str]) -> None:
+    from llm_jobs import forecast
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    study = write_openai_study(tmp_path, f"http://127.0.0.1:{port}/v1", "down", 20,
+                               backend_options={"backoff_s": 0.01, "max_retries": 1})
+    code = forecast.main(["--study", str(study), "--yes"])
+    err = capfd.readouterr().err
+    assert code == 4
+    lines = [l for l in err.splitlines() if l.startswith(("stopped:", "error:"))]
+    assert len(lines) == 1 and "server looks down" in lines[0] and "0 of 20 answered" in lines[0]
+    assert "run the same command again to resume" in lines[0] and "Traceback" not in err
+    assert (tmp_path / "down/raw/forecast.jsonl").read_text() == ""

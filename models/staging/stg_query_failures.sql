@@ -1,0 +1,70 @@
+-- Queries the LLM jobs could not get a complete answer for (<raw_dir>/<task>.failures.jsonl),
+-- one row per key: its latest reason, and whether the key has been answered since (the
+-- next run retries every failed key). A missing answer must never be read as a censored
+-- one, so query_issues counts the unanswered keys and gate_panel stops on them.
+{%- set tasks = {'forecast': 'forecast_prompt', 'recall': 'recall_template', 'mink': 'forecast_prompt'} %}
+{%- set present = {} %}
+{%- for task in tasks %}
+  {%- set relation = source('raw_failures', task) %}
+  {%- set answers = source('raw', task) %}
+  {%- if execute %}
+    {%- set path = var('raw_dir') ~ '/' ~ task ~ '.failures.jsonl' %}
+    {%- do present.update({task: run_query("select count(*) from glob('" ~ path ~ "')").columns[0].values()[0] > 0}) %}
+  {%- endif %}
+{%- endfor %}
+with
+
+{%- for task, template_var in tasks.items() %}
+{{ task }}_failures as (
+
+    {%- if present.get(task) %}
+    select
+        key,
+        {{ sql_string(task) }} as task,
+        model_id,
+        row_id,
+        entity_id,
+        target_date,
+        reason,
+        attempts,
+        try_cast(failed_at as timestamp) as failed_at,
+        {{ is_current_line(template_var) }} as is_current,
+        key in (select key from {{ source('raw', task) }} where key is not null) as answered
+    from {{ source('raw_failures', task) }}
+    where key is not null
+    {%- else %}
+    select
+        null::varchar as key, null::varchar as task, null::varchar as model_id,
+        null::varchar as row_id, null::varchar as entity_id, null::varchar as target_date,
+        null::varchar as reason, null::integer as attempts, null::timestamp as failed_at,
+        null::boolean as is_current, null::boolean as answered
+    where false
+    {%- endif %}
+
+),
+{%- endfor %}
+
+failures as (
+
+    select * from forecast_failures
+    union all
+    select * from recall_failures
+    union all
+    select * from mink_failures
+
+)
+
+select
+    key,
+    task,
+    model_id,
+    row_id,
+    entity_id,
+    target_date,
+    reason,
+    attempts,
+    failed_at,
+    is_current,
+    answered
+from failures
+qualify row_number() over (partition by task, key order by failed_at desc) = 1

@@ -1,0 +1,105 @@
+"""The command line ends every way in one line, never a traceback: --help of every
+command, a read-only raw folder, a full disk (a file-size limit), and the jobs' own
+stops (server down, retries exhausted, 401: see test_openai_backend.py)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - fixture
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("argv", [[], ["jobs"], ["build"], ["report"], ["run"]])
+def test_lookahead_help_prints_usage(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from lookahead.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--help"])
+    out = capsys.readouterr()
+    assert exit_.value.code == 0, out.err
+    assert out.out.startswith("usage: lookahead") and "Traceback" not in out.err + out.out
+    if argv in (["jobs"], ["run"]):
+        assert "llm_jobs.run_all --help" in out.out
+
+
+@pytest.mark.parametrize("module", ["forecast", "recall", "mink", "run_all"])
+def test_job_help_prints_usage(module: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib
+
+    with pytest.raises(SystemExit) as exit_:
+        importlib.import_module(f"llm_jobs.{module}").main(["--help"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0 and out.startswith("usage:") and "--accept-low-parse-rate" in out
+
+
+def _read_only_dir(tmp_path: Path) -> Path:
+    """A folder this process cannot write: chmod 555, or (as root, which ignores modes)
+    a path under /sys, a read-only file system in containers."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    if not os.access(ro, os.W_OK):
+        return ro / "raw"
+    try:
+        os.mkdir("/sys/lookahead-test-raw")
+    except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.EPERM, errno.EACCES):
+            return Path("/sys/lookahead-test-raw")
+        raise
+    os.rmdir("/sys/lookahead-test-raw")
+    pytest.skip("no read-only folder available to this user")
+
+
+def test_read_only_raw_dir_is_one_line(server_factory: Any, tmp_path: Path,  # noqa: F811
+                                        capfd: pytest.CaptureFixture[str]) -> None:
+    from llm_jobs import forecast
+
+    url, state = server_factory()
+    study = write_openai_study(tmp_path, url, "ro", 4, raw_dir=str(_read_only_dir(tmp_path)))
+    code = forecast.main(["--study", str(study), "--yes"])
+    err = capfd.readouterr().err
+    lines = [l for l in err.splitlines() if l.startswith(("error:", "stopped:"))]
+    assert code == 2 and len(lines) == 1 and "cannot use" in lines[0], err
+    assert "Traceback" not in err and state.requests == 0  # stopped before paying for a query
+
+
+def test_full_disk_is_one_line_and_the_rerun_resumes(server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+    """A file-size limit (ulimit -f) stands in for a full disk: the append fails part way
+    through a line; the job says so in one line; the rerun repairs the torn line and
+    finishes without asking any finished key again."""
+    url, state = server_factory()
+    study = write_openai_study(tmp_path, url, "full", 30)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    cmd = [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"]
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (6000, 6000))
+
+    first = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                           preexec_fn=limit, timeout=120)
+    lines = [l for l in first.stderr.splitlines() if l.startswith(("error:", "stopped:"))]
+    assert first.returncode == 2 and len(lines) == 1, first.stderr
+    assert "File too large" in lines[0] and "run the same command again to resume" in lines[0]
+    assert "Traceback" not in first.stderr + first.stdout
+    import json
+
+    raw_path = tmp_path / "full/raw/forecast.jsonl"
+    finished = []
+    for line in raw_path.read_text().split("\n")[:-1]:  # complete lines only
+        finished.append(json.loads(line)["prompt"])
+    assert 0 < len(finished) < 30
+    second = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    raw = [json.loads(line) for line in raw_path.read_text().splitlines()]
+    assert len(raw) == 30 and len({r["key"] for r in raw}) == 30
+    assert all(len(state.attempts[p]) == 1 for p in finished)  # never asked twice
