@@ -306,7 +306,7 @@ def test_derived_row_ids_agree_between_jobs_and_dbt(built, tmp_path):
     vars_["column_map"] = {"row_id": None, "entity_id": "entity_id", "entity_name": "entity_name",
                            "ticker": "ticker", "text": "text", "text_date": "text_date",
                            "target_date": "target_date", "outcome": "outcome"}
-    res = run_dbt(["run", "--select", "stg_observations"], vars_, target / "db.duckdb")
+    res = run_dbt(["run", "--select", "+stg_observations"], vars_, target / "db.duckdb")
     assert res.returncode == 0, res.output[-2000:]
     sql_ids = res.table("stg_observations").sort_values("source_row_number")["row_id"].tolist()
     valid, _ = load_rows(load_study(overrides=vars_))

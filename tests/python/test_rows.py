@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dbt_runner import run_dbt
-from lookahead.config import StudyConfigError, load_study
+from lookahead.config import StudyConfigError, load_study, default_study_path, read_study_file
 from lookahead.rows import (
     REJECT_REASONS_FILE,
     load_rows,
@@ -208,7 +208,8 @@ def _dbt_stage(tmp_path, vars_):
     for task in ("forecast", "recall", "mink"):
         (raw / f"{task}.jsonl").write_text("")
     vars_["raw_dir"] = str(raw)
-    res = run_dbt(["run", "--select", "stg_observations"], vars_, tmp_path / "db.duckdb")
+    study = {**read_study_file(default_study_path()), **vars_}  # the demo's text, this data
+    res = run_dbt(["run", "--select", "+stg_observations"], study, tmp_path / "db.duckdb")
     assert res.returncode == 0, res.output[-3000:]
     types = dict(res.table("(describe stg_observations)")[["column_name", "column_type"]].values)
     assert (types["text_date"], types["target_date"], types["outcome"]) == ("DATE", "DATE", "DOUBLE")
