@@ -1,4 +1,4 @@
--- What the LLM queries of the current study lack, per task: queries with no answer (by
+-- What the LLM queries of the current study (keys in int_expected_keys) lack, per task: queries with no answer (by
 -- reason) and forecast prompts whose text was cut to fit the model's context length
 -- (setting prompt_overflow: truncate_text). A query without an answer is reported as
 -- "no answer (reason)", never as a censored answer; gate_panel stops the build while
@@ -6,14 +6,14 @@
 with failures as (
 
     select * from {{ ref('stg_query_failures') }}
-    where is_current and not answered
+    where not answered
+        and key in (select key from {{ ref('int_expected_keys') }})
 
 ),
 
 forecasts as (
 
-    select * from {{ ref('stg_forecast_responses') }}
-    where is_current
+    select * from {{ ref('int_forecast_lines') }}
 
 ),
 

@@ -2,7 +2,7 @@
 -- one row per key: its latest reason, and whether the key has been answered since (the
 -- next run retries every failed key). A missing answer must never be read as a censored
 -- one, so query_issues counts the unanswered keys and gate_panel stops on them.
-{%- set tasks = {'forecast': 'forecast_prompt', 'recall': 'recall_template', 'mink': 'forecast_prompt'} %}
+{%- set tasks = ['forecast', 'recall', 'mink'] %}
 {%- set present = {} %}
 {%- for task in tasks %}
   {%- set relation = source('raw_failures', task) %}
@@ -14,7 +14,7 @@
 {%- endfor %}
 with
 
-{%- for task, template_var in tasks.items() %}
+{%- for task in tasks %}
 {{ task }}_failures as (
 
     {%- if present.get(task) %}
@@ -28,7 +28,6 @@ with
         reason,
         attempts,
         try_cast(failed_at as timestamp) as failed_at,
-        {{ is_current_line(template_var) }} as is_current,
         key in (select key from {{ source('raw', task) }} where key is not null) as answered
     from {{ source('raw_failures', task) }}
     where key is not null
@@ -37,7 +36,7 @@ with
         null::varchar as key, null::varchar as task, null::varchar as model_id,
         null::varchar as row_id, null::varchar as entity_id, null::varchar as target_date,
         null::varchar as reason, null::integer as attempts, null::timestamp as failed_at,
-        null::boolean as is_current, null::boolean as answered
+        null::boolean as answered
     where false
     {%- endif %}
 
@@ -64,7 +63,6 @@ select
     reason,
     attempts,
     failed_at,
-    is_current,
     answered
 from failures
 qualify row_number() over (partition by task, key order by failed_at desc) = 1
