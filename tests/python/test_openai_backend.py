@@ -41,6 +41,13 @@ from lookahead.config import StudyConfigError
 TOP = {"up": math.log(0.6), "down": math.log(0.3), " unknown": math.log(0.05)}
 
 
+def demo_study_text() -> dict:
+    """The demo study's settings without its local model: a base for an openai study."""
+    from lookahead.config import default_study_path, read_study_file
+
+    return {k: v for k, v in read_study_file(default_study_path()).items() if k != "model_path"}
+
+
 def word_logprob(i: int) -> float:
     """The known log-probability the server gives prompt word i (i >= 1)."""
     return -0.25 * i
@@ -586,7 +593,7 @@ def test_jobs_through_openai_backend_keep_the_key_out_of_files_and_logs(
     (tmp_path / "obs.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     url, state = server_factory()
     secret = "sk-job-" + os.urandom(12).hex()
-    study = {"study_name": "openai-key", "data_path": str(tmp_path / "obs.csv"),
+    study = {**demo_study_text(), "study_name": "openai-key", "data_path": str(tmp_path / "obs.csv"),
              "raw_dir": str(tmp_path / "raw"), "outputs_dir": str(tmp_path / "out"),
              "model_id": "served-model", "backend": "openai", "base_url": url,
              "api_key_env": "LOOKAHEAD_JOB_KEY", "tokenizer_path": str(tok_dir),
@@ -633,7 +640,8 @@ def write_openai_study(tmp_path: Path, url: str, name: str, n_rows: int, **extra
                     f"{(-1) ** i * 0.5}")
     data = tmp_path / f"{name}.csv"
     data.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    study = {"study_name": name, "data_path": str(data), "raw_dir": str(tmp_path / name / "raw"),
+    study = {**demo_study_text(), "study_name": name, "data_path": str(data),
+             "raw_dir": str(tmp_path / name / "raw"),
              "outputs_dir": str(tmp_path / name / "out"), "model_id": "served-model",
              "backend": "openai", "base_url": url, "tokenizer_path": str(DEMO_TOKENIZER),
              "use_chat_template": False, "backend_options": {"backoff_s": 0.01, "timeout_s": 0.5}}
