@@ -201,9 +201,9 @@ def mde_sentence(f: VerdictFacts) -> str:
     if not np.isfinite(m):
         return " No minimum detectable effect can be stated: beta_3 is not estimable."
     per_sd = m * f.lap_sd_pre if np.isfinite(f.lap_sd_pre) else math.nan
-    return (f" The test rules out effects larger than beta_3 = {_num(m)} (minimum detectable "
-            f"effect, one-sided 5% test, 80% power; a one-sd rise in LAP raising the slope on "
-            f"mu_hat by {_num(per_sd)}).")
+    return (f" The test rules out effects larger than beta_3 = {_num(m)}, i.e. a one-sd rise in "
+            f"LAP raising the slope on mu_hat by more than {_num(per_sd)} (minimum detectable "
+            f"effect from the standard error: one-sided 5% test, 80% power).")
 
 
 def lap_variation_problem(f: VerdictFacts) -> str | None:
@@ -235,8 +235,7 @@ def validation_pattern(f: VerdictFacts) -> tuple[bool, str]:
     p_diff, _ = _pick(f, f.theta_diff_p_one_sided, f.theta_diff_p_wild_one_sided, f.n_clusters_pre)
     high = (f"high-LAP theta {_num(f.theta_high)} (t {_num(f.theta_high_t)}, p {_num(p_high)})")
     low = (f"low-LAP theta {_num(f.theta_low)} (t {_num(f.theta_low_t)}, p {_num(p_low)})")
-    diff = (f"difference {_num(f.theta_diff)} (t {_num(f.theta_diff_t)}, one-sided p "
-            f"{_num(p_diff)})")
+    diff = f"{_num(f.theta_diff)} (t {_num(f.theta_diff_t)}, one-sided p {_num(p_diff)})"
     high_sig = np.isfinite(f.theta_high) and np.isfinite(p_high) and p_high < ALPHA_VALIDATION
     high_ok = high_sig and f.theta_high > 0
     diff_ok = (np.isfinite(f.theta_diff) and f.theta_diff > 0 and np.isfinite(p_diff)
@@ -253,8 +252,8 @@ def validation_pattern(f: VerdictFacts) -> tuple[bool, str]:
     if not np.isfinite(f.theta_diff):
         parts.append("the high-minus-low-LAP theta difference could not be estimated")
     elif not diff_ok:
-        parts.append(f"the high-LAP theta does not significantly exceed the {low}: {diff}; "
-                     "the low-LAP half is not near zero by comparison")
+        parts.append(f"the high-LAP theta does not significantly exceed the {low}: the "
+                     f"difference is {diff}, so the low-LAP half is not near zero by comparison")
     if high_ok and diff_ok:
         extra = ("; the low-LAP theta is itself significant, but smaller"
                  if np.isfinite(p_low) and p_low < ALPHA_VALIDATION else "")
