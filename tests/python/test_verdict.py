@@ -282,3 +282,23 @@ def test_censoring_rate_uses_flags_or_missing_mass():
     probs = pd.DataFrame({"p_up": [np.nan, 0.0, 0.2, np.nan], "p_down": [np.nan, 0.0, np.nan, 0.3]})
     assert censoring_rate(probs) == 0.5  # rows 0 and 1: neither label observed
     assert math.isnan(censoring_rate(pd.DataFrame({"lap": [0.1]})))
+
+
+def test_collapsed_post_lap_passes_placebo_and_says_why():
+    """Post-cutoff recall labels all censored: LAP exactly 0 after the cutoff, the pattern
+    the protocol expects. beta_3 is then not estimable post-cutoff, and the placebo passes
+    because nothing is left for LAP to proxy; no post rows at all stays infeasible."""
+    pre, post = panels("contaminated")
+    post = post.copy()
+    post["p_up"], post["p_down"] = 0.0, 0.0
+    post["lap"], post["ud"] = 0.0, 0.0
+    post["high_lap"] = 0
+    res = run_protocol(pre, post, SETTINGS)
+    assert res.loc[(res["sample"] == "post") & (res["term"] == "mu_hat:lap"), "estimate"].isna().all()
+    out = verdict_frame(res, pre, post, SETTINGS).iloc[0]
+    assert out["verdict"] == CONTAMINATION, out["reason"]
+    assert "post-cutoff LAP collapsed: constant at 0 in all" in out["reason"]
+    assert "nothing is left for LAP to proxy" in out["reason"]
+    assert out["placebo_status"] == "placebo passes"
+    empty = verdict_frame(run_protocol(pre, post.iloc[0:0], SETTINGS), pre, post.iloc[0:0], SETTINGS).iloc[0]
+    assert empty["verdict"] == MIXED and "(placebo infeasible)" in empty["reason"]
