@@ -238,6 +238,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--base-seed", type=int, default=20240101)
     ap.add_argument("--progress", default="docs/montecarlo/progress.jsonl")
     ap.add_argument("--out", default="docs/montecarlo/results.json")
+    ap.add_argument("--summarize-only", action="store_true",
+                    help="tabulate the replications already in --progress (up to --reps per design)")
     args = ap.parse_args(argv)
     wanted = [x.strip() for x in args.designs.split(",") if x.strip()]
     unknown = [x for x in wanted if x not in {d.name for d in DESIGNS}]
@@ -248,7 +250,12 @@ def main(argv: list[str] | None = None) -> None:
                              wild=WildSettings(draws=args.wild_draws, weights=args.wild_weights,
                                                min_clusters=args.min_clusters))
     t0 = time.perf_counter()
-    rows = run(args.reps, settings, Path(args.progress), designs, args.base_seed, args.workers)
+    if args.summarize_only:
+        rows = pd.DataFrame([json.loads(x) for x in Path(args.progress).read_text().splitlines() if x.strip()])
+        rows = rows[rows["design"].isin([d.name for d in designs]) & (rows["rep"] < args.reps)]
+        rows = rows.drop_duplicates(["design", "rep"])
+    else:
+        rows = run(args.reps, settings, Path(args.progress), designs, args.base_seed, args.workers)
     table = summarize(rows)
     result = {
         "command": "python -m lookahead.demo.montecarlo " + " ".join(argv if argv is not None else
