@@ -109,10 +109,28 @@ def _rows(results: pd.DataFrame, spec: str, sample: str) -> pd.DataFrame:
     return results[(results["spec"] == spec) & (results["sample"] == sample)]
 
 
+def _not_estimable(row: pd.Series) -> str:
+    """'not estimable (reason)' for a missing estimate, the reason from the fit's record."""
+    dropped = str(row.get("dropped_terms") or "")
+    if row["term"] in [x.strip() for x in dropped.split(",")]:
+        return "not estimable (collinear with the fixed effects or other terms)"
+    warning = str(row.get("warning") or "")
+    m = warning.split("not estimable: ", 1)
+    if len(m) == 2:
+        return f"not estimable ({m[1].split(';')[0].strip()})"
+    if "no observations" in warning:
+        return "not estimable (no observations)"
+    return "not estimable"
+
+
 def _coef_table(results: pd.DataFrame, specs: list[tuple[str, str, str]], terms: list[str],
-                one_sided: str | None = None, two_sided: bool = False) -> str:
+                one_sided: str | None = None, two_sided: bool = False,
+                degenerate: dict[str, str] | None = None) -> str:
     """Rows: (label, spec, sample); columns per term: estimate (t); then the p-values of the
-    tested term (CRV1 and wild cluster bootstrap side by side)."""
+    tested term (CRV1 and wild cluster bootstrap side by side). A missing estimate, or one in
+    `degenerate` (term -> reason: a regressor without meaningful variation), is printed as
+    "not estimable (reason)" instead of a number."""
+    degenerate = degenerate or {}
     lines = []
     for label, spec, sample in specs:
         part = _rows(results, spec, sample)
@@ -121,8 +139,12 @@ def _coef_table(results: pd.DataFrame, specs: list[tuple[str, str, str]], terms:
         cells = []
         for term in terms:
             r = part[part["term"] == term]
-            if r.empty or pd.isna(r["estimate"].iloc[0]):
+            if r.empty:
                 cells.append("NA")
+            elif term in degenerate:
+                cells.append(f"not estimable ({degenerate[term]})")
+            elif pd.isna(r["estimate"].iloc[0]):
+                cells.append(_not_estimable(r.iloc[0]))
             else:
                 cells.append(f"{_fmt(r['estimate'].iloc[0])} ({_fmt(r['t'].iloc[0], 3)})")
         first = part.iloc[0]
@@ -146,6 +168,14 @@ def _coef_table(results: pd.DataFrame, specs: list[tuple[str, str, str]], terms:
     head += ["N", "clusters", "singletons dropped", "R2"]
     out = "| " + " | ".join(head) + " |\n|" + "|".join("---" for _ in head) + "|\n"
     return out + "".join("| " + " | ".join(map(str, line)) + " |\n" for line in lines)
+
+
+def _num_or_nan(x: object) -> float:
+    try:
+        v = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+    return v
 
 
 def _wild_label(results: pd.DataFrame) -> str:
@@ -270,12 +300,20 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
               "depends on the unit of LAP.\n")
 
     md.append("\n## 5. Placebo: post-cutoff sample\n\n")
-    if _rows(results, "detection", "post")["estimate"].notna().any():
+    degenerate: dict[str, str] = {}
+    sd_post, min_post = _num_or_nan(verdict.get("lap_sd_post")), _num_or_nan(verdict.get("lap_min_sd_post"))
+    if _num_or_nan(verdict.get("lap_distinct_post")) == 1 or (
+            math.isfinite(sd_post) and math.isfinite(min_post) and sd_post < min_post):
+        why = f"post-cutoff LAP has no meaningful variation: sd {_fmt(sd_post)}"
+        degenerate = {"lap": why, "mu_hat:lap": why, "ud": why}
+    if _rows(results, "detection", "post")["estimate"].notna().any() or degenerate:
         md.append(_coef_table(results, [("post-cutoff", "detection", "post")],
-                              ["mu_hat", "lap", "mu_hat:lap"], one_sided="mu_hat:lap"))
+                              ["mu_hat", "lap", "mu_hat:lap"], one_sided="mu_hat:lap",
+                              degenerate=degenerate))
         md.append("\n" + _coef_table(results, [("pooled", "validation_pooled", "post"),
                                              ("high LAP", "validation_high_lap", "post"),
-                                             ("low LAP", "validation_low_lap", "post")], ["ud"]))
+                                             ("low LAP", "validation_low_lap", "post")], ["ud"],
+                                      two_sided=True, degenerate=degenerate))
     md.append(f"\nPlacebo: {verdict['placebo_status']} (passes when the one-sided p for beta_3 > 0 "
               "exceeds 0.10, or when post-cutoff LAP has collapsed so that beta_3 is not "
               "estimable: nothing is left for LAP to proxy).\n")

@@ -253,6 +253,11 @@ def table3(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
 
 
 # ---------------------------------------------------------------------------- Table IV
+#: A confidence measure (a probability on a fixed 0-1 scale) with a smaller sd than this
+#: cannot carry Table IV's horse race: its coefficient would be noise divided by ~0.
+#: An absolute rule, as for recall LAP, because the scale is fixed.
+CONFIDENCE_MIN_SD = 0.001
+
 def table4(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTable:
     """Table IV: horse race of LAP against first-token probability and stated confidence.
 
@@ -265,6 +270,12 @@ def table4(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
     for label, col in (("p(first token)", s.first_token_prob), ("Confidence", s.stated_confidence)):
         if col not in df.columns or pd.to_numeric(df[col], errors="coerce").notna().sum() == 0:
             notes.append(f"{label} ('{col}') is missing in the panel: its columns are skipped.")
+            continue
+        sd = float(pd.to_numeric(df[col], errors="coerce").std(ddof=1))
+        if not (np.isfinite(sd) and sd >= CONFIDENCE_MIN_SD):
+            notes.append(f"{label} not estimable (its sd {sd:.2g} is below {CONFIDENCE_MIN_SD}: a "
+                         "probability that barely varies; its coefficients would be noise scaled "
+                         "up): its columns are skipped.")
             continue
         c, t_lc = Term(label, (col,)), Term(LLM + X + label, (s.llm, col))
         k = len(cols) + 1

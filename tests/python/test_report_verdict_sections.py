@@ -35,3 +35,21 @@ def test_sections_show_tests_and_name_regressions(tmp_path):
     assert "Minimum detectable beta_3 (one-sided 5% test, 80% power): " in text
     assert "- validation_low_lap (pre): example warning" in text
     assert "The test rules out effects larger than beta_3 = " in text  # the clean study: a null
+
+
+def test_collapsed_post_lap_prints_not_estimable_with_reason(tmp_path):
+    pre, post = panels("contaminated", seed=4)
+    post = post.copy()
+    post["p_up"], post["p_down"], post["lap"], post["ud"], post["high_lap"] = 0.0, 0.0, 0.0, 0.0, 0
+    res = run_protocol(pre, post, SETTINGS)
+    v = verdict_frame(res, pre, post, SETTINGS)
+    settings = pd.DataFrame([{
+        "study_name": "s", "model_id": "m", "backend": "b", "training_cutoff": "2021-12-31",
+        "data_path": "d.csv", "period_frequency": "month", "lap_measure": "recall",
+        "high_lap_rule": "pooled_median", "mink_k": 0.2, "mink_mean": "geometric"}])
+    for name, df in (("study_settings", settings), ("regression_results", res), ("verdict", v)):
+        df.to_csv(tmp_path / f"{name}.csv", index=False)
+    text, verdict = render(tmp_path)
+    placebo = text.split("## 5. Placebo")[1].split("## 6.")[0]
+    assert "not estimable (post-cutoff LAP has no meaningful variation: sd 0)" in placebo
+    assert "Placebo: placebo passes" in placebo
