@@ -176,6 +176,22 @@ def summarize(rows: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def to_markdown(table: pd.DataFrame) -> str:
+    """The docs/montecarlo.md table: rejection rates in % with Monte Carlo SE."""
+    cols = [("beta3_crv1", "beta_3 CRV1"), ("beta3_wild", "beta_3 wild"),
+            ("verdict_detection_test", "verdict's detection test"),
+            ("theta_high_crv1", "high-LAP theta CRV1"), ("theta_high_wild", "high-LAP theta wild"),
+            ("theta_diff_crv1", "high-low CRV1"), ("theta_diff_wild", "high-low wild"),
+            ("verdict_contamination", "verdict: Contamination detected")]
+    head = "| design | R | " + " | ".join(c[1] for c in cols) + " |\n"
+    head += "|---|---:|" + "---:|" * len(cols) + "\n"
+    body = ""
+    for _, r in table.iterrows():
+        cells = [f"{100 * r[k]:.1f} ({100 * r[k + '_mcse']:.1f})" for k, _ in cols]
+        body += f"| {r['design']} | {int(r['reps'])} | " + " | ".join(cells) + " |\n"
+    return head + body
+
+
 def _done(progress: Path) -> set[tuple[str, int]]:
     if not progress.exists():
         return set()
@@ -268,7 +284,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(table.round(3).to_string(index=False))
+    print(to_markdown(table))
 
 
 if __name__ == "__main__":
