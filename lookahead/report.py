@@ -25,9 +25,9 @@ from lookahead.stats.stata import export_stata_panels, write_stata_do_file
 # (spec, sample) -> CSV name; the protocol's tables in report order
 REGRESSIONS = (
     ("validation_pooled", "pre"), ("validation_high_lap", "pre"), ("validation_low_lap", "pre"),
-    ("detection", "pre"),
+    ("validation_difference", "pre"), ("detection", "pre"),
     ("validation_pooled", "post"), ("validation_high_lap", "post"), ("validation_low_lap", "post"),
-    ("detection", "post"),
+    ("validation_difference", "post"), ("detection", "post"),
 )
 TABLES = (
     "study_settings", "sample_description", "sample_period", "rejected_rows", "lap_distribution",
@@ -104,9 +104,28 @@ def _rows(results: pd.DataFrame, spec: str, sample: str) -> pd.DataFrame:
     return results[(results["spec"] == spec) & (results["sample"] == sample)]
 
 
+def _not_estimable(row: pd.Series) -> str:
+    """'not estimable (reason)' for a missing estimate, the reason from the fit's record."""
+    dropped = str(row.get("dropped_terms") or "")
+    if row["term"] in [x.strip() for x in dropped.split(",")]:
+        return "not estimable (collinear with the fixed effects or other terms)"
+    warning = str(row.get("warning") or "")
+    m = warning.split("not estimable: ", 1)
+    if len(m) == 2:
+        return f"not estimable ({m[1].split(';')[0].strip()})"
+    if "no observations" in warning:
+        return "not estimable (no observations)"
+    return "not estimable"
+
+
 def _coef_table(results: pd.DataFrame, specs: list[tuple[str, str, str]], terms: list[str],
-                one_sided: str | None = None) -> str:
-    """Rows: (label, spec, sample); columns per term: estimate (t)."""
+                one_sided: str | None = None, two_sided: bool = False,
+                degenerate: dict[str, str] | None = None) -> str:
+    """Rows: (label, spec, sample); columns per term: estimate (t); then the p-values of the
+    tested term (CRV1 and wild cluster bootstrap side by side). A missing estimate, or one in
+    `degenerate` (term -> reason: a regressor without meaningful variation), is printed as
+    "not estimable (reason)" instead of a number."""
+    degenerate = degenerate or {}
     lines = []
     for label, spec, sample in specs:
         part = _rows(results, spec, sample)
@@ -115,24 +134,48 @@ def _coef_table(results: pd.DataFrame, specs: list[tuple[str, str, str]], terms:
         cells = []
         for term in terms:
             r = part[part["term"] == term]
-            if r.empty or pd.isna(r["estimate"].iloc[0]):
+            if r.empty:
                 cells.append("NA")
+            elif term in degenerate:
+                cells.append(f"not estimable ({degenerate[term]})")
+            elif pd.isna(r["estimate"].iloc[0]):
+                cells.append(_not_estimable(r.iloc[0]))
             else:
                 cells.append(f"{_fmt(r['estimate'].iloc[0])} ({_fmt(r['t'].iloc[0], 3)})")
         first = part.iloc[0]
         extra = []
+        if two_sided:
+            tested = part[part["term"] == (one_sided or terms[0])]
+            extra += ([_fmt(tested["p_two_sided"].iloc[0]), _fmt(tested["p_wild_two_sided"].iloc[0])]
+                      if len(tested) else ["NA", "NA"])
         if one_sided:
             r = part[part["term"] == one_sided]
-            extra.append(_fmt(r["p_one_sided"].iloc[0]) if len(r) else "NA")
+            extra += ([_fmt(r["p_one_sided"].iloc[0]), _fmt(r["p_wild_one_sided"].iloc[0])]
+                      if len(r) else ["NA", "NA"])
         extra += [_fmt(first["n_obs"]), _fmt(first["n_clusters"]), _fmt(first["n_singletons"]),
                   _fmt(first["r2"], 3)]
         lines.append([label, *cells, *extra])
     head = ["sample", *[f"{t} (t)" for t in terms]]
+    if two_sided:
+        head += ["p (two-sided)", "wild bootstrap p (two-sided)"]
     if one_sided:
-        head.append(f"one-sided p ({one_sided} > 0)")
+        head += [f"one-sided p ({one_sided} > 0)", "wild bootstrap one-sided p"]
     head += ["N", "clusters", "singletons dropped", "R2"]
     out = "| " + " | ".join(head) + " |\n|" + "|".join("---" for _ in head) + "|\n"
     return out + "".join("| " + " | ".join(map(str, line)) + " |\n" for line in lines)
+
+
+def _num_or_nan(x: object) -> float:
+    try:
+        v = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+    return v
+
+
+def _wild_label(results: pd.DataFrame) -> str:
+    labels = [x for x in results.get("wild_bootstrap", pd.Series(dtype=str)).dropna().unique() if str(x)]
+    return str(labels[0]) if labels else "not computed: no clustered fit, or wild_bootstrap_draws = 0"
 
 
 def _read(results_dir: Path, name: str) -> pd.DataFrame:
@@ -198,9 +241,11 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
             f"(small-sample correction {SSC_RULE}); realization periods at frequency "
             f"`{settings['period_frequency']}`.\n"
         )
-    warnings = sorted({w for w in results.get("warning", pd.Series(dtype=str)).dropna() if str(w).strip()})
+    warned = results.dropna(subset=["warning"]) if "warning" in results else results.iloc[0:0]
+    warnings = list(dict.fromkeys(f"{r['spec']} ({r['sample']}): {r['warning']}"
+                                  for _, r in warned.iterrows() if str(r["warning"]).strip()))
     if warnings:
-        md.append("Warnings from the estimator:\n\n" + "".join(f"- {w}\n" for w in warnings))
+        md.append("Warnings from the estimator, by regression:\n\n" + "".join(f"- {w}\n" for w in warnings))
     if len(parse):
         p = parse.iloc[0]
         md.append(f"\nForecast parse rate: {_fmt(p['parse_rate'])} ({int(p['n_parsed'])} of "
@@ -246,30 +291,59 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
     md.append("\n## 3. Validation: outcome on (U-D), entity and period fixed effects\n\n")
     md.append(_coef_table(results, [("pooled", "validation_pooled", "pre"),
                                     ("high LAP", "validation_high_lap", "pre"),
-                                    ("low LAP", "validation_low_lap", "pre")], ["ud"]))
+                                    ("low LAP", "validation_low_lap", "pre")], ["ud"], two_sided=True))
+    md.append("\nHigh- minus low-LAP theta (one regression: outcome on ud and ud x high_lap with "
+              "entity x half and period x half fixed effects, so ud:high_lap is exactly "
+              "theta_high - theta_low; one-sided test of high > low):\n\n")
+    md.append(_coef_table(results, [("pre-cutoff", "validation_difference", "pre")],
+                          ["ud", "ud:high_lap"], one_sided="ud:high_lap"))
     md.append("\nExpected under memorization: theta positive and significant on the high-LAP "
-              f"half, near zero on the low-LAP half. Here: "
+              "half, near zero on the low-LAP half. \"Near zero\" is tested, not assumed from "
+              "p >= 0.05: the pattern is present when the high-LAP theta is positive with "
+              "two-sided p < 0.05 and exceeds the low-LAP theta with one-sided p < 0.05 "
+              "(docs/verdict.md). Here: "
               f"{'the pattern is present' if bool(verdict['validation_pattern']) else 'the pattern is not present'}.\n")
 
     md.append("\n## 4. Detection: outcome on mu_hat, LAP and mu_hat x LAP, pre-cutoff\n\n")
     md.append(_coef_table(results, [("pre-cutoff", "detection", "pre")],
                           ["mu_hat", "lap", "mu_hat:lap"], one_sided="mu_hat:lap"))
     md.append("\nbeta_3 is the coefficient on mu_hat:lap; the test is one-sided for beta_3 > 0 "
-              "(p/2 when t > 0, else 1 - p/2).\n")
+              "(p/2 when t > 0, else 1 - p/2). Beside CRV1 stands the restricted wild cluster "
+              "bootstrap p (wildboottest; " + _wild_label(results) + "); the verdict reads it "
+              f"when a regression has fewer than {_fmt(verdict.get('wild_min_clusters'))} clusters "
+              f"(here it used: {_fmt(verdict.get('inference_used'))}). Minimum detectable beta_3 "
+              f"(one-sided 5% test, 80% power): {_fmt(verdict.get('beta3_mde'))}. Every regression "
+              "is fitted on unit-sd columns and reported on the data's scale, so no t-statistic "
+              "depends on the unit of LAP.\n")
 
     md.append("\n## 5. Placebo: post-cutoff sample\n\n")
-    if _rows(results, "detection", "post")["estimate"].notna().any():
+    degenerate: dict[str, str] = {}
+    sd_post, min_post = _num_or_nan(verdict.get("lap_sd_post")), _num_or_nan(verdict.get("lap_min_sd_post"))
+    if _num_or_nan(verdict.get("lap_distinct_post")) == 1 or (
+            math.isfinite(sd_post) and math.isfinite(min_post) and sd_post < min_post):
+        why = f"post-cutoff LAP has no meaningful variation: sd {_fmt(sd_post)}"
+        degenerate = {"lap": why, "mu_hat:lap": why, "ud": why}
+    if _rows(results, "detection", "post")["estimate"].notna().any() or degenerate:
         md.append(_coef_table(results, [("post-cutoff", "detection", "post")],
-                              ["mu_hat", "lap", "mu_hat:lap"], one_sided="mu_hat:lap"))
+                              ["mu_hat", "lap", "mu_hat:lap"], one_sided="mu_hat:lap",
+                              degenerate=degenerate))
         md.append("\n" + _coef_table(results, [("pooled", "validation_pooled", "post"),
                                              ("high LAP", "validation_high_lap", "post"),
-                                             ("low LAP", "validation_low_lap", "post")], ["ud"]))
+                                             ("low LAP", "validation_low_lap", "post")], ["ud"],
+                                      two_sided=True, degenerate=degenerate))
     md.append(f"\nPlacebo: {verdict['placebo_status']} (passes when the one-sided p for beta_3 > 0 "
-              "exceeds 0.10).\n")
+              "exceeds 0.10, or when post-cutoff LAP has collapsed so that beta_3 is not "
+              "estimable: nothing is left for LAP to proxy).\n")
 
     md.append("\n## 6. Verdict\n\n")
     md.append(f"**{verdict['verdict']}.** {verdict['reason']}\n\n")
-    md.append(f"Decision rule (protocol, word for word): {verdict['decision_rule']}\n")
+    md.append(f"Decision rule (protocol, word for word): {verdict['decision_rule']}\n\n")
+    md.append("Choices where the protocol is silent (docs/verdict.md): the LAP-variation rule "
+              "qualifies only a null result; meaningful variation is sd >= 0.01 for recall LAP "
+              "(an absolute rule, because recall LAP is a probability on a fixed 0-1 scale) and "
+              "sd >= 1% of mean |LAP| for Min-K% LAP (scale-free); the validation pattern tests "
+              "high-LAP minus low-LAP theta; a collapsed post-cutoff LAP passes the placebo; "
+              "with few clusters the tests use the wild cluster bootstrap p-values.\n")
     if bool(verdict.get("approximated", False)):
         md.append("\n**All results are approximated**: recall probabilities come from the sampling "
                   "fallback (answer frequencies), not token log-probabilities.\n")

@@ -1,172 +1,290 @@
-"""Size and power of the detection test over fresh draws of the demo scenarios.
+"""Monte Carlo of the shipped test: size and power of the verdict over simulated panels.
 
-Retraining a language model per draw costs minutes of CPU each, so this Monte Carlo
-simulates the LLM's outputs at the signal level, with the behaviour the training
-corpus plants (and the shipped models show, see ``lookahead.demo.check``):
-  * contaminated, memorized realization: forecast = realized direction; recall answers
-    the realized direction with probability ~U(conf_lo, conf_hi), the other direction
-    gets a small share;
-  * clean control, same realizations: equally confident recall of a coin-flip
-    direction drawn independently of the outcome; forecast = headline sentiment;
-  * every other row: forecast = headline sentiment (flipped with ``forecast_error``, the
-    model's imperfect generalization); recall answers "unknown" and leaves up/down a
-    small, noisy mass (log-normal around ``abstain_lap``, as the soft abstention target
-    of ``train`` produces), except a few pre-cutoff ``misfire`` answers that state a
-    random direction with some confidence (the shipped contaminated model has ~1%).
-Each draw is a fresh ``generate(DemoSpec(seed=...))`` with its own entities, headlines,
-outcomes and memorized subset. The regressions are the protocol's: pyfixest with
-entity and month fixed effects, standard errors clustered by entity; the detection
-test is one-sided for beta_3 > 0 at 5%, the placebo passes when the post-cutoff
-one-sided p exceeds 0.10, and the validation pattern is a significant positive
-high-LAP theta (two-sided 5%) with an insignificant low-LAP theta.
+Each replication builds a pre- and a post-cutoff panel with the columns the dbt models
+produce (docs/CONTRACTS.md, Panel) and runs exactly what the dbt Python models run:
+``lookahead.stats.protocol.run_protocol`` (python_models/regression_results.py) and
+``lookahead.stats.verdict.verdict_frame`` (python_models/verdict.py), with the study
+settings a user would set (``StatsSettings``). Nothing here re-implements a regression,
+a p-value or a threshold; it only tabulates what those functions return.
 
-Run: ``python -m lookahead.demo.montecarlo --draws 200``.
+The data-generating process, per row of entity e, period t:
+  outcome = a_e + b_t + u_et + gamma * mu_hat + eps,   eps ~ N(0, 1), u_et ~ N(0, rho^2)
+  mu_hat  = +-1 coin flip (a forecast with true predictive power gamma that does not
+            depend on LAP), except on memorized rows, where mu_hat = sign(u_et + eps):
+            the realized direction.
+  LAP     = recall mass P(up) + P(down): U(0, 1) in "active" entities, U(0, 0.05)
+            elsewhere; memorized rows recall with LAP ~ U(0.8, 1) and put 97.5% of it on
+            the realized direction; otherwise the split is U(0, 1). ud = P(up) - P(down).
+  Memorized rows: a share `mem_prob` of pre-cutoff rows in active entities whose base
+            LAP is above 0.5. Post-cutoff rows are never memorized and their LAP
+            collapses to U(0, 0.05) in every entity.
+Under mem_prob = 0 every null holds exactly: beta_3 = 0 (mu_hat's slope does not vary
+with LAP) and theta = 0 (ud does not predict the outcome). The null designs have no
+post-cutoff rows (the placebo is then infeasible, so their verdict is never "Contamination
+detected" by construction); this halves their cost and changes nothing in the detection
+and validation tests, which use pre-cutoff rows only.
+
+Designs (DESIGNS): an iid-like null with 50 entities; a null whose LAP variation sits in
+5 of 30 entities (few clusters carry all the identifying variation: the case where the
+CRV1 t(G-1) test over-rejects); nulls with 10 and 20 entities; a paper-like effect
+(standardized beta_3 of about 0.03, the paper's 0.077% / ~2.5% daily return sd, which
+gives t of about 1 at this N); and strong planted memorization.
+
+Run (docs/montecarlo.md has the table this wrote):
+    python -m lookahead.demo.montecarlo --reps 1000 --wild-draws 399 \\
+        --out docs/montecarlo/results.json --progress docs/montecarlo/progress.jsonl
+The progress file gets one JSON line per replication, so a run can be resumed and
+watched; --workers runs replications in parallel processes.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import os
 import time
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from lookahead.demo.generator import DemoSpec, generate
+from lookahead.stats.protocol import StatsSettings, run_protocol
+from lookahead.stats.verdict import CONTAMINATION, verdict_frame
+from lookahead.stats.wild import WildSettings
 
 
 @dataclass(frozen=True)
-class SignalModel:
-    """How the simulated LLM answers (defaults roughly match the shipped demo models)."""
+class Design:
+    """One simulated study design (see the module doc for the data-generating process)."""
 
-    conf_lo: float = 0.95         # P(recalled direction) on memorized realizations ~ U(lo, hi)
-    conf_hi: float = 1.00
-    wrong_share: float = 0.005    # of that mass, given to the other direction
-    abstain_lap: float = 0.08     # median P(up)+P(down) when the model abstains
-    abstain_sd: float = 0.15      # log-sd of that mass
-    misfire: float = 0.015        # share of abstentions answered with a confident random direction
-    forecast_error: float = 0.03  # share of sentiment forecasts that come out flipped
+    name: str
+    n_entities: int
+    null: bool
+    mem_prob: float = 0.0
+    active_entities: int | None = None  # entities whose LAP varies (None: all)
+    n_periods: int = 8
+    per_cell: int = 3
+    post_periods: int = 4
+    rho: float = 0.5
+    gamma: float = 0.1
+    with_post: bool = True  # False: no post-cutoff rows (placebo infeasible), to save time
+    description: str = ""
 
 
-def simulate_outputs(spec: DemoSpec, scenario: str, sm: SignalModel, rng: np.random.Generator) -> pd.DataFrame:
-    """One draw of the panel with simulated mu_hat, p_up, p_down, lap, ud."""
-    data = generate(spec)
-    df = data.observations.merge(data.truth[["row_id", "sample", "sentiment", "memorized",
-                                             "clean_recall_direction"]], on="row_id")
-    n = len(df)
-    sent = df["sentiment"].to_numpy(float)
-    flip = rng.random(n) < sm.forecast_error
-    mu = np.where(flip, -sent, sent)
-    realized = np.where(df["outcome"].to_numpy() > 0, 1.0, -1.0)
-    mem = df["memorized"].to_numpy(bool)
+DESIGNS: tuple[Design, ...] = (
+    Design("null_concentrated_30", 30, True, active_entities=5, with_post=False,
+           description="null, 30 entities, LAP varies in 5 only"),
+    Design("null_10_clusters", 10, True, with_post=False, description="null, 10 entities"),
+    Design("null_20_clusters", 20, True, with_post=False, description="null, 20 entities"),
+    Design("null_iid_50", 50, True, with_post=False, description="null, 50 entities, LAP varies in all"),
+    Design("paper_like_50", 50, False, mem_prob=0.03,
+           description="3% of high-LAP rows memorized (standardized beta_3 ~ 0.03), 50 entities"),
+    Design("strong_memorization_30", 30, False, mem_prob=0.4,
+           description="40% of high-LAP rows memorized, 30 entities"),
+)
 
-    # Recall is per (entity, target_date): draw once per realization, merge back.
-    ev = df.drop_duplicates(["entity_id", "target_date"])[
-        ["entity_id", "target_date", "memorized", "clean_recall_direction", "outcome"]].copy()
-    m = len(ev)
-    lap = np.exp(np.log(sm.abstain_lap) + sm.abstain_sd * rng.normal(size=m))
-    share_up = rng.uniform(0.3, 0.7, m)
-    p_up, p_down = lap * share_up, lap * (1 - share_up)
-    evm = ev["memorized"].to_numpy(bool)
-    pre_ev = (ev["target_date"] <= spec.training_cutoff).to_numpy()
-    misfire = pre_ev & ~evm & (rng.random(m) < sm.misfire)
-    mis_conf, mis_up = rng.uniform(0.3, 0.9, m), rng.random(m) < 0.5
-    p_up = np.where(misfire, np.where(mis_up, mis_conf, 0.01), p_up)
-    p_down = np.where(misfire, np.where(mis_up, 0.01, mis_conf), p_down)
-    conf = rng.uniform(sm.conf_lo, sm.conf_hi, m)
-    if scenario == "contaminated":
-        direction = np.where(ev["outcome"].to_numpy() > 0, 1.0, -1.0)
+
+def simulate(d: Design, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(panel_pre, panel_post) with the Panel contract's columns for one replication."""
+    a = rng.normal(0, 0.5, d.n_entities)
+    b = rng.normal(0, 0.5, d.n_periods + d.post_periods)
+    active = np.zeros(d.n_entities, dtype=bool)
+    active[: d.active_entities if d.active_entities is not None else d.n_entities] = True
+    out = []
+    for sample, periods in (("pre", range(d.n_periods)),
+                            ("post", range(d.n_periods, d.n_periods + d.post_periods))):
+        e, t = np.meshgrid(np.arange(d.n_entities), np.array(list(periods)), indexing="ij")
+        e = np.repeat(e.ravel(), d.per_cell)
+        t = np.repeat(t.ravel(), d.per_cell)
+        n = len(e)
+        u_cell = rng.normal(0, d.rho, (d.n_entities, d.n_periods + d.post_periods))
+        shock = u_cell[e, t] + rng.normal(size=n)
+        mu = rng.choice([-1.0, 1.0], n)
+        base = np.where(active[e] & (sample == "pre"), rng.uniform(0, 1, n), rng.uniform(0, 0.05, n))
+        mem = (sample == "pre") & active[e] & (base > 0.5) & (rng.uniform(size=n) < d.mem_prob)
+        direction = np.where(shock > 0, 1.0, -1.0)
+        lap = np.where(mem, rng.uniform(0.8, 1.0, n), base)
+        split = np.where(mem, np.where(direction > 0, 0.975, 0.025), rng.uniform(0, 1, n))
+        mu = np.where(mem, direction, mu)
+        outcome = a[e] + b[t] + d.gamma * np.where(mem, 0.0, mu) + shock
+        p_up, p_down = lap * split, lap * (1 - split)
+        df = pd.DataFrame({
+            "row_id": [f"{sample}{i}" for i in range(n)],
+            "entity_num": e, "period_num": t,
+            "target_date": pd.Timestamp("2020-01-01") + pd.to_timedelta(t * 31 + rng.integers(0, 28, n), "D"),
+            "outcome": outcome, "mu_hat": mu, "p_up": p_up, "p_down": p_down,
+            "lap": p_up + p_down, "ud": p_up - p_down, "approximated": False,
+        })
+        df["high_lap"] = (df["lap"] > df["lap"].median()).astype(int)  # pooled_median, per sample
+        out.append(df)
+    if not d.with_post:
+        return out[0], out[1].iloc[0:0].copy()
+    return out[0], out[1]
+
+
+def replicate(d: Design, rep: int, settings: StatsSettings, base_seed: int = 20240101) -> dict:
+    """One replication: the shipped regressions and verdict, and what they decided."""
+    rng = np.random.default_rng([base_seed, DESIGNS.index(d) if d in DESIGNS else 99, rep])
+    pre, post = simulate(d, rng)
+    wild = replace(settings.wild, seed=int(rng.integers(0, 2**31 - 1)))
+    s = replace(settings, wild=wild)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = run_protocol(pre, post, s)
+        v = verdict_frame(res, pre, post, s).iloc[0]
+
+    def num(x) -> float:
+        return float(x) if x is not None and not pd.isna(x) else math.nan
+
+    return {
+        "design": d.name, "rep": rep,
+        "beta3": num(v["beta3"]), "beta3_t": num(v["beta3_t"]),
+        "p_crv1": num(v["beta3_p_one_sided"]), "p_wild": num(v["beta3_p_wild_one_sided"]),
+        "p_used": num(v["beta3_p_used"]), "inference_used": str(v["inference_used"]),
+        "theta_high_p_crv1": num(v["theta_high_p"]), "theta_high_p_wild": num(v["theta_high_p_wild"]),
+        "theta_diff_p_crv1": num(v["theta_diff_p_one_sided"]),
+        "theta_diff_p_wild": num(v["theta_diff_p_wild_one_sided"]),
+        "validation_pattern": bool(v["validation_pattern"]), "placebo_passes": bool(v["placebo_passes"]),
+        "verdict": str(v["verdict"]),
+    }
+
+
+def summarize(rows: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """Rejection rates per design with Monte Carlo standard errors sqrt(p(1-p)/R)."""
+    out = []
+    for name, g in rows.groupby("design", sort=False):
+        r = len(g)
+        rates = {
+            "beta3_crv1": (g["p_crv1"] < alpha).mean(),
+            "beta3_wild": (g["p_wild"] < alpha).mean(),
+            "verdict_detection_test": (g["p_used"] < alpha).mean(),
+            "theta_high_crv1": (g["theta_high_p_crv1"] < alpha).mean(),
+            "theta_high_wild": (g["theta_high_p_wild"] < alpha).mean(),
+            "theta_diff_crv1": (g["theta_diff_p_crv1"] < alpha).mean(),
+            "theta_diff_wild": (g["theta_diff_p_wild"] < alpha).mean(),
+            "verdict_contamination": (g["verdict"] == CONTAMINATION).mean(),
+        }
+        row = {"design": name, "reps": r}
+        for k, p in rates.items():
+            row[k] = float(p)
+            row[k + "_mcse"] = float(math.sqrt(p * (1 - p) / r)) if r else math.nan
+        row["wild_used_share"] = float((g["inference_used"] == "wild bootstrap").mean())
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def to_markdown(table: pd.DataFrame) -> str:
+    """The docs/montecarlo.md table: rejection rates in % with Monte Carlo SE."""
+    cols = [("beta3_crv1", "beta_3 CRV1"), ("beta3_wild", "beta_3 wild"),
+            ("verdict_detection_test", "verdict's detection test"),
+            ("theta_high_crv1", "high-LAP theta CRV1"), ("theta_high_wild", "high-LAP theta wild"),
+            ("theta_diff_crv1", "high-low CRV1"), ("theta_diff_wild", "high-low wild"),
+            ("verdict_contamination", "verdict: Contamination detected")]
+    head = "| design | R | " + " | ".join(c[1] for c in cols) + " |\n"
+    head += "|---|---:|" + "---:|" * len(cols) + "\n"
+    body = ""
+    for _, r in table.iterrows():
+        cells = [f"{100 * r[k]:.1f} ({100 * r[k + '_mcse']:.1f})" for k, _ in cols]
+        body += f"| {r['design']} | {int(r['reps'])} | " + " | ".join(cells) + " |\n"
+    return head + body
+
+
+def _done(progress: Path) -> set[tuple[str, int]]:
+    if not progress.exists():
+        return set()
+    seen = set()
+    for line in progress.read_text().splitlines():
+        try:
+            r = json.loads(line)
+            seen.add((r["design"], int(r["rep"])))
+        except (ValueError, KeyError):
+            continue
+    return seen
+
+
+def _worker(args: tuple[Design, list[int], StatsSettings, int, str]) -> None:
+    d, reps, settings, base_seed, progress = args
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        for rep in reps:
+            row = replicate(d, rep, settings, base_seed)
+            with open(progress, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(row) + "\n")
+
+
+def run(reps: int, settings: StatsSettings, progress: Path, designs: tuple[Design, ...] = DESIGNS,
+        base_seed: int = 20240101, workers: int = 1) -> pd.DataFrame:
+    """All designs x reps (resuming from `progress`); returns the per-replication rows."""
+    progress.parent.mkdir(parents=True, exist_ok=True)
+    done = _done(progress)
+    jobs = []
+    for d in designs:
+        todo = [r for r in range(reps) if (d.name, r) not in done]
+        for k in range(max(workers, 1)):
+            part = todo[k::max(workers, 1)]
+            if part:
+                jobs.append((d, part, settings, base_seed, str(progress)))
+    if workers > 1 and jobs:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(workers) as ex:
+            list(ex.map(_worker, jobs))
     else:
-        direction = np.where(ev["clean_recall_direction"].to_numpy() == "up", 1.0, -1.0)
-    right, wrong = conf * (1 - sm.wrong_share), conf * sm.wrong_share
-    p_up = np.where(evm, np.where(direction > 0, right, wrong), p_up)
-    p_down = np.where(evm, np.where(direction > 0, wrong, right), p_down)
-    ev["p_up"], ev["p_down"] = p_up, p_down
-    df = df.merge(ev[["entity_id", "target_date", "p_up", "p_down"]], on=["entity_id", "target_date"],
-                  validate="many_to_one")
-    df["lap"] = df["p_up"] + df["p_down"]
-    df["ud"] = df["p_up"] - df["p_down"]
-    if scenario == "contaminated":
-        mu = np.where(mem, realized, mu)
-    df["mu_hat"] = mu
-    df["period"] = df["target_date"].str[:7]
+        for job in jobs:
+            _worker(job)
+    rows = [json.loads(x) for x in progress.read_text().splitlines() if x.strip()]
+    names = [d.name for d in designs]
+    df = pd.DataFrame(rows)
+    df = df[df["design"].isin(names) & (df["rep"] < reps)].drop_duplicates(["design", "rep"])
     return df
 
 
-def _fit(d: pd.DataFrame, fml: str, term: str) -> tuple[float, float, float]:
-    import pyfixest as pf
-
-    fit = pf.feols(fml, data=d, vcov={"CRV1": "entity_id"})
-    row = fit.tidy().loc[term]
-    t, p = float(row["t value"]), float(row["Pr(>|t|)"])
-    return float(row["Estimate"]), t, p
-
-
-def one_sided(t: float, p: float) -> float:
-    """p for H1: coefficient > 0, from pyfixest's two-sided p."""
-    return p / 2 if t > 0 else 1 - p / 2
-
-
-def evaluate_draw(df: pd.DataFrame) -> dict:
-    """Protocol steps 3-5 on one simulated panel; returns the test outcomes."""
-    out: dict = {}
-    pre, post = df[df["sample"] == "pre"].copy(), df[df["sample"] == "post"].copy()
-    fe = "entity_id + period"
-    _, t, p = _fit(pre, f"outcome ~ mu_hat * lap | {fe}", "mu_hat:lap")
-    out["detect_p"] = one_sided(t, p)
-    pre["high"] = pre["lap"] > pre["lap"].median()
-    _, th, ph = _fit(pre[pre["high"]], f"outcome ~ ud | {fe}", "ud")
-    _, tl, pl = _fit(pre[~pre["high"]], f"outcome ~ ud | {fe}", "ud")
-    out["validation_pattern"] = bool(th > 0 and ph < 0.05 and pl >= 0.05)
-    _, tp, pp = _fit(post, f"outcome ~ mu_hat * lap | {fe}", "mu_hat:lap")
-    out["placebo_p"] = one_sided(tp, pp)
-    out["lap_sd_pre"] = float(pre["lap"].std())
-    return out
-
-
-def run(draws: int, base_seed: int = 1000, spec: DemoSpec = DemoSpec(),
-        sm: SignalModel = SignalModel()) -> pd.DataFrame:
-    """All draws of both scenarios; one row per (draw, scenario)."""
-    rows = []
-    for r in range(draws):
-        seed = base_seed + r
-        for scenario in ("contaminated", "clean"):
-            rng = np.random.default_rng([seed, 0 if scenario == "contaminated" else 1])
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                res = evaluate_draw(simulate_outputs(replace(spec, seed=seed), scenario, sm, rng))
-            rows.append({"draw": r, "seed": seed, "scenario": scenario, **res})
-    return pd.DataFrame(rows)
-
-
-def summarize(res: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """Rejection rates per scenario: detection at alpha, validation pattern, placebo pass,
-    and the protocol's full 'contamination detected' verdict."""
-    res = res.assign(
-        reject=res["detect_p"] < alpha,
-        placebo_pass=res["placebo_p"] > 0.10,
-    )
-    res["verdict_detected"] = res["reject"] & res["validation_pattern"] & res["placebo_pass"]
-    return (res.groupby("scenario")[["reject", "validation_pattern", "placebo_pass", "verdict_detected"]]
-            .mean().rename(columns={"reject": f"detect_reject_rate_{alpha:g}"})
-            .assign(draws=res.groupby("scenario").size()))
-
-
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description="Monte Carlo size/power of the lookahead-bias test on demo draws")
-    ap.add_argument("--draws", type=int, default=200)
-    ap.add_argument("--base-seed", type=int, default=1000)
-    ap.add_argument("--csv", help="write per-draw results here")
+    ap = argparse.ArgumentParser(description="Monte Carlo size/power of the shipped verdict")
+    ap.add_argument("--reps", type=int, default=1000)
+    ap.add_argument("--wild-draws", type=int, default=399)
+    ap.add_argument("--wild-weights", default="webb")
+    ap.add_argument("--min-clusters", type=int, default=StatsSettings().wild.min_clusters)
+    ap.add_argument("--designs", default=",".join(d.name for d in DESIGNS))
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--base-seed", type=int, default=20240101)
+    ap.add_argument("--progress", default="docs/montecarlo/progress.jsonl")
+    ap.add_argument("--out", default="docs/montecarlo/results.json")
+    ap.add_argument("--summarize-only", action="store_true",
+                    help="tabulate the replications already in --progress (up to --reps per design)")
     args = ap.parse_args(argv)
+    wanted = [x.strip() for x in args.designs.split(",") if x.strip()]
+    unknown = [x for x in wanted if x not in {d.name for d in DESIGNS}]
+    if unknown:
+        raise SystemExit(f"--designs: unknown design(s) {unknown}; have {[d.name for d in DESIGNS]}")
+    designs = tuple(d for d in DESIGNS if d.name in wanted)
+    settings = StatsSettings(cluster="entity", lap_measure="recall",
+                             wild=WildSettings(draws=args.wild_draws, weights=args.wild_weights,
+                                               min_clusters=args.min_clusters))
     t0 = time.perf_counter()
-    res = run(args.draws, args.base_seed)
-    if args.csv:
-        res.to_csv(args.csv, index=False)
-    print("Signal-level simulation of the LLM outputs (no retraining per draw); "
-          "pyfixest, entity + month FE, clustered by entity.")
-    print(summarize(res).round(3).to_string())
-    print(f"{args.draws} draws x 2 scenarios in {time.perf_counter() - t0:.0f}s")
+    if args.summarize_only:
+        rows = pd.DataFrame([json.loads(x) for x in Path(args.progress).read_text().splitlines() if x.strip()])
+        rows = rows[rows["design"].isin([d.name for d in designs]) & (rows["rep"] < args.reps)]
+        rows = rows.drop_duplicates(["design", "rep"])
+    else:
+        rows = run(args.reps, settings, Path(args.progress), designs, args.base_seed, args.workers)
+    table = summarize(rows)
+    result = {
+        "command": "python -m lookahead.demo.montecarlo " + " ".join(argv if argv is not None else
+                                                                       os.sys.argv[1:]),
+        "alpha": 0.05, "reps": args.reps, "wild_draws": args.wild_draws,
+        "wild_weights": args.wild_weights, "wild_min_clusters": args.min_clusters,
+        "base_seed": args.base_seed, "seconds": round(time.perf_counter() - t0, 1),
+        "designs": [asdict(d) for d in designs],
+        "table": table.to_dict(orient="records"),
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(to_markdown(table))
 
 
 if __name__ == "__main__":

@@ -95,14 +95,16 @@ def draw_indices(rng: np.random.Generator, n: int) -> np.ndarray:
 
 # --------------------------------------------------------------------------- baseline
 def naive_draws(data: BootstrapData, draws: int, seed: int, target: int = -1,
-                start: int = 0, fixef_tol: float | None = None) -> np.ndarray:
+                start: int = 0) -> np.ndarray:
     """Baseline: for each draw, resample rows and refit with pyfixest; return coefficient `target`.
 
     `start` skips that many draws of the stream, so a subset of the baseline can be timed
-    against the same draws of the fast path. `fixef_tol` is the demeaning tolerance
-    (default None: pyfixest's own, 1e-6, i.e. the loop a user would write; the paper
-    fits use FIXEF_TOL)."""
+    against the same draws of the fast path. Demeaning uses the project's one tolerance,
+    FIXEF_TOL."""
     import pyfixest as pf
+    from pyfixest.demeaners import MapDemeaner
+
+    from lookahead.stats.fe_regression import FIXEF_TOL
 
     k = data.Z.shape[1] - 1
     frame = pd.DataFrame(data.Z, columns=["y"] + [f"x{j}" for j in range(k)])
@@ -122,7 +124,8 @@ def naive_draws(data: BootstrapData, draws: int, seed: int, target: int = -1,
             idx = draw_indices(rng, data.n)
             sub = frame.iloc[idx].reset_index(drop=True)
             try:
-                fit = pf.feols(fml, data=sub, vcov="iid", fixef_tol=fixef_tol)
+                fit = pf.feols(fml, data=sub, vcov="iid",
+                               demeaner=MapDemeaner(fixef_tol=FIXEF_TOL))
             except Exception:  # a degenerate resample (e.g. all rows singletons): no estimate
                 continue
             coef = fit.coef()

@@ -66,6 +66,7 @@ def bootstrap_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd.Da
                     paper_cluster: str | None = None) -> pd.DataFrame:
     """One row per bootstrap draw; no rows when there is no post-cutoff sample or draws = 0."""
     s, draws, seed = settings_from_frame(study_settings, paper_cluster)
+    post, _ = T.out_of_sample(post, s)
     empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in BOOTSTRAP_COLUMNS.items()})
     if draws == 0 or not A._has_rows(post, s) or not A._has_rows(pre, s):
         return empty
@@ -101,11 +102,25 @@ def paper_tables_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd
     if boot is not None and len(boot):
         b = boot.iloc[0]
         extra.append({"paper_table": "table5", "table_column": 4, "spec": "table5_bootstrap", "sample": "post",
-                      "term": "OOS bootstrap p-value", "estimate": float(b["p_value"]), "p": float(b["p_value"]),
+                      "term": T.BOOTSTRAP_ROW, "estimate": float(b["p_value"]), "p": float(b["p_value"]),
                       "kind": "bootstrap", "n_obs": int(b["n_obs"]),
-                      "note": (f"{len(boot):,} pairs-bootstrap draws, seed {int(b['seed'])}; in-sample "
-                               f"estimate {float(b['in_sample_estimate']):.6g}; 95th percentile "
+                      "note": (f"The paper's procedure: {len(boot):,} pairs-bootstrap draws of the "
+                               f"out-of-sample rows, seed {int(b['seed'])}; share of draws >= the in-sample "
+                               f"estimate {float(b['in_sample_estimate']):.6g} (treated as fixed: no "
+                               f"in-sample sampling error, no clustering); 95th percentile "
                                f"{float(b['percentile_95']):.6g}")})
+    t5 = res.tables.get("table5")
+    if t5 is not None and "diff_difference" in t5.magnitudes:
+        d = t5.magnitudes
+        extra.append({"paper_table": "table5", "table_column": 2, "spec": "table5_difference",
+                      "sample": "pre+post", "term": T.DIFFERENCE_ROW, "estimate": d["diff_difference"],
+                      "std_error": d["diff_std_error"], "t": d["diff_t"], "p": d["diff_p_one_sided"],
+                      "kind": "difference", "n_obs": int(d["diff_n_obs"]),
+                      "n_clusters": d["diff_n_clusters"] if np.isfinite(d["diff_n_clusters"]) else None,
+                      "vcov": t5.columns[1].vcov,
+                      "note": ("In-sample minus out-of-sample LLM_std x LAP_std from one stacked "
+                               "regression (period-specific slopes and fixed effects), clustered; p is "
+                               "one-sided for in-sample > out-of-sample")})
     notes = pd.DataFrame([{"paper_table": "notes", "table_column": 0, "spec": "skipped", "sample": "pre",
                            "term": n[:60], "kind": "note", "note": n} for n in res.notes])
     out = pd.concat([long, pd.DataFrame(extra), notes], ignore_index=True)

@@ -5,8 +5,9 @@ only *what* it regresses (outcome, named terms, fixed effects, cluster) while th
 mechanics that people get wrong live once: interaction columns are built explicitly
 (so a term's name says exactly what was multiplied), rows with a missing value in a used
 column are dropped and counted, singletons and collinear drops are recorded, and the
-demeaning tolerance is tight enough that coefficients are exact to ~1e-10 (pyfixest's
-default 1e-6 is not, and the bootstrap is compared draw by draw against this fit).
+demeaning tolerance (lookahead.stats.fe_regression.FIXEF_TOL, the one tolerance of every
+regression) is tight enough that coefficients are exact to ~1e-10 (pyfixest's default 1e-6
+is not, and the bootstrap is compared draw by draw against this fit).
 """
 
 from __future__ import annotations
@@ -18,12 +19,9 @@ import numpy as np
 import pandas as pd
 
 from lookahead.stats.fe_regression import CLUSTER_COLUMNS as STATS_CLUSTER_COLUMNS
+from lookahead.stats.fe_regression import FIXEF_TOL  # noqa: F401  (one tolerance, declared there)
 from lookahead.stats.fe_regression import FitRequest
 from lookahead.stats.fe_regression import fit_fe as stats_fit_fe
-
-#: MAP demeaning tolerance used for every paper regression (pyfixest default: 1e-6).
-FIXEF_TOL = 1e-12
-
 
 
 class PaperSpecError(ValueError):
@@ -157,7 +155,7 @@ def fit_fe(
     names = [t.name for t in terms]
     rows = stats_fit_fe(work, FitRequest(
         spec=spec, sample="", outcome="y", regressors=[f"x{i}" for i in range(len(terms))],
-        fixed_effects=[f"fe{j}" for j in used], cluster=cluster, fixef_tol=FIXEF_TOL,
+        fixed_effects=[f"fe{j}" for j in used], cluster=cluster,
     ))
     rows = rows.astype({c: "float64" for c in ("estimate", "std_error", "t", "p_two_sided",
                                                "n_clusters", "r2", "r2_within")})

@@ -59,8 +59,14 @@ def table_cells(long: pd.DataFrame, table: str,
         coef, tstat = [term], [""]
         for c in cols:
             r = t[(t["table_column"] == c) & (t["term"] == term)]
-            if r.empty or not math.isfinite(float(r["estimate"].iloc[0])):
+            if r.empty:
                 coef.append("")
+                tstat.append("")
+                continue
+            if not math.isfinite(float(r["estimate"].iloc[0])):
+                dropped = str(r["dropped_terms"].iloc[0] or "") if "dropped_terms" in r else ""
+                why = "collinear" if term in [x.strip() for x in dropped.split(",")] else "no estimate"
+                coef.append(f"not estimable ({why})")
                 tstat.append("")
                 continue
             r = r.iloc[0]

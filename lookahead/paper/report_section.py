@@ -70,8 +70,14 @@ def paper_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
         if name == "table5":
             b = long[(long["kind"] == "bootstrap")]
             if len(b):
-                extra["OOS bootstrap p-value"] = ["", "", "", f"[{float(b['estimate'].iloc[0]):.3f}]"]
+                extra[T.BOOTSTRAP_ROW] = ["", "", "", f"[{float(b['estimate'].iloc[0]):.3f}]"]
                 notes.append(str(b["note"].iloc[0]))
+            d = long[(long["kind"] == "difference")]
+            if len(d):
+                r = d.iloc[0]
+                extra[T.DIFFERENCE_ROW] = ["", f"{float(r['estimate']):.3f}", "", f"[{float(r['p']):.3f}]"]
+                notes.append(f"{r['note']}: difference {float(r['estimate']):.4g} (SE "
+                             f"{float(r['std_error']):.4g}, t {float(r['t']):.3g}, {r['vcov']}).")
             extra["Sample period"] = ["In-sample", "In-sample", "Out-of-sample", "Out-of-sample"]
         md += [render.markdown_table(coef, name, title, extra, notes), ""]
         _write(results_dir / "tables" / f"{name}.tex", render.latex_table(coef, name, title, extra, notes))

@@ -47,6 +47,7 @@ class PaperSettings:
     moderator: str | None = None
     first_token_prob: str = "first_token_prob"
     stated_confidence: str = "stated_confidence"
+    oos_start: str | None = None  # first target_date of Table V's out-of-sample period
 
     @property
     def lap(self) -> str:
@@ -80,7 +81,16 @@ class PaperSettings:
         moderator = s.get("moderator_column")
         if moderator in ("", "null", "None") or (isinstance(moderator, float) and np.isnan(moderator)):
             moderator = None
+        oos = s.get("paper_oos_start")
+        if oos in ("", "null", "None") or (isinstance(oos, float) and np.isnan(oos)) or oos is pd.NaT:
+            oos = None
+        if oos is not None:
+            try:
+                oos = pd.Timestamp(oos).date().isoformat()
+            except (TypeError, ValueError):
+                raise PaperSpecError(f"setting 'paper_oos_start': '{oos}' is not a date (YYYY-MM-DD)") from None
         return cls(
+            oos_start=oos,
             lap_measure=str(s.get("lap_measure") or "mink"),
             mink_mean=str(s.get("mink_mean") or "geometric"),
             fixed_effects=tuple(fe),
@@ -173,7 +183,8 @@ def table2(df: pd.DataFrame, s: PaperSettings, sample: str = "pre", name: str = 
 
     Magnitudes use the SDs of LLM and LAP on the rows column (2) uses:
     one SD of LLM times gamma from column (1) (paper: 0.197%), one SD of LAP times delta
-    from column (2) (paper: 0.077%), and their ratio (paper: "about 37%")."""
+    from column (2) (paper: 0.077%), and the ratio of the latter to gamma, the standalone
+    marginal effect of LLM (paper: 0.077 / 0.210, "about 37%")."""
     _require(df, [s.outcome, s.llm, s.lap], name)
     llm, lap = Term(LLM, (s.llm,)), Term(LAP, (s.lap,))
     inter = Term(LLM + X + LAP, (s.llm, s.lap))
@@ -188,11 +199,15 @@ def table2(df: pd.DataFrame, s: PaperSettings, sample: str = "pre", name: str = 
         "effect_of_1sd_llm": gamma * sd_llm,
         "effect_of_1sd_lap_on_llm_slope": delta * sd_lap,
     }
-    mags["ratio"] = mags["effect_of_1sd_lap_on_llm_slope"] / mags["effect_of_1sd_llm"] if mags["effect_of_1sd_llm"] else np.nan
+    # The paper: one SD of LAP "increases the marginal effect of LLM ... by 0.077%, which
+    # is about 37% of the standalone LLM effect shown in Column (1)": 0.077 / gamma (0.210),
+    # a ratio of two marginal effects of LLM, not of 0.077 / (gamma x SD(LLM)) = 0.197.
+    mags["ratio"] = mags["effect_of_1sd_lap_on_llm_slope"] / gamma if gamma else np.nan
     note = (
         f"One SD of LLM ({sd_llm:.4g}) moves the outcome by {mags['effect_of_1sd_llm']:.4g} (col. 1); "
         f"one SD of LAP ({sd_lap:.4g}) changes the marginal effect of LLM by "
-        f"{mags['effect_of_1sd_lap_on_llm_slope']:.4g}, {100 * mags['ratio']:.1f}% of the standalone effect."
+        f"{mags['effect_of_1sd_lap_on_llm_slope']:.4g}, {100 * mags['ratio']:.1f}% of the standalone "
+        f"marginal effect of LLM (gamma = {gamma:.4g}, col. 1; the paper's ratio: 0.077 / 0.210 = 37%)."
     )
     return PaperTable(
         name=name, title=f"Outcome on LLM prediction and LAP ({s.lap_label})", sample=sample,
@@ -238,6 +253,11 @@ def table3(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
 
 
 # ---------------------------------------------------------------------------- Table IV
+#: A confidence measure (a probability on a fixed 0-1 scale) with a smaller sd than this
+#: cannot carry Table IV's horse race: its coefficient would be noise divided by ~0.
+#: An absolute rule, as for recall LAP, because the scale is fixed.
+CONFIDENCE_MIN_SD = 0.001
+
 def table4(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTable:
     """Table IV: horse race of LAP against first-token probability and stated confidence.
 
@@ -250,6 +270,12 @@ def table4(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
     for label, col in (("p(first token)", s.first_token_prob), ("Confidence", s.stated_confidence)):
         if col not in df.columns or pd.to_numeric(df[col], errors="coerce").notna().sum() == 0:
             notes.append(f"{label} ('{col}') is missing in the panel: its columns are skipped.")
+            continue
+        sd = float(pd.to_numeric(df[col], errors="coerce").std(ddof=1))
+        if not (np.isfinite(sd) and sd >= CONFIDENCE_MIN_SD):
+            notes.append(f"{label} not estimable (its sd {sd:.2g} is below {CONFIDENCE_MIN_SD}: a "
+                         "probability that barely varies; its coefficients would be noise scaled "
+                         "up): its columns are skipped.")
             continue
         c, t_lc = Term(label, (col,)), Term(LLM + X + label, (s.llm, col))
         k = len(cols) + 1
@@ -301,6 +327,56 @@ def table5_terms(s: PaperSettings) -> tuple[str, list[Term], list[Term]]:
 
 
 INTERACTION_STD = f"{LLM}_std{X}{LAP}_std"
+DIFFERENCE_TERM = f"{LLM}_std{X}{LAP}_std{X}out-of-sample"
+
+
+def out_of_sample(post: pd.DataFrame | None, s: PaperSettings) -> tuple[pd.DataFrame | None, str]:
+    """Table V's out-of-sample rows: post-cutoff rows from `oos_start` on (default: all).
+
+    The paper starts its out-of-sample period at the model's release, not at the claimed
+    knowledge cutoff ("to be conservative"); `paper_oos_start` sets that date. Returns the
+    rows and a note saying which period was used."""
+    if post is None or s.oos_start is None:
+        return post, "Out-of-sample period: every post-cutoff row (var paper_oos_start not set)."
+    if "target_date" not in post.columns:
+        raise PaperSpecError("setting 'paper_oos_start': the panel has no target_date column")
+    dates = pd.to_datetime(post["target_date"], errors="coerce")
+    keep = dates >= pd.Timestamp(s.oos_start)
+    return post.loc[keep], (f"Out-of-sample period starts {s.oos_start} (var paper_oos_start): "
+                            f"{int(keep.sum())} of {len(post)} post-cutoff rows.")
+
+
+def table5_difference(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings) -> dict[str, float]:
+    """Clustered test of in-sample minus out-of-sample LLM_std x LAP_std.
+
+    One regression on both periods stacked (each standardized within its own period, as
+    Table V), every slope interacted with an out-of-sample dummy and the fixed effects
+    interacted with the period, so the two periods' slopes are exactly Table V's columns
+    (2) and (4) and the interaction's coefficient is their difference; its standard error
+    is clustered by `paper_cluster` (CRV1), which counts any cluster both periods share.
+    One-sided p for H1: in-sample > out-of-sample. Unlike the paper's bootstrap p, this
+    counts the in-sample estimate's own sampling error."""
+    y, _, full = table5_terms(s)
+    parts = []
+    for flag, df in ((0.0, pre), (1.0, post)):
+        z = table5_inputs(df, s).copy()
+        z["_oos"] = flag
+        parts.append(z)
+    stacked = pd.concat(parts, ignore_index=True)
+    fes = []
+    for fe in s.fixed_effects:
+        col = f"_{fe}_x_period"
+        stacked[col] = stacked[fe].astype("string") + "|" + stacked["_oos"].astype("string")
+        fes.append(col)
+    terms = list(full) + [Term(t.name + X + "out-of-sample", (*t.columns, "_oos")) for t in full]
+    fit = fit_fe(stacked, y, terms, fes, s.cluster, "table5_difference")
+    b = fit.estimate.get(DIFFERENCE_TERM, np.nan)
+    se = fit.std_error.get(DIFFERENCE_TERM, np.nan)
+    t = -b / se if np.isfinite(b) and np.isfinite(se) and se > 0 else np.nan
+    p2 = fit.p.get(DIFFERENCE_TERM, np.nan)
+    p1 = (p2 / 2 if t > 0 else 1 - p2 / 2) if np.isfinite(t) and np.isfinite(p2) else np.nan
+    return {"difference": -b, "std_error": se, "t": t, "p_one_sided": p1, "p_two_sided": p2,
+            "n_obs": fit.n_obs, "n_clusters": fit.n_clusters if fit.n_clusters is not None else np.nan}
 
 
 def table5(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings,
@@ -316,11 +392,33 @@ def table5(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings,
         samples += [sample, sample]
     extra = {"Sample period": ["In-sample", "In-sample", "Out-of-sample", "Out-of-sample"]}
     if bootstrap_p is not None:
-        extra = {"OOS bootstrap p-value": ["", "", "", f"[{bootstrap_p:.3f}]"], **extra}
-    return PaperTable(name="table5", title="In-sample and out-of-sample, standardized within period",
-                      sample="pre+post", columns=cols, column_samples=samples, extra_rows=extra,
-                      notes=["All variables standardized (z-scores) separately within the in-sample "
-                             "and within the out-of-sample period."] + dropped_notes(cols))
+        extra = {BOOTSTRAP_ROW: ["", "", "", f"[{bootstrap_p:.3f}]"], **extra}
+    notes = ["All variables standardized (z-scores) separately within the in-sample "
+             "and within the out-of-sample period."]
+    diff: dict[str, float] = {}
+    try:
+        diff = table5_difference(pre, post, s)
+    except PaperNotEstimable as exc:
+        notes.append(f"In-sample minus out-of-sample test not estimable ({exc}).")
+    if diff:
+        extra = {**extra, DIFFERENCE_ROW: ["", f"{diff['difference']:.3f}",
+                                           "", f"[{diff['p_one_sided']:.3f}]"]}
+        notes.append(
+            f"In-sample minus out-of-sample interaction: {diff['difference']:.4g} (SE "
+            f"{diff['std_error']:.4g}, clustered by {s.cluster}; one-sided p "
+            f"{diff['p_one_sided']:.3g}), from one stacked regression with period-specific "
+            "slopes and fixed effects; unlike the paper's bootstrap p it counts the in-sample "
+            "estimate's sampling error and the clustering.")
+    tab = PaperTable(name="table5", title="In-sample and out-of-sample, standardized within period",
+                     sample="pre+post", columns=cols, column_samples=samples, extra_rows=extra,
+                     notes=notes + dropped_notes(cols))
+    tab.magnitudes = {f"diff_{k}": float(v) for k, v in diff.items()}
+    return tab
+
+
+#: Table V's extra rows: the paper's bootstrap p (its procedure), and the clustered test.
+BOOTSTRAP_ROW = "OOS bootstrap p-value (paper's procedure)"
+DIFFERENCE_ROW = "In - out difference [clustered one-sided p]"
 
 
 # --------------------------------------------------------------------------- Table VI

@@ -33,11 +33,19 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from lookahead.stats.wild import WildSettings, wild_p
+
 RESULT_COLUMNS: tuple[str, ...] = (
     "spec", "sample", "term", "estimate", "std_error", "t", "p_two_sided", "p_one_sided",
+    "p_wild_two_sided", "p_wild_one_sided", "wild_bootstrap",
     "n_obs", "n_clusters", "n_singletons", "dropped_terms", "r2", "r2_within",
     "fixed_effects", "vcov", "warning",
 )
+
+#: Demeaning (alternating projections) tolerance of every regression in the project,
+#: protocol and paper alike. pyfixest's default 1e-6 moves standard errors in the 5th
+#: digit (1.5e-5 against reghdfe's formula); 1e-12 agrees to ~1e-11.
+FIXEF_TOL = 1e-12
 
 # cluster setting -> panel column (docs/CONTRACTS.md). "date" is the realization date:
 # outcomes realized on the same day share market-wide shocks (the paper clusters by date).
@@ -93,8 +101,9 @@ class FitRequest:
     cluster: str = "entity"
     one_sided_terms: Sequence[str] = ()
     nw_lag: int | None = None
-    fixef_tol: float | None = None  # demeaning tolerance; None = pyfixest's default
     notes: Sequence[str] = field(default_factory=tuple)
+    wild_terms: Sequence[str] = ()  # terms that get a wild cluster bootstrap p-value
+    wild: "WildSettings | None" = None
 
 
 def _term_columns(term: str) -> list[str]:
@@ -108,6 +117,7 @@ def _empty_rows(req: FitRequest, fixed_effects: str, vcov: str, warning: str,
             "spec": req.spec, "sample": req.sample, "term": term,
             "estimate": math.nan, "std_error": math.nan, "t": math.nan,
             "p_two_sided": math.nan, "p_one_sided": math.nan,
+            "p_wild_two_sided": math.nan, "p_wild_one_sided": math.nan, "wild_bootstrap": "",
             "n_obs": n_obs, "n_clusters": n_clusters, "n_singletons": 0,
             "dropped_terms": "", "r2": math.nan, "r2_within": math.nan,
             "fixed_effects": fixed_effects, "vcov": vcov, "warning": warning,
@@ -119,7 +129,8 @@ def _empty_rows(req: FitRequest, fixed_effects: str, vcov: str, warning: str,
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
     """Nullable dtypes so that a missing estimate is NULL in DuckDB, not NaN."""
-    floats = ["estimate", "std_error", "t", "p_two_sided", "p_one_sided", "r2", "r2_within"]
+    floats = ["estimate", "std_error", "t", "p_two_sided", "p_one_sided", "p_wild_two_sided",
+              "p_wild_one_sided", "r2", "r2_within"]
     out = df.copy()
     for c in floats:
         vals = pd.to_numeric(out[c], errors="coerce").to_numpy(dtype=float, na_value=np.nan).copy()
@@ -127,7 +138,8 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
         out[c] = pd.array(vals, dtype="Float64")  # NaN -> <NA>
     for c in ["n_obs", "n_clusters", "n_singletons"]:
         out[c] = pd.array(pd.to_numeric(out[c], errors="coerce").round(), dtype="Int64")
-    for c in ["spec", "sample", "term", "dropped_terms", "fixed_effects", "vcov", "warning"]:
+    for c in ["spec", "sample", "term", "dropped_terms", "fixed_effects", "vcov", "warning",
+              "wild_bootstrap"]:
         out[c] = out[c].astype("string")
     return out[list(RESULT_COLUMNS)]
 
@@ -178,6 +190,21 @@ def _prepare(df: pd.DataFrame, req: FitRequest, cluster_col: str | None
         data["_cluster"] = pd.factorize(data["_cluster"], sort=True)[0].astype("int64")
     data = data.reset_index(drop=True)
     return data, int((~usable).sum())
+
+
+def column_scales(data: pd.DataFrame, columns: Iterable[str]) -> dict[str, float]:
+    """Standard deviation of each column on the estimation rows (1 when it is 0 or NaN).
+
+    Every regression is fitted on columns divided by these scales and its estimates
+    multiplied back, so that nothing depends on the units of a regressor: pyfixest judges
+    collinearity and demeaning convergence with absolute tolerances, and a LAP with sd
+    2.7e-6 (the paper's Min-K%) would otherwise see its interaction dropped as collinear.
+    t-statistics, p-values and R2 are unchanged by the rescaling (exactly, up to rounding)."""
+    out = {}
+    for c in columns:
+        sd = float(np.std(data[c].to_numpy(dtype=float)))
+        out[c] = sd if np.isfinite(sd) and sd > 0 else 1.0
+    return out
 
 
 def non_singleton_mask(data: pd.DataFrame, fixed_effects: Sequence[str]) -> np.ndarray:
@@ -281,15 +308,20 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
                 n_obs=kept,
             )
 
+    from pyfixest.demeaners import MapDemeaner
+
+    raw_columns = [req.outcome, *dict.fromkeys(c for t in req.regressors for c in _term_columns(t))]
+    scales = column_scales(data, raw_columns)
+    for c in raw_columns:
+        data[c] = data[c] / scales[c]
     ssc = pf.ssc(k_adj=True, k_fixef="nonnested", G_adj=True, G_df="min")
     fml = _formula(req, fixed_effects)
     caught: list[str] = []
     try:
         with warnings.catch_warnings(record=True) as wlist:
             warnings.simplefilter("always")
-            tol = {} if req.fixef_tol is None else {"fixef_tol": req.fixef_tol}
             fit = pf.feols(fml, data=data, vcov=vcov_arg, vcov_kwargs=vcov_kwargs,
-                           ssc=ssc, fixef_rm=fixef_rm, **tol)
+                           ssc=ssc, fixef_rm=fixef_rm, demeaner=MapDemeaner(fixef_tol=FIXEF_TOL))
         caught = [str(w.message) for w in wlist]
     except Exception as exc:  # pyfixest raises ValueError for all-collinear etc.
         msg = " ".join(str(exc).split())
@@ -326,20 +358,46 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     r2_within = float(getattr(fit, "_r2_within", math.nan)) if fixed_effects else r2
     vcov_label = _vcov_label(req, single_entity, vcov_kwargs)
     rows = []
+    run_wild = (req.wild is not None and req.wild.draws > 0 and cluster_col is not None
+                and not single_entity and any(t in req.wild_terms for t in req.regressors))
+    wild_label = req.wild.label() if run_wild and req.wild is not None else ""
+    if run_wild:
+        kept_rows = (non_singleton_mask(data, fixed_effects) if fixef_rm == "singleton" and fixed_effects
+                     else np.ones(len(data), dtype=bool))
+        wd = data.loc[kept_rows]
+        fitted_terms = [t for t in req.regressors if _match_name(t, names)]
+        w_y = wd[req.outcome].to_numpy(float)
+        w_x = np.column_stack([np.prod([wd[c].to_numpy(float) for c in _term_columns(t)], axis=0)
+                               for t in fitted_terms]) if fitted_terms else np.zeros((len(wd), 0))
+        w_fe = [pd.factorize(wd[fe])[0] for fe in fixed_effects]
+        w_cl = wd["_cluster"].to_numpy()
     for term in req.regressors:
         key = _match_name(term, names)
-        b = coefs.get(key, math.nan) if key else math.nan
-        se = ses.get(key, math.nan) if key else math.nan
+        unscale = scales[req.outcome] / math.prod(scales[c] for c in _term_columns(term))
+        b = coefs.get(key, math.nan) * unscale if key else math.nan
+        se = ses.get(key, math.nan) * unscale if key else math.nan
         t = b / se if (np.isfinite(b) and np.isfinite(se) and se > 0) else math.nan
         p2 = float(2.0 * stats.t.sf(abs(t), df_t)) if np.isfinite(t) and df_t > 0 else math.nan
+        pw2 = pw1 = math.nan
+        if run_wild and term in req.wild_terms and key and np.isfinite(t) and req.wild is not None:
+            pw2, pw1, wnote = wild_p(w_y, w_x, w_fe, w_cl, fitted_terms.index(term), req.wild,
+                                     name=f"{term} in {req.spec} ({req.sample})")
+            if wnote:
+                notes.append(wnote)
         rows.append({
             "spec": req.spec, "sample": req.sample, "term": term,
             "estimate": b, "std_error": se, "t": t, "p_two_sided": p2,
             "p_one_sided": one_sided_p(t, p2) if term in req.one_sided_terms else math.nan,
+            "p_wild_two_sided": pw2,
+            "p_wild_one_sided": pw1 if term in req.one_sided_terms else math.nan,
+            "wild_bootstrap": wild_label if term in req.wild_terms else "",
             "n_obs": n_obs, "n_clusters": n_clusters, "n_singletons": n_singletons,
             "dropped_terms": ", ".join(collinear), "r2": r2, "r2_within": r2_within,
-            "fixed_effects": fe_label, "vcov": vcov_label, "warning": "; ".join(notes),
+            "fixed_effects": fe_label, "vcov": vcov_label,
         })
+    warning = "; ".join(notes)
+    for r in rows:
+        r["warning"] = warning
     return _typed(pd.DataFrame(rows, columns=list(RESULT_COLUMNS)))
 
 

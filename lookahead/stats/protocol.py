@@ -1,6 +1,8 @@
 """The protocol's regressions (steps 3-5) as specifications run through ``fit_fe``.
 
-Step 3 validation:  outcome ~ ud | entity_num + period_num, pooled / high-LAP / low-LAP.
+Step 3 validation:  outcome ~ ud | entity_num + period_num, pooled / high-LAP / low-LAP,
+                    and outcome ~ ud + ud:high_lap | entity x half + period x half, whose
+                    ud:high_lap coefficient is theta_high - theta_low with a clustered test.
 Step 4 detection:   outcome ~ mu_hat + lap + mu_hat:lap | entity_num + period_num;
                     beta_3 is mu_hat:lap, tested one-sided (H1: beta_3 > 0).
 Step 5 placebo:     the same regressions on the post-cutoff sample. With no post-cutoff
@@ -16,6 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+import numpy as np
 import pandas as pd
 
 from lookahead.stats.fe_regression import (
@@ -27,6 +30,14 @@ from lookahead.stats.fe_regression import (
     RegressionInputError,
     _empty_rows,
     fit_fe,
+)
+from lookahead.stats.wild import (
+    DEFAULT_WILD_DRAWS,
+    DEFAULT_WILD_MIN_CLUSTERS,
+    DEFAULT_WILD_SEED,
+    DEFAULT_WILD_WEIGHTS,
+    WILD_WEIGHTS,
+    WildSettings,
 )
 
 OUTCOME = "outcome"
@@ -41,8 +52,17 @@ VALIDATION_SPECS: dict[str, int | None] = {
     "validation_high_lap": 1,
     "validation_low_lap": 0,
 }
+#: "Near zero on the low-LAP half" as a test: one regression of outcome on ud and
+#: ud x high_lap with entity x half and period x half fixed effects, i.e. the two
+#: half-sample regressions stacked, so the ud:high_lap coefficient is exactly
+#: theta_high - theta_low and its clustered standard error counts the entities both
+#: halves share. Tested one-sided (H1: theta_high > theta_low).
+DIFFERENCE_SPEC = "validation_difference"
+DIFFERENCE_TERMS = ("ud", "ud:high_lap")
+THETA_DIFF = "ud:high_lap"
+ENTITY_HALF, PERIOD_HALF = "entity_half", "period_half"
 DETECTION_SPEC = "detection"
-SPECS = (*VALIDATION_SPECS, DETECTION_SPEC)
+SPECS = (*VALIDATION_SPECS, DIFFERENCE_SPEC, DETECTION_SPEC)
 SAMPLES = ("pre", "post")
 
 PANEL_COLUMNS = (OUTCOME, "ud", "mu_hat", "lap", "high_lap", ENTITY_FE, PERIOD_FE)
@@ -59,12 +79,15 @@ class StatsSettings:
     cluster: entity | period | date | none (protocol default entity; the paper: date).
     lap_measure: recall | mink (decides how "meaningful LAP variation" is judged).
     nw_lag: Newey-West lag for a single-entity panel (None: the NW-1994 rule of thumb).
-    lap_min_sd: override of the minimal LAP standard deviation (see verdict.py)."""
+    lap_min_sd: override of the minimal LAP standard deviation (see verdict.py).
+    wild: the wild cluster bootstrap (vars wild_bootstrap_draws, _weights, _seed,
+    _min_clusters; lookahead/stats/wild.py)."""
 
     cluster: str = "entity"
     lap_measure: str = "recall"
     nw_lag: int | None = None
     lap_min_sd: float | None = None
+    wild: WildSettings = WildSettings()
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> "StatsSettings":
@@ -80,7 +103,23 @@ class StatsSettings:
         if nw_lag is not None and nw_lag < 0:
             raise SettingsError(f"setting 'nw_lag': {nw_lag} must be >= 0")
         lap_min_sd = _optional_number(values, "lap_min_sd", float, "a number")
-        return cls(cluster=cluster, lap_measure=lap_measure, nw_lag=nw_lag, lap_min_sd=lap_min_sd)
+        draws = _optional_number(values, "wild_bootstrap_draws", int, "an integer")
+        draws = DEFAULT_WILD_DRAWS if draws is None else draws
+        if draws < 0:
+            raise SettingsError(f"setting 'wild_bootstrap_draws': {draws} must be >= 0 (0 turns it off)")
+        weights = _clean(values.get("wild_bootstrap_weights")) or DEFAULT_WILD_WEIGHTS
+        if weights not in WILD_WEIGHTS:
+            raise SettingsError(f"setting 'wild_bootstrap_weights': '{weights}' is not one of "
+                                f"{', '.join(WILD_WEIGHTS)}")
+        seed = _optional_number(values, "wild_bootstrap_seed", int, "an integer")
+        min_g = _optional_number(values, "wild_bootstrap_min_clusters", int, "an integer")
+        if min_g is not None and min_g < 0:
+            raise SettingsError(f"setting 'wild_bootstrap_min_clusters': {min_g} must be >= 0")
+        wild = WildSettings(draws=draws, weights=weights,
+                            seed=DEFAULT_WILD_SEED if seed is None else seed,
+                            min_clusters=DEFAULT_WILD_MIN_CLUSTERS if min_g is None else min_g)
+        return cls(cluster=cluster, lap_measure=lap_measure, nw_lag=nw_lag, lap_min_sd=lap_min_sd,
+                   wild=wild)
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame) -> "StatsSettings":
@@ -143,31 +182,54 @@ def _sample_notes(panel: pd.DataFrame) -> tuple[str, ...]:
     return ()
 
 
-def _requests(sample: str, settings: StatsSettings, notes: tuple[str, ...]
-              ) -> list[tuple[FitRequest, int | None]]:
+def _requests(sample: str, settings: StatsSettings, notes: tuple[str, ...],
+              single_entity: bool = False) -> list[tuple[FitRequest, int | None]]:
     reqs: list[tuple[FitRequest, int | None]] = []
     for spec, subset in VALIDATION_SPECS.items():
         reqs.append((FitRequest(spec=spec, sample=sample, outcome=OUTCOME,
                                 regressors=VALIDATION_TERMS, fixed_effects=FIXED_EFFECTS,
                                 cluster=settings.cluster, nw_lag=settings.nw_lag,
-                                notes=notes), subset))
+                                notes=notes, wild_terms=VALIDATION_TERMS if subset is not None else (),
+                                wild=settings.wild), subset))
+    # one entity: its entity x half FE is the half dummy, absorbed by period x half
+    diff_fe = (ENTITY_FE, PERIOD_HALF) if single_entity else (ENTITY_HALF, PERIOD_HALF)
+    reqs.append((FitRequest(spec=DIFFERENCE_SPEC, sample=sample, outcome=OUTCOME,
+                            regressors=DIFFERENCE_TERMS, fixed_effects=diff_fe,
+                            cluster=settings.cluster, one_sided_terms=(THETA_DIFF,),
+                            nw_lag=settings.nw_lag, notes=notes, wild_terms=(THETA_DIFF,),
+                            wild=settings.wild), None))
     reqs.append((FitRequest(spec=DETECTION_SPEC, sample=sample, outcome=OUTCOME,
                             regressors=DETECTION_TERMS, fixed_effects=FIXED_EFFECTS,
                             cluster=settings.cluster, one_sided_terms=(BETA3,),
-                            nw_lag=settings.nw_lag, notes=notes), None))
+                            nw_lag=settings.nw_lag, notes=notes, wild_terms=(BETA3,),
+                            wild=settings.wild), None))
     return reqs
 
 
+def with_halves(panel: pd.DataFrame) -> pd.DataFrame:
+    """The panel plus entity x half and period x half codes for the difference regression."""
+    out = panel.copy()
+    hl = pd.to_numeric(out["high_lap"], errors="coerce")
+    for col, src in ((ENTITY_HALF, ENTITY_FE), (PERIOD_HALF, PERIOD_FE)):
+        codes = pd.factorize(out[src], sort=True)[0].astype(float)
+        codes[codes < 0] = np.nan
+        out[col] = pd.array(np.where(hl.notna(), codes * 2 + hl.fillna(0), np.nan), dtype="Float64")
+    return out
+
+
 def run_sample(panel: pd.DataFrame, sample: str, settings: StatsSettings) -> pd.DataFrame:
-    """All four specifications on one sample ('pre' or 'post')."""
+    """All five specifications on one sample ('pre' or 'post')."""
     check_panel(panel, f"panel_{sample}", settings)
     frames = []
     notes = _sample_notes(panel)
-    for req, subset in _requests(sample, settings, notes):
+    single = panel[ENTITY_FE].nunique() == 1
+    for req, subset in _requests(sample, settings, notes, single_entity=single):
         data = panel
         if subset is not None:
             hl = pd.to_numeric(panel["high_lap"], errors="coerce")
             data = panel.loc[hl == subset]
+        elif req.spec == DIFFERENCE_SPEC:
+            data = with_halves(panel)
         frames.append(fit_fe(data, req))
     return pd.concat(frames, ignore_index=True)
 

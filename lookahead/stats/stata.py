@@ -51,6 +51,8 @@ def _sample_block(sample: str, panel_dir: str, results_dir: str, settings: Stats
             f"eststo val_high: newey outcome ud i.period_num if high_lap == 1, lag({lag}) force",
             f"eststo val_low: newey outcome ud i.period_num if high_lap == 0, lag({lag}) force",
             f"eststo detection: newey outcome c.mu_hat##c.lap i.period_num, lag({lag}) force",
+            "* High- minus low-LAP theta: 1.high_lap#c.ud",
+            f"eststo val_diff: newey outcome c.ud##i.high_lap i.period_num#i.high_lap, lag({lag}) force",
         ]
     else:
         opts = f"absorb(entity_num period_num) {_vce(settings)}"
@@ -61,6 +63,9 @@ def _sample_block(sample: str, panel_dir: str, results_dir: str, settings: Stats
             f"eststo val_low: reghdfe outcome ud if high_lap == 0, {opts}",
             "* Detection (step 4): beta_3 is c.mu_hat#c.lap",
             f"eststo detection: reghdfe outcome c.mu_hat##c.lap, {opts}",
+            "* High- minus low-LAP theta (1.high_lap#c.ud), entity x half and period x half FE",
+            "eststo val_diff: reghdfe outcome c.ud##i.high_lap, "
+            f"absorb(entity_num#high_lap period_num#high_lap) {_vce(settings)}",
         ]
     lines += [
         "local t3 = _b[c.mu_hat#c.lap] / _se[c.mu_hat#c.lap]",
@@ -71,6 +76,8 @@ def _sample_block(sample: str, panel_dir: str, results_dir: str, settings: Stats
         "    replace csv b(%9.6f) se(%9.6f) t(%9.3f) p(%9.4f) ///",
         "    scalars(N N_clust num_singletons r2 r2_within) ///",
         '    mtitles("pooled" "high_lap" "low_lap" "detection")',
+        f'esttab val_diff using "{results_dir}/stata_{sample}_difference.csv", ///',
+        "    replace csv b(%9.6f) se(%9.6f) t(%9.3f) p(%9.4f) scalars(N N_clust r2)",
     ]
     return lines
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from lookahead.paper import tables as T
 from lookahead.paper.fit import PaperSpecError
@@ -68,10 +71,13 @@ def test_table2_economic_magnitudes(pre):
     assert m["effect_of_1sd_llm"] == pytest.approx(tab.columns[0].estimate["LLM"] * m["sd_llm"])
     assert m["effect_of_1sd_lap_on_llm_slope"] == pytest.approx(
         tab.columns[1].estimate["LLM x LAP"] * m["sd_lap"])
-    assert m["ratio"] == pytest.approx(m["effect_of_1sd_lap_on_llm_slope"] / m["effect_of_1sd_llm"])
+    # the paper's ratio divides by gamma (the standalone marginal effect of LLM), not by
+    # gamma x SD(LLM): 0.077 / 0.210 = 36.7%, "about 37%" (0.077 / 0.197 would be 39%)
+    assert m["ratio"] == pytest.approx(m["effect_of_1sd_lap_on_llm_slope"] / tab.columns[0].estimate["LLM"])
     # the paper's own numbers: 0.210 * 0.937 = 0.197 and 2.866 * 0.027 = 0.077
     assert 0.210 * 0.937 == pytest.approx(0.197, abs=5e-4)
     assert 2.866 * 0.027 == pytest.approx(0.077, abs=5e-4)
+    assert round(100 * 0.077 / 0.210) == 37
 
 
 def test_planted_interaction_is_found(pre):
@@ -188,3 +194,49 @@ def test_settings_from_study_validate_cluster():
     assert s.cluster == "entity" and s.lap == "lap_recall" and s.moderator is None
     with pytest.raises(PaperSpecError, match="paper_cluster"):
         T.PaperSettings.from_study({"paper_cluster": "firm"})
+
+
+def test_table5_difference_test_against_independent_computations(pre, post):
+    """The clustered in-sample minus out-of-sample test: (1) exactly the dummies OLS of the
+    stacked, fully interacted regression written here from the formula; (2) the two-sample
+    computation from the two periods' own clustered regressions, (b_in - b_out) /
+    sqrt(se_in^2 + se_out^2), which it matches up to the small-sample factor when the
+    periods share no cluster (dates)."""
+    s = T.PaperSettings(cluster="date")
+    post = post.assign(target_date=pd.to_datetime(post["target_date"]) + pd.Timedelta(days=400))
+    tab = T.table5(pre, post, s)
+    d = {k[5:]: v for k, v in tab.magnitudes.items() if k.startswith("diff_")}
+    cols = ["outcome", "mu_hat", "lap_mink"]
+    zi, zo = standardize_by_hand(pre, cols), standardize_by_hand(post, cols)
+    assert not set(zi["target_date"]) & set(zo["target_date"])
+    full = [["mu_hat_z"], ["lap_mink_z"], ["mu_hat_z", "lap_mink_z"]]
+    r_in = ols_dummies(zi, "outcome_z", full, FE, "target_date")
+    r_out = ols_dummies(zo, "outcome_z", full, FE, "target_date")
+    assert d["difference"] == pytest.approx(r_in["beta"][2] - r_out["beta"][2], abs=1e-8)
+    # (1) the stacked regression by hand
+    st = pd.concat([zi.assign(oos=0.0), zo.assign(oos=1.0)], ignore_index=True)
+    st["e_p"] = st["entity_num"].astype(str) + "|" + st["oos"].astype(str)
+    st["t_p"] = st["period_num"].astype(str) + "|" + st["oos"].astype(str)
+    r_st = ols_dummies(st, "outcome_z", full + [c + ["oos"] for c in full], ["e_p", "t_p"], "target_date")
+    assert -r_st["beta"][5] == pytest.approx(d["difference"], abs=1e-8)
+    assert r_st["se"][5] == pytest.approx(d["std_error"], rel=1e-6)
+    assert 2 * stats.t.sf(abs(r_st["t"][5]), r_st["G"] - 1) == pytest.approx(d["p_two_sided"], rel=1e-5)
+    # (2) the two-sample computation
+    se2 = math.sqrt(r_in["se"][2] ** 2 + r_out["se"][2] ** 2)
+    assert d["std_error"] == pytest.approx(se2, rel=0.05)
+    assert d["t"] == pytest.approx((r_in["beta"][2] - r_out["beta"][2]) / se2, rel=0.05)
+    assert d["p_one_sided"] < 0.05  # the planted in-sample interaction (delta=3) vs none
+    row = tab.extra_rows[T.DIFFERENCE_ROW]
+    assert row[1] == f"{d['difference']:.3f}" and row[3] == f"[{d['p_one_sided']:.3f}]"
+
+
+def test_out_of_sample_start_setting(post):
+    dates = pd.to_datetime(post["target_date"])
+    start = dates.sort_values().iloc[len(dates) // 2].date().isoformat()
+    s = T.PaperSettings.from_study({"paper_oos_start": start})
+    kept, note = T.out_of_sample(post, s)
+    assert len(kept) == int((dates >= pd.Timestamp(start)).sum()) and 0 < len(kept) < len(post)
+    assert start in note
+    assert T.out_of_sample(post, T.PaperSettings())[0] is post
+    with pytest.raises(PaperSpecError, match="setting 'paper_oos_start'"):
+        T.PaperSettings.from_study({"paper_oos_start": "not a date"})

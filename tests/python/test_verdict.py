@@ -34,6 +34,10 @@ BASE = VerdictFacts(
     n_obs_post=800, lap_n_pre=2000, lap_distinct_pre=2000, lap_sd_pre=0.29,
     lap_mean_pre=0.5, lap_mean_post=0.15, lap_min_sd_used=0.01, censoring_rate_pre=0.0,
     lap_measure="recall", cluster="entity", vcov="CRV1(entity_num)", approximated=False,
+    n_rows_pre=2000, beta3_se=0.5 / 3.0, beta3_p_two_sided=0.004, beta3_df=39, n_clusters_pre=40,
+    theta_diff=0.59, theta_diff_t=4.0, theta_diff_p_one_sided=1e-4,
+    placebo_p_two_sided=0.92, n_clusters_post=40, lap_n_post=800, lap_distinct_post=800,
+    lap_sd_post=0.1, lap_min_sd_post=0.01, wild_min_clusters=0,
 )
 
 
@@ -63,14 +67,24 @@ def test_rule_underpowered_constant_lap_quotes_censoring():
     assert v == UNDERPOWERED and "42.0%" in reason and "constant" in reason
 
 
+NULL_BETA3 = dict(beta3=0.01, beta3_t=0.3, beta3_p_one_sided=0.38, beta3_p_two_sided=0.76)
+
+
 def test_rule_underpowered_censoring():
-    v, reason = decide(facts(censoring_rate_pre=0.995))
+    v, reason = decide(facts(censoring_rate_pre=0.995, **NULL_BETA3))
     assert v == UNDERPOWERED and "99.5%" in reason
 
 
-def test_rule_underpowered_tiny_sd_even_if_beta3_significant():
-    v, reason = decide(facts(lap_sd_pre=0.001))
+def test_rule_underpowered_tiny_sd_when_beta3_not_significant():
+    v, reason = decide(facts(lap_sd_pre=0.001, **NULL_BETA3))
     assert v == UNDERPOWERED and "below the threshold" in reason
+
+
+def test_rule_variation_rule_qualifies_only_a_null():
+    """The protocol's "otherwise report underpowered" belongs to "No evidence"; a
+    significant beta_3 on little LAP variation is judged by validation and placebo."""
+    v, reason = decide(facts(lap_sd_pre=0.008))
+    assert v == CONTAMINATION and "LAP sd 0.008 is below the threshold" in reason
 
 
 def test_rule_underpowered_singular_regression():
@@ -84,9 +98,15 @@ def test_rule_mixed_validation_fails_high_not_significant():
     assert v == MIXED and "(validation failed)" in reason and "high-LAP theta" in reason
 
 
-def test_rule_mixed_validation_fails_low_significant():
-    v, reason = decide(facts(theta_low=0.4, theta_low_t=3.0, theta_low_p=0.003))
-    assert v == MIXED and "low-LAP theta is significant" in reason
+def test_rule_mixed_validation_fails_low_not_below_high():
+    v, reason = decide(facts(theta_low=0.4, theta_low_t=3.0, theta_low_p=0.003,
+                             theta_diff=0.2, theta_diff_t=1.0, theta_diff_p_one_sided=0.16))
+    assert v == MIXED and "does not significantly exceed the low-LAP theta 0.4" in reason
+
+
+def test_rule_low_significant_but_clearly_below_high_is_the_pattern():
+    v, reason = decide(facts(theta_low=0.1, theta_low_t=3.0, theta_low_p=0.003))
+    assert v == CONTAMINATION and "low-LAP theta is itself significant, but smaller" in reason
 
 
 def test_rule_mixed_placebo_fails():
@@ -194,7 +214,7 @@ def test_no_post_rows_say_placebo_infeasible_in_results():
     pre, post = panels("no_post")
     res = run_protocol(pre, post, SETTINGS)
     post_rows = res[res["sample"] == "post"]
-    assert len(post_rows) == 6 and post_rows["estimate"].isna().all()
+    assert len(post_rows) == 8 and post_rows["estimate"].isna().all()
     assert post_rows["warning"].str.contains("placebo").all()
 
 
@@ -262,3 +282,23 @@ def test_censoring_rate_uses_flags_or_missing_mass():
     probs = pd.DataFrame({"p_up": [np.nan, 0.0, 0.2, np.nan], "p_down": [np.nan, 0.0, np.nan, 0.3]})
     assert censoring_rate(probs) == 0.5  # rows 0 and 1: neither label observed
     assert math.isnan(censoring_rate(pd.DataFrame({"lap": [0.1]})))
+
+
+def test_collapsed_post_lap_passes_placebo_and_says_why():
+    """Post-cutoff recall labels all censored: LAP exactly 0 after the cutoff, the pattern
+    the protocol expects. beta_3 is then not estimable post-cutoff, and the placebo passes
+    because nothing is left for LAP to proxy; no post rows at all stays infeasible."""
+    pre, post = panels("contaminated")
+    post = post.copy()
+    post["p_up"], post["p_down"] = 0.0, 0.0
+    post["lap"], post["ud"] = 0.0, 0.0
+    post["high_lap"] = 0
+    res = run_protocol(pre, post, SETTINGS)
+    assert res.loc[(res["sample"] == "post") & (res["term"] == "mu_hat:lap"), "estimate"].isna().all()
+    out = verdict_frame(res, pre, post, SETTINGS).iloc[0]
+    assert out["verdict"] == CONTAMINATION, out["reason"]
+    assert "post-cutoff LAP collapsed: constant at 0 in all" in out["reason"]
+    assert "nothing is left for LAP to proxy" in out["reason"]
+    assert out["placebo_status"] == "placebo passes"
+    empty = verdict_frame(run_protocol(pre, post.iloc[0:0], SETTINGS), pre, post.iloc[0:0], SETTINGS).iloc[0]
+    assert empty["verdict"] == MIXED and "(placebo infeasible)" in empty["reason"]
