@@ -107,6 +107,11 @@ def _load_schema(path: Path = SCHEMA_PATH) -> Schema:
 
 
 SCHEMA = _load_schema()
+def setting_default(name: str) -> Any:
+    """A setting's declared default: what code reads instead of writing its own."""
+    return SCHEMA.settings[name].default
+
+
 CHOICES: dict[str, tuple[str, ...]] = {
     n: s.allowed for n, s in SCHEMA.settings.items() if s.type == "choice"
 }

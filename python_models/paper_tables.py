@@ -17,5 +17,4 @@ def model(dbt, session):
         dbt.ref("panel_pre").df(),
         dbt.ref("panel_post").df(),
         boot=dbt.ref("bootstrap_results").df(),
-        paper_cluster=dbt.config.get("paper_cluster"),
     )

@@ -6,18 +6,14 @@ where pytest can reach it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from lookahead.paper import analysis as A
 from lookahead.paper import bootstrap as bs
 from lookahead.paper import tables as T
-from lookahead.paper.fit import PaperNotEstimable, PaperSpecError
-
-DEFAULT_DRAWS = 10_000
-DEFAULT_SEED = 20240101
+from lookahead.paper.fit import PaperNotEstimable
+from lookahead.stats.protocol import study_from_frame
 
 BOOTSTRAP_COLUMNS = {
     "draw": "int64", "coefficient": "float64", "in_sample_estimate": "float64",
@@ -26,46 +22,16 @@ BOOTSTRAP_COLUMNS = {
 }
 
 
-def _clean(v: Any) -> Any:
-    if v is None:
-        return None
-    if isinstance(v, float) and np.isnan(v):
-        return None
-    if v is pd.NA or v is pd.NaT:
-        return None
-    return v
+def settings_from_frame(study_settings: pd.DataFrame) -> tuple[T.PaperSettings, int, int]:
+    """PaperSettings, bootstrap draws and seed of the study a build recorded in the one-row
+    `study_settings` table."""
+    study = study_from_frame(study_settings)
+    return T.PaperSettings.from_study(study), study["bootstrap_draws"], study["bootstrap_seed"]
 
 
-def settings_from_frame(study_settings: pd.DataFrame, paper_cluster: str | None = None
-                        ) -> tuple[T.PaperSettings, int, int]:
-    """PaperSettings, bootstrap draws and seed from the one-row `study_settings` table.
-
-    `paper_cluster` (dbt var, default 'date' as in the paper) overrides the protocol's
-    `cluster` for the paper tables only."""
-    if len(study_settings) != 1:
-        raise PaperSpecError(f"study_settings must have exactly one row, has {len(study_settings)}")
-    row = {k: _clean(v) for k, v in study_settings.iloc[0].to_dict().items()}
-    if paper_cluster:
-        row["paper_cluster"] = paper_cluster
-    s = T.PaperSettings.from_study(row)
-    draws = row.get("bootstrap_draws")
-    seed = row.get("bootstrap_seed")
-    try:
-        draws = DEFAULT_DRAWS if draws is None else int(draws)
-        seed = DEFAULT_SEED if seed is None else int(seed)
-    except (TypeError, ValueError):
-        raise PaperSpecError(
-            f"settings 'bootstrap_draws'/'bootstrap_seed' must be integers, got {draws!r}/{seed!r}"
-        ) from None
-    if draws < 0:
-        raise PaperSpecError(f"setting 'bootstrap_draws': {draws} must be >= 0 (0 skips the bootstrap)")
-    return s, draws, seed
-
-
-def bootstrap_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd.DataFrame,
-                    paper_cluster: str | None = None) -> pd.DataFrame:
+def bootstrap_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd.DataFrame) -> pd.DataFrame:
     """One row per bootstrap draw; no rows when there is no post-cutoff sample or draws = 0."""
-    s, draws, seed = settings_from_frame(study_settings, paper_cluster)
+    s, draws, seed = settings_from_frame(study_settings)
     post, _ = T.out_of_sample(post, s)
     empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in BOOTSTRAP_COLUMNS.items()})
     if draws == 0 or not A._has_rows(post, s) or not A._has_rows(pre, s):
@@ -86,10 +52,10 @@ def bootstrap_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd.Da
 
 
 def paper_tables_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd.DataFrame,
-                       boot: pd.DataFrame | None = None, paper_cluster: str | None = None) -> pd.DataFrame:
+                       boot: pd.DataFrame | None = None) -> pd.DataFrame:
     """All paper specifications in long form, plus Table II's economic magnitudes and the
     bootstrap p-value as rows (`kind` tells them apart)."""
-    s, _, seed = settings_from_frame(study_settings, paper_cluster)
+    s, _, seed = settings_from_frame(study_settings)
     res = A.run_paper_analysis(pre, post, s, draws=0, seed=seed)
     long = A.paper_long_table(res)
     long["kind"] = "coefficient"

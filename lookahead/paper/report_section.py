@@ -47,11 +47,7 @@ def paper_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
     boot = con.sql("select * from bootstrap_results").df() if _exists(con, "bootstrap_results") else pd.DataFrame()
     pre = con.sql("select * from panel_pre").df()
     post = con.sql("select * from panel_post").df()
-    paper_cluster = None
-    if len(long) and (long["kind"] == "coefficient").any():
-        vc = str(long.loc[long["kind"] == "coefficient", "vcov"].iloc[0])
-        paper_cluster = vc.split(" by ")[1] if " by " in vc else None
-    s, _, _ = settings_from_frame(con.sql("select * from study_settings").df(), paper_cluster)
+    s, _, _ = settings_from_frame(con.sql("select * from study_settings").df())
     coef = long[long["kind"] == "coefficient"]
     md = ["", "## Paper analysis (Tables I-V, Figure III)", "",
           f"LAP measure: {s.lap_label}. Fixed effects: {' + '.join(s.fixed_effects)}. "

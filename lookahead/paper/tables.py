@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from lookahead.config import Study, setting_default
 from lookahead.paper.fit import FitResult, PaperNotEstimable, PaperSpecError, Term, fit_fe
 
 LAP_COLUMNS = {"mink": "lap_mink", "recall": "lap_recall", "configured": "lap"}
@@ -40,10 +41,10 @@ class PaperSettings:
 
     outcome: str = "outcome"
     llm: str = "mu_hat"
-    lap_measure: str = "mink"
-    mink_mean: str = "geometric"
+    lap_measure: str = setting_default("lap_measure")
+    mink_mean: str = setting_default("mink_mean")
     fixed_effects: tuple[str, ...] = ("entity_num", "period_num")
-    cluster: str = "date"
+    cluster: str = setting_default("paper_cluster")
     moderator: str | None = None
     first_token_prob: str = "first_token_prob"
     stated_confidence: str = "stated_confidence"
@@ -68,35 +69,11 @@ class PaperSettings:
         return "configured LAP"
 
     @classmethod
-    def from_study(cls, s: Mapping) -> "PaperSettings":
-        """From the study vars / `study_settings` row (keys as in dbt_project.yml)."""
-        cluster = s.get("paper_cluster") or s.get("cluster") or "date"
-        if cluster not in ("entity", "period", "date", "none"):
-            raise PaperSpecError(
-                f"setting 'paper_cluster': '{cluster}' is not one of entity, period, date, none"
-            )
-        fe = s.get("paper_fixed_effects") or ("entity_num", "period_num")
-        if isinstance(fe, str):
-            fe = tuple(x.strip() for x in fe.split(",") if x.strip())
-        moderator = s.get("moderator_column")
-        if moderator in ("", "null", "None") or (isinstance(moderator, float) and np.isnan(moderator)):
-            moderator = None
-        oos = s.get("paper_oos_start")
-        if oos in ("", "null", "None") or (isinstance(oos, float) and np.isnan(oos)) or oos is pd.NaT:
-            oos = None
-        if oos is not None:
-            try:
-                oos = pd.Timestamp(oos).date().isoformat()
-            except (TypeError, ValueError):
-                raise PaperSpecError(f"setting 'paper_oos_start': '{oos}' is not a date (YYYY-MM-DD)") from None
-        return cls(
-            oos_start=oos,
-            lap_measure=str(s.get("lap_measure") or "mink"),
-            mink_mean=str(s.get("mink_mean") or "geometric"),
-            fixed_effects=tuple(fe),
-            cluster=str(cluster),
-            moderator=moderator,
-        )
+    def from_study(cls, study: Study) -> "PaperSettings":
+        """From the one study object (its values checked by lookahead.config)."""
+        return cls(lap_measure=study["lap_measure"], mink_mean=study["mink_mean"],
+                   cluster=study["paper_cluster"], moderator=study["moderator_column"],
+                   oos_start=study["paper_oos_start"])
 
 
 @dataclass

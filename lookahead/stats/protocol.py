@@ -31,14 +31,8 @@ from lookahead.stats.fe_regression import (
     _empty_rows,
     fit_fe,
 )
-from lookahead.stats.wild import (
-    DEFAULT_WILD_DRAWS,
-    DEFAULT_WILD_MIN_CLUSTERS,
-    DEFAULT_WILD_SEED,
-    DEFAULT_WILD_WEIGHTS,
-    WILD_WEIGHTS,
-    WildSettings,
-)
+from lookahead.config import Study, setting_default
+from lookahead.stats.wild import WildSettings
 
 OUTCOME = "outcome"
 VALIDATION_TERMS = ("ud",)
@@ -83,75 +77,35 @@ class StatsSettings:
     wild: the wild cluster bootstrap (vars wild_bootstrap_draws, _weights, _seed,
     _min_clusters; lookahead/stats/wild.py)."""
 
-    cluster: str = "entity"
-    lap_measure: str = "recall"
-    nw_lag: int | None = None
-    lap_min_sd: float | None = None
+    cluster: str = setting_default("cluster")
+    lap_measure: str = setting_default("lap_measure")
+    nw_lag: int | None = setting_default("nw_lag")
+    lap_min_sd: float | None = setting_default("lap_min_sd")
     wild: WildSettings = WildSettings()
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "StatsSettings":
-        cluster = _clean(values.get("cluster")) or "entity"
-        if cluster not in CLUSTER_COLUMNS:
-            raise SettingsError(
-                f"setting 'cluster': '{cluster}' is not one of {', '.join(CLUSTER_COLUMNS)}"
-            )
-        lap_measure = _clean(values.get("lap_measure")) or "recall"
-        if lap_measure not in ("recall", "mink"):
-            raise SettingsError(f"setting 'lap_measure': '{lap_measure}' is not one of recall, mink")
-        nw_lag = _optional_number(values, "nw_lag", int, "an integer")
-        if nw_lag is not None and nw_lag < 0:
-            raise SettingsError(f"setting 'nw_lag': {nw_lag} must be >= 0")
-        lap_min_sd = _optional_number(values, "lap_min_sd", float, "a number")
-        draws = _optional_number(values, "wild_bootstrap_draws", int, "an integer")
-        draws = DEFAULT_WILD_DRAWS if draws is None else draws
-        if draws < 0:
-            raise SettingsError(f"setting 'wild_bootstrap_draws': {draws} must be >= 0 (0 turns it off)")
-        weights = _clean(values.get("wild_bootstrap_weights")) or DEFAULT_WILD_WEIGHTS
-        if weights not in WILD_WEIGHTS:
-            raise SettingsError(f"setting 'wild_bootstrap_weights': '{weights}' is not one of "
-                                f"{', '.join(WILD_WEIGHTS)}")
-        seed = _optional_number(values, "wild_bootstrap_seed", int, "an integer")
-        min_g = _optional_number(values, "wild_bootstrap_min_clusters", int, "an integer")
-        if min_g is not None and min_g < 0:
-            raise SettingsError(f"setting 'wild_bootstrap_min_clusters': {min_g} must be >= 0")
-        wild = WildSettings(draws=draws, weights=weights,
-                            seed=DEFAULT_WILD_SEED if seed is None else seed,
-                            min_clusters=DEFAULT_WILD_MIN_CLUSTERS if min_g is None else min_g)
-        return cls(cluster=cluster, lap_measure=lap_measure, nw_lag=nw_lag, lap_min_sd=lap_min_sd,
-                   wild=wild)
+    def from_study(cls, study: Study) -> "StatsSettings":
+        """From the one study object (its values checked by lookahead.config)."""
+        return cls(
+            cluster=study["cluster"], lap_measure=study["lap_measure"], nw_lag=study["nw_lag"],
+            lap_min_sd=study["lap_min_sd"],
+            wild=WildSettings(draws=study["wild_bootstrap_draws"],
+                              weights=study["wild_bootstrap_weights"],
+                              seed=study["wild_bootstrap_seed"],
+                              min_clusters=study["wild_bootstrap_min_clusters"]),
+        )
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame) -> "StatsSettings":
-        """From the ``study_settings`` table, which must hold exactly one row."""
-        if len(frame) != 1:
-            raise SettingsError(f"table 'study_settings' must have exactly one row, has {len(frame)}")
-        return cls.from_mapping(frame.iloc[0].to_dict())
+        """From the ``study_settings`` table (one row; its settings_json is the study)."""
+        return cls.from_study(study_from_frame(frame))
 
 
-def _optional_number(values: Mapping[str, Any], name: str, kind: type, what: str) -> Any:
-    """An optional numeric setting: None when unset, else kind(value) or a clear error."""
-    value = _clean(values.get(name))
-    if value is None:
-        return None
-    try:
-        return kind(value)
-    except (TypeError, ValueError):
-        raise SettingsError(f"setting '{name}': '{value}' is not {what}") from None
-
-
-def _clean(value: Any) -> Any:
-    if value is None:
-        return None
-    try:
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
-    if isinstance(value, str):
-        value = value.strip()
-        return value or None
-    return value
+def study_from_frame(frame: pd.DataFrame) -> Study:
+    """The study a build recorded in ``study_settings`` (which must hold exactly one row)."""
+    if len(frame) != 1:
+        raise SettingsError(f"table 'study_settings' must have exactly one row, has {len(frame)}")
+    return Study.from_json(str(frame["settings_json"].iloc[0]))
 
 
 def check_panel(panel: pd.DataFrame, name: str, settings: StatsSettings) -> None:

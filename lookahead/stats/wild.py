@@ -34,13 +34,15 @@ from typing import Any
 
 import numpy as np
 
-WILD_WEIGHTS = ("webb", "rademacher")
-DEFAULT_WILD_DRAWS = 999
-DEFAULT_WILD_SEED = 20240101
-DEFAULT_WILD_WEIGHTS = "webb"
+from lookahead.config import SCHEMA, setting_default
+
+WILD_WEIGHTS = SCHEMA.settings["wild_bootstrap_weights"].allowed
+DEFAULT_WILD_DRAWS = setting_default("wild_bootstrap_draws")
+DEFAULT_WILD_SEED = setting_default("wild_bootstrap_seed")
+DEFAULT_WILD_WEIGHTS = setting_default("wild_bootstrap_weights")
 #: Below this many clusters the verdict reads the wild bootstrap p instead of CRV1's
 #: (docs/montecarlo.md: CRV1 over-rejects at 10-30 clusters, the WCR holds its size).
-DEFAULT_WILD_MIN_CLUSTERS = 50
+DEFAULT_WILD_MIN_CLUSTERS = setting_default("wild_bootstrap_min_clusters")
 #: Largest dense design (rows x columns, fixed-effect dummies included) the bootstrap
 #: builds; above it the p-value is skipped with a warning (~160 MB of float64).
 MAX_DENSE_CELLS = 20_000_000

@@ -13,7 +13,7 @@ from lookahead.paper.fit import PaperSpecError, Term
 from lookahead.paper.synthetic import make_panel
 from paper_reference import ols_dummies
 
-S = T.PaperSettings()
+S = T.PaperSettings(lap_measure="mink")
 
 
 def _data(df: pd.DataFrame) -> bs.BootstrapData:

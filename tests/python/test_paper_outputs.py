@@ -24,10 +24,12 @@ def panels():
 
 
 def _settings_frame(**kw) -> pd.DataFrame:
-    row = {"lap_measure": "mink", "mink_mean": "geometric", "cluster": "entity",
-           "moderator_column": None, "bootstrap_draws": 50, "bootstrap_seed": 11}
-    row.update(kw)
-    return pd.DataFrame([row])
+    """A study_settings table as dbt writes it (its settings_json is the study)."""
+    from lookahead.config import load_study
+
+    study = load_study(overrides={"lap_measure": "mink", "cluster": "entity", "paper_cluster": "date",
+                                  "bootstrap_draws": 50, "bootstrap_seed": 11, **kw})
+    return pd.DataFrame({"settings_json": [study.settings_json()]})
 
 
 def test_stars_and_number_format():
@@ -38,7 +40,7 @@ def test_stars_and_number_format():
 
 def test_markdown_and_latex_tables(panels):
     pre, _ = panels
-    s = T.PaperSettings()
+    s = T.PaperSettings(lap_measure="mink")
     tab = T.table2(pre, s)
     long = tab.long(s)
     md = render.markdown_table(long, "table2", "Table II", notes=tab.notes)
@@ -77,10 +79,10 @@ def test_figures_are_real_pngs(panels, tmp_path):
 def test_dbt_entry_frames(panels):
     pre, post = panels
     st = _settings_frame()
-    boot = dbt_entry.bootstrap_frame(st, pre, post, paper_cluster="date")
+    boot = dbt_entry.bootstrap_frame(st, pre, post)
     assert len(boot) == 50 and boot["seed"].eq(11).all()
     assert boot["p_value"].iloc[0] == pytest.approx(np.mean(boot["coefficient"] >= boot["in_sample_estimate"]))
-    long = dbt_entry.paper_tables_frame(st, pre, post, boot, paper_cluster="date")
+    long = dbt_entry.paper_tables_frame(st, pre, post, boot)
     assert list(long.columns) == A.LONG_COLUMNS + ["kind"]
     assert set(long["kind"]) == {"coefficient", "magnitude", "bootstrap", "note"}
     coef = long[long["kind"] == "coefficient"]
@@ -91,22 +93,26 @@ def test_dbt_entry_frames(panels):
     t5 = coef[(coef["paper_table"] == "table5") & (coef["table_column"] == 2) & (coef["term"] == T.INTERACTION_STD)]
     assert float(t5["estimate"].iloc[0]) == pytest.approx(float(boot["in_sample_estimate"].iloc[0]))
     # no post sample: empty bootstrap with typed columns, Table V skipped
-    empty = dbt_entry.bootstrap_frame(st, pre, post.iloc[:0], paper_cluster="date")
+    empty = dbt_entry.bootstrap_frame(st, pre, post.iloc[:0])
     assert len(empty) == 0 and list(empty.columns) == list(dbt_entry.BOOTSTRAP_COLUMNS)
 
 
-def test_settings_errors():
-    with pytest.raises(PaperSpecError, match="bootstrap_draws"):
-        dbt_entry.settings_from_frame(_settings_frame(bootstrap_draws=-1))
-    with pytest.raises(PaperSpecError, match="paper_cluster"):
-        dbt_entry.settings_from_frame(_settings_frame(), paper_cluster="firm")
+def test_settings_errors_come_from_the_one_settings_loader():
+    from lookahead.config import StudyConfigError
+
+    with pytest.raises(StudyConfigError, match="setting 'bootstrap_draws': -1 is below its minimum"):
+        _settings_frame(bootstrap_draws=-1)
+    with pytest.raises(StudyConfigError, match="setting 'paper_cluster': 'firm' is not one of"):
+        _settings_frame(paper_cluster="firm")
+    s, draws, seed = dbt_entry.settings_from_frame(_settings_frame(paper_cluster="entity"))
+    assert (s.cluster, s.lap_measure, draws, seed) == ("entity", "mink", 50, 11)
 
 
 def test_report_section_from_duckdb(panels, tmp_path):
     pre, post = panels
-    st = _settings_frame(moderator_column="small")
-    boot = dbt_entry.bootstrap_frame(st, pre, post, paper_cluster="date")
-    long = dbt_entry.paper_tables_frame(st, pre, post, boot, paper_cluster="date")
+    st = _settings_frame(moderator_column="small", extra_columns=["small"])
+    boot = dbt_entry.bootstrap_frame(st, pre, post)
+    long = dbt_entry.paper_tables_frame(st, pre, post, boot)
     con = duckdb.connect()
     for name, df in (("paper_tables", long), ("bootstrap_results", boot), ("panel_pre", pre),
                      ("panel_post", post), ("study_settings", st)):

@@ -7,6 +7,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+
+from lookahead.config import StudyConfigError, load_study
 from scipy import stats
 
 from lookahead.paper import tables as T
@@ -62,7 +64,7 @@ def test_table2_matches_dummies_ols(pre, cluster, col, measure):
 
 
 def test_table2_economic_magnitudes(pre):
-    s = T.PaperSettings()
+    s = T.PaperSettings(lap_measure="mink")
     tab = T.table2(pre, s)
     m = tab.magnitudes
     used = pre.dropna(subset=["outcome", "mu_hat", "lap_mink"])
@@ -81,13 +83,13 @@ def test_table2_economic_magnitudes(pre):
 
 
 def test_planted_interaction_is_found(pre):
-    tab = T.table2(pre, T.PaperSettings())
+    tab = T.table2(pre, T.PaperSettings(lap_measure="mink"))
     fit = tab.columns[1]
     assert fit.estimate["LLM x LAP"] > 0 and fit.p["LLM x LAP"] < 0.05
 
 
 def test_table3_double_and_triple_interactions(pre):
-    s = T.PaperSettings(moderator="small")
+    s = T.PaperSettings(lap_measure="mink", moderator="small")
     tab = T.table3(pre, s)
     r1 = ols_dummies(pre, "outcome", [["mu_hat"], ["small"], ["mu_hat", "small"]], FE, "target_date")
     xs = [["mu_hat"], ["small"], ["mu_hat", "small"], ["lap_mink"], ["mu_hat", "lap_mink"],
@@ -99,17 +101,17 @@ def test_table3_double_and_triple_interactions(pre):
 
 
 def test_table3_skipped_without_moderator_and_bad_moderator(pre):
-    assert T.table3(pre, T.PaperSettings()) is None
+    assert T.table3(pre, T.PaperSettings(lap_measure="mink")) is None
     bad = pre.copy()
     bad["size_bucket"] = np.arange(len(bad)) % 3
     with pytest.raises(PaperSpecError, match="size_bucket.*binary.*row"):
-        T.table3(bad, T.PaperSettings(moderator="size_bucket"))
+        T.table3(bad, T.PaperSettings(lap_measure="mink", moderator="size_bucket"))
     with pytest.raises(PaperSpecError, match="nosuch"):
-        T.table3(pre, T.PaperSettings(moderator="nosuch"))
+        T.table3(pre, T.PaperSettings(lap_measure="mink", moderator="nosuch"))
 
 
 def test_table4_horse_race(pre):
-    s = T.PaperSettings()
+    s = T.PaperSettings(lap_measure="mink")
     tab = T.table4(pre, s)
     assert len(tab.columns) == 4
     ftp, conf, lap = "first_token_prob", "stated_confidence", "lap_mink"
@@ -128,13 +130,13 @@ def test_table4_horse_race(pre):
 
 def test_table4_skips_missing_confidence(pre):
     df = pre.drop(columns=["stated_confidence"])
-    tab = T.table4(df, T.PaperSettings())
+    tab = T.table4(df, T.PaperSettings(lap_measure="mink"))
     assert len(tab.columns) == 2
     assert any("Confidence" in n for n in tab.notes)
 
 
 def test_table5_standardized_within_each_period(pre, post):
-    s = T.PaperSettings()
+    s = T.PaperSettings(lap_measure="mink")
     tab = T.table5(pre, post, s)
     cols = ["outcome", "mu_hat", "lap_mink"]
     for j, df in ((0, pre), (2, post)):
@@ -153,7 +155,7 @@ def test_table5_standardized_within_each_period(pre, post):
 def test_table5_constant_variable_is_a_clear_error(pre, post):
     flat = post.assign(lap_mink=0.1)
     with pytest.raises(PaperSpecError, match="lap_mink.*no variation"):
-        T.table5(pre, flat, T.PaperSettings())
+        T.table5(pre, flat, T.PaperSettings(lap_measure="mink"))
 
 
 def test_table6_five_level_labels_run_through_table2():
@@ -166,14 +168,14 @@ def test_table6_five_level_labels_run_through_table2():
     raw.iloc[:5] = raw.iloc[:5].str.upper() + "  "   # parsing is case/space insensitive
     df["mu_hat"] = T.map_forecast_labels(raw, labels)
     assert set(df["mu_hat"].unique()) == {-1.0, -0.5, 0.0, 0.5, 1.0}
-    tab = T.table6(df, T.PaperSettings(cluster="entity"))
+    tab = T.table6(df, T.PaperSettings(lap_measure="mink", cluster="entity"))
     ref = ols_dummies(df, "outcome", [["mu_hat"], ["lap_mink"], ["mu_hat", "lap_mink"]], FE, "entity_num")
     _check(tab.columns[1], ref, ["LLM", "LAP", "LLM x LAP"])
     assert tab.name == "table6"
 
 
 def test_table1_descriptives(pre):
-    d = T.table1(pre, T.PaperSettings()).set_index("variable")
+    d = T.table1(pre, T.PaperSettings(lap_measure="mink")).set_index("variable")
     x = pre["stated_confidence"].dropna()
     r = d.loc["Confidence"]
     assert r["n"] == len(x) == len(pre) - 7
@@ -185,15 +187,16 @@ def test_table1_descriptives(pre):
 
 def test_missing_column_error_names_it(pre):
     with pytest.raises(PaperSpecError, match="lap_mink"):
-        T.table2(pre.drop(columns=["lap_mink"]), T.PaperSettings())
+        T.table2(pre.drop(columns=["lap_mink"]), T.PaperSettings(lap_measure="mink"))
 
 
-def test_settings_from_study_validate_cluster():
-    s = T.PaperSettings.from_study({"lap_measure": "recall", "paper_cluster": "entity",
-                                    "moderator_column": None})
+def test_settings_from_the_study_and_defaults_from_the_schema():
+    from lookahead.config import setting_default
+
+    s = T.PaperSettings.from_study(load_study(overrides={"lap_measure": "recall", "paper_cluster": "entity"}))
     assert s.cluster == "entity" and s.lap == "lap_recall" and s.moderator is None
-    with pytest.raises(PaperSpecError, match="paper_cluster"):
-        T.PaperSettings.from_study({"paper_cluster": "firm"})
+    d = T.PaperSettings()
+    assert (d.lap_measure, d.cluster) == (setting_default("lap_measure"), setting_default("paper_cluster"))
 
 
 def test_table5_difference_test_against_independent_computations(pre, post):
@@ -202,7 +205,7 @@ def test_table5_difference_test_against_independent_computations(pre, post):
     computation from the two periods' own clustered regressions, (b_in - b_out) /
     sqrt(se_in^2 + se_out^2), which it matches up to the small-sample factor when the
     periods share no cluster (dates)."""
-    s = T.PaperSettings(cluster="date")
+    s = T.PaperSettings(lap_measure="mink", cluster="date")
     post = post.assign(target_date=pd.to_datetime(post["target_date"]) + pd.Timedelta(days=400))
     tab = T.table5(pre, post, s)
     d = {k[5:]: v for k, v in tab.magnitudes.items() if k.startswith("diff_")}
@@ -233,10 +236,10 @@ def test_table5_difference_test_against_independent_computations(pre, post):
 def test_out_of_sample_start_setting(post):
     dates = pd.to_datetime(post["target_date"])
     start = dates.sort_values().iloc[len(dates) // 2].date().isoformat()
-    s = T.PaperSettings.from_study({"paper_oos_start": start})
+    s = T.PaperSettings.from_study(load_study(overrides={"paper_oos_start": start}))
     kept, note = T.out_of_sample(post, s)
     assert len(kept) == int((dates >= pd.Timestamp(start)).sum()) and 0 < len(kept) < len(post)
     assert start in note
-    assert T.out_of_sample(post, T.PaperSettings())[0] is post
-    with pytest.raises(PaperSpecError, match="setting 'paper_oos_start'"):
-        T.PaperSettings.from_study({"paper_oos_start": "not a date"})
+    assert T.out_of_sample(post, T.PaperSettings(lap_measure="mink"))[0] is post
+    with pytest.raises(StudyConfigError, match="setting 'paper_oos_start'"):
+        load_study(overrides={"paper_oos_start": "not a date"})

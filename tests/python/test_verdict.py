@@ -4,6 +4,8 @@ same branches end to end on synthetic panels whose truth is known by constructio
 
 from __future__ import annotations
 
+import json
+
 import dataclasses
 import math
 
@@ -244,17 +246,23 @@ def test_approximated_rows_label_results_and_verdict():
 
 
 def test_settings_read_from_study_settings_row():
+    """The statistics read the study dbt recorded (study_settings.settings_json), checked
+    by the one settings loader; their defaults are the schema's."""
+    from lookahead.config import StudyConfigError, load_study, setting_default
     from lookahead.stats.protocol import SettingsError
-    row = pd.DataFrame([{"cluster": "date", "lap_measure": "mink", "nw_lag": 5,
-                         "training_cutoff": "2021-12-31", "model_id": "m"}])
+
+    study = load_study(overrides={"cluster": "date", "lap_measure": "mink", "nw_lag": 5})
+    row = pd.DataFrame({"settings_json": [study.settings_json()]})
     s = StatsSettings.from_frame(row)
     assert (s.cluster, s.lap_measure, s.nw_lag) == ("date", "mink", 5)
+    assert s.wild.draws == study["wild_bootstrap_draws"]
+    assert StatsSettings().cluster == setting_default("cluster")
     with pytest.raises(SettingsError, match="exactly one row, has 2"):
         StatsSettings.from_frame(pd.concat([row, row]))
-    with pytest.raises(SettingsError, match="setting 'cluster': 'firm'"):
-        StatsSettings.from_frame(row.assign(cluster="firm"))
-    with pytest.raises(SettingsError, match="setting 'nw_lag'"):
-        StatsSettings.from_frame(row.assign(nw_lag="four"))
+    bad = json.loads(study.settings_json())
+    bad["nw_lag"] = "four"
+    with pytest.raises(StudyConfigError, match="setting 'nw_lag'"):
+        StatsSettings.from_frame(pd.DataFrame({"settings_json": [json.dumps(bad)]}))
 
 
 def test_panel_missing_column_names_table():
