@@ -93,6 +93,10 @@ def regressions(panel: pd.DataFrame, cutoff: str, lap_col: str = "lap") -> pd.Da
     """Protocol steps 3-5 with entity and month FE, clustered by entity."""
     import pyfixest as pf
 
+    from pyfixest.demeaners import MapDemeaner
+
+    from lookahead.stats.fe_regression import FIXEF_TOL
+
     df = panel.copy()
     df["lap_used"] = df[lap_col]
     df["sample"] = np.where(df["target_date"] <= cutoff, "pre", "post")
@@ -107,7 +111,8 @@ def regressions(panel: pd.DataFrame, cutoff: str, lap_col: str = "lap") -> pd.Da
                  "detection": (d, "outcome ~ mu_hat * lap_used | entity_id + period", "mu_hat:lap_used")}
         for name, (dd, fml, term) in specs.items():
             try:
-                fit = pf.feols(fml, data=dd, vcov={"CRV1": "entity_id"})
+                fit = pf.feols(fml, data=dd, vcov={"CRV1": "entity_id"},
+                               demeaner=MapDemeaner(fixef_tol=FIXEF_TOL))
                 tid = fit.tidy()
                 row = tid.loc[term]
                 t, p = float(row["t value"]), float(row["Pr(>|t|)"])

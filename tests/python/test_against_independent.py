@@ -205,8 +205,12 @@ def test_p_two_sided_is_pyfixest_pr_renamed():
     import pyfixest as pf
     df = drop_singletons(synthetic_panel(4), ["entity_num", "period_num"]).copy()
     df["mu_hat_x_lap"] = df["mu_hat"] * df["lap"]
+    from pyfixest.demeaners import MapDemeaner
+
+    from lookahead.stats.fe_regression import FIXEF_TOL
+
     fit = pf.feols("outcome ~ mu_hat + lap + mu_hat_x_lap | entity_num + period_num",
-                   data=df, vcov={"CRV1": "entity_num"})
+                   data=df, vcov={"CRV1": "entity_num"}, demeaner=MapDemeaner(fixef_tol=FIXEF_TOL))
     tidy = fit.tidy()
     res = ours(df, "outcome", DET)
     np.testing.assert_allclose(res["p_two_sided"].astype(float), tidy["Pr(>|t|)"].to_numpy(), rtol=1e-8)

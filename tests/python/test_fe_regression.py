@@ -227,3 +227,27 @@ def test_all_singleton_sample_is_not_estimable_instead_of_aborting():
     out = fit_fe(df, FitRequest("validation_pooled", "pre", "outcome", ["ud"]))
     assert out["estimate"].isna().all()
     assert "singleton" in out["warning"].iloc[0] and "not estimable" in out["warning"].iloc[0]
+
+
+def test_one_demeaning_tolerance_for_every_regression():
+    """One tolerance (<= 1e-10), declared once in fe_regression, used by every pyfixest
+    fit the package makes (protocol, paper through the same wrapper, bootstrap baseline)."""
+    import re
+    from pathlib import Path
+
+    import lookahead
+    from lookahead.paper import fit as paper_fit
+    from lookahead.stats import fe_regression
+
+    assert fe_regression.FIXEF_TOL <= 1e-10
+    assert paper_fit.FIXEF_TOL is fe_regression.FIXEF_TOL
+    root = Path(lookahead.__file__).parent
+    calls = []
+    for path in root.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        for m in re.finditer(r"pf\.feols\((.*?)\)\n", text, flags=re.S):
+            calls.append((path.name, m.group(1)))
+        assert not re.search(r"FIXEF_TOL\s*=", text) or path.name == "fe_regression.py", path
+    assert calls, "no pyfixest fit found"
+    for name, args in calls:
+        assert "demeaner=MapDemeaner(fixef_tol=FIXEF_TOL)" in args, name

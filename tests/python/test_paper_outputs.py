@@ -84,7 +84,7 @@ def test_dbt_entry_frames(panels):
     assert boot["p_value"].iloc[0] == pytest.approx(np.mean(boot["coefficient"] >= boot["in_sample_estimate"]))
     long = dbt_entry.paper_tables_frame(st, pre, post, boot)
     assert list(long.columns) == A.LONG_COLUMNS + ["kind"]
-    assert set(long["kind"]) == {"coefficient", "magnitude", "bootstrap", "note"}
+    assert set(long["kind"]) == {"coefficient", "magnitude", "bootstrap", "difference", "note"}
     coef = long[long["kind"] == "coefficient"]
     assert set(coef["paper_table"]) == {"table2", "table4", "table5"}      # no moderator: no table3
     assert coef["vcov"].eq("CRV1 by date").all()
