@@ -141,13 +141,136 @@ def confirm(question: str, yes: bool) -> None:
 
 @dataclass
 class Query:
-    """One pending query: its key, the exact prompt and the identifying fields."""
+    """One pending query: its key, the exact prompt and the identifying fields.
+
+    ``params`` overrides the task's parameters for this query alone (a prompt whose text
+    was cut to fit the context records how much it kept, which is part of its key)."""
 
     key: str
     prompt: str
     row_id: str | None = None
     entity_id: str | None = None
     target_date: str | None = None
+    params: dict[str, Any] | None = None
+
+
+# ----------------------------------------------------------------------------- prompt guards
+
+
+def prompt_token_limit(ctx: JobContext, output_tokens: int) -> tuple[int | None, Callable[[str], int] | None]:
+    """(most prompt tokens a query may have, token counter), or (None, None) when the
+    context length is unknown (then nothing can be checked and the job says so).
+
+    The context length is the setting context_length, else what the backend knows
+    (transformers: the model config; vLLM: max_model_len). The answer needs room too:
+    at least one token, forecast_max_tokens for forecasts."""
+    setting = ctx.study.get("context_length")
+    context = None
+    if setting not in (None, ""):
+        try:
+            context = int(setting)
+        except (TypeError, ValueError):
+            raise StudyConfigError(f"setting 'context_length': '{setting}' is not a number of tokens") from None
+        if context < 2:
+            raise StudyConfigError(f"setting 'context_length': {context} is too small")
+    if context is None:
+        context = ctx.backend.context_length()
+    if context is None:
+        if "context_length" not in ctx.notes:
+            ctx.notes.append("context_length")
+            print("note: prompt lengths not checked: the model's context length is unknown here "
+                  "(set context_length in the study)")
+        return None, None
+    counter = getattr(ctx.backend, "count_tokens", None)
+    if not callable(counter) or counter("x") is None:
+        raise StudyConfigError(
+            "setting 'tokenizer_path': prompts cannot be counted against the context length "
+            f"({context} tokens) without the model's tokenizer; set tokenizer_path")
+    return context - max(1, int(output_tokens)), counter  # type: ignore[return-value]
+
+
+def prompt_overflow_mode(ctx: JobContext) -> str:
+    from lookahead.prompts import PROMPT_OVERFLOW
+
+    mode = str(ctx.study.get("prompt_overflow") or "error")
+    if mode not in PROMPT_OVERFLOW:
+        raise StudyConfigError(f"setting 'prompt_overflow': '{mode}' is not one of {', '.join(PROMPT_OVERFLOW)}")
+    return mode
+
+
+def too_long_stop(task: str, too_long: Sequence[tuple[str, int]], n_total: int, limit: int,
+                  output_tokens: int, can_truncate: bool) -> JobStop:
+    """One line naming the prompts that do not fit, before anything is queried."""
+    shown = ", ".join(f"{ident} ({n} tokens)" for ident, n in too_long[:3])
+    fix = ("shorten the text, or set prompt_overflow: truncate_text (the text is cut to fit and "
+           "the report counts the rows)" if can_truncate else "shorten the template")
+    return JobStop(
+        f"{task}: {len(too_long)} of {n_total} prompts exceed the model's context length "
+        f"({limit + max(1, output_tokens)} tokens, {max(1, output_tokens)} kept for the answer), "
+        f"e.g. {shown}; nothing was queried. Fix: {fix}.")
+
+
+def forecast_output_tokens(ctx: JobContext) -> int:
+    """The forecast's answer budget; Min-K% scores the same prompts with the same budget,
+    so both tasks cut a too-long text at the same place."""
+    return int(ctx.study.get("forecast_max_tokens") or 16)
+
+
+def forecast_prompts(ctx: JobContext) -> list[tuple[dict[str, Any], str, int | None]]:
+    """(row, rendered prompt, characters of text kept or None) per valid row.
+
+    Guards run here, before any query: the template may not use the outcome or target
+    date (unless allowed), and each prompt must fit the context length; with
+    prompt_overflow: truncate_text the text is cut (longest prefix that fits) and the
+    kept length goes into the query's params, so it is part of the key and dbt counts it."""
+    from lookahead.prompts import check_forecast_template, render_forecast
+
+    template = str(ctx.study["forecast_prompt"])
+    check_forecast_template(template, ctx.study["column_map"] or {},
+                            ctx.study.get("forecast_prompt_allowed_columns") or [])
+    mode = prompt_overflow_mode(ctx)
+    out_tokens = forecast_output_tokens(ctx)
+    limit, count = prompt_token_limit(ctx, out_tokens)
+    text_col = str((ctx.study["column_map"] or {}).get("text") or "text")
+
+    def render(row: dict[str, Any]) -> str:
+        return ctx.backend.render_prompt(render_forecast(template, row), ctx.use_chat_template)
+
+    out: list[tuple[dict[str, Any], str, int | None]] = []
+    too_long: list[tuple[str, int]] = []
+    for row in ctx.rows.to_dict("records"):
+        prompt = render(row)
+        kept = None
+        if limit is not None and count is not None:
+            n = count(prompt)
+            if n > limit and mode == "truncate_text":
+                text = str(row.get("text") or "")
+
+                def cut(k: int) -> dict[str, Any]:
+                    return {**row, "text": text[:k], text_col: text[:k]}
+
+                lo, hi = 0, len(text)
+                if count(render(cut(0))) <= limit:
+                    while lo < hi:  # longest prefix that fits
+                        mid = (lo + hi + 1) // 2
+                        if count(render(cut(mid))) <= limit:
+                            lo = mid
+                        else:
+                            hi = mid - 1
+                    kept = lo
+                    prompt = render(cut(kept))
+                    n = count(prompt)
+            if n > limit:
+                too_long.append((f"row {row['row_id']}", n))
+        out.append((row, prompt, kept))
+    if too_long:
+        raise too_long_stop("forecast prompt", too_long, len(out), limit or 0, out_tokens,
+                            can_truncate=mode == "error")
+    n_cut = sum(1 for _, _, k in out if k is not None)
+    if n_cut:
+        print(f"prompt_overflow: truncate_text: the text of {n_cut} of {len(out)} rows was cut to "
+              f"fit the context length (counted in the report)")
+    return out
 
 
 def estimate_tokens(backend: Backend, prompts: Sequence[str]) -> int:
@@ -285,7 +408,7 @@ def record_skeleton(ctx: JobContext, task: str, q: Query, params: dict[str, Any]
         "key": q.key, "task": task, "model_id": ctx.study["model_id"],
         "backend": getattr(ctx.backend, "name", ctx.study["backend"]),
         "row_id": q.row_id, "entity_id": q.entity_id, "target_date": q.target_date,
-        "prompt": q.prompt, "params": params, "response_text": None, "top_logprobs": None,
+        "prompt": q.prompt, "params": q.params or params, "response_text": None, "top_logprobs": None,
         "prompt_logprobs": None, "samples": None, "approximated": False,
         "first_token_prob": None, "stated_confidence": None,
         "started_at": None, "finished_at": None,

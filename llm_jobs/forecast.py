@@ -21,13 +21,13 @@ import pandas as pd
 from pathlib import Path
 
 from lookahead.cache import RawStore, atomic_write_parquet, atomic_write_text, query_key, template_sha256
-from lookahead.prompts import render_forecast
 from lookahead.scoring import (
     MIN_PARSE_RATE, first_token_prob, parse_forecast, parse_stated_confidence, prompt_asks_confidence,
 )
 from lookahead.backends.base import QueryFailure
 from llm_jobs.common import (
-    EXIT_OK, EXIT_PARSE_RATE, JobContext, JobStop, Query, confirm, logprob_dicts, print_plan,
+    EXIT_OK, EXIT_PARSE_RATE, JobContext, JobStop, Query, confirm, forecast_output_tokens,
+    forecast_prompts, logprob_dicts, print_plan,
     record_skeleton, require_complete, run_main, run_queries,
 )
 
@@ -37,7 +37,7 @@ TOP_LOGPROBS = 20
 
 def forecast_params(ctx: JobContext) -> dict[str, Any]:
     return {
-        "temperature": 0, "max_tokens": int(ctx.study.get("forecast_max_tokens") or 16),
+        "temperature": 0, "max_tokens": forecast_output_tokens(ctx),
         "top_logprobs": TOP_LOGPROBS if ctx.logprobs_available else 0, "seed": 0,
         "n_samples": None, "chat_template": ctx.use_chat_template,
         "template_sha256": template_sha256(str(ctx.study["forecast_prompt"])),
@@ -45,15 +45,14 @@ def forecast_params(ctx: JobContext) -> dict[str, Any]:
 
 
 def plan(ctx: JobContext) -> tuple[list[Query], dict[str, Any]]:
-    """One query per valid row: (queries, params)."""
+    """One query per valid row: (queries, params); the prompt guards run first."""
     params = forecast_params(ctx)
-    template = str(ctx.study["forecast_prompt"])
     queries = []
-    for row in ctx.rows.to_dict("records"):
-        user_text = render_forecast(template, row)
-        prompt = ctx.backend.render_prompt(user_text, ctx.use_chat_template)
-        key = query_key(TASK, ctx.study["model_id"], str(row["row_id"]), prompt, params)
-        queries.append(Query(key, prompt, row_id=str(row["row_id"])))
+    for row, prompt, kept in forecast_prompts(ctx):
+        qparams = params if kept is None else {**params, "text_truncated_to_chars": kept}
+        key = query_key(TASK, ctx.study["model_id"], str(row["row_id"]), prompt, qparams)
+        queries.append(Query(key, prompt, row_id=str(row["row_id"]),
+                             params=None if kept is None else qparams))
     return queries, params
 
 

@@ -17,11 +17,11 @@ from typing import Any, Sequence
 import pandas as pd
 
 from lookahead.cache import RawStore, atomic_write_parquet, query_key, template_sha256
-from lookahead.prompts import render_forecast
 from lookahead.scoring import mink_lap
 from lookahead.backends.base import QueryFailure
 from llm_jobs.common import (
-    EXIT_OK, JobContext, JobStop, Query, confirm, logprob_dicts, print_plan, record_skeleton,
+    EXIT_OK, JobContext, JobStop, Query, confirm, forecast_prompts, logprob_dicts, print_plan,
+    record_skeleton,
     require_complete, run_main, run_queries,
 )
 
@@ -35,12 +35,13 @@ def mink_params(ctx: JobContext) -> dict[str, Any]:
 
 
 def plan(ctx: JobContext, params: dict[str, Any]) -> list[Query]:
-    template = str(ctx.study["forecast_prompt"])
+    """The forecast job's prompts (same guards, same truncation), one query per row."""
     queries = []
-    for row in ctx.rows.to_dict("records"):
-        prompt = ctx.backend.render_prompt(render_forecast(template, row), ctx.use_chat_template)
-        key = query_key(TASK, ctx.study["model_id"], str(row["row_id"]), prompt, params)
-        queries.append(Query(key, prompt, row_id=str(row["row_id"])))
+    for row, prompt, kept in forecast_prompts(ctx):
+        qparams = params if kept is None else {**params, "text_truncated_to_chars": kept}
+        key = query_key(TASK, ctx.study["model_id"], str(row["row_id"]), prompt, qparams)
+        queries.append(Query(key, prompt, row_id=str(row["row_id"]),
+                             params=None if kept is None else qparams))
     return queries
 
 

@@ -25,7 +25,7 @@ from lookahead.scoring import recall_scores
 from lookahead.backends.base import QueryFailure
 from llm_jobs.common import (
     EXIT_OK, MIN_SAMPLES, JobContext, JobStop, Query, confirm, logprob_dicts, print_plan,
-    record_skeleton, require_complete, run_main, run_queries,
+    prompt_token_limit, record_skeleton, require_complete, run_main, run_queries, too_long_stop,
 )
 
 TASK = "recall"
@@ -95,7 +95,18 @@ def plan(ctx: JobContext, params: dict[str, Any], labels: dict[str, str] | None)
         ident = f"{pair['entity_id']}|{pair['target_date']}"
         key = query_key(TASK, ctx.study["model_id"], ident, prompt, params)
         queries.append(Query(key, prompt, entity_id=str(pair["entity_id"]), target_date=pair["target_date"]))
+    check_recall_lengths(ctx, queries)
     return queries
+
+
+def check_recall_lengths(ctx: JobContext, queries: Sequence[Query]) -> None:
+    """Every recall prompt fits the context length with room for its one-token answer."""
+    limit, count = prompt_token_limit(ctx, 1)
+    if limit is None or count is None:
+        return
+    too_long = [(f"{q.entity_id} {q.target_date}", n) for q in queries if (n := count(q.prompt)) > limit]
+    if too_long:
+        raise too_long_stop("recall prompt", too_long, len(queries), limit, 1, can_truncate=False)
 
 
 def run(ctx: JobContext) -> int:

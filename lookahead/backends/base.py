@@ -69,6 +69,11 @@ class Backend(ABC):
     def prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob]]:
         """Log-probability of every prompt token given its prefix; the first is None."""
 
+    def context_length(self) -> int | None:
+        """The model's context length in tokens, when the backend knows it (None: unknown;
+        the study setting context_length then has to say)."""
+        return None
+
     def try_generate(
         self, prompts: Sequence[str], max_tokens: int, top_logprobs: int
     ) -> list[Generation | QueryFailure]:

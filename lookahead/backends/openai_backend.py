@@ -332,6 +332,14 @@ class OpenAIBackend(Backend):
             [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True
         )
 
+    def count_tokens(self, prompt: str) -> int | None:
+        """Prompt tokens by the local tokenizer (tokenizer_path / model_path); None without one.
+
+        In chat mode the server adds its chat template around the text, a few tokens more."""
+        if not self.tokenizer_path:
+            return None
+        return len(self._tokenizer_or_fail().encode(prompt))
+
     def generate(
         self, prompts: Sequence[str], max_tokens: int, top_logprobs: int
     ) -> list[Generation]:
