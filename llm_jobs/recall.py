@@ -140,8 +140,9 @@ def run(ctx: JobContext) -> int:
             def answer(batch: list[Query]) -> list[dict[str, Any] | QueryFailure]:
                 prompts = [q.prompt for q in batch]
                 if sampling:
-                    samples = ctx.backend.sample(prompts, params["n_samples"], params["seed"], 1)
-                    return [{"samples": s, "response_text": s[0] if s else None, "top_logprobs": [],
+                    samples = ctx.backend.try_sample(prompts, params["n_samples"], params["seed"], 1)
+                    return [s if isinstance(s, QueryFailure) else
+                            {"samples": s, "response_text": s[0] if s else None, "top_logprobs": [],
                              "approximated": True} for s in samples]
                 gens = ctx.backend.try_generate(prompts, 1, TOP_LOGPROBS)
                 return [g if isinstance(g, QueryFailure) else

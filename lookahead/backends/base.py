@@ -87,6 +87,11 @@ class Backend(ABC):
         """Like ``prompt_logprobs`` with per-query failures (see ``try_generate``)."""
         return list(self.prompt_logprobs(prompts))
 
+    def try_sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int
+                   ) -> list[list[str] | QueryFailure]:
+        """Like ``sample`` with per-query failures (see ``try_generate``)."""
+        return list(self.sample(prompts, n, seed, max_tokens))
+
     def sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int) -> list[list[str]]:
         """Sampling fallback (temperature 1) for backends without logprobs."""
         raise NotImplementedError(f"backend '{self.name}' does not implement sampling")

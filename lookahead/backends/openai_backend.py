@@ -262,8 +262,8 @@ class OpenAIBackend(Backend):
         while True:
             try:
                 return call()
-            except RouteUnsupported:
-                raise
+            except (RouteUnsupported, StudyConfigError):
+                raise  # not the reply's fault: a route decision, or a setting to fix
             except (oa.AuthenticationError, oa.PermissionDeniedError, oa.NotFoundError) as err:
                 raise BackendFatal(mask(
                     f"backend 'openai' ({self.base_url}) refused the request with HTTP "
@@ -519,6 +519,11 @@ class OpenAIBackend(Backend):
 
     def sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int) -> list[list[str]]:
         """Fallback without logprobs: n answers at temperature 1 with a fixed seed."""
+        return self._raise_first(self.try_sample(prompts, n, seed, max_tokens))
+
+    def try_sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int
+                   ) -> list[list[str] | QueryFailure]:
+        """``sample`` with a QueryFailure in place of a query that got no complete answer."""
         if n < 25:
             raise StudyConfigError(f"setting 'n_samples': {n} is below the protocol's 25")
 
@@ -539,7 +544,7 @@ class OpenAIBackend(Backend):
                 raise IncompleteReply(f"{len(texts)} samples returned, not n={n}")
             return texts
 
-        return self._raise_first(self._map(one, prompts))
+        return self._map(one, prompts)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

@@ -742,3 +742,27 @@ def test_server_down_ends_with_one_line(server_factory: Any, tmp_path: Path,
     assert len(lines) == 1 and "server looks down" in lines[0] and "0 of 20 answered" in lines[0]
     assert "run the same command again to resume" in lines[0] and "Traceback" not in err
     assert (tmp_path / "down/raw/forecast.jsonl").read_text() == ""
+
+
+def test_api_mode_at_the_top_level_of_a_study_is_honoured(server_factory: Any, tmp_path: Path) -> None:
+    """docs/backends.md documents api_mode as a study setting: it must reach the backend
+    (it used to be read only from backend_options), and the chat endpoint must be used."""
+    import yaml
+
+    from lookahead.backends import get_backend
+    from lookahead.config import load_study
+
+    url, state = server_factory()
+    study = write_openai_study(tmp_path, url, "chat", 3, api_mode="chat")
+    backend = get_backend(load_study(study))
+    try:
+        assert backend.api == "chat"
+        [gen] = backend.generate(["On 2021-03-01 did X go up?"], max_tokens=1, top_logprobs=3)
+    finally:
+        backend.close()
+    assert {t.token: t.logprob for t in gen.top_logprobs} == pytest.approx(TOP)
+    y = yaml.safe_load(study.read_text())
+    y["api_mode"] = "responses"
+    study.write_text(yaml.safe_dump(y))
+    with pytest.raises(StudyConfigError, match="setting 'api_mode'"):
+        get_backend(load_study(study))
