@@ -125,3 +125,28 @@ def test_the_openai_backend_needs_a_tokenizer_to_check_lengths(
     assert forecast.main(["--study", str(study), "--yes"]) == 2
     err = capfd.readouterr().err
     assert "setting 'tokenizer_path'" in err and "context length" in err and state.requests == 0
+
+
+def test_the_documented_openai_study_file_is_complete(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """docs/backends.md's study file loads with every required setting and builds the
+    backend it describes (nothing is sent: construction does not connect)."""
+    import re
+
+    from lookahead.backends import get_backend
+    from lookahead.config import REQUIRED, read_study_file, validate
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "backends.md").read_text()
+    block = re.search(r"```yaml\n(# studies/smollm2_openai.yml.*?)```", doc, re.S).group(1)
+    path = tmp_path / "smollm2_openai.yml"
+    path.write_text(block)
+    settings = read_study_file(path)
+    assert set(REQUIRED) <= set(settings)  # complete without the project defaults
+    validate(settings)
+    monkeypatch.setenv("LOOKAHEAD_API_KEY", "sk-doc-" + "0" * 16)
+    from lookahead.config import load_study
+
+    backend = get_backend(load_study(path))
+    try:
+        assert (backend.api, backend.served_model, backend.concurrency) == ("completions", "smollm2", 8)
+    finally:
+        backend.close()
