@@ -345,6 +345,7 @@ def run_queries(
     desc: str,
     answer: Callable[[list[Query]], list[dict[str, Any] | QueryFailure]],
     base_record: Callable[[Query], dict[str, Any]],
+    backend: Backend | None = None,
 ) -> QueryTally:
     """Ask ``answer`` for each batch; append each complete answer, record each failure.
 
@@ -356,6 +357,7 @@ def run_queries(
     log_path = os.environ.get(QUERY_LOG_ENV)
     tally = QueryTally(desc, len(pending))
     in_a_row = 0
+    retries_before = int(getattr(backend, "retries_done", 0) or 0)
     with progress_bar(len(pending), desc) as bar:
         for a in range(0, len(pending), batch_size):
             batch = list(pending[a : a + batch_size])
@@ -390,6 +392,10 @@ def run_queries(
                     f"{desc}: the last {in_a_row} queries all failed ({tally.reasons()}); the server "
                     f"looks down or is refusing. {tally.written} of {len(pending)} answered and saved; "
                     f"failures recorded in {store.failures_path}; {RESUME}.", EXIT_INCOMPLETE)
+    retries = int(getattr(backend, "retries_done", 0) or 0) - retries_before
+    if retries:
+        print(f"{desc}: {retries} retries (rate limits, server errors, timeouts, malformed or "
+              "incomplete replies); only complete answers were saved")
     return tally
 
 

@@ -84,7 +84,7 @@ def run(ctx: JobContext) -> int:
                 return out
 
             tally = run_queries(store, pending, ctx.batch_size, TASK, answer,
-                                lambda q: record_skeleton(ctx, TASK, q, params))
+                                lambda q: record_skeleton(ctx, TASK, q, params), ctx.backend)
             require_complete(tally, store)
         records = store.load({q.key for q in queries})
     return summarize(ctx, queries, records)

@@ -690,7 +690,10 @@ def test_fault_storm_jobs_finish_with_a_fault_free_runs_answers(
     out2 = capfd.readouterr()
     assert second == 0, out2.err
     got = raw_answers(tmp_path / "storm" / "raw")
-    assert set(state.injected) == set(FAULTS)  # every fault kind was injected at least once
+    # every fault kind was injected at least once: the kinds are taken in turn and the
+    # seeded draws give 12 faults in the first 188 requests, fewer than the runs make
+    assert set(state.injected) == set(FAULTS)
+    assert "retries (rate limits" in out1.out + out2.out
     assert len(state.injected) >= len(FAULTS)
     for task in ("forecast", "recall", "mink"):  # no incomplete answer and no NaN in the cache
         for line in (tmp_path / f"storm/raw/{task}.jsonl").read_text().splitlines():
