@@ -273,9 +273,11 @@ class OpenAIBackend(Backend):
                     ValueError) as err:
                 status = getattr(err, "status_code", None)
                 reason = self._reason(err)
-                retryable = status is None or status in RETRYABLE_STATUS or status >= 500
+                # a 2xx here failed validation: a malformed reply, retried like a 5xx
+                retryable = status is None or status < 300 or status in RETRYABLE_STATUS or status >= 500
                 if not retryable:
-                    return QueryFailure(reason, attempt + 1, err)
+                    detail = mask(getattr(err, "message", "") or "")[:200]
+                    return QueryFailure(f"{reason}: {detail}" if detail else reason, attempt + 1, err)
                 if attempt >= self.max_retries:
                     return QueryFailure(f"{reason} (after {attempt + 1} attempts)", attempt + 1, err)
                 wait = min(self.backoff_max_s, self.backoff_s * (2**attempt))
