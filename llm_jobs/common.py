@@ -275,9 +275,9 @@ def forecast_prompts(ctx: JobContext) -> list[tuple[dict[str, Any], str, int | N
 
 def estimate_tokens(backend: Backend, prompts: Sequence[str]) -> int:
     counter = getattr(backend, "count_tokens", None)
-    if callable(counter):
+    if callable(counter) and prompts and counter(prompts[0]) is not None:
         return sum(int(counter(p)) for p in prompts)
-    return sum(max(1, len(p) // 4) for p in prompts)  # ~4 characters per token
+    return sum(max(1, len(p) // 4) for p in prompts)  # ~4 characters per token (no tokenizer here)
 
 
 def print_plan(ctx: JobContext, task: str, unit: str, n_total: int, pending: Sequence[Query],

@@ -150,3 +150,23 @@ def test_the_documented_openai_study_file_is_complete(monkeypatch: pytest.Monkey
         assert (backend.api, backend.served_model, backend.concurrency) == ("completions", "smollm2", 8)
     finally:
         backend.close()
+
+
+def test_without_tokenizer_or_context_length_the_job_runs_and_says_so(
+    server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str],  # noqa: F811
+) -> None:
+    """An API study with neither tokenizer nor context_length: the estimate falls back to
+    ~4 characters per token and the job notes that lengths were not checked."""
+    import yaml
+
+    from llm_jobs import forecast
+
+    url, state = server_factory()
+    study = write_openai_study(tmp_path, url, "bare", 3)
+    y = yaml.safe_load(study.read_text())
+    del y["tokenizer_path"]
+    y["model_path"] = None
+    study.write_text(yaml.safe_dump(y))
+    assert forecast.main(["--study", str(study), "--yes"]) == 0
+    out = capfd.readouterr().out
+    assert "prompt lengths not checked" in out and "estimate:" in out and state.requests == 3
