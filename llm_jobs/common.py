@@ -3,7 +3,10 @@ query loop with its progress bar, and user-facing errors.
 
 The loop is the crash-safety contract in practice: each answer is appended (flushed,
 fsynced) as soon as its batch returns, and the plan counts only keys not yet in the
-raw file, so a killed job resumes where it stopped and never pays twice.
+raw file, so a killed job resumes where it stopped and never pays twice. Only complete
+answers are appended; a query without one goes to ``<task>.failures.jsonl`` and is asked
+again next run. The prompt guards (template leaks, context length) run while planning,
+before anything is paid for, and every way a job ends is one line (``guarded``).
 """
 
 from __future__ import annotations
