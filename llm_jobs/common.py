@@ -3,7 +3,10 @@ query loop with its progress bar, and user-facing errors.
 
 The loop is the crash-safety contract in practice: each answer is appended (flushed,
 fsynced) as soon as its batch returns, and the plan counts only keys not yet in the
-raw file, so a killed job resumes where it stopped and never pays twice.
+raw file, so a killed job resumes where it stopped and never pays twice. Only complete
+answers are appended; a query without one goes to ``<task>.failures.jsonl`` and is asked
+again next run. The prompt guards (template leaks, context length) run while planning,
+before anything is paid for, and every way a job ends is one line (``guarded``).
 """
 
 from __future__ import annotations
@@ -167,8 +170,10 @@ class Query:
     """One pending query: its key, the prompt and the identifying fields.
 
     ``text`` is the prompt as rendered from the study's template (what the key hashes);
-    ``prompt`` is the exact text sent, the same until JobContext.for_backend applies the
-    model's chat template."""
+    ``prompt`` is the exact text sent: the same until JobContext.for_backend applies the
+    model's chat template, and a cut text when prompt_overflow: truncate_text had to fit
+    the context (``params`` then records how much it kept, beside the key's params).
+    ``row`` is the input row of a forecast or Min-K% query (needed to cut its text)."""
 
     key: str
     prompt: str
@@ -176,16 +181,118 @@ class Query:
     entity_id: str | None = None
     target_date: str | None = None
     text: str = ""
+    row: dict[str, Any] | None = None
+    truncated_to: int | None = None
 
     def __post_init__(self) -> None:
         self.text = self.text or self.prompt
 
 
+# ----------------------------------------------------------------------------- prompt guards
+
+
+def prompt_token_limit(ctx: JobContext, output_tokens: int) -> tuple[int | None, Callable[[str], int] | None]:
+    """(most prompt tokens a query may have, token counter), or (None, None) when the
+    context length is unknown (then nothing can be checked and the job says so).
+
+    The context length is the setting context_length, else what the backend knows
+    (transformers: the model config; vLLM: max_model_len). The answer needs room too:
+    at least one token, forecast_max_tokens for forecasts."""
+    context = ctx.study["context_length"]
+    if context is None:
+        context = ctx.backend.context_length()
+    if context is None:
+        if "context_length" not in ctx.notes:
+            ctx.notes.append("context_length")
+            print("note: prompt lengths not checked: the model's context length is unknown here "
+                  "(set context_length in the study)")
+        return None, None
+    counter = getattr(ctx.backend, "count_tokens", None)
+    if not callable(counter) or counter("x") is None:
+        raise StudyConfigError(
+            "setting 'tokenizer_path': prompts cannot be counted against the context length "
+            f"({context} tokens) without the model's tokenizer; set tokenizer_path")
+    return context - max(1, int(output_tokens)), counter  # type: ignore[return-value]
+
+
+def too_long_stop(task: str, too_long: Sequence[tuple[str, int]], n_total: int, limit: int,
+                  output_tokens: int, can_truncate: bool) -> JobStop:
+    """One line naming the prompts that do not fit, before anything is queried."""
+    shown = ", ".join(f"{ident} ({n} tokens)" for ident, n in too_long[:3])
+    fix = ("shorten the text, or set prompt_overflow: truncate_text (the text is cut to fit and "
+           "the report counts the rows)" if can_truncate else "shorten the template")
+    return JobStop(
+        f"{task}: {len(too_long)} of {n_total} prompts exceed the model's context length "
+        f"({limit + max(1, output_tokens)} tokens, {max(1, output_tokens)} kept for the answer), "
+        f"e.g. {shown}; nothing was queried. Fix: {fix}.")
+
+
+def forecast_output_tokens(ctx: JobContext) -> int:
+    """The forecast's answer budget; Min-K% scores the same prompts with the same budget,
+    so both tasks cut a too-long text at the same place."""
+    return int(ctx.study["forecast_max_tokens"])
+
+
+def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"]) -> list["Query"]:
+    """Forecast or Min-K% queries about to be sent, checked against the context length.
+
+    Guards run here, before any query: each prompt (chat template applied) must fit the
+    context length; with prompt_overflow: truncate_text the text is cut (longest prefix
+    that fits) and the kept length goes into the line's params, beside the key's params
+    (the key is the uncut query's: the cut is fixed by the model, context_length and
+    prompt_overflow, which the key covers). Both tasks cut a text at the same place."""
+    from lookahead.prompts import render_forecast
+
+    template = str(ctx.study["forecast_prompt"])
+    mode = ctx.study["prompt_overflow"]
+    out_tokens = forecast_output_tokens(ctx)
+    limit, count = prompt_token_limit(ctx, out_tokens)
+    text_col = str(ctx.study["column_map"]["text"])
+    if limit is None or count is None:
+        return list(queries)
+
+    def render(row: dict[str, Any]) -> str:
+        return ctx.backend.render_prompt(render_forecast(template, row), ctx.use_chat_template)
+
+    out: list[Query] = []
+    too_long: list[tuple[str, int]] = []
+    for q in queries:
+        n, kept, prompt = count(q.prompt), None, q.prompt
+        if n > limit and mode == "truncate_text" and q.row is not None:
+            text = str(q.row.get("text") or "")
+
+            def cut(k: int) -> dict[str, Any]:
+                return {**q.row, "text": text[:k], text_col: text[:k]}
+
+            lo, hi = 0, len(text)
+            if count(render(cut(0))) <= limit:
+                while lo < hi:  # longest prefix that fits
+                    mid = (lo + hi + 1) // 2
+                    if count(render(cut(mid))) <= limit:
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                kept = lo
+                prompt = render(cut(kept))
+                n = count(prompt)
+        if n > limit:
+            too_long.append((f"row {q.row_id}", n))
+        out.append(q if kept is None else replace(q, prompt=prompt, truncated_to=kept))
+    if too_long:
+        raise too_long_stop("forecast prompt", too_long, len(out), limit, out_tokens,
+                            can_truncate=mode == "error")
+    n_cut = sum(1 for q in out if q.truncated_to is not None)
+    if n_cut:
+        print(f"prompt_overflow: truncate_text: the text of {n_cut} of {len(out)} prompts was cut to "
+              f"fit the context length (counted in the report)")
+    return out
+
+
 def estimate_tokens(backend: Backend, prompts: Sequence[str]) -> int:
     counter = getattr(backend, "count_tokens", None)
-    if callable(counter):
+    if callable(counter) and prompts and counter(prompts[0]) is not None:
         return sum(int(counter(p)) for p in prompts)
-    return sum(max(1, len(p) // 4) for p in prompts)  # ~4 characters per token
+    return sum(max(1, len(p) // 4) for p in prompts)  # ~4 characters per token (no tokenizer here)
 
 
 def print_plan(ctx: JobContext, task: str, unit: str, n_total: int, pending: Sequence[Query],
@@ -253,6 +360,7 @@ def run_queries(
     desc: str,
     answer: Callable[[list[Query]], list[dict[str, Any] | QueryFailure]],
     base_record: Callable[[Query], dict[str, Any]],
+    backend: Backend | None = None,
 ) -> QueryTally:
     """Ask ``answer`` for each batch; append each complete answer, record each failure.
 
@@ -264,6 +372,7 @@ def run_queries(
     log_path = os.environ.get(QUERY_LOG_ENV)
     tally = QueryTally(desc, len(pending))
     in_a_row = 0
+    retries_before = int(getattr(backend, "retries_done", 0) or 0)
     with progress_bar(len(pending), desc) as bar:
         for a in range(0, len(pending), batch_size):
             batch = list(pending[a : a + batch_size])
@@ -298,6 +407,10 @@ def run_queries(
                     f"{desc}: the last {in_a_row} queries all failed ({tally.reasons()}); the server "
                     f"looks down or is refusing. {tally.written} of {len(pending)} answered and saved; "
                     f"failures recorded in {store.failures_path}; {RESUME}.", EXIT_INCOMPLETE)
+    retries = int(getattr(backend, "retries_done", 0) or 0) - retries_before
+    if retries:
+        print(f"{desc}: {retries} retries (rate limits, server errors, timeouts, malformed or "
+              "incomplete replies); only complete answers were saved")
     return tally
 
 
@@ -316,7 +429,9 @@ def record_skeleton(ctx: JobContext, task: str, q: Query, params: dict[str, Any]
         "key": q.key, "task": task, "model_id": ctx.study["model_id"],
         "backend": getattr(ctx.backend, "name", ctx.study["backend"]),
         "row_id": q.row_id, "entity_id": q.entity_id, "target_date": q.target_date,
-        "prompt": q.prompt, "query_text": q.text, "params": params, "response_text": None, "top_logprobs": None,
+        "prompt": q.prompt, "query_text": q.text,
+        "params": params if q.truncated_to is None else {**params, "text_truncated_to_chars": q.truncated_to},
+        "response_text": None, "top_logprobs": None,
         "prompt_logprobs": None, "samples": None, "approximated": False,
         "first_token_prob": None, "stated_confidence": None,
         "started_at": None, "finished_at": None,

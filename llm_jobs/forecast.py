@@ -14,21 +14,21 @@ unparsed rows through, they are excluded and counted). The job flag
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
 
-from pathlib import Path
-
 from lookahead.cache import RawStore, atomic_write_parquet, atomic_write_text
 from lookahead.keys import row_key, task_params
-from lookahead.prompts import render_forecast
+from lookahead.prompts import check_forecast_template, render_forecast
 from lookahead.scoring import (
     MIN_PARSE_RATE, first_token_prob, parse_forecast, parse_stated_confidence, prompt_asks_confidence,
 )
 from lookahead.backends.base import QueryFailure
 from llm_jobs.common import (
-    EXIT_OK, EXIT_PARSE_RATE, JobContext, JobStop, Query, confirm, logprob_dicts, print_plan,
+    EXIT_OK, EXIT_PARSE_RATE, JobContext, JobStop, Query, confirm, forecast_output_tokens,
+    fit_forecast_prompts, logprob_dicts, print_plan,
     record_skeleton, require_complete, run_main, run_queries,
 )
 
@@ -36,11 +36,13 @@ TASK = "forecast"
 
 
 def plan(ctx: JobContext) -> tuple[list[Query], dict[str, Any]]:
-    """One query per valid row, keyed by lookahead.keys (no model needed): (queries, params)."""
-    params = task_params(ctx.study, TASK)
+    """One query per valid row, keyed by lookahead.keys (no model needed): (queries, params).
+    The template guard runs first: the prompt may not use the outcome or target date."""
     template = str(ctx.study["forecast_prompt"])
+    check_forecast_template(template, ctx.study["column_map"], ctx.study["forecast_prompt_allowed_columns"])
+    params = task_params(ctx.study, TASK)
     queries = [Query(row_key(ctx.study, TASK, row, params), render_forecast(template, row),
-                     row_id=str(row["row_id"])) for row in ctx.rows.to_dict("records")]
+                     row_id=str(row["row_id"]), row=row) for row in ctx.rows.to_dict("records")]
     return queries, params
 
 
@@ -50,7 +52,7 @@ def run(ctx: JobContext) -> int:
     with RawStore(ctx.study.raw_file(TASK)) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
-        pending = ctx.for_backend([q for q in queries if q.key not in store])
+        pending = fit_forecast_prompts(ctx, ctx.for_backend([q for q in queries if q.key not in store]))
         print_plan(ctx, TASK, "rows", len(queries), pending, params["max_tokens"])
         if pending:
             confirm(f"query {len(pending)} forecasts?", ctx.args.yes)
@@ -72,7 +74,7 @@ def run(ctx: JobContext) -> int:
                 return out
 
             tally = run_queries(store, pending, ctx.batch_size, TASK, answer,
-                                lambda q: record_skeleton(ctx, TASK, q, params))
+                                lambda q: record_skeleton(ctx, TASK, q, params), ctx.backend)
             require_complete(tally, store)
         records = store.load({q.key for q in queries})
     return summarize(ctx, queries, records)

@@ -18,11 +18,12 @@ import pandas as pd
 
 from lookahead.cache import RawStore, atomic_write_parquet
 from lookahead.keys import row_key, sampling_fallback, task_params
-from lookahead.prompts import render_forecast
+from lookahead.prompts import check_forecast_template, render_forecast
 from lookahead.scoring import mink_lap
 from lookahead.backends.base import QueryFailure
 from llm_jobs.common import (
-    EXIT_OK, JobContext, JobStop, Query, confirm, logprob_dicts, print_plan, record_skeleton,
+    EXIT_OK, JobContext, JobStop, Query, confirm, fit_forecast_prompts, logprob_dicts, print_plan,
+    record_skeleton,
     require_complete, run_main, run_queries,
 )
 
@@ -30,10 +31,12 @@ TASK = "mink"
 
 
 def plan(ctx: JobContext, params: dict[str, Any]) -> list[Query]:
-    """One scoring query per row over its forecast prompt, keyed by lookahead.keys."""
+    """One scoring query per row over its forecast prompt (the forecast job's guards and
+    cut), keyed by lookahead.keys."""
     template = str(ctx.study["forecast_prompt"])
+    check_forecast_template(template, ctx.study["column_map"], ctx.study["forecast_prompt_allowed_columns"])
     return [Query(row_key(ctx.study, TASK, row, params), render_forecast(template, row),
-                  row_id=str(row["row_id"])) for row in ctx.rows.to_dict("records")]
+                  row_id=str(row["row_id"]), row=row) for row in ctx.rows.to_dict("records")]
 
 
 def run(ctx: JobContext) -> int:
@@ -45,7 +48,7 @@ def run(ctx: JobContext) -> int:
     with RawStore(ctx.study.raw_file(TASK)) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
-        pending = ctx.for_backend([q for q in queries if q.key not in store])
+        pending = fit_forecast_prompts(ctx, ctx.for_backend([q for q in queries if q.key not in store]))
         print_plan(ctx, TASK, "prompts", len(queries), pending, 0)
         if pending:
             confirm(f"score {len(pending)} prompts?", ctx.args.yes)
@@ -56,7 +59,7 @@ def run(ctx: JobContext) -> int:
                         for lp in lps]
 
             tally = run_queries(store, pending, ctx.batch_size, TASK, answer,
-                                lambda q: record_skeleton(ctx, TASK, q, params))
+                                lambda q: record_skeleton(ctx, TASK, q, params), ctx.backend)
             require_complete(tally, store)
         records = store.load({q.key for q in queries})
     return summarize(ctx, queries, records)

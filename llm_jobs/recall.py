@@ -26,7 +26,7 @@ from lookahead.scoring import recall_scores
 from lookahead.backends.base import QueryFailure
 from llm_jobs.common import (
     EXIT_OK, MIN_SAMPLES, JobContext, JobStop, Query, confirm, logprob_dicts, print_plan,
-    record_skeleton, require_complete, run_main, run_queries,
+    prompt_token_limit, record_skeleton, require_complete, run_main, run_queries, too_long_stop,
 )
 
 TASK = "recall"
@@ -84,6 +84,16 @@ def plan_pending(ctx: JobContext, params: dict[str, Any], labels: dict[str, str]
     return [q for q in plan(ctx, params, labels) if q.key in keys]
 
 
+def check_recall_lengths(ctx: JobContext, queries: Sequence[Query]) -> None:
+    """Every recall prompt fits the context length with room for its one-token answer."""
+    limit, count = prompt_token_limit(ctx, 1)
+    if limit is None or count is None:
+        return
+    too_long = [(f"{q.entity_id} {q.target_date}", n) for q in queries if (n := count(q.prompt)) > limit]
+    if too_long:
+        raise too_long_stop("recall prompt", too_long, len(queries), limit, 1, can_truncate=False)
+
+
 def run(ctx: JobContext) -> int:
     sampling = sampling_fallback(ctx.study)
     if sampling and not ctx.args.allow_sampling:
@@ -102,6 +112,7 @@ def run(ctx: JobContext) -> int:
         if pending:
             labels = resolve_labels(ctx, ctx.for_backend(pending[:1])[0].prompt)
             pending = ctx.for_backend(plan_pending(ctx, params, labels, {q.key for q in pending}))
+            check_recall_lengths(ctx, pending)
         mult = params["n_samples"] if sampling else 1
         print_plan(ctx, TASK, "unique pairs", len(queries), pending, 1, multiplier=mult)
         if pending:
@@ -115,8 +126,9 @@ def run(ctx: JobContext) -> int:
             def answer(batch: list[Query]) -> list[dict[str, Any] | QueryFailure]:
                 prompts = [q.prompt for q in batch]
                 if sampling:
-                    samples = ctx.backend.sample(prompts, params["n_samples"], params["seed"], 1)
-                    return [{"samples": s, "response_text": s[0] if s else None, "top_logprobs": [],
+                    samples = ctx.backend.try_sample(prompts, params["n_samples"], params["seed"], 1)
+                    return [s if isinstance(s, QueryFailure) else
+                            {"samples": s, "response_text": s[0] if s else None, "top_logprobs": [],
                              "approximated": True} for s in samples]
                 gens = ctx.backend.try_generate(prompts, 1, params["top_logprobs"])
                 return [g if isinstance(g, QueryFailure) else
@@ -124,7 +136,7 @@ def run(ctx: JobContext) -> int:
                         for g in gens]
 
             tally = run_queries(store, pending, ctx.batch_size, TASK, answer,
-                                lambda q: record_skeleton(ctx, TASK, q, params))
+                                lambda q: record_skeleton(ctx, TASK, q, params), ctx.backend)
             require_complete(tally, store)
         records = store.load({q.key for q in queries})
     return summarize(ctx, queries, records, labels)

@@ -13,11 +13,17 @@ from typing import Sequence
 
 from llm_jobs import forecast, mink, recall
 from llm_jobs.common import EXIT_OK, JobContext, arg_parser, guarded, make_context
+from lookahead.keys import task_params
 
 JOBS = (("forecast", forecast.run), ("recall", recall.run), ("mink", mink.run))
 
 
 def run(ctx: JobContext) -> int:
+    # every task's plan first: the template guards (forecast prompt without the outcome,
+    # recall query with entity and date and no text) stop the run before anything is paid
+    forecast.plan(ctx)
+    recall.plan(ctx, task_params(ctx.study, recall.TASK), None)
+    mink.plan(ctx, task_params(ctx.study, mink.TASK))
     for name, job in JOBS:
         print(f"== {name} ==")
         code = job(ctx)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from lookahead.config import PROJECT_ROOT, Study, StudyConfigError, load_study, read_study_file
 
@@ -39,8 +41,39 @@ def dbt_command(args: list[str], study_file: str | None, overrides: dict | None 
     return cmd
 
 
+_EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*(?:Error|Failed|Exception)): (.*)$")
+
+
+def without_tracebacks(lines: Iterable[str]) -> Iterator[str]:
+    """dbt's output with each Python traceback (a failed gate in a dbt Python model)
+    reduced to its last line, the exception message, which names what failed."""
+    in_traceback = False
+    for line in lines:
+        if "Traceback (most recent call last):" in line:
+            in_traceback = True
+            continue
+        if in_traceback:
+            match = _EXCEPTION_LINE.match(line)
+            if match:
+                in_traceback = False
+                yield f"  {match.group(1)}: {match.group(2)}\n"
+            continue
+        yield line
+
+
 def run_dbt(args: list[str], study_file: str | None, overrides: dict | None = None) -> int:
-    return subprocess.call(dbt_command(args, study_file, overrides), cwd=PROJECT_ROOT, env=dbt_env())
+    """dbt as a subprocess; its output is passed through without Python tracebacks
+    (LOOKAHEAD_DEBUG=1 keeps them)."""
+    cmd = dbt_command(args, study_file, overrides)
+    if os.environ.get("LOOKAHEAD_DEBUG"):
+        return subprocess.call(cmd, cwd=PROJECT_ROOT, env=dbt_env())
+    with subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=dbt_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
+        assert proc.stdout is not None
+        for line in without_tracebacks(proc.stdout):
+            sys.stdout.write(line)
+            sys.stdout.flush()
+    return proc.returncode
 
 
 def run_jobs(study_file: str | None, yes: bool, extra: list[str], overrides: dict | None = None) -> int:

@@ -40,9 +40,10 @@ def task_params(study: Study, task: str) -> dict[str, Any]:
     """The query parameters of a task, from the study's settings alone."""
     chat = bool(study["use_chat_template"])
     if task == "forecast":
-        return {"temperature": 0, "max_tokens": int(study["forecast_max_tokens"]),
-                "top_logprobs": 0 if sampling_fallback(study) else TOP_LOGPROBS, "seed": 0,
-                "n_samples": None, "chat_template": chat}
+        return _with_overflow(study, {
+            "temperature": 0, "max_tokens": int(study["forecast_max_tokens"]),
+            "top_logprobs": 0 if sampling_fallback(study) else TOP_LOGPROBS, "seed": 0,
+            "n_samples": None, "chat_template": chat})
     if task == "recall":
         if sampling_fallback(study):
             return {"temperature": 1, "max_tokens": 1, "top_logprobs": None,
@@ -52,9 +53,17 @@ def task_params(study: Study, task: str) -> dict[str, Any]:
                 "n_samples": None, "chat_template": chat,
                 "label_synonyms": study.get("recall_label_synonyms") or {}}
     if task == "mink":
-        return {"temperature": 0, "max_tokens": 0, "top_logprobs": 0, "seed": 0,
-                "n_samples": None, "chat_template": chat, "prompt_logprobs": True}
+        return _with_overflow(study, {"temperature": 0, "max_tokens": 0, "top_logprobs": 0, "seed": 0,
+                                      "n_samples": None, "chat_template": chat, "prompt_logprobs": True})
     raise ValueError(f"unknown task {task!r}")
+
+
+def _with_overflow(study: Study, params: dict[str, Any]) -> dict[str, Any]:
+    """A prompt that may be cut to fit (prompt_overflow: truncate_text) is a different
+    query: the rule and the context length join its parameters (and so its key)."""
+    if study["prompt_overflow"] == "error":
+        return params
+    return {**params, "prompt_overflow": study["prompt_overflow"], "context_length": study["context_length"]}
 
 
 def recall_prompt(study: Study, pair: dict[str, Any], labels: dict[str, str] | None = None) -> str:

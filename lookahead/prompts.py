@@ -23,6 +23,11 @@ RECALL_FIELDS = (
     "entity_id", "label_up", "label_down", "label_unknown",
 )
 RECALL_FORBIDDEN = ("text", "text_date", "outcome", "row_id")
+RECALL_ENTITY_FIELDS = ("entity_name", "ticker", "entity_id")  # the recall query names one
+# Columns a forecast prompt may not use unless the study allows them explicitly (setting
+# forecast_prompt_allowed_columns): the realized outcome is the answer itself, and the
+# target date tells the model which realized value to recall.
+FORECAST_LEAKING = ("outcome", "target_date")
 
 
 class PromptError(StudyConfigError):
@@ -62,13 +67,45 @@ def render_forecast(template: str, row: Mapping[str, Any]) -> str:
 
 
 def check_recall_template(template: str) -> None:
-    """The recall query must carry only entity and target date, never the text."""
-    bad = [n for n in placeholders(template) if n in RECALL_FORBIDDEN]
+    """The recall query names the entity and the target date and carries no text column
+    (protocol step 2); checked before any query is paid for."""
+    names = placeholders(template)
+    bad = [n for n in names if n in RECALL_FORBIDDEN]
     if bad:
         raise PromptError(
             f"setting 'recall_template': the recall query may not contain {', '.join('{' + b + '}' for b in bad)} "
             "(protocol step 2: only the entity and the target date)"
         )
+    if "target_date" not in names:
+        raise PromptError("setting 'recall_template': the recall query must name the date it asks "
+                          "about: write {target_date} (protocol step 2)")
+    if not any(n in names for n in RECALL_ENTITY_FIELDS):
+        raise PromptError("setting 'recall_template': the recall query must name the entity: write "
+                          "{entity_name}, {ticker} or {entity_id} (protocol step 2)")
+
+
+def check_forecast_template(template: str, column_map: Mapping[str, Any],
+                            allowed: Sequence[str] | None) -> None:
+    """The forecast prompt may not use the outcome or the target date (under its protocol
+    name or the user's column name) unless forecast_prompt_allowed_columns lists it: the
+    outcome leaks the answer into the forecast, the target date invites recalling it."""
+    allowed = list(allowed or [])
+    unknown = [a for a in allowed if a not in FORECAST_LEAKING]
+    if unknown:
+        raise PromptError(f"setting 'forecast_prompt_allowed_columns': {unknown} not one of "
+                          f"{', '.join(FORECAST_LEAKING)}")
+    names = set(placeholders(template))
+    for col in FORECAST_LEAKING:
+        if col in allowed:
+            continue
+        aliases = {col, str(column_map.get(col) or col)}
+        used = sorted(names & aliases)
+        if used:
+            raise PromptError(
+                f"setting 'forecast_prompt': {', '.join('{' + u + '}' for u in used)} is the "
+                f"{'realized outcome' if col == 'outcome' else 'target date'}; a forecast prompt "
+                f"that sees it can leak the answer. Remove it, or list '{col}' under "
+                "forecast_prompt_allowed_columns if that is intended")
 
 
 def render_recall(

@@ -69,6 +69,11 @@ class Backend(ABC):
     def prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob]]:
         """Log-probability of every prompt token given its prefix; the first is None."""
 
+    def context_length(self) -> int | None:
+        """The model's context length in tokens, when the backend knows it (None: unknown;
+        the study setting context_length then has to say)."""
+        return None
+
     def try_generate(
         self, prompts: Sequence[str], max_tokens: int, top_logprobs: int
     ) -> list[Generation | QueryFailure]:
@@ -81,6 +86,11 @@ class Backend(ABC):
     def try_prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob] | QueryFailure]:
         """Like ``prompt_logprobs`` with per-query failures (see ``try_generate``)."""
         return list(self.prompt_logprobs(prompts))
+
+    def try_sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int
+                   ) -> list[list[str] | QueryFailure]:
+        """Like ``sample`` with per-query failures (see ``try_generate``)."""
+        return list(self.sample(prompts, n, seed, max_tokens))
 
     def sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int) -> list[list[str]]:
         """Sampling fallback (temperature 1) for backends without logprobs."""

@@ -262,8 +262,8 @@ class OpenAIBackend(Backend):
         while True:
             try:
                 return call()
-            except RouteUnsupported:
-                raise
+            except (RouteUnsupported, StudyConfigError):
+                raise  # not the reply's fault: a route decision, or a setting to fix
             except (oa.AuthenticationError, oa.PermissionDeniedError, oa.NotFoundError) as err:
                 raise BackendFatal(mask(
                     f"backend 'openai' ({self.base_url}) refused the request with HTTP "
@@ -273,9 +273,11 @@ class OpenAIBackend(Backend):
                     ValueError) as err:
                 status = getattr(err, "status_code", None)
                 reason = self._reason(err)
-                retryable = status is None or status in RETRYABLE_STATUS or status >= 500
+                # a 2xx here failed validation: a malformed reply, retried like a 5xx
+                retryable = status is None or status < 300 or status in RETRYABLE_STATUS or status >= 500
                 if not retryable:
-                    return QueryFailure(reason, attempt + 1, err)
+                    detail = mask(getattr(err, "message", "") or "")[:200]
+                    return QueryFailure(f"{reason}: {detail}" if detail else reason, attempt + 1, err)
                 if attempt >= self.max_retries:
                     return QueryFailure(f"{reason} (after {attempt + 1} attempts)", attempt + 1, err)
                 wait = min(self.backoff_max_s, self.backoff_s * (2**attempt))
@@ -331,6 +333,14 @@ class OpenAIBackend(Backend):
         return tok.apply_chat_template(
             [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True
         )
+
+    def count_tokens(self, prompt: str) -> int | None:
+        """Prompt tokens by the local tokenizer (tokenizer_path / model_path); None without one.
+
+        In chat mode the server adds its chat template around the text, a few tokens more."""
+        if not self.tokenizer_path:
+            return None
+        return len(self._tokenizer_or_fail().encode(prompt))
 
     def generate(
         self, prompts: Sequence[str], max_tokens: int, top_logprobs: int
@@ -511,6 +521,11 @@ class OpenAIBackend(Backend):
 
     def sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int) -> list[list[str]]:
         """Fallback without logprobs: n answers at temperature 1 with a fixed seed."""
+        return self._raise_first(self.try_sample(prompts, n, seed, max_tokens))
+
+    def try_sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int
+                   ) -> list[list[str] | QueryFailure]:
+        """``sample`` with a QueryFailure in place of a query that got no complete answer."""
         if n < 25:
             raise StudyConfigError(f"setting 'n_samples': {n} is below the protocol's 25")
 
@@ -531,7 +546,7 @@ class OpenAIBackend(Backend):
                 raise IncompleteReply(f"{len(texts)} samples returned, not n={n}")
             return texts
 
-        return self._raise_first(self._map(one, prompts))
+        return self._map(one, prompts)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

@@ -125,6 +125,20 @@ class TransformersBackend(Backend):
     def count_tokens(self, prompt: str) -> int:
         return len(self.encode(prompt))
 
+    def context_length(self) -> int | None:
+        """max_position_embeddings of the model config (read without loading the weights)."""
+        config = getattr(self._model, "config", None)
+        if config is None:
+            try:
+                from transformers import AutoConfig
+
+                kw = {"gguf_file": self._gguf} if self._gguf else {}
+                config = AutoConfig.from_pretrained(self._location, **kw)
+            except (OSError, ValueError):
+                return None
+        n = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+        return int(n) if n else None
+
     def _token_text(self, token_id: int) -> str:
         """Decoded text of one token (cached: Min-K% decodes every prompt token)."""
         tid = int(token_id)

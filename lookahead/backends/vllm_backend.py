@@ -103,6 +103,16 @@ class VLLMBackend(Backend):
             raise ValueError("empty prompt: nothing to score")
         return list(ids)
 
+    def count_tokens(self, prompt: str) -> int:
+        return len(self.encode(prompt))
+
+    def context_length(self) -> int | None:
+        """The engine's max_model_len (what vLLM accepts, often less than the model's)."""
+        try:
+            return int(self.llm.llm_engine.model_config.max_model_len)
+        except AttributeError:
+            return int(self.options.get("max_model_len", 2048))  # type: ignore[arg-type]
+
     def _inputs(self, prompts: Sequence[str]) -> list[dict[str, list[int]]]:
         return [{"prompt_token_ids": self.encode(p)} for p in prompts]
 

@@ -78,7 +78,8 @@ def test_full_disk_is_one_line_and_the_rerun_resumes(server_factory: Any, tmp_pa
     through a line; the job says so in one line; the rerun repairs the torn line and
     finishes without asking any finished key again."""
     url, state = server_factory()
-    study = write_openai_study(tmp_path, url, "full", 30)
+    # no tokenizer: the subprocess then never imports transformers (seconds on a busy machine)
+    study = write_openai_study(tmp_path, url, "full", 30, tokenizer_path=None, model_path=None)
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
     cmd = [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"]
 
@@ -98,8 +99,33 @@ def test_full_disk_is_one_line_and_the_rerun_resumes(server_factory: Any, tmp_pa
     for line in raw_path.read_text().split("\n")[:-1]:  # complete lines only
         finished.append(json.loads(line)["prompt"])
     assert 0 < len(finished) < 30
-    second = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert second.returncode == 0, second.stderr
+    from llm_jobs import forecast  # the rerun, without the limit, in this process (faster)
+
+    assert forecast.main(["--study", str(study), "--yes"]) == 0
     raw = [json.loads(line) for line in raw_path.read_text().splitlines()]
     assert len(raw) == 30 and len({r["key"] for r in raw}) == 30
     assert all(len(state.attempts[p]) == 1 for p in finished)  # never asked twice
+
+
+def test_dbt_output_keeps_the_gate_message_and_drops_the_traceback() -> None:
+    """What dbt-duckdb prints when a gate (a dbt Python model) fails, as `lookahead build`
+    passes it on: the exception's message stays, the traceback goes."""
+    from lookahead.cli import without_tracebacks
+
+    dbt_lines = [
+        "12:00:27    Runtime Error in model gate_panel (python_models/gates/gate_panel.py)\n",
+        "  Python model failed:\n",
+        "  Traceback (most recent call last):\n",
+        '    File "/x/environments/__init__.py", line 286, in run_python_job\n',
+        "      df = module.model(dbt, con)\n",
+        "           ^^^^^^^^^^^^^^^^^^^^^^\n",
+        '    File "/work/lookahead/gates.py", line 133, in check_no_missing_answers\n',
+        "      raise GateFailed(\n",
+        "  lookahead.gates.GateFailed: GX gate 'gate_panel' stopped: 1 LLM queries have no answer\n",
+        "  \n",
+        "12:00:27  Done. PASS=110 WARN=0 ERROR=1 SKIP=21 NO-OP=0 TOTAL=132\n",
+    ]
+    out = "".join(without_tracebacks(dbt_lines))
+    assert "Traceback" not in out and "File " not in out and "raise GateFailed" not in out
+    assert "  GateFailed: GX gate 'gate_panel' stopped: 1 LLM queries have no answer\n" in out
+    assert out.startswith("12:00:27    Runtime Error in model gate_panel") and "Done. PASS=110" in out

@@ -421,13 +421,19 @@ def test_queries_without_an_answer_stop_at_the_panel_gate(built, tmp_path):
         answered = dict(failure, key=json.loads(lines[6])["key"], reason="HTTP 429")
         with open(target / "raw" / "recall.failures.jsonl", "w") as fh:
             fh.write(json.dumps(failure) + "\n" + json.dumps(answered) + "\n")
+        fpath = target / "raw" / "forecast.jsonl"  # and one prompt cut to fit the context
+        recs = [json.loads(x) for x in fpath.read_text().splitlines()]
+        recs[3]["params"]["text_truncated_to_chars"] = 120
+        fpath.write_text("".join(json.dumps(r) + "\n" for r in recs))
 
     vars_, target = _broken_copy(tmp_path, study, fail_one)
     res = run_dbt(["build"], vars_, target / "db.duckdb")
     assert res.returncode != 0
     assert "LLM queries have no answer (recall: 1 x no answer (HTTP 500))" in res.output
-    issues = res.table("query_issues")
-    assert issues.to_dict("records") == [{"task": "recall", "issue": "no answer (HTTP 500)", "n_queries": 1}]
+    issues = res.table("query_issues").sort_values("task")
+    assert issues.to_dict("records") == [
+        {"task": "forecast", "issue": "prompt text truncated to fit the context length", "n_queries": 1},
+        {"task": "recall", "issue": "no answer (HTTP 500)", "n_queries": 1}]
     assert not res.has_table("regression_results")
 
 
