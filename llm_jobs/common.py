@@ -283,7 +283,7 @@ def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"]) -> list["Q
                             can_truncate=mode == "error")
     n_cut = sum(1 for q in out if q.truncated_to is not None)
     if n_cut:
-        print(f"prompt_overflow: truncate_text: the text of {n_cut} of {len(out)} prompts was cut to "
+        print(f"prompt_overflow: truncate_text: the text of {n_cut} of {len(out)} rows was cut to "
               f"fit the context length (counted in the report)")
     return out
 
