@@ -14,7 +14,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lookahead.config import PROJECT_ROOT, Study, StudyConfigError, load_study, read_study_file
+from lookahead.config import (
+    PROJECT_ROOT,
+    Study,
+    StudyConfigError,
+    load_study,
+    read_study_file,
+)
 
 
 def dbt_env() -> dict[str, str]:

@@ -51,9 +51,10 @@ import csv
 import hashlib
 import re
 import zoneinfo
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -304,7 +305,7 @@ def _parse_with_format(s: pd.Series, fmt: str, zone: zoneinfo.ZoneInfo | None) -
 
 def derive_row_id(entity_id: str, text_date: str, text: str) -> str:
     """Deterministic row id: first 16 hex chars of sha256(entity_id|text_date|text)."""
-    raw = f"{entity_id}|{text_date}|{text}".encode("utf-8")
+    raw = f"{entity_id}|{text_date}|{text}".encode()
     return hashlib.sha256(raw).hexdigest()[:16]
 
 

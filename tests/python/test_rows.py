@@ -14,8 +14,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from dbt_runner import run_dbt
+
 from lookahead.config import StudyConfigError, load_study
 from lookahead.rows import (
     REJECT_REASONS_FILE,
@@ -121,7 +121,7 @@ def test_one_date_rule(cell, tz, expected, status):
 
 def test_date_format_resolves_day_month_order():
     cells = pd.Series(["10/05/2021", "2021-05-11", "31/12/2021"], dtype=object)
-    dates, st = parse_dates(cells, date_format="%d/%m/%Y")
+    dates, _ = parse_dates(cells, date_format="%d/%m/%Y")
     assert list(dates.dt.strftime("%Y-%m-%d")) == ["2021-05-10", "2021-05-11", "2021-12-31"]
     dates, _ = parse_dates(cells[:1], date_format="%m/%d/%Y")
     assert dates.iloc[0].strftime("%Y-%m-%d") == "2021-10-05"
@@ -148,7 +148,7 @@ def test_stage_rows_reasons_and_row_ids():
     assert [None if pd.isna(r) else r for r in staged["reject_reason"]] == [e for _, e in EDGE_ROWS]
     padded = staged.iloc[1]
     assert padded["entity_id"] == "E1"  # stripped for the recall key and the panel
-    expect = hashlib.sha256("  E1 |2021-03-01|padded entity id".encode()).hexdigest()[:16]
+    expect = hashlib.sha256(b"  E1 |2021-03-01|padded entity id").hexdigest()[:16]
     assert padded["row_id"] == expect  # hashed as written
     ny = staged.iloc[12]
     assert (ny["text_date"].date(), ny["target_date"].date()) == (dt.date(2021, 3, 4), dt.date(2021, 3, 5))

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import math
 import re
+
 import duckdb
 import numpy as np
 import pytest
-
 from dbt_runner import ROOT, run_dbt
+
 from lookahead.scoring import label_probability, mink_lap, sample_frequency
 
 N_RECALL = 1200
