@@ -251,3 +251,31 @@ def test_jobs_and_staging_agree_on_new_york_parquet_and_subsample(tmp_path):
     assert staged["entity_id"].iloc[3] == "3" and staged["small"].iloc[1] == "1"
     valid = _assert_same_rows(staged, load_study(overrides=vars_))
     assert len(valid) == 37
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", r"error: setting 'data_path': file '.*obs.csv' is empty \(0 bytes\)"),
+    ("entity_id,entity_name,ticker,text,text_date,target_date,outcome\n",
+     r"error: setting 'data_path': '.*obs.csv' has a header but no data rows"),
+    ("entity_id,entity_name,ticker,text,text_date,target_date,outcome\nE1,F,T,x,10/05/2021,2021-06-01,1\n",
+     r"stopped: no valid rows in .*obs.csv \(1 rejected: 1 ambiguous text_date\)"),
+])
+def test_jobs_stop_on_bad_input_with_one_line(tmp_path, content, message):
+    """The real job entry point, before any model is loaded: one line, no traceback."""
+    import re
+    import subprocess
+    import sys
+
+    import yaml
+
+    from dbt_runner import ROOT
+
+    (tmp_path / "obs.csv").write_text(content)
+    study = tmp_path / "study.yml"
+    study.write_text(yaml.safe_dump({"data_path": str(tmp_path / "obs.csv"), "column_map": CMAP,
+                                     "raw_dir": str(tmp_path / "raw")}))
+    proc = subprocess.run([sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert re.search(message, proc.stderr), proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
