@@ -116,8 +116,8 @@ def test_duplicated_recall_pair_fails_at_the_gate(built, tmp_path):
 
 def test_bad_logprobs_fail_at_the_gates(built, tmp_path):
     """A NaN prompt log-prob (it would sort above every number and drop out of the lowest
-    K%) and a +5 on a non-label recall token (P above 1 elsewhere in the line) stop the
-    build at the gates, naming the check."""
+    K%), a +5 on a non-label recall token (P above 1 elsewhere in the line) and a NaN
+    first-token probability stop the build at the gates and tests, naming the check."""
     study, _ = built
 
     def poison(target):
@@ -127,6 +127,10 @@ def test_bad_logprobs_fail_at_the_gates(built, tmp_path):
             lines = [json.loads(x) for x in path.read_text().splitlines()]
             lines[7][field][index]["logprob"] = value
             path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        path = target / "raw" / "forecast.jsonl"
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        lines[7]["first_token_prob"] = float("nan")  # from a NaN log-prob of the first token
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
 
     vars_, target = _broken_copy(tmp_path, study, poison)
     res = run_dbt(["build"], vars_, target / "db.duckdb")
@@ -134,6 +138,7 @@ def test_bad_logprobs_fail_at_the_gates(built, tmp_path):
     assert "GX gate 'gate_mink_scores' failed" in res.output
     assert "GX gate 'gate_recall_pairs' failed" in res.output
     assert "expect_column_values_to_be_between(n_invalid_logprobs)" in res.output
+    assert "Failure in test expression_is_true_stg_forecast_responses_first_token_prob" in res.output
     assert not res.has_table("regression_results") and not res.has_table("verdict")
 
 
