@@ -38,16 +38,25 @@ entries as (
 
 ),
 
+ids as (
+
+    select
+        *,
+        list_transform(kept, lambda t: t.id) as kept_ids
+    from entries
+
+),
+
 tokens as (
 
     select
         *,
-        -- first entry per token id
-        list_filter(
-            kept,
-            lambda t, i: list_position(list_transform(kept, lambda u: u.id), t.id) = i
-        ) as returned
-    from entries
+        -- first entry per token id (lines whose ids are all distinct skip the search)
+        case
+            when len(list_distinct(kept_ids)) = len(kept_ids) then kept
+            else list_filter(kept, lambda t, i: list_position(kept_ids, t.id) = i)
+        end as returned
+    from ids
 
 ),
 
