@@ -16,8 +16,8 @@ def model(dbt, session):
     dbt.source("study", "observations")  # lineage: the file this model reads
     settings = json.loads(dbt.config.get("row_settings_json"))
     staged = stage_observations(settings, Path(settings["data_path"]))
-    staged["text_date"] = staged["text_date"].dt.date
-    staged["target_date"] = staged["target_date"].dt.date
+    for col in ("text_date", "target_date"):  # DATE columns (midnight datetimes -> days)
+        staged[col] = staged[col].to_numpy().astype("datetime64[D]")
     fixed = {
         "source_row_number": pa.int64(), "row_id": pa.string(), "row_id_derived": pa.bool_(),
         "entity_id": pa.string(), "entity_name": pa.string(), "ticker": pa.string(),
