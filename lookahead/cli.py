@@ -16,7 +16,13 @@ import sys
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from lookahead.config import PROJECT_ROOT, Study, StudyConfigError, load_study, read_study_file
+from lookahead.config import (
+    PROJECT_ROOT,
+    Study,
+    StudyConfigError,
+    load_study,
+    read_study_file,
+)
 
 
 def dbt_env() -> dict[str, str]:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 # ----------------------------------------------------------------------------- recall
 
@@ -124,7 +125,7 @@ def mink_lap(logprobs: Sequence[float | None], k: float = 0.2, mean: str = "geom
     if not vals or any(math.isnan(x) for x in vals):
         return None
     vals.sort()
-    m = max(1, int(math.floor(k * len(vals))))
+    m = max(1, math.floor(k * len(vals)))
     low = vals[:m]
     if mean == "geometric":
         return _exp(sum(low) / m)

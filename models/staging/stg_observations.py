@@ -14,8 +14,8 @@ def model(dbt, session):
     settings = dbt.ref("study_settings").df()
     study = Study.from_json(str(settings["settings_json"].iloc[0]))
     staged = stage_observations(study, study.path("data_path"))
-    staged["text_date"] = staged["text_date"].dt.date
-    staged["target_date"] = staged["target_date"].dt.date
+    for col in ("text_date", "target_date"):  # DATE columns (midnight datetimes -> days)
+        staged[col] = staged[col].to_numpy().astype("datetime64[D]")
     fixed = {
         "source_row_number": pa.int64(), "row_id": pa.string(), "row_id_derived": pa.bool_(),
         "entity_id": pa.string(), "entity_name": pa.string(), "ticker": pa.string(),

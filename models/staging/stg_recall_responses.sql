@@ -29,7 +29,7 @@ entries as (
         list_transform(
             list_filter(top_logprobs, lambda t: t.token is not null and t.logprob is not null),
             lambda t: {'id': coalesce(cast(t.token_id as varchar), 'text:' || t.token),
-                       'text': {{ py_strip_lower('t.token') }}, 'logprob': t.logprob}
+                       'token': t.token, 'logprob': t.logprob}
         ) as kept,
         list_transform(samples, lambda s: {{ py_strip_lower('s') }}) as answers,
         coalesce(len(list_filter(top_logprobs, lambda t: {{ is_invalid_logprob('t.logprob') }})), 0)
@@ -38,16 +38,25 @@ entries as (
 
 ),
 
+ids as (
+
+    select
+        *,
+        list_transform(kept, lambda t: t.id) as kept_ids
+    from entries
+
+),
+
 tokens as (
 
     select
         *,
-        -- first entry per token id
-        list_filter(
-            kept,
-            lambda t, i: list_position(list_transform(kept, lambda u: u.id), t.id) = i
-        ) as returned
-    from entries
+        -- first entry per token id (lines whose ids are all distinct skip the search)
+        case
+            when len(list_distinct(kept_ids)) = len(kept_ids) then kept
+            else list_filter(kept, lambda t, i: list_position(kept_ids, t.id) = i)
+        end as returned
+    from ids
 
 ),
 
@@ -58,7 +67,15 @@ mass as (
         {%- for name, label in labels.items() %}
         case
             when is_sampled then list_count(list_filter(answers, lambda a: a = {{ sql_string(label | trim | lower) }})) / len(answers)
-            else list_sum(list_transform(list_filter(returned, lambda t: t.text = {{ sql_string(label | trim | lower) }}), lambda t: exp(t.logprob)))
+            -- contains() first: the full strip runs only on tokens that can match
+            else list_sum(list_transform(list_filter(
+                returned,
+                lambda t: case
+                    when contains(lower(t.token), {{ sql_string(label | trim | lower) }})
+                        then {{ py_strip_lower('t.token') }} = {{ sql_string(label | trim | lower) }}
+                    else false
+                end
+            ), lambda t: exp(t.logprob)))
         end as p_{{ name }}_raw,
         {%- endfor %}
         case when is_sampled then len(answers) else len(returned) end as n_returned,

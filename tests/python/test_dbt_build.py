@@ -163,8 +163,8 @@ def test_report_refuses_a_verdict_built_from_other_inputs(built, tmp_path):
         write_report(Study(vars=resolve({**here.vars, "cluster": "date"})), database=db)
 def test_bad_logprobs_fail_at_the_gates(built, tmp_path):
     """A NaN prompt log-prob (it would sort above every number and drop out of the lowest
-    K%) and a +5 on a non-label recall token (P above 1 elsewhere in the line) stop the
-    build at the gates, naming the check."""
+    K%), a +5 on a non-label recall token (P above 1 elsewhere in the line) and a NaN
+    first-token probability stop the build at the gates and tests, naming the check."""
     study, _ = built
 
     def poison(target):
@@ -174,6 +174,10 @@ def test_bad_logprobs_fail_at_the_gates(built, tmp_path):
             lines = [json.loads(x) for x in path.read_text().splitlines()]
             lines[7][field][index]["logprob"] = value
             path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        path = target / "raw" / "forecast.jsonl"
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        lines[7]["first_token_prob"] = float("nan")  # from a NaN log-prob of the first token
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
 
     vars_, target = _broken_copy(tmp_path, study, poison)
     res = run_dbt(["build"], vars_, target / "db.duckdb")
@@ -181,6 +185,7 @@ def test_bad_logprobs_fail_at_the_gates(built, tmp_path):
     assert "GX gate 'gate_mink_scores' failed" in res.output
     assert "GX gate 'gate_recall_pairs' failed" in res.output
     assert "expect_column_values_to_be_between(n_invalid_logprobs)" in res.output
+    assert "Failure in test expression_is_true_stg_forecast_responses_first_token_prob" in res.output
     assert not res.has_table("regression_results") and not res.has_table("verdict")
 
 
@@ -469,3 +474,70 @@ def test_an_accepted_low_parse_rate_reaches_the_report(built, tmp_path):
     files = write_report(load_study(overrides=accepted), database=target / "db.duckdb")
     text = files.report.read_text()
     assert "Low parse rate accepted" in text and f"the {n_unparsed} rows with an unparsed forecast" in text
+
+
+def test_analyses_compile_and_answer_on_the_lap_tables(built):
+    """analyses/ compile against the built study and give what they say: LAP by entity and
+    month equals a pandas group-by of the panel; rejected rows by reason are empty here."""
+    import duckdb
+
+    study, res = built
+    out = run_dbt(["compile", "--select", "resource_type:analysis"], study.vars, res.db)
+    assert out.returncode == 0, out.output[-2000:]
+    compiled = res.db.parent / "target" / "compiled" / "lookahead_bias" / "analyses"
+    con = duckdb.connect(str(res.db), read_only=True)
+    try:
+        by_month = con.sql((compiled / "lap_by_entity_month.sql").read_text()).df()
+        failures = con.sql((compiled / "forecast_parse_failures.sql").read_text()).df()
+        rejected = con.sql((compiled / "rejected_rows_by_reason.sql").read_text()).df()
+    finally:
+        con.close()
+    panel = res.table("panel")
+    panel["target_month"] = pd.to_datetime(panel["target_date"]).dt.strftime("%Y-%m")
+    expect = panel.groupby(["entity_id", "target_month", "sample"])["lap"].agg(["mean", "size"])
+    got = by_month.set_index(["entity_id", "target_month", "sample"]).sort_index()
+    assert len(got) == len(expect)
+    assert (got["n_rows"].to_numpy() == expect["size"].to_numpy()).all()
+    assert got["mean_lap"].to_numpy() == pytest.approx(expect["mean"].to_numpy(), abs=1e-12)
+    assert len(failures) == int((panel["parse_status"] != "parsed").sum())
+    assert rejected.empty
+
+
+def test_header_only_input_stops_the_build_at_a_named_check(built, tmp_path):
+    study, _ = built
+
+    def header_only(target):
+        path = target / "observations.csv"
+        path.write_text(path.read_text().splitlines()[0] + "\n")
+
+    vars_, target = _broken_copy(tmp_path, study, header_only)
+    res = run_dbt(["build"], vars_, target / "db.duckdb")
+    assert res.returncode != 0
+    assert "Failure in test assert_input_has_data_rows" in res.output
+    assert not res.has_table("panel") and not res.has_table("verdict")
+
+
+def test_a_subsampled_study_builds_and_the_report_says_so(built, tmp_path):
+    """subsample_rows/subsample_seed pick the same rows as the jobs (lookahead.rows), the
+    build passes on them alone, and study_settings, sample_description and REPORT.md
+    say the report describes a subsample."""
+    from lookahead.config import load_study
+    from lookahead.report import write_report
+    from lookahead.rows import load_rows
+
+    study, _ = built
+    vars_ = {**study.vars, "subsample_rows": 300, "subsample_seed": 9,
+             "results_dir": str(tmp_path / "results"), "outputs_dir": str(tmp_path / "outputs")}
+    res = run_dbt(["build"], vars_, tmp_path / "db.duckdb")
+    assert res.returncode == 0, res.output[-3000:]
+    job_rows, _ = load_rows(load_study(overrides=vars_))
+    panel = res.table("panel")
+    assert len(panel) == 300 and sorted(panel["row_id"]) == sorted(job_rows["row_id"])
+    settings = res.table("study_settings").iloc[0]
+    assert (settings["subsample_rows"], settings["subsample_seed"]) == (300, 9)
+    desc = dict(zip(*res.table("sample_description")[["metric", "value"]].T.values))
+    n_valid = len(pd.read_csv(study.data_path))
+    assert desc["valid rows outside the subsample"] == n_valid - 300
+    files = write_report(load_study(overrides=vars_), database=res.db)
+    text = files.report.read_text()
+    assert f"analyses a seeded random subsample: 300 of {n_valid} valid rows" in text

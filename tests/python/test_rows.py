@@ -14,9 +14,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from dbt_runner import run_dbt
-from lookahead.config import StudyConfigError, load_study, default_study_path, read_study_file
+
+from lookahead.config import StudyConfigError, default_study_path, load_study, read_study_file
 from lookahead.rows import (
     REJECT_REASONS_FILE,
     load_rows,
@@ -121,7 +121,7 @@ def test_one_date_rule(cell, tz, expected, status):
 
 def test_date_format_resolves_day_month_order():
     cells = pd.Series(["10/05/2021", "2021-05-11", "31/12/2021"], dtype=object)
-    dates, st = parse_dates(cells, date_format="%d/%m/%Y")
+    dates, _ = parse_dates(cells, date_format="%d/%m/%Y")
     assert list(dates.dt.strftime("%Y-%m-%d")) == ["2021-05-10", "2021-05-11", "2021-12-31"]
     dates, _ = parse_dates(cells[:1], date_format="%m/%d/%Y")
     assert dates.iloc[0].strftime("%Y-%m-%d") == "2021-10-05"
@@ -148,7 +148,7 @@ def test_stage_rows_reasons_and_row_ids():
     assert [None if pd.isna(r) else r for r in staged["reject_reason"]] == [e for _, e in EDGE_ROWS]
     padded = staged.iloc[1]
     assert padded["entity_id"] == "E1"  # stripped for the recall key and the panel
-    expect = hashlib.sha256("  E1 |2021-03-01|padded entity id".encode()).hexdigest()[:16]
+    expect = hashlib.sha256(b"  E1 |2021-03-01|padded entity id").hexdigest()[:16]
     assert padded["row_id"] == expect  # hashed as written
     ny = staged.iloc[12]
     assert (ny["text_date"].date(), ny["target_date"].date()) == (dt.date(2021, 3, 4), dt.date(2021, 3, 5))
@@ -252,3 +252,31 @@ def test_jobs_and_staging_agree_on_new_york_parquet_and_subsample(tmp_path):
     assert staged["entity_id"].iloc[3] == "3" and staged["small"].iloc[1] == "1"
     valid = _assert_same_rows(staged, load_study(overrides=vars_))
     assert len(valid) == 37
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", r"error: setting 'data_path': file '.*obs.csv' is empty \(0 bytes\)"),
+    ("entity_id,entity_name,ticker,text,text_date,target_date,outcome\n",
+     r"error: setting 'data_path': '.*obs.csv' has a header but no data rows"),
+    ("entity_id,entity_name,ticker,text,text_date,target_date,outcome\nE1,F,T,x,10/05/2021,2021-06-01,1\n",
+     r"stopped: no valid rows in .*obs.csv \(1 rejected: 1 ambiguous text_date\)"),
+])
+def test_jobs_stop_on_bad_input_with_one_line(tmp_path, content, message):
+    """The real job entry point, before any model is loaded: one line, no traceback."""
+    import re
+    import subprocess
+    import sys
+
+    import yaml
+
+    from dbt_runner import ROOT
+
+    (tmp_path / "obs.csv").write_text(content)
+    study = tmp_path / "study.yml"
+    study.write_text(yaml.safe_dump({"data_path": str(tmp_path / "obs.csv"), "column_map": CMAP,
+                                     "raw_dir": str(tmp_path / "raw")}))
+    proc = subprocess.run([sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert re.search(message, proc.stderr), proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
