@@ -273,7 +273,8 @@ def test_jobs_stop_on_bad_input_with_one_line(tmp_path, content, message):
 
     (tmp_path / "obs.csv").write_text(content)
     study = tmp_path / "study.yml"
-    study.write_text(yaml.safe_dump({"data_path": str(tmp_path / "obs.csv"), "column_map": CMAP,
+    study.write_text(yaml.safe_dump({**read_study_file(default_study_path()),  # the demo's text
+                                     "data_path": str(tmp_path / "obs.csv"), "column_map": CMAP,
                                      "raw_dir": str(tmp_path / "raw")}))
     proc = subprocess.run([sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)

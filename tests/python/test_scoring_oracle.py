@@ -111,7 +111,10 @@ def scored(tmp_path_factory):
     for name, lines in (("recall", recall), ("mink", mink), ("forecast", [])):
         with open(raw / f"{name}.jsonl", "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(line) + "\n" for line in lines)  # NaN/Infinity as JSON allows
-    vars_ = {"raw_dir": str(raw), "recall_labels": LABELS, "mink_k": MINK_K, "model_id": "oracle"}
+    from lookahead.config import default_study_path, read_study_file
+
+    vars_ = {**read_study_file(default_study_path()),  # the demo study's text, this cache
+             "raw_dir": str(raw), "recall_labels": LABELS, "mink_k": MINK_K, "model_id": "oracle"}
     res = run_dbt(["run", "--select", "stg_recall_responses", "stg_mink_scores"], vars_, root / "db.duckdb")
     assert res.returncode == 0, res.output[-3000:]
     return recall, mink, res
