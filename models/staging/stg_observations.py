@@ -14,6 +14,10 @@ def model(dbt, session):
     from lookahead.rows import stage_observations
 
     dbt.source("study", "observations")  # lineage: the file this model reads
+    try:  # lineage: the reasons a row can carry (the package reads seeds/reject_reasons.csv itself)
+        dbt.ref("reject_reasons")
+    except Exception:  # noqa: BLE001 - `dbt run` does not load seeds; the model does not need the table
+        pass
     settings = json.loads(dbt.config.get("row_settings_json"))
     staged = stage_observations(settings, Path(settings["data_path"]))
     for col in ("text_date", "target_date"):  # DATE columns (midnight datetimes -> days)
