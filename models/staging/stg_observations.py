@@ -3,6 +3,7 @@ function the LLM jobs use (lookahead.rows.stage_observations), so jobs and stagi
 on every valid row and row_id. Nothing is dropped: a failing row carries its
 reject_reason (seeds/reject_reasons.csv) and reaches `rejected_rows`."""
 
+
 def model(dbt, session):
     dbt.config(materialized="table")
     import pyarrow as pa
