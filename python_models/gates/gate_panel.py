@@ -13,7 +13,7 @@ def model(dbt, session):
     dbt.ref("gate_forecasts")
     dbt.ref("gate_recall_pairs")
     counts = dbt.ref("merge_row_counts").df()
-    panel = dbt.ref("panel").df()
+    panel = dbt.ref("panel")  # a relation: run_gate converts only the checked columns
     n_valid = int(counts.loc[counts["step"] == "valid rows", "n_rows"].iloc[0])
     merges = run_gate("gate_merge_row_counts", counts, "merge_row_counts", id_column="step")
     checks = run_gate(
