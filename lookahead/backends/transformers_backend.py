@@ -23,6 +23,11 @@ _PLAIN_HEAD = {
     "GPT2LMHeadModel", "GPTNeoXForCausalLM", "PhiForCausalLM", "Phi3ForCausalLM",
     "OPTForCausalLM", "SmolLM3ForCausalLM",
 }
+# Min-K% runs the decoder body (every layer before the output head) in this dtype and the
+# head, log-softmax and gather in fp32 from the upcast hidden states. 'float32' runs the
+# body as loaded. A bf16 copy of the body is built on the first Min-K% query (the loaded
+# weights stay as they are for recall and forecasts).
+MINK_BODY_DTYPE = "float32"
 LOGPROB_FLOOR = -1000.0  # -inf is not JSON; exp(-1000) is 0.0 in double precision anyway
 
 
@@ -42,7 +47,8 @@ def _resolve_location(model_id: str, model_path: str | None, gguf_file: str | No
 
 class TransformersBackend(Backend):
     """transformers on CPU. Options: model_path, gguf_file, batch_size, torch_threads,
-    dtype ('float32' | 'bfloat16'), logit_chunk, matmul_precision ('highest' | 'medium');
+    dtype ('float32' | 'bfloat16'), logit_chunk, matmul_precision ('highest' | 'medium'),
+    mink_body_dtype ('float32' | 'bfloat16', see MINK_BODY_DTYPE);
     or ready ``model``/``tokenizer`` objects.
 
     torch, the tokenizer and the model load on first use, so a rerun whose answers are
@@ -63,6 +69,8 @@ class TransformersBackend(Backend):
         # always runs at torch's default precision.
         self.matmul_precision = str(options.get("matmul_precision") or "medium")
         self._dtype_name = str(options.get("dtype") or "float32")
+        self.mink_body_dtype = str(options.get("mink_body_dtype") or MINK_BODY_DTYPE)
+        self._mink_body: Any = None
         self._location, self._gguf = _resolve_location(
             model_id, options.get("model_path"), options.get("gguf_file")  # type: ignore[arg-type]
         )
@@ -288,9 +296,9 @@ class TransformersBackend(Backend):
         if type(model).__name__ in _PLAIN_HEAD:
             # The padding mask is passed although right pads cannot reach real tokens under
             # causal attention: measured here, SDPA without a mask was slower, not faster.
-            base = getattr(model, model.base_model_prefix)
+            base = self._mink_base(model)
             hidden = base(input_ids=ids, attention_mask=mask).last_hidden_state
-            h = hidden[:, :-1][target_mask]
+            h = hidden[:, :-1][target_mask].to(self.dtype)
             head = model.get_output_embeddings()
             flat = torch.empty(h.shape[0], dtype=torch.float32)
             for a in range(0, h.shape[0], self.logit_chunk):
@@ -310,6 +318,18 @@ class TransformersBackend(Backend):
             res.append(values[pos : pos + n])
             pos += n
         return res
+
+    def _mink_base(self, model: Any) -> Any:
+        """The decoder body Min-K% runs: the model's own, or a copy in mink_body_dtype."""
+        base = getattr(model, model.base_model_prefix)
+        wanted = getattr(self._torch, self.mink_body_dtype)
+        if next(base.parameters()).dtype == wanted:
+            return base
+        if self._mink_body is None:
+            import copy
+
+            self._mink_body = copy.deepcopy(base).to(wanted).eval()
+        return self._mink_body
 
     def sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int) -> list[list[str]]:
         """n answers per prompt at temperature 1 (no top-k/top-p cut), seeded per prompt
