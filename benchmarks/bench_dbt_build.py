@@ -124,14 +124,15 @@ def _env(db: Path) -> dict[str, str]:
 def dbt_build(vars_: dict, db: Path, exclude: list[str] | None = None) -> dict:
     """One `dbt build` in a child process; per-node times from target/run_results.json."""
     dbt = Path(sys.executable).with_name("dbt")
-    cmd = [str(dbt), "build", "--vars", json.dumps(vars_)]
+    target = db.parent / "target"  # per study: concurrent builds never share run_results.json
+    cmd = [str(dbt), "build", "--vars", json.dumps(vars_), "--target-path", str(target)]
     if exclude:
         cmd += ["--exclude", *exclude]
     wall, peak, rc, tail = _run(cmd, _env(db))
     if rc:
         print(tail)
     res = {"wall_s": wall, "peak_rss_mib": peak, "returncode": rc}
-    run_results = ROOT / "target" / "run_results.json"
+    run_results = target / "run_results.json"
     if run_results.exists():
         rr = json.loads(run_results.read_text())
         nodes = {r["unique_id"].split(".", 1)[0] + "." + r["unique_id"].split(".")[-1]
