@@ -45,10 +45,10 @@ test-slow: install
 docs: install
 	$(VENV)/bin/dbt docs generate --vars "$$(cat demo/studies/contaminated.yml)"
 
+## Benchmarks, each against its baseline run side by side; JSON in benchmarks/results/,
+## quoted in BENCHMARKS.md. Quick by default; `make bench FULL=1` adds 1,000,000 rows.
 bench: install
-	$(PY) benchmarks/bench_dbt_build.py
-	$(PY) benchmarks/bench_mink.py
-	$(PY) benchmarks/bench_bootstrap.py
+	$(PY) benchmarks/run_all.py $(if $(FULL),--full)
 
 clean:
 	rm -rf target logs outputs/*.duckdb outputs/*/ results

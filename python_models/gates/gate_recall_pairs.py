@@ -5,5 +5,5 @@ from lookahead.gates import run_gate
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    df = dbt.ref("int_recall_pairs").df()
+    df = dbt.ref("int_recall_pairs")  # a relation: run_gate converts only the checked columns
     return run_gate("gate_recall_pairs", df, "recall_pairs", id_column="recall_key")

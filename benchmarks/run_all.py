@@ -1,0 +1,53 @@
+"""`make bench`: every benchmark, each against its baseline, results as JSON in
+benchmarks/results/ (tracked, so a figure quoted in BENCHMARKS.md can be re-read).
+
+Quick by default (minutes on 2 cores): dbt build vs the bare script at 91,361 rows, the
+Min-K% paths vs the per-text loop and the measured compute ceiling, the fast bootstrap vs
+the naive refit, the cached demo re-run. --full adds 1,000,000 rows (and more pairs,
+texts and naive draws).
+
+    python benchmarks/run_all.py [--full] [--only dbt,mink,bootstrap,cached]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+B = ROOT / "benchmarks"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--full", action="store_true", help="large sizes too (1,000,000 rows; slower)")
+    ap.add_argument("--only", default="dbt,mink,bootstrap,cached", help="comma-separated subset")
+    a = ap.parse_args()
+    only = set(a.only.split(","))
+    py = sys.executable
+    steps: list[tuple[str, list[str]]] = []
+    if "dbt" in only:
+        steps.append(("dbt", [py, str(B / "bench_dbt_build.py"), "--pairs", "5" if a.full else "3"]
+                      + (["--full"] if a.full else [])))
+    if "mink" in only:
+        steps.append(("mink", [py, str(B / "bench_mink.py"), "--texts", "128" if a.full else "48",
+                               "--repeats", "5" if a.full else "3"]))
+    if "bootstrap" in only:
+        steps.append(("bootstrap", [py, str(B / "bench_bootstrap.py"),
+                                    "--naive-draws", "400" if a.full else "100"]))
+    if "cached" in only:
+        steps.append(("cached", [py, str(B / "bench_cached_rerun.py"), "--runs", "5" if a.full else "3"]))
+    failed = []
+    for name, cmd in steps:
+        print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
+        if subprocess.call(cmd, cwd=ROOT):
+            failed.append(name)
+    if failed:
+        raise SystemExit(f"benchmarks failed: {', '.join(failed)}")
+    print(f"results in {B / 'results'}")
+
+
+if __name__ == "__main__":
+    main()
