@@ -105,19 +105,12 @@ def run(ctx: JobContext) -> int:
     queries = plan(ctx, params, None)
     print(f"recall: {len(ctx.rows)} rows -> {len(queries)} unique (entity_id, target_date) pairs")
     with RawStore(ctx.study.raw_file(TASK)) as store:
-        # Every key already answered and no synonyms (so the check can only keep the
-        # labels or stop): those lines were written after the label check passed on these
-        # very prompts, so it is not repeated (it needs the model's tokenizer, i.e.
-        # importing transformers and torch, several seconds).
-        if ctx.study.get("recall_label_synonyms") or any(q.key not in store for q in queries):
-            labels = resolve_labels(ctx, queries[0].prompt)
-            if labels != labels_default:
-                queries = plan(ctx, params, labels)
-        print(f"recall: {len(ctx.rows)} rows -> {len(queries)} unique (entity_id, target_date) pairs")
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = [q for q in queries if q.key not in store]
         labels = {k: str(v) for k, v in ctx.study["recall_labels"].items()}
+        # The label check needs the model's tokenizer (importing torch and transformers,
+        # seconds): it runs only when something is left to ask; answered keys passed it.
         if pending:
             labels = resolve_labels(ctx, ctx.for_backend(pending[:1])[0].prompt)
             pending = ctx.for_backend(plan_pending(ctx, params, labels, {q.key for q in pending}))

@@ -27,7 +27,10 @@ mink as (
 
 select
     observations.*,
-    case when observations.target_date <= date {{ sql_string(var('training_cutoff')) }} then 'pre' else 'post' end as sample,
+    case
+        when observations.target_date <= date {{ sql_string(var('training_cutoff')) }} then 'pre'
+        else 'post'
+    end as sample,
     {{ period_label('observations.target_date') }} as period,
     forecasts.forecast_key,
     forecasts.response_text,

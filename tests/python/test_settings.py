@@ -129,7 +129,7 @@ def test_study_file_resolves_from_any_working_directory(tmp_path):
     """A study file is found relative to where you are; the paths inside it are relative
     to the project folder, so `lookahead report --study study.yml` works from the
     study's own folder."""
-    path = _write(tmp_path, {**DEMO, "study_name": "cwd_test", "trainig_cutoff": "x"})
+    _write(tmp_path, {**DEMO, "study_name": "cwd_test", "trainig_cutoff": "x"})
     lookahead = Path(sys.executable).with_name("lookahead")
     proc = subprocess.run([str(lookahead), "report", "--study", "study.yml"], cwd=tmp_path,
                           capture_output=True, text=True)
