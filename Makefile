@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export GX_ANALYTICS_ENABLED := False
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo demo-clean demo-smollm2 test test-slow docs bench clean
+.PHONY: install demo demo-clean demo-smollm2 lint test test-slow docs bench clean
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,13 @@ demo: install
 demo-smollm2: install
 	$(VENV)/bin/lookahead run --study demo/studies/smollm2.yml --yes
 
-test: install
+## Linters: ruff (Python), sqlfluff (dbt SQL), and dbt_project.yml's generated vars in sync.
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/sqlfluff lint models tests/dbt analyses --nocolor
+	$(PY) -m lookahead.config --check-dbt-vars
+
+test: lint
 	$(PY) -m pytest -q
 
 ## Slower tier: real SmolLM2 and, when .venv-vllm exists (scripts/make_vllm_env.sh), vLLM parity.
