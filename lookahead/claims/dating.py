@@ -83,7 +83,8 @@ def parse_period(text: str | None) -> Period | None:
         if m := re.fullmatch(r"(\d{1,2})(?:st|nd|rd|th)? " + _MON + r" (\d{4})", s):
             d = dt.date(int(m[3]), _MONTHS[m[2]], int(m[1]))
             return Period(d, d)
-        if (m := re.fullmatch(r"(\d{4})-(\d{2})", s)) and int(m[2]) != (int(m[1]) + 1) % 100:
+        if (m := re.fullmatch(r"(\d{4})-(\d{2})", s)) and 1 <= int(m[2]) <= 12:
+            # ISO month wins over a season: "2011-12" is December 2011, "2018-19" a season
             return _month(int(m[1]), int(m[2]))
         if m := re.fullmatch(_MON + r" (\d{4})", s):
             return _month(int(m[2]), _MONTHS[m[1]])
