@@ -192,7 +192,7 @@ def agent_predictions(study: Study, st: ClaimSettings) -> pd.DataFrame:
                          "task": rec.get("task_name", ""), "t_ref": rec["t_ref"],
                          "task_input": rec["task_input"], "prediction": rec.get("prediction") or "",
                          "rationale": rec.get("rationale") or "", "outcome": rec.get("outcome", ""),
-                         "probability": None, "_key": rec["key"]})
+                         "probability": rec.get("probability"), "_key": rec["key"]})
     df = pd.DataFrame(rows)
     if df.empty:
         return df

@@ -155,6 +155,42 @@ def support_lines(study: Study) -> dict[tuple[str, str], bool]:
     return out
 
 
+class Dater:
+    """Dates claims against the corpus: BM25 candidates (computed once for all claims
+    given), support by the configured judge, then Eq. 3 (lookahead.claims.dating)."""
+
+    def __init__(self, corpus: pd.DataFrame, st: ClaimSettings, claims: list[Claim],
+                 judged: dict[tuple[str, str], bool]) -> None:
+        self.st = st
+        self.judged = judged
+        cands = bm25(candidate_queries([("", c) for c in claims]), corpus, st.bm25_k)
+        self.by_claim = {k: g for k, g in cands.groupby("query_id")} if not cands.empty else {}
+        self.bodies = {d: normalize(f"{t} {b}") for d, t, b in zip(corpus["doc_id"], corpus["title"], corpus["body"])}
+
+    def candidates(self, claim: Claim) -> pd.DataFrame | None:
+        return self.by_claim.get(sha(claim.claim_text))
+
+    def date(self, claim: Claim, t_ref: dt.date) -> tuple[Any, int, int, int]:
+        """(Leakage, candidates, supporting documents, candidates not judged yet)."""
+        csha = sha(claim.claim_text)
+        g = self.by_claim.get(csha)
+        n_cand, dates, pending = 0, [], 0
+        if g is not None:
+            n_cand = len(g)
+            for doc, pub in zip(g["doc_id"], g["published_at"]):
+                if self.st.support_judge == "contains":
+                    ok = normalize(claim.claim_text) in self.bodies[doc]
+                else:
+                    ok = self.judged.get((csha, doc))
+                    if ok is None:
+                        pending += 1
+                        continue
+                if ok:
+                    dates.append(pd.Timestamp(pub).date())
+        lk = claim_leakage(claim.category, t_ref, dates, claim.temporal_reference, self.st.vague_period)
+        return lk, n_cand, len(dates), pending
+
+
 # ------------------------------------------------------------------ values
 
 def value_lines(study: Study) -> dict[tuple[str, str, str, int, str], float]:
@@ -192,10 +228,7 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
 
     # BM25 candidates for every A1-A3 claim, then support (rule or cached judgments)
     items = [(instance_key(r["instance_id"], r["agent"]), c) for r, e in zip(rows, extractions) for c in e.claims]
-    cands = bm25(candidate_queries(items), corpus, st.bm25_k)
-    by_claim: dict[str, pd.DataFrame] = {k: g for k, g in cands.groupby("query_id")} if not cands.empty else {}
-    bodies = {d: normalize(f"{t} {b}") for d, t, b in zip(corpus["doc_id"], corpus["title"], corpus["body"])}
-    judged = support_lines(study) if st.support_judge == "llm" else {}
+    dater = Dater(corpus, st, [c for _, c in items], support_lines(study) if st.support_judge == "llm" else {})
     values = value_lines(study)
 
     claim_rows, inst_rows = [], []
@@ -203,22 +236,7 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
         t_ref = dt.date.fromisoformat(r["t_ref"])
         states, per_claim = [], []
         for c in ex.claims:
-            csha = sha(c.claim_text)
-            g = by_claim.get(csha)
-            n_cand, dates, pending = 0, [], 0
-            if g is not None:
-                n_cand = len(g)
-                for doc, pub in zip(g["doc_id"], g["published_at"]):
-                    if st.support_judge == "contains":
-                        ok = normalize(c.claim_text) in bodies[doc]
-                    else:
-                        ok = judged.get((csha, doc))
-                        if ok is None:
-                            pending += 1
-                            continue
-                    if ok:
-                        dates.append(pd.Timestamp(pub).date())
-            lk = claim_leakage(c.category, t_ref, dates, c.temporal_reference, st.vague_period)
+            lk, n_cand, n_sup, pending = dater.date(c, t_ref)
             reason = lk.reason + (f" ({pending} candidate(s) not judged yet)" if pending else "")
             if c.temporal_reference and parse_period(c.temporal_reference) is None:
                 rejects.append({"source": "claims", "row": None, "column": "temporal_reference",
@@ -233,7 +251,7 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
                 "temporal_reference_parsed": p.pick(st.vague_period) if p else None,
                 "category_reasoning": c.category_reasoning, "t_ref": t_ref, "tau": lk.tau,
                 "leakage_state": lk.state, "leakage_reason": reason, "n_candidates": n_cand,
-                "n_supporting_docs": len(dates), "shapley": None, "shapley_se": None,
+                "n_supporting_docs": n_sup, "shapley": None, "shapley_se": None,
             })
         status = ex.status
         inst = {k: None for k in INSTANCE_COLUMNS}
