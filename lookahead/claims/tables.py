@@ -274,7 +274,10 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
                 if v is not None:
                     vals[m] = v
             inst["n_coalitions"] = len(plan.masks)
-            if len(vals) < len(plan.masks):
+            if n == 0:  # nothing to attribute: the instance's state does not wait for v(empty)
+                status = "no claims"
+                inst.update(v_all=vals.get(0), v_empty=vals.get(0), shapley_method="none")
+            elif len(vals) < len(plan.masks):
                 status = "values pending"
             else:
                 res = shapley_values(plan, vals)
@@ -283,17 +286,14 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
                 inst.update(v_all=res.v_all, v_empty=res.v_empty, shapley_sum=res.total,
                             efficiency_gap=res.total - (res.v_all - res.v_empty), shapley_method=res.method,
                             max_shapley_se=float(res.se.max()) if n else 0.0)
-                if n == 0:
-                    status = "no claims"
-                else:
-                    phi = res.phi
-                    inst.update(
-                        shapley_dclr=metrics.shapley_dclr(phi, states),
-                        shapley_dclr_unverifiable_leaked=metrics.shapley_dclr(phi, states, True),
-                        top1_leakage=metrics.top_k_leakage(phi, states, 1),
-                        top3_leakage=metrics.top_k_leakage(phi, states, 3),
-                        top1_leakage_unverifiable_leaked=metrics.top_k_leakage(phi, states, 1, True),
-                        top3_leakage_unverifiable_leaked=metrics.top_k_leakage(phi, states, 3, True))
+                phi = res.phi
+                inst.update(
+                    shapley_dclr=metrics.shapley_dclr(phi, states),
+                    shapley_dclr_unverifiable_leaked=metrics.shapley_dclr(phi, states, True),
+                    top1_leakage=metrics.top_k_leakage(phi, states, 1),
+                    top3_leakage=metrics.top_k_leakage(phi, states, 3),
+                    top1_leakage_unverifiable_leaked=metrics.top_k_leakage(phi, states, 1, True),
+                    top3_leakage_unverifiable_leaked=metrics.top_k_leakage(phi, states, 3, True))
         if status != "ok":
             rejects.append({"source": "instances", "row": None, "column": "status",
                             "reason": f"instance {r['instance_id']} ({r['agent']}): {status}"
