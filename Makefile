@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export GX_ANALYTICS_ENABLED := False
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo demo-clean demo-smollm2 test test-slow docs bench clean
+.PHONY: install demo demo-claims demo-clean demo-smollm2 test test-slow docs bench clean
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,23 @@ demo: install
 	@echo; echo "== Demo verdicts (from the reports) =="
 	@echo "clean control:      $$(sed -n 's/^\*\*Verdict: \(.*\)\.\*\*.*/\1/p' results/clean/REPORT.md)  -> results/clean/REPORT.md"
 	@echo "contaminated model: $$(sed -n 's/^\*\*Verdict: \(.*\)\.\*\*.*/\1/p' results/REPORT.md)  -> results/REPORT.md"
+	@$(MAKE) --no-print-directory demo-claims
+
+## Claim-level leakage on planted claims (docs/claims.md): TimeSPEC and coalition values for
+## the two claim models, the claim models into the demo database (leaky) and a second one
+## (prudent), the report's claim section, then the headline against the planted truth.
+CLAIMS_PRUDENT_DB := outputs/claims_prudent.duckdb
+demo-claims: install
+	@for m in leaky prudent; do \
+	  $(PY) -m llm_jobs.claims_timespec --study demo/claims/$$m.yml --yes > /dev/null && \
+	  $(PY) -m llm_jobs.claims_value --study demo/claims/$$m.yml --yes > /dev/null || exit 1; \
+	done
+	$(VENV)/bin/dbt build --quiet --select tag:claims --vars "$$(cat demo/claims/leaky.yml)"
+	LOOKAHEAD_DUCKDB=$(CLAIMS_PRUDENT_DB) $(VENV)/bin/dbt build --quiet --select tag:claims --vars "$$(cat demo/claims/prudent.yml)"
+	$(VENV)/bin/lookahead report --study demo/studies/contaminated.yml > /dev/null
+	@echo
+	@$(PY) -m lookahead.claims.check --demo demo/claims --db leaky=outputs/lookahead.duckdb --db prudent=$(CLAIMS_PRUDENT_DB)
+	@echo "claim-level section and figure -> results/REPORT.md"
 
 ## The same study with the real SmolLM2-135M-Instruct (one setting changed: the model).
 demo-smollm2: install
