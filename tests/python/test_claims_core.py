@@ -234,3 +234,28 @@ def test_metrics_by_hand():
     assert metrics.olr([]) is None and metrics.shapley_dclr([], []) is None
     assert metrics.shapley_dclr([0.0, 0.0], ["leaked", "not_leaked"]) is None
     assert metrics.brier([0.8, 0.3], [1, 0]) == pytest.approx((0.04 + 0.09) / 2)
+
+
+# ----------------------------------------------------------------------------- extraction recall
+
+def test_extraction_recall_matching():
+    import pandas as pd
+
+    from lookahead.claims.evaluate import extraction_recall, token_f1
+
+    assert token_f1("Acme opened a new factory on 2022-03-01.", "acme opened a new factory on 2022-03-01") == 1.0
+    assert token_f1("a b", "c d") == 0.0
+    truth = pd.DataFrame({"instance_id": ["i1", "i1", "i2"],
+                          "claim_text": ["Acme opened a new factory on 2022-03-01.",
+                                         "Acme stock closed higher on 2022-04-01.",
+                                         "Beta makes pumps."],
+                          "category": ["A1", "A4", "B1"]})
+    ext = pd.DataFrame({"instance_id": ["i1", "i1", "i2"],
+                        "claim_text": ["Acme opened a new factory on 2022-03-01",   # match, same category
+                                       "Acme stock went up",                        # no match (F1 < 0.7)
+                                       "Beta makes pumps"],                         # match, other category
+                        "category": ["A1", "A4", "B2"]})
+    r = extraction_recall(ext, truth)
+    assert (r["n_planted"], r["n_recalled"]) == (3, 2)
+    assert r["recall"] == pytest.approx(2 / 3) and r["category_agreement"] == 0.5
+    assert extraction_recall(ext.iloc[0:0], truth)["recall"] == 0.0
