@@ -17,6 +17,7 @@ import sys
 from typing import Any, Sequence
 
 from lookahead.cache import RawStore, query_key
+from lookahead.claims.inputs import claims_raw_file
 from lookahead.claims.inputs import load_reference_extractions, sha
 from lookahead.claims.prompts import extraction_prompt, extraction_retry_prompt
 from lookahead.claims.schema import EXTRACTION_SCHEMA, ExtractionError, parse_extraction_text
@@ -38,7 +39,7 @@ def run(ctx: ClaimContext) -> int:
     structured = callable(getattr(ctx.backend, "generate_json", None))
     params = {"temperature": 0, "max_tokens": st.extract_max_tokens, "top_logprobs": 0, "seed": 0,
               "n_samples": None, "chat_template": ctx.use_chat_template, "structured": structured}
-    with RawStore(ctx.study.raw_file(TASK)) as store:
+    with RawStore(claims_raw_file(ctx.study, TASK)) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         prompts0 = {}

@@ -16,6 +16,7 @@ import sys
 from typing import Any, Sequence
 
 from lookahead.cache import RawStore, query_key
+from lookahead.claims.inputs import claims_raw_file
 from lookahead.claims.inputs import load_instances
 from lookahead.claims.prompts import AGENTS, rationale_prompt
 from lookahead.claims.rationale_parse import parse_rationale
@@ -41,7 +42,7 @@ def run(ctx: ClaimContext) -> int:
         meta[q.key] = {"instance_id": r["instance_id"], "agent": agent, "entity": r["entity"],
                        "task_name": r["task"], "t_ref": r["t_ref"], "task_input": r["task_input"],
                        "outcome": r["outcome"], "final": True}
-    with RawStore(ctx.study.raw_file(TASK)) as store:
+    with RawStore(claims_raw_file(ctx.study, TASK)) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = [q for q in queries if q.key not in store]

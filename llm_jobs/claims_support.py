@@ -16,6 +16,7 @@ import sys
 from typing import Any, Sequence
 
 from lookahead.cache import RawStore, query_key
+from lookahead.claims.inputs import claims_raw_file
 from lookahead.claims.inputs import load_corpus, sha
 from lookahead.claims.prompts import support_prompt
 from lookahead.claims.retrieval import bm25
@@ -57,7 +58,7 @@ def run(ctx: ClaimContext) -> int:
         queries.append(q)
         meta[q.key] = {"claim_sha256": c.query_id, "doc_id": c.doc_id, "bm25_rank": int(c.rank),
                        "bm25_score": float(c.score)}
-    with RawStore(ctx.study.raw_file(TASK)) as store:
+    with RawStore(claims_raw_file(ctx.study, TASK)) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = [q for q in queries if q.key not in store]

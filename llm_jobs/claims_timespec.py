@@ -37,6 +37,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from lookahead.cache import RawStore, query_key
+from lookahead.claims.inputs import claims_raw_file
 from lookahead.claims.inputs import load_corpus, load_instances, load_predictions, load_reference_extractions, sha
 from lookahead.claims.prompts import aggregator_prompt, extraction_prompt, rationale_prompt
 from lookahead.claims.retrieval import bm25
@@ -106,7 +107,7 @@ def run(ctx: ClaimContext) -> int:
     evidence = {i: [f"({d.published_at}) {corpus.set_index('doc_id').loc[d.doc_id, 'body']}"
                     for d in g.itertuples()] for i, g in ev.groupby("query_id")} if not ev.empty else {}
 
-    with RawStore(ctx.study.raw_file(TASK)) as store:
+    with RawStore(claims_raw_file(ctx.study, TASK)) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         ph = Phases(ctx, store)

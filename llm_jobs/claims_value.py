@@ -19,6 +19,7 @@ import sys
 from typing import Any, Sequence
 
 from lookahead.cache import RawStore, query_key
+from lookahead.claims.inputs import claims_raw_file
 from lookahead.claims.prompts import coalition_prompt
 from lookahead.claims.shapley import members_of, plan_for
 from lookahead.claims.tables import claims_sha, instance_claims, instance_key
@@ -60,7 +61,7 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
 
 def run(ctx: ClaimContext) -> int:
     queries, meta, params = plan(ctx)
-    with RawStore(ctx.study.raw_file(TASK)) as store:
+    with RawStore(claims_raw_file(ctx.study, TASK)) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = [q for q in queries if q.key not in store]

@@ -314,7 +314,7 @@ def study_vars(out: Path, model: str) -> dict[str, Any]:
     base.update({
         "study_name": f"demo_claims_{model}",
         "model_id": f"demo-claims-{model}", "model_path": _rel(out / "models" / model),
-        "raw_dir": f"demo/raw/claims_{model}", "use_chat_template": False,
+        "claims_raw_dir": f"demo/raw/claims_{model}", "use_chat_template": False,
         "results_dir": f"results/claims_{model}", "outputs_dir": f"outputs/claims_{model}",
         "claims_predictions_path": _rel(out / f"predictions_{model}.csv"),
         "claims_instances_path": _rel(out / "instances.csv"),

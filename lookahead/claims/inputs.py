@@ -92,6 +92,14 @@ class ClaimSettings:
         )
 
 
+def claims_raw_file(study: Study, task: str) -> Path:
+    """<claims_raw_dir>/<task>.jsonl; claims_raw_dir defaults to raw_dir. A separate
+    folder lets a claim study share a protocol study's settings (and its raw_dir, which
+    dbt's input check requires) without mixing the two kinds of raw lines."""
+    base = study.path("claims_raw_dir") if study.get("claims_raw_dir") else study.raw_dir
+    return base / f"{task}.jsonl"
+
+
 def sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -185,7 +193,7 @@ def agent_predictions(study: Study, st: ClaimSettings) -> pd.DataFrame:
     """Predictions written by the agent jobs (raw lines carrying a parsed prediction)."""
     rows = []
     for task in AGENT_RAW_TASKS:
-        for rec in iter_records(study.raw_file(task)):
+        for rec in iter_records(claims_raw_file(study, task)):
             if rec.get("model_id") != study["model_id"] or not rec.get("final"):
                 continue
             rows.append({"instance_id": rec["instance_id"], "agent": rec["agent"], "entity": rec.get("entity", ""),

@@ -28,7 +28,7 @@ from lookahead.cache import iter_records
 from lookahead.claims import metrics
 from lookahead.claims.dating import claim_leakage, parse_period
 from lookahead.claims.inputs import (
-    REJECT_COLUMNS, ClaimSettings, load_corpus, load_predictions, load_reference_extractions, sha,
+    REJECT_COLUMNS, ClaimSettings, claims_raw_file, load_corpus, load_predictions, load_reference_extractions, sha,
 )
 from lookahead.claims.retrieval import bm25
 from lookahead.claims.schema import Claim, ExtractionError, claims_from_object
@@ -72,7 +72,7 @@ def extraction_lines(study: Study) -> dict[tuple[str, str, str], dict[str, Any]]
     """(instance_id, agent, rationale sha) -> the last extraction line of this model
     (a later attempt after an invalid answer supersedes the earlier one)."""
     out: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for rec in iter_records(study.raw_file("claims_extract")):
+    for rec in iter_records(claims_raw_file(study, "claims_extract")):
         if rec.get("model_id") != study["model_id"]:
             continue
         k = (rec["instance_id"], rec["agent"], rec["rationale_sha256"])
@@ -87,7 +87,7 @@ def extraction_lines(study: Study) -> dict[tuple[str, str, str], dict[str, Any]]
 def timespec_claims(study: Study) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """TimeSPEC's final lines carry their validated claims (already extracted and checked)."""
     out = {}
-    for rec in iter_records(study.raw_file("claims_timespec")):
+    for rec in iter_records(claims_raw_file(study, "claims_timespec")):
         if rec.get("model_id") == study["model_id"] and rec.get("final"):
             out[(rec["instance_id"], rec["agent"])] = rec["claims"]
     return out
@@ -149,7 +149,7 @@ def candidate_queries(items: list[tuple[str, Claim]]) -> pd.DataFrame:
 
 def support_lines(study: Study) -> dict[tuple[str, str], bool]:
     out = {}
-    for rec in iter_records(study.raw_file("claims_support")):
+    for rec in iter_records(claims_raw_file(study, "claims_support")):
         if rec.get("model_id") == study["model_id"] and rec.get("supports") is not None:
             out.setdefault((rec["claim_sha256"], rec["doc_id"]), bool(rec["supports"]))
     return out
@@ -195,7 +195,7 @@ class Dater:
 
 def value_lines(study: Study) -> dict[tuple[str, str, str, int, str], float]:
     out = {}
-    for rec in iter_records(study.raw_file("claims_value")):
+    for rec in iter_records(claims_raw_file(study, "claims_value")):
         if rec.get("model_id") == study["model_id"] and rec.get("value") is not None:
             out.setdefault((rec["instance_id"], rec["agent"], rec["claims_sha256"], int(rec["mask"]),
                             rec["label"]), float(rec["value"]))

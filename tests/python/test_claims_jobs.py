@@ -33,7 +33,11 @@ pytestmark = pytest.mark.skipif(not (DEMO / "models" / "leaky" / "model.safetens
 
 def _study(tmp_path: Path, model: str, **kw) -> Path:
     v = yaml.safe_load((DEMO / f"{model}.yml").read_text())
-    v.update({"raw_dir": str(tmp_path / f"raw_{model}"), "batch_size": 64, **kw})
+    proto = tmp_path / "protocol_raw"   # dbt's input check wants the protocol's raw files to exist
+    proto.mkdir(exist_ok=True)
+    for task in ("forecast", "recall", "mink"):
+        (proto / f"{task}.jsonl").touch()
+    v.update({"raw_dir": str(proto), "claims_raw_dir": str(tmp_path / f"raw_{model}"), "batch_size": 64, **kw})
     p = tmp_path / f"{model}.yml"
     p.write_text(yaml.safe_dump(v))
     return p
@@ -49,34 +53,68 @@ def _lines(p: Path) -> list[dict]:
     return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
 
 
+SUBSET = ("c01", "c05", "c08", "c30", "c31")   # 3, 4 and 4 claims, an empty rationale, no claims
+
+
+def _subset_study(tmp: Path, model: str) -> Path:
+    """The demo restricted to a few small instances, so the default suite stays fast."""
+    preds = pd.read_csv(DEMO / f"predictions_{model}.csv", dtype=str, keep_default_na=False)
+    insts = pd.read_csv(DEMO / "instances.csv", dtype=str, keep_default_na=False)
+    preds[preds["instance_id"].isin(SUBSET)].to_csv(tmp / f"pred_{model}.csv", index=False)
+    insts[insts["instance_id"].isin(SUBSET)].to_csv(tmp / "instances.csv", index=False)
+    return _study(tmp, model, claims_predictions_path=str(tmp / f"pred_{model}.csv"),
+                  claims_instances_path=str(tmp / "instances.csv"))
+
+
+def _score(study: Path) -> dict:
+    for job in ("claims_timespec", "claims_value"):
+        res = _run(job, study)
+        assert res.returncode == 0, res.stdout + res.stderr
+    return build(load_study(study))
+
+
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory):
-    """Both demo models: TimeSPEC then coalition values, in subprocesses as a user runs them."""
+    """The leaky model on the subset: TimeSPEC then coalition values, as subprocesses."""
     tmp = tmp_path_factory.mktemp("claims_jobs")
-    out = {}
-    for model in ("leaky", "prudent"):
-        study = _study(tmp, model)
-        for job in ("claims_timespec", "claims_value"):
-            res = _run(job, study)
-            assert res.returncode == 0, res.stdout + res.stderr
-        out[model] = (study, build(load_study(study)))
-    return out
+    study = _subset_study(tmp, "leaky")
+    return {"leaky": (study, _score(study))}
 
 
-def test_demo_known_answers(scored):
+def test_subset_known_answers(scored):
+    truth = pd.read_csv(DEMO / "truth_instances.csv").set_index("instance_id")
+    _, t = scored["leaky"]
+    inst = t["instance_leakage"]
+    planted = inst[inst["agent"] == "planted"].set_index("instance_id")
+    assert planted.loc["c30", "status"] == "empty rationale" and planted.loc["c31", "status"] == "no claims"
+    ok = planted[planted["status"] == "ok"]
+    assert list(ok.index) == ["c01", "c05", "c08"]
+    assert (ok["olr"] == truth.loc[ok.index, "expected_olr"]).all()            # exact
+    assert ok["efficiency_gap"].abs().max() < 1e-9
+    ts = inst[(inst["agent"] == "timespec") & (inst["status"] == "ok")]
+    assert len(ts) == 3 and (ts["olr"] == 0).all()
+    claims = t["claims"]
+    assert set(claims.loc[claims["category"] == "A4", "leakage_state"]) <= {"leaked"}
+
+
+@pytest.mark.slow
+def test_full_demo_known_answers(tmp_path):
+    """Both demo models on all 31 instances (a few CPU minutes): OLR exact, Shapley-DCLR
+    high where the leaked outcome claim decides, low where it is ignored."""
     truth = pd.read_csv(DEMO / "truth_instances.csv").set_index("instance_id")
     dclr = {}
-    for model, (_, t) in scored.items():
+    for model in ("leaky", "prudent"):
+        t = _score(_study(tmp_path, model))
         inst = t["instance_leakage"]
         planted = inst[(inst["agent"] == "planted") & (inst["status"] == "ok")].set_index("instance_id")
         assert len(planted) == 29
-        assert (planted["olr"] == truth.loc[planted.index, "expected_olr"]).all()   # exact
+        assert (planted["olr"] == truth.loc[planted.index, "expected_olr"]).all()
         assert planted["efficiency_gap"].abs().max() < 1e-9
+        assert planted.loc["c29", "shapley_method"] == "monte_carlo"
         dclr[model] = planted["shapley_dclr"].astype(float).mean()
-        # TimeSPEC keeps only verified pre-t_ref claims: no leaked claim survives
         ts = inst[inst["agent"] == "timespec"]
         assert len(ts) == 31 and (ts["olr"].dropna() == 0).all()
-    assert dclr["leaky"] > 0.4 and dclr["prudent"] < 0.1
+    assert dclr["leaky"] > 0.4 and dclr["prudent"] < 0.15 and dclr["leaky"] > dclr["prudent"] + 0.3
 
 
 def test_value_job_rerun_asks_nothing(scored, tmp_path):
@@ -88,7 +126,9 @@ def test_value_job_rerun_asks_nothing(scored, tmp_path):
 
 
 def test_kill9_mid_run_then_resume_without_requery(tmp_path):
-    study = _study(tmp_path, "leaky", batch_size=2)
+    preds = pd.read_csv(DEMO / "predictions_leaky.csv", dtype=str, keep_default_na=False)
+    preds[preds["instance_id"].isin(["c29", "c01"])].to_csv(tmp_path / "p.csv", index=False)  # c29: ~1000 coalitions
+    study = _study(tmp_path, "leaky", batch_size=2, claims_predictions_path=str(tmp_path / "p.csv"))
     raw = tmp_path / "raw_leaky" / "claims_value.jsonl"
     log1, log2 = tmp_path / "q1.log", tmp_path / "q2.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LOOKAHEAD_QUERY_LOG": str(log1)}
@@ -135,3 +175,4 @@ def test_dbt_claim_models(scored, tmp_path):
         assert col in inst.columns
     assert set(inst["agent"]) == {"planted", "timespec"}
     assert set(res.table("claims_summary")["agent"]) == {"planted", "timespec"}
+    assert len(res.table("claims_rejects")) >= 2   # the empty rationale and the rationale without claims

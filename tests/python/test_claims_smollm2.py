@@ -48,7 +48,7 @@ def test_smollm2_extraction_validates_and_recall_is_measured(tmp_path):
     p = tmp_path / "predictions.csv"
     preds.to_csv(p, index=False)
     v = yaml.safe_load((DEMO / "leaky.yml").read_text())
-    v.update({"raw_dir": str(tmp_path / "raw"), "claims_predictions_path": str(p), "claims_extractions_path": None,
+    v.update({"claims_raw_dir": str(tmp_path / "raw"), "claims_predictions_path": str(p), "claims_extractions_path": None,
               "model_id": "SmolLM2-135M-Instruct-Q4_1", "model_path": str(gguf),
               "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf", "use_chat_template": True,
               "claims_extract_max_tokens": 384, "claims_extract_retries": 1, "batch_size": 4})
