@@ -41,7 +41,7 @@ from lookahead.claims.inputs import claims_raw_file
 from lookahead.claims.inputs import load_corpus, load_instances, load_predictions, load_reference_extractions, sha
 from lookahead.claims.prompts import aggregator_prompt, extraction_prompt, rationale_prompt
 from lookahead.claims.retrieval import bm25
-from lookahead.claims.schema import Claim, ExtractionError, claims_from_object, parse_extraction_text
+from lookahead.claims.schema import EXTRACTION_SCHEMA, Claim, ExtractionError, claims_from_object, parse_extraction_text
 from lookahead.claims.tables import Dater, support_lines
 from lookahead.claims.rationale_parse import parse_rationale
 from lookahead.scoring import label_probability
@@ -60,11 +60,14 @@ class Phases:
     def __init__(self, ctx: ClaimContext, store: RawStore) -> None:
         self.ctx, self.store = ctx, store
 
-    def ask(self, phase: str, items: dict[str, str], max_tokens: int, top: int = 0) -> dict[str, dict[str, Any]]:
-        """instance_id -> raw record of the answer to items[instance_id] (a user text)."""
+    def ask(self, phase: str, items: dict[str, str], max_tokens: int, top: int = 0,
+            schema: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+        """instance_id -> raw record of the answer to items[instance_id] (a user text);
+        with ``schema``, constrained to it when the backend can (generate_json)."""
         ctx = self.ctx
+        structured = schema is not None and callable(getattr(ctx.backend, "generate_json", None))
         params = {"temperature": 0, "max_tokens": max_tokens, "top_logprobs": top, "seed": 0, "n_samples": None,
-                  "chat_template": ctx.use_chat_template, "phase": phase}
+                  "chat_template": ctx.use_chat_template, "phase": phase, "structured": structured}
         queries, ids = [], {}
         for iid, text in items.items():
             prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
@@ -78,7 +81,10 @@ class Phases:
             confirm(f"query {len(pending)} {phase} answers?", ctx.args.yes)
 
             def answer(batch: list[Query]) -> list[dict[str, Any]]:
-                gens = ctx.backend.generate([q.prompt for q in batch], max_tokens, top)
+                if structured:
+                    gens = ctx.backend.generate_json([q.prompt for q in batch], max_tokens, schema)
+                else:
+                    gens = ctx.backend.generate([q.prompt for q in batch], max_tokens, top)
                 return [{"response_text": g.response_text, "top_logprobs": logprob_dicts(g.top_logprobs)}
                         for g in gens]
 
@@ -134,7 +140,7 @@ def run(ctx: ClaimContext) -> int:
             need = {i: extraction_prompt(st.task_description, rows[i]["task_input"], rows[i]["t_ref"], t)
                     for i, t in texts.items() if i not in given and t.strip()}
             if need:
-                for i, rec in ph.ask(phase, need, st.extract_max_tokens).items():
+                for i, rec in ph.ask(phase, need, st.extract_max_tokens, schema=EXTRACTION_SCHEMA).items():
                     try:
                         claims[i] = parse_extraction_text(rec["response_text"])
                     except ExtractionError as exc:

@@ -60,10 +60,19 @@ def _server(state: State) -> ThreadingHTTPServer:
                                     "message": {"role": "assistant", "content": text}}]}
             else:
                 prompt = body["prompt"]
+                if "First write 'Rationale:'" in prompt:   # the rationale agents' prompt
+                    text = ("Rationale: Acme makes pumps. Acme opened a new factory on 2021-05-01.\nPrediction: up"
+                            if "CRITICAL TEMPORAL CONSTRAINT" in prompt else "I think it goes sideways.")
+                    out = {"id": "x", "object": "text_completion", "created": 0, "model": body["model"],
+                           "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}]}
+                    return self._send(out)
                 ok = "YOUR PREVIOUS ANSWER WAS INVALID" in prompt and "ALWAYS-PROSE" not in prompt
                 text = _claims_json(prompt) if ok else "Sure! The rationale says several things."
                 out = {"id": "x", "object": "text_completion", "created": 0, "model": body["model"],
                        "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}]}
+            self._send(out)
+
+        def _send(self, out: dict) -> None:
             data = json.dumps(out).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -148,3 +157,35 @@ def test_completions_api_retries_with_the_error_then_gives_up(server, tmp_path):
     # a rerun asks nothing: every attempt is cached
     res = _run(study)
     assert "to query: 0" in res.stdout and len(_lines(tmp_path)) == 4
+
+
+def test_rationale_agents_parse_or_reject(server, tmp_path):
+    """Temporal Hint (the server answers in the asked format) and Superforecasting (no
+    label in the answer: kept, counted as a reject, never guessed)."""
+    srv, _ = server
+    study = _study(tmp_path, srv.server_address[1], "completions")
+    insts = pd.DataFrame([{"instance_id": "r1", "entity": "Acme", "task": "t", "t_ref": "2022-01-01",
+                           "task_input": "Will Acme rise?", "outcome": "up"}])
+    insts.to_csv(tmp_path / "inst.csv", index=False)
+    v = yaml.safe_load(study.read_text())
+    v.update(claims_instances_path=str(tmp_path / "inst.csv"), claims_predictions_path=None)
+    study.write_text(yaml.safe_dump(v))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    for agent in ("temporal_hint", "superforecasting"):
+        res = subprocess.run([sys.executable, "-m", "llm_jobs.claims_rationale", "--study", str(study), "--yes",
+                              "--agent", agent], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+    from lookahead.claims.inputs import load_predictions
+    preds, rejects = load_predictions(load_study(study))
+    assert list(preds["agent"]) == ["temporal_hint"]
+    assert preds["prediction"].iloc[0] == "up"
+    assert preds["rationale"].iloc[0] == "Acme makes pumps. Acme opened a new factory on 2021-05-01."
+    assert any("is not one of the labels" in r["reason"] for r in rejects)
+
+
+def test_parse_rationale():
+    from lookahead.claims.rationale_parse import parse_rationale
+
+    assert parse_rationale("Rationale: A. B.\nPrediction: Down.", ["up", "down"]) == ("down", "A. B.")
+    assert parse_rationale("It will go up, not down", ["up", "down"]) == ("down", "It will go up, not down")
+    assert parse_rationale("no label here", ["up", "down"]) == (None, "no label here")
