@@ -36,6 +36,7 @@ demo: install
 ## (prudent), the report's claim section, then the headline against the planted truth.
 CLAIMS_PRUDENT_DB := outputs/claims_prudent.duckdb
 demo-claims: install
+	@mkdir -p outputs
 	@for m in leaky prudent; do \
 	  $(PY) -m llm_jobs.claims_timespec --study demo/claims/$$m.yml --yes > /dev/null && \
 	  $(PY) -m llm_jobs.claims_value --study demo/claims/$$m.yml --yes > /dev/null || exit 1; \

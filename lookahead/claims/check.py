@@ -50,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     figs = {}
     for spec in a.db:
         model, path = spec.split("=", 1)
+        if not Path(path).exists():
+            print(f"error: database {path} of model '{model}' not found: build the claim models first "
+                  "(make demo-claims)", file=sys.stderr)
+            return 2
         figs[model] = model_figures(Path(path), truth, model)
     ok = True
     print("== Claim-level demo (planted claims; docs/claims.md) ==")
