@@ -67,9 +67,17 @@ def _subset_study(tmp: Path, model: str) -> Path:
 
 
 def _score(study: Path) -> dict:
-    for job in ("claims_timespec", "claims_value"):
-        res = _run(job, study)
-        assert res.returncode == 0, res.stdout + res.stderr
+    """TimeSPEC then coalition values, in-process (the kill test runs real subprocesses)."""
+    import contextlib
+    import io
+
+    from llm_jobs import claims_timespec, claims_value
+
+    for job in (claims_timespec, claims_value):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
+            rc = job.main(["--study", str(study), "--yes"])
+        assert rc == 0, buf.getvalue()
     return build(load_study(study))
 
 
@@ -117,11 +125,14 @@ def test_full_demo_known_answers(tmp_path):
     assert dclr["leaky"] > 0.4 and dclr["prudent"] < 0.15 and dclr["leaky"] > dclr["prudent"] + 0.3
 
 
-def test_value_job_rerun_asks_nothing(scored, tmp_path):
+def test_value_job_rerun_asks_nothing(scored, tmp_path, monkeypatch, capsys):
+    from llm_jobs import claims_value
+
     study, _ = scored["leaky"]
     log = tmp_path / "q.log"
-    res = _run("claims_value", study, {"LOOKAHEAD_QUERY_LOG": str(log)})
-    assert res.returncode == 0 and "to query: 0" in res.stdout
+    monkeypatch.setenv("LOOKAHEAD_QUERY_LOG", str(log))
+    assert claims_value.main(["--study", str(study), "--yes"]) == 0
+    assert "to query: 0" in capsys.readouterr().out
     assert not log.exists() or log.read_text() == ""
 
 
@@ -158,6 +169,7 @@ def test_kill9_mid_run_then_resume_without_requery(tmp_path):
     assert (t.loc[t["agent"] == "planted", "status"].isin(["ok", "empty rationale", "no claims"])).all()
 
 
+@pytest.mark.slow
 def test_dbt_claim_models(scored, tmp_path):
     sys.path.insert(0, str(ROOT / "tests" / "python"))
     from dbt_runner import run_dbt
