@@ -44,6 +44,7 @@ from lookahead.claims.retrieval import bm25
 from lookahead.claims.schema import EXTRACTION_SCHEMA, Claim, ExtractionError, claims_from_object, parse_extraction_text
 from lookahead.claims.tables import Dater, support_lines
 from lookahead.claims.rationale_parse import parse_rationale
+from lookahead.config import StudyConfigError
 from lookahead.scoring import label_probability
 from llm_jobs.claims_common import ClaimContext, claim_main, claim_record
 from llm_jobs.common import EXIT_OK, Query, confirm, logprob_dicts, print_plan, run_queries
@@ -99,7 +100,7 @@ def run(ctx: ClaimContext) -> int:
     st = ctx.settings
     mode = ctx.study.get("claims_timespec_draft") or "generate"
     if mode not in ("generate", "predictions"):
-        raise ValueError(f"setting 'claims_timespec_draft': '{mode}' is not one of generate, predictions")
+        raise StudyConfigError(f"setting 'claims_timespec_draft': '{mode}' is not one of generate, predictions")
     insts = load_instances(st)
     corpus, _ = load_corpus(st)
     rows = {r["instance_id"]: r for r in insts.to_dict("records")}
