@@ -38,6 +38,8 @@ class State:
     def __init__(self) -> None:
         self.formats: list[object] = []
         self.lock = threading.Lock()
+        self.delay_s = 0.0
+        self.prompts: list[str] = []
 
 
 def _server(state: State) -> ThreadingHTTPServer:
@@ -49,6 +51,9 @@ def _server(state: State) -> ThreadingHTTPServer:
 
         def do_POST(self) -> None:  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            time.sleep(state.delay_s)
+            with state.lock:
+                state.prompts.append(json.dumps(body, sort_keys=True))
             if self.path.endswith("/chat/completions"):
                 prompt = body["messages"][0]["content"]
                 fmt = body.get("response_format")
@@ -189,3 +194,40 @@ def test_parse_rationale():
     assert parse_rationale("Rationale: A. B.\nPrediction: Down.", ["up", "down"]) == ("down", "A. B.")
     assert parse_rationale("It will go up, not down", ["up", "down"]) == ("down", "It will go up, not down")
     assert parse_rationale("no label here", ["up", "down"]) == (None, "no label here")
+
+
+def test_kill9_mid_extraction_then_resume_without_requery(server, tmp_path):
+    import signal
+
+    srv, state = server
+    state.delay_s = 0.3
+    study = _study(tmp_path, srv.server_address[1], "chat")
+    preds = pd.DataFrame([{"instance_id": f"k{i}", "agent": "a", "entity": "E", "task": "t", "t_ref": "2022-01-01",
+                           "task_input": "Will E rise?", "prediction": "up",
+                           "rationale": f"E makes {i} pumps. E has {i} plants.", "outcome": "up"} for i in range(12)])
+    preds.to_csv(tmp_path / "p.csv", index=False)
+    v = yaml.safe_load(study.read_text())
+    v["batch_size"] = 1
+    study.write_text(yaml.safe_dump(v))
+    raw = tmp_path / "raw" / "claims_extract.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not (raw.exists() and raw.read_text().count("\n") >= 3):
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    done = {r["instance_id"] for r in _lines(tmp_path)}
+    assert 3 <= len(done) < 12
+    n_before = len(state.prompts)
+    state.delay_s = 0.0
+    res = _run(study)
+    assert res.returncode == 0, res.stderr
+    lines = _lines(tmp_path)
+    assert sorted(r["instance_id"] for r in lines) == sorted(preds["instance_id"])   # each once
+    asked_after = [json.loads(p)["messages"][0]["content"] for p in state.prompts[n_before:]]
+    assert not any(f"E makes {i[1:]} pumps." in a for a in asked_after for i in done)
