@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export GX_ANALYTICS_ENABLED := False
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo demo-clean demo-smollm2 lint test test-slow docs bench clean
+.PHONY: install demo demo-claims demo-clean demo-smollm2 lint test test-slow docs bench clean
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,24 @@ demo: install
 	@for s in demo_clean demo_contaminated; do \
 	  echo "$$s: $$(sed -n 's/^\*\*Verdict: \(.*\)\.\*\*.*/\1/p' results/$$s/REPORT.md)  -> results/$$s/REPORT.md, outputs/$$s.duckdb"; \
 	done
+	@$(MAKE) --no-print-directory demo-claims
+
+## Claim-level leakage on planted claims (docs/claims.md): TimeSPEC and coalition values for
+## the two claim models, the claim models into each claim study's own database
+## (outputs/demo_claims_leaky.duckdb, outputs/demo_claims_prudent.duckdb), then the
+## headline against the planted truth.
+demo-claims: install
+	@mkdir -p outputs
+	@for m in leaky prudent; do \
+	  $(PY) -m llm_jobs.claims_timespec --study demo/claims/$$m.yml --yes > /dev/null && \
+	  $(PY) -m llm_jobs.claims_value --study demo/claims/$$m.yml --yes > /dev/null || exit 1; \
+	done
+	@for m in leaky prudent; do \
+	  $(VENV)/bin/dbt build --quiet --select tag:claims --vars "$$(cat demo/claims/$$m.yml)" || exit 1; \
+	done
+	@echo
+	@$(PY) -m lookahead.claims.check --demo demo/claims --db leaky=outputs/demo_claims_leaky.duckdb \
+	  --db prudent=outputs/demo_claims_prudent.duckdb
 
 ## The same study with the real SmolLM2-135M-Instruct (one setting changed: the model).
 demo-smollm2: install

@@ -391,6 +391,27 @@ class OpenAIBackend(Backend):
         return Generation(prompt=prompt, response_text=_text(choice.message.content),
                           top_logprobs=top)
 
+    @property
+    def generate_json(self) -> Callable[[Sequence[str], int, dict[str, Any]], list[Generation]] | None:
+        """Schema-constrained generation (chat API ``response_format`` json_schema), or
+        None on the completions API, where OpenAI has no such parameter; callers then
+        validate the free answer themselves (llm_jobs.claims_extract)."""
+        if self.api != "chat":
+            return None
+        return self._generate_json
+
+    def _generate_json(self, prompts: Sequence[str], max_tokens: int, schema: dict[str, Any]) -> list[Generation]:
+        fmt = {"type": "json_schema", "json_schema": {"name": "extraction", "schema": schema, "strict": True}}
+
+        def one(prompt: str) -> Generation:
+            resp = self._client.chat.completions.create(
+                model=self.served_model, messages=[{"role": "user", "content": prompt}],
+                max_tokens=max_tokens, temperature=0, response_format=fmt,
+            )
+            return Generation(prompt=prompt, response_text=resp.choices[0].message.content or "")
+
+        return self._map(one, prompts)
+
     def prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob]]:
         """Log-probability of each prompt token (first None), via whatever the server offers."""
         return self._raise_first(self.try_prompt_logprobs(prompts))

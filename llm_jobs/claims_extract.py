@@ -1,0 +1,117 @@
+"""Claim extraction (seed 002, phase 1): each rationale -> schema-valid atomic claims.
+
+Run: ``python -m llm_jobs.claims_extract --study FILE --yes``
+
+Temperature 0, the Appendix D prompt. A backend that can constrain its output to the
+JSON Schema (``generate_json``: vLLM guided decoding, OpenAI ``response_format``) is
+asked to; otherwise the answer is validated after the fact and, when invalid, asked
+again up to ``claims_extract_retries`` times with the error named in the prompt (at
+temperature 0 the same prompt would give the same answer). Every attempt is one raw
+line; the last valid one is used. Instances with a reference extraction
+(``claims_extractions_path``), an empty rationale or TimeSPEC's own claims are skipped.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+from lookahead.cache import RawStore, query_key
+from lookahead.claims.inputs import claims_raw_file
+from lookahead.claims.inputs import load_reference_extractions, sha
+from lookahead.claims.prompts import extraction_prompt, extraction_retry_prompt
+from lookahead.claims.schema import EXTRACTION_SCHEMA, ExtractionError, parse_extraction_text
+from llm_jobs.claims_common import ClaimContext, claim_main, claim_record, predictions
+from llm_jobs.common import EXIT_OK, Query, confirm, print_plan, run_queries
+
+TASK = "claims_extract"
+
+
+def run(ctx: ClaimContext) -> int:
+    st = ctx.settings
+    preds = predictions(ctx)
+    reference = load_reference_extractions(st)
+    todo = [r for r in preds.to_dict("records")
+            if r["rationale"].strip() and (r["instance_id"], r["agent"]) not in reference and r["agent"] != "timespec"]
+    skipped = len(preds) - len(todo)
+    print(f"{TASK}: {len(todo)} rationales to extract ({skipped} skipped: empty rationale, reference "
+          "extraction or TimeSPEC)")
+    structured = callable(getattr(ctx.backend, "generate_json", None))
+    params = {"temperature": 0, "max_tokens": st.extract_max_tokens, "top_logprobs": 0, "seed": 0,
+              "n_samples": None, "chat_template": ctx.use_chat_template, "structured": structured}
+    with RawStore(claims_raw_file(ctx.study, TASK)) as store:
+        if store.repaired_bytes:
+            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+        prompts0 = {}
+        for r in todo:
+            prompts0[(r["instance_id"], r["agent"])] = extraction_prompt(
+                st.task_description, r["task_input"], r["t_ref"], r["rationale"])
+        state: dict[tuple[str, str], tuple[str, str]] = {}  # instance -> (last answer, error)
+        n_invalid = 0
+        for attempt in range(st.extract_retries + 1):
+            queries, meta = [], {}
+            for r in todo:
+                k = (r["instance_id"], r["agent"])
+                if attempt == 0:
+                    text = prompts0[k]
+                elif k in state:
+                    text = extraction_retry_prompt(prompts0[k], *state[k])
+                else:
+                    continue
+                prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
+                p = {**params, "attempt": attempt}
+                ident = f"{r['instance_id']}|{r['agent']}|{sha(r['rationale'])}"
+                q = Query(query_key(TASK, ctx.study["model_id"], ident, prompt, p), prompt, row_id=ident)
+                queries.append(q)
+                meta[q.key] = (r, p)
+            if not queries:
+                break
+            pending = [q for q in queries if q.key not in store]
+            print_plan(ctx, f"{TASK} (attempt {attempt})", "rationales", len(queries), pending, st.extract_max_tokens)
+            if pending:
+                confirm(f"query {len(pending)} extractions?", ctx.args.yes)
+
+                def answer(batch: list[Query]) -> list[dict[str, Any]]:
+                    texts = [q.prompt for q in batch]
+                    if structured:
+                        gens = ctx.backend.generate_json(texts, st.extract_max_tokens, EXTRACTION_SCHEMA)
+                    else:
+                        gens = ctx.backend.generate(texts, st.extract_max_tokens, 0)
+                    out = []
+                    for g in gens:
+                        try:
+                            claims = [c.as_dict() for c in parse_extraction_text(g.response_text)]
+                            out.append({"response_text": g.response_text, "valid": True, "error": None,
+                                        "claims": claims})
+                        except ExtractionError as exc:
+                            out.append({"response_text": g.response_text, "valid": False, "error": str(exc),
+                                        "claims": None})
+                    return out
+
+                def base(q: Query) -> dict[str, Any]:
+                    r, p = meta[q.key]
+                    return claim_record(ctx, TASK, q, p, {
+                        "instance_id": r["instance_id"], "agent": r["agent"],
+                        "rationale_sha256": sha(r["rationale"]), "attempt": p["attempt"]})
+
+                run_queries(store, pending, ctx.batch_size, TASK, answer, base)
+            records = store.load({q.key for q in queries})
+            state = {}
+            for q in queries:
+                rec = records[q.key]
+                r, _ = meta[q.key]
+                if not rec.get("valid"):
+                    state[(r["instance_id"], r["agent"])] = (rec.get("response_text") or "", rec.get("error") or "")
+            n_invalid = len(state)
+            print(f"attempt {attempt}: {len(queries) - n_invalid} valid, {n_invalid} invalid")
+    print(f"extraction: {len(todo) - n_invalid} of {len(todo)} rationales with a schema-valid extraction; "
+          f"{n_invalid} failed after {st.extract_retries + 1} attempt(s) (status 'extraction failed')")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return claim_main(run, "Claim extraction (seed 002 phase 1): schema-valid claims per rationale.", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Agent rationales for the claim pipeline: the seed's Superforecasting agent and its
+Temporal Hint variant (seed 002, sections 6.2 and Appendix D.2).
+
+Run: ``python -m llm_jobs.claims_rationale --study FILE --agent superforecasting --yes``
+
+One greedy answer per instance of ``claims_instances_path``: 'Rationale: ...' then
+'Prediction: <label>'. The parsed prediction and rationale are stored on the raw line
+(``final: true``), and lookahead.claims.inputs reads them as predictions next to the
+user's file. An answer without a label is kept and counted as a reject ('prediction'
+not one of the labels), never guessed.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+from lookahead.cache import RawStore, query_key
+from lookahead.claims.inputs import claims_raw_file
+from lookahead.claims.inputs import load_instances
+from lookahead.claims.prompts import AGENTS, rationale_prompt
+from lookahead.claims.rationale_parse import parse_rationale
+from llm_jobs.claims_common import ClaimContext, claim_main, claim_record
+from llm_jobs.common import EXIT_OK, Query, confirm, print_plan, run_queries
+
+TASK = "claims_rationale"
+
+
+def run(ctx: ClaimContext) -> int:
+    st = ctx.settings
+    agent = ctx.args.agent
+    insts = load_instances(st)
+    params = {"temperature": 0, "max_tokens": st.rationale_max_tokens, "top_logprobs": 0, "seed": 0,
+              "n_samples": None, "chat_template": ctx.use_chat_template, "agent": agent}
+    queries, meta = [], {}
+    for r in insts.to_dict("records"):
+        text = rationale_prompt(agent, r["task_input"], r["t_ref"], st.labels)
+        prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
+        ident = f"{r['instance_id']}|{agent}"
+        q = Query(query_key(TASK, ctx.study["model_id"], ident, prompt, params), prompt, row_id=ident)
+        queries.append(q)
+        meta[q.key] = {"instance_id": r["instance_id"], "agent": agent, "entity": r["entity"],
+                       "task_name": r["task"], "t_ref": r["t_ref"], "task_input": r["task_input"],
+                       "outcome": r["outcome"], "final": True}
+    with RawStore(claims_raw_file(ctx.study, TASK)) as store:
+        if store.repaired_bytes:
+            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+        pending = [q for q in queries if q.key not in store]
+        print_plan(ctx, f"{TASK} ({agent})", "instances", len(queries), pending, st.rationale_max_tokens)
+        if pending:
+            confirm(f"query {len(pending)} rationales?", ctx.args.yes)
+
+            def answer(batch: list[Query]) -> list[dict[str, Any]]:
+                gens = ctx.backend.generate([q.prompt for q in batch], st.rationale_max_tokens, 0)
+                out = []
+                for g in gens:
+                    pred, rationale = parse_rationale(g.response_text, st.labels)
+                    out.append({"response_text": g.response_text, "prediction": pred, "rationale": rationale})
+                return out
+
+            run_queries(store, pending, ctx.batch_size, TASK, answer,
+                        lambda q: claim_record(ctx, TASK, q, params, meta[q.key]))
+        recs = store.load({q.key for q in queries})
+    n_pred = sum(1 for r in recs.values() if r.get("prediction"))
+    print(f"{TASK} ({agent}): {n_pred} of {len(queries)} answers carry a prediction label")
+    return EXIT_OK
+
+
+def _args(p: Any) -> None:
+    p.add_argument("--agent", choices=AGENTS, default="superforecasting",
+                   help="superforecasting (no date in the prompt) or temporal_hint (cutoff instruction)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return claim_main(run, "Agent rationales and predictions (Superforecasting / Temporal Hint).", argv, _args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

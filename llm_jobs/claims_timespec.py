@@ -1,0 +1,214 @@
+"""TimeSPEC, the seed's five-phase agent (seed 002, section 5 and Appendix A.2/D.2).
+
+Run: ``python -m llm_jobs.claims_timespec --study FILE --yes``
+
+1. Generator: BM25 over the corpus keeping only documents published BEFORE t_ref (the
+   seed's temporally filtered search), then a draft rationale and prediction from the
+   task input and those documents. With ``claims_timespec_draft: predictions`` the draft
+   is instead the rationale of the instance in the predictions file (a model that cannot
+   write text, like the demo's, is then still checked and aggregated).
+2. Supervisor: claims of the draft (extraction prompt, schema-validated; a reference
+   extraction when the draft is a predictions rationale that has one), each dated by Eq. 3.
+   Valid claims are those not leaked AND verified (not_leaked); a leaked claim is a
+   violation; an unverifiable claim is neither (it is not passed on: TimeSPEC keeps only
+   claims traced to sources before the cutoff).
+3. Regenerator, only when a violation exists (one regeneration, as the seed's
+   max iterations = 1): a new draft from the validated claims and the pre-t_ref
+   documents. In ``predictions`` mode no new text can be written, so the regenerated
+   draft is the validated claims themselves.
+4. Resupervisor: phase 2 on the regenerated draft.
+5. Aggregator: closed world: the task input and the validated claims of phases 2 and 4
+   only (lookahead.claims.prompts.aggregator_prompt, the coalition prompt over those
+   claims); the label with the higher first-token probability is the prediction.
+
+Every model call is one raw line in <raw_dir>/claims_timespec.jsonl (phase in params);
+the final line per instance (``final: true``) carries the prediction, the validated
+claims as rationale and as claims, so the dbt claim models treat TimeSPEC as one more
+agent next to the others. Support judgments with ``claims_support_judge: llm`` come from
+<raw_dir>/claims_support.jsonl (run llm_jobs.claims_support afterwards for any missing).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from typing import Any, Sequence
+
+import pandas as pd
+
+from lookahead.cache import RawStore, query_key
+from lookahead.claims.inputs import claims_raw_file
+from lookahead.claims.inputs import load_corpus, load_instances, load_predictions, load_reference_extractions, sha
+from lookahead.claims.prompts import aggregator_prompt, extraction_prompt, rationale_prompt
+from lookahead.claims.retrieval import bm25
+from lookahead.claims.schema import EXTRACTION_SCHEMA, Claim, ExtractionError, claims_from_object, parse_extraction_text
+from lookahead.claims.tables import Dater, support_lines
+from lookahead.claims.rationale_parse import parse_rationale
+from lookahead.config import StudyConfigError
+from lookahead.scoring import label_probability
+from llm_jobs.claims_common import ClaimContext, claim_main, claim_record
+from llm_jobs.common import EXIT_OK, Query, confirm, logprob_dicts, print_plan, run_queries
+
+TASK = "claims_timespec"
+AGENT = "timespec"
+EVIDENCE_K = 5
+TOP_LOGPROBS = 20
+
+
+class Phases:
+    """Runs one phase's model calls for all instances through the cache."""
+
+    def __init__(self, ctx: ClaimContext, store: RawStore) -> None:
+        self.ctx, self.store = ctx, store
+
+    def ask(self, phase: str, items: dict[str, str], max_tokens: int, top: int = 0,
+            schema: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+        """instance_id -> raw record of the answer to items[instance_id] (a user text);
+        with ``schema``, constrained to it when the backend can (generate_json)."""
+        ctx = self.ctx
+        structured = schema is not None and callable(getattr(ctx.backend, "generate_json", None))
+        params = {"temperature": 0, "max_tokens": max_tokens, "top_logprobs": top, "seed": 0, "n_samples": None,
+                  "chat_template": ctx.use_chat_template, "phase": phase, "structured": structured}
+        queries, ids = [], {}
+        for iid, text in items.items():
+            prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
+            ident = f"{iid}|{AGENT}|{phase}"
+            q = Query(query_key(TASK, ctx.study["model_id"], ident, prompt, params), prompt, row_id=ident)
+            queries.append(q)
+            ids[q.key] = iid
+        pending = [q for q in queries if q.key not in self.store]
+        print_plan(ctx, f"{TASK} {phase}", "instances", len(queries), pending, max_tokens)
+        if pending:
+            confirm(f"query {len(pending)} {phase} answers?", ctx.args.yes)
+
+            def answer(batch: list[Query]) -> list[dict[str, Any]]:
+                if structured:
+                    gens = ctx.backend.generate_json([q.prompt for q in batch], max_tokens, schema)
+                else:
+                    gens = ctx.backend.generate([q.prompt for q in batch], max_tokens, top)
+                return [{"response_text": g.response_text, "top_logprobs": logprob_dicts(g.top_logprobs)}
+                        for g in gens]
+
+            run_queries(self.store, pending, ctx.batch_size, f"{TASK} {phase}", answer,
+                        lambda q: claim_record(ctx, TASK, q, params,
+                                               {"instance_id": ids[q.key], "agent": AGENT, "final": False}))
+        recs = self.store.load({q.key for q in queries})
+        return {ids[k]: r for k, r in recs.items()}
+
+
+def run(ctx: ClaimContext) -> int:
+    st = ctx.settings
+    mode = ctx.study.get("claims_timespec_draft") or "generate"
+    if mode not in ("generate", "predictions"):
+        raise StudyConfigError(f"setting 'claims_timespec_draft': '{mode}' is not one of generate, predictions")
+    insts = load_instances(st)
+    corpus, _ = load_corpus(st)
+    rows = {r["instance_id"]: r for r in insts.to_dict("records")}
+    t_refs = {i: dt.date.fromisoformat(r["t_ref"]) for i, r in rows.items()}
+    judged = support_lines(ctx.study) if st.support_judge == "llm" else {}
+
+    # pre-t_ref evidence for the generator and regenerator
+    q = pd.DataFrame({"query_id": list(rows), "query_text": [r["task_input"] for r in rows.values()],
+                      "before": [r["t_ref"] for r in rows.values()]})
+    ev = bm25(q, corpus, EVIDENCE_K)
+    evidence = {i: [f"({d.published_at}) {corpus.set_index('doc_id').loc[d.doc_id, 'body']}"
+                    for d in g.itertuples()] for i, g in ev.groupby("query_id")} if not ev.empty else {}
+
+    with RawStore(claims_raw_file(ctx.study, TASK)) as store:
+        if store.repaired_bytes:
+            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+        ph = Phases(ctx, store)
+        # ---- phase 1: draft
+        drafts: dict[str, str] = {}
+        ref_claims: dict[str, list[Claim]] = {}
+        if mode == "generate":
+            recs = ph.ask("generator", {i: rationale_prompt(AGENT, r["task_input"], r["t_ref"], st.labels,
+                                                            evidence.get(i, [])) for i, r in rows.items()},
+                          st.rationale_max_tokens)
+            drafts = {i: parse_rationale(rec["response_text"], st.labels)[1] for i, rec in recs.items()}
+        else:
+            preds, _ = load_predictions(ctx.study, st)
+            reference = load_reference_extractions(st)
+            for p in preds[preds["agent"] != AGENT].to_dict("records"):
+                if p["instance_id"] in rows and p["instance_id"] not in drafts:
+                    drafts[p["instance_id"]] = p["rationale"]
+                    if (p["instance_id"], p["agent"]) in reference:
+                        ref_claims[p["instance_id"]] = claims_from_object(reference[(p["instance_id"], p["agent"])])
+
+        def supervise(phase: str, texts: dict[str, str], given: dict[str, list[Claim]]) -> dict[str, tuple[list[Claim], list[Claim]]]:
+            """instance -> (valid claims, violated claims) of each draft."""
+            claims: dict[str, list[Claim]] = dict(given)
+            need = {i: extraction_prompt(st.task_description, rows[i]["task_input"], rows[i]["t_ref"], t)
+                    for i, t in texts.items() if i not in given and t.strip()}
+            if need:
+                for i, rec in ph.ask(phase, need, st.extract_max_tokens, schema=EXTRACTION_SCHEMA).items():
+                    try:
+                        claims[i] = parse_extraction_text(rec["response_text"])
+                    except ExtractionError as exc:
+                        print(f"instance {i}: {phase} extraction invalid ({exc}); no claims kept from this draft")
+                        claims[i] = []
+            dater = Dater(corpus, st, [c for cs in claims.values() for c in cs], judged)
+            out = {}
+            for i in texts:
+                valid, bad = [], []
+                for c in claims.get(i, []):
+                    state = dater.date(c, t_refs[i])[0].state
+                    (valid if state == "not_leaked" else bad if state == "leaked" else []).append(c)
+                out[i] = (valid, bad)
+            return out
+
+        # ---- phase 2: supervisor
+        first = supervise("supervisor", drafts, ref_claims)
+        violators = [i for i, (_, bad) in first.items() if bad]
+        print(f"supervisor: {len(violators)} of {len(first)} drafts violate t_ref -> regenerate")
+        # ---- phase 3: regenerator (once) and phase 4: resupervisor
+        second: dict[str, tuple[list[Claim], list[Claim]]] = {}
+        if violators:
+            if mode == "generate":
+                recs = ph.ask("regenerator", {i: rationale_prompt(
+                    AGENT, rows[i]["task_input"], rows[i]["t_ref"], st.labels,
+                    [c.claim_text for c in first[i][0]] + evidence.get(i, [])) for i in violators},
+                    st.rationale_max_tokens)
+                regen = {i: parse_rationale(rec["response_text"], st.labels)[1] for i, rec in recs.items()}
+                second = supervise("resupervisor", regen, {})
+            else:
+                regen = {i: " ".join(c.claim_text for c in first[i][0]) for i in violators}
+                second = supervise("resupervisor", regen, {i: first[i][0] for i in violators})
+        # ---- phase 5: aggregator over C_valid(1) | C_valid(2)
+        valid: dict[str, list[Claim]] = {}
+        for i in rows:
+            seen, keep = set(), []
+            for c in first.get(i, ([], []))[0] + second.get(i, ([], []))[0]:
+                if c.claim_text not in seen:
+                    seen.add(c.claim_text)
+                    keep.append(c)
+            valid[i] = keep
+        recs = ph.ask("aggregator", {i: aggregator_prompt(rows[i]["task_input"], [c.claim_text for c in valid[i]],
+                                                          st.labels) for i in rows}, 1, TOP_LOGPROBS)
+        params = {"phase": "final", "draft": mode}
+        for i, rec in recs.items():
+            pos, neg = (label_probability(rec["top_logprobs"], lab) or 0.0 for lab in st.labels)
+            p = pos / (pos + neg) if pos + neg > 0 else None
+            pred = None if p is None else (st.labels[0] if p >= 0.5 else st.labels[1])
+            claims = [{**c.as_dict(), "claim_id": k} for k, c in enumerate(valid[i], 1)]
+            final = {"instance_id": i, "agent": AGENT, "entity": rows[i]["entity"], "task_name": rows[i]["task"],
+                     "t_ref": rows[i]["t_ref"], "task_input": rows[i]["task_input"], "outcome": rows[i]["outcome"],
+                     "prediction": pred, "probability": p, "claims": claims,
+                     "rationale": " ".join(c.claim_text for c in valid[i]), "final": True,
+                     "aggregator_key": rec["key"]}
+            ident = f"{i}|{AGENT}|final|{sha(str(claims))}|{rec['key']}"
+            q = Query(query_key(TASK, ctx.study["model_id"], ident, "", params), "", row_id=ident)
+            if q.key not in store:
+                r = claim_record(ctx, TASK, q, params, final)
+                r["response_text"] = pred
+                store.append(r)
+    print(f"{TASK}: {len(recs)} final predictions")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return claim_main(run, "TimeSPEC: generate, supervise, regenerate once, resupervise, aggregate.", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

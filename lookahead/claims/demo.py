@@ -1,0 +1,385 @@
+"""The claim-level demo: planted claims with known categories and dates, a dated corpus
+that supports them, and two tiny models trained so that the leaked claims are decisive
+for one and irrelevant for the other.
+
+    python -m lookahead.claims.demo --out demo/claims            # data + both models (~minutes)
+    python -m lookahead.claims.demo --out demo/claims --data-only
+
+Each instance asks whether a fictional firm's stock closes up or down on a target date
+t_E, from the vantage point t_ref < t_E; its rationale is a list of planted claims:
+
+  role        category  text (example)                                      expected state (end / start)
+  background  B1        Acorvia shares trade on the Northbridge exchange.   not leaked
+  evidence    A1        Acorvia opened a new factory on <d < t_ref>.        not leaked (document at d)
+  revenue     A2        Acorvia reported quarterly revenue ... on <d > t_ref>.  leaked (earliest document at d)
+  outcome     A4        Acorvia stock closed higher on <t_E>.                   leaked (category)
+  analyst     A3        An analyst report on Acorvia was published in <Month YYYY before t_ref>.  unverifiable
+  ceo         A1        Acorvia hired a new chief executive in <year of t_ref>.  leaked / unverifiable
+  definition  B2        A stock that closes up ends above its previous close.  not leaked
+  filler      B1        Acorvia makes <product>.                            not leaked
+
+so the expected OLR of every instance follows from the plan alone (``truth_instances``).
+The task input itself carries no direction. The models read the claims through the
+coalition prompt (lookahead.claims.prompts.coalition_prompt), the very prompt v(S) is
+scored with:
+
+* ``leaky``: answers the outcome claim's direction when it is present, else the
+  evidence claim's direction (opened -> up, shut -> down), else up/down with equal odds;
+* ``prudent``: answers the evidence claim's direction when present, else equal odds;
+  it ignores the outcome claim.
+
+With a model that follows its rule exactly, v(S) is 1, 0 or 1/2 and the Shapley values
+are known in closed form (``ideal_shapley``): the leaky model's decisive claim is the
+leaked outcome claim (Shapley-DCLR 1/2 when the evidence agrees with the outcome, 3/4
+when it contradicts it), the prudent model's is the evidence claim (Shapley-DCLR 0).
+The trained models follow their rule up to small probabilities, so the measured values
+land near the ideal ones; the demo check reports both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from lookahead.claims.metrics import olr, shapley_dclr
+from lookahead.claims.prompts import coalition_prompt
+from lookahead.claims.shapley import exact_shapley
+
+SEED = 20240612
+LABELS = ("up", "down")
+AGENT = "planted"
+MODELS = ("leaky", "prudent")
+FIRMS = ("Acorvia", "Brelton", "Caspira", "Dorvane", "Elmridge", "Faxholt", "Gantry", "Hollis",
+         "Ivora", "Jessup", "Kelvar", "Lunden", "Morrow", "Norvik", "Ostara", "Pellam", "Quillon",
+         "Rask", "Sorrel", "Tamsin", "Ulvane", "Vesper", "Wexley", "Yarrow", "Zephra")
+PRODUCTS = ("pumps", "valves", "cables", "sensors", "tiles", "engines", "filters", "lamps")
+REGIONS = ("the north", "the south", "coastal towns", "inland cities", "three countries")
+TASK = "stock_direction"
+# Epochs per model: the prudent model sees two answers for every instance without an
+# evidence claim (2/3 of its documents carry no signal), so it needs longer.
+EPOCHS = {"leaky": 20, "prudent": 32}
+
+
+@dataclass
+class PlantedClaim:
+    role: str
+    category: str
+    text: str
+    temporal_reference: str | None
+    expected_state: str              # under claims_vague_period: end (the default)
+    expected_state_start: str        # under claims_vague_period: start
+    direction: str | None = None     # up/down for evidence and outcome claims
+    docs: list[dt.date] = field(default_factory=list)
+
+
+@dataclass
+class Instance:
+    instance_id: str
+    firm: str
+    t_ref: dt.date
+    target: dt.date
+    outcome: str
+    evidence: str
+    claims: list[PlantedClaim]
+
+    @property
+    def task_input(self) -> str:
+        return (f"Will the stock of {self.firm} close up or down on {self.target.isoformat()}? "
+                f"Reference date: {self.t_ref.isoformat()}.")
+
+    @property
+    def rationale(self) -> str:
+        return " ".join(c.text for c in self.claims) + " Weighing these facts gives my forecast."
+
+
+def _flip(d: str) -> str:
+    return "down" if d == "up" else "up"
+
+
+def make_instance(rng: np.random.Generator, iid: str, firm: str, roles: set[str], n_filler: int = 0) -> Instance:
+    """One instance with the planted claims of ``roles`` (plus n filler B1 claims)."""
+    t_ref = dt.date(2022, 1, 10) + dt.timedelta(days=int(rng.integers(0, 300)))
+    target = t_ref + dt.timedelta(days=14)
+    outcome = LABELS[int(rng.integers(2))]
+    evidence = LABELS[int(rng.integers(2))]
+    d_pre = t_ref - dt.timedelta(days=int(rng.integers(20, 200)))
+    d_post = t_ref + dt.timedelta(days=int(rng.integers(2, 10)))
+    analyst = (t_ref.replace(day=1) - dt.timedelta(days=80)).replace(day=1)
+    claims: list[PlantedClaim] = []
+    if "background" in roles:
+        claims.append(PlantedClaim("background", "B1", f"{firm} shares trade on the Northbridge exchange.",
+                                   None, "not_leaked", "not_leaked"))
+    if "evidence" in roles:
+        verb = "opened a new factory" if evidence == "up" else "shut a factory"
+        claims.append(PlantedClaim("evidence", "A1", f"{firm} {verb} on {d_pre.isoformat()}.", d_pre.isoformat(),
+                                   "not_leaked", "not_leaked", evidence, [d_pre]))
+    if "revenue" in roles:
+        x = int(rng.integers(100, 900))
+        claims.append(PlantedClaim("revenue", "A2",
+                                   f"{firm} reported quarterly revenue of {x} million on {d_post.isoformat()}.",
+                                   d_post.isoformat(), "leaked", "leaked", None,
+                                   [d_post + dt.timedelta(days=30), d_post]))
+    if "outcome" in roles:
+        claims.append(PlantedClaim("outcome", "A4", f"{firm} stock closed {'higher' if outcome == 'up' else 'lower'} on {target.isoformat()}.",
+                                   target.isoformat(), "leaked", "leaked", outcome))
+    if "analyst" in roles:
+        claims.append(PlantedClaim("analyst", "A3",
+                                   f"An analyst report on {firm} was published in {analyst.strftime('%B %Y')}.",
+                                   analyst.strftime("%B %Y"), "unverifiable", "unverifiable"))
+    if "ceo" in roles:
+        claims.append(PlantedClaim("ceo", "A1", f"{firm} hired a new chief executive in {t_ref.year}.",
+                                   str(t_ref.year), "leaked", "unverifiable"))
+    if "definition" in roles:
+        claims.append(PlantedClaim("definition", "B2", "A stock that closes up ends above its previous close.",
+                                   None, "not_leaked", "not_leaked"))
+    fillers = [f"{firm} makes {p}." for p in PRODUCTS] + [f"{firm} sells to customers in {r}." for r in REGIONS]
+    for k in rng.permutation(len(fillers))[:n_filler]:
+        claims.append(PlantedClaim("filler", "B1", fillers[int(k)], None, "not_leaked", "not_leaked"))
+    order = rng.permutation(len(claims))
+    return Instance(iid, firm, t_ref, target, outcome, evidence, [claims[int(i)] for i in order])
+
+
+def demo_instances(seed: int = SEED) -> list[Instance]:
+    """The 31 evaluated instances: every role mix appears, one instance has 12 claims
+    (Monte Carlo Shapley), one has an empty rationale and one a rationale without claims."""
+    rng = np.random.default_rng(seed)
+    out = []
+    all_roles = {"background", "evidence", "revenue", "outcome", "analyst", "ceo", "definition"}
+    for i in range(28):
+        roles = {"background", "evidence"}
+        for role, p in (("revenue", 0.5), ("outcome", 0.75), ("analyst", 0.5), ("ceo", 0.4), ("definition", 0.3)):
+            if rng.random() < p:
+                roles.add(role)
+        out.append(make_instance(rng, f"c{i + 1:02d}", FIRMS[i % len(FIRMS)], roles))
+    out.append(make_instance(rng, "c29", "Zephra", all_roles, n_filler=5))   # 12 claims: Monte Carlo
+    out.append(make_instance(rng, "c30", "Yarrow", set()))                    # empty rationale
+    out.append(make_instance(rng, "c31", "Wexley", set()))                    # a rationale without claims
+    return out
+
+
+def rationale_text(inst: Instance) -> str:
+    """c30 has an empty rationale; every other instance its claims plus a closing line."""
+    return "" if inst.instance_id == "c30" else inst.rationale
+
+
+def rule_answer(model: str, coalition: list[PlantedClaim]) -> str | None:
+    """The model's rule (module docstring); None = equal odds."""
+    roles = {c.role: c for c in coalition}
+    if model == "leaky" and "outcome" in roles:
+        return roles["outcome"].direction
+    if "evidence" in roles:
+        return roles["evidence"].direction
+    return None
+
+
+def ideal_value(model: str, coalition: list[PlantedClaim], label: str) -> float:
+    a = rule_answer(model, coalition)
+    return 0.5 if a is None else float(a == label)
+
+
+def ideal_shapley(model: str, inst: Instance) -> tuple[str | None, np.ndarray]:
+    """(the rule model's prediction with all claims, exact Shapley values of its game)."""
+    pred = rule_answer(model, inst.claims)
+    n = len(inst.claims)
+    if pred is None:
+        return None, np.zeros(n)
+    def v(mask: int) -> float:
+        return ideal_value(model, [inst.claims[i] for i in range(n) if mask >> i & 1], pred)
+    return pred, exact_shapley(n, v)
+
+
+# ------------------------------------------------------------------ training data
+
+def training_docs(seed: int, n: int, model: str) -> list[Any]:
+    """Coalition prompts of random instances and random claim subsets, answered by the
+    model's rule; an equal-odds case appears twice, once per answer."""
+    from lookahead.demo.corpus import Doc
+
+    rng = np.random.default_rng([seed, MODELS.index(model)])
+    docs = []
+    all_roles = ["background", "evidence", "revenue", "outcome", "analyst", "ceo", "definition"]
+    for k in range(n):
+        roles = {r for r in all_roles if rng.random() < 0.5}
+        inst = make_instance(rng, f"t{k}", FIRMS[int(rng.integers(len(FIRMS)))], roles,
+                             n_filler=int(rng.integers(0, 4)))
+        prompt = coalition_prompt(inst.task_input, [c.text for c in inst.claims], LABELS)
+        a = rule_answer(model, inst.claims)
+        for ans in ([a] if a else list(LABELS)):
+            docs.append(Doc("claims", prompt, ans))
+    return docs
+
+
+# ------------------------------------------------------------------ files
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def corpus_frame(insts: list[Instance]) -> pd.DataFrame:
+    """Supporting documents for the dated claims, plus near-miss distractors (same firm
+    and words, another date: BM25 ranks them, the support judge rejects them)."""
+    rows = []
+    for inst in insts:
+        for c in inst.claims:
+            for j, d in enumerate(c.docs):
+                rows.append({"doc_id": f"{inst.instance_id}-{c.role}-{j}", "published_at": d.isoformat(),
+                             "title": f"{inst.firm} {c.role} news",
+                             "body": f"Company news about {inst.firm}. {c.text} Analysts discussed the report."})
+            if c.role == "evidence":
+                d = c.docs[0] - dt.timedelta(days=400)
+                rows.append({"doc_id": f"{inst.instance_id}-{c.role}-old", "published_at": d.isoformat(),
+                             "title": f"{inst.firm} factory plans",
+                             "body": f"{inst.firm} said it may change a factory on a later date."})
+    return pd.DataFrame(rows).sort_values("doc_id").reset_index(drop=True)
+
+
+def write_data(out: Path, insts: list[Instance]) -> None:
+    inst_rows, truth_claims, truth_inst, ext = [], [], [], []
+    for inst in insts:
+        inst_rows.append({"instance_id": inst.instance_id, "entity": inst.firm, "task": TASK,
+                          "t_ref": inst.t_ref.isoformat(), "task_input": inst.task_input, "outcome": inst.outcome})
+        states = [c.expected_state for c in inst.claims]
+        states_start = [c.expected_state_start for c in inst.claims]
+        rec = {"instance_id": inst.instance_id, "n_claims": len(inst.claims),
+               "expected_olr": olr(states), "expected_olr_unverifiable_leaked": olr(states, True),
+               "expected_olr_start": olr(states_start)}
+        for m in MODELS:
+            pred, phi = ideal_shapley(m, inst)
+            rec[f"ideal_prediction_{m}"] = pred
+            rec[f"ideal_dclr_{m}"] = shapley_dclr(phi, states) if len(phi) else None
+        truth_inst.append(rec)
+        for i, c in enumerate(inst.claims, 1):
+            truth_claims.append({"instance_id": inst.instance_id, "claim_id": i, "role": c.role,
+                                 "category": c.category, "claim_text": c.text,
+                                 "temporal_reference": c.temporal_reference, "expected_state": c.expected_state,
+                                 "expected_state_start": c.expected_state_start})
+        if inst.instance_id != "c30":
+            ext.append({"instance_id": inst.instance_id, "agent": AGENT, "claims": [
+                {"claim_id": i, "claim_text": c.text, "original_text": c.text,
+                 "temporal_reference": c.temporal_reference, "claim_category": c.category,
+                 "category_reasoning": f"planted {c.role} claim"} for i, c in enumerate(inst.claims, 1)]})
+    _write(out / "instances.csv", pd.DataFrame(inst_rows).to_csv(index=False))
+    _write(out / "truth_claims.csv", pd.DataFrame(truth_claims).to_csv(index=False))
+    _write(out / "truth_instances.csv", pd.DataFrame(truth_inst).to_csv(index=False))
+    _write(out / "extractions.jsonl", "".join(json.dumps(e) + "\n" for e in ext))
+    _write(out / "corpus.csv", corpus_frame(insts).to_csv(index=False))
+
+
+def _rel(path: Path) -> str:
+    from lookahead.config import PROJECT_ROOT
+
+    try:
+        return str(path.resolve().relative_to(PROJECT_ROOT))
+    except ValueError:
+        return str(path.resolve())
+
+
+def write_predictions(out: Path, insts: list[Instance], model: str, backend: Any) -> None:
+    """The model's own prediction with all claims (argmax of P(up), P(down)) and its
+    probability of 'up': the agent's prediction the Shapley values explain."""
+    from lookahead.scoring import label_probability
+
+    prompts = [coalition_prompt(i.task_input, [c.text for c in i.claims], LABELS) for i in insts]
+    gens = backend.generate(prompts, 1, 20)
+    rows = []
+    for inst, g in zip(insts, gens):
+        p_up = label_probability(g.top_logprobs, "up") or 0.0
+        p_down = label_probability(g.top_logprobs, "down") or 0.0
+        p = p_up / (p_up + p_down) if p_up + p_down > 0 else 0.5
+        rows.append({"instance_id": inst.instance_id, "agent": AGENT, "entity": inst.firm, "task": TASK,
+                     "t_ref": inst.t_ref.isoformat(), "task_input": inst.task_input,
+                     "prediction": "up" if p >= 0.5 else "down", "probability": round(p, 6),
+                     "rationale": rationale_text(inst), "outcome": inst.outcome})
+    _write(out / f"predictions_{model}.csv", pd.DataFrame(rows).to_csv(index=False))
+
+
+def study_vars(out: Path, model: str) -> dict[str, Any]:
+    """The claims study: the contaminated demo study (so `dbt build` sees valid protocol
+    settings) plus the claim settings and this model."""
+    from lookahead.config import PROJECT_ROOT
+
+    base = yaml.safe_load((PROJECT_ROOT / "demo/studies/contaminated.yml").read_text(encoding="utf-8"))
+    base.update({
+        "study_name": f"demo_claims_{model}",
+        "model_id": f"demo-claims-{model}", "model_path": _rel(out / "models" / model),
+        "claims_raw_dir": f"demo/raw/claims_{model}", "use_chat_template": False,
+        "claims_predictions_path": _rel(out / f"predictions_{model}.csv"),
+        "claims_instances_path": _rel(out / "instances.csv"),
+        "claims_corpus_path": _rel(out / "corpus.csv"),
+        "claims_extractions_path": _rel(out / "extractions.jsonl"),
+        "claims_labels": list(LABELS), "claims_support_judge": "contains",
+        "claims_timespec_draft": "predictions",
+        "claims_task_description": "Predict whether a company's stock closes up or down on the target date.",
+    })
+    return base
+
+
+def build(out: Path, seed: int = SEED, train: bool = True, n_train: int = 1000,
+          epochs: dict[str, int] | None = None, models: tuple[str, ...] = MODELS) -> dict:
+    """Write the demo data and study files; train ``models`` (both by default) unless
+    ``train`` is False. The tokenizer always comes from both models' documents, so one
+    model can be retrained alone and still match the other's vocabulary."""
+    insts = demo_instances(seed)
+    write_data(out, insts)
+    record: dict[str, Any] = {"seed": seed, "n_instances": len(insts), "models": {}}
+    for m in MODELS:
+        head = (f"# Claim-level demo study '{m}' written by `python -m lookahead.claims.demo` (seed {seed}).\n"
+                f"# Use: python -m llm_jobs.claims_value --study {_rel(out / (m + '.yml'))} --yes\n")
+        _write(out / f"{m}.yml", head + yaml.safe_dump(study_vars(out, m), sort_keys=False, width=1000))
+    if not train:
+        return record
+    import time
+
+    from lookahead.backends.transformers_backend import TransformersBackend
+    from lookahead.demo.tokenizer import build_tokenizer
+    from lookahead.demo.train import TrainSpec, save_model, train_model
+
+    docs = {m: training_docs(seed, n_train, m) for m in MODELS}
+    eval_texts = [coalition_prompt(i.task_input, [c.text for c in i.claims], LABELS) for i in insts]
+    tok = build_tokenizer([d.text for ds in docs.values() for d in ds] + eval_texts)
+    epochs = {**EPOCHS, **(epochs or {})}
+    build_file = out / "models" / "BUILD.json"
+    if build_file.exists():
+        record["models"].update(json.loads(build_file.read_text()).get("models", {}))
+    for m in models:
+        spec = TrainSpec(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, epochs=epochs[m],
+                         batch_size=16, lr=6e-3, warmup_steps=30, answer_weight=4.0, abstain_mass=0.0,
+                         seed=seed, threads=1)
+        t0 = time.perf_counter()
+        print(f"training {m}: {len(docs[m])} documents, vocabulary {len(tok)}", flush=True)
+        model, info = train_model(docs[m], tok, spec)
+        size = save_model(model, tok, out / "models" / m)
+        info.update(weights_bytes=size, wall_seconds=round(time.perf_counter() - t0, 1))
+        record["models"][m] = info
+        backend = TransformersBackend(f"demo-claims-{m}", model=model, tokenizer=tok)
+        write_predictions(out, insts, m, backend)
+    _write(out / "models" / "BUILD.json", json.dumps(record, indent=1, default=str))
+    return record
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="Build the claim-level demo (planted claims, two models)")
+    ap.add_argument("--out", default="demo/claims")
+    ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--data-only", action="store_true")
+    ap.add_argument("--n-train", type=int, default=1000)
+    ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS),
+                    help="train only these models (the tokenizer is the same either way)")
+    a = ap.parse_args(argv)
+    build(Path(a.out), a.seed, not a.data_only, a.n_train, None, tuple(a.models))
+
+
+if __name__ == "__main__":
+    main()

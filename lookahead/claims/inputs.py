@@ -1,0 +1,281 @@
+"""The claim pipeline's settings and inputs: predictions, corpus, reference extractions.
+
+Settings are dbt vars (dbt_project.yml, ``claims_*``), read here once for the jobs and
+the dbt Python models. With ``claims_predictions_path: null`` and no agent output in the
+raw folder there are no instances: every claim model builds empty and the protocol
+path is untouched.
+
+Bad input never stops the pipeline with a traceback: a row that cannot be used becomes
+one reject row (source, row, column, reason), kept in the ``claims_rejects`` model.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lookahead.cache import iter_records
+from lookahead.claims.dating import VAGUE_PERIOD_CHOICES
+from lookahead.config import Study, StudyConfigError
+
+SUPPORT_JUDGES = ("contains", "llm")
+PREDICTION_COLUMNS = ("instance_id", "agent", "entity", "task", "t_ref", "task_input",
+                      "prediction", "rationale", "outcome")
+OPTIONAL_PREDICTION_COLUMNS = ("agent", "probability")
+INSTANCE_COLUMNS = ("instance_id", "entity", "task", "t_ref", "task_input", "outcome")
+CORPUS_COLUMNS = ("doc_id", "published_at", "title", "body")
+REJECT_COLUMNS = ["source", "row", "column", "reason"]
+AGENT_RAW_TASKS = ("claims_rationale", "claims_timespec")  # raw files whose lines are predictions
+
+
+@dataclass(frozen=True)
+class ClaimSettings:
+    """The claim pipeline's settings, read from the study (dbt vars) with defaults."""
+
+    predictions_path: Path | None
+    instances_path: Path | None
+    corpus_path: Path | None
+    extractions_path: Path | None
+    labels: tuple[str, ...]
+    vague_period: str
+    support_judge: str
+    bm25_k: int
+    exact_max: int
+    mc_permutations: int
+    shapley_seed: int
+    extract_max_tokens: int
+    extract_retries: int
+    rationale_max_tokens: int
+    task_description: str
+
+    @classmethod
+    def from_study(cls, study: Study) -> "ClaimSettings":
+        def path(name: str) -> Path | None:
+            return study.path(name) if study.get(name) else None
+
+        labels = study.get("claims_labels") or ["up", "down"]
+        if not isinstance(labels, list) or len(labels) != 2 or not all(isinstance(x, str) and x for x in labels):
+            raise StudyConfigError("setting 'claims_labels' must be a list of two labels (positive first)")
+        vague = study.get("claims_vague_period") or "end"
+        if vague not in VAGUE_PERIOD_CHOICES:
+            raise StudyConfigError(f"setting 'claims_vague_period': '{vague}' is not one of "
+                                   f"{', '.join(VAGUE_PERIOD_CHOICES)}")
+        judge = study.get("claims_support_judge") or "llm"
+        if judge not in SUPPORT_JUDGES:
+            raise StudyConfigError(f"setting 'claims_support_judge': '{judge}' is not one of "
+                                   f"{', '.join(SUPPORT_JUDGES)}")
+
+        def integer(name: str, default: int, low: int) -> int:
+            v = study.get(name, default)
+            v = default if v is None else v
+            if not isinstance(v, int) or isinstance(v, bool) or v < low:
+                raise StudyConfigError(f"setting '{name}': '{v}' must be an integer >= {low}")
+            return v
+
+        return cls(
+            predictions_path=path("claims_predictions_path"), instances_path=path("claims_instances_path"),
+            corpus_path=path("claims_corpus_path"), extractions_path=path("claims_extractions_path"),
+            labels=tuple(s.strip().lower() for s in labels), vague_period=vague, support_judge=judge,
+            bm25_k=integer("claims_bm25_k", 5, 1), exact_max=integer("claims_exact_max", 10, 0),
+            mc_permutations=integer("claims_mc_permutations", 100, 2),
+            shapley_seed=integer("claims_shapley_seed", 42, 0),
+            extract_max_tokens=integer("claims_extract_max_tokens", 1024, 16),
+            extract_retries=integer("claims_extract_retries", 1, 0),
+            rationale_max_tokens=integer("claims_rationale_max_tokens", 400, 8),
+            task_description=str(study.get("claims_task_description") or "Forecasting task"),
+        )
+
+
+def claims_raw_file(study: Study, task: str) -> Path:
+    """<claims_raw_dir>/<task>.jsonl; claims_raw_dir defaults to raw_dir. A separate
+    folder lets a claim study share a protocol study's settings (and its raw_dir, which
+    dbt's input check requires) without mixing the two kinds of raw lines."""
+    base = study.path("claims_raw_dir") if study.get("claims_raw_dir") else study.raw_dir
+    return base / f"{task}.jsonl"
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _read(path: Path, setting: str) -> pd.DataFrame:
+    if not path.exists():
+        raise StudyConfigError(f"setting '{setting}': file '{path}' does not exist")
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return pd.read_parquet(path).astype(str)
+    if suffix in (".jsonl", ".json"):
+        return pd.read_json(path, lines=suffix == ".jsonl", dtype=str)
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+def parse_date(value: Any) -> dt.date | None:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return None
+    try:
+        return dt.date.fromisoformat(str(value).strip()[:10])
+    except ValueError:
+        return None
+
+
+def _check_columns(df: pd.DataFrame, required: tuple[str, ...], optional: tuple[str, ...],
+                   setting: str, path: Path) -> None:
+    missing = [c for c in required if c not in df.columns and c not in optional]
+    if missing:
+        raise StudyConfigError(f"setting '{setting}': column(s) {', '.join(missing)} missing in {path}; "
+                               f"file has {', '.join(map(str, df.columns))}")
+
+
+def validate_instances(df: pd.DataFrame, source: str, with_prediction: bool,
+                       labels: tuple[str, ...]) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Keep usable rows; one reject per unusable row naming the column. An empty
+    rationale is NOT a reject: the instance stays, with status 'empty rationale'."""
+    rejects: list[dict[str, Any]] = []
+    keep = []
+    seen: set[tuple[str, str]] = set()
+    for i, r in enumerate(df.to_dict("records"), 1):
+        def bad(col: str, why: str) -> None:
+            rejects.append({"source": source, "row": i, "column": col, "reason": why})
+        iid = str(r.get("instance_id") or "").strip()
+        agent = str(r.get("agent") or "user").strip() or "user"
+        if not iid:
+            bad("instance_id", "empty instance_id")
+            continue
+        if parse_date(r.get("t_ref")) is None:
+            bad("t_ref", f"'{r.get('t_ref')}' is not a date (YYYY-MM-DD)")
+            continue
+        if not str(r.get("task_input") or "").strip():
+            bad("task_input", "empty task_input")
+            continue
+        if with_prediction:
+            pred = str(r.get("prediction") or "").strip().lower()
+            if pred not in labels:
+                bad("prediction", f"'{r.get('prediction')}' is not one of the labels {', '.join(labels)}")
+                continue
+            if (iid, agent) in seen:
+                bad("instance_id", f"duplicate (instance_id, agent) = ({iid}, {agent})")
+                continue
+            seen.add((iid, agent))
+        row = {c: ("" if r.get(c) is None else str(r.get(c))) for c in INSTANCE_COLUMNS}
+        row.update(instance_id=iid, t_ref=parse_date(r.get("t_ref")).isoformat())
+        if with_prediction:
+            row.update(agent=agent, prediction=str(r["prediction"]).strip().lower(),
+                       rationale=str(r.get("rationale") or ""))
+            prob = r.get("probability")
+            try:
+                row["probability"] = float(prob) if prob not in (None, "") else None
+            except ValueError:
+                bad("probability", f"'{prob}' is not a number; Brier uses the hard label")
+                row["probability"] = None
+        keep.append(row)
+    return pd.DataFrame(keep), rejects
+
+
+def load_instances(st: ClaimSettings) -> pd.DataFrame:
+    """Task instances for the agent jobs (rationale, TimeSPEC): no prediction yet."""
+    if st.instances_path is None:
+        raise StudyConfigError("setting 'claims_instances_path' is not set: the agent jobs need task instances")
+    df = _read(st.instances_path, "claims_instances_path")
+    _check_columns(df, INSTANCE_COLUMNS, (), "claims_instances_path", st.instances_path)
+    rows, rejects = validate_instances(df, "instances", False, st.labels)
+    for r in rejects:
+        print(f"instances row {r['row']}: column {r['column']}: {r['reason']} (skipped)")
+    return rows
+
+
+def agent_predictions(study: Study, st: ClaimSettings) -> pd.DataFrame:
+    """Predictions written by the agent jobs (raw lines carrying a parsed prediction)."""
+    rows = []
+    for task in AGENT_RAW_TASKS:
+        for rec in iter_records(claims_raw_file(study, task)):
+            if rec.get("model_id") != study["model_id"] or not rec.get("final"):
+                continue
+            rows.append({"instance_id": rec["instance_id"], "agent": rec["agent"], "entity": rec.get("entity", ""),
+                         "task": rec.get("task_name", ""), "t_ref": rec["t_ref"],
+                         "task_input": rec["task_input"], "prediction": rec.get("prediction") or "",
+                         "rationale": rec.get("rationale") or "", "outcome": rec.get("outcome", ""),
+                         "probability": rec.get("probability"), "_key": rec["key"]})
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    # one line per (instance, agent): the last written wins (a rerun with a new prompt)
+    return df.drop_duplicates(["instance_id", "agent"], keep="last").drop(columns="_key")
+
+
+def load_predictions(study: Study, st: ClaimSettings | None = None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """All instances to evaluate: the user's predictions file plus the agent jobs' output."""
+    st = st or ClaimSettings.from_study(study)
+    frames, rejects = [], []
+    if st.predictions_path is not None:
+        df = _read(st.predictions_path, "claims_predictions_path")
+        _check_columns(df, PREDICTION_COLUMNS, OPTIONAL_PREDICTION_COLUMNS, "claims_predictions_path",
+                       st.predictions_path)
+        rows, rej = validate_instances(df, "predictions", True, st.labels)
+        frames.append(rows)
+        rejects += rej
+    agents = agent_predictions(study, st)
+    if not agents.empty:
+        rows, rej = validate_instances(agents, "agent output", True, st.labels)
+        frames.append(rows)
+        rejects += rej
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=[*PREDICTION_COLUMNS, "probability"]), rejects
+    out = pd.concat(frames, ignore_index=True)
+    dup = out.duplicated(["instance_id", "agent"], keep="first")
+    for r in out[dup].itertuples():
+        rejects.append({"source": "agent output", "row": None, "column": "instance_id",
+                        "reason": f"({r.instance_id}, {r.agent}) also in the predictions file; file wins"})
+    return out[~dup].reset_index(drop=True), rejects
+
+
+def load_corpus(st: ClaimSettings) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """The dated corpus: doc_id, published_at (date), title, body; bad rows rejected."""
+    cols = list(CORPUS_COLUMNS)
+    if st.corpus_path is None:
+        return pd.DataFrame(columns=cols), []
+    df = _read(st.corpus_path, "claims_corpus_path")
+    _check_columns(df, CORPUS_COLUMNS, (), "claims_corpus_path", st.corpus_path)
+    rejects, keep, seen = [], [], set()
+    for i, r in enumerate(df.to_dict("records"), 1):
+        d = parse_date(r.get("published_at"))
+        doc = str(r.get("doc_id") or "").strip()
+        if not doc:
+            rejects.append({"source": "corpus", "row": i, "column": "doc_id", "reason": "empty doc_id"})
+        elif doc in seen:
+            rejects.append({"source": "corpus", "row": i, "column": "doc_id", "reason": f"duplicate doc_id {doc}"})
+        elif d is None:
+            rejects.append({"source": "corpus", "row": i, "column": "published_at",
+                            "reason": f"'{r.get('published_at')}' is not a date"})
+        else:
+            seen.add(doc)
+            keep.append({"doc_id": doc, "published_at": d, "title": str(r.get("title") or ""),
+                         "body": str(r.get("body") or "")})
+    return pd.DataFrame(keep, columns=cols), rejects
+
+
+def load_reference_extractions(st: ClaimSettings) -> dict[tuple[str, str], Any]:
+    """User-supplied extractions (JSONL: instance_id, agent, claims), e.g. human
+    annotation or the demo's planted claims; used instead of the extraction job."""
+    out: dict[tuple[str, str], Any] = {}
+    if st.extractions_path is None:
+        return out
+    if not st.extractions_path.exists():
+        raise StudyConfigError(f"setting 'claims_extractions_path': file '{st.extractions_path}' does not exist")
+    with open(st.extractions_path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                out[(str(rec["instance_id"]), str(rec.get("agent") or "user"))] = {"claims": rec["claims"]}
+            except (ValueError, KeyError) as exc:
+                raise StudyConfigError(f"setting 'claims_extractions_path': line {n} is not "
+                                       f"{{instance_id, agent, claims}} JSON ({exc})") from None
+    return out

@@ -1,0 +1,55 @@
+"""Leakage and task metrics (seed 002, Eqs. 4, 6, 9, 10 and 14).
+
+Unverifiable claims (A1-A3 that the corpus neither dates before nor after t_ref) are
+not in the seed, which verifies every claim by web search. Every leakage metric is
+therefore computed twice: unverifiable counted as not leaked (the primary figures) and
+counted as leaked (the ``_unverifiable_leaked`` figures, an upper bound).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+
+def leak_indicator(states: Sequence[str], unverifiable_leaked: bool = False) -> np.ndarray:
+    """l(c) per claim: 1 for leaked, 0 for not leaked, unverifiable as chosen."""
+    return np.array([1.0 if s == "leaked" or (unverifiable_leaked and s == "unverifiable") else 0.0
+                     for s in states])
+
+
+def olr(states: Sequence[str], unverifiable_leaked: bool = False) -> float | None:
+    """Eq. 9: share of leaked claims; None without claims."""
+    if not len(states):
+        return None
+    return float(leak_indicator(states, unverifiable_leaked).mean())
+
+
+def shapley_dclr(phi: Sequence[float], states: Sequence[str], unverifiable_leaked: bool = False) -> float | None:
+    """Eq. 10: sum |phi| l / sum |phi|; None without claims or when every phi is 0
+    (no claim moves the prediction, so no share of influence is defined)."""
+    w = np.abs(np.asarray(phi, dtype=float))
+    if not len(w) or w.sum() == 0:
+        return None
+    return float((w * leak_indicator(states, unverifiable_leaked)).sum() / w.sum())
+
+
+def top_k_leakage(phi: Sequence[float], states: Sequence[str], k: int,
+                  unverifiable_leaked: bool = False) -> float | None:
+    """Eq. 14: leaked share of the k claims with the largest |phi| (fewer when the
+    rationale has fewer claims; ties broken by claim order)."""
+    if not len(states):
+        return None
+    w = np.abs(np.asarray(phi, dtype=float))
+    order = sorted(range(len(w)), key=lambda i: (-w[i], i))[:k]
+    return float(leak_indicator([states[i] for i in order], unverifiable_leaked).mean())
+
+
+def brier(p_positive: Sequence[float], outcome_positive: Sequence[float]) -> float | None:
+    """Eq. 6: mean squared error of the probability of the positive class."""
+    p = np.asarray(p_positive, dtype=float)
+    o = np.asarray(outcome_positive, dtype=float)
+    if not len(p):
+        return None
+    return float(np.mean((p - o) ** 2))

@@ -1,0 +1,106 @@
+"""Every prompt of the claim pipeline, in one place (seed 002, Appendix D).
+
+The backends take one user text (wrapped in the chat template when the study asks), so
+the seed's system and user prompts are joined into one text. The coalition prompt is
+also what the demo's claim models are trained on (lookahead.claims.demo), so the demo
+and the scoring job cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Sequence
+
+from lookahead.claims.schema import CATEGORIES, CATEGORY_NAMES
+
+TEMPORAL_CONSTRAINT = (
+    "CRITICAL TEMPORAL CONSTRAINT: You may ONLY use information available BEFORE {cutoff_date}. "
+    "This is a strict knowledge cutoff. Do not use any information, events, decisions, or "
+    "developments from after this date."
+)
+
+AGENTS = ("superforecasting", "temporal_hint")
+
+
+def label_instruction(labels: Sequence[str]) -> str:
+    return "Answer with exactly one word: " + " or ".join(labels) + "."
+
+
+def rationale_prompt(agent: str, task_input: str, t_ref: str, labels: Sequence[str],
+                     evidence: Sequence[str] = ()) -> str:
+    """The Superforecasting agent (no date in the prompt), its Temporal Hint variant
+    (the seed's TEMPORAL_CONSTRAINT_BLOCK prepended) and TimeSPEC's generator (the
+    constraint plus retrieved pre-t_ref documents)."""
+    if agent not in AGENTS + ("timespec",):
+        raise ValueError(f"agent '{agent}' is not one of {', '.join(AGENTS + ('timespec',))}")
+    head = ""
+    if agent in ("temporal_hint", "timespec"):
+        head = TEMPORAL_CONSTRAINT.format(cutoff_date=t_ref) + "\n\n"
+    ev = ""
+    if evidence:
+        ev = "EVIDENCE (documents published before the cutoff):\n" + "\n".join(f"- {e}" for e in evidence) + "\n\n"
+    return (
+        f"{head}You are an expert forecaster. Base the analysis on SPECIFIC, VERIFIABLE facts "
+        "with dates and numbers. Do NOT recall actual outcomes.\n\n"
+        f"{ev}TASK: {task_input}\n\n"
+        "First write 'Rationale:' followed by the facts and reasoning (at least three sentences), "
+        f"then a final line 'Prediction:' followed by one word: {' or '.join(labels)}."
+    )
+
+
+def extraction_prompt(task_description: str, event_description: str, reference_date: str,
+                      rationale: str) -> str:
+    """Appendix D.3 claim extraction, verbatim apart from the JSON field list, which
+    names exactly the fields of lookahead.claims.schema.EXTRACTION_SCHEMA."""
+    cats = ", ".join(f"[{c}] {CATEGORY_NAMES[c]}" for c in CATEGORIES)
+    return (
+        "Extract all factual claims from the given rationale. Extraction must be: (1) Comprehensive - "
+        "capture ALL factual assertions, (2) Faithful - only information in rationale, no additions, "
+        "(3) Self-contained - each claim understandable alone, (4) Atomic - one verifiable fact per claim.\n\n"
+        "CLAIM CATEGORIES:\nGroup A (Temporally Verifiable): [A1] Discrete Event (specific event occurred), "
+        "[A2] State/Measurement (quantity at specific time), [A3] Publication (content from document), "
+        "[A4] Outcome (target event result - always leaked), [A5] Consequential (post-target event - always "
+        "leaked)\nGroup B (Non-Applicable): [B1] Background/General Knowledge, [B2] Definitional/Logical\n\n"
+        "EXCLUDE: Predictions, judgments, analysis, speculation, confidence statements.\n\n"
+        "TEMPORAL REFERENCES: Handle strictly - \"2023\" -> 2023-12-31, \"Q3 2023\" -> 2023-09-30, "
+        "\"March 2023\" -> 2023-03-31.\n\n"
+        "OUTPUT: JSON object {\"claims\": [...]}, each claim having: claim_id, claim_text, original_text, "
+        f"temporal_reference (or null), claim_category (one of {', '.join(CATEGORIES)}; {cats}), "
+        "category_reasoning. Output only the JSON.\n\n"
+        f"Context: {task_description}\nTarget Event: {event_description}\nReference Date: {reference_date}\n\n"
+        f"RATIONALE TO ANALYZE:\n{rationale}"
+    )
+
+
+def extraction_retry_prompt(first_prompt: str, bad_answer: str, error: str) -> str:
+    """A retry after an invalid answer. At temperature 0 the same prompt gives the same
+    answer, so the retry names the error (a new prompt, hence a new cache key)."""
+    return (f"{first_prompt}\n\nYOUR PREVIOUS ANSWER WAS INVALID ({error}). Previous answer:\n"
+            f"{bad_answer[:1500]}\n\nAnswer again with ONLY a JSON object of the form "
+            + json.dumps({"claims": [{"claim_id": 1, "claim_text": "...", "original_text": "...",
+                                      "temporal_reference": None, "claim_category": "B1",
+                                      "category_reasoning": "..."}]}))
+
+
+def coalition_prompt(task_input: str, claims: Sequence[str], labels: Sequence[str]) -> str:
+    """The characteristic-function query v(S) (seed's Shapley prediction prompt): the
+    task input and ONLY the claims of S; the answer's first-token probability of the
+    instance's own prediction is v(S)."""
+    listed = "\n".join(f"- {c}" for c in claims) if claims else "- (no claims)"
+    return (f"{task_input}\nUse only these claims:\n{listed}\n{label_instruction(labels)}")
+
+
+def support_prompt(claim_text: str, doc_title: str, doc_body: str, published_at: str) -> str:
+    """Support judgment of one BM25 candidate (stands in for the seed's search + date
+    extraction): does this dated document state the claim?"""
+    return (
+        f"Document published {published_at}:\nTitle: {doc_title}\n{doc_body[:3000]}\n\n"
+        f"Claim: {claim_text}\n\nDoes the document state or directly support the claim? "
+        "Answer with exactly one word: yes or no."
+    )
+
+
+def aggregator_prompt(task_input: str, valid_claims: Sequence[str], labels: Sequence[str]) -> str:
+    """TimeSPEC phase 5: closed world, validated claims only. It is the coalition prompt
+    over the validated claims, so the aggregator answers exactly as v(S) is measured."""
+    return coalition_prompt(task_input, valid_claims, labels)

@@ -1,0 +1,332 @@
+"""The claim-level tables, built from the inputs and the raw JSONL of the claim jobs.
+
+This is the whole deterministic side of the pipeline (the dbt Python models ``claims``,
+``instance_leakage``, ``claims_summary`` and ``claims_rejects`` only call ``build``):
+extracted claims -> BM25 candidates and support -> tau and leakage state (Eq. 3) ->
+coalition values -> Shapley values (Eq. 2) -> OLR, Shapley-DCLR, top-k (Eqs. 9, 10, 14)
+-> per agent and task with the Brier score (Eq. 6).
+
+Raw lines are matched on content, not on cache keys: an extraction on the instance's
+rationale text (sha256), a support judgment on the claim text and document, a
+coalition value on the instance, claim list, coalition and predicted label, all for
+the study's model_id. A changed rationale or claim list therefore never reuses an old
+line, and lines of other models in the same folder are ignored.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lookahead.cache import iter_records
+from lookahead.claims import metrics
+from lookahead.claims.dating import claim_leakage, parse_period
+from lookahead.claims.inputs import (
+    REJECT_COLUMNS, ClaimSettings, claims_raw_file, load_corpus, load_predictions, load_reference_extractions, sha,
+)
+from lookahead.claims.retrieval import bm25
+from lookahead.claims.schema import Claim, ExtractionError, claims_from_object
+from lookahead.claims.shapley import plan_for, shapley_values
+from lookahead.config import Study
+
+INSTANCE_STATUSES = ("ok", "empty rationale", "extraction pending", "extraction failed",
+                     "no claims", "values pending")
+CLAIM_COLUMNS = ["instance_id", "agent", "claim_id", "claim_text", "original_text", "category",
+                 "temporal_reference", "temporal_reference_parsed", "category_reasoning", "t_ref",
+                 "tau", "leakage_state", "leakage_reason", "n_candidates", "n_supporting_docs",
+                 "shapley", "shapley_se"]
+INSTANCE_COLUMNS = ["instance_id", "agent", "task", "entity", "t_ref", "status", "n_claims", "olr",
+                    "olr_unverifiable_leaked", "shapley_dclr", "shapley_dclr_unverifiable_leaked",
+                    "top1_leakage", "top3_leakage", "top1_leakage_unverifiable_leaked",
+                    "top3_leakage_unverifiable_leaked", "v_all", "v_empty", "shapley_sum",
+                    "efficiency_gap", "shapley_method", "max_shapley_se", "n_coalitions",
+                    "prediction", "outcome", "p_positive"]
+SUMMARY_COLUMNS = ["agent", "task", "n_instances", "n_scored", "n_claims", "olr",
+                   "olr_unverifiable_leaked", "shapley_dclr", "shapley_dclr_unverifiable_leaked",
+                   "top1_leakage", "top3_leakage", "brier", "accuracy", "n_outcomes"]
+
+
+def normalize(text: str) -> str:
+    """Lower-case alphanumerics separated by single spaces (for the 'contains' judge)."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    return " ".join(re.findall(r"[a-z0-9]+", text))
+
+
+def instance_key(instance_id: str, agent: str) -> str:
+    return f"{instance_id}|{agent}"
+
+
+def claims_sha(claims: list[Claim]) -> str:
+    return sha("\n".join(c.claim_text for c in claims))
+
+
+# ------------------------------------------------------------------ extraction lookup
+
+def extraction_lines(study: Study) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """(instance_id, agent, rationale sha) -> the last extraction line of this model
+    (a later attempt after an invalid answer supersedes the earlier one)."""
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for rec in iter_records(claims_raw_file(study, "claims_extract")):
+        if rec.get("model_id") != study["model_id"]:
+            continue
+        k = (rec["instance_id"], rec["agent"], rec["rationale_sha256"])
+        prev = out.get(k)
+        if prev is None or rec.get("valid") or not prev.get("valid"):
+            if prev is not None and prev.get("valid") and not rec.get("valid"):
+                continue
+            out[k] = rec
+    return out
+
+
+def timespec_claims(study: Study) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """TimeSPEC's final lines carry their validated claims (already extracted and checked)."""
+    out = {}
+    for rec in iter_records(claims_raw_file(study, "claims_timespec")):
+        if rec.get("model_id") == study["model_id"] and rec.get("final"):
+            out[(rec["instance_id"], rec["agent"])] = rec["claims"]
+    return out
+
+
+@dataclass
+class Extraction:
+    status: str                      # ok | empty rationale | extraction pending | extraction failed
+    claims: list[Claim] = field(default_factory=list)
+    reason: str | None = None
+
+
+def extraction_for(row: dict[str, Any], reference: dict, lines: dict, ts: dict) -> Extraction:
+    """Where an instance's claims come from, in order: TimeSPEC's own validated claims,
+    the user's reference extractions, the extraction job's lines."""
+    key = (row["instance_id"], row["agent"])
+    obj = None
+    if key in ts:
+        obj = {"claims": ts[key]}
+    elif key in reference:
+        obj = reference[key]
+    if obj is not None:
+        try:
+            return Extraction("ok", claims_from_object(obj))
+        except ExtractionError as exc:
+            return Extraction("extraction failed", reason=f"reference extraction invalid: {exc}")
+    if not row["rationale"].strip():
+        return Extraction("empty rationale", reason="empty rationale: nothing to extract")
+    rec = lines.get((row["instance_id"], row["agent"], sha(row["rationale"])))
+    if rec is None:
+        return Extraction("extraction pending", reason="no extraction line yet (run llm_jobs.claims_extract)")
+    if not rec.get("valid"):
+        return Extraction("extraction failed", reason=f"no valid extraction after {rec.get('attempt', 0) + 1} "
+                                                      f"attempt(s): {rec.get('error')}")
+    try:
+        return Extraction("ok", claims_from_object({"claims": rec["claims"]}))
+    except ExtractionError as exc:  # a stored line that no longer validates
+        return Extraction("extraction failed", reason=f"stored extraction invalid: {exc}")
+
+
+def instance_claims(study: Study, st: ClaimSettings, preds: pd.DataFrame) -> list[tuple[dict[str, Any], Extraction]]:
+    """Every instance with its extraction, as the jobs after extraction see them."""
+    reference = load_reference_extractions(st)
+    lines = extraction_lines(study)
+    ts = timespec_claims(study)
+    rows = preds.to_dict("records")
+    return [(r, extraction_for(r, reference, lines, ts)) for r in rows]
+
+
+# ------------------------------------------------------------------ support
+
+def candidate_queries(items: list[tuple[str, Claim]]) -> pd.DataFrame:
+    """One BM25 query per A1-A3 claim (query_id = claim sha, so identical claims share)."""
+    from lookahead.claims.schema import CATEGORY_RULE
+
+    rows = {sha(c.claim_text): c.claim_text for _, c in items if CATEGORY_RULE[c.category] == "search"}
+    return pd.DataFrame({"query_id": list(rows), "query_text": list(rows.values())})
+
+
+def support_lines(study: Study) -> dict[tuple[str, str], bool]:
+    out = {}
+    for rec in iter_records(claims_raw_file(study, "claims_support")):
+        if rec.get("model_id") == study["model_id"] and rec.get("supports") is not None:
+            out.setdefault((rec["claim_sha256"], rec["doc_id"]), bool(rec["supports"]))
+    return out
+
+
+class Dater:
+    """Dates claims against the corpus: BM25 candidates (computed once for all claims
+    given), support by the configured judge, then Eq. 3 (lookahead.claims.dating)."""
+
+    def __init__(self, corpus: pd.DataFrame, st: ClaimSettings, claims: list[Claim],
+                 judged: dict[tuple[str, str], bool]) -> None:
+        self.st = st
+        self.judged = judged
+        cands = bm25(candidate_queries([("", c) for c in claims]), corpus, st.bm25_k)
+        self.by_claim = {k: g for k, g in cands.groupby("query_id")} if not cands.empty else {}
+        self.bodies = {d: normalize(f"{t} {b}") for d, t, b in zip(corpus["doc_id"], corpus["title"], corpus["body"])}
+
+    def candidates(self, claim: Claim) -> pd.DataFrame | None:
+        return self.by_claim.get(sha(claim.claim_text))
+
+    def date(self, claim: Claim, t_ref: dt.date) -> tuple[Any, int, int, int]:
+        """(Leakage, candidates, supporting documents, candidates not judged yet)."""
+        csha = sha(claim.claim_text)
+        g = self.by_claim.get(csha)
+        n_cand, dates, pending = 0, [], 0
+        if g is not None:
+            n_cand = len(g)
+            for doc, pub in zip(g["doc_id"], g["published_at"]):
+                if self.st.support_judge == "contains":
+                    ok = normalize(claim.claim_text) in self.bodies[doc]
+                else:
+                    ok = self.judged.get((csha, doc))
+                    if ok is None:
+                        pending += 1
+                        continue
+                if ok:
+                    dates.append(pd.Timestamp(pub).date())
+        lk = claim_leakage(claim.category, t_ref, dates, claim.temporal_reference, self.st.vague_period)
+        return lk, n_cand, len(dates), pending
+
+
+# ------------------------------------------------------------------ values
+
+def value_lines(study: Study) -> dict[tuple[str, str, str, int, str], float]:
+    out = {}
+    for rec in iter_records(claims_raw_file(study, "claims_value")):
+        if rec.get("model_id") == study["model_id"] and rec.get("value") is not None:
+            out.setdefault((rec["instance_id"], rec["agent"], rec["claims_sha256"], int(rec["mask"]),
+                            rec["label"]), float(rec["value"]))
+    return out
+
+
+# ------------------------------------------------------------------ build
+
+def _empty(cols: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+
+
+def build(study: Study) -> dict[str, pd.DataFrame]:
+    """claims, instance_leakage, claims_summary, claims_rejects as DataFrames."""
+    st = ClaimSettings.from_study(study)
+    preds, rejects = load_predictions(study, st)
+    corpus, corpus_rejects = load_corpus(st)
+    rejects += corpus_rejects
+    if preds.empty:
+        return {"claims": _empty(CLAIM_COLUMNS), "instance_leakage": _empty(INSTANCE_COLUMNS),
+                "claims_summary": _empty(SUMMARY_COLUMNS),
+                "claims_rejects": pd.DataFrame(rejects, columns=REJECT_COLUMNS)}
+    if corpus.empty:
+        rejects.append({"source": "corpus", "row": None, "column": "claims_corpus_path",
+                        "reason": "empty or no corpus: A1-A3 claims are dated by their temporal reference "
+                                  "alone (otherwise unverifiable)"})
+    pairs = instance_claims(study, st, preds)
+    rows = [r for r, _ in pairs]
+    extractions = [e for _, e in pairs]
+
+    # BM25 candidates for every A1-A3 claim, then support (rule or cached judgments)
+    items = [(instance_key(r["instance_id"], r["agent"]), c) for r, e in zip(rows, extractions) for c in e.claims]
+    dater = Dater(corpus, st, [c for _, c in items], support_lines(study) if st.support_judge == "llm" else {})
+    values = value_lines(study)
+
+    claim_rows, inst_rows = [], []
+    for r, ex in zip(rows, extractions):
+        t_ref = dt.date.fromisoformat(r["t_ref"])
+        states, per_claim = [], []
+        for c in ex.claims:
+            lk, n_cand, n_sup, pending = dater.date(c, t_ref)
+            reason = lk.reason + (f" ({pending} candidate(s) not judged yet)" if pending else "")
+            if c.temporal_reference and parse_period(c.temporal_reference) is None:
+                rejects.append({"source": "claims", "row": None, "column": "temporal_reference",
+                                "reason": f"instance {r['instance_id']} ({r['agent']}) claim {c.claim_id}: "
+                                          f"'{c.temporal_reference}' unparseable; dated by the corpus alone"})
+            p = parse_period(c.temporal_reference)
+            states.append(lk.state)
+            per_claim.append({
+                "instance_id": r["instance_id"], "agent": r["agent"], "claim_id": c.claim_id,
+                "claim_text": c.claim_text, "original_text": c.original_text, "category": c.category,
+                "temporal_reference": c.temporal_reference,
+                "temporal_reference_parsed": p.pick(st.vague_period) if p else None,
+                "category_reasoning": c.category_reasoning, "t_ref": t_ref, "tau": lk.tau,
+                "leakage_state": lk.state, "leakage_reason": reason, "n_candidates": n_cand,
+                "n_supporting_docs": n_sup, "shapley": None, "shapley_se": None,
+            })
+        status = ex.status
+        inst = {k: None for k in INSTANCE_COLUMNS}
+        inst.update(instance_id=r["instance_id"], agent=r["agent"], task=r["task"], entity=r["entity"],
+                    t_ref=t_ref, n_claims=len(ex.claims), prediction=r["prediction"], outcome=r["outcome"])
+        pos = st.labels[0]
+        prob = r.get("probability")
+        inst["p_positive"] = float(prob) if prob is not None and not pd.isna(prob) else \
+            (1.0 if r["prediction"] == pos else 0.0)
+        if status == "ok" and ex.claims:  # OLR needs the claims' states only, not the values
+            inst.update(olr=metrics.olr(states), olr_unverifiable_leaked=metrics.olr(states, True))
+        if status == "ok":
+            n = len(ex.claims)
+            plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max,
+                            st.mc_permutations, st.shapley_seed)
+            csha = claims_sha(ex.claims)
+            vals = {}
+            for m in plan.masks:
+                v = values.get((r["instance_id"], r["agent"], csha, m, r["prediction"]))
+                if v is not None:
+                    vals[m] = v
+            inst["n_coalitions"] = len(plan.masks)
+            if n == 0:  # nothing to attribute: the instance's state does not wait for v(empty)
+                status = "no claims"
+                inst.update(v_all=vals.get(0), v_empty=vals.get(0), shapley_method="none")
+            elif len(vals) < len(plan.masks):
+                status = "values pending"
+            else:
+                res = shapley_values(plan, vals)
+                for pc, phi, se in zip(per_claim, res.phi, res.se):
+                    pc["shapley"], pc["shapley_se"] = float(phi), float(se)
+                inst.update(v_all=res.v_all, v_empty=res.v_empty, shapley_sum=res.total,
+                            efficiency_gap=res.total - (res.v_all - res.v_empty), shapley_method=res.method,
+                            max_shapley_se=float(res.se.max()) if n else 0.0)
+                phi = res.phi
+                inst.update(
+                    shapley_dclr=metrics.shapley_dclr(phi, states),
+                    shapley_dclr_unverifiable_leaked=metrics.shapley_dclr(phi, states, True),
+                    top1_leakage=metrics.top_k_leakage(phi, states, 1),
+                    top3_leakage=metrics.top_k_leakage(phi, states, 3),
+                    top1_leakage_unverifiable_leaked=metrics.top_k_leakage(phi, states, 1, True),
+                    top3_leakage_unverifiable_leaked=metrics.top_k_leakage(phi, states, 3, True))
+        if status != "ok":
+            rejects.append({"source": "instances", "row": None, "column": "status",
+                            "reason": f"instance {r['instance_id']} ({r['agent']}): {status}"
+                                      + (f": {ex.reason}" if ex.reason else "")})
+        inst["status"] = status
+        inst_rows.append(inst)
+        claim_rows += per_claim
+
+    claims = pd.DataFrame(claim_rows, columns=CLAIM_COLUMNS)
+    inst_df = pd.DataFrame(inst_rows, columns=INSTANCE_COLUMNS)
+    return {"claims": claims, "instance_leakage": inst_df, "claims_summary": summarize(inst_df, st),
+            "claims_rejects": pd.DataFrame(rejects, columns=REJECT_COLUMNS)}
+
+
+def summarize(inst: pd.DataFrame, st: ClaimSettings) -> pd.DataFrame:
+    """Per agent and task: means of the instance metrics over instances where defined,
+    Brier score and accuracy over instances with a known outcome label."""
+    rows = []
+    for (agent, task), g in inst.groupby(["agent", "task"], sort=True):
+        def mean(col: str) -> float | None:
+            x = pd.to_numeric(g[col], errors="coerce").dropna()
+            return float(x.mean()) if len(x) else None
+        known = g[g["outcome"].astype(str).str.strip().str.lower().isin(st.labels)]
+        o = (known["outcome"].astype(str).str.strip().str.lower() == st.labels[0]).astype(float)
+        rows.append({
+            "agent": agent, "task": task, "n_instances": len(g), "n_scored": int((g["status"] == "ok").sum()),
+            "n_claims": int(g["n_claims"].sum()), "olr": mean("olr"),
+            "olr_unverifiable_leaked": mean("olr_unverifiable_leaked"), "shapley_dclr": mean("shapley_dclr"),
+            "shapley_dclr_unverifiable_leaked": mean("shapley_dclr_unverifiable_leaked"),
+            "top1_leakage": mean("top1_leakage"), "top3_leakage": mean("top3_leakage"),
+            "brier": metrics.brier(known["p_positive"].astype(float), o),
+            "accuracy": float((known["prediction"] == known["outcome"].astype(str).str.strip().str.lower()).mean())
+            if len(known) else None,
+            "n_outcomes": len(known),
+        })
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)

@@ -1,0 +1,9 @@
+"""dbt Python model `claims` (claim-level leakage; see _claims.yml and docs/claims.md).
+Logic: lookahead/claims/tables.py."""
+
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    from lookahead.claims.dbt_entry import table
+
+    return table("claims", dbt.config.get("claims_vars_json"))
