@@ -69,7 +69,8 @@ def main() -> None:
             phases[phase].append(wall)
     load1 = os.getloadavg()
     rr = json.loads((ROOT / "target" / "run_results.json").read_text())
-    nodes = sorted(((r["unique_id"].split(".")[-1] if not r["unique_id"].startswith("test.") else "test:" + r["unique_id"].split(".")[2],
+    nodes = sorted(((r["unique_id"].split(".")[-1] if not r["unique_id"].startswith("test.")
+                     else "test:" + r["unique_id"].split(".")[2],
                      round(r["execution_time"], 3)) for r in rr["results"]), key=lambda kv: -kv[1])
     res = {
         "command": " ".join(["benchmarks/bench_cached_rerun.py", *sys.argv[1:]]),

@@ -58,7 +58,8 @@ def generate(out: Path, n_rows: int, n_entities: int = 1587, n_dates: int = 3000
             0.05 + 0.9 * u3 as lap
         from base
     """)
-    con.execute(f"copy (select row_id, entity_id, entity_name, ticker, text, text_date, target_date, outcome from obs) to '{out}/observations.csv' (header)")
+    con.execute("copy (select row_id, entity_id, entity_name, ticker, text, text_date, target_date, outcome "
+                f"from obs) to '{out}/observations.csv' (header)")
     con.execute(f"""
         copy (
             select sha256('forecast|bench|' || row_id) as key, 'forecast' as task, 'bench' as model_id,
@@ -81,7 +82,8 @@ def generate(out: Path, n_rows: int, n_entities: int = 1587, n_dates: int = 3000
                    [{{'token_id': 1, 'token': ' up', 'logprob': ln(case when label = 'up' then lap * 0.8 else lap * 0.2 end)}},
                     {{'token_id': 2, 'token': ' down', 'logprob': ln(case when label = 'up' then lap * 0.2 else lap * 0.8 end)}},
                     {{'token_id': 3, 'token': ' unknown', 'logprob': ln(0.99 - lap)}}]
-                   || list_transform(range(17), x -> {{'token_id': 100 + x, 'token': 'w' || x, 'logprob': ln(0.0005)}}) as top_logprobs,
+                   || list_transform(range(17),
+                                     x -> {{'token_id': 100 + x, 'token': 'w' || x, 'logprob': ln(0.0005)}}) as top_logprobs,
                    false as approximated, '2026-01-01T00:00:00Z' as finished_at
             from pairs
         ) to '{raw}/recall.jsonl' (format json)
@@ -91,7 +93,8 @@ def generate(out: Path, n_rows: int, n_entities: int = 1587, n_dates: int = 3000
             select sha256('mink|bench|' || row_id) as key, 'mink' as task, 'bench' as model_id, 'bench' as backend,
                    row_id, 'prompt ' || row_id as prompt, {{'k': 0.2}} as params,
                    [{{'token_id': 0, 'token': '<s>', 'logprob': null}}]
-                   || list_transform(range(30), x -> {{'token_id': x + 1, 'token': 't', 'logprob': ln(0.01 + 0.9 * lap * ((x % 7) + 1) / 7)}}) as prompt_logprobs,
+                   || list_transform(range(30), x -> {{'token_id': x + 1, 'token': 't',
+                                                       'logprob': ln(0.01 + 0.9 * lap * ((x % 7) + 1) / 7)}}) as prompt_logprobs,
                    false as approximated, '2026-01-01T00:00:00Z' as finished_at
             from obs
         ) to '{raw}/mink.jsonl' (format json)

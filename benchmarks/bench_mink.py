@@ -16,12 +16,12 @@ checked against the reference loop (max |delta logprob|, max relative delta of M
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
-import sys
-import importlib.util
 import random
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Callable

@@ -14,9 +14,9 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from llm_jobs.common import JobContext, JobStop, Query, arg_parser, guarded, record_skeleton
 from lookahead.claims.inputs import ClaimSettings, load_predictions
 from lookahead.config import load_study
-from llm_jobs.common import JobContext, JobStop, Query, arg_parser, guarded, record_skeleton
 
 
 class ClaimContext(JobContext):

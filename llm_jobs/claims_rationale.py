@@ -15,13 +15,12 @@ from __future__ import annotations
 import sys
 from typing import Any, Sequence
 
-from lookahead.cache import RawStore, query_key
-from lookahead.claims.inputs import claims_raw_file
-from lookahead.claims.inputs import load_instances
-from lookahead.claims.prompts import AGENTS, rationale_prompt
-from lookahead.claims.rationale_parse import parse_rationale
 from llm_jobs.claims_common import ClaimContext, claim_main, claim_record
 from llm_jobs.common import EXIT_OK, Query, confirm, print_plan, run_queries
+from lookahead.cache import RawStore, query_key
+from lookahead.claims.inputs import claims_raw_file, load_instances
+from lookahead.claims.prompts import AGENTS, rationale_prompt
+from lookahead.claims.rationale_parse import parse_rationale
 
 TASK = "claims_rationale"
 

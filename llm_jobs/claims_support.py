@@ -15,15 +15,14 @@ from __future__ import annotations
 import sys
 from typing import Any, Sequence
 
+from llm_jobs.claims_common import ClaimContext, claim_main, claim_record, predictions
+from llm_jobs.common import EXIT_OK, Query, confirm, logprob_dicts, print_plan, run_queries
 from lookahead.cache import RawStore, query_key
-from lookahead.claims.inputs import claims_raw_file
-from lookahead.claims.inputs import load_corpus, sha
+from lookahead.claims.inputs import claims_raw_file, load_corpus
 from lookahead.claims.prompts import support_prompt
 from lookahead.claims.retrieval import bm25
 from lookahead.claims.tables import candidate_queries, instance_claims, instance_key
 from lookahead.scoring import label_probability
-from llm_jobs.claims_common import ClaimContext, claim_main, claim_record, predictions
-from llm_jobs.common import EXIT_OK, Query, confirm, logprob_dicts, print_plan, run_queries
 
 TASK = "claims_support"
 TOP_LOGPROBS = 20

@@ -36,18 +36,24 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from llm_jobs.claims_common import ClaimContext, claim_main, claim_record
+from llm_jobs.common import EXIT_OK, Query, confirm, logprob_dicts, print_plan, run_queries
 from lookahead.cache import RawStore, query_key
-from lookahead.claims.inputs import claims_raw_file
-from lookahead.claims.inputs import load_corpus, load_instances, load_predictions, load_reference_extractions, sha
+from lookahead.claims.inputs import (
+    claims_raw_file,
+    load_corpus,
+    load_instances,
+    load_predictions,
+    load_reference_extractions,
+    sha,
+)
 from lookahead.claims.prompts import aggregator_prompt, extraction_prompt, rationale_prompt
+from lookahead.claims.rationale_parse import parse_rationale
 from lookahead.claims.retrieval import bm25
 from lookahead.claims.schema import EXTRACTION_SCHEMA, Claim, ExtractionError, claims_from_object, parse_extraction_text
 from lookahead.claims.tables import Dater, support_lines
-from lookahead.claims.rationale_parse import parse_rationale
 from lookahead.config import StudyConfigError
 from lookahead.scoring import label_probability
-from llm_jobs.claims_common import ClaimContext, claim_main, claim_record
-from llm_jobs.common import EXIT_OK, Query, confirm, logprob_dicts, print_plan, run_queries
 
 TASK = "claims_timespec"
 AGENT = "timespec"
@@ -135,7 +141,8 @@ def run(ctx: ClaimContext) -> int:
                     if (p["instance_id"], p["agent"]) in reference:
                         ref_claims[p["instance_id"]] = claims_from_object(reference[(p["instance_id"], p["agent"])])
 
-        def supervise(phase: str, texts: dict[str, str], given: dict[str, list[Claim]]) -> dict[str, tuple[list[Claim], list[Claim]]]:
+        def supervise(phase: str, texts: dict[str, str],
+                      given: dict[str, list[Claim]]) -> dict[str, tuple[list[Claim], list[Claim]]]:
             """instance -> (valid claims, violated claims) of each draft."""
             claims: dict[str, list[Claim]] = dict(given)
             need = {i: extraction_prompt(st.task_description, rows[i]["task_input"], rows[i]["t_ref"], t)

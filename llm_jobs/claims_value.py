@@ -18,14 +18,14 @@ from __future__ import annotations
 import sys
 from typing import Any, Sequence
 
+from llm_jobs.claims_common import ClaimContext, claim_main, claim_record, predictions
+from llm_jobs.common import EXIT_OK, Query, confirm, logprob_dicts, print_plan, run_queries
 from lookahead.cache import RawStore, query_key
 from lookahead.claims.inputs import claims_raw_file
 from lookahead.claims.prompts import coalition_prompt
 from lookahead.claims.shapley import members_of, plan_for
 from lookahead.claims.tables import claims_sha, instance_claims, instance_key
 from lookahead.scoring import label_probability
-from llm_jobs.claims_common import ClaimContext, claim_main, claim_record, predictions
-from llm_jobs.common import EXIT_OK, Query, confirm, logprob_dicts, print_plan, run_queries
 
 TASK = "claims_value"
 TOP_LOGPROBS = 20

@@ -28,7 +28,7 @@ from lookahead.backends import Backend, get_backend
 from lookahead.backends.base import BackendFatal, QueryFailure
 from lookahead.cache import CacheError, RawStore, incomplete_reason, utc_now
 from lookahead.config import Study, StudyConfigError, load_study
-from lookahead.keys import MIN_SAMPLES, sampling_fallback
+from lookahead.keys import sampling_fallback
 from lookahead.masking import MaskedStream, install_log_filter, mask
 from lookahead.rows import load_rows, subsample_rows
 

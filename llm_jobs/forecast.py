@@ -19,17 +19,31 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from llm_jobs.common import (
+    EXIT_OK,
+    EXIT_PARSE_RATE,
+    JobContext,
+    JobStop,
+    Query,
+    confirm,
+    fit_forecast_prompts,
+    logprob_dicts,
+    print_plan,
+    record_skeleton,
+    require_complete,
+    run_main,
+    run_queries,
+)
+from lookahead.backends.base import QueryFailure
 from lookahead.cache import RawStore, atomic_write_parquet, atomic_write_text
 from lookahead.keys import row_key, task_params
 from lookahead.prompts import check_forecast_template, render_forecast
 from lookahead.scoring import (
-    MIN_PARSE_RATE, first_token_prob, parse_forecast, parse_stated_confidence, prompt_asks_confidence,
-)
-from lookahead.backends.base import QueryFailure
-from llm_jobs.common import (
-    EXIT_OK, EXIT_PARSE_RATE, JobContext, JobStop, Query, confirm, forecast_output_tokens,
-    fit_forecast_prompts, logprob_dicts, print_plan,
-    record_skeleton, require_complete, run_main, run_queries,
+    MIN_PARSE_RATE,
+    first_token_prob,
+    parse_forecast,
+    parse_stated_confidence,
+    prompt_asks_confidence,
 )
 
 TASK = "forecast"

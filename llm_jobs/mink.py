@@ -16,16 +16,25 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from llm_jobs.common import (
+    EXIT_OK,
+    JobContext,
+    JobStop,
+    Query,
+    confirm,
+    fit_forecast_prompts,
+    logprob_dicts,
+    print_plan,
+    record_skeleton,
+    require_complete,
+    run_main,
+    run_queries,
+)
+from lookahead.backends.base import QueryFailure
 from lookahead.cache import RawStore, atomic_write_parquet
 from lookahead.keys import row_key, sampling_fallback, task_params
 from lookahead.prompts import check_forecast_template, render_forecast
 from lookahead.scoring import mink_lap
-from lookahead.backends.base import QueryFailure
-from llm_jobs.common import (
-    EXIT_OK, JobContext, JobStop, Query, confirm, fit_forecast_prompts, logprob_dicts, print_plan,
-    record_skeleton,
-    require_complete, run_main, run_queries,
-)
 
 TASK = "mink"
 

@@ -18,16 +18,28 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from llm_jobs.common import (
+    EXIT_OK,
+    MIN_SAMPLES,
+    JobContext,
+    JobStop,
+    Query,
+    confirm,
+    logprob_dicts,
+    print_plan,
+    prompt_token_limit,
+    record_skeleton,
+    require_complete,
+    run_main,
+    run_queries,
+    too_long_stop,
+)
+from lookahead.backends.base import QueryFailure
 from lookahead.cache import RawStore, atomic_write_parquet
 from lookahead.keys import pair_key, recall_prompt, sampling_fallback, task_params
 from lookahead.prompts import check_recall_labels
 from lookahead.rows import unique_pairs
 from lookahead.scoring import recall_scores
-from lookahead.backends.base import QueryFailure
-from llm_jobs.common import (
-    EXIT_OK, MIN_SAMPLES, JobContext, JobStop, Query, confirm, logprob_dicts, print_plan,
-    prompt_token_limit, record_skeleton, require_complete, run_main, run_queries, too_long_stop,
-)
 
 TASK = "recall"
 

@@ -233,10 +233,11 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
     if len(det):
         d = det.iloc[0]
         dropped_missing = int(metric.get("pre-cutoff rows", 0)) - int(d["n_obs"]) - int(d["n_singletons"] or 0)
+        dropped = _fmt(d["dropped_terms"]) if isinstance(d["dropped_terms"], str) and d["dropped_terms"] else "none"
         md.append(
             f"\nDropped by the estimator in the pre-cutoff detection regression: "
             f"{_fmt(d['n_singletons'])} singleton observations, {max(dropped_missing, 0)} rows with a "
-            f"missing value; collinear terms dropped: {_fmt(d['dropped_terms']) if isinstance(d['dropped_terms'], str) and d['dropped_terms'] else 'none'}. "
+            f"missing value; collinear terms dropped: {dropped}. "
             f"Fixed effects: {d['fixed_effects']}; standard errors: {d['vcov']} "
             f"(small-sample correction {SSC_RULE}); realization periods at frequency "
             f"`{settings['period_frequency']}`.\n"

@@ -9,8 +9,8 @@ def model(dbt, session):
     dbt.config(materialized="table")
     dbt.ref("gate_panel")
 
-    from lookahead.stats.protocol import StatsSettings
     from lookahead.identity import with_identity
+    from lookahead.stats.protocol import StatsSettings
     from lookahead.stats.verdict import verdict_frame
 
     settings = StatsSettings.from_frame(dbt.ref("study_settings").df())

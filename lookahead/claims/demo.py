@@ -129,7 +129,8 @@ def make_instance(rng: np.random.Generator, iid: str, firm: str, roles: set[str]
                                    d_post.isoformat(), "leaked", "leaked", None,
                                    [d_post + dt.timedelta(days=30), d_post]))
     if "outcome" in roles:
-        claims.append(PlantedClaim("outcome", "A4", f"{firm} stock closed {'higher' if outcome == 'up' else 'lower'} on {target.isoformat()}.",
+        moved = "higher" if outcome == "up" else "lower"
+        claims.append(PlantedClaim("outcome", "A4", f"{firm} stock closed {moved} on {target.isoformat()}.",
                                    target.isoformat(), "leaked", "leaked", outcome))
     if "analyst" in roles:
         claims.append(PlantedClaim("analyst", "A3",

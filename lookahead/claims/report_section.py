@@ -92,6 +92,6 @@ def claims_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
     if pd.notna(gap):
         md += [f"Efficiency check: max |sum of Shapley values - (v_all - v_empty)| = {gap:.2e}.", ""]
     if (inst["status"] == "ok").any():
-        path = shapley_figure(claims, inst, Path(results_dir) / FIGURE)
+        shapley_figure(claims, inst, Path(results_dir) / FIGURE)
         md += [f"![Shapley value per claim, leaked claims red and hatched]({FIGURE})", ""]
     return "\n".join(md)

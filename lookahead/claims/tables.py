@@ -21,14 +21,19 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from lookahead.cache import iter_records
 from lookahead.claims import metrics
 from lookahead.claims.dating import claim_leakage, parse_period
 from lookahead.claims.inputs import (
-    REJECT_COLUMNS, ClaimSettings, claims_raw_file, load_corpus, load_predictions, load_reference_extractions, sha,
+    REJECT_COLUMNS,
+    ClaimSettings,
+    claims_raw_file,
+    load_corpus,
+    load_predictions,
+    load_reference_extractions,
+    sha,
 )
 from lookahead.claims.retrieval import bm25
 from lookahead.claims.schema import Claim, ExtractionError, claims_from_object

@@ -92,7 +92,6 @@ def one_sided(t: float, p: float) -> float:
 def regressions(panel: pd.DataFrame, cutoff: str, lap_col: str = "lap") -> pd.DataFrame:
     """Protocol steps 3-5 with entity and month FE, clustered by entity."""
     import pyfixest as pf
-
     from pyfixest.demeaners import MapDemeaner
 
     from lookahead.stats.fe_regression import FIXEF_TOL

@@ -19,8 +19,10 @@ import numpy as np
 import pandas as pd
 
 from lookahead.stats.fe_regression import CLUSTER_COLUMNS as STATS_CLUSTER_COLUMNS
-from lookahead.stats.fe_regression import FIXEF_TOL  # noqa: F401  (one tolerance, declared there)
-from lookahead.stats.fe_regression import FitRequest
+from lookahead.stats.fe_regression import (
+    FIXEF_TOL,  # noqa: F401  (one tolerance, declared there)
+    FitRequest,
+)
 from lookahead.stats.fe_regression import fit_fe as stats_fit_fe
 
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from lookahead.config import Study, setting_default
 from lookahead.stats.fe_regression import (
     CLUSTER_COLUMNS,
     ENTITY_FE,
@@ -31,7 +32,6 @@ from lookahead.stats.fe_regression import (
     _empty_rows,
     fit_fe,
 )
-from lookahead.config import Study, setting_default
 from lookahead.stats.wild import WildSettings
 
 OUTCOME = "outcome"

@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from paper_reference import drop_singletons, dummies  # the shared independent helpers
 from scipy import stats
 
 from lookahead.stats import FitRequest, fit_fe
-from paper_reference import drop_singletons, dummies  # the shared independent helpers
 
 REL = 1e-6
 

@@ -13,8 +13,14 @@ import pandas as pd
 import pytest
 
 from lookahead.cache import (
-    REQUIRED_FIELDS, CacheError, RawStore, atomic_write_parquet, atomic_write_text, load_records,
-    query_key, repair_torn_tail,
+    REQUIRED_FIELDS,
+    CacheError,
+    RawStore,
+    atomic_write_parquet,
+    atomic_write_text,
+    load_records,
+    query_key,
+    repair_torn_tail,
 )
 
 

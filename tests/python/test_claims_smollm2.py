@@ -51,7 +51,8 @@ def test_smollm2_extraction_validates_and_recall_is_measured(tmp_path):
     v.update({"claims_raw_dir": str(tmp_path / "raw"), "claims_predictions_path": str(p), "claims_extractions_path": None,
               "model_id": "SmolLM2-135M-Instruct-Q4_1", "model_path": str(gguf),
               "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf", "use_chat_template": True,
-              "claims_extract_max_tokens": int(os.environ.get("CLAIMS_SMOLLM2_MAX_TOKENS", "320")), "claims_extract_retries": 1, "batch_size": 4})
+              "claims_extract_max_tokens": int(os.environ.get("CLAIMS_SMOLLM2_MAX_TOKENS", "320")),
+              "claims_extract_retries": 1, "batch_size": 4})
     study = tmp_path / "smollm2.yml"
     study.write_text(yaml.safe_dump(v))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}

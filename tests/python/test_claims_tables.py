@@ -22,7 +22,6 @@ from lookahead.claims.shapley import members_of, plan_for
 from lookahead.claims.tables import build, claims_sha, instance_key
 from lookahead.config import StudyConfigError, load_study
 
-
 # ----------------------------------------------------------------------------- BM25
 
 def _bm25_reference(queries, docs, k1=1.2, b=0.75):

@@ -11,10 +11,8 @@ import re
 import shutil
 
 import duckdb
-
 import pandas as pd
 import pytest
-
 from dbt_runner import run_dbt
 from fixture_study import write_fixture_study
 

@@ -5,14 +5,12 @@ recall probe as confidently but with coin-flip directions."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-
 from dbt_runner import ROOT, DbtResult, dbt_env
 
 

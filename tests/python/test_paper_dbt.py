@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from dbt_runner import run_dbt
 from fixture_study import write_fixture_study
+
 from lookahead.paper import bootstrap as bs
 from lookahead.paper import tables as T
 

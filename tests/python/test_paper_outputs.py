@@ -11,7 +11,6 @@ import pytest
 from lookahead.paper import analysis as A
 from lookahead.paper import dbt_entry, figures, render
 from lookahead.paper import tables as T
-from lookahead.paper.fit import PaperSpecError
 from lookahead.paper.report_section import paper_section
 from lookahead.paper.synthetic import make_panel
 

@@ -7,14 +7,13 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-
-from lookahead.config import StudyConfigError, load_study
+from paper_reference import ols_dummies, standardize_by_hand
 from scipy import stats
 
+from lookahead.config import StudyConfigError, load_study
 from lookahead.paper import tables as T
 from lookahead.paper.fit import PaperSpecError
 from lookahead.paper.synthetic import make_panel
-from paper_reference import ols_dummies, standardize_by_hand
 
 FE = ["entity_num", "period_num"]
 TOL = 1e-8

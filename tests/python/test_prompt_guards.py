@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_openai_backend import DEMO_TOKENIZER, server_factory, write_openai_study  # noqa: F401
 
 from lookahead.prompts import PromptError, check_forecast_template, check_recall_template
-from test_openai_backend import DEMO_TOKENIZER, server_factory, write_openai_study  # noqa: F401
 
 CMAP = {"outcome": "ret", "target_date": "realized_on", "text": "headline"}
 

@@ -5,12 +5,12 @@ bootstrap beside CRV1, the minimum detectable effect, and warnings named by regr
 from __future__ import annotations
 
 import pandas as pd
+from test_verdict import panels
 
 from lookahead.report import render
 from lookahead.stats.protocol import StatsSettings, run_protocol
 from lookahead.stats.verdict import verdict_frame
 from lookahead.stats.wild import WildSettings
-from test_verdict import panels
 
 SETTINGS = StatsSettings(cluster="entity", lap_measure="recall", wild=WildSettings(draws=99))
 

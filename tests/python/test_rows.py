@@ -268,7 +268,6 @@ def test_jobs_stop_on_bad_input_with_one_line(tmp_path, content, message):
     import sys
 
     import yaml
-
     from dbt_runner import ROOT
 
     (tmp_path / "obs.csv").write_text(content)

@@ -13,11 +13,11 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
+from test_verdict import _sample
 
 from lookahead.stats.protocol import StatsSettings, run_protocol
 from lookahead.stats.verdict import CONTAMINATION, NO_EVIDENCE, UNDERPOWERED, verdict_frame
 from lookahead.stats.wild import WildSettings
-from test_verdict import _sample
 
 MINK = StatsSettings(cluster="entity", lap_measure="mink", wild=WildSettings(draws=99))
 RECALL = dataclasses.replace(MINK, lap_measure="recall")

@@ -9,8 +9,14 @@ import pytest
 
 from lookahead.prompts import PromptError, render_forecast, render_recall
 from lookahead.scoring import (
-    label_probability, mink_lap, normalize_response, parse_forecast, parse_stated_confidence,
-    prompt_asks_confidence, recall_scores, sample_frequency,
+    label_probability,
+    mink_lap,
+    normalize_response,
+    parse_forecast,
+    parse_stated_confidence,
+    prompt_asks_confidence,
+    recall_scores,
+    sample_frequency,
 )
 
 

@@ -16,8 +16,17 @@ import pytest
 import yaml
 
 from lookahead.config import (
-    PROJECT_ROOT, SCHEMA, Study, StudyConfigError, check_dbt_vars, default_study_path, load_study,
-    read_study_file, resolve, study_from_dbt_vars, write_dbt_vars,
+    PROJECT_ROOT,
+    SCHEMA,
+    Study,
+    StudyConfigError,
+    check_dbt_vars,
+    default_study_path,
+    load_study,
+    read_study_file,
+    resolve,
+    study_from_dbt_vars,
+    write_dbt_vars,
 )
 
 DEMO = read_study_file(default_study_path())
@@ -71,7 +80,8 @@ def test_endpoint_replaces_model_path_for_the_openai_backend(tmp_path):
     ({"cluster": "firm"}, "setting 'cluster': 'firm' is not one of entity, period, date, none"),
     ({"use_chat_template": "yes"}, "setting 'use_chat_template': 'yes' is not true or false"),
     ({"forecast_labels": {"up": "1"}}, "setting 'forecast_labels.up': '1' is not a number"),
-    ({"column_map": {**DEMO["column_map"], "txt": "text"}}, "setting 'column_map.txt': not a protocol column (did you mean 'text'?)"),
+    ({"column_map": {**DEMO["column_map"], "txt": "text"}},
+     "setting 'column_map.txt': not a protocol column (did you mean 'text'?)"),
     ({"moderator_column": "small"}, "setting 'moderator_column': 'small' must be one of extra_columns"),
 ])
 def test_bad_settings_name_the_setting(tmp_path, change, message):

@@ -4,9 +4,8 @@ same branches end to end on synthetic panels whose truth is known by constructio
 
 from __future__ import annotations
 
-import json
-
 import dataclasses
+import json
 import math
 
 import duckdb

@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 
 import pytest
+from verdict_cases import CASES, case_facts
 
 from lookahead.stats.verdict import decide
-from verdict_cases import CASES, case_facts
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "verdict.md"
 ROW = re.compile(r"^\| `(?P<case>[a-z0-9_]+)` \| (?P<verdict>[^|]+?) \| (?P<reason>[^|]+?) \|$")
