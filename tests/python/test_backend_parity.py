@@ -30,7 +30,7 @@ from typing import Any, Iterator
 import pytest
 
 from lookahead.backends.vllm_serve import serve_vllm, vllm_env
-from lookahead.config import project_vars
+from lookahead.config import load_study
 from lookahead.scoring import label_probability, mink_lap
 
 slow = pytest.mark.slow  # everything here but the first test needs .venv-vllm and minutes
@@ -60,8 +60,8 @@ VLLM_OPTIONS = {"model_path": str(MODEL_DIR), "dtype": "float32", "enforce_eager
 
 
 def recall_queries() -> list[str]:
-    """The protocol's recall template from dbt_project.yml, filled for a few entities."""
-    v = project_vars(ROOT)
+    """The protocol's recall template of the default study, filled for a few entities."""
+    v = load_study().vars
     return [
         v["recall_template"].format(target_date=d, outcome_description=v["outcome_description"],
                                     entity_name=n, ticker=t, reference_period=v["reference_period"])
