@@ -110,8 +110,12 @@ def _study(tmp_path: Path, port: int, api: str) -> Path:
          "task_input": "Will Cora rise?", "prediction": "down", "rationale": "", "outcome": "down"},
     ])
     preds.to_csv(tmp_path / "p.csv", index=False)
-    v = {"raw_dir": str(tmp_path / "raw"), "backend": "openai", "model_id": "fake-extractor",
-         "base_url": f"http://127.0.0.1:{port}/v1", "api": api, "claims_predictions_path": str(tmp_path / "p.csv"),
+    from lookahead.config import default_study_path, read_study_file
+
+    demo = {k: x for k, x in read_study_file(default_study_path()).items() if k != "model_path"}
+    v = {**demo, "study_name": "claims_extract_test",
+         "raw_dir": str(tmp_path / "raw"), "backend": "openai", "model_id": "fake-extractor",
+         "base_url": f"http://127.0.0.1:{port}/v1", "api_mode": api, "claims_predictions_path": str(tmp_path / "p.csv"),
          "claims_extract_retries": 1, "batch_size": 2}
     p = tmp_path / "s.yml"
     p.write_text(yaml.safe_dump(v))
