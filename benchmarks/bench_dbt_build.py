@@ -26,6 +26,10 @@ from pathlib import Path
 
 import duckdb
 
+from lookahead.config import Study, default_study_path, read_study_file, resolve
+from lookahead.keys import expected_keys
+from lookahead.rows import load_rows
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -60,9 +64,21 @@ def generate(out: Path, n_rows: int, n_entities: int = 1587, n_dates: int = 3000
     """)
     con.execute("copy (select row_id, entity_id, entity_name, ticker, text, text_date, target_date, outcome "
                 f"from obs) to '{out}/observations.csv' (header)")
+    # The study (the demo study's text with this data, cache and model) and the key of
+    # every query it asks for, computed by the package as the jobs compute them: a build
+    # uses only lines under those keys.
+    cutoff = con.sql("select quantile_disc(target_date, 0.8) from obs").fetchone()[0]
+    vars_ = {**read_study_file(default_study_path()),
+             "study_name": f"bench_{n_rows}", "data_path": str(out / "observations.csv"), "raw_dir": str(raw),
+             "model_id": "bench", "training_cutoff": str(cutoff), "period_frequency": "trading_day",
+             "bootstrap_draws": 200}
+    study = Study(vars=resolve(vars_))
+    keys = expected_keys(study, load_rows(study)[0])  # noqa: F841 - read by the SQL below
+    con.execute("create table keys as select * from keys")
     con.execute(f"""
         copy (
-            select sha256('forecast|bench|' || row_id) as key, 'forecast' as task, 'bench' as model_id,
+            select (select key from keys k where k.task = 'forecast' and k.row_id = obs.row_id) as key,
+                   'forecast' as task, 'bench' as model_id,
                    'bench' as backend, row_id, 'prompt ' || row_id as prompt,
                    {{'temperature': 0}} as params, label as response_text, 0.9 as first_token_prob,
                    false as approximated, '2026-01-01T00:00:00Z' as finished_at
@@ -75,7 +91,8 @@ def generate(out: Path, n_rows: int, n_entities: int = 1587, n_dates: int = 3000
                 select entity_id, target_date, any_value(lap) as lap, any_value(label) as label
                 from obs group by entity_id, target_date
             )
-            select sha256('recall|bench|' || entity_id || '|' || target_date) as key, 'recall' as task,
+            select (select key from keys k where k.task = 'recall' and k.entity_id = pairs.entity_id
+                           and k.target_date = strftime(pairs.target_date, '%Y-%m-%d')) as key, 'recall' as task,
                    'bench' as model_id, 'bench' as backend, entity_id, strftime(target_date, '%Y-%m-%d') as target_date,
                    'recall prompt' as prompt, {{'temperature': 0, 'max_tokens': 1, 'top_logprobs': 20}} as params,
                    label as response_text,
@@ -90,7 +107,8 @@ def generate(out: Path, n_rows: int, n_entities: int = 1587, n_dates: int = 3000
     """)
     con.execute(f"""
         copy (
-            select sha256('mink|bench|' || row_id) as key, 'mink' as task, 'bench' as model_id, 'bench' as backend,
+            select (select key from keys k where k.task = 'mink' and k.row_id = obs.row_id) as key,
+                   'mink' as task, 'bench' as model_id, 'bench' as backend,
                    row_id, 'prompt ' || row_id as prompt, {{'k': 0.2}} as params,
                    [{{'token_id': 0, 'token': '<s>', 'logprob': null}}]
                    || list_transform(range(30), x -> {{'token_id': x + 1, 'token': 't',
@@ -99,13 +117,8 @@ def generate(out: Path, n_rows: int, n_entities: int = 1587, n_dates: int = 3000
             from obs
         ) to '{raw}/mink.jsonl' (format json)
     """)
-    cutoff = con.sql("select quantile_disc(target_date, 0.8) from obs").fetchone()[0]
     con.close()
-    return {
-        "study_name": f"bench_{n_rows}", "data_path": str(out / "observations.csv"), "raw_dir": str(raw),
-        "model_id": "bench", "training_cutoff": str(cutoff), "period_frequency": "trading_day",
-        "bootstrap_draws": 200,
-    }
+    return vars_
 
 
 def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int, str]:
