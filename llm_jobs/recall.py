@@ -20,7 +20,6 @@ import pandas as pd
 
 from llm_jobs.common import (
     EXIT_OK,
-    MIN_SAMPLES,
     JobContext,
     JobStop,
     Query,
@@ -36,7 +35,7 @@ from llm_jobs.common import (
 )
 from lookahead.backends.base import QueryFailure
 from lookahead.cache import RawStore, atomic_write_parquet
-from lookahead.keys import pair_key, recall_prompt, sampling_fallback, task_params
+from lookahead.keys import MIN_SAMPLES, pair_key, recall_prompt, sampling_fallback, task_params
 from lookahead.prompts import check_recall_labels
 from lookahead.rows import unique_pairs
 from lookahead.scoring import recall_scores
