@@ -1,8 +1,9 @@
 """The protocol's regressions (steps 3-5) as specifications run through ``fit_fe``.
 
 Step 3 validation:  outcome ~ ud | entity_num + period_num, pooled / high-LAP / low-LAP,
-                    and outcome ~ ud + ud:high_lap | entity x half + period x half, whose
-                    ud:high_lap coefficient is theta_high - theta_low with a clustered test.
+                    and outcome ~ ud + ud:high_lap | entity x half + period x half with ud
+                    in sd units of its half, whose ud:high_lap coefficient is
+                    theta_high - theta_low per sd of U-D, with a clustered test.
 Step 4 detection:   outcome ~ mu_hat + lap + mu_hat:lap | entity_num + period_num;
                     beta_3 is mu_hat:lap, tested one-sided (H1: beta_3 > 0).
 Step 5 placebo:     the same regressions on the post-cutoff sample. With no post-cutoff
@@ -50,7 +51,11 @@ VALIDATION_SPECS: dict[str, int | None] = {
 #: ud x high_lap with entity x half and period x half fixed effects, i.e. the two
 #: half-sample regressions stacked, so the ud:high_lap coefficient is exactly
 #: theta_high - theta_low and its clustered standard error counts the entities both
-#: halves share. Tested one-sided (H1: theta_high > theta_low).
+#: halves share. Tested one-sided (H1: theta_high > theta_low). ud is measured in sd
+#: units of its own half: the halves are split on LAP, so U-D (bounded by LAP) varies
+#: far less in the low half, and a theta per unit of U-D there is large even when the
+#: low half barely moves the outcome; per sd, the comparison asks which half's recalled
+#: direction predicts more.
 DIFFERENCE_SPEC = "validation_difference"
 DIFFERENCE_TERMS = ("ud", "ud:high_lap")
 THETA_DIFF = "ud:high_lap"
@@ -161,9 +166,13 @@ def _requests(sample: str, settings: StatsSettings, notes: tuple[str, ...],
 
 
 def with_halves(panel: pd.DataFrame) -> pd.DataFrame:
-    """The panel plus entity x half and period x half codes for the difference regression."""
+    """The panel for the difference regression: entity x half and period x half codes, and
+    ud in sd units of its half (a half without U-D variation leaves it missing)."""
     out = panel.copy()
     hl = pd.to_numeric(out["high_lap"], errors="coerce")
+    ud = pd.to_numeric(out["ud"], errors="coerce").astype(float)
+    sd = ud.groupby(hl).transform("std")
+    out["ud"] = ud / sd.where(sd > 0)
     for col, src in ((ENTITY_HALF, ENTITY_FE), (PERIOD_HALF, PERIOD_FE)):
         codes = pd.factorize(out[src], sort=True)[0].astype(float)
         codes[codes < 0] = np.nan

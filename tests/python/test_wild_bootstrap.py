@@ -111,8 +111,9 @@ def test_wild_off_and_not_for_unclustered_fits():
 
 def test_difference_regression_equals_half_sample_thetas_and_has_a_wild_p():
     """ud x high_lap with entity x half and period x half FE is the two half-sample
-    regressions stacked: its coefficients are theta_low and theta_high - theta_low. Its
-    dense design is singular as pyfixest builds it; the bootstrap's must not be."""
+    regressions stacked, with ud in sd units of its half: its coefficients are
+    theta_low and theta_high - theta_low per sd of U-D. Its dense design is singular as
+    pyfixest builds it; the bootstrap's must not be."""
     from lookahead.stats.protocol import StatsSettings, run_sample
 
     rng = np.random.default_rng(9)
@@ -122,7 +123,9 @@ def test_difference_regression_equals_half_sample_thetas_and_has_a_wild_p():
     df["high_lap"] = (df["lap"] > df["lap"].median()).astype(int)
     res = run_sample(df, "pre", StatsSettings(wild=WildSettings(draws=199)))
     get = lambda spec, term, col="estimate": float(res.loc[(res["spec"] == spec) & (res["term"] == term), col].iloc[0])  # noqa: E731
-    hi, lo = get("validation_high_lap", "ud"), get("validation_low_lap", "ud")
+    sd = df.groupby("high_lap")["ud"].std()
+    hi = get("validation_high_lap", "ud") * sd[1]
+    lo = get("validation_low_lap", "ud") * sd[0]
     assert get("validation_difference", "ud") == pytest.approx(lo, rel=1e-8)
     assert get("validation_difference", "ud:high_lap") == pytest.approx(hi - lo, rel=1e-8)
     p = get("validation_difference", "ud:high_lap", "p_wild_one_sided")
