@@ -1,7 +1,7 @@
 """The claim-level demo's headline: measured figures against the planted truth.
 
     python -m lookahead.claims.check --demo demo/claims \
-        --db leaky=outputs/lookahead.duckdb --db prudent=outputs/claims_prudent.duckdb
+        --db leaky=outputs/demo_claims_leaky.duckdb --db prudent=outputs/demo_claims_prudent.duckdb
 
 Prints, per demo model, whether every OLR equals the planted truth, the mean
 Shapley-DCLR next to the ideal rule model's, the efficiency check and TimeSPEC's
