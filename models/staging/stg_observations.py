@@ -12,6 +12,10 @@ def model(dbt, session):
     from lookahead.rows import stage_observations
 
     dbt.source("study", "observations")  # lineage: the file this model reads
+    try:  # lineage: the reasons a row can carry (the package reads seeds/reject_reasons.csv itself)
+        dbt.ref("reject_reasons")
+    except Exception:  # noqa: BLE001 - `dbt run` loads no seeds; the model does not need the table
+        pass
     settings = dbt.ref("study_settings").df()
     study = Study.from_json(str(settings["settings_json"].iloc[0]))
     staged = stage_observations(study, study.path("data_path"))
