@@ -136,6 +136,7 @@ def test_value_job_rerun_asks_nothing(scored, tmp_path, monkeypatch, capsys):
     assert not log.exists() or log.read_text() == ""
 
 
+@pytest.mark.slow  # a killed subprocess and a resume (~20 s); extraction's kill test stays in the default suite
 def test_kill9_mid_run_then_resume_without_requery(tmp_path):
     preds = pd.read_csv(DEMO / "predictions_leaky.csv", dtype=str, keep_default_na=False)
     preds[preds["instance_id"].isin(["c29", "c01"])].to_csv(tmp_path / "p.csv", index=False)  # c29: ~1000 coalitions

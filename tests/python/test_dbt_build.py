@@ -241,6 +241,7 @@ def _one_error_line(output: str, pattern: str) -> None:
     assert "Traceback" not in output
 
 
+@pytest.mark.slow  # four failing dbt starts; the same checks run in Python in test_settings.py
 @pytest.mark.parametrize(
     "change, pattern",
     [
@@ -259,6 +260,7 @@ def test_bad_settings_give_one_clear_error(built, tmp_path, change, pattern):
     _one_error_line(res.output, pattern)
 
 
+@pytest.mark.slow  # a dbt start; the reader's 0-byte error is tested in test_rows.py
 def test_empty_file_is_a_clear_error(built, tmp_path):
     study, _ = built
     empty = tmp_path / "empty.csv"
@@ -268,6 +270,7 @@ def test_empty_file_is_a_clear_error(built, tmp_path):
     _one_error_line(res.output, r"setting 'data_path': file '.*empty.csv' is empty")
 
 
+@pytest.mark.slow  # a failing dbt start (~10 s)
 def test_duplicate_row_id_is_an_error(built, tmp_path):
     study, _ = built
 
@@ -371,7 +374,8 @@ def test_each_study_builds_into_its_own_database(built, tmp_path):
 
 
 @pytest.mark.parametrize("case, pattern", [
-    ("too few rows", r"too little data: fewer panel rows than min_panel_rows"),
+    pytest.param("too few rows", r"too little data: fewer panel rows than min_panel_rows",
+                 marks=pytest.mark.slow),
     ("no pre-cutoff rows", r"no pre-cutoff rows: check training_cutoff"),
 ])
 def test_too_little_data_stops_at_the_gate(built, tmp_path, case, pattern):
@@ -388,6 +392,7 @@ def test_too_little_data_stops_at_the_gate(built, tmp_path, case, pattern):
     assert not res.has_table("verdict")
 
 
+@pytest.mark.slow  # the statistics read settings_json: test_verdict.py checks it without dbt
 def test_optional_stats_settings_reach_the_regressions(built, tmp_path):
     """nw_lag and lap_min_sd are dbt vars recorded in study_settings, which is where the
     regression and verdict models read their settings from."""
@@ -510,6 +515,7 @@ def test_header_only_input_stops_the_build_at_a_named_check(built, tmp_path):
     assert not res.has_table("panel") and not res.has_table("verdict")
 
 
+@pytest.mark.slow  # a full build and a report (~30 s)
 def test_a_subsampled_study_builds_and_the_report_says_so(built, tmp_path):
     """subsample_rows/subsample_seed pick the same rows as the jobs (lookahead.rows), the
     build passes on them alone, and study_settings, sample_description and REPORT.md
