@@ -31,13 +31,13 @@ from llm_jobs.common import (
     print_plan,
     record_skeleton,
     require_complete,
+    row_queries,
     run_main,
     run_queries,
 )
 from lookahead.backends.base import QueryFailure
 from lookahead.cache import RawStore, atomic_write_parquet, atomic_write_text
-from lookahead.keys import row_key, task_params
-from lookahead.prompts import check_forecast_template, render_forecast
+from lookahead.keys import task_params
 from lookahead.scoring import (
     MIN_PARSE_RATE,
     first_token_prob,
@@ -50,14 +50,9 @@ TASK = "forecast"
 
 
 def plan(ctx: JobContext) -> tuple[list[Query], dict[str, Any]]:
-    """One query per valid row, keyed by lookahead.keys (no model needed): (queries, params).
-    The template guard runs first: the prompt may not use the outcome or target date."""
-    template = str(ctx.study["forecast_prompt"])
-    check_forecast_template(template, ctx.study["column_map"], ctx.study["forecast_prompt_allowed_columns"])
+    """One query per valid row, keyed by lookahead.keys (no model needed): (queries, params)."""
     params = task_params(ctx.study, TASK)
-    queries = [Query(row_key(ctx.study, TASK, row, params), render_forecast(template, row),
-                     row_id=str(row["row_id"]), row=row) for row in ctx.rows.to_dict("records")]
-    return queries, params
+    return row_queries(ctx, TASK, params), params
 
 
 def run(ctx: JobContext) -> int:

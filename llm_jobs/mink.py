@@ -27,25 +27,21 @@ from llm_jobs.common import (
     print_plan,
     record_skeleton,
     require_complete,
+    row_queries,
     run_main,
     run_queries,
 )
 from lookahead.backends.base import QueryFailure
 from lookahead.cache import RawStore, atomic_write_parquet
-from lookahead.keys import row_key, sampling_fallback, task_params
-from lookahead.prompts import check_forecast_template, render_forecast
+from lookahead.keys import sampling_fallback, task_params
 from lookahead.scoring import mink_lap
 
 TASK = "mink"
 
 
 def plan(ctx: JobContext, params: dict[str, Any]) -> list[Query]:
-    """One scoring query per row over its forecast prompt (the forecast job's guards and
-    cut), keyed by lookahead.keys."""
-    template = str(ctx.study["forecast_prompt"])
-    check_forecast_template(template, ctx.study["column_map"], ctx.study["forecast_prompt_allowed_columns"])
-    return [Query(row_key(ctx.study, TASK, row, params), render_forecast(template, row),
-                  row_id=str(row["row_id"]), row=row) for row in ctx.rows.to_dict("records")]
+    """The forecast job's prompts, one scoring query per row (same guards and cut)."""
+    return row_queries(ctx, TASK, params)
 
 
 def run(ctx: JobContext) -> int:
