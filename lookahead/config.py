@@ -112,6 +112,20 @@ def setting_default(name: str) -> Any:
     return SCHEMA.settings[name].default
 
 
+def check_setting(name: str, value: Any) -> Any:
+    """One setting's value checked by its declared rule (None: the declared default).
+
+    For code that receives a single setting outside a resolved ``Study`` (a job flag, a
+    test calling a row function directly): it reads the schema's rule instead of
+    writing its own."""
+    if name not in SCHEMA.settings:
+        raise _unknown_key_error(name)
+    spec = SCHEMA.settings[name]
+    if value is None or value == "":
+        return spec.default
+    return _check_value(spec, value)
+
+
 CHOICES: dict[str, tuple[str, ...]] = {
     n: s.allowed for n, s in SCHEMA.settings.items() if s.type == "choice"
 }

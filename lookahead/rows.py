@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lookahead.config import PROJECT_ROOT, StudyConfigError
+from lookahead.config import PROJECT_ROOT, StudyConfigError, check_setting
 
 REJECT_REASONS_FILE = PROJECT_ROOT / "seeds" / "reject_reasons.csv"
 CSV_SUFFIXES = (".csv", ".tsv", ".txt")
@@ -109,15 +109,9 @@ def sniff_delimiter(header_line: str) -> str:
 
 
 def _delimiter_setting(value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    if value == "tab":
-        return "\t"
-    if isinstance(value, str) and len(value) == 1 and value not in ('"', "\n", "\r"):
-        return value
-    raise StudyConfigError(
-        f"setting 'csv_delimiter': {value!r} must be one character (',', ';', '|', 'tab') or null to sniff it"
-    )
+    """csv_delimiter as checked by the settings schema; 'tab' is the tab character."""
+    value = check_setting("csv_delimiter", value)
+    return "\t" if value == "tab" else value
 
 
 def read_table(path: Path, delimiter: str | None = None) -> pd.DataFrame:
@@ -349,12 +343,9 @@ def _setting(settings: Mapping[str, Any], name: str, default: Any = None) -> Any
 
 
 def _subsample_setting(settings: Mapping[str, Any]) -> tuple[int | None, int]:
-    n, seed = _setting(settings, "subsample_rows"), _setting(settings, "subsample_seed", 0)
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n <= 0):
-        raise StudyConfigError(f"setting 'subsample_rows': '{n}' must be a positive whole number or null")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise StudyConfigError(f"setting 'subsample_seed': '{seed}' must be a whole number")
-    return n, seed
+    """(subsample_rows, subsample_seed) as checked by the settings schema."""
+    return (check_setting("subsample_rows", _setting(settings, "subsample_rows")),
+            check_setting("subsample_seed", _setting(settings, "subsample_seed")))
 
 
 def stage_rows(df: pd.DataFrame, settings: Mapping[str, Any], source: str = "the input") -> pd.DataFrame:

@@ -46,18 +46,13 @@ def backend_options(study: Study) -> dict[str, Any]:
             resolved = study.path(key)
             value = str(resolved) if resolved.exists() else str(value)
         opts[key] = value
-    extra = study.get("backend_options") or {}
-    if not isinstance(extra, dict):
-        raise StudyConfigError("setting 'backend_options' must be a mapping of option: value")
-    opts.update(extra)
+    opts.update(study.get("backend_options") or {})  # a mapping: the settings schema checked it
     return opts
 
 
 def get_backend(study: Study, **overrides: Any) -> Backend:
     """Construct the study's backend (model_id + options); overrides win over the study."""
-    kind = study["backend"]
-    if kind not in BACKENDS:
-        raise StudyConfigError(f"setting 'backend': '{kind}' is not one of {', '.join(BACKENDS)}")
+    kind = study["backend"]  # one of BACKENDS: the settings schema checked it
     module_name, cls_name = BACKENDS[kind]
     try:
         module = importlib.import_module(module_name)

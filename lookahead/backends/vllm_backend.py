@@ -167,9 +167,8 @@ class VLLMBackend(Backend):
         return result
 
     def sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int) -> list[list[str]]:
-        """Fallback: n answers per prompt at temperature 1 with a fixed seed."""
-        if n < 25:
-            raise StudyConfigError(f"setting 'n_samples': {n} is below the protocol's 25")
+        """Fallback: n answers per prompt at temperature 1 with a fixed seed (n_samples,
+        at least the protocol's 25 by the settings schema)."""
         params = self._SamplingParams(n=n, temperature=1.0, seed=seed, max_tokens=max_tokens)
         outs = self.llm.generate(self._inputs(prompts), params, use_tqdm=False)
         return [[c.text for c in sorted(o.outputs, key=lambda c: c.index)] for o in outs]

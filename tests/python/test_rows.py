@@ -178,7 +178,7 @@ def test_reader_errors_are_one_line(tmp_path):
         read_table(odd)
     one = tmp_path / "one.csv"
     one.write_text("a\n1\n")
-    with pytest.raises(StudyConfigError, match="setting 'csv_delimiter': ';;' must be one character"):
+    with pytest.raises(StudyConfigError, match="setting 'csv_delimiter': ';;' is not one of"):
         read_table(one, ";;")
     assert read_table(one, "tab").shape == (1, 1)
 

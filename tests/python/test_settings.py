@@ -146,3 +146,35 @@ def test_study_file_resolves_from_any_working_directory(tmp_path):
     assert proc.returncode == 2
     assert re.fullmatch(r"error: setting 'trainig_cutoff' is not a study setting \(did you mean 'training_cutoff'\?\)\n",
                         proc.stderr), proc.stderr
+
+
+def test_backends_are_the_declared_choices():
+    """The factory's table and the schema's allowed values name the same backends, so the
+    schema's check is the only one get_backend needs."""
+    from lookahead.backends import BACKENDS
+    from lookahead.config import CHOICES
+
+    assert set(BACKENDS) == set(CHOICES["backend"])
+
+
+@pytest.mark.parametrize("name, value, expected", [
+    ("csv_delimiter", ";", ";"), ("csv_delimiter", None, None), ("subsample_rows", 5, 5),
+    ("subsample_rows", None, None), ("subsample_seed", None, 0),
+])
+def test_one_setting_is_checked_by_its_declared_rule(name, value, expected):
+    from lookahead.config import check_setting
+
+    assert check_setting(name, value) == expected
+
+
+@pytest.mark.parametrize("name, value, pattern", [
+    ("csv_delimiter", "::", r"setting 'csv_delimiter': '::' is not one of"),
+    ("subsample_rows", 0, r"setting 'subsample_rows': 0 is below its minimum 1"),
+    ("subsample_seed", 1.5, r"setting 'subsample_seed': 1.5 is not a whole number"),
+    ("csv_delimter", ",", r"csv_delimiter"),
+])
+def test_one_bad_setting_names_itself(name, value, pattern):
+    from lookahead.config import check_setting
+
+    with pytest.raises(StudyConfigError, match=pattern):
+        check_setting(name, value)
