@@ -192,6 +192,20 @@ def to_markdown(table: pd.DataFrame) -> str:
     return head + body
 
 
+TABLE_START, TABLE_END = "<!-- table:start -->", "<!-- table:end -->"
+
+
+def write_doc_table(doc: Path, table_md: str) -> None:
+    """Put the table between the markers of docs/montecarlo.md, so the figures the docs
+    quote are the ones this run wrote (the prose around them is written by hand)."""
+    text = doc.read_text(encoding="utf-8")
+    if TABLE_START not in text or TABLE_END not in text:
+        raise SystemExit(f"--doc: '{doc}' has no {TABLE_START} ... {TABLE_END} markers")
+    head, rest = text.split(TABLE_START, 1)
+    _, tail = rest.split(TABLE_END, 1)
+    doc.write_text(f"{head}{TABLE_START}\n{table_md}{TABLE_END}{tail}", encoding="utf-8")
+
+
 def _done(progress: Path) -> set[tuple[str, int]]:
     if not progress.exists():
         return set()
@@ -254,6 +268,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--base-seed", type=int, default=20240101)
     ap.add_argument("--progress", default="docs/montecarlo/progress.jsonl")
     ap.add_argument("--out", default="docs/montecarlo/results.json")
+    ap.add_argument("--doc", default="docs/montecarlo.md",
+                    help="write the table between its markers in this file ('' = do not)")
     ap.add_argument("--summarize-only", action="store_true",
                     help="tabulate the replications already in --progress (up to --reps per design)")
     args = ap.parse_args(argv)
@@ -284,6 +300,8 @@ def main(argv: list[str] | None = None) -> None:
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    if args.doc:
+        write_doc_table(Path(args.doc), to_markdown(table))
     print(to_markdown(table))
 
 
