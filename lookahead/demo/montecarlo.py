@@ -206,17 +206,24 @@ def write_doc_table(doc: Path, table_md: str) -> None:
     doc.write_text(f"{head}{TABLE_START}\n{table_md}{TABLE_END}{tail}", encoding="utf-8")
 
 
-def _done(progress: Path) -> set[tuple[str, int]]:
+def _read_progress(progress: Path) -> list[dict]:
+    """The replications in the progress file; a line torn by a killed run is skipped (its
+    replication counts as not done and runs again)."""
     if not progress.exists():
-        return set()
-    seen = set()
+        return []
+    rows = []
     for line in progress.read_text().splitlines():
         try:
             r = json.loads(line)
-            seen.add((r["design"], int(r["rep"])))
-        except (ValueError, KeyError):
+        except ValueError:
             continue
-    return seen
+        if isinstance(r, dict) and "design" in r and "rep" in r:
+            rows.append(r)
+    return rows
+
+
+def _done(progress: Path) -> set[tuple[str, int]]:
+    return {(r["design"], int(r["rep"])) for r in _read_progress(progress)}
 
 
 def _worker(args: tuple[Design, list[int], StatsSettings, int, str]) -> None:
@@ -250,9 +257,8 @@ def run(reps: int, settings: StatsSettings, progress: Path, designs: tuple[Desig
     else:
         for job in jobs:
             _worker(job)
-    rows = [json.loads(x) for x in progress.read_text().splitlines() if x.strip()]
     names = [d.name for d in designs]
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(_read_progress(progress))
     df = df[df["design"].isin(names) & (df["rep"] < reps)].drop_duplicates(["design", "rep"])
     return df
 
@@ -283,7 +289,7 @@ def main(argv: list[str] | None = None) -> None:
                                                min_clusters=args.min_clusters))
     t0 = time.perf_counter()
     if args.summarize_only:
-        rows = pd.DataFrame([json.loads(x) for x in Path(args.progress).read_text().splitlines() if x.strip()])
+        rows = pd.DataFrame(_read_progress(Path(args.progress)))
         rows = rows[rows["design"].isin([d.name for d in designs]) & (rows["rep"] < args.reps)]
         rows = rows.drop_duplicates(["design", "rep"])
     else:
