@@ -249,6 +249,20 @@ def test_montecarlo_runs_the_shipped_verdict_on_one_draw_per_design() -> None:
     assert table.loc[0, "verdict_detection_test"] == 1.0 and table.loc[0, "reps"] == 1
 
 
+def test_montecarlo_resumes_past_a_torn_progress_line(tmp_path: Path) -> None:
+    """A run killed mid-write leaves a torn last line: resuming and summarizing skip it,
+    and its replication counts as not done."""
+    import json
+
+    from lookahead.demo.montecarlo import _done, _read_progress
+
+    progress = tmp_path / "progress.jsonl"
+    good = {"design": "null_10_clusters", "rep": 0, "p_used": 0.5}
+    progress.write_text(json.dumps(good) + "\n" + json.dumps({**good, "rep": 1})[:20] + "\n")
+    assert _read_progress(progress) == [good]
+    assert _done(progress) == {("null_10_clusters", 0)}
+
+
 @pytest.mark.slow
 def test_build_reproduces_the_shipped_weights_byte_for_byte(tmp_path: Path) -> None:
     """The full rebuild (several CPU minutes) gives the shipped safetensors exactly."""
