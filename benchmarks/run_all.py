@@ -4,9 +4,10 @@ benchmarks/results/ (tracked, so a figure quoted in BENCHMARKS.md can be re-read
 Quick by default (minutes on 2 cores): dbt build vs the bare script at 91,361 rows, the
 Min-K% paths vs the per-text loop and the measured compute ceiling, the fast bootstrap vs
 the naive refit, the cached demo re-run. --full adds 1,000,000 rows (and more pairs,
-texts and naive draws).
+texts and naive draws) and the scale benchmark (bench_scale.py: 100,000 to 10,000,000 rows,
+growth exponents of time and memory).
 
-    python benchmarks/run_all.py [--full] [--only dbt,mink,bootstrap,cached]
+    python benchmarks/run_all.py [--full] [--only dbt,mink,bootstrap,cached,scale]
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ B = ROOT / "benchmarks"
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="large sizes too (1,000,000 rows; slower)")
-    ap.add_argument("--only", default="dbt,mink,bootstrap,cached", help="comma-separated subset")
+    ap.add_argument("--only", default="dbt,mink,bootstrap,cached,scale", help="comma-separated subset")
     a = ap.parse_args()
     only = set(a.only.split(","))
     py = sys.executable
@@ -39,6 +40,10 @@ def main() -> None:
                                     "--naive-draws", "400" if a.full else "100"]))
     if "cached" in only:
         steps.append(("cached", [py, str(B / "bench_cached_rerun.py"), "--runs", "5" if a.full else "3"]))
+    if "scale" in only and a.full:
+        # the protocol path at 100,000 / 1,000,000 (dbt) and up to 10,000,000 rows
+        # (statistics models), with growth exponents: long, so only with --full
+        steps.append(("scale", [py, str(B / "bench_scale.py")]))
     failed = []
     for name, cmd in steps:
         print(f"== {name}: {' '.join(cmd[1:])}", flush=True)

@@ -77,9 +77,13 @@ def recall_prompt(study: Study, pair: dict[str, Any], labels: dict[str, str] | N
     )
 
 
-def row_key(study: Study, task: str, row: dict[str, Any], params: dict[str, Any]) -> str:
-    """Key of a forecast or Min-K% query (one per row: both score the forecast prompt)."""
-    prompt = render_forecast(str(study["forecast_prompt"]), row)
+def row_key(study: Study, task: str, row: dict[str, Any], params: dict[str, Any],
+            prompt: str | None = None) -> str:
+    """Key of a forecast or Min-K% query (one per row: both score the forecast prompt).
+
+    `prompt`: the row's rendered forecast prompt when the caller has it already."""
+    if prompt is None:
+        prompt = render_forecast(str(study["forecast_prompt"]), row)
     return query_key(task, str(study["model_id"]), str(row["row_id"]), prompt, params)
 
 
@@ -92,15 +96,39 @@ def pair_key(study: Study, pair: dict[str, Any], params: dict[str, Any]) -> str:
 def expected_keys(study: Study, rows: pd.DataFrame) -> pd.DataFrame:
     """Every key the study asks for: one row per (task, key) with what it identifies."""
     check_recall_template(str(study["recall_template"]))
-    out: list[tuple[str, str, str | None, str | None, str | None]] = []
-    records = rows.to_dict("records")
-    for task in ("forecast", "mink"):
-        params = task_params(study, task)
-        out += [(task, row_key(study, task, r, params), str(r["row_id"]), None, None) for r in records]
+    cols: dict[str, list[str | None]] = {c: [] for c in KEY_COLUMNS}
+
+    def add(task: str, key: str, row_id: str | None, entity_id: str | None, target_date: str | None) -> None:
+        for c, v in zip(KEY_COLUMNS, (task, key, row_id, entity_id, target_date)):
+            cols[c].append(v)
+
+    # Rows become dicts a chunk at a time, and keys go into one list per column: a dict
+    # per row, or a tuple per key, of a 10,000,000-row study would take more memory than
+    # the rest of the build. Forecast and Min-K% score the same prompt: rendered once.
+    f_params, m_params = task_params(study, "forecast"), task_params(study, "mink")
+    row_ids: list[str] = []
+    mink_keys: list[str] = []
+    for start in range(0, len(rows), KEY_CHUNK_ROWS):
+        for r in rows.iloc[start:start + KEY_CHUNK_ROWS].to_dict("records"):
+            prompt = render_forecast(str(study["forecast_prompt"]), r)
+            add("forecast", row_key(study, "forecast", r, f_params, prompt), str(r["row_id"]), None, None)
+            row_ids.append(str(r["row_id"]))
+            mink_keys.append(row_key(study, "mink", r, m_params, prompt))
+    for key, row_id in zip(mink_keys, row_ids):  # every forecast key first, then Min-K%
+        add("mink", key, row_id, None, None)
+    del mink_keys, row_ids
     params = task_params(study, "recall")
-    for p in unique_pairs(rows).to_dict("records"):
-        out.append(("recall", pair_key(study, p, params), None, str(p["entity_id"]), str(p["target_date"])))
-    return pd.DataFrame(out, columns=list(KEY_COLUMNS))
+    pairs = unique_pairs(rows)
+    for start in range(0, len(pairs), KEY_CHUNK_ROWS):
+        for p in pairs.iloc[start:start + KEY_CHUNK_ROWS].to_dict("records"):
+            add("recall", pair_key(study, p, params), None, str(p["entity_id"]), str(p["target_date"]))
+    if not cols["task"]:
+        return pd.DataFrame([], columns=list(KEY_COLUMNS))
+    return pd.DataFrame(cols, columns=list(KEY_COLUMNS))
+
+
+#: Rows turned into dicts at a time by `expected_keys` (bounds its memory, not its result).
+KEY_CHUNK_ROWS = 200_000
 
 
 def expected_keys_for_build(study_settings: pd.DataFrame) -> pd.DataFrame:

@@ -15,10 +15,13 @@ def model(dbt, session):
     # memory (at 1,000,000 rows: 5.3 GB)
     dbt.ref("verdict")
 
-    from lookahead.paper.dbt_entry import bootstrap_frame
+    from lookahead.paper.dbt_entry import bootstrap_frame, panel_columns
+    from lookahead.stats.panel_io import read_columns
 
+    settings = dbt.ref("study_settings").df()
+    cols = panel_columns(settings)  # only the columns the paper's regressions read
     return bootstrap_frame(
-        dbt.ref("study_settings").df(),
-        dbt.ref("panel_pre").df(),
-        dbt.ref("panel_post").df(),
+        settings,
+        read_columns(dbt.ref("panel_pre"), cols),
+        read_columns(dbt.ref("panel_post"), cols),
     )

@@ -10,11 +10,14 @@ def model(dbt, session):
     dbt.config(materialized="table")
     dbt.ref("gate_panel")  # build only after the data-quality gate has passed
 
-    from lookahead.paper.dbt_entry import paper_tables_frame
+    from lookahead.paper.dbt_entry import panel_columns, paper_tables_frame
+    from lookahead.stats.panel_io import read_columns
 
+    settings = dbt.ref("study_settings").df()
+    cols = panel_columns(settings)  # only the columns the paper's regressions read
     return paper_tables_frame(
-        dbt.ref("study_settings").df(),
-        dbt.ref("panel_pre").df(),
-        dbt.ref("panel_post").df(),
+        settings,
+        read_columns(dbt.ref("panel_pre"), cols),
+        read_columns(dbt.ref("panel_post"), cols),
         boot=dbt.ref("bootstrap_results").df(),
     )

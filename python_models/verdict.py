@@ -10,12 +10,13 @@ def model(dbt, session):
     dbt.ref("gate_panel")
 
     from lookahead.identity import with_identity
+    from lookahead.stats.panel_io import read_columns
     from lookahead.stats.protocol import StatsSettings
-    from lookahead.stats.verdict import verdict_frame
+    from lookahead.stats.verdict import VERDICT_COLUMNS, verdict_frame
 
     settings = StatsSettings.from_frame(dbt.ref("study_settings").df())
     results = dbt.ref("regression_results").df()
-    panel_pre = dbt.ref("panel_pre").df()
-    panel_post = dbt.ref("panel_post").df()
+    panel_pre = read_columns(dbt.ref("panel_pre"), VERDICT_COLUMNS)
+    panel_post = read_columns(dbt.ref("panel_post"), VERDICT_COLUMNS)
     return with_identity(verdict_frame(results, panel_pre, panel_post, settings),
                          dbt.ref("build_identity").df())

@@ -29,6 +29,12 @@ def settings_from_frame(study_settings: pd.DataFrame) -> tuple[T.PaperSettings, 
     return T.PaperSettings.from_study(study), study["bootstrap_draws"], study["bootstrap_seed"]
 
 
+def panel_columns(study_settings: pd.DataFrame) -> list[str]:
+    """The panel columns `paper_tables_frame` and `bootstrap_frame` read for this study: the
+    models fetch only these (lookahead.stats.panel_io)."""
+    return T.paper_columns(settings_from_frame(study_settings)[0])
+
+
 def bootstrap_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd.DataFrame) -> pd.DataFrame:
     """One row per bootstrap draw; no rows when there is no post-cutoff sample or draws = 0."""
     s, draws, seed = settings_from_frame(study_settings)

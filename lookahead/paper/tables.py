@@ -25,6 +25,7 @@ import pandas as pd
 
 from lookahead.config import Study, setting_default
 from lookahead.paper.fit import FitResult, PaperNotEstimable, PaperSpecError, Term, fit_fe
+from lookahead.stats.fe_regression import CLUSTER_COLUMNS as STATS_CLUSTER_COLUMNS
 
 LAP_COLUMNS = {"mink": "lap_mink", "recall": "lap_recall", "configured": "lap"}
 
@@ -74,6 +75,18 @@ class PaperSettings:
         return cls(lap_measure=study["lap_measure"], mink_mean=study["mink_mean"],
                    cluster=study["paper_cluster"], moderator=study["moderator_column"],
                    oos_start=study["paper_oos_start"])
+
+
+def paper_columns(s: PaperSettings) -> list[str]:
+    """Every panel column the paper tables and the bootstrap read under settings `s`: both
+    LAP measures (Table I), outcome, LLM, the confidence measures, the moderator, the fixed
+    effects, the cluster and target_date (Table V's out-of-sample start). The dbt models
+    read only these (lookahead.stats.panel_io)."""
+    cl_col = STATS_CLUSTER_COLUMNS.get(s.cluster or "none")
+    cols = [*LAP_COLUMNS.values(), s.outcome, s.llm, s.first_token_prob, s.stated_confidence,
+            *([s.moderator] if s.moderator else []), *s.fixed_effects,
+            *([cl_col] if cl_col else []), "target_date"]
+    return list(dict.fromkeys(cols))
 
 
 @dataclass
@@ -343,7 +356,11 @@ def table5_difference(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings) -
     fes = []
     for fe in s.fixed_effects:
         col = f"_{fe}_x_period"
-        stacked[col] = stacked[fe].astype("string") + "|" + stacked["_oos"].astype("string")
+        # (level, period) as one integer code: the same groups, in the same order of first
+        # appearance, as a "level|period" string, without a string per row
+        codes = pd.factorize(stacked[fe], use_na_sentinel=True)[0].astype(np.float64)
+        codes[codes < 0] = np.nan
+        stacked[col] = codes * 2 + stacked["_oos"].to_numpy(np.float64)
         fes.append(col)
     terms = list(full) + [Term(t.name + X + "out-of-sample", (*t.columns, "_oos")) for t in full]
     fit = fit_fe(stacked, y, terms, fes, s.cluster, "table5_difference")

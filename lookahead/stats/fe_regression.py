@@ -59,6 +59,9 @@ CLUSTER_COLUMNS: dict[str, str | None] = {
 MIN_CLUSTERS = 20  # protocol: "With few entities (< ~20 clusters), warn"
 ENTITY_FE = "entity_num"
 PERIOD_FE = "period_num"
+#: The row order Newey-West uses for a single-entity panel (time series): the only
+#: non-numeric panel columns a regression reads.
+NW_ORDER_COLUMNS: tuple[str, ...] = ("target_date", "text_date", "row_id")
 SSC_RULE = "reghdfe: G/(G-1)*(N-1)/(N-K), K = slopes + FE levels not nested in the cluster"
 
 _SINGLETON_RE = re.compile(r"(\d+) singleton fixed effect")
@@ -176,7 +179,7 @@ def _prepare(df: pd.DataFrame, req: FitRequest, cluster_col: str | None
         data[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
     for fe in req.fixed_effects:
         data[fe] = df[fe]
-    for extra in ("target_date", "text_date", "row_id"):
+    for extra in NW_ORDER_COLUMNS:
         if extra in df.columns:
             data[extra] = df[extra]
     if cluster_col:
@@ -273,7 +276,7 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     fixef_rm = "singleton"  # reghdfe drops singletons by default
     if single_entity:
         lag = req.nw_lag if req.nw_lag is not None else newey_west_default_lag(len(data))
-        order_cols = [c for c in ("target_date", "text_date", "row_id") if c in data.columns]
+        order_cols = [c for c in NW_ORDER_COLUMNS if c in data.columns]
         if order_cols:
             data = data.sort_values(order_cols, kind="mergesort").reset_index(drop=True)
             if "target_date" in data and data["target_date"].duplicated().any():

@@ -26,6 +26,7 @@ from lookahead.config import Study, setting_default
 from lookahead.stats.fe_regression import (
     CLUSTER_COLUMNS,
     ENTITY_FE,
+    NW_ORDER_COLUMNS,
     PERIOD_FE,
     RESULT_COLUMNS,
     FitRequest,
@@ -65,6 +66,15 @@ SPECS = (*VALIDATION_SPECS, DIFFERENCE_SPEC, DETECTION_SPEC)
 SAMPLES = ("pre", "post")
 
 PANEL_COLUMNS = (OUTCOME, "ud", "mu_hat", "lap", "high_lap", ENTITY_FE, PERIOD_FE)
+
+
+def protocol_columns(settings: "StatsSettings") -> list[str]:
+    """Every panel column `run_protocol` reads: the regression columns, the cluster, the
+    approximation flag and the Newey-West row order (a single-entity panel)."""
+    cols = list(PANEL_COLUMNS)
+    cluster_col = CLUSTER_COLUMNS[settings.cluster]
+    return list(dict.fromkeys([*cols, *([cluster_col] if cluster_col else []), "approximated",
+                               *NW_ORDER_COLUMNS]))
 
 
 class SettingsError(ValueError):

@@ -376,6 +376,12 @@ def _f(x: Any) -> float:
     return v
 
 
+#: Every panel column the verdict reads (LAP variation, censoring, approximation); the
+#: dbt model `verdict` reads only these (lookahead.stats.panel_io).
+VERDICT_COLUMNS: tuple[str, ...] = ("lap", "outcome", "mu_hat", "approximated", "up_censored",
+                                    "down_censored", "p_up", "p_down")
+
+
 def censoring_rate(panel: pd.DataFrame) -> float:
     """Share of rows whose recall answer had neither 'up' nor 'down' in the top-20.
 

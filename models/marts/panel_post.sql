@@ -1,3 +1,7 @@
 -- Post-cutoff panel (target_date > training_cutoff): the placebo sample.
+-- Ordered by row_id: the paper's pairs bootstrap draws rows by position, so its draws
+-- (and p-value) are reproducible from the seed only if the rows come in one order;
+-- the panel's window functions return them in an order that varies between builds.
 select * from {{ ref('panel') }}
 where sample = 'post'
+order by row_id
