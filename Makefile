@@ -59,8 +59,11 @@ lint: install
 	$(VENV)/bin/sqlfluff lint models tests/dbt analyses --nocolor
 	$(PY) -m lookahead.config --check-dbt-vars
 
+## Two workers (one per core on CI); a test file runs whole in one worker, so its module
+## fixtures are built once, as in a serial run.
+PYTEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 ## Slower tier: real SmolLM2 and, when .venv-vllm exists (scripts/make_vllm_env.sh), vLLM parity.
 test-slow: install
