@@ -52,7 +52,7 @@ def heaviest_imports(cmd: list[str], env: dict[str, str], top: int = 12) -> list
     tops: dict[str, float] = {}
     for line in proc.stderr.splitlines():
         m = re.match(r"import time:\s+\d+ \|\s+(\d+) \| (\s*)(\S+)", line)
-        if m and m.group(2) == " ":  # a top-level import (one space of indentation)
+        if m and m.group(2) == "":  # a top-level import (no indentation after the bar)
             name = m.group(3).split(".")[0]
             tops[name] = tops.get(name, 0.0) + int(m.group(1)) / 1e6
     return sorted(tops.items(), key=lambda kv: -kv[1])[:top]
