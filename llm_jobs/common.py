@@ -256,6 +256,8 @@ def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"]) -> list["Q
     prompt_overflow, which the key covers). Both tasks cut a text at the same place."""
     from lookahead.prompts import render_forecast
 
+    if not queries:  # everything cached: no context length to read, no model config loaded
+        return []
     template = str(ctx.study["forecast_prompt"])
     mode = ctx.study["prompt_overflow"]
     out_tokens = forecast_output_tokens(ctx)

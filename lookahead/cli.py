@@ -146,6 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--study", help="study file (YAML of dbt var overrides)")
         if name in ("jobs", "run"):
             p.add_argument("--yes", action="store_true", help="do not ask before querying")
+        if name == "run":
+            p.add_argument("--rebuild", action="store_true",
+                           help="run dbt build even when the last build is up to date (same "
+                                "settings, input files and code, and it passed)")
         p.add_argument("--subsample", type=int, default=None, metavar="N",
                        help="analyse a seeded random subsample of N valid rows (the study "
                             "setting subsample_rows for this command)")
@@ -179,7 +183,16 @@ def _main(argv: list[str] | None = None) -> int:
         rc = run_jobs(args.study, args.yes, extra, overrides)
         if rc or args.command == "jobs":
             return rc
-    if args.command in ("build", "run"):
+    build = args.command in ("build", "run")
+    if args.command == "run" and not args.rebuild:  # `lookahead build` always builds
+        from lookahead.identity import build_up_to_date
+
+        up_to_date, why = build_up_to_date(study)
+        build = up_to_date is None
+        print(f"build up to date: dbt invocation {up_to_date} of study '{study.name}' (settings, "
+              "input files and code unchanged; --rebuild forces dbt build)" if up_to_date
+              else f"dbt build: {why}")
+    if build:
         rc = run_dbt(["build"], args.study, overrides)
         if rc:
             print("error: dbt build failed (see the messages above); no report written", file=sys.stderr)

@@ -5,7 +5,8 @@ in Jinja, so the plugin registers :func:`lookahead.config.check_dbt_vars` as a D
 scalar function (``lookahead_check_settings``) and the declared setting names as
 ``lookahead_setting_names``; macros/check_inputs.sql calls both. The model
 `study_settings` stores the resolved settings (``lookahead_study_json``) and
-`build_identity` fingerprints the input files (``lookahead_fingerprint``).
+`build_identity` fingerprints the input files (``lookahead_fingerprint``, and all files
+the build reads, ``lookahead_inputs_fingerprint``) and the code (``lookahead_code_fingerprint``).
 profiles/profiles.yml loads the plugin."""
 
 from __future__ import annotations
@@ -45,6 +46,19 @@ def _fingerprint(path: str) -> str:
     return fingerprint(path)
 
 
+def _inputs_fingerprint(settings_json: str) -> str:
+    from lookahead.config import Study
+    from lookahead.identity import inputs_fingerprint
+
+    return inputs_fingerprint(Study.from_json(settings_json))
+
+
+def _code_fingerprint() -> str:
+    from lookahead.identity import code_fingerprint
+
+    return code_fingerprint()
+
+
 def _result_tables() -> str:
     from lookahead.identity import RESULT_TABLES
 
@@ -64,4 +78,8 @@ class Plugin(BasePlugin):
         conn.create_function("lookahead_result_tables", _result_tables, [], "VARCHAR",
                              side_effects=False)
         conn.create_function("lookahead_fingerprint", _fingerprint, ["VARCHAR"], "VARCHAR",
+                             side_effects=True)
+        conn.create_function("lookahead_inputs_fingerprint", _inputs_fingerprint, ["VARCHAR"],
+                             "VARCHAR", side_effects=True)
+        conn.create_function("lookahead_code_fingerprint", _code_fingerprint, [], "VARCHAR",
                              side_effects=True)

@@ -7,18 +7,28 @@ the `verdict` row; on-run-end (macros/build_log.sql) records whether the build p
 `build_log` and, when it failed, drops every result table, so no table presents a
 verdict for a failed build. `lookahead report` then checks the stored identity against
 the study and its files as they are now (:func:`check_current`) and refuses a stale one.
+
+The same record lets `lookahead run` skip a build that would reproduce the database
+(:func:`build_up_to_date`): `build_identity` also stores a fingerprint of every file the
+build reads (:func:`inputs_fingerprint`) and of the code that builds it
+(:func:`code_fingerprint`), and `build_log` says whether the last build was a complete
+`dbt build` (no selection) that passed.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
+import platform
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 
-from lookahead.config import Study
+from lookahead.config import PROJECT_ROOT, Study
 
 RAW_TASKS = ("forecast", "recall", "mink")
 RESULT_TABLES = ("verdict", "regression_results", "paper_tables", "bootstrap_results",
@@ -32,14 +42,94 @@ class StaleResultError(RuntimeError):
 
 
 def fingerprint(path: str | Path) -> str:
-    """sha256 of a file's bytes ('missing' when there is none), read in 1 MiB blocks."""
+    """sha256 of a file's bytes ('missing' when there is none), read in 1 MiB blocks.
+    Within one process a file is read once while its size and nanosecond mtime stay the
+    same (build_identity fingerprints each raw file and then all of them together)."""
     p = Path(path)
     if not p.is_file():
         return "missing"
+    st = p.stat()
+    return _fingerprint(str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+@functools.lru_cache(maxsize=4096)
+def _fingerprint(path: str, size: int, mtime_ns: int, inode: int) -> str:
     h = hashlib.sha256()
-    with open(p, "rb") as fh:
+    with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
+    return "sha256:" + h.hexdigest()
+
+
+# Path settings the build reads (a file, or a folder whose every file is read). Every
+# path setting is in exactly one of the two tuples (tests/python/test_build_skip.py).
+BUILD_INPUT_SETTINGS = ("data_path", "raw_dir", "claims_raw_dir", "claims_predictions_path",
+                        "claims_instances_path", "claims_corpus_path", "claims_extractions_path")
+# Path settings the build never reads: the model (only the jobs load it) and where the
+# jobs and the report write.
+NOT_BUILD_INPUT_SETTINGS = ("model_path", "tokenizer_path", "results_dir", "outputs_dir")
+# What the build is made of, relative to the project root: dbt's project and profile,
+# models, macros, seeds, analyses, data tests, GX suites and the package.
+CODE_PATHS = ("dbt_project.yml", "profiles", "models", "python_models", "macros", "seeds",
+              "analyses", "tests/dbt", "expectations", "lookahead")
+# Installed libraries whose version can change what the build computes or checks.
+CODE_DISTRIBUTIONS = ("dbt-core", "dbt-duckdb", "duckdb", "pandas", "numpy", "pyarrow",
+                      "pyfixest", "scipy", "great-expectations")
+
+
+def _skipped(path: Path) -> bool:
+    return "__pycache__" in path.parts or path.suffix in (".pyc", ".lock")
+
+
+def code_copy_ignore(folder: str, names: list[str]) -> list[str]:
+    """shutil.copytree's ignore for a copy of the code: what code_fingerprint skips."""
+    return [n for n in names if _skipped(Path(folder) / n)]
+
+
+def _tree_files(path: Path) -> list[Path]:
+    """A file, or every file under a folder (sorted), skipping caches and lock files."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        return []
+    return sorted(p for p in path.rglob("*") if p.is_file() and not _skipped(p))
+
+
+def _hash_tree(h: "hashlib._Hash", label: str, path: Path) -> None:
+    files = _tree_files(path)
+    if not files:
+        h.update(f"{label}\0missing\n".encode())
+    for f in files:
+        rel = f.relative_to(path).as_posix() if f != path else ""
+        h.update(f"{label}\0{rel}\0{fingerprint(f)}\n".encode())
+
+
+def inputs_fingerprint(study: Study) -> str:
+    """sha256 over every file the build reads (BUILD_INPUT_SETTINGS): an edited input row,
+    a new cached answer, a new failure line or claim file all change it."""
+    h = hashlib.sha256()
+    for name in BUILD_INPUT_SETTINGS:
+        if not study.get(name):
+            h.update(f"{name}\0unset\n".encode())
+            continue
+        _hash_tree(h, name, study.path(name))
+    return "sha256:" + h.hexdigest()
+
+
+def code_fingerprint(root: Path = PROJECT_ROOT) -> str:
+    """sha256 over the code that builds a study (CODE_PATHS, file by file) and the Python
+    and library versions (CODE_DISTRIBUTIONS): a changed model, macro, data test, GX suite,
+    seed or package module changes it."""
+    h = hashlib.sha256()
+    for rel in CODE_PATHS:
+        _hash_tree(h, rel, root / rel)
+    versions = {"python": platform.python_version()}
+    for dist in CODE_DISTRIBUTIONS:
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = "absent"
+    h.update(json.dumps(versions, sort_keys=True).encode())
     return "sha256:" + h.hexdigest()
 
 
@@ -101,3 +191,52 @@ def check_current(con: duckdb.DuckDBPyConnection, study: Study) -> BuildCheck:
             f"the verdict comes from dbt invocation {stored['invocation_id']}, not from the last "
             f"build ({last[0]}): rerun dbt build")
     return BuildCheck(str(stored["invocation_id"]), str(stored["verdict"]))
+
+
+def build_up_to_date(study: Study, root: Path = PROJECT_ROOT) -> tuple[str | None, str]:
+    """(the last build's invocation id, '') when a `dbt build` now would rebuild the same
+    results: the last build was a complete `dbt build` that passed, its verdict is this
+    study's current result (:func:`check_current`: same settings hash, input file and raw
+    answers), and every file the build reads and the code (under `root`) are unchanged
+    since. Else (None, why it must build). Operational settings (batch size, where the
+    report goes) are outside the settings hash: changing one does not rebuild."""
+    db = study.database
+    if not Path(db).is_file():
+        return None, "no database yet"
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error as err:
+        return None, f"the database cannot be read ({str(err).splitlines()[0]})"
+    try:
+        tables = {r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()}
+        if "build_log" not in tables:
+            return None, "no build recorded"
+        log_cols = {r[0] for r in con.sql("describe build_log").fetchall()}
+        if not {"command", "selection"} <= log_cols:
+            return None, "the build log predates build skipping"
+        last = con.sql("select invocation_id, status, command, selection from build_log "
+                       "order by finished_at desc limit 1").fetchone()
+        if last is None or last[1] != "success":
+            return None, "the last build failed" if last else "no build recorded"
+        if last[2] != "build" or (last[3] or ""):
+            return None, f"the last build was `dbt {last[2]}` {last[3] or ''}".rstrip() + ", not a full dbt build"
+        if "build_identity" not in tables:
+            return None, "the last build recorded no build identity"
+        try:
+            check_current(con, study)
+        except StaleResultError as err:
+            return None, str(err)
+        ident_cols = {r[0] for r in con.sql("describe build_identity").fetchall()}
+        if not {"inputs_fingerprint", "code_fingerprint"} <= ident_cols:
+            return None, "the build identity predates build skipping"
+        inv, inputs, code = con.sql("select invocation_id, inputs_fingerprint, code_fingerprint "
+                                    "from build_identity").fetchone()
+    finally:
+        con.close()
+    if inv != last[0]:
+        return None, "the build identity is not the last build's"
+    if inputs != inputs_fingerprint(study):
+        return None, "an input file changed (data, raw answers or failures, claim files)"
+    if code != code_fingerprint(root):
+        return None, "the code changed (models, macros, seeds, tests, suites, package or libraries)"
+    return str(inv), ""

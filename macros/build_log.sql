@@ -13,11 +13,24 @@
       {% endif %}
     {% endfor %}
     {% set status = 'failed' if failed else 'success' %}
+    {#- command and selection: `lookahead run` skips a build only after a complete `dbt build`
+        (lookahead.identity.build_up_to_date); a `dbt run` runs no test, a selection builds a part -#}
+    {% set selection = [] %}
+    {% for flag in ('select', 'exclude', 'selector') %}
+      {% set value = invocation_args_dict.get(flag) %}
+      {% if value %}
+        {% do selection.append('--' ~ flag ~ ' ' ~ (value if value is string else value | join(' '))) %}
+      {% endif %}
+    {% endfor %}
+    {% if invocation_args_dict.get('empty') %}{% do selection.append('--empty') %}{% endif %}
     {% do run_query("create table if not exists build_log (invocation_id varchar, study_name varchar, "
         ~ "status varchar, failed_nodes varchar, message varchar, finished_at timestamp)") %}
-    {% do run_query("insert into build_log values ('" ~ invocation_id ~ "', " ~ sql_string(var('study_name'))
-        ~ ", '" ~ status ~ "', " ~ sql_string(failed | join(', ')) ~ ", " ~ sql_string(messages | first | default('')) 
-        ~ ", current_timestamp)") %}
+    {% do run_query("alter table build_log add column if not exists command varchar") %}
+    {% do run_query("alter table build_log add column if not exists selection varchar") %}
+    {% do run_query("insert into build_log (invocation_id, study_name, status, failed_nodes, message, "
+        ~ "finished_at, command, selection) values ('" ~ invocation_id ~ "', " ~ sql_string(var('study_name'))
+        ~ ", '" ~ status ~ "', " ~ sql_string(failed | join(', ')) ~ ", " ~ sql_string(messages | first | default(''))
+        ~ ", current_timestamp, '" ~ flags.WHICH ~ "', " ~ sql_string(selection | join(' ')) ~ ")") %}
     {% if failed %}
       {% set tables = run_query("select lookahead_result_tables()").columns[0].values()[0].split(',') %}
       {% for t in tables %}

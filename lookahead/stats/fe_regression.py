@@ -31,7 +31,6 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from lookahead.stats.wild import WildSettings, wild_p
 
@@ -374,13 +373,15 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
                                for t in fitted_terms]) if fitted_terms else np.zeros((len(wd), 0))
         w_fe = [pd.factorize(wd[fe])[0] for fe in fixed_effects]
         w_cl = wd["_cluster"].to_numpy()
+    from scipy.stats import t as t_dist  # here, not at import: the report reads this module's constants
+
     for term in req.regressors:
         key = _match_name(term, names)
         unscale = scales[req.outcome] / math.prod(scales[c] for c in _term_columns(term))
         b = coefs.get(key, math.nan) * unscale if key else math.nan
         se = ses.get(key, math.nan) * unscale if key else math.nan
         t = b / se if (np.isfinite(b) and np.isfinite(se) and se > 0) else math.nan
-        p2 = float(2.0 * stats.t.sf(abs(t), df_t)) if np.isfinite(t) and df_t > 0 else math.nan
+        p2 = float(2.0 * t_dist.sf(abs(t), df_t)) if np.isfinite(t) and df_t > 0 else math.nan
         pw2 = pw1 = math.nan
         if run_wild and term in req.wild_terms and key and np.isfinite(t) and req.wild is not None:
             pw2, pw1, wnote = wild_p(w_y, w_x, w_fe, w_cl, fitted_terms.index(term), req.wild,

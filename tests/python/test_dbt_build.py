@@ -13,7 +13,7 @@ import shutil
 import duckdb
 import pandas as pd
 import pytest
-from dbt_runner import run_dbt
+from dbt_runner import ROOT, run_dbt
 from fixture_study import write_fixture_study
 
 
@@ -126,6 +126,12 @@ def test_duplicated_recall_pair_fails_at_the_gate(built, tmp_path):
     with pytest.raises(ReportError, match=r"the last dbt build of study 'fixture' .* failed at .*gate_recall_pairs"):
         write_report(Study(vars=resolve({**vars_, "results_dir": str(target / "results")})),
                      database=target / "db.duckdb")
+    # and `lookahead run` rebuilds: a failed last build is never "up to date"
+    from lookahead.identity import build_up_to_date
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LOOKAHEAD_DUCKDB", str(target / "db.duckdb"))
+        assert build_up_to_date(Study(vars=resolve(vars_))) == (None, "the last build failed")
 
 
 def test_report_refuses_a_verdict_built_from_other_inputs(built, tmp_path):
@@ -234,6 +240,17 @@ def test_invalid_rows_are_rejected_with_reasons_and_counted(built, tmp_path):
     assert desc["rejected rows"] == len(bad)
     for reason in bad:
         assert desc[f"rejected: {reason}"] == 1
+    # the build log records the command and the selection: a `dbt run` of a part is no
+    # complete build, so `lookahead run` does not skip the next one
+    from lookahead.config import Study, resolve
+    from lookahead.identity import build_up_to_date
+
+    last = res.table("build_log").iloc[-1]
+    assert (last["command"], last["selection"]) == ("run", "--select +rejected_rows +sample_description")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LOOKAHEAD_DUCKDB", str(target / "db.duckdb"))
+        assert build_up_to_date(Study(vars=resolve(vars_)))[1] == (
+            "the last build was `dbt run` --select +rejected_rows +sample_description, not a full dbt build")
 
 
 def _one_error_line(output: str, pattern: str) -> None:
@@ -540,3 +557,62 @@ def test_a_subsampled_study_builds_and_the_report_says_so(built, tmp_path):
     files = write_report(load_study(overrides=vars_), database=res.db)
     text = files.report.read_text()
     assert f"analyses a seeded random subsample: 300 of {n_valid} valid rows" in text
+
+
+def test_build_is_skipped_only_while_settings_inputs_and_code_are_unchanged(built, tmp_path, monkeypatch):
+    """`lookahead run` skips dbt build when the last complete build passed and nothing it
+    reads changed (lookahead.identity.build_up_to_date). Each state a user is in after an
+    edit must rebuild: an edited input row, a new raw failure line, a changed setting, a
+    changed model file; an operational setting (where the report goes) does not."""
+    from lookahead.config import Study, resolve
+    from lookahead.identity import CODE_PATHS, build_up_to_date, code_copy_ignore
+
+    study, res_ok = built
+    db = tmp_path / "db.duckdb"
+    shutil.copy(res_ok.db, db)
+    monkeypatch.setenv("LOOKAHEAD_DUCKDB", str(db))
+    code = tmp_path / "code"  # a copy of the project's code, to edit a model safely
+    for rel in CODE_PATHS:
+        src = ROOT / rel
+        if src.is_dir():
+            shutil.copytree(src, code / rel, ignore=code_copy_ignore)
+        else:
+            (code / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, code / rel)
+    here = Study(vars=resolve(study.vars))
+    invocation = res_ok.table("build_identity")["invocation_id"].iloc[0]
+    assert build_up_to_date(here, root=code) == (invocation, "")
+    assert build_up_to_date(Study(vars=resolve({**study.vars, "results_dir": str(tmp_path / "r")})),
+                            root=code) == (invocation, "")
+
+    saved = study.data_path.read_bytes()
+    try:  # an edited input row
+        study.data_path.write_bytes(saved.replace(b"Entity 0 news 0", b"Entity 0 news 0!", 1))
+        assert build_up_to_date(here, root=code)[1].startswith(
+            "the verdict in the database was built from other inputs: the input file changed")
+    finally:
+        study.data_path.write_bytes(saved)
+    assert build_up_to_date(here, root=code) == (invocation, "")
+
+    failures = study.raw_dir / "recall.failures.jsonl"  # read by the build, not in the verdict
+    before = failures.read_bytes() if failures.exists() else None
+    try:
+        with open(failures, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"key": "k", "task": "recall", "reason": "timeout"}) + "\n")
+        assert build_up_to_date(here, root=code) == (
+            None, "an input file changed (data, raw answers or failures, claim files)")
+    finally:
+        if before is None:
+            failures.unlink()
+        else:
+            failures.write_bytes(before)
+
+    changed = Study(vars=resolve({**study.vars, "cluster": "date"}))  # a changed setting
+    assert build_up_to_date(changed, root=code)[1].endswith(
+        "other inputs: the study settings changed since dbt build "
+        f"(invocation {invocation}); rerun dbt build")
+
+    model = code / "models" / "marts" / "build_identity.sql"  # a changed model file
+    model.write_text(model.read_text() + "\n-- edited\n")
+    assert build_up_to_date(here, root=code) == (
+        None, "the code changed (models, macros, seeds, tests, suites, package or libraries)")

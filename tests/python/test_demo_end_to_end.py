@@ -47,5 +47,7 @@ def test_demo_verdict(name, expected, tmp_path):
     before = {p.name: p.read_bytes() for p in (tmp_path / "raw").glob("*.jsonl")}
     proc2, res2 = run_study(name, tmp_path)
     assert proc2.returncode == 0
+    assert "build up to date: dbt invocation" in proc2.stdout  # nothing changed: no dbt build
+    assert "dbt build: no database yet" in proc.stdout
     assert {p.name: p.read_bytes() for p in (tmp_path / "raw").glob("*.jsonl")} == before
     assert res2.table("verdict")["reason"].iloc[0] == verdict["reason"]

@@ -402,3 +402,39 @@ def test_no_confirmation_no_queries(tmp_path, model_dirs):
     assert "to query: 4" in res.stdout and "estimate:" in res.stdout and "(local model)" in res.stdout
     raw = tmp_path / "raw/mink.jsonl"
     assert not raw.exists() or raw.read_text() == ""
+
+
+# ----------------------------------------------------------------------------- cached runs
+
+
+HEAVY_MODULES = ("torch", "transformers", "tokenizers", "vllm", "scipy")
+
+
+def test_fully_cached_run_imports_no_heavy_library(tmp_path, model_dirs):
+    """Every key cached: the jobs read the caches and write the summaries without loading
+    the model, its config or its tokenizer, so neither torch nor transformers is imported
+    (a cached re-run of a study costs the jobs about a second, not the torch import)."""
+    study = make_study(tmp_path, model_dirs["up"], n=8, forecast_max_tokens=1,
+                       forecast_prompt="{text} ({ticker}). Up or down?")
+    first = run_job("run_all", study, "--yes")
+    assert "to query: 0" not in first.stdout
+    probe = ("import json, sys\n"
+             "from llm_jobs import run_all\n"
+             f"code = run_all.main(['--study', {str(study)!r}, '--yes'])\n"
+             f"print('HEAVY', json.dumps([m for m in {HEAVY_MODULES!r} if m in sys.modules]))\n"
+             "sys.exit(code)\n")
+    proc = subprocess.run([PY, "-c", probe], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for task in ("forecast", "recall", "mink"):
+        assert f"{task}: " in proc.stdout and proc.stdout.count("to query: 0") == 3
+    heavy = json.loads(proc.stdout.split("HEAVY ", 1)[1].splitlines()[0])
+    assert heavy == [], f"a fully cached run imported {heavy}"
+    # and the same probe fails when something is left to query (the check can fail)
+    y = yaml.safe_load(study.read_text())
+    y["forecast_prompt"] = "{text} ({ticker}, {entity_name}). Up or down?"
+    study.write_text(yaml.safe_dump(y))
+    proc = subprocess.run([PY, "-c", probe], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "torch" in json.loads(proc.stdout.split("HEAVY ", 1)[1].splitlines()[0])

@@ -1,0 +1,90 @@
+"""The fingerprints behind `lookahead run`'s build skip (lookahead.identity), without dbt.
+
+The states a user reaches with dbt (an edited row, a changed setting or model file, a
+failed or partial last build) are tested against real builds in test_dbt_build.py; here
+the pieces those tests rely on: every path setting is classified as read by the build or
+not, and each fingerprint moves with the files it covers and only with them."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from lookahead.config import SCHEMA, Study, load_study, resolve
+from lookahead.identity import (
+    BUILD_INPUT_SETTINGS,
+    CODE_PATHS,
+    NOT_BUILD_INPUT_SETTINGS,
+    code_copy_ignore,
+    code_fingerprint,
+    fingerprint,
+    inputs_fingerprint,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_path_setting_is_declared_read_or_not_read_by_the_build() -> None:
+    paths = {name for name, spec in SCHEMA.settings.items() if spec.type == "path"}
+    assert paths == set(BUILD_INPUT_SETTINGS) | set(NOT_BUILD_INPUT_SETTINGS)
+    assert not set(BUILD_INPUT_SETTINGS) & set(NOT_BUILD_INPUT_SETTINGS)
+
+
+def _code_copy(dest: Path) -> Path:
+    for rel in CODE_PATHS:
+        src = ROOT / rel
+        if src.is_dir():
+            shutil.copytree(src, dest / rel, ignore=code_copy_ignore)
+        else:
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, dest / rel)
+    return dest
+
+
+def test_code_fingerprint_follows_the_content_of_the_code(tmp_path: Path) -> None:
+    code = _code_copy(tmp_path / "code")
+    assert code_fingerprint(code) == code_fingerprint(ROOT)  # content, not location
+    cache = code / "lookahead" / "__pycache__" / "x.cpython-311.pyc"
+    cache.parent.mkdir(exist_ok=True)
+    cache.write_bytes(b"compiled")  # byte code is no code change
+    assert code_fingerprint(code) == code_fingerprint(ROOT)
+    suite = next((code / "expectations").glob("*.json"))
+    suite.write_text(suite.read_text() + " ")
+    assert code_fingerprint(code) != code_fingerprint(ROOT)
+
+
+def _study(tmp_path: Path) -> Study:
+    data = tmp_path / "obs.csv"
+    data.write_text("row_id,x\n1,a\n")
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "forecast.jsonl").write_text('{"key": "a"}\n')
+    base = load_study(None)
+    return Study(vars=resolve({**base.vars, "data_path": str(data), "raw_dir": str(raw)}))
+
+
+def test_inputs_fingerprint_covers_every_file_the_build_reads(tmp_path: Path) -> None:
+    study = _study(tmp_path)
+    before = inputs_fingerprint(study)
+    raw = study.raw_dir
+    (raw / "forecast.jsonl.lock").write_text("")  # a lock file is not read by the build
+    assert inputs_fingerprint(study) == before
+    (raw / "forecast.failures.jsonl").write_text('{"key": "a", "reason": "timeout"}\n')
+    with_failure = inputs_fingerprint(study)
+    assert with_failure != before  # stg_query_failures reads it
+    (raw / "forecast.failures.jsonl").unlink()
+    assert inputs_fingerprint(study) == before
+    (tmp_path / "obs.csv").write_text("row_id,x\n1,b\n")  # an edited row, same size
+    assert inputs_fingerprint(study) != before
+    moved = Study(vars=resolve({**study.vars, "results_dir": str(tmp_path / "elsewhere")}))
+    assert inputs_fingerprint(moved) == inputs_fingerprint(study)  # not read by the build
+
+
+def test_fingerprint_rereads_a_rewritten_file(tmp_path: Path) -> None:
+    f = tmp_path / "a.jsonl"
+    f.write_text("one\n")
+    first = fingerprint(f)
+    f.write_text("two\n")  # same size: the mtime (ns) tells the cache it changed
+    assert fingerprint(f) != first
+    f.unlink()
+    assert fingerprint(f) == "missing"
