@@ -362,6 +362,13 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     rows = []
     run_wild = (req.wild is not None and req.wild.draws > 0 and cluster_col is not None
                 and not single_entity and any(t in req.wild_terms for t in req.regressors))
+    if run_wild and req.wild is not None:
+        n_clusters = int(data["_cluster"].nunique())
+        if not req.wild.computed_for(n_clusters):
+            run_wild = False
+            notes.append(f"wild bootstrap not computed: {n_clusters} clusters, at least "
+                         f"wild_bootstrap_max_clusters ({max(req.wild.min_clusters, req.wild.max_clusters)}); "
+                         "CRV1 holds its size with this many (docs/montecarlo.md)")
     wild_label = req.wild.label() if run_wild and req.wild is not None else ""
     if run_wild:
         kept_rows = (non_singleton_mask(data, fixed_effects) if fixef_rm == "singleton" and fixed_effects

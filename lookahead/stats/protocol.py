@@ -107,7 +107,8 @@ class StatsSettings:
             wild=WildSettings(draws=study["wild_bootstrap_draws"],
                               weights=study["wild_bootstrap_weights"],
                               seed=study["wild_bootstrap_seed"],
-                              min_clusters=study["wild_bootstrap_min_clusters"]),
+                              min_clusters=study["wild_bootstrap_min_clusters"],
+                              max_clusters=study["wild_bootstrap_max_clusters"]),
         )
 
     @classmethod

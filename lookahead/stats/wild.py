@@ -43,6 +43,8 @@ DEFAULT_WILD_WEIGHTS = setting_default("wild_bootstrap_weights")
 #: Below this many clusters the verdict reads the wild bootstrap p instead of CRV1's
 #: (docs/montecarlo.md: CRV1 over-rejects at 10-30 clusters, the WCR holds its size).
 DEFAULT_WILD_MIN_CLUSTERS = setting_default("wild_bootstrap_min_clusters")
+#: With this many clusters or more (and at least min_clusters) the bootstrap is not run.
+DEFAULT_WILD_MAX_CLUSTERS = setting_default("wild_bootstrap_max_clusters")
 #: Largest dense design (rows x columns, fixed-effect dummies included) the bootstrap
 #: builds; above it the p-value is skipped with a warning (~160 MB of float64).
 MAX_DENSE_CELLS = 20_000_000
@@ -50,13 +52,20 @@ MAX_DENSE_CELLS = 20_000_000
 
 @dataclass(frozen=True)
 class WildSettings:
-    """Draws (0 = off), weights (webb | rademacher), seed, and the cluster count below
-    which the verdict uses the bootstrap p-values."""
+    """Draws (0 = off), weights (webb | rademacher), seed, the cluster count below which
+    the verdict uses the bootstrap p-values, and the one from which it is not computed."""
 
     draws: int = DEFAULT_WILD_DRAWS
     weights: str = DEFAULT_WILD_WEIGHTS
     seed: int = DEFAULT_WILD_SEED
     min_clusters: int = DEFAULT_WILD_MIN_CLUSTERS
+    max_clusters: int = DEFAULT_WILD_MAX_CLUSTERS
+
+    def computed_for(self, n_clusters: int) -> bool:
+        """Whether a regression with this many clusters gets bootstrap p-values: always
+        where the verdict reads them (below min_clusters), and up to max_clusters beside
+        CRV1. Many clusters make it costly (a dense rows x dummies design) and needless."""
+        return n_clusters < max(self.min_clusters, self.max_clusters)
 
     def label(self) -> str:
         return (f"WCR bootstrap ({self.weights} weights, {self.draws} draws, seed {self.seed}, "

@@ -130,3 +130,20 @@ def test_difference_regression_equals_half_sample_thetas_and_has_a_wild_p():
     assert get("validation_difference", "ud:high_lap") == pytest.approx(hi - lo, rel=1e-8)
     p = get("validation_difference", "ud:high_lap", "p_wild_one_sided")
     assert 0.0 <= p <= 1.0
+
+
+def test_not_computed_from_max_clusters_unless_the_verdict_reads_it():
+    """With at least wild_bootstrap_max_clusters clusters the bootstrap is skipped with a
+    note naming the setting; below wild_bootstrap_min_clusters it always runs (the verdict
+    reads it there), whatever max_clusters says."""
+    df = panel(7)  # 14 clusters
+    base = dict(spec="detection", sample="pre", outcome="outcome",
+                regressors=("mu_hat", "lap", "mu_hat:lap"), wild_terms=("mu_hat:lap",))
+    skipped = fit_fe(df, FitRequest(**base, wild=WildSettings(draws=99, min_clusters=10, max_clusters=14)))
+    assert skipped["p_wild_two_sided"].isna().all() and (skipped["wild_bootstrap"] == "").all()
+    assert "wild bootstrap not computed: 14 clusters, at least wild_bootstrap_max_clusters (14)" \
+        in skipped["warning"].iloc[0]
+    for wild in (WildSettings(draws=99, min_clusters=10, max_clusters=15),
+                 WildSettings(draws=99, min_clusters=15, max_clusters=2)):
+        ran = fit_fe(df, FitRequest(**base, wild=wild))
+        assert ran.loc[ran["term"] == "mu_hat:lap", "p_wild_two_sided"].notna().all()
