@@ -102,6 +102,18 @@ def schema_check(lines: list[dict[str, Any]]) -> dict[str, Any]:
             "by_attempt": {str(k): v for k, v in sorted(by_attempt.items())}}
 
 
+def generation_seconds(lines: list[dict[str, Any]]) -> float | None:
+    """Model time behind the stored answers: the sum of the distinct batch intervals
+    (started_at, finished_at) of the raw lines, so a resumed run counts every batch once."""
+    import datetime as dt
+
+    spans = {(r.get("started_at"), r.get("finished_at")) for r in lines if r.get("started_at") and r.get("finished_at")}
+    if not spans:
+        return None
+    return round(sum((dt.datetime.fromisoformat(str(b)) - dt.datetime.fromisoformat(str(a))).total_seconds()
+                     for a, b in spans), 1)
+
+
 def measure(work: Path = DEFAULT_WORK, n: int | None = None, max_tokens: int = 320, retries: int = 1,
             batch_size: int = 16, timeout_s: int = 6 * 3600) -> dict[str, Any]:
     """Run the extraction job and return the measurement (see the module docstring)."""
@@ -144,6 +156,8 @@ def measure(work: Path = DEFAULT_WORK, n: int | None = None, max_tokens: int = 3
         "instance_validity_rate": n_inst_valid / len(ids) if ids else None,
         "instance_status": inst["status"].value_counts().to_dict(),
         "recall": recall,
+        "generation_s": generation_seconds(lines),
+        "n_batches": len({(r.get("started_at"), r.get("finished_at")) for r in lines}),
         "wall_s_this_run": round(wall, 1),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end",
         "job_stdout_tail": res.stdout.strip().splitlines()[-3:],
