@@ -61,9 +61,10 @@ demo-claims: install
 
 ## Claim extraction with the real SmolLM2-135M-Instruct on every demo instance: schema
 ## validity and recall of the planted claims, written to docs/claims/extraction_recall.json
-## (slow on a CPU; cached, so an interrupted run resumes).
+## (slow on a CPU; cached, so an interrupted run resumes; one torch thread, one instance
+## per batch: on a shared CPU more threads thrash).
 claims-extraction-recall: install
-	$(PY) -m lookahead.claims.extraction_benchmark
+	$(PY) -m lookahead.claims.extraction_benchmark --batch-size 1 --torch-threads 1
 
 ## The same study with the real SmolLM2-135M-Instruct (one setting changed: the model).
 demo-smollm2: install

