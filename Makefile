@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export GX_ANALYTICS_ENABLED := False
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo demo-claims demo-clean demo-smollm2 lint test test-slow docs bench clean
+.PHONY: install demo demo-claims claims-extraction-recall demo-clean demo-smollm2 lint test test-slow docs bench clean
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,17 +23,27 @@ install: $(VENV)/.installed
 
 ## The whole pipeline on the shipped demo: the clean control and the contaminated model,
 ## each into its own database (outputs/<study_name>.duckdb) and report (results/<study_name>/).
+## The two demo studies run from demo/claims/demo_{clean,contaminated}.yml: the protocol
+## study unchanged plus a claim model (docs/claims.md), so the claim tables and the claim
+## section join the verdict in the same database and report. The claim jobs (TimeSPEC,
+## coalition values) run first; `lookahead run` then builds both parts in one dbt build.
 demo: install
-	$(VENV)/bin/lookahead run --study demo/studies/clean.yml --yes
-	$(VENV)/bin/lookahead run --study demo/studies/contaminated.yml --yes
+	@for s in clean contaminated; do \
+	  $(PY) -m llm_jobs.claims_timespec --study demo/claims/demo_$$s.yml --yes > /dev/null && \
+	  $(PY) -m llm_jobs.claims_value --study demo/claims/demo_$$s.yml --yes > /dev/null || exit 1; \
+	done
+	$(VENV)/bin/lookahead run --study demo/claims/demo_clean.yml --yes
+	$(VENV)/bin/lookahead run --study demo/claims/demo_contaminated.yml --yes
 	@echo; echo "== Demo verdicts (from the reports) =="
 	@for s in demo_clean demo_contaminated; do \
 	  echo "$$s: $$(sed -n 's/^\*\*Verdict: \(.*\)\.\*\*.*/\1/p' results/$$s/REPORT.md)  -> results/$$s/REPORT.md, outputs/$$s.duckdb"; \
 	done
-	@$(MAKE) --no-print-directory demo-claims
+	@echo
+	@$(PY) -m lookahead.claims.check --demo demo/claims --db leaky=outputs/demo_contaminated.duckdb \
+	  --db prudent=outputs/demo_clean.duckdb
 
-## Claim-level leakage on planted claims (docs/claims.md): TimeSPEC and coalition values for
-## the two claim models, the claim models into each claim study's own database
+## Claim-level leakage alone, as claim-only studies (docs/claims.md): TimeSPEC and coalition
+## values for the two claim models, the claim models into each claim study's own database
 ## (outputs/demo_claims_leaky.duckdb, outputs/demo_claims_prudent.duckdb), then the
 ## headline against the planted truth.
 demo-claims: install
@@ -48,6 +58,13 @@ demo-claims: install
 	@echo
 	@$(PY) -m lookahead.claims.check --demo demo/claims --db leaky=outputs/demo_claims_leaky.duckdb \
 	  --db prudent=outputs/demo_claims_prudent.duckdb
+
+## Claim extraction with the real SmolLM2-135M-Instruct on every demo instance: schema
+## validity and recall of the planted claims, written to docs/claims/extraction_recall.json
+## (slow on a CPU; cached, so an interrupted run resumes; one torch thread, one instance
+## per batch: on a shared CPU more threads thrash).
+claims-extraction-recall: install
+	$(PY) -m lookahead.claims.extraction_benchmark --batch-size 1 --torch-threads 1
 
 ## The same study with the real SmolLM2-135M-Instruct (one setting changed: the model).
 demo-smollm2: install

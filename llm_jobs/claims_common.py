@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from llm_jobs.common import JobContext, JobStop, Query, arg_parser, guarded, record_skeleton
-from lookahead.claims.inputs import ClaimSettings, load_predictions
+from lookahead.claims.inputs import ClaimSettings, claim_study, load_predictions
 from lookahead.config import load_study
 
 
@@ -26,7 +26,7 @@ class ClaimContext(JobContext):
 
 
 def make_claim_context(args: Any) -> ClaimContext:
-    study = load_study(args.study)
+    study = claim_study(load_study(args.study))   # the claim model, when the study names one
     ctx = ClaimContext(study, args, pd.DataFrame(), 0)
     ctx.settings = ClaimSettings.from_study(study)
     return ctx

@@ -143,6 +143,24 @@ class VLLMBackend(Backend):
             gens.append(Generation(prompt=prompt, response_text=comp.text, top_logprobs=top))
         return gens
 
+    def generate_json(self, prompts: Sequence[str], max_tokens: int, schema: dict[str, Any]) -> list[Generation]:
+        """Greedy answers constrained to a JSON Schema by vLLM's structured outputs
+        (guided decoding): ``StructuredOutputsParams(json=schema)`` from vLLM 0.12 on,
+        ``GuidedDecodingParams(json=schema)`` before. The claim extraction and TimeSPEC's
+        supervisor use it (llm_jobs.claims_extract); their answers are still validated
+        against the schema after the fact, so a truncated answer (max_tokens) is caught."""
+        if not prompts:
+            return []
+        from vllm import sampling_params as sp
+
+        if hasattr(sp, "StructuredOutputsParams"):
+            constraint = {"structured_outputs": sp.StructuredOutputsParams(json=schema)}
+        else:  # vLLM < 0.12
+            constraint = {"guided_decoding": sp.GuidedDecodingParams(json=schema)}
+        params = self._SamplingParams(temperature=0.0, max_tokens=max_tokens, seed=self.seed, **constraint)
+        outs = self.llm.generate(self._inputs(prompts), params, use_tqdm=False)
+        return [Generation(prompt=p, response_text=o.outputs[0].text) for p, o in zip(prompts, outs)]
+
     def prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob]]:
         """Per prompt token, the log-probability of that token given its prefix."""
         if not prompts:

@@ -306,16 +306,13 @@ def write_predictions(out: Path, insts: list[Instance], model: str, backend: Any
     _write(out / f"predictions_{model}.csv", pd.DataFrame(rows).to_csv(index=False))
 
 
-def study_vars(out: Path, model: str) -> dict[str, Any]:
-    """The claims study: the contaminated demo study (so `dbt build` sees valid protocol
-    settings) plus the claim settings and this model."""
-    from lookahead.config import PROJECT_ROOT
-
-    base = yaml.safe_load((PROJECT_ROOT / "demo/studies/contaminated.yml").read_text(encoding="utf-8"))
-    base.update({
-        "study_name": f"demo_claims_{model}",
-        "model_id": f"demo-claims-{model}", "model_path": _rel(out / "models" / model),
-        "claims_raw_dir": f"demo/raw/claims_{model}", "use_chat_template": False,
+def claim_settings(out: Path, model: str) -> dict[str, Any]:
+    """The claim settings of the demo for one claim model: its inputs, raw folder and the
+    rules the demo is built for. One definition, used by the claim-only study
+    (``<model>.yml``) and by the protocol demo study that carries this model
+    (``PROTOCOL_STUDY``)."""
+    return {
+        "claims_raw_dir": f"demo/raw/claims_{model}",
         "claims_predictions_path": _rel(out / f"predictions_{model}.csv"),
         "claims_instances_path": _rel(out / "instances.csv"),
         "claims_corpus_path": _rel(out / "corpus.csv"),
@@ -323,8 +320,59 @@ def study_vars(out: Path, model: str) -> dict[str, Any]:
         "claims_labels": list(LABELS), "claims_support_judge": "contains",
         "claims_timespec_draft": "predictions",
         "claims_task_description": "Predict whether a company's stock closes up or down on the target date.",
+    }
+
+
+def study_vars(out: Path, model: str) -> dict[str, Any]:
+    """The claims study: the contaminated demo study (so `dbt build` sees valid protocol
+    settings) plus the claim settings and this model."""
+    from lookahead.config import PROJECT_ROOT
+
+    base = yaml.safe_load((PROJECT_ROOT / "demo/studies/contaminated.yml").read_text(encoding="utf-8"))
+    cs = claim_settings(out, model)
+    base.update({
+        "study_name": f"demo_claims_{model}",
+        "model_id": f"demo-claims-{model}", "model_path": _rel(out / "models" / model),
+        "claims_raw_dir": cs.pop("claims_raw_dir"), "use_chat_template": False, **cs,
     })
     return base
+
+
+# The protocol demo study that carries each claim model: `make demo` runs these files, so
+# the verdict and the claim tables land in one database (outputs/<study_name>.duckdb) and
+# one report. The contaminated model's study gets the model that leans on leaked claims.
+PROTOCOL_STUDY = {"leaky": "contaminated", "prudent": "clean"}
+
+
+def protocol_study_vars(out: Path, model: str) -> dict[str, Any]:
+    """demo/studies/<scenario>.yml unchanged (same study_name, same protocol model and
+    settings, so the same verdict) plus the claim settings and ``claims_model_id`` /
+    ``claims_model_path`` naming this claim model.
+
+    Why a second file and not the claim settings in demo/studies/<scenario>.yml: the
+    contaminated study is the project's default study, and dbt_project.yml's vars are
+    generated from it; a non-default claim setting there would become every other
+    study's dbt default (lookahead.config.dbt_vars_block)."""
+    from lookahead.config import PROJECT_ROOT
+
+    scen = PROTOCOL_STUDY[model]
+    base = yaml.safe_load((PROJECT_ROOT / "demo" / "studies" / f"{scen}.yml").read_text(encoding="utf-8"))
+    base.update({"claims_model_id": f"demo-claims-{model}", "claims_model_path": _rel(out / "models" / model),
+                 **claim_settings(out, model)})
+    return base
+
+
+def write_protocol_studies(out: Path) -> list[Path]:
+    """Write ``<out>/demo_<scenario>.yml`` for both claim models."""
+    paths = []
+    for m, scen in PROTOCOL_STUDY.items():
+        p = out / f"demo_{scen}.yml"
+        head = (f"# Demo study 'demo_{scen}' with the claim model '{m}', written by `python -m lookahead.claims.demo`:\n"
+                f"# demo/studies/{scen}.yml unchanged plus the claim settings (the same verdict; the claim\n"
+                f"# tables join it in outputs/demo_{scen}.duckdb). Use: lookahead run --study {_rel(p)} --yes\n")
+        _write(p, head + yaml.safe_dump(protocol_study_vars(out, m), sort_keys=False, width=1000))
+        paths.append(p)
+    return paths
 
 
 def build(out: Path, seed: int = SEED, train: bool = True, n_train: int = 1000,
@@ -339,6 +387,7 @@ def build(out: Path, seed: int = SEED, train: bool = True, n_train: int = 1000,
         head = (f"# Claim-level demo study '{m}' written by `python -m lookahead.claims.demo` (seed {seed}).\n"
                 f"# Use: python -m llm_jobs.claims_value --study {_rel(out / (m + '.yml'))} --yes\n")
         _write(out / f"{m}.yml", head + yaml.safe_dump(study_vars(out, m), sort_keys=False, width=1000))
+    write_protocol_studies(out)
     if not train:
         return record
     import time

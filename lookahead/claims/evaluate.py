@@ -58,7 +58,9 @@ def extraction_recall(extracted: pd.DataFrame, truth: pd.DataFrame,
     return {"n_planted": n, "n_recalled": rec, "recall": rec / n if n else None,
             "category_agreement": float(df.loc[df["recalled"], "category_agrees"].mean()) if rec else None,
             "n_extracted": len(extracted), "threshold": threshold,
-            "by_category": df.groupby("category")["recalled"].mean().round(3).to_dict() if n else {}}
+            "by_category": df.groupby("category")["recalled"].mean().round(3).to_dict() if n else {},
+            "by_category_counts": {c: {"planted": int(len(g)), "recalled": int(g["recalled"].sum())}
+                                   for c, g in df.groupby("category")} if n else {}}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,6 +34,27 @@ REJECT_COLUMNS = ["source", "row", "column", "reason"]
 AGENT_RAW_TASKS = ("claims_rationale", "claims_timespec")  # raw files whose lines are predictions
 
 
+def claim_study(study: Study) -> Study:
+    """The study as the claim pipeline sees it: ``claims_model_id`` / ``claims_model_path``
+    (when set) in place of ``model_id`` / ``model_path``.
+
+    Why: a protocol study (the demo's) can carry a claim model of its own, one that
+    answers the coalition prompt, while its verdict keeps coming from its protocol model.
+    The claim jobs query this model and the claim tables read its raw lines only, so this
+    is the one place the swap is made (the jobs' context and ``tables.build`` call it).
+    Idempotent: a study already swapped is returned as it is."""
+    mid, mpath = study.get("claims_model_id"), study.get("claims_model_path")
+    if mid is None and mpath is None:
+        return study
+    v = dict(study.vars)
+    if mid is not None:
+        v["model_id"] = mid
+    if mpath is not None:
+        v["model_path"] = mpath
+        v["gguf_file"] = None   # a GGUF name belongs to the protocol model's folder
+    return Study(vars=v, root=study.root)
+
+
 @dataclass(frozen=True)
 class ClaimSettings:
     """The claim pipeline's settings, read from the study (dbt vars) with defaults."""

@@ -29,6 +29,7 @@ from lookahead.claims.dating import claim_leakage, parse_period
 from lookahead.claims.inputs import (
     REJECT_COLUMNS,
     ClaimSettings,
+    claim_study,
     claims_raw_file,
     load_corpus,
     load_predictions,
@@ -215,6 +216,7 @@ def _empty(cols: list[str]) -> pd.DataFrame:
 
 def build(study: Study) -> dict[str, pd.DataFrame]:
     """claims, instance_leakage, claims_summary, claims_rejects as DataFrames."""
+    study = claim_study(study)
     st = ClaimSettings.from_study(study)
     preds, rejects = load_predictions(study, st)
     corpus, corpus_rejects = load_corpus(st)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import json
 import math
 
 import numpy as np
@@ -259,3 +260,26 @@ def test_extraction_recall_matching():
     assert (r["n_planted"], r["n_recalled"]) == (3, 2)
     assert r["recall"] == pytest.approx(2 / 3) and r["category_agreement"] == 0.5
     assert extraction_recall(ext.iloc[0:0], truth)["recall"] == 0.0
+
+
+def test_extraction_benchmark_schema_check_and_timing():
+    """The SmolLM2 measurement's own checks: a line stored as valid must validate, one
+    stored as invalid must not parse (either lie is an error), and model time counts each
+    batch once."""
+    from lookahead.claims.extraction_benchmark import generation_seconds, schema_check
+
+    good = {"claim_id": 1, "claim_text": "Acme opened a plant.", "original_text": "Acme opened a plant.",
+            "temporal_reference": None, "claim_category": "A1", "category_reasoning": "event"}
+    t0, t1, t2 = "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:10+00:00", "2026-01-01T00:00:15+00:00"
+    lines = [{"instance_id": "i1", "attempt": 0, "valid": True, "claims": [good], "started_at": t0, "finished_at": t1},
+             {"instance_id": "i2", "attempt": 0, "valid": False, "response_text": "no json here",
+              "started_at": t0, "finished_at": t1},
+             {"instance_id": "i2", "attempt": 1, "valid": True, "claims": [], "started_at": t1, "finished_at": t2}]
+    r = schema_check(lines)
+    assert (r["n_answers"], r["n_valid_answers"]) == (3, 2)
+    assert r["by_attempt"] == {"0": {"answers": 2, "valid": 1}, "1": {"answers": 1, "valid": 1}}
+    assert generation_seconds(lines) == 15.0
+    with pytest.raises(schema.ExtractionError):
+        schema_check([{**lines[0], "claims": [{**good, "claim_category": "C9"}]}])
+    with pytest.raises(AssertionError, match="stored as invalid but parses"):
+        schema_check([{**lines[1], "response_text": json.dumps({"claims": [good]})}])

@@ -138,8 +138,11 @@ def test_chat_api_uses_the_json_schema(server, tmp_path):
     assert res.returncode == 0, res.stderr
     lines = _lines(tmp_path)
     assert len(lines) == 2 and all(r["valid"] and r["params"]["structured"] for r in lines)
-    assert all(f["type"] == "json_schema" and f["json_schema"]["schema"]["required"] == ["claims"]
-               for f in state.formats)
+    from lookahead.claims.schema import EXTRACTION_SCHEMA
+
+    assert len(state.formats) == 2                       # one request per rationale, each constrained
+    assert all(f["type"] == "json_schema" and f["json_schema"]["schema"] == EXTRACTION_SCHEMA
+               and f["json_schema"]["strict"] is True for f in state.formats)
     for r in lines:
         claims_from_object({"claims": r["claims"]})
     inst = build(load_study(tmp_path / "s.yml"))["instance_leakage"].set_index("instance_id")

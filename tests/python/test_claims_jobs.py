@@ -189,3 +189,62 @@ def test_dbt_claim_models(scored, tmp_path):
     assert set(inst["agent"]) == {"planted", "timespec"}
     assert set(res.table("claims_summary")["agent"]) == {"planted", "timespec"}
     assert len(res.table("claims_rejects")) >= 2   # the empty rationale and the rationale without claims
+
+
+def _kill_then_resume(tmp_path: Path, job: str, study: Path, raw: Path, min_lines: int,
+                      extra: tuple[str, ...] = ()) -> tuple[set[str], list[str]]:
+    """Start ``job``, kill -9 it once ``raw`` holds ``min_lines`` answers, rerun it to the
+    end; return (keys answered before the kill, keys in the file after the rerun) and
+    check that the rerun sent none of the answered keys to the model again."""
+    log1, log2 = tmp_path / f"{job}.q1.log", tmp_path / f"{job}.q2.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LOOKAHEAD_QUERY_LOG": str(log1)}
+    proc = subprocess.Popen([PY, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes", *extra], cwd=ROOT,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 600
+        while time.time() < deadline and proc.poll() is None:
+            if raw.exists() and raw.read_text().count("\n") >= min_lines:
+                break
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, "job finished before the kill"
+    done = {r["key"] for r in _lines(raw)}
+    e = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LOOKAHEAD_QUERY_LOG": str(log2)}
+    res = subprocess.run([PY, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes", *extra], cwd=ROOT, env=e,
+                         capture_output=True, text=True, timeout=1200)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    keys = [r["key"] for r in _lines(raw)]
+    assert len(keys) == len(set(keys))                         # nothing answered twice
+    assert min_lines <= len(done) < len(keys)
+    assert not set(log2.read_text().split()) & done            # the rerun asked only what was missing
+    return done, keys
+
+
+@pytest.mark.slow  # one killed subprocess and a resume per job
+def test_kill9_support_job_resumes_without_requery(tmp_path):
+    """claims_support with the model as judge (the demo's leaky model answers every
+    yes/no prompt): the judgments of the BM25 candidates survive kill -9."""
+    study = _study(tmp_path, "leaky", batch_size=2, claims_support_judge="llm")
+    _kill_then_resume(tmp_path, "claims_support", study, tmp_path / "raw_leaky" / "claims_support.jsonl", 10)
+    t = build(load_study(study))
+    assert "candidate(s) not judged yet" not in " ".join(t["claims_rejects"]["reason"])
+
+
+@pytest.mark.slow
+def test_kill9_rationale_job_resumes_without_requery(tmp_path):
+    """claims_rationale (Temporal Hint agent) writing rationales for the demo instances."""
+    study = _study(tmp_path, "leaky", batch_size=1, claims_rationale_max_tokens=8, claims_predictions_path=None)
+    _kill_then_resume(tmp_path, "claims_rationale", study, tmp_path / "raw_leaky" / "claims_rationale.jsonl", 5,
+                      ("--agent", "temporal_hint"))
+
+
+@pytest.mark.slow
+def test_kill9_timespec_job_resumes_without_requery(tmp_path):
+    """claims_timespec's phases (supervisor checks, regeneration, aggregator)."""
+    study = _study(tmp_path, "leaky", batch_size=1)
+    _, keys = _kill_then_resume(tmp_path, "claims_timespec", study,
+                                tmp_path / "raw_leaky" / "claims_timespec.jsonl", 5)
+    finals = [r for r in _lines(tmp_path / "raw_leaky" / "claims_timespec.jsonl") if r.get("final")]
+    assert len({r["instance_id"] for r in finals}) == 31

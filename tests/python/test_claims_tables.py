@@ -229,3 +229,27 @@ def test_report_section_and_figure(demo_dir, tmp_path):
     assert png.exists() and png.read_bytes()[:4] == b"\x89PNG"
     empty = duckdb.connect()
     assert claims_section(empty, tmp_path / "r2") == ""
+
+
+def test_unparseable_temporal_reference_is_one_reject_per_claim(demo_dir, tmp_path):
+    """An extracted claim whose temporal reference is not a date form the parser knows:
+    the claim is kept, dated by the corpus alone (supported: its document decides; not
+    supported: unverifiable, with the reason), and one reject row names it."""
+    lines = [json.loads(x) for x in (demo_dir / "extractions.jsonl").read_text().splitlines()]
+    for rec in lines:
+        if rec["instance_id"] == "c01":
+            for c in rec["claims"]:
+                if c["claim_text"].startswith("Acorvia opened a new factory"):     # has a document before t_ref
+                    c["temporal_reference"] = "shortly after the spring fair"
+                if "chief executive" in c["claim_text"]:                          # has no document
+                    c["temporal_reference"] = "around then"
+    p = tmp_path / "extractions.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    t = build(_study(demo_dir, tmp_path / "raw", claims_extractions_path=str(p)))
+    rej = t["claims_rejects"]
+    bad = rej[rej["reason"].str.contains("unparseable")]
+    assert len(bad) == 2 and bad["reason"].str.contains("shortly after the spring fair").sum() == 1
+    c = t["claims"][t["claims"]["instance_id"] == "c01"].set_index("claim_text")
+    assert c.loc["Acorvia opened a new factory on 2022-03-28.", "leakage_state"] == "not_leaked"   # by its document
+    assert c.loc["Acorvia hired a new chief executive in 2022.", "leakage_state"] == "unverifiable"
+    assert len(t["instance_leakage"]) == 31                                                 # nothing dropped

@@ -1,0 +1,136 @@
+"""The demo's claim tables live beside its verdict: demo/claims/demo_{contaminated,clean}.yml
+are the protocol demo studies unchanged plus a claim model (claims_model_id/path), so one
+`dbt build` puts `claims` and `instance_leakage` into outputs/<study_name>.duckdb.
+
+Default suite: the study files are the protocol studies plus claim settings only (so
+the verdict is the protocol study's), the claim model replaces the protocol model for the
+claim jobs and tables and nowhere else, every claim setting reaches the dbt claim models,
+and the tables built from the demo study carry the issue's columns. Slow tier: the
+whole `lookahead run` of the contaminated demo study (verdict, claim tables, report)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from lookahead.claims import demo
+from lookahead.claims.dbt_entry import table
+from lookahead.claims.inputs import claim_study
+from lookahead.config import SCHEMA, load_study
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "demo" / "claims"
+
+# The issue's columns (issue 10, Deliver 6), exactly as named there.
+CLAIMS_COLUMNS = ("instance_id", "claim_id", "claim_text", "category", "temporal_reference", "tau",
+                  "leakage_state", "shapley")
+INSTANCE_COLUMNS = ("instance_id", "agent", "n_claims", "olr", "shapley_dclr", "shapley_dclr_unverifiable_leaked",
+                    "top1_leakage", "top3_leakage", "v_all", "v_empty", "shapley_sum")
+
+
+@pytest.mark.parametrize("model, scen", sorted(demo.PROTOCOL_STUDY.items()))
+def test_demo_study_is_the_protocol_study_plus_claim_settings(model, scen):
+    shipped = yaml.safe_load((DEMO / f"demo_{scen}.yml").read_text())
+    assert shipped == demo.protocol_study_vars(DEMO, model)           # the file is what the code writes
+    protocol = yaml.safe_load((ROOT / "demo" / "studies" / f"{scen}.yml").read_text())
+    extra = set(shipped) - set(protocol)
+    assert extra and all(k.startswith("claims_") for k in extra)
+    assert {k: shipped[k] for k in protocol} == protocol               # nothing of the protocol changed
+    a, b = load_study(DEMO / f"demo_{scen}.yml"), load_study(ROOT / "demo" / "studies" / f"{scen}.yml")
+    assert a.name == b.name == f"demo_{scen}"                          # same database, same report
+    assert a["model_id"] == b["model_id"]                              # the verdict's model is unchanged
+
+
+def test_claim_model_replaces_the_protocol_model_for_claims_only():
+    study = load_study(DEMO / "demo_contaminated.yml")
+    swapped = claim_study(study)
+    assert study["model_id"] == "demo-contaminated"
+    assert swapped["model_id"] == "demo-claims-leaky"
+    assert swapped.path("model_path") == ROOT / "demo" / "claims" / "models" / "leaky"
+    assert claim_study(swapped).vars == swapped.vars                   # idempotent
+    plain = load_study(ROOT / "demo" / "studies" / "contaminated.yml")
+    assert claim_study(plain) is plain                                 # no claim model: nothing changes
+    from llm_jobs.claims_common import make_claim_context
+
+    class Args:
+        study = str(DEMO / "demo_contaminated.yml")
+        yes = True
+    ctx = make_claim_context(Args())
+    assert ctx.study["model_id"] == "demo-claims-leaky"               # the jobs query the claim model
+
+
+def test_every_claim_setting_reaches_the_dbt_claim_models():
+    """The dbt Python models see the vars only through claims_vars_json (_claims.yml); a
+    claim setting missing there would silently fall back to the default study's value."""
+    text = (ROOT / "python_models" / "claims" / "_claims.yml").read_text()
+    passed = set(re.findall(r"'(claims_\w+)': var\('\1'", text))
+    read_by_tables = {"claims_model_id", "claims_model_path", "claims_raw_dir", "claims_predictions_path",
+                      "claims_instances_path", "claims_corpus_path", "claims_extractions_path", "claims_labels",
+                      "claims_vague_period", "claims_support_judge", "claims_bm25_k", "claims_exact_max",
+                      "claims_mc_permutations", "claims_shapley_seed"}
+    assert read_by_tables <= set(SCHEMA.settings)
+    assert read_by_tables <= passed, sorted(read_by_tables - passed)
+
+
+def test_demo_study_builds_the_issue_columns(tmp_path):
+    """The tables the dbt claim models return for the demo study (values not computed
+    here: every scored instance is 'values pending', the columns are the same)."""
+    v = yaml.safe_load((DEMO / "demo_contaminated.yml").read_text())
+    v["claims_raw_dir"] = str(tmp_path / "raw")
+    claims = table("claims", json.dumps(v))
+    inst = table("instance_leakage", json.dumps(v))
+    assert set(CLAIMS_COLUMNS) <= set(claims.columns), sorted(set(CLAIMS_COLUMNS) - set(claims.columns))
+    assert set(INSTANCE_COLUMNS) <= set(inst.columns), sorted(set(INSTANCE_COLUMNS) - set(inst.columns))
+    truth = pd.read_csv(DEMO / "truth_claims.csv")
+    planted = claims[claims["agent"] == demo.AGENT]
+    assert len(planted) == len(truth)                                  # every planted claim, one row each
+    assert set(inst["status"]) == {"values pending", "empty rationale", "no claims"}
+
+
+@pytest.mark.slow
+def test_lookahead_run_puts_claims_beside_the_verdict(tmp_path):
+    """`make demo`'s step for the contaminated study, into a scratch database: the same
+    verdict as the protocol study, the claim tables with the issue's columns and the
+    planted OLR, and the report's claim section with its figure."""
+    sys.path.insert(0, str(ROOT / "tests" / "python"))
+    from dbt_runner import dbt_env
+
+    v = yaml.safe_load((DEMO / "demo_contaminated.yml").read_text())
+    v.update(raw_dir=str(tmp_path / "raw"), claims_raw_dir=str(tmp_path / "claims_raw"),
+             results_dir=str(tmp_path / "results"), outputs_dir=str(tmp_path / "outputs"))
+    study = tmp_path / "study.yml"
+    study.write_text(yaml.safe_dump(v))
+    db = tmp_path / "db.duckdb"
+    env = dbt_env(db)
+    for job in ("claims_timespec", "claims_value"):
+        r = subprocess.run([sys.executable, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    lookahead = Path(sys.executable).with_name("lookahead")
+    r = subprocess.run([str(lookahead), "run", "--study", str(study), "--yes"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=3600)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        verdict = con.sql("select verdict from verdict").fetchone()[0]
+        claims = con.sql("select * from claims").df()
+        inst = con.sql("select * from instance_leakage").df()
+    finally:
+        con.close()
+    assert verdict == "Contamination detected"
+    assert set(CLAIMS_COLUMNS) <= set(claims.columns) and set(INSTANCE_COLUMNS) <= set(inst.columns)
+    truth = pd.read_csv(DEMO / "truth_instances.csv").set_index("instance_id")
+    ok = inst[(inst["agent"] == demo.AGENT) & (inst["status"] == "ok")].set_index("instance_id")
+    assert len(ok) == 29 and (ok["olr"].astype(float) == truth.loc[ok.index, "expected_olr"].astype(float)).all()
+    report = (tmp_path / "results" / "REPORT.md").read_text()
+    assert "**Verdict: Contamination detected.**" in report
+    assert "## Claim-level leakage" in report and (tmp_path / "results" / "figures" / "claims_shapley.png").exists()
