@@ -7,8 +7,9 @@ Baseline 1 ("reference loop") does what swj0419/detect-pretrain-code src/run.py 
 text: encode, one forward pass, log_softmax over the full [len, vocab] logits, gather the
 next-token log-probs one ``.item()`` at a time. Baseline 2 ("plain batch") pads batches of
 32 in input order and takes log_softmax over the full logits. The contender is
-``TransformersBackend.prompt_logprobs`` (length-sorted batches, no padding mask, head and
-log-softmax only at real positions, in chunks). Methods run interleaved, ``--repeats``
+``TransformersBackend.prompt_logprobs`` (length-sorted batches; for Llama models the packed
+fp32 body of lookahead/backends/fused_llama.py; head and log-softmax only at real
+positions, in chunks), also with each other ``mink_body_dtype``. Methods run interleaved, ``--repeats``
 rounds, and the median round is reported, so machine load affects all alike. Scores are
 checked against the reference loop (max |delta logprob|, max relative delta of Min-K% LAP).
 """
@@ -83,6 +84,29 @@ def plain_batch(model, tok, texts: list[str], bs: int = 32) -> list[list[float]]
     return res
 
 
+class Bf16Linear(torch.nn.Module):
+    """An nn.Linear run as bf16 x bf16 (weight converted once), output cast to fp32."""
+
+    def __init__(self, lin: torch.nn.Linear) -> None:
+        super().__init__()
+        self.weight = lin.weight.detach().to(torch.bfloat16)
+        self.bias = None if lin.bias is None else lin.bias.detach().float()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.nn.functional.linear(x.to(torch.bfloat16), self.weight).float()
+        return y if self.bias is None else y + self.bias
+
+
+def bf16_linears(base: torch.nn.Module) -> torch.nn.Module:
+    """A copy of a decoder body with every nn.Linear replaced by Bf16Linear."""
+    body = __import__("copy").deepcopy(base)
+    for module in list(body.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, torch.nn.Linear):
+                setattr(module, name, Bf16Linear(child))
+    return body.eval()
+
+
 def matmul_gflops(dtype: torch.dtype, precision: str = "highest", n: int = 1024, reps: int = 8) -> float:
     """Measured dense matmul rate (GFLOP/s) at the model's shapes' order of magnitude: the
     compute ceiling of a path running its matmuls at this dtype and precision."""
@@ -105,6 +129,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch-sizes", default="32", help="contender batch sizes")
+    ap.add_argument("--bodies", default="float32,float32_transformers,bfloat16",
+                    help="mink_body_dtype values timed at each contender batch size")
+    ap.add_argument("--bf16-linears", action="store_true",
+                    help="also time bf16 matmuls with an fp32 residual stream, norms, softmax and head")
     ap.add_argument("--bf16", action="store_true", help="also time a bfloat16 copy of the model")
     ap.add_argument("--medium", action="store_true",
                     help="also time fp32 weights with torch matmul precision 'medium' (bf16 kernels)")
@@ -122,25 +150,31 @@ def main() -> None:
           f"(lengths {min(len(tok.encode(t)) for t in texts)}-{max(len(tok.encode(t)) for t in texts)})")
 
     def contender(bs: int, be: TransformersBackend, precision: str = "medium",
-                  body: str | None = None) -> Callable[[], list[list[float]]]:
-        def run() -> list[list[float]]:
+                  body: str | None = None) -> Callable[[list[str]], list[list[float]]]:
+        def run(tx: list[str]) -> list[list[float]]:
             be.batch_size = bs
             be.matmul_precision = precision
             if body:
                 be.mink_body_dtype = body
-            return [[x.logprob for x in lp[1:]] for lp in be.prompt_logprobs(texts)]
+            return [[x.logprob for x in lp[1:]] for lp in be.prompt_logprobs(tx)]
         return run
 
     default = TransformersBackend("smollm2", model=model, tokenizer=tok)  # the shipped defaults
-    methods: dict[str, Callable[[], list[list[float]]]] = {
-        "reference loop (per text)": lambda: reference_loop(model, tok, texts),
-        "plain batch 32 (full logits)": lambda: plain_batch(model, tok, texts),
+    methods: dict[str, Callable[[list[str]], list[list[float]]]] = {
+        "reference loop (per text)": lambda tx: reference_loop(model, tok, tx),
+        "plain batch 32 (full logits)": lambda tx: plain_batch(model, tok, tx),
         f"default path (bs={default.batch_size}, {default.mink_body_dtype} body)":
-            lambda: [[x.logprob for x in lp[1:]] for lp in default.prompt_logprobs(texts)],
+            lambda tx: [[x.logprob for x in lp[1:]] for lp in default.prompt_logprobs(tx)],
     }
     for bs in (int(x) for x in args.batch_sizes.split(",")):
-        for body in ("float32", "bfloat16"):
+        for body in args.bodies.split(","):
             methods[f"batched bs={bs} {body} body"] = contender(bs, backend, body=body)
+    if args.bf16_linears:
+        # Every nn.Linear of the body as bf16 x bf16 (weights converted once), its output
+        # cast back to fp32; residual stream, RMSNorm, rotary, softmax and head stay fp32.
+        lin_be = TransformersBackend("smollm2", model=model, tokenizer=tok, mink_body_dtype="float32_transformers")
+        lin_be._mink_bodies["float32_transformers"] = bf16_linears(model.model)
+        methods["bf16 linears, fp32 residual/norms/softmax/head"] = contender(default.batch_size, lin_be)
     if args.medium:
         big = max(int(x) for x in args.batch_sizes.split(","))
         methods[f"batched bs={big} fp32 matmul=highest"] = contender(big, backend, "highest", "float32")
@@ -149,8 +183,8 @@ def main() -> None:
                                  tokenizer=tok, dtype="bfloat16")
         methods["batched bs=32 bf16 weights (head too)"] = contender(32, bf)
 
-    for fn in methods.values():  # warm-up (allocator, kernels, lazily built copies)
-        fn()
+    for fn in methods.values():  # warm-up on a few texts (allocator, kernels, lazily built bodies)
+        fn(texts[:4])
     ceilings0 = {"fp32": matmul_gflops(torch.float32), "fp32_medium": matmul_gflops(torch.float32, "medium"),
                  "bf16": matmul_gflops(torch.bfloat16)}
     load0 = os.getloadavg()
@@ -159,7 +193,7 @@ def main() -> None:
     for _ in range(args.repeats):  # rounds alternate the methods, so load hits all alike
         for name, fn in methods.items():
             t = time.perf_counter()
-            results[name] = fn()
+            results[name] = fn(texts)
             times[name].append(time.perf_counter() - t)
     load1 = os.getloadavg()
     ceilings1 = {"fp32": matmul_gflops(torch.float32), "fp32_medium": matmul_gflops(torch.float32, "medium"),

@@ -27,7 +27,7 @@ OPTION_VARS = (
     "model_path", "gguf_file", "tokenizer_path", "base_url", "api_key_env", "allow_remote",
     "concurrency", "max_retries", "timeout_s", "batch_size", "torch_threads",
     "dtype", "matmul_precision", "seed", "max_model_len", "gpu_memory_utilization",
-    "api_mode", "served_model", "mink_source", "backoff_s", "backoff_max_s",
+    "api_mode", "served_model", "mink_source", "backoff_s", "backoff_max_s", "mink_body_dtype",
 )
 PATH_VARS = ("model_path", "gguf_file", "tokenizer_path")
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lookahead.backends.base import Backend, Generation, TokenLogprob
+from lookahead.backends.fused_llama import PackedLlamaBody
+from lookahead.backends.fused_llama import supports as supports_packed
 
 # Architectures whose logits are exactly lm_head(final hidden state): the chunked path
 # is exact for them. Others (logit soft-capping, scaling) use the plain full forward.
@@ -23,10 +25,17 @@ _PLAIN_HEAD = {
     "GPT2LMHeadModel", "GPTNeoXForCausalLM", "PhiForCausalLM", "Phi3ForCausalLM",
     "OPTForCausalLM", "SmolLM3ForCausalLM",
 }
-# Min-K% runs the decoder body (every layer before the output head) in this dtype and the
-# head, log-softmax and gather in fp32 from the upcast hidden states. 'float32' runs the
-# body as loaded. A bf16 copy of the body is built on the first Min-K% query (the loaded
-# weights stay as they are for recall and forecasts).
+# The decoder body (every layer before the output head) Min-K% runs; the head,
+# log-softmax and gather are fp32 from the upcast hidden states in every case.
+#   float32             the packed fp32 body (lookahead/backends/fused_llama.py) for plain
+#                       Llama models, transformers' own body otherwise: equal to the fp32
+#                       per-text loop up to fp32 reassociation (Min-K% LAP within 2e-5)
+#   float32_transformers  transformers' own fp32 body, unpacked (the previous default)
+#   bfloat16            a bf16 copy of transformers' body: faster, but moves Min-K% LAP
+#                       by about 5-15% relative on SmolLM2 (BENCHMARKS.md)
+# The packed body or bf16 copy is built on the first Min-K% query (the loaded weights
+# stay as they are for recall and forecasts). The allowed values are declared in
+# lookahead/study_settings.yml (mink_body_dtype).
 MINK_BODY_DTYPE = "float32"
 LOGPROB_FLOOR = -1000.0  # -inf is not JSON; exp(-1000) is 0.0 in double precision anyway
 
@@ -48,7 +57,7 @@ def _resolve_location(model_id: str, model_path: str | None, gguf_file: str | No
 class TransformersBackend(Backend):
     """transformers on CPU. Options: model_path, gguf_file, batch_size, torch_threads,
     dtype ('float32' | 'bfloat16'), logit_chunk, matmul_precision ('highest' | 'medium'),
-    mink_body_dtype ('float32' | 'bfloat16', see MINK_BODY_DTYPE);
+    mink_body_dtype (see MINK_BODY_DTYPE);
     or ready ``model``/``tokenizer`` objects.
 
     torch, the tokenizer and the model load on first use, so a rerun whose answers are
@@ -70,7 +79,7 @@ class TransformersBackend(Backend):
         self.matmul_precision = str(options.get("matmul_precision") or "medium")
         self._dtype_name = str(options.get("dtype") or "float32")
         self.mink_body_dtype = str(options.get("mink_body_dtype") or MINK_BODY_DTYPE)
-        self._mink_body: Any = None
+        self._mink_bodies: dict[str, Any] = {}  # mink_body_dtype -> the body built for it
         self._location, self._gguf = _resolve_location(
             model_id, options.get("model_path"), options.get("gguf_file")  # type: ignore[arg-type]
         )
@@ -310,9 +319,17 @@ class TransformersBackend(Backend):
         if type(model).__name__ in _PLAIN_HEAD:
             # The padding mask is passed although right pads cannot reach real tokens under
             # causal attention: measured here, SDPA without a mask was slower, not faster.
-            base = self._mink_base(model)
-            hidden = base(input_ids=ids, attention_mask=mask).last_hidden_state
-            h = hidden[:, :-1][target_mask].to(self.dtype)
+            body = self._mink_base(model)
+            if isinstance(body, PackedLlamaBody):
+                packed = body(seqs)  # [sum(len), hidden]: every token of every sequence
+                starts = [0]
+                for s in seqs[:-1]:
+                    starts.append(starts[-1] + len(s))
+                keep = torch.cat([torch.arange(a, a + len(s) - 1) for a, s in zip(starts, seqs)])
+                h = packed[keep].to(self.dtype)
+            else:
+                hidden = body(input_ids=ids, attention_mask=mask).last_hidden_state
+                h = hidden[:, :-1][target_mask].to(self.dtype)
             head = model.get_output_embeddings()
             flat = torch.empty(h.shape[0], dtype=torch.float32)
             for a in range(0, h.shape[0], self.logit_chunk):
@@ -334,16 +351,23 @@ class TransformersBackend(Backend):
         return res
 
     def _mink_base(self, model: Any) -> Any:
-        """The decoder body Min-K% runs: the model's own, or a copy in mink_body_dtype."""
+        """The decoder body Min-K% runs (see MINK_BODY_DTYPE): the packed fp32 body, the
+        model's own body, or a bf16 copy of it (built once per value)."""
+        body_dtype = self.mink_body_dtype
+        if body_dtype in self._mink_bodies:
+            return self._mink_bodies[body_dtype]
         base = getattr(model, model.base_model_prefix)
-        wanted = getattr(self._torch, self.mink_body_dtype)
-        if next(base.parameters()).dtype == wanted:
-            return base
-        if self._mink_body is None:
+        wanted = getattr(self._torch, "float32" if body_dtype.startswith("float32") else body_dtype)
+        if body_dtype == "float32" and self._dtype_name == "float32" and supports_packed(model):
+            body = PackedLlamaBody(model)
+        elif next(base.parameters()).dtype == wanted:
+            body = base
+        else:
             import copy
 
-            self._mink_body = copy.deepcopy(base).to(wanted).eval()
-        return self._mink_body
+            body = copy.deepcopy(base).to(wanted).eval()
+        self._mink_bodies[body_dtype] = body
+        return body
 
     def sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int) -> list[list[str]]:
         """n answers per prompt at temperature 1 (no top-k/top-p cut), seeded per prompt

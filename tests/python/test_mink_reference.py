@@ -68,6 +68,9 @@ def reference_mink(all_prob: list[float], ratio: float = 0.2) -> float:
 def test_batched_prompt_logprobs_equal_the_per_text_reference(backend):
     prompts = TEXTS + [backend.render_prompt(t, True) for t in TEXTS[:2]]
     batched = backend.prompt_logprobs(prompts)
+    from lookahead.backends.fused_llama import PackedLlamaBody
+
+    assert isinstance(backend._mink_bodies["float32"], PackedLlamaBody)  # the default path ran
     for text, got in zip(prompts, batched):
         ref = reference_token_logprobs(backend.model, backend.tokenizer, text)
         assert got[0].logprob is None and len(got) == len(ref) + 1

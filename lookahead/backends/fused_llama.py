@@ -1,0 +1,107 @@
+"""A packed fp32 Llama decoder body for prompt scoring (Min-K%) on the CPU.
+
+Why: on a 2-core CPU the transformers Llama forward spends about half its time outside
+the matmuls (RMSNorm as five element-wise ops, rotary embeddings with ``cat``/``neg``,
+the padding mask, transposes), and every op also runs over the padding of the batch.
+This body does the same arithmetic in fp32 with fewer, larger ops:
+
+* the tokens of a batch are packed (no padding) for everything except attention: the
+  matmuls, norms, rotary embeddings and the MLP run on ``[real tokens, hidden]``;
+* q, k and v are one matmul, gate and up are one matmul, the residual adds are fused
+  into the output projections (``addmm``), RMSNorm is ``torch.rms_norm``;
+* attention scatters the packed q/k/v into a right-padded batch and runs causal SDPA
+  without a mask: pads sit after the real tokens, so no real position can see one.
+
+Nothing is rounded below fp32 (bf16 arithmetic moves Min-K% LAP by about 5% relative on
+SmolLM2 however the residual stream is kept, see BENCHMARKS.md), so the result equals the
+transformers body up to fp32 reassociation. Only plain Llama layers qualify (see
+``supports``); anything else keeps the transformers body.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+
+def supports(model: Any) -> bool:
+    """True for a LlamaForCausalLM whose layers are exactly what this body computes."""
+    cfg = getattr(model, "config", None)
+    if type(model).__name__ != "LlamaForCausalLM" or cfg is None:
+        return False
+    rope = getattr(cfg, "rope_parameters", None) or {}
+    return (
+        getattr(cfg, "hidden_act", None) == "silu"
+        and not getattr(cfg, "attention_bias", False)
+        and not getattr(cfg, "mlp_bias", False)
+        and int(getattr(cfg, "pretraining_tp", 1) or 1) == 1
+        and rope.get("rope_type", "default") == "default"
+        and getattr(model.model.rotary_emb, "attention_scaling", 1.0) == 1.0
+    )
+
+
+class PackedLlamaBody:
+    """The decoder body of a Llama model as packed fp32 tensors (weights shared with
+    the model where they are used as is; q/k/v and gate/up concatenated once)."""
+
+    def __init__(self, model: Any) -> None:
+        import torch
+
+        base = model.model
+        cfg = model.config
+        self.torch = torch
+        self.n_heads = int(cfg.num_attention_heads)
+        self.n_kv = int(cfg.num_key_value_heads)
+        self.head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads)
+        self.eps = float(cfg.rms_norm_eps)
+        self.embed = base.embed_tokens.weight.detach().float()
+        self.inv_freq = base.rotary_emb.inv_freq.detach().float()
+        self.final_norm = base.norm.weight.detach().float()
+        self.layers = []
+        for layer in base.layers:
+            att, mlp = layer.self_attn, layer.mlp
+            self.layers.append((
+                layer.input_layernorm.weight.detach().float(),
+                torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight]).detach().float().t(),
+                att.o_proj.weight.detach().float().t(),
+                layer.post_attention_layernorm.weight.detach().float(),
+                torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach().float().t(),
+                mlp.down_proj.weight.detach().float().t(),
+            ))
+
+    def __call__(self, seqs: Sequence[Sequence[int]]) -> Any:
+        """Final hidden states (after the last norm) of every token of every sequence,
+        packed in order: ``[sum(len), hidden]``, fp32."""
+        torch = self.torch
+        F = torch.nn.functional
+        lens = [len(s) for s in seqs]
+        batch, width = len(seqs), max(lens)
+        ids = torch.tensor([t for s in seqs for t in s], dtype=torch.long)
+        # packed token i sits at row b, column j of the padded batch: flat index b*width+j
+        pos = torch.cat([torch.arange(n) for n in lens])
+        starts = torch.tensor([b * width for b, n in enumerate(lens) for _ in range(n)], dtype=torch.long)
+        flat = starts + pos
+        freqs = pos[:, None].float() * self.inv_freq[None, :]
+        cos, sin = freqs.cos()[:, None, :], freqs.sin()[:, None, :]  # [tokens, 1, head_dim/2]
+        hd, nh, nkv = self.head_dim, self.n_heads, self.n_kv
+        half = hd // 2
+        n_qk = nh + nkv
+        width_qkv = (nh + 2 * nkv) * hd
+        h = self.embed[ids]
+        hidden = h.shape[1]
+        padded = torch.zeros(batch * width, width_qkv)
+        for ln1, w_qkv, w_o, ln2, w_gu, w_down in self.layers:
+            qkv = F.rms_norm(h, (hidden,), ln1, self.eps) @ w_qkv
+            qk = qkv[:, : n_qk * hd].view(-1, n_qk, hd)
+            x1, x2 = qk[..., :half], qk[..., half:]
+            rot = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+            padded[flat, : n_qk * hd] = rot.view(-1, n_qk * hd)
+            padded[flat, n_qk * hd :] = qkv[:, n_qk * hd :]
+            heads = padded.view(batch, width, nh + 2 * nkv, hd).transpose(1, 2)
+            q, k, v = heads[:, :nh], heads[:, nh:n_qk], heads[:, n_qk:]
+            att = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=nkv != nh)
+            att = att.transpose(1, 2).reshape(batch * width, nh * hd)[flat]
+            h = torch.addmm(h, att, w_o)
+            gu = F.rms_norm(h, (hidden,), ln2, self.eps) @ w_gu
+            inter = gu.shape[1] // 2
+            h = torch.addmm(h, F.silu(gu[:, :inter]) * gu[:, inter:], w_down)
+        return F.rms_norm(h, (hidden,), self.final_norm, self.eps)

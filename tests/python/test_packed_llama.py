@@ -1,0 +1,106 @@
+"""The packed fp32 Llama body equals transformers' own Llama forward (fast, default suite).
+
+The independent implementation is transformers' LlamaForCausalLM itself, on a small
+randomly initialised config (no download, well under a second): grouped-query
+attention, prompts of different lengths in one batch (the padding the packed body
+removes), one-token prompts. The real SmolLM2 comparison against the per-text reference
+loop is in test_mink_reference.py (slow tier: it loads the 135M model).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from lookahead.backends.fused_llama import PackedLlamaBody, supports  # noqa: E402
+from lookahead.backends.transformers_backend import TransformersBackend  # noqa: E402
+from lookahead.scoring import mink_lap  # noqa: E402
+
+
+def tiny_llama(**overrides):
+    cfg = transformers.LlamaConfig(
+        vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=3,
+        num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=128,
+        rms_norm_eps=1e-5, tie_word_embeddings=True, **overrides)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():  # weights away from the init's near-zero scale, norms not all 1
+        for p in model.parameters():
+            p.normal_(0.0, 0.3)
+    return model
+
+
+SEQS = [[5, 17, 3, 88, 42, 9, 60, 1, 2, 33, 71], [7, 7, 8], [90], [11, 12, 13, 14, 15, 16]]
+
+
+def reference_logprobs(model, seq):
+    """Per sequence, as the reference loop: one forward, log_softmax, gather."""
+    with torch.no_grad():
+        lp = torch.log_softmax(model(torch.tensor([seq])).logits[0].double(), -1)
+    return [lp[i, t].item() for i, t in enumerate(seq[1:])]
+
+
+def test_packed_body_equals_transformers_hidden_states():
+    model = tiny_llama()
+    assert supports(model)
+    body = PackedLlamaBody(model)
+    with torch.inference_mode():
+        packed = body(SEQS)
+        assert packed.shape == (sum(map(len, SEQS)), 48)
+        row = 0
+        for s in SEQS:
+            ref = model.model(input_ids=torch.tensor([s])).last_hidden_state[0]
+            torch.testing.assert_close(packed[row : row + len(s)], ref, rtol=1e-4, atol=1e-5)
+            row += len(s)
+
+
+def test_backend_default_body_is_packed_and_matches_the_per_text_loop():
+    model = tiny_llama()
+
+    class Tok:  # ids are the text: "5 17 3" -> [5, 17, 3] (the model needs no real tokenizer)
+        bos_token = None
+        pad_token_id = 0
+        eos_token_id = 0
+
+        def encode(self, text, add_special_tokens=True):
+            return [int(x) for x in text.split()]
+
+        def decode(self, ids):
+            return " ".join(map(str, ids))
+
+    be = TransformersBackend("tiny", model=model, tokenizer=Tok(), batch_size=3)
+    prompts = [" ".join(map(str, s)) for s in SEQS]
+    got = be.prompt_logprobs(prompts)
+    assert isinstance(be._mink_bodies["float32"], PackedLlamaBody)
+    unpacked = TransformersBackend("tiny", model=model, tokenizer=Tok(), batch_size=3,
+                                   mink_body_dtype="float32_transformers").prompt_logprobs(prompts)
+    for s, lps, other in zip(SEQS, got, unpacked):
+        ref = reference_logprobs(model, s)
+        assert [t.token_id for t in lps] == s and lps[0].logprob is None
+        assert [t.logprob for t in lps[1:]] == pytest.approx(ref, abs=1e-4)
+        assert [t.logprob for t in other[1:]] == pytest.approx(ref, abs=1e-4)
+        if ref:  # Min-K% LAP at K=0.2: exp(mean of the lowest max(1, floor(0.2 n)))
+            m = max(1, len(ref) // 5)
+            assert mink_lap([t.logprob for t in lps]) == pytest.approx(math.exp(sum(sorted(ref)[:m]) / m), rel=1e-3)
+
+
+@pytest.mark.parametrize("overrides", [{"attention_bias": True}, {"mlp_bias": True}, {"hidden_act": "gelu"}])
+def test_layers_the_packed_body_does_not_compute_keep_the_transformers_body(overrides):
+    model = tiny_llama(**overrides)
+    assert not supports(model)
+
+
+def test_only_a_bf16_body_changes_the_mink_key():
+    from lookahead.config import Study, load_study, resolve
+    from lookahead.keys import task_params
+
+    demo = load_study().vars  # the default study, with one setting changed at a time
+    plain = task_params(Study(vars=resolve({}, demo)), "mink")
+    for value in ("float32", "float32_transformers"):
+        assert task_params(Study(vars=resolve({"mink_body_dtype": value}, demo)), "mink") == plain
+    bf16 = task_params(Study(vars=resolve({"mink_body_dtype": "bfloat16"}, demo)), "mink")
+    assert bf16 == {**plain, "mink_body_dtype": "bfloat16"}
