@@ -5,7 +5,8 @@ in Jinja, so the plugin registers :func:`lookahead.config.check_dbt_vars` as a D
 scalar function (``lookahead_check_settings``) and the declared setting names as
 ``lookahead_setting_names``; macros/check_inputs.sql calls both. The model
 `study_settings` stores the resolved settings (``lookahead_study_json``) and
-`build_identity` fingerprints the input files (``lookahead_fingerprint``).
+`build_identity` fingerprints the input file and each task's cache
+(``lookahead_fingerprint``, ``lookahead_cache_fingerprint``).
 profiles/profiles.yml loads the plugin."""
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ def _fingerprint(path: str) -> str:
     return fingerprint(path)
 
 
+def _cache_fingerprint(raw_dir: str, task: str) -> str:
+    from lookahead.identity import cache_fingerprint
+
+    return cache_fingerprint(raw_dir, task)
+
+
 def _result_tables() -> str:
     from lookahead.identity import RESULT_TABLES
 
@@ -65,3 +72,5 @@ class Plugin(BasePlugin):
                              side_effects=False)
         conn.create_function("lookahead_fingerprint", _fingerprint, ["VARCHAR"], "VARCHAR",
                              side_effects=True)
+        conn.create_function("lookahead_cache_fingerprint", _cache_fingerprint, ["VARCHAR", "VARCHAR"],
+                             "VARCHAR", side_effects=True)

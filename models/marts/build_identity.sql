@@ -1,6 +1,6 @@
 -- What this build is of, one row: dbt's invocation id, the study, its settings hash and
--- the fingerprints (sha256) of the input file and of each raw file. Copied into the
--- verdict row; `lookahead report` compares it with the study's files as they are now.
+-- the fingerprints (sha256) of the input file and of each task's cache (all its shards).
+-- Copied into the verdict row; `lookahead report` compares it with the study's files as they are now.
 with settings as (
 
     select * from {{ ref('study_settings') }}
@@ -13,7 +13,7 @@ select
     settings_hash,
     lookahead_fingerprint({{ sql_string(var('data_path')) }}) as data_fingerprint,
     {%- for task in ['forecast', 'recall', 'mink'] %}
-    lookahead_fingerprint({{ sql_string(var('raw_dir') ~ '/' ~ task ~ '.jsonl') }}) as {{ task }}_fingerprint,
+    lookahead_cache_fingerprint({{ sql_string(var('raw_dir')) }}, {{ sql_string(task) }}) as {{ task }}_fingerprint,
     {%- endfor %}
     current_timestamp as built_at
 from settings

