@@ -388,10 +388,10 @@ def query_all(ctx: JobContext, store: RawStore, pending: Sequence[Query], task: 
                        base, ctx.backend)
 
 
-def log_queries(batch: Sequence[Query]) -> None:
-    """One line per key about to be sent, when LOOKAHEAD_QUERY_LOG names a file (tests
-    prove with it that no written key is asked again)."""
-    log_path = os.environ.get(QUERY_LOG_ENV)
+def log_queries(batch: Sequence[Query], log_path: str | None = None) -> None:
+    """One line per key about to be sent, when LOOKAHEAD_QUERY_LOG (or ``log_path``)
+    names a file (tests prove with it that no written key is asked again)."""
+    log_path = log_path or os.environ.get(QUERY_LOG_ENV)
     if log_path:
         with open(log_path, "a", encoding="utf-8") as fh:
             fh.write("".join(f"{q.key}\n" for q in batch))

@@ -36,6 +36,7 @@ from typing import Any, Callable, Sequence
 
 from llm_jobs.common import (
     EXIT_USER_ERROR,
+    QUERY_LOG_ENV,
     STOP_AFTER_FAILURES_IN_A_ROW,
     Answer,
     JobContext,
@@ -81,9 +82,11 @@ class ShardWorker:
     """A Ray Data actor: one backend, one shard. Called with a batch of pending queries
     (key, prompt, the line's skeleton as JSON); returns one status row per key."""
 
-    def __init__(self, study_json: str, task: str, answer: Answer, raw_dir: str) -> None:
+    def __init__(self, study_json: str, task: str, answer: Answer, raw_dir: str,
+                 query_log: str | None = None) -> None:
         self.task = task
         self.answer = answer
+        self.query_log = query_log
         self.error: str | None = None
         try:
             self.study = Study.from_json(study_json)
@@ -110,7 +113,7 @@ class ShardWorker:
         recs = [json.loads(str(batch["record"][i])) for i in todo]
         queries = [Query(r["key"], str(batch["prompt"][i]), row_id=r["row_id"], entity_id=r["entity_id"],
                          target_date=r["target_date"], text=r["query_text"]) for i, r in zip(todo, recs)]
-        log_queries(queries)
+        log_queries(queries, self.query_log)
         started = utc_now()
         try:
             results = self.answer(self.backend, queries)
@@ -188,7 +191,7 @@ def _run(ray: Any, ctx: JobContext, store: RawStore, pending: Sequence[Query], t
     ds = ds.map_batches(
         ShardWorker, batch_size=batch, batch_format="numpy", compute=ActorPoolStrategy(size=workers),
         fn_constructor_kwargs={"study_json": ctx.study.settings_json(), "task": task, "answer": answer,
-                               "raw_dir": str(store.root)},
+                               "raw_dir": str(store.root), "query_log": os.environ.get(QUERY_LOG_ENV)},
         num_cpus=1, num_gpus=float(ctx.study["ray_gpus_per_worker"]) or None)
     tally = QueryTally(task, len(pending))
     in_a_row = 0

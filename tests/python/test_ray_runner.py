@@ -13,7 +13,7 @@ One Ray cluster serves the module (starting one costs 10-20 s here)."""
 
 from __future__ import annotations
 
-import json
+import datetime as dt
 import os
 import signal
 import threading
@@ -44,10 +44,8 @@ def ray_cluster():
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    from test_jobs_transformers import _tiny_model
+    from test_jobs_transformers import GGUF_DIR, GGUF_FILE, _tiny_model
     from transformers import AutoTokenizer
-
-    from test_jobs_transformers import GGUF_DIR, GGUF_FILE
 
     tok = AutoTokenizer.from_pretrained(str(GGUF_DIR), gguf_file=GGUF_FILE)
     d = tmp_path_factory.mktemp("model") / "random"
@@ -111,3 +109,68 @@ def test_two_workers_answer_like_one_process(tmp_path, ray_cluster, tiny_model):
         res = run_job("run_all", s, "--yes", "--accept-low-parse-rate", env={"LOOKAHEAD_QUERY_LOG": str(log)})
         assert "to query: 0" in res.stdout and "cached (identical key): 16" in res.stdout
     assert not log.exists()
+
+
+def test_kill9_of_a_worker_mid_job_loses_and_repeats_nothing(tmp_path, ray_cluster, tiny_model):
+    n, batch = 40, 2
+    study = ray_study(tmp_path / "ray", tiny_model, n=n, forecast_max_tokens=8, batch_size=batch)
+    raw = tmp_path / "ray/raw"
+    log = tmp_path / "q.log"
+    killed: dict = {}
+    stop = threading.Event()
+
+    def kill_a_worker() -> None:
+        """kill -9 the first worker whose shard has 3 answers (its pid is in the shard's lock)."""
+        while not stop.is_set():
+            for lock in sorted(raw.glob("shards/*/forecast.jsonl.lock")):
+                shard = lock.with_name("forecast.jsonl")
+                if shard.exists() and shard.read_bytes().count(b"\n") >= 3:
+                    pid = int(lock.read_text().split()[0])
+                    killed["at"] = time.time()
+                    os.kill(pid, signal.SIGKILL)
+                    killed.update(pid=pid, shard=shard)
+                    return
+            time.sleep(0.01)
+
+    killer = threading.Thread(target=kill_a_worker, daemon=True)
+    killer.start()
+    try:
+        res = run_job("forecast", study, "--yes", "--accept-low-parse-rate", env={"LOOKAHEAD_QUERY_LOG": str(log)})
+    finally:
+        stop.set()
+        killer.join()
+    assert killed, "no worker was killed: the job finished first"
+    # the job went on: Ray restarted the worker and retried its batch
+    per_key = keys_per_line(raw, "forecast")
+    assert len(per_key) == n and set(per_key.values()) == {1}, "every key exactly once over all shards"
+    # lines carry finished_at in lookahead.cache.utc_now's format: comparable as text
+    kill_iso = dt.datetime.fromtimestamp(killed["at"], dt.timezone.utc).isoformat(timespec="microseconds")
+    written_before_kill = {r["key"] for f in shard_files(raw, "forecast") for r in lines(f)
+                           if r["finished_at"] < kill_iso}
+    dead_lines = [r for r in lines(killed["shard"]) if r["finished_at"] < kill_iso]
+    assert dead_lines, "the killed worker had written answers"
+    assert len(written_before_kill) < n, "the kill came mid-job"
+    asked = Counter(log.read_text().split())
+    assert set(asked) == set(per_key)
+    # nothing written was asked again: a key written before the kill was asked once; a
+    # key asked twice was in the killed worker's batch and not yet written
+    assert all(asked[k] == 1 for k in written_before_kill)
+    again = {k for k, c in asked.items() if c > 1}
+    assert len(again) <= batch and not again & written_before_kill
+    assert "(ray, 2 workers)" in res.stderr
+    # answers equal the single-process run's
+    (tmp_path / "local").mkdir()
+    local = make_study(tmp_path / "local", tiny_model, n=n, forecast_max_tokens=8, batch_size=batch,
+                       torch_threads=1)
+    run_job("forecast", local, "--yes", "--accept-low-parse-rate")
+    assert_same_answers(answers(raw, "forecast"), answers(tmp_path / "local/raw", "forecast"))
+    # a torn last line in a shard (a kill mid-write) is cut when the job next opens the
+    # cache; the rerun finds every answer and asks nothing
+    with open(killed["shard"], "a") as fh:
+        fh.write('{"key": "torn-half-writ')
+    log.unlink()
+    res = run_job("forecast", study, "--yes", "--accept-low-parse-rate", env={"LOOKAHEAD_QUERY_LOG": str(log)})
+    assert "repaired a torn last line" in res.stdout
+    assert f"cached (identical key): {n}" in res.stdout and not log.exists()
+    assert list(killed["shard"].parent.glob("forecast.jsonl.torn-*"))
+    assert keys_per_line(raw, "forecast") == per_key
