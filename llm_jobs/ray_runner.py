@@ -35,8 +35,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from llm_jobs.common import (
+    EXIT_INCOMPLETE,
     EXIT_USER_ERROR,
     QUERY_LOG_ENV,
+    RESUME,
     STOP_AFTER_FAILURES_IN_A_ROW,
     Answer,
     JobContext,
@@ -158,6 +160,16 @@ def start_ray(ray: Any, study: Study) -> bool:
     return True
 
 
+def worker_error(exc: BaseException) -> str:
+    """The last line of what went wrong inside a worker (a Ray error wraps the worker's
+    traceback; the job prints one line)."""
+    cause: BaseException | None = exc
+    while getattr(cause, "cause", None) is not None and cause is not getattr(cause, "cause"):
+        cause = getattr(cause, "cause")
+    lines = [x.strip() for x in str(cause).strip().splitlines() if x.strip()]
+    return mask(lines[-1] if lines else type(exc).__name__)
+
+
 def run_queries_ray(ctx: JobContext, store: RawStore, pending: Sequence[Query], task: str, answer: Answer,
                     base_record: Callable[[Query], dict[str, Any]]) -> QueryTally:
     """Ask the pending queries on Ray Data workers; return the same tally as the local loop.
@@ -169,6 +181,9 @@ def run_queries_ray(ctx: JobContext, store: RawStore, pending: Sequence[Query], 
     tally = QueryTally(task, len(pending))
     try:
         tally = _run(ray, ctx, store, pending, task, answer, base_record)
+    except ray.exceptions.RayError as exc:
+        raise JobStop(f"{task}: a Ray worker failed ({worker_error(exc)}); finished answers are saved; "
+                      f"{RESUME}", EXIT_INCOMPLETE) from None
     finally:
         if started_here:
             ray.shutdown()
