@@ -51,7 +51,7 @@ from llm_jobs.common import (
     too_many_failures,
 )
 from lookahead.backends.base import BackendFatal
-from lookahead.cache import SHARDS_DIR, CacheLocked, RawStore, utc_now
+from lookahead.cache import SHARDS_DIR, CacheLocked, RawStore, repair_idle_shard, shard_files, utc_now
 from lookahead.config import PROJECT_ROOT, Study
 from lookahead.masking import mask
 
@@ -84,14 +84,14 @@ class ShardWorker:
     """A Ray Data actor: one backend, one shard. Called with a batch of pending queries
     (key, prompt, the line's skeleton as JSON); returns one status row per key."""
 
-    def __init__(self, study_json: str, task: str, answer: Answer, raw_dir: str,
+    def __init__(self, study_json: str, root: str, task: str, answer: Answer, raw_dir: str,
                  query_log: str | None = None) -> None:
         self.task = task
         self.answer = answer
         self.query_log = query_log
         self.error: str | None = None
         try:
-            self.study = Study.from_json(study_json)
+            self.study = Study.from_json(study_json, root=Path(root))
             self.store = claim_shard(Path(raw_dir), task)
             from lookahead.backends import get_backend
 
@@ -187,6 +187,9 @@ def run_queries_ray(ctx: JobContext, store: RawStore, pending: Sequence[Query], 
     finally:
         if started_here:
             ray.shutdown()
+        for shard in shard_files(store.root, store.task):  # a worker killed mid-line left it torn
+            if shard != store.path:
+                repair_idle_shard(shard)
         store.refresh()
     return tally
 
@@ -205,7 +208,8 @@ def _run(ray: Any, ctx: JobContext, store: RawStore, pending: Sequence[Query], t
     ds = ray.data.from_items(items, override_num_blocks=max(1, math.ceil(len(items) / batch)))
     ds = ds.map_batches(
         ShardWorker, batch_size=batch, batch_format="numpy", compute=ActorPoolStrategy(size=workers),
-        fn_constructor_kwargs={"study_json": ctx.study.settings_json(), "task": task, "answer": answer,
+        fn_constructor_kwargs={"study_json": ctx.study.settings_json(), "root": str(ctx.study.root),
+                               "task": task, "answer": answer,
                                "raw_dir": str(store.root), "query_log": os.environ.get(QUERY_LOG_ENV)},
         num_cpus=1, num_gpus=float(ctx.study["ray_gpus_per_worker"]) or None)
     tally = QueryTally(task, len(pending))
