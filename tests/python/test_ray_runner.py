@@ -176,3 +176,39 @@ def test_kill9_of_a_worker_mid_job_loses_and_repeats_nothing(tmp_path, ray_clust
     assert f"cached (identical key): {n}" in res.stdout and not log.exists()
     assert list(killed["shard"].parent.glob("forecast.jsonl.torn-*"))
     assert keys_per_line(raw, "forecast") == per_key
+
+
+@pytest.mark.slow
+def test_vllm_cpu_on_two_ray_workers_answers_like_one_vllm_process(tmp_path):
+    """Min-K% (prompt log-probs) and recall (top-20) with the vLLM CPU engine in two Ray
+    workers, run from .venv-vllm (which needs ray[data] too), against one vLLM process."""
+    import subprocess
+
+    from test_backend_parity import MODEL_DIR
+
+    from lookahead.backends.vllm_serve import VLLM_PYTHON, vllm_env
+
+    if not VLLM_PYTHON.exists():
+        pytest.skip("needs .venv-vllm (bash scripts/make_vllm_env.sh)")
+    if subprocess.run([str(VLLM_PYTHON), "-c", "import ray.data"], env=vllm_env()).returncode != 0:
+        pytest.skip("needs ray[data] in .venv-vllm: .venv-vllm/bin/pip install 'ray[data]==2.60.0'")
+    if not (MODEL_DIR / "model.safetensors").exists():
+        pytest.skip("needs the exported SmolLM2 (scripts/export_smollm2_hf.py)")
+    opts = {"model_id": "smollm2-135m-instruct", "backend": "vllm", "model_path": str(MODEL_DIR),
+            "dtype": "float32", "backend_options": {"enforce_eager": True, "kv_cache_gib": 0.25},
+            "max_model_len": 1024, "batch_size": 4}
+    raws = {}
+    for runner in ("ray", "local"):
+        d = tmp_path / runner
+        d.mkdir()
+        study = make_study(d, MODEL_DIR, n=8, runner=runner, ray_workers=2, **opts)
+        for job in ("mink", "recall"):
+            proc = subprocess.run([str(VLLM_PYTHON), "-m", f"llm_jobs.{job}", "--study", str(study), "--yes"],
+                                  cwd=ROOT, env=vllm_env(), capture_output=True, text=True, timeout=1500)
+            assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+        raws[runner] = d / "raw"
+    shards = {p.parent.name for p in shard_files(raws["ray"], "mink") if p.parent != raws["ray"]}
+    assert len(shards) == 2, shards
+    for task in ("mink", "recall"):
+        assert max(keys_per_line(raws["ray"], task).values()) == 1
+        assert_same_answers(answers(raws["ray"], task), answers(raws["local"], task))
