@@ -127,7 +127,10 @@ def test_kill9_of_a_worker_mid_job_loses_and_repeats_nothing(tmp_path, ray_clust
             for lock in sorted(raw.glob("shards/*/forecast.jsonl.lock")):
                 shard = lock.with_name("forecast.jsonl")
                 if shard.exists() and shard.read_bytes().count(b"\n") >= 3:
-                    pid = int(lock.read_text().split()[0])
+                    try:
+                        pid = int(lock.read_text().split()[0])
+                    except (IndexError, ValueError):  # the lock is being taken: look again
+                        continue
                     killed["at"] = time.time()
                     os.kill(pid, signal.SIGKILL)
                     killed.update(pid=pid, shard=shard)
