@@ -162,6 +162,8 @@ def test_kill9_of_a_worker_mid_job_loses_and_repeats_nothing(tmp_path, ray_clust
     assert all(asked[k] == 1 for k in written_before_kill)
     again = {k for k, c in asked.items() if c > 1}
     assert len(again) <= batch and not again & written_before_kill
+    print(f"kill -9 of pid {killed['pid']}: {len(dead_lines)} answers in its shard, {len(written_before_kill)} "
+          f"of {n} written before the kill, {len(again)} asked twice (never written before the kill)")
     assert "(ray, 2 workers)" in res.stderr
     # answers equal the single-process run's
     (tmp_path / "local").mkdir()
