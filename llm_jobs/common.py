@@ -368,6 +368,56 @@ def failure_record(task: str, q: Query, rec: dict[str, Any], reason: str, attemp
     }
 
 
+Answer = Callable[[Backend, list[Query]], list[dict[str, Any] | QueryFailure]]
+"""A job's query: backend and a batch -> one answer (or QueryFailure) per query. A
+module-level function (params bound with functools.partial), so that the Ray runner can
+ship it to its workers."""
+
+
+def query_all(ctx: JobContext, store: RawStore, pending: Sequence[Query], task: str, answer: Answer,
+              params: dict[str, Any]) -> QueryTally:
+    """Ask every pending query on the study's runner (setting runner): in this process
+    (run_queries), or on Ray Data workers that each append to their own cache shard
+    (llm_jobs.ray_runner). Both write the same lines under the same guarantees."""
+    def base(q: Query) -> dict[str, Any]:
+        return record_skeleton(ctx, task, q, params)
+
+    if ctx.study["runner"] == "ray":
+        from llm_jobs.ray_runner import run_queries_ray
+
+        return run_queries_ray(ctx, store, pending, task, answer, base)
+    return run_queries(store, pending, ctx.batch_size, task, lambda batch: answer(ctx.backend, batch),
+                       base, ctx.backend)
+
+
+def log_queries(batch: Sequence[Query], log_path: str | None = None) -> None:
+    """One line per key about to be sent, when LOOKAHEAD_QUERY_LOG (or ``log_path``)
+    names a file (tests prove with it that no written key is asked again)."""
+    log_path = log_path or os.environ.get(QUERY_LOG_ENV)
+    if log_path:
+        with open(log_path, "a", encoding="utf-8") as fh:
+            fh.write("".join(f"{q.key}\n" for q in batch))
+            fh.flush()
+
+
+def settle(store: RawStore, desc: str, q: Query, rec: dict[str, Any], res: dict[str, Any] | QueryFailure,
+           started: str, finished: str) -> str | None:
+    """Append a complete answer to ``store``, or record why there is none; return that
+    reason (None when the answer was written)."""
+    attempts = 1
+    if isinstance(res, QueryFailure):
+        reason, attempts = res.reason, res.attempts
+    else:
+        rec.update(res)
+        rec["started_at"], rec["finished_at"] = started, finished
+        reason = incomplete_reason(rec)
+    if reason:
+        store.record_failure(failure_record(desc, q, rec, reason, attempts))
+        return mask(reason)
+    store.append(rec)
+    return None
+
+
 def run_queries(
     store: RawStore,
     pending: Sequence[Query],
@@ -384,49 +434,40 @@ def run_queries(
     and stays pending, so the next run asks it again. When the last
     STOP_AFTER_FAILURES_IN_A_ROW queries all failed the server is taken to be down and
     the loop stops (JobStop) instead of paying the retry bound for every query left."""
-    log_path = os.environ.get(QUERY_LOG_ENV)
     tally = QueryTally(desc, len(pending))
     in_a_row = 0
     retries_before = int(getattr(backend, "retries_done", 0) or 0)
     with progress_bar(len(pending), desc) as bar:
         for a in range(0, len(pending), batch_size):
             batch = list(pending[a : a + batch_size])
-            if log_path:
-                with open(log_path, "a", encoding="utf-8") as fh:
-                    fh.write("".join(f"{q.key}\n" for q in batch))
-                    fh.flush()
+            log_queries(batch)
             started = utc_now()
             results = answer(batch)
             finished = utc_now()
             for q, res in zip(batch, results, strict=True):
-                rec = base_record(q)
-                attempts = 1
-                if isinstance(res, QueryFailure):
-                    reason, attempts = res.reason, res.attempts
-                else:
-                    rec.update(res)
-                    rec["started_at"], rec["finished_at"] = started, finished
-                    reason = incomplete_reason(rec)
+                reason = settle(store, desc, q, base_record(q), res, started, finished)
                 if reason:
-                    store.record_failure(failure_record(desc, q, rec, reason, attempts))
-                    tally.failures[mask(reason)] += 1
+                    tally.failures[reason] += 1
                     in_a_row += 1
                     continue
-                store.append(rec)
                 tally.written += 1
                 in_a_row = 0
             bar.update(len(batch))
             if in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, len(pending)) and a + batch_size < len(pending):
                 bar.close()
-                raise JobStop(
-                    f"{desc}: the last {in_a_row} queries all failed ({tally.reasons()}); the server "
-                    f"looks down or is refusing. {tally.written} of {len(pending)} answered and saved; "
-                    f"failures recorded in {store.failures_path}; {RESUME}.", EXIT_INCOMPLETE)
+                raise too_many_failures(desc, in_a_row, tally, store)
     retries = int(getattr(backend, "retries_done", 0) or 0) - retries_before
     if retries:
         print(f"{desc}: {retries} retries (rate limits, server errors, timeouts, malformed or "
               "incomplete replies); only complete answers were saved")
     return tally
+
+
+def too_many_failures(desc: str, in_a_row: int, tally: QueryTally, store: RawStore) -> JobStop:
+    return JobStop(
+        f"{desc}: the last {in_a_row} queries all failed ({tally.reasons()}); the server "
+        f"looks down or is refusing. {tally.written} of {tally.n_pending} answered and saved; "
+        f"failures recorded in {store.failures_path}; {RESUME}.", EXIT_INCOMPLETE)
 
 
 def require_complete(tally: QueryTally, store: RawStore) -> None:

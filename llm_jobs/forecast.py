@@ -13,6 +13,7 @@ unparsed rows through, they are excluded and counted). The job flag
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -29,13 +30,12 @@ from llm_jobs.common import (
     fit_forecast_prompts,
     logprob_dicts,
     print_plan,
-    record_skeleton,
+    query_all,
     require_complete,
     row_queries,
     run_main,
-    run_queries,
 )
-from lookahead.backends.base import QueryFailure
+from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache import RawStore, atomic_write_parquet, atomic_write_text
 from lookahead.keys import task_params
 from lookahead.scoring import (
@@ -66,27 +66,31 @@ def run(ctx: JobContext) -> int:
         if pending:
             confirm(f"query {len(pending)} forecasts?", ctx.args.yes)
 
-            def answer(batch: list[Query]) -> list[dict[str, Any] | QueryFailure]:
-                gens = ctx.backend.try_generate([q.prompt for q in batch], params["max_tokens"],
-                                                params["top_logprobs"])
-                out: list[dict[str, Any] | QueryFailure] = []
-                for g in gens:
-                    if isinstance(g, QueryFailure):
-                        out.append(g)
-                        continue
-                    top = logprob_dicts(g.top_logprobs)
-                    out.append({
-                        "response_text": g.response_text, "top_logprobs": top,
-                        "first_token_prob": first_token_prob(top),
-                        "stated_confidence": parse_stated_confidence(g.response_text) if asks_conf else None,
-                    })
-                return out
-
-            tally = run_queries(store, pending, ctx.batch_size, TASK, answer,
-                                lambda q: record_skeleton(ctx, TASK, q, params), ctx.backend)
+            answer = functools.partial(forecast_answer, max_tokens=params["max_tokens"],
+                                       top_logprobs=params["top_logprobs"], asks_conf=asks_conf)
+            tally = query_all(ctx, store, pending, TASK, answer, params)
             require_complete(tally, store)
         records = store.load({q.key for q in queries})
     return summarize(ctx, queries, records)
+
+
+def forecast_answer(backend: Backend, batch: list[Query], *, max_tokens: int, top_logprobs: int,
+                    asks_conf: bool) -> list[dict[str, Any] | QueryFailure]:
+    """One batch of forecasts: the answer text, the top log-probs at its first position,
+    and the stated confidence when the prompt asks for one (common.Answer)."""
+    gens = backend.try_generate([q.prompt for q in batch], max_tokens, top_logprobs)
+    out: list[dict[str, Any] | QueryFailure] = []
+    for g in gens:
+        if isinstance(g, QueryFailure):
+            out.append(g)
+            continue
+        top = logprob_dicts(g.top_logprobs)
+        out.append({
+            "response_text": g.response_text, "top_logprobs": top,
+            "first_token_prob": first_token_prob(top),
+            "stated_confidence": parse_stated_confidence(g.response_text) if asks_conf else None,
+        })
+    return out
 
 
 def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict[str, Any]]) -> int:

@@ -25,13 +25,12 @@ from llm_jobs.common import (
     fit_forecast_prompts,
     logprob_dicts,
     print_plan,
-    record_skeleton,
+    query_all,
     require_complete,
     row_queries,
     run_main,
-    run_queries,
 )
-from lookahead.backends.base import QueryFailure
+from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache import RawStore, atomic_write_parquet
 from lookahead.keys import sampling_fallback, task_params
 from lookahead.scoring import mink_lap
@@ -58,16 +57,16 @@ def run(ctx: JobContext) -> int:
         if pending:
             confirm(f"score {len(pending)} prompts?", ctx.args.yes)
 
-            def answer(batch: list[Query]) -> list[dict[str, Any] | QueryFailure]:
-                lps = ctx.backend.try_prompt_logprobs([q.prompt for q in batch])
-                return [lp if isinstance(lp, QueryFailure) else {"prompt_logprobs": logprob_dicts(lp)}
-                        for lp in lps]
-
-            tally = run_queries(store, pending, ctx.batch_size, TASK, answer,
-                                lambda q: record_skeleton(ctx, TASK, q, params), ctx.backend)
+            tally = query_all(ctx, store, pending, TASK, mink_answer, params)
             require_complete(tally, store)
         records = store.load({q.key for q in queries})
     return summarize(ctx, queries, records)
+
+
+def mink_answer(backend: Backend, batch: list[Query]) -> list[dict[str, Any] | QueryFailure]:
+    """One batch of prompts scored: every prompt token's log-prob (common.Answer)."""
+    lps = backend.try_prompt_logprobs([q.prompt for q in batch])
+    return [lp if isinstance(lp, QueryFailure) else {"prompt_logprobs": logprob_dicts(lp)} for lp in lps]
 
 
 def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict[str, Any]]) -> int:

@@ -13,6 +13,7 @@ runs only with --allow-sampling, and its lines say approximated=true.
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, Sequence
 
@@ -27,13 +28,12 @@ from llm_jobs.common import (
     logprob_dicts,
     print_plan,
     prompt_token_limit,
-    record_skeleton,
+    query_all,
     require_complete,
     run_main,
-    run_queries,
     too_long_stop,
 )
-from lookahead.backends.base import QueryFailure
+from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache import RawStore, atomic_write_parquet
 from lookahead.keys import MIN_SAMPLES, pair_key, recall_prompt, sampling_fallback, task_params
 from lookahead.prompts import check_recall_labels
@@ -136,23 +136,28 @@ def run(ctx: JobContext) -> int:
             else:
                 confirm(f"query {len(pending)} recall pairs?", ctx.args.yes)
 
-            def answer(batch: list[Query]) -> list[dict[str, Any] | QueryFailure]:
-                prompts = [q.prompt for q in batch]
-                if sampling:
-                    samples = ctx.backend.try_sample(prompts, params["n_samples"], params["seed"], 1)
-                    return [s if isinstance(s, QueryFailure) else
-                            {"samples": s, "response_text": s[0] if s else None, "top_logprobs": [],
-                             "approximated": True} for s in samples]
-                gens = ctx.backend.try_generate(prompts, 1, params["top_logprobs"])
-                return [g if isinstance(g, QueryFailure) else
-                        {"response_text": g.response_text, "top_logprobs": logprob_dicts(g.top_logprobs)}
-                        for g in gens]
-
-            tally = run_queries(store, pending, ctx.batch_size, TASK, answer,
-                                lambda q: record_skeleton(ctx, TASK, q, params), ctx.backend)
+            answer = functools.partial(recall_answer, sampling=sampling, n_samples=params["n_samples"],
+                                       seed=params["seed"], top_logprobs=params["top_logprobs"])
+            tally = query_all(ctx, store, pending, TASK, answer, params)
             require_complete(tally, store)
         records = store.load({q.key for q in queries})
     return summarize(ctx, queries, records, labels)
+
+
+def recall_answer(backend: Backend, batch: list[Query], *, sampling: bool, n_samples: int | None,
+                  seed: int, top_logprobs: int | None) -> list[dict[str, Any] | QueryFailure]:
+    """One batch of recall queries: the top log-probs of the one answer token, or in the
+    sampling fallback n_samples sampled answers (common.Answer)."""
+    prompts = [q.prompt for q in batch]
+    if sampling:
+        samples = backend.try_sample(prompts, int(n_samples or 0), seed, 1)
+        return [s if isinstance(s, QueryFailure) else
+                {"samples": s, "response_text": s[0] if s else None, "top_logprobs": [],
+                 "approximated": True} for s in samples]
+    gens = backend.try_generate(prompts, 1, int(top_logprobs or 0))
+    return [g if isinstance(g, QueryFailure) else
+            {"response_text": g.response_text, "top_logprobs": logprob_dicts(g.top_logprobs)}
+            for g in gens]
 
 
 def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict[str, Any]],

@@ -8,6 +8,17 @@ is detected on open, moved aside to ``<file>.torn-<time>`` and cut off. A cached
 reused only under the identical key, and the key covers the task, model, row (or
 entity + target date), exact prompt and parameters, so changing any of them re-queries.
 
+Sharded caches (the Ray runner, docs/scaling.md): every writer appends to its own file,
+so no two processes ever append to one file. A task's cache is every ``<task>.jsonl``
+under ``raw_dir`` (:data:`SHARD_PATTERN`, the glob dbt's raw source reads too): the
+single-process file ``<raw_dir>/<task>.jsonl`` and the workers' shards
+``<raw_dir>/shards/<host>-<slot>/<task>.jsonl``. Readers take the union; a key written
+twice (never by this project's writers, but a hand-copied shard could) counts once, the
+line with the earliest ``finished_at`` winning (then the path, then the line), the same
+rule in Python (:func:`load_cache`) and in the staging models. A store sees its
+siblings' answers as they are written (:meth:`RawStore.refresh`), so a worker never
+asks for a key another worker, or a killed one, already wrote.
+
 Derived files (summaries, parquet) are written to a temporary path and renamed, so a
 reader never sees half a file.
 """
@@ -37,8 +48,16 @@ FAILURE_FIELDS = (
 )
 
 
+SHARDS_DIR = "shards"  # <raw_dir>/shards/<shard>/<task>.jsonl: one folder per writer
+SHARD_PATTERN = "**/{task}.jsonl"  # under raw_dir; models/sources.yml reads the same glob
+
+
 class CacheError(RuntimeError):
     """The raw file is damaged beyond a torn last line, or locked by another job."""
+
+
+class CacheLocked(CacheError):
+    """The file is being written by another process (its lock is held)."""
 
 
 class IncompleteAnswer(CacheError):
@@ -150,16 +169,46 @@ def repair_torn_tail(path: Path) -> int:
     return len(torn)
 
 
-def iter_records(path: Path) -> Iterator[dict[str, Any]]:
-    """Every line of a raw file as a dict; a malformed line raises CacheError naming it."""
+def repair_idle_shard(path: Path) -> int:
+    """Repair a torn tail of another writer's shard, only while no process writes it
+    (its lock is free: a killed worker's lock went with it)."""
+    lock = None
+    if path.with_name(path.name + ".lock").exists():  # a shard without one was copied in by hand
+        lock = try_lock(path)
+        if lock is None:
+            return 0
+    try:
+        return repair_torn_tail(path) + repair_torn_tail(failures_path(path))
+    finally:
+        if lock is not None:
+            release_lock(lock)
+
+
+def iter_records(path: Path, complete_only: bool = False) -> Iterator[dict[str, Any]]:
+    """Every line of a raw file as a dict; a malformed line raises CacheError naming it.
+
+    complete_only: skip a last line without its newline, for a file another process may
+    be appending to (a line is complete only once its newline is written)."""
+    for rec, _ in _records_from(path, 0, complete_only):
+        yield rec
+
+
+def _records_from(path: Path, offset: int, complete_only: bool) -> Iterator[tuple[dict[str, Any], int]]:
+    """(record, offset after its line) for each line from byte ``offset`` on."""
     if not path.exists():
         return
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        lineno = 0
+        for raw in fh:
+            lineno += 1
+            offset += len(raw)
+            if complete_only and not raw.endswith(b"\n"):
+                return
+            if not raw.strip():
                 continue
             try:
-                rec = json.loads(line)
+                rec = json.loads(raw)
             except ValueError as exc:
                 raise CacheError(
                     f"{path}: line {lineno} is not valid JSON ({exc}); only a torn last line "
@@ -167,7 +216,7 @@ def iter_records(path: Path) -> Iterator[dict[str, Any]]:
                 ) from None
             if not isinstance(rec, dict) or "key" not in rec:
                 raise CacheError(f"{path}: line {lineno} has no 'key' field")
-            yield rec
+            yield rec, offset
 
 
 def load_records(path: Path, wanted: set[str] | None = None) -> dict[str, dict[str, Any]]:
@@ -180,14 +229,72 @@ def load_records(path: Path, wanted: set[str] | None = None) -> dict[str, dict[s
     return out
 
 
+def shard_files(raw_dir: str | os.PathLike[str], task: str) -> list[Path]:
+    """Every file of a task's cache: each ``<task>.jsonl`` under ``raw_dir``, in path order
+    (the order the staging models break ties in)."""
+    root = Path(raw_dir)
+    if not root.is_dir():
+        return []
+    return sorted((p for p in root.glob(SHARD_PATTERN.format(task=task)) if p.is_file()), key=str)
+
+
+def wins_over(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether line ``a`` wins over an earlier-read line ``b`` of the same key: first
+    write wins, by ``finished_at`` (lines are read in path, then line order, so a tie
+    keeps the one read first)."""
+    fa, fb = a.get("finished_at"), b.get("finished_at")
+    if not isinstance(fa, str):
+        return False  # a line without a time sorts last (as SQL's nulls last)
+    return not isinstance(fb, str) or fa < fb
+
+
+def load_cache(raw_dir: str | os.PathLike[str], task: str,
+               wanted: set[str] | None = None) -> dict[str, dict[str, Any]]:
+    """key -> record over every shard of a task's cache, one record per key (wins_over)."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in shard_files(raw_dir, task):
+        for rec in iter_records(path, complete_only=True):
+            k = rec["key"]
+            if (wanted is None or k in wanted) and (k not in out or wins_over(rec, out[k])):
+                out[k] = rec
+    return out
+
+
+def try_lock(path: Path) -> Any:
+    """The exclusive lock ``<file>.lock`` of a cache file, or None when another process
+    holds it. The holder's pid is written into it (error messages, tests)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(path.with_name(path.name + ".lock"), "a+")
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        return None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"{os.getpid()}\n")
+    fh.flush()
+    return fh
+
+
+def release_lock(fh: Any) -> None:
+    fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    fh.close()
+
+
 class RawStore:
-    """Append-only JSONL file of query records, opened for one job run.
+    """Append-only JSONL file of query records, opened for one job run (or one worker).
 
-    Use as a context manager: it takes an exclusive lock (two jobs appending to one file
-    would interleave and re-query), repairs a torn tail and loads the finished keys."""
+    Use as a context manager: it takes an exclusive lock on its own file (two processes
+    appending to one file would interleave and re-query), repairs a torn tail and loads
+    the finished keys of the whole cache: its own file and every other shard of the same
+    task under ``root`` (default: the file's folder, which is raw_dir for the
+    single-process file). Torn tails of shards whose writer is gone are repaired too."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path)
+        self.root = Path(root) if root is not None else self.path.parent
+        self.task = self.path.name[: -len(".jsonl")] if self.path.name.endswith(".jsonl") else self.path.name
         self.keys: set[str] = set()
         self.duplicates = 0
         self.repaired_bytes = 0
@@ -195,6 +302,7 @@ class RawStore:
         self._failures_fh: Any = None
         self.failures_path = failures_path(self.path)
         self._lock: Any = None
+        self._offsets: dict[Path, int] = {}
 
     def __enter__(self) -> "RawStore":
         self.open()
@@ -204,26 +312,40 @@ class RawStore:
         self.close()
 
     def open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = open(self.path.with_name(self.path.name + ".lock"), "a")
-        try:
-            fcntl.flock(self._lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock.close()
-            self._lock = None
-            raise CacheError(f"{self.path} is being written by another job; wait for it to finish") from None
+        self._lock = try_lock(self.path)
+        if self._lock is None:
+            raise CacheLocked(f"{self.path} is being written by another job; wait for it to finish")
         self.repaired_bytes = repair_torn_tail(self.path)
         self.failures_path = failures_path(self.path)
         self.repaired_bytes += repair_torn_tail(self.failures_path)
+        for other in shard_files(self.root, self.task):
+            if other.resolve() != self.path.resolve():
+                self.repaired_bytes += repair_idle_shard(other)
         self.keys = set()
         self.duplicates = 0
-        for rec in iter_records(self.path):  # streamed: Min-K% lines are large
-            if rec["key"] in self.keys:
-                self.duplicates += 1  # first line wins; never rewritten (append-only)
-            self.keys.add(rec["key"])
+        self._offsets = {}
         self._fh = open(self.path, "a", encoding="utf-8")
+        self.refresh()
         # created even when empty, so `dbt build` always finds the failures source
         self._failures_fh = open(self.failures_path, "a", encoding="utf-8")
+
+    def refresh(self) -> int:
+        """Read the lines appended to any shard since the last look (streamed: Min-K%
+        lines are large); return how many new keys were found. Only complete lines
+        count: another writer may be halfway through its last one."""
+        found = 0
+        for path in shard_files(self.root, self.task):
+            start = self._offsets.get(path, 0)
+            if path.stat().st_size <= start:
+                continue
+            for rec, end in _records_from(path, start, complete_only=True):
+                if rec["key"] in self.keys:
+                    self.duplicates += 1  # first line wins; never rewritten (append-only)
+                else:
+                    self.keys.add(rec["key"])
+                    found += 1
+                self._offsets[path] = end
+        return found
 
     def close(self) -> None:
         if self._fh is not None:
@@ -233,8 +355,7 @@ class RawStore:
             self._failures_fh.close()
             self._failures_fh = None
         if self._lock is not None:
-            fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
-            self._lock.close()
+            release_lock(self._lock)
             self._lock = None
 
     def __contains__(self, key: str) -> bool:
@@ -244,8 +365,8 @@ class RawStore:
         return len(self.keys)
 
     def load(self, wanted: set[str]) -> dict[str, dict[str, Any]]:
-        """The records of the ``wanted`` keys (first line per key), read from disk."""
-        return load_records(self.path, wanted)
+        """The records of the ``wanted`` keys over every shard (one per key), read from disk."""
+        return load_cache(self.root, self.task, wanted)
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Write one record as one line, then flush and fsync before returning."""
@@ -262,6 +383,7 @@ class RawStore:
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         _write_line(self._fh, line, self.path)
         self.keys.add(record["key"])
+        self._offsets[self.path] = os.fstat(self._fh.fileno()).st_size  # refresh() skips our own lines
 
     def record_failure(self, record: Mapping[str, Any]) -> None:
         """Append one line to ``<task>.failures.jsonl``: a query that got no complete answer.

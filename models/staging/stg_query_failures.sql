@@ -1,4 +1,4 @@
--- Queries the LLM jobs could not get a complete answer for (<raw_dir>/<task>.failures.jsonl),
+-- Queries the LLM jobs could not get a complete answer for (<raw_dir>/**/<task>.failures.jsonl),
 -- one row per key: its latest reason, and whether the key has been answered since (the
 -- next run retries every failed key). A missing answer must never be read as a censored
 -- one, so query_issues counts the unanswered keys and gate_panel stops on them.
@@ -8,7 +8,7 @@
   {%- set relation = source('raw_failures', task) %}
   {%- set answers = source('raw', task) %}
   {%- if execute %}
-    {%- set path = var('raw_dir') ~ '/' ~ task ~ '.failures.jsonl' %}
+    {%- set path = var('raw_dir') ~ '/**/' ~ task ~ '.failures.jsonl' %}
     {%- do present.update({task: run_query("select count(*) from glob('" ~ path ~ "')").columns[0].values()[0] > 0}) %}
   {%- endif %}
 {%- endfor %}

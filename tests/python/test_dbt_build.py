@@ -99,31 +99,34 @@ def _broken_copy(tmp_path, study, mutate):
     return vars_, target
 
 
-def test_duplicated_recall_pair_fails_at_the_gate(built, tmp_path):
-    """A failed build over a database that held a verdict leaves no verdict behind, logs
-    the failure, and the report refuses with one line naming it."""
+def test_dropped_forecast_line_fails_at_the_gate_and_leaves_no_verdict(built, tmp_path):
+    """A forecast answer missing from the cache stops the build at gate_panel; a failed
+    build over a database that held a verdict leaves no verdict behind, logs the failure,
+    and the report refuses with one line naming it. (A duplicated raw line no longer
+    fails a gate: the cache may hold one answer in several shards, and staging reads it
+    once; tests/python/test_cache_shards.py.)"""
     from lookahead.config import Study, resolve
     from lookahead.report import ReportError, write_report
 
     study, res_ok = built
 
-    def dup(target):
-        lines = (target / "raw" / "recall.jsonl").read_text().splitlines(keepends=True)
-        with open(target / "raw" / "recall.jsonl", "a") as fh:
-            fh.writelines(lines[:2])
+    def drop(target):
+        path = target / "raw" / "forecast.jsonl"
+        lines = path.read_text().splitlines(keepends=True)
+        path.write_text("".join(lines[:10] + lines[11:]))
 
-    vars_, target = _broken_copy(tmp_path, study, dup)
+    vars_, target = _broken_copy(tmp_path, study, drop)
     shutil.copy(res_ok.db, target / "db.duckdb")  # the previous, good build's tables
     res = run_dbt(["build"], vars_, target / "db.duckdb")
     assert res.returncode != 0
-    assert "GX gate 'gate_recall_pairs' failed" in res.output
-    assert "expect_compound_columns_to_be_unique" in res.output
+    assert "GX gate 'gate_panel' failed" in res.output
+    assert "expect_column_values_to_not_be_null(forecast_key)" in res.output
     for table in ("regression_results", "verdict", "paper_tables", "gx_validation_results"):
         assert not res.has_table(table), table
     log = res.table("build_log").sort_values("finished_at")
     assert list(log["status"]) == ["success", "failed"]
-    assert "gate_recall_pairs" in log["failed_nodes"].iloc[-1]
-    with pytest.raises(ReportError, match=r"the last dbt build of study 'fixture' .* failed at .*gate_recall_pairs"):
+    assert "gate_panel" in log["failed_nodes"].iloc[-1]
+    with pytest.raises(ReportError, match=r"the last dbt build of study 'fixture' .* failed at .*gate_panel"):
         write_report(Study(vars=resolve({**vars_, "results_dir": str(target / "results")})),
                      database=target / "db.duckdb")
     # and `lookahead run` rebuilds: a failed last build is never "up to date"
@@ -191,22 +194,6 @@ def test_bad_logprobs_fail_at_the_gates(built, tmp_path):
     assert "expect_column_values_to_be_between(n_invalid_logprobs)" in res.output
     assert re.search(r"Failure in test \w*_forecast_\w*first_token_prob", res.output)
     assert not res.has_table("regression_results") and not res.has_table("verdict")
-
-
-def test_dropped_forecast_line_fails_at_the_gate(built, tmp_path):
-    study, _ = built
-
-    def drop(target):
-        path = target / "raw" / "forecast.jsonl"
-        lines = path.read_text().splitlines(keepends=True)
-        path.write_text("".join(lines[:10] + lines[11:]))
-
-    vars_, target = _broken_copy(tmp_path, study, drop)
-    res = run_dbt(["build"], vars_, target / "db.duckdb")
-    assert res.returncode != 0
-    assert "GX gate 'gate_panel' failed" in res.output
-    assert "expect_column_values_to_not_be_null(forecast_key)" in res.output
-    assert not res.has_table("regression_results")
 
 
 def test_invalid_rows_are_rejected_with_reasons_and_counted(built, tmp_path):

@@ -1,0 +1,233 @@
+"""The jobs' queries as a Ray Data pipeline (setting ``runner: ray``; docs/scaling.md).
+
+Why it looks the way it does: the single-process loop (common.run_queries) is the
+crash-safety contract, and this runner keeps it across workers and restarts.
+- The driver (the job process) plans exactly as before: keys, prompt guards, the
+  confirmation, and the pending keys = the study's keys minus every key in any shard of
+  the cache. It holds the lock of ``<raw_dir>/<task>.jsonl`` for the whole run, so no
+  second job, local or Ray, works on the same cache at the same time.
+- The pending queries become a Ray dataset cut into blocks of batch_size (a key lies in
+  exactly one block); ``map_batches`` hands the blocks to ``ray_workers`` actors
+  (:class:`ShardWorker`), each holding the study's backend and writing its own shard,
+  ``<raw_dir>/shards/<host>-<slot>/<task>.jsonl``, with the same record, the same
+  per-line flush and fsync, and its failures beside it. No two processes ever append
+  to one file.
+- Before a batch is sent to the model the worker re-reads what any shard gained since
+  its last look (RawStore.refresh) and drops the keys already there. When a worker is
+  killed (kill -9, OOM, a lost node), Ray restarts it and retries its block: the
+  restarted worker re-claims the free shard (its lock went with the dead process),
+  cuts a torn last line, and skips every key the dead worker wrote. A key is therefore
+  never asked again once it is written; a key that was being answered but not written
+  is asked again. A later run of the job resumes the same way, from every shard.
+- Reading the cache, dbt's staging models and the jobs take the union of the shards,
+  one line per key (lookahead.cache.load_cache), so a duplicate could never count twice
+  even if one were written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import socket
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from llm_jobs.common import (
+    EXIT_INCOMPLETE,
+    EXIT_USER_ERROR,
+    QUERY_LOG_ENV,
+    RESUME,
+    STOP_AFTER_FAILURES_IN_A_ROW,
+    Answer,
+    JobContext,
+    JobStop,
+    Query,
+    QueryTally,
+    log_queries,
+    progress_bar,
+    settle,
+    too_many_failures,
+)
+from lookahead.backends.base import BackendFatal
+from lookahead.cache import SHARDS_DIR, CacheLocked, RawStore, repair_idle_shard, shard_files, utc_now
+from lookahead.config import PROJECT_ROOT, Study
+from lookahead.masking import mask
+
+RAY_PIN = "ray[data]==2.60.0"  # requirements.txt pins the same
+MAX_SHARD_SLOTS = 4096
+WRITTEN, CACHED, FAILED, FATAL = "written", "cached", "failed", "fatal"
+
+
+def shard_path(raw_dir: Path, task: str, slot: int) -> Path:
+    """``<raw_dir>/shards/<host>-<slot>/<task>.jsonl``: the host in the name keeps two
+    nodes of a cluster from ever sharing a file (locks need not work across nodes)."""
+    host = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname()) or "host"
+    return raw_dir / SHARDS_DIR / f"{host}-{slot}" / f"{task}.jsonl"
+
+
+def claim_shard(raw_dir: Path, task: str) -> RawStore:
+    """Open the first shard of this host whose lock is free (a restarted worker takes
+    the one its dead predecessor held, repairing a torn tail), creating one if need be."""
+    for slot in range(MAX_SHARD_SLOTS):
+        store = RawStore(shard_path(raw_dir, task, slot), root=raw_dir)
+        try:
+            store.open()
+        except CacheLocked:
+            continue
+        return store
+    raise JobStop(f"runner ray: all {MAX_SHARD_SLOTS} shard slots of {raw_dir} are locked")
+
+
+class ShardWorker:
+    """A Ray Data actor: one backend, one shard. Called with a batch of pending queries
+    (key, prompt, the line's skeleton as JSON); returns one status row per key."""
+
+    def __init__(self, study_json: str, root: str, task: str, answer: Answer, raw_dir: str,
+                 query_log: str | None = None) -> None:
+        self.task = task
+        self.answer = answer
+        self.query_log = query_log
+        self.error: str | None = None
+        try:
+            self.study = Study.from_json(study_json, root=Path(root))
+            self.store = claim_shard(Path(raw_dir), task)
+            from lookahead.backends import get_backend
+
+            self.backend = get_backend(self.study)
+        except Exception as exc:  # noqa: BLE001 - reported by the driver as one line
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
+        keys = [str(k) for k in batch["key"]]
+        status, reasons = [CACHED] * len(keys), [""] * len(keys)
+        out = {"key": keys, "status": status, "reason": reasons, "pid": [os.getpid()] * len(keys),
+               "shard": [str(getattr(getattr(self, "store", None), "path", ""))] * len(keys)}
+        if self.error:
+            out["status"] = [FATAL] * len(keys)
+            out["reason"] = [mask(f"worker could not start: {self.error}")] * len(keys)
+            return out
+        self.store.refresh()  # what every shard gained: a key written anywhere is not asked again
+        todo = [i for i, k in enumerate(keys) if k not in self.store]
+        if not todo:
+            return out
+        recs = [json.loads(str(batch["record"][i])) for i in todo]
+        queries = [Query(r["key"], str(batch["prompt"][i]), row_id=r["row_id"], entity_id=r["entity_id"],
+                         target_date=r["target_date"], text=r["query_text"]) for i, r in zip(todo, recs)]
+        log_queries(queries, self.query_log)
+        started = utc_now()
+        try:
+            results = self.answer(self.backend, queries)
+        except BackendFatal as exc:
+            for i in todo:
+                status[i], reasons[i] = FATAL, mask(str(exc))
+            return out
+        finished = utc_now()
+        for i, q, rec, res in zip(todo, queries, recs, results, strict=True):
+            reason = settle(self.store, self.task, q, rec, res, started, finished)
+            status[i], reasons[i] = (FAILED, reason) if reason else (WRITTEN, "")
+        return out
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError:
+        raise JobStop(f"setting 'runner': 'ray' needs Ray Data: pip install '{RAY_PIN}'",
+                      EXIT_USER_ERROR) from None
+    return ray
+
+
+def start_ray(ray: Any, study: Study) -> bool:
+    """Join the study's cluster (ray_address), or start a local one with one CPU per
+    worker; return whether this call started it (and so shuts it down after)."""
+    if ray.is_initialized():
+        return False
+    import logging
+
+    kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING,
+                          "configure_logging": True}
+    address = study["ray_address"]
+    if address:
+        ray.init(address=str(address), **kw)
+    else:
+        # local workers import this checkout, whatever is installed
+        path = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        ray.init(num_cpus=int(study["ray_workers"]), num_gpus=None,
+                 runtime_env={"env_vars": {"PYTHONPATH": path}}, **kw)
+    return True
+
+
+def worker_error(exc: BaseException) -> str:
+    """The last line of what went wrong inside a worker (a Ray error wraps the worker's
+    traceback; the job prints one line)."""
+    cause: BaseException | None = exc
+    while getattr(cause, "cause", None) is not None and cause is not getattr(cause, "cause"):
+        cause = getattr(cause, "cause")
+    lines = [x.strip() for x in str(cause).strip().splitlines() if x.strip()]
+    return mask(lines[-1] if lines else type(exc).__name__)
+
+
+def run_queries_ray(ctx: JobContext, store: RawStore, pending: Sequence[Query], task: str, answer: Answer,
+                    base_record: Callable[[Query], dict[str, Any]]) -> QueryTally:
+    """Ask the pending queries on Ray Data workers; return the same tally as the local loop.
+
+    ``store`` is the driver's (the single-process file, locked for the run); after the
+    pipeline it re-reads every shard, so the job's summary sees every answer."""
+    ray = import_ray()
+    started_here = start_ray(ray, ctx.study)
+    tally = QueryTally(task, len(pending))
+    try:
+        tally = _run(ray, ctx, store, pending, task, answer, base_record)
+    except ray.exceptions.RayError as exc:
+        raise JobStop(f"{task}: a Ray worker failed ({worker_error(exc)}); finished answers are saved; "
+                      f"{RESUME}", EXIT_INCOMPLETE) from None
+    finally:
+        if started_here:
+            ray.shutdown()
+        for shard in shard_files(store.root, store.task):  # a worker killed mid-line left it torn
+            if shard != store.path:
+                repair_idle_shard(shard)
+        store.refresh()
+    return tally
+
+
+def _run(ray: Any, ctx: JobContext, store: RawStore, pending: Sequence[Query], task: str, answer: Answer,
+         base_record: Callable[[Query], dict[str, Any]]) -> QueryTally:
+    from ray.data import ActorPoolStrategy, DataContext
+
+    dctx = DataContext.get_current()
+    dctx.enable_progress_bars = False  # the job's own bar counts the answers
+    dctx.print_on_execution_start = False
+    workers = int(ctx.study["ray_workers"])
+    items = [{"key": q.key, "prompt": q.prompt, "record": json.dumps(base_record(q), ensure_ascii=False)}
+             for q in pending]
+    batch = ctx.batch_size
+    ds = ray.data.from_items(items, override_num_blocks=max(1, math.ceil(len(items) / batch)))
+    ds = ds.map_batches(
+        ShardWorker, batch_size=batch, batch_format="numpy", compute=ActorPoolStrategy(size=workers),
+        fn_constructor_kwargs={"study_json": ctx.study.settings_json(), "root": str(ctx.study.root),
+                               "task": task, "answer": answer,
+                               "raw_dir": str(store.root), "query_log": os.environ.get(QUERY_LOG_ENV)},
+        num_cpus=1, num_gpus=float(ctx.study["ray_gpus_per_worker"]) or None)
+    tally = QueryTally(task, len(pending))
+    in_a_row = 0
+    with progress_bar(len(pending), f"{task} (ray, {workers} workers)") as bar:
+        for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
+            for status, reason in zip(out["status"], out["reason"]):
+                if status == FATAL:
+                    raise BackendFatal(str(reason))
+                if status == FAILED:
+                    tally.failures[str(reason)] += 1
+                    in_a_row += 1
+                else:
+                    tally.written += 1
+                    in_a_row = 0
+            bar.update(len(out["status"]))
+            done = tally.written + tally.n_failed
+            if in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, len(pending)) and done < len(pending):
+                bar.close()
+                raise too_many_failures(task, in_a_row, tally, store)
+    return tally
