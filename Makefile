@@ -53,7 +53,7 @@ demo-claims: install
 	  $(PY) -m llm_jobs.claims_value --study demo/claims/$$m.yml --yes > /dev/null || exit 1; \
 	done
 	@for m in leaky prudent; do \
-	  $(VENV)/bin/dbt build --quiet --select tag:claims --vars "$$(cat demo/claims/$$m.yml)" || exit 1; \
+	  $(VENV)/bin/dbt build --quiet --select +tag:claims --vars "$$(cat demo/claims/$$m.yml)" || exit 1; \
 	done
 	@echo
 	@$(PY) -m lookahead.claims.check --demo demo/claims --db leaky=outputs/demo_claims_leaky.duckdb \

@@ -28,8 +28,9 @@ import re
 from dataclasses import dataclass
 
 from lookahead.claims.schema import CATEGORY_RULE
+from lookahead.config import CHOICES
 
-VAGUE_PERIOD_CHOICES = ("end", "start")
+VAGUE_PERIOD_CHOICES = CHOICES["claims_vague_period"]  # declared in lookahead/study_settings.yml
 LEAKAGE_STATES = ("leaked", "not_leaked", "unverifiable")
 
 _MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}

@@ -1,29 +1,25 @@
 """What the dbt Python models of the claim pipeline call.
 
-A dbt Python model sees the vars only through its config, so the YAML passes the claim
-settings (and the model_id and raw_dir that select the raw lines) as one JSON string;
-they override the project vars exactly as ``--vars`` does for the jobs.
+Each model reads the study as the build resolved it (`study_settings.settings_json`, the
+one settings object every dbt Python model rebuilds), so the claim tables see the same
+settings, defaults included, as the jobs that wrote their raw lines.
 """
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
 from lookahead.claims.tables import build
-from lookahead.config import load_study
+from lookahead.stats.protocol import study_from_frame
 
 TABLES = ("claims", "instance_leakage", "claims_summary", "claims_rejects")
 
 
-def table(name: str, vars_json: str) -> pd.DataFrame:
-    """One of the claim tables for the study described by the dbt vars in ``vars_json``."""
+def table(name: str, study_settings: pd.DataFrame) -> pd.DataFrame:
+    """One of the claim tables for the study of this build (the `study_settings` row)."""
     if name not in TABLES:
         raise ValueError(f"unknown claim table '{name}'")
-    overrides = {k: v for k, v in json.loads(vars_json).items()}
-    study = load_study(None, overrides=overrides)
-    df = build(study)[name].copy()
+    df = build(study_from_frame(study_settings))[name].copy()
     return typed(df)
 
 

@@ -21,10 +21,8 @@ from typing import Any
 import pandas as pd
 
 from lookahead.cache import iter_records
-from lookahead.claims.dating import VAGUE_PERIOD_CHOICES
 from lookahead.config import Study, StudyConfigError
 
-SUPPORT_JUDGES = ("contains", "llm")
 PREDICTION_COLUMNS = ("instance_id", "agent", "entity", "task", "t_ref", "task_input",
                       "prediction", "rationale", "outcome")
 OPTIONAL_PREDICTION_COLUMNS = ("agent", "probability")
@@ -77,39 +75,24 @@ class ClaimSettings:
 
     @classmethod
     def from_study(cls, study: Study) -> "ClaimSettings":
+        """From the resolved study: types, allowed values, minimums and defaults are the
+        settings schema's (lookahead/study_settings.yml), checked once by lookahead.config."""
         def path(name: str) -> Path | None:
             return study.path(name) if study.get(name) else None
 
-        labels = study.get("claims_labels") or ["up", "down"]
-        if not isinstance(labels, list) or len(labels) != 2 or not all(isinstance(x, str) and x for x in labels):
+        labels = study["claims_labels"]
+        if len(labels) != 2:  # the schema checks a list of names; the pair is this pipeline's
             raise StudyConfigError("setting 'claims_labels' must be a list of two labels (positive first)")
-        vague = study.get("claims_vague_period") or "end"
-        if vague not in VAGUE_PERIOD_CHOICES:
-            raise StudyConfigError(f"setting 'claims_vague_period': '{vague}' is not one of "
-                                   f"{', '.join(VAGUE_PERIOD_CHOICES)}")
-        judge = study.get("claims_support_judge") or "llm"
-        if judge not in SUPPORT_JUDGES:
-            raise StudyConfigError(f"setting 'claims_support_judge': '{judge}' is not one of "
-                                   f"{', '.join(SUPPORT_JUDGES)}")
-
-        def integer(name: str, default: int, low: int) -> int:
-            v = study.get(name, default)
-            v = default if v is None else v
-            if not isinstance(v, int) or isinstance(v, bool) or v < low:
-                raise StudyConfigError(f"setting '{name}': '{v}' must be an integer >= {low}")
-            return v
-
         return cls(
             predictions_path=path("claims_predictions_path"), instances_path=path("claims_instances_path"),
             corpus_path=path("claims_corpus_path"), extractions_path=path("claims_extractions_path"),
-            labels=tuple(s.strip().lower() for s in labels), vague_period=vague, support_judge=judge,
-            bm25_k=integer("claims_bm25_k", 5, 1), exact_max=integer("claims_exact_max", 10, 0),
-            mc_permutations=integer("claims_mc_permutations", 100, 2),
-            shapley_seed=integer("claims_shapley_seed", 42, 0),
-            extract_max_tokens=integer("claims_extract_max_tokens", 1024, 16),
-            extract_retries=integer("claims_extract_retries", 1, 0),
-            rationale_max_tokens=integer("claims_rationale_max_tokens", 400, 8),
-            task_description=str(study.get("claims_task_description") or "Forecasting task"),
+            labels=tuple(s.strip().lower() for s in labels), vague_period=study["claims_vague_period"],
+            support_judge=study["claims_support_judge"], bm25_k=study["claims_bm25_k"],
+            exact_max=study["claims_exact_max"], mc_permutations=study["claims_mc_permutations"],
+            shapley_seed=study["claims_shapley_seed"], extract_max_tokens=study["claims_extract_max_tokens"],
+            extract_retries=study["claims_extract_retries"],
+            rationale_max_tokens=study["claims_rationale_max_tokens"],
+            task_description=study["claims_task_description"],
         )
 
 

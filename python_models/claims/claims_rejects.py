@@ -6,4 +6,4 @@ def model(dbt, session):
     dbt.config(materialized="table")
     from lookahead.claims.dbt_entry import table
 
-    return table("claims_rejects", dbt.config.get("claims_vars_json"))
+    return table("claims_rejects", dbt.ref("study_settings").df())

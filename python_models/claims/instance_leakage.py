@@ -6,4 +6,4 @@ def model(dbt, session):
     dbt.config(materialized="table")
     from lookahead.claims.dbt_entry import table
 
-    return table("instance_leakage", dbt.config.get("claims_vars_json"))
+    return table("instance_leakage", dbt.ref("study_settings").df())

@@ -4,14 +4,12 @@ are the protocol demo studies unchanged plus a claim model (claims_model_id/path
 
 Default suite: the study files are the protocol studies plus claim settings only (so
 the verdict is the protocol study's), the claim model replaces the protocol model for the
-claim jobs and tables and nowhere else, every claim setting reaches the dbt claim models,
+claim jobs and tables and nowhere else, the dbt claim models read the study the build resolved,
 and the tables built from the demo study carry the issue's columns. Slow tier: the
 whole `lookahead run` of the contaminated demo study (verdict, claim tables, report)."""
 
 from __future__ import annotations
 
-import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +21,7 @@ import yaml
 from lookahead.claims import demo
 from lookahead.claims.dbt_entry import table
 from lookahead.claims.inputs import claim_study
-from lookahead.config import SCHEMA, load_study
+from lookahead.config import load_study
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "demo" / "claims"
@@ -66,26 +64,26 @@ def test_claim_model_replaces_the_protocol_model_for_claims_only():
     assert ctx.study["model_id"] == "demo-claims-leaky"               # the jobs query the claim model
 
 
-def test_every_claim_setting_reaches_the_dbt_claim_models():
-    """The dbt Python models see the vars only through claims_vars_json (_claims.yml); a
-    claim setting missing there would silently fall back to the default study's value."""
-    text = (ROOT / "python_models" / "claims" / "_claims.yml").read_text()
-    passed = set(re.findall(r"'(claims_\w+)': var\('\1'", text))
-    read_by_tables = {"claims_model_id", "claims_model_path", "claims_raw_dir", "claims_predictions_path",
-                      "claims_instances_path", "claims_corpus_path", "claims_extractions_path", "claims_labels",
-                      "claims_vague_period", "claims_support_judge", "claims_bm25_k", "claims_exact_max",
-                      "claims_mc_permutations", "claims_shapley_seed"}
-    assert read_by_tables <= set(SCHEMA.settings)
-    assert read_by_tables <= passed, sorted(read_by_tables - passed)
+def test_the_dbt_claim_models_read_the_study_the_build_resolved():
+    """Every claim model builds from `study_settings` (the settings the build resolved,
+    defaults included), and _claims.yml passes no vars of its own: there is no second list
+    of claim settings that could miss one or fall back to the default study."""
+    for model in ("claims", "instance_leakage", "claims_summary", "claims_rejects"):
+        text = (ROOT / "python_models" / "claims" / f"{model}.py").read_text()
+        assert f'table("{model}", dbt.ref("study_settings").df())' in text, model
+    assert "var(" not in (ROOT / "python_models" / "claims" / "_claims.yml").read_text()
+
+
+def _settings_row(study) -> pd.DataFrame:
+    return pd.DataFrame({"settings_json": [study.settings_json()]})
 
 
 def test_demo_study_builds_the_issue_columns(tmp_path):
     """The tables the dbt claim models return for the demo study (values not computed
     here: every scored instance is 'values pending', the columns are the same)."""
-    v = yaml.safe_load((DEMO / "demo_contaminated.yml").read_text())
-    v["claims_raw_dir"] = str(tmp_path / "raw")
-    claims = table("claims", json.dumps(v))
-    inst = table("instance_leakage", json.dumps(v))
+    study = load_study(DEMO / "demo_contaminated.yml", overrides={"claims_raw_dir": str(tmp_path / "raw")})
+    claims = table("claims", _settings_row(study))
+    inst = table("instance_leakage", _settings_row(study))
     assert set(CLAIMS_COLUMNS) <= set(claims.columns), sorted(set(CLAIMS_COLUMNS) - set(claims.columns))
     assert set(INSTANCE_COLUMNS) <= set(inst.columns), sorted(set(INSTANCE_COLUMNS) - set(inst.columns))
     truth = pd.read_csv(DEMO / "truth_claims.csv")

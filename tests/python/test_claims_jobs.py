@@ -176,7 +176,7 @@ def test_dbt_claim_models(scored, tmp_path):
     from dbt_runner import run_dbt
 
     study, _ = scored["leaky"]
-    res = run_dbt(["build", "--select", "tag:claims"], yaml.safe_load(study.read_text()), tmp_path / "c.duckdb")
+    res = run_dbt(["build", "--select", "+tag:claims"], yaml.safe_load(study.read_text()), tmp_path / "c.duckdb")
     assert res.returncode == 0, res.output[-3000:]
     claims = res.table("claims")
     for col in ("instance_id", "claim_id", "claim_text", "category", "temporal_reference", "tau",
