@@ -38,6 +38,17 @@ def sampling_fallback(study: Study) -> bool:
 
 def task_params(study: Study, task: str) -> dict[str, Any]:
     """The query parameters of a task, from the study's settings alone."""
+    return _with_weights_dtype(study, _task_params(study, task))
+
+
+def _with_weights_dtype(study: Study, params: dict[str, Any]) -> dict[str, Any]:
+    """Weights in bfloat16 or float16 (setting dtype) give other answers than float32
+    weights, so a reduced dtype joins every task's key; null and float32 are one query."""
+    dtype = study.get("dtype")
+    return params if dtype in (None, "float32") else {**params, "dtype": dtype}
+
+
+def _task_params(study: Study, task: str) -> dict[str, Any]:
     chat = bool(study["use_chat_template"])
     if task == "forecast":
         return _with_overflow(study, {

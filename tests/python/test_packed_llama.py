@@ -104,3 +104,15 @@ def test_only_a_bf16_body_changes_the_mink_key():
         assert task_params(Study(vars=resolve({"mink_body_dtype": value}, demo)), "mink") == plain
     bf16 = task_params(Study(vars=resolve({"mink_body_dtype": "bfloat16"}, demo)), "mink")
     assert bf16 == {**plain, "mink_body_dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize("task", ["forecast", "recall", "mink"])
+def test_reduced_weights_dtype_joins_every_key(task):
+    from lookahead.config import Study, load_study, resolve
+    from lookahead.keys import task_params
+
+    demo = load_study().vars
+    plain = task_params(Study(vars=resolve({}, demo)), task)
+    assert task_params(Study(vars=resolve({"dtype": "float32"}, demo)), task) == plain
+    for dtype in ("bfloat16", "float16"):
+        assert task_params(Study(vars=resolve({"dtype": dtype}, demo)), task) == {**plain, "dtype": dtype}
