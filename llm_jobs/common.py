@@ -530,61 +530,52 @@ def describe_os_error(exc: OSError) -> str:
     return f"cannot use{where}: {what}; {hint.get(exc.errno or 0, 'check the path')}"
 
 
+def _one_line(fn: Callable[[], int], saved: str) -> int:
+    """``fn``'s exit code; every way it can fail prints one line (ending in ``saved`` where
+    answers may have been written) and returns its exit code, never a traceback.
+    LOOKAHEAD_DEBUG=1 re-raises unexpected errors for developers."""
+    try:
+        return fn()
+    except JobStop as exc:
+        print(f"stopped: {mask(exc)}", file=sys.stderr)
+        return exc.code
+    except BackendFatal as exc:
+        print(f"stopped: {mask(exc)}; finished answers are saved; {RESUME}.", file=sys.stderr)
+        return EXIT_INCOMPLETE
+    except (StudyConfigError, CacheError, FileNotFoundError) as exc:
+        print(f"error: {mask(exc)}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except OSError as exc:
+        print(f"error: {mask(describe_os_error(exc))}{saved}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print(f"interrupted: finished answers are saved; {RESUME}", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+        if os.environ.get("LOOKAHEAD_DEBUG"):
+            raise
+        print(f"error: unexpected {type(exc).__name__}: {mask(exc)}{saved} "
+              "(LOOKAHEAD_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return EXIT_UNEXPECTED
+
+
 def guarded_line(fn: Callable[[], int]) -> int:
-    """Run ``fn`` with output masked; an unexpected error ends in one line, not a traceback.
+    """Run ``fn`` with output masked, failures in one line (``_one_line``).
 
     For commands that print their own progress (the ``lookahead`` wrapper): unlike
     ``guarded`` it adds no 'done in' line."""
     with masked_output():
-        try:
-            return fn()
-        except (StudyConfigError, CacheError, FileNotFoundError) as exc:
-            print(f"error: {mask(exc)}", file=sys.stderr)
-            return EXIT_USER_ERROR
-        except OSError as exc:
-            print(f"error: {mask(describe_os_error(exc))}", file=sys.stderr)
-            return EXIT_USER_ERROR
-        except KeyboardInterrupt:
-            print(f"interrupted: finished answers are saved; {RESUME}", file=sys.stderr)
-            return 130
-        except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
-            if os.environ.get("LOOKAHEAD_DEBUG"):
-                raise
-            print(f"error: unexpected {type(exc).__name__}: {mask(exc)} "
-                  "(LOOKAHEAD_DEBUG=1 shows the traceback)", file=sys.stderr)
-            return EXIT_UNEXPECTED
+        return _one_line(fn, "")
 
 
 def guarded(fn: Callable[[], int]) -> int:
-    """Run a job; every way it can end prints at most one line, never a traceback.
+    """Run a job with output masked, failures in one line (``_one_line``), then 'done in'.
 
-    Answers already written stay in the cache whatever happens, so each message ends
-    with how to resume. LOOKAHEAD_DEBUG=1 re-raises unexpected errors for developers."""
+    Answers already written stay in the cache whatever happens, so each failure message
+    ends with how to resume."""
     t0 = time.time()
     with masked_output():
-        try:
-            code = fn()
-        except JobStop as exc:
-            print(f"stopped: {mask(exc)}", file=sys.stderr)
-            return exc.code
-        except BackendFatal as exc:
-            print(f"stopped: {mask(exc)}; finished answers are saved; {RESUME}.", file=sys.stderr)
-            return EXIT_INCOMPLETE
-        except (StudyConfigError, CacheError, FileNotFoundError) as exc:
-            print(f"error: {mask(exc)}", file=sys.stderr)
-            return EXIT_USER_ERROR
-        except OSError as exc:
-            print(f"error: {mask(describe_os_error(exc))}; finished answers are saved; {RESUME}.",
-                  file=sys.stderr)
-            return EXIT_USER_ERROR
-        except KeyboardInterrupt:
-            print(f"interrupted: finished answers are saved; {RESUME}", file=sys.stderr)
-            return 130
-        except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
-            if os.environ.get("LOOKAHEAD_DEBUG"):
-                raise
-            print(f"error: unexpected {type(exc).__name__}: {mask(exc)}; finished answers are "
-                  f"saved; {RESUME} (LOOKAHEAD_DEBUG=1 shows the traceback)", file=sys.stderr)
-            return EXIT_UNEXPECTED
-        print(f"done in {time.time() - t0:.1f} s")
+        code = _one_line(fn, f"; finished answers are saved; {RESUME}.")
+        if code == 0:
+            print(f"done in {time.time() - t0:.1f} s")
         return code
