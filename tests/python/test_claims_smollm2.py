@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -46,7 +47,7 @@ def test_vllm_guided_decoding_extraction(tmp_path):
     if not VLLM_PYTHON.exists():
         pytest.skip("vLLM guided decoding needs .venv-vllm: bash scripts/make_vllm_env.sh")
     if not (VLLM_MODEL_DIR / "model.safetensors").exists():
-        subprocess.run([str(VLLM_PYTHON), str(ROOT / "scripts" / "export_smollm2_hf.py"), str(VLLM_MODEL_DIR)],
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "export_smollm2_hf.py"), str(VLLM_MODEL_DIR)],
                        check=True, cwd=ROOT, timeout=600)
     preds = pd.read_csv(DEMO / "predictions_leaky.csv", dtype=str, keep_default_na=False)
     preds[preds["rationale"].str.strip() != ""].head(3).to_csv(tmp_path / "p.csv", index=False)
