@@ -122,11 +122,13 @@ def params_json(params: Mapping[str, Any]) -> str:
     return json.dumps(params, sort_keys=True, separators=(",", ":"))
 
 
-def query_key(task: str, model_id: str, ident: str, prompt: str, params: Mapping[str, Any]) -> str:
+def query_key(task: str, model_id: str, ident: str, prompt: str, params: Mapping[str, Any] | str) -> str:
     """sha256 hex of ``task|model_id|ident|prompt|params_json`` (docs/CONTRACTS.md).
 
-    ident is the row_id (forecast, Min-K%) or ``entity_id|target_date`` (recall)."""
-    text = f"{task}|{model_id}|{ident}|{prompt}|{params_json(params)}"
+    ident is the row_id (forecast, Min-K%) or ``entity_id|target_date`` (recall).
+    ``params`` may be given as its ``params_json`` text already: a build keying every row
+    of a large study renders each task's parameters once instead of once per key."""
+    text = f"{task}|{model_id}|{ident}|{prompt}|{params if isinstance(params, str) else params_json(params)}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

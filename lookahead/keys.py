@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from lookahead.cache import query_key
+from lookahead.cache import params_json, query_key
 from lookahead.config import Study, StudyConfigError
 from lookahead.prompts import check_recall_template, render_forecast, render_recall
 from lookahead.rows import unique_pairs
@@ -93,7 +93,7 @@ def recall_prompt(study: Study, pair: dict[str, Any], labels: dict[str, str] | N
     )
 
 
-def row_key(study: Study, task: str, row: dict[str, Any], params: dict[str, Any],
+def row_key(study: Study, task: str, row: dict[str, Any], params: dict[str, Any] | str,
             prompt: str | None = None) -> str:
     """Key of a forecast or Min-K% query (one per row: both score the forecast prompt).
 
@@ -103,7 +103,7 @@ def row_key(study: Study, task: str, row: dict[str, Any], params: dict[str, Any]
     return query_key(task, str(study["model_id"]), str(row["row_id"]), prompt, params)
 
 
-def pair_key(study: Study, pair: dict[str, Any], params: dict[str, Any]) -> str:
+def pair_key(study: Study, pair: dict[str, Any], params: dict[str, Any] | str) -> str:
     """Key of a recall query (one per entity and target date)."""
     ident = f"{pair['entity_id']}|{pair['target_date']}"
     return query_key("recall", str(study["model_id"]), ident, recall_prompt(study, pair), params)
@@ -121,7 +121,7 @@ def expected_keys(study: Study, rows: pd.DataFrame) -> pd.DataFrame:
     # Rows become dicts a chunk at a time, and keys go into one list per column: a dict
     # per row, or a tuple per key, of a 10,000,000-row study would take more memory than
     # the rest of the build. Forecast and Min-K% score the same prompt: rendered once.
-    f_params, m_params = task_params(study, "forecast"), task_params(study, "mink")
+    f_params, m_params = params_json(task_params(study, "forecast")), params_json(task_params(study, "mink"))
     row_ids: list[str] = []
     mink_keys: list[str] = []
     for start in range(0, len(rows), KEY_CHUNK_ROWS):
@@ -133,7 +133,7 @@ def expected_keys(study: Study, rows: pd.DataFrame) -> pd.DataFrame:
     for key, row_id in zip(mink_keys, row_ids):  # every forecast key first, then Min-K%
         add("mink", key, row_id, None, None)
     del mink_keys, row_ids
-    params = task_params(study, "recall")
+    params = params_json(task_params(study, "recall"))
     pairs = unique_pairs(rows)
     for start in range(0, len(pairs), KEY_CHUNK_ROWS):
         for p in pairs.iloc[start:start + KEY_CHUNK_ROWS].to_dict("records"):
