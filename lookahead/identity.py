@@ -81,9 +81,20 @@ def _skipped(path: Path) -> bool:
     return "__pycache__" in path.parts or path.suffix in (".pyc", ".lock")
 
 
-def code_copy_ignore(folder: str, names: list[str]) -> list[str]:
-    """shutil.copytree's ignore for a copy of the code: what code_fingerprint skips."""
-    return [n for n in names if _skipped(Path(folder) / n)]
+def copy_code(dest: Path, root: Path = PROJECT_ROOT) -> Path:
+    """A copy of the code a build is made of (CODE_PATHS, without what code_fingerprint
+    skips) under ``dest``: somewhere to edit a model without touching the project."""
+    import shutil
+
+    for rel in CODE_PATHS:
+        src = root / rel
+        if src.is_dir():
+            shutil.copytree(src, dest / rel,
+                            ignore=lambda folder, names: [n for n in names if _skipped(Path(folder) / n)])
+        else:
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, dest / rel)
+    return dest
 
 
 def _tree_files(path: Path) -> list[Path]:

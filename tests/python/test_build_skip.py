@@ -7,16 +7,14 @@ not, and each fingerprint moves with the files it covers and only with them."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from lookahead.config import SCHEMA, Study, load_study, resolve
 from lookahead.identity import (
     BUILD_INPUT_SETTINGS,
-    CODE_PATHS,
     NOT_BUILD_INPUT_SETTINGS,
-    code_copy_ignore,
     code_fingerprint,
+    copy_code,
     fingerprint,
     inputs_fingerprint,
 )
@@ -30,19 +28,8 @@ def test_every_path_setting_is_declared_read_or_not_read_by_the_build() -> None:
     assert not set(BUILD_INPUT_SETTINGS) & set(NOT_BUILD_INPUT_SETTINGS)
 
 
-def _code_copy(dest: Path) -> Path:
-    for rel in CODE_PATHS:
-        src = ROOT / rel
-        if src.is_dir():
-            shutil.copytree(src, dest / rel, ignore=code_copy_ignore)
-        else:
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(src, dest / rel)
-    return dest
-
-
 def test_code_fingerprint_follows_the_content_of_the_code(tmp_path: Path) -> None:
-    code = _code_copy(tmp_path / "code")
+    code = copy_code(tmp_path / "code")
     assert code_fingerprint(code) == code_fingerprint(ROOT)  # content, not location
     cache = code / "lookahead" / "__pycache__" / "x.cpython-311.pyc"
     cache.parent.mkdir(exist_ok=True)

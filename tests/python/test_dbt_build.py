@@ -358,8 +358,6 @@ def test_answers_are_selected_by_key(built, tmp_path):
 def test_each_study_builds_into_its_own_database(built, tmp_path):
     """Two studies one after the other: outputs/<study_name>.duckdb each, each with its
     own settings (the profile names the database after the study)."""
-    from dbt_runner import ROOT
-
     study, _ = built
     names = [f"pytest_{tmp_path.name}_{i}" for i in range(2)]
     try:
@@ -552,20 +550,13 @@ def test_build_is_skipped_only_while_settings_inputs_and_code_are_unchanged(buil
     edit must rebuild: an edited input row, a new raw failure line, a changed setting, a
     changed model file; an operational setting (where the report goes) does not."""
     from lookahead.config import Study, resolve
-    from lookahead.identity import CODE_PATHS, build_up_to_date, code_copy_ignore
+    from lookahead.identity import build_up_to_date, copy_code
 
     study, res_ok = built
     db = tmp_path / "db.duckdb"
     shutil.copy(res_ok.db, db)
     monkeypatch.setenv("LOOKAHEAD_DUCKDB", str(db))
-    code = tmp_path / "code"  # a copy of the project's code, to edit a model safely
-    for rel in CODE_PATHS:
-        src = ROOT / rel
-        if src.is_dir():
-            shutil.copytree(src, code / rel, ignore=code_copy_ignore)
-        else:
-            (code / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(src, code / rel)
+    code = copy_code(tmp_path / "code")  # a copy of the project's code, to edit a model safely
     here = Study(vars=resolve(study.vars))
     invocation = res_ok.table("build_identity")["invocation_id"].iloc[0]
     assert build_up_to_date(here, root=code) == (invocation, "")
