@@ -325,6 +325,17 @@ def _fits(entries: list[dict], stage: str, keys: tuple[str, ...]) -> dict:
     return {k: growth([e["rows"] for e in ok], [e[stage].get(k) for e in ok]) for k in keys}
 
 
+def default_study_panel(out: Path, n: int) -> Path:
+    """``out``/panel.duckdb: a synthetic panel of n rows under the default study's settings."""
+    from lookahead.config import default_study_path, read_study_file
+
+    vars_ = {**read_study_file(default_study_path()), "study_name": f"scale_{n}",
+             "model_id": "bench", "period_frequency": "trading_day"}
+    db = out / "panel.duckdb"
+    synthetic_panel(db, n, vars_)
+    return db
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="*", default=list(DEFAULT_SIZES),
@@ -387,12 +398,8 @@ def main() -> None:
         out = args.tmp / "models" / str(n)
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
-        db = out / "panel.duckdb"
         t0 = time.perf_counter()
-        from lookahead.config import default_study_path, read_study_file
-        vars_ = {**read_study_file(default_study_path()), "study_name": f"scale_{n}",
-                 "model_id": "bench", "period_frequency": "trading_day"}
-        synthetic_panel(db, n, vars_)
+        db = default_study_panel(out, n)
         entry = {"rows": n, "generate_s": round(time.perf_counter() - t0, 1)}
         entry["protocol"] = models_alone(db)
         print(json.dumps({"models": n, **{k: entry["protocol"].get(k) for k in
@@ -408,11 +415,7 @@ def main() -> None:
         out = args.tmp / "draws" / str(n)
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
-        db = out / "panel.duckdb"
-        from lookahead.config import default_study_path, read_study_file
-        vars_ = {**read_study_file(default_study_path()), "study_name": f"scale_{n}",
-                 "model_id": "bench", "period_frequency": "trading_day"}
-        synthetic_panel(db, n, vars_)
+        db = default_study_panel(out, n)
         entry = {"rows": n, "draws_only": draws_alone(db, args.draws)}
         print(json.dumps(entry), flush=True)
         measured["draws_only"].append(entry)
