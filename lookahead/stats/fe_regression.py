@@ -364,10 +364,10 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
                 and not single_entity and any(t in req.wild_terms for t in req.regressors))
     if run_wild and req.wild is not None:
         n_clusters = int(data["_cluster"].nunique())
-        if not req.wild.computed_for(n_clusters):
+        if n_clusters >= req.wild.cluster_limit:
             run_wild = False
             notes.append(f"wild bootstrap not computed: {n_clusters} clusters, at least "
-                         f"wild_bootstrap_max_clusters ({max(req.wild.min_clusters, req.wild.max_clusters)}); "
+                         f"wild_bootstrap_max_clusters ({req.wild.cluster_limit}); "
                          "CRV1 holds its size with this many (docs/montecarlo.md)")
     wild_label = req.wild.label() if run_wild and req.wild is not None else ""
     if run_wild:

@@ -61,11 +61,12 @@ class WildSettings:
     min_clusters: int = DEFAULT_WILD_MIN_CLUSTERS
     max_clusters: int = DEFAULT_WILD_MAX_CLUSTERS
 
-    def computed_for(self, n_clusters: int) -> bool:
-        """Whether a regression with this many clusters gets bootstrap p-values: always
-        where the verdict reads them (below min_clusters), and up to max_clusters beside
-        CRV1. Many clusters make it costly (a dense rows x dummies design) and needless."""
-        return n_clusters < max(self.min_clusters, self.max_clusters)
+    @property
+    def cluster_limit(self) -> int:
+        """Regressions with fewer clusters than this get bootstrap p-values: always where
+        the verdict reads them (below min_clusters), and up to max_clusters beside CRV1.
+        Many clusters make it costly (a dense rows x dummies design) and needless."""
+        return max(self.min_clusters, self.max_clusters)
 
     def label(self) -> str:
         return (f"WCR bootstrap ({self.weights} weights, {self.draws} draws, seed {self.seed}, "
