@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from kill_job import kill_once_written
 
 from lookahead.claims.schema import claims_from_object
 from lookahead.claims.tables import build
@@ -218,16 +219,9 @@ def test_kill9_mid_extraction_then_resume_without_requery(server, tmp_path):
     study.write_text(yaml.safe_dump(v))
     raw = tmp_path / "raw" / "claims_extract.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline and not (raw.exists() and raw.read_text().count("\n") >= 3):
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    code = kill_once_written([sys.executable, "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"],
+                             raw, 3, env, 120)
+    assert code == -signal.SIGKILL
     done = {r["instance_id"] for r in _lines(tmp_path)}
     assert 3 <= len(done) < 12
     n_before = len(state.prompts)

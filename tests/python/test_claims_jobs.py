@@ -13,12 +13,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from kill_job import kill_once_written
 
 from lookahead.claims.tables import build
 from lookahead.config import load_study
@@ -144,18 +144,8 @@ def test_kill9_mid_run_then_resume_without_requery(tmp_path):
     raw = tmp_path / "raw_leaky" / "claims_value.jsonl"
     log1, log2 = tmp_path / "q1.log", tmp_path / "q2.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LOOKAHEAD_QUERY_LOG": str(log1)}
-    proc = subprocess.Popen([PY, "-m", "llm_jobs.claims_value", "--study", str(study), "--yes"], cwd=ROOT,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            if raw.exists() and raw.read_text().count("\n") >= 20:
-                break
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    code = kill_once_written([PY, "-m", "llm_jobs.claims_value", "--study", str(study), "--yes"], raw, 20, env, 300)
+    assert code == -signal.SIGKILL
     done = {r["key"] for r in _lines(raw)}
     with open(raw, "a") as fh:
         fh.write('{"key": "torn-half')
@@ -198,18 +188,9 @@ def _kill_then_resume(tmp_path: Path, job: str, study: Path, raw: Path, min_line
     check that the rerun sent none of the answered keys to the model again."""
     log1, log2 = tmp_path / f"{job}.q1.log", tmp_path / f"{job}.q2.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LOOKAHEAD_QUERY_LOG": str(log1)}
-    proc = subprocess.Popen([PY, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes", *extra], cwd=ROOT,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 600
-        while time.time() < deadline and proc.poll() is None:
-            if raw.exists() and raw.read_text().count("\n") >= min_lines:
-                break
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL, "job finished before the kill"
+    code = kill_once_written([PY, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes", *extra], raw,
+                             min_lines, env, 600)
+    assert code == -signal.SIGKILL, "job finished before the kill"
     done = {r["key"] for r in _lines(raw)}
     e = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LOOKAHEAD_QUERY_LOG": str(log2)}
     res = subprocess.run([PY, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes", *extra], cwd=ROOT, env=e,

