@@ -16,13 +16,13 @@ is stored in each line's `prompt` field.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 
 from lookahead.cache import params_json, query_key
 from lookahead.config import Study, StudyConfigError
-from lookahead.prompts import check_recall_template, render_forecast, render_recall
+from lookahead.prompts import Template, check_recall_template, render_forecast, render_recalls
 from lookahead.rows import unique_pairs
 
 TASKS = ("forecast", "recall", "mink")
@@ -84,11 +84,20 @@ def _with_overflow(study: Study, params: dict[str, Any]) -> dict[str, Any]:
 
 def recall_prompt(study: Study, pair: dict[str, Any], labels: dict[str, str] | None = None) -> str:
     """The recall query of one (entity, target date), with the study's labels unless given."""
-    return render_recall(
+    return recall_prompts(study, {c: [pair.get(c)] for c in ("entity_id", "entity_name", "ticker", "target_date")},
+                          labels)[0]
+
+
+def recall_prompts(study: Study, pairs: Mapping[str, Any], labels: dict[str, str] | None = None) -> list[str]:
+    """The recall queries of (entity, target date) pairs (columns entity_id, entity_name,
+    ticker, target_date: a DataFrame or lists), with the study's labels unless given."""
+    def text(col: str) -> list[str]:
+        return [str(v) for v in pairs[col]]
+
+    return render_recalls(
         str(study["recall_template"]), outcome_description=str(study["outcome_description"]),
-        reference_period=str(study["reference_period"]), entity_name=str(pair["entity_name"]),
-        ticker=pair.get("ticker"), target_date=str(pair["target_date"]),
-        entity_id=str(pair["entity_id"]),
+        reference_period=str(study["reference_period"]), entity_names=text("entity_name"),
+        tickers=list(pairs["ticker"]), target_dates=text("target_date"), entity_ids=text("entity_id"),
         labels=labels or {k: str(v) for k, v in study["recall_labels"].items()},
     )
 
@@ -110,40 +119,44 @@ def pair_key(study: Study, pair: dict[str, Any], params: dict[str, Any] | str) -
 
 
 def expected_keys(study: Study, rows: pd.DataFrame) -> pd.DataFrame:
-    """Every key the study asks for: one row per (task, key) with what it identifies."""
+    """Every key the study asks for: one row per (task, key) with what it identifies.
+
+    The same keys as `row_key` and `pair_key` give one query at a time (a test holds
+    them equal), rendered from value columns: the template is split once and each
+    prompt joined from its parts, a chunk of rows at a time, because a build keys every
+    row of the study and a regular expression per row was most of its time."""
     check_recall_template(str(study["recall_template"]))
-    cols: dict[str, list[str | None]] = {c: [] for c in KEY_COLUMNS}
-
-    def add(task: str, key: str, row_id: str | None, entity_id: str | None, target_date: str | None) -> None:
-        for c, v in zip(KEY_COLUMNS, (task, key, row_id, entity_id, target_date)):
-            cols[c].append(v)
-
-    # Rows become dicts a chunk at a time, and keys go into one list per column: a dict
-    # per row, or a tuple per key, of a 10,000,000-row study would take more memory than
-    # the rest of the build. Forecast and Min-K% score the same prompt: rendered once.
+    model = str(study["model_id"])
     f_params, m_params = params_json(task_params(study, "forecast")), params_json(task_params(study, "mink"))
-    row_ids: list[str] = []
-    mink_keys: list[str] = []
+    forecast = Template.parse(str(study["forecast_prompt"]), rows.columns, "forecast_prompt")
+    row_ids = [str(r) for r in rows["row_id"].tolist()]
+    # Keys go into one list per task: a tuple per key of a 10,000,000-row study would take
+    # more memory than the rest of the build. Forecast and Min-K% score the same prompt.
+    f_keys: list[str] = []
+    m_keys: list[str] = []
     for start in range(0, len(rows), KEY_CHUNK_ROWS):
-        for r in rows.iloc[start:start + KEY_CHUNK_ROWS].to_dict("records"):
-            prompt = render_forecast(str(study["forecast_prompt"]), r)
-            add("forecast", row_key(study, "forecast", r, f_params, prompt), str(r["row_id"]), None, None)
-            row_ids.append(str(r["row_id"]))
-            mink_keys.append(row_key(study, "mink", r, m_params, prompt))
-    for key, row_id in zip(mink_keys, row_ids):  # every forecast key first, then Min-K%
-        add("mink", key, row_id, None, None)
-    del mink_keys, row_ids
-    params = params_json(task_params(study, "recall"))
+        chunk = rows.iloc[start:start + KEY_CHUNK_ROWS]
+        prompts = forecast.render_columns({c: chunk[c].tolist() for c in forecast.columns()}, len(chunk))
+        ids = row_ids[start:start + KEY_CHUNK_ROWS]
+        f_keys += [query_key("forecast", model, i, pr, f_params) for i, pr in zip(ids, prompts)]
+        m_keys += [query_key("mink", model, i, pr, m_params) for i, pr in zip(ids, prompts)]
     pairs = unique_pairs(rows)
-    for start in range(0, len(pairs), KEY_CHUNK_ROWS):
-        for p in pairs.iloc[start:start + KEY_CHUNK_ROWS].to_dict("records"):
-            add("recall", pair_key(study, p, params), None, str(p["entity_id"]), str(p["target_date"]))
-    if not cols["task"]:
-        return pd.DataFrame([], columns=list(KEY_COLUMNS))
-    return pd.DataFrame(cols, columns=list(KEY_COLUMNS))
+    r_params = params_json(task_params(study, "recall"))
+    entity_ids = [str(e) for e in pairs["entity_id"].tolist()]
+    dates = [str(d) for d in pairs["target_date"].tolist()]
+    r_keys = [query_key("recall", model, f"{e}|{d}", pr, r_params)
+              for e, d, pr in zip(entity_ids, dates, recall_prompts(study, pairs))]
+    n_rows, n_pairs = len(row_ids), len(r_keys)
+    return pd.DataFrame({
+        "task": ["forecast"] * n_rows + ["mink"] * n_rows + ["recall"] * n_pairs,
+        "key": f_keys + m_keys + r_keys,
+        "row_id": row_ids + row_ids + [None] * n_pairs,
+        "entity_id": [None] * (2 * n_rows) + entity_ids,
+        "target_date": [None] * (2 * n_rows) + dates,
+    }, columns=list(KEY_COLUMNS))
 
 
-#: Rows turned into dicts at a time by `expected_keys` (bounds its memory, not its result).
+#: Rows rendered at a time by `expected_keys` (bounds its memory, not its result).
 KEY_CHUNK_ROWS = 200_000
 
 

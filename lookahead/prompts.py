@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from functools import lru_cache
+from typing import Any, Iterable, Mapping, Sequence
 
 from lookahead.config import StudyConfigError
 
@@ -44,21 +45,77 @@ def _as_text(value: Any) -> str:
     return str(value)
 
 
-def fill(template: str, values: Mapping[str, Any], setting: str) -> str:
-    """Replace ``{name}`` placeholders; an unknown name raises naming the setting.
+@dataclass(frozen=True)
+class Template:
+    """A template split once into literal parts and placeholder names.
 
-    Plain substitution (not str.format), so braces that are not placeholders, such as a
-    JSON example in a production prompt, pass through unchanged. An empty ticker drops
-    the `` ({ticker})`` around it rather than leaving ``()`` in the prompt."""
-    if not _as_text(values.get("ticker")).strip():
-        template = template.replace(" ({ticker})", "").replace("({ticker})", "")
-    unknown = sorted({n for n in placeholders(template) if n not in values})
+    The one rule of prompt filling: plain substitution (not str.format), so braces that
+    are not placeholders, such as a JSON example in a production prompt, pass through
+    unchanged; a missing value (None, NaN) is empty text; an empty ticker drops the
+    `` ({ticker})`` around it rather than leaving ``()`` in the prompt. Split once, a
+    build renders every row of a large study by joining strings instead of running a
+    regular expression per row (`fill` renders one row with the same object)."""
+
+    parts: tuple[str, ...]          # literal text around the placeholders (len(names) + 1)
+    names: tuple[str, ...]          # placeholder names in order
+    no_ticker: "Template | None"    # the template with ``({ticker})`` dropped, if it differs
+
+    @staticmethod
+    def parse(template: str, available: Iterable[str], setting: str) -> "Template":
+        """Split `template`; a placeholder not in `available` raises naming the setting."""
+        return _parse(template, frozenset(available), setting)
+
+    def columns(self) -> list[str]:
+        """The value columns `render_columns` reads."""
+        return sorted(set(self.names))
+
+    def render(self, values: Mapping[str, Any]) -> str:
+        """One prompt from one row (or query) of values."""
+        t = self._pick(_as_text(values.get("ticker")))
+        return t._join([_as_text(values[n]) for n in t.names])
+
+    def render_columns(self, columns: Mapping[str, Sequence[Any]], n: int) -> list[str]:
+        """n prompts from value columns (one sequence of n values per placeholder name)."""
+        texts = {name: list(map(_as_text, columns[name])) for name in self.columns()}
+        tickers = texts.get("ticker") if self.no_ticker is not None else None
+        out = []
+        for i in range(n):
+            t = self if tickers is None else self._pick(tickers[i])
+            out.append(t._join([texts[name][i] for name in t.names]))
+        return out
+
+    def _pick(self, ticker: str) -> "Template":
+        return self if self.no_ticker is None or ticker.strip() else self.no_ticker
+
+    def _join(self, texts: Sequence[str]) -> str:
+        out = [self.parts[0]]
+        for text, part in zip(texts, self.parts[1:]):
+            out += (text, part)
+        return "".join(out)
+
+
+@lru_cache(maxsize=64)
+def _parse(template: str, available: frozenset[str], setting: str, with_ticker: bool = True) -> Template:
+    """An empty ticker drops ``({ticker})``: that variant is parsed too, and a study
+    without a ticker column renders every prompt from it."""
+    dropped = template.replace(" ({ticker})", "").replace("({ticker})", "")
+    if not with_ticker or "ticker" not in available:
+        template = dropped
+    names = tuple(placeholders(template))
+    unknown = sorted({n for n in names if n not in available})
     if unknown:
         raise PromptError(
             f"setting '{setting}': placeholder(s) {', '.join('{' + n + '}' for n in unknown)} "
-            f"are not available; use one of {', '.join(sorted(values))}"
+            f"are not available; use one of {', '.join(sorted(available))}"
         )
-    return _PLACEHOLDER.sub(lambda m: _as_text(values[m.group(1)]), template)
+    no_ticker = _parse(dropped, available, setting, False) if dropped != template else None
+    return Template(tuple(_PLACEHOLDER.split(template)[::2]), names, no_ticker)
+
+
+def fill(template: str, values: Mapping[str, Any], setting: str) -> str:
+    """Replace ``{name}`` placeholders (the rule: `Template`); an unknown name raises
+    naming the setting."""
+    return Template.parse(template, values.keys(), setting).render(values)
 
 
 def render_forecast(template: str, row: Mapping[str, Any]) -> str:
@@ -66,6 +123,7 @@ def render_forecast(template: str, row: Mapping[str, Any]) -> str:
     return fill(template, row, "forecast_prompt")
 
 
+@lru_cache(maxsize=16)
 def check_recall_template(template: str) -> None:
     """The recall query names the entity and the target date and carries no text column
     (protocol step 2); checked before any query is paid for."""
@@ -120,20 +178,39 @@ def render_recall(
     labels: Mapping[str, str] | None = None,
 ) -> str:
     """The protocol's date-only recall query for one (entity, target date)."""
+    return render_recalls(template, outcome_description=outcome_description, reference_period=reference_period,
+                          entity_names=[entity_name], tickers=[ticker], target_dates=[target_date],
+                          entity_ids=[entity_id], labels=labels)[0]
+
+
+def render_recalls(
+    template: str,
+    *,
+    outcome_description: str,
+    reference_period: str,
+    entity_names: Sequence[str],
+    tickers: Sequence[str | None],
+    target_dates: Sequence[str],
+    entity_ids: Sequence[str],
+    labels: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The recall queries of many (entity, target date) pairs (the study's text and
+    labels are the same in each)."""
     check_recall_template(template)
     labels = labels or {}
-    values = {
-        "outcome_description": outcome_description,
-        "reference_period": reference_period,
-        "entity_name": entity_name,
-        "ticker": ticker or "",
-        "target_date": target_date,
-        "entity_id": entity_id,
-        "label_up": labels.get("up", "up"),
-        "label_down": labels.get("down", "down"),
-        "label_unknown": labels.get("unknown", "unknown"),
+    n = len(entity_names)
+    columns: dict[str, Sequence[Any]] = {
+        "outcome_description": [outcome_description] * n,
+        "reference_period": [reference_period] * n,
+        "entity_name": entity_names,
+        "ticker": tickers,
+        "target_date": target_dates,
+        "entity_id": entity_ids,
+        "label_up": [labels.get("up", "up")] * n,
+        "label_down": [labels.get("down", "down")] * n,
+        "label_unknown": [labels.get("unknown", "unknown")] * n,
     }
-    return fill(template, values, "recall_template")
+    return Template.parse(template, columns, "recall_template").render_columns(columns, n)
 
 
 # ----------------------------------------------------------------------------- labels

@@ -1,0 +1,99 @@
+"""The keys a build selects (lookahead.keys.expected_keys, every row at once) are the keys
+the jobs write (row_key / pair_key, one query at a time), and both render prompts by the
+rule an independent regular-expression substitution states."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lookahead.config import Study, default_study_path, read_study_file, resolve
+from lookahead.keys import expected_keys, pair_key, row_key, task_params
+from lookahead.prompts import PromptError, Template, fill
+from lookahead.rows import load_rows, unique_pairs
+
+ROWS = [  # tickers empty, missing and present; braces and unicode in the text
+    ("r1", "E1", "Acme", "ACM", "Beats {estimates} by 5%", "2021-01-04", "2021-01-05", "0.1"),
+    ("r2", "E1", "Acme", "ACM", "Misses", "2021-01-05", "2021-01-06", "-0.2"),
+    ("r3", "E2", "Büro AG", "", 'JSON {"a": 1} é', "2021-01-04", "2021-01-05", "0.3"),
+    ("r4", "E3", "Gamma", "", "", "2021-01-04", "2021-01-05", "0.0"),  # empty text: rejected
+    ("r5", "E2", "Büro AG", "", "Again", "2021-01-04", "2021-01-05", "0.3"),
+]
+
+
+def _study(tmp_path: Path, **extra: object) -> Study:
+    data = tmp_path / "observations.csv"
+    pd.DataFrame(ROWS, columns=["row_id", "entity_id", "entity_name", "ticker", "text", "text_date",
+                                "target_date", "outcome"]).to_csv(data, index=False)
+    vars_ = {**read_study_file(default_study_path()), "study_name": "keys", "data_path": str(data),
+             "raw_dir": str(tmp_path / "raw"), **extra}
+    return Study(vars=resolve(vars_))
+
+
+def _reference_fill(template: str, values: dict) -> str:
+    """The rule as the docs state it, by regular expressions: an empty ticker drops
+    ' ({ticker})', then every {name} is replaced by its text (None/NaN -> '')."""
+    def text(v: object) -> str:
+        return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+    if not text(values.get("ticker")).strip():
+        template = template.replace(" ({ticker})", "").replace("({ticker})", "")
+    return re.sub(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: text(values[m.group(1)]), template)
+
+
+def _sha(*parts: str) -> str:
+    return hashlib.sha256("|".join(parts).encode("utf-8")).hexdigest()
+
+
+@pytest.mark.parametrize("prompt", [
+    "Headline about {entity_name} ({ticker}) on {text_date}: {text}\nUp or down?",
+    "{text} -- ticker:{ticker} ({ticker}) {entity_name}",
+    "No placeholders {at all} here",
+])
+def test_build_keys_equal_job_keys_and_the_stated_rule(tmp_path: Path, prompt: str) -> None:
+    study = _study(tmp_path, forecast_prompt=prompt)
+    rows, _ = load_rows(study)
+    keys = expected_keys(study, rows)
+    assert list(keys["task"].value_counts().sort_index().items()) == [
+        ("forecast", 4), ("mink", 4), ("recall", 3)]
+    model = str(study["model_id"])
+    got = {tuple(None if pd.isna(v) else v for v in (t, r, e, d)): k
+           for t, k, r, e, d in keys.itertuples(index=False)}
+    for row in rows.to_dict("records"):
+        for task in ("forecast", "mink"):
+            job = row_key(study, task, row, task_params(study, task))
+            independent = _sha(task, model, row["row_id"], _reference_fill(prompt, row),
+                               json.dumps(task_params(study, task), sort_keys=True, separators=(",", ":")))
+            assert got[(task, row["row_id"], None, None)] == job == independent
+    labels = {f"label_{k}": str(v) for k, v in study["recall_labels"].items()}
+    for pair in unique_pairs(rows).to_dict("records"):
+        job = pair_key(study, pair, task_params(study, "recall"))
+        values = {**pair, **labels, "outcome_description": study["outcome_description"],
+                  "reference_period": study["reference_period"]}
+        independent = _sha("recall", model, f"{pair['entity_id']}|{pair['target_date']}",
+                           _reference_fill(str(study["recall_template"]), values),
+                           json.dumps(task_params(study, "recall"), sort_keys=True, separators=(",", ":")))
+        assert got[("recall", None, pair["entity_id"], pair["target_date"])] == job == independent
+
+
+@pytest.mark.parametrize("values", [
+    {"a": "x", "ticker": "T"}, {"a": "x", "ticker": ""}, {"a": "x", "ticker": None},
+    {"a": float("nan"), "ticker": float("nan")}, {"a": "x"},
+])
+def test_template_matches_the_stated_rule(values: dict) -> None:
+    template = "A={a} ({ticker}) and({ticker}) {not-a-name} {}"
+    assert fill(template, values, "s") == _reference_fill(template, values)
+    columns = {k: [v, v] for k, v in values.items()}
+    assert Template.parse(template, columns, "s").render_columns(columns, 2) == [fill(template, values, "s")] * 2
+
+
+def test_unknown_placeholder_names_the_setting() -> None:
+    with pytest.raises(PromptError, match=r"setting 'forecast_prompt': placeholder\(s\) \{sector\}"):
+        fill("{sector} ({ticker})", {"ticker": "T"}, "forecast_prompt")
+    with pytest.raises(PromptError, match=r"\{ticker\}"):  # a bare {ticker} is not dropped
+        fill("ticker: {ticker}", {"a": 1}, "forecast_prompt")
