@@ -2,10 +2,13 @@
 
 DuckDB reads the observations and the raw JSONL caches, maps answers to labels (the
 package's parser, applied to the distinct answers), turns recall top-k log-probs into
-P(up), P(down) and LAP, merges, numbers the fixed effects and splits high/low LAP at the
-sample median, exactly as the dbt models do; pyfixest then fits the protocol's eight
-regressions (validation pooled/high/low and detection, pre and post cutoff) with the
-project's vcov (CRV1 by entity, reghdfe small-sample correction, singletons dropped).
+P(up), P(down) and LAP and Min-K% prompt log-probs into the Min-K% LAP, merges, numbers
+the fixed effects and splits high/low LAP at the sample median, as the dbt models do;
+pyfixest then fits the protocol's ten regressions (validation pooled/high/low, the
+high-minus-low difference and detection, pre and post cutoff) with the project's vcov
+(CRV1 by entity, reghdfe small-sample correction, singletons dropped). The difference
+regression is written here from its definition (ud in sd units of its half, entity x
+half and period x half fixed effects), not imported, so the comparison checks it too.
 
 No gates, no data tests, no result tables: what is left when everything dbt adds is
 taken away, so `dbt build` can be stated as a ratio against it. The coefficients must
@@ -62,10 +65,22 @@ def build_panel(con: duckdb.DuckDBPyConnection, v: dict) -> None:
                coalesce(list_sum(list_transform(list_filter(returned, lambda t: t.text = 'down'), lambda t: t.p)), 0) as p_down
         from src
     """)
+    k = float(v.get("mink_k") or 0.2)
+    con.execute(f"""
+        create table mk as
+        with src as (
+            select row_id, list_sort(list_filter(list_transform(list_slice(prompt_logprobs, 2, len(prompt_logprobs)),
+                                                                lambda t: t.logprob), lambda lp: lp is not null)) as lps
+            from read_json('{raw / 'mink.jsonl'}', format = 'newline_delimited')
+            where key is not null
+        )
+        select row_id, exp(list_avg(list_slice(lps, 1, greatest(1, floor(len(lps) * {k}))))) as lap_mink
+        from src
+    """)
     con.execute(f"""
         create table panel as
         with merged as (
-            select o.row_id, o.entity_id, o.target_date, o.outcome, a.mu_hat,
+            select o.row_id, o.entity_id, o.target_date, o.outcome, a.mu_hat, m.lap_mink,
                    r.p_up - r.p_down as ud, r.p_up + r.p_down as lap,
                    case when o.target_date <= date '{v['training_cutoff']}' then 'pre' else 'post' end as sample,
                    strftime(o.target_date, '%Y-%m-%d') as period
@@ -73,6 +88,7 @@ def build_panel(con: duckdb.DuckDBPyConnection, v: dict) -> None:
             left join fc f on o.row_id = f.row_id
             left join answers a on f.response_text = a.response_text
             left join rc r on o.entity_id = r.entity_id and o.target_date = r.target_date
+            left join mk m on o.row_id = m.row_id
             where o.entity_id is not null and o.target_date > o.text_date and o.outcome is not null
         ),
         med as (select sample, median(lap) as m from merged group by sample)
@@ -98,6 +114,11 @@ def fit_all(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, float]]:
             "validation_low_lap": ("outcome ~ ud | entity_num + period_num", df[df["high_lap"] == 0]),
             "detection": ("outcome ~ mu_hat + lap + mu_hat:lap | entity_num + period_num", df),
         }
+        # high minus low: the halves stacked, ud in sd units of its half, FE x half
+        halves = df.assign(
+            ud=df["ud"] / df.groupby("high_lap")["ud"].transform("std"),
+            entity_half=df["entity_num"] * 2 + df["high_lap"], period_half=df["period_num"] * 2 + df["high_lap"])
+        specs["validation_difference"] = ("outcome ~ ud + ud:high_lap | entity_half + period_half", halves)
         for spec, (fml, data) in specs.items():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -115,7 +136,9 @@ def main() -> None:
     con = duckdb.connect()
     build_panel(con, json.loads(a.vars.read_text()))
     coefs = fit_all(con)
-    a.out.write_text(json.dumps({"coefficients": coefs, "wall_s": time.perf_counter() - t0}, indent=1))
+    lap_mink_sum = con.execute("select sum(lap_mink) from panel").fetchone()[0]
+    a.out.write_text(json.dumps({"coefficients": coefs, "lap_mink_sum": lap_mink_sum,
+                                 "wall_s": time.perf_counter() - t0}, indent=1))
 
 
 if __name__ == "__main__":
