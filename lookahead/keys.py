@@ -21,7 +21,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from lookahead.cache import params_json, query_key
-from lookahead.config import Study, StudyConfigError
+from lookahead.config import Study
 from lookahead.prompts import Template, check_recall_template, render_forecast, render_recalls
 from lookahead.rows import unique_pairs
 
@@ -160,18 +160,16 @@ def expected_keys(study: Study, rows: pd.DataFrame) -> pd.DataFrame:
 KEY_CHUNK_ROWS = 200_000
 
 
-def expected_keys_for_build(study_settings: pd.DataFrame) -> pd.DataFrame:
+def expected_keys_for_build(study_settings: pd.DataFrame, staged: pd.DataFrame) -> pd.DataFrame:
     """What dbt's `int_expected_keys` builds: the keys of the study a build is for.
 
-    The rows come from the same loader the jobs use (lookahead.rows.load_rows), so the
-    prompts hashed here are exactly the ones the jobs hashed."""
-    from lookahead.rows import load_rows, stage_observations
+    `staged` is dbt's stg_observations: the rows `stage_observations` read for the jobs,
+    split into the rows the jobs query by the jobs' own rule (lookahead.rows.split_staged),
+    so the prompts hashed here are exactly the ones the jobs hashed."""
+    from lookahead.rows import split_staged
 
     study = Study.from_json(str(study_settings["settings_json"].iloc[0]))
-    try:
-        valid, _ = load_rows(study)
-    except StudyConfigError:
-        if stage_observations(study, study.path("data_path")).empty:  # a data test stops the build
-            return pd.DataFrame({c: pd.Series(dtype="object") for c in KEY_COLUMNS})
-        raise
+    if staged.empty:  # a header-only file: a data test stops the build
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in KEY_COLUMNS})
+    valid, _ = split_staged(staged.sort_values("source_row_number", kind="stable").reset_index(drop=True))
     return expected_keys(study, valid)

@@ -499,6 +499,14 @@ def load_rows(
         raise StudyConfigError(
             f"setting 'data_path': '{study['data_path']}' has a header but no data rows; check the file"
         )
+    return split_staged(staged)
+
+
+def split_staged(staged: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`load_rows` from rows `stage_observations` staged (or dbt's stg_observations,
+    which stores them): a build keys the rows staging already read instead of reading
+    the file again."""
+    staged = staged.copy()
     for c in ("text_date", "target_date"):
         staged[c] = staged[c].dt.strftime("%Y-%m-%d").where(staged[c].notna(), None)
     rejected = staged["reject_reason"].notna()

@@ -7,9 +7,6 @@ answers (another prompt, parameter, model or an edited row) stay cached, unused.
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    # after stg_observations, not beside it: both hold the input rows in pandas, and side
-    # by side they set the build's peak memory on large studies
-    dbt.ref("stg_observations")
     from lookahead.keys import expected_keys_for_build
 
-    return expected_keys_for_build(dbt.ref("study_settings").df())
+    return expected_keys_for_build(dbt.ref("study_settings").df(), dbt.ref("stg_observations").df())
