@@ -75,3 +75,19 @@ def test_fingerprint_rereads_a_rewritten_file(tmp_path: Path) -> None:
     assert fingerprint(f) != first
     f.unlink()
     assert fingerprint(f) == "missing"
+
+
+def test_build_identity_reads_each_raw_file_once(tmp_path: Path) -> None:
+    """build_identity fingerprints each task's cache and then every input file together;
+    the second pass takes the raw files' digests from the first instead of rereading them."""
+    from lookahead.identity import RAW_TASKS, _fingerprint, cache_fingerprint
+
+    study = _study(tmp_path)
+    for task in ("recall", "mink"):
+        (study.raw_dir / f"{task}.jsonl").write_text(f'{{"key": "{task}"}}\n')
+    before = _fingerprint.cache_info().misses
+    per_task = [cache_fingerprint(study.raw_dir, task) for task in RAW_TASKS]
+    assert _fingerprint.cache_info().misses - before == len(RAW_TASKS)  # one read per file
+    inputs_fingerprint(study)
+    assert _fingerprint.cache_info().misses - before == len(RAW_TASKS) + 1  # + the data file
+    assert per_task == [fingerprint(study.raw_dir / f"{t}.jsonl") for t in RAW_TASKS]
