@@ -93,7 +93,24 @@ def _freeze_long_lived() -> None:
 atexit.register(_freeze_long_lived)
 
 
+def use_system_arrow_pool() -> None:
+    """Arrow buffers made in the dbt process from now on come from the C library's malloc.
+
+    Why: pyarrow's default pool (mimalloc) keeps the memory of freed buffers for reuse,
+    and the dbt Python models make large short-lived ones (pandas' string columns, the
+    input rows staged through Arrow), so the process kept that memory through the rest
+    of the build; malloc hands large blocks back when they are freed. Measured on the
+    91,361-row study: `dbt build`'s peak RSS 770 -> 724 MiB (medians of 2), the same
+    tables."""
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
+
+
 class Plugin(BasePlugin):
+    def initialize(self, plugin_config: dict[str, Any]) -> None:
+        use_system_arrow_pool()
+
     def configure_connection(self, conn: Any) -> None:
         _freeze_long_lived()
         conn.create_function("lookahead_setting_names", _setting_names, [], "VARCHAR",
