@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import pandas as pd
+import pyarrow as pa
 
 from lookahead.cache import params_json, query_key
 from lookahead.config import Study
@@ -118,49 +119,55 @@ def pair_key(study: Study, pair: dict[str, Any], params: dict[str, Any] | str) -
     return query_key("recall", str(study["model_id"]), ident, recall_prompt(study, pair), params)
 
 
-def expected_keys(study: Study, rows: pd.DataFrame) -> pd.DataFrame:
-    """Every key the study asks for: one row per (task, key) with what it identifies.
+def expected_keys(study: Study, rows: pd.DataFrame) -> pa.Table:
+    """Every key the study asks for: one row per (task, key) with what it identifies
+    (columns KEY_COLUMNS, as Arrow strings: forecast keys first, then Min-K%, then recall).
 
     The same keys as `row_key` and `pair_key` give one query at a time (a test holds
     them equal), rendered from value columns: the template is split once and each
-    prompt joined from its parts, a chunk of rows at a time, because a build keys every
-    row of the study and a regular expression per row was most of its time."""
+    prompt joined from its parts, because a build keys every row of the study and a
+    regular expression per row was most of its time. Keys are made a chunk of rows at a
+    time and kept as Arrow strings: Python strings for every key of a large study
+    would take more memory than the rest of the build."""
     check_recall_template(str(study["recall_template"]))
     model = str(study["model_id"])
     f_params, m_params = params_json(task_params(study, "forecast")), params_json(task_params(study, "mink"))
     forecast = Template.parse(str(study["forecast_prompt"]), rows.columns, "forecast_prompt")
-    row_ids = [str(r) for r in rows["row_id"].tolist()]
-    # Keys go into one list per task: a tuple per key of a 10,000,000-row study would take
-    # more memory than the rest of the build. Forecast and Min-K% score the same prompt.
-    f_keys: list[str] = []
-    m_keys: list[str] = []
-    for start in range(0, len(rows), KEY_CHUNK_ROWS):
+    parts: dict[str, list[pa.Table]] = {"forecast": [], "mink": [], "recall": []}
+    for start in range(0, len(rows), KEY_CHUNK_ROWS):  # forecast and Min-K% score one prompt
         chunk = rows.iloc[start:start + KEY_CHUNK_ROWS]
         prompts = forecast.render_columns({c: chunk[c].tolist() for c in forecast.columns()}, len(chunk))
-        ids = row_ids[start:start + KEY_CHUNK_ROWS]
-        f_keys += [query_key("forecast", model, i, pr, f_params) for i, pr in zip(ids, prompts)]
-        m_keys += [query_key("mink", model, i, pr, m_params) for i, pr in zip(ids, prompts)]
+        ids = [str(r) for r in chunk["row_id"].tolist()]
+        for task, params in (("forecast", f_params), ("mink", m_params)):
+            parts[task].append(_key_table(task, [query_key(task, model, i, pr, params)
+                                                 for i, pr in zip(ids, prompts)], row_id=ids))
     pairs = unique_pairs(rows)
     r_params = params_json(task_params(study, "recall"))
-    entity_ids = [str(e) for e in pairs["entity_id"].tolist()]
-    dates = [str(d) for d in pairs["target_date"].tolist()]
-    r_keys = [query_key("recall", model, f"{e}|{d}", pr, r_params)
-              for e, d, pr in zip(entity_ids, dates, recall_prompts(study, pairs))]
-    n_rows, n_pairs = len(row_ids), len(r_keys)
-    return pd.DataFrame({
-        "task": ["forecast"] * n_rows + ["mink"] * n_rows + ["recall"] * n_pairs,
-        "key": f_keys + m_keys + r_keys,
-        "row_id": row_ids + row_ids + [None] * n_pairs,
-        "entity_id": [None] * (2 * n_rows) + entity_ids,
-        "target_date": [None] * (2 * n_rows) + dates,
-    }, columns=list(KEY_COLUMNS))
+    for start in range(0, len(pairs), KEY_CHUNK_ROWS):
+        chunk = pairs.iloc[start:start + KEY_CHUNK_ROWS]
+        entity_ids = [str(e) for e in chunk["entity_id"].tolist()]
+        dates = [str(d) for d in chunk["target_date"].tolist()]
+        parts["recall"].append(_key_table("recall", [
+            query_key("recall", model, f"{e}|{d}", pr, r_params)
+            for e, d, pr in zip(entity_ids, dates, recall_prompts(study, chunk))], entity_id=entity_ids,
+            target_date=dates))
+    return pa.concat_tables([_key_table("forecast", [])] + [t for tables in parts.values() for t in tables])
+
+
+def _key_table(task: str, keys: list[str], **idents: list[str]) -> pa.Table:
+    """One task's keys with their identifiers (the other identifier columns null)."""
+    n = len(keys)
+    columns = {"task": pa.array([task] * n, pa.string()), "key": pa.array(keys, pa.string())}
+    for col in KEY_COLUMNS[2:]:
+        columns[col] = pa.array(idents[col], pa.string()) if col in idents else pa.nulls(n, pa.string())
+    return pa.table(columns)
 
 
 #: Rows rendered at a time by `expected_keys` (bounds its memory, not its result).
 KEY_CHUNK_ROWS = 200_000
 
 
-def expected_keys_for_build(study_settings: pd.DataFrame, staged: pd.DataFrame) -> pd.DataFrame:
+def expected_keys_for_build(study_settings: pd.DataFrame, staged: pd.DataFrame) -> pa.Table:
     """What dbt's `int_expected_keys` builds: the keys of the study a build is for.
 
     `staged` is dbt's stg_observations: the rows `stage_observations` read for the jobs,
@@ -170,6 +177,6 @@ def expected_keys_for_build(study_settings: pd.DataFrame, staged: pd.DataFrame) 
 
     study = Study.from_json(str(study_settings["settings_json"].iloc[0]))
     if staged.empty:  # a header-only file: a data test stops the build
-        return pd.DataFrame({c: pd.Series(dtype="object") for c in KEY_COLUMNS})
+        return _key_table("forecast", [])
     valid, _ = split_staged(staged.sort_values("source_row_number", kind="stable").reset_index(drop=True))
     return expected_keys(study, valid)

@@ -120,7 +120,7 @@ def write_raw(raw: Path, vars_: dict, forecast: list[dict], recall: list[dict], 
     as the jobs would have written them."""
     study = Study(vars=resolve(vars_))
     valid, _ = load_rows(study)
-    keys = expected_keys(study, valid)
+    keys = expected_keys(study, valid).to_pandas()
     by_ident = {(t, r if isinstance(r, str) else e, d if isinstance(d, str) else None): k
                 for t, k, r, e, d in keys.itertuples(index=False)}
     for line in forecast + mink:

@@ -58,7 +58,7 @@ def _sha(*parts: str) -> str:
 def test_build_keys_equal_job_keys_and_the_stated_rule(tmp_path: Path, prompt: str) -> None:
     study = _study(tmp_path, forecast_prompt=prompt)
     rows, _ = load_rows(study)
-    keys = expected_keys(study, rows)
+    keys = expected_keys(study, rows).to_pandas()
     assert list(keys["task"].value_counts().sort_index().items()) == [
         ("forecast", 4), ("mink", 4), ("recall", 3)]
     model = str(study["model_id"])
