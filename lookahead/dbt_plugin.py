@@ -100,7 +100,7 @@ def use_system_arrow_pool() -> None:
     and the dbt Python models make large short-lived ones (pandas' string columns, the
     input rows staged through Arrow), so the process kept that memory through the rest
     of the build; malloc hands large blocks back when they are freed. Measured on the
-    91,361-row study: `dbt build`'s peak RSS 770 -> 724 MiB (medians of 2), the same
+    91,361-row study: `dbt build`'s peak RSS 770 -> 753 MiB (medians of 2), the same
     tables."""
     import pyarrow as pa
 

@@ -103,13 +103,9 @@ def recall_prompts(study: Study, pairs: Mapping[str, Any], labels: dict[str, str
     )
 
 
-def row_key(study: Study, task: str, row: dict[str, Any], params: dict[str, Any] | str,
-            prompt: str | None = None) -> str:
-    """Key of a forecast or Min-K% query (one per row: both score the forecast prompt).
-
-    `prompt`: the row's rendered forecast prompt when the caller has it already."""
-    if prompt is None:
-        prompt = render_forecast(str(study["forecast_prompt"]), row)
+def row_key(study: Study, task: str, row: dict[str, Any], params: dict[str, Any] | str) -> str:
+    """Key of a forecast or Min-K% query (one per row: both score the forecast prompt)."""
+    prompt = render_forecast(str(study["forecast_prompt"]), row)
     return query_key(task, str(study["model_id"]), str(row["row_id"]), prompt, params)
 
 
