@@ -276,6 +276,10 @@ def compare(n: int, out_root: Path, pairs: int, full_build: bool) -> dict:
         runs_bare.append(bare(vars_path, out / "bare.json"))
         runs_dbt.append(dbt_build(vars_, db, exclude))
     load1 = os.getloadavg()
+    failed = [f"{name} (return code {r['returncode']})" for name, runs in (("bare script", runs_bare), ("dbt build", runs_dbt))
+              for r in runs if r["returncode"]]
+    if failed:
+        raise SystemExit(f"{n} rows: {', '.join(failed)} failed; its output is above")
     gap = coefficient_gap(db, out / "bare.json")
     ratios_wall = [d["wall_s"] / b["wall_s"] for b, d in zip(runs_bare, runs_dbt)]
     ratios_mem = [d["peak_rss_mib"] / b["peak_rss_mib"] for b, d in zip(runs_bare, runs_dbt)]
