@@ -244,10 +244,10 @@ print(json.dumps({"steps": steps, "rows_pre": int(verdict["n_rows_pre"].iloc[0])
 """
 
 
-def models_alone(db: Path) -> dict:
-    """The four statistics models' functions (regressions, verdict, paper tables) in one
-    process, reading the panel as the dbt models do (only the columns each uses)."""
-    res = run_child([sys.executable, "-c", MODELS_CHILD, str(db)], _env(db))
+def _child_json(code: str, db: Path, *args: str) -> dict:
+    """Run `code` in a child process on `db` (run_child's time and memory) and add the
+    figures it prints as JSON on its last line (its output is shown when there is none)."""
+    res = run_child([sys.executable, "-c", code, str(db), *args], _env(db))
     res.pop("_sampler")
     tail = res.pop("_tail")
     try:
@@ -255,6 +255,12 @@ def models_alone(db: Path) -> dict:
     except (ValueError, IndexError):
         print(tail)
     return res
+
+
+def models_alone(db: Path) -> dict:
+    """The four statistics models' functions (regressions, verdict, paper tables) in one
+    process, reading the panel as the dbt models do (only the columns each uses)."""
+    return _child_json(MODELS_CHILD, db)
 
 
 DRAWS_CHILD = """
@@ -284,26 +290,12 @@ def draws_alone(db: Path, draws: int) -> dict:
     """Only the bootstrap's draws (`fast_draws` on Table V's out-of-sample rows), without
     the Table V regressions `bootstrap_frame` fits first: for sizes whose regressions do
     not fit in this machine's memory."""
-    res = run_child([sys.executable, "-c", DRAWS_CHILD, str(db), str(draws)], _env(db))
-    res.pop("_sampler")
-    tail = res.pop("_tail")
-    try:
-        res.update(json.loads(tail.strip().splitlines()[-1]))
-    except (ValueError, IndexError):
-        print(tail)
-    return res
+    return _child_json(DRAWS_CHILD, db, str(draws))
 
 
 def bootstrap_alone(db: Path, draws: int) -> dict:
     """The paper's pairs bootstrap (bootstrap_frame, as the dbt model calls it) on its own."""
-    res = run_child([sys.executable, "-c", BOOTSTRAP_CHILD, str(db), str(draws)], _env(db))
-    res.pop("_sampler")
-    tail = res.pop("_tail")
-    try:
-        res.update(json.loads(tail.strip().splitlines()[-1]))
-    except (ValueError, IndexError):
-        print(tail)
-    return res
+    return _child_json(BOOTSTRAP_CHILD, db, str(draws))
 
 
 def growth(rows: list[int], values: list[float]) -> dict:
