@@ -227,9 +227,11 @@ def bare(vars_path: Path, out: Path) -> dict:
 def coefficient_gap(db: Path, bare_out: Path) -> float:
     """Largest |dbt - bare| over every coefficient of the ten regressions (and the
     Min-K% LAP, summed over the panel, within 1e-9 relative)."""
-    ref = json.loads(bare_out.read_text())["coefficients"]
+    bare = json.loads(bare_out.read_text())
+    ref, bare_mink = bare["coefficients"], bare["lap_mink_sum"]
     con = duckdb.connect(str(db), read_only=True)
     rows = con.execute("select spec, sample, term, estimate from regression_results").fetchall()
+    mink = con.execute("select sum(lap_mink) from panel").fetchone()[0]
     con.close()
     gap, n = 0.0, 0
     extra = sorted({f"{spec}|{sample}" for spec, sample, _, _ in rows} - set(ref))
@@ -242,10 +244,6 @@ def coefficient_gap(db: Path, bare_out: Path) -> float:
         gap, n = max(gap, abs(float(est) - b)), n + 1
     if n != sum(len(v) for v in ref.values()):
         raise SystemExit(f"dbt has {n} coefficients, the bare script {sum(len(v) for v in ref.values())}")
-    con = duckdb.connect(str(db), read_only=True)
-    mink = con.execute("select sum(lap_mink) from panel").fetchone()[0]
-    con.close()
-    bare_mink = json.loads(bare_out.read_text())["lap_mink_sum"]
     if abs(mink - bare_mink) > 1e-9 * abs(bare_mink):
         raise SystemExit(f"Min-K% LAP differs: dbt's panel sums to {mink}, the bare script's to {bare_mink}")
     return gap
