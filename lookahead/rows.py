@@ -505,8 +505,9 @@ def load_rows(
 def split_staged(staged: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """`load_rows` from rows `stage_observations` staged (or dbt's stg_observations,
     which stores them): a build keys the rows staging already read instead of reading
-    the file again."""
-    staged = staged.copy()
+    the file again. `staged` is the caller's to give up: its date and text columns are
+    rewritten in place (both callers pass a frame of their own; a copy of every row
+    would double the step's memory on a large study)."""
     for c in ("text_date", "target_date"):
         staged[c] = staged[c].dt.strftime("%Y-%m-%d").where(staged[c].notna(), None)
     rejected = staged["reject_reason"].notna()
