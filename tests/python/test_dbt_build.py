@@ -34,6 +34,27 @@ def test_build_passes_and_writes_every_table(built):
     assert "ERROR=0" in res.output
 
 
+def assert_build_keys_are_the_jobs(res, vars_) -> None:
+    """The build's int_expected_keys (keyed from stg_observations) is the key table the
+    jobs compute from the input file (lookahead.rows.load_rows)."""
+    from lookahead.config import load_study
+    from lookahead.keys import expected_keys
+    from lookahead.rows import load_rows
+
+    study = load_study(overrides=vars_)
+    jobs = expected_keys(study, load_rows(study)[0]).to_pandas()
+    cols = list(jobs.columns)
+    build = res.table("int_expected_keys")[cols]
+    assert len(jobs) > 0
+    assert (build.fillna("").sort_values(cols).reset_index(drop=True)
+            .equals(jobs.fillna("").sort_values(cols).reset_index(drop=True)))
+
+
+def test_build_keys_are_the_keys_the_jobs_compute(built):
+    study, res = built
+    assert_build_keys_are_the_jobs(res, study.vars)
+
+
 def test_panel_keeps_one_row_per_valid_row_and_row_id(built):
     study, res = built
     panel = res.table("panel")
@@ -534,6 +555,7 @@ def test_a_subsampled_study_builds_and_the_report_says_so(built, tmp_path):
     job_rows, _ = load_rows(load_study(overrides=vars_))
     panel = res.table("panel")
     assert len(panel) == 300 and sorted(panel["row_id"]) == sorted(job_rows["row_id"])
+    assert_build_keys_are_the_jobs(res, vars_)
     settings = res.table("study_settings").iloc[0]
     assert (settings["subsample_rows"], settings["subsample_seed"]) == (300, 9)
     desc = dict(zip(*res.table("sample_description")[["metric", "value"]].T.values))
