@@ -6,11 +6,6 @@ with source as (
 
     select * from {{ source('raw', 'forecast') }}
     where key is not null  -- a torn line reads as all-null; the job repairs it on rerun
-    -- the same answer in several shards counts once: the first written (lookahead.cache.wins_over);
-    -- a line whose fields disagree with its key stays, for raw_line_rejects to name
-    qualify row_number() over (
-        partition by key, task, model_id, row_id, entity_id, target_date order by finished_at, filename
-    ) = 1
 
 )
 
@@ -27,3 +22,4 @@ select
     try_cast(json_extract_string(params, '$.text_truncated_to_chars') as integer) as text_truncated_to_chars,
     try_cast(finished_at as timestamp) as finished_at
 from source
+{{ first_written_line('source') }}

@@ -15,11 +15,6 @@ with source as (
 
     select * from {{ source('raw', 'mink') }}
     where key is not null
-    -- the same answer in several shards counts once: the first written (lookahead.cache.wins_over);
-    -- a line whose fields disagree with its key stays, for raw_line_rejects to name
-    qualify row_number() over (
-        partition by key, task, model_id, row_id, entity_id, target_date order by finished_at, filename
-    ) = 1
 
 ),
 
@@ -54,6 +49,27 @@ lowest as (
         end as lowest_logprobs
     from cleaned
 
+),
+
+scores as (
+
+    select
+        key,
+        task,
+        row_id,
+        model_id,
+        backend,
+        n_tokens,
+        len(lowest_logprobs) as k_tokens,
+        exp(list_avg(lowest_logprobs)) as lap_mink_geometric,
+        list_avg(list_transform(lowest_logprobs, lambda lp: exp(lp))) as lap_mink_arithmetic,
+        n_invalid_logprobs,
+        entity_id,
+        target_date,
+        filename,
+        finished_at
+    from lowest
+
 )
 
 select
@@ -63,14 +79,11 @@ select
     model_id,
     backend,
     n_tokens,
-    len(lowest_logprobs) as k_tokens,
-    exp(list_avg(lowest_logprobs)) as lap_mink_geometric,
-    list_avg(list_transform(lowest_logprobs, lambda lp: exp(lp))) as lap_mink_arithmetic,
-    {%- if var('mink_mean') == 'arithmetic' %}
-    list_avg(list_transform(lowest_logprobs, lambda lp: exp(lp))) as lap_mink,
-    {%- else %}
-    exp(list_avg(lowest_logprobs)) as lap_mink,
-    {%- endif %}
+    k_tokens,
+    lap_mink_geometric,
+    lap_mink_arithmetic,
+    lap_mink_{{ var('mink_mean') }} as lap_mink,
     n_invalid_logprobs,
     try_cast(finished_at as timestamp) as finished_at
-from lowest
+from scores
+{{ first_written_line('scores') }}

@@ -18,11 +18,6 @@ with source as (
 
     select * from {{ source('raw', 'recall') }}
     where key is not null
-    -- the same answer in several shards counts once: the first written (lookahead.cache.wins_over);
-    -- a line whose fields disagree with its key stays, for raw_line_rejects to name
-    qualify row_number() over (
-        partition by key, task, model_id, row_id, entity_id, target_date order by finished_at, filename
-    ) = 1
 
 ),
 
@@ -110,3 +105,4 @@ select
     is_sampled as approximated,
     try_cast(finished_at as timestamp) as finished_at
 from mass
+{{ first_written_line('mass') }}
