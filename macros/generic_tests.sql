@@ -46,3 +46,30 @@ select * from model_count cross join compare_count where n_model != n_compare
 {% test expression_is_true(model, expression, column_name=none) %}
 select * from {{ model }} where not ({{ expression }})
 {% endtest %}
+
+
+{#- dbt's relationships test, with each parent value once: its left join against a parent
+    that repeats the value (panel.entity_id against the valid rows) made one row per
+    repeat, 630 million rows and 7 s at 1M input rows. Same result. -#}
+{% macro default__test_relationships(model, column_name, to, field) %}
+with child as (
+
+    select {{ column_name }} as from_field
+    from {{ model }}
+    where {{ column_name }} is not null
+
+),
+
+parent as (
+
+    select distinct {{ field }} as to_field
+    from {{ to }}
+
+)
+
+select from_field
+from child
+left join parent
+    on child.from_field = parent.to_field
+where parent.to_field is null
+{% endmacro %}

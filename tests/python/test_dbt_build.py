@@ -65,6 +65,25 @@ def test_panel_keeps_one_row_per_valid_row_and_row_id(built):
     assert (counts["n_rows"] == len(source)).all()
 
 
+def test_relationships_test_still_catches_an_unknown_parent_value(built, tmp_path):
+    """The project's relationships test (macros/generic_tests.sql) compares with each
+    parent value once: on the built panel it passes, and a panel entity that no valid row
+    has makes it fail, naming the one offending row."""
+    study, res = built
+    db = tmp_path / "db.duckdb"
+    shutil.copy(res.db, db)
+    select = ["test", "--select", "test_name:relationships,panel"]
+    ok = run_dbt(select, study.vars, db)
+    assert ok.returncode == 0 and "1 of 1 PASS relationships_panel_entity_id" in ok.output, ok.output[-2000:]
+    con = duckdb.connect(str(db))
+    con.execute("update panel set entity_id = 'no such entity' "
+                "where row_id = (select min(row_id) from panel)")
+    con.close()
+    broken = run_dbt(select, study.vars, db)
+    assert broken.returncode != 0
+    assert re.search(r"Got 1 result, configured to fail if != 0", broken.output), broken.output[-2000:]
+
+
 def test_recall_probabilities_follow_the_protocol_rule(built):
     """P(label) recomputed in Python from the raw lines equals the SQL staging result."""
     study, res = built
