@@ -94,8 +94,28 @@ def test_build_keys_equal_job_keys_and_the_stated_rule(tmp_path: Path, prompt: s
 def test_template_matches_the_stated_rule(values: dict) -> None:
     template = "A={a} ({ticker}) and({ticker}) {not-a-name} {}"
     assert fill(template, values, "s") == _reference_fill(template, values)
+    expect = [fill(template, values, "s")] * 2
     columns = {k: [v, v] for k, v in values.items()}
-    assert Template.parse(template, columns, "s").render_columns(columns, 2).to_pylist() == [fill(template, values, "s")] * 2
+    assert Template.parse(template, columns, "s").render_columns(columns, 2).to_pylist() == expect
+    # the same values as pandas and Arrow columns (a build's and the jobs' column types)
+    series = {k: pd.Series([v, v], dtype=object) for k, v in values.items()}
+    assert Template.parse(template, series, "s").render_columns(series, 2).to_pylist() == expect
+    arrow = {k: pa.array([v, v], from_pandas=True) for k, v in values.items()}
+    assert Template.parse(template, arrow, "s").render_columns(arrow, 2).to_pylist() == expect
+
+
+def test_columns_with_missing_values_render_as_the_stated_rule() -> None:
+    """String columns holding nulls (Arrow, pandas: what a build and the jobs pass) render
+    each row as the rule renders it alone: a missing value is empty text."""
+    template = "{a} ({ticker}) {b}"
+    rows = [{"a": "x", "ticker": "T", "b": "é"}, {"a": None, "ticker": None, "b": float("nan")},
+            {"a": "", "ticker": " ", "b": None}, {"a": "𝄞", "ticker": "U", "b": "z"}]
+    expect = [_reference_fill(template, r) for r in rows]
+    lists = {k: [r[k] for r in rows] for k in ("a", "ticker", "b")}
+    for columns in (lists, {k: pd.Series(v, dtype=object) for k, v in lists.items()},
+                    {k: pa.array(v, pa.string(), from_pandas=True) for k, v in lists.items()}):
+        assert Template.parse(template, columns, "s").render_columns(columns, 4).to_pylist() == expect
+    assert [fill(template, r, "s") for r in rows] == expect
 
 
 def test_unknown_placeholder_names_the_setting() -> None:
