@@ -31,6 +31,7 @@ TASKS = ("forecast", "recall", "mink")
 TOP_LOGPROBS = 20  # the protocol: top-20 log-probs at the answer position
 MIN_SAMPLES = 25   # the protocol's floor for the sampling fallback
 KEY_COLUMNS = ("task", "key", "row_id", "entity_id", "target_date")
+PAIR_COLUMNS = ("entity_id", "entity_name", "ticker", "target_date")  # a recall query's values
 
 
 def sampling_fallback(study: Study) -> bool:
@@ -84,29 +85,16 @@ def _with_overflow(study: Study, params: dict[str, Any]) -> dict[str, Any]:
     return {**params, "prompt_overflow": study["prompt_overflow"], "context_length": study["context_length"]}
 
 
-def recall_prompt(study: Study, pair: dict[str, Any], labels: dict[str, str] | None = None) -> str:
-    """The recall query of one (entity, target date), with the study's labels unless given."""
-    return recall_prompts(study, {c: [pair.get(c)] for c in PAIR_COLUMNS}, labels)[0]
-
-
-def recall_prompts(study: Study, pairs: Any, labels: dict[str, str] | None = None) -> list[str]:
-    """The recall queries of (entity, target date) pairs (columns entity_id, entity_name,
-    ticker, target_date: a DataFrame, an Arrow table or lists), with the study's labels
-    unless given."""
-    return recall_prompt_column(study, pairs, labels).to_pylist()
-
-
 def recall_prompt_column(study: Study, pairs: Any, labels: dict[str, str] | None = None) -> pa.Array:
-    """`recall_prompts` as Arrow strings (the bulk path: a build and the recall job)."""
+    """The recall queries of (entity, target date) pairs (columns PAIR_COLUMNS: a
+    DataFrame, an Arrow table or a dict of lists) as Arrow strings, with the study's
+    labels unless given."""
     return recall_prompt_columns(
         str(study["recall_template"]), outcome_description=str(study["outcome_description"]),
         reference_period=str(study["reference_period"]), entity_names=pairs["entity_name"],
         tickers=pairs["ticker"], target_dates=pairs["target_date"], entity_ids=pairs["entity_id"],
         labels=labels or {k: str(v) for k, v in study["recall_labels"].items()},
     )
-
-
-PAIR_COLUMNS = ("entity_id", "entity_name", "ticker", "target_date")
 
 
 def forecast_prompt_column(study: Study, rows: Any) -> pa.Array:

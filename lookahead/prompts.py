@@ -45,7 +45,7 @@ def placeholders(template: str) -> list[str]:
 
 
 def _as_text(value: Any) -> str:
-    if value is None or (isinstance(value, float) and value != value):
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
         return ""
     return str(value)
 

@@ -546,7 +546,7 @@ def split_staged_arrow(staged: pa.Table) -> pa.Table:
             continue
         col = staged[name]
         if name in DATE_COLUMNS:  # formatted once per distinct date: strftime per row is slow
-            codes = pc.dictionary_encode(col).combine_chunks()
+            codes = pc.dictionary_encode(col.combine_chunks())
             col = pc.take(pc.strftime(codes.dictionary, format=DATE_TEXT_FORMAT), codes.indices)
         if name not in NON_TEXT_COLUMNS and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
             col = pc.fill_null(col, "")
