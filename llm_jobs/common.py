@@ -237,13 +237,15 @@ def forecast_output_tokens(ctx: JobContext) -> int:
 def row_queries(ctx: JobContext, task: str, params: dict[str, Any]) -> list["Query"]:
     """One query per row over its forecast prompt (forecast and Min-K% ask the same prompt),
     keyed by lookahead.keys; the template guard runs first (no outcome, no target date)."""
-    from lookahead.keys import row_key
-    from lookahead.prompts import check_forecast_template, render_forecast
+    from lookahead.keys import forecast_prompt_column, row_keys
+    from lookahead.prompts import check_forecast_template
 
     template = str(ctx.study["forecast_prompt"])
     check_forecast_template(template, ctx.study["column_map"], ctx.study["forecast_prompt_allowed_columns"])
-    return [Query(row_key(ctx.study, task, row, params), render_forecast(template, row),
-                  row_id=str(row["row_id"]), row=row) for row in ctx.rows.to_dict("records")]
+    prompts = forecast_prompt_column(ctx.study, ctx.rows)  # every row at once: a study may have millions
+    keys = row_keys(ctx.study, task, ctx.rows, params, prompts)
+    return [Query(key, prompt, row_id=str(row["row_id"]), row=row)
+            for key, prompt, row in zip(keys.to_pylist(), prompts.to_pylist(), ctx.rows.to_dict("records"))]
 
 
 def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"]) -> list["Query"]:

@@ -35,7 +35,7 @@ from llm_jobs.common import (
 )
 from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache import RawStore, atomic_write_parquet
-from lookahead.keys import MIN_SAMPLES, pair_key, recall_prompt, sampling_fallback, task_params
+from lookahead.keys import MIN_SAMPLES, pair_keys, recall_prompt_column, sampling_fallback, task_params
 from lookahead.prompts import check_recall_labels
 from lookahead.rows import unique_pairs
 from lookahead.scoring import recall_scores
@@ -83,11 +83,11 @@ def resolve_labels(ctx: JobContext, sample_prompt: str) -> dict[str, str]:
 def plan(ctx: JobContext, params: dict[str, Any], labels: dict[str, str] | None) -> list[Query]:
     """One query per unique (entity_id, target_date), keyed by lookahead.keys. The prompt
     uses ``labels`` (the tokenizer-checked ones, when they differ from the study's)."""
-    queries = []
-    for pair in unique_pairs(ctx.rows).to_dict("records"):
-        queries.append(Query(pair_key(ctx.study, pair, params), recall_prompt(ctx.study, pair, labels),
-                             entity_id=str(pair["entity_id"]), target_date=pair["target_date"]))
-    return queries
+    pairs = unique_pairs(ctx.rows)  # every pair at once: a study may have millions
+    keys = pair_keys(ctx.study, pairs, params).to_pylist()
+    prompts = recall_prompt_column(ctx.study, pairs, labels).to_pylist()
+    return [Query(key, prompt, entity_id=str(pair["entity_id"]), target_date=pair["target_date"])
+            for key, prompt, pair in zip(keys, prompts, pairs.to_dict("records"))]
 
 
 def plan_pending(ctx: JobContext, params: dict[str, Any], labels: dict[str, str],

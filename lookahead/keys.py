@@ -16,20 +16,22 @@ is stored in each line's `prompt` field.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from lookahead.cache import params_json, query_key
+from lookahead.cache import params_json, query_keys, recall_idents
 from lookahead.config import Study
-from lookahead.prompts import Template, check_recall_template, render_forecast, render_recalls
+from lookahead.prompts import Template, check_recall_template, recall_prompt_columns, text_column
 from lookahead.rows import unique_pairs
 
 TASKS = ("forecast", "recall", "mink")
 TOP_LOGPROBS = 20  # the protocol: top-20 log-probs at the answer position
 MIN_SAMPLES = 25   # the protocol's floor for the sampling fallback
 KEY_COLUMNS = ("task", "key", "row_id", "entity_id", "target_date")
+PAIR_COLUMNS = ("entity_id", "entity_name", "ticker", "target_date")  # a recall query's values
 
 
 def sampling_fallback(study: Study) -> bool:
@@ -83,96 +85,134 @@ def _with_overflow(study: Study, params: dict[str, Any]) -> dict[str, Any]:
     return {**params, "prompt_overflow": study["prompt_overflow"], "context_length": study["context_length"]}
 
 
-def recall_prompt(study: Study, pair: dict[str, Any], labels: dict[str, str] | None = None) -> str:
-    """The recall query of one (entity, target date), with the study's labels unless given."""
-    return recall_prompts(study, {c: [pair.get(c)] for c in ("entity_id", "entity_name", "ticker", "target_date")},
-                          labels)[0]
-
-
-def recall_prompts(study: Study, pairs: Mapping[str, Any], labels: dict[str, str] | None = None) -> list[str]:
-    """The recall queries of (entity, target date) pairs (columns entity_id, entity_name,
-    ticker, target_date: a DataFrame or lists), with the study's labels unless given."""
-    def text(col: str) -> list[str]:
-        return [str(v) for v in pairs[col]]
-
-    return render_recalls(
+def recall_prompt_column(study: Study, pairs: Any, labels: dict[str, str] | None = None) -> pa.Array:
+    """The recall queries of (entity, target date) pairs (columns PAIR_COLUMNS: a
+    DataFrame, an Arrow table or a dict of lists) as Arrow strings, with the study's
+    labels unless given."""
+    return recall_prompt_columns(
         str(study["recall_template"]), outcome_description=str(study["outcome_description"]),
-        reference_period=str(study["reference_period"]), entity_names=text("entity_name"),
-        tickers=list(pairs["ticker"]), target_dates=text("target_date"), entity_ids=text("entity_id"),
+        reference_period=str(study["reference_period"]), entity_names=pairs["entity_name"],
+        tickers=pairs["ticker"], target_dates=pairs["target_date"], entity_ids=pairs["entity_id"],
         labels=labels or {k: str(v) for k, v in study["recall_labels"].items()},
     )
 
 
+def forecast_prompt_column(study: Study, rows: Any) -> pa.Array:
+    """The forecast prompt of every row (a DataFrame, an Arrow table or a dict of
+    columns holding every column the template names), as Arrow strings."""
+    template = Template.parse(str(study["forecast_prompt"]), _names(rows), "forecast_prompt")
+    return template.render_columns({c: rows[c] for c in template.columns()}, _length(rows))
+
+
+def row_keys(study: Study, task: str, rows: Any, params: dict[str, Any] | str,
+             prompts: pa.Array | None = None) -> pa.Array:
+    """Keys of a forecast or Min-K% query per row (both score the forecast prompt);
+    `prompts` when the caller rendered them already (`forecast_prompt_column`)."""
+    if prompts is None:
+        prompts = forecast_prompt_column(study, rows)
+    return query_keys(task, str(study["model_id"]), text_column(rows["row_id"]), prompts, params)
+
+
+def pair_keys(study: Study, pairs: Any, params: dict[str, Any] | str) -> pa.Array:
+    """Keys of the recall queries of (entity, target date) pairs (columns PAIR_COLUMNS)."""
+    idents = recall_idents(text_column(pairs["entity_id"]), text_column(pairs["target_date"]))
+    return query_keys("recall", str(study["model_id"]), idents, recall_prompt_column(study, pairs), params)
+
+
 def row_key(study: Study, task: str, row: dict[str, Any], params: dict[str, Any] | str) -> str:
     """Key of a forecast or Min-K% query (one per row: both score the forecast prompt)."""
-    prompt = render_forecast(str(study["forecast_prompt"]), row)
-    return query_key(task, str(study["model_id"]), str(row["row_id"]), prompt, params)
+    return row_keys(study, task, {c: [v] for c, v in row.items()}, params)[0].as_py()
 
 
 def pair_key(study: Study, pair: dict[str, Any], params: dict[str, Any] | str) -> str:
     """Key of a recall query (one per entity and target date)."""
-    ident = f"{pair['entity_id']}|{pair['target_date']}"
-    return query_key("recall", str(study["model_id"]), ident, recall_prompt(study, pair), params)
+    return pair_keys(study, {c: [pair.get(c)] for c in PAIR_COLUMNS}, params)[0].as_py()
 
 
-def expected_keys(study: Study, rows: pd.DataFrame) -> pa.Table:
+def _names(rows: Any) -> list[str]:
+    return list(rows.column_names if isinstance(rows, pa.Table) else rows.keys())
+
+
+def _length(rows: Any) -> int:
+    return len(rows) if isinstance(rows, (pa.Table, pd.DataFrame)) else len(next(iter(rows.values()), []))
+
+
+def expected_keys(study: Study, rows: pd.DataFrame | pa.Table) -> pa.Table:
     """Every key the study asks for: one row per (task, key) with what it identifies
     (columns KEY_COLUMNS, as Arrow strings: forecast keys first, then Min-K%, then recall).
 
-    The same keys as `row_key` and `pair_key` give one query at a time (a test holds
-    them equal), rendered from value columns: the template is split once and each
-    prompt joined from its parts, because a build keys every row of the study and a
-    regular expression per row was most of its time. Keys are made a chunk of rows at a
-    time and kept as Arrow strings: Python strings for every key of a large study
-    would take more memory than the rest of the build."""
+    `rows` are the rows the jobs query (`lookahead.rows.load_rows`, or an Arrow table of
+    them from `expected_keys_for_build`). The same functions key one query for the jobs
+    (`row_key`, `pair_key`), column-wise: prompts are joined and keys hashed by Arrow
+    and DuckDB over whole columns, because a build keys every row of the study. Keys
+    are made a chunk of rows at a time and kept as Arrow strings: Python strings for
+    every key of a large study would take more memory than the rest of the build."""
     check_recall_template(str(study["recall_template"]))
-    model = str(study["model_id"])
     f_params, m_params = params_json(task_params(study, "forecast")), params_json(task_params(study, "mink"))
-    forecast = Template.parse(str(study["forecast_prompt"]), rows.columns, "forecast_prompt")
+    Template.parse(str(study["forecast_prompt"]), _names(rows), "forecast_prompt")  # unknown names raise first
     parts: dict[str, list[pa.Table]] = {"forecast": [], "mink": [], "recall": []}
     for start in range(0, len(rows), KEY_CHUNK_ROWS):  # forecast and Min-K% score one prompt
-        chunk = rows.iloc[start:start + KEY_CHUNK_ROWS]
-        prompts = forecast.render_columns({c: chunk[c].tolist() for c in forecast.columns()}, len(chunk))
-        ids = [str(r) for r in chunk["row_id"].tolist()]
+        chunk = rows.iloc[start:start + KEY_CHUNK_ROWS] if isinstance(rows, pd.DataFrame) else \
+            rows.slice(start, KEY_CHUNK_ROWS)
+        prompts = forecast_prompt_column(study, chunk)
+        ids = text_column(chunk["row_id"])
         for task, params in (("forecast", f_params), ("mink", m_params)):
-            parts[task].append(_key_table(task, [query_key(task, model, i, pr, params)
-                                                 for i, pr in zip(ids, prompts)], row_id=ids))
+            parts[task].append(_key_table(task, row_keys(study, task, chunk, params, prompts), row_id=ids))
+        del prompts
     pairs = unique_pairs(rows)
     r_params = params_json(task_params(study, "recall"))
     for start in range(0, len(pairs), KEY_CHUNK_ROWS):
-        chunk = pairs.iloc[start:start + KEY_CHUNK_ROWS]
-        entity_ids = [str(e) for e in chunk["entity_id"].tolist()]
-        dates = [str(d) for d in chunk["target_date"].tolist()]
-        parts["recall"].append(_key_table("recall", [
-            query_key("recall", model, f"{e}|{d}", pr, r_params)
-            for e, d, pr in zip(entity_ids, dates, recall_prompts(study, chunk))], entity_id=entity_ids,
-            target_date=dates))
-    return pa.concat_tables([_key_table("forecast", [])] + [t for tables in parts.values() for t in tables])
+        chunk = pairs.iloc[start:start + KEY_CHUNK_ROWS] if isinstance(pairs, pd.DataFrame) else \
+            pairs.slice(start, KEY_CHUNK_ROWS)
+        parts["recall"].append(_key_table("recall", pair_keys(study, chunk, r_params),
+                                          entity_id=text_column(chunk["entity_id"]),
+                                          target_date=text_column(chunk["target_date"])))
+    return pa.concat_tables([_key_table("forecast", pa.array([], pa.string()))]
+                            + [t for tables in parts.values() for t in tables])
 
 
-def _key_table(task: str, keys: list[str], **idents: list[str]) -> pa.Table:
+def _key_table(task: str, keys: pa.Array, **idents: pa.Array) -> pa.Table:
     """One task's keys with their identifiers (the other identifier columns null)."""
     n = len(keys)
-    columns = {"task": pa.array([task] * n, pa.string()), "key": pa.array(keys, pa.string())}
+    columns = {"task": pa.repeat(pa.scalar(task, pa.string()), n), "key": keys}
     for col in KEY_COLUMNS[2:]:
-        columns[col] = pa.array(idents[col], pa.string()) if col in idents else pa.nulls(n, pa.string())
+        columns[col] = idents[col] if col in idents else pa.nulls(n, pa.string())
     return pa.table(columns)
 
 
 #: Rows rendered at a time by `expected_keys` (bounds its memory, not its result).
 KEY_CHUNK_ROWS = 200_000
+#: The staged columns a build reads besides those the forecast prompt names: the split
+#: into queried rows (lookahead.rows.split_staged), the row order and the recall pairs.
+STAGED_KEY_INPUTS = ("source_row_number", "reject_reason", "in_subsample", "row_id") + PAIR_COLUMNS
 
 
-def expected_keys_for_build(study_settings: pd.DataFrame, staged: pd.DataFrame) -> pa.Table:
+def expected_keys_for_build(study_settings: pd.DataFrame, staged: Any) -> pa.Table:
     """What dbt's `int_expected_keys` builds: the keys of the study a build is for.
 
-    `staged` is dbt's stg_observations: the rows `stage_observations` read for the jobs,
-    split into the rows the jobs query by the jobs' own rule (lookahead.rows.split_staged),
-    so the prompts hashed here are exactly the ones the jobs hashed."""
-    from lookahead.rows import split_staged
+    `staged` is dbt's stg_observations (a DuckDB relation, or a DataFrame or Arrow table
+    of it): the rows `stage_observations` read for the jobs, split into the rows the jobs
+    query by the jobs' own rule (lookahead.rows.split_staged_arrow), so the prompts
+    hashed here are exactly the ones the jobs hashed. Only the columns the prompts, the
+    split and the keys read are loaded, as Arrow columns (no pandas objects per value)."""
+    from lookahead.rows import SPLIT_COLUMNS, split_staged_arrow
 
     study = Study.from_json(str(study_settings["settings_json"].iloc[0]))
-    if staged.empty:  # a header-only file: a data test stops the build
-        return _key_table("forecast", [])
-    valid, _ = split_staged(staged.sort_values("source_row_number", kind="stable").reset_index(drop=True))
-    return expected_keys(study, valid)
+    available = [c for c in staged.columns if c not in SPLIT_COLUMNS]
+    forecast = Template.parse(str(study["forecast_prompt"]), available, "forecast_prompt")
+    wanted = list(dict.fromkeys([*STAGED_KEY_INPUTS, *forecast.columns()]))
+    table = _arrow(staged, wanted)
+    if table.num_rows == 0:  # a header-only file: a data test stops the build
+        return _key_table("forecast", pa.array([], pa.string()))
+    return expected_keys(study, split_staged_arrow(table))
+
+
+def _arrow(staged: Any, columns: list[str]) -> pa.Table:
+    """`columns` of the staged rows in source_row_number order, as an Arrow table."""
+    if isinstance(staged, pd.DataFrame):
+        staged = pa.Table.from_pandas(staged[columns], preserve_index=False)
+    if isinstance(staged, pa.Table):
+        table = staged.select(columns)
+        return table.take(pc.sort_indices(table["source_row_number"]))
+    rel = staged.select(*(f'"{c}"' for c in columns)).order("source_row_number")
+    return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()

@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from lookahead.config import StudyConfigError
+from lookahead.rows import PY_WHITESPACE
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -40,9 +45,34 @@ def placeholders(template: str) -> list[str]:
 
 
 def _as_text(value: Any) -> str:
-    if value is None or (isinstance(value, float) and value != value):
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
         return ""
     return str(value)
+
+
+def text_column(values: Any) -> pa.Array | pa.Scalar:
+    """A value column as the text a prompt shows: ``str(value)``, None/NaN as empty text.
+
+    Arrow or pandas string columns keep their strings (nulls -> ""), without a Python
+    object per value; any other column (numbers, booleans, dates) is converted value by
+    value with ``str``, exactly as a single value is. A plain string is one value for
+    every row (a study setting such as outcome_description)."""
+    if isinstance(values, str):
+        return pa.scalar(values, pa.string())
+    if isinstance(values, pd.Series) and pd.api.types.is_string_dtype(values.dtype):
+        try:
+            values = pa.array(values, from_pandas=True)  # None/NaN -> null
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: value by value
+            values = values.tolist()
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if isinstance(values, pa.Array):
+        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+            return pc.fill_null(values.cast(pa.string()), "")
+        values = values.to_pylist()
+    elif isinstance(values, pd.Series):
+        values = values.tolist()
+    return pa.array([_as_text(v) for v in values], pa.string())
 
 
 @dataclass(frozen=True)
@@ -51,10 +81,11 @@ class Template:
 
     The one rule of prompt filling: plain substitution (not str.format), so braces that
     are not placeholders, such as a JSON example in a production prompt, pass through
-    unchanged; a missing value (None, NaN) is empty text; an empty ticker drops the
-    `` ({ticker})`` around it rather than leaving ``()`` in the prompt. Split once, a
-    build renders every row of a large study by joining strings instead of running a
-    regular expression per row (`fill` renders one row with the same object)."""
+    unchanged; a value is its text (`text_column`: None, NaN -> empty text); an empty
+    (or all-whitespace) ticker drops the `` ({ticker})`` around it rather than leaving
+    ``()`` in the prompt. Prompts are rendered column-wise (`render_columns`: Arrow joins
+    the literal parts and the value columns), because a build renders every row of a
+    large study; one prompt (`render`) is the same function on one-row columns."""
 
     parts: tuple[str, ...]          # literal text around the placeholders (len(names) + 1)
     names: tuple[str, ...]          # placeholder names in order
@@ -71,27 +102,32 @@ class Template:
 
     def render(self, values: Mapping[str, Any]) -> str:
         """One prompt from one row (or query) of values."""
-        t = self._pick(_as_text(values.get("ticker")))
-        return t._join([_as_text(values[n]) for n in t.names])
+        return self.render_columns({name: [values[name]] for name in self.columns()}, 1)[0].as_py()
 
-    def render_columns(self, columns: Mapping[str, Sequence[Any]], n: int) -> list[str]:
-        """n prompts from value columns (one sequence of n values per placeholder name)."""
-        texts = {name: list(map(_as_text, columns[name])) for name in self.columns()}
-        tickers = texts.get("ticker") if self.no_ticker is not None else None
-        out = []
-        for i in range(n):
-            t = self if tickers is None else self._pick(tickers[i])
-            out.append(t._join([texts[name][i] for name in t.names]))
-        return out
+    def render_columns(self, columns: Mapping[str, Any], n: int) -> pa.Array:
+        """n prompts (Arrow strings) from value columns: per placeholder name a column of
+        n values (Arrow, pandas or a list; `text_column`) or one string for every row."""
+        texts = {name: text_column(columns[name]) for name in self.columns()}
+        prompts = self._join(texts, n)
+        if self.no_ticker is None:
+            return prompts
+        blank = pc.equal(pc.utf8_trim(texts["ticker"], characters=PY_WHITESPACE), "")
+        if isinstance(blank, pa.Scalar):  # one ticker for every row
+            return self.no_ticker._join(texts, n) if blank.as_py() else prompts
+        n_blank = pc.sum(blank).as_py() or 0
+        if not n_blank:
+            return prompts
+        blank_texts = {k: v.filter(blank) if isinstance(v, pa.Array) else v for k, v in texts.items()}
+        return pc.replace_with_mask(prompts, blank, self.no_ticker._join(blank_texts, n_blank))
 
-    def _pick(self, ticker: str) -> "Template":
-        return self if self.no_ticker is None or ticker.strip() else self.no_ticker
-
-    def _join(self, texts: Sequence[str]) -> str:
-        out = [self.parts[0]]
-        for text, part in zip(texts, self.parts[1:]):
-            out += (text, part)
-        return "".join(out)
+    def _join(self, texts: Mapping[str, pa.Array | pa.Scalar], n: int) -> pa.Array:
+        args: list[Any] = [self.parts[0]]
+        for name, part in zip(self.names, self.parts[1:]):
+            args += (texts[name], part)
+        if not any(isinstance(texts[name], pa.Array) for name in self.names):  # no column varies
+            text = "".join(a if isinstance(a, str) else a.as_py() for a in args)
+            return pa.repeat(pa.scalar(text, pa.string()), n)
+        return pc.binary_join_element_wise(*args, "")
 
 
 @lru_cache(maxsize=64)
@@ -196,21 +232,37 @@ def render_recalls(
 ) -> list[str]:
     """The recall queries of many (entity, target date) pairs (the study's text and
     labels are the same in each)."""
+    return recall_prompt_columns(template, outcome_description=outcome_description,
+                                 reference_period=reference_period, entity_names=entity_names, tickers=tickers,
+                                 target_dates=target_dates, entity_ids=entity_ids, labels=labels).to_pylist()
+
+
+def recall_prompt_columns(
+    template: str,
+    *,
+    outcome_description: str,
+    reference_period: str,
+    entity_names: Any,
+    tickers: Any,
+    target_dates: Any,
+    entity_ids: Any,
+    labels: Mapping[str, str] | None = None,
+) -> pa.Array:
+    """`render_recalls` as Arrow strings, from value columns (Arrow, pandas or lists)."""
     check_recall_template(template)
     labels = labels or {}
-    n = len(entity_names)
-    columns: dict[str, Sequence[Any]] = {
-        "outcome_description": [outcome_description] * n,
-        "reference_period": [reference_period] * n,
+    columns: dict[str, Any] = {
+        "outcome_description": _as_text(outcome_description),
+        "reference_period": _as_text(reference_period),
         "entity_name": entity_names,
         "ticker": tickers,
         "target_date": target_dates,
         "entity_id": entity_ids,
-        "label_up": [labels.get("up", "up")] * n,
-        "label_down": [labels.get("down", "down")] * n,
-        "label_unknown": [labels.get("unknown", "unknown")] * n,
+        "label_up": _as_text(labels.get("up", "up")),
+        "label_down": _as_text(labels.get("down", "down")),
+        "label_unknown": _as_text(labels.get("unknown", "unknown")),
     }
-    return Template.parse(template, columns, "recall_template").render_columns(columns, n)
+    return Template.parse(template, columns, "recall_template").render_columns(columns, len(entity_names))
 
 
 # ----------------------------------------------------------------------------- labels

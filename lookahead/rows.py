@@ -58,6 +58,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from lookahead.config import PROJECT_ROOT, StudyConfigError, check_setting
 
@@ -502,22 +504,54 @@ def load_rows(
     return split_staged(staged)
 
 
+#: Staged columns that only decide the split: the rows the jobs query lack them.
+SPLIT_COLUMNS = ("reject_reason", "in_subsample")
+#: Staged columns kept as they are (not text) in the rows the jobs query.
+NON_TEXT_COLUMNS = ("source_row_number", "row_id_derived", "outcome") + SPLIT_COLUMNS
+#: How the rows the jobs query write a date (text_date, target_date).
+DATE_TEXT_FORMAT = "%Y-%m-%d"
+DATE_COLUMNS = ("text_date", "target_date")
+
+
+def queried(staged: pd.DataFrame) -> pd.Series:
+    """Which staged rows the jobs query: valid (no reject reason) and in the subsample."""
+    return staged["reject_reason"].isna() & staged["in_subsample"].astype(bool)
+
+
 def split_staged(staged: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """`load_rows` from rows `stage_observations` staged (or dbt's stg_observations,
     which stores them): a build keys the rows staging already read instead of reading
     the file again. `staged` is the caller's to give up: its date and text columns are
     rewritten in place (both callers pass a frame of their own; a copy of every row
     would double the step's memory on a large study)."""
-    for c in ("text_date", "target_date"):
-        staged[c] = staged[c].dt.strftime("%Y-%m-%d").where(staged[c].notna(), None)
-    rejected = staged["reject_reason"].notna()
-    text_cols = [c for c in staged.columns if c not in ("source_row_number", "row_id_derived",
-                                                           "outcome", "in_subsample", "reject_reason")]
+    for c in DATE_COLUMNS:
+        staged[c] = staged[c].dt.strftime(DATE_TEXT_FORMAT).where(staged[c].notna(), None)
+    keep = queried(staged)
+    text_cols = [c for c in staged.columns if c not in NON_TEXT_COLUMNS]
     staged[text_cols] = staged[text_cols].where(staged[text_cols].notna(), "")
-    rows = staged[~rejected & staged["in_subsample"]]
-    rows = rows.drop(columns=["reject_reason", "in_subsample"]).reset_index(drop=True)
-    rejects = staged[rejected].reset_index(drop=True)
+    rows = staged[keep]
+    rows = rows.drop(columns=list(SPLIT_COLUMNS)).reset_index(drop=True)
+    rejects = staged[staged["reject_reason"].notna()].reset_index(drop=True)
     return rows, rejects
+
+
+def split_staged_arrow(staged: pa.Table) -> pa.Table:
+    """The rows of `split_staged` from an Arrow table of (some of) the staged columns:
+    what a build keys, without a Python object per value. Dates are written by the same
+    format and missing text is empty text, as in `split_staged`."""
+    keep = queried(staged.select(list(SPLIT_COLUMNS)).to_pandas()).to_numpy(bool)
+    columns = {}
+    for name in staged.column_names:
+        if name in SPLIT_COLUMNS:
+            continue
+        col = staged[name]
+        if name in DATE_COLUMNS:  # formatted once per distinct date: strftime per row is slow
+            codes = pc.dictionary_encode(col.combine_chunks())
+            col = pc.take(pc.strftime(codes.dictionary, format=DATE_TEXT_FORMAT), codes.indices)
+        if name not in NON_TEXT_COLUMNS and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            col = pc.fill_null(col, "")
+        columns[name] = col
+    return pa.table(columns).filter(pa.array(keep))
 
 
 def subsample_rows(rows: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
@@ -528,10 +562,14 @@ def subsample_rows(rows: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
     return rows[mask].reset_index(drop=True)
 
 
-def unique_pairs(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per (entity_id, target_date): the recall query's unit (protocol step 2)."""
-    return (
-        rows.drop_duplicates(["entity_id", "target_date"], keep="first")
-        .loc[:, ["entity_id", "entity_name", "ticker", "target_date"]]
-        .reset_index(drop=True)
-    )
+PAIR_KEY = ["entity_id", "target_date"]
+
+
+def unique_pairs(rows: pd.DataFrame | pa.Table) -> pd.DataFrame | pa.Table:
+    """One row per (entity_id, target_date), the first in row order: the recall query's
+    unit (protocol step 2). An Arrow table of rows gives an Arrow table."""
+    cols = ["entity_id", "entity_name", "ticker", "target_date"]
+    if isinstance(rows, pa.Table):
+        first = ~rows.select(PAIR_KEY).to_pandas(types_mapper=pd.ArrowDtype).duplicated(keep="first")
+        return rows.select(cols).filter(pa.array(first.to_numpy(bool)))
+    return rows.loc[~rows.duplicated(PAIR_KEY, keep="first"), cols].reset_index(drop=True)

@@ -9,4 +9,5 @@ def model(dbt, session):
     dbt.config(materialized="table")
     from lookahead.keys import expected_keys_for_build
 
-    return expected_keys_for_build(dbt.ref("study_settings").df(), dbt.ref("stg_observations").df())
+    # the relation, not a DataFrame: the package reads only the columns the keys need, as Arrow
+    return expected_keys_for_build(dbt.ref("study_settings").df(), dbt.ref("stg_observations"))
