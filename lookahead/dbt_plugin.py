@@ -138,7 +138,9 @@ def limit_malloc_arenas() -> bool:
     thread may get an arena of its own that keeps its freed memory; fewer arenas share
     that memory. The same as MALLOC_ARENA_MAX=2 in the environment, but it applies to
     every way a build runs (`dbt build`, `lookahead run`). Called before DuckDB starts
-    its threads. Returns False where the C library is not glibc (nothing changes)."""
+    its threads. Not measured on its own (BENCHMARKS.md measures it with the trim and the
+    working-set changes). Returns False where the C library is not glibc (nothing
+    changes)."""
     return _LIBC is not None and bool(_LIBC.mallopt(M_ARENA_MAX, ARENA_MAX))
 
 
