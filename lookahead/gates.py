@@ -73,15 +73,19 @@ def gate_frame(data: Any, suite: Mapping[str, Any], id_column: str | None) -> pd
     """The pandas batch GX validates: only the columns the suite reads (and the id column
     its messages name), every row. A DuckDB relation is projected before conversion, so
     the gate never copies (nor GX hashes) columns no check reads; a DataFrame is
-    narrowed the same way."""
+    narrowed the same way. Text columns reach pandas through Arrow
+    (lookahead.stats.panel_io.to_pandas: the same frame as `.df()`, a fraction of the
+    memory)."""
     wanted = suite_columns(suite) + ([id_column] if id_column else [])
     present = list(data.columns)
     cols = [c for c in dict.fromkeys(wanted) if c in present]
     if isinstance(data, pd.DataFrame):
         return data[cols] if cols else data
+    from lookahead.stats.panel_io import to_pandas
+
     if not cols:
-        return data.df()
-    return data.project(", ".join(f'"{c}"' for c in cols)).df()
+        return to_pandas(data)
+    return to_pandas(data.project(", ".join(f'"{c}"' for c in cols)))
 
 
 def run_gate(

@@ -147,7 +147,14 @@ def fit_fe(
         codes = pd.factorize(df[cl_col], use_na_sentinel=True)[0]
         work[cl_col] = np.where(codes < 0, np.nan, codes)
     n_input = len(work)
-    work = work.replace([np.inf, -np.inf], np.nan).dropna().reset_index(drop=True)
+    # rows with a missing or infinite value in any column are dropped; every column is
+    # float64 here, and the frame is copied only when a row goes (not twice, always)
+    finite = np.ones(n_input, dtype=bool)
+    for c in work.columns:
+        finite &= np.isfinite(work[c].to_numpy())
+    if not finite.all():
+        work = work.loc[finite]
+    work = work.reset_index(drop=True)
     n_missing = n_input - len(work)
     if len(work) == 0:
         raise PaperNotEstimable(f"spec '{spec}': no rows left after dropping missing values")

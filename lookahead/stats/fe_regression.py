@@ -23,6 +23,7 @@ Why a wrapper around pyfixest rather than calling ``feols`` in each model:
 
 from __future__ import annotations
 
+import gc
 import math
 import re
 import warnings
@@ -185,7 +186,8 @@ def _prepare(df: pd.DataFrame, req: FitRequest, cluster_col: str | None
         data["_cluster"] = df[cluster_col]
     keys = cols + list(req.fixed_effects) + (["_cluster"] if cluster_col else [])
     usable = data[keys].notna().all(axis=1)
-    data = data.loc[usable].copy()
+    if not usable.all():  # a new frame either way (copy-on-write): no copy when no row goes
+        data = data.loc[usable]
     for fe in req.fixed_effects:  # pyfixest wants integer FE codes
         data[fe] = pd.factorize(data[fe], sort=True)[0].astype("int64")
     if cluster_col:
@@ -364,6 +366,7 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
 
     r2 = float(getattr(fit, "_r2", math.nan))
     r2_within = float(getattr(fit, "_r2_within", math.nan)) if fixed_effects else r2
+    _release(fit)
     vcov_label = _vcov_label(req, single_entity, vcov_kwargs)
     rows = []
     run_wild = (req.wild is not None and req.wild.draws > 0 and cluster_col is not None
@@ -416,6 +419,21 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     for r in rows:
         r["warning"] = warning
     return _typed(pd.DataFrame(rows, columns=list(RESULT_COLUMNS)))
+
+
+def _release(fit: object) -> None:
+    """Free what a fitted pyfixest model holds, once its numbers are read.
+
+    Why: the model and formulaic's model-matrix objects sit in reference cycles, so they
+    are freed only when Python's cycle collector runs, which in a long build (few new
+    Python objects; gc.freeze in lookahead.dbt_plugin) can be several regressions later;
+    until then they keep copies of the sample (data, model matrices, demeaned columns,
+    scores). At 800,000 rows each fit left 150-250 MiB behind and the paper's fits piled
+    up (BENCHMARKS.md). Emptying the model's attributes frees its arrays at once; a
+    collection of the two young generations then frees the cycles this fit made
+    (milliseconds: the long-lived objects of the oldest generation are not walked)."""
+    vars(fit).clear()
+    gc.collect(1)
 
 
 def _match_name(term: str, names: Iterable[str]) -> str | None:

@@ -3,6 +3,7 @@ the single-entity path, user errors, and NULLs surviving the trip through DuckDB
 
 from __future__ import annotations
 
+import gc
 import math
 
 import duckdb
@@ -251,3 +252,20 @@ def test_one_demeaning_tolerance_for_every_regression():
     assert calls, "no pyfixest fit found"
     for name, args in calls:
         assert "demeaner=MapDemeaner(fixef_tol=FIXEF_TOL)" in args, name
+
+
+def test_a_fit_leaves_no_model_data_behind():
+    """fit_fe empties the pyfixest model it fitted (lookahead.stats.fe_regression._release):
+    no Feols with its arrays may outlive the call, even with the cycle collector off (as
+    it effectively is in a long dbt build, where it runs rarely)."""
+    from pyfixest.estimation.models.feols_ import Feols
+
+    df = panel()
+    gc.collect()
+    gc.disable()
+    try:
+        fit(df)
+        alive = [o for o in gc.get_objects() if isinstance(o, Feols) and vars(o)]
+    finally:
+        gc.enable()
+    assert alive == []

@@ -92,3 +92,26 @@ def test_read_columns_keeps_rows_order_and_types_and_skips_absent_columns():
     whole = con.table("t").df()
     _assert_same(got, whole[["x", "n"]])
     assert len(read_columns(con.table("t"), ["absent"])) == 50
+
+
+def test_to_pandas_is_the_frame_df_gives() -> None:
+    """panel_io.to_pandas converts text through Arrow but must give exactly `.df()`'s frame:
+    text with and without NULLs, a text column with no value (an object column in `.df()`),
+    dates, nullable integers and booleans, no rows, only text."""
+    from lookahead.stats.panel_io import to_pandas
+
+    con = duckdb.connect()
+    con.execute("""create table t as select
+        'r' || i as row_id, case when i % 3 = 0 then null else 'k' || i end as key,
+        cast(null as varchar) as empty_text, i * 0.5 as x,
+        case when i % 4 = 0 then null else i end as n,
+        case when i % 5 = 0 then null else i % 2 = 0 end as flag,
+        date '2020-01-01' + cast(i as integer) as d
+        from range(1000) r(i)""")
+    for rel in (con.table("t"), con.table("t").project("row_id, key, x, n, flag, d"),
+                con.table("t").project("row_id, key"), con.table("t").filter("false"),
+                con.table("t").project("x, d")):
+        expected = rel.df()
+        pd.testing.assert_frame_equal(to_pandas(rel), expected, check_exact=True)
+    text = to_pandas(con.table("t").project("row_id, key, x"))
+    assert str(text["key"].dtype) == str(con.table("t").project("key").df()["key"].dtype)
