@@ -1,0 +1,61 @@
+"""Benchmark: where the memory of one `dbt build` goes, node by node.
+
+    python benchmarks/build_timeline.py CHECKOUT STUDY_DIR [--out FILE] [extra dbt args]
+
+Runs the protocol path's `dbt build` (bootstrap off, as bench_scale.py runs it) of the
+code in CHECKOUT on a generated study (STUDY_DIR holds vars.json and raw/, as
+bench_scale.py --keep leaves them), and prints about every second the RSS of the build's
+process tree with the models running, then the slowest nodes, the wall time and the peak.
+Two checkouts run one after the other on the same study give a side-by-side pair.
+--out writes the run as JSON (wall, peak, per-node seconds and RSS while each ran)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("checkout", type=Path, help="the repository whose code builds")
+    ap.add_argument("study_dir", type=Path, help="a generated study: vars.json and raw/")
+    ap.add_argument("--out", type=Path, help="write the run as JSON here")
+    args, extra = ap.parse_known_args()
+    sys.path.insert(0, str(args.checkout / "benchmarks"))
+    import bench_scale  # noqa: PLC0415 - the checkout's own benchmark code and ROOT
+
+    vars_ = json.loads((args.study_dir / "vars.json").read_text())
+    db = args.study_dir / "scale.duckdb"
+    db.unlink(missing_ok=True)
+    target = args.study_dir / "target"
+    dbt = Path(sys.executable).with_name("dbt")
+    cmd = [str(dbt), "build", "--vars", json.dumps({**vars_, "bootstrap_draws": 0}),
+           "--target-path", str(target), *extra]
+    res = bench_scale.run_child(cmd, bench_scale._env(db))
+    sampler, tail = res.pop("_sampler"), res.pop("_tail")
+    if res["returncode"]:
+        print(tail)
+    spans = []
+    for r in json.loads((target / "run_results.json").read_text())["results"]:
+        ex = [t for t in r.get("timing", []) if t.get("name") == "execute" and t.get("started_at")]
+        if ex and not r["unique_id"].startswith(("test.", "unit_test.")):
+            spans.append((bench_scale._ts(ex[0]["started_at"]), bench_scale._ts(ex[0]["completed_at"]),
+                          r["unique_id"].split(".")[-1], r["execution_time"]))
+    t0 = sampler.samples[0][0]
+    for t, mib in sampler.samples[::5]:
+        print(f"{t - t0:6.1f} {mib:7.0f} {' '.join(n for a, b, n, _ in spans if a <= t <= b)}")
+    nodes = [{"node": n, "s": round(e, 3), "rss_mib_while_running": sampler.max_between(a, b)}
+             for a, b, n, e in sorted(spans, key=lambda s: -s[3])]
+    print("slowest:", ", ".join(f"{n['node']} {n['s']:.1f}" for n in nodes[:15]))
+    res.update(checkout=str(args.checkout), study_dir=str(args.study_dir), nodes=nodes,
+               max_sampled_mib=round(max(m for _, m in sampler.samples)),
+               command=" ".join(["benchmarks/build_timeline.py", *sys.argv[1:]]))
+    print("wall", res["wall_s"], "peak", res["peak_rss_mib"], "max sampled", res["max_sampled_mib"])
+    if args.out:
+        args.out.write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
