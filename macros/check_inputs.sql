@@ -73,10 +73,17 @@
   {% endfor %}
   {% set id_col = var('column_map').get('row_id') %}
   {% if id_col %}
+    {#- count and min per id (aggregates that spill to disk), then the rows of at most three
+        duplicated ids: a list of every id's rows could not spill and ran out of DuckDB's
+        buffer pool at 10,000,000 rows -#}
     {% set dupes = run_query(
         "with numbered as (select row_number() over () as n, cast(\"" ~ id_col ~ "\" as varchar) as id from "
-        ~ source('study', 'observations') ~ ") select id, array_to_string(list(n order by n)[1:3], ', ') as rows, count(*) as c "
-        ~ "from numbered where id is not null group by id having count(*) > 1 order by min(n) limit 3") %}
+        ~ source('study', 'observations') ~ "), "
+        ~ "dupes as (select id, count(*) as c, min(n) as first_n from numbered where id is not null "
+        ~ "group by id having count(*) > 1 order by first_n limit 3) "
+        ~ "select dupes.id, array_to_string(list(numbered.n order by numbered.n)[1:3], ', ') as rows, dupes.c "
+        ~ "from dupes join numbered on numbered.id = dupes.id "
+        ~ "group by dupes.id, dupes.c, dupes.first_n order by dupes.first_n") %}
     {% if dupes.rows | length > 0 %}
       {% set first = dupes.rows[0] %}
       {{ exceptions.raise_compiler_error(
