@@ -16,7 +16,7 @@ is stored in each line's `prompt` field.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import pandas as pd
 import pyarrow as pa
@@ -25,13 +25,12 @@ import pyarrow.compute as pc
 from lookahead.cache import params_json, query_keys, recall_idents
 from lookahead.config import Study
 from lookahead.prompts import Template, check_recall_template, recall_prompt_columns, text_column
-from lookahead.rows import unique_pairs
+from lookahead.rows import PAIR_COLUMNS, SPLIT_COLUMNS, split_staged_arrow, unique_pairs
 
 TASKS = ("forecast", "recall", "mink")
 TOP_LOGPROBS = 20  # the protocol: top-20 log-probs at the answer position
 MIN_SAMPLES = 25   # the protocol's floor for the sampling fallback
 KEY_COLUMNS = ("task", "key", "row_id", "entity_id", "target_date")
-PAIR_COLUMNS = ("entity_id", "entity_name", "ticker", "target_date")  # a recall query's values
 
 
 def sampling_fallback(study: Study) -> bool:
@@ -151,9 +150,7 @@ def expected_keys(study: Study, rows: pd.DataFrame | pa.Table) -> pa.Table:
     f_params, m_params = params_json(task_params(study, "forecast")), params_json(task_params(study, "mink"))
     Template.parse(str(study["forecast_prompt"]), _names(rows), "forecast_prompt")  # unknown names raise first
     parts: dict[str, list[pa.Table]] = {"forecast": [], "mink": [], "recall": []}
-    for start in range(0, len(rows), KEY_CHUNK_ROWS):  # forecast and Min-K% score one prompt
-        chunk = rows.iloc[start:start + KEY_CHUNK_ROWS] if isinstance(rows, pd.DataFrame) else \
-            rows.slice(start, KEY_CHUNK_ROWS)
+    for chunk in _chunks(rows):  # forecast and Min-K% score one prompt
         prompts = forecast_prompt_column(study, chunk)
         ids = text_column(chunk["row_id"])
         for task, params in (("forecast", f_params), ("mink", m_params)):
@@ -161,14 +158,19 @@ def expected_keys(study: Study, rows: pd.DataFrame | pa.Table) -> pa.Table:
         del prompts
     pairs = unique_pairs(rows)
     r_params = params_json(task_params(study, "recall"))
-    for start in range(0, len(pairs), KEY_CHUNK_ROWS):
-        chunk = pairs.iloc[start:start + KEY_CHUNK_ROWS] if isinstance(pairs, pd.DataFrame) else \
-            pairs.slice(start, KEY_CHUNK_ROWS)
+    for chunk in _chunks(pairs):
         parts["recall"].append(_key_table("recall", pair_keys(study, chunk, r_params),
                                           entity_id=text_column(chunk["entity_id"]),
                                           target_date=text_column(chunk["target_date"])))
     return pa.concat_tables([_key_table("forecast", pa.array([], pa.string()))]
                             + [t for tables in parts.values() for t in tables])
+
+
+def _chunks(rows: pd.DataFrame | pa.Table) -> Iterator[pd.DataFrame | pa.Table]:
+    """KEY_CHUNK_ROWS rows at a time, of a DataFrame or an Arrow table."""
+    for start in range(0, len(rows), KEY_CHUNK_ROWS):
+        yield rows.iloc[start:start + KEY_CHUNK_ROWS] if isinstance(rows, pd.DataFrame) else \
+            rows.slice(start, KEY_CHUNK_ROWS)
 
 
 def _key_table(task: str, keys: pa.Array, **idents: pa.Array) -> pa.Table:
@@ -184,7 +186,7 @@ def _key_table(task: str, keys: pa.Array, **idents: pa.Array) -> pa.Table:
 KEY_CHUNK_ROWS = 200_000
 #: The staged columns a build reads besides those the forecast prompt names: the split
 #: into queried rows (lookahead.rows.split_staged), the row order and the recall pairs.
-STAGED_KEY_INPUTS = ("source_row_number", "reject_reason", "in_subsample", "row_id") + PAIR_COLUMNS
+STAGED_KEY_INPUTS = ("source_row_number", *SPLIT_COLUMNS, "row_id", *PAIR_COLUMNS)
 
 
 def expected_keys_for_build(study_settings: pd.DataFrame, staged: Any) -> pa.Table:
@@ -195,8 +197,6 @@ def expected_keys_for_build(study_settings: pd.DataFrame, staged: Any) -> pa.Tab
     query by the jobs' own rule (lookahead.rows.split_staged_arrow), so the prompts
     hashed here are exactly the ones the jobs hashed. Only the columns the prompts, the
     split and the keys read are loaded, as Arrow columns (no pandas objects per value)."""
-    from lookahead.rows import SPLIT_COLUMNS, split_staged_arrow
-
     study = Study.from_json(str(study_settings["settings_json"].iloc[0]))
     available = [c for c in staged.columns if c not in SPLIT_COLUMNS]
     forecast = Template.parse(str(study["forecast_prompt"]), available, "forecast_prompt")
@@ -215,4 +215,4 @@ def _arrow(staged: Any, columns: list[str]) -> pa.Table:
         table = staged.select(columns)
         return table.take(pc.sort_indices(table["source_row_number"]))
     rel = staged.select(*(f'"{c}"' for c in columns)).order("source_row_number")
-    return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
+    return rel.to_arrow_table()

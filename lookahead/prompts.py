@@ -214,27 +214,9 @@ def render_recall(
     labels: Mapping[str, str] | None = None,
 ) -> str:
     """The protocol's date-only recall query for one (entity, target date)."""
-    return render_recalls(template, outcome_description=outcome_description, reference_period=reference_period,
-                          entity_names=[entity_name], tickers=[ticker], target_dates=[target_date],
-                          entity_ids=[entity_id], labels=labels)[0]
-
-
-def render_recalls(
-    template: str,
-    *,
-    outcome_description: str,
-    reference_period: str,
-    entity_names: Sequence[str],
-    tickers: Sequence[str | None],
-    target_dates: Sequence[str],
-    entity_ids: Sequence[str],
-    labels: Mapping[str, str] | None = None,
-) -> list[str]:
-    """The recall queries of many (entity, target date) pairs (the study's text and
-    labels are the same in each)."""
-    return recall_prompt_columns(template, outcome_description=outcome_description,
-                                 reference_period=reference_period, entity_names=entity_names, tickers=tickers,
-                                 target_dates=target_dates, entity_ids=entity_ids, labels=labels).to_pylist()
+    return recall_prompt_columns(template, outcome_description=outcome_description, reference_period=reference_period,
+                                 entity_names=[entity_name], tickers=[ticker], target_dates=[target_date],
+                                 entity_ids=[entity_id], labels=labels)[0].as_py()
 
 
 def recall_prompt_columns(
@@ -248,7 +230,8 @@ def recall_prompt_columns(
     entity_ids: Any,
     labels: Mapping[str, str] | None = None,
 ) -> pa.Array:
-    """`render_recalls` as Arrow strings, from value columns (Arrow, pandas or lists)."""
+    """The recall queries of many (entity, target date) pairs as Arrow strings, from value
+    columns (Arrow, pandas or lists); the study's text and labels are the same in each."""
     check_recall_template(template)
     labels = labels or {}
     columns: dict[str, Any] = {

@@ -563,12 +563,14 @@ def subsample_rows(rows: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
 
 
 PAIR_KEY = ["entity_id", "target_date"]
+#: A recall query's values: the pair and what its prompt may name.
+PAIR_COLUMNS = ("entity_id", "entity_name", "ticker", "target_date")
 
 
 def unique_pairs(rows: pd.DataFrame | pa.Table) -> pd.DataFrame | pa.Table:
     """One row per (entity_id, target_date), the first in row order: the recall query's
     unit (protocol step 2). An Arrow table of rows gives an Arrow table."""
-    cols = ["entity_id", "entity_name", "ticker", "target_date"]
+    cols = list(PAIR_COLUMNS)
     if isinstance(rows, pa.Table):
         first = ~rows.select(PAIR_KEY).to_pandas(types_mapper=pd.ArrowDtype).duplicated(keep="first")
         return rows.select(cols).filter(pa.array(first.to_numpy(bool)))
