@@ -29,7 +29,7 @@ entries as (
         list_transform(
             list_filter(top_logprobs, lambda t: t.token is not null and t.logprob is not null),
             lambda t: {'id': coalesce(cast(t.token_id as varchar), 'text:' || t.token),
-                       'token': t.token, 'logprob': t.logprob}
+                       'token': t.token, 'lowered': lower(t.token), 'logprob': t.logprob}
         ) as kept,
         list_transform(samples, lambda s: {{ py_strip_lower('s') }}) as answers,
         coalesce(len(list_filter(top_logprobs, lambda t: {{ is_invalid_logprob('t.logprob') }})), 0)
@@ -67,11 +67,12 @@ mass as (
         {%- for name, label in labels.items() %}
         case
             when is_sampled then list_count(list_filter(answers, lambda a: a = {{ sql_string(label | trim | lower) }})) / len(answers)
-            -- contains() first: the full strip runs only on tokens that can match
+            -- contains() first (on the token lowered once for all labels): the full strip
+            -- runs only on tokens that can match
             else list_sum(list_transform(list_filter(
                 returned,
                 lambda t: case
-                    when contains(lower(t.token), {{ sql_string(label | trim | lower) }})
+                    when contains(t.lowered, {{ sql_string(label | trim | lower) }})
                         then {{ py_strip_lower('t.token') }} = {{ sql_string(label | trim | lower) }}
                     else false
                 end
