@@ -155,6 +155,24 @@ def test_stage_rows_reasons_and_row_ids():
     assert staged["in_subsample"].sum() == staged["reject_reason"].isna().sum()
 
 
+def test_row_ids_given_for_some_rows_are_kept_and_the_others_derived():
+    """Only rows without a given id are hashed; the derived ids are those of a file with
+    no id column at all (sha256 of entity_id|text_date|text as written)."""
+    df = pd.DataFrame({
+        "id": ["given-1", None, " given-3 ", "  "],
+        "entity_id": ["E1", " E2", "E3", "E4"], "entity_name": ["F"] * 4, "text": ["a", "b", "c", "d"],
+        "text_date": ["2021-03-01", "2021-03-02T09:00:00", "2021-03-03", "2021-03-04"],
+        "target_date": ["2021-03-05"] * 4, "outcome": ["0.1"] * 4,
+    })
+    staged = stage_rows(df, {"column_map": {**CMAP, "row_id": "id", "ticker": None}})
+    b = hashlib.sha256(b" E2|2021-03-02|b").hexdigest()[:16]
+    d = hashlib.sha256(b"E4|2021-03-04|d").hexdigest()[:16]
+    assert staged["row_id"].tolist() == ["given-1", b, "given-3", d]
+    assert staged["row_id_derived"].tolist() == [False, True, False, True]
+    no_ids = stage_rows(df.drop(columns="id"), {"column_map": {**CMAP, "ticker": None}})
+    assert no_ids["row_id"].tolist()[1::2] == [b, d]
+
+
 def test_subsample_setting_is_order_free(tmp_path):
     df = pd.DataFrame({"entity_id": [f"E{i}" for i in range(50)], "entity_name": "F", "text": "t",
                        "text_date": "2021-01-01", "target_date": "2021-01-02", "outcome": "1"})
