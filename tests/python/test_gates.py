@@ -1,14 +1,17 @@
 """lookahead.gates.run_gate with the real Great Expectations on small frames: what a
-passing and a failing gate return, and that GX builds (and fingerprints) the batch once.
+passing and a failing gate return, that GX builds the batch once without hashing it, and
+that the frame is freed afterwards.
 
-Why the count matters: GX hashes every batch under 1 GB as it builds it; validating a
+Why the counts matter: GX hashes every batch under 1 GB as it builds it; validating a
 batch it had already built (Batch.validate after get_batch) built and hashed it twice,
-about 1.3 s per copy for one gate at 1,000,000 rows (BENCHMARKS.md)."""
+about 1.3 s per copy for one gate at 1,000,000 rows, and the hash was the build's memory
+peak (BENCHMARKS.md)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
+from great_expectations.execution_engine import pandas_execution_engine as engine
 from great_expectations.execution_engine.pandas_execution_engine import PandasExecutionEngine
 
 from lookahead.gates import GateFailed, run_gate
@@ -21,19 +24,27 @@ def _mink_frame(lap: list[float]) -> pd.DataFrame:
 
 
 def test_a_passing_gate_returns_one_row_per_expectation_and_builds_the_batch_once(monkeypatch):
-    calls = []
-    real = PandasExecutionEngine.get_batch_data_and_markers
+    batches, hashes = [], []
+    real_batch, real_hash = PandasExecutionEngine.get_batch_data_and_markers, engine.hash_pandas_dataframe
 
-    def counted(self, batch_spec):
-        calls.append(batch_spec)
-        return real(self, batch_spec)
+    def counted_batch(self, batch_spec):
+        batches.append(batch_spec)
+        return real_batch(self, batch_spec)
 
-    monkeypatch.setattr(PandasExecutionEngine, "get_batch_data_and_markers", counted)
+    def counted_hash(df):
+        hashes.append(len(df))
+        return real_hash(df)
+
+    monkeypatch.setattr(PandasExecutionEngine, "get_batch_data_and_markers", counted_batch)
+    monkeypatch.setattr(engine, "hash_pandas_dataframe", counted_hash)
+    threshold = engine.HASH_THRESHOLD
     table = run_gate("gate_mink_scores", _mink_frame([0.1, 0.2, 0.3]), "mink_scores", id_column="mink_key")
     assert table["success"].all()
     assert len(table) == 3 and set(table["expectation"]) == {
         "expect_column_values_to_be_unique", "expect_column_values_to_be_between"}
-    assert len(calls) == 1
+    assert len(batches) == 1  # built once
+    assert hashes == []  # and not fingerprinted
+    assert engine.HASH_THRESHOLD == threshold  # GX's switch is restored for anyone else
 
 
 def test_a_failing_gate_names_the_check_and_the_row():
