@@ -164,12 +164,19 @@ def sha256_hex(texts: pa.Array) -> pa.Array:
 
     hashlib (OpenSSL, with the CPU's SHA instructions) mapped over the texts' bytes, no
     Python code per key: about a microsecond a key, most of a build's keying time. DuckDB's
-    vectorised ``sha256`` gives the same digests but took about three times as long."""
-    data = texts.cast(pa.binary()).to_pylist()
-    return pa.array(list(map(_HEXDIGEST, map(hashlib.sha256, data))), pa.string())
+    vectorised ``sha256`` gives the same digests but took about three times as long.
+    The texts go in slices of HASH_SLICE: a map over C functions never gives up the
+    interpreter lock, so one map over a million keys stalled the other dbt thread (a
+    Python model, or the hashing of build_identity) for a second at a time."""
+    parts = []
+    for start in range(0, len(texts), HASH_SLICE):
+        data = texts.slice(start, HASH_SLICE).cast(pa.binary()).to_pylist()
+        parts.append(pa.array(list(map(_HEXDIGEST, map(hashlib.sha256, data))), pa.string()))
+    return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
 
 
 _HEXDIGEST = methodcaller("hexdigest")
+HASH_SLICE = 16384  # keys hashed between two chances for another thread: about 15 ms
 
 
 def utc_now() -> str:

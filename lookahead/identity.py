@@ -54,11 +54,20 @@ def fingerprint(path: str | Path) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _fingerprint(path: str, size: int, mtime_ns: int, inode: int) -> str:
+    """Read in 32 MiB blocks into one buffer. Reading and hashing a block run without the
+    interpreter lock, but taking it back between blocks waits out the other dbt thread's
+    turn (up to 5 ms) when that thread is busy in Python: with 1 MiB blocks, hashing the
+    3.7 GB of a 1,000,000-row study beside the key step took 12 s instead of 4."""
     h = hashlib.sha256()
+    buffer = bytearray(FINGERPRINT_BLOCK)
+    view = memoryview(buffer)
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
+        while n := fh.readinto(buffer):
+            h.update(view[:n])
     return "sha256:" + h.hexdigest()
+
+
+FINGERPRINT_BLOCK = 1 << 25
 
 
 # Path settings the build reads (a file, or a folder whose every file is read). Every

@@ -176,3 +176,14 @@ def test_column_hash_is_sha256_of_the_utf8_text() -> None:
     texts = ["", "plain", "Büro AG é", "𝄞 astral", "中文 | pipe", "tab\tnew\nline"] * 1000
     assert sha256_hex(pa.array(texts)).to_pylist() == [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
     assert query_key("recall", "m", "E1|2021-01-05", "Büro 𝄞", "{}") == _sha("recall", "m", "E1|2021-01-05", "Büro 𝄞", "{}")
+
+
+def test_column_hashing_over_several_slices_matches_hashlib_text_by_text():
+    """sha256_hex works in slices (other threads get the interpreter between them): the
+    digests across slice boundaries, and of no texts at all, are hashlib's."""
+    from lookahead.cache import HASH_SLICE, sha256_hex
+
+    texts = [f"forecast|m|r{i}|prompt {i} é|{{}}" for i in range(2 * HASH_SLICE + 5)]
+    got = sha256_hex(pa.array(texts, pa.string())).to_pylist()
+    assert got == [hashlib.sha256(t.encode()).hexdigest() for t in texts]
+    assert sha256_hex(pa.array([], pa.string())).to_pylist() == []
