@@ -212,9 +212,6 @@ def parse_dates(
 
     The module docstring states the rule. Plain YYYY-MM-DD cells (the common case) are
     parsed in one vectorised Arrow call; only the other cells take the slower paths."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     zone = _timezone_setting(timezone)
     raw = raw.reset_index(drop=True)
     cells = _strip_arrow(raw)

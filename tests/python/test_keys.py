@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from lookahead.cache import query_key, sha256_hex
+from lookahead.cache import HASH_SLICE, query_key, sha256_hex
 from lookahead.config import Study, default_study_path, read_study_file, resolve
 from lookahead.keys import expected_keys, expected_keys_for_build, pair_key, row_key, task_params
 from lookahead.prompts import PromptError, Template, fill
@@ -181,8 +181,6 @@ def test_column_hash_is_sha256_of_the_utf8_text() -> None:
 def test_column_hashing_over_several_slices_matches_hashlib_text_by_text():
     """sha256_hex works in slices (other threads get the interpreter between them): the
     digests across slice boundaries, and of no texts at all, are hashlib's."""
-    from lookahead.cache import HASH_SLICE, sha256_hex
-
     texts = [f"forecast|m|r{i}|prompt {i} é|{{}}" for i in range(2 * HASH_SLICE + 5)]
     got = sha256_hex(pa.array(texts, pa.string())).to_pylist()
     assert got == [hashlib.sha256(t.encode()).hexdigest() for t in texts]
