@@ -4,11 +4,6 @@
 -- inputs_fingerprint (every file the build reads) and code_fingerprint (models, macros,
 -- seeds, tests, suites, package, library versions) let `lookahead run` skip a build that
 -- would reproduce this one (lookahead.identity.build_up_to_date).
--- Built after stg_observations: dbt starts ready models in order of depth, then name, so
--- without the edge this model (hashing every raw file: 6-8 s at 1,000,000 rows) took a
--- thread before stg_observations, whose keys are the longest chain of the build; after
--- it, the hashing overlaps the single-threaded key step.
--- depends_on: {{ ref('stg_observations') }}
 with settings as (
 
     select * from {{ ref('study_settings') }}
