@@ -7,6 +7,7 @@ not, and each fingerprint moves with the files it covers and only with them."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from lookahead.config import SCHEMA, Study, load_study, resolve
@@ -91,3 +92,23 @@ def test_build_identity_reads_each_raw_file_once(tmp_path: Path) -> None:
     inputs_fingerprint(study)
     assert _fingerprint.cache_info().misses - before == len(RAW_TASKS) + 1  # + the data file
     assert per_task == [fingerprint(study.raw_dir / f"{t}.jsonl") for t in RAW_TASKS]
+
+
+def test_fingerprinting_a_small_file_allocates_about_its_size(tmp_path: Path) -> None:
+    """The fingerprint reads large files in 32 MiB blocks; a buffer that size for each of
+    the 130-odd small code files made code_fingerprint take 3.4 s instead of 0.02 s."""
+    import tracemalloc
+
+    from lookahead.identity import _fingerprint
+
+    small = tmp_path / "model.sql"
+    small.write_text("select 1\n" * 1000)
+    st = small.stat()
+    tracemalloc.start()
+    try:
+        digest = _fingerprint(str(small), st.st_size, st.st_mtime_ns, st.st_ino)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert digest == "sha256:" + hashlib.sha256(small.read_bytes()).hexdigest()
+    assert peak < 1 << 20
