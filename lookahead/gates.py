@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -89,6 +90,10 @@ def gate_frame(data: Any, suite: Mapping[str, Any], id_column: str | None) -> pd
     return to_pandas(data.project(", ".join(f'"{c}"' for c in cols)))
 
 
+_FINGERPRINT_SWITCH = threading.Lock()
+_gates_running: list[float] = []  # one entry per gate running; the first is GX's own threshold
+
+
 @contextmanager
 def _no_batch_fingerprint() -> Iterator[None]:
     """GX without the md5 fingerprint it records for each pandas batch under 1 GB.
@@ -97,15 +102,21 @@ def _no_batch_fingerprint() -> Iterator[None]:
     here reads (a build's inputs are fingerprinted by build_identity). At 1,000,000 rows
     the hash took 1.3-2 s and, for gate_panel, 350 MiB on top of the frame: the build's
     peak. The threshold is GX's own switch (a frame at or above it is not hashed); it is
-    restored afterwards."""
+    restored when the last gate running leaves. dbt runs two gates at once on its two
+    threads, so the switch is shared: a gate that saved and restored it on its own would
+    restore the other's 0 for good."""
     from great_expectations.execution_engine import pandas_execution_engine as engine
 
-    threshold = engine.HASH_THRESHOLD
-    engine.HASH_THRESHOLD = 0
+    with _FINGERPRINT_SWITCH:
+        _gates_running.append(engine.HASH_THRESHOLD)
+        engine.HASH_THRESHOLD = 0
     try:
         yield
     finally:
-        engine.HASH_THRESHOLD = threshold
+        with _FINGERPRINT_SWITCH:
+            saved = _gates_running.pop()
+            if not _gates_running:
+                engine.HASH_THRESHOLD = saved
 
 
 def run_gate(
@@ -144,7 +155,7 @@ def run_gate(
         # engine keeps the batch: without this the frame (about 200 MiB for gate_panel at
         # 1,000,000 rows) stayed alive through every model built after the gate.
         context.data_sources.delete("pandas")
-        del df, batch_definition
+        del df
     rows = []
     for res in validation.results:
         cfg = res.expectation_config

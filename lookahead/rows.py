@@ -326,7 +326,6 @@ def derive_row_ids(entity_id: pd.Series, text_date_iso: pd.Series, text: pd.Seri
     """derive_row_id for whole columns in one vectorised DuckDB sha256 (the same bytes:
     tests/python/test_rows.py checks it against hashlib); None cells hash as ''."""
     import duckdb
-    import pyarrow as pa
 
     table = pa.table({
         name: pa.array(col.to_numpy(dtype=object), type=pa.string(), from_pandas=True)

@@ -75,3 +75,18 @@ def test_the_validated_frame_is_freed_when_the_gate_returns(monkeypatch):
     run_gate("gate_mink_scores", _mink_frame([0.1, 0.2]), "mink_scores", id_column="mink_key")
     gc.collect()
     assert len(made) == 1 and made[0]() is None
+
+
+def test_two_gates_at_once_leave_the_fingerprint_switch_as_they_found_it():
+    """dbt runs two gates at once; the one that ends first must not turn hashing back on
+    under the other, and the last one out restores GX's threshold."""
+    from lookahead.gates import _no_batch_fingerprint
+
+    threshold = engine.HASH_THRESHOLD
+    first, second = _no_batch_fingerprint(), _no_batch_fingerprint()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert engine.HASH_THRESHOLD == 0  # the second gate still runs without the hash
+    second.__exit__(None, None, None)
+    assert engine.HASH_THRESHOLD == threshold
