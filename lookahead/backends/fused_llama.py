@@ -1,4 +1,4 @@
-"""A packed fp32 Llama decoder body for prompt scoring (Min-K%) on the CPU.
+"""A packed fp32 Llama decoder body for prompt scoring (Min-K%), on the CPU or a GPU.
 
 Why: on a 2-core CPU the transformers Llama forward spends about half its time outside
 the matmuls (RMSNorm as five element-wise ops, rotary embeddings with ``cat``/``neg``,
@@ -75,10 +75,11 @@ class PackedLlamaBody:
         F = torch.nn.functional
         lens = [len(s) for s in seqs]
         batch, width = len(seqs), max(lens)
-        ids = torch.tensor([t for s in seqs for t in s], dtype=torch.long)
+        dev = self.embed.device
+        ids = torch.tensor([t for s in seqs for t in s], dtype=torch.long, device=dev)
         # packed token i sits at row b, column j of the padded batch: flat index b*width+j
-        pos = torch.cat([torch.arange(n) for n in lens])
-        starts = torch.tensor([b * width for b, n in enumerate(lens) for _ in range(n)], dtype=torch.long)
+        pos = torch.cat([torch.arange(n) for n in lens]).to(dev)
+        starts = torch.tensor([b * width for b, n in enumerate(lens) for _ in range(n)], dtype=torch.long, device=dev)
         flat = starts + pos
         freqs = pos[:, None].float() * self.inv_freq[None, :]
         cos, sin = freqs.cos()[:, None, :], freqs.sin()[:, None, :]  # [tokens, 1, head_dim/2]
@@ -88,7 +89,7 @@ class PackedLlamaBody:
         width_qkv = (nh + 2 * nkv) * hd
         h = self.embed[ids]
         hidden = h.shape[1]
-        padded = torch.zeros(batch * width, width_qkv)
+        padded = torch.zeros(batch * width, width_qkv, device=dev)
         for ln1, w_qkv, w_o, ln2, w_gu, w_down in self.layers:
             qkv = F.rms_norm(h, (hidden,), ln1, self.eps) @ w_qkv
             qk = qkv[:, : n_qk * hd].view(-1, n_qk, hd)

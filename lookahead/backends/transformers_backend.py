@@ -1,11 +1,12 @@
-"""The embedded CPU backend: a transformers causal LM, no server.
+"""The embedded backend: a transformers causal LM, no server, on the CPU or one GPU.
 
 It runs the shipped demo models and any local model directory or GGUF file
-(``gguf_file=``; transformers dequantises it). Everything is batched because the CPU
-is the bottleneck: prompts are sorted by length so batches carry little padding, and
-prompt log-probabilities are computed from the final hidden states in chunks, taking
-the log-softmax only at the real (non-pad) positions, so the [batch, length, vocab]
-logits tensor is never materialised.
+(``gguf_file=``; transformers dequantises it), on the CPU by default or on one CUDA GPU
+(``device: cuda``). Everything is batched because the processor is the bottleneck:
+prompts are sorted by length so batches carry little padding, and prompt
+log-probabilities are computed from the final hidden states in chunks, taking the
+log-softmax only at the real (non-pad) positions, so the [batch, length, vocab] logits
+tensor is never materialised.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Sequence
 from lookahead.backends.base import Backend, Generation, TokenLogprob
 from lookahead.backends.fused_llama import PackedLlamaBody
 from lookahead.backends.fused_llama import supports as supports_packed
+from lookahead.config import StudyConfigError
 
 # Architectures whose logits are exactly lm_head(final hidden state): the chunked path
 # is exact for them. Others (logit soft-capping, scaling) use the plain full forward.
@@ -37,6 +39,15 @@ _PLAIN_HEAD = {
 # stay as they are for recall and forecasts). The allowed values are declared in
 # lookahead/study_settings.yml (mink_body_dtype).
 MINK_BODY_DTYPE = "float32"
+# Where the model runs (study setting ``device``; allowed values declared in
+# lookahead/study_settings.yml). Min-K% runs at matmul precision 'medium' on the CPU
+# (fp32 weights, bf16 kernels where the CPU has them: token log-probs move < 1e-4, LAP
+# < 2e-5 relative, for ~1.4x speed; benchmarks/bench_mink.py) but 'highest' on CUDA,
+# where 'high'/'medium' mean TF32 and moved SmolLM2's LAP by up to 1.2% relative on an
+# H100 (benchmarks/bench_gpu.py). A study's matmul_precision overrides either. Recall
+# (generate) always runs at torch's default precision.
+DEVICE = "cpu"
+DEFAULT_MATMUL_PRECISION = {"cpu": "medium", "cuda": "highest"}
 LOGPROB_FLOOR = -1000.0  # -inf is not JSON; exp(-1000) is 0.0 in double precision anyway
 
 
@@ -55,9 +66,10 @@ def _resolve_location(model_id: str, model_path: str | None, gguf_file: str | No
 
 
 class TransformersBackend(Backend):
-    """transformers on CPU. Options: model_path, gguf_file, batch_size, torch_threads,
-    dtype ('float32' | 'bfloat16'), logit_chunk, matmul_precision ('highest' | 'medium'),
-    mink_body_dtype (see MINK_BODY_DTYPE);
+    """transformers on the CPU or one CUDA GPU. Options: model_path, gguf_file, batch_size,
+    torch_threads, dtype ('float32' | 'bfloat16'), logit_chunk, matmul_precision
+    ('highest' | 'high' | 'medium'), mink_body_dtype (see MINK_BODY_DTYPE), device
+    ('cpu' | 'cuda', see DEVICE);
     or ready ``model``/``tokenizer`` objects.
 
     torch, the tokenizer and the model load on first use, so a rerun whose answers are
@@ -71,12 +83,10 @@ class TransformersBackend(Backend):
         self._torch_threads = options.get("torch_threads")
         self.batch_size = int(options.get("batch_size") or 16)
         self.logit_chunk = int(options.get("logit_chunk") or 512)
-        # Min-K% forward passes run with torch matmul precision 'medium' (fp32 weights,
-        # bf16 kernels where the CPU has them): measured on SmolLM2 it moves token
-        # log-probs by < 1e-4 and Min-K% LAP by < 2e-5 relative, for ~1.4x speed
-        # (benchmarks/bench_mink.py). 'highest' restores exact fp32. Recall (generate)
-        # always runs at torch's default precision.
-        self.matmul_precision = str(options.get("matmul_precision") or "medium")
+        self.device = str(options.get("device") or DEVICE)
+        if self.device not in DEFAULT_MATMUL_PRECISION:
+            raise StudyConfigError(f"setting 'device': '{self.device}' is not one of {', '.join(DEFAULT_MATMUL_PRECISION)}")
+        self.matmul_precision = str(options.get("matmul_precision") or DEFAULT_MATMUL_PRECISION[self.device])
         self._dtype_name = str(options.get("dtype") or "float32")
         self.mink_body_dtype = str(options.get("mink_body_dtype") or MINK_BODY_DTYPE)
         self._mink_bodies: dict[str, Any] = {}  # mink_body_dtype -> the body built for it
@@ -86,6 +96,9 @@ class TransformersBackend(Backend):
         self._model = options.get("model")
         if self._model is not None:
             self._model.eval()
+            if self.device != DEVICE:
+                self._torch  # the one-line error when the device is missing
+                self._model.to(self.device)
         self._tokenizer = options.get("tokenizer")
         if self._tokenizer is None and self._gguf is None and not os.path.exists(self._location):
             raise FileNotFoundError(
@@ -102,6 +115,11 @@ class TransformersBackend(Backend):
     def _torch(self) -> Any:
         import torch
 
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise StudyConfigError(
+                "setting 'device': 'cuda', but torch sees no CUDA GPU here "
+                f"(torch {torch.__version__}); set device: cpu or run on a GPU machine"
+            )
         if self._torch_threads and torch.get_num_threads() != int(self._torch_threads):
             torch.set_num_threads(int(self._torch_threads))
         return torch
@@ -136,7 +154,7 @@ class TransformersBackend(Backend):
 
             kw = {"gguf_file": self._gguf} if self._gguf else {}
             self._model = AutoModelForCausalLM.from_pretrained(self._location, dtype=self.dtype, **kw)
-            self._model.eval()
+            self._model.to(self.device).eval()
         return self._model
 
     # ------------------------------------------------------------------ prompts
@@ -200,7 +218,7 @@ class TransformersBackend(Backend):
         for i, s in enumerate(seqs):
             ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
             mask[i, : len(s)] = 1
-        return ids, mask
+        return ids.to(self.device), mask.to(self.device)
 
     # ------------------------------------------------------------------ queries
 
@@ -239,7 +257,7 @@ class TransformersBackend(Backend):
         torch = self._torch
         ids, mask = self._right_padded(seqs)
         last = mask.sum(1) - 1
-        rows = torch.arange(len(seqs))
+        rows = torch.arange(len(seqs), device=self.device)
         model = self.model
         if type(model).__name__ in _PLAIN_HEAD:  # head only at the last real position
             hidden = getattr(model, model.base_model_prefix)(input_ids=ids, attention_mask=mask).last_hidden_state
@@ -254,7 +272,7 @@ class TransformersBackend(Backend):
         for i, s in enumerate(seqs):
             ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
             mask[i, width - len(s) :] = 1
-        return ids, mask
+        return ids.to(self.device), mask.to(self.device)
 
     def _gen_config(self, **kw: Any) -> Any:
         from transformers import GenerationConfig
@@ -325,13 +343,13 @@ class TransformersBackend(Backend):
                 starts = [0]
                 for s in seqs[:-1]:
                     starts.append(starts[-1] + len(s))
-                keep = torch.cat([torch.arange(a, a + len(s) - 1) for a, s in zip(starts, seqs)])
+                keep = torch.cat([torch.arange(a, a + len(s) - 1) for a, s in zip(starts, seqs)]).to(self.device)
                 h = packed[keep].to(self.dtype)
             else:
                 hidden = body(input_ids=ids, attention_mask=mask).last_hidden_state
                 h = hidden[:, :-1][target_mask].to(self.dtype)
             head = model.get_output_embeddings()
-            flat = torch.empty(h.shape[0], dtype=torch.float32)
+            flat = torch.empty(h.shape[0], dtype=torch.float32, device=self.device)
             for a in range(0, h.shape[0], self.logit_chunk):
                 logits = head(h[a : a + self.logit_chunk]).float()
                 t = targets[a : a + self.logit_chunk]
@@ -381,7 +399,7 @@ class TransformersBackend(Backend):
         with torch.inference_mode():
             for p in prompts:
                 torch.manual_seed(seed)
-                ids = torch.tensor([self.encode(p)], dtype=torch.long)
+                ids = torch.tensor([self.encode(p)], dtype=torch.long, device=self.device)
                 seq = self.model.generate(
                     input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=cfg
                 )

@@ -394,6 +394,17 @@ def test_no_confirmation_no_queries(tmp_path, model_dirs):
     assert not raw.exists() or raw.read_text() == ""
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA GPU is here")
+def test_cuda_device_without_a_gpu_stops_with_one_line(tmp_path, model_dirs):
+    study = make_study(tmp_path, model_dirs["random"], n=4, device="cuda")
+    res = run_job("mink", study, "--yes", check=False)
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and "setting 'device': 'cuda', but torch sees no CUDA GPU here" in res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
+    raw = tmp_path / "raw/mink.jsonl"
+    assert not raw.exists() or raw.read_text() == ""
+
+
 # ----------------------------------------------------------------------------- cached runs
 
 

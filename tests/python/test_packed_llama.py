@@ -58,20 +58,20 @@ def test_packed_body_equals_transformers_hidden_states():
             row += len(s)
 
 
+class Tok:  # ids are the text: "5 17 3" -> [5, 17, 3] (the model needs no real tokenizer)
+    bos_token = None
+    pad_token_id = 0
+    eos_token_id = 0
+
+    def encode(self, text, add_special_tokens=True):
+        return [int(x) for x in text.split()]
+
+    def decode(self, ids, skip_special_tokens=False):
+        return " ".join(map(str, [int(i) for i in ids]))
+
+
 def test_backend_default_body_is_packed_and_matches_the_per_text_loop():
     model = tiny_llama()
-
-    class Tok:  # ids are the text: "5 17 3" -> [5, 17, 3] (the model needs no real tokenizer)
-        bos_token = None
-        pad_token_id = 0
-        eos_token_id = 0
-
-        def encode(self, text, add_special_tokens=True):
-            return [int(x) for x in text.split()]
-
-        def decode(self, ids):
-            return " ".join(map(str, ids))
-
     be = TransformersBackend("tiny", model=model, tokenizer=Tok(), batch_size=3)
     prompts = [" ".join(map(str, s)) for s in SEQS]
     got = be.prompt_logprobs(prompts)
@@ -116,3 +116,54 @@ def test_reduced_weights_dtype_joins_every_key(task):
     assert task_params(Study(vars=resolve({"dtype": "float32"}, demo)), task) == plain
     for dtype in ("bfloat16", "float16"):
         assert task_params(Study(vars=resolve({"dtype": dtype}, demo)), task) == {**plain, "dtype": dtype}
+
+
+# ------------------------------------------------------------------ device: cuda
+# The GPU tier runs where torch sees a CUDA GPU (the benchmarks' GPU machine); the CPU
+# suite checks that asking for one without a GPU is a one-line setting error.
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here")
+
+
+@needs_cuda
+@pytest.mark.parametrize("body", ["float32", "float32_transformers"])
+def test_cuda_device_gives_the_cpu_answers(body):
+    """Min-K% log-probs, recall's top-k and a short greedy answer on the GPU equal the
+    CPU's (fp32 on both: the key leaves the device out)."""
+    prompts = [" ".join(map(str, s)) for s in SEQS]
+    cpu = TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok(), batch_size=3,
+                              matmul_precision="highest", mink_body_dtype=body)
+    gpu = TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok(), batch_size=3,
+                              device="cuda", mink_body_dtype=body)
+    assert next(gpu.model.parameters()).is_cuda and gpu.matmul_precision == "highest"
+    for a, b in zip(cpu.prompt_logprobs(prompts), gpu.prompt_logprobs(prompts)):
+        assert [t.token_id for t in a] == [t.token_id for t in b]
+        assert [t.logprob for t in b[1:]] == pytest.approx([t.logprob for t in a[1:]], abs=1e-4)
+    for a, b in zip(cpu.generate(prompts, 1, 5), gpu.generate(prompts, 1, 5)):
+        assert a.response_text == b.response_text
+        assert [t.token_id for t in a.top_logprobs] == [t.token_id for t in b.top_logprobs]
+        assert [t.logprob for t in b.top_logprobs] == pytest.approx([t.logprob for t in a.top_logprobs], abs=1e-4)
+    assert [g.response_text for g in cpu.generate(prompts, 3, 0)] == [g.response_text for g in gpu.generate(prompts, 3, 0)]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is here")
+def test_cuda_device_without_a_gpu_is_a_setting_error():
+    from lookahead.config import StudyConfigError
+
+    with pytest.raises(StudyConfigError, match=r"^setting 'device': 'cuda', but torch sees no CUDA GPU here"):
+        TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok(), device="cuda")
+    lazy = TransformersBackend("tiny", model_path="/nonexistent", tokenizer=Tok(), device="cuda")
+    with pytest.raises(StudyConfigError, match="setting 'device'"):
+        lazy.prompt_logprobs(["5 17 3"])  # before any weight is looked for
+
+
+def test_unknown_device_is_a_setting_error():
+    from lookahead.config import StudyConfigError
+
+    with pytest.raises(StudyConfigError, match=r"setting 'device': 'gpu' is not one of cpu, cuda"):
+        TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok(), device="gpu")
+
+
+def test_device_default_and_precision_follow_the_device():
+    be = TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok())
+    assert be.device == "cpu" and be.matmul_precision == "medium"
+    assert TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok(), matmul_precision="high").matmul_precision == "high"

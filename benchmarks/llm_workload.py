@@ -1,0 +1,76 @@
+"""The Min-K% and recall workload the LLM benchmarks share: synthetic headline prompts,
+date-only recall prompts and the reference per-text Min-K% loop, so that the CPU
+(bench_mink.py) and GPU (bench_gpu.py) figures time the same texts the same way.
+
+Only the standard library at import: torch is imported inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+WORDS = ("shares rose fell after the company reported record quarterly earnings revenue guidance "
+         "analysts expected lower higher margins demand supply chain recall lawsuit merger "
+         "acquisition dividend buyback CEO resigned regulator approved drug trial results").split()
+
+
+def make_texts(n: int, seed: int = 0) -> list[str]:
+    """Forecast prompts of varied length (about 40-120 tokens), like a headline study."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        headline = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 60)))
+        out.append(f"Headline about Firm {i} (F{i}) on 2021-03-{1 + i % 28:02d}: {headline}\n"
+                   "Will the stock price go up or down on the next trading day?\n"
+                   "Answer with exactly one word: up or down.")
+    return out
+
+
+def recall_prompts(n: int) -> list[str]:
+    """Date-only recall prompts (the protocol's probe: no text, only the firm and the date)."""
+    return [f"On 2021-{1 + i % 12:02d}-{1 + i % 28:02d}, did the closing stock price of Firm {i} (F{i}) "
+            "go up or down compared to the previous trading day?\nAnswer based only on what you recall. "
+            "If you do not recall, answer \"unknown\".\nRespond with exactly one word: up, down, or unknown."
+            for i in range(n)]
+
+
+def reference_loop(model: Any, tok: Any, texts: list[str], device: str = "cpu") -> list[list[float]]:
+    """What swj0419/detect-pretrain-code src/run.py does per text: encode, one forward
+    pass, log_softmax over the full [len, vocab] logits, gather the next-token log-probs
+    one ``.item()`` at a time."""
+    import torch
+
+    res = []
+    with torch.no_grad():
+        for text in texts:
+            input_ids = torch.tensor(tok.encode(text), device=device).unsqueeze(0)
+            logits = model(input_ids).logits
+            probabilities = torch.nn.functional.log_softmax(logits, dim=-1)
+            res.append([probabilities[0, i, t].item() for i, t in enumerate(input_ids[0][1:])])
+    return res
+
+
+def matmul_rate(dtype: Any, precision: str = "highest", n: int = 1024, reps: int = 8,
+                device: str = "cpu") -> float:
+    """Measured dense matmul rate (FLOP/s) of n x n products at this dtype and torch
+    float32 matmul precision: the compute ceiling of a path running its matmuls so."""
+    import torch
+
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        a = torch.randn(n, n, dtype=dtype, device=device)
+        b = torch.randn(n, n, dtype=dtype, device=device)
+        for _ in range(3):
+            a @ b
+        sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+        sync()
+        t = time.perf_counter()
+        for _ in range(reps):
+            a @ b
+        sync()
+        return 2 * n**3 * reps / (time.perf_counter() - t)
+    finally:
+        torch.set_float32_matmul_precision(saved)
