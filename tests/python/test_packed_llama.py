@@ -107,6 +107,20 @@ def test_only_a_bf16_body_changes_the_mink_key():
 
 
 @pytest.mark.parametrize("task", ["forecast", "recall", "mink"])
+def test_device_changes_no_key_and_no_result(task):
+    """A study moved from the CPU to a GPU asks nothing again and its build stays current:
+    the device is in no query's key and not in the settings hash."""
+    from lookahead.config import Study, load_study, resolve
+    from lookahead.keys import task_params
+
+    demo = load_study().vars
+    cpu, gpu = Study(vars=resolve({}, demo)), Study(vars=resolve({"device": "cuda"}, demo))
+    assert gpu["device"] == "cuda"
+    assert task_params(gpu, task) == task_params(cpu, task)
+    assert gpu.settings_hash == cpu.settings_hash
+
+
+@pytest.mark.parametrize("task", ["forecast", "recall", "mink"])
 def test_reduced_weights_dtype_joins_every_key(task):
     from lookahead.config import Study, load_study, resolve
     from lookahead.keys import task_params
