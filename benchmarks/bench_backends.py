@@ -7,7 +7,7 @@ Load times are reported apart from query time; every backend gets one warm-up qu
 
 Usage (after `bash scripts/make_vllm_env.sh` and `.venv/bin/python scripts/export_smollm2_hf.py`):
   PYTHONPATH=. .venv/bin/python benchmarks/bench_backends.py [--texts 64] [--dtype bfloat16]
-      [--eager] [--skip vllm,openai] [--out outputs/bench_backends.json]
+      [--eager] [--skip vllm,openai] [--texts-from mink] [--out outputs/bench_backends.json]
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import random
 import subprocess
 import sys
@@ -25,6 +26,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from llm_workload import make_texts  # noqa: E402  (this folder)
 
 from lookahead.backends.vllm_serve import VLLM_PYTHON, serve_vllm, vllm_env  # noqa: E402
 
@@ -83,12 +86,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
     ap.add_argument("--eager", action="store_true", help="vLLM without torch.compile")
     ap.add_argument("--skip", default="", help="comma-separated backends to leave out")
+    ap.add_argument("--texts-from", choices=("headlines", "mink"), default="headlines",
+                    help="mink: bench_mink.py's prompts (llm_workload.make_texts), so tokens/s compare with its ceilings")
     ap.add_argument("--out", default=str(ROOT / "outputs" / "bench_backends.json"))
     args = ap.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     if not (MODEL_DIR / "model.safetensors").exists():
         sys.exit("bench_backends: run scripts/export_smollm2_hf.py first")
-    queries = {"mink": texts(args.texts), "use_chat_template": False}
+    prompts = make_texts(args.texts) if args.texts_from == "mink" else texts(args.texts)
+    queries = {"mink": prompts, "use_chat_template": False}
     run = _query_module().run
     rows: list[dict[str, Any]] = []
     tmp = Path(tempfile.mkdtemp(prefix="bench_backends_"))
@@ -128,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['tokens']:7d} {r['tokens_per_s']:8.1f} {ratio:>7} "
               f"{'-' if dlp is None else f'{dlp:.1e}':>9}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"texts": args.texts, "rows": rows,
+    Path(args.out).write_text(json.dumps({"command": " ".join(["benchmarks/bench_backends.py", *sys.argv[1:]]),
+                                          "texts": args.texts, "texts_from": args.texts_from, "rows": rows,
+                                          "loadavg_after": os.getloadavg(),
                                           "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
                                          indent=2))
     return 0
