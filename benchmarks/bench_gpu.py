@@ -23,7 +23,8 @@ runs its matmuls: fp32, TF32 (torch matmul precision 'high') or bf16; and over
 ``--random-llama`` builds a Llama of a named shape with random weights: throughput does not
 depend on the weights' values, and it times model sizes no file here holds (their LAP
 deltas are reported but are not a real model's). It refuses to run without a CUDA GPU
-(the CPU figures are bench_mink.py and bench_backends.py).
+(the CPU figures are bench_mink.py and bench_backends.py), except with --cpu-check, which
+runs the same code on the CPU with small matmuls to check the script, not to measure.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ sys.path.insert(0, str(ROOT))
 
 from llm_workload import make_texts, matmul_rate, recall_prompts, reference_loop  # noqa: E402  (this folder)
 
+DEVICE = "cuda"  # "cpu" with --cpu-check
+MATMUL_N = 8192  # ceiling matmuls: n x n x n (1024 with --cpu-check)
+
 # Llama shapes for --random-llama: hidden, intermediate, layers, heads, kv heads, vocab, tied head
 SHAPES = {
     "smollm2-135m": (576, 1536, 30, 9, 3, 49152, True),
@@ -55,7 +59,7 @@ def ceilings() -> dict[str, float]:
     """Measured dense matmul rates (TFLOP/s) at each precision a path can run."""
     import torch
 
-    rate = lambda dt, prec: matmul_rate(dt, prec, n=8192, reps=20, device="cuda") / 1e12  # noqa: E731
+    rate = lambda dt, prec: matmul_rate(dt, prec, n=MATMUL_N, reps=20, device=DEVICE) / 1e12  # noqa: E731
     return {"fp32": rate(torch.float32, "highest"), "tf32": rate(torch.float32, "high"),
             "bf16": rate(torch.bfloat16, "highest")}
 
@@ -69,7 +73,7 @@ def random_llama(shape: str) -> Any:
                                    num_attention_heads=heads, num_key_value_heads=kv, vocab_size=vocab,
                                    tie_word_embeddings=tied, max_position_embeddings=2048)
     torch.manual_seed(0)
-    with torch.device("cuda"):
+    with torch.device(DEVICE):
         return transformers.LlamaForCausalLM(cfg).eval()
 
 
@@ -77,16 +81,17 @@ def timed_rounds(methods: dict[str, Callable[[], Any]], repeats: int) -> tuple[d
     """Each method once per round, rounds alternating, so load and clocks hit all alike."""
     import torch
 
+    sync = torch.cuda.synchronize if DEVICE == "cuda" else (lambda: None)
     for fn in methods.values():  # warm-up: kernels, allocator, lazily built bodies
         fn()
     times: dict[str, list[float]] = {k: [] for k in methods}
     out: dict[str, Any] = {}
     for _ in range(repeats):
         for name, fn in methods.items():
-            torch.cuda.synchronize()
+            sync()
             t = time.perf_counter()
             out[name] = fn()
-            torch.cuda.synchronize()
+            sync()
             times[name].append(time.perf_counter() - t)
     return times, out
 
@@ -105,7 +110,7 @@ def transformers_engine(a: argparse.Namespace) -> dict[str, Any]:
 
         model, tok = random_llama(a.random_llama), AutoTokenizer.from_pretrained(a.tokenizer)
     else:
-        probe = TransformersBackend(Path(a.model).name, model_path=a.model, gguf_file=a.gguf_file, device="cuda")
+        probe = TransformersBackend(Path(a.model).name, model_path=a.model, gguf_file=a.gguf_file, device=DEVICE)
         model, tok = probe.model, probe.tokenizer
     load_s = time.perf_counter() - t0
     params = sum(p.numel() for p in model.parameters())
@@ -113,7 +118,7 @@ def transformers_engine(a: argparse.Namespace) -> dict[str, Any]:
     loop_texts = texts[: a.loop_texts]
 
     def backend(**kw: Any) -> TransformersBackend:
-        return TransformersBackend("bench", model=model, tokenizer=tok, device="cuda", **kw)
+        return TransformersBackend("bench", model=model, tokenizer=tok, device=DEVICE, **kw)
 
     def mink(be: TransformersBackend, tx: list[str]) -> Callable[[], list[list[float]]]:
         return lambda: [[x.logprob for x in lp[1:]] for lp in be.prompt_logprobs(tx)]
@@ -126,7 +131,7 @@ def transformers_engine(a: argparse.Namespace) -> dict[str, Any]:
         contenders[f"bs={bs} fp32 packed body, TF32 matmuls"] = backend(batch_size=bs, matmul_precision="high")
         contenders[f"bs={bs} bf16 body (mink_body_dtype)"] = backend(batch_size=bs, mink_body_dtype="bfloat16")
         contenders[f"bs={bs} bf16 weights (dtype)"] = TransformersBackend(
-            "bench", model=bf16_model, tokenizer=tok, device="cuda", dtype="bfloat16", batch_size=bs)
+            "bench", model=bf16_model, tokenizer=tok, device=DEVICE, dtype="bfloat16", batch_size=bs)
     precision = {"TF32": "tf32", "bf16": "bf16"}
 
     def ceiling_of(name: str) -> str:
@@ -134,7 +139,7 @@ def transformers_engine(a: argparse.Namespace) -> dict[str, Any]:
 
     # Min-K%: the per-text loop and each contender on the loop's texts (the LAP check and
     # the ratio), then each contender on all texts (its throughput at a GPU-sized batch).
-    methods: dict[str, Callable[[], Any]] = {"reference loop (per text)": lambda: reference_loop(model, tok, loop_texts, "cuda")}
+    methods: dict[str, Callable[[], Any]] = {"reference loop (per text)": lambda: reference_loop(model, tok, loop_texts, DEVICE)}
     methods |= {f"{k} [loop texts]": mink(be, loop_texts) for k, be in contenders.items()}
     methods |= {k: mink(be, texts) for k, be in contenders.items()}
     recall_default = {f"recall, default path (bs={default.batch_size})": default,
@@ -207,8 +212,9 @@ def vllm_engine(a: argparse.Namespace) -> dict[str, Any]:
     from lookahead.backends.vllm_backend import VLLMBackend
 
     ceil = ceilings()
+    check = {"kv_cache_gib": 1, "enforce_eager": True} if DEVICE == "cpu" else {}  # a quick start on a CPU
     backend = VLLMBackend(Path(a.model).name, model_path=a.model, dtype=a.dtype,
-                          gpu_memory_utilization=a.gpu_memory_utilization, max_model_len=2048)
+                          gpu_memory_utilization=a.gpu_memory_utilization, max_model_len=2048, **check)
     params = n_parameters(a.model)
     texts, recalls = make_texts(a.texts), recall_prompts(a.texts)
     mink_tokens = sum(len(backend.encode(t)) - 1 for t in texts)
@@ -242,6 +248,7 @@ def main() -> None:
     ap.add_argument("--peak-tflops", type=float, default=None, help="vendor dense peak (e.g. H100 SXM bf16: 989)")
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.8)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--cpu-check", action="store_true", help="run on the CPU to check the script (no figures)")
     a = ap.parse_args()
     a.batch_sizes = [int(x) for x in a.batch_sizes.split(",") if x]
     if not (a.model or (a.random_llama and a.tokenizer)):
@@ -249,10 +256,14 @@ def main() -> None:
 
     import torch
 
-    if not torch.cuda.is_available():
+    global DEVICE, MATMUL_N
+    if a.cpu_check:
+        DEVICE, MATMUL_N = "cpu", 1024
+    elif not torch.cuda.is_available():
         raise SystemExit("no CUDA GPU here: this benchmark is for a GPU machine (CPU figures: bench_mink.py, bench_backends.py)")
     res = transformers_engine(a) if a.engine == "transformers" else vllm_engine(a)
-    res = {"command": " ".join(["benchmarks/bench_gpu.py", *sys.argv[1:]]), "gpu": torch.cuda.get_device_name(0),
+    gpu = torch.cuda.get_device_name(0) if DEVICE == "cuda" else "none (--cpu-check)"
+    res = {"command": " ".join(["benchmarks/bench_gpu.py", *sys.argv[1:]]), "gpu": gpu,
            "torch": torch.__version__, "python": platform.python_version(), "texts": a.texts, "repeats": a.repeats,
            "peak_tflops": a.peak_tflops, "loadavg": os.getloadavg(), **res}
     out = a.out or ROOT / "benchmarks" / "results" / f"gpu_{a.engine}.json"
