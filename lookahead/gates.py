@@ -91,7 +91,7 @@ def gate_frame(data: Any, suite: Mapping[str, Any], id_column: str | None) -> pd
 
 
 _FINGERPRINT_SWITCH = threading.Lock()
-_gates_running: list[float] = []  # one entry per gate running; the first is GX's own threshold
+_switch = {"gates_running": 0, "saved_threshold": 0.0}  # GX's own threshold while a gate runs
 
 
 @contextmanager
@@ -108,15 +108,17 @@ def _no_batch_fingerprint() -> Iterator[None]:
     from great_expectations.execution_engine import pandas_execution_engine as engine
 
     with _FINGERPRINT_SWITCH:
-        _gates_running.append(engine.HASH_THRESHOLD)
-        engine.HASH_THRESHOLD = 0
+        if _switch["gates_running"] == 0:
+            _switch["saved_threshold"] = engine.HASH_THRESHOLD
+            engine.HASH_THRESHOLD = 0
+        _switch["gates_running"] += 1
     try:
         yield
     finally:
         with _FINGERPRINT_SWITCH:
-            saved = _gates_running.pop()
-            if not _gates_running:
-                engine.HASH_THRESHOLD = saved
+            _switch["gates_running"] -= 1
+            if _switch["gates_running"] == 0:
+                engine.HASH_THRESHOLD = _switch["saved_threshold"]
 
 
 def run_gate(

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from lookahead.backends.base import Backend, Generation, TokenLogprob
 from lookahead.backends.fused_llama import PackedLlamaBody
 from lookahead.backends.fused_llama import supports as supports_packed
-from lookahead.config import StudyConfigError
+from lookahead.config import StudyConfigError, check_setting
 
 # Architectures whose logits are exactly lm_head(final hidden state): the chunked path
 # is exact for them. Others (logit soft-capping, scaling) use the plain full forward.
@@ -83,9 +83,7 @@ class TransformersBackend(Backend):
         self._torch_threads = options.get("torch_threads")
         self.batch_size = int(options.get("batch_size") or 16)
         self.logit_chunk = int(options.get("logit_chunk") or 512)
-        self.device = str(options.get("device") or DEVICE)
-        if self.device not in DEFAULT_MATMUL_PRECISION:
-            raise StudyConfigError(f"setting 'device': '{self.device}' is not one of {', '.join(DEFAULT_MATMUL_PRECISION)}")
+        self.device = str(check_setting("device", options.get("device")) or DEVICE)  # the declared choices
         self.matmul_precision = str(options.get("matmul_precision") or DEFAULT_MATMUL_PRECISION[self.device])
         self._dtype_name = str(options.get("dtype") or "float32")
         self.mink_body_dtype = str(options.get("mink_body_dtype") or MINK_BODY_DTYPE)

@@ -178,6 +178,10 @@ def test_unknown_device_is_a_setting_error():
 
 
 def test_device_default_and_precision_follow_the_device():
+    from lookahead.backends.transformers_backend import DEFAULT_MATMUL_PRECISION
+    from lookahead.config import CHOICES
+
+    assert set(DEFAULT_MATMUL_PRECISION) == set(CHOICES["device"])  # a precision for every allowed device
     be = TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok())
     assert be.device == "cpu" and be.matmul_precision == "medium"
     assert TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok(), matmul_precision="high").matmul_precision == "high"
