@@ -7,7 +7,7 @@ Load times are reported apart from query time; every backend gets one warm-up qu
 
 Usage (after `bash scripts/make_vllm_env.sh` and `.venv/bin/python scripts/export_smollm2_hf.py`):
   PYTHONPATH=. .venv/bin/python benchmarks/bench_backends.py [--texts 64] [--dtype bfloat16]
-      [--eager] [--skip vllm,openai] [--texts-from mink] [--out outputs/bench_backends.json]
+      [--eager] [--skip vllm,openai] [--texts-from mink] [--out benchmarks/results/backends_cpu.json]
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", default="", help="comma-separated backends to leave out")
     ap.add_argument("--texts-from", choices=("headlines", "mink"), default="headlines",
                     help="mink: bench_mink.py's prompts (llm_workload.make_texts), so tokens/s compare with its ceilings")
-    ap.add_argument("--out", default=str(ROOT / "outputs" / "bench_backends.json"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "backends_cpu.json"))
     args = ap.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     if not (MODEL_DIR / "model.safetensors").exists():

@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -83,6 +84,7 @@ def main() -> None:
     per_fast_same = t_fast_same / a.naive_draws
     per_fast_all = t_fast_all / a.draws
     res = {
+        "command": " ".join(["benchmarks/bench_bootstrap.py", *sys.argv[1:]]),
         "rows": data.n, "entities": int(data.fe[0].max() + 1), "dates": int(data.fe[1].max() + 1),
         "draws": a.draws, "naive_draws_timed": a.naive_draws, "seed": a.seed,
         "naive_ms_per_draw": 1e3 * per_naive,

@@ -7,9 +7,10 @@ pyfixest script benchmarks/bare_protocol.py, run alternately with `dbt build` (p
 tables and bootstrap excluded on both sides); its coefficients must equal dbt's. Each
 run is a child process; peak memory is the larger of that child's max RSS (os.wait4)
 and the sampled peak of the RSS summed over it and its descendants; wall time is
-measured around it; the load average is recorded before and after.
+measured around it; the load average is recorded before and after. --floors adds, to
+each pair, the builds of FLOORS: what dbt costs before any of the project's tests.
 
-    python benchmarks/bench_dbt_build.py [--sizes 91361] [--pairs 3] [--full] [--out FILE]
+    python benchmarks/bench_dbt_build.py [--sizes 91361] [--pairs 3] [--full] [--floors] [--out FILE]
 """
 
 from __future__ import annotations
@@ -191,13 +192,14 @@ def _env(db: Path) -> dict[str, str]:
                 LOOKAHEAD_DUCKDB=str(db), PYTHONPATH=str(ROOT), GX_ANALYTICS_ENABLED="False")
 
 
-def dbt_build(vars_: dict, db: Path, exclude: list[str] | None = None) -> dict:
+def dbt_build(vars_: dict, db: Path, exclude: list[str] | None = None, extra: list[str] | None = None) -> dict:
     """One `dbt build` in a child process; per-node times from target/run_results.json."""
     dbt = Path(sys.executable).with_name("dbt")
     target = db.parent / "target"  # per study: concurrent builds never share run_results.json
     cmd = [str(dbt), "build", "--vars", json.dumps(vars_), "--target-path", str(target)]
     if exclude:
         cmd += ["--exclude", *exclude]
+    cmd += extra or []
     wall, peak, rc, tail = _run(cmd, _env(db))
     if rc:
         print(tail)
@@ -253,9 +255,19 @@ def _median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-def compare(n: int, out_root: Path, pairs: int, full_build: bool) -> dict:
+# What dbt costs before the project's own checks (--floors): the same build without a
+# single data or unit test, and dbt's fixed start (its import, the manifest, the run-start
+# checks and one one-row model).
+FLOORS = {
+    "no_tests": ["--exclude-resource-type", "test", "unit_test"],
+    "start_only": ["--select", "study_settings", "--exclude-resource-type", "test", "unit_test"],
+}
+
+
+def compare(n: int, out_root: Path, pairs: int, full_build: bool, floors: bool = False) -> dict:
     """Alternating pairs: bare script, then dbt build without the paper tables, the
-    bootstrap and the claim models (the bare script has none); then, once, the whole build."""
+    bootstrap and the claim models (the bare script has none), then (floors) the FLOORS
+    builds; then, once, the whole build."""
     out = out_root / str(n)
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
@@ -270,11 +282,15 @@ def compare(n: int, out_root: Path, pairs: int, full_build: bool) -> dict:
     dbt_build(vars_, db, exclude)  # warm-up: the first build parses the project (vars changed)
     load0 = os.getloadavg()
     runs_bare, runs_dbt = [], []
+    runs_floor: dict[str, list[dict]] = {name: [] for name in (FLOORS if floors else ())}
     for _ in range(pairs):
         runs_bare.append(bare(vars_path, out / "bare.json"))
         runs_dbt.append(dbt_build(vars_, db, exclude))
+        for name, runs in runs_floor.items():
+            runs.append(dbt_build(vars_, db, exclude, FLOORS[name]))
     load1 = os.getloadavg()
-    failed = [f"{name} (return code {r['returncode']})" for name, runs in (("bare script", runs_bare), ("dbt build", runs_dbt))
+    failed = [f"{name} (return code {r['returncode']})"
+              for name, runs in (("bare script", runs_bare), ("dbt build", runs_dbt), *runs_floor.items())
               for r in runs if r["returncode"]]
     if failed:
         raise SystemExit(f"{n} rows: {', '.join(failed)} failed; its output is above")
@@ -295,6 +311,14 @@ def compare(n: int, out_root: Path, pairs: int, full_build: bool) -> dict:
         "loadavg_before": load0, "loadavg_after": load1,
         "returncodes": [r["returncode"] for r in runs_bare + runs_dbt],
     }
+    for name, runs in runs_floor.items():
+        ratios = [f["wall_s"] / b["wall_s"] for b, f in zip(runs_bare, runs)]
+        res[f"floor_{name}"] = {
+            "dbt_args": FLOORS[name], "wall_s": [r["wall_s"] for r in runs],
+            "wall_s_median": _median([r["wall_s"] for r in runs]),
+            "ratio_wall_median": _median(ratios), "ratio_wall_range": [min(ratios), max(ratios)],
+            "peak_rss_mib_median": _median([r["peak_rss_mib"] for r in runs]),
+            "last_run": runs[-1]}
     if full_build:
         res["full_build"] = dbt_build(vars_, db)
     return res
@@ -307,6 +331,8 @@ def main() -> None:
     ap.add_argument("--full", action="store_true", help="also 1,000,000 rows")
     ap.add_argument("--no-full-build", action="store_true",
                     help="skip the last, whole build (paper tables and bootstrap included)")
+    ap.add_argument("--floors", action="store_true",
+                    help="in each pair also the same build without any test, and dbt's start alone")
     ap.add_argument("--tmp", type=Path, default=Path("/tmp/lookahead_bench"), help="generated data")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "dbt_build.json")
     args = ap.parse_args()
@@ -314,9 +340,13 @@ def main() -> None:
     results = {"command": " ".join(["benchmarks/bench_dbt_build.py", *sys.argv[1:]]),
                "cpus": os.cpu_count(), "python": platform.python_version(), "sizes": []}
     for n in sizes:
-        r = compare(n, args.tmp, args.pairs, full_build=not args.no_full_build)
+        r = compare(n, args.tmp, args.pairs, full_build=not args.no_full_build, floors=args.floors)
         results["sizes"].append(r)
-        print(json.dumps({k: v for k, v in r.items() if k not in ("dbt_last_run", "full_build")}))
+        print(json.dumps({k: v for k, v in r.items() if k not in ("dbt_last_run", "full_build")
+                          and not k.startswith("floor_")}))
+        for name in FLOORS if args.floors else ():
+            f = r[f"floor_{name}"]
+            print(f"floor {name}: {f['wall_s_median']:.1f} s, {f['ratio_wall_median']:.2f}x the bare script")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1))
     print(f"written {args.out}")

@@ -46,11 +46,13 @@ DEFAULT_SIZES = (100_000, 1_000_000, 10_000_000)
 
 
 class RssSampler:
-    """RSS of one process (and its children) sampled every `every` seconds, with times."""
+    """RSS and CPU time (user + system) of one process and its children, sampled every
+    `every` seconds, with times."""
 
     def __init__(self, pid: int, every: float = 0.2) -> None:
         self.pid, self.every = pid, every
         self.samples: list[tuple[float, float]] = []   # (unix time, MiB)
+        self.cpu: list[tuple[float, float]] = []       # (unix time, CPU seconds so far)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -67,17 +69,22 @@ class RssSampler:
         return pids
 
     def _run(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
         while not self._stop.is_set():
-            total = 0.0
+            total, cpu = 0.0, 0.0
             for p in self._tree():
                 try:
                     for line in Path(f"/proc/{p}/status").read_text().splitlines():
                         if line.startswith("VmRSS:"):
                             total += int(line.split()[1]) / 1024
-                except OSError:
+                    stat = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+                    cpu += (int(stat[11]) + int(stat[12])) / tick  # utime + stime
+                except (OSError, IndexError, ValueError):
                     pass
             if total:
-                self.samples.append((time.time(), total))
+                now = time.time()
+                self.samples.append((now, total))
+                self.cpu.append((now, cpu))
             self._stop.wait(self.every)
 
     def stop(self) -> None:
