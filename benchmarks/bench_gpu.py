@@ -42,7 +42,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from llm_workload import make_texts, matmul_rate, recall_prompts, reference_loop  # noqa: E402  (this folder)
+from llm_workload import diff_vs_loop, make_texts, matmul_rate, recall_prompts, reference_loop, timed_rounds  # noqa: E402  (this folder)
 
 DEVICE = "cuda"  # "cpu" with --cpu-check
 MATMUL_N = 8192  # ceiling matmuls: n x n x n (1024 with --cpu-check)
@@ -77,23 +77,14 @@ def random_llama(shape: str) -> Any:
         return transformers.LlamaForCausalLM(cfg).eval()
 
 
-def timed_rounds(methods: dict[str, Callable[[], Any]], repeats: int) -> tuple[dict[str, list[float]], dict[str, Any]]:
-    """Each method once per round, rounds alternating, so load and clocks hit all alike."""
+def warm_then_time(methods: dict[str, Callable[[], Any]], repeats: int) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """One warm-up call of each method (kernels, allocator, lazily built bodies), then
+    llm_workload.timed_rounds on DEVICE."""
     import torch
 
-    sync = torch.cuda.synchronize if DEVICE == "cuda" else (lambda: None)
-    for fn in methods.values():  # warm-up: kernels, allocator, lazily built bodies
+    for fn in methods.values():
         fn()
-    times: dict[str, list[float]] = {k: [] for k in methods}
-    out: dict[str, Any] = {}
-    for _ in range(repeats):
-        for name, fn in methods.items():
-            sync()
-            t = time.perf_counter()
-            out[name] = fn()
-            sync()
-            times[name].append(time.perf_counter() - t)
-    return times, out
+    return timed_rounds(methods, repeats, torch.cuda.synchronize if DEVICE == "cuda" else lambda: None)
 
 
 def transformers_engine(a: argparse.Namespace) -> dict[str, Any]:
@@ -102,7 +93,6 @@ def transformers_engine(a: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from lookahead.backends.transformers_backend import TransformersBackend
-    from lookahead.scoring import mink_lap
 
     t0 = time.perf_counter()
     if a.random_llama:
@@ -146,7 +136,7 @@ def transformers_engine(a: argparse.Namespace) -> dict[str, Any]:
                       **{f"recall, bs={bs}": backend(batch_size=bs) for bs in a.batch_sizes}}
     methods |= {k: (lambda be=be: be.generate(recalls, 1, 20)) for k, be in recall_default.items()}
     ceil = ceilings()
-    times, out = timed_rounds(methods, a.repeats)
+    times, out = warm_then_time(methods, a.repeats)
     ceil_after = ceilings()
     ceil = {k: max(ceil[k], ceil_after[k]) for k in ceil}
 
@@ -154,7 +144,6 @@ def transformers_engine(a: argparse.Namespace) -> dict[str, Any]:
     all_tokens = sum(len(tok.encode(t)) - 1 for t in texts)
     recall_tokens = sum(len(tok.encode(t)) for t in recalls)
     ref = out["reference loop (per text)"]
-    ref_lap = [mink_lap([None, *r]) for r in ref]
     loop_tps = loop_tokens / statistics.median(times["reference loop (per text)"])
 
     def figures(name: str, tokens: int, kind: str) -> dict[str, Any]:
@@ -168,14 +157,12 @@ def transformers_engine(a: argparse.Namespace) -> dict[str, Any]:
     mink_rows: dict[str, Any] = {"reference loop (per text)": {**figures("reference loop (per text)", loop_tokens, "fp32"),
                                                                "ratio_vs_loop": 1.0}}
     for name in contenders:
-        got = out[f"{name} [loop texts]"]
-        laps = [mink_lap([None, *r]) for r in got]
         row = figures(name, all_tokens, ceiling_of(name))
         row["loop_texts_tokens_per_s"] = loop_tokens / statistics.median(times[f"{name} [loop texts]"])
         row["ratio_vs_loop"] = row["tokens_per_s"] / loop_tps
         row["ratio_vs_loop_same_texts"] = row["loop_texts_tokens_per_s"] / loop_tps
-        row["max_abs_logprob_diff_vs_fp32_loop"] = max(max(abs(x - y) for x, y in zip(r1, r2)) for r1, r2 in zip(got, ref))
-        row["max_rel_lap_diff_vs_fp32_loop"] = max(abs(x - y) / y for x, y in zip(laps, ref_lap))
+        row["max_abs_logprob_diff_vs_fp32_loop"], row["max_rel_lap_diff_vs_fp32_loop"] = diff_vs_loop(
+            out[f"{name} [loop texts]"], ref)
         mink_rows[name] = row
     recall_rows = {k: figures(k, recall_tokens, "fp32") for k in recall_default}
     print(f"{'Min-K% method':52s} {'tok/s':>10s} {'x loop':>7s} {'MFU':>7s} {'max rel dLAP':>12s}")
@@ -220,7 +207,7 @@ def vllm_engine(a: argparse.Namespace) -> dict[str, Any]:
     mink_tokens = sum(len(backend.encode(t)) - 1 for t in texts)
     recall_tokens = sum(len(backend.encode(t)) for t in recalls)
     methods = {"mink": lambda: backend.prompt_logprobs(texts), "recall": lambda: backend.generate(recalls, 1, 20)}
-    times, _ = timed_rounds(methods, a.repeats)
+    times, _ = warm_then_time(methods, a.repeats)
     kind = "bf16" if a.dtype in ("bfloat16", "float16") else "fp32"
 
     def figures(tokens: int, t: list[float]) -> dict[str, Any]:

@@ -26,10 +26,17 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-from llm_workload import SMOLLM2_GGUF, make_texts, matmul_rate, reference_loop, smollm2_dir  # this folder (the script's own)
+from llm_workload import (  # this folder (the script's own)
+    SMOLLM2_GGUF,
+    diff_vs_loop,
+    make_texts,
+    matmul_rate,
+    reference_loop,
+    smollm2_dir,
+    timed_rounds,
+)
 
 from lookahead.backends.transformers_backend import TransformersBackend
-from lookahead.scoring import mink_lap
 
 ROOT = Path(__file__).resolve().parents[1]
 GGUF_DIR, GGUF_FILE = smollm2_dir(), SMOLLM2_GGUF
@@ -145,13 +152,7 @@ def main() -> None:
     ceilings0 = {"fp32": matmul_gflops(torch.float32), "fp32_medium": matmul_gflops(torch.float32, "medium"),
                  "bf16": matmul_gflops(torch.bfloat16)}
     load0 = os.getloadavg()
-    times: dict[str, list[float]] = {k: [] for k in methods}
-    results: dict[str, list[list[float]]] = {}
-    for _ in range(args.repeats):  # rounds alternate the methods, so load hits all alike
-        for name, fn in methods.items():
-            t = time.perf_counter()
-            results[name] = fn(texts)
-            times[name].append(time.perf_counter() - t)
+    times, results = timed_rounds({name: (lambda fn=fn: fn(texts)) for name, fn in methods.items()}, args.repeats)
     load1 = os.getloadavg()
     ceilings1 = {"fp32": matmul_gflops(torch.float32), "fp32_medium": matmul_gflops(torch.float32, "medium"),
                  "bf16": matmul_gflops(torch.bfloat16)}
@@ -161,16 +162,13 @@ def main() -> None:
 
     ref_name = "reference loop (per text)"
     ref = results[ref_name]
-    ref_lap = [mink_lap([None, *r]) for r in ref]
     print(f"\n{'method':34s} {'median s':>9s} {'tok/s':>8s} {'x loop':>7s} {'max|dlp|':>9s} {'max rel dLAP':>12s}"
           f" {'of bf16 ceiling':>15s}")
     rows = {}
     for name in methods:
         med = statistics.median(times[name])
         per_round = [b / t for b, t in zip(times[ref_name], times[name])]
-        dlp = max(max(abs(a - b) for a, b in zip(r1, r2)) for r1, r2 in zip(results[name], ref))
-        laps = [mink_lap([None, *r]) for r in results[name]]
-        dlap = max(abs(a - b) / b for a, b in zip(laps, ref_lap))
+        dlp, dlap = diff_vs_loop(results[name], ref)
         tps = n_tok / med
         rows[name] = {
             "median_s": med, "tokens_per_s": tps, "ratio_vs_loop_median_of_rounds": statistics.median(per_round),

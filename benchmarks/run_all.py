@@ -3,9 +3,9 @@ benchmarks/results/ (tracked, so a figure quoted in BENCHMARKS.md can be re-read
 
 Quick by default (minutes on 2 cores): dbt build vs the bare script at 91,361 rows (and
 what dbt costs before any test), the Min-K% paths vs the per-text loop and the measured
-compute ceiling, the fast bootstrap vs the naive refit, the cached demo re-run. --full adds 1,000,000 rows (and more pairs,
-texts and naive draws) and the scale benchmark (bench_scale.py: 100,000 to 10,000,000 rows,
-growth exponents of time and memory).
+compute ceiling, the fast bootstrap vs the naive refit, the cached demo re-run. --full
+adds 1,000,000 rows (and more pairs, texts and naive draws) and the scale benchmark
+(bench_scale.py: 100,000 to 10,000,000 rows, growth exponents of time and memory).
 
 Where torch sees a CUDA GPU it also runs bench_gpu.py (Min-K% and recall on the GPU with
 the transformers backend, against the per-text loop on the same GPU).
