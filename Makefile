@@ -64,7 +64,7 @@ demo-claims: install
 ## (slow on a CPU; cached, so an interrupted run resumes; one torch thread, one instance
 ## per batch: on a shared CPU more threads thrash).
 claims-extraction-recall: install
-	$(PY) -m lookahead.claims.extraction_benchmark --batch-size 1 --torch-threads 1
+	$(PY) -m research.claims_extraction_benchmark --batch-size 1 --torch-threads 1
 
 ## The same study with the real SmolLM2-135M-Instruct (one setting changed: the model).
 demo-smollm2: install

@@ -53,7 +53,7 @@ FAILURE_FIELDS = (
 
 
 SHARDS_DIR = "shards"  # <raw_dir>/shards/<shard>/<task>.jsonl: one folder per writer
-SHARD_PATTERN = "**/{task}.jsonl"  # under raw_dir; models/sources.yml reads the same glob
+SHARD_PATTERN = "**/{task}.jsonl"  # under raw_dir; models/staging/_sources.yml reads the same glob
 
 
 class CacheError(RuntimeError):

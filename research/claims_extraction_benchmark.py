@@ -1,9 +1,10 @@
 """Measure the claim-extraction job with a real small model on the demo's planted rationales.
 
-    python -m lookahead.claims.extraction_benchmark            # all demo instances
-    python -m lookahead.claims.extraction_benchmark --n 4      # the first 4 (fixed subset)
+    python -m research.claims_extraction_benchmark            # all demo instances
+    python -m research.claims_extraction_benchmark --n 4      # the first 4 (fixed subset)
 
-Why a module and not a test: on a shared CPU the full run takes most of an hour, so the
+Why a program and not a test (and why here, out of the package: it is a measurement,
+nothing a user imports): on a shared CPU the full run takes most of an hour, so the
 figure is produced once by this command and committed as JSON
 (``docs/claims/extraction_recall.json``), which docs/claims.md quotes. The slow test
 (tests/python/test_claims_smollm2.py) runs the same function on a small subset.
@@ -38,7 +39,7 @@ import yaml
 from lookahead.claims.evaluate import DEFAULT_THRESHOLD, extraction_recall
 from lookahead.claims.schema import ExtractionError, claims_from_object, parse_extraction_text
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo" / "claims"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_OUT = ROOT / "docs" / "claims" / "extraction_recall.json"
@@ -166,7 +167,7 @@ def measure(work: Path = DEFAULT_WORK, n: int | None = None, max_tokens: int = 3
                  + ("vLLM CPU with guided decoding to the extraction schema" if backend == "vllm"
                     else "transformers (validate and re-ask)"),
         "backend": backend,
-        "command": "python -m lookahead.claims.extraction_benchmark"
+        "command": "python -m research.claims_extraction_benchmark"
                    + (" --backend vllm" if backend == "vllm" else "")
                    + (f" --n {n}" if n is not None else "")
                    + f" --max-tokens {max_tokens} --retries {retries} --batch-size {batch_size}"

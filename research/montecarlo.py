@@ -2,8 +2,8 @@
 
 Each replication builds a pre- and a post-cutoff panel with the columns the dbt models
 produce (docs/CONTRACTS.md, Panel) and runs exactly what the dbt Python models run:
-``lookahead.stats.protocol.run_protocol`` (python_models/regression_results.py) and
-``lookahead.stats.verdict.verdict_frame`` (python_models/verdict.py), with the study
+``lookahead.stats.protocol.run_protocol`` (python_models/marts/results/regression_results.py) and
+``lookahead.stats.verdict.verdict_frame`` (python_models/marts/results/verdict.py), with the study
 settings a user would set (``StatsSettings``). Nothing here re-implements a regression,
 a p-value or a threshold; it only tabulates what those functions return.
 
@@ -31,7 +31,7 @@ CRV1 t(G-1) test over-rejects); nulls with 10 and 20 entities; a paper-like effe
 gives t of about 1 at this N); and strong planted memorization.
 
 Run (docs/montecarlo.md has the table this wrote):
-    python -m lookahead.demo.montecarlo --reps 1000 --wild-draws 399 \\
+    python -m research.montecarlo --reps 1000 --wild-draws 399 \\
         --out docs/montecarlo/results.json --progress docs/montecarlo/progress.jsonl
 The progress file gets one JSON line per replication, so a run can be resumed and
 watched; --workers runs replications in parallel processes.
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> None:
         rows = run(args.reps, settings, Path(args.progress), designs, args.base_seed, args.workers)
     table = summarize(rows)
     result = {
-        "command": "python -m lookahead.demo.montecarlo " + " ".join(argv if argv is not None else
+        "command": "python -m research.montecarlo " + " ".join(argv if argv is not None else
                                                                        os.sys.argv[1:]),
         "alpha": 0.05, "reps": args.reps, "wild_draws": args.wild_draws,
         "wild_weights": args.wild_weights, "wild_min_clusters": args.min_clusters,

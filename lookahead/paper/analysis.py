@@ -21,7 +21,7 @@ from lookahead.paper import figures, render
 from lookahead.paper import tables as T
 from lookahead.paper.fit import PaperNotEstimable, PaperSpecError
 
-#: Columns of `paper_tables` (python_models/_paper.yml documents each).
+#: Columns of `paper_tables` (python_models/marts/paper/_paper__models.yml documents each).
 LONG_COLUMNS = [
     "paper_table", "table_column", "spec", "sample", "term", "estimate", "std_error", "t", "p", "n_obs",
     "n_clusters", "n_singletons", "n_missing", "dropped_terms", "r2", "r2_within",

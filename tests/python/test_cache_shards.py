@@ -100,16 +100,16 @@ def test_cache_fingerprint_is_the_file_fingerprint_until_there_are_shards(tmp_pa
 
 
 def test_dbt_sources_read_the_same_glob():
-    """models/sources.yml states the shard glob for dbt; it must be lookahead.cache's."""
-    sources = yaml.safe_load((ROOT / "models/sources.yml").read_text())
+    """models/staging/_sources.yml states the shard glob for dbt; it must be lookahead.cache's."""
+    sources = yaml.safe_load((ROOT / "models/staging/_sources.yml").read_text())
     locations = {s["name"]: s["meta"]["external_location"] for s in sources["sources"] if s["name"].startswith("raw")}
     assert "/" + SHARD_PATTERN.format(task="${name}") + "'" in locations["raw"]
     assert "/" + SHARD_PATTERN.format(task="${name}.failures") + "'" in locations["raw_failures"]
 
 
 def source_relation(source: str, raw: Path, task: str) -> str:
-    """The raw source's relation as dbt renders it (models/sources.yml) for ``raw`` and ``task``."""
-    sources = yaml.safe_load((ROOT / "models/sources.yml").read_text())
+    """The raw source's relation as dbt renders it (models/staging/_sources.yml) for ``raw`` and ``task``."""
+    sources = yaml.safe_load((ROOT / "models/staging/_sources.yml").read_text())
     loc = next(s["meta"]["external_location"] for s in sources["sources"] if s["name"] == source)
     return loc.replace('{{ var("raw_dir") }}', str(raw)).replace("${name}", task)
 

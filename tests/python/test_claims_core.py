@@ -266,7 +266,7 @@ def test_extraction_benchmark_schema_check_and_timing():
     """The SmolLM2 measurement's own checks: a line stored as valid must validate, one
     stored as invalid must not parse (either lie is an error), and model time counts each
     batch once."""
-    from lookahead.claims.extraction_benchmark import generation_seconds, schema_check
+    from research.claims_extraction_benchmark import generation_seconds, schema_check
 
     good = {"claim_id": 1, "claim_text": "Acme opened a plant.", "original_text": "Acme opened a plant.",
             "temporal_reference": None, "claim_category": "A1", "category_reasoning": "event"}

@@ -66,12 +66,12 @@ def test_claim_model_replaces_the_protocol_model_for_claims_only():
 
 def test_the_dbt_claim_models_read_the_study_the_build_resolved():
     """Every claim model builds from `study_settings` (the settings the build resolved,
-    defaults included), and _claims.yml passes no vars of its own: there is no second list
+    defaults included), and _claims__models.yml passes no vars of its own: there is no second list
     of claim settings that could miss one or fall back to the default study."""
     for model in ("claims", "instance_leakage", "claims_summary", "claims_rejects"):
-        text = (ROOT / "python_models" / "claims" / f"{model}.py").read_text()
+        text = (ROOT / "python_models" / "marts" / "claims" / f"{model}.py").read_text()
         assert f'table("{model}", dbt.ref("study_settings").df())' in text, model
-    assert "var(" not in (ROOT / "python_models" / "claims" / "_claims.yml").read_text()
+    assert "var(" not in (ROOT / "python_models" / "marts" / "claims" / "_claims__models.yml").read_text()
 
 
 def _settings_row(study) -> pd.DataFrame:

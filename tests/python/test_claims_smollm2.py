@@ -1,6 +1,6 @@
 """Claim extraction with a real model: SmolLM2-135M-Instruct on the demo's planted rationales.
 
-Slow tier. The measurement itself is `python -m lookahead.claims.extraction_benchmark`
+Slow tier. The measurement itself is `python -m research.claims_extraction_benchmark`
 (every demo instance; result committed in docs/claims/extraction_recall.json); this test
 runs the same function on a small fixed subset and checks what must hold whatever the
 model answers: every stored extraction the pipeline uses validates against the schema,
@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from lookahead.claims.extraction_benchmark import DEMO, ROOT, measure, schema_check, smollm2_dir
+from research.claims_extraction_benchmark import DEMO, ROOT, measure, schema_check, smollm2_dir
 
 N_INSTANCES = int(os.environ.get("CLAIMS_SMOLLM2_N", "4"))
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"

@@ -112,7 +112,7 @@ def test_dbt_output_keeps_the_gate_message_and_drops_the_traceback() -> None:
     from lookahead.cli import without_tracebacks
 
     dbt_lines = [
-        "12:00:27    Runtime Error in model gate_panel (python_models/gates/gate_panel.py)\n",
+        "12:00:27    Runtime Error in model gate_panel (python_models/marts/gates/gate_panel.py)\n",
         "  Python model failed:\n",
         "  Traceback (most recent call last):\n",
         '    File "/x/environments/__init__.py", line 286, in run_python_job\n',

@@ -234,7 +234,7 @@ def test_montecarlo_runs_the_shipped_verdict_on_one_draw_per_design() -> None:
     """The Monte Carlo calls run_protocol and verdict_frame (what the dbt models call):
     strong planted memorization is detected by the verdict's own test, and a null draw's
     panel satisfies the Panel contract the regressions check."""
-    from lookahead.demo.montecarlo import DESIGNS, replicate, simulate, summarize
+    from research.montecarlo import DESIGNS, replicate, simulate, summarize
     from lookahead.stats.protocol import PANEL_COLUMNS, StatsSettings
     from lookahead.stats.wild import WildSettings
 
@@ -254,7 +254,7 @@ def test_montecarlo_resumes_past_a_torn_progress_line(tmp_path: Path) -> None:
     and its replication counts as not done."""
     import json
 
-    from lookahead.demo.montecarlo import _done, _read_progress
+    from research.montecarlo import _done, _read_progress
 
     progress = tmp_path / "progress.jsonl"
     good = {"design": "null_10_clusters", "rep": 0, "p_used": 0.5}

@@ -126,7 +126,7 @@ def test_unknown_placeholder_names_the_setting() -> None:
 
 
 def _staged_relation(study: Study) -> duckdb.DuckDBPyRelation:
-    """stg_observations as the build stores it (models/staging/stg_observations.py: DATE
+    """stg_observations as the build stores it (python_models/staging/stg_observations.py: DATE
     date columns, a DOUBLE outcome, text for the rest), as a DuckDB relation."""
     staged = stage_observations(study, study.path("data_path"))
     for col in ("text_date", "target_date"):

@@ -41,7 +41,7 @@ def test_committed_monte_carlo_meets_the_size_requirement_and_is_what_the_docs_s
 
     import pandas as pd
 
-    from lookahead.demo.montecarlo import TABLE_END, TABLE_START, to_markdown
+    from research.montecarlo import TABLE_END, TABLE_START, to_markdown
 
     res = json.loads((DOC.parent / "montecarlo" / "results.json").read_text(encoding="utf-8"))
     assert all(r["reps"] >= 1000 for r in res["table"]), [(r["design"], r["reps"]) for r in res["table"]]

@@ -1,4 +1,4 @@
-"""dbt Python model `instance_leakage` (claim-level leakage; see _claims.yml and docs/claims.md).
+"""dbt Python model `instance_leakage` (claim-level leakage; see _claims__models.yml and docs/claims.md).
 Logic: lookahead/claims/tables.py."""
 
 

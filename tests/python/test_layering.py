@@ -1,0 +1,95 @@
+"""The project's layout as dbt sees it, read from dbt's own manifest (a ref added in SQL or
+in a Python model is caught alike; docs/CONTRACTS.md, "Where things go").
+
+A model's layer is the first folder under its model path (models/ for SQL, python_models/
+for Python): staging, intermediate or marts. The DAG flows one way, staging ->
+intermediate -> marts: the rule dbt_project_evaluator checks as
+fct_staging_dependent_on_marts_or_intermediate and fct_intermediate_dependent_on_marts.
+Each folder's models are documented in that folder's one `_<folder>__models.yml`, with
+`data_tests:` (the `tests:` key is deprecated)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from dbt_runner import ROOT, run_dbt
+
+LAYERS = ("staging", "intermediate", "marts")
+# A model of a layer may ref only models of these layers.
+ALLOWED = {"staging": {"staging"}, "intermediate": {"staging", "intermediate"},
+           "marts": {"staging", "intermediate", "marts"}}
+
+
+def layer_of(node: dict) -> str:
+    """The first folder of the model's path inside its model path (fqn: project, folders, name)."""
+    folders = node["fqn"][1:-1]
+    return folders[0] if folders else ""
+
+
+@pytest.fixture(scope="module")
+def manifest(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("parse")
+    study = yaml.safe_load((ROOT / "demo" / "studies" / "contaminated.yml").read_text())
+    res = run_dbt(["parse"], study, tmp / "parse.duckdb")
+    assert res.returncode == 0, res.output[-3000:]
+    return json.loads((tmp / "target" / "manifest.json").read_text())
+
+
+def test_every_model_sits_in_a_layer_folder(manifest):
+    off = sorted(n["original_file_path"] for n in manifest["nodes"].values()
+                 if n["resource_type"] == "model" and layer_of(n) not in LAYERS)
+    assert not off, f"models outside staging/intermediate/marts: {off}"
+
+
+def test_no_ref_runs_back_up_the_layers(manifest):
+    nodes = manifest["nodes"]
+    back = []
+    for node in nodes.values():
+        if node["resource_type"] != "model":
+            continue
+        for parent in node["depends_on"]["nodes"]:
+            up = nodes.get(parent)
+            if up is None or up["resource_type"] != "model":
+                continue
+            if layer_of(up) not in ALLOWED.get(layer_of(node), set(LAYERS)):
+                back.append(f"{node['original_file_path']} ({layer_of(node)}) refs "
+                            f"{up['name']} ({layer_of(up)})")
+    assert not back, "back-arrows:\n" + "\n".join(sorted(back))
+
+
+def test_a_models_language_matches_its_model_path(manifest):
+    want = {"sql": "models", "python": "python_models"}
+    off = sorted(n["original_file_path"] for n in manifest["nodes"].values() if n["resource_type"] == "model"
+                 and Path(n["original_file_path"]).parts[0] != want[n["language"]])
+    assert not off, f"SQL belongs under models/, Python under python_models/: {off}"
+
+
+def test_each_folder_documents_its_models_in_one_models_yml(manifest):
+    wrong = []
+    for n in manifest["nodes"].values():
+        if n["resource_type"] != "model":
+            continue
+        folder = Path(n["original_file_path"]).parent
+        want = f"{folder}/_{folder.name}__models.yml"
+        documented = (n.get("patch_path") or "").split("://", 1)[-1]
+        if documented != want:
+            wrong.append(f"{n['name']}: documented in {documented or 'no YAML'}, not {want}")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_yaml_declares_data_tests_not_the_deprecated_tests_key():
+    def keys(node, path=""):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                yield from [f"{path}/{k}"] if k == "tests" else []
+                yield from keys(v, f"{path}/{k}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                yield from keys(v, f"{path}[{i}]")
+
+    found = [f"{f.relative_to(ROOT)}: {k}" for top in ("models", "python_models", "seeds", "tests/dbt", "macros")
+             for f in sorted((ROOT / top).rglob("*.yml")) for k in keys(yaml.safe_load(f.read_text()))]
+    assert not found, found
