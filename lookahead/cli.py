@@ -111,14 +111,10 @@ def report(study: Study) -> int:
 def _paper_sections():
     """The paper's tables and figures, then the claim-level section, as extra report
     sections (each empty when its models were not built)."""
-    sections = []
-    try:
-        from lookahead.paper.report_section import paper_section
-        sections.append(paper_section)
-    except ImportError:
-        pass
     from lookahead.claims.report_section import claims_section
-    sections.append(claims_section)
+    from lookahead.paper.report_section import paper_section
+
+    sections = [paper_section, claims_section]
 
     def combined(con, results_dir):
         return "".join(f(con, results_dir) for f in sections)
