@@ -155,6 +155,7 @@ def _recall_probs(gen: dict[str, Any]) -> dict[str, float | None]:
 
 
 @slow
+@pytest.mark.vllm
 @pytest.mark.parametrize("other", ["vllm", "openai"])
 def test_recall_probabilities_agree(answers: dict[str, dict[str, Any]], other: str) -> None:
     ref, alt = answers["transformers"]["recall"], answers[other]["recall"]
@@ -184,6 +185,7 @@ def test_recall_probabilities_agree(answers: dict[str, dict[str, Any]], other: s
 
 
 @slow
+@pytest.mark.vllm
 @pytest.mark.parametrize("other", ["vllm", "openai"])
 def test_mink_logprobs_and_lap_agree(answers: dict[str, dict[str, Any]], other: str) -> None:
     ref, alt = answers["transformers"]["mink"], answers[other]["mink"]

@@ -97,7 +97,6 @@ def test_lookahead_run_puts_claims_beside_the_verdict(tmp_path):
     """`make demo`'s step for the contaminated study, into a scratch database: the same
     verdict as the protocol study, the claim tables with the issue's columns and the
     planted OLR, and the report's claim section with its figure."""
-    sys.path.insert(0, str(ROOT / "tests" / "python"))
     from dbt_runner import dbt_env
 
     v = yaml.safe_load((DEMO / "demo_contaminated.yml").read_text())

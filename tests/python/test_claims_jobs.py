@@ -162,7 +162,6 @@ def test_kill9_mid_run_then_resume_without_requery(tmp_path):
 
 @pytest.mark.slow
 def test_dbt_claim_models(scored, tmp_path):
-    sys.path.insert(0, str(ROOT / "tests" / "python"))
     from dbt_runner import run_dbt
 
     study, _ = scored["leaky"]

@@ -30,10 +30,9 @@ def layer_of(node: dict) -> str:
 
 
 @pytest.fixture(scope="module")
-def manifest(tmp_path_factory) -> dict:
+def manifest(tmp_path_factory, demo_study) -> dict:
     tmp = tmp_path_factory.mktemp("parse")
-    study = yaml.safe_load((ROOT / "demo" / "studies" / "contaminated.yml").read_text())
-    res = run_dbt(["parse"], study, tmp / "parse.duckdb")
+    res = run_dbt(["parse"], demo_study, tmp / "parse.duckdb")
     assert res.returncode == 0, res.output[-3000:]
     return json.loads((tmp / "target" / "manifest.json").read_text())
 

@@ -135,7 +135,7 @@ def test_reduced_weights_dtype_joins_every_key(task):
 # ------------------------------------------------------------------ device: cuda
 # The GPU tier runs where torch sees a CUDA GPU (the benchmarks' GPU machine); the CPU
 # suite checks that asking for one without a GPU is a one-line setting error.
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here")
+needs_cuda = pytest.mark.gpu  # tests/conftest.py skips it without a CUDA GPU
 
 
 @needs_cuda

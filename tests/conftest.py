@@ -1,0 +1,60 @@
+"""What every test shares: the test tiers and a few fixtures.
+
+Tiers (markers, declared in pyproject.toml; `--strict-markers` rejects any other name):
+- ``slow``: minutes of CPU or a real model; left out of `make test`, run by `make test-slow`.
+- ``vllm``: needs the vLLM environment `.venv-vllm` (bash scripts/make_vllm_env.sh); without
+  it the test is skipped with that fix as the reason.
+- ``gpu``: needs a CUDA GPU that torch sees; skipped without one.
+A resource tier is skipped here, in one place, rather than by a `skipif` in each file.
+
+The helper modules beside the tests (tests/python/dbt_runner.py, fixture_study.py, ...)
+are importable by name because pyproject.toml puts tests/python on pytest's `pythonpath`
+(and the project root, for `lookahead`, `llm_jobs` and `research`): no test edits sys.path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the resource tiers whose resource this machine lacks (checked once, and only
+    when a collected test asks for it: importing torch costs seconds)."""
+    missing: dict[str, str | None] = {}
+    for item in items:
+        for tier in ("gpu", "vllm"):
+            if item.get_closest_marker(tier) is None:
+                continue
+            if tier not in missing:
+                missing[tier] = (None if _cuda_available() else "no CUDA GPU here") if tier == "gpu" else (
+                    None if VLLM_PYTHON.exists() else
+                    "needs the vLLM environment .venv-vllm: bash scripts/make_vllm_env.sh")
+            if missing[tier]:
+                item.add_marker(pytest.mark.skip(reason=missing[tier]))
+
+
+@pytest.fixture(scope="session")
+def project_root() -> Path:
+    """The checkout's root (dbt_project.yml's folder)."""
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def demo_study() -> dict:
+    """The default study's settings (demo/studies/contaminated.yml, what plain `dbt build`
+    builds), as the dict a test passes to dbt's --vars or edits first."""
+    return yaml.safe_load((ROOT / "demo" / "studies" / "contaminated.yml").read_text())
