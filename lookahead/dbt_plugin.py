@@ -86,7 +86,7 @@ def _freeze_long_lived() -> None:
     A build's process holds millions of objects that live until it exits (dbt's parsed
     project, the imported libraries), and every full collection walks all of them:
     0.2-0.3 s each, about ten times during a build, and several times more while the
-    interpreter shuts down (2.4-2.7 s measured at 91,361 rows, BENCHMARKS.md). Called
+    interpreter shuts down (2.4-2.7 s measured at 91,361 rows, benchmarks/HISTORY.md). Called
     when dbt opens the database (the project is parsed by then) and again at exit;
     frozen objects are simply never collected, which for objects that live until the
     process ends changes nothing but the time."""
@@ -138,7 +138,7 @@ def limit_malloc_arenas() -> bool:
     thread may get an arena of its own that keeps its freed memory; fewer arenas share
     that memory. The same as MALLOC_ARENA_MAX=2 in the environment, but it applies to
     every way a build runs (`dbt build`, `lookahead run`). Called before DuckDB starts
-    its threads. Not measured on its own (BENCHMARKS.md measures it with the trim and the
+    its threads. Not measured on its own (benchmarks/HISTORY.md measures it with the trim and the
     working-set changes). Returns False where the C library is not glibc (nothing
     changes)."""
     return _LIBC is not None and bool(_LIBC.mallopt(M_ARENA_MAX, ARENA_MAX))

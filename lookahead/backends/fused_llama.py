@@ -13,7 +13,7 @@ This body does the same arithmetic in fp32 with fewer, larger ops:
   without a mask: pads sit after the real tokens, so no real position can see one.
 
 Nothing is rounded below fp32 (bf16 arithmetic moves Min-K% LAP by about 5% relative on
-SmolLM2 however the residual stream is kept, see BENCHMARKS.md), so the result equals the
+SmolLM2 however the residual stream is kept, see benchmarks/HISTORY.md), so the result equals the
 transformers body up to fp32 reassociation. Only plain Llama layers qualify (see
 ``supports``); anything else keeps the transformers body.
 """

@@ -34,7 +34,7 @@ _PLAIN_HEAD = {
 #                       per-text loop up to fp32 reassociation (Min-K% LAP within 2e-5)
 #   float32_transformers  transformers' own fp32 body, unpacked (the previous default)
 #   bfloat16            a bf16 copy of transformers' body: faster, but moves Min-K% LAP
-#                       by about 5-15% relative on SmolLM2 (BENCHMARKS.md)
+#                       by about 5-15% relative on SmolLM2 (benchmarks/HISTORY.md)
 # The packed body or bf16 copy is built on the first Min-K% query (the loaded weights
 # stay as they are for recall and forecasts). The allowed values are declared in
 # lookahead/study_settings.yml (mink_body_dtype).

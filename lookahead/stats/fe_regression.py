@@ -429,7 +429,7 @@ def _release(fit: object) -> None:
     Python objects; gc.freeze in lookahead.dbt_plugin) can be several regressions later;
     until then they keep copies of the sample (data, model matrices, demeaned columns,
     scores). At 800,000 rows each fit left 150-250 MiB behind and the paper's fits piled
-    up (BENCHMARKS.md). Emptying the model's attributes frees its arrays at once; a
+    up (benchmarks/HISTORY.md). Emptying the model's attributes frees its arrays at once; a
     collection of the two young generations then frees the cycles this fit made
     (milliseconds: the long-lived objects of the oldest generation are not walked)."""
     vars(fit).clear()

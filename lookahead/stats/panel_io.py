@@ -40,7 +40,7 @@ def to_pandas(relation: Any) -> pd.DataFrame:
     Why: `.df()` turns each VARCHAR value into a Python string and pandas then copies
     those into its Arrow-backed string columns; at 1,000,000 rows the four text columns
     gate_panel checks cost about 1 GB at the conversion's peak for a 200 MiB frame
-    (BENCHMARKS.md). Through Arrow the strings go straight into those columns, at half
+    (benchmarks/HISTORY.md). Through Arrow the strings go straight into those columns, at half
     the time. The other columns still come from `.df()` (dates, nullable integers and
     booleans convert differently through Arrow), from a second scan of the same table:
     a dbt `ref` is a stored table, and DuckDB returns a table's rows in the order they
