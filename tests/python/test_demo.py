@@ -234,9 +234,9 @@ def test_montecarlo_runs_the_shipped_verdict_on_one_draw_per_design() -> None:
     """The Monte Carlo calls run_protocol and verdict_frame (what the dbt models call):
     strong planted memorization is detected by the verdict's own test, and a null draw's
     panel satisfies the Panel contract the regressions check."""
-    from research.montecarlo import DESIGNS, replicate, simulate, summarize
     from lookahead.stats.protocol import PANEL_COLUMNS, StatsSettings
     from lookahead.stats.wild import WildSettings
+    from research.montecarlo import DESIGNS, replicate, simulate, summarize
 
     by_name = {d.name: d for d in DESIGNS}
     settings = StatsSettings(wild=WildSettings(draws=99))
