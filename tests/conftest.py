@@ -48,12 +48,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def project_root() -> Path:
-    """The checkout's root (dbt_project.yml's folder)."""
-    return ROOT
-
-
-@pytest.fixture(scope="session")
 def demo_study() -> dict:
     """The default study's settings (demo/studies/contaminated.yml, what plain `dbt build`
     builds), as the dict a test passes to dbt's --vars or edits first."""

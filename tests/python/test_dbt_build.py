@@ -631,7 +631,7 @@ def test_build_is_skipped_only_while_settings_inputs_and_code_are_unchanged(buil
         "other inputs: the study settings changed since dbt build "
         f"(invocation {invocation}); rerun dbt build")
 
-    model = code / "models" / "marts" / "build_identity.sql"  # a changed model file
+    model = code / "models" / "marts" / "build" / "build_identity.sql"  # a changed model file
     model.write_text(model.read_text() + "\n-- edited\n")
     assert build_up_to_date(here, root=code) == (
         None, "the code changed (models, macros, seeds, tests, suites, package or libraries)")
