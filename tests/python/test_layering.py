@@ -11,6 +11,7 @@ Each folder's models are documented in that folder's one `_<folder>__models.yml`
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,17 @@ def test_yaml_declares_data_tests_not_the_deprecated_tests_key():
     found = [f"{f.relative_to(ROOT)}: {k}" for top in ("models", "python_models", "seeds", "tests/dbt", "macros")
              for f in sorted((ROOT / top).rglob("*.yml")) for k in keys(yaml.safe_load(f.read_text()))]
     assert not found, found
+
+
+def test_contracts_layout_table_lists_each_folders_models(manifest):
+    """docs/CONTRACTS.md's layout table names every model in its folder's row, and no other."""
+    rows = {}
+    for line in (ROOT / "docs" / "CONTRACTS.md").read_text().splitlines():
+        m = re.match(r"\| `((?:python_)?models/[a-z/]+)/`[^|]*\| ([^|]*) \|", line)
+        if m:
+            rows[m.group(1)] = set(re.findall(r"`([a-z_]+)`", re.sub(r"\([^)]*\)", "", m.group(2))))
+    built = {}
+    for n in manifest["nodes"].values():
+        if n["resource_type"] == "model":
+            built.setdefault(str(Path(n["original_file_path"]).parent), set()).add(n["name"])
+    assert rows == built
