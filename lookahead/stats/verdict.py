@@ -228,7 +228,9 @@ class TestFact:
 
     def p_phrase(self) -> str:
         """"one-sided p 0.002 by CRV1": the p named with its source."""
-        via = f"wild bootstrap, {self.draws} draws" if self.draws else self.source
+        via = self.source
+        if self.draws and self.p != 0:  # a zero names B in its bound already
+            via += f" ({self.draws} draws)"
         return f"{self.sided} p {self.p_text()} by {via}"
 
 
@@ -538,7 +540,7 @@ def _per_sd(o: Outcome) -> str:
 def validation_text(o: Outcome) -> str:
     """The step-3 finding in words (present, or what failed)."""
     high, low = o.tests["theta_high"], o.tests["theta_low"]
-    hi = (f"{fmt_num(high.estimate)} per unit of U-D (t {fmt_t(high.t)}, {high.p_phrase()})")
+    hi = f"{fmt_num(high.estimate)} per unit of U-D, t {fmt_t(high.t)}, {high.p_phrase()}"
     if o.validation_present:
         extra = ""
         if low.estimable and low.p < ALPHA_VALIDATION:
