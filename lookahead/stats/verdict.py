@@ -23,6 +23,13 @@ Order of the checks (all on the pre-cutoff detection coefficient):
 Every "No evidence" and "Underpowered" with an estimable beta_3 quotes the minimum
 detectable effect (one-sided 5% test, 80% power): (t_0.95 + t_0.80) x SE(beta_3).
 
+The rule returns data, not prose: ``evaluate`` gives an ``Outcome`` (decision, path, LAP
+problem, validation failures, placebo outcome, and each test's facts with the p it read);
+``reason``, ``validation_text`` and ``placebo_text`` render words from it, and no rule
+reads rendered text. Numbers print through ``fmt_num``/``fmt_t``/``fmt_p`` here and in
+REPORT.md's cells alike, so a sentence quotes exactly what its cell shows; ``fmt_p`` keeps
+a p on its side of every threshold and prints a bootstrap zero as < 1/(B+1).
+
 Choices the protocol leaves open, stated here and in docs/verdict.md:
   - The LAP-variation rule qualifies a null only (the protocol attaches "otherwise report
     underpowered" to "No evidence"): a significant beta_3 on little LAP variation is
