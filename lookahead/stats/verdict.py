@@ -168,6 +168,7 @@ class VerdictFacts:
     theta_low_sd: float = math.nan    # per sd of U-D in its half: ud (difference regression)
     n_forecast_pre: int = -1          # pre-cutoff rows with a parsed forecast and an outcome (-1: not known)
     n_lap_values_pre: int = -1        # pre-cutoff rows with a LAP value (-1: not known)
+    placebo_p_wild_two_sided: float = math.nan
 
 
 # ---------------------------------------------------------------- how numbers are printed
@@ -365,7 +366,7 @@ def tests_of(f: VerdictFacts) -> dict[str, TestFact]:
                          "one-sided", f.n_obs_post),
         "placebo_two_sided": _test(f, "post-cutoff beta_3", f.placebo_beta3,
                                    "per unit of mu_hat x LAP", f.placebo_t, f.placebo_p_two_sided,
-                                   math.nan, g_post, "two-sided", f.n_obs_post),
+                                   f.placebo_p_wild_two_sided, g_post, "two-sided", f.n_obs_post),
     }
 
 
@@ -792,6 +793,7 @@ def gather_facts(results: pd.DataFrame, panel_pre: pd.DataFrame,
         theta_high_sd=low_sd + d, theta_low_sd=low_sd,
         n_forecast_pre=_count_present(panel_pre, ("mu_hat", "outcome")),
         n_lap_values_pre=_count_present(panel_pre, ("lap",)),
+        placebo_p_wild_two_sided=_f(post.get("p_wild_two_sided")),
     )
 
 

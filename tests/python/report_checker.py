@@ -10,7 +10,8 @@ Checks
 - comparisons: "exceeds ... A against B, a difference of D" needs A > B and A - B = D;
   "X exceeds low-LAP theta Y by D" (the old wording) the same; "but smaller" needs the
   smaller number; "indistinguishable from zero" needs a named two-sided p >= 0.05;
-  "significantly negative" a named p < 0.05 and a negative estimate; "above T", "not above
+  "significantly negative" a named p < 0.05 and a negative estimate, from the wild
+  bootstrap when the sentence says the tests read it; "above T", "not above
   T", "below T", "not below T", "> T", "<= T" must hold for the printed p; "beta_3 = X
   ... > 0" needs X > 0; the verdict's own threshold (0.05 for beta_3, 0.1 for the
   placebo) must hold for the printed p;
@@ -136,7 +137,9 @@ def check(text: str, results_dir: Path | None = None) -> list[str]:
         return ["no verdict line"]
     verdict, reason = m.group(1), m.group(2)
     problems += _numbers(secs, reason)
-    problems += _comparisons(verdict, reason)
+    # the section sentences that restate parts of the verdict are read with it
+    others = " ".join(re.findall(r"^(?:Placebo: .*|.*Here: .*)$", text, re.M))
+    problems += _comparisons(verdict, reason + " " + others)
     problems += _zeros(text)
     problems += _cells(secs, results_dir)
     problems += _reason(secs, verdict, reason, text)
@@ -252,6 +255,12 @@ def _comparisons(verdict: str, reason: str) -> list[str]:
             problems.append("'significantly negative' without the p it read")
         elif not (_holds(*p_value(m.group(2)), "below", 0.05) and est < 0):
             problems.append(f"'significantly negative' with {est}, p {m.group(2)}")
+    few = re.search(r"the tests (?:read|use) wild cluster bootstrap p-values", reason)
+    for m in re.finditer(rf"significantly negative \(two-sided p ({PVAL})(?: \(1/\(B\+1\), B = \d+\))?( by [A-Za-z1 -]+)?", reason):
+        if few and not m.group(2):
+            problems.append("'significantly negative' without the source of its p, while the tests read the wild bootstrap")
+        elif few and "CRV1" in m.group(2):
+            problems.append("'significantly negative' reads a CRV1 p while the tests read the wild bootstrap")
     for m in re.finditer(rf"p ({PVAL})(?: \(1/\(B\+1\), B = \d+\))?(?: by [A-Za-z1 -]+?(?: \(\d+ draws\))?)?"
                          rf"(?:\)?,? )(above|not above|below|not below|>|<=) ({NUM})", reason):
         v, bound = p_value(m.group(1))

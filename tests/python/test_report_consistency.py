@@ -82,6 +82,11 @@ def test_reader_fails_on_the_old_demo_wording():
     ("**Verdict: Contamination detected.** Contamination detected: beta_3 = 0.1 (t 2, one-sided p "
      "0.05, N 100) > 0; placebo passes: post-cutoff beta_3 0.1, one-sided p 0.1 > 0.1.",
      "'p 0.1 > 0.1' does not hold"),
+    ("**Verdict: Contamination detected.** Contamination detected: beta_3 = 0.1 (t 3, one-sided p "
+     "0.001 by wild bootstrap (999 draws), N 100) > 0; placebo passes: post-cutoff beta_3 -6 (t -2.1, "
+     "one-sided p 0.97 by wild bootstrap (999 draws), above 0.1); it is significantly negative "
+     "(two-sided p 0.04 by CRV1). With 30 clusters (fewer than 50) the tests read wild cluster "
+     "bootstrap p-values (999 draws).", "reads a CRV1 p while the tests read the wild bootstrap"),
     ("**Verdict: Underpowered.** Underpowered: beta_3 is not estimable — all variables are "
      "collinear; please reach out to the package authors!", "estimator-internal text"),
 ])
