@@ -224,7 +224,11 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
         f"tables `dbt build` wrote. Estimates come from pyfixest (feols), not Stata; "
         f"`reghdfe.do` beside this report runs the same specifications in Stata.\n\n"
     )
-    outcome = evaluate(facts_from_row(verdict))
+    outcome = evaluate(facts_from_row(verdict))  # the Outcome every section is rendered from
+    if outcome.decision != str(verdict["verdict"]):
+        raise ReportError(f"verdict.csv says {verdict['verdict']!r} but its facts give "
+                          f"{outcome.decision!r}: the verdict table was built by another version; "
+                          "rerun `dbt build`")
     draws = outcome.facts.wild_draws
     md.append(f"**Verdict: {outcome.decision}.** {reason(outcome)}\n\n")
 

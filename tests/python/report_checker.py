@@ -256,9 +256,11 @@ def _comparisons(verdict: str, reason: str) -> list[str]:
         elif not (_holds(*p_value(m.group(2)), "below", 0.05) and est < 0):
             problems.append(f"'significantly negative' with {est}, p {m.group(2)}")
     few = re.search(r"the tests (?:read|use) wild cluster bootstrap p-values", reason)
-    for m in re.finditer(rf"significantly negative \(two-sided p ({PVAL})(?: \(1/\(B\+1\), B = \d+\))?( by [A-Za-z1 -]+)?", reason):
+    negative = rf"significantly negative \(two-sided p ({PVAL})(?: \(1/\(B\+1\), B = \d+\))?( by [A-Za-z1 -]+)?"
+    for m in re.finditer(negative, reason):
         if few and not m.group(2):
-            problems.append("'significantly negative' without the source of its p, while the tests read the wild bootstrap")
+            problems.append("'significantly negative' without the source of its p, "
+                            "while the tests read the wild bootstrap")
         elif few and "CRV1" in m.group(2):
             problems.append("'significantly negative' reads a CRV1 p while the tests read the wild bootstrap")
     for m in re.finditer(rf"p ({PVAL})(?: \(1/\(B\+1\), B = \d+\))?(?: by [A-Za-z1 -]+?(?: \(\d+ draws\))?)?"
