@@ -18,9 +18,24 @@ import pandas as pd
 
 from lookahead.config import Study
 from lookahead.identity import StaleResultError, check_current
+from lookahead.paper.table5_reading import TABLE5_READING, table5_reading
 from lookahead.stats.fe_regression import SSC_RULE
 from lookahead.stats.protocol import StatsSettings
 from lookahead.stats.stata import export_stata_panels, write_stata_do_file
+from lookahead.stats.verdict import (
+    PATHS,
+    PLACEBO_PASS_P,
+    UNITS_RULE,
+    evaluate,
+    facts_from_row,
+    fmt_num,
+    fmt_p,
+    fmt_t,
+    mde,
+    placebo_text,
+    reason,
+    validation_text,
+)
 
 # (spec, sample) -> CSV name; the protocol's tables in report order
 REGRESSIONS = (
@@ -119,13 +134,10 @@ def _not_estimable(row: pd.Series) -> str:
 
 
 def _coef_table(results: pd.DataFrame, specs: list[tuple[str, str, str]], terms: list[str],
-                one_sided: str | None = None, two_sided: bool = False,
-                degenerate: dict[str, str] | None = None) -> str:
+                one_sided: str | None = None, two_sided: bool = False, draws: int = 0) -> str:
     """Rows: (label, spec, sample); columns per term: estimate (t); then the p-values of the
-    tested term (CRV1 and wild cluster bootstrap side by side). A missing estimate, or one in
-    `degenerate` (term -> reason: a regressor without meaningful variation), is printed as
-    "not estimable (reason)" instead of a number."""
-    degenerate = degenerate or {}
+    tested term (CRV1 and wild cluster bootstrap side by side). A cell is a number or
+    "not estimable (reason)", never both: a tested term without an estimate has no p."""
     lines = []
     for label, spec, sample in specs:
         part = _rows(results, spec, sample)
@@ -136,22 +148,24 @@ def _coef_table(results: pd.DataFrame, specs: list[tuple[str, str, str]], terms:
             r = part[part["term"] == term]
             if r.empty:
                 cells.append("NA")
-            elif term in degenerate:
-                cells.append(f"not estimable ({degenerate[term]})")
             elif pd.isna(r["estimate"].iloc[0]):
                 cells.append(_not_estimable(r.iloc[0]))
             else:
-                cells.append(f"{_fmt(r['estimate'].iloc[0])} ({_fmt(r['t'].iloc[0], 3)})")
+                cells.append(f"{fmt_num(_num_or_nan(r['estimate'].iloc[0]))} "
+                             f"({fmt_t(_num_or_nan(r['t'].iloc[0]))})")
         first = part.iloc[0]
         extra = []
+
+        def p_cells(term: str, crv: str, wild: str) -> list[str]:
+            r = part[part["term"] == term]
+            if r.empty or pd.isna(r["estimate"].iloc[0]):
+                return ["NA", "NA"]
+            return [fmt_p(_num_or_nan(r[crv].iloc[0])), fmt_p(_num_or_nan(r[wild].iloc[0]), draws)]
+
         if two_sided:
-            tested = part[part["term"] == (one_sided or terms[0])]
-            extra += ([_fmt(tested["p_two_sided"].iloc[0]), _fmt(tested["p_wild_two_sided"].iloc[0])]
-                      if len(tested) else ["NA", "NA"])
+            extra += p_cells(one_sided or terms[0], "p_two_sided", "p_wild_two_sided")
         if one_sided:
-            r = part[part["term"] == one_sided]
-            extra += ([_fmt(r["p_one_sided"].iloc[0]), _fmt(r["p_wild_one_sided"].iloc[0])]
-                      if len(r) else ["NA", "NA"])
+            extra += p_cells(one_sided, "p_one_sided", "p_wild_one_sided")
         extra += [_fmt(first["n_obs"]), _fmt(first["n_clusters"]), _fmt(first["n_singletons"]),
                   _fmt(first["r2"], 3)]
         lines.append([label, *cells, *extra])
@@ -210,7 +224,13 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
         f"tables `dbt build` wrote. Estimates come from pyfixest (feols), not Stata; "
         f"`reghdfe.do` beside this report runs the same specifications in Stata.\n\n"
     )
-    md.append(f"**Verdict: {verdict['verdict']}.** {verdict['reason']}\n\n")
+    outcome = evaluate(facts_from_row(verdict))  # the Outcome every section is rendered from
+    if outcome.decision != str(verdict["verdict"]):
+        raise ReportError(f"verdict.csv says {verdict['verdict']!r} but its facts give "
+                          f"{outcome.decision!r}: the verdict table was built by another version; "
+                          "rerun `dbt build`")
+    draws = outcome.facts.wild_draws
+    md.append(f"**Verdict: {outcome.decision}.** {reason(outcome)}\n\n")
 
     md.append("## 1. Sample\n\n")
     rows = [("input rows", metric.get("input rows")), ("rejected in validation", metric.get("rejected rows"))]
@@ -292,60 +312,66 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
     md.append("\n## 3. Validation: outcome on (U-D), entity and period fixed effects\n\n")
     md.append(_coef_table(results, [("pooled", "validation_pooled", "pre"),
                                     ("high LAP", "validation_high_lap", "pre"),
-                                    ("low LAP", "validation_low_lap", "pre")], ["ud"], two_sided=True))
-    md.append("\nHigh- minus low-LAP theta (one regression: outcome on ud and ud x high_lap with "
-              "entity x half and period x half fixed effects, so ud:high_lap is exactly "
-              "theta_high - theta_low; one-sided test of high > low):\n\n")
+                                    ("low LAP", "validation_low_lap", "pre")], ["ud"],
+                          two_sided=True, draws=draws))
+    md.append("\nTheta is per unit of U-D in this table. High- minus low-LAP theta (one "
+              "regression: outcome on ud and ud x high_lap with entity x half and period x half "
+              "fixed effects, ud in sd units of its own half, so ud is the low-LAP theta and "
+              "ud:high_lap is theta_high - theta_low, both per sd of U-D within its half; "
+              "one-sided test of high > low):\n\n")
     md.append(_coef_table(results, [("pre-cutoff", "validation_difference", "pre")],
-                          ["ud", "ud:high_lap"], one_sided="ud:high_lap"))
+                          ["ud", "ud:high_lap"], one_sided="ud:high_lap", draws=draws))
+    f = outcome.facts
+    md.append("\n" + markdown_table(pd.DataFrame([
+        ("high-LAP theta per sd of U-D (ud + ud:high_lap)", fmt_num(f.theta_high_sd)),
+        ("low-LAP theta per sd of U-D (ud)", fmt_num(f.theta_low_sd)),
+        ("difference (ud:high_lap)", fmt_num(f.theta_diff)),
+    ], columns=["theta per sd of U-D within its half", "estimate"])))
     md.append("\nExpected under memorization: theta positive and significant on the high-LAP "
               "half, near zero on the low-LAP half. \"Near zero\" is tested, not assumed from "
               "p >= 0.05: the pattern is present when the high-LAP theta is positive with "
-              "two-sided p < 0.05 and exceeds the low-LAP theta with one-sided p < 0.05 "
-              "(docs/verdict.md). Here: "
-              f"{'the pattern is present' if bool(verdict['validation_pattern']) else 'the pattern is not present'}.\n")
+              "two-sided p < 0.05 and exceeds the low-LAP theta per sd of U-D with one-sided "
+              f"p < 0.05 (docs/verdict.md). Here: {validation_text(outcome)}.\n")
 
     md.append("\n## 4. Detection: outcome on mu_hat, LAP and mu_hat x LAP, pre-cutoff\n\n")
     md.append(_coef_table(results, [("pre-cutoff", "detection", "pre")],
-                          ["mu_hat", "lap", "mu_hat:lap"], one_sided="mu_hat:lap"))
+                          ["mu_hat", "lap", "mu_hat:lap"], one_sided="mu_hat:lap", draws=draws))
+    b3 = outcome.tests["beta3"]
     md.append("\nbeta_3 is the coefficient on mu_hat:lap; the test is one-sided for beta_3 > 0 "
               "(p/2 when t > 0, else 1 - p/2). Beside CRV1 stands the restricted wild cluster "
               "bootstrap p (wildboottest; " + _wild_label(results) + "); the verdict reads it "
-              f"when a regression has fewer than {_fmt(verdict.get('wild_min_clusters'))} clusters "
-              f"(here it used: {_fmt(verdict.get('inference_used'))}). Minimum detectable beta_3 "
-              f"(one-sided 5% test, 80% power): {_fmt(verdict.get('beta3_mde'))}. Every regression "
-              "is fitted on unit-sd columns and reported on the data's scale, so no t-statistic "
-              "depends on the unit of LAP.\n")
+              f"when a regression has fewer than {f.wild_min_clusters} clusters "
+              f"(here it read: {b3.p_phrase()}; t test on {fmt_num(f.beta3_df)} degrees of "
+              f"freedom). Minimum detectable beta_3 (one-sided 5% test, 80% power): "
+              f"{fmt_num(mde(f))}.\n")
 
     md.append("\n## 5. Placebo: post-cutoff sample\n\n")
-    degenerate: dict[str, str] = {}
-    sd_post, min_post = _num_or_nan(verdict.get("lap_sd_post")), _num_or_nan(verdict.get("lap_min_sd_post"))
-    if _num_or_nan(verdict.get("lap_distinct_post")) == 1 or (
-            math.isfinite(sd_post) and math.isfinite(min_post) and sd_post < min_post):
-        why = f"post-cutoff LAP has no meaningful variation: sd {_fmt(sd_post)}"
-        degenerate = {"lap": why, "mu_hat:lap": why, "ud": why}
-    if _rows(results, "detection", "post")["estimate"].notna().any() or degenerate:
+    if f.placebo_feasible:
         md.append(_coef_table(results, [("post-cutoff", "detection", "post")],
-                              ["mu_hat", "lap", "mu_hat:lap"], one_sided="mu_hat:lap",
-                              degenerate=degenerate))
+                              ["mu_hat", "lap", "mu_hat:lap"], one_sided="mu_hat:lap", draws=draws))
         md.append("\n" + _coef_table(results, [("pooled", "validation_pooled", "post"),
                                              ("high LAP", "validation_high_lap", "post"),
                                              ("low LAP", "validation_low_lap", "post")], ["ud"],
-                                      two_sided=True, degenerate=degenerate))
-    md.append(f"\nPlacebo: {verdict['placebo_status']} (passes when the one-sided p for beta_3 > 0 "
-              "exceeds 0.10, or when post-cutoff LAP has collapsed so that beta_3 is not "
-              "estimable: nothing is left for LAP to proxy).\n")
+                                      two_sided=True, draws=draws))
+    md.append(f"\nPlacebo: {placebo_text(outcome)}. (It passes when the one-sided p for beta_3 "
+              f"> 0 is above {PLACEBO_PASS_P:g}, or when post-cutoff LAP has collapsed so that "
+              "beta_3 is not estimable: nothing is left for LAP to proxy.)\n")
 
     md.append("\n## 6. Verdict\n\n")
-    md.append(f"**{verdict['verdict']}.** {verdict['reason']}\n\n")
+    md.append(f"**{outcome.decision}.** {reason(outcome)}\n\n")
+    md.append(f"Decision path: `{outcome.path}` ({PATHS[outcome.path][1]}; every path and its "
+              "wording: docs/verdict.md).\n\n")
     md.append(f"Decision rule (protocol, word for word): {verdict['decision_rule']}\n\n")
     md.append("Choices where the protocol is silent (docs/verdict.md): the LAP-variation rule "
               "qualifies only a null result; meaningful variation is sd >= 0.01 for recall LAP "
-              "(an absolute rule, because recall LAP is a probability on a fixed 0-1 scale) and "
-              "sd >= 1% of mean |LAP| for Min-K% LAP (scale-free); the validation pattern tests "
-              "high-LAP minus low-LAP theta; a collapsed post-cutoff LAP passes the placebo; "
-              "with few clusters the tests use the wild cluster bootstrap p-values.\n")
-    if bool(verdict.get("approximated", False)):
+              "and sd >= 1% of mean |LAP| for Min-K% LAP; the validation pattern tests "
+              "high-LAP minus low-LAP theta per sd of U-D; a collapsed post-cutoff LAP passes "
+              "the placebo; with few clusters the tests use the wild cluster bootstrap "
+              f"p-values. Units: {UNITS_RULE}\n")
+    table5 = _read(results_dir, TABLE5_READING)
+    if len(table5):
+        md.append("\n" + table5_reading(table5.iloc[0]) + "\n")
+    if f.approximated:
         md.append("\n**All results are approximated**: recall probabilities come from the sampling "
                   "fallback (answer frequencies), not token log-probabilities.\n")
 
@@ -353,7 +379,7 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
         md.append(f"\n## Data-quality gates\n\nAll {len(gx)} Great Expectations checks passed "
                   "(`gx_validation_results.csv`).\n")
     md.append(extra_sections)
-    return "".join(md), str(verdict["verdict"])
+    return "".join(md), outcome.decision
 
 
 def write_report(study: Study, database: Path | None = None,

@@ -17,6 +17,7 @@ import pandas as pd
 from lookahead.paper import figures, render
 from lookahead.paper import tables as T
 from lookahead.paper.dbt_entry import settings_from_frame
+from lookahead.paper.table5_reading import TABLE5_READING, reading_frame
 
 TITLES = {
     "table2": "Table II. Outcome on LLM prediction, LAP and LLM x LAP",
@@ -49,6 +50,10 @@ def paper_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
     post = con.sql("select * from panel_post").df()
     s, _, _ = settings_from_frame(con.sql("select * from study_settings").df())
     coef = long[long["kind"] == "coefficient"]
+    reading = reading_frame(long)
+    if len(reading):  # REPORT.md's verdict section renders the Table V explanation from it
+        results_dir.mkdir(parents=True, exist_ok=True)
+        _write(results_dir / f"{TABLE5_READING}.csv", reading.to_csv(index=False))
     md = ["", "## Paper analysis (Tables I-V, Figure III)", "",
           f"LAP measure: {s.lap_label}. Fixed effects: {' + '.join(s.fixed_effects)}. "
           f"Paper tables cluster by `{s.cluster}` (var `paper_cluster`). Source table: `paper_tables`.", ""]

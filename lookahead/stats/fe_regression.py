@@ -39,7 +39,7 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "spec", "sample", "term", "estimate", "std_error", "t", "p_two_sided", "p_one_sided",
     "p_wild_two_sided", "p_wild_one_sided", "wild_bootstrap",
     "n_obs", "n_clusters", "n_singletons", "dropped_terms", "r2", "r2_within",
-    "fixed_effects", "vcov", "warning",
+    "fixed_effects", "vcov", "warning", "df",
 )
 
 #: Demeaning (alternating projections) tolerance of every regression in the project,
@@ -65,6 +65,30 @@ NW_ORDER_COLUMNS: tuple[str, ...] = ("target_date", "text_date", "row_id")
 SSC_RULE = "reghdfe: G/(G-1)*(N-1)/(N-K), K = slopes + FE levels not nested in the cluster"
 
 _SINGLETON_RE = re.compile(r"(\d+) singleton fixed effect")
+
+
+#: The estimator's own messages, in the user's terms: (pattern, text). pyfixest's texts
+#: speak to its developers ("please reach out to the package authors!"); a report
+#: quotes what the data did, so a message is matched here and replaced by its meaning.
+ESTIMATOR_MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"All variables are collinear", re.I),
+     "every regressor is collinear with the fixed effects or with the other regressors "
+     "(nothing varies within entity and period)"),
+    (re.compile(r"singular|not invertible", re.I),
+     "the regressors are linearly dependent (singular design)"),
+    (re.compile(r"No observations|empty", re.I), "no observations left to fit"),
+)
+
+
+def estimator_message(exc: BaseException) -> str:
+    """A fit's failure in the user's terms; unknown messages keep their first sentence only
+    (the estimator's advice to its own developers never reaches the report)."""
+    text = " ".join(str(exc).split())
+    for pattern, meaning in ESTIMATOR_MESSAGES:
+        if pattern.search(text):
+            return meaning
+    first = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0].rstrip(".!")
+    return f"the estimator could not fit it ({type(exc).__name__}: {first})"
 
 
 class RegressionInputError(ValueError):
@@ -123,7 +147,7 @@ def _empty_rows(req: FitRequest, fixed_effects: str, vcov: str, warning: str,
             "p_wild_two_sided": math.nan, "p_wild_one_sided": math.nan, "wild_bootstrap": "",
             "n_obs": n_obs, "n_clusters": n_clusters, "n_singletons": 0,
             "dropped_terms": "", "r2": math.nan, "r2_within": math.nan,
-            "fixed_effects": fixed_effects, "vcov": vcov, "warning": warning,
+            "fixed_effects": fixed_effects, "vcov": vcov, "warning": warning, "df": math.nan,
         }
         for term in req.regressors
     ]
@@ -133,7 +157,7 @@ def _empty_rows(req: FitRequest, fixed_effects: str, vcov: str, warning: str,
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
     """Nullable dtypes so that a missing estimate is NULL in DuckDB, not NaN."""
     floats = ["estimate", "std_error", "t", "p_two_sided", "p_one_sided", "p_wild_two_sided",
-              "p_wild_one_sided", "r2", "r2_within"]
+              "p_wild_one_sided", "r2", "r2_within", "df"]
     out = df.copy()
     for c in floats:
         vals = pd.to_numeric(out[c], errors="coerce").to_numpy(dtype=float, na_value=np.nan).copy()
@@ -227,6 +251,32 @@ def non_singleton_mask(data: pd.DataFrame, fixed_effects: Sequence[str]) -> np.n
             return keep
 
 
+def extra_redundant_levels(data: pd.DataFrame, fixed_effects: Sequence[str],
+                           cluster: str | None) -> int:
+    """Redundant fixed-effect levels reghdfe finds beyond pyfixest's count.
+
+    reghdfe's K counts rank([1, dummies of the fixed effects not nested in the cluster]).
+    With two such fixed effects that rank is L1 + L2 - C, C the connected components of
+    the bipartite graph of their levels; pyfixest assumes C = 1. Returns C - 1 in that
+    case (a stacked regression of two disconnected halves: 1), else 0 (one non-nested
+    fixed effect, or more than two: pyfixest's and reghdfe's default counts agree)."""
+    if len(fixed_effects) != 2 or len(data) == 0:
+        return 0
+    if cluster is not None:
+        for fe in fixed_effects:
+            if data.groupby(fe, sort=False)[cluster].nunique().max() == 1:
+                return 0  # nested: not counted, no redundancy between the two
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    a = pd.factorize(data[fixed_effects[0]])[0]
+    b = pd.factorize(data[fixed_effects[1]])[0]
+    n_a, n_b = int(a.max()) + 1, int(b.max()) + 1
+    graph = coo_matrix((np.ones(len(a)), (a, n_a + b)), shape=(n_a + n_b, n_a + n_b))
+    n_comp, _ = connected_components(graph, directed=False)
+    return int(n_comp) - 1
+
+
 def _formula(req: FitRequest, fixed_effects: Sequence[str]) -> str:
     rhs = " + ".join(req.regressors)
     fe = " + ".join(fixed_effects)
@@ -298,11 +348,13 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     else:
         vcov_arg = {"CRV1": "_cluster"}
 
+    kept_mask = np.ones(len(data), dtype=bool)
     if fixef_rm == "singleton" and fixed_effects:
         # pyfixest's compiled demeaner aborts the whole process (a Rust panic, not an
         # exception) when singleton removal leaves nothing to demean, as with a sparse
         # daily panel; so count what would remain first and refuse to fit such a sample.
-        kept = int(non_singleton_mask(data, fixed_effects).sum())
+        kept_mask = non_singleton_mask(data, fixed_effects)
+        kept = int(kept_mask.sum())
         if kept <= len(req.regressors):
             return _empty_rows(
                 req, fe_label, _vcov_label(req, single_entity, None),
@@ -334,7 +386,7 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
                            copy_data=False)
         caught = [str(w.message) for w in wlist]
     except Exception as exc:  # pyfixest raises ValueError for all-collinear etc.
-        msg = " ".join(str(exc).split())
+        msg = estimator_message(exc)
         return _empty_rows(
             req, fe_label, _vcov_label(req, single_entity, None),
             "; ".join(notes + [f"not estimable: {msg}"]), n_obs=len(data),
@@ -348,11 +400,23 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     n_obs = int(fit._N)
 
     n_clusters: float = math.nan
+    vcov_factor = 1.0
     if single_entity:
         df_t = float(n_obs - fit._df_k)  # Stata newey / statsmodels use_t: t(N-K)
     else:
         df_t = float(np.min(fit._df_t))  # CRV: G-1; HC1: N-K (as reghdfe)
+        extra = extra_redundant_levels(data.loc[kept_mask], fixed_effects,
+                                       "_cluster" if cluster_col else None)
+        if extra:
+            # pyfixest counts one redundant level per additional fixed effect; reghdfe
+            # counts the connected components of two non-nested fixed effects (a stacked
+            # regression of disconnected halves has two): K is `extra` smaller.
+            k_pf = float(fit._df_k)
+            vcov_factor = (n_obs - k_pf) / (n_obs - k_pf + extra)
+            if cluster_col is None:
+                df_t += extra
         if cluster_col is not None:
+            # clusters the fit used: after singletons are dropped (pyfixest's count)
             n_clusters = float(np.min(fit._G))
             if n_clusters < MIN_CLUSTERS:
                 notes.append(
@@ -364,6 +428,7 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     if n_singletons:
         notes.append(f"{n_singletons} singleton observation(s) dropped")
 
+    ses = {k: v * math.sqrt(vcov_factor) for k, v in ses.items()}
     r2 = float(getattr(fit, "_r2", math.nan))
     r2_within = float(getattr(fit, "_r2_within", math.nan)) if fixed_effects else r2
     _release(fit)
@@ -372,17 +437,14 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     run_wild = (req.wild is not None and req.wild.draws > 0 and cluster_col is not None
                 and not single_entity and any(t in req.wild_terms for t in req.regressors))
     if run_wild and req.wild is not None:
-        n_clusters = int(data["_cluster"].nunique())
         if n_clusters >= req.wild.cluster_limit:
             run_wild = False
-            notes.append(f"wild bootstrap not computed: {n_clusters} clusters, at least "
+            notes.append(f"wild bootstrap not computed: {int(n_clusters)} clusters, at least "
                          f"wild_bootstrap_max_clusters ({req.wild.cluster_limit}); "
                          "CRV1 holds its size with this many (docs/montecarlo.md)")
     wild_label = req.wild.label() if run_wild and req.wild is not None else ""
     if run_wild:
-        kept_rows = (non_singleton_mask(data, fixed_effects) if fixef_rm == "singleton" and fixed_effects
-                     else np.ones(len(data), dtype=bool))
-        wd = data.loc[kept_rows]
+        wd = data.loc[kept_mask]
         fitted_terms = [t for t in req.regressors if _match_name(t, names)]
         w_y = wd[req.outcome].to_numpy(float)
         w_x = np.column_stack([np.prod([wd[c].to_numpy(float) for c in _term_columns(t)], axis=0)
@@ -413,7 +475,7 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
             "wild_bootstrap": wild_label if term in req.wild_terms else "",
             "n_obs": n_obs, "n_clusters": n_clusters, "n_singletons": n_singletons,
             "dropped_terms": ", ".join(collinear), "r2": r2, "r2_within": r2_within,
-            "fixed_effects": fe_label, "vcov": vcov_label,
+            "fixed_effects": fe_label, "vcov": vcov_label, "df": df_t,
         })
     warning = "; ".join(notes)
     for r in rows:

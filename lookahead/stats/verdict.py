@@ -23,6 +23,13 @@ Order of the checks (all on the pre-cutoff detection coefficient):
 Every "No evidence" and "Underpowered" with an estimable beta_3 quotes the minimum
 detectable effect (one-sided 5% test, 80% power): (t_0.95 + t_0.80) x SE(beta_3).
 
+The rule returns data, not prose: ``evaluate`` gives an ``Outcome`` (decision, path, LAP
+problem, validation failures, placebo outcome, and each test's facts with the p it read);
+``reason``, ``validation_text`` and ``placebo_text`` render words from it, and no rule
+reads rendered text. Numbers print through ``fmt_num``/``fmt_t``/``fmt_p`` here and in
+REPORT.md's cells alike, so a sentence quotes exactly what its cell shows; ``fmt_p`` keeps
+a p on its side of every threshold and prints a bootstrap zero as < 1/(B+1).
+
 Choices the protocol leaves open, stated here and in docs/verdict.md:
   - The LAP-variation rule qualifies a null only (the protocol attaches "otherwise report
     underpowered" to "No evidence"): a significant beta_3 on little LAP variation is
@@ -50,7 +57,7 @@ Choices the protocol leaves open, stated here and in docs/verdict.md:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -94,6 +101,8 @@ RECOMMENDATION = (
 )
 CRV1_LABEL = "CRV1"
 WILD_LABEL = "wild bootstrap"
+NEWEY_WEST_LABEL = "Newey-West"
+HC1_LABEL = "HC1"
 
 
 @dataclass(frozen=True)
@@ -153,6 +162,153 @@ class VerdictFacts:
     lap_sd_post: float = math.nan
     lap_min_sd_post: float = math.nan
     wild_min_clusters: int = 0
+    wild_draws: int = 0
+    beta3_p_wild_two_sided: float = math.nan
+    theta_high_sd: float = math.nan   # per sd of U-D in its half: ud + ud:high_lap (difference regression)
+    theta_low_sd: float = math.nan    # per sd of U-D in its half: ud (difference regression)
+    n_forecast_pre: int = -1          # pre-cutoff rows with a parsed forecast and an outcome (-1: not known)
+    n_lap_values_pre: int = -1        # pre-cutoff rows with a LAP value (-1: not known)
+    placebo_p_wild_two_sided: float = math.nan
+
+
+# ---------------------------------------------------------------- how numbers are printed
+
+#: Every threshold a printed p-value is read against (detection and validation 5%,
+#: placebo 10%); fmt_p prints enough digits that the printed number sits on the same
+#: side of each as the exact one.
+P_THRESHOLDS: tuple[float, ...] = (ALPHA_DETECTION, PLACEBO_PASS_P)
+
+
+def fmt_num(x: float, digits: int = 4) -> str:
+    """An estimate, t or sd as every sentence and table cell prints it."""
+    return "NA" if x is None or not np.isfinite(x) else f"{x:.{digits}g}"
+
+
+def fmt_t(x: float) -> str:
+    return fmt_num(x, 3)
+
+
+def fmt_p(p: float, draws: int = 0) -> str:
+    """A p-value that cannot mislead: a bootstrap p of 0 is "< 1/(B+1)" with B named, and
+    a p within rounding of a threshold gets the digits that show its side."""
+    if p is None or not np.isfinite(p):
+        return "NA"
+    if draws and p == 0:
+        return f"< {fmt_num(1 / (draws + 1))} (1/(B+1), B = {draws})"
+    for digits in range(4, 18):
+        text = f"{p:.{digits}g}"
+        shown = float(text)
+        if all(np.sign(shown - th) == np.sign(p - th) for th in P_THRESHOLDS):
+            return text
+    return repr(float(p))
+
+
+def _pct(x: float) -> str:
+    return "NA" if x is None or not np.isfinite(x) else f"{100 * x:.1f}%"
+
+
+# ---------------------------------------------------------------- the structured outcome
+
+@dataclass(frozen=True)
+class TestFact:
+    """One test as the rule read it: estimate (and its unit), t, the p the rule read and
+    where it came from, degrees of freedom, N and clusters used, or why it has no estimate."""
+
+    name: str
+    estimate: float
+    unit: str
+    t: float
+    p: float
+    sided: str
+    source: str            # CRV1 | wild bootstrap | Newey-West | HC1
+    draws: int = 0         # wild bootstrap draws behind p (0: an analytic p)
+    df: float = math.nan
+    n_obs: int = 0
+    n_clusters: float = math.nan
+    not_estimable: str = ""
+
+    @property
+    def estimable(self) -> bool:
+        return bool(np.isfinite(self.estimate) and np.isfinite(self.p))
+
+    def p_text(self) -> str:
+        return fmt_p(self.p, self.draws)
+
+    def p_phrase(self) -> str:
+        """"one-sided p 0.002 by CRV1": the p named with its source."""
+        via = self.source
+        if self.draws and self.p != 0:  # a zero names B in its bound already
+            via += f" ({self.draws} draws)"
+        return f"{self.sided} p {self.p_text()} by {via}"
+
+
+#: Decision paths: code -> (verdict, what leads there). docs/verdict.md lists each with
+#: its wording; the report and the verdict table carry the code (column decision_path).
+PATHS: dict[str, tuple[str, str]] = {
+    "no_pre_rows": (UNDERPOWERED, "no pre-cutoff rows"),
+    "beta3_not_estimable": (UNDERPOWERED, "beta_3 not estimable"),
+    "null_no_variation": (UNDERPOWERED, "beta_3 not significant and LAP without meaningful variation"),
+    "null_negative": (NO_EVIDENCE, "beta_3 significantly negative (two-sided p < 0.05)"),
+    "null_zero": (NO_EVIDENCE, "beta_3 indistinguishable from zero (two-sided p >= 0.05), LAP varies"),
+    "null_not_positive": (NO_EVIDENCE, "beta_3 not significantly positive; two-sided p not "
+                                       "available, or below 0.05 with a positive estimate"),
+    "contamination": (CONTAMINATION, "beta_3 significant, validation pattern present, placebo passes"),
+    "mixed": (MIXED, "beta_3 significant, validation or placebo not passing"),
+}
+#: Why LAP cannot power the test: code -> what the code means.
+LAP_PROBLEMS: dict[str, str] = {
+    "no_forecasts": "no pre-cutoff row has a parsed forecast (mu_hat)",
+    "no_lap": "no pre-cutoff row has a LAP value",
+    "no_overlap": "no pre-cutoff row has both a forecast and a LAP value",
+    "censored": "recall labels censored in >= 99% of rows",
+    "constant": "LAP constant",
+    "small_sd": "LAP sd below the variation threshold",
+}
+#: Placebo outcomes: code -> (passes?, label in the verdict table's placebo_status).
+PLACEBO: dict[str, tuple[bool, str]] = {
+    "passes": (True, "placebo passes"),
+    "passes_collapsed": (True, "placebo passes"),
+    "fails": (False, "placebo fails"),
+    "not_estimable": (False, "placebo not estimable"),
+    "infeasible": (False, "placebo infeasible"),
+}
+#: Validation failures: code -> meaning.
+VALIDATION_FAILURES: dict[str, str] = {
+    "high_not_estimable": "high-LAP theta not estimable",
+    "high_negative": "high-LAP theta significantly negative",
+    "high_not_significant": "high-LAP theta not significant",
+    "diff_not_estimable": "high-minus-low difference not estimable",
+    "diff_not_significant": "high-LAP theta does not significantly exceed the low-LAP theta",
+}
+#: The one statement of how LAP's unit enters (docs/verdict.md, the report and README
+#: quote it as it is written here).
+UNITS_RULE = (
+    "Every regression is fitted on unit-sd columns and reported on the data's scale, so no "
+    "estimate's t-statistic or p-value depends on the unit of LAP. The verdict depends on "
+    "LAP's unit in one place only: the variation rule for recall LAP is absolute (sd >= "
+    "0.01), because recall LAP is a probability on a fixed 0-1 scale; rescaled recall LAP is "
+    "no longer that probability, and below the threshold a null becomes \"Underpowered\". "
+    "Min-K% LAP's rule (sd >= 1% of mean |LAP|) is scale-free."
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The decision as data: the verdict, the path taken, why LAP cannot power the test
+    (if so), what failed in validation, the placebo's outcome, and every test's facts.
+    Every sentence of the verdict and the report's sections is rendered from this."""
+
+    decision: str
+    path: str
+    lap_problem: str
+    validation_failures: tuple[str, ...]
+    placebo: str
+    tests: dict[str, TestFact]
+    facts: "VerdictFacts"
+
+    @property
+    def validation_present(self) -> bool:
+        return not self.validation_failures
 
 
 # ---------------------------------------------------------------- which p-value
@@ -161,27 +317,62 @@ def _few(f: VerdictFacts, n_clusters: float) -> bool:
     return bool(np.isfinite(n_clusters) and n_clusters < f.wild_min_clusters)
 
 
+def _source(f: VerdictFacts) -> str:
+    vcov = (f.vcov or "").upper()
+    if vcov.startswith("NW"):
+        return NEWEY_WEST_LABEL
+    if vcov.startswith("HC1"):
+        return HC1_LABEL
+    return CRV1_LABEL
+
+
 def _pick(f: VerdictFacts, p_crv: float, p_wild: float, n_clusters: float) -> tuple[float, str]:
     """(p, label) the rule uses for one test."""
     if _few(f, n_clusters) and np.isfinite(p_wild):
         return p_wild, WILD_LABEL
-    return p_crv, CRV1_LABEL
+    return p_crv, _source(f)
+
+
+def _test(f: VerdictFacts, name: str, estimate: float, unit: str, t: float, p_crv: float,
+          p_wild: float, n_clusters: float, sided: str, n_obs: int = 0, df: float = math.nan,
+          not_estimable: str = "") -> TestFact:
+    p, source = _pick(f, p_crv, p_wild, n_clusters)
+    draws = f.wild_draws if source == WILD_LABEL else 0
+    return TestFact(name=name, estimate=estimate, unit=unit, t=t, p=p, sided=sided,
+                    source=source, draws=draws, df=df, n_obs=n_obs, n_clusters=n_clusters,
+                    not_estimable=not_estimable)
+
+
+def tests_of(f: VerdictFacts) -> dict[str, TestFact]:
+    """Every test the rule reads, with the p it reads."""
+    g_pre, g_post = f.n_clusters_pre, f.n_clusters_post
+    return {
+        "beta3": _test(f, "beta_3", f.beta3, "per unit of mu_hat x LAP", f.beta3_t,
+                       f.beta3_p_one_sided, f.beta3_p_wild_one_sided, g_pre, "one-sided",
+                       f.n_obs_pre, f.beta3_df, f.beta3_note),
+        "beta3_two_sided": _test(f, "beta_3", f.beta3, "per unit of mu_hat x LAP", f.beta3_t,
+                                 f.beta3_p_two_sided, f.beta3_p_wild_two_sided, g_pre,
+                                 "two-sided", f.n_obs_pre, f.beta3_df),
+        "theta_high": _test(f, "high-LAP theta", f.theta_high, "per unit of U-D", f.theta_high_t,
+                            f.theta_high_p, f.theta_high_p_wild, g_pre, "two-sided"),
+        "theta_low": _test(f, "low-LAP theta", f.theta_low, "per unit of U-D", f.theta_low_t,
+                           f.theta_low_p, f.theta_low_p_wild, g_pre, "two-sided"),
+        "theta_diff": _test(f, "high- minus low-LAP theta", f.theta_diff,
+                            "per sd of U-D within its half", f.theta_diff_t,
+                            f.theta_diff_p_one_sided, f.theta_diff_p_wild_one_sided, g_pre,
+                            "one-sided"),
+        "placebo": _test(f, "post-cutoff beta_3", f.placebo_beta3, "per unit of mu_hat x LAP",
+                         f.placebo_t, f.placebo_p_one_sided, f.placebo_p_wild_one_sided, g_post,
+                         "one-sided", f.n_obs_post),
+        "placebo_two_sided": _test(f, "post-cutoff beta_3", f.placebo_beta3,
+                                   "per unit of mu_hat x LAP", f.placebo_t, f.placebo_p_two_sided,
+                                   f.placebo_p_wild_two_sided, g_post, "two-sided", f.n_obs_post),
+    }
 
 
 def beta3_p_used(f: VerdictFacts) -> tuple[float, str]:
-    return _pick(f, f.beta3_p_one_sided, f.beta3_p_wild_one_sided, f.n_clusters_pre)
-
-
-def inference_note(f: VerdictFacts) -> str:
-    """How the rule's p-values were obtained, when that is not plain CRV1."""
-    if not _few(f, f.n_clusters_pre):
-        return ""
-    g = int(f.n_clusters_pre)
-    if np.isfinite(f.beta3_p_wild_one_sided):
-        return (f" With {g} clusters (< {f.wild_min_clusters}) the tests use wild cluster "
-                f"bootstrap p-values (CRV1 one-sided p for beta_3: {_num(f.beta3_p_one_sided)}).")
-    return (f" With {g} clusters (< {f.wild_min_clusters}) CRV1 inference is unreliable and no "
-            "wild bootstrap p-value is available (setting wild_bootstrap_draws); CRV1 p-values used.")
+    t = tests_of(f)["beta3"]
+    return t.p, t.source
 
 
 # ---------------------------------------------------------------- the rule itself
@@ -196,31 +387,92 @@ def mde(f: VerdictFacts) -> float:
     return float(q * f.beta3_se)
 
 
-def mde_sentence(f: VerdictFacts) -> str:
-    m = mde(f)
-    if not np.isfinite(m):
-        return " No minimum detectable effect can be stated: beta_3 is not estimable."
-    per_sd = m * f.lap_sd_pre if np.isfinite(f.lap_sd_pre) else math.nan
-    return (f" The test rules out effects larger than beta_3 = {_num(m)}, i.e. a one-sd rise in "
-            f"LAP raising the slope on mu_hat by more than {_num(per_sd)} (minimum detectable "
-            f"effect from the standard error: one-sided 5% test, 80% power).")
-
-
-def lap_variation_problem(f: VerdictFacts) -> str | None:
-    """Why LAP cannot power the test, or None when it varies meaningfully."""
-    cens = _pct(f.censoring_rate_pre)
+def lap_problem(f: VerdictFacts) -> str:
+    """The code (LAP_PROBLEMS) of why LAP cannot power the test, or "" when it varies."""
     if f.lap_n_pre == 0:
-        return f"no pre-cutoff row has a LAP value (censoring rate of recall labels {cens})"
+        if f.n_forecast_pre == 0:
+            return "no_forecasts"
+        if f.n_lap_values_pre == 0 or f.n_forecast_pre < 0:
+            return "no_lap"
+        return "no_overlap"
     if np.isfinite(f.censoring_rate_pre) and f.censoring_rate_pre >= MAX_CENSORING:
-        return (f"recall labels are censored (neither 'up' nor 'down' in the top-20) in "
-                f"{cens} of pre-cutoff rows")
+        return "censored"
     if f.lap_distinct_pre < 2:
-        return f"LAP is constant on the pre-cutoff sample (censoring rate {cens})"
+        return "constant"
     if not (np.isfinite(f.lap_sd_pre) and f.lap_sd_pre >= f.lap_min_sd_used):
-        return (f"LAP sd {f.lap_sd_pre:.3g} is below the threshold {f.lap_min_sd_used:.3g} "
-                f"({_threshold_rule(f.lap_measure)}; censoring rate {cens})")
-    return None
+        return "small_sd"
+    return ""
 
+
+def validation_failures(f: VerdictFacts, tests: dict[str, TestFact]) -> tuple[str, ...]:
+    """Codes (VALIDATION_FAILURES) of what keeps the step-3 pattern from being present."""
+    high, diff = tests["theta_high"], tests["theta_diff"]
+    out = []
+    if not high.estimable:
+        out.append("high_not_estimable")
+    elif high.p < ALPHA_VALIDATION and high.estimate < 0:
+        out.append("high_negative")
+    elif not (high.p < ALPHA_VALIDATION and high.estimate > 0):
+        out.append("high_not_significant")
+    if not diff.estimable:
+        out.append("diff_not_estimable")
+    elif not (diff.estimate > 0 and diff.p < ALPHA_VALIDATION):
+        out.append("diff_not_significant")
+    return tuple(out)
+
+
+def post_lap_collapse(f: VerdictFacts) -> str:
+    """Why post-cutoff LAP has no meaningful variation ("" when it has, or no post rows)."""
+    if f.lap_n_post == 0:
+        return ""
+    if f.lap_distinct_post < 2:
+        return (f"post-cutoff LAP collapsed: constant at {fmt_num(f.lap_mean_post)} in all "
+                f"{f.lap_n_post} rows")
+    if np.isfinite(f.lap_sd_post) and np.isfinite(f.lap_min_sd_post) and f.lap_sd_post < f.lap_min_sd_post:
+        return (f"post-cutoff LAP collapsed: sd {fmt_num(f.lap_sd_post)} below the variation "
+                f"threshold {fmt_num(f.lap_min_sd_post)} ({_threshold_rule(f.lap_measure)})")
+    return ""
+
+
+def placebo_code(f: VerdictFacts, tests: dict[str, TestFact]) -> str:
+    """The placebo's outcome (PLACEBO)."""
+    if not f.placebo_feasible:
+        return "infeasible"
+    t = tests["placebo"]
+    if not t.estimable:
+        return "passes_collapsed" if post_lap_collapse(f) else "not_estimable"
+    return "passes" if t.p > PLACEBO_PASS_P else "fails"
+
+
+def evaluate(f: VerdictFacts) -> Outcome:
+    """The protocol's decision rule, in the order documented above, as data."""
+    tests = tests_of(f)
+    problem = lap_problem(f)
+    val = validation_failures(f, tests)
+    plc = placebo_code(f, tests)
+    b3, b3_two = tests["beta3"], tests["beta3_two_sided"]
+    if f.n_rows_pre == 0:
+        path = "no_pre_rows"
+    elif not b3.estimable:
+        path = "beta3_not_estimable"
+    elif b3.p >= ALPHA_DETECTION:
+        if problem:
+            path = "null_no_variation"
+        elif np.isfinite(b3_two.p) and b3_two.p < ALPHA_DETECTION and b3.estimate < 0:
+            path = "null_negative"
+        elif np.isfinite(b3_two.p) and b3_two.p >= ALPHA_DETECTION:
+            path = "null_zero"
+        else:
+            path = "null_not_positive"
+    elif not val and PLACEBO[plc][0]:
+        path = "contamination"
+    else:
+        path = "mixed"
+    return Outcome(decision=PATHS[path][0], path=path, lap_problem=problem,
+                   validation_failures=val, placebo=plc, tests=tests, facts=f)
+
+
+# ---------------------------------------------------------------- words from the outcome
 
 def _threshold_rule(measure: str) -> str:
     if measure == "mink":
@@ -228,126 +480,129 @@ def _threshold_rule(measure: str) -> str:
     return "recall LAP is a probability, so the rule is absolute: sd at least 0.01"
 
 
-def validation_pattern(f: VerdictFacts) -> tuple[bool, str]:
-    """(present?, explanation) for the step-3 pattern."""
-    p_high, _ = _pick(f, f.theta_high_p, f.theta_high_p_wild, f.n_clusters_pre)
-    p_low, _ = _pick(f, f.theta_low_p, f.theta_low_p_wild, f.n_clusters_pre)
-    p_diff, _ = _pick(f, f.theta_diff_p_one_sided, f.theta_diff_p_wild_one_sided, f.n_clusters_pre)
-    high = (f"high-LAP theta {_num(f.theta_high)} (t {_num(f.theta_high_t)}, p {_num(p_high)})")
-    low = (f"low-LAP theta {_num(f.theta_low)} (t {_num(f.theta_low_t)}, p {_num(p_low)})")
-    diff = f"{_num(f.theta_diff)} (t {_num(f.theta_diff_t)}, one-sided p {_num(p_diff)})"
-    high_sig = np.isfinite(f.theta_high) and np.isfinite(p_high) and p_high < ALPHA_VALIDATION
-    high_ok = high_sig and f.theta_high > 0
-    diff_ok = (np.isfinite(f.theta_diff) and f.theta_diff > 0 and np.isfinite(p_diff)
-               and p_diff < ALPHA_VALIDATION)
+def _side(p: float, threshold: float) -> str:
+    """"below 0.05" / "not below 0.05": how the printed p relates to the rule's threshold."""
+    return f"below {threshold:g}" if p < threshold else f"not below {threshold:g}"
+
+
+def lap_problem_text(o: Outcome) -> str:
+    f, cens = o.facts, _pct(o.facts.censoring_rate_pre)
+    return {
+        "no_forecasts": (f"no pre-cutoff row has a parsed forecast: none of the {f.n_rows_pre} "
+                         "pre-cutoff answers maps to a forecast label (mu_hat missing), so there "
+                         "is nothing for LAP to interact with"),
+        "no_lap": f"no pre-cutoff row has a LAP value (censoring rate of recall labels {cens})",
+        "no_overlap": ("no pre-cutoff row has both a parsed forecast and a LAP value "
+                       f"({f.n_forecast_pre} rows have a forecast, {f.n_lap_values_pre} a LAP value)"),
+        "censored": (f"recall labels are censored (neither 'up' nor 'down' in the top-20) in "
+                     f"{cens} of pre-cutoff rows"),
+        "constant": f"LAP is constant on the pre-cutoff sample (censoring rate {cens})",
+        "small_sd": (f"LAP sd {fmt_num(f.lap_sd_pre)} is below the threshold "
+                     f"{fmt_num(f.lap_min_sd_used)} ({_threshold_rule(f.lap_measure)}; censoring "
+                     f"rate {cens})"),
+    }.get(o.lap_problem, "")
+
+
+def _b3(o: Outcome) -> str:
+    t = o.tests["beta3"]
+    return (f"beta_3 = {fmt_num(t.estimate)} (t {fmt_t(t.t)}, {t.p_phrase()}, "
+            f"N {o.facts.n_obs_pre})")
+
+
+def mde_sentence(o: Outcome) -> str:
+    f = o.facts
+    m = mde(f)
+    if not np.isfinite(m):
+        return " No minimum detectable effect can be stated: beta_3 is not estimable."
+    per_sd = m * f.lap_sd_pre if np.isfinite(f.lap_sd_pre) else math.nan
+    return (f" The minimum detectable beta_3 is {fmt_num(m)} (one-sided 5% test, 80% power, "
+            f"from its standard error), i.e. a one-sd rise in LAP raising the slope on mu_hat "
+            f"by {fmt_num(per_sd)}.")
+
+
+def inference_note(o: Outcome) -> str:
+    """How the rule's p-values were obtained, when that is not plain CRV1."""
+    f = o.facts
+    if o.tests["beta3"].source == NEWEY_WEST_LABEL:
+        return (" One entity: a time series, so standard errors are Newey-West with t("
+                f"{fmt_num(f.beta3_df)}) p-values, and power is limited (protocol).")
+    if not _few(f, f.n_clusters_pre):
+        return ""
+    g = int(f.n_clusters_pre)
+    if np.isfinite(f.beta3_p_wild_one_sided):
+        return (f" With {g} clusters (fewer than {f.wild_min_clusters}) the tests read wild "
+                f"cluster bootstrap p-values ({f.wild_draws} draws); the CRV1 one-sided p for "
+                f"beta_3 is {fmt_p(f.beta3_p_one_sided)}.")
+    return (f" With {g} clusters (fewer than {f.wild_min_clusters}) CRV1 inference is "
+            "unreliable and no wild bootstrap p-value is available (setting "
+            "wild_bootstrap_draws); CRV1 p-values used.")
+
+
+def _per_sd(o: Outcome) -> str:
+    f, d = o.facts, o.tests["theta_diff"]
+    both = (f"{fmt_num(f.theta_high_sd)} against {fmt_num(f.theta_low_sd)}, "
+            if np.isfinite(f.theta_high_sd) and np.isfinite(f.theta_low_sd) else "")
+    return f"{both}a difference of {fmt_num(d.estimate)} (t {fmt_t(d.t)}, {d.p_phrase()})"
+
+
+def validation_text(o: Outcome) -> str:
+    """The step-3 finding in words (present, or what failed)."""
+    high, low = o.tests["theta_high"], o.tests["theta_low"]
+    hi = f"{fmt_num(high.estimate)} per unit of U-D, t {fmt_t(high.t)}, {high.p_phrase()}"
+    if o.validation_present:
+        extra = ""
+        if low.estimable and low.p < ALPHA_VALIDATION:
+            extra = (f"; the low-LAP theta is itself significant ({fmt_num(low.estimate)} per "
+                     f"unit of U-D, {low.p_phrase()}), but smaller per sd")
+        return (f"validation pattern present: the high-LAP theta is positive and significant "
+                f"({hi}) and, per sd of U-D within each half, exceeds the low-LAP theta: "
+                f"{_per_sd(o)}{extra}")
     parts = []
-    if not np.isfinite(f.theta_high):
-        parts.append("high-LAP theta could not be estimated")
-    elif high_sig and f.theta_high < 0:
-        parts.append(f"{high} is significantly negative: the recalled direction predicts the "
-                     "opposite outcome, which memorization does not produce")
-    elif not high_ok:
-        parts.append(f"{high} is not significant: no evidence of memorization, and the "
-                     "detection test has little power (protocol)")
-    if not np.isfinite(f.theta_diff):
-        parts.append("the high-minus-low-LAP theta difference could not be estimated")
-    elif not diff_ok:
-        parts.append(f"the high-LAP theta does not significantly exceed the {low}: the "
-                     f"difference is {diff}, so the low-LAP half is not near zero by comparison")
-    if high_ok and diff_ok:
-        extra = ("; the low-LAP theta is itself significant, but smaller"
-                 if np.isfinite(p_low) and p_low < ALPHA_VALIDATION else "")
-        return True, (f"validation pattern present: {high} exceeds {low} by {diff}{extra}")
-    return False, "validation fails: " + "; ".join(parts)
+    for code in o.validation_failures:
+        if code == "high_not_estimable":
+            parts.append("the high-LAP theta could not be estimated")
+        elif code == "high_negative":
+            parts.append(f"the high-LAP theta is significantly negative ({hi}): the recalled "
+                         "direction predicts the opposite outcome, which memorization does not produce")
+        elif code == "high_not_significant":
+            parts.append(f"the high-LAP theta is not significantly positive ({hi}, "
+                         f"{_side(high.p, ALPHA_VALIDATION)}): no evidence of memorization, and "
+                         "the detection test has little power (protocol)")
+        elif code == "diff_not_estimable":
+            parts.append("the high-minus-low-LAP theta difference could not be estimated")
+        elif code == "diff_not_significant":
+            d = o.tests["theta_diff"]
+            parts.append(f"per sd of U-D within each half, the high-LAP theta does not "
+                         f"significantly exceed the low-LAP theta: {_per_sd(o)}, "
+                         f"{_side(d.p, ALPHA_VALIDATION)}; predictive power is not concentrated "
+                         "in the high-LAP half")
+    return "validation fails: " + "; ".join(parts)
 
 
-def post_lap_collapsed(f: VerdictFacts) -> str | None:
-    """Why post-cutoff LAP has no meaningful variation, or None."""
-    if f.lap_n_post == 0:
-        return None
-    if f.lap_distinct_post < 2:
-        return (f"post-cutoff LAP collapsed: constant at {_num(f.lap_mean_post)} in all "
-                f"{f.lap_n_post} rows")
-    if np.isfinite(f.lap_sd_post) and np.isfinite(f.lap_min_sd_post) and f.lap_sd_post < f.lap_min_sd_post:
-        return (f"post-cutoff LAP collapsed: sd {f.lap_sd_post:.3g} below the variation threshold "
-                f"{f.lap_min_sd_post:.3g} ({_threshold_rule(f.lap_measure)})")
-    return None
-
-
-def placebo_status(f: VerdictFacts) -> tuple[bool, str]:
-    """(passes?, explanation) for step 5."""
-    if not f.placebo_feasible:
-        return False, "placebo infeasible: no post-cutoff rows (steps 1-4 only)"
-    p_post, label = _pick(f, f.placebo_p_one_sided, f.placebo_p_wild_one_sided, f.n_clusters_post)
-    if not (np.isfinite(f.placebo_beta3) and np.isfinite(p_post)):
-        collapsed = post_lap_collapsed(f)
-        if collapsed:
-            return True, (f"placebo passes: {collapsed}, so post-cutoff beta_3 is not estimable and "
-                          "nothing is left for LAP to proxy (the collapse the protocol expects)")
-        return False, ("placebo not estimable: post-cutoff beta_3 could not be estimated "
-                       f"(post-cutoff mean LAP {_num(f.lap_mean_post)})")
-    via = f", {label}" if label == WILD_LABEL else ""
-    if p_post > PLACEBO_PASS_P:
+def placebo_text(o: Outcome) -> str:
+    """The step-5 finding in words."""
+    f, t, two = o.facts, o.tests["placebo"], o.tests["placebo_two_sided"]
+    if o.placebo == "infeasible":
+        return "placebo infeasible: no post-cutoff rows (steps 1-4 only)"
+    if o.placebo == "passes_collapsed":
+        return (f"placebo passes: {post_lap_collapse(f)}, so post-cutoff beta_3 is not "
+                "estimable and nothing is left for LAP to proxy (the collapse the protocol expects)")
+    if o.placebo == "not_estimable":
+        return ("placebo not estimable: post-cutoff beta_3 could not be estimated while "
+                f"post-cutoff LAP varies (sd {fmt_num(f.lap_sd_post)}, mean "
+                f"{fmt_num(f.lap_mean_post)})")
+    b = f"post-cutoff beta_3 {fmt_num(t.estimate)} (t {fmt_t(t.t)}, {t.p_phrase()}"
+    little = post_lap_collapse(f)
+    note = (f"; {little.replace('collapsed: ', 'varies little: ')}, so the estimate rests on "
+            "little variation") if little else ""
+    if o.placebo == "passes":
         neg = ""
-        if np.isfinite(f.placebo_p_two_sided) and f.placebo_p_two_sided < 0.05 and f.placebo_beta3 < 0:
-            neg = (f"; it is significantly negative (two-sided p {_num(f.placebo_p_two_sided)}), "
-                   "which is no surviving positive effect")
-        return True, (f"placebo passes: post-cutoff beta_3 {_num(f.placebo_beta3)}, "
-                      f"one-sided p {_num(p_post)} > {PLACEBO_PASS_P}{via}{neg}")
-    return False, (f"placebo fails: post-cutoff beta_3 {_num(f.placebo_beta3)} survives "
-                   f"(one-sided p {_num(p_post)} <= {PLACEBO_PASS_P}{via}); the "
-                   "recall measure may proxy for something other than memorization")
-
-
-def decide(f: VerdictFacts) -> tuple[str, str]:
-    """(verdict, reason) by the protocol's decision rule, in the order documented above."""
-    suffix = " Results are approximated (sampling fallback)." if f.approximated else ""
-    if f.n_rows_pre == 0:
-        return UNDERPOWERED, ("Underpowered: there are no pre-cutoff rows (every observation "
-                              "realizes after the training cutoff), so the detection test cannot "
-                              "run; nothing can be said about contamination." + suffix)
-    p_used, p_label = beta3_p_used(f)
-    problem = lap_variation_problem(f)
-    if not (np.isfinite(f.beta3) and np.isfinite(p_used)):
-        why = problem or _not_estimable_reason(f)
-        return UNDERPOWERED, (f"Underpowered: beta_3 is not estimable — {why}. The test cannot "
-                              "tell contamination from its absence." + mde_sentence(f) + suffix)
-    via = f", {p_label}" if p_label == WILD_LABEL else ""
-    b3 = (f"beta_3 = {_num(f.beta3)} (t {_num(f.beta3_t)}, one-sided p {_num(p_used)}{via}, "
-          f"N {f.n_obs_pre})")
-    if p_used >= ALPHA_DETECTION:
-        if problem is not None:
-            return UNDERPOWERED, (f"Underpowered: {b3} is not significant and LAP shows no "
-                                  f"meaningful variation — {problem}. The test cannot tell "
-                                  "contamination from its absence." + mde_sentence(f)
-                                  + inference_note(f) + suffix)
-        if (np.isfinite(f.beta3_p_two_sided) and f.beta3_p_two_sided < ALPHA_DETECTION
-                and f.beta3 < 0):
-            return NO_EVIDENCE, (f"No evidence of contamination: {b3} is significantly negative "
-                                 f"(two-sided p {_num(f.beta3_p_two_sided)}), the opposite of the "
-                                 "sign memorization predicts; the one-sided test for beta_3 > 0 "
-                                 "finds no evidence of contamination." + mde_sentence(f)
-                                 + inference_note(f) + suffix)
-        return NO_EVIDENCE, (f"No evidence of contamination: {b3} is indistinguishable from "
-                             f"zero while LAP varies (sd {_num(f.lap_sd_pre)})." + mde_sentence(f)
-                             + inference_note(f) + suffix)
-    little = ""
-    if problem is not None:
-        little = (f" Note: {problem}; the variation rule qualifies only a null result, so the "
-                  "significant estimate is judged by validation and placebo.")
-    val_ok, val_text = validation_pattern(f)
-    plc_ok, plc_text = placebo_status(f)
-    if val_ok and plc_ok:
-        return CONTAMINATION, (f"Contamination detected: {b3} > 0; {val_text}; {plc_text}."
-                               + little + inference_note(f) + " " + RECOMMENDATION + suffix)
-    plc_word = ("infeasible" if not f.placebo_feasible
-                else "not estimable" if plc_text.startswith("placebo not estimable") else "failed")
-    failed = [label for label, ok in (("validation failed", val_ok),
-                                      (f"placebo {plc_word}", plc_ok)) if not ok]
-    which = "; ".join(failed)
-    details = "; ".join(t for t, ok in ((val_text, val_ok), (plc_text, plc_ok)) if not ok)
-    return MIXED, (f"Mixed/invalid ({which}): {b3} > 0 but {details}." + little
-                   + inference_note(f) + suffix)
+        if np.isfinite(two.p) and two.p < ALPHA_DETECTION and t.estimate < 0:
+            neg = (f"; it is significantly negative ({two.p_phrase()}), which is no surviving "
+                   "positive effect")
+        return f"placebo passes: {b}, above {PLACEBO_PASS_P:g}){neg}{note}"
+    return (f"placebo fails: {b}, not above {PLACEBO_PASS_P:g}): a post-cutoff effect survives; "
+            f"the recall measure may proxy for something other than memorization{note}")
 
 
 def _not_estimable_reason(f: VerdictFacts) -> str:
@@ -358,15 +613,62 @@ def _not_estimable_reason(f: VerdictFacts) -> str:
     return f"regression singular or term dropped{': ' + note if note else ''}"
 
 
+def reason(o: Outcome) -> str:
+    """The verdict sentence, rendered from the outcome alone."""
+    f = o.facts
+    suffix = " Results are approximated (sampling fallback)." if f.approximated else ""
+    note = inference_note(o)
+    if o.path == "no_pre_rows":
+        return ("Underpowered: there are no pre-cutoff rows (every observation realizes after "
+                "the training cutoff), so the detection test cannot run; nothing can be said "
+                "about contamination." + suffix)
+    if o.path == "beta3_not_estimable":
+        why = lap_problem_text(o) or _not_estimable_reason(f)
+        return (f"Underpowered: beta_3 is not estimable — {why}. The test cannot tell "
+                "contamination from its absence." + mde_sentence(o) + suffix)
+    b3 = _b3(o)
+    two = o.tests["beta3_two_sided"]
+    if o.path == "null_no_variation":
+        return (f"Underpowered: {b3} is not significant (not below {ALPHA_DETECTION:g}) and LAP "
+                f"shows no meaningful variation — {lap_problem_text(o)}. The test cannot tell "
+                "contamination from its absence." + mde_sentence(o) + note + suffix)
+    if o.path == "null_negative":
+        return (f"No evidence of contamination: {b3} is significantly negative ({two.p_phrase()}, "
+                f"below {ALPHA_DETECTION:g}), the opposite of the sign memorization predicts; the "
+                "one-sided test for beta_3 > 0 finds no evidence of contamination."
+                + mde_sentence(o) + note + suffix)
+    if o.path == "null_zero":
+        return (f"No evidence of contamination: {b3} is indistinguishable from zero "
+                f"({two.p_phrase()}, not below {ALPHA_DETECTION:g}) while LAP varies (sd "
+                f"{fmt_num(f.lap_sd_pre)})." + mde_sentence(o) + note + suffix)
+    if o.path == "null_not_positive":
+        return (f"No evidence of contamination: {b3} is not significantly positive (not below "
+                f"{ALPHA_DETECTION:g}) while LAP varies (sd {fmt_num(f.lap_sd_pre)})."
+                + mde_sentence(o) + note + suffix)
+    little = ""
+    if o.lap_problem:
+        little = (f" Note: {lap_problem_text(o)}; the variation rule qualifies only a null "
+                  "result, so the significant estimate is judged by validation and placebo.")
+    val, plc = validation_text(o), placebo_text(o)
+    if o.path == "contamination":
+        return (f"Contamination detected: {b3} > 0; {val}; {plc}." + little + note + " "
+                + RECOMMENDATION + suffix)
+    plc_ok = PLACEBO[o.placebo][0]
+    failed = ([] if o.validation_present else ["validation failed"])
+    if not plc_ok:
+        failed.append({"infeasible": "placebo infeasible", "not_estimable": "placebo not estimable",
+                       "fails": "placebo failed"}[o.placebo])
+    details = "; ".join(t for t, ok in ((val, o.validation_present), (plc, plc_ok)) if not ok)
+    return (f"Mixed/invalid ({'; '.join(failed)}): {b3} > 0 but {details}." + little + note + suffix)
+
+
+def decide(f: VerdictFacts) -> tuple[str, str]:
+    """(verdict, reason) by the protocol's decision rule."""
+    o = evaluate(f)
+    return o.decision, reason(o)
+
+
 # ---------------------------------------------------------------- facts from tables
-
-def _num(x: float) -> str:
-    return "NA" if x is None or not np.isfinite(x) else f"{x:.4g}"
-
-
-def _pct(x: float) -> str:
-    return "NA" if x is None or not np.isfinite(x) else f"{100 * x:.1f}%"
-
 
 def _f(x: Any) -> float:
     try:
@@ -435,6 +737,7 @@ def gather_facts(results: pd.DataFrame, panel_pre: pd.DataFrame,
     high = result_row(results, "validation_high_lap", "pre", "ud")
     low = result_row(results, "validation_low_lap", "pre", "ud")
     diff = result_row(results, DIFFERENCE_SPEC, "pre", THETA_DIFF)
+    diff_low = result_row(results, DIFFERENCE_SPEC, "pre", "ud")
     post = result_row(results, DETECTION_SPEC, "post", BETA3)
 
     lap = _usable_lap(panel_pre)
@@ -444,7 +747,10 @@ def gather_facts(results: pd.DataFrame, panel_pre: pd.DataFrame,
     note = str(det.get("warning") or "") if not np.isfinite(_f(det.get("estimate"))) else ""
     n_obs = _f(det.get("n_obs"))
     g_pre, g_post = _f(det.get("n_clusters")), _f(post.get("n_clusters"))
-    df = g_pre - 1 if np.isfinite(g_pre) else (n_obs - 3 if np.isfinite(n_obs) else math.nan)
+    df = _f(det.get("df"))
+    if not np.isfinite(df):  # results written before the df column: G-1 or N-3
+        df = g_pre - 1 if np.isfinite(g_pre) else (n_obs - 3 if np.isfinite(n_obs) else math.nan)
+    low_sd, d = _f(diff_low.get("estimate")), _f(diff.get("estimate"))
     return VerdictFacts(
         beta3=_f(det.get("estimate")), beta3_t=_f(det.get("t")),
         beta3_p_one_sided=_f(det.get("p_one_sided")),
@@ -472,7 +778,7 @@ def gather_facts(results: pd.DataFrame, panel_pre: pd.DataFrame,
         n_clusters_pre=g_pre,
         theta_high_p_wild=_f(high.get("p_wild_two_sided")),
         theta_low_p_wild=_f(low.get("p_wild_two_sided")),
-        theta_diff=_f(diff.get("estimate")), theta_diff_t=_f(diff.get("t")),
+        theta_diff=d, theta_diff_t=_f(diff.get("t")),
         theta_diff_p_one_sided=_f(diff.get("p_one_sided")),
         theta_diff_p_wild_one_sided=_f(diff.get("p_wild_one_sided")),
         placebo_p_two_sided=_f(post.get("p_two_sided")),
@@ -482,32 +788,73 @@ def gather_facts(results: pd.DataFrame, panel_pre: pd.DataFrame,
         lap_sd_post=float(lap_post.std(ddof=1)) if len(lap_post) > 1 else math.nan,
         lap_min_sd_post=lap_min_sd(settings, lap_post, reference=lap),
         wild_min_clusters=int(settings.wild.min_clusters),
+        wild_draws=int(settings.wild.draws),
+        beta3_p_wild_two_sided=_f(det.get("p_wild_two_sided")),
+        theta_high_sd=low_sd + d, theta_low_sd=low_sd,
+        n_forecast_pre=_count_present(panel_pre, ("mu_hat", "outcome")),
+        n_lap_values_pre=_count_present(panel_pre, ("lap",)),
+        placebo_p_wild_two_sided=_f(post.get("p_wild_two_sided")),
     )
+
+
+def _count_present(panel: pd.DataFrame | None, columns: tuple[str, ...]) -> int:
+    """Rows with every one of `columns` present (-1 when the panel lacks one)."""
+    if panel is None or not set(columns) <= set(panel.columns):
+        return -1
+    ok = np.ones(len(panel), dtype=bool)
+    for c in columns:
+        ok &= pd.to_numeric(panel[c], errors="coerce").notna().to_numpy()
+    return int(ok.sum())
+
+
+def outcome_row(o: Outcome) -> dict[str, Any]:
+    """The verdict table's row: every fact, the outcome's codes and the rendered words."""
+    p_used = o.tests["beta3"]
+    row: dict[str, Any] = {"verdict": o.decision, "reason": reason(o)}
+    row.update(asdict(o.facts))
+    row.update({
+        "decision_path": o.path,
+        "lap_problem": o.lap_problem,
+        "validation_failures": ",".join(o.validation_failures),
+        "placebo_outcome": o.placebo,
+        "beta3_p_used": p_used.p,
+        "inference_used": p_used.source,
+        "beta3_mde": mde(o.facts),
+        "lap_varies": not o.lap_problem,
+        "validation_pattern": o.validation_present,
+        "placebo_passes": PLACEBO[o.placebo][0],
+        "placebo_status": PLACEBO[o.placebo][1],
+        "recommendation": RECOMMENDATION if o.decision == CONTAMINATION else "",
+        "decision_rule": DECISION_RULE,
+    })
+    return row
 
 
 def verdict_frame(results: pd.DataFrame, panel_pre: pd.DataFrame,
                   panel_post: pd.DataFrame | None, settings: StatsSettings) -> pd.DataFrame:
     """The one-row verdict table: verdict, reason, the rule's text and every fact used."""
-    facts = gather_facts(results, panel_pre, panel_post, settings)
-    verdict, reason = decide(facts)
-    val_ok, _ = validation_pattern(facts)
-    plc_ok, plc_text = placebo_status(facts)
-    p_used, p_label = beta3_p_used(facts)
-    row: dict[str, Any] = {"verdict": verdict, "reason": reason}
-    row.update(asdict(facts))
-    row.update({
-        "beta3_p_used": p_used,
-        "inference_used": p_label,
-        "beta3_mde": mde(facts),
-        "lap_varies": lap_variation_problem(facts) is None,
-        "validation_pattern": val_ok,
-        "placebo_passes": plc_ok,
-        "placebo_status": plc_text.split(":")[0],
-        "recommendation": RECOMMENDATION if verdict == CONTAMINATION else "",
-        "decision_rule": DECISION_RULE,
-    })
+    row = outcome_row(evaluate(gather_facts(results, panel_pre, panel_post, settings)))
     frame = pd.DataFrame([row])
     for c, v in row.items():
         if isinstance(v, float):
             frame[c] = pd.array([v if np.isfinite(v) else None], dtype="Float64")
     return frame
+
+
+def facts_from_row(row: pd.Series | dict[str, Any]) -> VerdictFacts:
+    """The facts back from a verdict table row (a CSV read back: NULL -> NaN, "" -> NaN),
+    so that the report renders from the same Outcome the build decided on."""
+    values: dict[str, Any] = {}
+    for fld in fields(VerdictFacts):
+        v = row.get(fld.name) if hasattr(row, "get") else None
+        kind = fld.type if isinstance(fld.type, str) else getattr(fld.type, "__name__", "")
+        if kind == "bool":
+            values[fld.name] = str(v).strip().lower() in ("true", "1")
+        elif kind == "int":
+            x = _f(v)
+            values[fld.name] = int(x) if np.isfinite(x) else (fld.default if isinstance(fld.default, int) else 0)
+        elif kind == "float":
+            values[fld.name] = _f(v)
+        else:
+            values[fld.name] = "" if v is None or (isinstance(v, float) and not np.isfinite(v)) else str(v)
+    return VerdictFacts(**values)

@@ -34,7 +34,7 @@ def test_sections_show_tests_and_name_regressions(tmp_path):
     assert "WCR bootstrap (webb weights, 99 draws" in text
     assert "Minimum detectable beta_3 (one-sided 5% test, 80% power): " in text
     assert "- validation_low_lap (pre): example warning" in text
-    assert "The test rules out effects larger than beta_3 = " in text  # the clean study: a null
+    assert "The minimum detectable beta_3 is " in text  # the clean study: a null
 
 
 def test_collapsed_post_lap_prints_not_estimable_with_reason(tmp_path):
@@ -51,5 +51,7 @@ def test_collapsed_post_lap_prints_not_estimable_with_reason(tmp_path):
         df.to_csv(tmp_path / f"{name}.csv", index=False)
     text, verdict = render(tmp_path)
     placebo = text.split("## 5. Placebo")[1].split("## 6.")[0]
-    assert "not estimable (post-cutoff LAP has no meaningful variation: sd 0)" in placebo
-    assert "Placebo: placebo passes" in placebo
+    row = next(line for line in placebo.splitlines() if line.startswith("| post-cutoff"))
+    assert row.count("not estimable (collinear with the fixed effects or other terms)") == 2
+    assert "| NA | NA |" in row  # no p for a term without an estimate
+    assert "Placebo: placebo passes: post-cutoff LAP collapsed: constant at 0" in placebo

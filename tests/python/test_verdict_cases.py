@@ -8,18 +8,27 @@ from pathlib import Path
 import pytest
 from verdict_cases import CASES, case_facts
 
-from lookahead.stats.verdict import decide
+from lookahead.stats.verdict import (
+    LAP_PROBLEMS,
+    PATHS,
+    PLACEBO,
+    UNITS_RULE,
+    VALIDATION_FAILURES,
+    decide,
+    evaluate,
+)
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "verdict.md"
-ROW = re.compile(r"^\| `(?P<case>[a-z0-9_]+)` \| (?P<verdict>[^|]+?) \| (?P<reason>[^|]+?) \|$")
+ROW = re.compile(r"^\| `(?P<case>[a-z0-9_]+)` \| `(?P<path>[a-z0-9_]+)` \| (?P<verdict>[^|]+?) \| "
+                 r"(?P<reason>[^|]+?) \|$")
 
 
-def documented() -> dict[str, tuple[str, str]]:
+def documented() -> dict[str, tuple[str, str, str]]:
     rows = {}
     for line in DOC.read_text(encoding="utf-8").splitlines():
         m = ROW.match(line)
         if m:
-            rows[m["case"]] = (m["verdict"], m["reason"])
+            rows[m["case"]] = (m["path"], m["verdict"], m["reason"])
     return rows
 
 
@@ -29,8 +38,20 @@ def test_every_case_is_documented_and_every_documented_case_exists():
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_case_wording_and_verdict(case):
-    verdict, reason = documented()[case]
+    path, verdict, reason = documented()[case]
+    assert evaluate(case_facts(case)).path == path
     assert decide(case_facts(case)) == (verdict, reason)
+
+
+def test_every_code_is_documented_with_its_wording():
+    """Each decision path, LAP problem, validation failure and placebo outcome has its row
+    in docs/verdict.md, and the units rule is stated there and in the README word for word."""
+    doc = DOC.read_text(encoding="utf-8")
+    for code in (*PATHS, *LAP_PROBLEMS, *VALIDATION_FAILURES, *PLACEBO):
+        assert f"| `{code}` |" in doc, code
+    readme = (DOC.parents[1] / "README.md").read_text(encoding="utf-8")
+    for text in (doc, readme):
+        assert " ".join(UNITS_RULE.split()) in " ".join(text.split())
 
 
 def test_committed_monte_carlo_meets_the_size_requirement_and_is_what_the_docs_show():

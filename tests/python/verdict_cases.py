@@ -22,7 +22,8 @@ BASE = VerdictFacts(
     n_rows_pre=2000, beta3_se=0.5 / 3.0, beta3_p_two_sided=0.004, beta3_df=59, n_clusters_pre=60,
     theta_diff=0.59, theta_diff_t=4.0, theta_diff_p_one_sided=1e-4,
     placebo_p_two_sided=0.92, n_clusters_post=60, lap_n_post=800, lap_distinct_post=800,
-    lap_sd_post=0.1, lap_min_sd_post=0.01, wild_min_clusters=50,
+    lap_sd_post=0.1, lap_min_sd_post=0.01, wild_min_clusters=50, wild_draws=999,
+    theta_low_sd=0.01, theta_high_sd=0.6, n_forecast_pre=2000, n_lap_values_pre=2000,
 )
 
 NAN = math.nan
@@ -74,9 +75,28 @@ CASES: dict[str, dict] = {
     "lap_constant": dict(NOT_ESTIMABLE, lap_distinct_pre=1, lap_sd_pre=0.0, censoring_rate_pre=0.42,
                          beta3_note="collinear term(s) dropped: lap, mu_hat:lap"),
     "few_clusters_wild": dict(n_clusters_pre=12, beta3_df=11, beta3_p_one_sided=0.02,
-                              beta3_p_wild_one_sided=0.08),
+                              beta3_p_wild_one_sided=0.08, beta3_p_wild_two_sided=0.16),
+    "few_clusters_significantly_negative": dict(
+        beta3=-0.5, beta3_t=-4.0, beta3_p_one_sided=0.9999, beta3_p_two_sided=0.0002,
+        beta3_se=0.125, n_clusters_pre=12, beta3_df=11, beta3_p_wild_one_sided=0.985,
+        beta3_p_wild_two_sided=0.03),
+    "wild_bootstrap_zero": dict(n_clusters_pre=30, beta3_df=29, n_clusters_post=30,
+                                beta3_p_wild_one_sided=0.0, theta_high_p_wild=0.0,
+                                theta_low_p_wild=0.6, theta_diff_p_wild_one_sided=0.0,
+                                placebo_p_wild_one_sided=0.47),
+    "p_near_threshold": dict(beta3_p_one_sided=0.049999, placebo_p_one_sided=0.100001),
+    "forecasts_unparsed": dict(NOT_ESTIMABLE, lap_n_pre=0, lap_distinct_pre=0, lap_sd_pre=NAN,
+                               lap_mean_pre=NAN, n_forecast_pre=0, n_lap_values_pre=2000,
+                               n_obs_pre=0, beta3_note="no observations: regression not estimated"),
+    "single_entity_newey_west": dict(
+        beta3=-0.3, beta3_t=-2.18, beta3_p_one_sided=0.965, beta3_p_two_sided=0.07,
+        beta3_se=0.3 / 2.18, beta3_df=6, n_obs_pre=11, n_rows_pre=11, n_clusters_pre=NAN,
+        vcov="NW(lag=2, Bartlett; N/(N-K))"),
 }
 
 
 def case_facts(name: str) -> VerdictFacts:
-    return dataclasses.replace(BASE, **CASES[name])
+    """A case's facts; the high-LAP theta per sd is the low one plus the difference, as
+    the difference regression defines it."""
+    f = dataclasses.replace(BASE, **CASES[name])
+    return dataclasses.replace(f, theta_high_sd=f.theta_low_sd + f.theta_diff)
