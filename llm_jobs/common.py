@@ -496,8 +496,12 @@ def record_skeleton(ctx: JobContext, task: str, q: Query, params: dict[str, Any]
     }
 
 
-def logprob_dicts(items: Sequence[Any]) -> list[dict[str, Any]]:
-    """TokenLogprob objects -> the contract's {token_id, token, logprob} dicts."""
+def logprob_dicts(items: Sequence[Any], vocab_moments: bool = False) -> list[dict[str, Any]]:
+    """TokenLogprob objects -> the contract's {token_id, token, logprob} dicts (with
+    vocab_mean and vocab_var when asked: lookahead.measures)."""
+    if vocab_moments:
+        return [{"token_id": t.token_id, "token": t.token, "logprob": t.logprob,
+                 "vocab_mean": t.vocab_mean, "vocab_var": t.vocab_var} for t in items]
     return [{"token_id": t.token_id, "token": t.token, "logprob": t.logprob} for t in items]
 
 

@@ -11,6 +11,7 @@ the mean are applied afterwards, so changing mink_k or mink_mean needs no new qu
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, Sequence
 
@@ -33,6 +34,7 @@ from llm_jobs.common import (
 from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache import RawStore, atomic_write_parquet
 from lookahead.keys import sampling_fallback, task_params
+from lookahead.measures import VOCAB_MOMENTS, ZLIB_BYTES, zlib_bytes
 from lookahead.scoring import mink_lap
 
 TASK = "mink"
@@ -57,16 +59,29 @@ def run(ctx: JobContext) -> int:
         if pending:
             confirm(f"score {len(pending)} prompts?", ctx.args.yes)
 
-            tally = query_all(ctx, store, pending, TASK, mink_answer, params)
+            answer = functools.partial(mink_answer, extras=tuple(params.get("line_extras", ())))
+            tally = query_all(ctx, store, pending, TASK, answer, params)
             require_complete(tally, store)
         records = store.load({q.key for q in queries})
     return summarize(ctx, queries, records)
 
 
-def mink_answer(backend: Backend, batch: list[Query]) -> list[dict[str, Any] | QueryFailure]:
-    """One batch of prompts scored: every prompt token's log-prob (common.Answer)."""
-    lps = backend.try_prompt_logprobs([q.prompt for q in batch])
-    return [lp if isinstance(lp, QueryFailure) else {"prompt_logprobs": logprob_dicts(lp)} for lp in lps]
+def mink_answer(backend: Backend, batch: list[Query], extras: tuple[str, ...] = ()) -> list[dict[str, Any] | QueryFailure]:
+    """One batch of prompts scored: every prompt token's log-prob (common.Answer), with
+    what the study's other prompt measures need from the same pass (lookahead.measures:
+    the vocabulary moments per position, the prompt's zlib length)."""
+    moments = VOCAB_MOMENTS in extras
+    lps = backend.try_prompt_logprobs([q.prompt for q in batch], **({"vocab_moments": True} if moments else {}))
+    out: list[dict[str, Any] | QueryFailure] = []
+    for q, lp in zip(batch, lps):
+        if isinstance(lp, QueryFailure):
+            out.append(lp)
+            continue
+        rec: dict[str, Any] = {"prompt_logprobs": logprob_dicts(lp, moments)}
+        if ZLIB_BYTES in extras:
+            rec["zlib_bytes"] = zlib_bytes(q.prompt)
+        out.append(rec)
+    return out
 
 
 def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict[str, Any]]) -> int:

@@ -34,7 +34,7 @@ import os
 import tempfile
 from operator import methodcaller
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -110,6 +110,20 @@ def incomplete_reason(record: Mapping[str, Any]) -> str | None:
             return "no prompt log-probs"
         if not all(_finite_logprob(t) for t in lps[1:]):
             return "a prompt token after the first has no finite log-prob"
+        return _line_extras_problem(record, params.get("line_extras") or ())
+    return None
+
+
+def _line_extras_problem(record: dict[str, Any], extras: Sequence[str]) -> str | None:
+    """What a Min-K% line lacks of the extras its key asked for (lookahead.measures)."""
+    if "zlib_bytes" in extras and not (isinstance(record.get("zlib_bytes"), int) and record["zlib_bytes"] > 0):
+        return "no zlib_bytes"
+    if "vocab_moments" in extras:
+        for t in (record.get("prompt_logprobs") or [])[1:]:
+            mu, var = t.get("vocab_mean"), t.get("vocab_var")
+            if not (isinstance(mu, (int, float)) and isinstance(var, (int, float))
+                    and math.isfinite(mu) and math.isfinite(var) and var >= 0):
+                return "a prompt token after the first has no finite vocabulary moments"
         return None
     return None
 

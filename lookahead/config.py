@@ -87,6 +87,16 @@ class Schema:
         return {n: s.default for n, s in self.settings.items() if not s.identifies}
 
 
+def _allowed(d: dict[str, Any]) -> tuple[str, ...]:
+    """A setting's allowed values: listed, or `allowed_from: measures` (the LAP measure
+    registry, lookahead/measures.py, their one home)."""
+    if d.get("allowed_from") == "measures":
+        from lookahead.measures import MEASURES
+
+        return tuple(MEASURES)
+    return tuple(d.get("allowed", ()))
+
+
 def _load_schema(path: Path = SCHEMA_PATH) -> Schema:
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     specs: dict[str, SettingSpec] = {}
@@ -97,7 +107,7 @@ def _load_schema(path: Path = SCHEMA_PATH) -> Schema:
             raise StudyConfigError(f"{path}: setting '{name}' needs exactly one of identifies/default")
         specs[name] = SettingSpec(
             name=name, type=d["type"], meaning=d["meaning"], identifies=bool(d.get("identifies")),
-            default=d.get("default"), allowed=tuple(d.get("allowed", ())), min=d.get("min"),
+            default=d.get("default"), allowed=_allowed(d), min=d.get("min"),
             max=d.get("max"), exclusive_min=d.get("exclusive_min"),
             required_when={k: tuple(v) for k, v in (d.get("required_when") or {}).items()},
             keys=tuple(d.get("keys", ())), values=d.get("values"),
@@ -185,6 +195,9 @@ def _check_value(spec: SettingSpec, v: Any) -> Any:
     if t == "list":
         if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
             raise StudyConfigError(f"setting '{n}' must be a list of names")
+        if spec.allowed and (bad := [x for x in v if x not in spec.allowed]):
+            raise StudyConfigError(f"setting '{n}': {', '.join(map(repr, bad))} is not one of "
+                                   f"{', '.join(spec.allowed)}")
         return v
     if t == "mapping":
         if not isinstance(v, dict):

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from lookahead.cache import params_json, query_keys, recall_idents
 from lookahead.config import Study
+from lookahead.measures import line_extras
 from lookahead.prompts import Template, check_recall_template, recall_prompt_columns, text_column
 from lookahead.rows import PAIR_COLUMNS, SPLIT_COLUMNS, split_staged_arrow, unique_pairs
 
@@ -72,6 +73,10 @@ def _task_params(study: Study, task: str) -> dict[str, Any]:
         # same answers, so the same key); a bf16 body moves LAP by ~5-15%: another answer.
         if study.get("mink_body_dtype") == "bfloat16":
             params["mink_body_dtype"] = "bfloat16"
+        # What the study's other prompt measures need in the same line (lookahead.measures);
+        # absent when none does, so a Min-K%-only study keeps its keys.
+        if extras := line_extras(study, task):
+            params["line_extras"] = extras
         return _with_overflow(study, params)
     raise ValueError(f"unknown task {task!r}")
 

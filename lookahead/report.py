@@ -18,6 +18,7 @@ import pandas as pd
 
 from lookahead.config import Study
 from lookahead.identity import StaleResultError, check_current
+from lookahead.measures import MEASURES
 from lookahead.paper.table5_reading import TABLE5_READING, table5_reading
 from lookahead.stats.fe_regression import SSC_RULE
 from lookahead.stats.protocol import StatsSettings
@@ -47,7 +48,7 @@ REGRESSIONS = (
 TABLES = (
     "study_settings", "sample_description", "sample_period", "rejected_rows", "lap_distribution",
     "lap_histogram", "recall_censoring", "forecast_parse_rate", "merge_row_counts",
-    "gx_validation_results", "regression_results", "verdict", "query_issues",
+    "gx_validation_results", "regression_results", "verdict", "query_issues", "lap_robustness",
 )
 
 
@@ -192,6 +193,28 @@ def _wild_label(results: pd.DataFrame) -> str:
     return str(labels[0]) if labels else "not computed: no clustered fit, or wild_bootstrap_draws = 0"
 
 
+def _robustness_section(rob: pd.DataFrame, lap_measure: str) -> str:
+    """beta_3 under each LAP measure the study computed (lookahead.stats.robustness)."""
+    if not len(rob):
+        return ""
+    rows = pd.DataFrame({
+        "LAP measure": [f"`{m}`" + (" (verdict)" if _truthy(v) else "")
+                        for m, v in zip(rob["lap_measure"], rob["is_verdict_measure"])],
+        "beta_3": rob["beta3"].map(fmt_num), "t": rob["t"].map(fmt_t),
+        "one-sided p": rob["p_one_sided"].map(fmt_p), "p by": rob["p_source"],
+        "N": rob["n_obs"], "LAP varies": rob["lap_varies"].map(lambda x: "yes" if _truthy(x) else "no"),
+        "beta_3 > 0 at 5%": rob["detects"].map(lambda x: "yes" if _truthy(x) else "no"),
+    })
+    detecting = [str(m) for m, d in zip(rob["lap_measure"], rob["detects"]) if _truthy(d)]
+    return ("Robustness across LAP measures (the detection regression with LAP replaced by each "
+            "measure the study computed, setting `lap_measures`; docs/measures.md). The verdict "
+            f"reads only `{lap_measure}`, the measure the study named in `lap_measure` before "
+            "seeing results: this table does not choose a measure (no measure shopping).\n\n"
+            + markdown_table(rows)
+            + f"\nbeta_3 > 0 at the 5% level under {len(detecting)} of {len(rob)} measures"
+            + (f" ({', '.join(detecting)})" if detecting else "") + ".\n\n")
+
+
 def _read(results_dir: Path, name: str) -> pd.DataFrame:
     path = results_dir / f"{name}.csv"
     return pd.read_csv(path) if path.exists() else pd.DataFrame()
@@ -283,8 +306,7 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
 
     md.append("\n## 2. LAP distribution, pre vs post cutoff\n\n")
     md.append(f"LAP measure in the regressions: `{settings['lap_measure']}`"
-              + (f" (Min-K%, K = {settings['mink_k']}, {settings['mink_mean']} mean)"
-                 if settings["lap_measure"] == "mink" else " (recall: P(up) + P(down))")
+              f" ({MEASURES[settings['lap_measure']].describe(settings)})"
               + f"; high-LAP rule: `{settings['high_lap_rule']}`.\n\n")
     if len(lapd):
         md.append(markdown_table(lapd, ["measure", "sample", "n", "mean", "sd", "min", "p25", "median", "p75", "max"]))
@@ -361,6 +383,7 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
     md.append(f"**{outcome.decision}.** {reason(outcome)}\n\n")
     md.append(f"Decision path: `{outcome.path}` ({PATHS[outcome.path][1]}; every path and its "
               "wording: docs/verdict.md).\n\n")
+    md.append(_robustness_section(_read(results_dir, "lap_robustness"), str(settings["lap_measure"])))
     md.append(f"Decision rule (protocol, word for word): {verdict['decision_rule']}\n\n")
     md.append("Choices where the protocol is silent (docs/verdict.md): the LAP-variation rule "
               "qualifies only a null result; meaningful variation is sd >= 0.01 for recall LAP "

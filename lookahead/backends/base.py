@@ -15,6 +15,8 @@ class TokenLogprob:
     token_id: int | None
     token: str
     logprob: float | None
+    vocab_mean: float | None = None  # sum_v p_v log p_v at this position (Min-K%++)
+    vocab_var: float | None = None   # sum_v p_v (log p_v)^2 - vocab_mean^2
 
 
 @dataclass
@@ -83,8 +85,14 @@ class Backend(ABC):
         not a transient fault), so the default simply calls ``generate``."""
         return list(self.generate(prompts, max_tokens, top_logprobs))
 
-    def try_prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob] | QueryFailure]:
-        """Like ``prompt_logprobs`` with per-query failures (see ``try_generate``)."""
+    def try_prompt_logprobs(self, prompts: Sequence[str], vocab_moments: bool = False
+                            ) -> list[list[TokenLogprob] | QueryFailure]:
+        """Like ``prompt_logprobs`` with per-query failures (see ``try_generate``).
+        ``vocab_moments``: also the mean and variance of log p over the vocabulary at each
+        position (Min-K%++; only a backend that sees the full distribution has them, and
+        lookahead.measures refuses the others before any query)."""
+        if vocab_moments:
+            return list(self.prompt_logprobs(prompts, vocab_moments=True))  # type: ignore[call-arg]
         return list(self.prompt_logprobs(prompts))
 
     def try_sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int

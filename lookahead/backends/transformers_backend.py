@@ -294,8 +294,10 @@ class TransformersBackend(Backend):
             for r in range(len(seqs))
         ]
 
-    def prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob]]:
-        """log P(token_n | tokens_<n) for every prompt token; the first is None.
+    def prompt_logprobs(self, prompts: Sequence[str], vocab_moments: bool = False) -> list[list[TokenLogprob]]:
+        """log P(token_n | tokens_<n) for every prompt token; the first is None. With
+        ``vocab_moments``, each entry after the first also carries the mean and variance
+        of log p over the vocabulary at its position (Min-K%++), from the same logits.
 
         Batched over length-sorted prompts with right padding (pads sit after the real
         tokens, so causal attention keeps real positions exact)."""
@@ -305,28 +307,41 @@ class TransformersBackend(Backend):
         saved = torch.get_float32_matmul_precision()
         torch.set_float32_matmul_precision(self.matmul_precision)
         try:
-            self._prompt_logprobs_into(seqs, out)
+            self._prompt_logprobs_into(seqs, out, vocab_moments)
         finally:
             torch.set_float32_matmul_precision(saved)
         return [o for o in out if o is not None]
 
-    def _prompt_logprobs_into(self, seqs: list[list[int]], out: list[list[TokenLogprob] | None]) -> None:
+    def _prompt_logprobs_into(self, seqs: list[list[int]], out: list[list[TokenLogprob] | None],
+                              vocab_moments: bool = False) -> None:
         torch = self._torch
         with torch.inference_mode():
             for batch in self._batches([len(s) for s in seqs]):
                 bseqs = [seqs[i] for i in batch]
-                lps = self._batch_token_logprobs(bseqs)
+                moments: list[list[tuple[float, float]]] | None = [] if vocab_moments else None
+                lps = self._batch_token_logprobs(bseqs, moments)
                 for row, i in enumerate(batch):
                     s = seqs[i]
                     entries = [TokenLogprob(int(s[0]), self._token_text(s[0]), None)]
                     entries += [
-                        TokenLogprob(int(t), self._token_text(t), max(v, LOGPROB_FLOOR))
-                        for t, v in zip(s[1:], lps[row])
+                        TokenLogprob(int(t), self._token_text(t), max(v, LOGPROB_FLOOR),
+                                     *(moments[row][j] if moments is not None else ()))
+                        for j, (t, v) in enumerate(zip(s[1:], lps[row]))
                     ]
                     out[i] = entries
 
-    def _batch_token_logprobs(self, seqs: Sequence[Sequence[int]]) -> list[list[float]]:
-        """Per sequence, the log-probs of tokens 2..n (floats)."""
+    @staticmethod
+    def _moments(lp: Any) -> tuple[Any, Any]:
+        """Mean and variance of log p under p over the last axis (log-softmaxed `lp`);
+        the variance centred, so a peaked distribution loses no digits to cancellation."""
+        p = lp.exp()
+        mu = (p * lp).sum(-1)
+        return mu, (p * (lp - mu.unsqueeze(-1)).square()).sum(-1)
+
+    def _batch_token_logprobs(self, seqs: Sequence[Sequence[int]],
+                              moments: list[list[tuple[float, float]]] | None = None) -> list[list[float]]:
+        """Per sequence, the log-probs of tokens 2..n (floats); with `moments` (a list),
+        appends per sequence the (vocab_mean, vocab_var) of each of those positions."""
         torch = self._torch
         ids, mask = self._right_padded(seqs)
         target_mask = mask[:, 1:].bool()
@@ -348,16 +363,29 @@ class TransformersBackend(Backend):
                 h = hidden[:, :-1][target_mask].to(self.dtype)
             head = model.get_output_embeddings()
             flat = torch.empty(h.shape[0], dtype=torch.float32, device=self.device)
+            if moments is not None:
+                mu_flat, var_flat = torch.empty_like(flat), torch.empty_like(flat)
             for a in range(0, h.shape[0], self.logit_chunk):
                 logits = head(h[a : a + self.logit_chunk]).float()
                 t = targets[a : a + self.logit_chunk]
-                flat[a : a + self.logit_chunk] = (
-                    logits.gather(1, t[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)
-                )
+                lse = torch.logsumexp(logits, dim=-1)
+                flat[a : a + self.logit_chunk] = logits.gather(1, t[:, None]).squeeze(1) - lse
+                if moments is not None:
+                    mu_flat[a : a + self.logit_chunk], var_flat[a : a + self.logit_chunk] = \
+                        self._moments(logits - lse[:, None])
         else:
             logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
             lp = torch.log_softmax(logits, dim=-1)
             flat = lp.gather(2, ids[:, 1:, None]).squeeze(2)[target_mask]
+            if moments is not None:
+                mu, var = self._moments(lp)
+                mu_flat, var_flat = mu[target_mask], var[target_mask]
+        if moments is not None:
+            pairs = list(zip(mu_flat.tolist(), var_flat.tolist()))
+            pos = 0
+            for s in seqs:
+                moments.append(pairs[pos : pos + len(s) - 1])
+                pos += len(s) - 1
         values = flat.tolist()
         res, pos = [], 0
         for s in seqs:

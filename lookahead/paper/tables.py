@@ -24,10 +24,12 @@ import numpy as np
 import pandas as pd
 
 from lookahead.config import Study, setting_default
+from lookahead.measures import MEASURES
 from lookahead.paper.fit import FitResult, PaperNotEstimable, PaperSpecError, Term, fit_fe
 from lookahead.stats.fe_regression import CLUSTER_COLUMNS as STATS_CLUSTER_COLUMNS
 
-LAP_COLUMNS = {"mink": "lap_mink", "recall": "lap_recall", "configured": "lap"}
+#: Every registered measure's panel column (lookahead.measures), and the configured one.
+LAP_COLUMNS = {**{m.name: m.column for m in MEASURES.values()}, "configured": "lap"}
 
 LLM, LAP = "LLM", "LAP"
 X = " x "  # how interaction names are written in result tables (ASCII for CSV/SQL users)
@@ -62,12 +64,14 @@ class PaperSettings:
 
     @property
     def lap_label(self) -> str:
-        """The LAP measure as printed: e.g. 'Min-K% (K=20%, geometric mean)'."""
-        if self.lap_measure == "mink":
-            return f"Min-K% LAP ({self.mink_mean} mean)"
-        if self.lap_measure == "recall":
-            return "recall LAP (P(up)+P(down))"
-        return "configured LAP"
+        """The LAP measure as printed (the registry's label): e.g. 'Min-K% LAP (geometric mean)'."""
+        if self.lap_measure not in MEASURES:
+            return "configured LAP"
+        return MEASURES[self.lap_measure].label + (f" ({self.mink_mean} mean)" if self._uses_mink_mean else "")
+
+    @property
+    def _uses_mink_mean(self) -> bool:
+        return self.lap_measure in MEASURES and "mink_mean" in MEASURES[self.lap_measure].settings
 
     @classmethod
     def from_study(cls, study: Study) -> "PaperSettings":
@@ -110,7 +114,7 @@ class PaperTable:
                 r.update(
                     paper_table=self.name, table_column=j, sample=sample,
                     lap_measure=settings.lap_measure,
-                    mink_mean=settings.mink_mean if settings.lap_measure == "mink" else None,
+                    mink_mean=settings.mink_mean if settings._uses_mink_mean else None,
                 )
                 rows.append(r)
         return pd.DataFrame(rows)

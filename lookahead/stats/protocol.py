@@ -86,7 +86,8 @@ class StatsSettings:
     """The settings the statistics use, read from the ``study_settings`` row.
 
     cluster: entity | period | date | none (protocol default entity; the paper: date).
-    lap_measure: recall | mink (decides how "meaningful LAP variation" is judged).
+    lap_measure: a registered measure (lookahead.measures; its variation rule decides how
+    "meaningful LAP variation" is judged).
     nw_lag: Newey-West lag for a single-entity panel (None: the NW-1994 rule of thumb).
     lap_min_sd: override of the minimal LAP standard deviation (see verdict.py).
     wild: the wild cluster bootstrap (vars wild_bootstrap_draws, _weights, _seed,

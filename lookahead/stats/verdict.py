@@ -45,9 +45,10 @@ Choices the protocol leaves open, stated here and in docs/verdict.md:
     the placebo is infeasible (protocol: steps 1-4 only); with post rows, varying LAP and
     no estimable beta_3 it is not estimable. Neither of those passes.
   - Meaningful LAP variation: at least two distinct values and, for recall LAP, sd >=
-    0.01 (absolute: recall LAP is a probability mass on a fixed 0-1 scale); for Min-K%
-    LAP (its scale varies by model and tokenizer) a coefficient of variation sd/mean|LAP|
-    >= 0.01, which is scale-free. ``lap_min_sd`` overrides the absolute threshold.
+    0.01 (absolute: recall LAP is a probability mass on a fixed 0-1 scale); for the
+    measures whose scale varies by model and tokenizer (the registry's scale-free rule,
+    lookahead.measures: Min-K%, loss, zlib, Min-K%++) a coefficient of variation
+    sd/mean|LAP| >= 0.01. ``lap_min_sd`` overrides the absolute threshold.
     Recall censoring >= 99% of rows is also no variation.
   - Few clusters: a regression with fewer clusters than ``wild_bootstrap_min_clusters``
     (default 50; docs/montecarlo.md) is judged by its wild cluster bootstrap p-value
@@ -64,6 +65,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from lookahead.measures import MEASURES, SCALE_FREE
 from lookahead.stats.protocol import (
     BETA3,
     DETECTION_SPEC,
@@ -475,9 +477,11 @@ def evaluate(f: VerdictFacts) -> Outcome:
 # ---------------------------------------------------------------- words from the outcome
 
 def _threshold_rule(measure: str) -> str:
-    if measure == "mink":
-        return "Min-K%: sd at least 1% of mean |LAP|, a scale-free rule"
-    return "recall LAP is a probability, so the rule is absolute: sd at least 0.01"
+    """The registry's variation rule of `measure` (lookahead.measures), in words."""
+    m = MEASURES[measure]
+    if m.variation == SCALE_FREE:
+        return f"{m.short}: sd at least {MINK_MIN_CV:.0%} of mean |LAP|, a scale-free rule"
+    return f"{m.short} is a probability, so the rule is absolute: sd at least {RECALL_MIN_SD:g}"
 
 
 def _side(p: float, threshold: float) -> str:
@@ -712,7 +716,7 @@ def lap_min_sd(settings: StatsSettings, lap: pd.Series, reference: pd.Series | N
     is judged against the scale LAP had before the cutoff."""
     if settings.lap_min_sd is not None:
         return float(settings.lap_min_sd)
-    if settings.lap_measure == "mink":
+    if MEASURES[settings.lap_measure].variation == SCALE_FREE:
         ref = lap if reference is None else reference
         m = float(ref.abs().mean()) if len(ref) else math.nan
         return MINK_MIN_CV * m if np.isfinite(m) and m > 0 else 0.0

@@ -1,6 +1,10 @@
--- Valid rows with their forecast (many-to-one on row_id), recall (many-to-one on
--- entity_id and target_date) and Min-K% score (on row_id). Row counts before and after
--- each merge are in `merge_row_counts` and checked by gate_panel.
+-- Valid rows with their forecast (many-to-one on row_id) and every LAP measure of the
+-- registry (lookahead/measures.py, read here through the generated macro
+-- lap_measure_registry): each measure's model joined on its keys (recall on entity_id
+-- and target_date, the prompt measures on row_id), its score as lap_<measure>; `lap` is
+-- the one var lap_measure names. Row counts before and after each merge are in
+-- `merge_row_counts` and checked by gate_panel.
+{%- set measures = lap_measure_registry() %}
 with observations as (
 
     select * from {{ ref('int_observations_valid') }}
@@ -11,19 +15,13 @@ forecasts as (
 
     select * from {{ ref('int_forecasts') }}
 
-),
+){% for m in measures %},
 
-recall as (
+{{ m.name }} as (
 
-    select * from {{ ref('int_recall_pairs') }}
+    select * from {{ ref(m.model) }}
 
-),
-
-mink as (
-
-    select * from {{ ref('int_mink_scores') }}
-
-)
+){% endfor %}
 
 select
     observations.*,
@@ -39,27 +37,22 @@ select
     forecasts.parse_status,
     forecasts.first_token_prob,
     forecasts.stated_confidence,
-    recall.recall_key,
-    recall.p_up,
-    recall.p_down,
-    recall.p_unknown,
-    recall.up_censored,
-    recall.down_censored,
-    recall.unknown_censored,
-    recall.residual_mass,
-    recall.ud,
-    recall.lap as lap_recall,
-    mink.mink_key,
-    mink.lap_mink,
-    {%- if var('lap_measure') == 'mink' %}
-    mink.lap_mink as lap,
-    {%- else %}
-    recall.lap as lap,
+    {%- for m in measures %}
+    {%- if m.key_column %}
+    {{ m.name }}.{{ m.key_column }},
     {%- endif %}
+    {%- for c in m.carried %}
+    {{ m.name }}.{{ c }},
+    {%- endfor %}
+    {{ m.name }}.{{ m.model_column }} as {{ m.column }},
+    {%- if m.name == var('lap_measure') %}
+    {{ m.name }}.{{ m.model_column }} as lap,
+    {%- endif %}
+    {%- endfor %}
     coalesce(forecasts.approximated, false) or coalesce(recall.approximated, false) as approximated
 from observations
 left join forecasts on observations.row_id = forecasts.row_id
-left join recall
-    on observations.entity_id = recall.entity_id
-    and observations.target_date = recall.target_date
-left join mink on observations.row_id = mink.row_id
+{%- for m in measures %}
+left join {{ m.name }}
+    on {% for c in m.join_on %}observations.{{ c }} = {{ m.name }}.{{ c }}{{ '\n    and ' if not loop.last }}{% endfor %}
+{%- endfor %}

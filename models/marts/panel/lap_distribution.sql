@@ -1,10 +1,11 @@
 -- LAP distribution pre vs post cutoff (protocol step 2 sanity check), for each LAP
--- measure that was computed. Expect LAP visibly lower post-cutoff.
+-- measure that was computed (the registry's, lookahead/measures.py). Expect LAP visibly
+-- lower post-cutoff.
 with long as (
-
-    select sample, 'recall' as measure, lap_recall as lap from {{ ref('panel') }}
-    union all
-    select sample, 'mink' as measure, lap_mink as lap from {{ ref('panel') }}
+    {% for m in lap_measure_registry() %}
+    select sample, '{{ m.name }}' as measure, {{ m.column }} as lap from {{ ref('panel') }}
+    {{ 'union all' if not loop.last }}
+    {%- endfor %}
 
 )
 

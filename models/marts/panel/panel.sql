@@ -90,8 +90,9 @@ select
     numbered.down_censored,
     numbered.residual_mass,
     numbered.ud,
-    numbered.lap_recall,
-    numbered.lap_mink,
+    {%- for m in lap_measure_registry() %}
+    numbered.{{ m.column }},
+    {%- endfor %}
     numbered.lap,
     thresholds.lap_median,
     {%- if var('high_lap_rule') == 'entity_mean_median' %}

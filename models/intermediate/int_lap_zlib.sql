@@ -1,0 +1,23 @@
+-- zlib LAP (lookahead/measures.py 'zlib', Carlini et al. 2021): the mean log-prob of the
+-- prompt tokens after the first divided by the zlib-compressed byte length of the
+-- prompt text (zlib_bytes, written into the Min-K% line by the job), i.e. minus
+-- Carlini's loss-to-zlib ratio, so that higher = more likely seen. No score for a line
+-- with a missing or invalid log-prob or without zlib_bytes.
+with lines as (
+
+    {{ prompt_token_lines() }}
+
+),
+
+scores as (
+
+    select
+        *,
+        case when not {{ has_bad_logprob('after_first') }} and zlib_bytes > 0 then
+            list_avg(list_transform(after_first, lambda t: t.logprob)) / zlib_bytes
+        end as lap_zlib
+    from lines
+
+),
+
+{{ prompt_measure_rows('scores', 'lap_zlib') }}

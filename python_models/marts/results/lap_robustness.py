@@ -1,0 +1,20 @@
+"""dbt Python model: beta_3 under every LAP measure the study computed (one row each).
+
+The verdict reads only var lap_measure; this table is the report's robustness check
+across var lap_measures (lookahead/stats/robustness.py has the logic and the why)."""
+
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    dbt.ref("gate_panel")
+
+    from lookahead.measures import study_measures
+    from lookahead.stats.panel_io import read_columns
+    from lookahead.stats.protocol import StatsSettings, protocol_columns, study_from_frame
+    from lookahead.stats.robustness import robustness_frame
+
+    frame = dbt.ref("study_settings").df()
+    settings = StatsSettings.from_frame(frame)
+    measures = study_measures(study_from_frame(frame))
+    cols = [*protocol_columns(settings), *(m.column for m in measures)]
+    return robustness_frame(read_columns(dbt.ref("panel_pre"), cols), measures, settings)
