@@ -201,7 +201,7 @@ def _robustness_section(rob: pd.DataFrame, lap_measure: str) -> str:
         "LAP measure": [f"`{m}`" + (" (verdict)" if _truthy(v) else "")
                         for m, v in zip(rob["lap_measure"], rob["is_verdict_measure"])],
         "beta_3": rob["beta3"].map(fmt_num), "t": rob["t"].map(fmt_t),
-        "one-sided p": rob["p_one_sided"].map(fmt_p), "p by": rob["p_source"],
+        "one-sided p": [fmt_p(p, int(d)) for p, d in zip(rob["p_one_sided"], rob["p_draws"])], "p by": rob["p_source"],
         "N": rob["n_obs"], "LAP varies": rob["lap_varies"].map(lambda x: "yes" if _truthy(x) else "no"),
         "beta_3 > 0 at 5%": rob["detects"].map(lambda x: "yes" if _truthy(x) else "no"),
     })

@@ -23,7 +23,7 @@ from lookahead.stats.protocol import DETECTION_SPEC, ENTITY_FE, StatsSettings, _
 from lookahead.stats.verdict import ALPHA_DETECTION, gather_facts, lap_min_sd, tests_of
 
 ROBUSTNESS_COLUMNS = ("lap_measure", "label", "is_verdict_measure", "beta3", "t", "p_one_sided",
-                      "p_source", "n_obs", "lap_sd", "lap_min_sd", "lap_varies", "detects")
+                      "p_source", "p_draws", "n_obs", "lap_sd", "lap_min_sd", "lap_varies", "detects")
 
 
 def _with_lap(panel: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -50,7 +50,7 @@ def robustness_frame(panel_pre: pd.DataFrame, measures: Sequence[Measure],
         varies = bool(lap.nunique() > 1 and np.isfinite(f.lap_sd_pre) and f.lap_sd_pre >= min_sd)
         rows.append({
             "lap_measure": m.name, "label": m.label, "is_verdict_measure": m.name == settings.lap_measure,
-            "beta3": b3.estimate, "t": b3.t, "p_one_sided": b3.p, "p_source": b3.source,
+            "beta3": b3.estimate, "t": b3.t, "p_one_sided": b3.p, "p_source": b3.source, "p_draws": b3.draws,
             "n_obs": f.n_obs_pre, "lap_sd": f.lap_sd_pre, "lap_min_sd": min_sd, "lap_varies": varies,
             "detects": bool(np.isfinite(b3.estimate) and b3.estimate > 0 and np.isfinite(b3.p)
                             and b3.p < ALPHA_DETECTION),

@@ -7,6 +7,11 @@ across var lap_measures (lookahead/stats/robustness.py has the logic and the why
 def model(dbt, session):
     dbt.config(materialized="table")
     dbt.ref("gate_panel")
+    # After the last model that fits (the chain regression_results -> verdict ->
+    # bootstrap_results -> paper_tables runs the fits one at a time): the fit counts
+    # singletons from warnings, which Python records process-wide, so two fits in
+    # parallel threads could count each other's.
+    dbt.ref("paper_tables")
 
     from lookahead.measures import study_measures
     from lookahead.stats.panel_io import read_columns

@@ -1,0 +1,157 @@
+"""The LAP measure registry (lookahead/measures.py) and its three prompt measures.
+
+The SQL models that score loss, zlib and Min-K%++ (int_lap_*) are checked against the
+published formulas written here, independently of lookahead.measures' oracles: each raw
+line is generated from a full random next-token distribution over a small vocabulary,
+so Min-K%++'s mean and variance are computed from the distribution itself
+(mu = sum p log p, sigma^2 = sum p (log p)^2 - mu^2, Zhang et al. 2024), the zlib
+length by zlib on the prompt text (Carlini et al. 2021). They must agree to 1e-9."""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+
+import numpy as np
+import pytest
+from dbt_runner import run_dbt
+
+from lookahead import measures
+from lookahead.config import StudyConfigError, default_study_path, load_study, read_study_file
+from lookahead.keys import expected_keys, task_params
+from lookahead.rows import load_rows
+
+K = 0.3
+VOCAB = 40
+
+
+def _line(rng: np.random.Generator, key: str, row_id: str, prompt: str) -> tuple[dict, dict]:
+    """A raw Min-K% line with every extra, and what the formulas give for it."""
+    n = int(rng.integers(2, 30))
+    entries, lps, zs = [{"token_id": 0, "token": "t", "logprob": None}], [], []
+    for _ in range(n - 1):
+        logits = rng.normal(0, rng.uniform(0.5, 4), VOCAB)
+        logp = logits - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
+        p = np.exp(logp)
+        tok = int(rng.integers(VOCAB))
+        mu = float(np.sum(p * logp))
+        var = float(np.sum(p * logp ** 2) - mu ** 2)
+        entries.append({"token_id": tok, "token": "t", "logprob": float(logp[tok]),
+                        "vocab_mean": mu, "vocab_var": var})
+        lps.append(float(logp[tok]))
+        zs.append((float(logp[tok]) - mu) / math.sqrt(var))
+    loss = sum(lps) / len(lps)
+    low = sorted(zs)[: max(1, math.floor(len(zs) * K))]
+    expect = {"lap_loss": loss, "lap_zlib": loss / len(zlib.compress(prompt.encode("utf-8"))),
+              "lap_minkpp": sum(low) / len(low)}
+    line = {"key": key, "task": "mink", "model_id": "oracle", "backend": "transformers",
+            "row_id": row_id, "prompt": prompt, "params": {}, "prompt_logprobs": entries,
+            "zlib_bytes": len(zlib.compress(prompt.encode("utf-8"))),
+            "finished_at": "2026-01-01T00:00:00Z"}
+    return line, expect
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory):
+    root = tmp_path_factory.mktemp("measures")
+    raw = root / "raw"
+    raw.mkdir()
+    vars_ = {**read_study_file(default_study_path()),  # the demo study's rows, this cache
+             "raw_dir": str(raw), "model_id": "oracle", "mink_k": K, "lap_measures": list(measures.MEASURES)}
+    study = load_study(overrides=vars_)
+    keys = expected_keys(study, load_rows(study)[0]).to_pandas()
+    rng = np.random.default_rng(25)
+    lines, expected = [], {}
+    for key, row_id in keys.loc[keys["task"] == "mink", ["key", "row_id"]].itertuples(index=False):
+        prompt = "".join(rng.choice(list("abcdefgh "), size=int(rng.integers(5, 200))))
+        line, expected[row_id] = _line(rng, key, row_id, prompt)
+        lines.append(line)
+    for name, content in (("mink", lines), ("forecast", []), ("recall", [])):
+        (raw / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in content), encoding="utf-8")
+    res = run_dbt(["run", "--select", "+int_lap_loss", "+int_lap_zlib", "+int_lap_minkpp"], vars_,
+                  root / "db.duckdb")
+    assert res.returncode == 0, res.output[-3000:]
+    return expected, res
+
+
+@pytest.mark.parametrize("measure", ["loss", "zlib", "minkpp"])
+def test_sql_measure_equals_the_published_formula(scored, measure):
+    expected, res = scored
+    col = measures.MEASURES[measure].column
+    got = res.table(measures.MEASURES[measure].model).set_index("row_id")[col]
+    assert len(got) == len(expected) > 500
+    for row_id, want in expected.items():
+        assert abs(got[row_id] - want[col]) <= 1e-9 * max(1.0, abs(want[col])), (measure, row_id)
+
+
+def test_python_oracles_equal_the_published_formula():
+    rng = np.random.default_rng(7)
+    line, want = _line(rng, "k", "r", "some text to compress")
+    lps = [t["logprob"] for t in line["prompt_logprobs"]]
+    mus = [t.get("vocab_mean") for t in line["prompt_logprobs"]]
+    vs = [t.get("vocab_var") for t in line["prompt_logprobs"]]
+    assert measures.loss_lap(lps) == pytest.approx(want["lap_loss"], abs=1e-12)
+    assert measures.zlib_lap(lps, line["prompt"]) == pytest.approx(want["lap_zlib"], abs=1e-12)
+    assert measures.minkpp_lap(lps, mus, vs, K) == pytest.approx(want["lap_minkpp"], abs=1e-12)
+
+
+def test_dbt_macro_is_the_registry():
+    assert measures.MACRO_PATH.read_text(encoding="utf-8") == measures.macro_text(), \
+        "run python -m lookahead.measures --write-macro"
+
+
+def test_every_measure_has_its_model_docs_and_settings():
+    from pathlib import Path
+
+    root = Path(measures.__file__).resolve().parent.parent
+    docs = (root / "docs" / "measures.md").read_text(encoding="utf-8")
+    models = {p.stem for p in (root / "models").rglob("*.sql")}
+    for m in measures.MEASURES.values():
+        assert m.model in models, m.name
+        assert f"`{m.name}`" in docs and m.citation.split(",")[0] in docs, m.name
+        assert set(m.needs) <= set(measures.LINE_EXTRAS)
+
+
+def test_a_study_asking_for_prompt_measures_keys_one_line_per_prompt_with_their_extras():
+    base = task_params(load_study(overrides={"lap_measures": ["recall", "mink"]}), "mink")
+    assert "line_extras" not in base  # recall and Min-K% only: the keys stay as they were
+    all_ = task_params(load_study(overrides={"lap_measures": list(measures.MEASURES)}), "mink")
+    assert all_["line_extras"] == ["vocab_moments", "zlib_bytes"]
+
+
+@pytest.mark.parametrize("backend", ["openai", "vllm"])
+def test_minkpp_on_a_backend_without_the_vocabulary_is_one_clear_line(backend):
+    study = load_study(overrides={"lap_measures": ["minkpp"], "backend": backend})
+    with pytest.raises(StudyConfigError, match=r"'minkpp' is unavailable on backend"):
+        task_params(study, "mink")
+
+
+def test_an_unknown_measure_is_named():
+    with pytest.raises(StudyConfigError, match=r"setting 'lap_measures': 'perplexity' is not one of"):
+        load_study(overrides={"lap_measures": ["perplexity"]})
+
+
+def test_transformers_moments_are_the_vocabulary_mean_and_variance_of_the_forward_pass():
+    """The backend's vocab_mean/vocab_var (centred, float32) against the published formula
+    over the full softmax of the same model's logits, computed here in float64."""
+    import torch
+
+    from lookahead.backends.transformers_backend import TransformersBackend
+
+    study = load_study()
+    backend = TransformersBackend("demo", model_path=str(study.path("model_path")))
+    prompts = ["Headline about Lumtria Robotics on 2021-07-21: orders jumped", "up or down?"]
+    got = backend.prompt_logprobs(prompts, vocab_moments=True)
+    plain = backend.prompt_logprobs(prompts)
+    for prompt, entries, base in zip(prompts, got, plain):
+        assert [e.logprob for e in entries] == [e.logprob for e in base]  # the same pass
+        ids = torch.tensor([backend.encode(prompt)])
+        with torch.inference_mode():
+            logp = torch.log_softmax(backend.model(input_ids=ids).logits[0, :-1].double(), -1)
+        p = logp.exp()
+        mu = (p * logp).sum(-1)
+        var = (p * logp ** 2).sum(-1) - mu ** 2
+        for j, e in enumerate(entries[1:]):
+            assert e.vocab_mean == pytest.approx(float(mu[j]), rel=1e-4, abs=1e-5)
+            assert e.vocab_var == pytest.approx(float(var[j]), rel=1e-4, abs=1e-5)
