@@ -28,7 +28,7 @@ import sys
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 #: Line extras a measure may need beside the prompt-token log-probs (stored per line).
 VOCAB_MOMENTS = "vocab_moments"  # per position: mean and variance of log p over the vocabulary
@@ -129,10 +129,6 @@ MEASURES: dict[str, Measure] = {m.name: m for m in (
 )}
 
 
-def get(name: str) -> Measure:
-    return MEASURES[name]
-
-
 def study_measures(study: Mapping[str, Any]) -> list[Measure]:
     """The measures a study computes: `lap_measure` (the verdict's) and `lap_measures`.
 
@@ -148,7 +144,8 @@ def study_measures(study: Mapping[str, Any]) -> list[Measure]:
     backend = str(study.get("backend"))
     for n in names:
         if backend in MEASURES[n].unavailable:
-            raise StudyConfigError(f"setting 'lap_measures': '{n}' is unavailable on backend "
+            setting = "lap_measure" if n == study["lap_measure"] else "lap_measures"
+            raise StudyConfigError(f"setting '{setting}': '{n}' is unavailable on backend "
                                    f"'{backend}': {MEASURES[n].unavailable[backend]}")
     return [MEASURES[n] for n in names]
 
@@ -184,11 +181,6 @@ def minkpp_lap(logprobs: Sequence[float | None], means: Sequence[float | None],
                for lp, mu, var in zip(logprobs[1:], means[1:], variances[1:]) if lp is not None)
     n = max(1, math.floor(len(z) * k))
     return math.fsum(z[:n]) / n
-
-
-ORACLES: dict[str, Callable[..., float]] = {
-    "loss": loss_lap, "zlib": zlib_lap, "minkpp": minkpp_lap,
-}
 
 
 # ------------------------------------------------------------------ the dbt macro

@@ -54,5 +54,8 @@ from observations
 left join forecasts on observations.row_id = forecasts.row_id
 {%- for m in measures %}
 left join {{ m.name }}
-    on {% for c in m.join_on %}observations.{{ c }} = {{ m.name }}.{{ c }}{{ '\n    and ' if not loop.last }}{% endfor %}
+    on
+    {%- for c in m.join_on %}
+        {{ 'and ' if not loop.first }}observations.{{ c }} = {{ m.name }}.{{ c }}
+    {%- endfor %}
 {%- endfor %}
