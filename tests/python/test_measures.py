@@ -122,7 +122,8 @@ def test_a_study_asking_for_prompt_measures_keys_one_line_per_prompt_with_their_
 
 @pytest.mark.parametrize("backend", ["openai", "vllm"])
 def test_minkpp_on_a_backend_without_the_vocabulary_is_one_clear_line(backend):
-    study = load_study(overrides={"lap_measures": ["minkpp"], "backend": backend})
+    extra = {"base_url": "http://127.0.0.1:9/v1"} if backend == "openai" else {}
+    study = load_study(overrides={"lap_measures": ["minkpp"], "backend": backend, **extra})
     with pytest.raises(StudyConfigError, match=r"'minkpp' is unavailable on backend"):
         task_params(study, "mink")
 
