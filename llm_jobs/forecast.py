@@ -26,9 +26,12 @@ from llm_jobs.common import (
     JobContext,
     JobStop,
     Query,
+    cached_records,
     confirm,
     fit_forecast_prompts,
     logprob_dicts,
+    not_cached,
+    open_store,
     print_plan,
     query_all,
     require_complete,
@@ -36,7 +39,7 @@ from llm_jobs.common import (
     run_main,
 )
 from lookahead.backends.base import Backend, QueryFailure
-from lookahead.cache import RawStore, atomic_write_parquet, atomic_write_text
+from lookahead.cache import atomic_write_parquet, atomic_write_text
 from lookahead.keys import task_params
 from lookahead.scoring import (
     MIN_PARSE_RATE,
@@ -58,10 +61,12 @@ def plan(ctx: JobContext) -> tuple[list[Query], dict[str, Any]]:
 def run(ctx: JobContext) -> int:
     queries, params = plan(ctx)
     asks_conf = prompt_asks_confidence(str(ctx.study["forecast_prompt"]))
-    with RawStore(ctx.study.raw_file(TASK)) as store:
+    with open_store(ctx, TASK) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
-        pending = fit_forecast_prompts(ctx, ctx.for_backend([q for q in queries if q.key not in store]))
+        uncached = not_cached(ctx, store, TASK, queries)
+        store.require_writable(len(uncached))  # before the model loads: nothing to ask, no lock needed
+        pending = fit_forecast_prompts(ctx, ctx.for_backend(uncached))
         print_plan(ctx, TASK, "rows", len(queries), pending, params["max_tokens"])
         if pending:
             confirm(f"query {len(pending)} forecasts?", ctx.args.yes)
@@ -70,7 +75,7 @@ def run(ctx: JobContext) -> int:
                                        top_logprobs=params["top_logprobs"], asks_conf=asks_conf)
             tally = query_all(ctx, store, pending, TASK, answer, params)
             require_complete(tally, store)
-        records = store.load({q.key for q in queries})
+        records = cached_records(ctx, store, TASK, queries)
     return summarize(ctx, queries, records)
 
 
