@@ -155,7 +155,36 @@ def make_context(args: argparse.Namespace, backend: Backend | None = None) -> Jo
                 rows = subsample_rows(rows, int(answer), study_sub[1])
                 print(f"subsample: {len(rows)} rows (seed {study_sub[1]}); put 'subsample_rows: "
                       f"{answer}' in the study file so dbt build analyses these same rows")
+    preflight(study, rows)
     return JobContext(study, args, rows, len(rejects), backend)
+
+
+def preflight(study: Study, rows: pd.DataFrame) -> None:
+    """Refuse, before anything is asked or paid for, a study whose rows cannot reach a
+    verdict or would get one the answers cannot change: too few rows for gate_panel
+    (min_panel_rows), no pre-cutoff row (the verdict would be Underpowered: nothing to
+    test), fewer than two pre-cutoff clusters (beta_3's clustered test cannot run).
+    The prompts' placeholders and lengths are checked next, by each job's plan, also
+    before its confirmation."""
+    cutoff = pd.Timestamp(str(study["training_cutoff"]))
+    target = pd.to_datetime(rows["target_date"])
+    pre = rows[target <= cutoff]
+    n_pre, n_post = len(pre), len(rows) - len(pre)
+    counts = f"{len(rows)} valid rows ({n_pre} pre-cutoff, {n_post} post-cutoff, training_cutoff {study['training_cutoff']})"
+    print(f"preflight: {counts}")
+    fix = "nothing was queried; add rows, or check training_cutoff and the date columns"
+    if len(rows) < int(study["min_panel_rows"]):
+        raise JobStop(f"{counts}: fewer than min_panel_rows ({study['min_panel_rows']}), so gate_panel "
+                      f"would stop the build and no verdict could be reached; {fix}")
+    if n_pre == 0:
+        raise JobStop(f"{counts}: no pre-cutoff row, so the verdict could only be Underpowered "
+                      f"(the detection test cannot run); {fix}")
+    cluster = str(study["cluster"])
+    column = {"entity": "entity_id", "date": "target_date"}.get(cluster)
+    if column in pre.columns and pre[column].nunique() < 2:
+        raise JobStop(f"{counts}: the pre-cutoff rows form {pre[column].nunique()} cluster(s) (cluster: "
+                      f"{cluster}), so beta_3's clustered test cannot run and the verdict could only be "
+                      f"Underpowered; {fix}")
 
 
 def confirm(question: str, yes: bool) -> None:

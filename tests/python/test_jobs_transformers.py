@@ -106,7 +106,7 @@ def make_study(tmp: Path, model_dir: Path, n: int = 20, **overrides) -> Path:
         **read_study_file(default_study_path()),
         "study_name": "jobtest", "data_path": str(tmp / "obs.csv"), "raw_dir": str(tmp / "raw"),
         "outputs_dir": str(tmp / "out"), "model_id": "tiny-random", "backend": "transformers",
-        "model_path": str(model_dir), "batch_size": 4,
+        "model_path": str(model_dir), "batch_size": 4, "min_panel_rows": 1,  # a few rows: preflight
         "use_chat_template": True,  # the SmolLM2 tokenizer has one: test that path
     }
     study.update(overrides)
