@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -233,7 +234,21 @@ def _not_passed(study: Study, last: tuple) -> str:
         return (f"the last dbt build of study '{study.name}' (invocation {last[0]}) did not finish "
                 "(killed or interrupted); rerun dbt build")
     return (f"the last dbt build of study '{study.name}' (invocation {last[0]}) failed at "
-            f"{last[2]}: {last[3]}; fix that and rerun dbt build")
+            f"{last[2]}: {_without_traceback(str(last[3] or ''))}; fix that and rerun dbt build")
+
+
+_EXCEPTION = re.compile(r"([A-Za-z_]\w*(?:Error|Failed|Exception)): ")
+
+
+def _without_traceback(message: str) -> str:
+    """dbt's failure message (one line in build_log) without a Python model's traceback:
+    from the last exception's name on, which names what failed (as lookahead.cli does
+    with dbt's output)."""
+    head, marker, tail = message.partition("Traceback (most recent call last)")
+    if not marker:
+        return message
+    found = list(_EXCEPTION.finditer(tail))
+    return tail[found[-1].start():].strip() if found else head.strip()
 
 
 def check_current(con: duckdb.DuckDBPyConnection, study: Study) -> BuildCheck:

@@ -268,3 +268,16 @@ def test_config_check_without_a_file_and_with_a_missing_column(tmp_path: Path) -
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == proc.stderr.strip().splitlines()[0]
     assert "setting 'column_map': column(s) not in" in proc.stderr and "'headline'" in proc.stderr
+
+
+def test_a_failed_python_model_is_one_line_without_its_traceback() -> None:
+    """The failure message build_log stores for a failed Python model (a gate) carries the
+    model's traceback; the report's refusal quotes only the exception."""
+    from lookahead.identity import _without_traceback
+
+    stored = ("Runtime Error in model gate_panel (python_models/gates/gate_panel.py)   Python model failed:"
+              "   Traceback (most recent call last):     File \"/x/environments/__init__.py\", line 286, in "
+              "run_python_job       df = module.model(dbt, con)       raise GateFailed(   "
+              "lookahead.gates.GateFailed: GX gate 'gate_panel' failed: 1 unexpected")
+    assert _without_traceback(stored) == "GateFailed: GX gate 'gate_panel' failed: 1 unexpected"
+    assert _without_traceback("Database Error: no such table") == "Database Error: no such table"
