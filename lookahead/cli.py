@@ -73,14 +73,14 @@ def run_dbt(args: list[str], study_file: str | None, overrides: dict | None = No
     cmd = dbt_command(args, study_file, overrides)
     then = "its partial results are marked unfinished; rerun the same command"
     if os.environ.get("LOOKAHEAD_DEBUG"):
-        return killed_is_one_line(subprocess.call(cmd, cwd=PROJECT_ROOT, env=dbt_env()), "dbt", then)
+        return killed_is_one_line(subprocess.call(cmd, cwd=PROJECT_ROOT, env=dbt_env()), "dbt was", then)
     with subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=dbt_env(), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
         assert proc.stdout is not None
         for line in without_tracebacks(proc.stdout):
             sys.stdout.write(line)
             sys.stdout.flush()
-    return killed_is_one_line(proc.returncode, "dbt", then)
+    return killed_is_one_line(proc.returncode, "dbt was", then)
 
 
 def run_jobs(study_file: str | None, yes: bool, extra: list[str], overrides: dict | None = None) -> int:
@@ -94,7 +94,7 @@ def run_jobs(study_file: str | None, yes: bool, extra: list[str], overrides: dic
                 "--seed", str(overrides.get("subsample_seed", 0))]
     if overrides and overrides.get("accept_low_parse_rate"):
         cmd.append("--accept-low-parse-rate")
-    return killed_is_one_line(subprocess.call(cmd + extra, cwd=PROJECT_ROOT, env=dbt_env()), "the LLM jobs",
+    return killed_is_one_line(subprocess.call(cmd + extra, cwd=PROJECT_ROOT, env=dbt_env()), "the LLM jobs were",
                               "finished answers are saved; rerun the same command to resume")
 
 
@@ -110,7 +110,8 @@ def killed_is_one_line(rc: int, what: str, then: str) -> int:
     except ValueError:
         name = f"signal {-rc}"
     hint = " (the system may have run out of memory)" if -rc == signal.SIGKILL else ""
-    print(f"error: {what} were killed by {name}{hint}; {then}", file=sys.stderr)
+    # on a line of its own: the killed child may have left its progress bar's line open
+    print(f"\nerror: {what} killed by {name}{hint}; {then}", file=sys.stderr)
     return 128 - rc
 
 
@@ -224,8 +225,9 @@ def _main(argv: list[str] | None = None) -> int:
         # the build replaces the results: a build that does not finish leaves none that read as its own
         retire_results(study.results_dir, "a new dbt build was started after they were written")
         rc = run_dbt(["build"], args.study, overrides)
-        if rc:
+        if 0 < rc < 128:  # a killed dbt has said so in its own line
             print("error: dbt build failed (see the messages above); no report written", file=sys.stderr)
+        if rc:
             return rc
     if args.command in ("report", "run"):
         return report(study)

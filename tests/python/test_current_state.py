@@ -246,11 +246,11 @@ def test_a_killed_child_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     a non-zero exit."""
     from lookahead.cli import killed_is_one_line
 
-    assert killed_is_one_line(-9, "the LLM jobs", "rerun the same command to resume") == 137
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["error: the LLM jobs were killed by SIGKILL (the system may have run out of memory); "
+    assert killed_is_one_line(-9, "the LLM jobs were", "rerun the same command to resume") == 137
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["", "error: the LLM jobs were killed by SIGKILL (the system may have run out of memory); "
                    "rerun the same command to resume"]
-    assert killed_is_one_line(3, "dbt", "x") == 3
+    assert killed_is_one_line(3, "dbt was", "x") == 3
 
 
 def test_config_check_without_a_file_and_with_a_missing_column(tmp_path: Path) -> None:
@@ -281,3 +281,29 @@ def test_a_failed_python_model_is_one_line_without_its_traceback() -> None:
               "lookahead.gates.GateFailed: GX gate 'gate_panel' failed: 1 unexpected")
     assert _without_traceback(stored) == "GateFailed: GX gate 'gate_panel' failed: 1 unexpected"
     assert _without_traceback("Database Error: no such table") == "Database Error: no such table"
+
+
+def test_lookahead_jobs_whose_child_is_killed_says_so(server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+    """Item 8, for real: the job child of `lookahead jobs` killed by SIGKILL (as an
+    out-of-memory kill would) -> one line from `lookahead`, exit 137."""
+    import signal
+    import time
+
+    url, _ = server_factory()
+    study = write_openai_study(tmp_path, url, "oom", 400, tokenizer_path=None, model_path=None,
+                               backend_options={"backoff_s": 0.01, "timeout_s": 5, "concurrency": 1})
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    proc = subprocess.Popen([sys.executable, "-m", "lookahead.cli", "jobs", "--study", str(study), "--yes"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    raw = tmp_path / "oom/raw/forecast.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (raw.exists() and raw.stat().st_size):
+        time.sleep(0.05)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    assert children, "the job child is running"
+    os.kill(int(children[0]), signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 137 and "Traceback" not in err, err
+    assert lines == ["error: the LLM jobs were killed by SIGKILL (the system may have run out of memory); "
+                     "finished answers are saved; rerun the same command to resume"]
