@@ -252,8 +252,10 @@ def test_forecast_low_parse_rate_stops_with_ten_examples(tmp_path, model_dirs):
     assert "parse rate below 95%" in res.stderr
     assert sum(1 for x in res.stderr.splitlines() if x.strip().startswith("row_id ")) == 10
     assert len(lines(tmp_path / "raw/forecast.jsonl")) == 12  # answers kept for the decision
+    before = study.read_text()
     res = run_job("forecast", study, "--yes", "--accept-low-parse-rate")
     assert "to query: 0" in res.stdout
+    assert study.read_text() == before  # the flag is this run's: no user file is edited
 
 
 def test_forecast_parses_mu_hat_and_first_token_prob(tmp_path, model_dirs):
