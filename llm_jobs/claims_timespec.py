@@ -47,7 +47,7 @@ from lookahead.claims.inputs import (
     load_reference_extractions,
     sha,
 )
-from lookahead.claims.prompts import aggregator_prompt, extraction_prompt, rationale_prompt
+from lookahead.claims.prompts import aggregator_prompt, extraction_prompt, label_instruction, rationale_prompt
 from lookahead.claims.rationale_parse import parse_rationale
 from lookahead.claims.retrieval import bm25
 from lookahead.claims.schema import EXTRACTION_SCHEMA, Claim, ExtractionError, claims_from_object, parse_extraction_text
@@ -191,7 +191,8 @@ def run(ctx: ClaimContext) -> int:
                     keep.append(c)
             valid[i] = keep
         recs = ph.ask("aggregator", {i: aggregator_prompt(rows[i]["task_input"], [c.claim_text for c in valid[i]],
-                                                          st.labels) for i in rows}, 1, TOP_LOGPROBS)
+                                                          label_instruction(st.labels)) for i in rows},
+                      1, TOP_LOGPROBS)
         params = {"phase": "final", "draft": mode}
         for i, rec in recs.items():
             pos, neg = (label_probability(rec["top_logprobs"], lab) or 0.0 for lab in st.labels)

@@ -29,7 +29,8 @@ INT_COLUMNS = {"claim_id", "n_candidates", "n_supporting_docs", "n_claims", "n_c
 FLOAT_COLUMNS = {"shapley", "shapley_se", "olr", "olr_unverifiable_leaked", "shapley_dclr",
                  "shapley_dclr_unverifiable_leaked", "top1_leakage", "top3_leakage",
                  "top1_leakage_unverifiable_leaked", "top3_leakage_unverifiable_leaked", "v_all", "v_empty",
-                 "shapley_sum", "efficiency_gap", "max_shapley_se", "p_positive", "brier", "accuracy"}
+                 "shapley_sum", "efficiency_gap", "max_shapley_se", "p_positive", "brier", "accuracy",
+                 "task_metric"}
 
 
 def typed(df: pd.DataFrame) -> pd.DataFrame:

@@ -51,7 +51,7 @@ import pandas as pd
 import yaml
 
 from lookahead.claims.metrics import olr, shapley_dclr
-from lookahead.claims.prompts import coalition_prompt
+from lookahead.claims.prompts import coalition_prompt, label_instruction
 from lookahead.claims.shapley import exact_shapley
 
 SEED = 20240612
@@ -212,7 +212,7 @@ def training_docs(seed: int, n: int, model: str) -> list[Any]:
         roles = {r for r in all_roles if rng.random() < 0.5}
         inst = make_instance(rng, f"t{k}", FIRMS[int(rng.integers(len(FIRMS)))], roles,
                              n_filler=int(rng.integers(0, 4)))
-        prompt = coalition_prompt(inst.task_input, [c.text for c in inst.claims], LABELS)
+        prompt = coalition_prompt(inst.task_input, [c.text for c in inst.claims], label_instruction(LABELS))
         a = rule_answer(model, inst.claims)
         for ans in ([a] if a else list(LABELS)):
             docs.append(Doc("claims", prompt, ans))
@@ -292,7 +292,7 @@ def write_predictions(out: Path, insts: list[Instance], model: str, backend: Any
     probability of 'up': the agent's prediction the Shapley values explain."""
     from lookahead.scoring import label_probability
 
-    prompts = [coalition_prompt(i.task_input, [c.text for c in i.claims], LABELS) for i in insts]
+    prompts = [coalition_prompt(i.task_input, [c.text for c in i.claims], label_instruction(LABELS)) for i in insts]
     gens = backend.generate(prompts, 1, 20)
     rows = []
     for inst, g in zip(insts, gens):
@@ -397,7 +397,7 @@ def build(out: Path, seed: int = SEED, train: bool = True, n_train: int = 1000,
     from lookahead.demo.train import TrainSpec, save_model, train_model
 
     docs = {m: training_docs(seed, n_train, m) for m in MODELS}
-    eval_texts = [coalition_prompt(i.task_input, [c.text for c in i.claims], LABELS) for i in insts]
+    eval_texts = [coalition_prompt(i.task_input, [c.text for c in i.claims], label_instruction(LABELS)) for i in insts]
     tok = build_tokenizer([d.text for ds in docs.values() for d in ds] + eval_texts)
     epochs = {**EPOCHS, **(epochs or {})}
     build_file = out / "models" / "BUILD.json"

@@ -82,12 +82,21 @@ def extraction_retry_prompt(first_prompt: str, bad_answer: str, error: str) -> s
                                       "category_reasoning": "..."}]}))
 
 
-def coalition_prompt(task_input: str, claims: Sequence[str], labels: Sequence[str]) -> str:
+def answer_retry_prompt(first_prompt: str, bad_answer: str, error: str) -> str:
+    """A re-ask after an answer that does not parse (a value that is not a number, a
+    ranking with missing or repeated items): the first prompt plus the error, so that the
+    greedy answer can change (a new prompt, hence a new cache key of its own)."""
+    return (f"{first_prompt}\n\nYOUR PREVIOUS ANSWER WAS INVALID ({error}). Previous answer: "
+            f"{bad_answer[:300]!r}\nAnswer again, exactly as instructed above, with nothing else.")
+
+
+def coalition_prompt(task_input: str, claims: Sequence[str], instruction: str) -> str:
     """The characteristic-function query v(S) (seed's Shapley prediction prompt): the
-    task input and ONLY the claims of S; the answer's first-token probability of the
-    instance's own prediction is v(S)."""
+    task input and ONLY the claims of S, then the task kind's answer instruction
+    (lookahead.claims.tasks: one label word, one number, or the items best to worst);
+    the parsed answer gives v(S)."""
     listed = "\n".join(f"- {c}" for c in claims) if claims else "- (no claims)"
-    return (f"{task_input}\nUse only these claims:\n{listed}\n{label_instruction(labels)}")
+    return (f"{task_input}\nUse only these claims:\n{listed}\n{instruction}")
 
 
 def support_prompt(claim_text: str, doc_title: str, doc_body: str, published_at: str) -> str:
@@ -100,7 +109,7 @@ def support_prompt(claim_text: str, doc_title: str, doc_body: str, published_at:
     )
 
 
-def aggregator_prompt(task_input: str, valid_claims: Sequence[str], labels: Sequence[str]) -> str:
+def aggregator_prompt(task_input: str, valid_claims: Sequence[str], instruction: str) -> str:
     """TimeSPEC phase 5: closed world, validated claims only. It is the coalition prompt
     over the validated claims, so the aggregator answers exactly as v(S) is measured."""
-    return coalition_prompt(task_input, valid_claims, labels)
+    return coalition_prompt(task_input, valid_claims, instruction)

@@ -76,16 +76,17 @@ def claims_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
     summ = con.sql("select * from claims_summary order by agent, task").df()
     md = ["", "## Claim-level leakage (OLR, Shapley-DCLR, TimeSPEC)", "",
           "Rationales split into atomic claims, each dated against the corpus and weighted by its Shapley "
-          "value for the model's own prediction (docs/claims.md). Unverifiable claims counted as not leaked; "
+          "value for the task kind's v(S) (seed 002 Eq. 11; docs/claims.md). Unverifiable claims counted as not leaked; "
           "the `_unverifiable_leaked` columns of `instance_leakage` count them as leaked. "
           "Tables: `claims`, `instance_leakage`, `claims_summary`, `claims_rejects`.", "",
           "| agent | task | instances | scored | claims | OLR | OLR (unverif. leaked) | Shapley-DCLR | "
-          "DCLR (unverif. leaked) | top-1 | top-3 | Brier | accuracy |",
+          "DCLR (unverif. leaked) | top-1 | top-3 | task metric | accuracy |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in summ.itertuples():
         md.append(f"| {r.agent} | {r.task} | {r.n_instances} | {r.n_scored} | {r.n_claims} | {_f(r.olr)} | "
                   f"{_f(r.olr_unverifiable_leaked)} | {_f(r.shapley_dclr)} | {_f(r.shapley_dclr_unverifiable_leaked)} | "
-                  f"{_f(r.top1_leakage)} | {_f(r.top3_leakage)} | {_f(r.brier)} | {_f(r.accuracy)} |")
+                  f"{_f(r.top1_leakage)} | {_f(r.top3_leakage)} | {r.task_metric_name} {_f(r.task_metric)} | "
+                  f"{_f(r.accuracy)} |")
     status = inst["status"].value_counts().to_dict()
     md += ["", "Instance status: " + ", ".join(f"{k}: {v}" for k, v in sorted(status.items())) + ".", ""]
     gap = pd.to_numeric(inst["efficiency_gap"], errors="coerce").abs().max()

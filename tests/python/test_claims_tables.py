@@ -109,11 +109,12 @@ def _write_ideal_values(study, raw: Path) -> None:
             plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max, st.mc_permutations,
                             st.shapley_seed)
             for m in plan.masks:
-                v = demo.ideal_value("leaky", [inst.claims[i] for i in members_of(m, n)], r["prediction"])
+                coal = [inst.claims[i] for i in members_of(m, n)]
+                probs = {lab: demo.ideal_value("leaky", coal, lab) for lab in demo.LABELS}
                 fh.write(json.dumps({"key": f"{r['instance_id']}-{m}", "model_id": study["model_id"],
                                      "instance_id": r["instance_id"], "agent": r["agent"],
-                                     "claims_sha256": claims_sha(cl), "mask": m, "label": r["prediction"],
-                                     "value": v}) + "\n")
+                                     "claims_sha256": claims_sha(cl), "mask": m, "task_kind": "classification",
+                                     "label_probs": probs}) + "\n")
 
 
 def test_planted_truth_exact(demo_dir, tmp_path):
