@@ -26,10 +26,8 @@ import yaml
 from kill_job import kill_once_written
 from scipy import stats
 
-from lookahead.claims import metrics
 from lookahead.claims.tables import build
-from lookahead.claims.tasks import KINDS, KindSettings, PredictionError, kendall_distance, parse_number, \
-    parse_ranking, spearman
+from lookahead.claims.tasks import KINDS, KindSettings, PredictionError, kendall_distance, parse_number, parse_ranking, spearman
 from lookahead.config import default_study_path, load_study, read_study_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,9 +123,9 @@ def _pred(iid: str, prediction: str, outcome: str, n: int = 4, task_input: str =
 
 def _write_lines(study: Path, answers) -> None:
     """claims_value lines as the job writes them, one per coalition of the plan."""
+    from lookahead.claims.inputs import ClaimSettings, load_predictions
     from lookahead.claims.shapley import plan_for
     from lookahead.claims.tables import claims_sha, instance_claims, instance_key
-    from lookahead.claims.inputs import ClaimSettings, load_predictions
 
     s = load_study(study)
     st = ClaimSettings.from_study(s)
