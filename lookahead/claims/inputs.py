@@ -79,11 +79,17 @@ class ClaimSettings:
     topk_denominator: str = "k"
     value_max_tokens: int = 64
     value_retries: int = 1
+    min_chars: int | None = None
 
     @property
     def kind(self) -> TaskKind:
         """The registry entry of the study's task kind (lookahead.claims.tasks)."""
         return KINDS[self.task_kind]
+
+    @property
+    def rationale_min_chars(self) -> int:
+        """An agent's rationale minimum: the setting, else the kind's Appendix D minimum."""
+        return self.kind.min_rationale_chars if self.min_chars is None else self.min_chars
 
     @property
     def kind_settings(self) -> KindSettings:
@@ -116,6 +122,7 @@ class ClaimSettings:
             task_description=study["claims_task_description"], task_kind=kind, target_class=target,
             class_value=study["claims_class_value"], topk_denominator=study["claims_topk_denominator"],
             value_max_tokens=study["claims_value_max_tokens"], value_retries=study["claims_value_retries"],
+            min_chars=study["claims_rationale_min_chars"],
         )
 
 
@@ -183,6 +190,10 @@ def validate_instances(df: pd.DataFrame, source: str, with_prediction: bool,
             bad("task_input", "empty task_input")
             continue
         if with_prediction:
+            err = r.get("_error")
+            if isinstance(err, str) and err:   # an agent answer that failed its schema (claims_rationale)
+                bad("prediction", f"agent answer rejected: {err}")
+                continue
             try:
                 pred = st.kind.parse(r.get("prediction"), st.kind_settings)
             except PredictionError as exc:
@@ -230,7 +241,8 @@ def agent_predictions(study: Study, st: ClaimSettings) -> pd.DataFrame:
                          "task": rec.get("task_name", ""), "t_ref": rec["t_ref"],
                          "task_input": rec["task_input"], "prediction": rec.get("prediction") or "",
                          "rationale": rec.get("rationale") or "", "outcome": rec.get("outcome", ""),
-                         "probability": rec.get("probability"), "_key": rec["key"]})
+                         "probability": rec.get("probability"), "_key": rec["key"],
+                         "_error": rec.get("error")})
     df = pd.DataFrame(rows)
     if df.empty:
         return df

@@ -26,11 +26,12 @@ def label_instruction(labels: Sequence[str]) -> str:
     return "Answer with exactly one word: " + " or ".join(labels) + "."
 
 
-def rationale_prompt(agent: str, task_input: str, t_ref: str, labels: Sequence[str],
+def rationale_prompt(agent: str, task_input: str, t_ref: str, prediction_format: str,
                      evidence: Sequence[str] = ()) -> str:
     """The Superforecasting agent (no date in the prompt), its Temporal Hint variant
     (the seed's TEMPORAL_CONSTRAINT_BLOCK prepended) and TimeSPEC's generator (the
-    constraint plus retrieved pre-t_ref documents)."""
+    constraint plus retrieved pre-t_ref documents). ``prediction_format`` is the task
+    kind's (lookahead.claims.tasks.TaskKind.prediction_format)."""
     if agent not in AGENTS + ("timespec",):
         raise ValueError(f"agent '{agent}' is not one of {', '.join(AGENTS + ('timespec',))}")
     head = ""
@@ -44,7 +45,7 @@ def rationale_prompt(agent: str, task_input: str, t_ref: str, labels: Sequence[s
         "with dates and numbers. Do NOT recall actual outcomes.\n\n"
         f"{ev}TASK: {task_input}\n\n"
         "First write 'Rationale:' followed by the facts and reasoning (at least three sentences), "
-        f"then a final line 'Prediction:' followed by one word: {' or '.join(labels)}."
+        f"then a final line 'Prediction:' followed by {prediction_format}."
     )
 
 

@@ -7,7 +7,8 @@ answer given the task input and only the claims in S (lookahead.claims.tasks). U
 exactly. Above it, m random permutations are drawn with a fixed seed and each claim's
 value is the mean of its marginal contributions (Monte Carlo, as the seed's Appendix A:
 100 samples, seed 42); each estimate carries its standard error sd/sqrt(m). Every
-permutation's marginals sum to v(N) - v(empty), so the estimates satisfy the efficiency identity exactly, not only in expectation.
+permutation's marginals sum to v(N) - v(empty), so the estimates satisfy the
+efficiency identity exactly, not only in expectation.
 
 The permutations of an instance come from ``numpy.random.default_rng([seed,
 crc32(instance key)])``, so the job that scores coalitions and the model that computes

@@ -142,6 +142,7 @@ class TaskKind:
     repred_metric_name: str = ""   # the re-prediction error (Table 5)
     min_rationale_chars: int = 400  # Appendix D.1
     coalition_top_logprobs: int = 0
+    items_needed: bool = False      # the coalition instruction lists the prediction's items
 
     # -- predictions
     def parse(self, text: Any, ks: KindSettings, items: Sequence[str] | None = None) -> str:
@@ -155,6 +156,26 @@ class TaskKind:
     def answer_instruction(self, ks: KindSettings, items: Sequence[str] | None) -> str:
         raise NotImplementedError
 
+    def prediction_format(self, ks: KindSettings) -> str:
+        """What follows 'Prediction:' in an agent's answer (the rationale prompt)."""
+        raise NotImplementedError
+
+    def agent_prediction(self, text: str, ks: KindSettings) -> tuple[str | None, str, str | None]:
+        """(canonical prediction or None, rationale, error or None) of a 'Rationale: ...
+        Prediction: ...' answer: the first line after the last 'Prediction:' parsed by
+        the kind; the rationale is the text before it without a leading 'Rationale:'."""
+        text = text or ""
+        marker = list(re.finditer(r"prediction\s*:", text, re.IGNORECASE))
+        head = text[: marker[-1].start()] if marker else text
+        rationale = re.sub(r"^\s*rationale\s*:\s*", "", head, flags=re.IGNORECASE).strip()
+        if not marker:
+            return None, rationale, "no 'Prediction:' line in the answer"
+        tail = text[marker[-1].end():].strip()
+        try:
+            return self.parse(tail.splitlines()[0] if tail else "", ks), rationale, None
+        except PredictionError as exc:
+            return None, rationale, str(exc)
+
     def agent_schema(self, ks: KindSettings) -> dict[str, Any]:
         """Appendix D.1's submit_prediction schema (a JSON Schema)."""
         raise NotImplementedError
@@ -163,6 +184,12 @@ class TaskKind:
     def coalition_answer(self, text: str, top_logprobs: list[dict[str, Any]], ks: KindSettings,
                          items: Sequence[str] | None) -> dict[str, Any]:
         """The fields a coalition's raw line stores; PredictionError when unparseable."""
+        raise NotImplementedError
+
+    def final_prediction(self, parsed: Mapping[str, Any], ks: KindSettings) -> tuple[str | None, float | None]:
+        """(canonical prediction, probability of the target class or None) from a parsed
+        coalition answer: TimeSPEC's aggregator and the re-prediction check answer the
+        coalition prompt, so their prediction is read as v(S) is."""
         raise NotImplementedError
 
     def values(self, lines: Mapping[int, Mapping[str, Any]], full_mask: int, prediction: str,
@@ -211,6 +238,26 @@ class Classification(TaskKind):
     def answer_instruction(self, ks, items):
         return label_instruction(ks.labels)
 
+    def prediction_format(self, ks):
+        return "one word: " + " or ".join(ks.labels)
+
+    def agent_prediction(self, text, ks):
+        """The first label word after the last 'Prediction:'; without that marker, the last
+        label word of the answer (a small model often drops the marker)."""
+        text = text or ""
+        words = "|".join(re.escape(x) for x in ks.labels)
+        marker = list(re.finditer(r"prediction\s*:", text, re.IGNORECASE))
+        if marker:
+            head, tail = text[: marker[-1].start()], text[marker[-1].end():]
+            m = re.search(rf"\b({words})\b", tail, re.IGNORECASE)
+            pred = m.group(1).lower() if m else None
+        else:
+            head = text
+            found = re.findall(rf"\b({words})\b", text, re.IGNORECASE)
+            pred = found[-1].lower() if found else None
+        head = re.sub(r"^\s*rationale\s*:\s*", "", head, flags=re.IGNORECASE).strip()
+        return pred, head, None if pred else f"no label ({', '.join(ks.labels)}) in the answer"
+
     def agent_schema(self, ks):
         return {"type": "object", "required": ["probability", "prediction_rationale"],
                 "properties": {"probability": {"type": "number", "minimum": 0, "maximum": 1},
@@ -220,6 +267,15 @@ class Classification(TaskKind):
         """P(label) for every label from the first token's top-20 (the protocol rule); a
         label outside the top 20 is None (censored, read as 0)."""
         return {"label_probs": {lab: label_probability(top_logprobs, lab) for lab in ks.labels}}
+
+    def final_prediction(self, parsed, ks):
+        """The label with the higher probability; its target-class probability normalised
+        over the labels (None when no label is among the top 20)."""
+        probs = {lab: float(parsed["label_probs"].get(lab) or 0.0) for lab in ks.labels}
+        total = sum(probs.values())
+        if total <= 0:
+            return None, None
+        return max(ks.labels, key=lambda lab: (probs[lab], lab == ks.target_class)), probs[ks.target_class] / total
 
     def value_label(self, prediction, ks):
         return ks.target_class if ks.class_value == "target_class" else prediction
@@ -260,6 +316,9 @@ class Regression(TaskKind):
     def answer_instruction(self, ks, items):
         return "Answer with one number (>= 0), digits only, nothing else."
 
+    def prediction_format(self, ks):
+        return "one number (>= 0), digits only"
+
     def agent_schema(self, ks):
         return {"type": "object", "required": ["predicted_value", "prediction_rationale"],
                 "properties": {"predicted_value": {"type": "number", "minimum": 0},
@@ -267,6 +326,9 @@ class Regression(TaskKind):
 
     def coalition_answer(self, text, top_logprobs, ks, items):
         return {"value": parse_number(text)}
+
+    def final_prediction(self, parsed, ks):
+        return repr(float(parsed["value"])), None
 
     def values(self, lines, full_mask, prediction, ks):
         return {m: float(rec["value"]) for m, rec in lines.items()}
@@ -284,6 +346,7 @@ class Regression(TaskKind):
 
 class Ranking(TaskKind):
     name = "ranking"
+    items_needed = True
     metric_name = "spearman"
     repred_metric_name = "kendall_distance"
     min_rationale_chars = 1000
@@ -303,6 +366,9 @@ class Ranking(TaskKind):
         return ("Rank these items from BEST to WORST: " + ", ".join(items or [])
                 + ". Answer with every item once, separated by ' > ', nothing else.")
 
+    def prediction_format(self, ks):
+        return "every item of the task ranked from BEST to WORST, separated by ' > '"
+
     def agent_schema(self, ks):
         return {"type": "object", "required": ["ranking", "ranking_rationale"],
                 "properties": {"ranking": {"type": "array", "items": {"type": "string"},
@@ -312,6 +378,9 @@ class Ranking(TaskKind):
 
     def coalition_answer(self, text, top_logprobs, ks, items):
         return {"ranking": parse_ranking(text, items)}
+
+    def final_prediction(self, parsed, ks):
+        return json.dumps(list(parsed["ranking"])), None
 
     def values(self, lines, full_mask, prediction, ks):
         """Eq. 11: 1 - rho(r(S), r_N), r_N the full coalition's ranking (so v(N) = 0)."""

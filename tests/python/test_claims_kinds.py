@@ -258,7 +258,25 @@ class State:
         self.delay_s = 0.0
 
 
+LONG = " ".join(f"Omega averaged {k} points in season {2000 + k}." for k in range(30))   # > 1,000 characters
+
+
 def _answer(prompt: str) -> str:
+    if "RATIONALE TO ANALYZE:" in prompt:     # TimeSPEC's supervisor: one claim per sentence
+        text = prompt.split("RATIONALE TO ANALYZE:\n", 1)[1]
+        sents = [x.strip() for x in text.split(". ") if x.strip()][:3]
+        return json.dumps({"claims": [{"claim_id": k, "claim_text": x, "original_text": x, "temporal_reference": None,
+                                       "claim_category": "A4" if "surged" in x else "B1", "category_reasoning": "t"}
+                                      for k, x in enumerate(sents, 1)]})
+    if "First write 'Rationale:'" in prompt:   # the agents' prompt (rationale job, TimeSPEC generator)
+        if "ranked from BEST to WORST" in prompt:
+            return "Rationale: Elm surged after its rival failed. Birch makes boards.\nPrediction: Elm > Acorn > " \
+                   "Birch > Cedar > Dogwood"
+        if "SHORT" in prompt:
+            return "Rationale: Omega is good.\nPrediction: 20000000"
+        if "NONUMBER" in prompt:
+            return f"Rationale: {LONG}\nPrediction: a lot"
+        return f"Rationale: {LONG}\nPrediction: $21,000,000"
     if "Rank these items" in prompt:
         items = prompt.split("Rank these items from BEST to WORST: ", 1)[1].split(". Answer", 1)[0].split(", ")
         if "REPEATS" in prompt and "YOUR PREVIOUS ANSWER WAS INVALID" not in prompt:
@@ -379,3 +397,50 @@ def test_ranking_job_rejects_repeated_items_then_kill9_resumes(server, tmp_path)
     assert (inst["status"] == "ok").all() and (inst["shapley_dclr"] == 1.0).all()
     rho = stats.spearmanr([1, 2, 3, 4, 0], [0, 1, 2, 3, 4]).statistic     # items A-E: predicted vs true rank
     assert np.allclose(inst["task_metric"].astype(float), rho)
+
+
+def test_agents_follow_the_schema_and_timespec_ranks(server, tmp_path):
+    """The rationale job for regression (Appendix D.1: a number >= 0 and a rationale of at
+    least 400 characters, else a reject naming why) and TimeSPEC for a ranking: its
+    leaked claim is dropped by the supervisor and the aggregator ranks the draft's items
+    from the validated claims alone."""
+    port, state = server
+    study = _http_study(tmp_path, port, "regression", [_pred("x", "1", "1")])
+    v = yaml.safe_load(study.read_text())
+    pd.DataFrame([{"instance_id": iid, "entity": "Omega", "task": "t", "t_ref": "2024-07-01",
+                   "task_input": f"Predict Omega's salary.{tag}", "outcome": "20000000"}
+                  for iid, tag in (("good", ""), ("short", " SHORT"), ("nonum", " NONUMBER"))]
+                 ).to_csv(tmp_path / "inst.csv", index=False)
+    v.update(claims_instances_path=str(tmp_path / "inst.csv"), claims_predictions_path=None,
+             claims_extractions_path=None)
+    study.write_text(yaml.safe_dump(v))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    res = subprocess.run([sys.executable, "-m", "llm_jobs.claims_rationale", "--study", str(study), "--yes"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    from lookahead.claims.inputs import load_predictions
+    preds, rejects = load_predictions(load_study(study))
+    assert list(preds["instance_id"]) == ["good"] and preds["prediction"].iloc[0] == "21000000.0"
+    reasons = " | ".join(r["reason"] for r in rejects)
+    assert "rationale has 14 characters; the task's schema asks for at least 400" in reasons
+    assert "'a lot' is not a number" in reasons
+
+    rank = tmp_path / "rank"
+    rank.mkdir()
+    study = _http_study(rank, port, "ranking", [_pred("x", json.dumps(ITEMS), json.dumps(ITEMS))])
+    v = yaml.safe_load(study.read_text())
+    pd.DataFrame([{"instance_id": "s1", "entity": "sector", "task": "t", "t_ref": "2019-12-01",
+                   "task_input": "Rank five stocks by return from 2019-12-01 to 2020-06-01.",
+                   "outcome": "Elm > Cedar > Acorn > Birch > Dogwood"}]).to_csv(rank / "inst.csv", index=False)
+    v.update(claims_instances_path=str(rank / "inst.csv"), claims_predictions_path=None,
+             claims_extractions_path=None)
+    study.write_text(yaml.safe_dump(v))
+    res = subprocess.run([sys.executable, "-m", "llm_jobs.claims_timespec", "--study", str(study), "--yes"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    final = [r for r in _raw(rank, "claims_timespec.jsonl") if r.get("final")]
+    assert len(final) == 1
+    assert [c["claim_text"] for c in final[0]["claims"]] == ["Birch makes boards."]    # the leaked claim dropped
+    assert json.loads(final[0]["prediction"]) == ITEMS      # no claim moves the neutral order
+    preds, _ = load_predictions(load_study(study))
+    assert list(preds["agent"]) == ["timespec"]
