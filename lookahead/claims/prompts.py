@@ -100,6 +100,26 @@ def coalition_prompt(task_input: str, claims: Sequence[str], instruction: str) -
     return (f"{task_input}\nUse only these claims:\n{listed}\n{instruction}")
 
 
+def clean_rationale(rationale: str, mentions: Sequence[str]) -> str:
+    """Appendix B.1 step 1: the rationale without its explicit prediction: the text from
+    the last 'Prediction:' marker on, and every sentence matching one of ``mentions``
+    (the task kind's patterns of the predicted label, value or order), are removed;
+    the reasoning and evidence stay."""
+    import re
+
+    marker = list(re.finditer(r"prediction\s*:", rationale or "", re.IGNORECASE))
+    text = (rationale or "")[: marker[-1].start()] if marker else (rationale or "")
+    sentences = re.split(r"(?<=[.!?])\s+", text.strip())
+    keep = [x for x in sentences if x and not any(re.search(p, x, re.IGNORECASE) for p in mentions)]
+    return " ".join(keep)
+
+
+def repredict_prompt(task_input: str, cleaned_rationale: str, instruction: str) -> str:
+    """Appendix B.1 step 2: the task input and the cleaned rationale, then the task
+    kind's answer instruction (the coalition prompt's, so answers parse the same way)."""
+    return f"{task_input}\nRationale: {cleaned_rationale or '(empty)'}\n{instruction}"
+
+
 def support_prompt(claim_text: str, doc_title: str, doc_body: str, published_at: str) -> str:
     """Support judgment of one BM25 candidate (stands in for the seed's search + date
     extraction): does this dated document state the claim?"""

@@ -95,4 +95,23 @@ def claims_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
     if (inst["status"] == "ok").any():
         shapley_figure(claims, inst, Path(results_dir) / FIGURE)
         md += [f"![Shapley value per claim, leaked claims red and hatched]({FIGURE})", ""]
+    if _exists(con, "claims_repredict"):
+        md += repredict_lines(con.sql("select * from claims_repredict order by agent, instance_id").df(), summ)
     return "\n".join(md)
+
+
+def repredict_lines(rp: pd.DataFrame, summ: pd.DataFrame) -> list[str]:
+    """The re-prediction check (seed 002 Table 5): per agent, then per instance."""
+    if rp.empty:
+        return []
+    name = str(rp["repred_metric_name"].iloc[0])
+    md = ["### Re-prediction check (does the prediction follow from its rationale?)", "",
+          f"The claim model predicts again from the task input and the rationale cleaned of its explicit "
+          f"prediction (docs/claims.md). Error: {name} (seed 002 Table 5; 0 = the same prediction).", "",
+          "| agent | task | re-predicted | mean error |", "|---|---|---|---|"]
+    for r in summ.itertuples():
+        md.append(f"| {r.agent} | {r.task} | {r.n_repredicted} | {_f(r.repred_error)} |")
+    md += ["", "| instance | agent | prediction | re-prediction | error |", "|---|---|---|---|---|"]
+    for r in rp.itertuples():
+        md.append(f"| {r.instance_id} | {r.agent} | {r.prediction} | {r.repredicted} | {_f(r.repred_error)} |")
+    return md + [""]

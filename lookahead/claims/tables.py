@@ -56,7 +56,9 @@ INSTANCE_COLUMNS = ["instance_id", "agent", "task", "task_kind", "entity", "t_re
 SUMMARY_COLUMNS = ["agent", "task", "task_kind", "n_instances", "n_scored", "n_claims", "olr",
                    "olr_unverifiable_leaked", "shapley_dclr", "shapley_dclr_unverifiable_leaked",
                    "top1_leakage", "top3_leakage", "task_metric_name", "task_metric", "brier", "accuracy",
-                   "n_outcomes"]
+                   "n_outcomes", "repred_metric_name", "repred_error", "n_repredicted"]
+REPRED_COLUMNS = ["instance_id", "agent", "task", "task_kind", "prediction", "original_probability", "repredicted",
+                  "repredicted_probability", "repred_metric_name", "repred_error", "attempts"]
 
 
 def normalize(text: str) -> str:
@@ -211,6 +213,37 @@ def value_lines(study: Study, kind: str) -> dict[tuple[str, str, str, int], dict
     return out
 
 
+# ------------------------------------------------------------------ re-prediction check
+
+def repredict_table(study: Study, st: ClaimSettings, preds: pd.DataFrame) -> pd.DataFrame:
+    """One row per instance re-predicted by llm_jobs.claims_repredict (matched on the
+    rationale's content, this model and task kind; the last line wins): the original and
+    re-predicted prediction and the error of Eq. 12 (relative error of the probability of
+    the target class or of the value) or Eq. 13 (relative Kendall distance)."""
+    kind, ks = st.kind, st.kind_settings
+    lines: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for rec in iter_records(claims_raw_file(study, "claims_repredict")):
+        if rec.get("model_id") == study["model_id"] and rec.get("task_kind") == kind.name:
+            lines[(rec["instance_id"], rec["agent"], rec["rationale_sha256"])] = rec
+    rows = []
+    for r in preds.to_dict("records"):
+        rec = lines.get((r["instance_id"], r["agent"], sha(r["rationale"])))
+        if rec is None:
+            continue
+        parsed = kind.coalition_answer(rec["response_text"], rec.get("top_logprobs") or [], ks,
+                                       kind.items(r["prediction"]))
+        new, new_p = kind.final_prediction(parsed, ks)
+        prob = r.get("probability")
+        prob = float(prob) if prob is not None and not pd.isna(prob) else None
+        rows.append({"instance_id": r["instance_id"], "agent": r["agent"], "task": r["task"], "task_kind": kind.name,
+                     "prediction": r["prediction"], "original_probability": kind.target_probability(r["prediction"],
+                                                                                                    prob, ks),
+                     "repredicted": new, "repredicted_probability": new_p, "repred_metric_name": kind.repred_metric_name,
+                     "repred_error": None if new is None else kind.repred_error(r["prediction"], prob, new, new_p, ks),
+                     "attempts": rec.get("attempts", 1)})
+    return pd.DataFrame(rows, columns=REPRED_COLUMNS)
+
+
 # ------------------------------------------------------------------ build
 
 def _empty(cols: list[str]) -> pd.DataFrame:
@@ -226,7 +259,7 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
     rejects += corpus_rejects
     if preds.empty:
         return {"claims": _empty(CLAIM_COLUMNS), "instance_leakage": _empty(INSTANCE_COLUMNS),
-                "claims_summary": _empty(SUMMARY_COLUMNS),
+                "claims_summary": _empty(SUMMARY_COLUMNS), "claims_repredict": _empty(REPRED_COLUMNS),
                 "claims_rejects": pd.DataFrame(rejects, columns=REJECT_COLUMNS)}
     if corpus.empty:
         rejects.append({"source": "corpus", "row": None, "column": "claims_corpus_path",
@@ -315,14 +348,18 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
 
     claims = pd.DataFrame(claim_rows, columns=CLAIM_COLUMNS)
     inst_df = pd.DataFrame(inst_rows, columns=INSTANCE_COLUMNS)
-    return {"claims": claims, "instance_leakage": inst_df, "claims_summary": summarize(inst_df, st),
+    repred = repredict_table(study, st, preds)
+    return {"claims": claims, "instance_leakage": inst_df, "claims_summary": summarize(inst_df, st, repred),
+            "claims_repredict": repred,
             "claims_rejects": pd.DataFrame(rejects, columns=REJECT_COLUMNS)}
 
 
-def summarize(inst: pd.DataFrame, st: ClaimSettings) -> pd.DataFrame:
+def summarize(inst: pd.DataFrame, st: ClaimSettings, repred: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per agent and task: means of the instance metrics over instances where defined;
     the task metric (Brier score, mean relative error or mean Spearman's rho) and, for
-    classification, accuracy over instances with a known outcome."""
+    classification, accuracy over instances with a known outcome; the re-prediction
+    check's mean error (Table 5: MRE, or the mean relative Kendall distance)."""
+    repred = repred if repred is not None else pd.DataFrame(columns=REPRED_COLUMNS)
     kind, ks = st.kind, st.kind_settings
     rows = []
     for (agent, task), g in inst.groupby(["agent", "task"], sort=True):
@@ -343,5 +380,12 @@ def summarize(inst: pd.DataFrame, st: ClaimSettings) -> pd.DataFrame:
             "brier": task_metric if kind.metric_name == "brier" else None,
             "accuracy": float(sum(hits) / len(hits)) if hits else None,
             "n_outcomes": len(per),
+            "repred_metric_name": kind.repred_metric_name,
+            **_repred_mean(repred[(repred["agent"] == agent) & (repred["task"] == task)]),
         })
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _repred_mean(g: pd.DataFrame) -> dict[str, Any]:
+    x = pd.to_numeric(g["repred_error"], errors="coerce").dropna()
+    return {"repred_error": float(x.mean()) if len(x) else None, "n_repredicted": len(g)}

@@ -218,6 +218,11 @@ class TaskKind:
         x = [float(v) for v in per_instance if v is not None and not (isinstance(v, float) and math.isnan(v))]
         return float(np.mean(x)) if x else None
 
+    def mentions(self, prediction: str) -> list[str]:
+        """Regexes of explicit statements of ``prediction`` in a rationale, which the
+        re-prediction check removes before asking again (Appendix B.1 step 1)."""
+        raise NotImplementedError
+
     def repred_error(self, original: str, original_probability: float | None, repredicted: str,
                      repredicted_probability: float | None, ks: KindSettings) -> float | None:
         raise NotImplementedError
@@ -292,6 +297,9 @@ class Classification(TaskKind):
         o = str(outcome or "").strip().lower()
         return float(prediction == o) if o in ks.labels else None
 
+    def mentions(self, prediction):
+        return [rf"\b{re.escape(prediction)}\b"]
+
     def instance_metric(self, prediction, outcome, probability, ks):
         """The instance's term of the Brier score (Eq. 6): (p - o)^2, o = 1 for the target class."""
         o = str(outcome or "").strip().lower()
@@ -332,6 +340,12 @@ class Regression(TaskKind):
 
     def values(self, lines, full_mask, prediction, ks):
         return {m: float(rec["value"]) for m, rec in lines.items()}
+
+    def mentions(self, prediction):
+        """The number as digits, with or without thousands separators (and a '.0')."""
+        x = float(prediction)
+        forms = {f"{x:g}", f"{x:,.0f}", f"{x:.0f}"} if x == int(x) else {f"{x:g}", f"{x:,}"}
+        return [rf"(?<![\d.,]){re.escape(f)}(?![\d,]|\.\d)" for f in forms]
 
     def instance_metric(self, prediction, outcome, probability, ks):
         try:
@@ -386,6 +400,11 @@ class Ranking(TaskKind):
         """Eq. 11: 1 - rho(r(S), r_N), r_N the full coalition's ranking (so v(N) = 0)."""
         r_full = lines[full_mask]["ranking"]
         return {m: 1.0 - spearman(rec["ranking"], r_full) for m, rec in lines.items()}
+
+    def mentions(self, prediction):
+        """The predicted order written out: the items joined by '>' (or ',')."""
+        items = json.loads(prediction)
+        return [r"\s*(?:>|,)\s*".join(re.escape(i) for i in items)]
 
     def instance_metric(self, prediction, outcome, probability, ks):
         pred = json.loads(prediction)

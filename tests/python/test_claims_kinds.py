@@ -277,6 +277,11 @@ def _answer(prompt: str) -> str:
         if "NONUMBER" in prompt:
             return f"Rationale: {LONG}\nPrediction: a lot"
         return f"Rationale: {LONG}\nPrediction: $21,000,000"
+    if "\nRationale: " in prompt:              # the re-prediction check
+        if "Rank these items" in prompt:
+            items = prompt.split("Rank these items from BEST to WORST: ", 1)[1].split(". Answer", 1)[0].split(", ")
+            return " > ".join(items)
+        return "19000000"
     if "Rank these items" in prompt:
         items = prompt.split("Rank these items from BEST to WORST: ", 1)[1].split(". Answer", 1)[0].split(", ")
         if "REPEATS" in prompt and "YOUR PREVIOUS ANSWER WAS INVALID" not in prompt:
@@ -444,3 +449,71 @@ def test_agents_follow_the_schema_and_timespec_ranks(server, tmp_path):
     assert json.loads(final[0]["prediction"]) == ITEMS      # no claim moves the neutral order
     preds, _ = load_predictions(load_study(study))
     assert list(preds["agent"]) == ["timespec"]
+
+
+def test_repredict_job_and_table_regression_ranking(server, tmp_path):
+    """The rationale is cleaned of its explicit prediction, the model asked again; the
+    error is Eq. 12 (relative error) or Eq. 13 (relative Kendall distance), recomputed
+    here; kill -9 mid-run and a rerun ask nothing twice."""
+    port, state = server
+    rationale = "Omega scored a lot. I expect 20,000,000 a year. Omega plays guard. Prediction: 20000000"
+    preds = [{**_pred(f"r{i}", "20000000", "18000000", 2, f"Predict Omega ({i})."), "rationale": rationale}
+             for i in range(8)]
+    study = _http_study(tmp_path, port, "regression", preds)
+    v = yaml.safe_load(study.read_text())
+    v["batch_size"] = 1
+    study.write_text(yaml.safe_dump(v))
+    state.delay_s = 0.2
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    argv = [sys.executable, "-m", "llm_jobs.claims_repredict", "--study", str(study), "--yes"]
+    assert kill_once_written(argv, tmp_path / "raw" / "claims_repredict.jsonl", 3, env, 120) == -signal.SIGKILL
+    before = _raw(tmp_path, "claims_repredict.jsonl")
+    assert 3 <= len(before) < 8
+    n = len(state.prompts)
+    state.delay_s = 0.0
+    res = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    asked = state.prompts[n:]
+    # at most the one query in flight at the kill is asked again; nothing answered is
+    assert len(asked) <= 8 - len(before) + 1 and not set(asked) & {r["prompt"] for r in before}
+    lines = _raw(tmp_path, "claims_repredict.jsonl")
+    assert len({r["instance_id"] for r in lines}) == 8
+    assert lines[0]["cleaned_rationale"] == "Omega scored a lot. Omega plays guard."
+    t = build(load_study(study))
+    rp = t["claims_repredict"]
+    assert len(rp) == 8 and np.allclose(rp["repred_error"].astype(float), abs(19e6 - 20e6) / 20e6)
+    summ = t["claims_summary"].iloc[0]
+    assert summ["repred_metric_name"] == "relative_error" and summ["repred_error"] == pytest.approx(0.05)
+
+    rank = tmp_path / "rank"
+    rank.mkdir()
+    pred = ["Elm", "Acorn", "Birch", "Cedar", "Dogwood"]
+    study = _http_study(rank, port, "ranking", [{**_pred("k1", " > ".join(pred), json.dumps(ITEMS), 2),
+                                                 "rationale": "Elm is strong. So: Elm > Acorn > Birch > Cedar > "
+                                                              "Dogwood. Acorn is steady."}])
+    res = subprocess.run([sys.executable, "-m", "llm_jobs.claims_repredict", "--study", str(study), "--yes"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert _raw(rank, "claims_repredict.jsonl")[0]["cleaned_rationale"] == "Elm is strong. Acorn is steady."
+    rp = build(load_study(study))["claims_repredict"].iloc[0]
+    ra, rb = [pred.index(x) for x in ITEMS], list(range(5))      # re-predicted: the neutral order
+    assert rp["repred_error"] == pytest.approx((1 - stats.kendalltau(ra, rb).statistic) / 2)
+    assert rp["repred_metric_name"] == "kendall_distance"
+
+
+def test_repredict_classification_reads_the_target_probability(tmp_path):
+    """A stored re-prediction line's top log-probs give P(up) / (P(up) + P(down)); the
+    error is relative to the file's probability of the target class."""
+    study = _study(tmp_path, "classification", [{**_pred("c1", "up", "up", 2), "probability": 0.8}])
+    s = load_study(study)
+    raw = s.path("raw_dir")
+    raw.mkdir(parents=True)
+    from lookahead.claims.inputs import sha
+    top = [{"token": "up", "logprob": math.log(0.54)}, {"token": " down", "logprob": math.log(0.36)},
+           {"token": "the", "logprob": math.log(0.05)}]
+    (raw / "claims_repredict.jsonl").write_text(json.dumps(
+        {"key": "k", "model_id": s["model_id"], "instance_id": "c1", "agent": "a", "task_kind": "classification",
+         "rationale_sha256": sha("text"), "response_text": "up", "top_logprobs": top}) + "\n")
+    rp = build(s)["claims_repredict"].iloc[0]
+    assert rp["repredicted"] == "up" and rp["repredicted_probability"] == pytest.approx(0.6)
+    assert rp["repred_error"] == pytest.approx(abs(0.6 - 0.8) / 0.8)
