@@ -27,8 +27,13 @@ def model_figures(db: Path, truth: pd.DataFrame, model: str) -> dict:
     con = duckdb.connect(str(db), read_only=True)
     try:
         inst = con.sql("select * from instance_leakage").df()
+        has_rp = con.execute("select count(*) from information_schema.tables where table_name = 'claims_repredict'"
+                             ).fetchone()[0]
+        rp = con.sql("select * from claims_repredict").df() if has_rp else pd.DataFrame(
+            columns=["agent", "repred_error", "repred_metric_name"])
     finally:
         con.close()
+    rp = rp[rp["agent"] == AGENT]
     planted = inst[(inst["agent"] == AGENT) & (inst["status"] == "ok")].set_index("instance_id")
     t = truth.loc[planted.index]
     olr_exact = int((planted["olr"].astype(float) == t["expected_olr"].astype(float)).sum())
@@ -41,6 +46,9 @@ def model_figures(db: Path, truth: pd.DataFrame, model: str) -> dict:
         "metric_name": str(planted["task_metric_name"].iloc[0]) if len(planted) else "",
         "metric": float(pd.to_numeric(planted["task_metric"], errors="coerce").mean()),
         "rel_gap": float((pd.to_numeric(inst["efficiency_gap"], errors="coerce").abs() / scale).max()),
+        "repred_name": str(rp["repred_metric_name"].iloc[0]) if len(rp) else "re-prediction error",
+        "repred": float(pd.to_numeric(rp["repred_error"], errors="coerce").mean()) if len(rp) else float("nan"),
+        "n_repred": len(rp),
         "n": len(planted), "olr_exact": olr_exact,
         "dclr": float(pd.to_numeric(planted["shapley_dclr"], errors="coerce").mean()),
         "dclr_ideal": float(ideal.mean()),
@@ -72,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{model:8s}: OLR = planted truth on {f['olr_exact']}/{f['n']} instances; "
               f"mean Shapley-DCLR {f['dclr']:.3f} (ideal rule model {f['dclr_ideal']:.3f}); "
               f"max |efficiency gap| {f['gap']:.1e} ({f['rel_gap']:.1e} of the value scale); "
-              f"{f['metric_name']} {f['metric']:.3f}; TimeSPEC: {f['ts_n']} instances, "
+              f"{f['metric_name']} {f['metric']:.3f}; re-prediction {f['repred_name']} {f['repred']:.3f} "
+              f"({f['n_repred']} instances); TimeSPEC: {f['ts_n']} instances, "
               f"OLR {f['ts_olr']:.3f}, Shapley-DCLR {f['ts_dclr']:.3f}")
         ok &= f["olr_exact"] == f["n"] and f["rel_gap"] < 1e-9
     if "leaky" in figs and "prudent" in figs:

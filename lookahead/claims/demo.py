@@ -324,18 +324,14 @@ def claim_settings(out: Path, model: str) -> dict[str, Any]:
 
 
 def study_vars(out: Path, model: str) -> dict[str, Any]:
-    """The claims study: the contaminated demo study (so `dbt build` sees valid protocol
-    settings) plus the claim settings and this model."""
-    from lookahead.config import PROJECT_ROOT
-
-    base = yaml.safe_load((PROJECT_ROOT / "demo/studies/contaminated.yml").read_text(encoding="utf-8"))
+    """The claims study: it extends the contaminated demo study (so `dbt build` sees valid
+    protocol settings) with the claim settings and this model."""
     cs = claim_settings(out, model)
-    base.update({
-        "study_name": f"demo_claims_{model}",
+    return {
+        "extends": "demo/studies/contaminated.yml", "study_name": f"demo_claims_{model}",
         "model_id": f"demo-claims-{model}", "model_path": _rel(out / "models" / model),
         "claims_raw_dir": cs.pop("claims_raw_dir"), "use_chat_template": False, **cs,
-    })
-    return base
+    }
 
 
 # The protocol demo study that carries each claim model: `make demo` runs these files, so
@@ -345,7 +341,7 @@ PROTOCOL_STUDY = {"leaky": "contaminated", "prudent": "clean"}
 
 
 def protocol_study_vars(out: Path, model: str) -> dict[str, Any]:
-    """demo/studies/<scenario>.yml unchanged (same study_name, same protocol model and
+    """``extends: demo/studies/<scenario>.yml`` (same study_name, same protocol model and
     settings, so the same verdict) plus the claim settings and ``claims_model_id`` /
     ``claims_model_path`` naming this claim model.
 
@@ -353,13 +349,8 @@ def protocol_study_vars(out: Path, model: str) -> dict[str, Any]:
     contaminated study is the project's default study, and dbt_project.yml's vars are
     generated from it; a non-default claim setting there would become every other
     study's dbt default (lookahead.config.dbt_vars_block)."""
-    from lookahead.config import PROJECT_ROOT
-
-    scen = PROTOCOL_STUDY[model]
-    base = yaml.safe_load((PROJECT_ROOT / "demo" / "studies" / f"{scen}.yml").read_text(encoding="utf-8"))
-    base.update({"claims_model_id": f"demo-claims-{model}", "claims_model_path": _rel(out / "models" / model),
-                 **claim_settings(out, model)})
-    return base
+    return {"extends": f"demo/studies/{PROTOCOL_STUDY[model]}.yml", "claims_model_id": f"demo-claims-{model}",
+            "claims_model_path": _rel(out / "models" / model), **claim_settings(out, model)}
 
 
 def write_protocol_studies(out: Path) -> list[Path]:
@@ -368,7 +359,7 @@ def write_protocol_studies(out: Path) -> list[Path]:
     for m, scen in PROTOCOL_STUDY.items():
         p = out / f"demo_{scen}.yml"
         head = (f"# Demo study 'demo_{scen}' with the claim model '{m}', written by `python -m lookahead.claims.demo`:\n"
-                f"# demo/studies/{scen}.yml unchanged plus the claim settings (the same verdict; the claim\n"
+                f"# demo/studies/{scen}.yml extended with the claim settings (the same verdict; the claim\n"
                 f"# tables join it in outputs/demo_{scen}.duckdb). Use: lookahead run --study {_rel(p)} --yes\n")
         _write(p, head + yaml.safe_dump(protocol_study_vars(out, m), sort_keys=False, width=1000))
         paths.append(p)

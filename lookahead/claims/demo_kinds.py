@@ -318,15 +318,11 @@ def claim_settings(out: Path, kind: str, model: str) -> dict[str, Any]:
 
 
 def study_vars(out: Path, kind: str, model: str, models_dir: Path) -> dict[str, Any]:
-    """A claim-only study: the contaminated demo study (valid protocol settings for dbt)
-    plus this kind's claim settings and the model."""
-    from lookahead.config import PROJECT_ROOT
-
-    base = yaml.safe_load((PROJECT_ROOT / "demo/studies/contaminated.yml").read_text(encoding="utf-8"))
-    cs = claim_settings(out, kind, model)
-    base.update({"study_name": f"demo_claims_{kind}_{model}", "model_id": f"demo-claims-kinds-{model}",
-                 "model_path": _rel(models_dir / model), "use_chat_template": False, **cs})
-    return base
+    """A claim-only study: it extends the contaminated demo study (valid protocol settings
+    for dbt) with this kind's claim settings and the model."""
+    return {"extends": "demo/studies/contaminated.yml", "study_name": f"demo_claims_{kind}_{model}",
+            "model_id": f"demo-claims-kinds-{model}", "model_path": _rel(models_dir / model),
+            "use_chat_template": False, **claim_settings(out, kind, model)}
 
 
 def build(root: Path, seed: int = SEED, train: bool = True, n_train: int = 700) -> dict:
@@ -338,8 +334,9 @@ def build(root: Path, seed: int = SEED, train: bool = True, n_train: int = 700) 
         out = root / kind
         write_data(out, kind, ins)
         for m in MODELS:
-            head = (f"# Claim-level demo study ({kind}, model '{m}') written by "
-                    f"`python -m lookahead.claims.demo_kinds` (seed {seed}).\n")
+            head = (f"# Claim-level demo study ({kind}, model '{m}') written by `python -m lookahead.claims.demo_kinds`"
+                    f" (seed {seed}).\n# Use: python -m lookahead.claims.run --study {_rel(out / (m + '.yml'))} "
+                    "--yes --build\n")
             _write(out / f"{m}.yml", head + yaml.safe_dump(study_vars(out, kind, m, models_dir), sort_keys=False,
                                                            width=1000))
     record: dict[str, Any] = {"seed": seed, "models": {}}
