@@ -44,7 +44,7 @@ def model_figures(db: Path, truth: pd.DataFrame, model: str) -> dict:
     return {
         "kind": str(inst["task_kind"].iloc[0]) if "task_kind" in inst and len(inst) else "classification",
         "metric_name": str(planted["task_metric_name"].iloc[0]) if len(planted) else "",
-        "metric": float(pd.to_numeric(planted["task_metric"], errors="coerce").mean()),
+        "metric": float(pd.to_numeric(inst.loc[inst["agent"] == AGENT, "task_metric"], errors="coerce").mean()),
         "rel_gap": float((pd.to_numeric(inst["efficiency_gap"], errors="coerce").abs() / scale).max()),
         "repred_name": str(rp["repred_metric_name"].iloc[0]) if len(rp) else "re-prediction error",
         "repred": float(pd.to_numeric(rp["repred_error"], errors="coerce").mean()) if len(rp) else float("nan"),

@@ -308,9 +308,16 @@ class Classification(TaskKind):
         return (self.target_probability(prediction, probability, ks) - float(o == ks.target_class)) ** 2
 
     def repred_error(self, original, original_probability, repredicted, repredicted_probability, ks):
-        """Eq. 12 on the probability of the target class (the seed's legal task: of the petitioner)."""
-        return relative_error(self.target_probability(repredicted, repredicted_probability, ks),
-                              self.target_probability(original, original_probability, ks))
+        """Eq. 12 on the probability of the originally predicted class: P(target) when the
+        original prediction is the target class, else 1 - P(target) (two labels). The seed
+        takes the petitioner's probability, which its legal agents put at 0.65-0.85; for a
+        prediction of the other class that probability is near 0 and the relative error
+        would divide by it, while the predicted class's probability is at least 1/2."""
+        def p_of_original(pred: str, prob: float | None) -> float:
+            p = self.target_probability(pred, prob, ks)
+            return p if original == ks.target_class else 1.0 - p
+        return relative_error(p_of_original(repredicted, repredicted_probability),
+                              p_of_original(original, original_probability))
 
 
 class Regression(TaskKind):

@@ -87,6 +87,8 @@ def test_task_metrics_by_hand():
     assert KINDS["ranking"].instance_metric(json.dumps(list("ABC")), "A > C > B", None, KS) == pytest.approx(0.5)
     assert KINDS["classification"].instance_metric("up", "down", 0.8, KS) == pytest.approx(0.64)
     assert KINDS["classification"].repred_error("up", 0.8, "up", 0.6, KS) == pytest.approx(0.25)
+    # a 'down' prediction: the error is on P(down) = 1 - P(up), 0.9 -> 0.7
+    assert KINDS["classification"].repred_error("down", 0.1, "down", 0.3, KS) == pytest.approx(0.2 / 0.9)
     assert KINDS["ranking"].repred_error(json.dumps(list("ABCD")), None, json.dumps(list("BACD")), None, KS) \
         == pytest.approx(1 / 6)
 
