@@ -105,7 +105,7 @@ class ClaimSettings:
         labels = tuple(str(s).strip().lower() for s in study["claims_labels"])
         kind = study["claims_task_kind"]
         if kind == "classification" and len(labels) != 2:  # the schema checks a list; the pair is this kind's
-            raise StudyConfigError("setting 'claims_labels' must be a list of two labels (positive first)")
+            raise StudyConfigError("setting 'claims_labels' must be a list of two labels for a classification")
         target = str(study["claims_target_class"] or (labels[0] if labels else "")).strip().lower()
         if kind == "classification" and target not in labels:
             raise StudyConfigError(f"setting 'claims_target_class': '{target}' is not one of claims_labels "

@@ -86,6 +86,7 @@ def demo_dir(tmp_path_factory):
 
 def _study(demo_dir: Path, raw: Path, **kw):
     v = demo.study_vars(demo_dir, "leaky")
+    assert v.pop("extends") == "demo/studies/contaminated.yml"   # the default study, load_study's base
     v.update({"claims_raw_dir": str(raw), "claims_predictions_path": str(demo_dir / "predictions_leaky.csv"),
               "claims_corpus_path": str(demo_dir / "corpus.csv"),
               "claims_extractions_path": str(demo_dir / "extractions.jsonl"), **kw})
