@@ -204,6 +204,9 @@ def _main(argv: list[str] | None = None) -> int:
         return 2
     if args.command in ("jobs", "run"):
         rc = run_jobs(args.study, args.yes, extra, overrides)
+        if not rc:  # the claim jobs, when the study has claim settings (lookahead.claims.run)
+            from lookahead.claims.run import run_claim_jobs
+            rc = run_claim_jobs(study, args.study, args.yes)
         if rc or args.command == "jobs":
             return rc
     build = args.command in ("build", "run")

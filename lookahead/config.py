@@ -268,8 +268,15 @@ def resolve(explicit: Mapping[str, Any], base: Mapping[str, Any] | None = None) 
     return out
 
 
-def read_study_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A study file: a YAML mapping of settings, the same text `dbt build --vars` takes."""
+EXTENDS_KEY = "extends"
+
+
+def read_study_file(path: str | os.PathLike[str], _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A study file: a YAML mapping of settings, the same text `dbt build --vars` takes.
+
+    A file may build on another with ``extends: <study file>`` (a path like every path
+    in a study, relative to the project root): the base's settings, then this file's on
+    top. Returned flattened (without ``extends``), so dbt and the jobs see one mapping."""
     p = Path(path)
     if not p.is_file():
         raise StudyConfigError(f"study file '{p}' does not exist (looked in {Path.cwd()})")
@@ -281,7 +288,16 @@ def read_study_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise StudyConfigError(f"study file '{p}' is not valid YAML{where}") from None
     if not isinstance(data, dict):
         raise StudyConfigError(f"study file '{p}' must be a YAML mapping of settings")
-    return data
+    if EXTENDS_KEY not in data:
+        return data
+    ref = data.pop(EXTENDS_KEY)
+    if not isinstance(ref, str) or not ref.strip():
+        raise StudyConfigError(f"study file '{p}': '{EXTENDS_KEY}' must name a study file")
+    base_path = Path(ref) if Path(ref).is_absolute() else PROJECT_ROOT / ref
+    chain = _chain + (p.resolve(),)
+    if base_path.resolve() in chain:
+        raise StudyConfigError(f"study file '{p}': '{EXTENDS_KEY}: {ref}' loops back to a file it extends")
+    return {**read_study_file(base_path, chain), **data}
 
 
 def default_study_path(root: Path = PROJECT_ROOT) -> Path:
