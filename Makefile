@@ -23,17 +23,18 @@ install: $(VENV)/.installed
 
 ## The whole pipeline on the shipped demo: the clean control and the contaminated model,
 ## each into its own database (outputs/<study_name>.duckdb) and report (results/<study_name>/).
-## The two demo studies run from demo/claims/demo_{clean,contaminated}.yml: the protocol
-## study unchanged plus a claim model (docs/claims.md), so the claim tables and the claim
-## section join the verdict in the same database and report. The claim jobs (TimeSPEC,
-## coalition values) run first; `lookahead run` then builds both parts in one dbt build.
+## The two demo studies run from demo/claims/demo_{clean,contaminated}.yml: each extends
+## the protocol study with a claim model (docs/claims.md), and `lookahead run` runs the
+## protocol jobs, the claim jobs (TimeSPEC, coalition values, re-prediction) and one dbt
+## build, so the claim tables and the claim section join the verdict in the same database
+## and report. The regression and ranking demos are claim-only studies: their claim jobs
+## and the claim models alone (python -m lookahead.claims.run --build).
 demo: install
-	@for s in clean contaminated; do \
-	  $(PY) -m llm_jobs.claims_timespec --study demo/claims/demo_$$s.yml --yes > /dev/null && \
-	  $(PY) -m llm_jobs.claims_value --study demo/claims/demo_$$s.yml --yes > /dev/null || exit 1; \
-	done
 	$(VENV)/bin/lookahead run --study demo/claims/demo_clean.yml --yes
 	$(VENV)/bin/lookahead run --study demo/claims/demo_contaminated.yml --yes
+	@for k in regression ranking; do for m in leaky prudent; do \
+	  $(PY) -m lookahead.claims.run --study demo/claims/$$k/$$m.yml --yes --build > /dev/null || exit 1; \
+	done; done
 	@echo; echo "== Demo verdicts (from the reports) =="
 	@for s in demo_clean demo_contaminated; do \
 	  echo "$$s: $$(sed -n 's/^\*\*Verdict: \(.*\)\.\*\*.*/\1/p' results/$$s/REPORT.md)  -> results/$$s/REPORT.md, outputs/$$s.duckdb"; \
@@ -41,19 +42,19 @@ demo: install
 	@echo
 	@$(PY) -m lookahead.claims.check --demo demo/claims --db leaky=outputs/demo_contaminated.duckdb \
 	  --db prudent=outputs/demo_clean.duckdb
+	@for k in regression ranking; do \
+	  $(PY) -m lookahead.claims.check --demo demo/claims/$$k --db leaky=outputs/demo_claims_$${k}_leaky.duckdb \
+	    --db prudent=outputs/demo_claims_$${k}_prudent.duckdb || exit 1; \
+	done
 
-## Claim-level leakage alone, as claim-only studies (docs/claims.md): TimeSPEC and coalition
-## values for the two claim models, the claim models into each claim study's own database
+## Claim-level leakage alone, as claim-only studies (docs/claims.md): the claim jobs for
+## the two claim models and the claim models into each claim study's own database
 ## (outputs/demo_claims_leaky.duckdb, outputs/demo_claims_prudent.duckdb), then the
 ## headline against the planted truth.
 demo-claims: install
 	@mkdir -p outputs
 	@for m in leaky prudent; do \
-	  $(PY) -m llm_jobs.claims_timespec --study demo/claims/$$m.yml --yes > /dev/null && \
-	  $(PY) -m llm_jobs.claims_value --study demo/claims/$$m.yml --yes > /dev/null || exit 1; \
-	done
-	@for m in leaky prudent; do \
-	  $(VENV)/bin/dbt build --quiet --select +tag:claims --vars "$$(cat demo/claims/$$m.yml)" || exit 1; \
+	  $(PY) -m lookahead.claims.run --study demo/claims/$$m.yml --yes --build > /dev/null || exit 1; \
 	done
 	@echo
 	@$(PY) -m lookahead.claims.check --demo demo/claims --db leaky=outputs/demo_claims_leaky.duckdb \

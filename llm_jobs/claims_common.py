@@ -14,8 +14,11 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from llm_jobs.common import JobContext, JobStop, Query, arg_parser, guarded, record_skeleton
+from llm_jobs.common import JobContext, JobStop, Query, arg_parser, guarded, logprob_dicts, record_skeleton
+from lookahead.backends.base import QueryFailure
 from lookahead.claims.inputs import ClaimSettings, claim_study, load_predictions
+from lookahead.claims.prompts import answer_retry_prompt
+from lookahead.claims.tasks import PredictionError
 from lookahead.config import load_study
 
 
@@ -48,6 +51,45 @@ def claim_record(ctx: ClaimContext, task: str, q: Query, params: dict[str, Any],
     rec = record_skeleton(ctx, task, q, params)
     rec.update(extra)
     return rec
+
+
+def ask_parsed(ctx: ClaimContext, batch: Sequence[Query], texts: Sequence[str],
+               items: Sequence[Sequence[str] | None], params: dict[str, Any]) -> list[dict[str, Any] | QueryFailure]:
+    """Ask ``batch`` (greedy) and parse each answer with the task kind's
+    ``coalition_answer``; an answer that does not parse is asked again, up to
+    ``claims_value_retries`` times, with a prompt naming the error (``texts`` are the
+    queries' user texts, ``items`` a ranking's items). A query still unparseable is a
+    QueryFailure: recorded as a failure and retried on the next run, never cached as an
+    answer. Used by the coalition values and the re-prediction job."""
+    st = ctx.settings
+    kind, ks = st.kind, st.kind_settings
+    max_tokens, top = params["max_tokens"], params["top_logprobs"]
+    out: list[dict[str, Any] | QueryFailure | None] = [None] * len(batch)
+    errors: dict[int, tuple[str, str]] = {}
+    prompts = [q.prompt for q in batch]
+    for attempt in range(st.value_retries + 1):
+        todo = list(range(len(batch))) if attempt == 0 else list(errors)
+        if not todo:
+            break
+        if attempt:
+            prompts = {i: ctx.backend.render_prompt(answer_retry_prompt(texts[i], *errors[i]), ctx.use_chat_template)
+                       for i in todo}
+        gens = ctx.backend.generate([prompts[i] for i in todo], max_tokens, top)
+        for i, g in zip(todo, gens, strict=True):
+            text, lps = g.response_text, logprob_dicts(g.top_logprobs)
+            try:
+                parsed = kind.coalition_answer(text, lps, ks, items[i])
+            except PredictionError as exc:
+                errors[i] = (text or "", str(exc))
+                continue
+            errors.pop(i, None)
+            out[i] = {"response_text": text, "top_logprobs": lps, "attempts": attempt + 1, **parsed}
+            if attempt:
+                out[i]["retry_prompt"] = prompts[i]
+    for i, (text, err) in errors.items():
+        out[i] = QueryFailure(f"unparseable {kind.name} answer after {st.value_retries + 1} attempt(s): {err}",
+                              st.value_retries + 1)
+    return out  # type: ignore[return-value]
 
 
 def claim_main(job: Callable[[ClaimContext], int], description: str, argv: Sequence[str] | None,

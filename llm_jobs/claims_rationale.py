@@ -4,10 +4,13 @@ Temporal Hint variant (seed 002, sections 6.2 and Appendix D.2).
 Run: ``python -m llm_jobs.claims_rationale --study FILE --agent superforecasting --yes``
 
 One greedy answer per instance of ``claims_instances_path``: 'Rationale: ...' then
-'Prediction: <label>'. The parsed prediction and rationale are stored on the raw line
-(``final: true``), and lookahead.claims.inputs reads them as predictions next to the
-user's file. An answer without a label is kept and counted as a reject ('prediction'
-not one of the labels), never guessed.
+'Prediction: <the task kind's prediction>' (a label, a number, or the items best to
+worst). The parsed prediction and rationale are stored on the raw line (``final:
+true``), and lookahead.claims.inputs reads them as predictions next to the user's file.
+An answer that does not fit the seed's schema (Appendix D.1: no parseable prediction,
+or a rationale shorter than ``claims_rationale_min_chars``) is kept with its ``error``
+and counted as a reject, never guessed; a rerun does not ask it again (the answer is
+the model's, at temperature 0).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from llm_jobs.common import EXIT_OK, Query, confirm, print_plan, run_queries
 from lookahead.cache import RawStore, query_key
 from lookahead.claims.inputs import claims_raw_file, load_instances
 from lookahead.claims.prompts import AGENTS, rationale_prompt
-from lookahead.claims.rationale_parse import parse_rationale
+from lookahead.claims.rationale_parse import parse_agent_answer
 
 TASK = "claims_rationale"
 
@@ -33,7 +36,7 @@ def run(ctx: ClaimContext) -> int:
               "n_samples": None, "chat_template": ctx.use_chat_template, "agent": agent}
     queries, meta = [], {}
     for r in insts.to_dict("records"):
-        text = rationale_prompt(agent, r["task_input"], r["t_ref"], st.labels)
+        text = rationale_prompt(agent, r["task_input"], r["t_ref"], st.kind.prediction_format(st.kind_settings))
         prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
         ident = f"{r['instance_id']}|{agent}"
         q = Query(query_key(TASK, ctx.study["model_id"], ident, prompt, params), prompt, row_id=ident)
@@ -53,15 +56,16 @@ def run(ctx: ClaimContext) -> int:
                 gens = ctx.backend.generate([q.prompt for q in batch], st.rationale_max_tokens, 0)
                 out = []
                 for g in gens:
-                    pred, rationale = parse_rationale(g.response_text, st.labels)
-                    out.append({"response_text": g.response_text, "prediction": pred, "rationale": rationale})
+                    pred, rationale, err = parse_agent_answer(g.response_text, st)
+                    out.append({"response_text": g.response_text, "prediction": pred, "rationale": rationale,
+                                "error": err})
                 return out
 
             run_queries(store, pending, ctx.batch_size, TASK, answer,
                         lambda q: claim_record(ctx, TASK, q, params, meta[q.key]))
         recs = store.load({q.key for q in queries})
     n_pred = sum(1 for r in recs.values() if r.get("prediction"))
-    print(f"{TASK} ({agent}): {n_pred} of {len(queries)} answers carry a prediction label")
+    print(f"{TASK} ({agent}): {n_pred} of {len(queries)} answers fit the task's schema (prediction and rationale)")
     return EXIT_OK
 
 

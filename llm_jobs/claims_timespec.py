@@ -36,7 +36,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from llm_jobs.claims_common import ClaimContext, claim_main, claim_record
+from llm_jobs.claims_common import ClaimContext, ask_parsed, claim_main, claim_record
 from llm_jobs.common import EXIT_OK, Query, confirm, logprob_dicts, print_plan, run_queries
 from lookahead.cache import RawStore, query_key
 from lookahead.claims.inputs import (
@@ -48,17 +48,14 @@ from lookahead.claims.inputs import (
     sha,
 )
 from lookahead.claims.prompts import aggregator_prompt, extraction_prompt, rationale_prompt
-from lookahead.claims.rationale_parse import parse_rationale
 from lookahead.claims.retrieval import bm25
 from lookahead.claims.schema import EXTRACTION_SCHEMA, Claim, ExtractionError, claims_from_object, parse_extraction_text
 from lookahead.claims.tables import Dater, support_lines
 from lookahead.config import StudyConfigError
-from lookahead.scoring import label_probability
 
 TASK = "claims_timespec"
 AGENT = "timespec"
 EVIDENCE_K = 5
-TOP_LOGPROBS = 20
 
 
 class Phases:
@@ -68,9 +65,13 @@ class Phases:
         self.ctx, self.store = ctx, store
 
     def ask(self, phase: str, items: dict[str, str], max_tokens: int, top: int = 0,
-            schema: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+            schema: dict[str, Any] | None = None,
+            parse: dict[str, list[str] | None] | None = None) -> dict[str, dict[str, Any]]:
         """instance_id -> raw record of the answer to items[instance_id] (a user text);
-        with ``schema``, constrained to it when the backend can (generate_json)."""
+        with ``schema``, constrained to it when the backend can (generate_json); with
+        ``parse`` (instance_id -> a ranking's items), each answer parsed as the task kind's
+        coalition answer, re-asked when it does not parse, else a recorded failure
+        (llm_jobs.claims_common.ask_parsed)."""
         ctx = self.ctx
         structured = schema is not None and callable(getattr(ctx.backend, "generate_json", None))
         params = {"temperature": 0, "max_tokens": max_tokens, "top_logprobs": top, "seed": 0, "n_samples": None,
@@ -87,7 +88,10 @@ class Phases:
         if pending:
             confirm(f"query {len(pending)} {phase} answers?", ctx.args.yes)
 
-            def answer(batch: list[Query]) -> list[dict[str, Any]]:
+            def answer(batch: list[Query]) -> list[Any]:
+                if parse is not None:
+                    return ask_parsed(ctx, batch, [items[ids[q.key]] for q in batch],
+                                      [parse[ids[q.key]] for q in batch], params)
                 if structured:
                     gens = ctx.backend.generate_json([q.prompt for q in batch], max_tokens, schema)
                 else:
@@ -104,6 +108,8 @@ class Phases:
 
 def run(ctx: ClaimContext) -> int:
     st = ctx.settings
+    kind, ks = st.kind, st.kind_settings
+    fmt = kind.prediction_format(ks)
     mode = ctx.study.get("claims_timespec_draft") or "generate"
     if mode not in ("generate", "predictions"):
         raise StudyConfigError(f"setting 'claims_timespec_draft': '{mode}' is not one of generate, predictions")
@@ -126,18 +132,21 @@ def run(ctx: ClaimContext) -> int:
         ph = Phases(ctx, store)
         # ---- phase 1: draft
         drafts: dict[str, str] = {}
+        draft_pred: dict[str, str | None] = {}   # a ranking's items come from its draft prediction
         ref_claims: dict[str, list[Claim]] = {}
         if mode == "generate":
-            recs = ph.ask("generator", {i: rationale_prompt(AGENT, r["task_input"], r["t_ref"], st.labels,
+            recs = ph.ask("generator", {i: rationale_prompt(AGENT, r["task_input"], r["t_ref"], fmt,
                                                             evidence.get(i, [])) for i, r in rows.items()},
                           st.rationale_max_tokens)
-            drafts = {i: parse_rationale(rec["response_text"], st.labels)[1] for i, rec in recs.items()}
+            for i, rec in recs.items():
+                draft_pred[i], drafts[i], _ = kind.agent_prediction(rec["response_text"], ks)
         else:
             preds, _ = load_predictions(ctx.study, st)
             reference = load_reference_extractions(st)
             for p in preds[preds["agent"] != AGENT].to_dict("records"):
                 if p["instance_id"] in rows and p["instance_id"] not in drafts:
                     drafts[p["instance_id"]] = p["rationale"]
+                    draft_pred[p["instance_id"]] = p["prediction"]
                     if (p["instance_id"], p["agent"]) in reference:
                         ref_claims[p["instance_id"]] = claims_from_object(reference[(p["instance_id"], p["agent"])])
 
@@ -173,10 +182,10 @@ def run(ctx: ClaimContext) -> int:
         if violators:
             if mode == "generate":
                 recs = ph.ask("regenerator", {i: rationale_prompt(
-                    AGENT, rows[i]["task_input"], rows[i]["t_ref"], st.labels,
+                    AGENT, rows[i]["task_input"], rows[i]["t_ref"], fmt,
                     [c.claim_text for c in first[i][0]] + evidence.get(i, [])) for i in violators},
                     st.rationale_max_tokens)
-                regen = {i: parse_rationale(rec["response_text"], st.labels)[1] for i, rec in recs.items()}
+                regen = {i: st.kind.agent_prediction(rec["response_text"], st.kind_settings)[1] for i, rec in recs.items()}
                 second = supervise("resupervisor", regen, {})
             else:
                 regen = {i: " ".join(c.claim_text for c in first[i][0]) for i in violators}
@@ -190,13 +199,19 @@ def run(ctx: ClaimContext) -> int:
                     seen.add(c.claim_text)
                     keep.append(c)
             valid[i] = keep
+        # a ranking is over its draft's items (an instance whose draft has none is not aggregated)
+        items = {i: kind.items(draft_pred[i]) if draft_pred.get(i) else None for i in rows}
+        agg = [i for i in rows if not kind.items_needed or items[i]]
+        if len(agg) < len(rows):
+            print(f"aggregator: {len(rows) - len(agg)} instance(s) without a draft ranking to take the items from")
+        top = kind.coalition_top_logprobs
         recs = ph.ask("aggregator", {i: aggregator_prompt(rows[i]["task_input"], [c.claim_text for c in valid[i]],
-                                                          st.labels) for i in rows}, 1, TOP_LOGPROBS)
+                                                          kind.answer_instruction(ks, items[i])) for i in agg},
+                      1 if top else st.value_max_tokens, top, parse=items)
         params = {"phase": "final", "draft": mode}
         for i, rec in recs.items():
-            pos, neg = (label_probability(rec["top_logprobs"], lab) or 0.0 for lab in st.labels)
-            p = pos / (pos + neg) if pos + neg > 0 else None
-            pred = None if p is None else (st.labels[0] if p >= 0.5 else st.labels[1])
+            parsed = kind.coalition_answer(rec["response_text"], rec["top_logprobs"] or [], ks, items[i])
+            pred, p = kind.final_prediction(parsed, ks)
             claims = [{**c.as_dict(), "claim_id": k} for k, c in enumerate(valid[i], 1)]
             final = {"instance_id": i, "agent": AGENT, "entity": rows[i]["entity"], "task_name": rows[i]["task"],
                      "t_ref": rows[i]["t_ref"], "task_input": rows[i]["task_input"], "outcome": rows[i]["outcome"],

@@ -2,15 +2,27 @@
 
 Run: ``python -m llm_jobs.claims_value --study FILE --yes``
 
-v(S) is the model's probability of the instance's own prediction given the task input
-and only the claims in S (lookahead.claims.prompts.coalition_prompt): one greedy step
-with the top-20 log-probabilities, P(label) by the protocol rule
-(lookahead.scoring.label_probability). A label outside the top 20 has an unknown,
-small probability; it is stored as 0 with ``censored: true``. Which coalitions are
-scored is lookahead.claims.shapley.plan_for: all 2^n up to ``claims_exact_max`` claims,
-else the prefixes of ``claims_mc_permutations`` seeded permutations. One raw line per
-coalition, keyed by instance, claim list and coalition, so a coalition is never scored
-twice, across reruns and kills.
+One greedy query per coalition S: the task input and only the claims in S
+(lookahead.claims.prompts.coalition_prompt) with the task kind's answer instruction
+(lookahead.claims.tasks). What is stored is the kind's parsed answer:
+
+* classification: one step with the top-20 log-probabilities and P(label) for every
+  label by the protocol rule (lookahead.scoring.label_probability; a label outside the
+  top 20 is stored as None and read as 0). The tables take v(S) = P(target class | S)
+  (or P(own prediction | S), setting ``claims_class_value``) from it, so one query
+  serves either reading;
+* regression: the answer parsed as a number >= 0 (v(S) = that value);
+* ranking: the answer parsed as a ranking of exactly the instance's items (v(S) =
+  1 - Spearman(r(S), r_N), computed by the tables from the full coalition's ranking).
+
+An answer that does not parse is asked again up to ``claims_value_retries`` times, the
+new prompt naming the error (at temperature 0 the same prompt returns the same answer);
+if it still does not parse, the coalition is recorded in ``claims_value.failures.jsonl``
+and stays pending (asked again on the next run), never stored as a value. Which
+coalitions are scored is lookahead.claims.shapley.plan_for: all 2^n up to
+``claims_exact_max`` claims, else the prefixes of ``claims_mc_permutations`` seeded
+permutations. One raw line per coalition, keyed by instance, claim list and coalition,
+so a coalition is never scored twice, across reruns and kills.
 """
 
 from __future__ import annotations
@@ -18,23 +30,28 @@ from __future__ import annotations
 import sys
 from typing import Any, Sequence
 
-from llm_jobs.claims_common import ClaimContext, claim_main, claim_record, predictions
-from llm_jobs.common import EXIT_OK, Query, confirm, logprob_dicts, print_plan, run_queries
+from llm_jobs.claims_common import ClaimContext, ask_parsed, claim_main, claim_record, predictions
+from llm_jobs.common import EXIT_OK, Query, confirm, print_plan, require_complete, run_queries
 from lookahead.cache import RawStore, query_key
 from lookahead.claims.inputs import claims_raw_file
 from lookahead.claims.prompts import coalition_prompt
 from lookahead.claims.shapley import members_of, plan_for
 from lookahead.claims.tables import claims_sha, instance_claims, instance_key
-from lookahead.scoring import label_probability
 
 TASK = "claims_value"
-TOP_LOGPROBS = 20
+
+
+def value_params(ctx: ClaimContext) -> dict[str, Any]:
+    st, kind = ctx.settings, ctx.settings.kind
+    top = kind.coalition_top_logprobs
+    return {"temperature": 0, "max_tokens": 1 if top else st.value_max_tokens, "top_logprobs": top, "seed": 0,
+            "n_samples": None, "chat_template": ctx.use_chat_template, "labels": list(st.labels),
+            "task_kind": kind.name, "retries": st.value_retries}
 
 
 def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dict[str, Any]]:
-    st = ctx.settings
-    params = {"temperature": 0, "max_tokens": 1, "top_logprobs": TOP_LOGPROBS, "seed": 0, "n_samples": None,
-              "chat_template": ctx.use_chat_template, "labels": list(st.labels)}
+    st, kind, ks = ctx.settings, ctx.settings.kind, ctx.settings.kind_settings
+    params = value_params(ctx)
     queries, meta = [], {}
     skipped: dict[str, int] = {}
     for r, ex in instance_claims(ctx.study, st, predictions(ctx)):
@@ -45,15 +62,18 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
         ikey = instance_key(r["instance_id"], r["agent"])
         p = plan_for(n, ikey, st.exact_max, st.mc_permutations, st.shapley_seed)
         csha = claims_sha(ex.claims)
+        items = kind.items(r["prediction"])
+        instruction = kind.answer_instruction(ks, items)
         for mask in p.masks:
             texts = [ex.claims[i].claim_text for i in members_of(mask, n)]
-            prompt = ctx.backend.render_prompt(coalition_prompt(r["task_input"], texts, st.labels),
-                                               ctx.use_chat_template)
-            ident = f"{ikey}|{csha}|{mask}|{r['prediction']}"
+            text = coalition_prompt(r["task_input"], texts, instruction)
+            prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
+            ident = f"{ikey}|{csha}|{mask}"
             q = Query(query_key(TASK, ctx.study["model_id"], ident, prompt, params), prompt, row_id=ident)
             queries.append(q)
             meta[q.key] = {"instance_id": r["instance_id"], "agent": r["agent"], "claims_sha256": csha,
-                           "mask": mask, "n_claims": n, "label": r["prediction"], "method": p.method}
+                           "mask": mask, "n_claims": n, "method": p.method, "task_kind": kind.name,
+                           "_text": text, "_items": items}
     if skipped:
         print("instances not scored: " + ", ".join(f"{v} {k}" for k, v in sorted(skipped.items())))
     return queries, meta, params
@@ -65,23 +85,20 @@ def run(ctx: ClaimContext) -> int:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = [q for q in queries if q.key not in store]
-        print_plan(ctx, TASK, "coalitions", len(queries), pending, 1)
+        print_plan(ctx, TASK, "coalitions", len(queries), pending, params["max_tokens"])
         if pending:
             confirm(f"score {len(pending)} coalitions?", ctx.args.yes)
 
-            def answer(batch: list[Query]) -> list[dict[str, Any]]:
-                gens = ctx.backend.generate([q.prompt for q in batch], 1, TOP_LOGPROBS)
-                out = []
-                for q, g in zip(batch, gens):
-                    top = logprob_dicts(g.top_logprobs)
-                    p = label_probability(top, meta[q.key]["label"])
-                    out.append({"response_text": g.response_text, "top_logprobs": top,
-                                "value": 0.0 if p is None else p, "censored": p is None})
-                return out
+            def answer(batch: list[Query]) -> list[Any]:
+                return ask_parsed(ctx, batch, [meta[q.key]["_text"] for q in batch],
+                                  [meta[q.key]["_items"] for q in batch], params)
 
-            run_queries(store, pending, ctx.batch_size, TASK, answer,
-                        lambda q: claim_record(ctx, TASK, q, params, meta[q.key]))
-    print(f"{TASK}: {len(queries)} coalition values available")
+            def record(q: Query) -> dict[str, Any]:
+                return claim_record(ctx, TASK, q, params, {k: v for k, v in meta[q.key].items()
+                                                           if not k.startswith("_")})
+
+            require_complete(run_queries(store, pending, ctx.batch_size, TASK, answer, record), store)
+    print(f"{TASK}: {len(queries)} coalition values planned")
     return EXIT_OK
 
 

@@ -1,9 +1,11 @@
 """What every LLM job shares: arguments, rows, the batch plan, confirmation, the
 query loop with its progress bar, and user-facing errors.
 
-The loop is the crash-safety contract in practice: each answer is appended (flushed,
-fsynced) as soon as its batch returns, and the plan counts only keys not yet in the
-raw file, so a killed job resumes where it stopped and never pays twice. Only complete
+The loop is the crash-safety contract in practice: each answer is appended (fsynced)
+as soon as it arrives, before the next one is awaited (a backend that answers a batch
+in one pass, a local model's forward pass, returns the batch's answers together), and
+the plan counts only keys with an answer in the raw file, so a killed job resumes where
+it stopped and never pays twice. Only complete
 answers are appended; a query without one goes to ``<task>.failures.jsonl`` and is asked
 again next run. The prompt guards (template leaks, context length) run while planning,
 before anything is paid for, and every way a job ends is one line (``guarded``).
@@ -26,7 +28,7 @@ import pandas as pd
 
 from lookahead.backends import Backend, get_backend
 from lookahead.backends.base import BackendFatal, QueryFailure
-from lookahead.cache import CacheError, RawStore, incomplete_reason, utc_now
+from lookahead.cache import CacheError, Ident, RawStore, incomplete_reason, utc_now
 from lookahead.config import Study, StudyConfigError, load_study
 from lookahead.keys import sampling_fallback
 from lookahead.masking import MaskedStream, install_log_filter, mask
@@ -67,8 +69,9 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
                    help="permit the sampling fallback (>= 25 samples per query) when the backend "
                         "returns no logprobs")
     p.add_argument("--accept-low-parse-rate", action="store_true",
-                   help="forecast: continue below 95%% parse rate; records 'accept_low_parse_rate: "
-                        "true' in the study file, which dbt and the report read")
+                   help="forecast: continue below 95%% parse rate (this run only; the study file "
+                        "is not edited: `lookahead run --accept-low-parse-rate` passes the same "
+                        "acceptance to dbt, which records it in the build identity and the report)")
     return p
 
 
@@ -152,7 +155,36 @@ def make_context(args: argparse.Namespace, backend: Backend | None = None) -> Jo
                 rows = subsample_rows(rows, int(answer), study_sub[1])
                 print(f"subsample: {len(rows)} rows (seed {study_sub[1]}); put 'subsample_rows: "
                       f"{answer}' in the study file so dbt build analyses these same rows")
+    preflight(study, rows)
     return JobContext(study, args, rows, len(rejects), backend)
+
+
+def preflight(study: Study, rows: pd.DataFrame) -> None:
+    """Refuse, before anything is asked or paid for, a study whose rows cannot reach a
+    verdict or would get one the answers cannot change: too few rows for gate_panel
+    (min_panel_rows), no pre-cutoff row (the verdict would be Underpowered: nothing to
+    test), fewer than two pre-cutoff clusters (beta_3's clustered test cannot run).
+    The prompts' placeholders and lengths are checked next, by each job's plan, also
+    before its confirmation."""
+    cutoff = pd.Timestamp(str(study["training_cutoff"]))
+    target = pd.to_datetime(rows["target_date"])
+    pre = rows[target <= cutoff]
+    n_pre, n_post = len(pre), len(rows) - len(pre)
+    counts = f"{len(rows)} valid rows ({n_pre} pre-cutoff, {n_post} post-cutoff, training_cutoff {study['training_cutoff']})"
+    print(f"preflight: {counts}")
+    fix = "nothing was queried; add rows, or check training_cutoff and the date columns"
+    if len(rows) < int(study["min_panel_rows"]):
+        raise JobStop(f"{counts}: fewer than min_panel_rows ({study['min_panel_rows']}), so gate_panel "
+                      f"would stop the build and no verdict could be reached; {fix}")
+    if n_pre == 0:
+        raise JobStop(f"{counts}: no pre-cutoff row, so the verdict could only be Underpowered "
+                      f"(the detection test cannot run); {fix}")
+    cluster = str(study["cluster"])
+    column = {"entity": "entity_id", "date": "target_date"}.get(cluster)
+    if column in pre.columns and pre[column].nunique() < 2:
+        raise JobStop(f"{counts}: the pre-cutoff rows form {pre[column].nunique()} cluster(s) (cluster: "
+                      f"{cluster}), so beta_3's clustered test cannot run and the verdict could only be "
+                      f"Underpowered; {fix}")
 
 
 def confirm(question: str, yes: bool) -> None:
@@ -187,6 +219,29 @@ class Query:
 
     def __post_init__(self) -> None:
         self.text = self.text or self.prompt
+
+
+def open_store(ctx: JobContext, task: str) -> RawStore:
+    """A job's cache file, readable even where it cannot be written (a complete cache in
+    a read-only folder is reused; RawStore.require_writable stops a job with work left)."""
+    return RawStore(ctx.study.raw_file(task), read_only_ok=True)
+
+
+def query_ident(ctx: JobContext, task: str, q: Query) -> Ident:
+    """The fields a cached line must share with query ``q`` (lookahead.cache.ident_of)."""
+    return (task, str(ctx.study["model_id"]), q.row_id, q.entity_id, q.target_date)
+
+
+def not_cached(ctx: JobContext, store: RawStore, task: str, queries: Sequence[Query]) -> list[Query]:
+    """The queries without an answer in the cache: no line under their key, or only lines
+    whose fields disagree with it (the build lists those in raw_line_rejects)."""
+    return [q for q in queries if not store.has_answer(q.key, query_ident(ctx, task, q))]
+
+
+def cached_records(ctx: JobContext, store: RawStore, task: str,
+                   queries: Sequence[Query]) -> dict[str, dict[str, Any]]:
+    """key -> the answer line of each query (only lines that agree with their key)."""
+    return store.load({q.key: query_ident(ctx, task, q) for q in queries})
 
 
 # ----------------------------------------------------------------------------- prompt guards
@@ -420,6 +475,62 @@ def settle(store: RawStore, desc: str, q: Query, rec: dict[str, Any], res: dict[
     return None
 
 
+def answer_each(answer: Callable[[list[Query]], list[dict[str, Any] | QueryFailure]],
+                queries: Sequence[Query], batch_size: int, streams: int,
+                on_answer: Callable[[Query, dict[str, Any] | QueryFailure, str, str], bool],
+                log_path: str | None = None) -> None:
+    """Ask every query and hand each answer to ``on_answer`` (which writes it) as soon as
+    it arrives, before the next one is awaited; ``on_answer`` returning False stops asking
+    (answers already in flight are still handed over: they are paid for).
+
+    streams = 0: batches of ``batch_size`` (a local model answers a batch in one pass,
+    so its answers arrive together). streams = n > 0 (a remote server, n concurrent
+    requests): one query per request, at most n in flight, so a kill loses at most the
+    requests in flight, not a batch of answers already received."""
+    if streams <= 0:
+        for a in range(0, len(queries), batch_size):
+            batch = list(queries[a : a + batch_size])
+            log_queries(batch, log_path)
+            started = utc_now()
+            results = answer(batch)
+            finished = utc_now()
+            go_on = True
+            for q, res in zip(batch, results, strict=True):
+                go_on = on_answer(q, res, started, finished) and go_on
+            if not go_on:
+                return
+        return
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    todo = iter(queries)
+    in_flight: dict[Any, tuple[Query, str]] = {}
+    with ThreadPoolExecutor(max_workers=streams, thread_name_prefix="query") as pool:
+
+        def submit() -> None:
+            q = next(todo, None)
+            if q is not None:
+                log_queries([q], log_path)
+                in_flight[pool.submit(answer, [q])] = (q, utc_now())
+
+        for _ in range(streams):
+            submit()
+        go_on = True
+        while in_flight:
+            done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+            for fut in done:
+                q, started = in_flight.pop(fut)
+                res = fut.result()[0]  # a BackendFatal stops the job here
+                go_on = on_answer(q, res, started, utc_now()) and go_on
+                if go_on:
+                    submit()
+
+
+def answer_streams(backend: Backend | None) -> int:
+    """How many requests a backend keeps in flight (its setting concurrency), 0 for a
+    backend that answers a batch in one pass."""
+    return int(getattr(backend, "concurrency", 0) or 0)
+
+
 def run_queries(
     store: RawStore,
     pending: Sequence[Query],
@@ -429,7 +540,8 @@ def run_queries(
     base_record: Callable[[Query], dict[str, Any]],
     backend: Backend | None = None,
 ) -> QueryTally:
-    """Ask ``answer`` for each batch; append each complete answer, record each failure.
+    """Ask every pending query (:func:`answer_each`); append each complete answer, record
+    each failure, each as it arrives.
 
     Only complete answers reach the cache (lookahead.cache.incomplete_reason); a query
     that got none within the backend's retry bound goes to ``<task>.failures.jsonl``
@@ -440,24 +552,24 @@ def run_queries(
     in_a_row = 0
     retries_before = int(getattr(backend, "retries_done", 0) or 0)
     with progress_bar(len(pending), desc) as bar:
-        for a in range(0, len(pending), batch_size):
-            batch = list(pending[a : a + batch_size])
-            log_queries(batch)
-            started = utc_now()
-            results = answer(batch)
-            finished = utc_now()
-            for q, res in zip(batch, results, strict=True):
-                reason = settle(store, desc, q, base_record(q), res, started, finished)
-                if reason:
-                    tally.failures[reason] += 1
-                    in_a_row += 1
-                    continue
+
+        def on_answer(q: Query, res: dict[str, Any] | QueryFailure, started: str, finished: str) -> bool:
+            nonlocal in_a_row
+            reason = settle(store, desc, q, base_record(q), res, started, finished)
+            if reason:
+                tally.failures[reason] += 1
+                in_a_row += 1
+            else:
                 tally.written += 1
                 in_a_row = 0
-            bar.update(len(batch))
-            if in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, len(pending)) and a + batch_size < len(pending):
-                bar.close()
-                raise too_many_failures(desc, in_a_row, tally, store)
+            bar.update(1)
+            done = tally.written + tally.n_failed
+            return not (in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, len(pending)) and done < len(pending))
+
+        answer_each(answer, pending, batch_size, answer_streams(backend), on_answer)
+        if in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, len(pending)) and tally.written + tally.n_failed < len(pending):
+            bar.close()
+            raise too_many_failures(desc, in_a_row, tally, store)
     retries = int(getattr(backend, "retries_done", 0) or 0) - retries_before
     if retries:
         print(f"{desc}: {retries} retries (rate limits, server errors, timeouts, malformed or "

@@ -6,16 +6,15 @@ The prompt and the label mapping are used verbatim, at temperature 0. After the 
 the parse rate is reported; below 95% the job stops with a non-zero exit and shows 10
 unparsed answers, because the protocol forbids editing the prompt or parser to fix it.
 To accept the prompt as the object under test, set ``accept_low_parse_rate: true`` in
-the study file: that setting is what dbt and the report read (the gate then lets the
-unparsed rows through, they are excluded and counted). The job flag
---accept-low-parse-rate writes that setting into the study file for you.
+the study file, or pass --accept-low-parse-rate to ``lookahead run`` (this run only):
+that setting is what dbt and the report read (the gate then lets the unparsed rows
+through, they are excluded and counted). No flag edits the study file.
 """
 
 from __future__ import annotations
 
 import functools
 import sys
-from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
@@ -26,9 +25,12 @@ from llm_jobs.common import (
     JobContext,
     JobStop,
     Query,
+    cached_records,
     confirm,
     fit_forecast_prompts,
     logprob_dicts,
+    not_cached,
+    open_store,
     print_plan,
     query_all,
     require_complete,
@@ -36,7 +38,7 @@ from llm_jobs.common import (
     run_main,
 )
 from lookahead.backends.base import Backend, QueryFailure
-from lookahead.cache import RawStore, atomic_write_parquet, atomic_write_text
+from lookahead.cache import atomic_write_parquet
 from lookahead.keys import task_params
 from lookahead.scoring import (
     MIN_PARSE_RATE,
@@ -58,10 +60,12 @@ def plan(ctx: JobContext) -> tuple[list[Query], dict[str, Any]]:
 def run(ctx: JobContext) -> int:
     queries, params = plan(ctx)
     asks_conf = prompt_asks_confidence(str(ctx.study["forecast_prompt"]))
-    with RawStore(ctx.study.raw_file(TASK)) as store:
+    with open_store(ctx, TASK) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
-        pending = fit_forecast_prompts(ctx, ctx.for_backend([q for q in queries if q.key not in store]))
+        uncached = not_cached(ctx, store, TASK, queries)
+        store.require_writable(len(uncached))  # before the model loads: nothing to ask, no lock needed
+        pending = fit_forecast_prompts(ctx, ctx.for_backend(uncached))
         print_plan(ctx, TASK, "rows", len(queries), pending, params["max_tokens"])
         if pending:
             confirm(f"query {len(pending)} forecasts?", ctx.args.yes)
@@ -70,7 +74,7 @@ def run(ctx: JobContext) -> int:
                                        top_logprobs=params["top_logprobs"], asks_conf=asks_conf)
             tally = query_all(ctx, store, pending, TASK, answer, params)
             require_complete(tally, store)
-        records = store.load({q.key for q in queries})
+        records = cached_records(ctx, store, TASK, queries)
     return summarize(ctx, queries, records)
 
 
@@ -122,8 +126,10 @@ def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict
             print(f"  row_id {r.row_id}: {r.response_text!r}", file=sys.stderr)
         accepted = accepts_low_parse_rate(ctx)
         if ctx.args.accept_low_parse_rate and not accepted:
-            record_acceptance(ctx)
-            accepted = True
+            accepted = True  # this run only: the study file is never edited
+            print("accepted for this run (--accept-low-parse-rate); dbt build needs the same "
+                  "acceptance: `lookahead run --accept-low-parse-rate`, which records it in the "
+                  "build (study_settings) and the report")
         if not accepted:
             raise JobStop(
                 "forecast parse rate below 95%: the prompt and parser are not changed automatically "
@@ -139,38 +145,6 @@ def accepts_low_parse_rate(ctx: JobContext) -> bool:
     """The study's accept_low_parse_rate setting (the record dbt and the report read)."""
     value = ctx.study.get("accept_low_parse_rate", False)
     return value is True or str(value).strip().lower() in ("true", "yes", "1")
-
-
-def record_acceptance(ctx: JobContext) -> None:
-    """--accept-low-parse-rate writes ``accept_low_parse_rate: true`` into the study file.
-
-    The acceptance must reach dbt (gate_panel's parse-rate floor) and the report, which
-    read the study file, not this job's flags; without a study file there is nowhere
-    to record it, so the job asks for the setting instead."""
-    import os
-    import re
-
-    from lookahead.config import read_study_file
-
-    study_file = ctx.args.study or os.environ.get("LOOKAHEAD_STUDY")
-    if not study_file:
-        raise JobStop(
-            "--accept-low-parse-rate must be recorded where dbt and the report read it: pass "
-            "--study FILE, or set 'accept_low_parse_rate: true' in dbt_project.yml vars",
-            EXIT_PARSE_RATE)
-    path = Path(study_file)
-    text = path.read_text(encoding="utf-8")
-    line = "accept_low_parse_rate: true  # set by --accept-low-parse-rate"
-    pattern = re.compile(r"^accept_low_parse_rate:.*$", re.MULTILINE)
-    if pattern.search(text):
-        text = pattern.sub(line, text)
-    else:
-        text = text + ("" if text.endswith("\n") or not text else "\n") + line + "\n"
-    atomic_write_text(path, text)
-    if read_study_file(path).get("accept_low_parse_rate") is not True:  # e.g. flow-style YAML
-        raise JobStop(f"could not record 'accept_low_parse_rate: true' in {path}; add it by hand",
-                      EXIT_PARSE_RATE)
-    print(f"recorded 'accept_low_parse_rate: true' in {path} (dbt and the report read it)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

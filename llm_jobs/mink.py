@@ -22,9 +22,12 @@ from llm_jobs.common import (
     JobContext,
     JobStop,
     Query,
+    cached_records,
     confirm,
     fit_forecast_prompts,
     logprob_dicts,
+    not_cached,
+    open_store,
     print_plan,
     query_all,
     require_complete,
@@ -32,7 +35,7 @@ from llm_jobs.common import (
     run_main,
 )
 from lookahead.backends.base import Backend, QueryFailure
-from lookahead.cache import RawStore, atomic_write_parquet
+from lookahead.cache import atomic_write_parquet
 from lookahead.keys import sampling_fallback, task_params
 from lookahead.measures import VOCAB_MOMENTS, ZLIB_BYTES, zlib_bytes
 from lookahead.scoring import mink_lap
@@ -51,10 +54,12 @@ def run(ctx: JobContext) -> int:
                       "use lap_measure: recall")
     params = task_params(ctx.study, TASK)
     queries = plan(ctx, params)
-    with RawStore(ctx.study.raw_file(TASK)) as store:
+    with open_store(ctx, TASK) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
-        pending = fit_forecast_prompts(ctx, ctx.for_backend([q for q in queries if q.key not in store]))
+        uncached = not_cached(ctx, store, TASK, queries)
+        store.require_writable(len(uncached))  # before the model loads: nothing to ask, no lock needed
+        pending = fit_forecast_prompts(ctx, ctx.for_backend(uncached))
         print_plan(ctx, TASK, "prompts", len(queries), pending, 0)
         if pending:
             confirm(f"score {len(pending)} prompts?", ctx.args.yes)
@@ -62,7 +67,7 @@ def run(ctx: JobContext) -> int:
             answer = functools.partial(mink_answer, extras=tuple(params.get("line_extras", ())))
             tally = query_all(ctx, store, pending, TASK, answer, params)
             require_complete(tally, store)
-        records = store.load({q.key for q in queries})
+        records = cached_records(ctx, store, TASK, queries)
     return summarize(ctx, queries, records)
 
 

@@ -45,13 +45,14 @@ from llm_jobs.common import (
     JobStop,
     Query,
     QueryTally,
-    log_queries,
+    answer_each,
+    answer_streams,
     progress_bar,
     settle,
     too_many_failures,
 )
 from lookahead.backends.base import BackendFatal
-from lookahead.cache import SHARDS_DIR, CacheLocked, RawStore, repair_idle_shard, shard_files, utc_now
+from lookahead.cache import SHARDS_DIR, CacheLocked, RawStore, ident_of, repair_idle_shard, shard_files
 from lookahead.config import PROJECT_ROOT, Study
 from lookahead.masking import mask
 
@@ -109,24 +110,30 @@ class ShardWorker:
             out["reason"] = [mask(f"worker could not start: {self.error}")] * len(keys)
             return out
         self.store.refresh()  # what every shard gained: a key written anywhere is not asked again
-        todo = [i for i, k in enumerate(keys) if k not in self.store]
+        recs = [json.loads(str(r)) for r in batch["record"]]
+        todo = [i for i, r in enumerate(recs) if not self.store.has_answer(r["key"], ident_of(r))]
         if not todo:
             return out
-        recs = [json.loads(str(batch["record"][i])) for i in todo]
-        queries = [Query(r["key"], str(batch["prompt"][i]), row_id=r["row_id"], entity_id=r["entity_id"],
-                         target_date=r["target_date"], text=r["query_text"]) for i, r in zip(todo, recs)]
-        log_queries(queries, self.query_log)
-        started = utc_now()
+        queries = [Query(recs[i]["key"], str(batch["prompt"][i]), row_id=recs[i]["row_id"],
+                         entity_id=recs[i]["entity_id"], target_date=recs[i]["target_date"],
+                         text=recs[i]["query_text"]) for i in todo]
+        index = {q.key: i for q, i in zip(queries, todo)}
+        settled: set[int] = set()
+
+        def on_answer(q: Query, res: Any, started: str, finished: str) -> bool:
+            i = index[q.key]
+            reason = settle(self.store, self.task, q, recs[i], res, started, finished)
+            status[i], reasons[i] = (FAILED, reason) if reason else (WRITTEN, "")
+            settled.add(i)
+            return True
+
         try:
-            results = self.answer(self.backend, queries)
+            answer_each(lambda b: self.answer(self.backend, b), queries, len(queries),
+                        answer_streams(self.backend), on_answer, self.query_log)
         except BackendFatal as exc:
             for i in todo:
-                status[i], reasons[i] = FATAL, mask(str(exc))
-            return out
-        finished = utc_now()
-        for i, q, rec, res in zip(todo, queries, recs, results, strict=True):
-            reason = settle(self.store, self.task, q, rec, res, started, finished)
-            status[i], reasons[i] = (FAILED, reason) if reason else (WRITTEN, "")
+                if i not in settled:
+                    status[i], reasons[i] = FATAL, mask(str(exc))
         return out
 
 

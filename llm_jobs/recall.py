@@ -24,8 +24,11 @@ from llm_jobs.common import (
     JobContext,
     JobStop,
     Query,
+    cached_records,
     confirm,
     logprob_dicts,
+    not_cached,
+    open_store,
     print_plan,
     prompt_token_limit,
     query_all,
@@ -34,7 +37,7 @@ from llm_jobs.common import (
     too_long_stop,
 )
 from lookahead.backends.base import Backend, QueryFailure
-from lookahead.cache import RawStore, atomic_write_parquet
+from lookahead.cache import atomic_write_parquet
 from lookahead.keys import MIN_SAMPLES, pair_keys, recall_prompt_column, sampling_fallback, task_params
 from lookahead.prompts import check_recall_labels
 from lookahead.rows import unique_pairs
@@ -115,10 +118,11 @@ def run(ctx: JobContext) -> int:
     params = task_params(ctx.study, TASK)
     queries = plan(ctx, params, None)
     print(f"recall: {len(ctx.rows)} rows -> {len(queries)} unique (entity_id, target_date) pairs")
-    with RawStore(ctx.study.raw_file(TASK)) as store:
+    with open_store(ctx, TASK) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
-        pending = [q for q in queries if q.key not in store]
+        pending = not_cached(ctx, store, TASK, queries)
+        store.require_writable(len(pending))  # before the model loads: nothing to ask, no lock needed
         labels = {k: str(v) for k, v in ctx.study["recall_labels"].items()}
         # The label check needs the model's tokenizer (importing torch and transformers,
         # seconds): it runs only when something is left to ask; answered keys passed it.
@@ -140,7 +144,7 @@ def run(ctx: JobContext) -> int:
                                        seed=params["seed"], top_logprobs=params["top_logprobs"])
             tally = query_all(ctx, store, pending, TASK, answer, params)
             require_complete(tally, store)
-        records = store.load({q.key for q in queries})
+        records = cached_records(ctx, store, TASK, queries)
     return summarize(ctx, queries, records, labels)
 
 

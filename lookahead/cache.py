@@ -282,6 +282,18 @@ def _records_from(path: Path, offset: int, complete_only: bool) -> Iterator[tupl
             yield rec, offset
 
 
+#: The fields a line must share with the query its key stands for (lookahead.keys): a line
+#: whose key is right but whose task, model, row or (entity, date) is not is no answer to
+#: that query (it is listed in the build's raw_line_rejects and the query is asked again).
+IDENT_FIELDS = ("task", "model_id", "row_id", "entity_id", "target_date")
+Ident = tuple[Any, ...]
+
+
+def ident_of(record: Mapping[str, Any]) -> Ident:
+    """The line's identifying fields, as text (None stays None)."""
+    return tuple(None if record.get(f) is None else str(record.get(f)) for f in IDENT_FIELDS)
+
+
 def load_records(path: Path, wanted: set[str] | None = None) -> dict[str, dict[str, Any]]:
     """key -> record for the wanted keys (all when None); the first line of a key wins."""
     out: dict[str, dict[str, Any]] = {}
@@ -312,13 +324,21 @@ def wins_over(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 
 def load_cache(raw_dir: str | os.PathLike[str], task: str,
-               wanted: set[str] | None = None) -> dict[str, dict[str, Any]]:
-    """key -> record over every shard of a task's cache, one record per key (wins_over)."""
+               wanted: set[str] | Mapping[str, Ident] | None = None) -> dict[str, dict[str, Any]]:
+    """key -> record over every shard of a task's cache, one record per key (wins_over).
+
+    ``wanted`` as a mapping key -> expected ident (:func:`ident_of`) also skips a line whose
+    fields disagree with its key, as the build does (int_*_lines, raw_line_rejects)."""
     out: dict[str, dict[str, Any]] = {}
+    expect = wanted if isinstance(wanted, Mapping) else None
     for path in shard_files(raw_dir, task):
         for rec in iter_records(path, complete_only=True):
             k = rec["key"]
-            if (wanted is None or k in wanted) and (k not in out or wins_over(rec, out[k])):
+            if wanted is not None and k not in wanted:
+                continue
+            if expect is not None and ident_of(rec) != expect[k]:
+                continue
+            if k not in out or wins_over(rec, out[k]):
                 out[k] = rec
     return out
 
@@ -352,20 +372,32 @@ class RawStore:
     appending to one file would interleave and re-query), repairs a torn tail and loads
     the finished keys of the whole cache: its own file and every other shard of the same
     task under ``root`` (default: the file's folder, which is raw_dir for the
-    single-process file). Torn tails of shards whose writer is gone are repaired too."""
+    single-process file). Torn tails of shards whose writer is gone are repaired too.
 
-    def __init__(self, path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> None:
+    read_only_ok: when the lock cannot be taken (a read-only folder, or another job
+    writing) the store opens for reading only (``read_only`` says why): a complete cache
+    is still reused, and only a job with something left to ask stops
+    (:meth:`require_writable`). A store that wrote nothing removes the empty files and
+    lock it created (a declined confirmation leaves the folder as it was)."""
+
+    def __init__(self, path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None,
+                 read_only_ok: bool = False) -> None:
         self.path = Path(path)
         self.root = Path(root) if root is not None else self.path.parent
         self.task = self.path.name[: -len(".jsonl")] if self.path.name.endswith(".jsonl") else self.path.name
         self.keys: set[str] = set()
+        self.idents: dict[str, Ident] = {}  # key -> ident of its first line
+        self._more_idents: dict[str, list[Ident]] = {}  # key -> idents of its later lines
         self.duplicates = 0
         self.repaired_bytes = 0
+        self.read_only_ok = read_only_ok
+        self.read_only: str | None = None  # why the store could not be opened for writing
         self._fh: Any = None
         self._failures_fh: Any = None
         self.failures_path = failures_path(self.path)
         self._lock: Any = None
         self._offsets: dict[Path, int] = {}
+        self._created: list[Path] = []
 
     def __enter__(self) -> "RawStore":
         self.open()
@@ -375,22 +407,73 @@ class RawStore:
         self.close()
 
     def open(self) -> None:
-        self._lock = try_lock(self.path)
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        self._created = [p for p in (self.path, failures_path(self.path), lock_path) if not p.exists()]
+        try:
+            self._lock = try_lock(self.path)
+        except OSError as exc:
+            if not self.read_only_ok:
+                raise
+            self._open_read_only(exc)
+            return
         if self._lock is None:
-            raise CacheLocked(f"{self.path} is being written by another job; wait for it to finish")
+            if not self.read_only_ok:
+                raise CacheLocked(f"{self.path} is being written by another job; wait for it to finish")
+            self._open_read_only(None)
+            return
         self.repaired_bytes = repair_torn_tail(self.path)
         self.failures_path = failures_path(self.path)
         self.repaired_bytes += repair_torn_tail(self.failures_path)
         for other in shard_files(self.root, self.task):
             if other.resolve() != self.path.resolve():
                 self.repaired_bytes += repair_idle_shard(other)
-        self.keys = set()
-        self.duplicates = 0
-        self._offsets = {}
-        self._fh = open(self.path, "a", encoding="utf-8")
+        self._reset()
+        self._fh = open(self.path, "ab", buffering=0)  # unbuffered: nothing left to flush on close
         self.refresh()
         # created even when empty, so `dbt build` always finds the failures source
-        self._failures_fh = open(self.failures_path, "a", encoding="utf-8")
+        self._failures_fh = open(self.failures_path, "ab", buffering=0)
+
+    def _reset(self) -> None:
+        self.keys, self.idents, self._more_idents = set(), {}, {}
+        self.duplicates = 0
+        self._offsets = {}
+
+    def _open_read_only(self, exc: OSError | None) -> None:
+        """Read every shard's complete lines, write nothing (no lock, no repair)."""
+        self._created = []
+        if exc is None:
+            self.read_only = f"{self.path} is being written by another job; wait for it to finish"
+        else:
+            where = exc.filename or self.path.parent
+            self.read_only = (f"cannot use {where}: {exc.strerror or type(exc).__name__}; make the "
+                              "folder writable or point raw_dir at one that is")
+        self._reset()
+        if self.root.is_dir():
+            self.refresh()
+
+    def require_writable(self, n_pending: int) -> None:
+        """Raise CacheError (one line) when ``n_pending`` queries are left and this store
+        cannot write their answers; a read-only store with nothing left is fine."""
+        if n_pending and self.read_only:
+            raise CacheError(f"{self.read_only} ({n_pending} queries are not cached yet)")
+
+    def _note(self, rec: Mapping[str, Any]) -> bool:
+        """Record a line's key and ident; False when the key already had a line."""
+        key, ident = rec["key"], ident_of(rec)
+        if key in self.keys:
+            self.duplicates += 1
+            self._more_idents.setdefault(key, []).append(ident)
+            return False
+        self.keys.add(key)
+        self.idents[key] = ident
+        return True
+
+    def has_answer(self, key: str, ident: Ident | None = None) -> bool:
+        """Whether the cache holds a line for ``key`` (whose fields agree with ``ident``,
+        when given): only such a line answers the query, so only it counts as cached."""
+        if key not in self.keys:
+            return False
+        return ident is None or self.idents[key] == ident or ident in self._more_idents.get(key, ())
 
     def refresh(self) -> int:
         """Read the lines appended to any shard since the last look (streamed: Min-K%
@@ -402,21 +485,23 @@ class RawStore:
             if path.stat().st_size <= start:
                 continue
             for rec, end in _records_from(path, start, complete_only=True):
-                if rec["key"] in self.keys:
-                    self.duplicates += 1  # first line wins; never rewritten (append-only)
-                else:
-                    self.keys.add(rec["key"])
-                    found += 1
+                found += self._note(rec)  # first line wins; never rewritten (append-only)
                 self._offsets[path] = end
         return found
 
     def close(self) -> None:
+        wrote_nothing = all(not p.exists() or p.stat().st_size == 0
+                            for p in (self.path, self.failures_path))
         if self._fh is not None:
             self._fh.close()
             self._fh = None
         if self._failures_fh is not None:
             self._failures_fh.close()
             self._failures_fh = None
+        if wrote_nothing and self._lock is not None:
+            for p in self._created:  # nothing asked (declined, or nothing to ask): leave no trace
+                p.unlink(missing_ok=True)
+        self._created = []
         if self._lock is not None:
             release_lock(self._lock)
             self._lock = None
@@ -427,25 +512,26 @@ class RawStore:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def load(self, wanted: set[str]) -> dict[str, dict[str, Any]]:
-        """The records of the ``wanted`` keys over every shard (one per key), read from disk."""
+    def load(self, wanted: set[str] | Mapping[str, Ident]) -> dict[str, dict[str, Any]]:
+        """The records of the ``wanted`` keys over every shard (one per key), read from disk;
+        with idents (key -> ident), only lines that agree with their key."""
         return load_cache(self.root, self.task, wanted)
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Write one record as one line, then flush and fsync before returning."""
         if self._fh is None:
-            raise CacheError(f"{self.path} is not open for appending")
+            raise CacheError(self.read_only or f"{self.path} is not open for appending")
         missing = [f for f in REQUIRED_FIELDS if f not in record]
         if missing:
             raise ValueError(f"raw record lacks field(s) {missing}")
-        if record["key"] in self.keys:
+        if self.has_answer(record["key"], ident_of(record)):
             raise CacheError(f"key {record['key']} is already in {self.path}; refusing a duplicate line")
         reason = incomplete_reason(record)
         if reason:
             raise IncompleteAnswer(f"key {record['key']}: not a complete answer ({reason}); not cached")
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         _write_line(self._fh, line, self.path)
-        self.keys.add(record["key"])
+        self._note(record)
         self._offsets[self.path] = os.fstat(self._fh.fileno()).st_size  # refresh() skips our own lines
 
     def record_failure(self, record: Mapping[str, Any]) -> None:
@@ -455,7 +541,7 @@ class RawStore:
         so the next run asks again; a failure line whose key was answered later is
         history, and dbt counts only keys without an answer."""
         if self._failures_fh is None:
-            raise CacheError(f"{self.failures_path} is not open for appending")
+            raise CacheError(self.read_only or f"{self.failures_path} is not open for appending")
         missing = [f for f in FAILURE_FIELDS if f not in record]
         if missing:
             raise ValueError(f"failure record lacks field(s) {missing}")
@@ -464,11 +550,14 @@ class RawStore:
 
 
 def _write_line(fh: Any, line: str, path: Path) -> None:
-    """Append one line, flush and fsync; a write error names the file (a full disk says
-    which file it could not grow). A partly written line is a torn tail, cut on reopen."""
+    """Append one line to an unbuffered file, then fsync; a write error names the file (a
+    full disk says which file it could not grow). Unbuffered, so a failed write leaves no
+    buffer behind for close() to flush again (that second error used to replace the one
+    naming the file). A partly written line is a torn tail, cut on reopen."""
+    data = memoryview((line + "\n").encode("utf-8"))
     try:
-        fh.write(line + "\n")
-        fh.flush()
+        while data:
+            data = data[fh.write(data):]
         os.fsync(fh.fileno())
     except OSError as exc:
         if exc.filename:

@@ -71,15 +71,16 @@ def run_dbt(args: list[str], study_file: str | None, overrides: dict | None = No
     """dbt as a subprocess; its output is passed through without Python tracebacks
     (LOOKAHEAD_DEBUG=1 keeps them)."""
     cmd = dbt_command(args, study_file, overrides)
+    then = "its partial results are marked unfinished; rerun the same command"
     if os.environ.get("LOOKAHEAD_DEBUG"):
-        return subprocess.call(cmd, cwd=PROJECT_ROOT, env=dbt_env())
+        return killed_is_one_line(subprocess.call(cmd, cwd=PROJECT_ROOT, env=dbt_env()), "dbt was", then)
     with subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=dbt_env(), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
         assert proc.stdout is not None
         for line in without_tracebacks(proc.stdout):
             sys.stdout.write(line)
             sys.stdout.flush()
-    return proc.returncode
+    return killed_is_one_line(proc.returncode, "dbt was", then)
 
 
 def run_jobs(study_file: str | None, yes: bool, extra: list[str], overrides: dict | None = None) -> int:
@@ -91,7 +92,27 @@ def run_jobs(study_file: str | None, yes: bool, extra: list[str], overrides: dic
     if overrides and overrides.get("subsample_rows") is not None:
         cmd += ["--subsample", str(overrides["subsample_rows"]),
                 "--seed", str(overrides.get("subsample_seed", 0))]
-    return subprocess.call(cmd + extra, cwd=PROJECT_ROOT, env=dbt_env())
+    if overrides and overrides.get("accept_low_parse_rate"):
+        cmd.append("--accept-low-parse-rate")
+    return killed_is_one_line(subprocess.call(cmd + extra, cwd=PROJECT_ROOT, env=dbt_env()), "the LLM jobs were",
+                              "finished answers are saved; rerun the same command to resume")
+
+
+def killed_is_one_line(rc: int, what: str, then: str) -> int:
+    """A child's exit status; a child killed by a signal (an out-of-memory kill is SIGKILL)
+    gets one line saying so and what to do, and a non-zero exit (128 + the signal)."""
+    if rc >= 0:
+        return rc
+    import signal
+
+    try:
+        name = signal.Signals(-rc).name
+    except ValueError:
+        name = f"signal {-rc}"
+    hint = " (the system may have run out of memory)" if -rc == signal.SIGKILL else ""
+    # on a line of its own: the killed child may have left its progress bar's line open
+    print(f"\nerror: {what} killed by {name}{hint}; {then}", file=sys.stderr)
+    return 128 - rc
 
 
 def report(study: Study) -> int:
@@ -122,8 +143,8 @@ def _paper_sections():
 
 
 JOB_OPTIONS_NOTE = (
-    "Other options (--subsample N, --seed S, --allow-sampling, --accept-low-parse-rate) are "
-    "passed to the LLM jobs; see `python -m llm_jobs.run_all --help`.")
+    "Other options (--allow-sampling) are passed to the LLM jobs; see "
+    "`python -m llm_jobs.run_all --help`.")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,6 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "setting subsample_rows for this command)")
         p.add_argument("--seed", type=int, default=None, metavar="S",
                        help="subsample seed (the setting subsample_seed; default 0)")
+        p.add_argument("--accept-low-parse-rate", action="store_true",
+                       help="accept a forecast parse rate below 95%% for this command (the setting "
+                            "accept_low_parse_rate; the study file is not edited: the build "
+                            "records it and the report says so)")
     return parser
 
 
@@ -170,6 +195,8 @@ def _main(argv: list[str] | None = None) -> int:
     overrides = {}
     if args.subsample is not None:
         overrides = {"subsample_rows": args.subsample, "subsample_seed": args.seed or 0}
+    if args.accept_low_parse_rate:
+        overrides["accept_low_parse_rate"] = True
     try:
         study = load_study(args.study, overrides=overrides)
     except StudyConfigError as err:
@@ -177,6 +204,9 @@ def _main(argv: list[str] | None = None) -> int:
         return 2
     if args.command in ("jobs", "run"):
         rc = run_jobs(args.study, args.yes, extra, overrides)
+        if not rc:  # the claim jobs, when the study has claim settings (lookahead.claims.run)
+            from lookahead.claims.run import run_claim_jobs
+            rc = run_claim_jobs(study, args.study, args.yes)
         if rc or args.command == "jobs":
             return rc
     build = args.command in ("build", "run")
@@ -189,9 +219,14 @@ def _main(argv: list[str] | None = None) -> int:
               "input files and code unchanged; --rebuild forces dbt build)" if up_to_date
               else f"dbt build: {why}")
     if build:
+        from lookahead.identity import retire_results
+
+        # the build replaces the results: a build that does not finish leaves none that read as its own
+        retire_results(study.results_dir, "a new dbt build was started after they were written")
         rc = run_dbt(["build"], args.study, overrides)
-        if rc:
+        if 0 < rc < 128:  # a killed dbt has said so in its own line
             print("error: dbt build failed (see the messages above); no report written", file=sys.stderr)
+        if rc:
             return rc
     if args.command in ("report", "run"):
         return report(study)

@@ -149,11 +149,12 @@ def _is_number(v: Any) -> bool:
 
 def parse_date(value: Any, name: str) -> dt.date:
     """A date setting: 'YYYY-MM-DD' (or a YAML date). A bare number is refused, because
-    YAML reads an unquoted 20231231 or 2023 as a number, not a date."""
-    if isinstance(value, dt.datetime):
-        return value.date()
-    if isinstance(value, dt.date):
-        return value
+    YAML reads an unquoted 20231231 or 2023 as a number, not a date; an unquoted
+    2023-12-31 is refused too (README): YAML turns it into a date object, which dbt's
+    --vars then hands around as something other than the text of the study file."""
+    if isinstance(value, (dt.date, dt.datetime)):
+        raise StudyConfigError(f"setting '{name}': {value} is unquoted; write it quoted, "
+                               f"'{value.isoformat()[:10]}'")
     if isinstance(value, str):
         try:
             return dt.date.fromisoformat(value.strip())
@@ -280,8 +281,15 @@ def resolve(explicit: Mapping[str, Any], base: Mapping[str, Any] | None = None) 
     return out
 
 
-def read_study_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A study file: a YAML mapping of settings, the same text `dbt build --vars` takes."""
+EXTENDS_KEY = "extends"
+
+
+def read_study_file(path: str | os.PathLike[str], _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A study file: a YAML mapping of settings, the same text `dbt build --vars` takes.
+
+    A file may build on another with ``extends: <study file>`` (a path like every path
+    in a study, relative to the project root): the base's settings, then this file's on
+    top. Returned flattened (without ``extends``), so dbt and the jobs see one mapping."""
     p = Path(path)
     if not p.is_file():
         raise StudyConfigError(f"study file '{p}' does not exist (looked in {Path.cwd()})")
@@ -293,7 +301,16 @@ def read_study_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise StudyConfigError(f"study file '{p}' is not valid YAML{where}") from None
     if not isinstance(data, dict):
         raise StudyConfigError(f"study file '{p}' must be a YAML mapping of settings")
-    return data
+    if EXTENDS_KEY not in data:
+        return data
+    ref = data.pop(EXTENDS_KEY)
+    if not isinstance(ref, str) or not ref.strip():
+        raise StudyConfigError(f"study file '{p}': '{EXTENDS_KEY}' must name a study file")
+    base_path = Path(ref) if Path(ref).is_absolute() else PROJECT_ROOT / ref
+    chain = _chain + (p.resolve(),)
+    if base_path.resolve() in chain:
+        raise StudyConfigError(f"study file '{p}': '{EXTENDS_KEY}: {ref}' loops back to a file it extends")
+    return {**read_study_file(base_path, chain), **data}
 
 
 def default_study_path(root: Path = PROJECT_ROOT) -> Path:
@@ -495,6 +512,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write-dbt-vars", action="store_true", help="regenerate dbt_project.yml's vars block")
     p.add_argument("--check-dbt-vars", action="store_true", help="exit 1 if that block is out of date")
     args = p.parse_args(argv)
+    if not (args.study or args.write_dbt_vars or args.check_dbt_vars):
+        p.print_usage(sys.stderr)
+        print("error: give a study file to check (or --write-dbt-vars / --check-dbt-vars)", file=sys.stderr)
+        return 2
     try:
         if args.write_dbt_vars:
             write_dbt_vars()
@@ -504,12 +525,18 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         if args.study:
             s = load_study(args.study)
-            print(f"study '{s.name}': settings OK (hash {s.settings_hash[:12]})")
+            from lookahead.rows import load_rows  # the data file too: mapped columns, valid rows
+
+            rows, rejects = load_rows(s)
+            print(f"study '{s.name}': settings OK (hash {s.settings_hash[:12]}); "
+                  f"{s['data_path']}: {len(rows)} valid rows, {len(rejects)} rejected")
     except StudyConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the imported module's main: its StudyConfigError is the one raised
+    from lookahead.config import main as _main
+
+    sys.exit(_main())

@@ -74,6 +74,14 @@ def _cache_fingerprint(raw_dir: str, task: str) -> str:
     return cache_fingerprint(raw_dir, task)
 
 
+def _verdict_mark(kind: str) -> str:
+    """The verdict row's result_status text for 'complete' or 'stale: <why>'
+    (lookahead.identity: one home for the words)."""
+    from lookahead import identity
+
+    return identity.COMPLETE if kind == "complete" else identity.STALE + kind
+
+
 def _result_tables() -> str:
     from lookahead.identity import RESULT_TABLES
 
@@ -180,6 +188,8 @@ class Plugin(BasePlugin):
         conn.create_function("lookahead_settings_hash", _settings_hash, ["VARCHAR"], "VARCHAR",
                              side_effects=False)
         conn.create_function("lookahead_result_tables", _result_tables, [], "VARCHAR",
+                             side_effects=False)
+        conn.create_function("lookahead_verdict_mark", _verdict_mark, ["VARCHAR"], "VARCHAR",
                              side_effects=False)
         conn.create_function("lookahead_fingerprint", _fingerprint, ["VARCHAR"], "VARCHAR",
                              side_effects=True)

@@ -20,7 +20,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import platform
+import re
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -31,7 +33,7 @@ import pandas as pd
 from lookahead.config import PROJECT_ROOT, Study
 
 RAW_TASKS = ("forecast", "recall", "mink")
-RESULT_TABLES = ("verdict", "regression_results", "paper_tables", "bootstrap_results",
+RESULT_TABLES = ("verdict", "regression_results", "paper_tables", "bootstrap_results", "lap_robustness",
                  "gx_validation_results")
 IDENTITY_COLUMNS = ("invocation_id", "study_name", "settings_hash", "data_fingerprint",
                     "forecast_fingerprint", "recall_fingerprint", "mink_fingerprint")
@@ -39,6 +41,17 @@ IDENTITY_COLUMNS = ("invocation_id", "study_name", "settings_hash", "data_finger
 
 class StaleResultError(RuntimeError):
     """The database holds no result for the study as it is now; the message says why."""
+
+
+# The verdict row's own mark (column result_status), so that a SQL user reading `verdict`
+# sees whether it may be quoted: written as UNFINISHED when the verdict model creates the
+# row, set to COMPLETE by on-run-end when the build passed (macros/build_log.sql), and to
+# "stale: <why>" when a later build starts or `lookahead` finds the study changed since
+# (:func:`mark_stale`). A killed build leaves its verdict UNFINISHED.
+UNFINISHED = "unfinished: the dbt build that wrote this verdict has not finished; do not quote it"
+COMPLETE = ("complete: the dbt build passed; still current only while the study's settings, "
+            "files and code are unchanged (lookahead report checks)")
+STALE = "stale: "
 
 
 def fingerprint(path: str | Path) -> str:
@@ -190,6 +203,7 @@ def with_identity(frame: pd.DataFrame, identity: pd.DataFrame) -> pd.DataFrame:
     row = identity.iloc[0]
     for col in IDENTITY_COLUMNS:
         out[col] = str(row[col])
+    out["result_status"] = UNFINISHED  # on-run-end marks it complete once the build passed
     return out
 
 
@@ -201,21 +215,48 @@ class BuildCheck:
 
 WHAT = {"study_name": "the study name", "settings_hash": "the study settings",
         "data_fingerprint": "the input file", "forecast_fingerprint": "the forecast answers",
-        "recall_fingerprint": "the recall answers", "mink_fingerprint": "the Min-K% answers"}
+        "recall_fingerprint": "the recall answers", "mink_fingerprint": "the Min-K% answers",
+        "inputs_fingerprint": "an input file (data, raw answers or failures, claim files)",
+        "code_fingerprint": "the code (models, macros, seeds, tests, suites, package or libraries)"}
+
+
+def _last_build(con: duckdb.DuckDBPyConnection, tables: set[str]) -> tuple | None:
+    """(invocation_id, status, failed_nodes, message) of the last build_log row: the
+    end-of-build row, or the 'started' row of a build that never reached its end."""
+    if "build_log" not in tables:
+        return None
+    return con.sql("select invocation_id, status, failed_nodes, message from build_log "
+                   "order by finished_at desc, status = 'started' limit 1").fetchone()
+
+
+def _not_passed(study: Study, last: tuple) -> str:
+    if last[1] == "started":
+        return (f"the last dbt build of study '{study.name}' (invocation {last[0]}) did not finish "
+                "(killed or interrupted); rerun dbt build")
+    return (f"the last dbt build of study '{study.name}' (invocation {last[0]}) failed at "
+            f"{last[2]}: {_without_traceback(str(last[3] or ''))}; fix that and rerun dbt build")
+
+
+_EXCEPTION = re.compile(r"([A-Za-z_]\w*(?:Error|Failed|Exception)): ")
+
+
+def _without_traceback(message: str) -> str:
+    """dbt's failure message (one line in build_log) without a Python model's traceback:
+    from the last exception's name on, which names what failed (as lookahead.cli does
+    with dbt's output)."""
+    head, marker, tail = message.partition("Traceback (most recent call last)")
+    if not marker:
+        return message
+    found = list(_EXCEPTION.finditer(tail))
+    return tail[found[-1].start():].strip() if found else head.strip()
 
 
 def check_current(con: duckdb.DuckDBPyConnection, study: Study) -> BuildCheck:
     """The verdict's build if it is this study's current result, else StaleResultError."""
     tables = {r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()}
-    last = None
-    if "build_log" in tables:
-        rows = con.sql("select invocation_id, status, failed_nodes, message from build_log "
-                       "order by finished_at desc limit 1").fetchall()
-        last = rows[0] if rows else None
+    last = _last_build(con, tables)
     if last is not None and last[1] != "success":
-        raise StaleResultError(
-            f"the last dbt build of study '{study.name}' (invocation {last[0]}) failed at "
-            f"{last[2]}: {last[3]}; fix that and rerun dbt build")
+        raise StaleResultError(_not_passed(study, last))
     if "verdict" not in tables:
         raise StaleResultError(f"study '{study.name}' has no verdict in its database: run dbt build")
     cols = {r[0] for r in con.sql("describe verdict").fetchall()}
@@ -228,11 +269,78 @@ def check_current(con: duckdb.DuckDBPyConnection, study: Study) -> BuildCheck:
         raise StaleResultError(
             f"the verdict in the database was built from other inputs: {', '.join(changed)} "
             f"changed since dbt build (invocation {stored['invocation_id']}); rerun dbt build")
-    if last is not None and last[0] != stored["invocation_id"]:
+    if last is None:
+        raise StaleResultError(f"no finished dbt build of study '{study.name}' is recorded (build_log): "
+                               "rerun dbt build")
+    if last[0] != stored["invocation_id"]:
         raise StaleResultError(
             f"the verdict comes from dbt invocation {stored['invocation_id']}, not from the last "
             f"build ({last[0]}): rerun dbt build")
+    # the files and code the build read, as `lookahead run` checks them before skipping a build
+    if "build_identity" in tables:
+        ident_cols = {r[0] for r in con.sql("describe build_identity").fetchall()}
+        if {"invocation_id", "inputs_fingerprint", "code_fingerprint"} <= ident_cols:
+            row = con.sql("select inputs_fingerprint, code_fingerprint from build_identity "
+                          "where invocation_id = ?", params=[str(stored["invocation_id"])]).fetchone()
+            if row is None:
+                raise StaleResultError("the build identity is not the verdict's build: rerun dbt build")
+            now_more = {"inputs_fingerprint": inputs_fingerprint(study), "code_fingerprint": code_fingerprint()}
+            changed = [WHAT[k] for k, v in zip(now_more, row) if str(v) != now_more[k]]
+            if changed:
+                raise StaleResultError(
+                    f"the verdict in the database was built from other inputs: {', '.join(changed)} "
+                    f"changed since dbt build (invocation {stored['invocation_id']}); rerun dbt build")
     return BuildCheck(str(stored["invocation_id"]), str(stored["verdict"]))
+
+
+def mark_stale(database: Path, why: str, mark: str | None = None) -> bool:
+    """Mark the database's verdict row stale (column result_status; ``mark`` replaces the
+    whole text), for SQL users, who read the table without `lookahead`'s check; False
+    when the database cannot be opened for writing now (another process holds it) or has
+    no verdict."""
+    if not Path(database).is_file():
+        return False
+    try:
+        con = duckdb.connect(str(database))
+    except duckdb.Error:
+        return False
+    try:
+        tables = {r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()}
+        if "verdict" not in tables:
+            return False
+        con.execute("alter table verdict add column if not exists result_status varchar")
+        con.execute("update verdict set result_status = ?", [mark or STALE + why])
+        con.execute("checkpoint")
+        return True
+    except duckdb.Error:
+        return False
+    finally:
+        con.close()
+
+
+RESULT_FILES = ("REPORT.md", "*.csv", "reghdfe.do")
+STALE_FOLDER = "stale"
+
+
+def retire_results(results_dir: Path, why: str) -> list[Path]:
+    """Move a results folder's report, CSVs and do-file into ``<results_dir>/stale/`` (with
+    WHY.txt), so that the folder presents no result that is not current; return what moved."""
+    results_dir = Path(results_dir)
+    files = sorted({p for pat in RESULT_FILES for p in results_dir.glob(pat) if p.is_file()})
+    if not files:
+        return []
+    import shutil
+
+    stale = results_dir / STALE_FOLDER
+    if stale.exists():
+        shutil.rmtree(stale)
+    stale.mkdir(parents=True)
+    for p in files:
+        os.replace(p, stale / p.name)
+    (stale / "WHY.txt").write_text(
+        f"These files were moved here because they no longer show the study's current result: "
+        f"{why}\n", encoding="utf-8")
+    return files
 
 
 def build_up_to_date(study: Study, root: Path = PROJECT_ROOT) -> tuple[str | None, str]:
@@ -257,9 +365,10 @@ def build_up_to_date(study: Study, root: Path = PROJECT_ROOT) -> tuple[str | Non
         if not {"command", "selection"} <= log_cols:
             return None, "the build log predates build skipping"
         last = con.sql("select invocation_id, status, command, selection from build_log "
-                       "order by finished_at desc limit 1").fetchone()
+                       "order by finished_at desc, status = 'started' limit 1").fetchone()
         if last is None or last[1] != "success":
-            return None, "the last build failed" if last else "no build recorded"
+            return None, ("no build recorded" if last is None else "the last build did not finish"
+                          if last[1] == "started" else "the last build failed")
         if last[2] != "build" or (last[3] or ""):
             return None, f"the last build was `dbt {last[2]}` {last[3] or ''}".rstrip() + ", not a full dbt build"
         if "build_identity" not in tables:

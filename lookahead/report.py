@@ -17,7 +17,7 @@ import duckdb
 import pandas as pd
 
 from lookahead.config import Study
-from lookahead.identity import StaleResultError, check_current
+from lookahead.identity import COMPLETE, StaleResultError, check_current, mark_stale, retire_results
 from lookahead.measures import MEASURES
 from lookahead.paper.table5_reading import TABLE5_READING, table5_reading
 from lookahead.stats.fe_regression import SSC_RULE
@@ -405,21 +405,38 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
     return "".join(md), outcome.decision
 
 
+def refuse(study: Study, database: Path, why: str) -> None:
+    """Raise ReportError after moving the results folder's report and CSVs out of the way
+    and marking the database's verdict row stale: a result that is not current is
+    presented nowhere (README, "Current means current")."""
+    moved = retire_results(study.results_dir, why)
+    marked = mark_stale(database, why)
+    where = []
+    if moved:
+        where.append(f"the old report moved to {study.results_dir / 'stale'}")
+    if marked:
+        where.append("the verdict table marked stale (result_status)")
+    raise ReportError(f"{why}; no report written" + (f" ({'; '.join(where)})" if where else ""))
+
+
 def write_report(study: Study, database: Path | None = None,
                  extra: Callable[[duckdb.DuckDBPyConnection, Path], str] | None = None) -> ReportFiles:
     """Export CSVs, Stata files and REPORT.md for a built study, after checking that the
     database's verdict is this study's current result (lookahead.identity)."""
     database = database or study.database
-    if not database.exists():
-        raise ReportError(f"study database {database} not found: run `dbt build` first")
     results_dir = study.results_dir
+    if not database.exists():
+        refuse(study, database, f"study database {database} not found: run `dbt build` first")
     outputs_dir = study.outputs_dir
     con = duckdb.connect(str(database), read_only=True)
     try:
         try:
             check_current(con, study)
         except StaleResultError as exc:
-            raise ReportError(f"{exc}; no report written") from None
+            con.close()
+            refuse(study, database, str(exc))
+        status = con.sql("select result_status from verdict").fetchone() if "result_status" in {
+            r[0] for r in con.sql("describe verdict").fetchall()} else None
         csvs = export_tables(con, results_dir)
         panel_pre = con.sql("select * from panel_pre").df()
         panel_post = con.sql("select * from panel_post").df()
@@ -427,6 +444,8 @@ def write_report(study: Study, database: Path | None = None,
         extra_md = extra(con, results_dir) if extra else ""
     finally:
         con.close()
+    if status is not None and status[0] != COMPLETE:  # current again (e.g. an edit undone)
+        mark_stale(database, "", mark=COMPLETE)
     stata = export_stata_panels(panel_pre, panel_post, outputs_dir)
     do_file = results_dir / "reghdfe.do"
     write_stata_do_file(do_file, settings, panel_pre, panel_post,

@@ -37,8 +37,10 @@ row_id
     The ``column_map.row_id`` cell (stripped) when the file has one and the cell is not
     empty, else the first 16 hex characters of sha256(entity_id|text_date|text) with
     entity_id and text as written in the file and text_date the parsed date as
-    ``YYYY-MM-DD``. A later valid row with the same derived id is rejected as
-    "duplicate row"; a duplicated id in the row_id column is a settings error.
+    ``YYYY-MM-DD``. Valid rows with the same derived id but different outcomes are all
+    rejected as "conflicting outcome"; a later valid row with the same derived id and
+    outcome is rejected as "duplicate row"; a duplicated id in the row_id column is a
+    settings error.
 
 Subsample (settings ``subsample_rows`` and ``subsample_seed``)
     The valid rows ranked by sha256(seed|row_id) are kept up to N: the same rows for
@@ -434,6 +436,7 @@ def stage_rows(df: pd.DataFrame, settings: Mapping[str, Any], source: str = "the
         "missing outcome": lambda: o.isna(),
         "non-numeric outcome": lambda: number.isna() & ~non_finite,
         "non-finite outcome": lambda: non_finite,
+        "conflicting outcome": lambda: _conflicting(out["row_id"], number, reason),
         "duplicate row": lambda: _later_duplicates(out["row_id"], reason),
     }
     if tuple(checks) != reject_reasons():
@@ -455,6 +458,16 @@ def stage_rows(df: pd.DataFrame, settings: Mapping[str, Any], source: str = "the
         if name not in taken:
             out[name] = df[name].astype(object)
     return out
+
+
+def _conflicting(row_id: pd.Series, outcome: pd.Series, reason: pd.Series) -> pd.Series:
+    """Valid rows whose row_id is shared by a valid row with another outcome: every one
+    of them (which outcome is true cannot be told), not a duplicate that keeps the first."""
+    valid = reason.isna()
+    hit = pd.Series(False, index=row_id.index)
+    n_outcomes = outcome[valid].groupby(row_id[valid]).transform("nunique")
+    hit[valid] = (n_outcomes > 1).to_numpy()
+    return hit
 
 
 def _later_duplicates(row_id: pd.Series, reason: pd.Series) -> pd.Series:

@@ -2,6 +2,36 @@
     when any node failed, drop every result table, so neither `lookahead report` nor an
     analyst's `select * from verdict` can take a failed build's leftovers as its result.
     The list of result tables is lookahead.identity.RESULT_TABLES. -#}
+{#- on-run-start: a 'started' row in build_log, so a build killed before its end (no
+    on-run-end) reads as unfinished (lookahead.identity.check_current), and the verdict of
+    an earlier build is marked stale in its row (result_status) for SQL users. -#}
+{% macro record_build_start() %}
+  {% if execute and flags.WHICH in ('build', 'run') %}
+    {{ create_build_log() }}
+    {% do run_query("insert into build_log (invocation_id, study_name, status, failed_nodes, message, "
+        ~ "finished_at, command, selection) values ('" ~ invocation_id ~ "', " ~ sql_string(var('study_name'))
+        ~ ", 'started', '', '', current_timestamp, '" ~ flags.WHICH ~ "', '')") %}
+    {% if verdict_exists() %}
+      {% do run_query("alter table " ~ target.schema ~ ".verdict add column if not exists result_status varchar") %}
+      {% do run_query("update " ~ target.schema ~ ".verdict set result_status = lookahead_verdict_mark("
+          ~ sql_string('a later dbt build (invocation ' ~ invocation_id ~ ') started') ~ ")") %}
+    {% endif %}
+    {% do run_query("checkpoint") %}
+  {% endif %}
+{% endmacro %}
+
+{% macro create_build_log() %}
+    {% do run_query("create table if not exists build_log (invocation_id varchar, study_name varchar, "
+        ~ "status varchar, failed_nodes varchar, message varchar, finished_at timestamp)") %}
+    {% do run_query("alter table build_log add column if not exists command varchar") %}
+    {% do run_query("alter table build_log add column if not exists selection varchar") %}
+{% endmacro %}
+
+{% macro verdict_exists() %}
+  {{ return(run_query("select count(*) from information_schema.tables where table_name = 'verdict' "
+      ~ "and table_schema = '" ~ target.schema ~ "'").columns[0].values()[0] > 0) }}
+{% endmacro %}
+
 {% macro record_build(results) %}
   {% if execute and flags.WHICH in ('build', 'run') %}
     {% set failed = [] %}
@@ -23,10 +53,7 @@
       {% endif %}
     {% endfor %}
     {% if invocation_args_dict.get('empty') %}{% do selection.append('--empty') %}{% endif %}
-    {% do run_query("create table if not exists build_log (invocation_id varchar, study_name varchar, "
-        ~ "status varchar, failed_nodes varchar, message varchar, finished_at timestamp)") %}
-    {% do run_query("alter table build_log add column if not exists command varchar") %}
-    {% do run_query("alter table build_log add column if not exists selection varchar") %}
+    {{ create_build_log() }}
     {% do run_query("insert into build_log (invocation_id, study_name, status, failed_nodes, message, "
         ~ "finished_at, command, selection) values ('" ~ invocation_id ~ "', " ~ sql_string(var('study_name'))
         ~ ", '" ~ status ~ "', " ~ sql_string(failed | join(', ')) ~ ", " ~ sql_string(messages | first | default(''))
@@ -36,6 +63,10 @@
       {% for t in tables %}
         {% do run_query("drop table if exists " ~ target.schema ~ "." ~ t) %}
       {% endfor %}
+    {% elif verdict_exists() %}
+      {#- the verdict row is this build's only when the build (re)built it -#}
+      {% do run_query("update " ~ target.schema ~ ".verdict set result_status = lookahead_verdict_mark('complete') "
+          ~ "where invocation_id = '" ~ invocation_id ~ "'") %}
     {% endif %}
     {% do run_query("checkpoint") %}
   {% endif %}

@@ -51,8 +51,9 @@ import pandas as pd
 import yaml
 
 from lookahead.claims.metrics import olr, shapley_dclr
-from lookahead.claims.prompts import coalition_prompt
+from lookahead.claims.prompts import coalition_prompt, label_instruction
 from lookahead.claims.shapley import exact_shapley
+from lookahead.measures import MEASURES
 
 SEED = 20240612
 LABELS = ("up", "down")
@@ -212,7 +213,7 @@ def training_docs(seed: int, n: int, model: str) -> list[Any]:
         roles = {r for r in all_roles if rng.random() < 0.5}
         inst = make_instance(rng, f"t{k}", FIRMS[int(rng.integers(len(FIRMS)))], roles,
                              n_filler=int(rng.integers(0, 4)))
-        prompt = coalition_prompt(inst.task_input, [c.text for c in inst.claims], LABELS)
+        prompt = coalition_prompt(inst.task_input, [c.text for c in inst.claims], label_instruction(LABELS))
         a = rule_answer(model, inst.claims)
         for ans in ([a] if a else list(LABELS)):
             docs.append(Doc("claims", prompt, ans))
@@ -292,7 +293,7 @@ def write_predictions(out: Path, insts: list[Instance], model: str, backend: Any
     probability of 'up': the agent's prediction the Shapley values explain."""
     from lookahead.scoring import label_probability
 
-    prompts = [coalition_prompt(i.task_input, [c.text for c in i.claims], LABELS) for i in insts]
+    prompts = [coalition_prompt(i.task_input, [c.text for c in i.claims], label_instruction(LABELS)) for i in insts]
     gens = backend.generate(prompts, 1, 20)
     rows = []
     for inst, g in zip(insts, gens):
@@ -324,18 +325,14 @@ def claim_settings(out: Path, model: str) -> dict[str, Any]:
 
 
 def study_vars(out: Path, model: str) -> dict[str, Any]:
-    """The claims study: the contaminated demo study (so `dbt build` sees valid protocol
-    settings) plus the claim settings and this model."""
-    from lookahead.config import PROJECT_ROOT
-
-    base = yaml.safe_load((PROJECT_ROOT / "demo/studies/contaminated.yml").read_text(encoding="utf-8"))
+    """The claims study: it extends the contaminated demo study (so `dbt build` sees valid
+    protocol settings) with the claim settings and this model."""
     cs = claim_settings(out, model)
-    base.update({
-        "study_name": f"demo_claims_{model}",
+    return {
+        "extends": "demo/studies/contaminated.yml", "study_name": f"demo_claims_{model}",
         "model_id": f"demo-claims-{model}", "model_path": _rel(out / "models" / model),
         "claims_raw_dir": cs.pop("claims_raw_dir"), "use_chat_template": False, **cs,
-    })
-    return base
+    }
 
 
 # The protocol demo study that carries each claim model: `make demo` runs these files, so
@@ -345,21 +342,18 @@ PROTOCOL_STUDY = {"leaky": "contaminated", "prudent": "clean"}
 
 
 def protocol_study_vars(out: Path, model: str) -> dict[str, Any]:
-    """demo/studies/<scenario>.yml unchanged (same study_name, same protocol model and
-    settings, so the same verdict) plus the claim settings and ``claims_model_id`` /
-    ``claims_model_path`` naming this claim model.
+    """``extends: demo/studies/<scenario>.yml`` (same study_name, same protocol model and
+    settings, so the same verdict) plus every LAP measure of the registry (the report's
+    robustness table), the claim settings and ``claims_model_id`` / ``claims_model_path``
+    naming this claim model.
 
     Why a second file and not the claim settings in demo/studies/<scenario>.yml: the
     contaminated study is the project's default study, and dbt_project.yml's vars are
     generated from it; a non-default claim setting there would become every other
     study's dbt default (lookahead.config.dbt_vars_block)."""
-    from lookahead.config import PROJECT_ROOT
-
-    scen = PROTOCOL_STUDY[model]
-    base = yaml.safe_load((PROJECT_ROOT / "demo" / "studies" / f"{scen}.yml").read_text(encoding="utf-8"))
-    base.update({"claims_model_id": f"demo-claims-{model}", "claims_model_path": _rel(out / "models" / model),
-                 **claim_settings(out, model)})
-    return base
+    return {"extends": f"demo/studies/{PROTOCOL_STUDY[model]}.yml", "lap_measures": list(MEASURES),
+            "claims_model_id": f"demo-claims-{model}",
+            "claims_model_path": _rel(out / "models" / model), **claim_settings(out, model)}
 
 
 def write_protocol_studies(out: Path) -> list[Path]:
@@ -368,7 +362,7 @@ def write_protocol_studies(out: Path) -> list[Path]:
     for m, scen in PROTOCOL_STUDY.items():
         p = out / f"demo_{scen}.yml"
         head = (f"# Demo study 'demo_{scen}' with the claim model '{m}', written by `python -m lookahead.claims.demo`:\n"
-                f"# demo/studies/{scen}.yml unchanged plus the claim settings (the same verdict; the claim\n"
+                f"# demo/studies/{scen}.yml extended with the claim settings (the same verdict; the claim\n"
                 f"# tables join it in outputs/demo_{scen}.duckdb). Use: lookahead run --study {_rel(p)} --yes\n")
         _write(p, head + yaml.safe_dump(protocol_study_vars(out, m), sort_keys=False, width=1000))
         paths.append(p)
@@ -397,7 +391,7 @@ def build(out: Path, seed: int = SEED, train: bool = True, n_train: int = 1000,
     from lookahead.demo.train import TrainSpec, save_model, train_model
 
     docs = {m: training_docs(seed, n_train, m) for m in MODELS}
-    eval_texts = [coalition_prompt(i.task_input, [c.text for c in i.claims], LABELS) for i in insts]
+    eval_texts = [coalition_prompt(i.task_input, [c.text for c in i.claims], label_instruction(LABELS)) for i in insts]
     tok = build_tokenizer([d.text for ds in docs.values() for d in ds] + eval_texts)
     epochs = {**EPOCHS, **(epochs or {})}
     build_file = out / "models" / "BUILD.json"

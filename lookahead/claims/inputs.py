@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from lookahead.cache import iter_records
+from lookahead.claims.tasks import KINDS, KindSettings, PredictionError, TaskKind
 from lookahead.config import Study, StudyConfigError
 
 PREDICTION_COLUMNS = ("instance_id", "agent", "entity", "task", "t_ref", "task_input",
@@ -72,6 +73,27 @@ class ClaimSettings:
     extract_retries: int
     rationale_max_tokens: int
     task_description: str
+    task_kind: str = "classification"
+    target_class: str = "up"
+    class_value: str = "target_class"
+    topk_denominator: str = "k"
+    value_max_tokens: int = 64
+    value_retries: int = 1
+    min_chars: int | None = None
+
+    @property
+    def kind(self) -> TaskKind:
+        """The registry entry of the study's task kind (lookahead.claims.tasks)."""
+        return KINDS[self.task_kind]
+
+    @property
+    def rationale_min_chars(self) -> int:
+        """An agent's rationale minimum: the setting, else the kind's Appendix D minimum."""
+        return self.kind.min_rationale_chars if self.min_chars is None else self.min_chars
+
+    @property
+    def kind_settings(self) -> KindSettings:
+        return KindSettings(self.labels, self.target_class, self.class_value)
 
     @classmethod
     def from_study(cls, study: Study) -> "ClaimSettings":
@@ -80,19 +102,27 @@ class ClaimSettings:
         def path(name: str) -> Path | None:
             return study.path(name) if study.get(name) else None
 
-        labels = study["claims_labels"]
-        if len(labels) != 2:  # the schema checks a list of names; the pair is this pipeline's
-            raise StudyConfigError("setting 'claims_labels' must be a list of two labels (positive first)")
+        labels = tuple(str(s).strip().lower() for s in study["claims_labels"])
+        kind = study["claims_task_kind"]
+        if kind == "classification" and len(labels) != 2:  # the schema checks a list; the pair is this kind's
+            raise StudyConfigError("setting 'claims_labels' must be a list of two labels for a classification")
+        target = str(study["claims_target_class"] or (labels[0] if labels else "")).strip().lower()
+        if kind == "classification" and target not in labels:
+            raise StudyConfigError(f"setting 'claims_target_class': '{target}' is not one of claims_labels "
+                                   f"({', '.join(labels)})")
         return cls(
             predictions_path=path("claims_predictions_path"), instances_path=path("claims_instances_path"),
             corpus_path=path("claims_corpus_path"), extractions_path=path("claims_extractions_path"),
-            labels=tuple(s.strip().lower() for s in labels), vague_period=study["claims_vague_period"],
+            labels=labels, vague_period=study["claims_vague_period"],
             support_judge=study["claims_support_judge"], bm25_k=study["claims_bm25_k"],
             exact_max=study["claims_exact_max"], mc_permutations=study["claims_mc_permutations"],
             shapley_seed=study["claims_shapley_seed"], extract_max_tokens=study["claims_extract_max_tokens"],
             extract_retries=study["claims_extract_retries"],
             rationale_max_tokens=study["claims_rationale_max_tokens"],
-            task_description=study["claims_task_description"],
+            task_description=study["claims_task_description"], task_kind=kind, target_class=target,
+            class_value=study["claims_class_value"], topk_denominator=study["claims_topk_denominator"],
+            value_max_tokens=study["claims_value_max_tokens"], value_retries=study["claims_value_retries"],
+            min_chars=study["claims_rationale_min_chars"],
         )
 
 
@@ -137,9 +167,11 @@ def _check_columns(df: pd.DataFrame, required: tuple[str, ...], optional: tuple[
 
 
 def validate_instances(df: pd.DataFrame, source: str, with_prediction: bool,
-                       labels: tuple[str, ...]) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+                       st: ClaimSettings) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Keep usable rows; one reject per unusable row naming the column. An empty
-    rationale is NOT a reject: the instance stays, with status 'empty rationale'."""
+    rationale is NOT a reject: the instance stays, with status 'empty rationale'.
+    The prediction must fit the task kind (lookahead.claims.tasks) and is stored in its
+    canonical text; an outcome that does not fit stays (its task metric is then null)."""
     rejects: list[dict[str, Any]] = []
     keep = []
     seen: set[tuple[str, str]] = set()
@@ -158,9 +190,14 @@ def validate_instances(df: pd.DataFrame, source: str, with_prediction: bool,
             bad("task_input", "empty task_input")
             continue
         if with_prediction:
-            pred = str(r.get("prediction") or "").strip().lower()
-            if pred not in labels:
-                bad("prediction", f"'{r.get('prediction')}' is not one of the labels {', '.join(labels)}")
+            err = r.get("_error")
+            if isinstance(err, str) and err:   # an agent answer that failed its schema (claims_rationale)
+                bad("prediction", f"agent answer rejected: {err}")
+                continue
+            try:
+                pred = st.kind.parse(r.get("prediction"), st.kind_settings)
+            except PredictionError as exc:
+                bad("prediction", str(exc))
                 continue
             if (iid, agent) in seen:
                 bad("instance_id", f"duplicate (instance_id, agent) = ({iid}, {agent})")
@@ -169,7 +206,7 @@ def validate_instances(df: pd.DataFrame, source: str, with_prediction: bool,
         row = {c: ("" if r.get(c) is None else str(r.get(c))) for c in INSTANCE_COLUMNS}
         row.update(instance_id=iid, t_ref=parse_date(r.get("t_ref")).isoformat())
         if with_prediction:
-            row.update(agent=agent, prediction=str(r["prediction"]).strip().lower(),
+            row.update(agent=agent, prediction=pred,
                        rationale=str(r.get("rationale") or ""))
             prob = r.get("probability")
             try:
@@ -187,7 +224,7 @@ def load_instances(st: ClaimSettings) -> pd.DataFrame:
         raise StudyConfigError("setting 'claims_instances_path' is not set: the agent jobs need task instances")
     df = _read(st.instances_path, "claims_instances_path")
     _check_columns(df, INSTANCE_COLUMNS, (), "claims_instances_path", st.instances_path)
-    rows, rejects = validate_instances(df, "instances", False, st.labels)
+    rows, rejects = validate_instances(df, "instances", False, st)
     for r in rejects:
         print(f"instances row {r['row']}: column {r['column']}: {r['reason']} (skipped)")
     return rows
@@ -204,7 +241,8 @@ def agent_predictions(study: Study, st: ClaimSettings) -> pd.DataFrame:
                          "task": rec.get("task_name", ""), "t_ref": rec["t_ref"],
                          "task_input": rec["task_input"], "prediction": rec.get("prediction") or "",
                          "rationale": rec.get("rationale") or "", "outcome": rec.get("outcome", ""),
-                         "probability": rec.get("probability"), "_key": rec["key"]})
+                         "probability": rec.get("probability"), "_key": rec["key"],
+                         "_error": rec.get("error")})
     df = pd.DataFrame(rows)
     if df.empty:
         return df
@@ -220,12 +258,12 @@ def load_predictions(study: Study, st: ClaimSettings | None = None) -> tuple[pd.
         df = _read(st.predictions_path, "claims_predictions_path")
         _check_columns(df, PREDICTION_COLUMNS, OPTIONAL_PREDICTION_COLUMNS, "claims_predictions_path",
                        st.predictions_path)
-        rows, rej = validate_instances(df, "predictions", True, st.labels)
+        rows, rej = validate_instances(df, "predictions", True, st)
         frames.append(rows)
         rejects += rej
     agents = agent_predictions(study, st)
     if not agents.empty:
-        rows, rej = validate_instances(agents, "agent output", True, st.labels)
+        rows, rej = validate_instances(agents, "agent output", True, st)
         frames.append(rows)
         rejects += rej
     frames = [f for f in frames if not f.empty]

@@ -35,15 +35,23 @@ def shapley_dclr(phi: Sequence[float], states: Sequence[str], unverifiable_leake
     return float((w * leak_indicator(states, unverifiable_leaked)).sum() / w.sum())
 
 
+TOPK_DENOMINATORS = ("k", "available")
+
+
 def top_k_leakage(phi: Sequence[float], states: Sequence[str], k: int,
-                  unverifiable_leaked: bool = False) -> float | None:
-    """Eq. 14: leaked share of the k claims with the largest |phi| (fewer when the
-    rationale has fewer claims; ties broken by claim order)."""
+                  unverifiable_leaked: bool = False, denominator: str = "k") -> float | None:
+    """Eq. 14: leaked claims among the k with the largest |phi| (ties broken by claim
+    order), divided by K as the seed writes it (``denominator="k"``: a rationale with
+    fewer than K claims cannot reach 1), or by min(K, n) (``"available"``: the leaked
+    share of the claims there are). Setting ``claims_topk_denominator``."""
     if not len(states):
         return None
+    if denominator not in TOPK_DENOMINATORS:
+        raise ValueError(f"top-k denominator '{denominator}' is not one of {', '.join(TOPK_DENOMINATORS)}")
     w = np.abs(np.asarray(phi, dtype=float))
     order = sorted(range(len(w)), key=lambda i: (-w[i], i))[:k]
-    return float(leak_indicator([states[i] for i in order], unverifiable_leaked).mean())
+    leaked = leak_indicator([states[i] for i in order], unverifiable_leaked).sum()
+    return float(leaked / (k if denominator == "k" else len(order)))
 
 
 def brier(p_positive: Sequence[float], outcome_positive: Sequence[float]) -> float | None:

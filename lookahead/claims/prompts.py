@@ -26,11 +26,12 @@ def label_instruction(labels: Sequence[str]) -> str:
     return "Answer with exactly one word: " + " or ".join(labels) + "."
 
 
-def rationale_prompt(agent: str, task_input: str, t_ref: str, labels: Sequence[str],
+def rationale_prompt(agent: str, task_input: str, t_ref: str, prediction_format: str,
                      evidence: Sequence[str] = ()) -> str:
     """The Superforecasting agent (no date in the prompt), its Temporal Hint variant
     (the seed's TEMPORAL_CONSTRAINT_BLOCK prepended) and TimeSPEC's generator (the
-    constraint plus retrieved pre-t_ref documents)."""
+    constraint plus retrieved pre-t_ref documents). ``prediction_format`` is the task
+    kind's (lookahead.claims.tasks.TaskKind.prediction_format)."""
     if agent not in AGENTS + ("timespec",):
         raise ValueError(f"agent '{agent}' is not one of {', '.join(AGENTS + ('timespec',))}")
     head = ""
@@ -44,7 +45,7 @@ def rationale_prompt(agent: str, task_input: str, t_ref: str, labels: Sequence[s
         "with dates and numbers. Do NOT recall actual outcomes.\n\n"
         f"{ev}TASK: {task_input}\n\n"
         "First write 'Rationale:' followed by the facts and reasoning (at least three sentences), "
-        f"then a final line 'Prediction:' followed by one word: {' or '.join(labels)}."
+        f"then a final line 'Prediction:' followed by {prediction_format}."
     )
 
 
@@ -82,12 +83,41 @@ def extraction_retry_prompt(first_prompt: str, bad_answer: str, error: str) -> s
                                       "category_reasoning": "..."}]}))
 
 
-def coalition_prompt(task_input: str, claims: Sequence[str], labels: Sequence[str]) -> str:
+def answer_retry_prompt(first_prompt: str, bad_answer: str, error: str) -> str:
+    """A re-ask after an answer that does not parse (a value that is not a number, a
+    ranking with missing or repeated items): the first prompt plus the error, so that the
+    greedy answer can change (a new prompt, hence a new cache key of its own)."""
+    return (f"{first_prompt}\n\nYOUR PREVIOUS ANSWER WAS INVALID ({error}). Previous answer: "
+            f"{bad_answer[:300]!r}\nAnswer again, exactly as instructed above, with nothing else.")
+
+
+def coalition_prompt(task_input: str, claims: Sequence[str], instruction: str) -> str:
     """The characteristic-function query v(S) (seed's Shapley prediction prompt): the
-    task input and ONLY the claims of S; the answer's first-token probability of the
-    instance's own prediction is v(S)."""
+    task input and ONLY the claims of S, then the task kind's answer instruction
+    (lookahead.claims.tasks: one label word, one number, or the items best to worst);
+    the parsed answer gives v(S)."""
     listed = "\n".join(f"- {c}" for c in claims) if claims else "- (no claims)"
-    return (f"{task_input}\nUse only these claims:\n{listed}\n{label_instruction(labels)}")
+    return (f"{task_input}\nUse only these claims:\n{listed}\n{instruction}")
+
+
+def clean_rationale(rationale: str, mentions: Sequence[str]) -> str:
+    """Appendix B.1 step 1: the rationale without its explicit prediction: the text from
+    the last 'Prediction:' marker on, and every sentence matching one of ``mentions``
+    (the task kind's patterns of the predicted label, value or order), are removed;
+    the reasoning and evidence stay."""
+    import re
+
+    marker = list(re.finditer(r"prediction\s*:", rationale or "", re.IGNORECASE))
+    text = (rationale or "")[: marker[-1].start()] if marker else (rationale or "")
+    sentences = re.split(r"(?<=[.!?])\s+", text.strip())
+    keep = [x for x in sentences if x and not any(re.search(p, x, re.IGNORECASE) for p in mentions)]
+    return " ".join(keep)
+
+
+def repredict_prompt(task_input: str, cleaned_rationale: str, instruction: str) -> str:
+    """Appendix B.1 step 2: the task input and the cleaned rationale, then the task
+    kind's answer instruction (the coalition prompt's, so answers parse the same way)."""
+    return f"{task_input}\nRationale: {cleaned_rationale or '(empty)'}\n{instruction}"
 
 
 def support_prompt(claim_text: str, doc_title: str, doc_body: str, published_at: str) -> str:
@@ -100,7 +130,7 @@ def support_prompt(claim_text: str, doc_title: str, doc_body: str, published_at:
     )
 
 
-def aggregator_prompt(task_input: str, valid_claims: Sequence[str], labels: Sequence[str]) -> str:
+def aggregator_prompt(task_input: str, valid_claims: Sequence[str], instruction: str) -> str:
     """TimeSPEC phase 5: closed world, validated claims only. It is the coalition prompt
     over the validated claims, so the aggregator answers exactly as v(S) is measured."""
-    return coalition_prompt(task_input, valid_claims, labels)
+    return coalition_prompt(task_input, valid_claims, instruction)

@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
-import re
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from lookahead.claims.inputs import ClaimSettings
 
 
 def parse_rationale(text: str, labels: Sequence[str]) -> tuple[str | None, str]:
-    """(prediction label or None, rationale text) from a 'Rationale: ... Prediction: x' answer.
+    """(prediction label or None, rationale text) of a classification answer
+    'Rationale: ... Prediction: x' (lookahead.claims.tasks.Classification.agent_prediction)."""
+    from lookahead.claims.tasks import KINDS, KindSettings
 
-    The prediction is the first label word after the last 'Prediction:'; without that
-    marker, the last label word of the answer. The rationale is the text before the
-    marker, without a leading 'Rationale:'."""
-    text = text or ""
-    words = "|".join(re.escape(x) for x in labels)
-    marker = list(re.finditer(r"prediction\s*:", text, re.IGNORECASE))
-    if marker:
-        head, tail = text[: marker[-1].start()], text[marker[-1].end():]
-        m = re.search(rf"\b({words})\b", tail, re.IGNORECASE)
-        pred = m.group(1).lower() if m else None
-    else:
-        head = text
-        found = re.findall(rf"\b({words})\b", text, re.IGNORECASE)
-        pred = found[-1].lower() if found else None
-    head = re.sub(r"^\s*rationale\s*:\s*", "", head, flags=re.IGNORECASE).strip()
-    return pred, head
+    pred, rationale, _ = KINDS["classification"].agent_prediction(text, KindSettings(tuple(labels), labels[0],
+                                                                                      "target_class"))
+    return pred, rationale
+
+
+def parse_agent_answer(text: str, st: "ClaimSettings") -> tuple[str | None, str, str | None]:
+    """(canonical prediction or None, rationale, error or None) of an agent's answer for
+    the study's task kind (its ``agent_prediction``). The answer must then fit the
+    seed's submit_prediction schema (Appendix D.1): a prediction, and a rationale of at
+    least ``claims_rationale_min_chars`` characters (default the schema's 400, 1,000 for
+    rankings). A failing answer is kept with its error, never guessed."""
+    pred, rationale, err = st.kind.agent_prediction(text, st.kind_settings)
+    need = st.rationale_min_chars
+    if pred is not None and len(rationale) < need:
+        pred, err = None, f"rationale has {len(rationale)} characters; the task's schema asks for at least {need}"
+    return pred, rationale, err

@@ -76,16 +76,17 @@ def claims_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
     summ = con.sql("select * from claims_summary order by agent, task").df()
     md = ["", "## Claim-level leakage (OLR, Shapley-DCLR, TimeSPEC)", "",
           "Rationales split into atomic claims, each dated against the corpus and weighted by its Shapley "
-          "value for the model's own prediction (docs/claims.md). Unverifiable claims counted as not leaked; "
+          "value for the task kind's v(S) (seed 002 Eq. 11; docs/claims.md). Unverifiable claims counted as not leaked; "
           "the `_unverifiable_leaked` columns of `instance_leakage` count them as leaked. "
           "Tables: `claims`, `instance_leakage`, `claims_summary`, `claims_rejects`.", "",
           "| agent | task | instances | scored | claims | OLR | OLR (unverif. leaked) | Shapley-DCLR | "
-          "DCLR (unverif. leaked) | top-1 | top-3 | Brier | accuracy |",
+          "DCLR (unverif. leaked) | top-1 | top-3 | task metric | accuracy |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in summ.itertuples():
         md.append(f"| {r.agent} | {r.task} | {r.n_instances} | {r.n_scored} | {r.n_claims} | {_f(r.olr)} | "
                   f"{_f(r.olr_unverifiable_leaked)} | {_f(r.shapley_dclr)} | {_f(r.shapley_dclr_unverifiable_leaked)} | "
-                  f"{_f(r.top1_leakage)} | {_f(r.top3_leakage)} | {_f(r.brier)} | {_f(r.accuracy)} |")
+                  f"{_f(r.top1_leakage)} | {_f(r.top3_leakage)} | {r.task_metric_name} {_f(r.task_metric)} | "
+                  f"{_f(r.accuracy)} |")
     status = inst["status"].value_counts().to_dict()
     md += ["", "Instance status: " + ", ".join(f"{k}: {v}" for k, v in sorted(status.items())) + ".", ""]
     gap = pd.to_numeric(inst["efficiency_gap"], errors="coerce").abs().max()
@@ -94,4 +95,23 @@ def claims_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
     if (inst["status"] == "ok").any():
         shapley_figure(claims, inst, Path(results_dir) / FIGURE)
         md += [f"![Shapley value per claim, leaked claims red and hatched]({FIGURE})", ""]
+    if _exists(con, "claims_repredict"):
+        md += repredict_lines(con.sql("select * from claims_repredict order by agent, instance_id").df(), summ)
     return "\n".join(md)
+
+
+def repredict_lines(rp: pd.DataFrame, summ: pd.DataFrame) -> list[str]:
+    """The re-prediction check (seed 002 Table 5): per agent, then per instance."""
+    if rp.empty:
+        return []
+    name = str(rp["repred_metric_name"].iloc[0])
+    md = ["### Re-prediction check (does the prediction follow from its rationale?)", "",
+          f"The claim model predicts again from the task input and the rationale cleaned of its explicit "
+          f"prediction (docs/claims.md). Error: {name} (seed 002 Table 5; 0 = the same prediction).", "",
+          "| agent | task | re-predicted | mean error |", "|---|---|---|---|"]
+    for r in summ.itertuples():
+        md.append(f"| {r.agent} | {r.task} | {r.n_repredicted} | {_f(r.repred_error)} |")
+    md += ["", "| instance | agent | prediction | re-prediction | error |", "|---|---|---|---|---|"]
+    for r in rp.itertuples():
+        md.append(f"| {r.instance_id} | {r.agent} | {r.prediction} | {r.repredicted} | {_f(r.repred_error)} |")
+    return md + [""]

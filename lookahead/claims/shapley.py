@@ -1,13 +1,14 @@
 """Shapley values of claims (seed 002, Eq. 2 and section 4.2).
 
 A coalition S of claims is a bit mask over claim positions 0..n-1; v(S) is supplied by
-the caller (here: the model's probability of its own prediction given the task input
-and only the claims in S). Up to ``exact_max`` claims every one of the 2^n coalitions is
-scored and Eq. 2 is evaluated exactly. Above it, m random permutations are drawn with a
-fixed seed and each claim's value is the mean of its marginal contributions
-(Monte Carlo, as the seed's Appendix A: 100 samples, seed 42); each estimate carries
-its standard error sd/sqrt(m). Every permutation's marginals sum to v(N) - v(empty), so
-the estimates satisfy the efficiency identity exactly, not only in expectation.
+the caller: the task kind's characteristic function (seed 002 Eq. 11) of the model's
+answer given the task input and only the claims in S (lookahead.claims.tasks). Up to
+``exact_max`` claims every one of the 2^n coalitions is scored and Eq. 2 is evaluated
+exactly. Above it, m random permutations are drawn with a fixed seed and each claim's
+value is the mean of its marginal contributions (Monte Carlo, as the seed's Appendix A:
+100 samples, seed 42); each estimate carries its standard error sd/sqrt(m). Every
+permutation's marginals sum to v(N) - v(empty), so the estimates satisfy the
+efficiency identity exactly, not only in expectation.
 
 The permutations of an instance come from ``numpy.random.default_rng([seed,
 crc32(instance key)])``, so the job that scores coalitions and the model that computes

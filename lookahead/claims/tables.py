@@ -43,19 +43,22 @@ from lookahead.config import Study
 
 INSTANCE_STATUSES = ("ok", "empty rationale", "extraction pending", "extraction failed",
                      "no claims", "values pending")
-CLAIM_COLUMNS = ["instance_id", "agent", "claim_id", "claim_text", "original_text", "category",
+CLAIM_COLUMNS = ["instance_id", "agent", "task_kind", "claim_id", "claim_text", "original_text", "category",
                  "temporal_reference", "temporal_reference_parsed", "category_reasoning", "t_ref",
                  "tau", "leakage_state", "leakage_reason", "n_candidates", "n_supporting_docs",
                  "shapley", "shapley_se"]
-INSTANCE_COLUMNS = ["instance_id", "agent", "task", "entity", "t_ref", "status", "n_claims", "olr",
+INSTANCE_COLUMNS = ["instance_id", "agent", "task", "task_kind", "entity", "t_ref", "status", "n_claims", "olr",
                     "olr_unverifiable_leaked", "shapley_dclr", "shapley_dclr_unverifiable_leaked",
                     "top1_leakage", "top3_leakage", "top1_leakage_unverifiable_leaked",
                     "top3_leakage_unverifiable_leaked", "v_all", "v_empty", "shapley_sum",
                     "efficiency_gap", "shapley_method", "max_shapley_se", "n_coalitions",
-                    "prediction", "outcome", "p_positive"]
-SUMMARY_COLUMNS = ["agent", "task", "n_instances", "n_scored", "n_claims", "olr",
+                    "value_label", "prediction", "outcome", "p_positive", "task_metric_name", "task_metric"]
+SUMMARY_COLUMNS = ["agent", "task", "task_kind", "n_instances", "n_scored", "n_claims", "olr",
                    "olr_unverifiable_leaked", "shapley_dclr", "shapley_dclr_unverifiable_leaked",
-                   "top1_leakage", "top3_leakage", "brier", "accuracy", "n_outcomes"]
+                   "top1_leakage", "top3_leakage", "task_metric_name", "task_metric", "brier", "accuracy",
+                   "n_outcomes", "repred_metric_name", "repred_error", "n_repredicted"]
+REPRED_COLUMNS = ["instance_id", "agent", "task", "task_kind", "prediction", "original_probability", "repredicted",
+                  "repredicted_probability", "repred_metric_name", "repred_error", "attempts"]
 
 
 def normalize(text: str) -> str:
@@ -199,13 +202,46 @@ class Dater:
 
 # ------------------------------------------------------------------ values
 
-def value_lines(study: Study) -> dict[tuple[str, str, str, int, str], float]:
-    out = {}
+def value_lines(study: Study, kind: str) -> dict[tuple[str, str, str, int], dict[str, Any]]:
+    """(instance_id, agent, claims sha, mask) -> the coalition's stored answer (the fields
+    of the task kind's ``coalition_answer``), for this model and task kind. Only parsed,
+    valid answers are ever written (an unparseable one is a failure, retried)."""
+    out: dict[tuple[str, str, str, int], dict[str, Any]] = {}
     for rec in iter_records(claims_raw_file(study, "claims_value")):
-        if rec.get("model_id") == study["model_id"] and rec.get("value") is not None:
-            out.setdefault((rec["instance_id"], rec["agent"], rec["claims_sha256"], int(rec["mask"]),
-                            rec["label"]), float(rec["value"]))
+        if rec.get("model_id") == study["model_id"] and rec.get("task_kind") == kind:
+            out.setdefault((rec["instance_id"], rec["agent"], rec["claims_sha256"], int(rec["mask"])), rec)
     return out
+
+
+# ------------------------------------------------------------------ re-prediction check
+
+def repredict_table(study: Study, st: ClaimSettings, preds: pd.DataFrame) -> pd.DataFrame:
+    """One row per instance re-predicted by llm_jobs.claims_repredict (matched on the
+    rationale's content, this model and task kind; the last line wins): the original and
+    re-predicted prediction and the error of Eq. 12 (relative error of the probability of
+    the target class or of the value) or Eq. 13 (relative Kendall distance)."""
+    kind, ks = st.kind, st.kind_settings
+    lines: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for rec in iter_records(claims_raw_file(study, "claims_repredict")):
+        if rec.get("model_id") == study["model_id"] and rec.get("task_kind") == kind.name:
+            lines[(rec["instance_id"], rec["agent"], rec["rationale_sha256"])] = rec
+    rows = []
+    for r in preds.to_dict("records"):
+        rec = lines.get((r["instance_id"], r["agent"], sha(r["rationale"])))
+        if rec is None:
+            continue
+        parsed = kind.coalition_answer(rec["response_text"], rec.get("top_logprobs") or [], ks,
+                                       kind.items(r["prediction"]))
+        new, new_p = kind.final_prediction(parsed, ks)
+        prob = r.get("probability")
+        prob = float(prob) if prob is not None and not pd.isna(prob) else None
+        rows.append({"instance_id": r["instance_id"], "agent": r["agent"], "task": r["task"], "task_kind": kind.name,
+                     "prediction": r["prediction"], "original_probability": kind.target_probability(r["prediction"],
+                                                                                                    prob, ks),
+                     "repredicted": new, "repredicted_probability": new_p, "repred_metric_name": kind.repred_metric_name,
+                     "repred_error": None if new is None else kind.repred_error(r["prediction"], prob, new, new_p, ks),
+                     "attempts": rec.get("attempts", 1)})
+    return pd.DataFrame(rows, columns=REPRED_COLUMNS)
 
 
 # ------------------------------------------------------------------ build
@@ -223,7 +259,7 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
     rejects += corpus_rejects
     if preds.empty:
         return {"claims": _empty(CLAIM_COLUMNS), "instance_leakage": _empty(INSTANCE_COLUMNS),
-                "claims_summary": _empty(SUMMARY_COLUMNS),
+                "claims_summary": _empty(SUMMARY_COLUMNS), "claims_repredict": _empty(REPRED_COLUMNS),
                 "claims_rejects": pd.DataFrame(rejects, columns=REJECT_COLUMNS)}
     if corpus.empty:
         rejects.append({"source": "corpus", "row": None, "column": "claims_corpus_path",
@@ -236,7 +272,8 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
     # BM25 candidates for every A1-A3 claim, then support (rule or cached judgments)
     items = [(instance_key(r["instance_id"], r["agent"]), c) for r, e in zip(rows, extractions) for c in e.claims]
     dater = Dater(corpus, st, [c for _, c in items], support_lines(study) if st.support_judge == "llm" else {})
-    values = value_lines(study)
+    kind, ks = st.kind, st.kind_settings
+    values = value_lines(study, kind.name)
 
     claim_rows, inst_rows = [], []
     for r, ex in zip(rows, extractions):
@@ -252,7 +289,8 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
             p = parse_period(c.temporal_reference)
             states.append(lk.state)
             per_claim.append({
-                "instance_id": r["instance_id"], "agent": r["agent"], "claim_id": c.claim_id,
+                "instance_id": r["instance_id"], "agent": r["agent"], "task_kind": kind.name,
+                "claim_id": c.claim_id,
                 "claim_text": c.claim_text, "original_text": c.original_text, "category": c.category,
                 "temporal_reference": c.temporal_reference,
                 "temporal_reference_parsed": p.pick(st.vague_period) if p else None,
@@ -262,12 +300,14 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
             })
         status = ex.status
         inst = {k: None for k in INSTANCE_COLUMNS}
-        inst.update(instance_id=r["instance_id"], agent=r["agent"], task=r["task"], entity=r["entity"],
-                    t_ref=t_ref, n_claims=len(ex.claims), prediction=r["prediction"], outcome=r["outcome"])
-        pos = st.labels[0]
+        inst.update(instance_id=r["instance_id"], agent=r["agent"], task=r["task"], task_kind=kind.name,
+                    entity=r["entity"], t_ref=t_ref, n_claims=len(ex.claims), prediction=r["prediction"],
+                    outcome=r["outcome"], value_label=kind.value_label(r["prediction"], ks),
+                    task_metric_name=kind.metric_name)
         prob = r.get("probability")
-        inst["p_positive"] = float(prob) if prob is not None and not pd.isna(prob) else \
-            (1.0 if r["prediction"] == pos else 0.0)
+        prob = float(prob) if prob is not None and not pd.isna(prob) else None
+        inst["p_positive"] = kind.target_probability(r["prediction"], prob, ks)
+        inst["task_metric"] = kind.instance_metric(r["prediction"], r["outcome"], prob, ks)
         if status == "ok" and ex.claims:  # OLR needs the claims' states only, not the values
             inst.update(olr=metrics.olr(states), olr_unverifiable_leaked=metrics.olr(states, True))
         if status == "ok":
@@ -275,11 +315,10 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
             plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max,
                             st.mc_permutations, st.shapley_seed)
             csha = claims_sha(ex.claims)
-            vals = {}
-            for m in plan.masks:
-                v = values.get((r["instance_id"], r["agent"], csha, m, r["prediction"]))
-                if v is not None:
-                    vals[m] = v
+            lines = {m: values[k] for m in plan.masks
+                     if (k := (r["instance_id"], r["agent"], csha, m)) in values}
+            full = (1 << n) - 1
+            vals = kind.values(lines, full, r["prediction"], ks) if full in lines else {}
             inst["n_coalitions"] = len(plan.masks)
             if n == 0:  # nothing to attribute: the instance's state does not wait for v(empty)
                 status = "no claims"
@@ -297,10 +336,8 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
                 inst.update(
                     shapley_dclr=metrics.shapley_dclr(phi, states),
                     shapley_dclr_unverifiable_leaked=metrics.shapley_dclr(phi, states, True),
-                    top1_leakage=metrics.top_k_leakage(phi, states, 1),
-                    top3_leakage=metrics.top_k_leakage(phi, states, 3),
-                    top1_leakage_unverifiable_leaked=metrics.top_k_leakage(phi, states, 1, True),
-                    top3_leakage_unverifiable_leaked=metrics.top_k_leakage(phi, states, 3, True))
+                    **{f"top{k}_leakage{suffix}": metrics.top_k_leakage(phi, states, k, unv, st.topk_denominator)
+                       for k in (1, 3) for suffix, unv in (("", False), ("_unverifiable_leaked", True))})
         if status != "ok":
             rejects.append({"source": "instances", "row": None, "column": "status",
                             "reason": f"instance {r['instance_id']} ({r['agent']}): {status}"
@@ -311,29 +348,44 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
 
     claims = pd.DataFrame(claim_rows, columns=CLAIM_COLUMNS)
     inst_df = pd.DataFrame(inst_rows, columns=INSTANCE_COLUMNS)
-    return {"claims": claims, "instance_leakage": inst_df, "claims_summary": summarize(inst_df, st),
+    repred = repredict_table(study, st, preds)
+    return {"claims": claims, "instance_leakage": inst_df, "claims_summary": summarize(inst_df, st, repred),
+            "claims_repredict": repred,
             "claims_rejects": pd.DataFrame(rejects, columns=REJECT_COLUMNS)}
 
 
-def summarize(inst: pd.DataFrame, st: ClaimSettings) -> pd.DataFrame:
-    """Per agent and task: means of the instance metrics over instances where defined,
-    Brier score and accuracy over instances with a known outcome label."""
+def summarize(inst: pd.DataFrame, st: ClaimSettings, repred: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per agent and task: means of the instance metrics over instances where defined;
+    the task metric (Brier score, mean relative error or mean Spearman's rho) and, for
+    classification, accuracy over instances with a known outcome; the re-prediction
+    check's mean error (Table 5: MRE, or the mean relative Kendall distance)."""
+    repred = repred if repred is not None else pd.DataFrame(columns=REPRED_COLUMNS)
+    kind, ks = st.kind, st.kind_settings
     rows = []
     for (agent, task), g in inst.groupby(["agent", "task"], sort=True):
         def mean(col: str) -> float | None:
             x = pd.to_numeric(g[col], errors="coerce").dropna()
             return float(x.mean()) if len(x) else None
-        known = g[g["outcome"].astype(str).str.strip().str.lower().isin(st.labels)]
-        o = (known["outcome"].astype(str).str.strip().str.lower() == st.labels[0]).astype(float)
+        per = pd.to_numeric(g["task_metric"], errors="coerce").dropna()
+        hits = [c for c in (kind.correct(p, o, ks) for p, o in zip(g["prediction"], g["outcome"])) if c is not None]
+        task_metric = kind.summary_metric(list(per))
         rows.append({
-            "agent": agent, "task": task, "n_instances": len(g), "n_scored": int((g["status"] == "ok").sum()),
+            "agent": agent, "task": task, "task_kind": kind.name, "n_instances": len(g),
+            "n_scored": int((g["status"] == "ok").sum()),
             "n_claims": int(g["n_claims"].sum()), "olr": mean("olr"),
             "olr_unverifiable_leaked": mean("olr_unverifiable_leaked"), "shapley_dclr": mean("shapley_dclr"),
             "shapley_dclr_unverifiable_leaked": mean("shapley_dclr_unverifiable_leaked"),
             "top1_leakage": mean("top1_leakage"), "top3_leakage": mean("top3_leakage"),
-            "brier": metrics.brier(known["p_positive"].astype(float), o),
-            "accuracy": float((known["prediction"] == known["outcome"].astype(str).str.strip().str.lower()).mean())
-            if len(known) else None,
-            "n_outcomes": len(known),
+            "task_metric_name": kind.metric_name, "task_metric": task_metric,
+            "brier": task_metric if kind.metric_name == "brier" else None,
+            "accuracy": float(sum(hits) / len(hits)) if hits else None,
+            "n_outcomes": len(per),
+            "repred_metric_name": kind.repred_metric_name,
+            **_repred_mean(repred[(repred["agent"] == agent) & (repred["task"] == task)]),
         })
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _repred_mean(g: pd.DataFrame) -> dict[str, Any]:
+    x = pd.to_numeric(g["repred_error"], errors="coerce").dropna()
+    return {"repred_error": float(x.mean()) if len(x) else None, "n_repredicted": len(g)}

@@ -51,22 +51,27 @@ class TrainSpec:
     abstain_mass: float = 0.08    # P(up)+P(down) left when the answer is "unknown" (see below)
     threads: int = 1              # one thread: reproducible and robust on a shared CPU
     seed: int = 0
+    answer_through_eos: bool = False  # weigh every answer token and the EOS after it as the answer
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
 def encode_docs(docs: list[Doc], tok: PreTrainedTokenizerFast) -> tuple[list[list[int]], list[int]]:
-    """Token ids of each document (prompt ids, answer id, EOS) and the answer position (-1 if none)."""
+    """Token ids of each document (prompt ids, answer ids, EOS) and the answer position (-1 if none).
+
+    An answer is one token (a label, a number), or several words (a ranking: 'elm > acorn >
+    ...'), whose first token is at the answer position and the rest follow it."""
     seqs, answer_pos = [], []
     for d in docs:
         ids = tok(d.text, add_special_tokens=False)["input_ids"]
         if d.answer is not None:
-            ans = tok.convert_tokens_to_ids(d.answer)
+            head, _, tail = d.answer.partition(" ")
+            ans = tok.convert_tokens_to_ids(head)
             if ans == tok.unk_token_id:
                 raise ValueError(f"answer '{d.answer}' is not in the vocabulary")
             answer_pos.append(len(ids))
-            ids = ids + [ans]
+            ids = ids + [ans] + (tok(tail, add_special_tokens=False)["input_ids"] if tail else [])
         else:
             answer_pos.append(-1)
         seqs.append(ids + [tok.eos_token_id])
@@ -130,8 +135,9 @@ def train_model(
                 att[r, :len(s)] = 1
                 w[r, :len(s) - 1] = 1.0
                 if answer_pos[i] >= 0:  # target at position p is predicted from p-1
-                    w[r, answer_pos[i] - 1] = 0.0
-                    wa[r, answer_pos[i] - 1] = 1.0
+                    end = len(s) if spec.answer_through_eos else answer_pos[i] + 1
+                    w[r, answer_pos[i] - 1:end - 1] = 0.0
+                    wa[r, answer_pos[i] - 1:end - 1] = 1.0
                     abst[r, answer_pos[i] - 1] = s[answer_pos[i]] == unknown_id
             logits = model(input_ids=inp, attention_mask=att).logits[:, :-1]
             nll = torch.nn.functional.cross_entropy(

@@ -19,7 +19,7 @@ import pandas as pd
 from lookahead.paper import bootstrap as bs
 from lookahead.paper import figures, render
 from lookahead.paper import tables as T
-from lookahead.paper.fit import PaperNotEstimable, PaperSpecError
+from lookahead.stats.fe_regression import NotEstimable
 
 #: Columns of `paper_tables` (python_models/marts/paper/_paper__models.yml documents each).
 LONG_COLUMNS = [
@@ -60,7 +60,7 @@ def run_paper_analysis(pre: pd.DataFrame, post: pd.DataFrame | None, settings: T
         """A table the data cannot identify is skipped with a note, not a failed build."""
         try:
             return build()
-        except PaperNotEstimable as exc:
+        except NotEstimable as exc:
             notes.append(f"{name} not estimated: {exc}")
             return None
 
@@ -171,4 +171,4 @@ def _write(path: Path, text: str) -> None:
 
 
 __all__ = ["run_paper_analysis", "paper_long_table", "write_paper_assets", "magnitudes_frame",
-           "PaperResults", "PaperSpecError"]
+           "PaperResults"]

@@ -47,7 +47,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 from threadpoolctl import threadpool_limits
 
-from lookahead.paper.fit import PaperSpecError, Term
+from lookahead.stats.fe_regression import RegressionInputError, Term
 
 
 @dataclass
@@ -70,7 +70,7 @@ def prepare(df: pd.DataFrame, outcome: str, terms: Sequence[Term],
     cols = [outcome, *{c for t in terms for c in t.columns}, *fixed_effects]
     missing = [c for c in dict.fromkeys(cols) if c not in df.columns]
     if missing:
-        raise PaperSpecError(f"bootstrap: panel has no column(s) {missing}")
+        raise RegressionInputError(f"bootstrap: panel has no column(s) {missing}")
     Z = np.column_stack([pd.to_numeric(df[outcome], errors="coerce").to_numpy(float)]
                         + [t.values(df) for t in terms])
     codes = [pd.factorize(df[f], use_na_sentinel=True)[0] for f in fixed_effects]
@@ -78,7 +78,7 @@ def prepare(df: pd.DataFrame, outcome: str, terms: Sequence[Term],
     for c in codes:
         ok &= c >= 0
     if ok.sum() < 2:
-        raise PaperSpecError("bootstrap: fewer than 2 complete rows in the sample")
+        raise RegressionInputError("bootstrap: fewer than 2 complete rows in the sample")
     fe = [pd.factorize(c[ok])[0].astype(np.int64) for c in codes]
     fe = [c for c in fe if c.max() > 0]   # a one-level FE is the intercept (as fit_fe drops it)
     return BootstrapData(Z=Z[ok], fe=fe, term_names=[t.name for t in terms])
@@ -176,10 +176,10 @@ def _indicator(codes: np.ndarray, n_levels: int) -> sp.csr_matrix:
 
 def _structure(data: BootstrapData) -> _Structure:
     if len(data.fe) > 2:
-        raise PaperSpecError("fast bootstrap supports one or two fixed effects")
+        raise RegressionInputError("fast bootstrap supports one or two fixed effects")
     n, k1 = data.Z.shape
     if not data.fe:
-        raise PaperSpecError("fast bootstrap needs at least one fixed effect")
+        raise RegressionInputError("fast bootstrap needs at least one fixed effect")
     fe = sorted(data.fe, key=lambda c: -(c.max() + 1))   # absorbed = more levels
     ab = fe[0]
     n_abs = int(ab.max()) + 1
@@ -422,7 +422,7 @@ def pairs_bootstrap(data: BootstrapData, in_sample_estimate: float, draws: int =
                     out_of_sample_estimate: float = float("nan")) -> BootstrapResult:
     """Bootstrap the last term's coefficient on `data` and compare with `in_sample_estimate`."""
     if draws < 1:
-        raise PaperSpecError(f"setting 'bootstrap_draws': {draws} must be a positive integer")
+        raise RegressionInputError(f"setting 'bootstrap_draws': {draws} must be a positive integer")
     if method == "auto":
         # the fast path solves a dense (levels x levels) system per draw for the smaller FE;
         # beyond ~1,500 levels on both FE the refit loop is the better choice
@@ -434,7 +434,7 @@ def pairs_bootstrap(data: BootstrapData, in_sample_estimate: float, draws: int =
     elif method == "naive":
         d = naive_draws(data, draws, seed)
     else:
-        raise PaperSpecError(f"bootstrap method '{method}' is not auto, fast or naive")
+        raise RegressionInputError(f"bootstrap method '{method}' is not auto, fast or naive")
     sec = time.perf_counter() - t0
     fin = d[np.isfinite(d)]
     return BootstrapResult(

@@ -12,7 +12,7 @@ import pandas as pd
 from lookahead.paper import analysis as A
 from lookahead.paper import bootstrap as bs
 from lookahead.paper import tables as T
-from lookahead.paper.fit import PaperNotEstimable
+from lookahead.stats.fe_regression import NotEstimable
 from lookahead.stats.protocol import study_from_frame
 
 BOOTSTRAP_COLUMNS = {
@@ -44,7 +44,7 @@ def bootstrap_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd.Da
         return empty
     try:
         t5 = T.table5(pre, post, s)
-    except PaperNotEstimable:
+    except NotEstimable:
         return empty  # paper_tables carries the note saying why
     in_est = t5.columns[1].estimate.get(T.INTERACTION_STD, np.nan)
     oos_est = t5.columns[3].estimate.get(T.INTERACTION_STD, np.nan)

@@ -1,19 +1,19 @@
-"""One fixed-effects regression of the paper, fitted with pyfixest and returned as plain rows.
+"""The paper's view of a fit: one table column from the one fixed-effects fit.
 
-Every paper table is a set of such fits. The wrapper exists so that each table states
-only *what* it regresses (outcome, named terms, fixed effects, cluster) while the
-mechanics that people get wrong live once: interaction columns are built explicitly
-(so a term's name says exactly what was multiplied), rows with a missing value in a used
-column are dropped and counted, singletons and collinear drops are recorded, and the
-demeaning tolerance (lookahead.stats.fe_regression.FIXEF_TOL, the one tolerance of every
-regression) is tight enough that coefficients are exact to ~1e-10 (pyfixest's default 1e-6
-is not, and the bootstrap is compared draw by draw against this fit).
+Every paper table is a set of regressions declared as ``FitRequest``s (the one
+specification type, lookahead.stats.fe_regression) with ``Term`` regressors, fitted by
+the one fit, ``lookahead.stats.fe_regression.fit_fe``: one small-sample convention
+(reghdfe's, K included), one singleton rule, one demeaning tolerance (FIXEF_TOL), one
+error vocabulary (RegressionInputError, NotEstimable). What this module adds is what a
+table column needs around that fit: interaction columns are built explicitly (so a
+term's name says exactly what was multiplied) under safe names, rows with a missing or
+infinite value in a used column are dropped and counted, and the result is keyed by the
+terms' printed names (``FitResult``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -22,33 +22,12 @@ from lookahead.stats.fe_regression import CLUSTER_COLUMNS as STATS_CLUSTER_COLUM
 from lookahead.stats.fe_regression import (
     FIXEF_TOL,  # noqa: F401  (one tolerance, declared there)
     FitRequest,
+    NotEstimable,
+    RegressionInputError,
+    Term,
+    fit_fe,
+    not_estimable,
 )
-from lookahead.stats.fe_regression import fit_fe as stats_fit_fe
-
-
-class PaperSpecError(ValueError):
-    """Bad input for a paper specification; the message names the column or setting."""
-
-
-class PaperNotEstimable(PaperSpecError):
-    """The data cannot identify a specification (no rows, no variation, all singletons).
-
-    Unlike a bad setting this is a finding, not an error: the analysis skips the table
-    with a note saying why, as the protocol's regressions report NULL estimates."""
-
-
-@dataclass(frozen=True)
-class Term:
-    """A regressor: a panel column, or the product of several (an interaction)."""
-
-    name: str
-    columns: tuple[str, ...]
-
-    def values(self, df: pd.DataFrame) -> np.ndarray:
-        out = np.ones(len(df))
-        for c in self.columns:
-            out = out * df[c].to_numpy(dtype=float)
-        return out
 
 
 @dataclass
@@ -104,25 +83,21 @@ def vcov_label(cluster: str | None) -> str:
     return f"CRV1 by {cluster}"
 
 
-def fit_fe(
-    df: pd.DataFrame,
-    outcome: str,
-    terms: Sequence[Term],
-    fixed_effects: Sequence[str] = ("entity_num", "period_num"),
-    cluster: str | None = "date",
-    spec: str = "",
-) -> FitResult:
-    """Fit `outcome ~ terms | fixed_effects` and collect the results.
+def fit_column(df: pd.DataFrame, req: FitRequest) -> FitResult:
+    """Fit one paper table column, `req.outcome ~ req.regressors | req.fixed_effects`.
 
     Interaction columns are built explicitly and copied, with the fixed effects, into a
     frame with safe names (y, x0.., fe0..), so user column names never meet formula
-    parsing. The estimation itself is lookahead.stats.fit_fe, the protocol's wrapper:
-    one small-sample convention (reghdfe's), one singleton rule and one guard against
-    samples pyfixest cannot demean. A fixed effect with a single level is left out (it
-    is the intercept, which FE models absorb anyway)."""
-    cluster = cluster or "none"
+    parsing; that frame is fitted by the one fit, ``fit_fe``. A fixed effect with a single
+    level is left out (it is the intercept, which FE models absorb anyway). Raises
+    RegressionInputError naming the column or setting ('paper_cluster'), and NotEstimable
+    when the data cannot identify the column."""
+    spec, outcome = req.spec, req.outcome
+    terms = [Term.of(t) for t in req.regressors]
+    fixed_effects = tuple(req.fixed_effects)
+    cluster = req.cluster or "none"
     if cluster not in STATS_CLUSTER_COLUMNS:
-        raise PaperSpecError(
+        raise RegressionInputError(
             f"setting 'paper_cluster': '{cluster}' is not one of {', '.join(STATS_CLUSTER_COLUMNS)}")
     cl_col = STATS_CLUSTER_COLUMNS[cluster]
     needed = [outcome, *{c for t in terms for c in t.columns}, *fixed_effects]
@@ -130,7 +105,7 @@ def fit_fe(
         needed.append(cl_col)
     missing_cols = [c for c in dict.fromkeys(needed) if c not in df.columns]
     if missing_cols:
-        raise PaperSpecError(
+        raise RegressionInputError(
             f"spec '{spec}': column(s) {missing_cols} not in the panel "
             f"(have: {', '.join(map(str, df.columns))})"
         )
@@ -138,7 +113,7 @@ def fit_fe(
     for i, t in enumerate(terms):
         for c in t.columns:
             if not pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]):
-                raise PaperSpecError(f"spec '{spec}': column '{c}' must be numeric")
+                raise RegressionInputError(f"spec '{spec}': column '{c}' must be numeric")
         work[f"x{i}"] = t.values(df)
     for j, fe in enumerate(fixed_effects):
         codes = pd.factorize(df[fe], use_na_sentinel=True)[0]
@@ -157,19 +132,20 @@ def fit_fe(
     work = work.reset_index(drop=True)
     n_missing = n_input - len(work)
     if len(work) == 0:
-        raise PaperNotEstimable(f"spec '{spec}': no rows left after dropping missing values")
+        raise NotEstimable(f"spec '{spec}': "
+                           + not_estimable("no rows left after dropping missing values"))
     used = [j for j in range(len(fixed_effects)) if work[f"fe{j}"].nunique() > 1]
     for j in used:
         work[f"fe{j}"] = work[f"fe{j}"].astype(np.int64)
     names = [t.name for t in terms]
-    rows = stats_fit_fe(work, FitRequest(
-        spec=spec, sample="", outcome="y", regressors=[f"x{i}" for i in range(len(terms))],
+    rows = fit_fe(work, replace(
+        req, sample="", outcome="y", regressors=[f"x{i}" for i in range(len(terms))],
         fixed_effects=[f"fe{j}" for j in used], cluster=cluster,
     ))
     rows = rows.astype({c: "float64" for c in ("estimate", "std_error", "t", "p_two_sided",
                                                "n_clusters", "r2", "r2_within")})
     if rows["estimate"].isna().all():
-        raise PaperNotEstimable(f"spec '{spec}': {rows['warning'].iloc[0]}")
+        raise NotEstimable(f"spec '{spec}': {rows['warning'].iloc[0]}")
     est, ses, ts, ps = {}, {}, {}, {}
     for name, r in zip(names, rows.to_dict("records")):
         if np.isfinite(r["estimate"]):

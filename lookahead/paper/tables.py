@@ -25,8 +25,15 @@ import pandas as pd
 
 from lookahead.config import Study, setting_default
 from lookahead.measures import MEASURES
-from lookahead.paper.fit import FitResult, PaperNotEstimable, PaperSpecError, Term, fit_fe
+from lookahead.paper.fit import FitResult, fit_column
 from lookahead.stats.fe_regression import CLUSTER_COLUMNS as STATS_CLUSTER_COLUMNS
+from lookahead.stats.fe_regression import (
+    FitRequest,
+    NotEstimable,
+    RegressionInputError,
+    Term,
+    not_estimable,
+)
 
 #: Every registered measure's panel column (lookahead.measures), and the configured one.
 LAP_COLUMNS = {**{m.name: m.column for m in MEASURES.values()}, "configured": "lap"}
@@ -56,7 +63,7 @@ class PaperSettings:
     @property
     def lap(self) -> str:
         if self.lap_measure not in LAP_COLUMNS:
-            raise PaperSpecError(
+            raise RegressionInputError(
                 f"setting 'lap_measure': '{self.lap_measure}' is not one of "
                 f"{', '.join(LAP_COLUMNS)}"
             )
@@ -91,6 +98,18 @@ def paper_columns(s: PaperSettings) -> list[str]:
             *([s.moderator] if s.moderator else []), *s.fixed_effects,
             *([cl_col] if cl_col else []), "target_date"]
     return list(dict.fromkeys(cols))
+
+
+def column(df: pd.DataFrame, s: PaperSettings, spec: str, terms: Sequence[Term],
+           sample: str = "pre", outcome: str | None = None,
+           fixed_effects: Sequence[str] | None = None) -> FitResult:
+    """One table column: the specification declared as a FitRequest (the package's one
+    way to declare a regression) with the study's outcome, fixed effects and cluster unless
+    given, fitted by the one fit (lookahead.paper.fit.fit_column)."""
+    return fit_column(df, FitRequest(
+        spec=spec, sample=sample, outcome=outcome or s.outcome, regressors=tuple(terms),
+        fixed_effects=tuple(s.fixed_effects if fixed_effects is None else fixed_effects),
+        cluster=s.cluster))
 
 
 @dataclass
@@ -129,12 +148,12 @@ def dropped_notes(fits: Sequence[FitResult]) -> list[str]:
 def _require(df: pd.DataFrame, cols: Sequence[str], what: str) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
-        raise PaperSpecError(
+        raise RegressionInputError(
             f"{what}: panel has no column(s) {missing}; available: {', '.join(map(str, df.columns))}"
         )
     for c in cols:
         if df[c].notna().sum() == 0:
-            raise PaperNotEstimable(f"{what}: column '{c}' is entirely missing")
+            raise NotEstimable(f"{what}: " + not_estimable(f"column '{c}' is entirely missing"))
 
 
 # ----------------------------------------------------------------------------- Table I
@@ -182,8 +201,8 @@ def table2(df: pd.DataFrame, s: PaperSettings, sample: str = "pre", name: str = 
     _require(df, [s.outcome, s.llm, s.lap], name)
     llm, lap = Term(LLM, (s.llm,)), Term(LAP, (s.lap,))
     inter = Term(LLM + X + LAP, (s.llm, s.lap))
-    c1 = fit_fe(df, s.outcome, [llm], s.fixed_effects, s.cluster, f"{name}_col1")
-    c2 = fit_fe(df, s.outcome, [llm, lap, inter], s.fixed_effects, s.cluster, f"{name}_col2")
+    c1 = column(df, s, f"{name}_col1", [llm], sample)
+    c2 = column(df, s, f"{name}_col2", [llm, lap, inter], sample)
     used = df[[s.outcome, s.llm, s.lap]].apply(pd.to_numeric, errors="coerce").dropna()
     sd_llm, sd_lap = float(used[s.llm].std(ddof=1)), float(used[s.lap].std(ddof=1))
     gamma = c1.estimate.get(LLM, np.nan)
@@ -223,12 +242,12 @@ def table3(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
     bad = vals.notna() & ~vals.isin([0, 1])
     if bad.any():
         first = df.index[bad.to_numpy()][0]
-        raise PaperSpecError(
+        raise RegressionInputError(
             f"setting 'moderator_column': column '{m}' must be binary 0/1; "
             f"row {first} has {df.loc[first, m]!r}"
         )
     if vals.nunique() < 2:
-        raise PaperSpecError(f"setting 'moderator_column': column '{m}' takes a single value")
+        raise RegressionInputError(f"setting 'moderator_column': column '{m}' takes a single value")
     work = df.copy()
     work[m] = vals
     llm, lap, mod = Term(LLM, (s.llm,)), Term(LAP, (s.lap,)), Term(m, (m,))
@@ -236,9 +255,8 @@ def table3(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
     t_ll = Term(LLM + X + LAP, (s.llm, s.lap))
     t_am = Term(LAP + X + m, (s.lap, m))
     t_3 = Term(LLM + X + LAP + X + m, (s.llm, s.lap, m))
-    c1 = fit_fe(work, s.outcome, [llm, mod, t_lm], s.fixed_effects, s.cluster, "table3_col1")
-    c2 = fit_fe(work, s.outcome, [llm, mod, t_lm, lap, t_ll, t_am, t_3], s.fixed_effects,
-                s.cluster, "table3_col2")
+    c1 = column(work, s, "table3_col1", [llm, mod, t_lm], sample)
+    c2 = column(work, s, "table3_col2", [llm, mod, t_lm, lap, t_ll, t_am, t_3], sample)
     notes = dropped_notes([c1, c2])
     if notes:
         notes.append("A moderator constant within entity is absorbed by the entity fixed effects.")
@@ -273,9 +291,8 @@ def table4(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
             continue
         c, t_lc = Term(label, (col,)), Term(LLM + X + label, (s.llm, col))
         k = len(cols) + 1
-        cols.append(fit_fe(df, s.outcome, [llm, c, t_lc], s.fixed_effects, s.cluster, f"table4_col{k}"))
-        cols.append(fit_fe(df, s.outcome, [llm, lap, t_ll, c, t_lc], s.fixed_effects, s.cluster,
-                           f"table4_col{k + 1}"))
+        cols.append(column(df, s, f"table4_col{k}", [llm, c, t_lc], sample))
+        cols.append(column(df, s, f"table4_col{k + 1}", [llm, lap, t_ll, c, t_lc], sample))
         samples += [sample, sample]
     for c in cols:
         if c.n_missing:
@@ -303,7 +320,8 @@ def standardize(df: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
         x = vals.loc[ok, c]
         sd = x.std(ddof=1)
         if not np.isfinite(sd) or sd == 0:
-            raise PaperNotEstimable(f"table5: column '{c}' has no variation in this period; cannot standardize")
+            raise NotEstimable("table5: " + not_estimable(
+                f"column '{c}' has no variation in this period; cannot standardize"))
         work[c + STD_SUFFIX] = np.where(ok, (vals[c] - x.mean()) / sd, np.nan)
     return work
 
@@ -335,7 +353,7 @@ def out_of_sample(post: pd.DataFrame | None, s: PaperSettings) -> tuple[pd.DataF
     if post is None or s.oos_start is None:
         return post, "Out-of-sample period: every post-cutoff row (var paper_oos_start not set)."
     if "target_date" not in post.columns:
-        raise PaperSpecError("setting 'paper_oos_start': the panel has no target_date column")
+        raise RegressionInputError("setting 'paper_oos_start': the panel has no target_date column")
     dates = pd.to_datetime(post["target_date"], errors="coerce")
     keep = dates >= pd.Timestamp(s.oos_start)
     return post.loc[keep], (f"Out-of-sample period starts {s.oos_start} (var paper_oos_start): "
@@ -375,7 +393,7 @@ def table5_difference(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings) -
         stacked[col] = codes * 2 + stacked["_oos"].to_numpy(np.float64)
         fes.append(col)
     terms = list(full) + [Term(t.name + X + "out-of-sample", (*t.columns, "_oos")) for t in full]
-    fit = fit_fe(stacked, y, terms, fes, s.cluster, "table5_difference")
+    fit = column(stacked, s, "table5_difference", terms, "pre+post", outcome=y, fixed_effects=fes)
     b = fit.estimate.get(DIFFERENCE_TERM, np.nan)
     se = fit.std_error.get(DIFFERENCE_TERM, np.nan)
     t = -b / se if np.isfinite(b) and np.isfinite(se) and se > 0 else np.nan
@@ -393,8 +411,8 @@ def table5(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings,
     for sample, df in (("pre", pre), ("post", post)):
         z = table5_inputs(df, s)
         k = len(cols) + 1
-        cols.append(fit_fe(z, y, base, s.fixed_effects, s.cluster, f"table5_col{k}"))
-        cols.append(fit_fe(z, y, full, s.fixed_effects, s.cluster, f"table5_col{k + 1}"))
+        cols.append(column(z, s, f"table5_col{k}", base, sample, outcome=y))
+        cols.append(column(z, s, f"table5_col{k + 1}", full, sample, outcome=y))
         samples += [sample, sample]
     extra = {"Sample period": ["In-sample", "In-sample", "Out-of-sample", "Out-of-sample"]}
     if bootstrap_p is not None:
@@ -404,8 +422,8 @@ def table5(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings,
     diff: dict[str, float] = {}
     try:
         diff = table5_difference(pre, post, s)
-    except PaperNotEstimable as exc:
-        notes.append(f"In-sample minus out-of-sample test not estimable ({exc}).")
+    except NotEstimable as exc:
+        notes.append(f"In-sample minus out-of-sample test: {exc}.")
     if diff:
         extra = {**extra, DIFFERENCE_ROW: ["", f"{diff['difference']:.3f}",
                                            "", f"[{diff['p_one_sided']:.3f}]"]}

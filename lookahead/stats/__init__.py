@@ -5,7 +5,9 @@ and an equivalent Stata do-file for users who run reghdfe themselves."""
 from lookahead.stats.fe_regression import (
     RESULT_COLUMNS,
     FitRequest,
+    NotEstimable,
     RegressionInputError,
+    Term,
     fit_fe,
     newey_west_default_lag,
     one_sided_p,
@@ -14,7 +16,9 @@ from lookahead.stats.fe_regression import (
 __all__ = [
     "RESULT_COLUMNS",
     "FitRequest",
+    "NotEstimable",
     "RegressionInputError",
+    "Term",
     "fit_fe",
     "newey_west_default_lag",
     "one_sided_p",

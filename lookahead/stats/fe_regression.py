@@ -91,8 +91,29 @@ def estimator_message(exc: BaseException) -> str:
     return f"the estimator could not fit it ({type(exc).__name__}: {first})"
 
 
+# --------------------------------------------------------------- the one error vocabulary
+# Every regression of the package, protocol and paper alike, fails in one of two ways:
 class RegressionInputError(ValueError):
-    """Bad input for a regression; the message names the column or setting."""
+    """Bad input for a regression (a missing or non-numeric column, an unknown setting
+    value); the message names the column or setting. The user must change something."""
+
+
+class NotEstimable(RegressionInputError):
+    """The data cannot identify a specification (no rows, no variation, only singletons,
+    all terms collinear); the message says why, in the words of ``not_estimable``.
+
+    A finding, not an error: the protocol's ``fit_fe`` records it as NULL estimates with
+    that warning (the verdict then reads "underpowered"); the paper skips the table with
+    a note. It subclasses RegressionInputError so one ``except`` catches every failure."""
+
+
+NOT_ESTIMABLE = "not estimable"
+
+
+def not_estimable(reason: str) -> str:
+    """The one wording of a not-estimable finding (a warning in regression_results, a
+    note in paper_tables): 'not estimable: <reason>'."""
+    return f"{NOT_ESTIMABLE}: {reason}"
 
 
 def one_sided_p(t: float, p_two: float) -> float:
@@ -115,15 +136,45 @@ def newey_west_default_lag(n_obs: int) -> int:
 
 
 @dataclass(frozen=True)
-class FitRequest:
-    """One regression: outcome on regressors with absorbed fixed effects on one sample.
+class Term:
+    """A regressor as the paper's tables name it: a panel column, or the product of several
+    (an interaction), under a printed name (e.g. 'LLM x LAP' for mu_hat * lap_mink).
 
-    ``one_sided_terms`` are the terms whose test is H1: coefficient > 0 (beta_3)."""
+    The protocol writes a term as a string, ``"mu_hat:lap"``, whose name is its formula;
+    ``Term.of`` reads both, so a specification may list either."""
+
+    name: str
+    columns: tuple[str, ...]
+
+    @classmethod
+    def of(cls, term: "str | Term") -> "Term":
+        """A Term from a Term or a formula string (columns joined by ':')."""
+        return term if isinstance(term, Term) else cls(term, tuple(_term_columns(term)))
+
+    def values(self, df: pd.DataFrame) -> np.ndarray:
+        """The term's column on `df`: the product of its columns, as float."""
+        out = np.ones(len(df))
+        for c in self.columns:
+            out = out * df[c].to_numpy(dtype=float)
+        return out
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    """One regression specification: outcome on regressors with absorbed fixed effects,
+    clustered by the `cluster` setting, on one sample. The one way the package declares a
+    regression: the protocol's steps 3-5 (lookahead.stats.protocol) and the paper's
+    Tables II-V (lookahead.paper.tables) alike.
+
+    ``regressors`` are formula strings (``"mu_hat:lap"``, what ``fit_fe`` reads) or
+    ``Term``s (a printed name for a product of columns, what the paper's
+    ``lookahead.paper.fit.fit_column`` reads). ``one_sided_terms`` are the terms whose test
+    is H1: coefficient > 0 (beta_3)."""
 
     spec: str
     sample: str
     outcome: str
-    regressors: Sequence[str]
+    regressors: Sequence["str | Term"]
     fixed_effects: Sequence[str] = (ENTITY_FE, PERIOD_FE)
     cluster: str = "entity"
     one_sided_terms: Sequence[str] = ()
@@ -287,10 +338,17 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     """Estimate one specification; one row per requested term (RESULT_COLUMNS).
 
     Never raises for statistical degeneracy (empty sample, all terms collinear,
-    singular fit): those give rows with NULL estimates and a warning that says why,
-    because the verdict must then say "underpowered" rather than crash. Raises
-    RegressionInputError for user errors (missing column, bad cluster setting)."""
+    singular fit): those give rows with NULL estimates and a warning that says why
+    (``not_estimable``), because the verdict must then say "underpowered" rather than
+    crash. Raises RegressionInputError for user errors (missing column, bad cluster
+    setting). Regressors are formula strings here; ``Term``s go through the paper's
+    ``fit_column``, which names their products safely and calls this."""
     import pyfixest as pf  # imported here: ~2 s, only when a regression runs
+
+    if any(isinstance(t, Term) for t in req.regressors):
+        raise RegressionInputError(
+            f"regression '{req.spec}': fit_fe reads formula strings; a specification with "
+            "Term regressors is fitted by lookahead.paper.fit.fit_column")
 
     if req.cluster not in CLUSTER_COLUMNS:
         raise RegressionInputError(
@@ -312,13 +370,13 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
 
     if len(data) == 0:
         return _empty_rows(req, fe_label, _vcov_label(req, single_entity, None),
-                           "; ".join(notes + ["no observations: regression not estimated"]))
+                           "; ".join(notes + [not_estimable("no observations")]))
 
     if not single_entity and cluster_col is not None and data["_cluster"].nunique() < 2:
         return _empty_rows(
             req, fe_label, _vcov_label(req, single_entity, None),
-            "; ".join(notes + [f"not estimable: only one {cluster_col} cluster; cluster-robust "
-                               "standard errors need at least 2 (setting 'cluster')"]),
+            "; ".join(notes + [not_estimable(f"only one {cluster_col} cluster; cluster-robust "
+                                             "standard errors need at least 2 (setting 'cluster')")]),
             n_obs=len(data), n_clusters=1,
         )
 
@@ -358,9 +416,10 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
         if kept <= len(req.regressors):
             return _empty_rows(
                 req, fe_label, _vcov_label(req, single_entity, None),
-                "; ".join(notes + [f"not estimable: {len(data) - kept} singleton observation(s) "
-                                   f"dropped leave {kept} row(s) for {len(req.regressors)} term(s) "
-                                   "(a coarser period_frequency gives fewer singletons)"]),
+                "; ".join(notes + [not_estimable(
+                    f"{len(data) - kept} singleton observation(s) dropped leave {kept} row(s) "
+                    f"for {len(req.regressors)} term(s) (a coarser period_frequency gives "
+                    "fewer singletons)")]),
                 n_obs=kept,
             )
 
@@ -389,7 +448,7 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
         msg = estimator_message(exc)
         return _empty_rows(
             req, fe_label, _vcov_label(req, single_entity, None),
-            "; ".join(notes + [f"not estimable: {msg}"]), n_obs=len(data),
+            "; ".join(notes + [not_estimable(msg)]), n_obs=len(data),
         )
 
     n_singletons = sum(int(m.group(1)) for s in caught for m in [_SINGLETON_RE.search(s)] if m)

@@ -122,7 +122,7 @@ def test_nan_is_rejected_not_written(tmp_path):
     with RawStore(tmp_path / "r.jsonl") as store:
         with pytest.raises(ValueError):
             store.append(rec("a", first_token_prob=float("nan")))
-    assert (tmp_path / "r.jsonl").read_text() == ""
+    assert not (tmp_path / "r.jsonl").exists()  # nothing written: the store left no empty file
 
 
 @pytest.mark.parametrize("task,fields,reason", [
@@ -146,7 +146,7 @@ def test_incomplete_answers_are_refused_and_nothing_is_written(tmp_path, task, f
     with RawStore(tmp_path / f"{task}.jsonl") as store:
         with pytest.raises(IncompleteAnswer, match="not a complete answer"):
             store.append(r)
-    assert (tmp_path / f"{task}.jsonl").read_text() == ""
+    assert not (tmp_path / f"{task}.jsonl").exists()  # nothing written: no empty file left
 
 
 def test_complete_answers_pass_and_failures_go_to_their_own_file(tmp_path):

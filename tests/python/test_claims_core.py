@@ -231,7 +231,8 @@ def test_metrics_by_hand():
     assert metrics.top_k_leakage(phi, states, 1) == 1.0
     assert metrics.top_k_leakage(phi, states, 3) == pytest.approx(1 / 3)   # 0.5, -0.3, 0.1 (first tie)
     assert metrics.top_k_leakage(phi, states, 3, True) == pytest.approx(2 / 3)
-    assert metrics.top_k_leakage(phi[:2], states[:2], 3) == 0.5            # fewer claims than k
+    assert metrics.top_k_leakage(phi[:2], states[:2], 3) == pytest.approx(1 / 3)  # fewer claims than K: 1/K
+    assert metrics.top_k_leakage(phi[:2], states[:2], 3, denominator="available") == 0.5  # 1/min(K, n)
     assert metrics.olr([]) is None and metrics.shapley_dclr([], []) is None
     assert metrics.shapley_dclr([0.0, 0.0], ["leaked", "not_leaked"]) is None
     assert metrics.brier([0.8, 0.3], [1, 0]) == pytest.approx((0.04 + 0.09) / 2)

@@ -1,5 +1,5 @@
 """The demo's claim tables live beside its verdict: demo/claims/demo_{contaminated,clean}.yml
-are the protocol demo studies unchanged plus a claim model (claims_model_id/path), so one
+extend the protocol demo studies (``extends:``) with a claim model (claims_model_id/path), so one
 `dbt build` puts `claims` and `instance_leakage` into outputs/<study_name>.duckdb.
 
 Default suite: the study files are the protocol studies plus claim settings only (so
@@ -21,7 +21,7 @@ import yaml
 from lookahead.claims import demo
 from lookahead.claims.dbt_entry import table
 from lookahead.claims.inputs import claim_study
-from lookahead.config import load_study
+from lookahead.config import load_study, read_study_file
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "demo" / "claims"
@@ -37,10 +37,12 @@ INSTANCE_COLUMNS = ("instance_id", "agent", "n_claims", "olr", "shapley_dclr", "
 def test_demo_study_is_the_protocol_study_plus_claim_settings(model, scen):
     shipped = yaml.safe_load((DEMO / f"demo_{scen}.yml").read_text())
     assert shipped == demo.protocol_study_vars(DEMO, model)           # the file is what the code writes
+    assert shipped["extends"] == f"demo/studies/{scen}.yml"           # builds on the protocol study
+    assert all(k.startswith("claims_") for k in set(shipped) - {"extends"})
     protocol = yaml.safe_load((ROOT / "demo" / "studies" / f"{scen}.yml").read_text())
-    extra = set(shipped) - set(protocol)
-    assert extra and all(k.startswith("claims_") for k in extra)
-    assert {k: shipped[k] for k in protocol} == protocol               # nothing of the protocol changed
+    flat = read_study_file(DEMO / f"demo_{scen}.yml")                  # what dbt and the jobs see
+    assert {k: flat[k] for k in protocol} == protocol                  # nothing of the protocol changed
+    assert set(flat) == (set(protocol) | set(shipped)) - {"extends"}
     a, b = load_study(DEMO / f"demo_{scen}.yml"), load_study(ROOT / "demo" / "studies" / f"{scen}.yml")
     assert a.name == b.name == f"demo_{scen}"                          # same database, same report
     assert a["model_id"] == b["model_id"]                              # the verdict's model is unchanged
@@ -131,3 +133,39 @@ def test_lookahead_run_puts_claims_beside_the_verdict(tmp_path):
     report = (tmp_path / "results" / "REPORT.md").read_text()
     assert "**Verdict: Contamination detected.**" in report
     assert "## Claim-level leakage" in report and (tmp_path / "results" / "figures" / "claims_shapley.png").exists()
+
+
+def test_extends_merges_and_refuses_loops(tmp_path):
+    """A study file builds on another: the base's settings, then its own; a loop or a
+    missing base is one line naming the file."""
+    from lookahead.config import StudyConfigError
+
+    base = tmp_path / "base.yml"
+    base.write_text("study_name: b\nbatch_size: 4\nclaims_bm25_k: 2\n")
+    child = tmp_path / "child.yml"
+    child.write_text(f"extends: {base}\nclaims_bm25_k: 7\n")
+    grand = tmp_path / "grand.yml"
+    grand.write_text(f"extends: {child}\nstudy_name: g\n")
+    assert read_study_file(grand) == {"study_name": "g", "batch_size": 4, "claims_bm25_k": 7}
+    base.write_text(f"extends: {grand}\n")
+    with pytest.raises(StudyConfigError, match="loops back"):
+        read_study_file(grand)
+    child.write_text(f"extends: {tmp_path / 'nope.yml'}\n")
+    with pytest.raises(StudyConfigError, match="does not exist"):
+        read_study_file(child)
+
+
+def test_lookahead_run_runs_the_claim_jobs_in_order():
+    """`lookahead jobs` / `run` call lookahead.claims.run: the agent jobs, extraction,
+    support (llm judge only), coalition values and the re-prediction check; none for a
+    study without claim settings."""
+    from lookahead.claims.run import claim_jobs
+
+    jobs = [j[0] for j in claim_jobs(load_study(DEMO / "demo_contaminated.yml"))]
+    assert jobs == ["llm_jobs.claims_timespec", "llm_jobs.claims_extract", "llm_jobs.claims_value",
+                    "llm_jobs.claims_repredict"]                       # support judge 'contains': no support job
+    assert claim_jobs(load_study(ROOT / "demo" / "studies" / "contaminated.yml")) == []
+    s = load_study(DEMO / "demo_contaminated.yml", overrides={"claims_support_judge": "llm",
+                                                              "claims_agent_jobs": ["temporal_hint"]})
+    assert [j[:3] for j in claim_jobs(s)][:3] == [["llm_jobs.claims_rationale", "--agent", "temporal_hint"],
+                                                  ["llm_jobs.claims_extract"], ["llm_jobs.claims_support"]]

@@ -181,7 +181,8 @@ def test_rationale_agents_parse_or_reject(server, tmp_path):
                            "task_input": "Will Acme rise?", "outcome": "up"}])
     insts.to_csv(tmp_path / "inst.csv", index=False)
     v = yaml.safe_load(study.read_text())
-    v.update(claims_instances_path=str(tmp_path / "inst.csv"), claims_predictions_path=None)
+    v.update(claims_instances_path=str(tmp_path / "inst.csv"), claims_predictions_path=None,
+             claims_rationale_min_chars=0)
     study.write_text(yaml.safe_dump(v))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     for agent in ("temporal_hint", "superforecasting"):
@@ -193,7 +194,7 @@ def test_rationale_agents_parse_or_reject(server, tmp_path):
     assert list(preds["agent"]) == ["temporal_hint"]
     assert preds["prediction"].iloc[0] == "up"
     assert preds["rationale"].iloc[0] == "Acme makes pumps. Acme opened a new factory on 2021-05-01."
-    assert any("is not one of the labels" in r["reason"] for r in rejects)
+    assert any("agent answer rejected: no label (up, down)" in r["reason"] for r in rejects)
 
 
 def test_parse_rationale():

@@ -86,6 +86,7 @@ def demo_dir(tmp_path_factory):
 
 def _study(demo_dir: Path, raw: Path, **kw):
     v = demo.study_vars(demo_dir, "leaky")
+    assert v.pop("extends") == "demo/studies/contaminated.yml"   # the default study, load_study's base
     v.update({"claims_raw_dir": str(raw), "claims_predictions_path": str(demo_dir / "predictions_leaky.csv"),
               "claims_corpus_path": str(demo_dir / "corpus.csv"),
               "claims_extractions_path": str(demo_dir / "extractions.jsonl"), **kw})
@@ -109,11 +110,12 @@ def _write_ideal_values(study, raw: Path) -> None:
             plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max, st.mc_permutations,
                             st.shapley_seed)
             for m in plan.masks:
-                v = demo.ideal_value("leaky", [inst.claims[i] for i in members_of(m, n)], r["prediction"])
+                coal = [inst.claims[i] for i in members_of(m, n)]
+                probs = {lab: demo.ideal_value("leaky", coal, lab) for lab in demo.LABELS}
                 fh.write(json.dumps({"key": f"{r['instance_id']}-{m}", "model_id": study["model_id"],
                                      "instance_id": r["instance_id"], "agent": r["agent"],
-                                     "claims_sha256": claims_sha(cl), "mask": m, "label": r["prediction"],
-                                     "value": v}) + "\n")
+                                     "claims_sha256": claims_sha(cl), "mask": m, "task_kind": "classification",
+                                     "label_probs": probs}) + "\n")
 
 
 def test_planted_truth_exact(demo_dir, tmp_path):

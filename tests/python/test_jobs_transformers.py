@@ -106,7 +106,7 @@ def make_study(tmp: Path, model_dir: Path, n: int = 20, **overrides) -> Path:
         **read_study_file(default_study_path()),
         "study_name": "jobtest", "data_path": str(tmp / "obs.csv"), "raw_dir": str(tmp / "raw"),
         "outputs_dir": str(tmp / "out"), "model_id": "tiny-random", "backend": "transformers",
-        "model_path": str(model_dir), "batch_size": 4,
+        "model_path": str(model_dir), "batch_size": 4, "min_panel_rows": 1,  # a few rows: preflight
         "use_chat_template": True,  # the SmolLM2 tokenizer has one: test that path
     }
     study.update(overrides)
@@ -252,8 +252,10 @@ def test_forecast_low_parse_rate_stops_with_ten_examples(tmp_path, model_dirs):
     assert "parse rate below 95%" in res.stderr
     assert sum(1 for x in res.stderr.splitlines() if x.strip().startswith("row_id ")) == 10
     assert len(lines(tmp_path / "raw/forecast.jsonl")) == 12  # answers kept for the decision
+    before = study.read_text()
     res = run_job("forecast", study, "--yes", "--accept-low-parse-rate")
     assert "to query: 0" in res.stdout
+    assert study.read_text() == before  # the flag is this run's: no user file is edited
 
 
 def test_forecast_parses_mu_hat_and_first_token_prob(tmp_path, model_dirs):

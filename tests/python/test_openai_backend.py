@@ -45,7 +45,10 @@ def demo_study_text() -> dict:
     """The demo study's settings without its local model: a base for an openai study."""
     from lookahead.config import default_study_path, read_study_file
 
-    return {k: v for k, v in read_study_file(default_study_path()).items() if k != "model_path"}
+    # min_panel_rows 1: these job tests ask a handful of rows (the jobs' preflight refuses
+    # fewer rows than the build's gate accepts)
+    return {**{k: v for k, v in read_study_file(default_study_path()).items() if k != "model_path"},
+            "min_panel_rows": 1}
 
 
 def word_logprob(i: int) -> float:

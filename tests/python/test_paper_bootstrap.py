@@ -10,8 +10,9 @@ from paper_reference import ols_dummies
 
 from lookahead.paper import bootstrap as bs
 from lookahead.paper import tables as T
-from lookahead.paper.fit import PaperSpecError, Term
 from lookahead.paper.synthetic import make_panel
+from lookahead.stats.fe_regression import RegressionInputError as PaperSpecError
+from lookahead.stats.fe_regression import Term
 
 S = T.PaperSettings(lap_measure="mink")
 

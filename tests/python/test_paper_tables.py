@@ -12,8 +12,8 @@ from scipy import stats
 
 from lookahead.config import StudyConfigError, load_study
 from lookahead.paper import tables as T
-from lookahead.paper.fit import PaperSpecError
 from lookahead.paper.synthetic import make_panel
+from lookahead.stats.fe_regression import RegressionInputError as PaperSpecError
 
 FE = ["entity_num", "period_num"]
 TOL = 1e-8

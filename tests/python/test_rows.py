@@ -50,7 +50,10 @@ EDGE_ROWS = [
     (("E6", "Firm 6", "named month", "5 Oct 2021", "Oct 6, 2021", "0.3"), None),
     (("E6", "Firm 6", "decimal comma", "2021-03-01", "2021-03-02", "1,5"), "non-numeric outcome"),
     (("E6", "Firm 6", "no outcome", "2021-03-01", "2021-03-02", ""), "missing outcome"),
-    (("E1", "Firm 1", "plain headline", "2021-03-01", "2021-03-02", "0.7"), "duplicate row"),
+    (("E1", "Firm 1", "plain headline", "2021-03-01", "2021-03-02", "0.50"), "duplicate row"),
+    # same entity, date and text with another outcome: a conflict, every row rejected
+    (("E9", "Firm 9", "two outcomes", "2021-03-01", "2021-03-02", "0.1"), "conflicting outcome"),
+    (("E9", "Firm 9", "two outcomes", "2021-03-01", "2021-03-02", "0.2"), "conflicting outcome"),
     (("E7", "Firm 7", "leap", "2021-02-29", "2021-03-02", "0.1"), "unparseable text_date"),
     (("E7", "Firm 7", "serial", "2021-03-01", "44321", "0.1"), "unparseable target_date"),
     (("E7", "Firm 7", "same day", "2021-03-01", "2021-03-01 23:00", "0.1"), "target_date not after text_date"),

@@ -91,10 +91,12 @@ def test_bad_settings_name_the_setting(tmp_path, change, message):
     assert "\n" not in str(err.value)
 
 
-def test_unquoted_yaml_date_is_accepted_and_normalised(tmp_path):
+def test_unquoted_yaml_date_is_one_line_naming_the_fix(tmp_path):
+    """README: an unquoted cutoff is an error (YAML reads it as a date object)."""
     path = tmp_path / "s.yml"
     path.write_text(yaml.safe_dump({**DEMO, "training_cutoff": "X"}).replace("training_cutoff: X", "training_cutoff: 2021-12-31"))
-    assert load_study(path)["training_cutoff"] == "2021-12-31"
+    with pytest.raises(StudyConfigError, match=r"2021-12-31 is unquoted; write it quoted, .2021-12-31."):
+        load_study(path)
 
 
 def test_undeclared_setting_names_are_a_bug_in_code():

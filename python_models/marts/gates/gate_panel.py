@@ -6,12 +6,13 @@ this gate, so a failure leaves them unbuilt.
 Two study facts reach the checks here: queries the LLM jobs could not answer
 (query_issues) stop the build with a message naming them, before any other check, so a
 missing answer is never read as a censored one; and accept_low_parse_rate lowers the
-parse-rate floor (panel.json's min_parse_rate) from the protocol's 95% to 0."""
+parse-rate floor (panel.json's min_parse_rate) from the protocol's 95% to 0. A failure
+while raw_line_rejects holds lines says so: those answers were not used."""
 
 import pandas as pd
 
 from lookahead.config import Study
-from lookahead.gates import check_no_missing_answers, min_parse_rate, run_gate
+from lookahead.gates import GateFailed, check_no_missing_answers, min_parse_rate, run_gate
 
 
 def model(dbt, session):
@@ -26,10 +27,20 @@ def model(dbt, session):
     panel = dbt.ref("panel")  # a relation: run_gate converts only the checked columns
     n_valid = int(counts.loc[counts["step"] == "valid rows", "n_rows"].iloc[0])
     study = Study.from_json(str(settings["settings_json"].iloc[0]))
-    merges = run_gate("gate_merge_row_counts", counts, "merge_row_counts", id_column="step")
-    checks = run_gate(
-        "gate_panel", panel, "panel", id_column="row_id",
-        parameters={"n_valid_rows": n_valid, "min_parse_rate": min_parse_rate(study),
-                    "min_panel_rows": study["min_panel_rows"]},
-    )
+    rejects = dbt.ref("raw_line_rejects")  # a statement of its own: dbt's parser finds the ref
+    rejected = int(rejects.aggregate("count(*)").fetchone()[0])
+    try:
+        merges = run_gate("gate_merge_row_counts", counts, "merge_row_counts", id_column="step")
+        checks = run_gate(
+            "gate_panel", panel, "panel", id_column="row_id",
+            parameters={"n_valid_rows": n_valid, "min_parse_rate": min_parse_rate(study),
+                        "min_panel_rows": study["min_panel_rows"]},
+        )
+    except GateFailed as exc:
+        if not rejected:
+            raise
+        # a cached line whose fields disagree with its key is no answer: the jobs ask it again
+        raise GateFailed(f"{exc}; {rejected} cached line(s) disagree with their key and were not "
+                         "used (table raw_line_rejects): run the LLM jobs again, they ask those "
+                         "queries again") from None
     return pd.concat([merges, checks], ignore_index=True)

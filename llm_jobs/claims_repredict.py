@@ -1,0 +1,87 @@
+"""The re-prediction check (seed 002, Appendix B.1, Table 5): does a prediction follow
+from its rationale?
+
+Run: ``python -m llm_jobs.claims_repredict --study FILE --yes``
+
+For every instance with a rationale (every agent): (1) the rationale is cleaned of its
+explicit prediction (lookahead.claims.prompts.clean_rationale with the task kind's
+patterns of the predicted label, value or order); (2) the study's claim model is asked,
+greedily, for a new prediction from the task input and the cleaned rationale, with the
+task kind's answer instruction, and the answer is parsed as a coalition answer is
+(classification: P(label) from the top-20 log-probabilities; regression: a number;
+ranking: exactly the instance's items). An unparseable answer is asked again up to
+``claims_value_retries`` times with the error named, then recorded as a failure and
+left pending, never stored. One raw line per instance, keyed by instance, agent and the
+cleaned rationale, so a rerun (or a run after kill -9) asks nothing twice.
+lookahead.claims.tables turns the lines into the table ``claims_repredict``: per
+instance the relative error of the re-predicted probability or value (Eq. 12) or the
+relative Kendall distance of the rankings (Eq. 13), and per agent their mean.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+from llm_jobs.claims_common import ClaimContext, ask_parsed, claim_main, claim_record, predictions
+from llm_jobs.common import EXIT_OK, Query, confirm, print_plan, require_complete, run_queries
+from lookahead.cache import RawStore, query_key
+from lookahead.claims.inputs import claims_raw_file, sha
+from lookahead.claims.prompts import clean_rationale, repredict_prompt
+
+TASK = "claims_repredict"
+
+
+def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dict[str, Any]]:
+    st, kind, ks = ctx.settings, ctx.settings.kind, ctx.settings.kind_settings
+    top = kind.coalition_top_logprobs
+    params = {"temperature": 0, "max_tokens": 1 if top else st.value_max_tokens, "top_logprobs": top, "seed": 0,
+              "n_samples": None, "chat_template": ctx.use_chat_template, "labels": list(st.labels),
+              "task_kind": kind.name, "retries": st.value_retries}
+    queries, meta = [], {}
+    for r in predictions(ctx).to_dict("records"):
+        if not str(r["rationale"]).strip():
+            continue
+        cleaned = clean_rationale(r["rationale"], kind.mentions(r["prediction"]))
+        items = kind.items(r["prediction"])
+        text = repredict_prompt(r["task_input"], cleaned, kind.answer_instruction(ks, items))
+        prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
+        ident = f"{r['instance_id']}|{r['agent']}|{sha(cleaned)}"
+        q = Query(query_key(TASK, ctx.study["model_id"], ident, prompt, params), prompt, row_id=ident)
+        queries.append(q)
+        meta[q.key] = {"instance_id": r["instance_id"], "agent": r["agent"], "task_kind": kind.name,
+                       "rationale_sha256": sha(r["rationale"]), "cleaned_rationale": cleaned,
+                       "_text": text, "_items": items}
+    return queries, meta, params
+
+
+def run(ctx: ClaimContext) -> int:
+    queries, meta, params = plan(ctx)
+    with RawStore(claims_raw_file(ctx.study, TASK)) as store:
+        if store.repaired_bytes:
+            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+        pending = [q for q in queries if q.key not in store]
+        print_plan(ctx, TASK, "instances", len(queries), pending, params["max_tokens"])
+        if pending:
+            confirm(f"re-predict {len(pending)} instances?", ctx.args.yes)
+
+            def answer(batch: list[Query]) -> list[Any]:
+                return ask_parsed(ctx, batch, [meta[q.key]["_text"] for q in batch],
+                                  [meta[q.key]["_items"] for q in batch], params)
+
+            def record(q: Query) -> dict[str, Any]:
+                return claim_record(ctx, TASK, q, params, {k: v for k, v in meta[q.key].items()
+                                                           if not k.startswith("_")})
+
+            require_complete(run_queries(store, pending, ctx.batch_size, TASK, answer, record), store)
+    print(f"{TASK}: {len(queries)} re-predictions planned")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return claim_main(run, "Re-prediction check: predict again from the cleaned rationale (seed 002 App. B.1).",
+                      argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,428 @@
+"""The seed's three task kinds (seed 002, sections 6.1 and 6.3, Appendix D), one registry entry each.
+
+Every layer that depends on the kind of prediction (input validation, the agent and
+coalition prompts, parsing a model's answer, the characteristic function v(S), the task
+metric, the re-prediction error) asks ``KINDS[claims_task_kind]`` instead of branching
+on the kind's name:
+
+=============  ==========================  ============================  ===================
+kind           prediction                  v(S) (Eq. 11)                 task metric
+=============  ==========================  ============================  ===================
+classification one of ``claims_labels``    P(target class | S)           Brier score (Eq. 6)
+regression     a number >= 0               y_hat(S), the predicted value relative error (Eq. 7)
+ranking        2-10 distinct items         1 - rho(r(S), r_N)            Spearman's rho (Eq. 8)
+=============  ==========================  ============================  ===================
+
+The re-prediction check (Appendix B.1, Table 5) measures the relative error of the
+re-predicted probability or value (Eq. 12) and, for rankings, the relative Kendall
+distance (Eq. 13).
+
+A prediction is stored as text in one canonical form: a label, a number (``repr`` of a
+float) or a JSON list of item names, so the tables keep one ``prediction`` column for
+every kind.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from lookahead.claims.prompts import label_instruction
+from lookahead.scoring import label_probability
+
+
+class PredictionError(ValueError):
+    """A prediction (a file's cell or a model's answer) that does not fit the task kind;
+    the message names what is wrong in one line."""
+
+
+@dataclass(frozen=True)
+class KindSettings:
+    """What the kinds need of the study's settings (built by ClaimSettings)."""
+
+    labels: tuple[str, ...]
+    target_class: str
+    class_value: str          # target_class | own_prediction
+    min_items: int = 2
+    max_items: int = 10
+
+
+# ----------------------------------------------------------------------------- helpers
+
+_NUMBER = re.compile(r"^\$?\s*([0-9][0-9,]*(?:\.[0-9]+)?|\.[0-9]+)(?:\s*(?:usd|dollars))?\.?$", re.IGNORECASE)
+
+
+def parse_number(text: Any) -> float:
+    """A non-negative finite number: '21250000', '21,250,000', '$21,250,000.50' (first line
+    of the text, a trailing period allowed); anything else raises PredictionError."""
+    raw = str(text if text is not None else "").strip().splitlines()
+    s = raw[0].strip() if raw else ""
+    m = _NUMBER.match(s)
+    if not m:
+        raise PredictionError(f"'{s[:60]}' is not a number >= 0")
+    x = float(m.group(1).replace(",", ""))
+    if not math.isfinite(x):
+        raise PredictionError(f"'{s[:60]}' is not a finite number")
+    return x
+
+
+def parse_ranking(text: Any, items: Sequence[str] | None = None) -> list[str]:
+    """A ranking, best first: a JSON list, or names separated by '>', ',', ';' or new
+    lines (a leading '1.' / '2)' numbering dropped); with ``items`` given, names are
+    matched to them case-insensitively and the ranking must hold each exactly once.
+    Missing, unknown or repeated items raise PredictionError."""
+    if isinstance(text, (list, tuple)):
+        parts = [str(x) for x in text]
+    else:
+        s = str(text if text is not None else "").strip()
+        parts = None
+        if s.startswith("["):
+            try:
+                val = json.loads(s)
+                parts = [str(x) for x in val] if isinstance(val, list) else None
+            except ValueError:
+                parts = None
+        if parts is None:
+            parts = [p for p in re.split(r"\s*(?:>|,|;|\n)\s*", s) if p.strip()]
+            parts = [re.sub(r"^\(?\d+[.)]\s*", "", p).strip().rstrip(".") for p in parts]
+            if items is not None and len(parts) == 1 and len(items) > 1:
+                parts = parts[0].split()
+    parts = [p.strip() for p in parts if p.strip()]
+    if items is not None:
+        lookup = {i.lower(): i for i in items}
+        unknown = [p for p in parts if p.lower() not in lookup]
+        if unknown:
+            raise PredictionError(f"ranking names unknown item(s) {', '.join(unknown[:3])}")
+        parts = [lookup[p.lower()] for p in parts]
+    if len(set(p.lower() for p in parts)) != len(parts):
+        rep = sorted({p for p in parts if sum(q.lower() == p.lower() for q in parts) > 1})
+        raise PredictionError(f"ranking repeats item(s) {', '.join(rep)}")
+    if items is not None and len(parts) != len(items):
+        missing = [i for i in items if i not in parts]
+        raise PredictionError(f"ranking misses item(s) {', '.join(missing)}")
+    return parts
+
+
+def spearman(a: Sequence[str], b: Sequence[str]) -> float:
+    """Eq. 8: 1 - 6 sum d_i^2 / (n (n^2 - 1)) of two rankings of the same items."""
+    n = len(a)
+    pos = {x: k for k, x in enumerate(b)}
+    d2 = sum((k - pos[x]) ** 2 for k, x in enumerate(a))
+    return 1.0 - 6.0 * d2 / (n * (n * n - 1))
+
+
+def kendall_distance(a: Sequence[str], b: Sequence[str]) -> float:
+    """Eq. 13 for one instance: the share of item pairs the two rankings order differently."""
+    n = len(a)
+    pa = {x: k for k, x in enumerate(a)}
+    pb = {x: k for k, x in enumerate(b)}
+    bad = sum(1 for i in range(n) for j in range(i + 1, n)
+              if (pa[a[i]] - pa[a[j]]) * (pb[a[i]] - pb[a[j]]) < 0)
+    return bad / (n * (n - 1) / 2)
+
+
+def relative_error(pred: float, truth: float) -> float | None:
+    """|pred - truth| / |truth| (Eqs. 7 and 12); None when truth is 0 (undefined)."""
+    return None if truth == 0 else abs(pred - truth) / abs(truth)
+
+
+# ----------------------------------------------------------------------------- kinds
+
+class TaskKind:
+    """One task kind. Subclasses fill in the kind-specific parts; ``KINDS`` maps the
+    setting ``claims_task_kind`` to an instance."""
+
+    name: str = ""
+    metric_name: str = ""          # the task metric of instance_leakage / claims_summary
+    repred_metric_name: str = ""   # the re-prediction error (Table 5)
+    min_rationale_chars: int = 400  # Appendix D.1
+    coalition_top_logprobs: int = 0
+    items_needed: bool = False      # the coalition instruction lists the prediction's items
+
+    # -- predictions
+    def parse(self, text: Any, ks: KindSettings, items: Sequence[str] | None = None) -> str:
+        """Canonical text of a prediction (or outcome); PredictionError when it does not fit."""
+        raise NotImplementedError
+
+    def items(self, canonical: str) -> list[str] | None:
+        """The items a ranking is over (None for the other kinds)."""
+        return None
+
+    def answer_instruction(self, ks: KindSettings, items: Sequence[str] | None) -> str:
+        raise NotImplementedError
+
+    def prediction_format(self, ks: KindSettings) -> str:
+        """What follows 'Prediction:' in an agent's answer (the rationale prompt)."""
+        raise NotImplementedError
+
+    def agent_prediction(self, text: str, ks: KindSettings) -> tuple[str | None, str, str | None]:
+        """(canonical prediction or None, rationale, error or None) of a 'Rationale: ...
+        Prediction: ...' answer: the first line after the last 'Prediction:' parsed by
+        the kind; the rationale is the text before it without a leading 'Rationale:'."""
+        text = text or ""
+        marker = list(re.finditer(r"prediction\s*:", text, re.IGNORECASE))
+        head = text[: marker[-1].start()] if marker else text
+        rationale = re.sub(r"^\s*rationale\s*:\s*", "", head, flags=re.IGNORECASE).strip()
+        if not marker:
+            return None, rationale, "no 'Prediction:' line in the answer"
+        tail = text[marker[-1].end():].strip()
+        try:
+            return self.parse(tail.splitlines()[0] if tail else "", ks), rationale, None
+        except PredictionError as exc:
+            return None, rationale, str(exc)
+
+    def agent_schema(self, ks: KindSettings) -> dict[str, Any]:
+        """Appendix D.1's submit_prediction schema (a JSON Schema)."""
+        raise NotImplementedError
+
+    # -- coalition answers
+    def coalition_answer(self, text: str, top_logprobs: list[dict[str, Any]], ks: KindSettings,
+                         items: Sequence[str] | None) -> dict[str, Any]:
+        """The fields a coalition's raw line stores; PredictionError when unparseable."""
+        raise NotImplementedError
+
+    def final_prediction(self, parsed: Mapping[str, Any], ks: KindSettings) -> tuple[str | None, float | None]:
+        """(canonical prediction, probability of the target class or None) from a parsed
+        coalition answer: TimeSPEC's aggregator and the re-prediction check answer the
+        coalition prompt, so their prediction is read as v(S) is."""
+        raise NotImplementedError
+
+    def values(self, lines: Mapping[int, Mapping[str, Any]], full_mask: int, prediction: str,
+               ks: KindSettings) -> dict[int, float]:
+        """v(S) per coalition mask from the stored coalition answers."""
+        raise NotImplementedError
+
+    def value_label(self, prediction: str, ks: KindSettings) -> str | None:
+        return None
+
+    # -- metrics
+    def instance_metric(self, prediction: str, outcome: str, probability: float | None,
+                        ks: KindSettings) -> float | None:
+        """Per-instance task metric (None when the outcome is unknown)."""
+        raise NotImplementedError
+
+    def target_probability(self, prediction: str, probability: float | None, ks: KindSettings) -> float | None:
+        """The probability of the target class (classification only; None otherwise)."""
+        return None
+
+    def correct(self, prediction: str, outcome: str, ks: KindSettings) -> float | None:
+        """1/0 when the prediction is a label and the outcome known (accuracy); None otherwise."""
+        return None
+
+    def summary_metric(self, per_instance: Sequence[float]) -> float | None:
+        x = [float(v) for v in per_instance if v is not None and not (isinstance(v, float) and math.isnan(v))]
+        return float(np.mean(x)) if x else None
+
+    def mentions(self, prediction: str) -> list[str]:
+        """Regexes of explicit statements of ``prediction`` in a rationale, which the
+        re-prediction check removes before asking again (Appendix B.1 step 1)."""
+        raise NotImplementedError
+
+    def repred_error(self, original: str, original_probability: float | None, repredicted: str,
+                     repredicted_probability: float | None, ks: KindSettings) -> float | None:
+        raise NotImplementedError
+
+
+class Classification(TaskKind):
+    name = "classification"
+    metric_name = "brier"
+    repred_metric_name = "relative_error"
+    coalition_top_logprobs = 20
+
+    def parse(self, text, ks, items=None):
+        s = str(text if text is not None else "").strip().lower()
+        if s not in ks.labels:
+            raise PredictionError(f"'{text}' is not one of the labels {', '.join(ks.labels)}")
+        return s
+
+    def answer_instruction(self, ks, items):
+        return label_instruction(ks.labels)
+
+    def prediction_format(self, ks):
+        return "one word: " + " or ".join(ks.labels)
+
+    def agent_prediction(self, text, ks):
+        """The first label word after the last 'Prediction:'; without that marker, the last
+        label word of the answer (a small model often drops the marker)."""
+        text = text or ""
+        words = "|".join(re.escape(x) for x in ks.labels)
+        marker = list(re.finditer(r"prediction\s*:", text, re.IGNORECASE))
+        if marker:
+            head, tail = text[: marker[-1].start()], text[marker[-1].end():]
+            m = re.search(rf"\b({words})\b", tail, re.IGNORECASE)
+            pred = m.group(1).lower() if m else None
+        else:
+            head = text
+            found = re.findall(rf"\b({words})\b", text, re.IGNORECASE)
+            pred = found[-1].lower() if found else None
+        head = re.sub(r"^\s*rationale\s*:\s*", "", head, flags=re.IGNORECASE).strip()
+        return pred, head, None if pred else f"no label ({', '.join(ks.labels)}) in the answer"
+
+    def agent_schema(self, ks):
+        return {"type": "object", "required": ["probability", "prediction_rationale"],
+                "properties": {"probability": {"type": "number", "minimum": 0, "maximum": 1},
+                               "prediction_rationale": {"type": "string", "minLength": self.min_rationale_chars}}}
+
+    def coalition_answer(self, text, top_logprobs, ks, items):
+        """P(label) for every label from the first token's top-20 (the protocol rule); a
+        label outside the top 20 is None (censored, read as 0)."""
+        return {"label_probs": {lab: label_probability(top_logprobs, lab) for lab in ks.labels}}
+
+    def final_prediction(self, parsed, ks):
+        """The label with the higher probability; its target-class probability normalised
+        over the labels (None when no label is among the top 20)."""
+        probs = {lab: float(parsed["label_probs"].get(lab) or 0.0) for lab in ks.labels}
+        total = sum(probs.values())
+        if total <= 0:
+            return None, None
+        return max(ks.labels, key=lambda lab: (probs[lab], lab == ks.target_class)), probs[ks.target_class] / total
+
+    def value_label(self, prediction, ks):
+        return ks.target_class if ks.class_value == "target_class" else prediction
+
+    def values(self, lines, full_mask, prediction, ks):
+        lab = self.value_label(prediction, ks)
+        return {m: float(rec["label_probs"].get(lab) or 0.0) for m, rec in lines.items()}
+
+    def target_probability(self, prediction, probability, ks):
+        """The file's probability (of the target class), else 1/0 from the label."""
+        return probability if probability is not None else float(prediction == ks.target_class)
+
+    def correct(self, prediction, outcome, ks):
+        o = str(outcome or "").strip().lower()
+        return float(prediction == o) if o in ks.labels else None
+
+    def mentions(self, prediction):
+        return [rf"\b{re.escape(prediction)}\b"]
+
+    def instance_metric(self, prediction, outcome, probability, ks):
+        """The instance's term of the Brier score (Eq. 6): (p - o)^2, o = 1 for the target class."""
+        o = str(outcome or "").strip().lower()
+        if o not in ks.labels:
+            return None
+        return (self.target_probability(prediction, probability, ks) - float(o == ks.target_class)) ** 2
+
+    def repred_error(self, original, original_probability, repredicted, repredicted_probability, ks):
+        """Eq. 12 on the probability of the originally predicted class: P(target) when the
+        original prediction is the target class, else 1 - P(target) (two labels). The seed
+        takes the petitioner's probability, which its legal agents put at 0.65-0.85; for a
+        prediction of the other class that probability is near 0 and the relative error
+        would divide by it, while the predicted class's probability is at least 1/2."""
+        def p_of_original(pred: str, prob: float | None) -> float:
+            p = self.target_probability(pred, prob, ks)
+            return p if original == ks.target_class else 1.0 - p
+        return relative_error(p_of_original(repredicted, repredicted_probability),
+                              p_of_original(original, original_probability))
+
+
+class Regression(TaskKind):
+    name = "regression"
+    metric_name = "relative_error"
+    repred_metric_name = "relative_error"
+
+    def parse(self, text, ks, items=None):
+        return repr(parse_number(text))
+
+    def answer_instruction(self, ks, items):
+        return "Answer with one number (>= 0), digits only, nothing else."
+
+    def prediction_format(self, ks):
+        return "one number (>= 0), digits only"
+
+    def agent_schema(self, ks):
+        return {"type": "object", "required": ["predicted_value", "prediction_rationale"],
+                "properties": {"predicted_value": {"type": "number", "minimum": 0},
+                               "prediction_rationale": {"type": "string", "minLength": self.min_rationale_chars}}}
+
+    def coalition_answer(self, text, top_logprobs, ks, items):
+        return {"value": parse_number(text)}
+
+    def final_prediction(self, parsed, ks):
+        return repr(float(parsed["value"])), None
+
+    def values(self, lines, full_mask, prediction, ks):
+        return {m: float(rec["value"]) for m, rec in lines.items()}
+
+    def mentions(self, prediction):
+        """The number as digits, with or without thousands separators (and a '.0')."""
+        x = float(prediction)
+        forms = {f"{x:g}", f"{x:,.0f}", f"{x:.0f}"} if x == int(x) else {f"{x:g}", f"{x:,}"}
+        return [rf"(?<![\d.,]){re.escape(f)}(?![\d,]|\.\d)" for f in forms]
+
+    def instance_metric(self, prediction, outcome, probability, ks):
+        try:
+            y = parse_number(outcome)
+        except PredictionError:
+            return None
+        return relative_error(float(prediction), y)
+
+    def repred_error(self, original, original_probability, repredicted, repredicted_probability, ks):
+        return relative_error(float(repredicted), float(original))
+
+
+class Ranking(TaskKind):
+    name = "ranking"
+    items_needed = True
+    metric_name = "spearman"
+    repred_metric_name = "kendall_distance"
+    min_rationale_chars = 1000
+
+    def parse(self, text, ks, items=None):
+        r = parse_ranking(text, items)
+        if not ks.min_items <= len(r) <= ks.max_items:
+            raise PredictionError(f"a ranking has {ks.min_items}-{ks.max_items} items, not {len(r)}")
+        return json.dumps(r)
+
+    def items(self, canonical):
+        """The items in a neutral order (sorted by name), so that a prompt listing them does
+        not reveal the predicted order."""
+        return sorted(json.loads(canonical), key=str.lower)
+
+    def answer_instruction(self, ks, items):
+        return ("Rank these items from BEST to WORST: " + ", ".join(items or [])
+                + ". Answer with every item once, separated by ' > ', nothing else.")
+
+    def prediction_format(self, ks):
+        return "every item of the task ranked from BEST to WORST, separated by ' > '"
+
+    def agent_schema(self, ks):
+        return {"type": "object", "required": ["ranking", "ranking_rationale"],
+                "properties": {"ranking": {"type": "array", "items": {"type": "string"},
+                                           "minItems": ks.min_items, "maxItems": ks.max_items,
+                                           "uniqueItems": True},
+                               "ranking_rationale": {"type": "string", "minLength": self.min_rationale_chars}}}
+
+    def coalition_answer(self, text, top_logprobs, ks, items):
+        return {"ranking": parse_ranking(text, items)}
+
+    def final_prediction(self, parsed, ks):
+        return json.dumps(list(parsed["ranking"])), None
+
+    def values(self, lines, full_mask, prediction, ks):
+        """Eq. 11: 1 - rho(r(S), r_N), r_N the full coalition's ranking (so v(N) = 0)."""
+        r_full = lines[full_mask]["ranking"]
+        return {m: 1.0 - spearman(rec["ranking"], r_full) for m, rec in lines.items()}
+
+    def mentions(self, prediction):
+        """The predicted order written out: the items joined by '>' (or ',')."""
+        items = json.loads(prediction)
+        return [r"\s*(?:>|,)\s*".join(re.escape(i) for i in items)]
+
+    def instance_metric(self, prediction, outcome, probability, ks):
+        pred = json.loads(prediction)
+        try:
+            truth = parse_ranking(outcome, pred)
+        except PredictionError:
+            return None
+        return spearman(pred, truth)
+
+    def repred_error(self, original, original_probability, repredicted, repredicted_probability, ks):
+        return kendall_distance(json.loads(original), json.loads(repredicted))
+
+
+KINDS: dict[str, TaskKind] = {k.name: k for k in (Classification(), Regression(), Ranking())}

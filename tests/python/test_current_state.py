@@ -1,0 +1,309 @@
+"""Every path ends in a true state (issue 22): no stale result is presented, no bad cache
+line blocks a study, no paid answer is lost, nothing is paid before a check that could
+have refused it, no flag edits a user file, and every stop is one line.
+
+One real dbt build (the synthetic fixture study) serves the database checks; the jobs run
+against the loopback OpenAI server of test_openai_backend.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from dbt_runner import dbt_env, run_dbt
+from fixture_study import write_fixture_study
+from kill_job import kill_once_written
+from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - fixture
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
+    root = tmp_path_factory.mktemp("current")
+    study = write_fixture_study(root)
+    res = run_dbt(["build"], study.vars, root / "db.duckdb")
+    assert res.returncode == 0, res.output[-3000:]
+    return study, res.db
+
+
+def _copy(built: tuple[Any, Path], tmp_path: Path) -> tuple[Any, Path, Any]:
+    from lookahead.config import Study, resolve
+
+    study, db = built
+    copy = tmp_path / "db.duckdb"
+    shutil.copy(db, copy)
+    here = Study(vars=resolve({**study.vars, "results_dir": str(tmp_path / "results")}))
+    return study, copy, here
+
+
+def _status(db: Path) -> str:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return str(con.sql("select result_status from verdict").fetchone()[0])
+    finally:
+        con.close()
+
+
+def test_report_refuses_a_code_change_and_moves_the_old_report_away(built, tmp_path: Path) -> None:
+    """Item 1 and 3: a build's code fingerprint is checked by the report as by `lookahead
+    run`; the refused report's files move to results/<study>/stale/, the verdict row is
+    marked stale for SQL users."""
+    from lookahead.identity import COMPLETE
+    from lookahead.report import ReportError, write_report
+
+    _, db, here = _copy(built, tmp_path)
+    assert _status(db) == COMPLETE  # on-run-end marked the passed build's verdict
+    write_report(here, database=db)
+    results = here.results_dir
+    assert (results / "REPORT.md").exists() and (results / "verdict.csv").exists()
+    con = duckdb.connect(str(db))
+    con.execute("update build_identity set code_fingerprint = 'sha256:an-older-code'")
+    con.close()
+    with pytest.raises(ReportError, match=r"the code \(models, macros.*changed since dbt build.*moved to"):
+        write_report(here, database=db)
+    assert not (results / "REPORT.md").exists() and not list(results.glob("*.csv"))
+    assert (results / "stale" / "REPORT.md").exists() and "the code" in (results / "stale" / "WHY.txt").read_text()
+    assert _status(db).startswith("stale: ") and "the code" in _status(db)
+
+
+def test_a_build_that_did_not_finish_is_never_current(built, tmp_path: Path) -> None:
+    """Item 2: a build killed after `verdict` was created left only its 'started' row in
+    build_log (on-run-start); the report refuses, however the verdict looks."""
+    from lookahead.identity import UNFINISHED, with_identity
+    from lookahead.report import ReportError, write_report
+
+    _, db, here = _copy(built, tmp_path)
+    con = duckdb.connect(str(db))
+    con.execute("insert into build_log (invocation_id, study_name, status, failed_nodes, message, finished_at, "
+                "command, selection) select 'killed-build', study_name, 'started', '', '', "
+                "now()::timestamp + interval 1 minute, 'build', '' from build_log limit 1")
+    ident = con.sql("select * from build_identity").df()
+    con.close()
+    with pytest.raises(ReportError, match=r"\(invocation killed-build\) did not finish"):
+        write_report(here, database=db)
+    import pandas as pd
+
+    assert with_identity(pd.DataFrame({"verdict": ["x"]}), ident)["result_status"].iloc[0] == UNFINISHED
+
+
+def test_the_database_path_does_not_depend_on_the_working_directory(built, tmp_path: Path) -> None:
+    """Items 11 and 12: plain dbt from another folder (--project-dir), and the one way to
+    preview a Python model, `dbt show --inline`."""
+    study, db, _ = _copy(built, tmp_path)
+    env = dbt_env(None)  # the profile's own path: relative to profiles/, not to the cwd
+    outputs = ROOT / "outputs"
+    target = outputs / f"{study.vars['study_name']}.duckdb"
+    outputs.mkdir(exist_ok=True)
+    shutil.copy(db, target)
+    try:
+        proc = subprocess.run(
+            [str(Path(sys.executable).with_name("dbt")), "show", "--project-dir", str(ROOT), "--inline",
+             "select verdict, result_status from {{ ref('verdict') }}", "--vars", json.dumps(study.vars)],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        target.unlink()
+    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout[-2000:]
+    assert "| complete: the dbt" in proc.stdout  # dbt show cuts cells to 20 characters
+
+
+def test_readme_sql_examples_run_as_written(built, tmp_path: Path) -> None:
+    """Item 15: the README's SQL shell commands, each run with the installed duckdb CLI."""
+    _, db, _ = _copy(built, tmp_path)
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("<!-- sql-examples -->", 1)[1].split("<!-- /sql-examples -->", 1)[0]
+    commands = [line for line in block.splitlines() if line.startswith(".venv/bin/duckdb")]
+    assert len(commands) >= 3
+    cli = ROOT / ".venv" / "bin" / "duckdb"
+    assert cli.exists(), "make install installs the duckdb shell (duckdb-cli in requirements.txt)"
+    import shlex
+
+    for command in commands:
+        argv = shlex.split(command)
+        argv = [str(cli)] + [str(db) if a.startswith("outputs/") else a for a in argv[1:]]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and not proc.stderr, (command, proc.stderr)
+
+
+def test_a_line_that_disagrees_with_its_key_is_not_an_answer(tmp_path: Path) -> None:
+    """Item 4: a line under the right key but for another row is not cached; the job asks
+    again and its answer is the one read back."""
+    from test_cache import rec
+
+    from lookahead.cache import RawStore, ident_of
+
+    bad = rec("k1", row_id="another-row", task="forecast", response_text="down")
+    (tmp_path / "forecast.jsonl").write_text(json.dumps(bad) + "\n")
+    want = ident_of({**bad, "row_id": "r1"})
+    with RawStore(tmp_path / "forecast.jsonl") as store:
+        assert "k1" in store and not store.has_answer("k1", want)
+        store.append({**bad, "row_id": "r1", "response_text": "up (the real answer)"})
+        assert store.has_answer("k1", want)
+        got = store.load({"k1": want})
+    assert got["k1"]["response_text"] == "up (the real answer)"
+
+
+def _job(study: Path, *args: str, **kw: Any) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    return subprocess.run([sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, **kw)
+
+
+def test_kills_lose_at_most_the_request_in_flight(server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+    """Item 5: each answer is on disk before the next is awaited, so 3 kills cost at most
+    one request each beyond the 24 the study needs (one stream: concurrency 1)."""
+    url, state = server_factory()
+    study = write_openai_study(tmp_path, url, "kills", 24, tokenizer_path=None, model_path=None,
+                               backend_options={"backoff_s": 0.01, "timeout_s": 5, "concurrency": 1},
+                               batch_size=16)
+    raw = tmp_path / "kills/raw/forecast.jsonl"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    argv = [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"]
+    kills = 0
+    for lines in (3, 9, 15):
+        if kill_once_written(argv, raw, lines, env, 120) < 0:
+            kills += 1
+    assert _job(study, "--yes").returncode == 0
+    keys = {json.loads(line)["key"] for line in raw.read_text().splitlines()}
+    assert len(keys) == 24 and kills >= 1
+    assert state.requests - 24 <= kills, (state.requests, kills)
+
+
+def test_full_disk_names_the_file(server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+    """Item 6: the append's error names the file (no second error from a flush on close)."""
+    import resource
+
+    url, _ = server_factory()
+    study = write_openai_study(tmp_path, url, "full", 30, tokenizer_path=None, model_path=None)
+    proc = _job(study, "--yes", preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (6000, 6000)))
+    lines = [line for line in proc.stderr.splitlines() if line.startswith(("error:", "stopped:"))]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert str(tmp_path / "full/raw/forecast.jsonl") in lines[0] and "File too large" in lines[0]
+
+
+def test_a_complete_cache_is_reused_without_the_write_lock(server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+    """Item 7: with the lock held elsewhere (or a read-only folder) a complete cache is
+    read and reused; only a job with something left to ask stops, in one line."""
+    from lookahead.cache import release_lock, try_lock
+
+    url, state = server_factory()
+    study = write_openai_study(tmp_path, url, "locked", 8, tokenizer_path=None, model_path=None)
+    assert _job(study, "--yes").returncode == 0
+    raw = tmp_path / "locked/raw/forecast.jsonl"
+    lock = try_lock(raw)
+    try:
+        again = _job(study, "--yes")
+        assert again.returncode == 0 and "to query: 0" in again.stdout, again.stderr
+        data = tmp_path / "locked.csv"
+        data.write_text(data.read_text() + "r99,E1,Firm 1,F1,Firm 1 news,2021-03-01,2021-03-02,0.5\n")
+        more = _job(study, "--yes")
+    finally:
+        release_lock(lock)
+    lines = [line for line in more.stderr.splitlines() if line.startswith(("error:", "stopped:"))]
+    assert more.returncode == 2 and len(lines) == 1 and "being written by another job" in lines[0], more.stderr
+    assert state.requests == 8
+
+
+def test_declining_leaves_no_files(server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+    """Item 14: no confirmation (stdin not a terminal), nothing asked, no empty cache file,
+    failures file or lock left behind."""
+    url, state = server_factory()
+    study = write_openai_study(tmp_path, url, "decline", 6, tokenizer_path=None, model_path=None)
+    proc = _job(study, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1 and "confirmation needed" in proc.stderr
+    raw = tmp_path / "decline/raw"
+    assert not raw.exists() or not list(raw.iterdir()), list(raw.iterdir())
+    assert state.requests == 0
+
+
+@pytest.mark.parametrize("change,says", [
+    ({"training_cutoff": "2020-01-01"}, "no pre-cutoff row, so the verdict could only be Underpowered"),
+    ({"min_panel_rows": 500}, "fewer than min_panel_rows (500), so gate_panel would stop the build"),
+])
+def test_preflight_refuses_before_paying(server_factory: Any, tmp_path: Path, change: dict, says: str) -> None:  # noqa: F811
+    """Item 9: what the rows and settings decide is checked before any confirmation."""
+    url, state = server_factory()
+    study = write_openai_study(tmp_path, url, "pre", 12, tokenizer_path=None, model_path=None, **change)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    proc = subprocess.run([sys.executable, "-m", "llm_jobs.run_all", "--study", str(study)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith(("error:", "stopped:"))]
+    assert proc.returncode == 2 and len(lines) == 1 and says in lines[0], proc.stderr
+    assert "confirmation" not in proc.stderr and state.requests == 0
+    assert re.search(r"12 valid rows \(\d+ pre-cutoff, \d+ post-cutoff", lines[0])
+
+
+def test_a_killed_child_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Item 8: `lookahead run`'s child killed by SIGKILL (an out-of-memory kill): one line,
+    a non-zero exit."""
+    from lookahead.cli import killed_is_one_line
+
+    assert killed_is_one_line(-9, "the LLM jobs were", "rerun the same command to resume") == 137
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["", "error: the LLM jobs were killed by SIGKILL (the system may have run out of memory); "
+                   "rerun the same command to resume"]
+    assert killed_is_one_line(3, "dbt was", "x") == 3
+
+
+def test_config_check_without_a_file_and_with_a_missing_column(tmp_path: Path) -> None:
+    """Item 14: usage and a non-zero exit without a file; a mapped column missing from the
+    data file is one line naming it."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    bare = subprocess.run([sys.executable, "-m", "lookahead.config"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert bare.returncode == 2 and bare.stderr.startswith("usage:")
+    text = (ROOT / "demo/studies/contaminated.yml").read_text()
+    bad = tmp_path / "bad.yml"
+    bad.write_text(text.replace("text: text", "text: headline"))
+    proc = subprocess.run([sys.executable, "-m", "lookahead.config", str(bad)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == proc.stderr.strip().splitlines()[0]
+    assert "setting 'column_map': column(s) not in" in proc.stderr and "'headline'" in proc.stderr
+
+
+def test_a_failed_python_model_is_one_line_without_its_traceback() -> None:
+    """The failure message build_log stores for a failed Python model (a gate) carries the
+    model's traceback; the report's refusal quotes only the exception."""
+    from lookahead.identity import _without_traceback
+
+    stored = ("Runtime Error in model gate_panel (python_models/marts/gates/gate_panel.py)   Python model failed:"
+              "   Traceback (most recent call last):     File \"/x/environments/__init__.py\", line 286, in "
+              "run_python_job       df = module.model(dbt, con)       raise GateFailed(   "
+              "lookahead.gates.GateFailed: GX gate 'gate_panel' failed: 1 unexpected")
+    assert _without_traceback(stored) == "GateFailed: GX gate 'gate_panel' failed: 1 unexpected"
+    assert _without_traceback("Database Error: no such table") == "Database Error: no such table"
+
+
+def test_lookahead_jobs_whose_child_is_killed_says_so(server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+    """Item 8, for real: the job child of `lookahead jobs` killed by SIGKILL (as an
+    out-of-memory kill would) -> one line from `lookahead`, exit 137."""
+    import signal
+    import time
+
+    url, _ = server_factory()
+    study = write_openai_study(tmp_path, url, "oom", 400, tokenizer_path=None, model_path=None,
+                               backend_options={"backoff_s": 0.01, "timeout_s": 5, "concurrency": 1})
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    proc = subprocess.Popen([sys.executable, "-m", "lookahead.cli", "jobs", "--study", str(study), "--yes"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    raw = tmp_path / "oom/raw/forecast.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (raw.exists() and raw.stat().st_size):
+        time.sleep(0.05)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    assert children, "the job child is running"
+    os.kill(int(children[0]), signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 137 and "Traceback" not in err, err
+    assert lines == ["error: the LLM jobs were killed by SIGKILL (the system may have run out of memory); "
+                     "finished answers are saved; rerun the same command to resume"]
