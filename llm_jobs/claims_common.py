@@ -14,9 +14,23 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from llm_jobs.common import JobContext, JobStop, Query, arg_parser, guarded, logprob_dicts, record_skeleton
+from llm_jobs.common import (
+    EXIT_OK,
+    JobContext,
+    JobStop,
+    Query,
+    arg_parser,
+    confirm,
+    guarded,
+    logprob_dicts,
+    print_plan,
+    record_skeleton,
+    require_complete,
+    run_queries,
+)
 from lookahead.backends.base import QueryFailure
-from lookahead.claims.inputs import ClaimSettings, claim_study, load_predictions
+from lookahead.cache import RawStore
+from lookahead.claims.inputs import ClaimSettings, claim_study, claims_raw_file, load_predictions
 from lookahead.claims.prompts import answer_retry_prompt
 from lookahead.claims.tasks import PredictionError
 from lookahead.config import load_study
@@ -90,6 +104,32 @@ def ask_parsed(ctx: ClaimContext, batch: Sequence[Query], texts: Sequence[str],
         out[i] = QueryFailure(f"unparseable {kind.name} answer after {st.value_retries + 1} attempt(s): {err}",
                               st.value_retries + 1)
     return out  # type: ignore[return-value]
+
+
+def run_parsed(ctx: ClaimContext, task: str, queries: list[Query], meta: dict[str, dict[str, Any]],
+               params: dict[str, Any], unit: str, verb: str) -> int:
+    """Ask the pending ``queries`` of a job whose answers are parsed by the task kind
+    (coalition values, re-predictions): one cache, one plan, one confirmation, answers
+    through ``ask_parsed`` and records whose fields are ``meta`` less its ``_`` keys.
+    One loop for both jobs, so retry-then-failure and resuming behave the same in each."""
+    with RawStore(claims_raw_file(ctx.study, task)) as store:
+        if store.repaired_bytes:
+            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+        pending = [q for q in queries if q.key not in store]
+        print_plan(ctx, task, unit, len(queries), pending, params["max_tokens"])
+        if pending:
+            confirm(f"{verb} {len(pending)} {unit}?", ctx.args.yes)
+
+            def answer(batch: list[Query]) -> list[Any]:
+                return ask_parsed(ctx, batch, [meta[q.key]["_text"] for q in batch],
+                                  [meta[q.key]["_items"] for q in batch], params)
+
+            def record(q: Query) -> dict[str, Any]:
+                return claim_record(ctx, task, q, params, {k: v for k, v in meta[q.key].items()
+                                                           if not k.startswith("_")})
+
+            require_complete(run_queries(store, pending, ctx.batch_size, task, answer, record), store)
+    return EXIT_OK
 
 
 def claim_main(job: Callable[[ClaimContext], int], description: str, argv: Sequence[str] | None,

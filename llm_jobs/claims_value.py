@@ -30,10 +30,9 @@ from __future__ import annotations
 import sys
 from typing import Any, Sequence
 
-from llm_jobs.claims_common import ClaimContext, ask_parsed, claim_main, claim_record, predictions
-from llm_jobs.common import EXIT_OK, Query, confirm, print_plan, require_complete, run_queries
-from lookahead.cache import RawStore, query_key
-from lookahead.claims.inputs import claims_raw_file
+from llm_jobs.claims_common import ClaimContext, claim_main, predictions, run_parsed
+from llm_jobs.common import Query
+from lookahead.cache import query_key
 from lookahead.claims.prompts import coalition_prompt
 from lookahead.claims.shapley import members_of, plan_for
 from lookahead.claims.tables import claims_sha, instance_claims, instance_key
@@ -81,25 +80,9 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
 
 def run(ctx: ClaimContext) -> int:
     queries, meta, params = plan(ctx)
-    with RawStore(claims_raw_file(ctx.study, TASK)) as store:
-        if store.repaired_bytes:
-            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
-        pending = [q for q in queries if q.key not in store]
-        print_plan(ctx, TASK, "coalitions", len(queries), pending, params["max_tokens"])
-        if pending:
-            confirm(f"score {len(pending)} coalitions?", ctx.args.yes)
-
-            def answer(batch: list[Query]) -> list[Any]:
-                return ask_parsed(ctx, batch, [meta[q.key]["_text"] for q in batch],
-                                  [meta[q.key]["_items"] for q in batch], params)
-
-            def record(q: Query) -> dict[str, Any]:
-                return claim_record(ctx, TASK, q, params, {k: v for k, v in meta[q.key].items()
-                                                           if not k.startswith("_")})
-
-            require_complete(run_queries(store, pending, ctx.batch_size, TASK, answer, record), store)
+    code = run_parsed(ctx, TASK, queries, meta, params, "coalitions", "score")
     print(f"{TASK}: {len(queries)} coalition values planned")
-    return EXIT_OK
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
