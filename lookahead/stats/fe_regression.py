@@ -64,7 +64,6 @@ PERIOD_FE = "period_num"
 NW_ORDER_COLUMNS: tuple[str, ...] = ("target_date", "text_date", "row_id")
 SSC_RULE = "reghdfe: G/(G-1)*(N-1)/(N-K), K = slopes + FE levels not nested in the cluster"
 
-_SINGLETON_RE = re.compile(r"(\d+) singleton fixed effect")
 
 
 #: The estimator's own messages, in the user's terms: (pattern, text). pyfixest's texts
@@ -431,10 +430,12 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
         data[c] = data[c] / scales[c]
     ssc = pf.ssc(k_adj=True, k_fixef="nonnested", G_adj=True, G_df="min")
     fml = _formula(req, fixed_effects)
-    caught: list[str] = []
     try:
-        with warnings.catch_warnings(record=True) as wlist:
-            warnings.simplefilter("always")
+        # pyfixest announces the singletons it drops only as a warning; the count below
+        # comes from kept_mask instead (the same reghdfe rule), because warning capture
+        # is process-wide and two fits in parallel dbt threads could swap their counts.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             # pyfixest deep-copies its input unless copy_data=False, and then resets its
             # index and drops rows from it in place; a shallow copy of `data` (no column
             # is copied; copy-on-write) takes any such change, so `data` stays as it is
@@ -443,7 +444,6 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
             fit = pf.feols(fml, data=data.copy(deep=False), vcov=vcov_arg, vcov_kwargs=vcov_kwargs,
                            ssc=ssc, fixef_rm=fixef_rm, demeaner=MapDemeaner(fixef_tol=FIXEF_TOL),
                            copy_data=False)
-        caught = [str(w.message) for w in wlist]
     except Exception as exc:  # pyfixest raises ValueError for all-collinear etc.
         msg = estimator_message(exc)
         return _empty_rows(
@@ -451,7 +451,7 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
             "; ".join(notes + [not_estimable(msg)]), n_obs=len(data),
         )
 
-    n_singletons = sum(int(m.group(1)) for s in caught for m in [_SINGLETON_RE.search(s)] if m)
+    n_singletons = int(len(data) - kept_mask.sum())
     collinear = [str(v) for v in (getattr(fit, "_collin_vars", None) or [])]
     names = [str(n) for n in fit._coefnames]
     coefs = dict(zip(names, np.asarray(fit._beta_hat, dtype=float).ravel()))
