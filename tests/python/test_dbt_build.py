@@ -34,6 +34,13 @@ def test_build_passes_and_writes_every_table(built):
     assert "ERROR=0" in res.output
 
 
+def test_report_tables_list_pre_before_post(built):
+    """The report prints these tables as stored: pre first on every build."""
+    _, res = built
+    for table in ("sample_period", "recall_censoring"):
+        assert list(res.table(table)["sample"]) == ["pre", "post"], table
+
+
 def assert_build_keys_are_the_jobs(res, vars_) -> None:
     """The build's int_expected_keys (keyed from stg_observations) is the key table the
     jobs compute from the input file (lookahead.rows.load_rows)."""

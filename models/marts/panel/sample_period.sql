@@ -7,3 +7,5 @@ select
     max(target_date) as last_target_date
 from {{ ref('panel') }}
 group by sample
+-- pre before post, so the report's table reads the same on every build
+order by sample = 'post', sample
