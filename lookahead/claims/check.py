@@ -72,7 +72,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: database {path} of model '{model}' not found: build the claim models first "
                   "(make demo-claims)", file=sys.stderr)
             return 2
-        figs[model] = model_figures(Path(path), truth, model)
+        try:
+            figs[model] = model_figures(Path(path), truth, model)
+        except duckdb.Error as exc:  # e.g. a build still holds the file's write lock
+            print(f"error: database {path} of model '{model}' cannot be read: "
+                  f"{str(exc).splitlines()[0]}", file=sys.stderr)
+            return 2
     ok = True
     kind = next(iter(figs.values()))["kind"]
     print(f"== Claim-level demo, {kind} (planted claims; docs/claims.md) ==")

@@ -255,3 +255,15 @@ def test_unparseable_temporal_reference_is_one_reject_per_claim(demo_dir, tmp_pa
     assert c.loc["Acorvia opened a new factory on 2022-03-28.", "leakage_state"] == "not_leaked"   # by its document
     assert c.loc["Acorvia hired a new chief executive in 2022.", "leakage_state"] == "unverifiable"
     assert len(t["instance_leakage"]) == 31                                                 # nothing dropped
+
+
+def test_check_names_an_unreadable_database_in_one_line(tmp_path, capsys):
+    """A database another process holds (or any file DuckDB cannot open) is one line, exit 2."""
+    from lookahead.claims import check
+
+    bad = tmp_path / "leaky.duckdb"
+    bad.write_bytes(b"not a duckdb file")
+    rc = check.main(["--demo", "demo/claims/ranking", "--db", f"leaky={bad}"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert err.startswith(f"error: database {bad} of model 'leaky' cannot be read:") and "\n" not in err
