@@ -136,8 +136,8 @@ MEASURES: dict[str, Measure] = {m.name: m for m in (
         task=REFERENCE_TASK, model="int_lap_reference", model_column="lap_reference", key_column=None,
         join_on=("row_id",), variation=SCALE_FREE,
         orientation=("the target's mean log-prob minus the reference model's: a text the target finds "
-                     "likelier than a model that did not see it scores higher (minus Carlini et al.'s "
-                     "target-loss-minus-reference-loss)"),
+                     "likelier than a model that did not see it scores higher (minus the reference-based "
+                     "score target loss - reference loss)"),
         definition=("mean over prompt tokens 2..n of log P_target(token | preceding) minus the same mean "
                     "under the reference model (reference_model_id), on the same prompt"),
         citation=("Carlini et al. 2021, 'Extracting Training Data from Large Language Models' (USENIX "
