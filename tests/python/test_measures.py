@@ -220,3 +220,14 @@ def test_the_reference_study_swaps_the_model_and_nothing_else():
 def test_a_reference_study_without_a_usable_reference_is_one_clear_line(over, message):
     with pytest.raises(StudyConfigError, match=message):
         load_study(overrides={"lap_measures": ["recall", "reference"], **over})
+
+
+def test_a_build_computing_the_reference_lap_without_its_raw_file_stops_in_one_line(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for name in ("mink", "forecast", "recall"):
+        (raw / f"{name}.jsonl").write_text("", encoding="utf-8")
+    vars_ = {**read_study_file(default_study_path()), "raw_dir": str(raw), "lap_measures": ["recall", "reference"]}
+    res = run_dbt(["run", "--select", "study_settings"], vars_, tmp_path / "db.duckdb")
+    assert res.returncode != 0
+    assert "setting 'lap_measures': the study computes 'reference' but no raw file" in res.output
