@@ -199,21 +199,24 @@ _TARGET_MODEL_SETTINGS = ("model_path", "gguf_file", "tokenizer_path", "served_m
 
 
 def reference_study(study: Any) -> Any:
-    """The study as the reference task sees it: `reference_model_id` and
-    `reference_model_path` in place of the target's model, every other setting (backend,
-    its options, prompts, dtype, chat template flag) the study's own.
+    """The study as the reference task sees it: the two models swapped
+    (`reference_model_id` and `reference_model_path` in place of `model_id` and
+    `model_path`, and the other way round), every other setting (backend, its options,
+    prompts, dtype, chat template flag) the study's own.
 
     Why one swapped study: the jobs key, query and record a line under the study's
     `model_id`, so the reference's lines carry its own model_id and a key hashing it (a
     changed reference is a new query, never the target's or an old reference's line),
-    and the same code paths (plan, cache, failures) serve it unchanged."""
+    and the same code paths (plan, cache, failures, a Ray worker that re-reads the
+    study) serve it unchanged. Swapped rather than overwritten so that it is still a
+    valid study (its reference is not itself)."""
     from lookahead.config import Study
 
     v = dict(study.vars)
     for name in _TARGET_MODEL_SETTINGS:
         v[name] = None
-    v["model_id"] = study.get("reference_model_id")
-    v["model_path"] = study.get("reference_model_path")
+    v["model_id"], v["reference_model_id"] = study.get("reference_model_id"), study.get("model_id")
+    v["model_path"], v["reference_model_path"] = study.get("reference_model_path"), study.get("model_path")
     return Study(vars=v, root=study.root)
 
 

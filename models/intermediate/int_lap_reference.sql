@@ -17,16 +17,25 @@ lines as (
 
 ),
 
+reference_losses as (
+
+    select
+        *,
+        case when not {{ has_bad_logprob('after_first') }} then
+            list_avg(list_transform(after_first, lambda t: t.logprob))
+        end as reference_loss
+    from lines
+
+),
+
 scores as (
 
     select
-        lines.*,
-        case when not {{ has_bad_logprob('lines.after_first') }} then
-            target.lap_loss - list_avg(list_transform(lines.after_first, lambda t: t.logprob))
-        end as lap_reference
-    from lines
+        reference_losses.*,
+        target.lap_loss - reference_losses.reference_loss as lap_reference
+    from reference_losses
     inner join target
-        on lines.row_id = target.row_id
+        on reference_losses.row_id = target.row_id
 
 ),
 

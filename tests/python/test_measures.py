@@ -21,7 +21,7 @@ import pytest
 from dbt_runner import run_dbt
 
 from lookahead import measures
-from lookahead.config import StudyConfigError, default_study_path, load_study, read_study_file
+from lookahead.config import Study, StudyConfigError, default_study_path, load_study, read_study_file
 from lookahead.keys import expected_keys, task_params
 from lookahead.measures import REFERENCE_TASK
 from lookahead.rows import load_rows
@@ -204,13 +204,16 @@ def test_the_reference_task_is_keyed_by_the_reference_model_only_when_computed()
     assert REFERENCE_TASK not in keys(lap_measures=["recall", "mink"])  # not computed: not asked
 
 
-def test_the_reference_study_swaps_the_model_and_nothing_else():
+def test_the_reference_study_swaps_the_models_and_nothing_else():
     study = load_study(overrides={"lap_measures": ["reference"], "gguf_file": "target.gguf",
                                   "reference_model_id": "ref", "reference_model_path": "demo/models/clean"})
     ref = measures.reference_study(study)
     assert (ref["model_id"], ref["model_path"], ref["gguf_file"]) == ("ref", "demo/models/clean", None)
-    assert {k: v for k, v in ref.vars.items() if k not in ("model_id", "model_path", "gguf_file")} == \
-        {k: v for k, v in study.vars.items() if k not in ("model_id", "model_path", "gguf_file")}
+    assert (ref["reference_model_id"], ref["reference_model_path"]) == (study["model_id"], study["model_path"])
+    swapped = ("model_id", "model_path", "gguf_file", "reference_model_id", "reference_model_path")
+    assert {k: v for k, v in ref.vars.items() if k not in swapped} == \
+        {k: v for k, v in study.vars.items() if k not in swapped}
+    assert Study.from_json(ref.settings_json()).vars == ref.vars  # still a valid study (a Ray worker re-reads it)
 
 
 @pytest.mark.parametrize(("over", "message"), [
