@@ -82,8 +82,7 @@ def _task_params(study: Study, task: str) -> dict[str, Any]:
         # The Min-K% prompt scored by the reference model: the same query without the
         # target's line extras (only the log-probs are read); the reference's identity
         # is its model_id (reference_study), hashed into every key like the target's.
-        params = {k: v for k, v in _task_params(study, "mink").items() if k != "line_extras"}
-        return params
+        return {k: v for k, v in _task_params(study, "mink").items() if k != "line_extras"}
     raise ValueError(f"unknown task {task!r}")
 
 

@@ -64,6 +64,7 @@ class Measure:
     unavailable: Mapping[str, str] = field(default_factory=dict)  # backend -> why not
     settings: tuple[str, ...] = ()
     required_settings: tuple[str, ...] = ()  # must be set when a study computes the measure
+    second_model: str | None = None          # the setting naming a second model (never the target)
     carried: tuple[str, ...] = () # further columns of `model` the panel carries
 
     @property
@@ -143,6 +144,7 @@ MEASURES: dict[str, Measure] = {m.name: m for m in (
         citation=("Carlini et al. 2021, 'Extracting Training Data from Large Language Models' (USENIX "
                   "Security), the comparison with a smaller or other model; Mattern et al. 2023, Shi et al. 2024"),
         settings=("reference_model_id",), required_settings=("reference_model_id",),
+        second_model="reference_model_id",
     ),
 )}
 
@@ -179,13 +181,15 @@ def check_measure_settings(study: Mapping[str, Any], names: Sequence[str] | None
         names = [n for n in dict.fromkeys([str(study.get("lap_measure")), *(study.get("lap_measures") or [])])
                  if n in MEASURES]
     for n in names:
-        missing = [s for s in MEASURES[n].required_settings if study.get(s) in (None, "")]
+        m = MEASURES[n]
+        missing = [s for s in m.required_settings if study.get(s) in (None, "")]
         if missing:
             raise StudyConfigError(f"setting '{missing[0]}' is required when the study computes the "
                                    f"'{n}' measure (lap_measure or lap_measures)")
-    if "reference" in names and study.get("reference_model_id") == study.get("model_id"):
-        raise StudyConfigError("setting 'reference_model_id': it names the target model itself "
-                               f"('{study.get('model_id')}'), so the reference-model LAP would be 0 for every row")
+        if m.second_model and study.get(m.second_model) == study.get("model_id"):
+            raise StudyConfigError(f"setting '{m.second_model}': it names the target model itself "
+                                   f"('{study.get('model_id')}'), so the {m.short} would compare the "
+                                   "model with itself")
 
 
 def computes(study: Mapping[str, Any], name: str) -> bool:

@@ -57,14 +57,6 @@ def write_data(data: DemoData, out: Path) -> None:
     _atomic_write(out / "data" / "truth.csv", data.truth.to_csv(index=False))
 
 
-#: Each demo model's reference for the reference-model LAP: the other one. The clean
-#: model is the contaminated model's natural reference (the same texts, the outcomes left
-#: out: the point-in-time model that did not learn them); the clean control's reference
-#: is the contaminated model, so that the control asks whether a reference that did
-#: learn the outcomes manufactures a detection where the target has none.
-REFERENCE_SCENARIO = {"contaminated": "clean", "clean": "contaminated"}
-
-
 def study_files(data: DemoData, prompts: Prompts, out: Path) -> dict[str, dict]:
     """The three demo studies as dicts of dbt var overrides."""
     common = {
@@ -90,11 +82,6 @@ def study_files(data: DemoData, prompts: Prompts, out: Path) -> dict[str, dict]:
             "model_path": _rel(out / "models" / scen),
             # The demo models were trained on the raw prompt, no chat template.
             "use_chat_template": False,
-            # The reference-model LAP's reference (docs/measures.md): the other demo model,
-            # the only one with the same tokenizer and the same corpus apart from the
-            # outcomes (read only when a study computes `reference`).
-            "reference_model_id": f"demo-{REFERENCE_SCENARIO[scen]}",
-            "reference_model_path": _rel(out / "models" / REFERENCE_SCENARIO[scen]),
         }
     studies["smollm2"] = {
         "study_name": "demo_smollm2", **common,

@@ -75,7 +75,8 @@ def scored(tmp_path_factory):
     raw = root / "raw"
     raw.mkdir()
     vars_ = {**read_study_file(default_study_path()),  # the demo study's rows, this cache
-             "raw_dir": str(raw), "model_id": "oracle", "mink_k": K, "lap_measures": list(measures.MEASURES)}
+             "raw_dir": str(raw), "model_id": "oracle", "mink_k": K, "lap_measures": list(measures.MEASURES),
+             "reference_model_id": "oracle-reference"}
     study = load_study(overrides=vars_)
     keys = expected_keys(study, load_rows(study)[0]).to_pandas()
     rng = np.random.default_rng(25)
@@ -144,7 +145,7 @@ def test_every_measure_has_its_model_docs_and_settings():
 def test_a_study_asking_for_prompt_measures_keys_one_line_per_prompt_with_their_extras():
     base = task_params(load_study(overrides={"lap_measures": ["recall", "mink"]}), "mink")
     assert "line_extras" not in base  # recall and Min-K% only: the keys stay as they were
-    all_ = task_params(load_study(overrides={"lap_measures": list(measures.MEASURES)}), "mink")
+    all_ = task_params(load_study(overrides={"lap_measures": list(measures.MEASURES), "reference_model_id": "r"}), "mink")
     assert all_["line_extras"] == ["vocab_moments", "zlib_bytes"]
 
 
@@ -222,7 +223,7 @@ def test_the_reference_study_swaps_the_models_and_nothing_else():
 ])
 def test_a_reference_study_without_a_usable_reference_is_one_clear_line(over, message):
     with pytest.raises(StudyConfigError, match=message):
-        load_study(overrides={"lap_measures": ["recall", "reference"], **over})
+        load_study(overrides={"lap_measures": ["recall", "reference"], "reference_model_id": "r", **over})
 
 
 def test_a_build_computing_the_reference_lap_without_its_raw_file_stops_in_one_line(tmp_path):
@@ -230,7 +231,8 @@ def test_a_build_computing_the_reference_lap_without_its_raw_file_stops_in_one_l
     raw.mkdir()
     for name in ("mink", "forecast", "recall"):
         (raw / f"{name}.jsonl").write_text("", encoding="utf-8")
-    vars_ = {**read_study_file(default_study_path()), "raw_dir": str(raw), "lap_measures": ["recall", "reference"]}
+    vars_ = {**read_study_file(default_study_path()), "raw_dir": str(raw), "lap_measures": ["recall", "reference"],
+             "reference_model_id": "demo-clean"}
     res = run_dbt(["run", "--select", "study_settings"], vars_, tmp_path / "db.duckdb")
     assert res.returncode != 0
     assert "setting 'lap_measures': the study computes 'reference' but no raw file" in res.output

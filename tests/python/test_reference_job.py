@@ -28,7 +28,8 @@ def _study_file(tmp_path, measures):
     path = tmp_path / "study.yml"
     path.write_text(yaml.safe_dump({"extends": "demo/studies/contaminated.yml", "raw_dir": str(tmp_path / "raw"),
                                     "outputs_dir": str(tmp_path / "out"), "lap_measures": measures,
-                                    "subsample_rows": N}))
+                                    "subsample_rows": N, "reference_model_id": "demo-clean",
+                                    "reference_model_path": "demo/models/clean"}))
     return path
 
 
