@@ -46,8 +46,8 @@ def run(ctx: JobContext) -> int:
     means = [float(np.mean([t["logprob"] for t in records[q.key]["prompt_logprobs"][1:]])) for q in queries
              if len(records[q.key]["prompt_logprobs"]) > 1]
     mean = f"{np.mean(means):.4f}" if means else "none"
-    print(f"reference model '{ref.study['model_id']}': {len(queries)} prompts scored, "
-          f"mean prompt log-prob {mean} (first token skipped)")
+    print(f"reference model '{ref.study['model_id']}': mean prompt log-prob {mean} over {len(queries)} "
+          "prompts (first token skipped)")
     return EXIT_OK
 
 
