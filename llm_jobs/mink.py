@@ -43,32 +43,38 @@ from lookahead.scoring import mink_lap
 TASK = "mink"
 
 
-def plan(ctx: JobContext, params: dict[str, Any]) -> list[Query]:
+def plan(ctx: JobContext, params: dict[str, Any], task: str = TASK) -> list[Query]:
     """The forecast job's prompts, one scoring query per row (same guards and cut)."""
-    return row_queries(ctx, TASK, params)
+    return row_queries(ctx, task, params)
 
 
 def run(ctx: JobContext) -> int:
+    queries, records = score_prompts(ctx, TASK, task_params(ctx.study, TASK))
+    return summarize(ctx, queries, records)
+
+
+def score_prompts(ctx: JobContext, task: str, params: dict[str, Any]) -> tuple[list[Query], dict[str, dict[str, Any]]]:
+    """Every forecast prompt's token log-probs under `ctx`'s model, cached in `task`'s raw
+    file: the Min-K% job, and the reference job (llm_jobs.reference) with the reference
+    model's context."""
     if sampling_fallback(ctx.study):
         raise JobStop("Min-K% needs prompt log-probabilities and logprobs_available is false; "
                       "use lap_measure: recall")
-    params = task_params(ctx.study, TASK)
-    queries = plan(ctx, params)
-    with open_store(ctx, TASK) as store:
+    queries = plan(ctx, params, task)
+    with open_store(ctx, task) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
-        uncached = not_cached(ctx, store, TASK, queries)
+        uncached = not_cached(ctx, store, task, queries)
         store.require_writable(len(uncached))  # before the model loads: nothing to ask, no lock needed
         pending = fit_forecast_prompts(ctx, ctx.for_backend(uncached))
-        print_plan(ctx, TASK, "prompts", len(queries), pending, 0)
+        print_plan(ctx, task, "prompts", len(queries), pending, 0)
         if pending:
             confirm(f"score {len(pending)} prompts?", ctx.args.yes)
 
             answer = functools.partial(mink_answer, extras=tuple(params.get("line_extras", ())))
-            tally = query_all(ctx, store, pending, TASK, answer, params)
+            tally = query_all(ctx, store, pending, task, answer, params)
             require_complete(tally, store)
-        records = cached_records(ctx, store, TASK, queries)
-    return summarize(ctx, queries, records)
+        return queries, cached_records(ctx, store, task, queries)
 
 
 def mink_answer(backend: Backend, batch: list[Query], extras: tuple[str, ...] = ()) -> list[dict[str, Any] | QueryFailure]:

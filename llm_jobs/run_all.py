@@ -1,4 +1,5 @@
-"""All three LLM jobs in order (forecast, recall, Min-K%) with one loaded model.
+"""The LLM jobs in order (forecast, recall, Min-K%, and the reference model's prompt
+log-probs when the study computes the reference-model LAP), the target model loaded once.
 
 Run: ``python -m llm_jobs.run_all --study FILE --yes``
 
@@ -11,11 +12,11 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from llm_jobs import forecast, mink, recall
+from llm_jobs import forecast, mink, recall, reference
 from llm_jobs.common import EXIT_OK, JobContext, arg_parser, guarded, make_context
 from lookahead.keys import task_params
 
-JOBS = (("forecast", forecast.run), ("recall", recall.run), ("mink", mink.run))
+JOBS = (("forecast", forecast.run), ("recall", recall.run), ("mink", mink.run), ("reference", reference.run))
 
 
 def run(ctx: JobContext) -> int:
@@ -24,6 +25,7 @@ def run(ctx: JobContext) -> int:
     forecast.plan(ctx)
     recall.plan(ctx, task_params(ctx.study, recall.TASK), None)
     mink.plan(ctx, task_params(ctx.study, mink.TASK))
+    reference.plan_reference(ctx)
     for name, job in JOBS:
         print(f"== {name} ==")
         code = job(ctx)
@@ -33,7 +35,7 @@ def run(ctx: JobContext) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = arg_parser("Run forecast, recall and Min-K% jobs for one study.").parse_args(argv)
+    args = arg_parser("Run the forecast, recall, Min-K% (and reference-model) jobs for one study.").parse_args(argv)
     return guarded(lambda: run(make_context(args)))
 
 

@@ -39,6 +39,8 @@ from typing import Any, Iterator, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lookahead.measures import REFERENCE_TASK
+
 REQUIRED_FIELDS = (
     "key", "task", "model_id", "backend", "row_id", "entity_id", "target_date", "prompt",
     "query_text", "params", "response_text", "top_logprobs", "prompt_logprobs", "samples", "approximated",
@@ -81,7 +83,8 @@ def incomplete_reason(record: Mapping[str, Any]) -> str | None:
     - forecast: response text, and top log-probs at the first position when they were
       asked for (params.top_logprobs > 0);
     - recall: top log-probs (or, in the sampling fallback, all n_samples answers);
-    - mink: a finite log-prob for every prompt token after the first.
+    - mink (and reference, the same prompt scored by the reference model): a finite
+      log-prob for every prompt token after the first.
     Every log-prob present must be finite."""
     task = record.get("task")
     params = record.get("params") or {}
@@ -104,7 +107,7 @@ def incomplete_reason(record: Mapping[str, Any]) -> str | None:
         if not top:
             return "no top log-probs"
         return None
-    if task == "mink":
+    if task in ("mink", REFERENCE_TASK):  # the reference model's line is a Min-K% line
         lps = record.get("prompt_logprobs") or []
         if not lps:
             return "no prompt log-probs"

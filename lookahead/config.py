@@ -278,6 +278,9 @@ def resolve(explicit: Mapping[str, Any], base: Mapping[str, Any] | None = None) 
     mod = out.get("moderator_column")
     if mod and mod not in out["extra_columns"]:
         raise StudyConfigError(f"setting 'moderator_column': '{mod}' must be one of extra_columns")
+    from lookahead.measures import check_measure_settings
+
+    check_measure_settings(out)
     return out
 
 

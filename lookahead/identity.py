@@ -91,7 +91,8 @@ BUILD_INPUT_SETTINGS = ("data_path", "raw_dir", "claims_raw_dir", "claims_predic
                         "claims_instances_path", "claims_corpus_path", "claims_extractions_path")
 # Path settings the build never reads: the model (only the jobs load it) and where the
 # jobs and the report write.
-NOT_BUILD_INPUT_SETTINGS = ("model_path", "claims_model_path", "tokenizer_path", "results_dir", "outputs_dir")
+NOT_BUILD_INPUT_SETTINGS = ("model_path", "claims_model_path", "reference_model_path", "tokenizer_path",
+                            "results_dir", "outputs_dir")
 # What the build is made of, relative to the project root: dbt's project and profile,
 # models, macros, seeds, analyses, data tests, GX suites and the package.
 CODE_PATHS = ("dbt_project.yml", "profiles", "models", "python_models", "macros", "seeds",

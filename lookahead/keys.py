@@ -24,11 +24,11 @@ import pyarrow.compute as pc
 
 from lookahead.cache import params_json, query_keys, recall_idents
 from lookahead.config import Study
-from lookahead.measures import line_extras
+from lookahead.measures import REFERENCE_TASK, computes, line_extras, reference_study
 from lookahead.prompts import Template, check_recall_template, recall_prompt_columns, text_column
 from lookahead.rows import PAIR_COLUMNS, SPLIT_COLUMNS, split_staged_arrow, unique_pairs
 
-TASKS = ("forecast", "recall", "mink")
+TASKS = ("forecast", "recall", "mink", REFERENCE_TASK)
 TOP_LOGPROBS = 20  # the protocol: top-20 log-probs at the answer position
 MIN_SAMPLES = 25   # the protocol's floor for the sampling fallback
 KEY_COLUMNS = ("task", "key", "row_id", "entity_id", "target_date")
@@ -78,6 +78,11 @@ def _task_params(study: Study, task: str) -> dict[str, Any]:
         if extras := line_extras(study, task):
             params["line_extras"] = extras
         return _with_overflow(study, params)
+    if task == REFERENCE_TASK:
+        # The Min-K% prompt scored by the reference model: the same query without the
+        # target's line extras (only the log-probs are read); the reference's identity
+        # is its model_id (reference_study), hashed into every key like the target's.
+        return {k: v for k, v in _task_params(study, "mink").items() if k != "line_extras"}
     raise ValueError(f"unknown task {task!r}")
 
 
@@ -143,7 +148,8 @@ def _length(rows: Any) -> int:
 
 def expected_keys(study: Study, rows: pd.DataFrame | pa.Table) -> pa.Table:
     """Every key the study asks for: one row per (task, key) with what it identifies
-    (columns KEY_COLUMNS, as Arrow strings: forecast keys first, then Min-K%, then recall).
+    (columns KEY_COLUMNS, as Arrow strings: forecast keys first, then Min-K%, the reference
+    model's when the study computes its measure, then recall).
 
     `rows` are the rows the jobs query (`lookahead.rows.load_rows`, or an Arrow table of
     them from `expected_keys_for_build`). The same functions key one query for the jobs
@@ -154,12 +160,16 @@ def expected_keys(study: Study, rows: pd.DataFrame | pa.Table) -> pa.Table:
     check_recall_template(str(study["recall_template"]))
     f_params, m_params = params_json(task_params(study, "forecast")), params_json(task_params(study, "mink"))
     Template.parse(str(study["forecast_prompt"]), _names(rows), "forecast_prompt")  # unknown names raise first
-    parts: dict[str, list[pa.Table]] = {"forecast": [], "mink": [], "recall": []}
-    for chunk in _chunks(rows):  # forecast and Min-K% score one prompt
+    parts: dict[str, list[pa.Table]] = {"forecast": [], "mink": [], REFERENCE_TASK: [], "recall": []}
+    # forecast, Min-K% and the reference model (when the study computes its measure) score one prompt
+    row_tasks = [(study, "forecast", f_params), (study, "mink", m_params)]
+    if computes(study, "reference"):
+        row_tasks.append((reference_study(study), REFERENCE_TASK, params_json(task_params(study, REFERENCE_TASK))))
+    for chunk in _chunks(rows):
         prompts = forecast_prompt_column(study, chunk)
         ids = text_column(chunk["row_id"])
-        for task, params in (("forecast", f_params), ("mink", m_params)):
-            parts[task].append(_key_table(task, row_keys(study, task, chunk, params, prompts), row_id=ids))
+        for keyed_by, task, params in row_tasks:
+            parts[task].append(_key_table(task, row_keys(keyed_by, task, chunk, params, prompts), row_id=ids))
         del prompts
     pairs = unique_pairs(rows)
     r_params = params_json(task_params(study, "recall"))

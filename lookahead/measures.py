@@ -35,6 +35,10 @@ VOCAB_MOMENTS = "vocab_moments"  # per position: mean and variance of log p over
 ZLIB_BYTES = "zlib_bytes"        # zlib-compressed byte length of the prompt text (UTF-8)
 LINE_EXTRAS = (VOCAB_MOMENTS, ZLIB_BYTES)
 
+#: The raw task of the reference model's prompt log-probs (the `mink` prompt, scored by
+#: the study's `reference_model_id`; its own raw file and cache key).
+REFERENCE_TASK = "reference"
+
 #: The verdict's variation rules (lookahead.stats.verdict.lap_min_sd applies them).
 ABSOLUTE, SCALE_FREE = "absolute", "scale_free"
 
@@ -59,6 +63,8 @@ class Measure:
     needs: tuple[str, ...] = ()   # LINE_EXTRAS the line must carry
     unavailable: Mapping[str, str] = field(default_factory=dict)  # backend -> why not
     settings: tuple[str, ...] = ()
+    required_settings: tuple[str, ...] = ()  # must be set when a study computes the measure
+    second_model: str | None = None          # the setting naming a second model (never the target)
     carried: tuple[str, ...] = () # further columns of `model` the panel carries
 
     @property
@@ -126,6 +132,20 @@ MEASURES: dict[str, Measure] = {m.name: m for m in (
             "vllm": f"{_NO_VOCAB}; the vLLM backend asks for the sampled token's log-prob only",
         },
     ),
+    Measure(
+        name="reference", short="reference-model LAP", label="reference-model LAP (target minus reference mean log-prob)",
+        task=REFERENCE_TASK, model="int_lap_reference", model_column="lap_reference", key_column=None,
+        join_on=("row_id",), variation=SCALE_FREE,
+        orientation=("the target's mean log-prob minus the reference model's: a text the target finds "
+                     "likelier than a model that did not see it scores higher (minus the reference-based "
+                     "score target loss - reference loss)"),
+        definition=("mean over prompt tokens 2..n of log P_target(token | preceding) minus the same mean "
+                    "under the reference model (reference_model_id), on the same prompt"),
+        citation=("Carlini et al. 2021, 'Extracting Training Data from Large Language Models' (USENIX "
+                  "Security), the comparison with a smaller or other model; Mattern et al. 2023, Shi et al. 2024"),
+        settings=("reference_model_id",), required_settings=("reference_model_id",),
+        second_model="reference_model_id",
+    ),
 )}
 
 
@@ -147,7 +167,61 @@ def study_measures(study: Mapping[str, Any]) -> list[Measure]:
             setting = "lap_measure" if n == study["lap_measure"] else "lap_measures"
             raise StudyConfigError(f"setting '{setting}': '{n}' is unavailable on backend "
                                    f"'{backend}': {MEASURES[n].unavailable[backend]}")
+    check_measure_settings(study, names)
     return [MEASURES[n] for n in names]
+
+
+def check_measure_settings(study: Mapping[str, Any], names: Sequence[str] | None = None) -> None:
+    """The settings the computed measures require (`required_settings`), one clear line
+    for the first one missing; run by lookahead.config.resolve on every study, so the
+    jobs and dbt's run-start check stop on it before anything is asked."""
+    from lookahead.config import StudyConfigError
+
+    if names is None:
+        names = [n for n in dict.fromkeys([str(study.get("lap_measure")), *(study.get("lap_measures") or [])])
+                 if n in MEASURES]
+    for n in names:
+        m = MEASURES[n]
+        missing = [s for s in m.required_settings if study.get(s) in (None, "")]
+        if missing:
+            raise StudyConfigError(f"setting '{missing[0]}' is required when the study computes the "
+                                   f"'{n}' measure (lap_measure or lap_measures)")
+        if m.second_model and study.get(m.second_model) == study.get("model_id"):
+            raise StudyConfigError(f"setting '{m.second_model}': it names the target model itself "
+                                   f"('{study.get('model_id')}'), so the {m.short} would compare the "
+                                   "model with itself")
+
+
+def computes(study: Mapping[str, Any], name: str) -> bool:
+    """Whether the study computes measure `name` (its lap_measure or one of lap_measures)."""
+    return any(m.name == name for m in study_measures(study))
+
+
+#: The target's model settings a reference study never inherits (they name the target's
+#: weights, tokenizer or served name); reference_model_path replaces model_path.
+_TARGET_MODEL_SETTINGS = ("model_path", "gguf_file", "tokenizer_path", "served_model")
+
+
+def reference_study(study: Any) -> Any:
+    """The study as the reference task sees it: the two models swapped
+    (`reference_model_id` and `reference_model_path` in place of `model_id` and
+    `model_path`, and the other way round), every other setting (backend, its options,
+    prompts, dtype, chat template flag) the study's own.
+
+    Why one swapped study: the jobs key, query and record a line under the study's
+    `model_id`, so the reference's lines carry its own model_id and a key hashing it (a
+    changed reference is a new query, never the target's or an old reference's line),
+    and the same code paths (plan, cache, failures, a Ray worker that re-reads the
+    study) serve it unchanged. Swapped rather than overwritten so that it is still a
+    valid study (its reference is not itself)."""
+    from lookahead.config import Study
+
+    v = dict(study.vars)
+    for name in _TARGET_MODEL_SETTINGS:
+        v[name] = None
+    v["model_id"], v["reference_model_id"] = study.get("reference_model_id"), study.get("model_id")
+    v["model_path"], v["reference_model_path"] = study.get("reference_model_path"), study.get("model_path")
+    return Study(vars=v, root=study.root)
 
 
 def line_extras(study: Mapping[str, Any], task: str) -> list[str]:
@@ -173,6 +247,10 @@ def loss_lap(logprobs: Sequence[float | None]) -> float:
 
 def zlib_lap(logprobs: Sequence[float | None], text: str) -> float:
     return loss_lap(logprobs) / zlib_bytes(text)
+
+
+def reference_lap(target_logprobs: Sequence[float | None], reference_logprobs: Sequence[float | None]) -> float:
+    return loss_lap(target_logprobs) - loss_lap(reference_logprobs)
 
 
 def minkpp_lap(logprobs: Sequence[float | None], means: Sequence[float | None],
@@ -209,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         MACRO_PATH.write_text(macro_text(), encoding="utf-8")
         print(f"wrote {MACRO_PATH}")
     for m in MEASURES.values():
-        print(f"{m.name:8s} {m.column:12s} task={m.task:7s} {m.variation:10s} {m.label}")
+        print(f"{m.name:10s} {m.column:14s} task={m.task:10s} {m.variation:10s} {m.label}")
     return 0
 
 

@@ -13,6 +13,16 @@
             ~ "(python -m llm_jobs.run_all --study <file>), which create all three files") }}
       {% endif %}
     {% endfor %}
+    {#- the reference model's file only for a study computing the reference-model LAP -#}
+    {% if 'reference' == var('lap_measure') or 'reference' in (var('lap_measures') or []) %}
+      {% set path = var('raw_dir') ~ '/**/reference.jsonl' %}
+      {% if run_query("select count(*) from glob('" ~ path ~ "')").columns[0].values()[0] == 0 %}
+        {{ exceptions.raise_compiler_error(
+            "setting 'lap_measures': the study computes 'reference' but no raw file " ~ path
+            ~ " was found; run the LLM jobs first (python -m llm_jobs.run_all --study <file>, "
+            ~ "or python -m llm_jobs.reference --study <file>)") }}
+      {% endif %}
+    {% endif %}
   {% endif %}
 {% endmacro %}
 

@@ -6,6 +6,7 @@
     {"name": "mink", "column": "lap_mink", "model": "int_mink_scores", "model_column": "lap_mink", "key_column": "mink_key", "join_on": ["row_id"], "carried": []},
     {"name": "loss", "column": "lap_loss", "model": "int_lap_loss", "model_column": "lap_loss", "key_column": null, "join_on": ["row_id"], "carried": []},
     {"name": "zlib", "column": "lap_zlib", "model": "int_lap_zlib", "model_column": "lap_zlib", "key_column": null, "join_on": ["row_id"], "carried": []},
-    {"name": "minkpp", "column": "lap_minkpp", "model": "int_lap_minkpp", "model_column": "lap_minkpp", "key_column": null, "join_on": ["row_id"], "carried": []}
+    {"name": "minkpp", "column": "lap_minkpp", "model": "int_lap_minkpp", "model_column": "lap_minkpp", "key_column": null, "join_on": ["row_id"], "carried": []},
+    {"name": "reference", "column": "lap_reference", "model": "int_lap_reference", "model_column": "lap_reference", "key_column": null, "join_on": ["row_id"], "carried": []}
   ]) }}
 {%- endmacro %}

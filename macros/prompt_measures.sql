@@ -1,7 +1,23 @@
-{#- The prompt-scoring measures' shared pieces (lookahead/measures.py): the `mink` task's
-    raw lines with their prompt tokens after the first (the first has no conditional
-    probability), and the rows of the current study, so a measure's model is its score. -#}
-{% macro prompt_token_lines() -%}
+{#- The prompt-scoring measures' shared pieces (lookahead/measures.py): a prompt task's
+    raw lines (`mink`, or `reference`: the same prompts scored by the reference model)
+    with their prompt tokens after the first (the first has no conditional probability),
+    and the rows of the current study, so a measure's model is its score. A task whose
+    raw file is absent (`reference` in a study that does not compute it) has no lines. -#}
+{% macro prompt_token_lines(task='mink') -%}
+    {%- set relation = source('raw', task) %}
+    {%- set present = true %}
+    {%- if execute %}
+      {%- set path = var('raw_dir') ~ '/**/' ~ task ~ '.jsonl' %}
+      {%- set present = run_query("select count(*) from glob('" ~ path ~ "')").columns[0].values()[0] > 0 %}
+    {%- endif %}
+    {%- if not present %}
+    select
+        null::varchar as key, null::varchar as task, null::varchar as model_id, null::varchar as row_id,
+        null::varchar as entity_id, null::varchar as target_date, null::bigint as zlib_bytes,
+        null::struct(logprob double, vocab_mean double, vocab_var double)[] as after_first,
+        null::varchar as filename, null::varchar as finished_at
+    where false
+    {%- else %}
     select
         key,
         task,
@@ -13,8 +29,9 @@
         list_slice(prompt_logprobs, 2, len(prompt_logprobs)) as after_first,
         filename,
         finished_at
-    from {{ source('raw', 'mink') }}
+    from {{ relation }}
     where key is not null
+    {%- endif %}
 {%- endmacro %}
 
 
@@ -27,9 +44,10 @@
 
 
 {#- The last part of a prompt measure's model: one line per key (the first written), the
-    lines whose key the study asks for (int_expected_keys, task mink) and whose fields
-    agree with it; row_id and the score `column` of CTE `relation`. -#}
-{% macro prompt_measure_rows(relation, column) -%}
+    lines whose key the study asks for (int_expected_keys, task `task`) and whose fields
+    agree with it (`model_id`: the target's, or the reference's for task reference); row_id
+    and the score `column` of CTE `relation`. -#}
+{% macro prompt_measure_rows(relation, column, task='mink', model_id=none) -%}
 deduped as (
 
     select * from {{ relation }}
@@ -40,7 +58,7 @@ deduped as (
 expected as (
 
     select * from {{ ref('int_expected_keys') }}
-    where task = 'mink'
+    where task = {{ sql_string(task) }}
 
 )
 
@@ -50,7 +68,7 @@ select
 from deduped
 inner join expected
     on deduped.key = expected.key
-where deduped.task = 'mink'
+where deduped.task = {{ sql_string(task) }}
     and deduped.row_id = expected.row_id
-    and deduped.model_id = {{ sql_string(var('model_id')) }}
+    and deduped.model_id = {{ sql_string(var('model_id') if model_id is none else model_id) }}
 {%- endmacro %}

@@ -340,18 +340,29 @@ def study_vars(out: Path, model: str) -> dict[str, Any]:
 # one report. The contaminated model's study gets the model that leans on leaked claims.
 PROTOCOL_STUDY = {"leaky": "contaminated", "prudent": "clean"}
 
+# Each protocol demo model's reference for the reference-model LAP (docs/measures.md): the
+# other demo model, the only one with the same tokenizer and the same texts. The clean
+# model is the contaminated model's natural reference (it saw the texts but did not learn
+# the outcomes: the closest the demo has to a point-in-time model); the clean control's
+# reference is the contaminated model, so that the control asks whether a reference that
+# did learn the outcomes manufactures a detection where the target has none.
+REFERENCE_SCENARIO = {"contaminated": "clean", "clean": "contaminated"}
+
 
 def protocol_study_vars(out: Path, model: str) -> dict[str, Any]:
     """``extends: demo/studies/<scenario>.yml`` (same study_name, same protocol model and
     settings, so the same verdict) plus every LAP measure of the registry (the report's
-    robustness table), the claim settings and ``claims_model_id`` / ``claims_model_path``
-    naming this claim model.
+    robustness table) with the reference model the reference-model LAP needs
+    (REFERENCE_SCENARIO: the other demo model, in <out>/../models/), the claim settings
+    and ``claims_model_id`` / ``claims_model_path`` naming this claim model.
 
     Why a second file and not the claim settings in demo/studies/<scenario>.yml: the
     contaminated study is the project's default study, and dbt_project.yml's vars are
     generated from it; a non-default claim setting there would become every other
     study's dbt default (lookahead.config.dbt_vars_block)."""
+    ref = REFERENCE_SCENARIO[PROTOCOL_STUDY[model]]
     return {"extends": f"demo/studies/{PROTOCOL_STUDY[model]}.yml", "lap_measures": list(MEASURES),
+            "reference_model_id": f"demo-{ref}", "reference_model_path": _rel(out.parent / "models" / ref),
             "claims_model_id": f"demo-claims-{model}",
             "claims_model_path": _rel(out / "models" / model), **claim_settings(out, model)}
 

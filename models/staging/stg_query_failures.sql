@@ -2,7 +2,7 @@
 -- one row per key: its latest reason, and whether the key has been answered since (the
 -- next run retries every failed key). A missing answer must never be read as a censored
 -- one, so query_issues counts the unanswered keys and gate_panel stops on them.
-{%- set tasks = ['forecast', 'recall', 'mink'] %}
+{%- set tasks = ['forecast', 'recall', 'mink', 'reference'] %}
 {%- set present = {} %}
 {%- for task in tasks %}
   {%- set relation = source('raw_failures', task) %}
@@ -45,11 +45,12 @@ with
 
 failures as (
 
-    select * from forecast_failures
+    {%- for task in tasks %}
+    select * from {{ task }}_failures
+    {%- if not loop.last %}
     union all
-    select * from recall_failures
-    union all
-    select * from mink_failures
+    {%- endif %}
+    {%- endfor %}
 
 )
 

@@ -38,9 +38,11 @@ def test_demo_study_is_the_protocol_study_plus_claim_settings(model, scen):
     shipped = yaml.safe_load((DEMO / f"demo_{scen}.yml").read_text())
     assert shipped == demo.protocol_study_vars(DEMO, model)           # the file is what the code writes
     assert shipped["extends"] == f"demo/studies/{scen}.yml"           # builds on the protocol study
-    # beside the claim settings only lap_measures, which adds the robustness table and
-    # leaves the verdict (it reads lap_measure) as the protocol study gives it
-    assert all(k.startswith("claims_") for k in set(shipped) - {"extends", "lap_measures"})
+    # beside the claim settings only lap_measures and the reference model its reference-model
+    # LAP needs, which add the robustness table and leave the verdict (it reads lap_measure)
+    # as the protocol study gives it
+    measure_settings = {"extends", "lap_measures", "reference_model_id", "reference_model_path"}
+    assert all(k.startswith("claims_") for k in set(shipped) - measure_settings)
     protocol = yaml.safe_load((ROOT / "demo" / "studies" / f"{scen}.yml").read_text())
     flat = read_study_file(DEMO / f"demo_{scen}.yml")                  # what dbt and the jobs see
     assert {k: flat[k] for k in protocol} == protocol                  # nothing of the protocol changed

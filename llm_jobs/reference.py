@@ -1,0 +1,59 @@
+"""Reference-model LAP: the Min-K% prompts scored by the study's reference model.
+
+Run: ``python -m llm_jobs.reference --study FILE --yes``
+
+The `reference` measure (lookahead/measures.py) compares the target's mean prompt
+log-prob with a reference model's on the same prompt (Carlini et al. 2021). This job
+asks the reference model (`reference_model_id`, `reference_model_path`, on the study's
+backend) for every forecast prompt's token log-probs, exactly as the Min-K% job asks the
+target, into its own raw file <raw_dir>/reference.jsonl under keys that hash the
+reference's model_id (lookahead.measures.reference_study). A study that does not
+compute the measure asks nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+import numpy as np
+
+from llm_jobs.common import EXIT_OK, JobContext, run_main
+from llm_jobs.mink import plan, score_prompts
+from lookahead.keys import task_params
+from lookahead.measures import REFERENCE_TASK, computes, reference_study
+
+TASK = REFERENCE_TASK
+
+
+def reference_context(ctx: JobContext) -> JobContext:
+    """The job context with the reference model in place of the target (its own backend)."""
+    return JobContext(reference_study(ctx.study), ctx.args, ctx.rows, ctx.n_rejected)
+
+
+def plan_reference(ctx: JobContext) -> None:
+    """The reference job's plan (template guards, keys) when the study computes it."""
+    if computes(ctx.study, "reference"):
+        plan(reference_context(ctx), task_params(ctx.study, TASK), TASK)
+
+
+def run(ctx: JobContext) -> int:
+    if not computes(ctx.study, "reference"):
+        print("reference-model LAP: not computed by this study (lap_measure, lap_measures); nothing to ask")
+        return EXIT_OK
+    ref = reference_context(ctx)
+    queries, records = score_prompts(ref, TASK, task_params(ctx.study, TASK))
+    means = [float(np.mean([t["logprob"] for t in records[q.key]["prompt_logprobs"][1:]])) for q in queries
+             if len(records[q.key]["prompt_logprobs"]) > 1]
+    mean = f"{np.mean(means):.4f}" if means else "none"
+    print(f"reference model '{ref.study['model_id']}': mean prompt log-prob {mean} over {len(queries)} "
+          "prompts (first token skipped)")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_main(run, "Reference-model prompt log-probs for the reference-model LAP (raw JSONL).", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
