@@ -24,7 +24,7 @@ import sys
 from typing import Any, Sequence
 
 from llm_jobs.claims_common import ClaimContext, claim_main, predictions, run_parsed
-from llm_jobs.common import Query
+from llm_jobs.context import Query
 from lookahead.cache import query_key
 from lookahead.claims.inputs import sha
 from lookahead.claims.prompts import clean_rationale, repredict_prompt

@@ -37,7 +37,9 @@ from typing import Any, Sequence
 import pandas as pd
 
 from llm_jobs.claims_common import ClaimContext, ask_parsed, claim_main, claim_record
-from llm_jobs.common import EXIT_OK, Query, confirm, logprob_dicts, print_plan, run_queries
+from llm_jobs.context import Query
+from llm_jobs.planning import confirm, print_plan
+from llm_jobs.query_loop import logprob_dicts, run_queries
 from lookahead.cache import RawStore, query_key
 from lookahead.claims.inputs import (
     claims_raw_file,
@@ -52,6 +54,7 @@ from lookahead.claims.retrieval import bm25
 from lookahead.claims.schema import EXTRACTION_SCHEMA, Claim, ExtractionError, claims_from_object, parse_extraction_text
 from lookahead.claims.tables import Dater, support_lines
 from lookahead.config import StudyConfigError
+from lookahead.guard import EXIT_OK
 
 TASK = "claims_timespec"
 AGENT = "timespec"

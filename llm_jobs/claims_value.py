@@ -31,7 +31,7 @@ import sys
 from typing import Any, Sequence
 
 from llm_jobs.claims_common import ClaimContext, claim_main, predictions, run_parsed
-from llm_jobs.common import Query
+from llm_jobs.context import Query
 from lookahead.cache import query_key
 from lookahead.claims.prompts import coalition_prompt
 from lookahead.claims.shapley import members_of, plan_for

@@ -19,26 +19,15 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from llm_jobs.common import (
-    EXIT_OK,
-    EXIT_PARSE_RATE,
-    JobContext,
-    JobStop,
-    Query,
-    cached_records,
-    confirm,
-    fit_forecast_prompts,
-    logprob_dicts,
-    not_cached,
-    open_store,
-    print_plan,
-    query_all,
-    require_complete,
-    row_queries,
-    run_main,
-)
+from llm_jobs.cli import run_main
+from llm_jobs.context import JobContext, Query, cached_records, not_cached, open_store
+from llm_jobs.failures import require_complete
+from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
+from llm_jobs.query_loop import logprob_dicts
+from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache import atomic_write_parquet
+from lookahead.guard import EXIT_OK, EXIT_PARSE_RATE, JobStop
 from lookahead.keys import task_params
 from lookahead.scoring import (
     MIN_PARSE_RATE,
@@ -81,7 +70,7 @@ def run(ctx: JobContext) -> int:
 def forecast_answer(backend: Backend, batch: list[Query], *, max_tokens: int, top_logprobs: int,
                     asks_conf: bool) -> list[dict[str, Any] | QueryFailure]:
     """One batch of forecasts: the answer text, the top log-probs at its first position,
-    and the stated confidence when the prompt asks for one (common.Answer)."""
+    and the stated confidence when the prompt asks for one (llm_jobs.query_loop.Answer)."""
     gens = backend.try_generate([q.prompt for q in batch], max_tokens, top_logprobs)
     out: list[dict[str, Any] | QueryFailure] = []
     for g in gens:

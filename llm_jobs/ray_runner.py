@@ -1,6 +1,6 @@
 """The jobs' queries as a Ray Data pipeline (setting ``runner: ray``; docs/scaling.md).
 
-Why it looks the way it does: the single-process loop (common.run_queries) is the
+Why it looks the way it does: the single-process loop (llm_jobs.query_loop.run_queries) is the
 crash-safety contract, and this runner keeps it across workers and restarts.
 - The driver (the job process) plans exactly as before: keys, prompt guards, the
   confirmation, and the pending keys = the study's keys minus every key in any shard of
@@ -34,26 +34,13 @@ import socket
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from llm_jobs.common import (
-    EXIT_INCOMPLETE,
-    EXIT_USER_ERROR,
-    QUERY_LOG_ENV,
-    RESUME,
-    STOP_AFTER_FAILURES_IN_A_ROW,
-    Answer,
-    JobContext,
-    JobStop,
-    Query,
-    QueryTally,
-    answer_each,
-    answer_streams,
-    progress_bar,
-    settle,
-    too_many_failures,
-)
+from llm_jobs.context import JobContext, Query
+from llm_jobs.failures import STOP_AFTER_FAILURES_IN_A_ROW, QueryTally, too_many_failures
+from llm_jobs.query_loop import QUERY_LOG_ENV, Answer, answer_each, answer_streams, progress_bar, settle
 from lookahead.backends.base import BackendFatal
 from lookahead.cache import SHARDS_DIR, CacheLocked, RawStore, ident_of, repair_idle_shard, shard_files
 from lookahead.config import PROJECT_ROOT, Study
+from lookahead.guard import EXIT_INCOMPLETE, EXIT_USER_ERROR, RESUME, JobStop
 from lookahead.masking import mask
 
 RAY_PIN = "ray[data]==2.60.0"  # requirements.txt pins the same

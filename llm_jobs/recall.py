@@ -19,25 +19,15 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from llm_jobs.common import (
-    EXIT_OK,
-    JobContext,
-    JobStop,
-    Query,
-    cached_records,
-    confirm,
-    logprob_dicts,
-    not_cached,
-    open_store,
-    print_plan,
-    prompt_token_limit,
-    query_all,
-    require_complete,
-    run_main,
-    too_long_stop,
-)
+from llm_jobs.cli import run_main
+from llm_jobs.context import JobContext, Query, cached_records, not_cached, open_store
+from llm_jobs.failures import require_complete
+from llm_jobs.planning import confirm, print_plan, prompt_token_limit, too_long_stop
+from llm_jobs.query_loop import logprob_dicts
+from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache import atomic_write_parquet
+from lookahead.guard import EXIT_OK, JobStop
 from lookahead.keys import MIN_SAMPLES, pair_keys, recall_prompt_column, sampling_fallback, task_params
 from lookahead.prompts import check_recall_labels
 from lookahead.rows import unique_pairs
@@ -151,7 +141,7 @@ def run(ctx: JobContext) -> int:
 def recall_answer(backend: Backend, batch: list[Query], *, sampling: bool, n_samples: int | None,
                   seed: int, top_logprobs: int | None) -> list[dict[str, Any] | QueryFailure]:
     """One batch of recall queries: the top log-probs of the one answer token, or in the
-    sampling fallback n_samples sampled answers (common.Answer)."""
+    sampling fallback n_samples sampled answers (llm_jobs.query_loop.Answer)."""
     prompts = [q.prompt for q in batch]
     if sampling:
         samples = backend.try_sample(prompts, int(n_samples or 0), seed, 1)

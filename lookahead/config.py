@@ -35,6 +35,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from lookahead.errors import StudyConfigError
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = Path(__file__).with_name("study_settings.yml")
 
@@ -44,10 +46,6 @@ PROTOCOL_COLUMNS = (
 OPTIONAL_COLUMNS = ("row_id", "ticker")
 TYPES = ("string", "text", "path", "date", "integer", "number", "boolean", "choice",
          "mapping", "list", "column_map")
-
-
-class StudyConfigError(ValueError):
-    """A missing or invalid study setting; the message names the setting."""
 
 
 @dataclass(frozen=True)
@@ -507,14 +505,15 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m lookahead.config",
-                                description="Check a study file, or regenerate dbt_project.yml's vars.")
-    p.add_argument("study", nargs="?", help="a study file to check")
+                                description="Regenerate dbt_project.yml's vars (a study file is checked "
+                                            "by `lookahead check --study FILE`).")
     p.add_argument("--write-dbt-vars", action="store_true", help="regenerate dbt_project.yml's vars block")
     p.add_argument("--check-dbt-vars", action="store_true", help="exit 1 if that block is out of date")
     args = p.parse_args(argv)
-    if not (args.study or args.write_dbt_vars or args.check_dbt_vars):
+    if not (args.write_dbt_vars or args.check_dbt_vars):
         p.print_usage(sys.stderr)
-        print("error: give a study file to check (or --write-dbt-vars / --check-dbt-vars)", file=sys.stderr)
+        print("error: give --write-dbt-vars or --check-dbt-vars "
+              "(a study file: lookahead check --study FILE)", file=sys.stderr)
         return 2
     try:
         if args.write_dbt_vars:
@@ -523,13 +522,6 @@ def main(argv: list[str] | None = None) -> int:
             print("dbt_project.yml vars are out of date: python -m lookahead.config --write-dbt-vars",
                   file=sys.stderr)
             return 1
-        if args.study:
-            s = load_study(args.study)
-            from lookahead.rows import load_rows  # the data file too: mapped columns, valid rows
-
-            rows, rejects = load_rows(s)
-            print(f"study '{s.name}': settings OK (hash {s.settings_hash[:12]}); "
-                  f"{s['data_path']}: {len(rows)} valid rows, {len(rejects)} rejected")
     except StudyConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -134,7 +134,7 @@ def study_measures(study: Mapping[str, Any]) -> list[Measure]:
 
     One clear line for an unknown name, or a measure the study's backend cannot give
     (before any query: the jobs and the build key the queries through here)."""
-    from lookahead.config import StudyConfigError
+    from lookahead.errors import StudyConfigError
 
     names = list(dict.fromkeys([str(study["lap_measure"]), *(study.get("lap_measures") or [])]))
     unknown = [n for n in names if n not in MEASURES]

@@ -1,6 +1,6 @@
 """The one definition of an input row: read, map, validate, derive row_id, subsample.
 
-The LLM jobs (llm_jobs/common.py) and dbt staging (python_models/staging/stg_observations.py)
+The LLM jobs (llm_jobs/context.py) and dbt staging (python_models/staging/stg_observations.py)
 both call this module, so the jobs never query a row that staging rejects nor skip one
 it keeps, and raw lines always merge back onto their row. Nothing here is re-written in
 SQL.
