@@ -63,7 +63,7 @@ def run(ctx: ClaimContext) -> int:
                 prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
                 p = {**params, "attempt": attempt}
                 ident = f"{r['instance_id']}|{r['agent']}|{sha(r['rationale'])}"
-                q = Query(query_key(TASK, ctx.study["model_id"], ident, prompt, p), prompt, row_id=ident)
+                q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, p), prompt, row_id=ident)
                 queries.append(q)
                 meta[q.key] = (r, p)
             if not queries:

@@ -42,7 +42,7 @@ def run(ctx: ClaimContext) -> int:
         text = rationale_prompt(agent, r["task_input"], r["t_ref"], st.kind.prediction_format(st.kind_settings))
         prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
         ident = f"{r['instance_id']}|{agent}"
-        q = Query(query_key(TASK, ctx.study["model_id"], ident, prompt, params), prompt, row_id=ident)
+        q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
         queries.append(q)
         meta[q.key] = {"instance_id": r["instance_id"], "agent": agent, "entity": r["entity"],
                        "task_name": r["task"], "t_ref": r["t_ref"], "task_input": r["task_input"],

@@ -56,7 +56,7 @@ def run(ctx: ClaimContext) -> int:
         text = support_prompt(texts[c.query_id], d["title"], d["body"], str(d["published_at"]))
         prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
         ident = f"{c.query_id}|{c.doc_id}"
-        q = Query(query_key(TASK, ctx.study["model_id"], ident, prompt, params), prompt, row_id=ident)
+        q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
         queries.append(q)
         meta[q.key] = {"claim_sha256": c.query_id, "doc_id": c.doc_id, "bm25_rank": int(c.rank),
                        "bm25_score": float(c.score)}

@@ -83,7 +83,7 @@ class Phases:
         for iid, text in items.items():
             prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
             ident = f"{iid}|{AGENT}|{phase}"
-            q = Query(query_key(TASK, ctx.study["model_id"], ident, prompt, params), prompt, row_id=ident)
+            q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
             queries.append(q)
             ids[q.key] = iid
         pending = [q for q in queries if q.key not in self.store]
@@ -113,7 +113,7 @@ def run(ctx: ClaimContext) -> int:
     st = ctx.settings
     kind, ks = st.kind, st.kind_settings
     fmt = kind.prediction_format(ks)
-    mode = ctx.study.get("claims_timespec_draft") or "generate"
+    mode = ctx.study.claims.claims_timespec_draft or "generate"
     if mode not in ("generate", "predictions"):
         raise StudyConfigError(f"setting 'claims_timespec_draft': '{mode}' is not one of generate, predictions")
     insts = load_instances(st)
@@ -222,7 +222,7 @@ def run(ctx: ClaimContext) -> int:
                      "rationale": " ".join(c.claim_text for c in valid[i]), "final": True,
                      "aggregator_key": rec["key"]}
             ident = f"{i}|{AGENT}|final|{sha(str(claims))}|{rec['key']}"
-            q = Query(query_key(TASK, ctx.study["model_id"], ident, "", params), "", row_id=ident)
+            q = Query(query_key(TASK, ctx.study.backend.model_id, ident, "", params), "", row_id=ident)
             if q.key not in store:
                 r = claim_record(ctx, TASK, q, params, final)
                 r["response_text"] = pred

@@ -42,11 +42,11 @@ class JobContext:
 
     @property
     def use_chat_template(self) -> bool:
-        return bool(self.study["use_chat_template"])
+        return bool(self.study.prompts.use_chat_template)
 
     @property
     def batch_size(self) -> int:
-        return int(self.study["batch_size"])
+        return int(self.study.backend.batch_size)
 
     def for_backend(self, queries: Sequence["Query"]) -> list["Query"]:
         """The queries with the exact text the backend is sent (its chat template applied
@@ -55,7 +55,7 @@ class JobContext:
         if not queries:
             return []
         if not sampling_fallback(self.study) and not getattr(self.backend, "supports_logprobs", True):
-            raise JobStop(f"backend '{self.study['backend']}' returns no logprobs: set "
+            raise JobStop(f"backend '{self.study.backend.backend}' returns no logprobs: set "
                           "logprobs_available: false (recall then uses the sampling fallback)")
         chat = self.use_chat_template
         return [replace(q, prompt=self.backend.render_prompt(q.prompt, chat)) for q in queries]
@@ -74,7 +74,7 @@ def make_context(args: argparse.Namespace, backend: Backend | None = None) -> Jo
     study = load_study(args.study)
     if args.seed is not None and args.subsample is None:
         raise JobStop("--seed needs --subsample N (or set subsample_rows in the study file)")
-    study_sub = (study.get("subsample_rows"), int(study.get("subsample_seed") or 0))
+    study_sub = (study.input.subsample_rows, int(study.input.subsample_seed or 0))
     subsample = None
     if args.subsample is not None:
         subsample = (args.subsample, args.seed if args.seed is not None else study_sub[1])
@@ -82,9 +82,9 @@ def make_context(args: argparse.Namespace, backend: Backend | None = None) -> Jo
     counts = rejects["reject_reason"].value_counts() if len(rejects) else pd.Series(dtype=int)
     detail = "; ".join(f"{n} {reason}" for reason, n in counts.items())
     if rows.empty:
-        raise JobStop(f"no valid rows in {study['data_path']} ({len(rejects)} rejected"
+        raise JobStop(f"no valid rows in {study.input.data_path} ({len(rejects)} rejected"
                       + (f": {detail}" if detail else "") + "); see seeds/reject_reasons.csv")
-    print(f"study '{study.get('study_name')}': {len(rows)} rows to query, {len(rejects)} rejected"
+    print(f"study '{study.output.study_name}': {len(rows)} rows to query, {len(rejects)} rejected"
           + (f" ({detail})" if detail else ""))
     size, seed = subsample or study_sub
     if size is not None:
@@ -114,20 +114,21 @@ def preflight(study: Study, rows: pd.DataFrame) -> None:
     test), fewer than two pre-cutoff clusters (beta_3's clustered test cannot run).
     The prompts' placeholders and lengths are checked next, by each job's plan, also
     before its confirmation."""
-    cutoff = pd.Timestamp(str(study["training_cutoff"]))
+    cutoff = pd.Timestamp(str(study.protocol.training_cutoff))
     target = pd.to_datetime(rows["target_date"])
     pre = rows[target <= cutoff]
     n_pre, n_post = len(pre), len(rows) - len(pre)
-    counts = f"{len(rows)} valid rows ({n_pre} pre-cutoff, {n_post} post-cutoff, training_cutoff {study['training_cutoff']})"
+    counts = (f"{len(rows)} valid rows ({n_pre} pre-cutoff, {n_post} post-cutoff, "
+              f"training_cutoff {study.protocol.training_cutoff})")
     print(f"preflight: {counts}")
     fix = "nothing was queried; add rows, or check training_cutoff and the date columns"
-    if len(rows) < int(study["min_panel_rows"]):
-        raise JobStop(f"{counts}: fewer than min_panel_rows ({study['min_panel_rows']}), so gate_panel "
+    if len(rows) < int(study.protocol.min_panel_rows):
+        raise JobStop(f"{counts}: fewer than min_panel_rows ({study.protocol.min_panel_rows}), so gate_panel "
                       f"would stop the build and no verdict could be reached; {fix}")
     if n_pre == 0:
         raise JobStop(f"{counts}: no pre-cutoff row, so the verdict could only be Underpowered "
                       f"(the detection test cannot run); {fix}")
-    cluster = str(study["cluster"])
+    cluster = str(study.protocol.cluster)
     column = {"entity": "entity_id", "date": "target_date"}.get(cluster)
     if column in pre.columns and pre[column].nunique() < 2:
         raise JobStop(f"{counts}: the pre-cutoff rows form {pre[column].nunique()} cluster(s) (cluster: "
@@ -166,7 +167,7 @@ def open_store(ctx: JobContext, task: str) -> RawStore:
 
 def query_ident(ctx: JobContext, task: str, q: Query) -> Ident:
     """The fields a cached line must share with query ``q`` (lookahead.cache.ident_of)."""
-    return (task, str(ctx.study["model_id"]), q.row_id, q.entity_id, q.target_date)
+    return (task, str(ctx.study.backend.model_id), q.row_id, q.entity_id, q.target_date)
 
 
 def not_cached(ctx: JobContext, store: RawStore, task: str, queries: Sequence[Query]) -> list[Query]:

@@ -48,7 +48,7 @@ def plan(ctx: JobContext) -> tuple[list[Query], dict[str, Any]]:
 
 def run(ctx: JobContext) -> int:
     queries, params = plan(ctx)
-    asks_conf = prompt_asks_confidence(str(ctx.study["forecast_prompt"]))
+    asks_conf = prompt_asks_confidence(str(ctx.study.prompts.forecast_prompt))
     with open_store(ctx, TASK) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
@@ -89,7 +89,7 @@ def forecast_answer(backend: Backend, batch: list[Query], *, max_tokens: int, to
 def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict[str, Any]]) -> int:
     """Parse every answer with the user's labels, write outputs/<study>/forecast.parquet,
     enforce the 95% parse-rate rule."""
-    labels = ctx.study["forecast_labels"]
+    labels = ctx.study.prompts.forecast_labels
     rows = ctx.rows.set_index(ctx.rows["row_id"].astype(str))
     out = []
     for q in queries:
@@ -132,8 +132,7 @@ def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict
 
 def accepts_low_parse_rate(ctx: JobContext) -> bool:
     """The study's accept_low_parse_rate setting (the record dbt and the report read)."""
-    value = ctx.study.get("accept_low_parse_rate", False)
-    return value is True or str(value).strip().lower() in ("true", "yes", "1")
+    return ctx.study.runner.accept_low_parse_rate
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -80,8 +80,7 @@ def mink_answer(backend: Backend, batch: list[Query], extras: tuple[str, ...] = 
 
 
 def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict[str, Any]]) -> int:
-    k = float(ctx.study.get("mink_k", 0.2))
-    mean = str(ctx.study.get("mink_mean", "geometric"))
+    k, mean = ctx.study.measures.mink_k, ctx.study.measures.mink_mean
     out = []
     for q in queries:
         lps = [t["logprob"] for t in records[q.key]["prompt_logprobs"]]

@@ -35,7 +35,7 @@ def prompt_token_limit(ctx: JobContext, output_tokens: int) -> tuple[int | None,
     The context length is the setting context_length, else what the backend knows
     (transformers: the model config; vLLM: max_model_len). The answer needs room too:
     at least one token, forecast_max_tokens for forecasts."""
-    context = ctx.study["context_length"]
+    context = ctx.study.prompts.context_length
     if context is None:
         context = ctx.backend.context_length()
     if context is None:
@@ -67,7 +67,7 @@ def too_long_stop(task: str, too_long: Sequence[tuple[str, int]], n_total: int, 
 def forecast_output_tokens(ctx: JobContext) -> int:
     """The forecast's answer budget; Min-K% scores the same prompts with the same budget,
     so both tasks cut a too-long text at the same place."""
-    return int(ctx.study["forecast_max_tokens"])
+    return int(ctx.study.prompts.forecast_max_tokens)
 
 
 def row_queries(ctx: JobContext, task: str, params: dict[str, Any]) -> list["Query"]:
@@ -76,8 +76,8 @@ def row_queries(ctx: JobContext, task: str, params: dict[str, Any]) -> list["Que
     from lookahead.keys import forecast_prompt_column, row_keys
     from lookahead.prompts import check_forecast_template
 
-    template = str(ctx.study["forecast_prompt"])
-    check_forecast_template(template, ctx.study["column_map"], ctx.study["forecast_prompt_allowed_columns"])
+    template = str(ctx.study.prompts.forecast_prompt)
+    check_forecast_template(template, ctx.study.input.column_map, ctx.study.prompts.forecast_prompt_allowed_columns)
     prompts = forecast_prompt_column(ctx.study, ctx.rows)  # every row at once: a study may have millions
     keys = row_keys(ctx.study, task, ctx.rows, params, prompts)
     return [Query(key, prompt, row_id=str(row["row_id"]), row=row)
@@ -96,11 +96,11 @@ def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"]) -> list["Q
 
     if not queries:  # everything cached: no context length to read, no model config loaded
         return []
-    template = str(ctx.study["forecast_prompt"])
-    mode = ctx.study["prompt_overflow"]
+    template = str(ctx.study.prompts.forecast_prompt)
+    mode = ctx.study.prompts.prompt_overflow
     out_tokens = forecast_output_tokens(ctx)
     limit, count = prompt_token_limit(ctx, out_tokens)
-    text_col = str(ctx.study["column_map"]["text"])
+    text_col = str(ctx.study.input.column_map["text"])
     if limit is None or count is None:
         return list(queries)
 
@@ -159,8 +159,8 @@ def print_plan(ctx: JobContext, task: str, unit: str, n_total: int, pending: Seq
     prompt_tokens = estimate_tokens(ctx.backend, [q.prompt for q in pending]) * multiplier
     out_tokens = output_tokens * len(pending) * multiplier
     total = prompt_tokens + out_tokens
-    price = ctx.study.get("price_per_1k_tokens")
-    backend = ctx.study["backend"]
+    price = ctx.study.runner.price_per_1k_tokens
+    backend = ctx.study.backend.backend
     if price is None and backend in LOCAL_BACKENDS:
         price = 0.0
     if price is None:

@@ -36,8 +36,8 @@ ship it to its workers."""
 def record_skeleton(ctx: JobContext, task: str, q: Query, params: dict[str, Any]) -> dict[str, Any]:
     """A raw line with every contract field present (docs/CONTRACTS.md)."""
     return {
-        "key": q.key, "task": task, "model_id": ctx.study["model_id"],
-        "backend": getattr(ctx.backend, "name", ctx.study["backend"]),
+        "key": q.key, "task": task, "model_id": ctx.study.backend.model_id,
+        "backend": getattr(ctx.backend, "name", ctx.study.backend.backend),
         "row_id": q.row_id, "entity_id": q.entity_id, "target_date": q.target_date,
         "prompt": q.prompt, "query_text": q.text,
         "params": params if q.truncated_to is None else {**params, "text_truncated_to_chars": q.truncated_to},

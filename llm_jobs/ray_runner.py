@@ -143,13 +143,13 @@ def start_ray(ray: Any, study: Study) -> bool:
 
     kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING,
                           "configure_logging": True}
-    address = study["ray_address"]
+    address = study.runner.ray_address
     if address:
         ray.init(address=str(address), **kw)
     else:
         # local workers import this checkout, whatever is installed
         path = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
-        ray.init(num_cpus=int(study["ray_workers"]), num_gpus=None,
+        ray.init(num_cpus=int(study.runner.ray_workers), num_gpus=None,
                  runtime_env={"env_vars": {"PYTHONPATH": path}}, **kw)
     return True
 
@@ -195,7 +195,7 @@ def _run(ray: Any, ctx: JobContext, store: RawStore, pending: Sequence[Query], t
     dctx = DataContext.get_current()
     dctx.enable_progress_bars = False  # the job's own bar counts the answers
     dctx.print_on_execution_start = False
-    workers = int(ctx.study["ray_workers"])
+    workers = int(ctx.study.runner.ray_workers)
     items = [{"key": q.key, "prompt": q.prompt, "record": json.dumps(base_record(q), ensure_ascii=False)}
              for q in pending]
     batch = ctx.batch_size
@@ -205,7 +205,7 @@ def _run(ray: Any, ctx: JobContext, store: RawStore, pending: Sequence[Query], t
         fn_constructor_kwargs={"study_json": ctx.study.settings_json(), "root": str(ctx.study.root),
                                "task": task, "answer": answer,
                                "raw_dir": str(store.root), "query_log": os.environ.get(QUERY_LOG_ENV)},
-        num_cpus=1, num_gpus=float(ctx.study["ray_gpus_per_worker"]) or None)
+        num_cpus=1, num_gpus=float(ctx.study.runner.ray_gpus_per_worker) or None)
     tally = QueryTally(task, len(pending))
     in_a_row = 0
     with progress_bar(len(pending), f"{task} (ray, {workers} workers)") as bar:

@@ -42,13 +42,13 @@ def label_tokenizer(ctx: JobContext) -> Any:
     tok = getattr(ctx.backend, "tokenizer", None)
     if tok is not None and hasattr(tok, "encode"):
         return tok
-    setting = "tokenizer_path" if ctx.study.get("tokenizer_path") else "model_path"
-    if ctx.study.get(setting):
+    local = ctx.study.backend.tokenizer_path or ctx.study.backend.model_path
+    if local:
         from transformers import AutoTokenizer
 
-        gguf = ctx.study.get("gguf_file")
+        gguf = ctx.study.backend.gguf_file
         kw = {"gguf_file": str(gguf)} if gguf else {}
-        return AutoTokenizer.from_pretrained(str(ctx.study.path(setting)), **kw)
+        return AutoTokenizer.from_pretrained(str(ctx.study.resolve(local)), **kw)
     raise JobStop(
         "recall labels must be checked on the model's exact tokenizer: set 'tokenizer_path' to a "
         "local copy of it (protocol step 2)")
@@ -56,10 +56,10 @@ def label_tokenizer(ctx: JobContext) -> Any:
 
 def resolve_labels(ctx: JobContext, sample_prompt: str) -> dict[str, str]:
     """Checked labels (synonyms substituted); a substituted label must be asked for."""
-    labels = {k: str(v) for k, v in ctx.study["recall_labels"].items()}
+    labels = {k: str(v) for k, v in ctx.study.prompts.recall_labels.items()}
     check = check_recall_labels(label_tokenizer(ctx), labels,
-                                ctx.study.get("recall_label_synonyms") or {}, sample_prompt)
-    template = str(ctx.study["recall_template"])
+                                ctx.study.prompts.recall_label_synonyms or {}, sample_prompt)
+    template = str(ctx.study.prompts.recall_template)
     for note in check.notes:
         print(f"note: {note}")
     for role, lab in check.labels.items():
@@ -113,7 +113,7 @@ def run(ctx: JobContext) -> int:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = not_cached(ctx, store, TASK, queries)
         store.require_writable(len(pending))  # before the model loads: nothing to ask, no lock needed
-        labels = {k: str(v) for k, v in ctx.study["recall_labels"].items()}
+        labels = {k: str(v) for k, v in ctx.study.prompts.recall_labels.items()}
         # The label check needs the model's tokenizer (importing torch and transformers,
         # seconds): it runs only when something is left to ask; answered keys passed it.
         if pending:

@@ -36,4 +36,4 @@ def query_all(ctx: JobContext, store: RawStore, pending: Sequence[Query], task: 
     def base(q: Query) -> dict[str, Any]:
         return record_skeleton(ctx, task, q, params)
 
-    return RUNNERS[str(ctx.study["runner"])](ctx, store, pending, task, answer, base)
+    return RUNNERS[str(ctx.study.runner.runner)](ctx, store, pending, task, answer, base)

@@ -27,7 +27,7 @@ def check(study: Study) -> int:
 
     rows, rejects = load_rows(study)
     print(f"study '{study.name}': settings OK (hash {study.settings_hash[:12]}); "
-          f"{study['data_path']}: {len(rows)} valid rows, {len(rejects)} rejected")
+          f"{study.input.data_path}: {len(rows)} valid rows, {len(rejects)} rejected")
     return 0
 
 

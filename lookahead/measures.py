@@ -28,7 +28,9 @@ import sys
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
+
+from lookahead.settings_sections import MeasuresSettings, StudySections
 
 #: Line extras a measure may need beside the prompt-token log-probs (stored per line).
 VOCAB_MOMENTS = "vocab_moments"  # per position: mean and variance of log p over the vocabulary
@@ -66,9 +68,9 @@ class Measure:
         """The measure's column in the panel."""
         return f"lap_{self.name}"
 
-    def describe(self, settings: Mapping[str, Any]) -> str:
+    def describe(self, settings: MeasuresSettings) -> str:
         """The label with the values of the measure's settings, e.g. for the report."""
-        vals = ", ".join(f"{s} = {settings[s]}" for s in self.settings if s in settings)
+        vals = ", ".join(f"{s} = {getattr(settings, s)}" for s in self.settings)
         return f"{self.label}; {vals}" if vals else self.label
 
 
@@ -129,28 +131,28 @@ MEASURES: dict[str, Measure] = {m.name: m for m in (
 )}
 
 
-def study_measures(study: Mapping[str, Any]) -> list[Measure]:
+def study_measures(study: StudySections) -> list[Measure]:
     """The measures a study computes: `lap_measure` (the verdict's) and `lap_measures`.
 
     One clear line for an unknown name, or a measure the study's backend cannot give
     (before any query: the jobs and the build key the queries through here)."""
     from lookahead.errors import StudyConfigError
 
-    names = list(dict.fromkeys([str(study["lap_measure"]), *(study.get("lap_measures") or [])]))
+    names = list(dict.fromkeys([str(study.measures.lap_measure), *(study.measures.lap_measures or [])]))
     unknown = [n for n in names if n not in MEASURES]
     if unknown:
         raise StudyConfigError(f"setting 'lap_measures': {', '.join(map(repr, unknown))} is not one of "
                                f"{', '.join(MEASURES)}")
-    backend = str(study.get("backend"))
+    backend = str(study.backend.backend)
     for n in names:
         if backend in MEASURES[n].unavailable:
-            setting = "lap_measure" if n == study["lap_measure"] else "lap_measures"
+            setting = "lap_measure" if n == study.measures.lap_measure else "lap_measures"
             raise StudyConfigError(f"setting '{setting}': '{n}' is unavailable on backend "
                                    f"'{backend}': {MEASURES[n].unavailable[backend]}")
     return [MEASURES[n] for n in names]
 
 
-def line_extras(study: Mapping[str, Any], task: str) -> list[str]:
+def line_extras(study: StudySections, task: str) -> list[str]:
     """What the study's measures need in `task`'s lines beyond the task itself (sorted)."""
     return sorted({x for m in study_measures(study) if m.task == task for x in m.needs})
 

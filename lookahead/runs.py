@@ -82,7 +82,7 @@ def run_jobs(study_file: str | None, yes: bool, extra: list[str], overrides: dic
         cmd.append("--yes")
     if overrides and overrides.get("subsample_rows") is not None:
         cmd += ["--subsample", str(overrides["subsample_rows"]),
-                "--seed", str(overrides.get("subsample_seed", 0))]
+                "--seed", str(overrides["subsample_seed"])]
     if overrides and overrides.get("accept_low_parse_rate"):
         cmd.append("--accept-low-parse-rate")
     return killed_is_one_line(subprocess.call(cmd + extra, cwd=PROJECT_ROOT, env=dbt_env()), "the LLM jobs were",

@@ -29,7 +29,7 @@ AGENT_JOBS = {"superforecasting": ["llm_jobs.claims_rationale", "--agent", "supe
 
 
 def has_claims(study: Study) -> bool:
-    return bool(study.get("claims_predictions_path") or study.get("claims_instances_path"))
+    return bool(study.claims.claims_predictions_path or study.claims.claims_instances_path)
 
 
 def claim_jobs(study: Study) -> list[list[str]]:
@@ -37,14 +37,14 @@ def claim_jobs(study: Study) -> list[list[str]]:
     if not has_claims(study):
         return []
     jobs = []
-    if study.get("claims_instances_path"):
-        for agent in study["claims_agent_jobs"] or []:
+    if study.claims.claims_instances_path:
+        for agent in study.claims.claims_agent_jobs or []:
             if agent not in AGENT_JOBS:
                 raise StudyConfigError(f"setting 'claims_agent_jobs': '{agent}' is not one of "
                                        f"{', '.join(AGENT_JOBS)}")
             jobs.append(AGENT_JOBS[agent])
     jobs.append(["llm_jobs.claims_extract"])
-    if study["claims_support_judge"] == "llm":
+    if study.claims.claims_support_judge == "llm":
         jobs.append(["llm_jobs.claims_support"])
     jobs += [["llm_jobs.claims_value"], ["llm_jobs.claims_repredict"]]
     return jobs

@@ -141,7 +141,7 @@ def test_transformers_moments_are_the_vocabulary_mean_and_variance_of_the_forwar
     from lookahead.backends.transformers_backend import TransformersBackend
 
     study = load_study()
-    backend = TransformersBackend("demo", model_path=str(study.path("model_path")))
+    backend = TransformersBackend("demo", model_path=str(study.resolve(study.backend.model_path)))
     prompts = ["Headline about Lumtria Robotics on 2021-07-21: orders jumped", "up or down?"]
     got = backend.prompt_logprobs(prompts, vocab_moments=True)
     plain = backend.prompt_logprobs(prompts)
