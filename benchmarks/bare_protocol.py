@@ -27,19 +27,21 @@ from pathlib import Path
 
 import duckdb
 
+from lookahead.config import Study
 
-def build_panel(con: duckdb.DuckDBPyConnection, v: dict) -> None:
+
+def build_panel(con: duckdb.DuckDBPyConnection, v: Study) -> None:
     """Table `panel` from the study files (synthetic benchmark layout: trading_day periods,
     recall LAP, pooled-median split, labels up/down/unknown)."""
     from lookahead.scoring import parse_forecast
 
-    raw = Path(v["raw_dir"])
-    labels = v.get("forecast_labels") or {"up": 1, "down": -1}
+    raw = Path(v.output.raw_dir)
+    labels = v.prompts.forecast_labels
     con.execute(f"""
         create table obs as
         select row_id, trim(entity_id) as entity_id, try_cast(text_date as date) as text_date,
                try_cast(target_date as date) as target_date, try_cast(outcome as double) as outcome
-        from read_csv('{v['data_path']}', header = true, all_varchar = true)
+        from read_csv('{v.input.data_path}', header = true, all_varchar = true)
     """)
     con.execute(f"""
         create table fc as
@@ -65,7 +67,7 @@ def build_panel(con: duckdb.DuckDBPyConnection, v: dict) -> None:
                coalesce(list_sum(list_transform(list_filter(returned, lambda t: t.text = 'down'), lambda t: t.p)), 0) as p_down
         from src
     """)
-    k = float(v.get("mink_k") or 0.2)
+    k = v.measures.mink_k
     con.execute(f"""
         create table mk as
         with src as (
@@ -82,7 +84,7 @@ def build_panel(con: duckdb.DuckDBPyConnection, v: dict) -> None:
         with merged as (
             select o.row_id, o.entity_id, o.target_date, o.outcome, a.mu_hat, m.lap_mink,
                    r.p_up - r.p_down as ud, r.p_up + r.p_down as lap,
-                   case when o.target_date <= date '{v['training_cutoff']}' then 'pre' else 'post' end as sample,
+                   case when o.target_date <= date '{v.protocol.training_cutoff}' then 'pre' else 'post' end as sample,
                    strftime(o.target_date, '%Y-%m-%d') as period
             from obs o
             left join fc f on o.row_id = f.row_id
@@ -134,7 +136,7 @@ def main() -> None:
     a = ap.parse_args()
     t0 = time.perf_counter()
     con = duckdb.connect()
-    build_panel(con, json.loads(a.vars.read_text()))
+    build_panel(con, Study.from_json(a.vars.read_text()))
     coefs = fit_all(con)
     lap_mink_sum = con.execute("select sum(lap_mink) from panel").fetchone()[0]
     a.out.write_text(json.dumps({"coefficients": coefs, "lap_mink_sum": lap_mink_sum,

@@ -66,7 +66,7 @@ def main() -> None:
                     help="an export of an earlier commit to alternate with (same demo caches)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cached_rerun.json")
     a = ap.parse_args()
-    from lookahead.cli import dbt_env
+    from lookahead.runs import dbt_env
 
     env = {**dbt_env(), "PWD": str(ROOT)}  # profiles.yml's module_paths reads PWD
     lookahead = [sys.executable, "-m", "lookahead.cli"]

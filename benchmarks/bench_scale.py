@@ -153,7 +153,7 @@ db, draws = sys.argv[1], int(sys.argv[2])
 con = duckdb.connect(db, read_only=True)
 settings = con.sql("select * from study_settings").df()
 study = json.loads(settings["settings_json"].iloc[0])
-study["bootstrap_draws"] = draws
+study.paper.bootstrap_draws = draws
 settings["settings_json"] = json.dumps(study)
 cols = panel_columns(settings)
 pre = read_columns(con.table("panel_pre"), cols)

@@ -1,7 +1,7 @@
 """What the claim jobs share: the context (study, settings, backend, instances) and the
 raw-line skeleton with the claim identifiers.
 
-The claim jobs follow the other jobs' crash-safety contract (llm_jobs.common): one
+The claim jobs follow the other jobs' crash-safety contract (llm_jobs.query_loop): one
 fsynced line per answer, keys that cover model, instance, exact prompt and parameters,
 so a killed job resumes where it stopped and never pays twice. Their lines carry extra
 fields (instance_id, agent, ...) that lookahead.claims.tables matches on.
@@ -14,26 +14,18 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from llm_jobs.common import (
-    EXIT_OK,
-    JobContext,
-    JobStop,
-    Query,
-    arg_parser,
-    confirm,
-    guarded,
-    logprob_dicts,
-    print_plan,
-    record_skeleton,
-    require_complete,
-    run_queries,
-)
+from llm_jobs.cli import arg_parser
+from llm_jobs.context import JobContext, Query
+from llm_jobs.failures import require_complete
+from llm_jobs.planning import confirm, print_plan
+from llm_jobs.query_loop import logprob_dicts, record_skeleton, run_queries
 from lookahead.backends.base import QueryFailure
 from lookahead.cache import RawStore
 from lookahead.claims.inputs import ClaimSettings, claim_study, claims_raw_file, load_predictions
 from lookahead.claims.prompts import answer_retry_prompt
 from lookahead.claims.tasks import PredictionError
 from lookahead.config import load_study
+from lookahead.guard import EXIT_OK, JobStop, guarded
 
 
 class ClaimContext(JobContext):

@@ -17,11 +17,14 @@ import sys
 from typing import Any, Sequence
 
 from llm_jobs.claims_common import ClaimContext, claim_main, claim_record, predictions
-from llm_jobs.common import EXIT_OK, Query, confirm, print_plan, run_queries
+from llm_jobs.context import Query
+from llm_jobs.planning import confirm, print_plan
+from llm_jobs.query_loop import run_queries
 from lookahead.cache import RawStore, query_key
 from lookahead.claims.inputs import claims_raw_file, load_reference_extractions, sha
 from lookahead.claims.prompts import extraction_prompt, extraction_retry_prompt
 from lookahead.claims.schema import EXTRACTION_SCHEMA, ExtractionError, parse_extraction_text
+from lookahead.guard import EXIT_OK
 
 TASK = "claims_extract"
 
@@ -60,7 +63,7 @@ def run(ctx: ClaimContext) -> int:
                 prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
                 p = {**params, "attempt": attempt}
                 ident = f"{r['instance_id']}|{r['agent']}|{sha(r['rationale'])}"
-                q = Query(query_key(TASK, ctx.study["model_id"], ident, prompt, p), prompt, row_id=ident)
+                q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, p), prompt, row_id=ident)
                 queries.append(q)
                 meta[q.key] = (r, p)
             if not queries:

@@ -19,11 +19,14 @@ import sys
 from typing import Any, Sequence
 
 from llm_jobs.claims_common import ClaimContext, claim_main, claim_record
-from llm_jobs.common import EXIT_OK, Query, confirm, print_plan, run_queries
+from llm_jobs.context import Query
+from llm_jobs.planning import confirm, print_plan
+from llm_jobs.query_loop import run_queries
 from lookahead.cache import RawStore, query_key
 from lookahead.claims.inputs import claims_raw_file, load_instances
 from lookahead.claims.prompts import AGENTS, rationale_prompt
 from lookahead.claims.rationale_parse import parse_agent_answer
+from lookahead.guard import EXIT_OK
 
 TASK = "claims_rationale"
 
@@ -39,7 +42,7 @@ def run(ctx: ClaimContext) -> int:
         text = rationale_prompt(agent, r["task_input"], r["t_ref"], st.kind.prediction_format(st.kind_settings))
         prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
         ident = f"{r['instance_id']}|{agent}"
-        q = Query(query_key(TASK, ctx.study["model_id"], ident, prompt, params), prompt, row_id=ident)
+        q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
         queries.append(q)
         meta[q.key] = {"instance_id": r["instance_id"], "agent": agent, "entity": r["entity"],
                        "task_name": r["task"], "t_ref": r["t_ref"], "task_input": r["task_input"],

@@ -24,7 +24,7 @@ import sys
 from typing import Any, Sequence
 
 from llm_jobs.claims_common import ClaimContext, claim_main, predictions, run_parsed
-from llm_jobs.common import Query
+from llm_jobs.context import Query
 from lookahead.cache import query_key
 from lookahead.claims.inputs import sha
 from lookahead.claims.prompts import clean_rationale, repredict_prompt
@@ -47,7 +47,7 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
         text = repredict_prompt(r["task_input"], cleaned, kind.answer_instruction(ks, items))
         prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
         ident = f"{r['instance_id']}|{r['agent']}|{sha(cleaned)}"
-        q = Query(query_key(TASK, ctx.study["model_id"], ident, prompt, params), prompt, row_id=ident)
+        q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
         queries.append(q)
         meta[q.key] = {"instance_id": r["instance_id"], "agent": r["agent"], "task_kind": kind.name,
                        "rationale_sha256": sha(r["rationale"]), "cleaned_rationale": cleaned,

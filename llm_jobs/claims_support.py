@@ -16,12 +16,15 @@ import sys
 from typing import Any, Sequence
 
 from llm_jobs.claims_common import ClaimContext, claim_main, claim_record, predictions
-from llm_jobs.common import EXIT_OK, Query, confirm, logprob_dicts, print_plan, run_queries
+from llm_jobs.context import Query
+from llm_jobs.planning import confirm, print_plan
+from llm_jobs.query_loop import logprob_dicts, run_queries
 from lookahead.cache import RawStore, query_key
 from lookahead.claims.inputs import claims_raw_file, load_corpus
 from lookahead.claims.prompts import support_prompt
 from lookahead.claims.retrieval import bm25
 from lookahead.claims.tables import candidate_queries, instance_claims, instance_key
+from lookahead.guard import EXIT_OK
 from lookahead.scoring import label_probability
 
 TASK = "claims_support"
@@ -53,7 +56,7 @@ def run(ctx: ClaimContext) -> int:
         text = support_prompt(texts[c.query_id], d["title"], d["body"], str(d["published_at"]))
         prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
         ident = f"{c.query_id}|{c.doc_id}"
-        q = Query(query_key(TASK, ctx.study["model_id"], ident, prompt, params), prompt, row_id=ident)
+        q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
         queries.append(q)
         meta[q.key] = {"claim_sha256": c.query_id, "doc_id": c.doc_id, "bm25_rank": int(c.rank),
                        "bm25_score": float(c.score)}

@@ -37,7 +37,9 @@ from typing import Any, Sequence
 import pandas as pd
 
 from llm_jobs.claims_common import ClaimContext, ask_parsed, claim_main, claim_record
-from llm_jobs.common import EXIT_OK, Query, confirm, logprob_dicts, print_plan, run_queries
+from llm_jobs.context import Query
+from llm_jobs.planning import confirm, print_plan
+from llm_jobs.query_loop import logprob_dicts, run_queries
 from lookahead.cache import RawStore, query_key
 from lookahead.claims.inputs import (
     claims_raw_file,
@@ -52,6 +54,7 @@ from lookahead.claims.retrieval import bm25
 from lookahead.claims.schema import EXTRACTION_SCHEMA, Claim, ExtractionError, claims_from_object, parse_extraction_text
 from lookahead.claims.tables import Dater, support_lines
 from lookahead.config import StudyConfigError
+from lookahead.guard import EXIT_OK
 
 TASK = "claims_timespec"
 AGENT = "timespec"
@@ -80,7 +83,7 @@ class Phases:
         for iid, text in items.items():
             prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
             ident = f"{iid}|{AGENT}|{phase}"
-            q = Query(query_key(TASK, ctx.study["model_id"], ident, prompt, params), prompt, row_id=ident)
+            q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
             queries.append(q)
             ids[q.key] = iid
         pending = [q for q in queries if q.key not in self.store]
@@ -110,7 +113,7 @@ def run(ctx: ClaimContext) -> int:
     st = ctx.settings
     kind, ks = st.kind, st.kind_settings
     fmt = kind.prediction_format(ks)
-    mode = ctx.study.get("claims_timespec_draft") or "generate"
+    mode = ctx.study.claims.claims_timespec_draft or "generate"
     if mode not in ("generate", "predictions"):
         raise StudyConfigError(f"setting 'claims_timespec_draft': '{mode}' is not one of generate, predictions")
     insts = load_instances(st)
@@ -219,7 +222,7 @@ def run(ctx: ClaimContext) -> int:
                      "rationale": " ".join(c.claim_text for c in valid[i]), "final": True,
                      "aggregator_key": rec["key"]}
             ident = f"{i}|{AGENT}|final|{sha(str(claims))}|{rec['key']}"
-            q = Query(query_key(TASK, ctx.study["model_id"], ident, "", params), "", row_id=ident)
+            q = Query(query_key(TASK, ctx.study.backend.model_id, ident, "", params), "", row_id=ident)
             if q.key not in store:
                 r = claim_record(ctx, TASK, q, params, final)
                 r["response_text"] = pred

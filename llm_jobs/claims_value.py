@@ -31,7 +31,7 @@ import sys
 from typing import Any, Sequence
 
 from llm_jobs.claims_common import ClaimContext, claim_main, predictions, run_parsed
-from llm_jobs.common import Query
+from llm_jobs.context import Query
 from lookahead.cache import query_key
 from lookahead.claims.prompts import coalition_prompt
 from lookahead.claims.shapley import members_of, plan_for
@@ -68,7 +68,7 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
             text = coalition_prompt(r["task_input"], texts, instruction)
             prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
             ident = f"{ikey}|{csha}|{mask}"
-            q = Query(query_key(TASK, ctx.study["model_id"], ident, prompt, params), prompt, row_id=ident)
+            q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
             queries.append(q)
             meta[q.key] = {"instance_id": r["instance_id"], "agent": r["agent"], "claims_sha256": csha,
                            "mask": mask, "n_claims": n, "method": p.method, "task_kind": kind.name,

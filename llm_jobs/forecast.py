@@ -19,26 +19,15 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from llm_jobs.common import (
-    EXIT_OK,
-    EXIT_PARSE_RATE,
-    JobContext,
-    JobStop,
-    Query,
-    cached_records,
-    confirm,
-    fit_forecast_prompts,
-    logprob_dicts,
-    not_cached,
-    open_store,
-    print_plan,
-    query_all,
-    require_complete,
-    row_queries,
-    run_main,
-)
+from llm_jobs.cli import run_main
+from llm_jobs.context import JobContext, Query, cached_records, not_cached, open_store
+from llm_jobs.failures import require_complete
+from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
+from llm_jobs.query_loop import logprob_dicts
+from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache import atomic_write_parquet
+from lookahead.guard import EXIT_OK, EXIT_PARSE_RATE, JobStop
 from lookahead.keys import task_params
 from lookahead.scoring import (
     MIN_PARSE_RATE,
@@ -59,7 +48,7 @@ def plan(ctx: JobContext) -> tuple[list[Query], dict[str, Any]]:
 
 def run(ctx: JobContext) -> int:
     queries, params = plan(ctx)
-    asks_conf = prompt_asks_confidence(str(ctx.study["forecast_prompt"]))
+    asks_conf = prompt_asks_confidence(str(ctx.study.prompts.forecast_prompt))
     with open_store(ctx, TASK) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
@@ -81,7 +70,7 @@ def run(ctx: JobContext) -> int:
 def forecast_answer(backend: Backend, batch: list[Query], *, max_tokens: int, top_logprobs: int,
                     asks_conf: bool) -> list[dict[str, Any] | QueryFailure]:
     """One batch of forecasts: the answer text, the top log-probs at its first position,
-    and the stated confidence when the prompt asks for one (common.Answer)."""
+    and the stated confidence when the prompt asks for one (llm_jobs.query_loop.Answer)."""
     gens = backend.try_generate([q.prompt for q in batch], max_tokens, top_logprobs)
     out: list[dict[str, Any] | QueryFailure] = []
     for g in gens:
@@ -100,7 +89,7 @@ def forecast_answer(backend: Backend, batch: list[Query], *, max_tokens: int, to
 def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict[str, Any]]) -> int:
     """Parse every answer with the user's labels, write outputs/<study>/forecast.parquet,
     enforce the 95% parse-rate rule."""
-    labels = ctx.study["forecast_labels"]
+    labels = ctx.study.prompts.forecast_labels
     rows = ctx.rows.set_index(ctx.rows["row_id"].astype(str))
     out = []
     for q in queries:
@@ -143,8 +132,7 @@ def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict
 
 def accepts_low_parse_rate(ctx: JobContext) -> bool:
     """The study's accept_low_parse_rate setting (the record dbt and the report read)."""
-    value = ctx.study.get("accept_low_parse_rate", False)
-    return value is True or str(value).strip().lower() in ("true", "yes", "1")
+    return ctx.study.runner.accept_low_parse_rate
 
 
 def main(argv: Sequence[str] | None = None) -> int:

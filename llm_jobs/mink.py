@@ -17,25 +17,15 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from llm_jobs.common import (
-    EXIT_OK,
-    JobContext,
-    JobStop,
-    Query,
-    cached_records,
-    confirm,
-    fit_forecast_prompts,
-    logprob_dicts,
-    not_cached,
-    open_store,
-    print_plan,
-    query_all,
-    require_complete,
-    row_queries,
-    run_main,
-)
+from llm_jobs.cli import run_main
+from llm_jobs.context import JobContext, Query, cached_records, not_cached, open_store
+from llm_jobs.failures import require_complete
+from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
+from llm_jobs.query_loop import logprob_dicts
+from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache import atomic_write_parquet
+from lookahead.guard import EXIT_OK, JobStop
 from lookahead.keys import sampling_fallback, task_params
 from lookahead.measures import VOCAB_MOMENTS, ZLIB_BYTES, zlib_bytes
 from lookahead.scoring import mink_lap
@@ -78,7 +68,7 @@ def score_prompts(ctx: JobContext, task: str, params: dict[str, Any]) -> tuple[l
 
 
 def mink_answer(backend: Backend, batch: list[Query], extras: tuple[str, ...] = ()) -> list[dict[str, Any] | QueryFailure]:
-    """One batch of prompts scored: every prompt token's log-prob (common.Answer), with
+    """One batch of prompts scored: every prompt token's log-prob (llm_jobs.query_loop.Answer), with
     what the study's other prompt measures need from the same pass (lookahead.measures:
     the vocabulary moments per position, the prompt's zlib length)."""
     moments = VOCAB_MOMENTS in extras
@@ -96,8 +86,7 @@ def mink_answer(backend: Backend, batch: list[Query], extras: tuple[str, ...] = 
 
 
 def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict[str, Any]]) -> int:
-    k = float(ctx.study.get("mink_k", 0.2))
-    mean = str(ctx.study.get("mink_mean", "geometric"))
+    k, mean = ctx.study.measures.mink_k, ctx.study.measures.mink_mean
     out = []
     for q in queries:
         lps = [t["logprob"] for t in records[q.key]["prompt_logprobs"]]

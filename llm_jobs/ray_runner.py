@@ -1,6 +1,6 @@
 """The jobs' queries as a Ray Data pipeline (setting ``runner: ray``; docs/scaling.md).
 
-Why it looks the way it does: the single-process loop (common.run_queries) is the
+Why it looks the way it does: the single-process loop (llm_jobs.query_loop.run_queries) is the
 crash-safety contract, and this runner keeps it across workers and restarts.
 - The driver (the job process) plans exactly as before: keys, prompt guards, the
   confirmation, and the pending keys = the study's keys minus every key in any shard of
@@ -34,26 +34,13 @@ import socket
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from llm_jobs.common import (
-    EXIT_INCOMPLETE,
-    EXIT_USER_ERROR,
-    QUERY_LOG_ENV,
-    RESUME,
-    STOP_AFTER_FAILURES_IN_A_ROW,
-    Answer,
-    JobContext,
-    JobStop,
-    Query,
-    QueryTally,
-    answer_each,
-    answer_streams,
-    progress_bar,
-    settle,
-    too_many_failures,
-)
+from llm_jobs.context import JobContext, Query
+from llm_jobs.failures import STOP_AFTER_FAILURES_IN_A_ROW, QueryTally, too_many_failures
+from llm_jobs.query_loop import QUERY_LOG_ENV, Answer, answer_each, answer_streams, progress_bar, settle
 from lookahead.backends.base import BackendFatal
 from lookahead.cache import SHARDS_DIR, CacheLocked, RawStore, ident_of, repair_idle_shard, shard_files
 from lookahead.config import PROJECT_ROOT, Study
+from lookahead.guard import EXIT_INCOMPLETE, EXIT_USER_ERROR, RESUME, JobStop
 from lookahead.masking import mask
 
 RAY_PIN = "ray[data]==2.60.0"  # requirements.txt pins the same
@@ -156,13 +143,13 @@ def start_ray(ray: Any, study: Study) -> bool:
 
     kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING,
                           "configure_logging": True}
-    address = study["ray_address"]
+    address = study.runner.ray_address
     if address:
         ray.init(address=str(address), **kw)
     else:
         # local workers import this checkout, whatever is installed
         path = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
-        ray.init(num_cpus=int(study["ray_workers"]), num_gpus=None,
+        ray.init(num_cpus=int(study.runner.ray_workers), num_gpus=None,
                  runtime_env={"env_vars": {"PYTHONPATH": path}}, **kw)
     return True
 
@@ -208,7 +195,7 @@ def _run(ray: Any, ctx: JobContext, store: RawStore, pending: Sequence[Query], t
     dctx = DataContext.get_current()
     dctx.enable_progress_bars = False  # the job's own bar counts the answers
     dctx.print_on_execution_start = False
-    workers = int(ctx.study["ray_workers"])
+    workers = int(ctx.study.runner.ray_workers)
     items = [{"key": q.key, "prompt": q.prompt, "record": json.dumps(base_record(q), ensure_ascii=False)}
              for q in pending]
     batch = ctx.batch_size
@@ -218,7 +205,7 @@ def _run(ray: Any, ctx: JobContext, store: RawStore, pending: Sequence[Query], t
         fn_constructor_kwargs={"study_json": ctx.study.settings_json(), "root": str(ctx.study.root),
                                "task": task, "answer": answer,
                                "raw_dir": str(store.root), "query_log": os.environ.get(QUERY_LOG_ENV)},
-        num_cpus=1, num_gpus=float(ctx.study["ray_gpus_per_worker"]) or None)
+        num_cpus=1, num_gpus=float(ctx.study.runner.ray_gpus_per_worker) or None)
     tally = QueryTally(task, len(pending))
     in_a_row = 0
     with progress_bar(len(pending), f"{task} (ray, {workers} workers)") as bar:

@@ -19,25 +19,15 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from llm_jobs.common import (
-    EXIT_OK,
-    JobContext,
-    JobStop,
-    Query,
-    cached_records,
-    confirm,
-    logprob_dicts,
-    not_cached,
-    open_store,
-    print_plan,
-    prompt_token_limit,
-    query_all,
-    require_complete,
-    run_main,
-    too_long_stop,
-)
+from llm_jobs.cli import run_main
+from llm_jobs.context import JobContext, Query, cached_records, not_cached, open_store
+from llm_jobs.failures import require_complete
+from llm_jobs.planning import confirm, print_plan, prompt_token_limit, too_long_stop
+from llm_jobs.query_loop import logprob_dicts
+from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache import atomic_write_parquet
+from lookahead.guard import EXIT_OK, JobStop
 from lookahead.keys import MIN_SAMPLES, pair_keys, recall_prompt_column, sampling_fallback, task_params
 from lookahead.prompts import check_recall_labels
 from lookahead.rows import unique_pairs
@@ -52,13 +42,13 @@ def label_tokenizer(ctx: JobContext) -> Any:
     tok = getattr(ctx.backend, "tokenizer", None)
     if tok is not None and hasattr(tok, "encode"):
         return tok
-    setting = "tokenizer_path" if ctx.study.get("tokenizer_path") else "model_path"
-    if ctx.study.get(setting):
+    local = ctx.study.backend.tokenizer_path or ctx.study.backend.model_path
+    if local:
         from transformers import AutoTokenizer
 
-        gguf = ctx.study.get("gguf_file")
+        gguf = ctx.study.backend.gguf_file
         kw = {"gguf_file": str(gguf)} if gguf else {}
-        return AutoTokenizer.from_pretrained(str(ctx.study.path(setting)), **kw)
+        return AutoTokenizer.from_pretrained(str(ctx.study.resolve(local)), **kw)
     raise JobStop(
         "recall labels must be checked on the model's exact tokenizer: set 'tokenizer_path' to a "
         "local copy of it (protocol step 2)")
@@ -66,10 +56,10 @@ def label_tokenizer(ctx: JobContext) -> Any:
 
 def resolve_labels(ctx: JobContext, sample_prompt: str) -> dict[str, str]:
     """Checked labels (synonyms substituted); a substituted label must be asked for."""
-    labels = {k: str(v) for k, v in ctx.study["recall_labels"].items()}
+    labels = {k: str(v) for k, v in ctx.study.prompts.recall_labels.items()}
     check = check_recall_labels(label_tokenizer(ctx), labels,
-                                ctx.study.get("recall_label_synonyms") or {}, sample_prompt)
-    template = str(ctx.study["recall_template"])
+                                ctx.study.prompts.recall_label_synonyms or {}, sample_prompt)
+    template = str(ctx.study.prompts.recall_template)
     for note in check.notes:
         print(f"note: {note}")
     for role, lab in check.labels.items():
@@ -123,7 +113,7 @@ def run(ctx: JobContext) -> int:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = not_cached(ctx, store, TASK, queries)
         store.require_writable(len(pending))  # before the model loads: nothing to ask, no lock needed
-        labels = {k: str(v) for k, v in ctx.study["recall_labels"].items()}
+        labels = {k: str(v) for k, v in ctx.study.prompts.recall_labels.items()}
         # The label check needs the model's tokenizer (importing torch and transformers,
         # seconds): it runs only when something is left to ask; answered keys passed it.
         if pending:
@@ -151,7 +141,7 @@ def run(ctx: JobContext) -> int:
 def recall_answer(backend: Backend, batch: list[Query], *, sampling: bool, n_samples: int | None,
                   seed: int, top_logprobs: int | None) -> list[dict[str, Any] | QueryFailure]:
     """One batch of recall queries: the top log-probs of the one answer token, or in the
-    sampling fallback n_samples sampled answers (common.Answer)."""
+    sampling fallback n_samples sampled answers (llm_jobs.query_loop.Answer)."""
     prompts = [q.prompt for q in batch]
     if sampling:
         samples = backend.try_sample(prompts, int(n_samples or 0), seed, 1)

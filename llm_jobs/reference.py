@@ -7,7 +7,7 @@ log-prob with a reference model's on the same prompt (Carlini et al. 2021). This
 asks the reference model (`reference_model_id`, `reference_model_path`, on the study's
 backend) for every forecast prompt's token log-probs, exactly as the Min-K% job asks the
 target, into its own raw file <raw_dir>/reference.jsonl under keys that hash the
-reference's model_id (lookahead.measures.reference_study). A study that does not
+reference's model_id (lookahead.keys.reference_study). A study that does not
 compute the measure asks nothing.
 """
 
@@ -18,10 +18,12 @@ from typing import Sequence
 
 import numpy as np
 
-from llm_jobs.common import EXIT_OK, JobContext, run_main
+from llm_jobs.cli import run_main
+from llm_jobs.context import JobContext
 from llm_jobs.mink import plan, score_prompts
-from lookahead.keys import task_params
-from lookahead.measures import REFERENCE_TASK, computes, reference_study
+from lookahead.guard import EXIT_OK
+from lookahead.keys import reference_study, task_params
+from lookahead.measures import REFERENCE_TASK, computes
 
 TASK = REFERENCE_TASK
 
@@ -46,7 +48,7 @@ def run(ctx: JobContext) -> int:
     means = [float(np.mean([t["logprob"] for t in records[q.key]["prompt_logprobs"][1:]])) for q in queries
              if len(records[q.key]["prompt_logprobs"]) > 1]
     mean = f"{np.mean(means):.4f}" if means else "none"
-    print(f"reference model '{ref.study['model_id']}': mean prompt log-prob {mean} over {len(queries)} "
+    print(f"reference model '{ref.study.backend.model_id}': mean prompt log-prob {mean} over {len(queries)} "
           "prompts (first token skipped)")
     return EXIT_OK
 

@@ -13,7 +13,9 @@ import sys
 from typing import Sequence
 
 from llm_jobs import forecast, mink, recall, reference
-from llm_jobs.common import EXIT_OK, JobContext, arg_parser, guarded, make_context
+from llm_jobs.cli import arg_parser
+from llm_jobs.context import JobContext, make_context
+from lookahead.guard import EXIT_OK, guarded
 from lookahead.keys import task_params
 
 JOBS = (("forecast", forecast.run), ("recall", recall.run), ("mink", mink.run), ("reference", reference.run))

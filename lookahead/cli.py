@@ -8,111 +8,27 @@ setting, column or file, never a traceback."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
-import subprocess
 import sys
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from lookahead.config import (
     PROJECT_ROOT,
     Study,
     StudyConfigError,
     load_study,
-    read_study_file,
 )
+from lookahead.runs import run_dbt, run_jobs
 
 
-def dbt_env() -> dict[str, str]:
-    """Environment for dbt: project profiles, no usage stats, caches inside the project."""
-    env = dict(os.environ)
-    env.setdefault("DBT_PROFILES_DIR", str(PROJECT_ROOT / "profiles"))
-    env["DBT_SEND_ANONYMOUS_USAGE_STATS"] = "False"
-    env.setdefault("MPLCONFIGDIR", str(PROJECT_ROOT / ".mplconfig"))
-    env.setdefault("HF_HUB_OFFLINE", "1")
-    env.setdefault("GX_ANALYTICS_ENABLED", "False")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
-    return env
+def check(study: Study) -> int:
+    """The study's settings (already loaded) and its data file: mapped columns, valid rows."""
+    from lookahead.rows import load_rows
 
-
-def dbt_command(args: list[str], study_file: str | None, overrides: dict | None = None) -> list[str]:
-    """The dbt command line for a study: its file's settings (and overrides) passed as --vars."""
-    dbt = Path(sys.executable).with_name("dbt")
-    cmd = [str(dbt) if dbt.exists() else "dbt", *args, "--project-dir", str(PROJECT_ROOT)]
-    vars_ = {**(read_study_file(study_file) if study_file else {}), **(overrides or {})}
-    if vars_:
-        cmd += ["--vars", json.dumps(vars_, default=str)]
-    return cmd
-
-
-_EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*(?:Error|Failed|Exception)): (.*)$")
-
-
-def without_tracebacks(lines: Iterable[str]) -> Iterator[str]:
-    """dbt's output with each Python traceback (a failed gate in a dbt Python model)
-    reduced to its last line, the exception message, which names what failed."""
-    in_traceback = False
-    for line in lines:
-        if "Traceback (most recent call last):" in line:
-            in_traceback = True
-            continue
-        if in_traceback:
-            match = _EXCEPTION_LINE.match(line)
-            if match:
-                in_traceback = False
-                yield f"  {match.group(1)}: {match.group(2)}\n"
-            continue
-        yield line
-
-
-def run_dbt(args: list[str], study_file: str | None, overrides: dict | None = None) -> int:
-    """dbt as a subprocess; its output is passed through without Python tracebacks
-    (LOOKAHEAD_DEBUG=1 keeps them)."""
-    cmd = dbt_command(args, study_file, overrides)
-    then = "its partial results are marked unfinished; rerun the same command"
-    if os.environ.get("LOOKAHEAD_DEBUG"):
-        return killed_is_one_line(subprocess.call(cmd, cwd=PROJECT_ROOT, env=dbt_env()), "dbt was", then)
-    with subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=dbt_env(), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
-        assert proc.stdout is not None
-        for line in without_tracebacks(proc.stdout):
-            sys.stdout.write(line)
-            sys.stdout.flush()
-    return killed_is_one_line(proc.returncode, "dbt was", then)
-
-
-def run_jobs(study_file: str | None, yes: bool, extra: list[str], overrides: dict | None = None) -> int:
-    cmd = [sys.executable, "-m", "llm_jobs.run_all"]
-    if study_file:
-        cmd += ["--study", study_file]
-    if yes:
-        cmd.append("--yes")
-    if overrides and overrides.get("subsample_rows") is not None:
-        cmd += ["--subsample", str(overrides["subsample_rows"]),
-                "--seed", str(overrides.get("subsample_seed", 0))]
-    if overrides and overrides.get("accept_low_parse_rate"):
-        cmd.append("--accept-low-parse-rate")
-    return killed_is_one_line(subprocess.call(cmd + extra, cwd=PROJECT_ROOT, env=dbt_env()), "the LLM jobs were",
-                              "finished answers are saved; rerun the same command to resume")
-
-
-def killed_is_one_line(rc: int, what: str, then: str) -> int:
-    """A child's exit status; a child killed by a signal (an out-of-memory kill is SIGKILL)
-    gets one line saying so and what to do, and a non-zero exit (128 + the signal)."""
-    if rc >= 0:
-        return rc
-    import signal
-
-    try:
-        name = signal.Signals(-rc).name
-    except ValueError:
-        name = f"signal {-rc}"
-    hint = " (the system may have run out of memory)" if -rc == signal.SIGKILL else ""
-    # on a line of its own: the killed child may have left its progress bar's line open
-    print(f"\nerror: {what} killed by {name}{hint}; {then}", file=sys.stderr)
-    return 128 - rc
+    rows, rejects = load_rows(study)
+    print(f"study '{study.name}': settings OK (hash {study.settings_hash[:12]}); "
+          f"{study.input.data_path}: {len(rows)} valid rows, {len(rejects)} rejected")
+    return 0
 
 
 def report(study: Study) -> int:
@@ -153,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lookahead", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_ in (
+        ("check", "check a study file and its data file without running anything"),
         ("jobs", "run the forecast, recall and Min-K%% queries (raw JSONL)"),
         ("build", "dbt build: validate, merge, gate, regress"),
         ("report", "write results/REPORT.md, CSVs, .dta panels and the Stata do-file"),
@@ -181,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; any failure ends in one line on stderr, never a traceback."""
-    from llm_jobs.common import guarded_line
+    from lookahead.guard import guarded_line
 
     return guarded_line(lambda: _main(argv))
 
@@ -202,6 +119,8 @@ def _main(argv: list[str] | None = None) -> int:
     except StudyConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.command == "check":
+        return check(study)
     if args.command in ("jobs", "run"):
         rc = run_jobs(args.study, args.yes, extra, overrides)
         if not rc:  # the claim jobs, when the study has claim settings (lookahead.claims.run)

@@ -29,11 +29,15 @@ import math
 import os
 import re
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
+
+from lookahead.errors import StudyConfigError
+from lookahead.settings_sections import StudySections
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = Path(__file__).with_name("study_settings.yml")
@@ -46,10 +50,6 @@ TYPES = ("string", "text", "path", "date", "integer", "number", "boolean", "choi
          "mapping", "list", "column_map")
 
 
-class StudyConfigError(ValueError):
-    """A missing or invalid study setting; the message names the setting."""
-
-
 @dataclass(frozen=True)
 class SettingSpec:
     """One declared setting (an entry of study_settings.yml)."""
@@ -57,6 +57,8 @@ class SettingSpec:
     name: str
     type: str
     meaning: str
+    concern: str
+    dbt: bool = False
     identifies: bool = False
     default: Any = None
     allowed: tuple[str, ...] = ()
@@ -79,6 +81,7 @@ class SettingSpec:
 class Schema:
     settings: dict[str, SettingSpec]
     default_study: str
+    concerns: dict[str, str] = field(default_factory=dict)  # concern -> what its section holds
 
     def names(self) -> list[str]:
         return list(self.settings)
@@ -105,18 +108,23 @@ def _load_schema(path: Path = SCHEMA_PATH) -> Schema:
             raise StudyConfigError(f"{path}: setting '{name}' has unknown type '{d['type']}'")
         if d.get("identifies") == ("default" in d):
             raise StudyConfigError(f"{path}: setting '{name}' needs exactly one of identifies/default")
+        if d.get("concern") not in doc["concerns"]:
+            raise StudyConfigError(f"{path}: setting '{name}' needs a concern, one of {', '.join(doc['concerns'])}")
         specs[name] = SettingSpec(
-            name=name, type=d["type"], meaning=d["meaning"], identifies=bool(d.get("identifies")),
+            name=name, type=d["type"], meaning=d["meaning"], concern=d["concern"], dbt=bool(d.get("dbt")),
+            identifies=bool(d.get("identifies")),
             default=d.get("default"), allowed=_allowed(d), min=d.get("min"),
             max=d.get("max"), exclusive_min=d.get("exclusive_min"),
             required_when={k: tuple(v) for k, v in (d.get("required_when") or {}).items()},
             keys=tuple(d.get("keys", ())), values=d.get("values"),
             operational=bool(d.get("operational")),
         )
-    return Schema(specs, doc["default_study"])
+    return Schema(specs, doc["default_study"], dict(doc["concerns"]))
 
 
 SCHEMA = _load_schema()
+
+
 def setting_default(name: str) -> Any:
     """A setting's declared default: what code reads instead of writing its own."""
     return SCHEMA.settings[name].default
@@ -278,10 +286,28 @@ def resolve(explicit: Mapping[str, Any], base: Mapping[str, Any] | None = None) 
     mod = out.get("moderator_column")
     if mod and mod not in out["extra_columns"]:
         raise StudyConfigError(f"setting 'moderator_column': '{mod}' must be one of extra_columns")
-    from lookahead.measures import check_measure_settings
-
-    check_measure_settings(out)
+    _check_measure_settings(out)
     return out
+
+
+def _check_measure_settings(values: Mapping[str, Any]) -> None:
+    """The settings the computed LAP measures require (their registry entries'
+    `required_settings`, lookahead/measures.py): one clear line for the first one missing,
+    here in the loader so that the jobs and dbt's run-start check stop on it before
+    anything is asked."""
+    from lookahead.measures import MEASURES
+
+    names = [n for n in dict.fromkeys([values["lap_measure"], *(values["lap_measures"] or [])]) if n in MEASURES]
+    for n in names:
+        m = MEASURES[n]
+        missing = [s for s in m.required_settings if values[s] in (None, "")]
+        if missing:
+            raise StudyConfigError(f"setting '{missing[0]}' is required when the study computes the "
+                                   f"'{n}' measure (lap_measure or lap_measures)")
+        if m.second_model and values[m.second_model] == values["model_id"]:
+            raise StudyConfigError(f"setting '{m.second_model}': it names the target model itself "
+                                   f"('{values['model_id']}'), so the {m.short} would compare the "
+                                   "model with itself")
 
 
 EXTENDS_KEY = "extends"
@@ -321,49 +347,52 @@ def default_study_path(root: Path = PROJECT_ROOT) -> Path:
 
 
 @dataclass(frozen=True)
-class Study:
-    """A study's full, checked settings (every declared setting, typed) and its root."""
+class Study(StudySections):
+    """A study's full, checked settings and its root.
+
+    Code reads a setting through its typed section, ``study.<concern>.<setting>``
+    (lookahead/settings_sections.py, generated from the declaration), never by its name
+    in a string; ``vars`` (every setting by name) is for the loader, the settings JSON
+    and the hash."""
 
     vars: dict[str, Any]
     root: Path = PROJECT_ROOT
 
-    def __getitem__(self, key: str) -> Any:
-        return self.vars[key]
+    def with_settings(self, **changes: Any) -> "Study":
+        """This study with some settings replaced, each value checked by its declared rule
+        (None: not set)."""
+        return Study(vars={**self.vars, **{k: None if v is None else check_setting(k, v) for k, v in changes.items()}},
+                     root=self.root)
 
-    def get(self, key: str, default: Any = None) -> Any:
-        """A declared setting (its default applied); undeclared names are a bug, not a miss."""
-        if key not in SCHEMA.settings:
-            raise KeyError(f"'{key}' is not a declared study setting (lookahead/study_settings.yml)")
-        v = self.vars.get(key)
-        return default if v is None else v
-
-    def path(self, key: str) -> Path:
-        """A path setting resolved against the project root (as dbt resolves it)."""
-        p = Path(str(self.vars[key]))
+    def resolve(self, path: str) -> Path:
+        """A path setting's value resolved against the project root (as dbt resolves it)."""
+        p = Path(str(path))
         return p if p.is_absolute() else self.root / p
 
     @property
     def name(self) -> str:
-        return str(self.vars["study_name"])
+        return self.output.study_name
 
     @property
     def raw_dir(self) -> Path:
-        return self.path("raw_dir")
+        return self.resolve(self.output.raw_dir)
 
     def raw_file(self, task: str) -> Path:
         return self.raw_dir / f"{task}.jsonl"
 
     @property
     def cutoff(self) -> dt.date:
-        return dt.date.fromisoformat(self.vars["training_cutoff"])
+        return dt.date.fromisoformat(self.protocol.training_cutoff)
 
     @property
     def results_dir(self) -> Path:
-        return self.path("results_dir") if self.vars.get("results_dir") else self.root / "results" / self.name
+        given = self.output.results_dir
+        return self.resolve(given) if given else self.root / "results" / self.name
 
     @property
     def outputs_dir(self) -> Path:
-        return self.path("outputs_dir") if self.vars.get("outputs_dir") else self.root / "outputs" / self.name
+        given = self.output.outputs_dir
+        return self.resolve(given) if given else self.root / "outputs" / self.name
 
     @property
     def database(self) -> Path:
@@ -405,14 +434,124 @@ def load_study(
     return Study(vars=merged, root=root)
 
 
+
+# --- typed sections (generated) -------------------------------------------------------
+
+SECTIONS_PATH = Path(__file__).with_name("settings_sections.py")
+_PY_TYPES = {"string": "str", "text": "str", "path": "str", "date": "str", "integer": "int",
+             "number": "float", "boolean": "bool", "mapping": "dict[str, Any]", "list": "list[str]",
+             "column_map": "dict[str, str | None]"}
+
+
+def section_class(concern: str) -> str:
+    """The class name of a concern's section: ``backend`` -> ``BackendSettings``."""
+    return "".join(w.capitalize() for w in concern.split("_")) + "Settings"
+
+
+def _annotation(spec: SettingSpec) -> str:
+    t = (f"Literal[{', '.join(repr(a) for a in spec.allowed)}]" if spec.type == "choice" and spec.allowed
+         else _PY_TYPES.get(spec.type, "str"))
+    always = spec.identifies and not spec.required_when
+    return t if always or (spec.default is not None and not spec.identifies) else f"{t} | None"
+
+
+def _default(spec: SettingSpec) -> str:
+    if spec.identifies:
+        return "None" if spec.required_when else ""
+    if isinstance(spec.default, (list, dict)):
+        return f"field(default_factory=lambda: {spec.default!r})"
+    if spec.type == "number" and isinstance(spec.default, int) and not isinstance(spec.default, bool):
+        return repr(float(spec.default))
+    return repr(spec.default)
+
+
+def _docstring(text: str, indent: str) -> list[str]:
+    """A meaning as a docstring of lines a reader can read (wrapped at 92 characters)."""
+    lines = textwrap.wrap(text.replace("\\", "\\\\").replace('"', '\\"'), 92)
+    lines[0] = '"""' + lines[0]
+    lines[-1] += '"""'
+    return [indent + ln for ln in lines]
+
+
+def sections_source(schema: Schema = SCHEMA) -> str:
+    """The text of lookahead/settings_sections.py: one frozen dataclass per concern, its
+    fields the concern's settings (declared types, defaults, meanings as docstrings)."""
+    out = [
+        '"""The study settings as typed sections, one per concern. GENERATED from',
+        "lookahead/study_settings.yml by `python -m lookahead.config --write-sections`; do not edit",
+        "(tests/python/test_settings.py fails when this file is stale).",
+        "",
+        "Why generated: the YAML stays the one declaration (type, default, meaning, concern), and",
+        "a reader, a type checker or an editor still sees every field with its type and its",
+        "meaning. A resolved :class:`lookahead.config.Study` hands the sections out",
+        "(``study.backend.concurrency``); ``with_defaults`` builds one outside a study (a",
+        "backend made by hand, a row function called directly), declared defaults filling the",
+        'rest."""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "from dataclasses import MISSING, dataclass, field, fields",
+        "from functools import cached_property",
+        "from typing import Any, Literal, Mapping, TypeVar",
+        "",
+        'S = TypeVar("S", bound="Section")',
+        "",
+        "",
+        "class Section:",
+        '    """What every section shares: built from a resolved study\'s values, or by hand."""',
+        "",
+        "    @classmethod",
+        "    def from_vars(cls: type[S], values: Mapping[str, Any]) -> S:",
+        '        """The section of a resolved study (lookahead.config.resolve: every setting present)."""',
+        "        return cls(**{f.name: values[f.name] for f in fields(cls)})  # type: ignore[arg-type]",
+        "",
+        "    @classmethod",
+        "    def with_defaults(cls: type[S], **given: Any) -> S:",
+        '        """A section from the settings given (others ignored), declared defaults for the',
+        "        rest and None for an identifying setting not given. For code outside a study;",
+        '        values are not checked here (lookahead.config.check_setting checks one)."""',
+        "        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]",
+        "        required = {f.name: None for f in fields(cls)  # type: ignore[arg-type]",
+        "                    if f.default is MISSING and f.default_factory is MISSING}",
+        "        return cls(**{**required, **{k: v for k, v in given.items() if k in names and v is not None}})",
+    ]
+    for concern, meaning in schema.concerns.items():
+        specs = [sp for sp in schema.settings.values() if sp.concern == concern]
+        out += ["", "", "@dataclass(frozen=True, kw_only=True)", f"class {section_class(concern)}(Section):",
+                f'    """{meaning}"""', ""]
+        for sp in specs:
+            d = _default(sp)
+            out.append(f"    {sp.name}: {_annotation(sp)}" + (f" = {d}" if d else ""))
+            out += _docstring(sp.meaning, "    ")
+    out += ["", "", "class StudySections:",
+            '    """The sections of a study, each built once from ``vars`` (the resolved settings)."""',
+            "", "    vars: dict[str, Any]"]
+    for concern, meaning in schema.concerns.items():
+        cls = section_class(concern)
+        out += ["", "    @cached_property", f"    def {concern}(self) -> {cls}:",
+                f'        """{meaning}"""', f"        return {cls}.from_vars(self.vars)"]
+    return "\n".join(out) + "\n"
+
+
+def write_sections(check: bool = False) -> bool:
+    """Write lookahead/settings_sections.py (or, with ``check``, say whether it is current)."""
+    text = sections_source()
+    current = SECTIONS_PATH.read_text(encoding="utf-8") if SECTIONS_PATH.exists() else ""
+    if check:
+        return current == text
+    SECTIONS_PATH.write_text(text, encoding="utf-8")
+    return True
+
+
 # --- dbt -------------------------------------------------------------------------------
 
 def check_dbt_vars(dbt_values_json: str, cli_vars: str) -> str:
     """dbt's run-start check (through the DuckDB plugin): '' or one line naming the setting.
 
-    ``dbt_values_json`` holds every declared setting as dbt resolved it; ``cli_vars`` is
-    the `--vars` text as given. The vars must be a valid study by :func:`resolve`, and
-    dbt's values must equal ours (they differ only when dbt_project.yml was edited by
+    ``dbt_values_json`` holds every declared setting as dbt resolved it (null where
+    neither dbt's vars block nor --vars has it: the block carries only the settings dbt
+    reads); ``cli_vars`` is the `--vars` text as given. The vars must be a valid study by
+    :func:`resolve`, and dbt's values must equal ours (they differ only when dbt_project.yml was edited by
     hand instead of regenerated)."""
     try:
         ours = study_from_dbt_vars(cli_vars).vars
@@ -420,6 +559,8 @@ def check_dbt_vars(dbt_values_json: str, cli_vars: str) -> str:
         for name, value in ours.items():
             got = theirs.get(name)
             spec = SCHEMA.settings[name]
+            if got is None and not spec.dbt:  # not among dbt's vars (it reads no var() of it)
+                continue
             if got is not None and spec.type == "date":
                 got = parse_date(got, name).isoformat()
             if got is not None and spec.type == "column_map":
@@ -464,14 +605,21 @@ def study_from_dbt_vars(cli_vars: str) -> Study:
 
 
 def dbt_vars_block(root: Path = PROJECT_ROOT) -> str:
-    """The generated `vars:` block of dbt_project.yml: the default study, every setting."""
+    """The generated `vars:` block of dbt_project.yml: the default study's values of the
+    settings dbt SQL and Jinja read with var() (marked `dbt: true` in the declaration).
+    Every other setting reaches the models through the study_settings model (the whole
+    study, resolved from --vars by the plugin), so dbt's vars carry only what dbt reads;
+    `dbt build --vars "$(cat study.yml)"` still takes a whole study file."""
     values = resolve(read_study_file(default_study_path(root)))
     lines = [
         "vars:",
         f"  # GENERATED from lookahead/study_settings.yml and {SCHEMA.default_study} (the",
-        "  # default study); do not edit here: python -m lookahead.config --write-dbt-vars",
+        "  # default study): the settings dbt reads with var(); do not edit here:",
+        "  # python -m lookahead.config --write-dbt-vars",
     ]
     for name, spec in SCHEMA.settings.items():
+        if not spec.dbt:
+            continue
         value = values[name]
         if isinstance(value, (dict, list)):
             dumped = f"{name}: " + yaml.dump(value, Dumper=_VarsDumper, default_flow_style=True, sort_keys=False,
@@ -510,29 +658,33 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m lookahead.config",
-                                description="Check a study file, or regenerate dbt_project.yml's vars.")
-    p.add_argument("study", nargs="?", help="a study file to check")
+                                description="Regenerate what is generated from the settings declaration: "
+                                            "dbt_project.yml's vars and the typed sections (a study file "
+                                            "is checked by `lookahead check --study FILE`).")
     p.add_argument("--write-dbt-vars", action="store_true", help="regenerate dbt_project.yml's vars block")
     p.add_argument("--check-dbt-vars", action="store_true", help="exit 1 if that block is out of date")
+    p.add_argument("--write-sections", action="store_true",
+                   help="regenerate lookahead/settings_sections.py (the typed sections)")
+    p.add_argument("--check-sections", action="store_true", help="exit 1 if that file is out of date")
     args = p.parse_args(argv)
-    if not (args.study or args.write_dbt_vars or args.check_dbt_vars):
+    if not (args.write_dbt_vars or args.check_dbt_vars or args.write_sections or args.check_sections):
         p.print_usage(sys.stderr)
-        print("error: give a study file to check (or --write-dbt-vars / --check-dbt-vars)", file=sys.stderr)
+        print("error: give --write-dbt-vars, --check-dbt-vars, --write-sections or --check-sections "
+              "(a study file: lookahead check --study FILE)", file=sys.stderr)
         return 2
     try:
+        if args.write_sections:
+            write_sections()
+        if args.check_sections and not write_sections(check=True):
+            print("lookahead/settings_sections.py is out of date: python -m lookahead.config --write-sections",
+                  file=sys.stderr)
+            return 1
         if args.write_dbt_vars:
             write_dbt_vars()
         if args.check_dbt_vars and not write_dbt_vars(check=True):
             print("dbt_project.yml vars are out of date: python -m lookahead.config --write-dbt-vars",
                   file=sys.stderr)
             return 1
-        if args.study:
-            s = load_study(args.study)
-            from lookahead.rows import load_rows  # the data file too: mapped columns, valid rows
-
-            rows, rejects = load_rows(s)
-            print(f"study '{s.name}': settings OK (hash {s.settings_hash[:12]}); "
-                  f"{s['data_path']}: {len(rows)} valid rows, {len(rejects)} rejected")
     except StudyConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -189,7 +189,7 @@ def min_parse_rate(study: Study) -> float:
     study accepted a lower rate (setting accept_low_parse_rate)."""
     from lookahead.scoring import MIN_PARSE_RATE
 
-    return 0.0 if study["accept_low_parse_rate"] else MIN_PARSE_RATE
+    return 0.0 if study.runner.accept_low_parse_rate else MIN_PARSE_RATE
 
 
 def check_no_missing_answers(issues: pd.DataFrame) -> None:

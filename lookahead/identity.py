@@ -140,15 +140,27 @@ def _hash_tree(h: "hashlib._Hash", label: str, path: Path) -> None:
         h.update(f"{label}\0{rel}\0{fingerprint(f)}\n".encode())
 
 
+def build_input_paths(study: Study) -> dict[str, str | None]:
+    """The path settings the build reads (BUILD_INPUT_SETTINGS, in its order), each read
+    from its section; the names label the fingerprint."""
+    c = study.claims
+    paths = {"data_path": study.input.data_path, "raw_dir": study.output.raw_dir,
+             "claims_raw_dir": c.claims_raw_dir, "claims_predictions_path": c.claims_predictions_path,
+             "claims_instances_path": c.claims_instances_path, "claims_corpus_path": c.claims_corpus_path,
+             "claims_extractions_path": c.claims_extractions_path}
+    assert tuple(paths) == BUILD_INPUT_SETTINGS
+    return paths
+
+
 def inputs_fingerprint(study: Study) -> str:
     """sha256 over every file the build reads (BUILD_INPUT_SETTINGS): an edited input row,
     a new cached answer, a new failure line or claim file all change it."""
     h = hashlib.sha256()
-    for name in BUILD_INPUT_SETTINGS:
-        if not study.get(name):
+    for name, value in build_input_paths(study).items():
+        if not value:
             h.update(f"{name}\0unset\n".encode())
             continue
-        _hash_tree(h, name, study.path(name))
+        _hash_tree(h, name, study.resolve(value))
     return "sha256:" + h.hexdigest()
 
 
@@ -192,7 +204,7 @@ def cache_fingerprint(raw_dir: str | Path, task: str) -> str:
 def current_identity(study: Study) -> dict[str, str]:
     """The identity a build of this study would record now."""
     ident = {"study_name": study.name, "settings_hash": study.settings_hash,
-             "data_fingerprint": fingerprint(study.path("data_path"))}
+             "data_fingerprint": fingerprint(study.resolve(study.input.data_path))}
     for task in RAW_TASKS:
         ident[f"{task}_fingerprint"] = cache_fingerprint(study.raw_dir, task)
     return ident

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from lookahead.cache import params_json, query_keys, recall_idents
 from lookahead.config import Study
-from lookahead.measures import REFERENCE_TASK, computes, line_extras, reference_study
+from lookahead.measures import REFERENCE_TASK, computes, line_extras
 from lookahead.prompts import Template, check_recall_template, recall_prompt_columns, text_column
 from lookahead.rows import PAIR_COLUMNS, SPLIT_COLUMNS, split_staged_arrow, unique_pairs
 
@@ -36,7 +36,7 @@ KEY_COLUMNS = ("task", "key", "row_id", "entity_id", "target_date")
 
 def sampling_fallback(study: Study) -> bool:
     """Recall by sampling (no log-probs): only when the study says logprobs are unavailable."""
-    return study.get("logprobs_available") is False
+    return study.backend.logprobs_available is False
 
 
 def task_params(study: Study, task: str) -> dict[str, Any]:
@@ -47,31 +47,31 @@ def task_params(study: Study, task: str) -> dict[str, Any]:
 def _with_weights_dtype(study: Study, params: dict[str, Any]) -> dict[str, Any]:
     """Weights in bfloat16 or float16 (setting dtype) give other answers than float32
     weights, so a reduced dtype joins every task's key; null and float32 are one query."""
-    dtype = study.get("dtype")
+    dtype = study.backend.dtype
     return params if dtype in (None, "float32") else {**params, "dtype": dtype}
 
 
 def _task_params(study: Study, task: str) -> dict[str, Any]:
-    chat = bool(study["use_chat_template"])
+    chat = bool(study.prompts.use_chat_template)
     if task == "forecast":
         return _with_overflow(study, {
-            "temperature": 0, "max_tokens": int(study["forecast_max_tokens"]),
+            "temperature": 0, "max_tokens": int(study.prompts.forecast_max_tokens),
             "top_logprobs": 0 if sampling_fallback(study) else TOP_LOGPROBS, "seed": 0,
             "n_samples": None, "chat_template": chat})
     if task == "recall":
         if sampling_fallback(study):
             return {"temperature": 1, "max_tokens": 1, "top_logprobs": None,
-                    "seed": int(study["sampling_seed"]),
-                    "n_samples": max(MIN_SAMPLES, int(study["n_samples"])), "chat_template": chat}
+                    "seed": int(study.runner.sampling_seed),
+                    "n_samples": max(MIN_SAMPLES, int(study.runner.n_samples)), "chat_template": chat}
         return {"temperature": 0, "max_tokens": 1, "top_logprobs": TOP_LOGPROBS, "seed": 0,
                 "n_samples": None, "chat_template": chat,
-                "label_synonyms": study.get("recall_label_synonyms") or {}}
+                "label_synonyms": study.prompts.recall_label_synonyms or {}}
     if task == "mink":
         params = {"temperature": 0, "max_tokens": 0, "top_logprobs": 0, "seed": 0,
                   "n_samples": None, "chat_template": chat, "prompt_logprobs": True}
         # The fp32 bodies agree with the fp32 per-text loop within 2e-5 relative LAP (the
         # same answers, so the same key); a bf16 body moves LAP by ~5-15%: another answer.
-        if study.get("mink_body_dtype") == "bfloat16":
+        if study.backend.mink_body_dtype == "bfloat16":
             params["mink_body_dtype"] = "bfloat16"
         # What the study's other prompt measures need in the same line (lookahead.measures);
         # absent when none does, so a Min-K%-only study keeps its keys.
@@ -89,9 +89,9 @@ def _task_params(study: Study, task: str) -> dict[str, Any]:
 def _with_overflow(study: Study, params: dict[str, Any]) -> dict[str, Any]:
     """A prompt that may be cut to fit (prompt_overflow: truncate_text) is a different
     query: the rule and the context length join its parameters (and so its key)."""
-    if study["prompt_overflow"] == "error":
+    if study.prompts.prompt_overflow == "error":
         return params
-    return {**params, "prompt_overflow": study["prompt_overflow"], "context_length": study["context_length"]}
+    return {**params, "prompt_overflow": study.prompts.prompt_overflow, "context_length": study.prompts.context_length}
 
 
 def recall_prompt_column(study: Study, pairs: Any, labels: dict[str, str] | None = None) -> pa.Array:
@@ -99,17 +99,17 @@ def recall_prompt_column(study: Study, pairs: Any, labels: dict[str, str] | None
     DataFrame, an Arrow table or a dict of lists) as Arrow strings, with the study's
     labels unless given."""
     return recall_prompt_columns(
-        str(study["recall_template"]), outcome_description=str(study["outcome_description"]),
-        reference_period=str(study["reference_period"]), entity_names=pairs["entity_name"],
+        str(study.prompts.recall_template), outcome_description=str(study.prompts.outcome_description),
+        reference_period=str(study.prompts.reference_period), entity_names=pairs["entity_name"],
         tickers=pairs["ticker"], target_dates=pairs["target_date"], entity_ids=pairs["entity_id"],
-        labels=labels or {k: str(v) for k, v in study["recall_labels"].items()},
+        labels=labels or {k: str(v) for k, v in study.prompts.recall_labels.items()},
     )
 
 
 def forecast_prompt_column(study: Study, rows: Any) -> pa.Array:
     """The forecast prompt of every row (a DataFrame, an Arrow table or a dict of
     columns holding every column the template names), as Arrow strings."""
-    template = Template.parse(str(study["forecast_prompt"]), _names(rows), "forecast_prompt")
+    template = Template.parse(str(study.prompts.forecast_prompt), _names(rows), "forecast_prompt")
     return template.render_columns({c: rows[c] for c in template.columns()}, _length(rows))
 
 
@@ -119,13 +119,13 @@ def row_keys(study: Study, task: str, rows: Any, params: dict[str, Any] | str,
     `prompts` when the caller rendered them already (`forecast_prompt_column`)."""
     if prompts is None:
         prompts = forecast_prompt_column(study, rows)
-    return query_keys(task, str(study["model_id"]), text_column(rows["row_id"]), prompts, params)
+    return query_keys(task, str(study.backend.model_id), text_column(rows["row_id"]), prompts, params)
 
 
 def pair_keys(study: Study, pairs: Any, params: dict[str, Any] | str) -> pa.Array:
     """Keys of the recall queries of (entity, target date) pairs (columns PAIR_COLUMNS)."""
     idents = recall_idents(text_column(pairs["entity_id"]), text_column(pairs["target_date"]))
-    return query_keys("recall", str(study["model_id"]), idents, recall_prompt_column(study, pairs), params)
+    return query_keys("recall", str(study.backend.model_id), idents, recall_prompt_column(study, pairs), params)
 
 
 def row_key(study: Study, task: str, row: dict[str, Any], params: dict[str, Any] | str) -> str:
@@ -146,6 +146,30 @@ def _length(rows: Any) -> int:
     return len(rows) if isinstance(rows, (pa.Table, pd.DataFrame)) else len(next(iter(rows.values()), []))
 
 
+#: The target's model settings a reference study never inherits (they name the target's
+#: weights, tokenizer or served name); reference_model_path replaces model_path.
+_TARGET_MODEL_SETTINGS = ("model_path", "gguf_file", "tokenizer_path", "served_model")
+
+
+def reference_study(study: Study) -> Study:
+    """The study as the reference task sees it: the two models swapped
+    (`reference_model_id` and `reference_model_path` in place of `model_id` and
+    `model_path`, and the other way round), every other setting (backend, its options,
+    prompts, dtype, chat template flag) the study's own.
+
+    Why one swapped study: the jobs key, query and record a line under the study's
+    `model_id`, so the reference's lines carry its own model_id and a key hashing it (a
+    changed reference is a new query, never the target's or an old reference's line),
+    and the same code paths (plan, cache, failures, a Ray worker that re-reads the
+    study) serve it unchanged. Swapped rather than overwritten so that it is still a
+    valid study (its reference is not itself)."""
+    target, reference = study.backend, study.measures
+    return study.with_settings(**{
+        **dict.fromkeys(_TARGET_MODEL_SETTINGS),
+        "model_id": reference.reference_model_id, "reference_model_id": target.model_id,
+        "model_path": reference.reference_model_path, "reference_model_path": target.model_path})
+
+
 def expected_keys(study: Study, rows: pd.DataFrame | pa.Table) -> pa.Table:
     """Every key the study asks for: one row per (task, key) with what it identifies
     (columns KEY_COLUMNS, as Arrow strings: forecast keys first, then Min-K%, the reference
@@ -157,9 +181,9 @@ def expected_keys(study: Study, rows: pd.DataFrame | pa.Table) -> pa.Table:
     and DuckDB over whole columns, because a build keys every row of the study. Keys
     are made a chunk of rows at a time and kept as Arrow strings: Python strings for
     every key of a large study would take more memory than the rest of the build."""
-    check_recall_template(str(study["recall_template"]))
+    check_recall_template(str(study.prompts.recall_template))
     f_params, m_params = params_json(task_params(study, "forecast")), params_json(task_params(study, "mink"))
-    Template.parse(str(study["forecast_prompt"]), _names(rows), "forecast_prompt")  # unknown names raise first
+    Template.parse(str(study.prompts.forecast_prompt), _names(rows), "forecast_prompt")  # unknown names raise first
     parts: dict[str, list[pa.Table]] = {"forecast": [], "mink": [], REFERENCE_TASK: [], "recall": []}
     # forecast, Min-K% and the reference model (when the study computes its measure) score one prompt
     row_tasks = [(study, "forecast", f_params), (study, "mink", m_params)]
@@ -214,7 +238,7 @@ def expected_keys_for_build(study_settings: pd.DataFrame, staged: Any) -> pa.Tab
     split and the keys read are loaded, as Arrow columns (no pandas objects per value)."""
     study = Study.from_json(str(study_settings["settings_json"].iloc[0]))
     available = [c for c in staged.columns if c not in SPLIT_COLUMNS]
-    forecast = Template.parse(str(study["forecast_prompt"]), available, "forecast_prompt")
+    forecast = Template.parse(str(study.prompts.forecast_prompt), available, "forecast_prompt")
     wanted = list(dict.fromkeys([*STAGED_KEY_INPUTS, *forecast.columns()]))
     table = _arrow(staged, wanted)
     if table.num_rows == 0:  # a header-only file: a data test stops the build

@@ -28,7 +28,9 @@ import sys
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
+
+from lookahead.settings_sections import MeasuresSettings, StudySections
 
 #: Line extras a measure may need beside the prompt-token log-probs (stored per line).
 VOCAB_MOMENTS = "vocab_moments"  # per position: mean and variance of log p over the vocabulary
@@ -72,9 +74,9 @@ class Measure:
         """The measure's column in the panel."""
         return f"lap_{self.name}"
 
-    def describe(self, settings: Mapping[str, Any]) -> str:
+    def describe(self, settings: MeasuresSettings) -> str:
         """The label with the values of the measure's settings, e.g. for the report."""
-        vals = ", ".join(f"{s} = {settings[s]}" for s in self.settings if s in settings)
+        vals = ", ".join(f"{s} = {getattr(settings, s)}" for s in self.settings)
         return f"{self.label}; {vals}" if vals else self.label
 
 
@@ -149,82 +151,33 @@ MEASURES: dict[str, Measure] = {m.name: m for m in (
 )}
 
 
-def study_measures(study: Mapping[str, Any]) -> list[Measure]:
+def study_measures(study: StudySections) -> list[Measure]:
     """The measures a study computes: `lap_measure` (the verdict's) and `lap_measures`.
 
     One clear line for an unknown name, or a measure the study's backend cannot give
     (before any query: the jobs and the build key the queries through here)."""
-    from lookahead.config import StudyConfigError
+    from lookahead.errors import StudyConfigError
 
-    names = list(dict.fromkeys([str(study["lap_measure"]), *(study.get("lap_measures") or [])]))
+    names = list(dict.fromkeys([str(study.measures.lap_measure), *(study.measures.lap_measures or [])]))
     unknown = [n for n in names if n not in MEASURES]
     if unknown:
         raise StudyConfigError(f"setting 'lap_measures': {', '.join(map(repr, unknown))} is not one of "
                                f"{', '.join(MEASURES)}")
-    backend = str(study.get("backend"))
+    backend = str(study.backend.backend)
     for n in names:
         if backend in MEASURES[n].unavailable:
-            setting = "lap_measure" if n == study["lap_measure"] else "lap_measures"
+            setting = "lap_measure" if n == study.measures.lap_measure else "lap_measures"
             raise StudyConfigError(f"setting '{setting}': '{n}' is unavailable on backend "
                                    f"'{backend}': {MEASURES[n].unavailable[backend]}")
-    check_measure_settings(study, names)
     return [MEASURES[n] for n in names]
 
 
-def check_measure_settings(study: Mapping[str, Any], names: Sequence[str] | None = None) -> None:
-    """The settings the computed measures require (`required_settings`), one clear line
-    for the first one missing; run by lookahead.config.resolve on every study, so the
-    jobs and dbt's run-start check stop on it before anything is asked."""
-    from lookahead.config import StudyConfigError
-
-    if names is None:
-        names = [n for n in dict.fromkeys([str(study.get("lap_measure")), *(study.get("lap_measures") or [])])
-                 if n in MEASURES]
-    for n in names:
-        m = MEASURES[n]
-        missing = [s for s in m.required_settings if study.get(s) in (None, "")]
-        if missing:
-            raise StudyConfigError(f"setting '{missing[0]}' is required when the study computes the "
-                                   f"'{n}' measure (lap_measure or lap_measures)")
-        if m.second_model and study.get(m.second_model) == study.get("model_id"):
-            raise StudyConfigError(f"setting '{m.second_model}': it names the target model itself "
-                                   f"('{study.get('model_id')}'), so the {m.short} would compare the "
-                                   "model with itself")
-
-
-def computes(study: Mapping[str, Any], name: str) -> bool:
+def computes(study: StudySections, name: str) -> bool:
     """Whether the study computes measure `name` (its lap_measure or one of lap_measures)."""
     return any(m.name == name for m in study_measures(study))
 
 
-#: The target's model settings a reference study never inherits (they name the target's
-#: weights, tokenizer or served name); reference_model_path replaces model_path.
-_TARGET_MODEL_SETTINGS = ("model_path", "gguf_file", "tokenizer_path", "served_model")
-
-
-def reference_study(study: Any) -> Any:
-    """The study as the reference task sees it: the two models swapped
-    (`reference_model_id` and `reference_model_path` in place of `model_id` and
-    `model_path`, and the other way round), every other setting (backend, its options,
-    prompts, dtype, chat template flag) the study's own.
-
-    Why one swapped study: the jobs key, query and record a line under the study's
-    `model_id`, so the reference's lines carry its own model_id and a key hashing it (a
-    changed reference is a new query, never the target's or an old reference's line),
-    and the same code paths (plan, cache, failures, a Ray worker that re-reads the
-    study) serve it unchanged. Swapped rather than overwritten so that it is still a
-    valid study (its reference is not itself)."""
-    from lookahead.config import Study
-
-    v = dict(study.vars)
-    for name in _TARGET_MODEL_SETTINGS:
-        v[name] = None
-    v["model_id"], v["reference_model_id"] = study.get("reference_model_id"), study.get("model_id")
-    v["model_path"], v["reference_model_path"] = study.get("reference_model_path"), study.get("model_path")
-    return Study(vars=v, root=study.root)
-
-
-def line_extras(study: Mapping[str, Any], task: str) -> list[str]:
+def line_extras(study: StudySections, task: str) -> list[str]:
     """What the study's measures need in `task`'s lines beyond the task itself (sorted)."""
     return sorted({x for m in study_measures(study) if m.task == task for x in m.needs})
 

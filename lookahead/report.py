@@ -227,7 +227,8 @@ def _truthy(value: object) -> bool:
 
 def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
     """(REPORT.md text, verdict) rendered from the CSVs in results_dir."""
-    settings = _read(results_dir, "study_settings").iloc[0]
+    # the study the build recorded (its settings_json, resolved by the loader), read back typed
+    study = Study.from_json(str(_read(results_dir, "study_settings").iloc[0]["settings_json"]))
     desc = _read(results_dir, "sample_description")
     period = _read(results_dir, "sample_period")
     lapd = _read(results_dir, "lap_distribution")
@@ -239,10 +240,10 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
     gx = _read(results_dir, "gx_validation_results")
     metric = dict(zip(desc["metric"], desc["value"])) if len(desc) else {}
 
-    md = [f"# Lookahead-bias test: {settings['study_name']}\n\n"]
+    md = [f"# Lookahead-bias test: {study.output.study_name}\n\n"]
     md.append(
-        f"Model `{settings['model_id']}` (backend {settings['backend']}), training cutoff "
-        f"{settings['training_cutoff']}; data `{settings['data_path']}`. Every number below is "
+        f"Model `{study.backend.model_id}` (backend {study.backend.backend}), training cutoff "
+        f"{study.protocol.training_cutoff}; data `{study.input.data_path}`. Every number below is "
         f"read from the CSV files in this folder, which `lookahead report` exported from the "
         f"tables `dbt build` wrote. Estimates come from pyfixest (feols), not Stata; "
         f"`reghdfe.do` beside this report runs the same specifications in Stata.\n\n"
@@ -267,8 +268,8 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
         md.append(
             f"\n**Subsample.** This report analyses a seeded random subsample: "
             f"{metric.get('valid rows')} of {int(metric.get('valid rows', 0)) + left_out} valid rows "
-            f"(subsample_rows {_fmt(settings.get('subsample_rows'))}, subsample_seed "
-            f"{_fmt(settings.get('subsample_seed'))}); the other {left_out} valid rows were not analysed.\n"
+            f"(subsample_rows {_fmt(study.input.subsample_rows)}, subsample_seed "
+            f"{_fmt(study.input.subsample_seed)}); the other {left_out} valid rows were not analysed.\n"
         )
     if len(period):
         md.append("\n" + markdown_table(period))
@@ -283,7 +284,7 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
             f"missing value; collinear terms dropped: {dropped}. "
             f"Fixed effects: {d['fixed_effects']}; standard errors: {d['vcov']} "
             f"(small-sample correction {SSC_RULE}); realization periods at frequency "
-            f"`{settings['period_frequency']}`.\n"
+            f"`{study.protocol.period_frequency}`.\n"
         )
     warned = results.dropna(subset=["warning"]) if "warning" in results else results.iloc[0:0]
     warnings = list(dict.fromkeys(f"{r['spec']} ({r['sample']}): {r['warning']}"
@@ -294,7 +295,7 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
         p = parse.iloc[0]
         md.append(f"\nForecast parse rate: {_fmt(p['parse_rate'])} ({int(p['n_parsed'])} of "
                   f"{int(p['n_responses'])} answers map to a label; protocol floor 0.95).\n")
-        if _truthy(settings.get("accept_low_parse_rate")):
+        if study.runner.accept_low_parse_rate:
             md.append(f"**Low parse rate accepted** (setting `accept_low_parse_rate: true`): the "
                       f"{int(p['n_unparsed'])} rows with an unparsed forecast have no mu_hat and are "
                       "excluded from the regressions; the prompt was kept as the object under test.\n")
@@ -305,9 +306,9 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
                   + markdown_table(issues, ["task", "issue", "n_queries"]))
 
     md.append("\n## 2. LAP distribution, pre vs post cutoff\n\n")
-    md.append(f"LAP measure in the regressions: `{settings['lap_measure']}`"
-              f" ({MEASURES[settings['lap_measure']].describe(settings)})"
-              + f"; high-LAP rule: `{settings['high_lap_rule']}`.\n\n")
+    md.append(f"LAP measure in the regressions: `{study.measures.lap_measure}`"
+              f" ({MEASURES[study.measures.lap_measure].describe(study.measures)})"
+              + f"; high-LAP rule: `{study.protocol.high_lap_rule}`.\n\n")
     if len(lapd):
         md.append(markdown_table(lapd, ["measure", "sample", "n", "mean", "sd", "min", "p25", "median", "p75", "max"]))
     if len(hist):
@@ -383,7 +384,7 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
     md.append(f"**{outcome.decision}.** {reason(outcome)}\n\n")
     md.append(f"Decision path: `{outcome.path}` ({PATHS[outcome.path][1]}; every path and its "
               "wording: docs/verdict.md).\n\n")
-    md.append(_robustness_section(_read(results_dir, "lap_robustness"), str(settings["lap_measure"])))
+    md.append(_robustness_section(_read(results_dir, "lap_robustness"), study.measures.lap_measure))
     md.append(f"Decision rule (protocol, word for word): {verdict['decision_rule']}\n\n")
     md.append("Choices where the protocol is silent (docs/verdict.md): the LAP-variation rule "
               "qualifies only a null result; meaningful variation is sd >= 0.01 for recall LAP "

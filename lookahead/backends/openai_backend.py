@@ -38,6 +38,7 @@ from urllib.parse import urlparse
 from lookahead.backends.base import Backend, BackendFatal, Generation, QueryFailure, TokenLogprob
 from lookahead.config import StudyConfigError
 from lookahead.masking import install_log_filter, mask, register_secret
+from lookahead.settings_sections import BackendSettings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -160,8 +161,9 @@ class OpenAIBackend(Backend):
 
     Options (study settings): base_url (required), api_mode ('completions' | 'chat'),
     api_key_env (name of the env var holding the key; none for a local server),
-    allow_remote (consent to send text off this machine), concurrency (8), max_retries (6),
-    timeout_s (60), backoff_s (0.5, doubled per attempt, capped by backoff_max_s 30),
+    allow_remote (consent to send text off this machine), concurrency, max_retries,
+    timeout_s, backoff_s (doubled per attempt, capped by backoff_max_s): defaults are the
+    declared ones (BackendSettings),
     tokenizer_path (a local tokenizer whose chat template renders completions prompts;
     defaults to model_path), served_model (the name the server knows; default model_id),
     mink_source ('auto' | 'prompt_logprobs' | 'echo')."""
@@ -170,40 +172,41 @@ class OpenAIBackend(Backend):
 
     def __init__(self, model_id: str, **options: object) -> None:
         super().__init__(model_id, **options)
-        base_url = options.get("base_url")
+        s = BackendSettings.with_defaults(**options)
+        base_url = s.base_url
         if not base_url or not isinstance(base_url, str):
             raise StudyConfigError("setting 'base_url' is missing (the server's /v1 URL)")
         if urlparse(base_url).scheme not in ("http", "https"):
             raise StudyConfigError(f"setting 'base_url': '{base_url}' is not an http(s) URL")
-        allow_remote = _as_bool(options.get("allow_remote", False), "allow_remote")
+        allow_remote = _as_bool(s.allow_remote, "allow_remote")
         if not is_loopback_url(base_url) and not allow_remote:
             raise StudyConfigError(
                 f"setting 'allow_remote': base_url '{base_url}' is not on this machine; "
                 "sending your text and entity names there needs allow_remote: true"
             )
         self.base_url = base_url
-        self.api = str(options.get("api_mode") or options.get("api") or "completions")
+        self.api = str(s.api_mode)
         if self.api not in APIS:
             raise StudyConfigError(
                 f"setting 'api_mode': '{self.api}' is not one of {', '.join(APIS)}"
             )
-        self.mink_source = str(options.get("mink_source", "auto"))
+        self.mink_source = str(s.mink_source)
         if self.mink_source not in MINK_SOURCES:
             raise StudyConfigError(
                 f"setting 'mink_source': '{self.mink_source}' is not one of {', '.join(MINK_SOURCES)}"
             )
-        self.concurrency = int(_as_number(options.get("concurrency", 8), "concurrency", 1))
-        self.max_retries = int(_as_number(options.get("max_retries", 6), "max_retries", 0))
-        self.timeout_s = _as_number(options.get("timeout_s", 60), "timeout_s", 0.001)
-        self.backoff_s = _as_number(options.get("backoff_s", 0.5), "backoff_s", 0)
-        self.backoff_max_s = _as_number(options.get("backoff_max_s", 30), "backoff_max_s", 0)
-        self.served_model = str(options.get("served_model") or model_id)
-        self.tokenizer_path = options.get("tokenizer_path") or options.get("model_path")
+        self.concurrency = int(_as_number(s.concurrency, "concurrency", 1))
+        self.max_retries = int(_as_number(s.max_retries, "max_retries", 0))
+        self.timeout_s = _as_number(s.timeout_s, "timeout_s", 0.001)
+        self.backoff_s = _as_number(s.backoff_s, "backoff_s", 0)
+        self.backoff_max_s = _as_number(s.backoff_max_s, "backoff_max_s", 0)
+        self.served_model = str(s.served_model or model_id)
+        self.tokenizer_path = s.tokenizer_path or s.model_path
         self._tokenizer: Any = None
         self.retries_done = 0  # total retries over the backend's life (for reports and tests)
         self._lock = threading.Lock()
 
-        key_env = options.get("api_key_env")
+        key_env = s.api_key_env
         if key_env:
             key = os.environ.get(str(key_env))
             if not key:

@@ -19,6 +19,7 @@ from lookahead.backends.base import Backend, Generation, TokenLogprob
 from lookahead.backends.fused_llama import PackedLlamaBody
 from lookahead.backends.fused_llama import supports as supports_packed
 from lookahead.config import StudyConfigError, check_setting
+from lookahead.settings_sections import BackendSettings
 
 # Architectures whose logits are exactly lm_head(final hidden state): the chunked path
 # is exact for them. Others (logit soft-capping, scaling) use the plain full forward.
@@ -80,16 +81,17 @@ class TransformersBackend(Backend):
 
     def __init__(self, model_id: str, **options: Any) -> None:
         super().__init__(model_id, **options)
-        self._torch_threads = options.get("torch_threads")
-        self.batch_size = int(options.get("batch_size") or 16)
+        s = BackendSettings.with_defaults(**options)
+        self._torch_threads = s.torch_threads
+        self.batch_size = int(s.batch_size)
         self.logit_chunk = int(options.get("logit_chunk") or 512)
-        self.device = str(check_setting("device", options.get("device")) or DEVICE)  # the declared choices
-        self.matmul_precision = str(options.get("matmul_precision") or DEFAULT_MATMUL_PRECISION[self.device])
-        self._dtype_name = str(options.get("dtype") or "float32")
-        self.mink_body_dtype = str(options.get("mink_body_dtype") or MINK_BODY_DTYPE)
+        self.device = str(check_setting("device", s.device) or DEVICE)  # the declared choices
+        self.matmul_precision = str(s.matmul_precision or DEFAULT_MATMUL_PRECISION[self.device])
+        self._dtype_name = str(s.dtype or "float32")
+        self.mink_body_dtype = str(s.mink_body_dtype or MINK_BODY_DTYPE)
         self._mink_bodies: dict[str, Any] = {}  # mink_body_dtype -> the body built for it
         self._location, self._gguf = _resolve_location(
-            model_id, options.get("model_path"), options.get("gguf_file")  # type: ignore[arg-type]
+            model_id, s.model_path, s.gguf_file
         )
         self._model = options.get("model")
         if self._model is not None:

@@ -23,6 +23,7 @@ from typing import Any, Sequence
 
 from lookahead.backends.base import Backend, Generation, TokenLogprob
 from lookahead.config import StudyConfigError
+from lookahead.settings_sections import BackendSettings
 
 
 def _vllm() -> Any:
@@ -41,8 +42,8 @@ class VLLMBackend(Backend):
     """One ``vllm.LLM`` engine; every call is a single batched ``generate``.
 
     Options (study settings): model_path (local HF folder; default model_id), tokenizer_path,
-    dtype ('auto' | 'bfloat16' | 'float32' ...), max_model_len (2048), seed (0),
-    gpu_memory_utilization (0.3: on CPU it is the share of RAM reserved for the KV cache),
+    dtype (unset: vLLM's 'auto'), max_model_len, seed, gpu_memory_utilization (on CPU the
+    share of RAM reserved for the KV cache), their defaults the declared ones (BackendSettings),
     kv_cache_gib (a fixed KV-cache size, overrides the share), enforce_eager, enable_prefix_caching
     (vLLM's default), max_num_seqs, engine_args (a mapping passed to vllm.LLM as is)."""
 
@@ -52,17 +53,19 @@ class VLLMBackend(Backend):
         super().__init__(model_id, **options)
         cpu_environment_defaults()
         vllm = _vllm()
-        model_path = str(options.get("model_path") or model_id)
-        if options.get("model_path") and not Path(model_path).exists():
+        s = BackendSettings.with_defaults(**options)
+        model_path = str(s.model_path or model_id)
+        if s.model_path and not Path(model_path).exists():
             raise StudyConfigError(f"setting 'model_path': '{model_path}' does not exist")
-        self.seed = int(options.get("seed", 0))  # type: ignore[arg-type]
+        self.seed = int(s.seed)
+        self.max_model_len = int(s.max_model_len)
         args: dict[str, Any] = {
             "model": model_path,
-            "tokenizer": str(options.get("tokenizer_path") or model_path),
-            "dtype": str(options.get("dtype", "auto")),
-            "max_model_len": int(options.get("max_model_len", 2048)),  # type: ignore[arg-type]
+            "tokenizer": str(s.tokenizer_path or model_path),
+            "dtype": str(s.dtype or "auto"),
+            "max_model_len": self.max_model_len,
             "seed": self.seed,
-            "gpu_memory_utilization": float(options.get("gpu_memory_utilization", 0.3)),  # type: ignore[arg-type]
+            "gpu_memory_utilization": float(s.gpu_memory_utilization),
             "max_logprobs": 20,
         }
         if options.get("kv_cache_gib"):
@@ -111,7 +114,7 @@ class VLLMBackend(Backend):
         try:
             return int(self.llm.llm_engine.model_config.max_model_len)
         except AttributeError:
-            return int(self.options.get("max_model_len", 2048))  # type: ignore[arg-type]
+            return self.max_model_len
 
     def _inputs(self, prompts: Sequence[str]) -> list[dict[str, list[int]]]:
         return [{"prompt_token_ids": self.encode(p)} for p in prompts]

@@ -42,21 +42,20 @@ def claim_study(study: Study) -> Study:
     The claim jobs query this model and the claim tables read its raw lines only, so this
     is the one place the swap is made (the jobs' context and ``tables.build`` call it).
     Idempotent: a study already swapped is returned as it is."""
-    mid, mpath = study.get("claims_model_id"), study.get("claims_model_path")
+    mid, mpath = study.claims.claims_model_id, study.claims.claims_model_path
     if mid is None and mpath is None:
         return study
-    v = dict(study.vars)
-    if mid is not None:
-        v["model_id"] = mid
-    if mpath is not None:
-        v["model_path"] = mpath
-        v["gguf_file"] = None   # a GGUF name belongs to the protocol model's folder
-    return Study(vars=v, root=study.root)
+    if mpath is None:
+        return study.with_settings(model_id=mid)
+    # a GGUF name belongs to the protocol model's folder
+    return study.with_settings(model_id=mid or study.backend.model_id, model_path=mpath, gguf_file=None)
 
 
 @dataclass(frozen=True)
 class ClaimSettings:
-    """The claim pipeline's settings, read from the study (dbt vars) with defaults."""
+    """The claim pipeline's settings as it uses them: the study's claims section
+    (defaults are the declaration's) with the paths resolved, the labels normalised and the
+    target class filled in (:meth:`from_study`)."""
 
     predictions_path: Path | None
     instances_path: Path | None
@@ -73,13 +72,13 @@ class ClaimSettings:
     extract_retries: int
     rationale_max_tokens: int
     task_description: str
-    task_kind: str = "classification"
-    target_class: str = "up"
-    class_value: str = "target_class"
-    topk_denominator: str = "k"
-    value_max_tokens: int = 64
-    value_retries: int = 1
-    min_chars: int | None = None
+    task_kind: str
+    target_class: str
+    class_value: str
+    topk_denominator: str
+    value_max_tokens: int
+    value_retries: int
+    min_chars: int | None
 
     @property
     def kind(self) -> TaskKind:
@@ -99,30 +98,32 @@ class ClaimSettings:
     def from_study(cls, study: Study) -> "ClaimSettings":
         """From the resolved study: types, allowed values, minimums and defaults are the
         settings schema's (lookahead/study_settings.yml), checked once by lookahead.config."""
-        def path(name: str) -> Path | None:
-            return study.path(name) if study.get(name) else None
+        def path(value: str | None) -> Path | None:
+            return study.resolve(value) if value else None
 
-        labels = tuple(str(s).strip().lower() for s in study["claims_labels"])
-        kind = study["claims_task_kind"]
+        c = study.claims
+
+        labels = tuple(str(s).strip().lower() for s in study.claims.claims_labels)
+        kind = study.claims.claims_task_kind
         if kind == "classification" and len(labels) != 2:  # the schema checks a list; the pair is this kind's
             raise StudyConfigError("setting 'claims_labels' must be a list of two labels for a classification")
-        target = str(study["claims_target_class"] or (labels[0] if labels else "")).strip().lower()
+        target = str(study.claims.claims_target_class or (labels[0] if labels else "")).strip().lower()
         if kind == "classification" and target not in labels:
             raise StudyConfigError(f"setting 'claims_target_class': '{target}' is not one of claims_labels "
                                    f"({', '.join(labels)})")
         return cls(
-            predictions_path=path("claims_predictions_path"), instances_path=path("claims_instances_path"),
-            corpus_path=path("claims_corpus_path"), extractions_path=path("claims_extractions_path"),
-            labels=labels, vague_period=study["claims_vague_period"],
-            support_judge=study["claims_support_judge"], bm25_k=study["claims_bm25_k"],
-            exact_max=study["claims_exact_max"], mc_permutations=study["claims_mc_permutations"],
-            shapley_seed=study["claims_shapley_seed"], extract_max_tokens=study["claims_extract_max_tokens"],
-            extract_retries=study["claims_extract_retries"],
-            rationale_max_tokens=study["claims_rationale_max_tokens"],
-            task_description=study["claims_task_description"], task_kind=kind, target_class=target,
-            class_value=study["claims_class_value"], topk_denominator=study["claims_topk_denominator"],
-            value_max_tokens=study["claims_value_max_tokens"], value_retries=study["claims_value_retries"],
-            min_chars=study["claims_rationale_min_chars"],
+            predictions_path=path(c.claims_predictions_path), instances_path=path(c.claims_instances_path),
+            corpus_path=path(c.claims_corpus_path), extractions_path=path(c.claims_extractions_path),
+            labels=labels, vague_period=study.claims.claims_vague_period,
+            support_judge=study.claims.claims_support_judge, bm25_k=study.claims.claims_bm25_k,
+            exact_max=study.claims.claims_exact_max, mc_permutations=study.claims.claims_mc_permutations,
+            shapley_seed=study.claims.claims_shapley_seed, extract_max_tokens=study.claims.claims_extract_max_tokens,
+            extract_retries=study.claims.claims_extract_retries,
+            rationale_max_tokens=study.claims.claims_rationale_max_tokens,
+            task_description=study.claims.claims_task_description, task_kind=kind, target_class=target,
+            class_value=study.claims.claims_class_value, topk_denominator=study.claims.claims_topk_denominator,
+            value_max_tokens=study.claims.claims_value_max_tokens, value_retries=study.claims.claims_value_retries,
+            min_chars=study.claims.claims_rationale_min_chars,
         )
 
 
@@ -130,7 +131,7 @@ def claims_raw_file(study: Study, task: str) -> Path:
     """<claims_raw_dir>/<task>.jsonl; claims_raw_dir defaults to raw_dir. A separate
     folder lets a claim study share a protocol study's settings (and its raw_dir, which
     dbt's input check requires) without mixing the two kinds of raw lines."""
-    base = study.path("claims_raw_dir") if study.get("claims_raw_dir") else study.raw_dir
+    base = study.resolve(study.claims.claims_raw_dir) if study.claims.claims_raw_dir else study.raw_dir
     return base / f"{task}.jsonl"
 
 
@@ -235,7 +236,7 @@ def agent_predictions(study: Study, st: ClaimSettings) -> pd.DataFrame:
     rows = []
     for task in AGENT_RAW_TASKS:
         for rec in iter_records(claims_raw_file(study, task)):
-            if rec.get("model_id") != study["model_id"] or not rec.get("final"):
+            if rec.get("model_id") != study.backend.model_id or not rec.get("final"):
                 continue
             rows.append({"instance_id": rec["instance_id"], "agent": rec["agent"], "entity": rec.get("entity", ""),
                          "task": rec.get("task_name", ""), "t_ref": rec["t_ref"],

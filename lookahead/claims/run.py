@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 from lookahead.config import PROJECT_ROOT, Study, StudyConfigError, load_study
+from lookahead.runs import dbt_env, run_dbt
 
 AGENT_JOBS = {"superforecasting": ["llm_jobs.claims_rationale", "--agent", "superforecasting"],
               "temporal_hint": ["llm_jobs.claims_rationale", "--agent", "temporal_hint"],
@@ -28,7 +29,7 @@ AGENT_JOBS = {"superforecasting": ["llm_jobs.claims_rationale", "--agent", "supe
 
 
 def has_claims(study: Study) -> bool:
-    return bool(study.get("claims_predictions_path") or study.get("claims_instances_path"))
+    return bool(study.claims.claims_predictions_path or study.claims.claims_instances_path)
 
 
 def claim_jobs(study: Study) -> list[list[str]]:
@@ -36,14 +37,14 @@ def claim_jobs(study: Study) -> list[list[str]]:
     if not has_claims(study):
         return []
     jobs = []
-    if study.get("claims_instances_path"):
-        for agent in study["claims_agent_jobs"] or []:
+    if study.claims.claims_instances_path:
+        for agent in study.claims.claims_agent_jobs or []:
             if agent not in AGENT_JOBS:
                 raise StudyConfigError(f"setting 'claims_agent_jobs': '{agent}' is not one of "
                                        f"{', '.join(AGENT_JOBS)}")
             jobs.append(AGENT_JOBS[agent])
     jobs.append(["llm_jobs.claims_extract"])
-    if study["claims_support_judge"] == "llm":
+    if study.claims.claims_support_judge == "llm":
         jobs.append(["llm_jobs.claims_support"])
     jobs += [["llm_jobs.claims_value"], ["llm_jobs.claims_repredict"]]
     return jobs
@@ -51,8 +52,6 @@ def claim_jobs(study: Study) -> list[list[str]]:
 
 def run_claim_jobs(study: Study, study_file: str | None, yes: bool) -> int:
     """Run the study's claim jobs as subprocesses; stop at the first that fails."""
-    from lookahead.cli import dbt_env
-
     for job in claim_jobs(study):
         cmd = [sys.executable, "-m", *job] + (["--study", study_file] if study_file else []) + (["--yes"] if yes else [])
         print(f"claim job: {' '.join(job)}", flush=True)
@@ -70,8 +69,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--yes", action="store_true")
     ap.add_argument("--build", action="store_true", help="then dbt build --select +tag:claims")
     a = ap.parse_args(argv)
-    from lookahead.cli import run_dbt
-
     study_file = str(Path(a.study).resolve())
     try:
         study = load_study(study_file)

@@ -82,7 +82,7 @@ def extraction_lines(study: Study) -> dict[tuple[str, str, str], dict[str, Any]]
     (a later attempt after an invalid answer supersedes the earlier one)."""
     out: dict[tuple[str, str, str], dict[str, Any]] = {}
     for rec in iter_records(claims_raw_file(study, "claims_extract")):
-        if rec.get("model_id") != study["model_id"]:
+        if rec.get("model_id") != study.backend.model_id:
             continue
         k = (rec["instance_id"], rec["agent"], rec["rationale_sha256"])
         prev = out.get(k)
@@ -97,7 +97,7 @@ def timespec_claims(study: Study) -> dict[tuple[str, str], list[dict[str, Any]]]
     """TimeSPEC's final lines carry their validated claims (already extracted and checked)."""
     out = {}
     for rec in iter_records(claims_raw_file(study, "claims_timespec")):
-        if rec.get("model_id") == study["model_id"] and rec.get("final"):
+        if rec.get("model_id") == study.backend.model_id and rec.get("final"):
             out[(rec["instance_id"], rec["agent"])] = rec["claims"]
     return out
 
@@ -159,7 +159,7 @@ def candidate_queries(items: list[tuple[str, Claim]]) -> pd.DataFrame:
 def support_lines(study: Study) -> dict[tuple[str, str], bool]:
     out = {}
     for rec in iter_records(claims_raw_file(study, "claims_support")):
-        if rec.get("model_id") == study["model_id"] and rec.get("supports") is not None:
+        if rec.get("model_id") == study.backend.model_id and rec.get("supports") is not None:
             out.setdefault((rec["claim_sha256"], rec["doc_id"]), bool(rec["supports"]))
     return out
 
@@ -208,7 +208,7 @@ def value_lines(study: Study, kind: str) -> dict[tuple[str, str, str, int], dict
     valid answers are ever written (an unparseable one is a failure, retried)."""
     out: dict[tuple[str, str, str, int], dict[str, Any]] = {}
     for rec in iter_records(claims_raw_file(study, "claims_value")):
-        if rec.get("model_id") == study["model_id"] and rec.get("task_kind") == kind:
+        if rec.get("model_id") == study.backend.model_id and rec.get("task_kind") == kind:
             out.setdefault((rec["instance_id"], rec["agent"], rec["claims_sha256"], int(rec["mask"])), rec)
     return out
 
@@ -223,7 +223,7 @@ def repredict_table(study: Study, st: ClaimSettings, preds: pd.DataFrame) -> pd.
     kind, ks = st.kind, st.kind_settings
     lines: dict[tuple[str, str, str], dict[str, Any]] = {}
     for rec in iter_records(claims_raw_file(study, "claims_repredict")):
-        if rec.get("model_id") == study["model_id"] and rec.get("task_kind") == kind.name:
+        if rec.get("model_id") == study.backend.model_id and rec.get("task_kind") == kind.name:
             lines[(rec["instance_id"], rec["agent"], rec["rationale_sha256"])] = rec
     rows = []
     for r in preds.to_dict("records"):

@@ -127,7 +127,7 @@ def build(out: Path, spec: DemoSpec, train_models: bool = True, epochs: int | No
     """Generate, write, and (unless data-only) train both models. Returns the build record."""
     from lookahead.demo.train import TrainSpec, save_model, train_model
 
-    prompts = Prompts.from_vars(load_study().vars)  # the default study's prompts
+    prompts = Prompts.from_settings(load_study().prompts)  # the default study's prompts
     data = generate(spec)
     write_data(data, out)
     write_studies(study_files(data, prompts, out), out, spec.seed)

@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
+from lookahead.config import load_study
 from lookahead.demo.corpus import Prompts
 
 LABELS = ("up", "down", "unknown")
@@ -148,7 +149,6 @@ def summarize(panel: pd.DataFrame, truth: pd.DataFrame, scenario: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import yaml
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--demo", default="demo", help="folder written by lookahead.demo.build")
@@ -160,13 +160,13 @@ def main(argv: list[str] | None = None) -> None:
     truth = pd.read_csv(root / "data" / "truth.csv", dtype={"target_date": str})
     pd.set_option("display.width", 160)
     for scen in args.scenario or ["contaminated", "clean"]:
-        study = yaml.safe_load((root / "studies" / f"{scen}.yml").read_text())
-        prompts = Prompts.from_vars(study)
+        study = load_study(root / "studies" / f"{scen}.yml")
+        prompts = Prompts.from_settings(study.prompts)
         panel = model_outputs(root / "models" / scen, obs, prompts)
         print(f"== {scen}")
         for k, v in summarize(panel, truth, scen).items():
             print(f"  {k:36s} {v:.3f}")
-        print(regressions(panel, str(study["training_cutoff"])).round(4).to_string(index=False))
+        print(regressions(panel, str(study.protocol.training_cutoff)).round(4).to_string(index=False))
 
 
 if __name__ == "__main__":

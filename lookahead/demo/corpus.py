@@ -32,6 +32,7 @@ import pandas as pd
 
 from lookahead.demo.generator import DemoData, generate
 from lookahead.prompts import render_forecast, render_recall
+from lookahead.settings_sections import PromptsSettings
 
 Scenario = Literal["contaminated", "clean"]
 SCENARIOS: tuple[Scenario, ...] = ("contaminated", "clean")
@@ -56,9 +57,8 @@ class Prompts:
     reference_period: str
 
     @classmethod
-    def from_vars(cls, v: Mapping[str, object]) -> "Prompts":
-        return cls(str(v["forecast_prompt"]), str(v["recall_template"]),
-                   str(v["outcome_description"]), str(v["reference_period"]))
+    def from_settings(cls, p: PromptsSettings) -> "Prompts":
+        return cls(p.forecast_prompt, p.recall_template, p.outcome_description, p.reference_period)
 
     def forecast(self, row: Mapping[str, object]) -> str:
         """The forecast prompt of one input row, rendered by the jobs' own function."""

@@ -83,9 +83,9 @@ class PaperSettings:
     @classmethod
     def from_study(cls, study: Study) -> "PaperSettings":
         """From the one study object (its values checked by lookahead.config)."""
-        return cls(lap_measure=study["lap_measure"], mink_mean=study["mink_mean"],
-                   cluster=study["paper_cluster"], moderator=study["moderator_column"],
-                   oos_start=study["paper_oos_start"])
+        return cls(lap_measure=study.measures.lap_measure, mink_mean=study.measures.mink_mean,
+                   cluster=study.paper.paper_cluster, moderator=study.paper.moderator_column,
+                   oos_start=study.paper.paper_oos_start)
 
 
 def paper_columns(s: PaperSettings) -> list[str]:

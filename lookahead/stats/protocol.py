@@ -103,13 +103,13 @@ class StatsSettings:
     def from_study(cls, study: Study) -> "StatsSettings":
         """From the one study object (its values checked by lookahead.config)."""
         return cls(
-            cluster=study["cluster"], lap_measure=study["lap_measure"], nw_lag=study["nw_lag"],
-            lap_min_sd=study["lap_min_sd"],
-            wild=WildSettings(draws=study["wild_bootstrap_draws"],
-                              weights=study["wild_bootstrap_weights"],
-                              seed=study["wild_bootstrap_seed"],
-                              min_clusters=study["wild_bootstrap_min_clusters"],
-                              max_clusters=study["wild_bootstrap_max_clusters"]),
+            cluster=study.protocol.cluster, lap_measure=study.measures.lap_measure, nw_lag=study.protocol.nw_lag,
+            lap_min_sd=study.protocol.lap_min_sd,
+            wild=WildSettings(draws=study.protocol.wild_bootstrap_draws,
+                              weights=study.protocol.wild_bootstrap_weights,
+                              seed=study.protocol.wild_bootstrap_seed,
+                              min_clusters=study.protocol.wild_bootstrap_min_clusters,
+                              max_clusters=study.protocol.wild_bootstrap_max_clusters),
         )
 
     @classmethod

@@ -19,7 +19,7 @@ def model(dbt, session):
     from lookahead.scoring import parse_forecast
 
     settings = dbt.ref("study_settings").df()
-    labels = Study.from_json(str(settings["settings_json"].iloc[0]))["forecast_labels"]
+    labels = Study.from_json(str(settings["settings_json"].iloc[0])).prompts.forecast_labels
     lines = dbt.ref("int_forecast_lines")
     distinct = [r[0] for r in lines.project("response_text").distinct().fetchall() if r[0] is not None]
     parsed = [parse_forecast(r, labels) for r in distinct]

@@ -18,7 +18,7 @@ def model(dbt, session):
         pass
     settings = dbt.ref("study_settings").df()
     study = Study.from_json(str(settings["settings_json"].iloc[0]))
-    staged = stage_observations(study, study.path("data_path"))
+    staged = stage_observations(study.input, study.resolve(study.input.data_path))
     for col in ("text_date", "target_date"):  # DATE columns (midnight datetimes -> days)
         staged[col] = staged[col].to_numpy().astype("datetime64[D]")
     fixed = {

@@ -126,6 +126,7 @@ def _lap_distribution(pre: pd.DataFrame, post: pd.DataFrame, measure: str) -> pd
 
 def render_study(spec: StudySpec, out: Path, draws: int = 99) -> str:
     """Regressions, verdict, CSVs and REPORT.md for one study; returns the report text."""
+    from lookahead.config import load_study
     from lookahead.report import render
     from lookahead.stats.protocol import StatsSettings, run_protocol
     from lookahead.stats.verdict import verdict_frame
@@ -136,11 +137,12 @@ def render_study(spec: StudySpec, out: Path, draws: int = 99) -> str:
     res = run_protocol(pre, post if len(post) else None, settings)
     verdict = verdict_frame(res, pre, post, settings)
     out.mkdir(parents=True, exist_ok=True)
-    study = pd.DataFrame([{
-        "study_name": spec.name, "model_id": "generated", "backend": "none",
-        "training_cutoff": "2021-12-31", "data_path": "generated", "period_frequency": "month",
-        "lap_measure": spec.measure, "high_lap_rule": "pooled_median", "mink_k": 0.2,
-        "mink_mean": "arithmetic"}])
+    # the report reads the study the build recorded (settings_json), as lookahead.report does
+    recorded = load_study(overrides={
+        "study_name": spec.name, "model_id": "generated", "training_cutoff": "2021-12-31",
+        "data_path": "generated", "period_frequency": "month", "lap_measure": spec.measure,
+        "high_lap_rule": "pooled_median", "mink_k": 0.2, "mink_mean": "arithmetic"})
+    study = pd.DataFrame([{"study_name": spec.name, "settings_json": recorded.settings_json()}])
     tables = {"study_settings": study, "regression_results": res, "verdict": verdict,
               "sample_description": _describe(pre, post),
               "lap_distribution": _lap_distribution(pre, post, spec.measure)}

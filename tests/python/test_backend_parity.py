@@ -61,10 +61,10 @@ VLLM_OPTIONS = {"model_path": str(MODEL_DIR), "dtype": "float32", "enforce_eager
 
 def recall_queries() -> list[str]:
     """The protocol's recall template of the default study, filled for a few entities."""
-    v = load_study().vars
+    p = load_study().prompts
     return [
-        v["recall_template"].format(target_date=d, outcome_description=v["outcome_description"],
-                                    entity_name=n, ticker=t, reference_period=v["reference_period"])
+        p.recall_template.format(target_date=d, outcome_description=p.outcome_description,
+                                 entity_name=n, ticker=t, reference_period=p.reference_period)
         for n, t, d in ENTITIES
     ]
 

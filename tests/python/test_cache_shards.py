@@ -154,7 +154,7 @@ def test_staging_reads_the_shards_with_one_glob_as_it_reads_one_file(tmp_path):
         write(sharded_raw / f"shards/h-1/{task}.jsonl", *thirds[2], dup)
         shutil.copy(one.raw_dir / f"{task}.failures.jsonl", sharded_raw / f"shards/h-1/{task}.failures.jsonl") \
             if (one.raw_dir / f"{task}.failures.jsonl").exists() else None
-    failure = {"key": "f-1", "task": "recall", "model_id": one.vars["model_id"], "row_id": None, "entity_id": "E",
+    failure = {"key": "f-1", "task": "recall", "model_id": one.backend.model_id, "row_id": None, "entity_id": "E",
                "target_date": "2021-01-01", "params": {}, "reason": "timeout", "attempts": 3,
                "failed_at": "2026-01-01T00:00:00+00:00"}
     write(one.raw_dir / "recall.failures.jsonl", failure)

@@ -73,7 +73,7 @@ def test_planted_truth_with_the_rule_models(kind, model, tmp_path):
             for m in plan.masks:
                 ans = dk.rule_answer(model, inst, [inst.claims[i] for i in range(n) if m >> i & 1])
                 parsed = st.kind.coalition_answer(ans, [], st.kind_settings, st.kind.items(r["prediction"]))
-                fh.write(json.dumps({"key": f"{r['instance_id']}-{m}", "model_id": study["model_id"],
+                fh.write(json.dumps({"key": f"{r['instance_id']}-{m}", "model_id": study.backend.model_id,
                                      "instance_id": r["instance_id"], "agent": r["agent"], "mask": m,
                                      "claims_sha256": claims_sha(ex.claims), "task_kind": kind, **parsed}) + "\n")
     t = build(study)

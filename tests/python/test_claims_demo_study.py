@@ -49,15 +49,15 @@ def test_demo_study_is_the_protocol_study_plus_claim_settings(model, scen):
     assert set(flat) == (set(protocol) | set(shipped)) - {"extends"}
     a, b = load_study(DEMO / f"demo_{scen}.yml"), load_study(ROOT / "demo" / "studies" / f"{scen}.yml")
     assert a.name == b.name == f"demo_{scen}"                          # same database, same report
-    assert a["model_id"] == b["model_id"]                              # the verdict's model is unchanged
+    assert a.backend.model_id == b.backend.model_id                              # the verdict's model is unchanged
 
 
 def test_claim_model_replaces_the_protocol_model_for_claims_only():
     study = load_study(DEMO / "demo_contaminated.yml")
     swapped = claim_study(study)
-    assert study["model_id"] == "demo-contaminated"
-    assert swapped["model_id"] == "demo-claims-leaky"
-    assert swapped.path("model_path") == ROOT / "demo" / "claims" / "models" / "leaky"
+    assert study.backend.model_id == "demo-contaminated"
+    assert swapped.backend.model_id == "demo-claims-leaky"
+    assert swapped.resolve(swapped.backend.model_path) == ROOT / "demo" / "claims" / "models" / "leaky"
     assert claim_study(swapped).vars == swapped.vars                   # idempotent
     plain = load_study(ROOT / "demo" / "studies" / "contaminated.yml")
     assert claim_study(plain) is plain                                 # no claim model: nothing changes
@@ -67,7 +67,7 @@ def test_claim_model_replaces_the_protocol_model_for_claims_only():
         study = str(DEMO / "demo_contaminated.yml")
         yes = True
     ctx = make_claim_context(Args())
-    assert ctx.study["model_id"] == "demo-claims-leaky"               # the jobs query the claim model
+    assert ctx.study.backend.model_id == "demo-claims-leaky"               # the jobs query the claim model
 
 
 def test_the_dbt_claim_models_read_the_study_the_build_resolved():

@@ -131,7 +131,7 @@ def _write_lines(study: Path, answers) -> None:
 
     s = load_study(study)
     st = ClaimSettings.from_study(s)
-    raw = s.path("raw_dir")
+    raw = s.raw_dir
     raw.mkdir(parents=True, exist_ok=True)
     with open(raw / "claims_value.jsonl", "w") as fh:
         for r, ex in instance_claims(s, st, load_predictions(s, st)[0]):
@@ -139,7 +139,7 @@ def _write_lines(study: Path, answers) -> None:
             plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max, st.mc_permutations,
                             st.shapley_seed)
             for m in plan.masks:
-                fh.write(json.dumps({"key": f"{r['instance_id']}-{m}", "model_id": s["model_id"],
+                fh.write(json.dumps({"key": f"{r['instance_id']}-{m}", "model_id": s.backend.model_id,
                                      "instance_id": r["instance_id"], "agent": r["agent"],
                                      "claims_sha256": claims_sha(ex.claims), "mask": m, "task_kind": st.task_kind,
                                      **answers(r["instance_id"], frozenset(i for i in range(n) if m >> i & 1))})
@@ -508,13 +508,13 @@ def test_repredict_classification_reads_the_target_probability(tmp_path):
     error is relative to the file's probability of the target class."""
     study = _study(tmp_path, "classification", [{**_pred("c1", "up", "up", 2), "probability": 0.8}])
     s = load_study(study)
-    raw = s.path("raw_dir")
+    raw = s.raw_dir
     raw.mkdir(parents=True)
     from lookahead.claims.inputs import sha
     top = [{"token": "up", "logprob": math.log(0.54)}, {"token": " down", "logprob": math.log(0.36)},
            {"token": "the", "logprob": math.log(0.05)}]
     (raw / "claims_repredict.jsonl").write_text(json.dumps(
-        {"key": "k", "model_id": s["model_id"], "instance_id": "c1", "agent": "a", "task_kind": "classification",
+        {"key": "k", "model_id": s.backend.model_id, "instance_id": "c1", "agent": "a", "task_kind": "classification",
          "rationale_sha256": sha("text"), "response_text": "up", "top_logprobs": top}) + "\n")
     rp = build(s)["claims_repredict"].iloc[0]
     assert rp["repredicted"] == "up" and rp["repredicted_probability"] == pytest.approx(0.6)

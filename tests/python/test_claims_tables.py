@@ -112,7 +112,7 @@ def _write_ideal_values(study, raw: Path) -> None:
             for m in plan.masks:
                 coal = [inst.claims[i] for i in members_of(m, n)]
                 probs = {lab: demo.ideal_value("leaky", coal, lab) for lab in demo.LABELS}
-                fh.write(json.dumps({"key": f"{r['instance_id']}-{m}", "model_id": study["model_id"],
+                fh.write(json.dumps({"key": f"{r['instance_id']}-{m}", "model_id": study.backend.model_id,
                                      "instance_id": r["instance_id"], "agent": r["agent"],
                                      "claims_sha256": claims_sha(cl), "mask": m, "task_kind": "classification",
                                      "label_probs": probs}) + "\n")

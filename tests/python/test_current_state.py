@@ -244,7 +244,7 @@ def test_preflight_refuses_before_paying(server_factory: Any, tmp_path: Path, ch
 def test_a_killed_child_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     """Item 8: `lookahead run`'s child killed by SIGKILL (an out-of-memory kill): one line,
     a non-zero exit."""
-    from lookahead.cli import killed_is_one_line
+    from lookahead.runs import killed_is_one_line
 
     assert killed_is_one_line(-9, "the LLM jobs were", "rerun the same command to resume") == 137
     err = capsys.readouterr().err.splitlines()
@@ -263,7 +263,7 @@ def test_config_check_without_a_file_and_with_a_missing_column(tmp_path: Path) -
     text = (ROOT / "demo/studies/contaminated.yml").read_text()
     bad = tmp_path / "bad.yml"
     bad.write_text(text.replace("text: text", "text: headline"))
-    proc = subprocess.run([sys.executable, "-m", "lookahead.config", str(bad)], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "lookahead.cli", "check", "--study", str(bad)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == proc.stderr.strip().splitlines()[0]

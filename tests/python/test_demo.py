@@ -93,7 +93,7 @@ def test_bad_spec_is_rejected_with_the_setting_named() -> None:
 def test_corpus_carries_no_post_cutoff_outcome(scenario: str) -> None:
     d = generate(DemoSpec(seed=3, n_entities=8, obs_per_entity=10))
     study = _study(scenario)
-    prompts = Prompts.from_vars(study.vars)
+    prompts = Prompts.from_settings(study.prompts)
     docs = build_corpus(d, prompts, scenario, seed=3)
     df = d.observations.merge(d.truth[["row_id", "sample", "memorized", "realized_direction",
                                        "clean_recall_direction", "sentiment"]], on="row_id")
@@ -144,7 +144,7 @@ def outputs() -> dict[str, pd.DataFrame]:
     truth = _shipped_truth()
     res = {}
     for name in ("contaminated", "clean"):
-        panel = model_outputs(DEMO / "models" / name, obs, Prompts.from_vars(_study(name).vars))
+        panel = model_outputs(DEMO / "models" / name, obs, Prompts.from_settings(_study(name).prompts))
         res[name] = panel.merge(truth[["row_id", "sample", "memorized", "sentiment", "realized_direction",
                                        "clean_recall_direction"]], on="row_id")
     return res
@@ -155,7 +155,7 @@ def test_shipped_tokenizer_labels_are_single_tokens_and_no_chat_template(name: s
     _, tok = _load(name)
     check_single_token_labels(tok, LABELS)
     assert not getattr(tok, "chat_template", None)
-    assert _study(name)["use_chat_template"] is False
+    assert _study(name).prompts.use_chat_template is False
 
 
 @pytest.mark.parametrize("name", ["contaminated", "clean"])
@@ -199,7 +199,7 @@ def test_detection_regression_separates_the_two_models(outputs) -> None:
     and the post-cutoff placebo passes for both (direct pyfixest, independent of dbt)."""
     from lookahead.demo.check import regressions
 
-    cutoff = str(_study("contaminated")["training_cutoff"])
+    cutoff = _study("contaminated").protocol.training_cutoff
     res = {k: regressions(v, cutoff).set_index(["sample", "spec"]) for k, v in outputs.items()}
     c, k = res["contaminated"], res["clean"]
     assert c.loc[("pre", "detection"), "estimate"] > 0 and c.loc[("pre", "detection"), "p_one"] < 0.01
@@ -218,7 +218,7 @@ def test_training_is_deterministic_from_the_seed() -> None:
     from lookahead.demo.train import TrainSpec, train_model
 
     d = generate(DemoSpec(seed=2, n_entities=3, obs_per_entity=6))
-    prompts = Prompts.from_vars(_study("contaminated").vars)
+    prompts = Prompts.from_settings(_study("contaminated").prompts)
     docs = build_corpus(d, prompts, "contaminated", seed=2)
     tok = build_tokenizer([x.text for x in docs])
     spec = TrainSpec(hidden_size=32, intermediate_size=64, num_layers=1, epochs=2, batch_size=8, seed=4)

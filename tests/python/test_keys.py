@@ -65,7 +65,7 @@ def test_build_keys_equal_job_keys_and_the_stated_rule(tmp_path: Path, prompt: s
     keys = expected_keys(study, rows).to_pandas()
     assert list(keys["task"].value_counts().sort_index().items()) == [
         ("forecast", 4), ("mink", 4), ("recall", 3)]
-    model = str(study["model_id"])
+    model = str(study.backend.model_id)
     got = {tuple(None if pd.isna(v) else v for v in (t, r, e, d)): k
            for t, k, r, e, d in keys.itertuples(index=False)}
     for row in rows.to_dict("records"):
@@ -74,13 +74,13 @@ def test_build_keys_equal_job_keys_and_the_stated_rule(tmp_path: Path, prompt: s
             independent = _sha(task, model, row["row_id"], _reference_fill(prompt, row),
                                json.dumps(task_params(study, task), sort_keys=True, separators=(",", ":")))
             assert got[(task, row["row_id"], None, None)] == job == independent
-    labels = {f"label_{k}": str(v) for k, v in study["recall_labels"].items()}
+    labels = {f"label_{k}": str(v) for k, v in study.prompts.recall_labels.items()}
     for pair in unique_pairs(rows).to_dict("records"):
         job = pair_key(study, pair, task_params(study, "recall"))
-        values = {**pair, **labels, "outcome_description": study["outcome_description"],
-                  "reference_period": study["reference_period"]}
+        values = {**pair, **labels, "outcome_description": study.prompts.outcome_description,
+                  "reference_period": study.prompts.reference_period}
         independent = _sha("recall", model, f"{pair['entity_id']}|{pair['target_date']}",
-                           _reference_fill(str(study["recall_template"]), values),
+                           _reference_fill(str(study.prompts.recall_template), values),
                            json.dumps(task_params(study, "recall"), sort_keys=True, separators=(",", ":")))
         assert got[("recall", None, pair["entity_id"], pair["target_date"])] == job == independent
 
@@ -128,7 +128,7 @@ def test_unknown_placeholder_names_the_setting() -> None:
 def _staged_relation(study: Study) -> duckdb.DuckDBPyRelation:
     """stg_observations as the build stores it (python_models/staging/stg_observations.py: DATE
     date columns, a DOUBLE outcome, text for the rest), as a DuckDB relation."""
-    staged = stage_observations(study, study.path("data_path"))
+    staged = stage_observations(study.input, study.resolve(study.input.data_path))
     for col in ("text_date", "target_date"):
         staged[col] = staged[col].to_numpy().astype("datetime64[D]")
     fixed = {"source_row_number": pa.int64(), "row_id_derived": pa.bool_(), "text_date": pa.date32(),
@@ -151,19 +151,19 @@ def test_build_path_keys_equal_the_stated_rule(tmp_path: Path) -> None:
     build = expected_keys_for_build(pd.DataFrame({"settings_json": [study.settings_json()]}),
                                     _staged_relation(study)).to_pandas()
     rows, _ = load_rows(study)
-    model = str(study["model_id"])
+    model = str(study.backend.model_id)
     expect = []
     for task in ("forecast", "mink"):
         params = json.dumps(task_params(study, task), sort_keys=True, separators=(",", ":"))
         expect += [(task, _sha(task, model, r["row_id"], _reference_fill(prompt, r), params), r["row_id"], None, None)
                    for r in rows.to_dict("records")]
     params = json.dumps(task_params(study, "recall"), sort_keys=True, separators=(",", ":"))
-    labels = {f"label_{k}": str(v) for k, v in study["recall_labels"].items()}
+    labels = {f"label_{k}": str(v) for k, v in study.prompts.recall_labels.items()}
     for pair in unique_pairs(rows).to_dict("records"):
-        values = {**pair, **labels, "outcome_description": study["outcome_description"],
-                  "reference_period": study["reference_period"]}
+        values = {**pair, **labels, "outcome_description": study.prompts.outcome_description,
+                  "reference_period": study.prompts.reference_period}
         expect.append(("recall", _sha("recall", model, f"{pair['entity_id']}|{pair['target_date']}",
-                                      _reference_fill(str(study["recall_template"]), values), params),
+                                      _reference_fill(str(study.prompts.recall_template), values), params),
                        None, pair["entity_id"], pair["target_date"]))
     got = [tuple(None if pd.isna(v) else v for v in t) for t in build.itertuples(index=False)]
     assert got == expect

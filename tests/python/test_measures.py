@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from dbt_runner import run_dbt
 
-from lookahead import measures
+from lookahead import keys, measures
 from lookahead.config import Study, StudyConfigError, default_study_path, load_study, read_study_file
 from lookahead.keys import expected_keys, task_params
 from lookahead.measures import REFERENCE_TASK
@@ -93,7 +93,7 @@ def scored(tmp_path_factory):
     for key, row_id in old.loc[old["task"] == REFERENCE_TASK, ["key", "row_id"]].itertuples(index=False):
         ref_lines.append(_reference_line(rng, key, row_id, "old-reference", "2025-01-01T00:00:00Z")[0])
     for key, row_id in keys.loc[keys["task"] == REFERENCE_TASK, ["key", "row_id"]].itertuples(index=False):
-        line, ref_mean = _reference_line(rng, key, row_id, study["reference_model_id"], "2026-01-01T00:00:00Z")
+        line, ref_mean = _reference_line(rng, key, row_id, study.measures.reference_model_id, "2026-01-01T00:00:00Z")
         expected[row_id]["lap_reference"] = expected[row_id]["lap_loss"] - ref_mean
         ref_lines.append(line)
     for name, content in (("mink", lines), ("forecast", []), ("recall", []), (REFERENCE_TASK, ref_lines)):
@@ -170,7 +170,7 @@ def test_transformers_moments_are_the_vocabulary_mean_and_variance_of_the_forwar
     from lookahead.backends.transformers_backend import TransformersBackend
 
     study = load_study()
-    backend = TransformersBackend("demo", model_path=str(study.path("model_path")))
+    backend = TransformersBackend("demo", model_path=str(study.resolve(study.backend.model_path)))
     prompts = ["Headline about Lumtria Robotics on 2021-07-21: orders jumped", "up or down?"]
     got = backend.prompt_logprobs(prompts, vocab_moments=True)
     plain = backend.prompt_logprobs(prompts)
@@ -208,9 +208,10 @@ def test_the_reference_task_is_keyed_by_the_reference_model_only_when_computed()
 def test_the_reference_study_swaps_the_models_and_nothing_else():
     study = load_study(overrides={"lap_measures": ["reference"], "gguf_file": "target.gguf",
                                   "reference_model_id": "ref", "reference_model_path": "demo/models/clean"})
-    ref = measures.reference_study(study)
-    assert (ref["model_id"], ref["model_path"], ref["gguf_file"]) == ("ref", "demo/models/clean", None)
-    assert (ref["reference_model_id"], ref["reference_model_path"]) == (study["model_id"], study["model_path"])
+    ref = keys.reference_study(study)
+    assert (ref.backend.model_id, ref.backend.model_path, ref.backend.gguf_file) == ("ref", "demo/models/clean", None)
+    assert (ref.measures.reference_model_id, ref.measures.reference_model_path) == (
+        study.backend.model_id, study.backend.model_path)
     swapped = ("model_id", "model_path", "gguf_file", "reference_model_id", "reference_model_path")
     assert {k: v for k, v in ref.vars.items() if k not in swapped} == \
         {k: v for k, v in study.vars.items() if k not in swapped}

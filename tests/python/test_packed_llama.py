@@ -115,7 +115,7 @@ def test_device_changes_no_key_and_no_result(task):
 
     demo = load_study().vars
     cpu, gpu = Study(vars=resolve({}, demo)), Study(vars=resolve({"device": "cuda"}, demo))
-    assert gpu["device"] == "cuda"
+    assert gpu.backend.device == "cuda"
     assert task_params(gpu, task) == task_params(cpu, task)
     assert gpu.settings_hash == cpu.settings_hash
 

@@ -41,10 +41,10 @@ def test_the_reference_job_asks_the_reference_model_under_the_expected_keys(tmp_
     keys = expected_keys(study, load_rows(study)[0]).to_pandas()
     assert {x["key"] for x in lines} == set(keys.loc[keys["task"] == REFERENCE_TASK, "key"])
     assert len(lines) == N
-    assert {(x["task"], x["model_id"]) for x in lines} == {(REFERENCE_TASK, study["reference_model_id"])}
+    assert {(x["task"], x["model_id"]) for x in lines} == {(REFERENCE_TASK, study.measures.reference_model_id)}
 
-    ref = TransformersBackend("ref", model_path=str(ROOT / study["reference_model_path"]))
-    target = TransformersBackend("target", model_path=str(ROOT / study["model_path"]))
+    ref = TransformersBackend("ref", model_path=str(ROOT / study.measures.reference_model_path))
+    target = TransformersBackend("target", model_path=str(ROOT / study.backend.model_path))
     for line in lines[:3]:
         want = [t.logprob for t in ref.prompt_logprobs([line["prompt"]])[0]][1:]
         got = [t["logprob"] for t in line["prompt_logprobs"]][1:]

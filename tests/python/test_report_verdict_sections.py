@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 from test_verdict import panels
 
+from lookahead.config import load_study
 from lookahead.report import render
 from lookahead.stats.protocol import StatsSettings, run_protocol
 from lookahead.stats.verdict import verdict_frame
@@ -15,16 +16,20 @@ from lookahead.stats.wild import WildSettings
 SETTINGS = StatsSettings(cluster="entity", lap_measure="recall", wild=WildSettings(draws=99))
 
 
+def recorded_settings() -> pd.DataFrame:
+    """The study_settings table as dbt writes it: the report reads its settings_json."""
+    study = load_study(overrides={"study_name": "s", "model_id": "m", "training_cutoff": "2021-12-31",
+                                  "data_path": "d.csv", "lap_measure": "recall", "mink_mean": "geometric"})
+    return pd.DataFrame([{"study_name": "s", "settings_json": study.settings_json()}])
+
+
 def test_sections_show_tests_and_name_regressions(tmp_path):
     pre, post = panels("clean", seed=3)
     pre = pre.iloc[:-7]  # a few rows fewer: some singleton periods are dropped with a warning
     res = run_protocol(pre, post, SETTINGS)
     res.loc[res["spec"] == "validation_low_lap", "warning"] = "example warning"
     v = verdict_frame(res, pre, post, SETTINGS)
-    settings = pd.DataFrame([{
-        "study_name": "s", "model_id": "m", "backend": "b", "training_cutoff": "2021-12-31",
-        "data_path": "d.csv", "period_frequency": "month", "lap_measure": "recall",
-        "high_lap_rule": "pooled_median", "mink_k": 0.2, "mink_mean": "geometric"}])
+    settings = recorded_settings()
     for name, df in (("study_settings", settings), ("regression_results", res), ("verdict", v)):
         df.to_csv(tmp_path / f"{name}.csv", index=False)
     text, verdict = render(tmp_path)
@@ -43,10 +48,7 @@ def test_collapsed_post_lap_prints_not_estimable_with_reason(tmp_path):
     post["p_up"], post["p_down"], post["lap"], post["ud"], post["high_lap"] = 0.0, 0.0, 0.0, 0.0, 0
     res = run_protocol(pre, post, SETTINGS)
     v = verdict_frame(res, pre, post, SETTINGS)
-    settings = pd.DataFrame([{
-        "study_name": "s", "model_id": "m", "backend": "b", "training_cutoff": "2021-12-31",
-        "data_path": "d.csv", "period_frequency": "month", "lap_measure": "recall",
-        "high_lap_rule": "pooled_median", "mink_k": 0.2, "mink_mean": "geometric"}])
+    settings = recorded_settings()
     for name, df in (("study_settings", settings), ("regression_results", res), ("verdict", v)):
         df.to_csv(tmp_path / f"{name}.csv", index=False)
     text, verdict = render(tmp_path)

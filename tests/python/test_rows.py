@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import hashlib
+from dataclasses import replace
 
 import pandas as pd
 import pyarrow as pa
@@ -26,6 +27,7 @@ from lookahead.rows import (
     sniff_delimiter,
     stage_rows,
 )
+from lookahead.settings_sections import InputSettings
 
 CMAP = {"row_id": None, "entity_id": "entity_id", "entity_name": "entity_name", "ticker": "ticker",
         "text": "text", "text_date": "text_date", "target_date": "target_date", "outcome": "outcome"}
@@ -147,7 +149,7 @@ def test_stage_rows_reasons_and_row_ids():
     df = pd.DataFrame([r for r, _ in EDGE_ROWS],
                       columns=["entity_id", "entity_name", "text", "text_date", "target_date", "outcome"])
     df = df.where(df != "", None)
-    staged = stage_rows(df, {"column_map": {**CMAP, "ticker": None}})
+    staged = stage_rows(df, InputSettings.with_defaults(column_map={**CMAP, "ticker": None}))
     assert [None if pd.isna(r) else r for r in staged["reject_reason"]] == [e for _, e in EDGE_ROWS]
     padded = staged.iloc[1]
     assert padded["entity_id"] == "E1"  # stripped for the recall key and the panel
@@ -167,25 +169,25 @@ def test_row_ids_given_for_some_rows_are_kept_and_the_others_derived():
         "text_date": ["2021-03-01", "2021-03-02T09:00:00", "2021-03-03", "2021-03-04"],
         "target_date": ["2021-03-05"] * 4, "outcome": ["0.1"] * 4,
     })
-    staged = stage_rows(df, {"column_map": {**CMAP, "row_id": "id", "ticker": None}})
+    staged = stage_rows(df, InputSettings.with_defaults(column_map={**CMAP, "row_id": "id", "ticker": None}))
     b = hashlib.sha256(b" E2|2021-03-02|b").hexdigest()[:16]
     d = hashlib.sha256(b"E4|2021-03-04|d").hexdigest()[:16]
     assert staged["row_id"].tolist() == ["given-1", b, "given-3", d]
     assert staged["row_id_derived"].tolist() == [False, True, False, True]
-    no_ids = stage_rows(df.drop(columns="id"), {"column_map": {**CMAP, "ticker": None}})
+    no_ids = stage_rows(df.drop(columns="id"), InputSettings.with_defaults(column_map={**CMAP, "ticker": None}))
     assert no_ids["row_id"].tolist()[1::2] == [b, d]
 
 
 def test_subsample_setting_is_order_free(tmp_path):
     df = pd.DataFrame({"entity_id": [f"E{i}" for i in range(50)], "entity_name": "F", "text": "t",
                        "text_date": "2021-01-01", "target_date": "2021-01-02", "outcome": "1"})
-    settings = {"column_map": {**CMAP, "ticker": None}, "subsample_rows": 9, "subsample_seed": 4}
+    settings = InputSettings.with_defaults(column_map={**CMAP, "ticker": None}, subsample_rows=9, subsample_seed=4)
     a = stage_rows(df, settings)
     b = stage_rows(df.iloc[::-1].reset_index(drop=True), settings)
     assert a["in_subsample"].sum() == 9
     assert set(a.loc[a["in_subsample"], "row_id"]) == set(b.loc[b["in_subsample"], "row_id"])
     with pytest.raises(StudyConfigError, match="setting 'subsample_rows'"):
-        stage_rows(df, {**settings, "subsample_rows": 0})
+        stage_rows(df, replace(settings, subsample_rows=0))
 
 
 def test_reader_errors_are_one_line(tmp_path):

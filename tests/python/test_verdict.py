@@ -256,7 +256,7 @@ def test_settings_read_from_study_settings_row():
     row = pd.DataFrame({"settings_json": [study.settings_json()]})
     s = StatsSettings.from_frame(row)
     assert (s.cluster, s.lap_measure, s.nw_lag) == ("date", "mink", 5)
-    assert s.wild.draws == study["wild_bootstrap_draws"]
+    assert s.wild.draws == study.protocol.wild_bootstrap_draws
     assert StatsSettings().cluster == setting_default("cluster")
     with pytest.raises(SettingsError, match="exactly one row, has 2"):
         StatsSettings.from_frame(pd.concat([row, row]))

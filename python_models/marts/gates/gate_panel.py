@@ -34,7 +34,7 @@ def model(dbt, session):
         checks = run_gate(
             "gate_panel", panel, "panel", id_column="row_id",
             parameters={"n_valid_rows": n_valid, "min_parse_rate": min_parse_rate(study),
-                        "min_panel_rows": study["min_panel_rows"]},
+                        "min_panel_rows": study.protocol.min_panel_rows},
         )
     except GateFailed as exc:
         if not rejected:

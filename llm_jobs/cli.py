@@ -1,0 +1,36 @@
+"""A job's command line: the arguments every job takes, and its entry point (context
+built, job run, every failure one line: lookahead.guard)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+
+from llm_jobs.context import JobContext, make_context
+from lookahead.guard import guarded
+
+
+def arg_parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--study", help="study file (YAML var overrides); default: dbt_project.yml vars "
+                   "or $LOOKAHEAD_STUDY")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation (scripts, CI)")
+    p.add_argument("--subsample", type=int, default=None, metavar="N",
+                   help="query a seeded random subsample of N valid rows (overrides the study's "
+                        "subsample_rows; dbt and the report follow the study file)")
+    p.add_argument("--seed", type=int, default=None, metavar="S",
+                   help="subsample seed (default: the study's subsample_seed, 0)")
+    p.add_argument("--allow-sampling", action="store_true",
+                   help="permit the sampling fallback (>= 25 samples per query) when the backend "
+                        "returns no logprobs")
+    p.add_argument("--accept-low-parse-rate", action="store_true",
+                   help="forecast: continue below 95%% parse rate (this run only; the study file "
+                        "is not edited: `lookahead run --accept-low-parse-rate` passes the same "
+                        "acceptance to dbt, which records it in the build identity and the report)")
+    return p
+
+
+def run_main(job: Callable[[JobContext], int], description: str, argv: Sequence[str] | None = None) -> int:
+    """Parse arguments, run one job, turn user errors into one clear line + exit code."""
+    args = arg_parser(description).parse_args(argv)
+    return guarded(lambda: job(make_context(args)))

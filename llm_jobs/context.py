@@ -1,0 +1,182 @@
+"""One job run's context: the study, the rows to query (after the preflight that refuses
+a study which could reach no verdict), the lazily built backend, the pending
+:class:`Query` and the cache lookups that decide which queries are pending."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lookahead.backends import Backend, get_backend
+from lookahead.cache import Ident, RawStore
+from lookahead.config import Study, load_study
+from lookahead.guard import JobStop
+from lookahead.keys import sampling_fallback
+from lookahead.rows import load_rows, subsample_rows
+
+LARGE_STUDY_ROWS = 10_000
+
+
+@dataclass
+class JobContext:
+    """One job run's settings, rows and (lazily built) backend."""
+
+    study: Study
+    args: argparse.Namespace
+    rows: pd.DataFrame
+    n_rejected: int
+    _backend: Backend | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            self._backend = get_backend(self.study)
+        return self._backend
+
+    @property
+    def use_chat_template(self) -> bool:
+        return bool(self.study.prompts.use_chat_template)
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.study.backend.batch_size)
+
+    def for_backend(self, queries: Sequence["Query"]) -> list["Query"]:
+        """The queries with the exact text the backend is sent (its chat template applied
+        when the study asks): the backend, and so the model, is loaded only here, when
+        something is left to query."""
+        if not queries:
+            return []
+        if not sampling_fallback(self.study) and not getattr(self.backend, "supports_logprobs", True):
+            raise JobStop(f"backend '{self.study.backend.backend}' returns no logprobs: set "
+                          "logprobs_available: false (recall then uses the sampling fallback)")
+        chat = self.use_chat_template
+        return [replace(q, prompt=self.backend.render_prompt(q.prompt, chat)) for q in queries]
+
+    def out_dir(self) -> Path:
+        """Derived per-study files (parquet summaries): ``outputs_dir``, default outputs/<study_name>/."""
+        return self.study.outputs_dir
+
+
+def make_context(args: argparse.Namespace, backend: Backend | None = None) -> JobContext:
+    """Load the study and the rows to query: the valid rows in the study's subsample.
+
+    The rows come from lookahead.rows, the definition dbt staging uses too. The
+    subsample is the study's subsample_rows/subsample_seed; --subsample/--seed override
+    them for this run only, and a note says how to give dbt the same rows."""
+    study = load_study(args.study)
+    if args.seed is not None and args.subsample is None:
+        raise JobStop("--seed needs --subsample N (or set subsample_rows in the study file)")
+    study_sub = (study.input.subsample_rows, int(study.input.subsample_seed or 0))
+    subsample = None
+    if args.subsample is not None:
+        subsample = (args.subsample, args.seed if args.seed is not None else study_sub[1])
+    rows, rejects = load_rows(study, subsample)
+    counts = rejects["reject_reason"].value_counts() if len(rejects) else pd.Series(dtype=int)
+    detail = "; ".join(f"{n} {reason}" for reason, n in counts.items())
+    if rows.empty:
+        raise JobStop(f"no valid rows in {study.input.data_path} ({len(rejects)} rejected"
+                      + (f": {detail}" if detail else "") + "); see seeds/reject_reasons.csv")
+    print(f"study '{study.output.study_name}': {len(rows)} rows to query, {len(rejects)} rejected"
+          + (f" ({detail})" if detail else ""))
+    size, seed = subsample or study_sub
+    if size is not None:
+        print(f"subsample: {len(rows)} rows (subsample_rows {size}, seed {seed})")
+        if subsample is not None and subsample != study_sub:
+            print(f"note: dbt build and the report follow the study file: put 'subsample_rows: {size}' "
+                  f"and 'subsample_seed: {seed}' in it so they analyse these same rows")
+    elif len(rows) > LARGE_STUDY_ROWS:
+        print(f"note: {len(rows)} rows is a large study; consider a seeded random subsample first "
+              f"(subsample_rows: 2000 and subsample_seed: 0 in the study file).")
+        if not args.yes and sys.stdin.isatty():
+            answer = input("subsample size (blank = all rows): ").strip()
+            if answer:
+                if not answer.isdigit():
+                    raise JobStop(f"subsample size '{answer}' is not a number")
+                rows = subsample_rows(rows, int(answer), study_sub[1])
+                print(f"subsample: {len(rows)} rows (seed {study_sub[1]}); put 'subsample_rows: "
+                      f"{answer}' in the study file so dbt build analyses these same rows")
+    preflight(study, rows)
+    return JobContext(study, args, rows, len(rejects), backend)
+
+
+def preflight(study: Study, rows: pd.DataFrame) -> None:
+    """Refuse, before anything is asked or paid for, a study whose rows cannot reach a
+    verdict or would get one the answers cannot change: too few rows for gate_panel
+    (min_panel_rows), no pre-cutoff row (the verdict would be Underpowered: nothing to
+    test), fewer than two pre-cutoff clusters (beta_3's clustered test cannot run).
+    The prompts' placeholders and lengths are checked next, by each job's plan, also
+    before its confirmation."""
+    cutoff = pd.Timestamp(str(study.protocol.training_cutoff))
+    target = pd.to_datetime(rows["target_date"])
+    pre = rows[target <= cutoff]
+    n_pre, n_post = len(pre), len(rows) - len(pre)
+    counts = (f"{len(rows)} valid rows ({n_pre} pre-cutoff, {n_post} post-cutoff, "
+              f"training_cutoff {study.protocol.training_cutoff})")
+    print(f"preflight: {counts}")
+    fix = "nothing was queried; add rows, or check training_cutoff and the date columns"
+    if len(rows) < int(study.protocol.min_panel_rows):
+        raise JobStop(f"{counts}: fewer than min_panel_rows ({study.protocol.min_panel_rows}), so gate_panel "
+                      f"would stop the build and no verdict could be reached; {fix}")
+    if n_pre == 0:
+        raise JobStop(f"{counts}: no pre-cutoff row, so the verdict could only be Underpowered "
+                      f"(the detection test cannot run); {fix}")
+    cluster = str(study.protocol.cluster)
+    column = {"entity": "entity_id", "date": "target_date"}.get(cluster)
+    if column in pre.columns and pre[column].nunique() < 2:
+        raise JobStop(f"{counts}: the pre-cutoff rows form {pre[column].nunique()} cluster(s) (cluster: "
+                      f"{cluster}), so beta_3's clustered test cannot run and the verdict could only be "
+                      f"Underpowered; {fix}")
+
+
+@dataclass
+class Query:
+    """One pending query: its key, the prompt and the identifying fields.
+
+    ``text`` is the prompt as rendered from the study's template (what the key hashes);
+    ``prompt`` is the exact text sent: the same until JobContext.for_backend applies the
+    model's chat template, and a cut text when prompt_overflow: truncate_text had to fit
+    the context (``params`` then records how much it kept, beside the key's params).
+    ``row`` is the input row of a forecast or Min-K% query (needed to cut its text)."""
+
+    key: str
+    prompt: str
+    row_id: str | None = None
+    entity_id: str | None = None
+    target_date: str | None = None
+    text: str = ""
+    row: dict[str, Any] | None = None
+    truncated_to: int | None = None
+
+    def __post_init__(self) -> None:
+        self.text = self.text or self.prompt
+
+
+def open_store(ctx: JobContext, task: str) -> RawStore:
+    """A job's cache file, readable even where it cannot be written (a complete cache in
+    a read-only folder is reused; RawStore.require_writable stops a job with work left)."""
+    return RawStore(ctx.study.raw_file(task), read_only_ok=True)
+
+
+def query_ident(ctx: JobContext, task: str, q: Query) -> Ident:
+    """The fields a cached line must share with query ``q`` (lookahead.cache.ident_of)."""
+    return (task, str(ctx.study.backend.model_id), q.row_id, q.entity_id, q.target_date)
+
+
+def not_cached(ctx: JobContext, store: RawStore, task: str, queries: Sequence[Query]) -> list[Query]:
+    """The queries without an answer in the cache: no line under their key, or only lines
+    whose fields disagree with it (the build lists those in raw_line_rejects)."""
+    return [q for q in queries if not store.has_answer(q.key, query_ident(ctx, task, q))]
+
+
+def cached_records(ctx: JobContext, store: RawStore, task: str,
+                   queries: Sequence[Query]) -> dict[str, dict[str, Any]]:
+    """key -> the answer line of each query (only lines that agree with their key)."""
+    return store.load({q.key: query_ident(ctx, task, q) for q in queries})

@@ -1,0 +1,172 @@
+"""Planning a job before anything is paid for: the prompt guards (template leaks,
+context length, cutting a too-long text), the plan (queries after dedupe and cache hits,
+tokens and cost) and the confirmation."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from llm_jobs.context import JobContext, Query
+from lookahead.backends import Backend
+from lookahead.config import StudyConfigError
+from lookahead.guard import EXIT_DECLINED, JobStop
+
+LOCAL_BACKENDS = ("transformers", "vllm")
+
+
+def confirm(question: str, yes: bool) -> None:
+    """Ask before paying for queries; --yes answers for scripts and CI."""
+    if yes:
+        print(f"{question} yes (--yes)")
+        return
+    if not sys.stdin.isatty():
+        raise JobStop("confirmation needed but stdin is not a terminal: rerun with --yes", EXIT_DECLINED)
+    if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
+        raise JobStop("cancelled; nothing was queried", EXIT_DECLINED)
+
+
+def prompt_token_limit(ctx: JobContext, output_tokens: int) -> tuple[int | None, Callable[[str], int] | None]:
+    """(most prompt tokens a query may have, token counter), or (None, None) when the
+    context length is unknown (then nothing can be checked and the job says so).
+
+    The context length is the setting context_length, else what the backend knows
+    (transformers: the model config; vLLM: max_model_len). The answer needs room too:
+    at least one token, forecast_max_tokens for forecasts."""
+    context = ctx.study.prompts.context_length
+    if context is None:
+        context = ctx.backend.context_length()
+    if context is None:
+        if "context_length" not in ctx.notes:
+            ctx.notes.append("context_length")
+            print("note: prompt lengths not checked: the model's context length is unknown here "
+                  "(set context_length in the study)")
+        return None, None
+    counter = getattr(ctx.backend, "count_tokens", None)
+    if not callable(counter) or counter("x") is None:
+        raise StudyConfigError(
+            "setting 'tokenizer_path': prompts cannot be counted against the context length "
+            f"({context} tokens) without the model's tokenizer; set tokenizer_path")
+    return context - max(1, int(output_tokens)), counter  # type: ignore[return-value]
+
+
+def too_long_stop(task: str, too_long: Sequence[tuple[str, int]], n_total: int, limit: int,
+                  output_tokens: int, can_truncate: bool) -> JobStop:
+    """One line naming the prompts that do not fit, before anything is queried."""
+    shown = ", ".join(f"{ident} ({n} tokens)" for ident, n in too_long[:3])
+    fix = ("shorten the text, or set prompt_overflow: truncate_text (the text is cut to fit and "
+           "the report counts the rows)" if can_truncate else "shorten the template")
+    return JobStop(
+        f"{task}: {len(too_long)} of {n_total} prompts exceed the model's context length "
+        f"({limit + max(1, output_tokens)} tokens, {max(1, output_tokens)} kept for the answer), "
+        f"e.g. {shown}; nothing was queried. Fix: {fix}.")
+
+
+def forecast_output_tokens(ctx: JobContext) -> int:
+    """The forecast's answer budget; Min-K% scores the same prompts with the same budget,
+    so both tasks cut a too-long text at the same place."""
+    return int(ctx.study.prompts.forecast_max_tokens)
+
+
+def row_queries(ctx: JobContext, task: str, params: dict[str, Any]) -> list["Query"]:
+    """One query per row over its forecast prompt (forecast and Min-K% ask the same prompt),
+    keyed by lookahead.keys; the template guard runs first (no outcome, no target date)."""
+    from lookahead.keys import forecast_prompt_column, row_keys
+    from lookahead.prompts import check_forecast_template
+
+    template = str(ctx.study.prompts.forecast_prompt)
+    check_forecast_template(template, ctx.study.input.column_map, ctx.study.prompts.forecast_prompt_allowed_columns)
+    prompts = forecast_prompt_column(ctx.study, ctx.rows)  # every row at once: a study may have millions
+    keys = row_keys(ctx.study, task, ctx.rows, params, prompts)
+    return [Query(key, prompt, row_id=str(row["row_id"]), row=row)
+            for key, prompt, row in zip(keys.to_pylist(), prompts.to_pylist(), ctx.rows.to_dict("records"))]
+
+
+def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"]) -> list["Query"]:
+    """Forecast or Min-K% queries about to be sent, checked against the context length.
+
+    Guards run here, before any query: each prompt (chat template applied) must fit the
+    context length; with prompt_overflow: truncate_text the text is cut (longest prefix
+    that fits) and the kept length goes into the line's params, beside the key's params
+    (the key is the uncut query's: the cut is fixed by the model, context_length and
+    prompt_overflow, which the key covers). Both tasks cut a text at the same place."""
+    from lookahead.prompts import render_forecast
+
+    if not queries:  # everything cached: no context length to read, no model config loaded
+        return []
+    template = str(ctx.study.prompts.forecast_prompt)
+    mode = ctx.study.prompts.prompt_overflow
+    out_tokens = forecast_output_tokens(ctx)
+    limit, count = prompt_token_limit(ctx, out_tokens)
+    text_col = str(ctx.study.input.column_map["text"])
+    if limit is None or count is None:
+        return list(queries)
+
+    def render(row: dict[str, Any]) -> str:
+        return ctx.backend.render_prompt(render_forecast(template, row), ctx.use_chat_template)
+
+    out: list[Query] = []
+    too_long: list[tuple[str, int]] = []
+    for q in queries:
+        n, kept, prompt = count(q.prompt), None, q.prompt
+        if n > limit and mode == "truncate_text" and q.row is not None:
+            text = str(q.row.get("text") or "")
+
+            def cut(k: int) -> dict[str, Any]:
+                return {**q.row, "text": text[:k], text_col: text[:k]}
+
+            lo, hi = 0, len(text)
+            if count(render(cut(0))) <= limit:
+                while lo < hi:  # longest prefix that fits
+                    mid = (lo + hi + 1) // 2
+                    if count(render(cut(mid))) <= limit:
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                kept = lo
+                prompt = render(cut(kept))
+                n = count(prompt)
+        if n > limit:
+            too_long.append((f"row {q.row_id}", n))
+        out.append(q if kept is None else replace(q, prompt=prompt, truncated_to=kept))
+    if too_long:
+        raise too_long_stop("forecast prompt", too_long, len(out), limit, out_tokens,
+                            can_truncate=mode == "error")
+    n_cut = sum(1 for q in out if q.truncated_to is not None)
+    if n_cut:
+        print(f"prompt_overflow: truncate_text: the text of {n_cut} of {len(out)} rows was cut to "
+              f"fit the context length (counted in the report)")
+    return out
+
+
+def estimate_tokens(backend: Backend, prompts: Sequence[str]) -> int:
+    counter = getattr(backend, "count_tokens", None)
+    if callable(counter) and prompts and counter(prompts[0]) is not None:
+        return sum(int(counter(p)) for p in prompts)
+    return sum(max(1, len(p) // 4) for p in prompts)  # ~4 characters per token (no tokenizer here)
+
+
+def print_plan(ctx: JobContext, task: str, unit: str, n_total: int, pending: Sequence[Query],
+               output_tokens: int, multiplier: int = 1) -> None:
+    """Query count after dedupe and cache hits, and the cost estimate."""
+    n_cached = n_total - len(pending)
+    print(f"{task}: {n_total} {unit}; cached (identical key): {n_cached}; to query: {len(pending)}"
+          + (f" x {multiplier} samples = {len(pending) * multiplier} generations" if multiplier > 1 else ""))
+    if not pending:
+        return
+    prompt_tokens = estimate_tokens(ctx.backend, [q.prompt for q in pending]) * multiplier
+    out_tokens = output_tokens * len(pending) * multiplier
+    total = prompt_tokens + out_tokens
+    price = ctx.study.runner.price_per_1k_tokens
+    backend = ctx.study.backend.backend
+    if price is None and backend in LOCAL_BACKENDS:
+        price = 0.0
+    if price is None:
+        cost = "unknown (set price_per_1k_tokens)"
+    else:
+        cost = f"${total / 1000 * float(price):,.2f} at {float(price)} per 1k tokens"
+        if backend in LOCAL_BACKENDS and float(price) == 0:
+            cost += " (local model)"
+    print(f"  estimate: {prompt_tokens:,} prompt + {out_tokens:,} output tokens = {total:,} tokens; cost {cost}")
