@@ -1,20 +1,16 @@
 {#- The prompt-scoring measures' shared pieces (lookahead/measures.py): the `mink` task's
-    raw lines with their prompt tokens after the first (the first has no conditional
-    probability), and the rows of the current study, so a measure's model is its score. -#}
+    lines as staged (stg_mink_scores parses the raw file once, one line per key) with
+    their typed prompt tokens after the first (the first has no conditional probability)
+    and zlib_bytes, and the rows of the current study, so a measure's model is its score. -#}
 {% macro prompt_token_lines() -%}
     select
         key,
         task,
         model_id,
         row_id,
-        entity_id,
-        target_date,
         zlib_bytes,
-        list_slice(prompt_logprobs, 2, len(prompt_logprobs)) as after_first,
-        filename,
-        finished_at
-    from {{ source('raw', 'mink') }}
-    where key is not null
+        after_first
+    from {{ ref('stg_mink_scores') }}
 {%- endmacro %}
 
 
@@ -26,17 +22,10 @@
 {%- endmacro %}
 
 
-{#- The last part of a prompt measure's model: one line per key (the first written), the
-    lines whose key the study asks for (int_expected_keys, task mink) and whose fields
+{#- The last part of a prompt measure's model: the lines (one per key, the first written,
+    as staged) whose key the study asks for (int_expected_keys, task mink) and whose fields
     agree with it; row_id and the score `column` of CTE `relation`. -#}
 {% macro prompt_measure_rows(relation, column) -%}
-deduped as (
-
-    select * from {{ relation }}
-    {{ first_written_line(relation) }}
-
-),
-
 expected as (
 
     select * from {{ ref('int_expected_keys') }}
@@ -45,12 +34,12 @@ expected as (
 )
 
 select
-    deduped.row_id,
-    deduped.{{ column }}
-from deduped
+    {{ relation }}.row_id,
+    {{ relation }}.{{ column }}
+from {{ relation }}
 inner join expected
-    on deduped.key = expected.key
-where deduped.task = 'mink'
-    and deduped.row_id = expected.row_id
-    and deduped.model_id = {{ sql_string(var('model_id')) }}
+    on {{ relation }}.key = expected.key
+where {{ relation }}.task = 'mink'
+    and {{ relation }}.row_id = expected.row_id
+    and {{ relation }}.model_id = {{ sql_string(var('model_id')) }}
 {%- endmacro %}

@@ -2,11 +2,14 @@
 -- one row per key: its latest reason, and whether the key has been answered since (the
 -- next run retries every failed key). A missing answer must never be read as a censored
 -- one, so query_issues counts the unanswered keys and gate_panel stops on them.
-{%- set tasks = ['forecast', 'recall', 'mink'] %}
+-- Whether a key was answered is read from the task's staged lines (each raw file is
+-- parsed once, by its staging model).
+{%- set staged = {'forecast': 'stg_forecast_responses', 'recall': 'stg_recall_responses', 'mink': 'stg_mink_scores'} %}
+{%- set tasks = staged.keys() | list %}
 {%- set present = {} %}
 {%- for task in tasks %}
   {%- set relation = source('raw_failures', task) %}
-  {%- set answers = source('raw', task) %}
+  {%- set answers = ref(staged[task]) %}  {#- lineage: read below only where the failures file exists #}
   {%- if execute %}
     {%- set path = var('raw_dir') ~ '/**/' ~ task ~ '.failures.jsonl' %}
     {%- do present.update({task: run_query("select count(*) from glob('" ~ path ~ "')").columns[0].values()[0] > 0}) %}
@@ -28,7 +31,7 @@ with
         reason,
         attempts,
         try_cast(failed_at as timestamp) as failed_at,
-        key in (select key from {{ source('raw', task) }} where key is not null) as answered
+        key in (select key from {{ ref(staged[task]) }}) as answered
     from {{ source('raw_failures', task) }}
     where key is not null
     {%- else %}
