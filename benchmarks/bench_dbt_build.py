@@ -14,11 +14,13 @@ descendants. Per size: medians of each, the ratios dbt / bare per pair (median a
 range); between consecutive sizes: the growth exponent of each median,
 log(b / a) / log(rows_b / rows_a) (1 = linear). The load average is recorded before and
 after. --floors adds, to each pair, the builds of FLOORS: what dbt costs before any of
-the project's tests; --full-each-pair adds the whole build (paper tables and bootstrap)
-to each pair instead of once at the end.
+the project's tests; --full-each-pair (--full-each-pair-up-to ROWS: for the sizes up to
+ROWS) adds the whole build (paper tables and bootstrap) to each pair instead of once at
+the end, so its ratio comes from the same pairs.
 
     python benchmarks/bench_dbt_build.py [--sizes 91361 1000000 10000000] [--pairs 3]
-        [--full] [--floors] [--full-each-pair] [--reuse] [--tmp DIR] [--out FILE]
+        [--full] [--floors] [--full-each-pair | --full-each-pair-up-to ROWS] [--no-full-build]
+        [--reuse] [--tmp DIR] [--out FILE]
 """
 
 from __future__ import annotations
@@ -381,6 +383,8 @@ def main() -> None:
                     help="skip the last, whole build (paper tables and bootstrap included)")
     ap.add_argument("--full-each-pair", action="store_true",
                     help="the whole build in each pair (after the timed dbt build) instead of once at the end")
+    ap.add_argument("--full-each-pair-up-to", type=int, default=0, metavar="ROWS",
+                    help="--full-each-pair for the sizes up to ROWS only (the larger ones as without it)")
     ap.add_argument("--floors", action="store_true",
                     help="in each pair also the same build without any test, and dbt's start alone")
     ap.add_argument("--reuse", action="store_true", help="reuse a study generated earlier under --tmp")
@@ -392,7 +396,7 @@ def main() -> None:
                "cpus": os.cpu_count(), "python": platform.python_version(), "sizes": []}
     for n in sizes:
         r = compare(n, args.tmp, args.pairs, full_build=not args.no_full_build, floors=args.floors,
-                    full_each_pair=args.full_each_pair, reuse=args.reuse)
+                    full_each_pair=args.full_each_pair or n <= args.full_each_pair_up_to, reuse=args.reuse)
         results["sizes"].append(r)
         print(json.dumps({k: v for k, v in r.items() if k not in ("dbt_last_run", "full_build", "bare_runs", "dbt_runs")
                           and not k.startswith("floor_")}))
