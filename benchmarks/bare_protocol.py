@@ -163,10 +163,16 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True, help="where the coefficients go (JSON)")
     a = ap.parse_args()
     t0 = time.perf_counter()
-    con = duckdb.connect()
+    # a database file, as dbt builds into one: its tables can leave memory (at 10,000,000
+    # rows an in-memory database would hold every staged table at once)
+    db = a.out.with_suffix(".duckdb")
+    db.unlink(missing_ok=True)
+    con = duckdb.connect(str(db))
     build_panel(con, json.loads(a.vars.read_text()))
     coefs = fit_all(con)
     sums = dict(zip(LAP_SUMS, con.execute(f"select {', '.join(f'sum({c})' for c in LAP_SUMS)} from panel").fetchone()))
+    con.close()
+    db.unlink()
     a.out.write_text(json.dumps({"coefficients": coefs, "lap_sums": sums,
                                  "wall_s": time.perf_counter() - t0}, indent=1))
 
