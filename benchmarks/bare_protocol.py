@@ -2,7 +2,8 @@
 
 DuckDB reads the observations and the raw JSONL caches, maps answers to labels (the
 package's parser, applied to the distinct answers), turns recall top-k log-probs into
-P(up), P(down) and LAP and Min-K% prompt log-probs into the Min-K% LAP, merges, numbers
+P(up), P(down) and LAP and the Min-K% line's prompt log-probs into the prompt measures
+(Min-K%, loss, zlib, Min-K%++), merges, numbers
 the fixed effects and splits high/low LAP at the sample median, as the dbt models do;
 pyfixest then fits the protocol's ten regressions (validation pooled/high/low, the
 high-minus-low difference and detection, pre and post cutoff) with the project's vcov
@@ -68,21 +69,46 @@ def build_panel(con: duckdb.DuckDBPyConnection, v: Study) -> None:
         from src
     """)
     k = v.measures.mink_k
+    # every prompt measure the dbt build scores from the Min-K% line (lookahead/measures.py:
+    # mink, loss, zlib, minkpp), from one read of it; a line with a missing or invalid
+    # log-prob gets no loss, zlib or Min-K%++ score, as in the dbt models
     con.execute(f"""
         create table mk as
         with src as (
-            select row_id, list_sort(list_filter(list_transform(list_slice(prompt_logprobs, 2, len(prompt_logprobs)),
-                                                                lambda t: t.logprob), lambda lp: lp is not null)) as lps
-            from read_json('{raw / 'mink.jsonl'}', format = 'newline_delimited')
+            select row_id, zlib_bytes, list_slice(prompt_logprobs, 2, len(prompt_logprobs)) as toks
+            from read_json('{raw / 'mink.jsonl'}', format = 'newline_delimited', columns = {{
+                'key': 'VARCHAR', 'row_id': 'VARCHAR', 'zlib_bytes': 'BIGINT',
+                'prompt_logprobs': 'STRUCT(logprob DOUBLE, vocab_mean DOUBLE, vocab_var DOUBLE)[]'}})
             where key is not null
+        ),
+        lines as (
+            select row_id, zlib_bytes, toks,
+                   list_sort(list_filter(list_transform(toks, lambda t: t.logprob), lambda lp: lp is not null)) as lps,
+                   coalesce(list_bool_or(list_transform(toks, lambda t: t.logprob is null or isnan(t.logprob)
+                       or isinf(t.logprob) or t.logprob > 0)), true) as bad
+            from src
+        ),
+        scored as (
+            select row_id, lps, zlib_bytes,
+                   case when not bad then list_avg(lps) end as lap_loss,
+                   case when not bad and not coalesce(list_bool_or(list_transform(toks, lambda t: t.vocab_mean is null
+                       or t.vocab_var is null or not t.vocab_var > 0)), true)
+                       then list_sort(list_transform(toks, lambda t: (t.logprob - t.vocab_mean) / sqrt(t.vocab_var)))
+                   end as zs
+            from lines
         )
-        select row_id, exp(list_avg(list_slice(lps, 1, greatest(1, floor(len(lps) * {k}))))) as lap_mink
-        from src
+        select row_id,
+               exp(list_avg(list_slice(lps, 1, greatest(1, floor(len(lps) * {k}))))) as lap_mink,
+               lap_loss,
+               case when zlib_bytes > 0 then lap_loss / zlib_bytes end as lap_zlib,
+               list_avg(list_slice(zs, 1, greatest(1, floor(len(zs) * {k})))) as lap_minkpp
+        from scored
     """)
     con.execute(f"""
         create table panel as
         with merged as (
-            select o.row_id, o.entity_id, o.target_date, o.outcome, a.mu_hat, m.lap_mink,
+            select o.row_id, o.entity_id, o.target_date, o.outcome, a.mu_hat, m.lap_mink, m.lap_loss, m.lap_zlib,
+                   m.lap_minkpp,
                    r.p_up - r.p_down as ud, r.p_up + r.p_down as lap,
                    case when o.target_date <= date '{v.protocol.training_cutoff}' then 'pre' else 'post' end as sample,
                    strftime(o.target_date, '%Y-%m-%d') as period
@@ -99,6 +125,10 @@ def build_panel(con: duckdb.DuckDBPyConnection, v: Study) -> None:
                case when lap > med.m then 1 else 0 end as high_lap
         from merged join med using (sample)
     """)
+
+
+#: The prompt measures' panel columns whose sums must equal the dbt panel's.
+LAP_SUMS = ("lap_mink", "lap_loss", "lap_zlib", "lap_minkpp")
 
 
 def fit_all(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, float]]:
@@ -135,11 +165,17 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True, help="where the coefficients go (JSON)")
     a = ap.parse_args()
     t0 = time.perf_counter()
-    con = duckdb.connect()
+    # a database file, as dbt builds into one: its tables can leave memory (at 10,000,000
+    # rows an in-memory database would hold every staged table at once)
+    db = a.out.with_suffix(".duckdb")
+    db.unlink(missing_ok=True)
+    con = duckdb.connect(str(db))
     build_panel(con, Study.from_json(a.vars.read_text()))
     coefs = fit_all(con)
-    lap_mink_sum = con.execute("select sum(lap_mink) from panel").fetchone()[0]
-    a.out.write_text(json.dumps({"coefficients": coefs, "lap_mink_sum": lap_mink_sum,
+    sums = dict(zip(LAP_SUMS, con.execute(f"select {', '.join(f'sum({c})' for c in LAP_SUMS)} from panel").fetchone()))
+    con.close()
+    db.unlink()
+    a.out.write_text(json.dumps({"coefficients": coefs, "lap_sums": sums,
                                  "wall_s": time.perf_counter() - t0}, indent=1))
 
 

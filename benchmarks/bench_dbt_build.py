@@ -1,22 +1,33 @@
-"""Benchmark: `dbt build` wall time and peak memory at the paper's scale and at 1M rows.
+"""Benchmark: `dbt build` against a bare script of the same path, at growing sizes.
 
 A synthetic study in the raw-JSONL contract is generated with DuckDB (fast, and the
 same SQL engine the project uses): the paper's 91,361 rows over 1,587 entities and
-about 3,000 dates (default), and 1,000,000 rows (--full). Baseline: the bare DuckDB +
-pyfixest script benchmarks/bare_protocol.py, run alternately with `dbt build` (paper
-tables and bootstrap excluded on both sides); its coefficients must equal dbt's. Each
-run is a child process; peak memory is the larger of that child's max RSS (os.wait4)
-and the sampled peak of the RSS summed over it and its descendants; wall time is
-measured around it; the load average is recorded before and after. --floors adds, to
-each pair, the builds of FLOORS: what dbt costs before any of the project's tests.
+about 3,000 dates (default), 1,000,000 rows (--full) or any --sizes (the scale goals:
+91,361, 1,000,000 and 10,000,000). Baseline: the bare DuckDB + pyfixest script
+benchmarks/bare_protocol.py, run alternately with `dbt build` (paper tables, bootstrap
+and claim models excluded on both sides); its coefficients and prompt-measure sums must
+equal dbt's. Each run is a child process, measured three ways: wall time around it;
+CPU-seconds, user + system of the child and every descendant it waited for (os.wait4,
+which is how dbt's threads and Python models count); peak memory, the larger of the
+child's max RSS (os.wait4) and the sampled peak of the RSS summed over it and its
+descendants. Per size: medians of each, the ratios dbt / bare per pair (median and
+range); between consecutive sizes: the growth exponent of each median,
+log(b / a) / log(rows_b / rows_a) (1 = linear). The load average is recorded before and
+after. --floors adds, to each pair, the builds of FLOORS: what dbt costs before any of
+the project's tests; --full-each-pair (--full-each-pair-up-to ROWS: for the sizes up to
+ROWS) adds the whole build (paper tables and bootstrap) to each pair instead of once at
+the end, so its ratio comes from the same pairs.
 
-    python benchmarks/bench_dbt_build.py [--sizes 91361] [--pairs 3] [--full] [--floors] [--out FILE]
+    python benchmarks/bench_dbt_build.py [--sizes 91361 1000000 10000000] [--pairs 3]
+        [--full] [--floors] [--full-each-pair | --full-each-pair-up-to ROWS] [--no-full-build]
+        [--reuse] [--tmp DIR] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
@@ -157,8 +168,9 @@ def _rss_mib(pids: list[int]) -> float:
     return total * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int, str]:
-    """Wall seconds, peak RSS (MiB), return code, output tail.
+def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, int, str]:
+    """Wall seconds, CPU seconds (user + system of the child and the descendants it
+    waited for), peak RSS (MiB), return code, output tail.
 
     Peak RSS is the larger of the child's own peak (os.wait4, exact) and the peak of the
     summed RSS of the child and every process it started (sampled every 20 ms), so memory
@@ -184,7 +196,8 @@ def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int, str]:
     sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
-    return wall, max(usage.ru_maxrss / 1024, tree_peak[0]), proc.returncode, out[-3000:]
+    return (wall, usage.ru_utime + usage.ru_stime, max(usage.ru_maxrss / 1024, tree_peak[0]), proc.returncode,
+            out[-3000:])
 
 
 def _env(db: Path) -> dict[str, str]:
@@ -200,10 +213,10 @@ def dbt_build(vars_: dict, db: Path, exclude: list[str] | None = None, extra: li
     if exclude:
         cmd += ["--exclude", *exclude]
     cmd += extra or []
-    wall, peak, rc, tail = _run(cmd, _env(db))
+    wall, cpu, peak, rc, tail = _run(cmd, _env(db))
     if rc:
         print(tail)
-    res = {"wall_s": wall, "peak_rss_mib": peak, "returncode": rc}
+    res = {"wall_s": wall, "cpu_s": cpu, "peak_rss_mib": peak, "returncode": rc}
     run_results = target / "run_results.json"
     if run_results.exists():
         rr = json.loads(run_results.read_text())
@@ -219,21 +232,21 @@ def dbt_build(vars_: dict, db: Path, exclude: list[str] | None = None, extra: li
 
 
 def bare(vars_path: Path, out: Path) -> dict:
-    wall, peak, rc, tail = _run([sys.executable, str(ROOT / "benchmarks" / "bare_protocol.py"),
-                                 "--vars", str(vars_path), "--out", str(out)], _env(out.parent / "unused.duckdb"))
+    wall, cpu, peak, rc, tail = _run([sys.executable, str(ROOT / "benchmarks" / "bare_protocol.py"),
+                                      "--vars", str(vars_path), "--out", str(out)], _env(out.parent / "unused.duckdb"))
     if rc:
         print(tail)
-    return {"wall_s": wall, "peak_rss_mib": peak, "returncode": rc}
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mib": peak, "returncode": rc}
 
 
 def coefficient_gap(db: Path, bare_out: Path) -> float:
-    """Largest |dbt - bare| over every coefficient of the ten regressions (and the
-    Min-K% LAP, summed over the panel, within 1e-9 relative)."""
+    """Largest |dbt - bare| over every coefficient of the ten regressions (and each
+    prompt measure, summed over the panel, within 1e-9 relative)."""
     bare = json.loads(bare_out.read_text())
-    ref, bare_mink = bare["coefficients"], bare["lap_mink_sum"]
+    ref, bare_sums = bare["coefficients"], bare["lap_sums"]
     con = duckdb.connect(str(db), read_only=True)
     rows = con.execute("select spec, sample, term, estimate from regression_results").fetchall()
-    mink = con.execute("select sum(lap_mink) from panel").fetchone()[0]
+    sums = dict(zip(bare_sums, con.execute(f"select {', '.join(f'sum({c})' for c in bare_sums)} from panel").fetchone()))
     con.close()
     gap, n = 0.0, 0
     extra = sorted({f"{spec}|{sample}" for spec, sample, _, _ in rows} - set(ref))
@@ -246,8 +259,10 @@ def coefficient_gap(db: Path, bare_out: Path) -> float:
         gap, n = max(gap, abs(float(est) - b)), n + 1
     if n != sum(len(v) for v in ref.values()):
         raise SystemExit(f"dbt has {n} coefficients, the bare script {sum(len(v) for v in ref.values())}")
-    if abs(mink - bare_mink) > 1e-9 * abs(bare_mink):
-        raise SystemExit(f"Min-K% LAP differs: dbt's panel sums to {mink}, the bare script's to {bare_mink}")
+    for col, b in bare_sums.items():
+        d = sums[col]
+        if (d is None) != (b is None) or (b is not None and abs(d - b) > 1e-9 * abs(b)):
+            raise SystemExit(f"{col} differs: dbt's panel sums to {d}, the bare script's to {b}")
     return gap
 
 
@@ -264,64 +279,99 @@ FLOORS = {
 }
 
 
-def compare(n: int, out_root: Path, pairs: int, full_build: bool, floors: bool = False) -> dict:
-    """Alternating pairs: bare script, then dbt build without the paper tables, the
-    bootstrap and the claim models (the bare script has none), then (floors) the FLOORS
-    builds; then, once, the whole build."""
+#: What the bare script does not do, excluded from the timed build: the paper tables and
+#: bootstrap (and lap_robustness, which reads them), and the claim-level method (seed
+#: 002: its models and tests run on no claims here).
+EXCLUDED = ["bootstrap_results", "paper_tables", "lap_robustness", "tag:claims"]
+#: Per-run figures summarised per size (median) and compared per pair (dbt / bare).
+MEASURES = ("wall_s", "cpu_s", "peak_rss_mib")
+
+
+def study(n: int, out_root: Path, reuse: bool) -> tuple[dict, Path, float]:
+    """The generated study of n rows (generated again unless --reuse finds one)."""
     out = out_root / str(n)
+    vars_path = out / "vars.json"
+    if reuse and vars_path.exists():
+        return json.loads(vars_path.read_text()), out, 0.0
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
     vars_ = generate(out, n)
-    gen = time.perf_counter() - t0
-    vars_path = out / "vars.json"
     vars_path.write_text(json.dumps(vars_))
+    return vars_, out, time.perf_counter() - t0
+
+
+def _summary(runs: list[dict]) -> dict:
+    return {f"{m}_median": _median([r[m] for r in runs]) for m in MEASURES}
+
+
+def _ratios(runs: list[dict], base: list[dict]) -> dict:
+    out = {}
+    for m in MEASURES:
+        r = [a[m] / b[m] for a, b in zip(runs, base)]
+        out[f"ratio_{m}_median"], out[f"ratio_{m}_range"] = _median(r), [min(r), max(r)]
+    return out
+
+
+def compare(n: int, out_root: Path, pairs: int, full_build: bool, floors: bool = False,
+            full_each_pair: bool = False, reuse: bool = False) -> dict:
+    """Alternating pairs: bare script, then dbt build without EXCLUDED (the bare script
+    has none of it), then (floors) the FLOORS builds, then (full_each_pair) the whole
+    build; then, once, the whole build unless it ran in each pair."""
+    vars_, out, gen = study(n, out_root, reuse)
+    vars_path = out / "vars.json"
     db = out / "bench.duckdb"
-    # what the bare script does not do: the paper tables and bootstrap, and the claim-level
-    # method (seed 002: its models and their 29 tests run on no claims here)
-    exclude = ["bootstrap_results", "paper_tables", "tag:claims"]
-    dbt_build(vars_, db, exclude)  # warm-up: the first build parses the project (vars changed)
+    dbt_build(vars_, db, EXCLUDED)  # warm-up: the first build parses the project (vars changed)
     load0 = os.getloadavg()
-    runs_bare, runs_dbt = [], []
+    runs_bare, runs_dbt, runs_full = [], [], []
     runs_floor: dict[str, list[dict]] = {name: [] for name in (FLOORS if floors else ())}
     for _ in range(pairs):
         runs_bare.append(bare(vars_path, out / "bare.json"))
-        runs_dbt.append(dbt_build(vars_, db, exclude))
+        runs_dbt.append(dbt_build(vars_, db, EXCLUDED))
         for name, runs in runs_floor.items():
-            runs.append(dbt_build(vars_, db, exclude, FLOORS[name]))
+            runs.append(dbt_build(vars_, db, EXCLUDED, FLOORS[name]))
+        if full_each_pair:
+            runs_full.append(dbt_build(vars_, db))
     load1 = os.getloadavg()
     failed = [f"{name} (return code {r['returncode']})"
-              for name, runs in (("bare script", runs_bare), ("dbt build", runs_dbt), *runs_floor.items())
+              for name, runs in (("bare script", runs_bare), ("dbt build", runs_dbt), ("whole build", runs_full),
+                                 *runs_floor.items())
               for r in runs if r["returncode"]]
     if failed:
         raise SystemExit(f"{n} rows: {', '.join(failed)} failed; its output is above")
-    gap = coefficient_gap(db, out / "bare.json")
-    ratios_wall = [d["wall_s"] / b["wall_s"] for b, d in zip(runs_bare, runs_dbt)]
-    ratios_mem = [d["peak_rss_mib"] / b["peak_rss_mib"] for b, d in zip(runs_bare, runs_dbt)]
+    gap = coefficient_gap(db, out / "bare.json") if not runs_full else None
+    slim = [{k: r[k] for k in (*MEASURES, "returncode")} for r in runs_dbt]
     res = {
         "rows": n, "generate_s": gen, "pairs": pairs,
-        "bare_wall_s_median": _median([r["wall_s"] for r in runs_bare]),
-        "dbt_wall_s_median": _median([r["wall_s"] for r in runs_dbt]),
-        "ratio_wall_median": _median(ratios_wall), "ratio_wall_range": [min(ratios_wall), max(ratios_wall)],
-        "bare_peak_rss_mib_median": _median([r["peak_rss_mib"] for r in runs_bare]),
-        "dbt_peak_rss_mib_median": _median([r["peak_rss_mib"] for r in runs_dbt]),
-        "ratio_peak_rss_median": _median(ratios_mem), "ratio_peak_rss_range": [min(ratios_mem), max(ratios_mem)],
+        "bare_runs": runs_bare, "dbt_runs": slim,
+        **{f"bare_{k}": v for k, v in _summary(runs_bare).items()},
+        **{f"dbt_{k}": v for k, v in _summary(runs_dbt).items()},
+        **_ratios(runs_dbt, runs_bare),
         "max_abs_coefficient_gap": gap,
-        "dbt_excluded": exclude, "wild_bootstrap_draws": WILD_DRAWS,
+        "dbt_excluded": EXCLUDED, "wild_bootstrap_draws": WILD_DRAWS,
         "dbt_last_run": runs_dbt[-1],
         "loadavg_before": load0, "loadavg_after": load1,
-        "returncodes": [r["returncode"] for r in runs_bare + runs_dbt],
     }
     for name, runs in runs_floor.items():
-        ratios = [f["wall_s"] / b["wall_s"] for b, f in zip(runs_bare, runs)]
-        res[f"floor_{name}"] = {
-            "dbt_args": FLOORS[name], "wall_s": [r["wall_s"] for r in runs],
-            "wall_s_median": _median([r["wall_s"] for r in runs]),
-            "ratio_wall_median": _median(ratios), "ratio_wall_range": [min(ratios), max(ratios)],
-            "peak_rss_mib_median": _median([r["peak_rss_mib"] for r in runs]),
-            "last_run": runs[-1]}
-    if full_build:
+        res[f"floor_{name}"] = {"dbt_args": FLOORS[name], "runs": [{k: r[k] for k in MEASURES} for r in runs],
+                                **_summary(runs), **_ratios(runs, runs_bare), "last_run": runs[-1]}
+    if runs_full:
+        res["full_build"] = {"runs": [{k: r[k] for k in MEASURES} for r in runs_full], **_summary(runs_full),
+                             **_ratios(runs_full, runs_bare), "last_run": runs_full[-1]}
+        res["max_abs_coefficient_gap"] = coefficient_gap(db, out / "bare.json")
+    elif full_build:
         res["full_build"] = dbt_build(vars_, db)
     return res
+
+
+def growth(sizes: list[dict]) -> list[dict]:
+    """Growth exponents of each median between consecutive sizes: log(b / a) / log(rows_b / rows_a)."""
+    out = []
+    for a, b in zip(sizes, sizes[1:]):
+        step = math.log(b["rows"] / a["rows"])
+        out.append({"from_rows": a["rows"], "to_rows": b["rows"],
+                    **{f"{side}_{m}_exponent": math.log(b[f"{side}_{m}_median"] / a[f"{side}_{m}_median"]) / step
+                       for side in ("bare", "dbt") for m in MEASURES}})
+    return out
 
 
 def main() -> None:
@@ -331,24 +381,33 @@ def main() -> None:
     ap.add_argument("--full", action="store_true", help="also 1,000,000 rows")
     ap.add_argument("--no-full-build", action="store_true",
                     help="skip the last, whole build (paper tables and bootstrap included)")
+    ap.add_argument("--full-each-pair", action="store_true",
+                    help="the whole build in each pair (after the timed dbt build) instead of once at the end")
+    ap.add_argument("--full-each-pair-up-to", type=int, default=0, metavar="ROWS",
+                    help="--full-each-pair for the sizes up to ROWS only (the larger ones as without it)")
     ap.add_argument("--floors", action="store_true",
                     help="in each pair also the same build without any test, and dbt's start alone")
+    ap.add_argument("--reuse", action="store_true", help="reuse a study generated earlier under --tmp")
     ap.add_argument("--tmp", type=Path, default=Path("/tmp/lookahead_bench"), help="generated data")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "dbt_build.json")
     args = ap.parse_args()
-    sizes = list(args.sizes) + ([1_000_000] if args.full and 1_000_000 not in args.sizes else [])
+    sizes = sorted(set(args.sizes) | ({1_000_000} if args.full else set()))
     results = {"command": " ".join(["benchmarks/bench_dbt_build.py", *sys.argv[1:]]),
                "cpus": os.cpu_count(), "python": platform.python_version(), "sizes": []}
     for n in sizes:
-        r = compare(n, args.tmp, args.pairs, full_build=not args.no_full_build, floors=args.floors)
+        r = compare(n, args.tmp, args.pairs, full_build=not args.no_full_build, floors=args.floors,
+                    full_each_pair=args.full_each_pair or n <= args.full_each_pair_up_to, reuse=args.reuse)
         results["sizes"].append(r)
-        print(json.dumps({k: v for k, v in r.items() if k not in ("dbt_last_run", "full_build")
+        print(json.dumps({k: v for k, v in r.items() if k not in ("dbt_last_run", "full_build", "bare_runs", "dbt_runs")
                           and not k.startswith("floor_")}))
         for name in FLOORS if args.floors else ():
             f = r[f"floor_{name}"]
-            print(f"floor {name}: {f['wall_s_median']:.1f} s, {f['ratio_wall_median']:.2f}x the bare script")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1))
+            print(f"floor {name}: {f['wall_s_median']:.1f} s, {f['ratio_wall_s_median']:.2f}x the bare script")
+        results["growth"] = growth(results["sizes"])
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=1))  # after each size: a long run keeps what it measured
+    for g in results["growth"]:
+        print(json.dumps(g))
     print(f"written {args.out}")
 
 

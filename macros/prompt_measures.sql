@@ -1,9 +1,21 @@
 {#- The prompt-scoring measures' shared pieces (lookahead/measures.py): a prompt task's
-    raw lines (`mink`, or `reference`: the same prompts scored by the reference model)
-    with their prompt tokens after the first (the first has no conditional probability),
-    and the rows of the current study, so a measure's model is its score. A task whose
-    raw file is absent (`reference` in a study that does not compute it) has no lines. -#}
+    lines, one per key (the first written), with their typed prompt tokens after the first
+    (the first has no conditional probability) and zlib_bytes, and the rows of the current
+    study, so a measure's model is its score. `mink` reads its lines as staged
+    (stg_mink_scores parses the raw file once); `reference` (the same prompts scored by
+    the reference model) reads its raw file, which has no lines when it is absent (a study
+    that does not compute the measure). -#}
 {% macro prompt_token_lines(task='mink') -%}
+    {%- if task == 'mink' %}
+    select
+        key,
+        task,
+        model_id,
+        row_id,
+        zlib_bytes,
+        after_first
+    from {{ ref('stg_mink_scores') }}
+    {%- else %}
     {%- set relation = source('raw', task) %}
     {%- set present = true %}
     {%- if execute %}
@@ -13,9 +25,8 @@
     {%- if not present %}
     select
         null::varchar as key, null::varchar as task, null::varchar as model_id, null::varchar as row_id,
-        null::varchar as entity_id, null::varchar as target_date, null::bigint as zlib_bytes,
-        null::struct(logprob double, vocab_mean double, vocab_var double)[] as after_first,
-        null::varchar as filename, null::varchar as finished_at
+        null::bigint as zlib_bytes,
+        null::struct(logprob double, vocab_mean double, vocab_var double)[] as after_first
     where false
     {%- else %}
     select
@@ -23,14 +34,12 @@
         task,
         model_id,
         row_id,
-        entity_id,
-        target_date,
         zlib_bytes,
-        list_slice(prompt_logprobs, 2, len(prompt_logprobs)) as after_first,
-        filename,
-        finished_at
+        list_slice(prompt_logprobs, 2, len(prompt_logprobs)) as after_first
     from {{ relation }}
     where key is not null
+    {{ first_written_line(relation) }}
+    {%- endif %}
     {%- endif %}
 {%- endmacro %}
 
@@ -43,18 +52,11 @@
 {%- endmacro %}
 
 
-{#- The last part of a prompt measure's model: one line per key (the first written), the
-    lines whose key the study asks for (int_expected_keys, task `task`) and whose fields
-    agree with it (`model_id`: the target's, or the reference's for task reference); row_id
-    and the score `column` of CTE `relation`. -#}
+{#- The last part of a prompt measure's model: the lines (one per key, the first written)
+    whose key the study asks for (int_expected_keys, task `task`) and whose fields agree
+    with it (`model_id`: the target's, or the reference's for task reference); row_id and
+    the score `column` of CTE `relation`. -#}
 {% macro prompt_measure_rows(relation, column, task='mink', model_id=none) -%}
-deduped as (
-
-    select * from {{ relation }}
-    {{ first_written_line(relation) }}
-
-),
-
 expected as (
 
     select * from {{ ref('int_expected_keys') }}
@@ -63,12 +65,12 @@ expected as (
 )
 
 select
-    deduped.row_id,
-    deduped.{{ column }}
-from deduped
+    {{ relation }}.row_id,
+    {{ relation }}.{{ column }}
+from {{ relation }}
 inner join expected
-    on deduped.key = expected.key
-where deduped.task = {{ sql_string(task) }}
-    and deduped.row_id = expected.row_id
-    and deduped.model_id = {{ sql_string(var('model_id') if model_id is none else model_id) }}
+    on {{ relation }}.key = expected.key
+where {{ relation }}.task = {{ sql_string(task) }}
+    and {{ relation }}.row_id = expected.row_id
+    and {{ relation }}.model_id = {{ sql_string(var('model_id') if model_id is none else model_id) }}
 {%- endmacro %}

@@ -11,6 +11,10 @@
 -- silently left out of the lowest K%), and n_invalid_logprobs counts NaN, infinite or
 -- positive log-probs after the first token (and missing ones), which gate_mink_scores
 -- requires to be 0. Which mean was used is var mink_mean, recorded in study_settings.
+-- The raw line is parsed here only: the typed prompt tokens after the first
+-- (after_first: log-prob and vocabulary moments) and zlib_bytes are kept for the other
+-- prompt measures (macros/prompt_measures.sql), which read them instead of re-parsing
+-- the largest raw file once per measure.
 with source as (
 
     select * from {{ source('raw', 'mink') }}
@@ -18,12 +22,21 @@ with source as (
 
 ),
 
+tokens as (
+
+    select
+        *,
+        list_slice(prompt_logprobs, 2, len(prompt_logprobs)) as after_first
+    from source
+
+),
+
 scored as (
 
     select
         *,
-        list_transform(list_slice(prompt_logprobs, 2, len(prompt_logprobs)), lambda t: t.logprob) as after_first
-    from source
+        list_transform(after_first, lambda t: t.logprob) as logprobs
+    from tokens
 
 ),
 
@@ -31,10 +44,10 @@ cleaned as (
 
     select
         *,
-        list_sort(list_filter(after_first, lambda lp: lp is not null)) as sorted_logprobs,
-        coalesce(len(list_filter(after_first, lambda lp: lp is null or {{ is_invalid_logprob('lp') }})), 0)
+        list_sort(list_filter(logprobs, lambda lp: lp is not null)) as sorted_logprobs,
+        coalesce(len(list_filter(logprobs, lambda lp: lp is null or {{ is_invalid_logprob('lp') }})), 0)
             as n_invalid_logprobs,
-        coalesce(list_bool_or(list_transform(after_first, lambda lp: isnan(lp))), false) as has_nan
+        coalesce(list_bool_or(list_transform(logprobs, lambda lp: isnan(lp))), false) as has_nan
     from scored
 
 ),
@@ -64,6 +77,8 @@ scores as (
         exp(list_avg(lowest_logprobs)) as lap_mink_geometric,
         list_avg(list_transform(lowest_logprobs, lambda lp: exp(lp))) as lap_mink_arithmetic,
         n_invalid_logprobs,
+        after_first,
+        zlib_bytes,
         entity_id,
         target_date,
         filename,
@@ -84,6 +99,8 @@ select
     lap_mink_arithmetic,
     lap_mink_{{ var('mink_mean') }} as lap_mink,
     n_invalid_logprobs,
+    after_first,
+    zlib_bytes,
     try_cast(finished_at as timestamp) as finished_at
 from scores
 {{ first_written_line('scores') }}

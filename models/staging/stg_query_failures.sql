@@ -2,11 +2,16 @@
 -- one row per key: its latest reason, and whether the key has been answered since (the
 -- next run retries every failed key). A missing answer must never be read as a censored
 -- one, so query_issues counts the unanswered keys and gate_panel stops on them.
+-- Whether a key was answered is read from the task's staged lines where it has a staging
+-- model (each raw file is parsed once, there), else from its raw file's keys.
+{%- set staged = {'forecast': 'stg_forecast_responses', 'recall': 'stg_recall_responses', 'mink': 'stg_mink_scores'} %}
 {%- set tasks = ['forecast', 'recall', 'mink', 'reference'] %}
+{%- set answers = {} %}
 {%- set present = {} %}
 {%- for task in tasks %}
   {%- set relation = source('raw_failures', task) %}
-  {%- set answers = source('raw', task) %}
+  {#- lineage: read below only where the failures file exists #}
+  {%- do answers.update({task: ref(staged[task]) if task in staged else source('raw', task)}) %}
   {%- if execute %}
     {%- set path = var('raw_dir') ~ '/**/' ~ task ~ '.failures.jsonl' %}
     {%- do present.update({task: run_query("select count(*) from glob('" ~ path ~ "')").columns[0].values()[0] > 0}) %}
@@ -28,7 +33,7 @@ with
         reason,
         attempts,
         try_cast(failed_at as timestamp) as failed_at,
-        key in (select key from {{ source('raw', task) }} where key is not null) as answered
+        key in (select key from {{ answers[task] }} where key is not null) as answered
     from {{ source('raw_failures', task) }}
     where key is not null
     {%- else %}
