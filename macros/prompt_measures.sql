@@ -52,5 +52,5 @@ inner join expected
     on deduped.key = expected.key
 where deduped.task = 'mink'
     and deduped.row_id = expected.row_id
-    and deduped.model_id = {{ sql_string(var('model_id')) }}
+    and deduped.model_id = {{ sql_string(setting('model_id')) }}
 {%- endmacro %}

@@ -8,7 +8,7 @@
   {%- set relation = source('raw_failures', task) %}
   {%- set answers = source('raw', task) %}
   {%- if execute %}
-    {%- set path = var('raw_dir') ~ '/**/' ~ task ~ '.failures.jsonl' %}
+    {%- set path = setting('raw_dir') ~ '/**/' ~ task ~ '.failures.jsonl' %}
     {%- do present.update({task: run_query("select count(*) from glob('" ~ path ~ "')").columns[0].values()[0] > 0}) %}
   {%- endif %}
 {%- endfor %}
