@@ -52,8 +52,8 @@ def study_env(study_file: str | None, overrides: dict | None = None) -> Iterator
     DuckDB plugin when dbt opens the database (lookahead.config.dbt_study).
 
     Why not --vars: dbt re-parses the whole project whenever --vars change, so each new or
-    edited study paid a full parse (6.8 s against 3.2 s for a partial one); the variable
-    is invisible to dbt's parser (docs/CONTRACTS.md, "How a study reaches dbt")."""
+    edited study paid a full parse; the variable is invisible to dbt's parser
+    (docs/CONTRACTS.md, "How a study reaches dbt")."""
     study = load_study(study_file, overrides=overrides)
     with tempfile.TemporaryDirectory(prefix="lookahead-dbt-") as tmp:
         settings = Path(tmp) / "study.json"

@@ -284,8 +284,9 @@ def import_gx_in_background() -> None:
     """Start importing Great Expectations in a thread of its own, once per process, in a
     `dbt build` or `dbt run` (the commands that run the gates).
 
-    Why: the import takes 4-5 s of the interpreter (measured in docs/CONTRACTS.md) and
-    the first gate to run used to pay it on the build's critical path. Called when dbt
+    Why: the import holds the interpreter for seconds (`python -X importtime -c "import
+    dbt.adapters.duckdb, pandas, pyarrow; import great_expectations"`), and the first gate
+    to run used to pay it on the build's critical path. Called when dbt
     opens the database, after the project is parsed: the SQL nodes that run next spend
     their time inside DuckDB, which releases the interpreter, so the import overlaps
     them. lookahead.gates.import_gx waits for this thread before a gate imports it
