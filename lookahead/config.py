@@ -416,26 +416,19 @@ def database_path(study_name: str, root: Path = PROJECT_ROOT) -> Path:
 STUDY_SETTINGS_ENV = "LOOKAHEAD_STUDY_SETTINGS"
 
 
-def dbt_study_source(cli_vars: Mapping[str, Any]) -> str:
-    """Where a dbt invocation's study comes from: 'vars' (`dbt build --vars "$(cat
-    study.yml)"`, as documented), 'env' (the file $LOOKAHEAD_STUDY_SETTINGS names, how
-    the lookahead command passes it), or 'default' (plain `dbt build`: the default study)."""
-    if cli_vars:
-        return "vars"
-    return "env" if os.environ.get(STUDY_SETTINGS_ENV) else "default"
-
-
 def dbt_study(cli_vars: Mapping[str, Any]) -> Study:
-    """The study a dbt invocation builds (by :func:`dbt_study_source`), fully checked."""
-    source = dbt_study_source(cli_vars)
-    if source == "env":
-        path = Path(os.environ[STUDY_SETTINGS_ENV])
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
-            raise StudyConfigError(f"${STUDY_SETTINGS_ENV}: no study settings file '{path}'") from None
-        return Study.from_json(text)
-    return study_from_dbt_vars(json.dumps(dict(cli_vars), default=str) if cli_vars else "")
+    """The study a dbt invocation builds, fully checked: its `--vars` when given (`dbt build
+    --vars "$(cat study.yml)"`, as documented), else the settings file $LOOKAHEAD_STUDY_SETTINGS
+    names (how the lookahead command passes a study), else the default study (plain `dbt
+    build`)."""
+    settings_file = os.environ.get(STUDY_SETTINGS_ENV)
+    if cli_vars or not settings_file:
+        return study_from_dbt_vars(json.dumps(dict(cli_vars), default=str) if cli_vars else "")
+    try:
+        text = Path(settings_file).read_text(encoding="utf-8")
+    except OSError:
+        raise StudyConfigError(f"${STUDY_SETTINGS_ENV}: no study settings file '{settings_file}'") from None
+    return Study.from_json(text)
 
 
 def dbt_study_name(cli_vars: Mapping[str, Any]) -> str:

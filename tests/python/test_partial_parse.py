@@ -33,6 +33,7 @@ def _run(study_file: Path, log: Path, capsys: pytest.CaptureFixture[str]) -> str
     return log.read_text(encoding="utf-8")[len(before):]
 
 
+@pytest.mark.slow  # four dbt invocations: about half a minute
 def test_a_second_an_edited_and_another_study_parse_partially(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     fixture = write_fixture_study(tmp_path / "fixture", n_entities=6, n_dates=12, cutoff_index=6)
@@ -52,15 +53,15 @@ def test_a_second_an_edited_and_another_study_parse_partially(
             return con.sql("select study_name, cluster from study_settings").fetchone()
 
     try:
-        first = _run(study_file(names[0]), log, capsys)
+        first = _run(study_file(names[0], cluster="entity"), log, capsys)
         assert FULL_PARSE in first or "saved manifest not found" in first  # nothing to reuse yet
-        runs = {
-            "the same study again": (study_file(names[0]), names[0], "entity"),
-            "the study edited": (study_file(names[0], cluster="date"), names[0], "date"),
-            "another study": (study_file(names[1], cluster="period"), names[1], "period"),
+        runs = {  # what: (study name, its cluster setting), each written just before its run
+            "the same study again": (names[0], "entity"),
+            "the study edited": (names[0], "date"),
+            "another study": (names[1], "period"),
         }
-        for what, (path, name, cluster) in runs.items():
-            text = _run(path, log, capsys)
+        for what, (name, cluster) in runs.items():
+            text = _run(study_file(name, cluster=cluster), log, capsys)
             assert PARTIAL_PARSE in text and FULL_PARSE not in text, f"{what}: {text[:3000]}"
             assert recorded(name) == (name, cluster), what
         assert recorded(names[0]) == (names[0], "date")  # the other study left it alone
