@@ -27,7 +27,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import sys
 import textwrap
 from dataclasses import dataclass, field
@@ -396,9 +395,8 @@ class Study(StudySections):
 
     @property
     def database(self) -> Path:
-        """This study's DuckDB file (profiles/profiles.yml names it the same way)."""
-        env = os.environ.get("LOOKAHEAD_DUCKDB")
-        return Path(env) if env else self.root / "outputs" / f"{self.name}.duckdb"
+        """This study's DuckDB file (dbt builds into it through lookahead/dbt_plugin.py)."""
+        return database_path(self.name, self.root)
 
     def settings_json(self) -> str:
         """Canonical JSON of every setting: what `study_settings` stores and hashes."""
@@ -543,7 +541,47 @@ def write_sections(check: bool = False) -> bool:
     return True
 
 
+def database_path(study_name: str, root: Path = PROJECT_ROOT) -> Path:
+    """A study's DuckDB file: outputs/<study_name>.duckdb, or $LOOKAHEAD_DUCKDB (tests, benchmarks)."""
+    env = os.environ.get("LOOKAHEAD_DUCKDB")
+    return Path(env) if env else root / "outputs" / f"{study_name}.duckdb"
+
+
 # --- dbt -------------------------------------------------------------------------------
+
+#: The environment variable through which `lookahead build/run` hands dbt the study: the
+#: path of a JSON file of its resolved settings (the study file plus the command's
+#: overrides). Not `--vars`: dbt re-parses the whole project whenever --vars change, so a
+#: second or an edited study would cost a full parse (docs/CONTRACTS.md, "How a study
+#: reaches dbt"). dbt's parser never sees it: only the project's DuckDB plugin reads it.
+STUDY_SETTINGS_ENV = "LOOKAHEAD_STUDY_SETTINGS"
+
+
+def dbt_study(cli_vars: Mapping[str, Any]) -> Study:
+    """The study a dbt invocation builds, fully checked: its `--vars` when given (`dbt build
+    --vars "$(cat study.yml)"`, as documented), else the settings file $LOOKAHEAD_STUDY_SETTINGS
+    names (how the lookahead command passes a study), else the default study (plain `dbt
+    build`)."""
+    settings_file = os.environ.get(STUDY_SETTINGS_ENV)
+    if cli_vars or not settings_file:
+        return study_from_dbt_vars(json.dumps(dict(cli_vars), default=str) if cli_vars else "")
+    try:
+        text = Path(settings_file).read_text(encoding="utf-8")
+    except OSError:
+        raise StudyConfigError(f"${STUDY_SETTINGS_ENV}: no study settings file '{settings_file}'") from None
+    return Study.from_json(text)
+
+
+def dbt_study_name(cli_vars: Mapping[str, Any]) -> str:
+    """The name of the study a dbt invocation builds, hence its database
+    (:func:`database_path`). Read even when a setting is bad: the build's log and the
+    database still name the study, and the run-start check names the setting in one line
+    (:func:`check_dbt_vars`)."""
+    try:
+        return dbt_study(cli_vars).name
+    except StudyConfigError:
+        return str(cli_vars.get("study_name") or read_study_file(default_study_path())["study_name"])
+
 
 def check_dbt_vars(dbt_values_json: str, cli_vars: str) -> str:
     """dbt's run-start check (through the DuckDB plugin): '' or one line naming the setting.
@@ -637,20 +675,15 @@ VARS_END = "# --- end of study settings ---"
 
 
 def write_dbt_vars(root: Path = PROJECT_ROOT, check: bool = False) -> bool:
-    """Rewrite (or, with check, compare) dbt_project.yml's vars and the profile's default study name."""
+    """Rewrite (or, with check, compare) dbt_project.yml's vars."""
     path = root / "dbt_project.yml"
     text = path.read_text(encoding="utf-8")
     head, rest = text.split(VARS_BEGIN + "\n", 1)
     _, tail = rest.split(VARS_END + "\n", 1)
     new = head + VARS_BEGIN + "\n" + dbt_vars_block(root) + VARS_END + "\n" + tail
-    profile = root / "profiles" / "profiles.yml"
-    ptext = profile.read_text(encoding="utf-8")
-    name = read_study_file(default_study_path(root))["study_name"]
-    pnew = re.sub(r"var\('study_name', '[^']*'\)", f"var('study_name', '{name}')", ptext)
     if check:
-        return new == text and pnew == ptext
+        return new == text
     path.write_text(new, encoding="utf-8")
-    profile.write_text(pnew, encoding="utf-8")
     return True
 
 

@@ -10,6 +10,18 @@ scalar function (``lookahead_check_settings``) and the declared setting names as
 and the code (``lookahead_code_fingerprint``).
 profiles/profiles.yml loads the plugin.
 
+The plugin also opens the study's database: the profile is the same for every study (an
+in-memory primary and the alias ``study``), and the plugin attaches the study's file under
+that alias before dbt-duckdb's own ``ATTACH IF NOT EXISTS`` (which then finds it). The study
+comes from `--vars`, else from the settings file the `lookahead` command names in
+$LOOKAHEAD_STUDY_SETTINGS, else the default study (:func:`lookahead.config.dbt_study`);
+models read its settings at run time through ``lookahead_setting`` (macros/settings.sql).
+Why: dbt re-parses the whole project when the profile or `--vars` change, and both used to
+carry the study (docs/CONTRACTS.md, "How a study reaches dbt").
+
+While DuckDB runs the first SQL nodes, a background thread imports Great Expectations for
+the gates (:func:`import_gx_in_background`).
+
 The plugin also keeps Python's garbage collector off dbt's long-lived objects (see
 :func:`_freeze_long_lived`) and hands the memory a node freed back to the system before the
 next node starts (:func:`release_free_memory`, :func:`limit_malloc_arenas`)."""
@@ -18,11 +30,21 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
 import gc
+import json
+import os
 import sys
-from typing import Any
+import threading
+from typing import TYPE_CHECKING, Any
 
 from dbt.adapters.duckdb.plugins import BasePlugin
+
+if TYPE_CHECKING:
+    from lookahead.config import Study
+
+#: The catalog every dbt node lives in (profiles/profiles.yml: database and attach alias).
+STUDY_CATALOG = "study"
 
 
 def _setting_names() -> str:
@@ -37,10 +59,87 @@ def _check_settings(dbt_values_json: str, cli_vars: str) -> str:
     return check_dbt_vars(dbt_values_json, cli_vars)
 
 
-def _study_json(cli_vars: str) -> str:
-    from lookahead.config import study_from_dbt_vars
+def _cli_vars() -> dict[str, Any]:
+    """This dbt invocation's `--vars` ({} without them)."""
+    from dbt.flags import get_flags
 
-    return study_from_dbt_vars(cli_vars).settings_json()
+    return dict(getattr(get_flags(), "VARS", None) or {})
+
+
+@functools.lru_cache(maxsize=8)
+def _resolved(cli_vars_json: str, settings_file: str) -> "Study":
+    """The study for these --vars and this $LOOKAHEAD_STUDY_SETTINGS (the arguments key the
+    cache, so each dbt invocation of a process gets its own)."""
+    from lookahead.config import dbt_study
+
+    return dbt_study(json.loads(cli_vars_json))
+
+
+def build_study() -> "Study":
+    """The study this dbt invocation builds (lookahead.config.dbt_study); raises
+    StudyConfigError for a bad setting, which the run-start check reports first."""
+    from lookahead.config import STUDY_SETTINGS_ENV
+
+    return _resolved(json.dumps(_cli_vars(), sort_keys=True, default=str),
+                     os.environ.get(STUDY_SETTINGS_ENV, ""))
+
+
+def _study_json() -> str:
+    return build_study().settings_json()
+
+
+def _setting(name: str) -> str:
+    """One setting of the build's study as JSON (macros/settings.sql reads it)."""
+    return json.dumps(build_study().vars[name], default=str)
+
+
+def _study_name() -> str:
+    """The build's study name, also when a setting is bad (lookahead.config.dbt_study_name)."""
+    from lookahead.config import dbt_study_name
+
+    return dbt_study_name(_cli_vars())
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def observations_sql(data_path: str, csv_delimiter: str | None) -> str:
+    """The DuckDB table function reading the study's observations file (the `study`
+    source: the run-start checks on its columns and dbt's lineage; stg_observations reads
+    it with lookahead.rows). CSV is read as text, with the study's delimiter or sniffed."""
+    if data_path.lower().endswith((".parquet", ".pq")):
+        return f"read_parquet({_sql_text(data_path)})"
+    delim = "" if not csv_delimiter else ", delim=" + _sql_text("\t" if csv_delimiter == "tab" else csv_delimiter)
+    return f"read_csv({_sql_text(data_path)}, all_varchar=true, header=true{delim})"
+
+
+def use_study(cursor: Any) -> None:
+    """Point a DuckDB connection or cursor at the build's study: its catalog as the default
+    (unqualified names such as main.verdict), and what the sources read
+    (models/staging/_sources.yml): the variable lookahead_raw_dir and the temporary macro
+    lookahead_observations(). Both are per connection, so every cursor gets them. With a
+    bad setting only the catalog is set: the run-start check stops the build first."""
+    cursor.execute(f"use {STUDY_CATALOG}")
+    try:
+        study = build_study()
+    except ValueError:  # StudyConfigError
+        return
+    cursor.execute(f"set variable lookahead_raw_dir = {_sql_text(str(study['raw_dir']))}")
+    cursor.execute("create or replace temp macro lookahead_observations() as table select * from "
+                   + observations_sql(str(study["data_path"]), study["csv_delimiter"]))
+
+
+def attach_study(conn: Any) -> None:
+    """Attach the build's database (outputs/<study_name>.duckdb, lookahead.config.database_path)
+    as catalog `study`, with DuckDB's spill files beside it (<database>.tmp, DuckDB's
+    default for a database file; an in-memory primary would spill to .tmp in the working
+    directory)."""
+    from lookahead.config import database_path
+
+    db = str(database_path(_study_name()))
+    conn.execute(f"attach if not exists {_sql_text(db)} as {STUDY_CATALOG}")
+    conn.execute(f"set temp_directory = {_sql_text(db + '.tmp')}")
 
 
 def _settings_hash(settings_json: str) -> str:
@@ -169,6 +268,49 @@ def release_free_memory() -> bool:
     return True
 
 
+_GX_IMPORT: list[threading.Thread] = []
+
+
+def _import_gx() -> None:
+    from lookahead.gates import import_gx
+
+    try:
+        import_gx()
+    except Exception:  # noqa: BLE001 - the first gate imports it again and reports the error
+        pass
+
+
+def import_gx_in_background() -> None:
+    """Start importing Great Expectations in a thread of its own, once per process, in a
+    `dbt build` or `dbt run` (the commands that run the gates).
+
+    Why: the import holds the interpreter for seconds (`python -X importtime -c "import
+    dbt.adapters.duckdb, pandas, pyarrow; import great_expectations"`), and the first gate
+    to run used to pay it on the build's critical path. Called when dbt
+    opens the database, after the project is parsed: the SQL nodes that run next spend
+    their time inside DuckDB, which releases the interpreter, so the import overlaps
+    them. lookahead.gates.import_gx waits for this thread before a gate imports it
+    (never two imports of the package at once); the results cannot change, only when
+    the module is loaded. A daemon thread: a build that runs no gate does not wait for
+    it at exit."""
+    from dbt.flags import get_flags
+
+    if _GX_IMPORT or "great_expectations" in sys.modules:
+        return
+    if getattr(get_flags(), "WHICH", None) not in ("build", "run"):
+        return
+    thread = threading.Thread(target=_import_gx, name="lookahead-gx-import", daemon=True)
+    _GX_IMPORT.append(thread)
+    thread.start()
+
+
+def wait_for_gx_import() -> None:
+    """Block until the background import (if one was started) has finished."""
+    for thread in _GX_IMPORT:
+        if thread is not threading.current_thread():
+            thread.join()
+
+
 class Plugin(BasePlugin):
     def initialize(self, plugin_config: dict[str, Any]) -> None:
         limit_malloc_arenas()
@@ -176,15 +318,19 @@ class Plugin(BasePlugin):
 
     def configure_cursor(self, cursor: Any) -> None:
         release_free_memory()
+        use_study(cursor)
 
     def configure_connection(self, conn: Any) -> None:
         _freeze_long_lived()
+        attach_study(conn)
+        import_gx_in_background()
         conn.create_function("lookahead_setting_names", _setting_names, [], "VARCHAR",
                              side_effects=False)
         conn.create_function("lookahead_check_settings", _check_settings, ["VARCHAR", "VARCHAR"],
                              "VARCHAR", side_effects=False)
-        conn.create_function("lookahead_study_json", _study_json, ["VARCHAR"], "VARCHAR",
-                             side_effects=False)
+        conn.create_function("lookahead_study_json", _study_json, [], "VARCHAR", side_effects=False)
+        conn.create_function("lookahead_setting", _setting, ["VARCHAR"], "VARCHAR", side_effects=False)
+        conn.create_function("lookahead_study_name", _study_name, [], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_settings_hash", _settings_hash, ["VARCHAR"], "VARCHAR",
                              side_effects=False)
         conn.create_function("lookahead_result_tables", _result_tables, [], "VARCHAR",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -121,6 +122,21 @@ def _no_batch_fingerprint() -> Iterator[None]:
                 engine.HASH_THRESHOLD = _switch["saved_threshold"]
 
 
+def import_gx() -> Any:
+    """The great_expectations module, quiet and without analytics. In a dbt build the
+    project's plugin may be importing it in the background (lookahead.dbt_plugin.
+    import_gx_in_background): this waits for that import instead of starting a second."""
+    plugin = sys.modules.get("lookahead.dbt_plugin")
+    if plugin is not None:
+        plugin.wait_for_gx_import()
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    for name in ("great_expectations", "great_expectations.data_context.types.base"):
+        logging.getLogger(name).setLevel(logging.ERROR)  # no "Created temporary directory" noise
+    import great_expectations as gx
+
+    return gx
+
+
 def run_gate(
     gate: str,
     df: Any,
@@ -130,11 +146,7 @@ def run_gate(
 ) -> pd.DataFrame:
     """Validate df (a DataFrame or a DuckDB relation) with the suite; return one row per
     expectation or raise GateFailed."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
-    for name in ("great_expectations", "great_expectations.data_context.types.base"):
-        logging.getLogger(name).setLevel(logging.ERROR)  # no "Created temporary directory" noise
-    import great_expectations as gx
-
+    gx = import_gx()
     suite_dict = load_suite(suite_name)
     df = gate_frame(df, suite_dict, id_column)
     context = gx.get_context(mode="ephemeral")

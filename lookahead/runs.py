@@ -10,10 +10,12 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from lookahead.config import PROJECT_ROOT, read_study_file
+from lookahead.config import PROJECT_ROOT, STUDY_SETTINGS_ENV, load_study
 
 
 def dbt_env() -> dict[str, str]:
@@ -28,14 +30,28 @@ def dbt_env() -> dict[str, str]:
     return env
 
 
-def dbt_command(args: list[str], study_file: str | None, overrides: dict | None = None) -> list[str]:
-    """The dbt command line for a study: its file's settings (and overrides) passed as --vars."""
+def dbt_command(args: list[str]) -> list[str]:
+    """The dbt command line. The study is not on it (no --vars): see :func:`study_env`."""
     dbt = Path(sys.executable).with_name("dbt")
-    cmd = [str(dbt) if dbt.exists() else "dbt", *args, "--project-dir", str(PROJECT_ROOT)]
-    vars_ = {**(read_study_file(study_file) if study_file else {}), **(overrides or {})}
-    if vars_:
-        cmd += ["--vars", json.dumps(vars_, default=str)]
-    return cmd
+    return [str(dbt) if dbt.exists() else "dbt", *args, "--project-dir", str(PROJECT_ROOT)]
+
+
+@contextmanager
+def study_env(study_file: str | None, overrides: dict | None = None) -> Iterator[dict[str, str]]:
+    """dbt's environment for a study: its resolved settings (the file and the overrides)
+    in a temporary JSON file that $LOOKAHEAD_STUDY_SETTINGS names, read by the project's
+    DuckDB plugin when dbt opens the database (lookahead.config.dbt_study).
+
+    Why not --vars: dbt re-parses the whole project whenever --vars change, so each new or
+    edited study paid a full parse; the variable is invisible to dbt's parser
+    (docs/CONTRACTS.md, "How a study reaches dbt")."""
+    study = load_study(study_file, overrides=overrides)
+    with tempfile.TemporaryDirectory(prefix="lookahead-dbt-") as tmp:
+        settings = Path(tmp) / "study.json"
+        # in the study's own order (settings_json sorts keys): a label mapping's order is
+        # the order of the columns it makes (stg_recall_responses)
+        settings.write_text(json.dumps(study.vars, default=str), encoding="utf-8")
+        yield {**dbt_env(), STUDY_SETTINGS_ENV: str(settings)}
 
 
 _EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*(?:Error|Failed|Exception)): (.*)$")
@@ -61,16 +77,17 @@ def without_tracebacks(lines: Iterable[str]) -> Iterator[str]:
 def run_dbt(args: list[str], study_file: str | None, overrides: dict | None = None) -> int:
     """dbt as a subprocess; its output is passed through without Python tracebacks
     (LOOKAHEAD_DEBUG=1 keeps them)."""
-    cmd = dbt_command(args, study_file, overrides)
+    cmd = dbt_command(args)
     then = "its partial results are marked unfinished; rerun the same command"
-    if os.environ.get("LOOKAHEAD_DEBUG"):
-        return killed_is_one_line(subprocess.call(cmd, cwd=PROJECT_ROOT, env=dbt_env()), "dbt was", then)
-    with subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=dbt_env(), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
-        assert proc.stdout is not None
-        for line in without_tracebacks(proc.stdout):
-            sys.stdout.write(line)
-            sys.stdout.flush()
+    with study_env(study_file, overrides) as env:
+        if os.environ.get("LOOKAHEAD_DEBUG"):
+            return killed_is_one_line(subprocess.call(cmd, cwd=PROJECT_ROOT, env=env), "dbt was", then)
+        with subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
+            assert proc.stdout is not None
+            for line in without_tracebacks(proc.stdout):
+                sys.stdout.write(line)
+                sys.stdout.flush()
     return killed_is_one_line(proc.returncode, "dbt was", then)
 
 

@@ -9,7 +9,7 @@
   {% if execute and flags.WHICH in ('build', 'run') %}
     {{ create_build_log() }}
     {% do run_query("insert into build_log (invocation_id, study_name, status, failed_nodes, message, "
-        ~ "finished_at, command, selection) values ('" ~ invocation_id ~ "', " ~ sql_string(var('study_name'))
+        ~ "finished_at, command, selection) values ('" ~ invocation_id ~ "', lookahead_study_name()"
         ~ ", 'started', '', '', current_timestamp, '" ~ flags.WHICH ~ "', '')") %}
     {% if verdict_exists() %}
       {% do run_query("alter table " ~ target.schema ~ ".verdict add column if not exists result_status varchar") %}
@@ -55,7 +55,7 @@
     {% if invocation_args_dict.get('empty') %}{% do selection.append('--empty') %}{% endif %}
     {{ create_build_log() }}
     {% do run_query("insert into build_log (invocation_id, study_name, status, failed_nodes, message, "
-        ~ "finished_at, command, selection) values ('" ~ invocation_id ~ "', " ~ sql_string(var('study_name'))
+        ~ "finished_at, command, selection) values ('" ~ invocation_id ~ "', lookahead_study_name()"
         ~ ", '" ~ status ~ "', " ~ sql_string(failed | join(', ')) ~ ", " ~ sql_string(messages | first | default(''))
         ~ ", current_timestamp, '" ~ flags.WHICH ~ "', " ~ sql_string(selection | join(' ')) ~ ")") %}
     {% if failed %}

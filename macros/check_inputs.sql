@@ -6,7 +6,7 @@
     {{ check_study_settings() }}
     {{ check_data_file() }}
     {% for task in ['forecast', 'recall', 'mink'] %}
-      {% set path = var('raw_dir') ~ '/**/' ~ task ~ '.jsonl' %}
+      {% set path = setting('raw_dir') ~ '/**/' ~ task ~ '.jsonl' %}
       {% if run_query("select count(*) from glob('" ~ path ~ "')").columns[0].values()[0] == 0 %}
         {{ exceptions.raise_compiler_error(
             "setting 'raw_dir': no raw file " ~ path ~ " found; run the LLM jobs first "
@@ -14,8 +14,8 @@
       {% endif %}
     {% endfor %}
     {#- the reference model's file only for a study computing the reference-model LAP -#}
-    {% if 'reference' == var('lap_measure') or 'reference' in (var('lap_measures') or []) %}
-      {% set path = var('raw_dir') ~ '/**/reference.jsonl' %}
+    {% if 'reference' == setting('lap_measure') or 'reference' in (setting('lap_measures') or []) %}
+      {% set path = setting('raw_dir') ~ '/**/reference.jsonl' %}
       {% if run_query("select count(*) from glob('" ~ path ~ "')").columns[0].values()[0] == 0 %}
         {{ exceptions.raise_compiler_error(
             "setting 'lap_measures': the study computes 'reference' but no raw file " ~ path
@@ -65,7 +65,7 @@
 
 
 {% macro check_data_file() %}
-  {% set path = var('data_path') %}
+  {% set path = setting('data_path') %}
   {% set found = run_query("select count(*), coalesce(max(size), 0) from read_blob('" ~ path ~ "')") %}
   {% if found.columns[0].values()[0] == 0 %}
     {{ exceptions.raise_compiler_error("setting 'data_path': file '" ~ path ~ "' not found") }}
@@ -74,14 +74,14 @@
     {{ exceptions.raise_compiler_error("setting 'data_path': file '" ~ path ~ "' is empty") }}
   {% endif %}
   {% set cols = run_query("describe select * from " ~ source('study', 'observations')).columns[0].values() %}
-  {% for protocol_col, user_col in var('column_map').items() %}
+  {% for protocol_col, user_col in setting('column_map').items() %}
     {% if user_col and user_col not in cols %}
       {{ exceptions.raise_compiler_error(
           "setting 'column_map." ~ protocol_col ~ "': column '" ~ user_col ~ "' not found in "
           ~ path ~ " (columns: " ~ cols | join(', ') ~ ")") }}
     {% endif %}
   {% endfor %}
-  {% set id_col = var('column_map').get('row_id') %}
+  {% set id_col = setting('column_map').get('row_id') %}
   {% if id_col %}
     {#- count and min per id (aggregates that spill to disk), then the rows of at most three
         duplicated ids: a list of every id's rows could not spill and ran out of DuckDB's
@@ -102,7 +102,7 @@
           ~ (" and " ~ (dupes.rows | length - 1) ~ " more duplicated value(s)" if dupes.rows | length > 1 else "")) }}
     {% endif %}
   {% endif %}
-  {% for extra in var('extra_columns', []) %}
+  {% for extra in setting('extra_columns') %}
     {% if extra not in cols %}
       {{ exceptions.raise_compiler_error("setting 'extra_columns': column '" ~ extra ~ "' not found in " ~ path) }}
     {% endif %}

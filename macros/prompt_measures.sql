@@ -19,7 +19,7 @@
     {%- set relation = source('raw', task) %}
     {%- set present = true %}
     {%- if execute %}
-      {%- set path = var('raw_dir') ~ '/**/' ~ task ~ '.jsonl' %}
+      {%- set path = setting('raw_dir') ~ '/**/' ~ task ~ '.jsonl' %}
       {%- set present = run_query("select count(*) from glob('" ~ path ~ "')").columns[0].values()[0] > 0 %}
     {%- endif %}
     {%- if not present %}
@@ -72,5 +72,5 @@ inner join expected
     on {{ relation }}.key = expected.key
 where {{ relation }}.task = {{ sql_string(task) }}
     and {{ relation }}.row_id = expected.row_id
-    and {{ relation }}.model_id = {{ sql_string(var('model_id') if model_id is none else model_id) }}
+    and {{ relation }}.model_id = {{ sql_string(setting('model_id') if model_id is none else model_id) }}
 {%- endmacro %}

@@ -2,12 +2,12 @@
 
 {#- Realization period of a date at the configured frequency (var period_frequency). -#}
 {% macro period_label(date_col) -%}
-  {%- set freq = var('period_frequency') -%}
+  {%- set freq = setting('period_frequency') -%}
   {%- if freq in ('trading_day', 'day') -%} strftime({{ date_col }}, '%Y-%m-%d')
   {%- elif freq == 'week' -%} strftime(date_trunc('week', {{ date_col }}), '%G-W%V')
   {%- elif freq == 'month' -%} strftime({{ date_col }}, '%Y-%m')
   {%- elif freq == 'fiscal_quarter' -%}
-    {%- set shift = 12 - var('fiscal_year_end_month') -%}
+    {%- set shift = 12 - setting('fiscal_year_end_month') -%}
     'FY' || cast(year({{ date_col }} + interval {{ shift }} month) as varchar)
       || 'Q' || cast(quarter({{ date_col }} + interval {{ shift }} month) as varchar)
   {%- endif -%}

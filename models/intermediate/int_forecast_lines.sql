@@ -20,4 +20,4 @@ inner join expected
     on lines.key = expected.key
 where lines.task = 'forecast'
     and lines.row_id = expected.row_id
-    and lines.model_id = {{ sql_string(var('model_id')) }}
+    and lines.model_id = {{ sql_string(setting('model_id')) }}

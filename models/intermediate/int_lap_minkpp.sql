@@ -27,7 +27,7 @@ scores as (
 
     select
         *,
-        list_avg(list_slice(sorted_z, 1, greatest(1, floor(len(sorted_z) * {{ var('mink_k') }}))))
+        list_avg(list_slice(sorted_z, 1, greatest(1, floor(len(sorted_z) * {{ setting('mink_k') }}))))
             as lap_minkpp
     from z_scores
 

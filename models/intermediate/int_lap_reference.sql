@@ -1,6 +1,6 @@
 -- Reference-model LAP (lookahead/measures.py 'reference'; Carlini et al. 2021): the
 -- target's mean log-prob of the prompt tokens after the first (int_lap_loss, from the
--- Min-K% line) minus the same mean under the study's reference model (var
+-- Min-K% line) minus the same mean under the study's reference model (setting
 -- reference_model_id; its own raw task `reference`, the same prompt). Higher = the
 -- target finds the text likelier than a model that did not see it = more likely seen:
 -- the paper's "target loss minus reference loss" with its sign turned. No score for a
@@ -39,4 +39,4 @@ scores as (
 
 ),
 
-{{ prompt_measure_rows('scores', 'lap_reference', task='reference', model_id=var('reference_model_id') or '') }}
+{{ prompt_measure_rows('scores', 'lap_reference', task='reference', model_id=setting('reference_model_id') or '') }}

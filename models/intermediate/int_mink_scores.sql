@@ -27,4 +27,4 @@ inner join expected
     on scores.key = expected.key
 where scores.task = 'mink'
     and scores.row_id = expected.row_id
-    and scores.model_id = {{ sql_string(var('model_id')) }}
+    and scores.model_id = {{ sql_string(setting('model_id')) }}

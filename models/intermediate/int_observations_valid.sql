@@ -10,7 +10,7 @@ select
     text_date,
     target_date,
     outcome
-    {%- for extra in var('extra_columns', []) %},
+    {%- for extra in setting('extra_columns') %},
     "{{ extra }}"
     {%- endfor %}
 from {{ ref('stg_observations') }}

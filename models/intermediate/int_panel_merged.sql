@@ -26,7 +26,7 @@ forecasts as (
 select
     observations.*,
     case
-        when observations.target_date <= date {{ sql_string(var('training_cutoff')) }} then 'pre'
+        when observations.target_date <= date {{ sql_string(setting('training_cutoff')) }} then 'pre'
         else 'post'
     end as sample,
     {{ period_label('observations.target_date') }} as period,
@@ -45,7 +45,7 @@ select
     {{ m.name }}.{{ c }},
     {%- endfor %}
     {{ m.name }}.{{ m.model_column }} as {{ m.column }},
-    {%- if m.name == var('lap_measure') %}
+    {%- if m.name == setting('lap_measure') %}
     {{ m.name }}.{{ m.model_column }} as lap,
     {%- endif %}
     {%- endfor %}

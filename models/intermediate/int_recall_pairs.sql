@@ -37,4 +37,4 @@ inner join expected
 where answers.task = 'recall'
     and answers.entity_id = expected.entity_id
     and strftime(answers.target_date, '%Y-%m-%d') = expected.target_date
-    and answers.model_id = {{ sql_string(var('model_id')) }}
+    and answers.model_id = {{ sql_string(setting('model_id')) }}

@@ -58,7 +58,7 @@ lowest as (
         *,
         len(sorted_logprobs) as n_tokens,
         case when not has_nan then
-            list_slice(sorted_logprobs, 1, greatest(1, floor(len(sorted_logprobs) * {{ var('mink_k') }})))
+            list_slice(sorted_logprobs, 1, greatest(1, floor(len(sorted_logprobs) * {{ setting('mink_k') }})))
         end as lowest_logprobs
     from cleaned
 
@@ -97,7 +97,7 @@ select
     k_tokens,
     lap_mink_geometric,
     lap_mink_arithmetic,
-    lap_mink_{{ var('mink_mean') }} as lap_mink,
+    lap_mink_{{ setting('mink_mean') }} as lap_mink,
     n_invalid_logprobs,
     after_first,
     zlib_bytes,

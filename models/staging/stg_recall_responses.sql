@@ -13,7 +13,7 @@
 -- approximated. n_invalid_logprobs counts NaN, infinite or positive log-probs in
 -- top_logprobs; gate_recall_pairs requires it to be 0. List functions work per line, so
 -- the tokens are never unnested and regrouped.
-{%- set labels = var('recall_labels') %}
+{%- set labels = setting('recall_labels') %}
 with source as (
 
     select * from {{ source('raw', 'recall') }}

@@ -1,5 +1,6 @@
 -- The study this build is for, one row: every setting as resolved by the package
--- (lookahead.config, through the project's DuckDB plugin) in settings_json, its hash, and
+-- (lookahead.config.dbt_study, through the project's DuckDB plugin: the study of --vars,
+-- of $LOOKAHEAD_STUDY_SETTINGS or the default one) in settings_json, its hash, and
 -- the settings analysts filter on as typed columns. The dbt Python models rebuild their
 -- one settings object from settings_json, so statistics, paper tables and report read the
 -- same values the jobs used.
@@ -18,8 +19,7 @@
     ('subsample_rows', 'bigint'), ('subsample_seed', 'bigint'),
     ('accept_low_parse_rate', 'boolean')] %}
 {%- if execute %}
-  {%- set cli = json_safe(invocation_args_dict.get('vars') or {}) %}
-  {%- set settings = run_query("select lookahead_study_json(" ~ sql_string(tojson(cli)) ~ ")").columns[0].values()[0] %}
+  {%- set settings = run_query("select lookahead_study_json()").columns[0].values()[0] %}
 {%- else %}
   {%- set settings = '{}' %}
 {%- endif %}

@@ -14,7 +14,7 @@ compared as (
         sample,
         high_lap,
         lap_median,
-        {%- if var('high_lap_rule') == 'entity_mean_median' %}
+        {%- if setting('high_lap_rule') == 'entity_mean_median' %}
         avg(lap) over (partition by sample, entity_id) as lap_compared
         {%- else %}
         lap as lap_compared

@@ -404,7 +404,7 @@ def test_answers_are_selected_by_key(built, tmp_path):
 
 def test_each_study_builds_into_its_own_database(built, tmp_path):
     """Two studies one after the other: outputs/<study_name>.duckdb each, each with its
-    own settings (the profile names the database after the study)."""
+    own settings (the plugin attaches the database named after the study)."""
     study, _ = built
     names = [f"pytest_{tmp_path.name}_{i}" for i in range(2)]
     try:

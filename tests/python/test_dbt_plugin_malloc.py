@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
 import json
+import duckdb
 from lookahead.dbt_plugin import Plugin
 
 def rss_mib():
@@ -26,6 +27,10 @@ def rss_mib():
         return next(int(l.split()[1]) // 1024 for l in f if l.startswith('VmRSS'))
 
 plugin = Plugin("lookahead", {})        # what dbt-duckdb does when profiles.yml loads it
+con = duckdb.connect()
+con.execute("attach ':memory:' as study")  # the build's catalog (the plugin attaches it in dbt)
+cursor = con.cursor()
+plugin.configure_cursor(cursor)         # once before measuring: it loads the default study
 # 300 MiB in small blocks (below malloc's mmap threshold: they live on the heap), then
 # free all but the last, which keeps the heap's top in place: nothing is returned by free()
 blocks = [bytearray(4000) for _ in range(75_000)]
@@ -33,7 +38,7 @@ keep = blocks[-1]
 before = rss_mib()
 del blocks
 freed = rss_mib()
-plugin.configure_cursor(None)           # what dbt-duckdb calls as each node opens its cursor
+plugin.configure_cursor(cursor)         # what dbt-duckdb calls as each node opens its cursor
 after = rss_mib()
 print(json.dumps({"before": before, "freed": freed, "after": after}))
 """

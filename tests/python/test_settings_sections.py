@@ -109,8 +109,10 @@ def test_a_section_is_frozen_and_its_defaults_are_the_declared_ones():
 
 
 def dbt_var_names(root: Path = PROJECT_ROOT) -> set[str]:
-    """The settings dbt SQL and Jinja read by name: var('<name>'...)."""
-    pat = re.compile(r"""\bvar\(\s*['"]([a-z_0-9]+)['"]""")
+    """The settings dbt SQL and Jinja read by name: setting('<name>') (at run time, the
+    study of the build; macros/settings.sql) or var('<name>'...); while dbt parses, both
+    read dbt_project.yml's vars."""
+    pat = re.compile(r"""\b(?:var|setting)\(\s*['"]([a-z_0-9]+)['"]""")
     out: set[str] = set()
     for folder in DBT_FOLDERS:
         for path in (root / folder).rglob("*"):
@@ -121,6 +123,6 @@ def dbt_var_names(root: Path = PROJECT_ROOT) -> set[str]:
 
 def test_dbt_vars_carry_only_what_dbt_reads():
     marked = {n for n, s in SCHEMA.settings.items() if s.dbt}
-    assert dbt_var_names() == marked, "mark `dbt: true` in lookahead/study_settings.yml exactly where var() reads"
+    assert dbt_var_names() == marked, "mark `dbt: true` in lookahead/study_settings.yml exactly where setting() or var() reads"
     with open(PROJECT_ROOT / "dbt_project.yml", encoding="utf-8") as fh:
         assert set(yaml.safe_load(fh)["vars"]) == marked

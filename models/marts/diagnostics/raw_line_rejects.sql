@@ -28,14 +28,14 @@ select
     coalesce(expected.row_id, expected.entity_id || '|' || expected.target_date) as key_ident,
     case
         when lines.task is distinct from expected.task then 'task differs from the key'
-        when lines.model_id is distinct from {{ sql_string(var('model_id')) }} then 'model_id differs from the key'
+        when lines.model_id is distinct from {{ sql_string(setting('model_id')) }} then 'model_id differs from the key'
         else 'row or (entity, date) differs from the key'
     end as reject_reason
 from lines
 inner join expected
     on lines.key = expected.key
 where lines.task is distinct from expected.task
-    or lines.model_id is distinct from {{ sql_string(var('model_id')) }}
+    or lines.model_id is distinct from {{ sql_string(setting('model_id')) }}
     or coalesce(lines.row_id, '') is distinct from coalesce(expected.row_id, '')
     or coalesce(lines.entity_id, '') is distinct from coalesce(expected.entity_id, '')
     or coalesce(lines.target_date, '') is distinct from coalesce(expected.target_date, '')

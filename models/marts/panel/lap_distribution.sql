@@ -12,7 +12,7 @@ with long as (
 select
     sample,
     measure,
-    measure = {{ sql_string(var('lap_measure')) }} as is_selected_measure,
+    measure = {{ sql_string(setting('lap_measure')) }} as is_selected_measure,
     count(lap) as n,
     avg(lap) as mean,
     stddev_samp(lap) as sd,

@@ -56,7 +56,7 @@ entity_means as (
 
 thresholds as (
 
-    {%- if var('high_lap_rule') == 'entity_mean_median' %}
+    {%- if setting('high_lap_rule') == 'entity_mean_median' %}
     select sample, median(entity_mean_lap) as lap_median
     from entity_means
     group by sample
@@ -95,7 +95,7 @@ select
     {%- endfor %}
     numbered.lap,
     thresholds.lap_median,
-    {%- if var('high_lap_rule') == 'entity_mean_median' %}
+    {%- if setting('high_lap_rule') == 'entity_mean_median' %}
     case when entity_means.entity_mean_lap > thresholds.lap_median then 1 else 0 end as high_lap,
     {%- else %}
     case when numbered.lap > thresholds.lap_median then 1 else 0 end as high_lap,
@@ -106,7 +106,7 @@ select
     numbered.forecast_key,
     numbered.recall_key,
     numbered.mink_key
-    {%- for extra in var('extra_columns', []) %},
+    {%- for extra in setting('extra_columns') %},
     numbered."{{ extra }}"
     {%- endfor %}
 from numbered
