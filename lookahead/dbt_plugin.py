@@ -125,9 +125,9 @@ def use_study(cursor: Any) -> None:
         study = build_study()
     except ValueError:  # StudyConfigError
         return
-    cursor.execute(f"set variable lookahead_raw_dir = {_sql_text(str(study['raw_dir']))}")
+    cursor.execute(f"set variable lookahead_raw_dir = {_sql_text(str(study.output.raw_dir))}")
     cursor.execute("create or replace temp macro lookahead_observations() as table select * from "
-                   + observations_sql(str(study["data_path"]), study["csv_delimiter"]))
+                   + observations_sql(str(study.input.data_path), study.input.csv_delimiter))
 
 
 def attach_study(conn: Any) -> None:
