@@ -36,9 +36,9 @@
         row_id,
         zlib_bytes,
         list_slice(prompt_logprobs, 2, len(prompt_logprobs)) as after_first
-    from {{ relation }}
+    from {{ relation }} as raw_lines
     where key is not null
-    {{ first_written_line(relation) }}
+    {{ first_written_line('raw_lines') }}
     {%- endif %}
     {%- endif %}
 {%- endmacro %}
