@@ -97,14 +97,14 @@ def test_the_study_comes_from_the_settings_file_the_lookahead_command_names(
     monkeypatch.setenv(STUDY_SETTINGS_ENV, str(settings))
     monkeypatch.setenv("LOOKAHEAD_DUCKDB", str(tmp_path / "db.duckdb"))
     assert dbt_study_name({}) == study.name
-    with open(study.path("data_path"), newline="", encoding="utf-8") as fh:
+    with open(study.resolve(study.input.data_path), newline="", encoding="utf-8") as fh:
         n_rows = sum(1 for _ in csv.DictReader(fh))
     con, cursor = _open_like_dbt(tmp_path / "db.duckdb")
     try:
         for name in ("study_name", "raw_dir", "model_id", "recall_labels", "mink_k"):
             got = json.loads(cursor.sql(f"select lookahead_setting('{name}')").fetchone()[0])
-            assert got == study[name], name
-        assert cursor.sql("select getvariable('lookahead_raw_dir')").fetchone()[0] == study["raw_dir"]
+            assert got == study.vars[name], name  # the loader's view: each setting by name
+        assert cursor.sql("select getvariable('lookahead_raw_dir')").fetchone()[0] == study.output.raw_dir
         assert cursor.sql("select count(*) from lookahead_observations()").fetchone()[0] == n_rows
         assert cursor.sql("select lookahead_study_name()").fetchone()[0] == study.name
     finally:
