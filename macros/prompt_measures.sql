@@ -44,6 +44,16 @@
 {%- endmacro %}
 
 
+{#- The mean log-prob of a token list (the `after_first` of prompt_token_lines), null when
+    a log-prob is missing or invalid: the loss LAP, and the reference model's side of the
+    reference LAP. -#}
+{% macro mean_token_logprob(tokens) -%}
+    case when not {{ has_bad_logprob(tokens) }} then
+        list_avg(list_transform({{ tokens }}, lambda t: t.logprob))
+    end
+{%- endmacro %}
+
+
 {#- True when a token list (the `after_first` of prompt_token_lines) has a missing or
     invalid log-prob: such a line gets no score (gate_mink_scores counts them). -#}
 {% macro has_bad_logprob(tokens) -%}

@@ -11,9 +11,7 @@ scores as (
 
     select
         *,
-        case when not {{ has_bad_logprob('after_first') }} then
-            list_avg(list_transform(after_first, lambda t: t.logprob))
-        end as lap_loss
+        {{ mean_token_logprob('after_first') }} as lap_loss
     from lines
 
 ),

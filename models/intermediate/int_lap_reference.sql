@@ -21,9 +21,7 @@ reference_losses as (
 
     select
         *,
-        case when not {{ has_bad_logprob('after_first') }} then
-            list_avg(list_transform(after_first, lambda t: t.logprob))
-        end as reference_loss
+        {{ mean_token_logprob('after_first') }} as reference_loss
     from lines
 
 ),
