@@ -1,21 +1,12 @@
-{#- The prompt-scoring measures' shared pieces (lookahead/measures.py): a prompt task's
-    lines, one per key (the first written), with their typed prompt tokens after the first
-    (the first has no conditional probability) and zlib_bytes, and the rows of the current
-    study, so a measure's model is its score. `mink` reads its lines as staged
-    (stg_mink_scores parses the raw file once); `reference` (the same prompts scored by
-    the reference model) reads its raw file, which has no lines when it is absent (a study
-    that does not compute the measure). -#}
-{% macro prompt_token_lines(task='mink') -%}
-    {%- if task == 'mink' %}
-    select
-        key,
-        task,
-        model_id,
-        row_id,
-        zlib_bytes,
-        after_first
-    from {{ ref('stg_mink_scores') }}
-    {%- else %}
+{#- The prompt-scoring measures' shared pieces (lookahead/measures.py). The Min-K% lines
+    are parsed once, in stg_mink_scores, which scores each line's tokens there with the
+    macros below (a measure's model selects its score); a measure reading another prompt
+    task (`reference`: the same prompts scored by the reference model) reads that task's
+    raw lines with `prompt_token_lines(task)`: one line per key (the first written), its
+    typed prompt tokens after the first (the first has no conditional probability) and
+    zlib_bytes; no lines while the raw file is absent (a study that does not compute the
+    measure). -#}
+{% macro prompt_token_lines(task) -%}
     {%- set relation = source('raw', task) %}
     {%- set present = true %}
     {%- if execute %}
@@ -40,7 +31,6 @@
     where key is not null
     {{ first_written_line('raw_lines') }}
     {%- endif %}
-    {%- endif %}
 {%- endmacro %}
 
 
@@ -51,6 +41,22 @@
     case when not {{ has_bad_logprob(tokens) }} then
         list_avg(list_transform({{ tokens }}, lambda t: t.logprob))
     end
+{%- endmacro %}
+
+
+{#- Min-K%++ (Zhang et al. 2024) of a token list: the mean of the lowest
+    max(1, floor(K n)) per-token z-scores (log-prob minus the vocabulary's mean log-prob at
+    that position, over the square root of its variance), K = setting mink_k; null when a
+    log-prob is missing or invalid, or a position lacks the vocabulary moments (a line
+    whose study did not ask for them). -#}
+{% macro minkpp_score(tokens) -%}
+    list_avg(list_slice(
+        case when not {{ has_bad_logprob(tokens) }}
+            and not coalesce(list_bool_or(list_transform({{ tokens }},
+                lambda t: t.vocab_mean is null or t.vocab_var is null or not t.vocab_var > 0)), true)
+            then list_sort(list_transform({{ tokens }}, lambda t: (t.logprob - t.vocab_mean) / sqrt(t.vocab_var)))
+        end,
+        1, greatest(1, floor(len({{ tokens }}) * {{ setting('mink_k') }}))))
 {%- endmacro %}
 
 

@@ -1,18 +1,10 @@
 -- loss LAP (lookahead/measures.py 'loss'): the mean log-prob of the prompt tokens after
 -- the first, from the Min-K% line (the same forward pass). Higher = lower loss = more
--- likely seen. No score for a line with a missing or invalid log-prob.
-with lines as (
+-- likely seen. No score for a line with a missing or invalid log-prob. The line's score
+-- is computed where the line is parsed (stg_mink_scores, macro mean_token_logprob).
+with scores as (
 
-    {{ prompt_token_lines() }}
-
-),
-
-scores as (
-
-    select
-        *,
-        {{ mean_token_logprob('after_first') }} as lap_loss
-    from lines
+    select * from {{ ref('stg_mink_scores') }}
 
 ),
 

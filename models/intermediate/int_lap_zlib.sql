@@ -5,7 +5,7 @@
 -- with a missing or invalid log-prob or without zlib_bytes.
 with lines as (
 
-    {{ prompt_token_lines() }}
+    select * from {{ ref('stg_mink_scores') }}
 
 ),
 
@@ -13,9 +13,7 @@ scores as (
 
     select
         *,
-        case when not {{ has_bad_logprob('after_first') }} and zlib_bytes > 0 then
-            list_avg(list_transform(after_first, lambda t: t.logprob)) / zlib_bytes
-        end as lap_zlib
+        case when zlib_bytes > 0 then lap_loss / zlib_bytes end as lap_zlib
     from lines
 
 ),

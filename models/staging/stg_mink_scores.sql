@@ -11,10 +11,12 @@
 -- silently left out of the lowest K%), and n_invalid_logprobs counts NaN, infinite or
 -- positive log-probs after the first token (and missing ones), which gate_mink_scores
 -- requires to be 0. Which mean was used is var mink_mean, recorded in study_settings.
--- The raw line is parsed here only: the typed prompt tokens after the first
--- (after_first: log-prob and vocabulary moments) and zlib_bytes are kept for the other
--- prompt measures (macros/prompt_measures.sql), which read them instead of re-parsing
--- the largest raw file once per measure.
+-- The raw line is parsed here only, and the prompt tokens are scored where they are
+-- parsed: beside Min-K%, each line's score of the other prompt measures that read the
+-- tokens (lap_loss, lap_minkpp: their formulas are macros in macros/prompt_measures.sql),
+-- and zlib_bytes; their int_lap_* models select them. Why not keep the token lists for
+-- those models: writing them to the database and reading them back took about half of
+-- the Min-K% path at 1,000,000 rows (benchmarks/HISTORY.md), more than the scores.
 with source as (
 
     select * from {{ source('raw', 'mink') }}
@@ -77,7 +79,8 @@ scores as (
         exp(list_avg(lowest_logprobs)) as lap_mink_geometric,
         list_avg(list_transform(lowest_logprobs, lambda lp: exp(lp))) as lap_mink_arithmetic,
         n_invalid_logprobs,
-        after_first,
+        {{ mean_token_logprob('after_first') }} as lap_loss,
+        {{ minkpp_score('after_first') }} as lap_minkpp,
         zlib_bytes,
         entity_id,
         target_date,
@@ -99,7 +102,8 @@ select
     lap_mink_arithmetic,
     lap_mink_{{ setting('mink_mean') }} as lap_mink,
     n_invalid_logprobs,
-    after_first,
+    lap_loss,
+    lap_minkpp,
     zlib_bytes,
     try_cast(finished_at as timestamp) as finished_at
 from scores
