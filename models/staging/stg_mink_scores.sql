@@ -15,8 +15,8 @@
 -- parsed: beside Min-K%, each line's score of the other prompt measures that read the
 -- tokens (lap_loss, lap_minkpp: their formulas are macros in macros/prompt_measures.sql),
 -- and zlib_bytes; their int_lap_* models select them. Why not keep the token lists for
--- those models: writing them to the database and reading them back took about half of
--- the Min-K% path at 1,000,000 rows (benchmarks/HISTORY.md), more than the scores.
+-- those models: at 1,000,000 rows writing them took 43% of this model's time, and each
+-- measure's model read them back (BENCHMARKS.md, issue 26).
 with source as (
 
     select * from {{ source('raw', 'mink') }}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -59,10 +60,45 @@ def dbt_env(db: Path | None) -> dict[str, str]:
     return env
 
 
-def run_dbt(args: list[str], vars_: dict, db: Path | None) -> DbtResult:
+#: This worker's parsed project (dbt's partial_parse.msgpack), copied into each test's
+#: fresh target folder so that dbt parses only what changed (test_partial_parse.py shows
+#: that a study passed this way leaves the parse reusable).
+_PARSED: list[Path] = []
+
+
+def run_dbt(args: list[str], vars_: dict, db: Path | None, *, as_vars: bool = False) -> DbtResult:
+    """dbt on the study `vars_`, passed as the lookahead command passes one: its resolved
+    settings in the file $LOOKAHEAD_STUDY_SETTINGS names. With `as_vars`, or when the
+    loader refuses the settings (a test of the run-start check's message), they go on
+    the command line as `--vars`, as a user's `dbt build --vars "$(cat study.yml)"`.
+
+    Why the settings file by default: `--vars` that change make dbt parse the whole project
+    again (5-6 s a call), and each test has a study of its own."""
+    from lookahead.config import STUDY_SETTINGS_ENV, study_from_dbt_vars
+    from lookahead.errors import StudyConfigError
+
     dbt = Path(sys.executable).with_name("dbt")
-    proc = subprocess.run(
-        [str(dbt), *args, "--project-dir", str(ROOT), "--vars", json.dumps(vars_)],
-        cwd=ROOT, env=dbt_env(db), capture_output=True, text=True, timeout=600,
-    )
+    env = dbt_env(db)
+    cmd = [str(dbt), *args, "--project-dir", str(ROOT)]
+    settings = None
+    if not as_vars:
+        try:
+            settings = study_from_dbt_vars(json.dumps(vars_, default=str)).vars
+        except StudyConfigError:
+            pass
+    if settings is None:
+        cmd += ["--vars", json.dumps(vars_)]
+    else:
+        path = Path(env["DBT_TARGET_PATH"]).parent / "study_settings.json"
+        path.write_text(json.dumps(settings, default=str), encoding="utf-8")
+        env[STUDY_SETTINGS_ENV] = str(path)
+    parsed = Path(env["DBT_TARGET_PATH"]) / "partial_parse.msgpack"
+    if _PARSED and not parsed.exists():
+        parsed.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(_PARSED[0], parsed)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if settings is not None and not _PARSED and parsed.exists():
+        seed = Path(tempfile.mkdtemp(prefix="dbt-parsed-")) / "partial_parse.msgpack"
+        shutil.copyfile(parsed, seed)
+        _PARSED.append(seed)
     return DbtResult(proc.returncode, proc.stdout + proc.stderr, db)

@@ -131,7 +131,7 @@ def test_dbt_check_and_python_loader_agree():
 def test_dbt_run_start_check_names_a_misspelled_setting_before_anything_runs(tmp_path):
     from dbt_runner import run_dbt
 
-    res = run_dbt(["build"], {**DEMO, "trainig_cutoff": "2021-12-31"}, tmp_path / "db.duckdb")
+    res = run_dbt(["build"], {**DEMO, "trainig_cutoff": "2021-12-31"}, tmp_path / "db.duckdb", as_vars=True)
     assert res.returncode != 0
     assert "setting 'trainig_cutoff' is not a study setting (did you mean 'training_cutoff'?)" in res.output
     assert "Traceback" not in res.output
