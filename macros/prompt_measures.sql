@@ -34,7 +34,7 @@
 {%- endmacro %}
 
 
-{#- The mean log-prob of a token list (the `after_first` of prompt_token_lines), null when
+{#- The mean log-prob of a token list (a line's prompt tokens after the first), null when
     a log-prob is missing or invalid: the loss LAP, and the reference model's side of the
     reference LAP. -#}
 {% macro mean_token_logprob(tokens) -%}
@@ -60,7 +60,7 @@
 {%- endmacro %}
 
 
-{#- True when a token list (the `after_first` of prompt_token_lines) has a missing or
+{#- True when a token list (a line's prompt tokens after the first) has a missing or
     invalid log-prob: such a line gets no score (gate_mink_scores counts them). -#}
 {% macro has_bad_logprob(tokens) -%}
     coalesce(list_bool_or(list_transform({{ tokens }}, lambda t: t.logprob is null
