@@ -404,13 +404,16 @@ def test_answers_are_selected_by_key(built, tmp_path):
 
 def test_each_study_builds_into_its_own_database(built, tmp_path):
     """Two studies one after the other: outputs/<study_name>.duckdb each, each with its
-    own settings (the plugin attaches the database named after the study)."""
+    own settings (the plugin attaches the database named after the study); the first
+    reaches dbt as `--vars` (the documented `dbt build --vars`), the second as the
+    settings file the lookahead command writes."""
     study, _ = built
     names = [f"pytest_{tmp_path.name}_{i}" for i in range(2)]
     try:
         for i, name in enumerate(names):
             res = run_dbt(["run", "--select", "study_settings"],
-                          {**study.vars, "study_name": name, "cluster": ["entity", "date"][i]}, None)
+                          {**study.vars, "study_name": name, "cluster": ["entity", "date"][i]}, None,
+                          as_vars=i == 0)
             assert res.returncode == 0, res.output[-2000:]
         for i, name in enumerate(names):
             con = duckdb.connect(str(ROOT / "outputs" / f"{name}.duckdb"), read_only=True)
