@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_dbt_build import EXCLUDED, MEASURES, _run  # noqa: E402
+from bench_dbt_build import EXCLUDED, MEASURES, _env, _run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,12 +42,10 @@ def build(checkout: Path, study: Path, side: str) -> dict:
     db = study / f"ab_{side}.duckdb"
     for stale in study.glob(f"ab_{side}.duckdb*"):
         shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
-    env = dict(os.environ, DBT_PROFILES_DIR=str(checkout / "profiles"), DBT_SEND_ANONYMOUS_USAGE_STATS="False",
-               LOOKAHEAD_DUCKDB=str(db), PYTHONPATH=str(checkout), GX_ANALYTICS_ENABLED="False")
     cmd = [str(ROOT / ".venv" / "bin" / "dbt"), "build", "--vars", (study / "vars.json").read_text(),
            "--project-dir", str(checkout), "--target-path", str(study / f"target_{side}"),
            "--exclude", *EXCLUDED]
-    wall, cpu, peak, rc, tail = _run(cmd, env)
+    wall, cpu, peak, rc, tail = _run(cmd, _env(db, checkout))
     if rc:
         print(tail)
     return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mib": peak, "returncode": rc}

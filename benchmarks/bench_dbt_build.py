@@ -200,9 +200,10 @@ def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, int,
             out[-3000:])
 
 
-def _env(db: Path) -> dict[str, str]:
-    return dict(os.environ, DBT_PROFILES_DIR=str(ROOT / "profiles"), DBT_SEND_ANONYMOUS_USAGE_STATS="False",
-                LOOKAHEAD_DUCKDB=str(db), PYTHONPATH=str(ROOT), GX_ANALYTICS_ENABLED="False")
+def _env(db: Path, checkout: Path = ROOT) -> dict[str, str]:
+    """dbt's environment for a build into `db` by the project at `checkout`."""
+    return dict(os.environ, DBT_PROFILES_DIR=str(checkout / "profiles"), DBT_SEND_ANONYMOUS_USAGE_STATS="False",
+                LOOKAHEAD_DUCKDB=str(db), PYTHONPATH=str(checkout), GX_ANALYTICS_ENABLED="False")
 
 
 def dbt_build(vars_: dict, db: Path, exclude: list[str] | None = None, extra: list[str] | None = None) -> dict:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from lookahead.config import PROJECT_ROOT, STUDY_SETTINGS_ENV, load_study
+from lookahead.config import PROJECT_ROOT, STUDY_SETTINGS_ENV, Study, load_study
 
 
 def dbt_env() -> dict[str, str]:
@@ -45,7 +45,14 @@ def study_env(study_file: str | None, overrides: dict | None = None) -> Iterator
     Why not --vars: dbt re-parses the whole project whenever --vars change, so each new or
     edited study paid a full parse; the variable is invisible to dbt's parser
     (docs/CONTRACTS.md, "How a study reaches dbt")."""
-    study = load_study(study_file, overrides=overrides)
+    with settings_file_env(load_study(study_file, overrides=overrides)) as env:
+        yield env
+
+
+@contextmanager
+def settings_file_env(study: Study) -> Iterator[dict[str, str]]:
+    """dbt's environment with `study` in the settings file $LOOKAHEAD_STUDY_SETTINGS names
+    (removed on exit); :func:`study_env` for a study already loaded."""
     with tempfile.TemporaryDirectory(prefix="lookahead-dbt-") as tmp:
         settings = Path(tmp) / "study.json"
         # in the study's own order (settings_json sorts keys): a label mapping's order is

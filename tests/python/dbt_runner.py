@@ -8,11 +8,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import pandas as pd
+
+from lookahead.config import STUDY_SETTINGS_ENV, study_from_dbt_vars
+from lookahead.errors import StudyConfigError
+from lookahead.runs import settings_file_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,30 +79,26 @@ def run_dbt(args: list[str], vars_: dict, db: Path | None, *, as_vars: bool = Fa
 
     Why the settings file by default: `--vars` that change make dbt parse the whole project
     again (5-6 s a call), and each test has a study of its own."""
-    from lookahead.config import STUDY_SETTINGS_ENV, study_from_dbt_vars
-    from lookahead.errors import StudyConfigError
-
     dbt = Path(sys.executable).with_name("dbt")
     env = dbt_env(db)
     cmd = [str(dbt), *args, "--project-dir", str(ROOT)]
-    settings = None
+    study = None
     if not as_vars:
         try:
-            settings = study_from_dbt_vars(json.dumps(vars_, default=str)).vars
+            study = study_from_dbt_vars(json.dumps(vars_, default=str))
         except StudyConfigError:
             pass
-    if settings is None:
-        cmd += ["--vars", json.dumps(vars_)]
-    else:
-        path = Path(env["DBT_TARGET_PATH"]).parent / "study_settings.json"
-        path.write_text(json.dumps(settings, default=str), encoding="utf-8")
-        env[STUDY_SETTINGS_ENV] = str(path)
     parsed = Path(env["DBT_TARGET_PATH"]) / "partial_parse.msgpack"
     if _PARSED and not parsed.exists():
         parsed.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(_PARSED[0], parsed)
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    if settings is not None and not _PARSED and parsed.exists():
+    with ExitStack() as stack:
+        if study is None:
+            cmd += ["--vars", json.dumps(vars_)]
+        else:  # the settings file, as the lookahead command writes it
+            env[STUDY_SETTINGS_ENV] = stack.enter_context(settings_file_env(study))[STUDY_SETTINGS_ENV]
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if study is not None and not _PARSED and parsed.exists():
         seed = Path(tempfile.mkdtemp(prefix="dbt-parsed-")) / "partial_parse.msgpack"
         shutil.copyfile(parsed, seed)
         _PARSED.append(seed)
