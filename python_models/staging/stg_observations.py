@@ -1,7 +1,13 @@
 """Every input row mapped to the protocol's columns and validated, by the same package
 function the LLM jobs use (lookahead.rows.stage_observations), so jobs and staging agree
 on every valid row and row_id. Nothing is dropped: a failing row carries its
-reject_reason (seeds/reject_reasons.csv) and reaches `rejected_rows`."""
+reject_reason (seeds/reject_reasons.csv, which the package reads itself) and reaches
+`rejected_rows`.
+
+The study comes from the project's plugin (`lookahead_study_json()`, the value
+`study_settings` stores), not from a ref: a model without parents is among the first
+dbt starts, so this Python model (and the keys after it) run while DuckDB stages the raw
+caches on the other thread, instead of after them (docs/CONTRACTS.md, "Build order")."""
 
 
 def model(dbt, session):
@@ -12,12 +18,7 @@ def model(dbt, session):
     from lookahead.rows import stage_observations
 
     dbt.source("study", "observations")  # lineage: the file this model reads
-    try:  # lineage: the reasons a row can carry (the package reads seeds/reject_reasons.csv itself)
-        dbt.ref("reject_reasons")
-    except Exception:  # noqa: BLE001 - `dbt run` loads no seeds; the model does not need the table
-        pass
-    settings = dbt.ref("study_settings").df()
-    study = Study.from_json(str(settings["settings_json"].iloc[0]))
+    study = Study.from_json(session.sql("select lookahead_study_json()").fetchone()[0])
     staged = stage_observations(study.input, study.resolve(study.input.data_path))
     for col in ("text_date", "target_date"):  # DATE columns (midnight datetimes -> days)
         staged[col] = staged[col].to_numpy().astype("datetime64[D]")
