@@ -41,8 +41,9 @@ from pathlib import Path
 import duckdb
 
 from lookahead.config import Study, default_study_path, read_study_file, resolve
+from lookahead.dbt_plugin import MEMORY_LIMIT_ENV, memory_limit, ram_bytes
 from lookahead.keys import expected_keys
-from lookahead.rows import load_rows
+from lookahead.rows import count_data_rows, load_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 WILD_DRAWS = 0  # the wild bootstrap is off on both sides (see generate)
@@ -313,6 +314,12 @@ def _ratios(runs: list[dict], base: list[dict]) -> dict:
     return out
 
 
+def _memory_limit(vars_: dict) -> str:
+    """The DuckDB memory_limit the build of this study ran under (the project's plugin
+    sizes it from the input's rows unless $LOOKAHEAD_DUCKDB_MEMORY_LIMIT is set)."""
+    return os.environ.get(MEMORY_LIMIT_ENV) or memory_limit(count_data_rows(Path(vars_["data_path"])), ram_bytes())
+
+
 def compare(n: int, out_root: Path, pairs: int, full_build: bool, floors: bool = False,
             full_each_pair: bool = False, reuse: bool = False, warm_up: bool = True) -> dict:
     """Alternating pairs: bare script, then dbt build without EXCLUDED (the bare script
@@ -345,7 +352,7 @@ def compare(n: int, out_root: Path, pairs: int, full_build: bool, floors: bool =
     gap = coefficient_gap(db, out / "bare.json") if not runs_full else None
     slim = [{k: r[k] for k in (*MEASURES, "returncode")} for r in runs_dbt]
     res = {
-        "rows": n, "generate_s": gen, "pairs": pairs,
+        "rows": n, "generate_s": gen, "pairs": pairs, "duckdb_memory_limit": _memory_limit(vars_),
         "bare_runs": runs_bare, "dbt_runs": slim,
         **{f"bare_{k}": v for k, v in _summary(runs_bare).items()},
         **{f"dbt_{k}": v for k, v in _summary(runs_dbt).items()},
@@ -400,7 +407,7 @@ def main() -> None:
     sizes = sorted(set(args.sizes) | ({1_000_000} if args.full else set()))
     results = {"command": " ".join(["benchmarks/bench_dbt_build.py", *sys.argv[1:]]),
                "cpus": os.cpu_count(), "python": platform.python_version(),
-               "duckdb_memory_limit": os.environ.get("LOOKAHEAD_DUCKDB_MEMORY_LIMIT", "the profile's default"),
+               "duckdb_memory_limit": os.environ.get(MEMORY_LIMIT_ENV, "sized per study by the plugin (each size's own)"),
                "sizes": []}
     for n in sizes:
         r = compare(n, args.tmp, args.pairs, full_build=not args.no_full_build, floors=args.floors,

@@ -54,9 +54,11 @@ def _setting_names() -> str:
 
 
 def _check_settings(dbt_values_json: str, cli_vars: str) -> str:
+    """The run-start check's one line: a bad setting, else a memory limit the database
+    could not take (size_buffer_pool), else ''."""
     from lookahead.config import check_dbt_vars
 
-    return check_dbt_vars(dbt_values_json, cli_vars)
+    return check_dbt_vars(dbt_values_json, cli_vars) or next(iter(_BUFFER_POOL_ERRORS), "")
 
 
 def _cli_vars() -> dict[str, Any]:
@@ -134,6 +136,75 @@ def use_study(cursor: Any) -> None:
     cursor.execute(f"set variable lookahead_raw_dir = {_sql_text(str(study.output.raw_dir))}")
     cursor.execute("set variable lookahead_observations_sql = " + _sql_text(
         "select * from " + observations_sql(str(study.input.data_path), study.input.csv_delimiter)))
+
+
+#: Overrides the buffer pool's size (any DuckDB memory size, e.g. 8GB).
+MEMORY_LIMIT_ENV = "LOOKAHEAD_DUCKDB_MEMORY_LIMIT"
+#: DuckDB's buffer pool, in MB: MEMORY_LIMIT_PER_MILLION_ROWS_MB for each million input
+#: rows, never under MEMORY_LIMIT_BASE_MB (memory_limit).
+#: Why bounded at all: DuckDB's default is 80% of RAM, which the dbt Python models running
+#: in the same process then compete with, and DuckDB keeps what it read and wrote in the
+#: pool up to the limit (at 1,000,000 rows 640MB took the build's peak from 2,215 to 1,865
+#: MiB against 1GB, benchmarks/HISTORY.md).
+#: Why it grows with the rows: int_panel_merged holds a hash table per LAP measure at once
+#: while it joins them to the rows; on its own it needed 400-480 MB at 1,000,000 rows, and
+#: a fixed 640MB stopped the 10,000,000-row build with DuckDB's out-of-memory error, where
+#: 4GB was enough (BENCHMARKS.md, issue 26).
+MEMORY_LIMIT_BASE_MB = 640
+MEMORY_LIMIT_PER_MILLION_ROWS_MB = 480
+#: The share of the machine's memory the pool never exceeds (DuckDB's own default).
+MEMORY_LIMIT_RAM_SHARE = 0.8
+
+
+def memory_limit(n_rows: int, machine_bytes: int | None = None) -> str:
+    """DuckDB's memory_limit for a study of `n_rows` input rows on a machine with
+    `machine_bytes` of memory: MEMORY_LIMIT_PER_MILLION_ROWS_MB a million rows, at least
+    MEMORY_LIMIT_BASE_MB, at most MEMORY_LIMIT_RAM_SHARE of the memory (never below the
+    base: a smaller machine gets the limit every study had before)."""
+    mb = max(MEMORY_LIMIT_BASE_MB, -(-MEMORY_LIMIT_PER_MILLION_ROWS_MB * n_rows // 1_000_000))
+    if machine_bytes:
+        mb = min(mb, max(MEMORY_LIMIT_BASE_MB, int(MEMORY_LIMIT_RAM_SHARE * machine_bytes / 1e6)))
+    return f"{mb}MB"
+
+
+def ram_bytes() -> int | None:
+    """The machine's physical memory in bytes (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not a POSIX system
+        return None
+
+
+def size_buffer_pool(conn: Any) -> str:
+    """Set DuckDB's memory_limit for the build's study ($LOOKAHEAD_DUCKDB_MEMORY_LIMIT
+    when set, else `memory_limit` of its input file's rows); return the value set. The
+    limit is the database's, so once per connection is enough. With a bad setting the
+    base limit: the run-start check stops the build first."""
+    import duckdb
+
+    from lookahead.rows import count_data_rows
+
+    try:
+        study = build_study()
+    except ValueError:  # StudyConfigError
+        n_rows = 0
+    else:
+        n_rows = count_data_rows(study.resolve(study.input.data_path))
+    sized = memory_limit(n_rows, ram_bytes())
+    value = os.environ.get(MEMORY_LIMIT_ENV) or sized
+    try:
+        conn.execute(f"set memory_limit = {_sql_text(value)}")
+    except duckdb.Error as err:  # dbt would print a traceback: the run-start check says it
+        _BUFFER_POOL_ERRORS[:] = [f"${MEMORY_LIMIT_ENV}={value!r} is not a memory size DuckDB reads "
+                                  f"(e.g. 8GB): {str(err).splitlines()[0]}"]
+        conn.execute(f"set memory_limit = {_sql_text(sized)}")
+        return sized
+    _BUFFER_POOL_ERRORS.clear()
+    return value
+
+
+#: Why $LOOKAHEAD_DUCKDB_MEMORY_LIMIT was not used, for the run-start check (_check_settings).
+_BUFFER_POOL_ERRORS: list[str] = []
 
 
 def attach_study(conn: Any) -> None:
@@ -328,6 +399,7 @@ class Plugin(BasePlugin):
 
     def configure_connection(self, conn: Any) -> None:
         _freeze_long_lived()
+        size_buffer_pool(conn)
         attach_study(conn)
         import_gx_in_background()
         conn.create_function("lookahead_setting_names", _setting_names, [], "VARCHAR",

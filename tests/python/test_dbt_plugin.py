@@ -121,3 +121,102 @@ def test_vars_name_the_study_before_the_settings_file_and_a_bad_one_still_names_
     bad = {**full, "training_cutoff": "not a date"}  # the run-start check names the setting
     assert dbt_study_name(bad) == "demo_clean"
     assert load_study(PROJECT_ROOT / "demo/studies/clean.yml").database == PROJECT_ROOT / "outputs/demo_clean.duckdb"
+
+
+def test_the_buffer_pool_grows_with_the_rows_and_stays_within_the_machine() -> None:
+    """480MB a million rows, at least 640MB (the hash tables of int_panel_merged grow
+    with the rows), never beyond 80% of the machine's memory, never below the base on a
+    small machine."""
+    gib = 2**30
+    assert dbt_plugin.memory_limit(0) == "640MB"
+    assert dbt_plugin.memory_limit(91_361, 24 * gib) == "640MB"
+    assert dbt_plugin.memory_limit(1_000_000, 24 * gib) == "640MB"
+    assert dbt_plugin.memory_limit(1_333_333, 24 * gib) == "640MB"
+    assert dbt_plugin.memory_limit(1_333_334, 24 * gib) == "641MB"  # rounded up, not down
+    assert dbt_plugin.memory_limit(1_600_000, 24 * gib) == "768MB"
+    assert dbt_plugin.memory_limit(10_000_000, 24 * gib) == "4800MB"
+    assert dbt_plugin.memory_limit(100_000_000, 24 * gib) == f"{int(0.8 * 24 * gib / 1e6)}MB"
+    assert dbt_plugin.memory_limit(100_000_000, gib // 2) == "640MB"
+
+
+def _study_with_rows(tmp_path: Path, n_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default study reading an input file of `n_rows` rows, named to the plugin
+    through the settings file."""
+    data = tmp_path / "rows.csv"
+    lines = ["row_id,entity_id,entity_name,ticker,text,text_date,target_date,outcome"]
+    lines += [f"r{i},E{i % 7},Firm {i % 7},T,text {i},2021-01-04,2021-01-05,0.1" for i in range(n_rows)]
+    data.write_text("\n".join(lines), encoding="utf-8")  # no line break after the last row
+    vars_ = {**load_study(default_study_path()).vars, "data_path": str(data)}
+    settings = tmp_path / "study.json"
+    settings.write_text(json.dumps(vars_), encoding="utf-8")
+    monkeypatch.setenv(STUDY_SETTINGS_ENV, str(settings))
+    monkeypatch.setenv("LOOKAHEAD_DUCKDB", str(tmp_path / "db.duckdb"))
+
+
+def _pool_of(value: str) -> str:
+    """DuckDB's reading of a memory size (it prints them in its own units)."""
+    with duckdb.connect() as con:
+        con.execute(f"set memory_limit = '{value}'")
+        return con.sql("select current_setting('memory_limit')").fetchone()[0]
+
+
+def test_opening_the_database_sizes_the_buffer_pool_for_the_studys_rows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(dbt_plugin.MEMORY_LIMIT_ENV, raising=False)
+    _study_with_rows(tmp_path, 2_501, monkeypatch)
+    assert dbt_plugin.build_study().input.data_path == str(tmp_path / "rows.csv")
+    from lookahead.rows import count_data_rows
+
+    assert count_data_rows(tmp_path / "rows.csv") == 2_501
+    # a million rows per row here: scale the figure so that this small file decides it
+    monkeypatch.setattr(dbt_plugin, "MEMORY_LIMIT_PER_MILLION_ROWS_MB", 640_000)
+    con, cursor = _open_like_dbt(tmp_path / "db.duckdb")
+    try:
+        expected = dbt_plugin.memory_limit(2_501, dbt_plugin.ram_bytes())
+        assert expected != "640MB"
+        assert cursor.sql("select current_setting('memory_limit')").fetchone()[0] == _pool_of(expected)
+    finally:
+        cursor.close()
+        con.close()
+
+
+def test_the_memory_limit_setting_overrides_the_sizing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _study_with_rows(tmp_path, 10, monkeypatch)
+    monkeypatch.setenv(dbt_plugin.MEMORY_LIMIT_ENV, "3GB")
+    con, cursor = _open_like_dbt(tmp_path / "db.duckdb")
+    try:
+        assert cursor.sql("select current_setting('memory_limit')").fetchone()[0] == _pool_of("3GB")
+    finally:
+        cursor.close()
+        con.close()
+
+
+def _dbt_values() -> str:
+    """The settings as dbt hands them to the run-start check without --vars: the study's own."""
+    return json.dumps(dbt_plugin.build_study().vars, default=str)
+
+
+def test_a_memory_limit_duckdb_cannot_read_is_one_line_naming_the_setting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The database opens with the sized limit and the run-start check's line names the
+    setting (an exception there would reach the user as a traceback)."""
+    monkeypatch.delenv(STUDY_SETTINGS_ENV, raising=False)  # the default study
+    monkeypatch.setenv("LOOKAHEAD_DUCKDB", str(tmp_path / "db.duckdb"))
+    monkeypatch.setenv(dbt_plugin.MEMORY_LIMIT_ENV, "lots")
+    con, cursor = _open_like_dbt(tmp_path / "db.duckdb")
+    try:
+        assert cursor.sql("select current_setting('memory_limit')").fetchone()[0] == _pool_of("640MB")
+        message = cursor.execute("select lookahead_check_settings(?, '')", [_dbt_values()]).fetchone()[0]
+        assert message.startswith("$LOOKAHEAD_DUCKDB_MEMORY_LIMIT='lots' is not a memory size")
+        assert "\n" not in message
+    finally:
+        cursor.close()
+        con.close()
+    monkeypatch.setenv(dbt_plugin.MEMORY_LIMIT_ENV, "2GB")  # mended: the check passes again
+    con, cursor = _open_like_dbt(tmp_path / "db.duckdb")
+    try:
+        assert cursor.execute("select lookahead_check_settings(?, '')", [_dbt_values()]).fetchone()[0] == ""
+    finally:
+        cursor.close()
+        con.close()

@@ -10,6 +10,7 @@ import csv
 import datetime as dt
 import hashlib
 from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
@@ -303,3 +304,24 @@ def test_jobs_stop_on_bad_input_with_one_line(tmp_path, content, message):
     assert proc.returncode != 0
     assert re.search(message, proc.stderr), proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_count_data_rows_counts_rows_without_parsing_never_fewer(tmp_path: Path) -> None:
+    from lookahead.rows import count_data_rows
+
+    csv_file = tmp_path / "rows.csv"
+    csv_file.write_text("a,b\n1,2\n3,4\n", encoding="utf-8")
+    assert count_data_rows(csv_file) == 2
+    csv_file.write_text("a,b\n1,2\n3,4", encoding="utf-8")  # no line break after the last row
+    assert count_data_rows(csv_file) == 2
+    csv_file.write_text('a,b\n1,"two\nlines"\n', encoding="utf-8")  # a quoted line break: one more
+    assert count_data_rows(csv_file) == 2
+    csv_file.write_text("a,b\n", encoding="utf-8")
+    assert count_data_rows(csv_file) == 0
+    csv_file.write_text("", encoding="utf-8")
+    assert count_data_rows(csv_file) == 0
+    assert count_data_rows(tmp_path / "missing.csv") == 0
+    pq.write_table(pa.table({"a": list(range(7))}), tmp_path / "rows.parquet")
+    assert count_data_rows(tmp_path / "rows.parquet") == 7
+    (tmp_path / "bad.parquet").write_bytes(b"not parquet")
+    assert count_data_rows(tmp_path / "bad.parquet") == 0
