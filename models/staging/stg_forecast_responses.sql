@@ -3,8 +3,8 @@
 -- int_forecasts with the package's parser, the same code the forecast job uses for its
 -- parse-rate check, so the two can never disagree.
 -- The study's settings reach this model through setting(); the ref below says so to dbt,
--- and puts the raw caches after stg_observations in dbt's start order (docs/CONTRACTS.md,
--- "Build order").
+-- and starts the raw caches' staging after stg_observations (docs/CONTRACTS.md, "Build
+-- order").
 -- depends_on: {{ ref('study_settings') }}
 with source as (
 

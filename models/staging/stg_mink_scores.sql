@@ -18,8 +18,8 @@
 -- those models: at 1,000,000 rows writing them took 43% of this model's time, and each
 -- measure's model read them back (BENCHMARKS.md, issue 26).
 -- The study's settings reach this model through setting(); the ref below says so to dbt,
--- and puts the raw caches after stg_observations in dbt's start order (docs/CONTRACTS.md,
--- "Build order").
+-- and starts the raw caches' staging after stg_observations (docs/CONTRACTS.md, "Build
+-- order").
 -- depends_on: {{ ref('study_settings') }}
 with source as (
 

@@ -15,8 +15,8 @@
 -- the tokens are never unnested and regrouped.
 {%- set labels = setting('recall_labels') %}
 -- The study's settings reach this model through setting(); the ref below says so to dbt,
--- and puts the raw caches after stg_observations in dbt's start order (docs/CONTRACTS.md,
--- "Build order").
+-- and starts the raw caches' staging after stg_observations (docs/CONTRACTS.md, "Build
+-- order").
 -- depends_on: {{ ref('study_settings') }}
 with source as (
 

@@ -5,9 +5,10 @@ reject_reason (seeds/reject_reasons.csv, which the package reads itself) and rea
 `rejected_rows`.
 
 The study comes from the project's plugin (`lookahead_study_json()`, the value
-`study_settings` stores), not from a ref: a model without parents is among the first
-dbt starts, so this Python model (and the keys after it) run while DuckDB stages the raw
-caches on the other thread, instead of after them (docs/CONTRACTS.md, "Build order")."""
+`study_settings` stores), not from a ref: a model without parents is the first dbt
+starts, so these pandas frames of every row are built while DuckDB's buffer pool is
+still empty, not beside a pool the raw caches' staging filled (docs/CONTRACTS.md,
+"Build order": a lower peak at 1,000,000 rows)."""
 
 
 def model(dbt, session):
