@@ -2,10 +2,6 @@
 -- uses is decided by key in int_forecast_lines. The answer is mapped to a label in
 -- int_forecasts with the package's parser, the same code the forecast job uses for its
 -- parse-rate check, so the two can never disagree.
--- The study's settings reach this model through setting(); the ref below says so to dbt,
--- and starts the raw caches' staging after stg_observations (docs/CONTRACTS.md, "Build
--- order").
--- depends_on: {{ ref('study_settings') }}
 with source as (
 
     select * from {{ source('raw', 'forecast') }}

@@ -17,10 +17,6 @@
 -- and zlib_bytes; their int_lap_* models select them. Why not keep the token lists for
 -- those models: at 1,000,000 rows writing them took 43% of this model's time, and each
 -- measure's model read them back (BENCHMARKS.md, issue 26).
--- The study's settings reach this model through setting(); the ref below says so to dbt,
--- and starts the raw caches' staging after stg_observations (docs/CONTRACTS.md, "Build
--- order").
--- depends_on: {{ ref('study_settings') }}
 with source as (
 
     select * from {{ source('raw', 'mink') }}

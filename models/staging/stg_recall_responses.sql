@@ -14,10 +14,6 @@
 -- top_logprobs; gate_recall_pairs requires it to be 0. List functions work per line, so
 -- the tokens are never unnested and regrouped.
 {%- set labels = setting('recall_labels') %}
--- The study's settings reach this model through setting(); the ref below says so to dbt,
--- and starts the raw caches' staging after stg_observations (docs/CONTRACTS.md, "Build
--- order").
--- depends_on: {{ ref('study_settings') }}
 with source as (
 
     select * from {{ source('raw', 'recall') }}

@@ -1,14 +1,7 @@
 """Every input row mapped to the protocol's columns and validated, by the same package
 function the LLM jobs use (lookahead.rows.stage_observations), so jobs and staging agree
 on every valid row and row_id. Nothing is dropped: a failing row carries its
-reject_reason (seeds/reject_reasons.csv, which the package reads itself) and reaches
-`rejected_rows`.
-
-The study comes from the project's plugin (`lookahead_study_json()`, the value
-`study_settings` stores), not from a ref: a model without parents is the first dbt
-starts, so these pandas frames of every row are built while DuckDB's buffer pool is
-still empty, not beside a pool the raw caches' staging filled (docs/CONTRACTS.md,
-"Build order": a lower peak at 1,000,000 rows)."""
+reject_reason (seeds/reject_reasons.csv) and reaches `rejected_rows`."""
 
 
 def model(dbt, session):
@@ -19,7 +12,12 @@ def model(dbt, session):
     from lookahead.rows import stage_observations
 
     dbt.source("study", "observations")  # lineage: the file this model reads
-    study = Study.from_json(session.sql("select lookahead_study_json()").fetchone()[0])
+    try:  # lineage: the reasons a row can carry (the package reads seeds/reject_reasons.csv itself)
+        dbt.ref("reject_reasons")
+    except Exception:  # noqa: BLE001 - `dbt run` loads no seeds; the model does not need the table
+        pass
+    settings = dbt.ref("study_settings").df()
+    study = Study.from_json(str(settings["settings_json"].iloc[0]))
     staged = stage_observations(study.input, study.resolve(study.input.data_path))
     for col in ("text_date", "target_date"):  # DATE columns (midnight datetimes -> days)
         staged[col] = staged[col].to_numpy().astype("datetime64[D]")
