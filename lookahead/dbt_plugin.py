@@ -203,6 +203,12 @@ def size_buffer_pool(conn: Any) -> str:
     return value
 
 
+#: The memory_limit size_buffer_pool chose for this process's database, which every cursor
+#: sets again (configure_cursor) as the profile's settings did when they held the limit:
+#: set once per connection instead, builds peaked 56-146 MiB above 122de87's at 91,361
+#: rows and 100-198 MiB at 1,000,000; set on every cursor, 0-73 MiB at 91,361
+#: (alternating builds, BENCHMARKS.md).
+_BUFFER_POOL: list[str] = []
 #: Why $LOOKAHEAD_DUCKDB_MEMORY_LIMIT was not used, for the run-start check (_check_settings).
 _BUFFER_POOL_ERRORS: list[str] = []
 
@@ -395,11 +401,13 @@ class Plugin(BasePlugin):
 
     def configure_cursor(self, cursor: Any) -> None:
         release_free_memory()
+        if _BUFFER_POOL:  # on every cursor, as a profile's settings are: see size_buffer_pool
+            cursor.execute(f"set memory_limit = {_sql_text(_BUFFER_POOL[0])}")
         use_study(cursor)
 
     def configure_connection(self, conn: Any) -> None:
         _freeze_long_lived()
-        size_buffer_pool(conn)
+        _BUFFER_POOL[:] = [size_buffer_pool(conn)]
         attach_study(conn)
         import_gx_in_background()
         conn.create_function("lookahead_setting_names", _setting_names, [], "VARCHAR",
