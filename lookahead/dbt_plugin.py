@@ -177,9 +177,9 @@ def ram_bytes() -> int | None:
 
 def size_buffer_pool(conn: Any) -> str:
     """Set DuckDB's memory_limit for the build's study ($LOOKAHEAD_DUCKDB_MEMORY_LIMIT
-    when set, else `memory_limit` of its input file's rows); return the value set. The
-    limit is the database's, so once per connection is enough. With a bad setting the
-    base limit: the run-start check stops the build first."""
+    when set, else `memory_limit` of its input file's rows) on the connection; return the
+    value set, which configure_cursor sets again on every cursor (_BUFFER_POOL). With a
+    bad setting the base limit: the run-start check stops the build first."""
     import duckdb
 
     from lookahead.rows import count_data_rows
@@ -401,7 +401,7 @@ class Plugin(BasePlugin):
 
     def configure_cursor(self, cursor: Any) -> None:
         release_free_memory()
-        if _BUFFER_POOL:  # on every cursor, as a profile's settings are: see size_buffer_pool
+        if _BUFFER_POOL:  # on every cursor, as a profile's settings are (_BUFFER_POOL says why)
             cursor.execute(f"set memory_limit = {_sql_text(_BUFFER_POOL[0])}")
         use_study(cursor)
 

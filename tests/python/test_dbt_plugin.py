@@ -175,6 +175,11 @@ def test_opening_the_database_sizes_the_buffer_pool_for_the_studys_rows(
         expected = dbt_plugin.memory_limit(2_501, dbt_plugin.ram_bytes())
         assert expected != "640MB"
         assert cursor.sql("select current_setting('memory_limit')").fetchone()[0] == _pool_of(expected)
+        con.execute("set memory_limit = '1GB'")  # anything a node changed: the next cursor sets it again
+        nxt = con.cursor()
+        dbt_plugin.Plugin(name="lookahead", plugin_config={}).configure_cursor(nxt)
+        assert nxt.sql("select current_setting('memory_limit')").fetchone()[0] == _pool_of(expected)
+        nxt.close()
     finally:
         cursor.close()
         con.close()
