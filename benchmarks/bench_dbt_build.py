@@ -41,9 +41,9 @@ from pathlib import Path
 import duckdb
 
 from lookahead.config import Study, default_study_path, read_study_file, resolve
-from lookahead.dbt_plugin import MEMORY_LIMIT_ENV, memory_limit, ram_bytes
+from lookahead.dbt_plugin import MEMORY_LIMIT_ENV, sized_memory_limit
 from lookahead.keys import expected_keys
-from lookahead.rows import count_data_rows, load_rows
+from lookahead.rows import load_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 WILD_DRAWS = 0  # the wild bootstrap is off on both sides (see generate)
@@ -317,7 +317,7 @@ def _ratios(runs: list[dict], base: list[dict]) -> dict:
 def _memory_limit(vars_: dict) -> str:
     """The DuckDB memory_limit the build of this study ran under (the project's plugin
     sizes it from the input's rows unless $LOOKAHEAD_DUCKDB_MEMORY_LIMIT is set)."""
-    return os.environ.get(MEMORY_LIMIT_ENV) or memory_limit(count_data_rows(Path(vars_["data_path"])), ram_bytes())
+    return os.environ.get(MEMORY_LIMIT_ENV) or sized_memory_limit(vars_["data_path"])
 
 
 def compare(n: int, out_root: Path, pairs: int, full_build: bool, floors: bool = False,

@@ -36,8 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bare_protocol  # noqa: E402
 
 from lookahead.config import Study  # noqa: E402
-from lookahead.dbt_plugin import memory_limit, ram_bytes  # noqa: E402
-from lookahead.rows import count_data_rows  # noqa: E402
+from lookahead.dbt_plugin import sized_memory_limit  # noqa: E402
 
 
 def _cpu() -> float:
@@ -135,7 +134,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     vars_ = json.loads((a.study_dir / "vars.json").read_text())
-    limit = memory_limit(count_data_rows(Path(vars_["data_path"])), ram_bytes())
+    limit = sized_memory_limit(vars_["data_path"])
     db = a.study_dir / a.db
     t0 = time.perf_counter()
     result = {"command": " ".join(["benchmarks/cpu_floor.py", *sys.argv[1:]]), "memory_limit": limit,

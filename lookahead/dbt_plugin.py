@@ -36,6 +36,7 @@ import json
 import os
 import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dbt.adapters.duckdb.plugins import BasePlugin
@@ -167,6 +168,14 @@ def memory_limit(n_rows: int, machine_bytes: int | None = None) -> str:
     return f"{mb}MB"
 
 
+def sized_memory_limit(data_path: Path | str) -> str:
+    """`memory_limit` for the rows of this input file on this machine: what the plugin sets
+    without $LOOKAHEAD_DUCKDB_MEMORY_LIMIT (the benchmarks record it from here too)."""
+    from lookahead.rows import count_data_rows
+
+    return memory_limit(count_data_rows(Path(data_path)), ram_bytes())
+
+
 def ram_bytes() -> int | None:
     """The machine's physical memory in bytes (None where the system does not say)."""
     try:
@@ -182,15 +191,12 @@ def size_buffer_pool(conn: Any) -> str:
     bad setting the base limit: the run-start check stops the build first."""
     import duckdb
 
-    from lookahead.rows import count_data_rows
-
     try:
         study = build_study()
     except ValueError:  # StudyConfigError
-        n_rows = 0
+        sized = memory_limit(0)
     else:
-        n_rows = count_data_rows(study.resolve(study.input.data_path))
-    sized = memory_limit(n_rows, ram_bytes())
+        sized = sized_memory_limit(study.resolve(study.input.data_path))
     value = os.environ.get(MEMORY_LIMIT_ENV) or sized
     try:
         conn.execute(f"set memory_limit = {_sql_text(value)}")

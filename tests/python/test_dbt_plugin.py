@@ -26,6 +26,7 @@ from lookahead.config import (
     read_study_file,
 )
 from lookahead.identity import RESULT_TABLES
+from lookahead.rows import count_data_rows
 
 
 def test_opening_the_database_registers_the_functions_and_freezes_the_heap(
@@ -165,8 +166,6 @@ def test_opening_the_database_sizes_the_buffer_pool_for_the_studys_rows(
     monkeypatch.delenv(dbt_plugin.MEMORY_LIMIT_ENV, raising=False)
     _study_with_rows(tmp_path, 2_501, monkeypatch)
     assert dbt_plugin.build_study().input.data_path == str(tmp_path / "rows.csv")
-    from lookahead.rows import count_data_rows
-
     assert count_data_rows(tmp_path / "rows.csv") == 2_501
     # a million rows per row here: scale the figure so that this small file decides it
     monkeypatch.setattr(dbt_plugin, "MEMORY_LIMIT_PER_MILLION_ROWS_MB", 640_000)

@@ -21,6 +21,7 @@ from dbt_runner import run_dbt
 from lookahead.config import StudyConfigError, default_study_path, load_study, read_study_file
 from lookahead.rows import (
     REJECT_REASONS_FILE,
+    count_data_rows,
     load_rows,
     parse_dates,
     read_table,
@@ -307,8 +308,6 @@ def test_jobs_stop_on_bad_input_with_one_line(tmp_path, content, message):
 
 
 def test_count_data_rows_counts_rows_without_parsing_never_fewer(tmp_path: Path) -> None:
-    from lookahead.rows import count_data_rows
-
     csv_file = tmp_path / "rows.csv"
     csv_file.write_text("a,b\n1,2\n3,4\n", encoding="utf-8")
     assert count_data_rows(csv_file) == 2
