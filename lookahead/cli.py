@@ -119,6 +119,13 @@ def _main(argv: list[str] | None = None) -> int:
     except StudyConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    from lookahead.artefacts import OutputFolderError, check_output_folders
+
+    try:
+        check_output_folders(study)
+    except OutputFolderError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.command == "check":
         return check(study)
     if args.command in ("jobs", "run"):
@@ -129,6 +136,13 @@ def _main(argv: list[str] | None = None) -> int:
         if rc or args.command == "jobs":
             return rc
     build = args.command in ("build", "run")
+    if build:
+        from lookahead.identity import held_by
+
+        held = held_by(study.database)
+        if held:  # one line here, not DuckDB's lock error once per dbt thread
+            print(f"error: {held}", file=sys.stderr)
+            return 2
     if args.command == "run" and not args.rebuild:  # `lookahead build` always builds
         from lookahead.identity import build_up_to_date
 
@@ -138,10 +152,15 @@ def _main(argv: list[str] | None = None) -> int:
               "input files and code unchanged; --rebuild forces dbt build)" if up_to_date
               else f"dbt build: {why}")
     if build:
-        from lookahead.identity import retire_results
+        from lookahead.artefacts import retire_study
+        from lookahead.identity import held_by
 
+        held = held_by(study.database, write=True)  # also a read-only holder blocks a build
+        if held:
+            print(f"error: {held}", file=sys.stderr)
+            return 2
         # the build replaces the results: a build that does not finish leaves none that read as its own
-        retire_results(study.results_dir, "a new dbt build was started after they were written")
+        retire_study(study, "a new dbt build was started after they were written")
         rc = run_dbt(["build"], args.study, overrides)
         if 0 < rc < 128:  # a killed dbt has said so in its own line
             print("error: dbt build failed (see the messages above); no report written", file=sys.stderr)

@@ -59,7 +59,32 @@ def _check_settings(dbt_values_json: str, cli_vars: str) -> str:
     could not take (size_buffer_pool), else ''."""
     from lookahead.config import check_dbt_vars
 
-    return check_dbt_vars(dbt_values_json, cli_vars) or next(iter(_BUFFER_POOL_ERRORS), "")
+    return (check_dbt_vars(dbt_values_json, cli_vars) or _output_folder_error()
+            or next(iter(_BUFFER_POOL_ERRORS), ""))
+
+
+def _output_folder_error() -> str:
+    """lookahead.artefacts.check_output_folders for the build's study, as one line ('' when
+    the folders are fine or a setting is bad: check_dbt_vars reports that first)."""
+    from lookahead.artefacts import OutputFolderError, check_output_folders
+
+    try:
+        check_output_folders(build_study())
+    except OutputFolderError as err:
+        return str(err)
+    except ValueError:  # StudyConfigError: the settings check says it
+        return ""
+    return ""
+
+
+def _retire_report(invocation_id: str) -> str:
+    """Retire the study's report set (lookahead.artefacts) as a build starts: a plain
+    `dbt build`, with or without --vars, leaves no report that reads as its result, as
+    `lookahead build` does. Returns how many files moved (text for the hook's query)."""
+    from lookahead.artefacts import retire_study
+
+    moved = retire_study(build_study(), f"a dbt build (invocation {invocation_id}) started after they were written")
+    return str(len(moved))
 
 
 def _cli_vars() -> dict[str, Any]:
@@ -420,6 +445,8 @@ class Plugin(BasePlugin):
                              side_effects=False)
         conn.create_function("lookahead_check_settings", _check_settings, ["VARCHAR", "VARCHAR"],
                              "VARCHAR", side_effects=False)
+        conn.create_function("lookahead_retire_report", _retire_report, ["VARCHAR"], "VARCHAR",
+                             side_effects=True)
         conn.create_function("lookahead_study_json", _study_json, [], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_setting", _setting, ["VARCHAR"], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_study_name", _study_name, [], "VARCHAR", side_effects=False)

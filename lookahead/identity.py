@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import platform
 import re
 from dataclasses import dataclass
@@ -306,6 +305,36 @@ def check_current(con: duckdb.DuckDBPyConnection, study: Study) -> BuildCheck:
     return BuildCheck(str(stored["invocation_id"]), str(stored["verdict"]))
 
 
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (?P<program>.*?) \(PID (?P<pid>\d+)\)")
+
+
+def lock_message(database: Path | str, error: BaseException | str) -> str | None:
+    """The one line for a database another process holds, from DuckDB's lock error (None
+    when ``error`` is not one): the file, the holder's program and PID when DuckDB reports
+    them, and the fix."""
+    text = str(error)
+    if "Could not set lock" not in text and "Conflicting lock" not in text:
+        return None
+    m = _LOCK_HOLDER.search(text)
+    who = f" (PID {m['pid']}, {Path(m['program']).name})" if m else ""
+    return (f"cannot check: {database} is held by another process{who}; close that process "
+            "(a duckdb shell or notebook), or open the database there with -readonly / "
+            "read_only=True, then rerun")
+
+
+def held_by(database: Path | str, write: bool = False) -> str | None:
+    """:func:`lock_message` when another process holds ``database`` so that this one
+    cannot open it (read-only, or for writing with ``write``), else None. A missing file
+    is not held (and is not created)."""
+    if not Path(database).is_file():
+        return None
+    try:
+        duckdb.connect(str(database), read_only=not write).close()
+    except duckdb.Error as err:
+        return lock_message(database, err)
+    return None
+
+
 def mark_stale(database: Path, why: str, mark: str | None = None) -> bool:
     """Mark the database's verdict row stale (column result_status; ``mark`` replaces the
     whole text), for SQL users, who read the table without `lookahead`'s check; False
@@ -331,29 +360,17 @@ def mark_stale(database: Path, why: str, mark: str | None = None) -> bool:
         con.close()
 
 
-RESULT_FILES = ("REPORT.md", "*.csv", "reghdfe.do")
-STALE_FOLDER = "stale"
+def retire_results(results_dir: Path, why: str, outputs_dir: Path | None = None) -> list[Path]:
+    """Move the files the tool's last report wrote (its manifest: REPORT.md, CSVs, tables/,
+    figures/, do-file, .dta panels) into ``stale/`` with WHY.txt, so that no folder presents
+    a result that is not current; return what moved. A user's file is never touched and
+    nothing is deleted (lookahead.artefacts)."""
+    from lookahead.artefacts import Folders, retire
 
-
-def retire_results(results_dir: Path, why: str) -> list[Path]:
-    """Move a results folder's report, CSVs and do-file into ``<results_dir>/stale/`` (with
-    WHY.txt), so that the folder presents no result that is not current; return what moved."""
-    results_dir = Path(results_dir)
-    files = sorted({p for pat in RESULT_FILES for p in results_dir.glob(pat) if p.is_file()})
-    if not files:
+    results_dir = Path(results_dir).resolve()
+    if not results_dir.is_dir():
         return []
-    import shutil
-
-    stale = results_dir / STALE_FOLDER
-    if stale.exists():
-        shutil.rmtree(stale)
-    stale.mkdir(parents=True)
-    for p in files:
-        os.replace(p, stale / p.name)
-    (stale / "WHY.txt").write_text(
-        f"These files were moved here because they no longer show the study's current result: "
-        f"{why}\n", encoding="utf-8")
-    return files
+    return retire(Folders(results_dir, Path(outputs_dir or results_dir).resolve()), why)
 
 
 def build_up_to_date(study: Study, root: Path = PROJECT_ROOT) -> tuple[str | None, str]:
@@ -369,7 +386,7 @@ def build_up_to_date(study: Study, root: Path = PROJECT_ROOT) -> tuple[str | Non
     try:
         con = duckdb.connect(str(db), read_only=True)
     except duckdb.Error as err:
-        return None, f"the database cannot be read ({str(err).splitlines()[0]})"
+        return None, lock_message(db, err) or f"the database cannot be read ({str(err).splitlines()[0]})"
     try:
         tables = {r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()}
         if "build_log" not in tables:

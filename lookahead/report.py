@@ -16,8 +16,9 @@ from typing import Callable, Iterable
 import duckdb
 import pandas as pd
 
+from lookahead.artefacts import Folders, check_output_folders, retire_study, write_artefact_set
 from lookahead.config import Study
-from lookahead.identity import COMPLETE, StaleResultError, check_current, mark_stale, retire_results
+from lookahead.identity import COMPLETE, StaleResultError, check_current, held_by, mark_stale
 from lookahead.measures import MEASURES
 from lookahead.paper.table5_reading import TABLE5_READING, table5_reading
 from lookahead.stats.fe_regression import SSC_RULE
@@ -407,10 +408,10 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
 
 
 def refuse(study: Study, database: Path, why: str) -> None:
-    """Raise ReportError after moving the results folder's report and CSVs out of the way
-    and marking the database's verdict row stale: a result that is not current is
-    presented nowhere (README, "Current means current")."""
-    moved = retire_results(study.results_dir, why)
+    """Raise ReportError after retiring the results folder's report set (every file the
+    last report wrote, lookahead.artefacts) and marking the database's verdict row stale:
+    a result that is not current is presented nowhere (README, "Current means current")."""
+    moved = retire_study(study, why)
     marked = mark_stale(database, why)
     where = []
     if moved:
@@ -423,37 +424,52 @@ def refuse(study: Study, database: Path, why: str) -> None:
 def write_report(study: Study, database: Path | None = None,
                  extra: Callable[[duckdb.DuckDBPyConnection, Path], str] | None = None) -> ReportFiles:
     """Export CSVs, Stata files and REPORT.md for a built study, after checking that the
-    database's verdict is this study's current result (lookahead.identity)."""
+    database's verdict is this study's current result (lookahead.identity).
+
+    The whole set is written into staging folders and swapped in at once
+    (lookahead.artefacts.write_artefact_set): a kill or a failure leaves the old set or
+    the new one, never old and new files side by side."""
     database = database or study.database
-    results_dir = study.results_dir
+    check_output_folders(study)
     if not database.exists():
         refuse(study, database, f"study database {database} not found: run `dbt build` first")
-    outputs_dir = study.outputs_dir
-    con = duckdb.connect(str(database), read_only=True)
-    try:
+    held = held_by(database)
+    if held:
+        refuse(study, database, held)
+    results_dir, outputs_dir = study.results_dir, study.outputs_dir
+    out: dict[str, object] = {}
+
+    def produce(stage: Path, panels: Path) -> None:
+        con = duckdb.connect(str(database), read_only=True)
         try:
-            check_current(con, study)
-        except StaleResultError as exc:
+            check_current(con, study)  # StaleResultError: nothing swapped, the old set retired below
+            status = con.sql("select result_status from verdict").fetchone() if "result_status" in {
+                r[0] for r in con.sql("describe verdict").fetchall()} else None
+            export_tables(con, stage)
+            panel_pre = con.sql("select * from panel_pre").df()
+            panel_post = con.sql("select * from panel_post").df()
+            settings = StatsSettings.from_frame(con.sql("select * from study_settings").df())
+            extra_md = extra(con, stage) if extra else ""
+        finally:
             con.close()
-            refuse(study, database, str(exc))
-        status = con.sql("select result_status from verdict").fetchone() if "result_status" in {
-            r[0] for r in con.sql("describe verdict").fetchall()} else None
-        csvs = export_tables(con, results_dir)
-        panel_pre = con.sql("select * from panel_pre").df()
-        panel_post = con.sql("select * from panel_post").df()
-        settings = StatsSettings.from_frame(con.sql("select * from study_settings").df())
-        extra_md = extra(con, results_dir) if extra else ""
-    finally:
-        con.close()
-    if status is not None and status[0] != COMPLETE:  # current again (e.g. an edit undone)
+        out["status"] = status
+        export_stata_panels(panel_pre, panel_post, panels)
+        # the do-file names the folders the files will be in, not the staging folders
+        write_stata_do_file(stage / "reghdfe.do", settings, panel_pre, panel_post,
+                            panel_dir=str(outputs_dir), results_dir=str(results_dir))
+        text, out["verdict"] = render(stage, extra_md)
+        (stage / "REPORT.md").write_text(text, encoding="utf-8")
+
+    try:
+        files = write_artefact_set(Folders.of(study), "a new report replaced them", produce)
+    except StaleResultError as exc:
+        refuse(study, database, str(exc))
+    except duckdb.IOException as err:  # the database was taken by another process meanwhile
+        refuse(study, database, held_by(database) or f"cannot read {database}: {str(err).splitlines()[0]}")
+    status = out.get("status")
+    if status is not None and status[0] != COMPLETE:  # type: ignore[index] # current again (e.g. an edit undone)
         mark_stale(database, "", mark=COMPLETE)
-    stata = export_stata_panels(panel_pre, panel_post, outputs_dir)
-    do_file = results_dir / "reghdfe.do"
-    write_stata_do_file(do_file, settings, panel_pre, panel_post,
-                        panel_dir=str(outputs_dir), results_dir=str(results_dir))
-    text, verdict = render(results_dir, extra_md)
     report = results_dir / "REPORT.md"
-    tmp = report.with_suffix(".md.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, report)
-    return ReportFiles(report=report, csvs=csvs, stata=[*stata, do_file], verdict=verdict)
+    csvs = [f for f in files if f.suffix == ".csv" and f.parent == results_dir]
+    stata = [f for f in files if f.suffix in (".dta", ".do")]
+    return ReportFiles(report=report, csvs=csvs, stata=stata, verdict=str(out["verdict"]))

@@ -17,6 +17,9 @@
           ~ sql_string('a later dbt build (invocation ' ~ invocation_id ~ ') started') ~ ")") %}
     {% endif %}
     {% do run_query("checkpoint") %}
+    {#- the report files of an earlier build move to stale/ (lookahead.artefacts), as with
+        `lookahead build`: a plain dbt build leaves no report that reads as its result -#}
+    {% do run_query("select lookahead_retire_report(" ~ sql_string(invocation_id) ~ ")") %}
   {% endif %}
 {% endmacro %}
 

@@ -307,3 +307,98 @@ def test_lookahead_jobs_whose_child_is_killed_says_so(server_factory: Any, tmp_p
     assert proc.returncode == 137 and "Traceback" not in err, err
     assert lines == ["error: the LLM jobs were killed by SIGKILL (the system may have run out of memory); "
                      "finished answers are saved; rerun the same command to resume"]
+
+
+def _user_files_in(study: Any) -> dict[Path, str]:
+    """A user's files in every folder the report writes to (issue 32, item 3)."""
+    files = {study.results_dir / "user_data.csv": "mine", study.results_dir / "tables" / "mine.tex": "mine",
+             study.results_dir / "figures" / "mine.png": "mine", study.outputs_dir / "my_panel.dta": "mine"}
+    for p, text in files.items():
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return files
+
+
+def _presented(study: Any) -> list[str]:
+    """The report's files a reader finds now (stale folders, the user's files and the
+    tool's hidden files left out)."""
+    out = []
+    for root in (study.results_dir, study.outputs_dir):
+        for p in root.rglob("*"):
+            rel = p.relative_to(root)
+            if p.is_file() and not rel.parts[0].startswith(("stale", ".")) and p.read_text(errors="replace") != "mine":
+                out.append(rel.as_posix())
+    return sorted(out)
+
+
+def test_every_artefact_is_retired_by_a_refusal_and_by_a_plain_dbt_build(built, tmp_path: Path) -> None:
+    """Issue 35, item 1: a refusal retires REPORT.md, every CSV, the do-file and the .dta
+    panels together; so does a plain `dbt build` (on-run-start hook), not only `lookahead
+    build`. A user's files in the same folders survive every step."""
+    from lookahead.config import Study, resolve
+    from lookahead.report import ReportError, write_report
+
+    study, db, _ = _copy(built, tmp_path)
+    vars_ = {**study.vars, "results_dir": str(tmp_path / "results"), "outputs_dir": str(tmp_path / "outputs")}
+    here = Study(vars=resolve(vars_))
+    mine = _user_files_in(here)
+    files = write_report(here, database=db)
+    shown = _presented(here)
+    assert {"REPORT.md", "verdict.csv", "reghdfe.do", "panel_pre.dta"} <= set(shown), shown
+    assert len(files.csvs) >= 5 and files.report.read_text(encoding="utf-8").startswith("# Lookahead")
+    # a refusal (an edited setting) retires the whole set
+    edited = Study(vars=resolve({**vars_, "training_cutoff": "2021-06-30"}))
+    with pytest.raises(ReportError, match="the study settings changed"):
+        write_report(edited, database=db)
+    assert _presented(here) == []
+    assert {p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("*/stale/*")} >= {
+        "outputs/stale/panel_pre.dta", "results/stale/REPORT.md", "results/stale/verdict.csv",
+        "results/stale/reghdfe.do"}
+    # a new report, then plain dbt build: the build's on-run-start moves it to stale/ (a second
+    # retirement: the first stale/ is kept as stale.1)
+    write_report(here, database=db)
+    assert _presented(here) == shown
+    res = run_dbt(["build"], vars_, db, as_vars=True)
+    assert res.returncode == 0, res.output[-3000:]
+    assert _presented(here) == []
+    assert (here.results_dir / "stale" / "REPORT.md").is_file() and (here.results_dir / "stale.1" / "REPORT.md").is_file()
+    assert "a dbt build (invocation" in (here.results_dir / "stale" / "WHY.txt").read_text()
+    for p, text in mine.items():
+        assert p.read_text() == text, p
+
+
+def test_a_held_database_is_one_line_naming_the_file_the_pid_and_the_fix(built, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 35 item 2 / issue 37 item 5: a database another process holds read-write
+    (a duckdb shell, a notebook) is 'cannot check: held by another process (PID ...)',
+    never current; `lookahead build` says so once instead of DuckDB's lock error per
+    thread."""
+    from lookahead.cli import main
+    from lookahead.report import ReportError, write_report
+
+    _, db, here = _copy(built, tmp_path)
+    write_report(here, database=db)
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time\n"
+                               f"con = duckdb.connect({str(db)!r})\nprint('held', flush=True)\ntime.sleep(120)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(ReportError, match=rf"cannot check: {re.escape(str(db))} is held by another process "
+                                              rf"\(PID {holder.pid}, python.*\); close that process.*-readonly"):
+            write_report(here, database=db)
+        assert not (here.results_dir / "REPORT.md").exists()  # never presented as current
+        study_file = tmp_path / "study.yml"
+        import yaml
+
+        study_file.write_text(yaml.safe_dump(here.vars), encoding="utf-8")
+        os.environ["LOOKAHEAD_DUCKDB"] = str(db)
+        try:
+            rc = main(["build", "--study", str(study_file)])
+        finally:
+            del os.environ["LOOKAHEAD_DUCKDB"]
+        err = capsys.readouterr().err
+        assert rc == 2 and err.count("held by another process") == 1 and f"PID {holder.pid}" in err, err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    finally:
+        holder.kill()
+        holder.wait()
