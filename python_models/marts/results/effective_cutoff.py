@@ -1,0 +1,14 @@
+"""dbt Python model: the effective training cutoff, one row per measure the study computed.
+
+The month where LAP falls (one-break least-squares fit, permutation test, entity
+bootstrap interval) beside the stated training_cutoff. A warning beside the verdict,
+never an input to it. Logic and the why: lookahead/stats/cutoff.py, docs/cutoff.md."""
+
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    dbt.ref("gate_panel")
+
+    from lookahead.stats.cutoff import build_frames
+
+    return build_frames(dbt.ref("panel"), dbt.ref("study_settings").df())[1]

@@ -1,0 +1,14 @@
+"""dbt Python model: LAP by realization month, per measure the study computed.
+
+n, mean, trimmed mean and a 95% entity-bootstrap interval per (measure, month): the
+series the effective cutoff is read from and the report's LAP-by-month figure.
+Logic and the why: lookahead/stats/cutoff.py, docs/cutoff.md."""
+
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    dbt.ref("gate_panel")
+
+    from lookahead.stats.cutoff import build_frames
+
+    return build_frames(dbt.ref("panel"), dbt.ref("study_settings").df())[0]
