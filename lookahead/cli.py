@@ -80,10 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--study", help="study file (YAML of dbt var overrides)")
         if name in ("jobs", "run"):
             p.add_argument("--yes", action="store_true", help="do not ask before querying")
-        if name == "run":
+        if name in ("build", "run"):
             p.add_argument("--rebuild", action="store_true",
                            help="run dbt build even when the last build is up to date (same "
-                                "settings, input files and code, and it passed)")
+                                "settings, input files and code, and it passed), with "
+                                "--full-refresh: it replaces the results of another study "
+                                "that shares this study's name and database")
         p.add_argument("--subsample", type=int, default=None, metavar="N",
                        help="analyse a seeded random subsample of N valid rows (the study "
                             "setting subsample_rows for this command)")
@@ -161,7 +163,7 @@ def _main(argv: list[str] | None = None) -> int:
             return 2
         # the build replaces the results: a build that does not finish leaves none that read as its own
         retire_study(study, "a new dbt build was started after they were written")
-        rc = run_dbt(["build"], args.study, overrides)
+        rc = run_dbt(["build", *(["--full-refresh"] if args.rebuild else [])], args.study, overrides)
         if 0 < rc < 128:  # a killed dbt has said so in its own line
             print("error: dbt build failed (see the messages above); no report written", file=sys.stderr)
         if rc:

@@ -128,6 +128,24 @@ def _study_name() -> str:
     return dbt_study_name(_cli_vars())
 
 
+def _study_source() -> str:
+    """Where the build's study came from (lookahead.collision.study_source), for build_log."""
+    from lookahead.collision import study_source
+
+    return study_source(_cli_vars())
+
+
+def _collision(stored_name: str, stored_source: str, stored_hash: str) -> str:
+    """'' or the run-start line stopping a build over another study's results
+    (lookahead.collision: the database's last build against this one)."""
+    from lookahead.collision import collision_line
+    from lookahead.config import database_path
+
+    study = build_study()
+    return collision_line(str(database_path(study.name)), (stored_name, stored_source, stored_hash),
+                          (study.name, _study_source(), study.settings_hash))
+
+
 def _sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
@@ -450,6 +468,9 @@ class Plugin(BasePlugin):
         conn.create_function("lookahead_study_json", _study_json, [], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_setting", _setting, ["VARCHAR"], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_study_name", _study_name, [], "VARCHAR", side_effects=False)
+        conn.create_function("lookahead_study_source", _study_source, [], "VARCHAR", side_effects=False)
+        conn.create_function("lookahead_study_collision", _collision, ["VARCHAR", "VARCHAR", "VARCHAR"],
+                             "VARCHAR", side_effects=False)
         conn.create_function("lookahead_settings_hash", _settings_hash, ["VARCHAR"], "VARCHAR",
                              side_effects=False)
         conn.create_function("lookahead_result_tables", _result_tables, [], "VARCHAR",

@@ -198,6 +198,11 @@ def _robustness_section(rob: pd.DataFrame, lap_measure: str) -> str:
     """beta_3 under each LAP measure the study computed (lookahead.stats.robustness)."""
     if not len(rob):
         return ""
+    # a measure that scored no row has no result: never a row of numbers with N 0 (the
+    # build's coverage gate, lookahead/coverage.py, stops such a build unless
+    # min_measure_coverage is 0)
+    unscored = pd.to_numeric(rob["n_obs"], errors="coerce").fillna(0) == 0
+    rob = rob.assign(detects=rob["detects"].where(~unscored, False))
     rows = pd.DataFrame({
         "LAP measure": [f"`{m}`" + (" (verdict)" if _truthy(v) else "")
                         for m, v in zip(rob["lap_measure"], rob["is_verdict_measure"])],
@@ -206,6 +211,8 @@ def _robustness_section(rob: pd.DataFrame, lap_measure: str) -> str:
         "N": rob["n_obs"], "LAP varies": rob["lap_varies"].map(lambda x: "yes" if _truthy(x) else "no"),
         "beta_3 > 0 at 5%": rob["detects"].map(lambda x: "yes" if _truthy(x) else "no"),
     })
+    for col in ("beta_3", "t", "one-sided p", "p by", "LAP varies", "beta_3 > 0 at 5%"):
+        rows[col] = rows[col].astype(object).where(~unscored.to_numpy(), "no score")
     detecting = [str(m) for m, d in zip(rob["lap_measure"], rob["detects"]) if _truthy(d)]
     return ("Robustness across LAP measures (the detection regression with LAP replaced by each "
             "measure the study computed, setting `lap_measures`; docs/measures.md). The verdict "

@@ -45,8 +45,12 @@ def study_env(study_file: str | None, overrides: dict | None = None) -> Iterator
     Why not --vars: dbt re-parses the whole project whenever --vars change, so each new or
     edited study paid a full parse; the variable is invisible to dbt's parser
     (docs/CONTRACTS.md, "How a study reaches dbt")."""
+    from lookahead.collision import SOURCE_ENV, file_source
+
     with settings_file_env(load_study(study_file, overrides=overrides)) as env:
-        yield env
+        # where the study came from, recorded in build_log: a build from another study file
+        # into the same database is stopped (lookahead.collision)
+        yield {**env, SOURCE_ENV: file_source(study_file)}
 
 
 @contextmanager

@@ -248,6 +248,10 @@ class MeasuresSettings(Section):
     lap_measures: list[str] = field(default_factory=lambda: ['recall', 'mink'])
     """LAP - the further measures the study computes beside lap_measure, for the report's
     robustness table (docs/measures.md); the prompt measures share one forward pass per prompt."""
+    min_measure_coverage: float = 1.0
+    """The share of panel rows each LAP measure the study computes must score, else the build stops
+    naming the measure (lookahead/coverage.py); 1 = every panel row, i.e. every row whose raw
+    task was answered (a query without an answer stops the build earlier)."""
     mink_k: float = 0.2
     """Min-K% - the share K of lowest-probability prompt tokens (the paper - 0.2)."""
     mink_mean: Literal['geometric', 'arithmetic'] = 'geometric'

@@ -8,9 +8,11 @@
 {% macro record_build_start() %}
   {% if execute and flags.WHICH in ('build', 'run') %}
     {{ create_build_log() }}
+    {#- where the study came from and its settings hash: the next build's collision check -#}
     {% do run_query("insert into build_log (invocation_id, study_name, status, failed_nodes, message, "
-        ~ "finished_at, command, selection) values ('" ~ invocation_id ~ "', lookahead_study_name()"
-        ~ ", 'started', '', '', current_timestamp, '" ~ flags.WHICH ~ "', '')") %}
+        ~ "finished_at, command, selection, study_source, settings_hash) values ('" ~ invocation_id
+        ~ "', lookahead_study_name(), 'started', '', '', current_timestamp, '" ~ flags.WHICH ~ "', '', "
+        ~ "lookahead_study_source(), lookahead_settings_hash(lookahead_study_json()))") %}
     {% if verdict_exists() %}
       {% do run_query("alter table " ~ target.schema ~ ".verdict add column if not exists result_status varchar") %}
       {% do run_query("update " ~ target.schema ~ ".verdict set result_status = lookahead_verdict_mark("
@@ -28,6 +30,8 @@
         ~ "status varchar, failed_nodes varchar, message varchar, finished_at timestamp)") %}
     {% do run_query("alter table build_log add column if not exists command varchar") %}
     {% do run_query("alter table build_log add column if not exists selection varchar") %}
+    {% do run_query("alter table build_log add column if not exists study_source varchar") %}
+    {% do run_query("alter table build_log add column if not exists settings_hash varchar") %}
 {% endmacro %}
 
 {% macro verdict_exists() %}

@@ -4,6 +4,7 @@
 {% macro check_study_inputs() %}
   {% if execute and flags.WHICH in ('build', 'run', 'test', 'compile', 'show') %}
     {{ check_study_settings() }}
+    {{ check_study_collision() }}
     {{ check_data_file() }}
     {% for task in ['forecast', 'recall', 'mink'] %}
       {% set path = setting('raw_dir') ~ '/**/' ~ task ~ '.jsonl' %}
@@ -42,6 +43,28 @@
   ).columns[0].values()[0] %}
   {% if message %}
     {{ exceptions.raise_compiler_error(message) }}
+  {% endif %}
+{% endmacro %}
+
+
+{#- One database, one study (lookahead/collision.py): a build (not a test or compile) stops
+    when the database's last build was another study, from another source with other
+    settings, unless --full-refresh asks to replace its results. -#}
+{% macro check_study_collision() %}
+  {% if flags.WHICH in ('build', 'run') and not flags.FULL_REFRESH %}
+    {% set logged = run_query("select count(*) from information_schema.columns where table_name = 'build_log' "
+        ~ "and column_name = 'study_source' and table_schema = '" ~ target.schema ~ "'").columns[0].values()[0] %}
+    {% if logged > 0 %}
+      {% set last = run_query("select coalesce(study_name, ''), coalesce(study_source, ''), settings_hash "
+          ~ "from build_log where settings_hash is not null order by finished_at desc limit 1") %}
+      {% if last.rows | length > 0 %}
+        {% set message = run_query("select lookahead_study_collision(" ~ sql_string(last.rows[0][0]) ~ ", "
+            ~ sql_string(last.rows[0][1]) ~ ", " ~ sql_string(last.rows[0][2]) ~ ")").columns[0].values()[0] %}
+        {% if message %}
+          {{ exceptions.raise_compiler_error(message) }}
+        {% endif %}
+      {% endif %}
+    {% endif %}
   {% endif %}
 {% endmacro %}
 

@@ -350,8 +350,10 @@ REFERENCE_SCENARIO = {"contaminated": "clean", "clean": "contaminated"}
 
 
 def protocol_study_vars(out: Path, model: str) -> dict[str, Any]:
-    """``extends: demo/studies/<scenario>.yml`` (same study_name, same protocol model and
-    settings, so the same verdict) plus every LAP measure of the registry (the report's
+    """``extends: demo/studies/<scenario>.yml`` (named ``demo_<scenario>``: the protocol
+    study, ``demo_<scenario>_protocol``, is the default study that plain `dbt build` builds, and
+    two studies never share a database; the same protocol model and settings, so the
+    same verdict) plus every LAP measure of the registry (the report's
     robustness table) with the reference model the reference-model LAP needs
     (REFERENCE_SCENARIO: the other demo model, in <out>/../models/), the claim settings
     and ``claims_model_id`` / ``claims_model_path`` naming this claim model.
@@ -361,7 +363,8 @@ def protocol_study_vars(out: Path, model: str) -> dict[str, Any]:
     generated from it; a non-default claim setting there would become every other
     study's dbt default (lookahead.config.dbt_vars_block)."""
     ref = REFERENCE_SCENARIO[PROTOCOL_STUDY[model]]
-    return {"extends": f"demo/studies/{PROTOCOL_STUDY[model]}.yml", "lap_measures": list(MEASURES),
+    return {"extends": f"demo/studies/{PROTOCOL_STUDY[model]}.yml", "study_name": f"demo_{PROTOCOL_STUDY[model]}",
+            "lap_measures": list(MEASURES),
             "reference_model_id": f"demo-{ref}", "reference_model_path": _rel(out.parent / "models" / ref),
             "claims_model_id": f"demo-claims-{model}",
             "claims_model_path": _rel(out / "models" / model), **claim_settings(out, model)}

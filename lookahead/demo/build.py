@@ -76,7 +76,10 @@ def study_files(data: DemoData, prompts: Prompts, out: Path) -> dict[str, dict]:
     studies = {}
     for scen in SCENARIOS:
         studies[scen] = {
-            "study_name": f"demo_{scen}", **common,
+            # "_protocol": the protocol-only study; `make demo` runs demo/claims/demo_<scen>.yml
+            # (this file extended, named demo_<scen>), and the default study (plain `dbt
+            # build`) is this contaminated one: each builds into a database of its own.
+            "study_name": f"demo_{scen}_protocol", **common,
             "raw_dir": _rel(out / "raw" / scen),
             "model_id": f"demo-{scen}",
             "model_path": _rel(out / "models" / scen),

@@ -118,10 +118,10 @@ def test_vars_name_the_study_before_the_settings_file_and_a_bad_one_still_names_
     monkeypatch.delenv("LOOKAHEAD_DUCKDB", raising=False)
     monkeypatch.setenv(STUDY_SETTINGS_ENV, str(tmp_path / "absent.json"))
     full = read_study_file(PROJECT_ROOT / "demo/studies/clean.yml")
-    assert dbt_study_name(full) == "demo_clean"
+    assert dbt_study_name(full) == "demo_clean_protocol"
     bad = {**full, "training_cutoff": "not a date"}  # the run-start check names the setting
-    assert dbt_study_name(bad) == "demo_clean"
-    assert load_study(PROJECT_ROOT / "demo/studies/clean.yml").database == PROJECT_ROOT / "outputs/demo_clean.duckdb"
+    assert dbt_study_name(bad) == "demo_clean_protocol"
+    assert load_study(PROJECT_ROOT / "demo/studies/clean.yml").database == PROJECT_ROOT / "outputs/demo_clean_protocol.duckdb"
 
 
 def test_the_buffer_pool_grows_with_the_rows_and_stays_within_the_machine() -> None:

@@ -12,6 +12,7 @@ while raw_line_rejects holds lines says so: those answers were not used."""
 import pandas as pd
 
 from lookahead.config import Study
+from lookahead.coverage import coverage_failures
 from lookahead.gates import GateFailed, check_no_missing_answers, min_parse_rate, run_gate
 
 
@@ -27,6 +28,15 @@ def model(dbt, session):
     panel = dbt.ref("panel")  # a relation: run_gate converts only the checked columns
     n_valid = int(counts.loc[counts["step"] == "valid rows", "n_rows"].iloc[0])
     study = Study.from_json(str(settings["settings_json"].iloc[0]))
+    # every measure the study asks for scores its rows, or the build names it (lookahead.coverage)
+    # a measure's raw lines, opened only for a measure under its floor (a study without the
+    # reference model has no reference file to open)
+    sources = {"recall": lambda: dbt.source("raw", "recall"), "mink": lambda: dbt.source("raw", "mink"),
+               "reference": lambda: dbt.source("raw", "reference")}
+    missing_measures = coverage_failures(study, panel, lambda task: sources[task](),
+                                         dbt.ref("int_expected_keys"))
+    if missing_measures:
+        raise GateFailed("GX gate 'gate_panel' stopped: " + "; ".join(missing_measures))
     rejects = dbt.ref("raw_line_rejects")  # a statement of its own: dbt's parser finds the ref
     rejected = int(rejects.aggregate("count(*)").fetchone()[0])
     try:

@@ -1,0 +1,164 @@
+"""No silent wrong result: a build never writes over another study's database, and a LAP
+measure the study asks for that scores no row stops the build naming the measure and the
+setting that changed its key (lookahead/collision.py, lookahead/coverage.py).
+
+One fixture study is built once, as `lookahead run --study demo/claims/...` builds a
+demo study (its source recorded in build_log); the cases below start from copies of it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+from dbt_runner import ROOT, run_dbt
+from fixture_study import write_fixture_study
+
+from lookahead.collision import SOURCE_ENV, collision_line, default_source, study_source
+from lookahead.config import Study, default_study_path, load_study, read_study_file, resolve
+
+DEMO_SOURCE = "demo/claims/demo_fixture.yml"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("study")
+    study = write_fixture_study(root)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(SOURCE_ENV, DEMO_SOURCE)  # as lookahead.runs.study_env sets it
+        res = run_dbt(["build"], study.vars, root / "db.duckdb")
+    assert res.returncode == 0, res.output[-3000:]
+    return study, res
+
+
+def _row_counts(db: Path) -> dict[str, int]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        tables = [r[0] for r in con.sql("select table_name from information_schema.tables "
+                                         "where table_type = 'BASE TABLE'").fetchall()]
+        return {t: con.sql(f'select count(*) from "{t}"').fetchone()[0] for t in tables}
+    finally:
+        con.close()
+
+
+def _copy(built, tmp_path: Path) -> tuple[dict, Path]:
+    study, res = built
+    target = tmp_path / "study"
+    shutil.copytree(study.root, target, ignore=shutil.ignore_patterns("db.duckdb*", "target", "logs", ".mpl"))
+    vars_ = {**study.vars, "data_path": str(target / "observations.csv"), "raw_dir": str(target / "raw")}
+    shutil.copy(res.db, target / "db.duckdb")
+    return vars_, target
+
+
+# --- the default study ---------------------------------------------------------------
+
+def _demo_study_files() -> list[Path]:
+    """Every study file `make demo` runs (its recipe's --study arguments, loops expanded)."""
+    recipe = (ROOT / "Makefile").read_text().split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    files = []
+    for line in recipe.replace("\\\n", " ").splitlines():
+        loops = dict(re.findall(r"for (\w) in ([\w ]+?);", line))
+        for arg in re.findall(r"--study (\S+)", line):
+            paths = [arg]
+            for var, values in loops.items():
+                paths = [p.replace(f"$${var}", v) for p in paths for v in values.split()]
+            files += [ROOT / p for p in paths]
+    return files
+
+
+def test_the_default_study_has_a_database_of_its_own():
+    """Plain `dbt build` builds the default study: its name, hence its database, is none
+    of the studies `make demo` builds (they once shared demo_contaminated)."""
+    files = _demo_study_files()
+    assert len(files) >= 6 and all(f.is_file() for f in files), files
+    default = load_study(default_study_path())
+    demo = {load_study(f).name: f for f in files}
+    assert default.name not in demo, demo.get(default.name)
+    assert default.database not in {load_study(f).database for f in files}
+    # and the protocol studies the claim demos extend are not the claim demos' names either
+    for scen in ("clean", "contaminated"):
+        assert read_study_file(ROOT / f"demo/studies/{scen}.yml")["study_name"] != f"demo_{scen}"
+        assert load_study(ROOT / f"demo/claims/demo_{scen}.yml").name == f"demo_{scen}"
+
+
+def test_collision_line_names_both_studies_and_lets_an_edited_study_through():
+    stored, here = ("s", "a.yml", "1" * 64), ("s", "b.yml", "2" * 64)
+    line = collision_line("outputs/s.duckdb", stored, here)
+    assert "'s' from a.yml" in line and "'s' from b.yml" in line and "--full-refresh" in line
+    assert "\n" not in line
+    assert collision_line("db", stored, ("s", "a.yml", "2" * 64)) == ""  # the same file, edited
+    assert collision_line("db", stored, ("s", "b.yml", "1" * 64)) == ""  # another route, same settings
+    assert collision_line("db", ("", "", ""), here) == ""                # a database without a source
+
+
+def test_study_source_follows_how_dbt_got_the_study(monkeypatch):
+    monkeypatch.delenv("LOOKAHEAD_STUDY_SETTINGS", raising=False)
+    monkeypatch.delenv(SOURCE_ENV, raising=False)
+    assert study_source({}) == default_source()
+    assert study_source({"bootstrap_draws": 0}) == "dbt --vars"
+    monkeypatch.setenv("LOOKAHEAD_STUDY_SETTINGS", "/tmp/x.json")
+    monkeypatch.setenv(SOURCE_ENV, "my.yml")
+    assert study_source({}) == "my.yml"
+
+
+def test_a_build_of_another_study_stops_and_leaves_the_demo_tables_unchanged(built, tmp_path):
+    """The demo's database, then a build of another study with the same name from another
+    source (plain dbt with --vars, other settings): one line naming both, and every table
+    keeps its rows; --full-refresh replaces them."""
+    vars_, target = _copy(built, tmp_path)
+    db = target / "db.duckdb"
+    before = _row_counts(db)
+    other = {**vars_, "lap_measures": ["recall"], "cluster": "date"}
+    res = run_dbt(["build"], other, db, as_vars=True)
+    assert res.returncode != 0
+    lines = [ln for ln in res.output.splitlines() if "holds the results of study" in ln]
+    assert len(lines) == 1, res.output[-3000:]
+    assert f"study 'fixture' from {DEMO_SOURCE}" in lines[0] and "study 'fixture' from dbt --vars" in lines[0]
+    assert _row_counts(db) == before
+    # asked to replace them, it builds
+    res = run_dbt(["run", "--select", "study_settings", "--full-refresh"], other, db, as_vars=True)
+    assert res.returncode == 0, res.output[-3000:]
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.sql("select cluster from study_settings").fetchone()[0] == "date"
+    con.close()
+
+
+def test_a_measure_under_another_key_fails_the_build_naming_the_setting(built, tmp_path, monkeypatch):
+    """Min-K% answers cached under the key of lap_measures [recall, mink]; the study now
+    also computes zlib, whose line extra joins the Min-K% key: no Min-K% line is the
+    study's, and the build stops naming the measure and lap_measures (it used to pass
+    with lap_mink null in every row)."""
+    from lookahead.keys import task_params
+
+    vars_, target = _copy(built, tmp_path)
+    old = Study(vars=resolve(vars_))
+    mink = target / "raw" / "mink.jsonl"
+    lines = [json.loads(x) for x in mink.read_text().splitlines()]
+    for line in lines:  # as the jobs wrote them: the query's parameters in the line
+        line["params"] = task_params(old, "mink")
+    mink.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    monkeypatch.setenv(SOURCE_ENV, DEMO_SOURCE)  # the same study file, edited
+    res = run_dbt(["build", "--select", "+gate_panel"], {**vars_, "lap_measures": ["recall", "mink", "zlib"]},
+                  target / "db.duckdb")
+    assert res.returncode != 0
+    assert re.search(r"LAP measure 'mink' \(Min-K%\) has a score on 0 of \d+ panel rows", res.output), \
+        res.output[-3000:]
+    assert "setting 'lap_measures' changed the key" in res.output
+
+
+def test_the_robustness_table_never_prints_a_measure_without_scores_as_a_result():
+    import pandas as pd
+
+    from lookahead.report import _robustness_section
+
+    rob = pd.DataFrame({"lap_measure": ["recall", "mink"], "is_verdict_measure": [True, False],
+                        "beta3": [0.5, float("nan")], "t": [3.0, float("nan")], "p_one_sided": [0.001, float("nan")],
+                        "p_draws": [0, 0], "p_source": ["CRV1", "CRV1"], "n_obs": [500, 0],
+                        "lap_varies": [True, False], "detects": [True, True]})
+    text = _robustness_section(rob, "recall")
+    mink = next(ln for ln in text.splitlines() if ln.startswith("| `mink`"))
+    assert mink.count("no score") == 6 and "nan" not in mink.lower()
+    assert "under 1 of 2 measures (recall)" in text
