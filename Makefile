@@ -22,7 +22,10 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 install: $(VENV)/.installed
 
 ## The whole pipeline on the shipped demo: the clean control and the contaminated model,
-## each into its own database (outputs/<study_name>.duckdb) and report (results/<study_name>/).
+## each into its own database (outputs/<study_name>.duckdb) and report (results/<study_name>/),
+## then the contaminated model with its training cutoff stated too early
+## (demo/studies/contaminated_early_cutoff.yml) and every study's effective cutoff against
+## the month the demo models' data end (docs/cutoff.md).
 ## The two demo studies run from demo/claims/demo_{clean,contaminated}.yml: each extends
 ## the protocol study with a claim model (docs/claims.md), and `lookahead run` runs the
 ## protocol jobs, the claim jobs (TimeSPEC, coalition values, re-prediction) and one dbt
@@ -32,13 +35,17 @@ install: $(VENV)/.installed
 demo: install
 	$(VENV)/bin/lookahead run --study demo/claims/demo_clean.yml --yes
 	$(VENV)/bin/lookahead run --study demo/claims/demo_contaminated.yml --yes
+	$(VENV)/bin/lookahead run --study demo/studies/contaminated_early_cutoff.yml --yes
 	@for k in regression ranking; do for m in leaky prudent; do \
 	  $(PY) -m lookahead.claims.run --study demo/claims/$$k/$$m.yml --yes --build > /dev/null || exit 1; \
 	done; done
 	@echo; echo "== Demo verdicts (from the reports) =="
-	@for s in demo_clean demo_contaminated; do \
+	@for s in demo_clean demo_contaminated demo_contaminated_early_cutoff; do \
 	  echo "$$s: $$(sed -n 's/^\*\*Verdict: \(.*\)\.\*\*.*/\1/p' results/$$s/REPORT.md)  -> results/$$s/REPORT.md, outputs/$$s.duckdb"; \
 	done
+	@echo
+	@$(PY) -m lookahead.demo.cutoff_check --build demo/models/BUILD.json --db outputs/demo_clean.duckdb \
+	  --db outputs/demo_contaminated.duckdb --db outputs/demo_contaminated_early_cutoff.duckdb
 	@echo
 	@$(PY) -m lookahead.claims.check --demo demo/claims --db leaky=outputs/demo_contaminated.duckdb \
 	  --db prudent=outputs/demo_clean.duckdb

@@ -18,6 +18,7 @@ import pandas as pd
 
 from lookahead.artefacts import Folders, check_output_folders, retire_study, write_artefact_set
 from lookahead.config import Study
+from lookahead.cutoff_report import CUTOFF_TABLES, cutoff_section, verdict_warning
 from lookahead.identity import COMPLETE, StaleResultError, check_current, held_by, mark_stale
 from lookahead.measures import MEASURES
 from lookahead.paper.table5_reading import TABLE5_READING, table5_reading
@@ -50,6 +51,7 @@ TABLES = (
     "study_settings", "sample_description", "sample_period", "rejected_rows", "lap_distribution",
     "lap_histogram", "recall_censoring", "forecast_parse_rate", "merge_row_counts",
     "gx_validation_results", "regression_results", "verdict", "query_issues", "lap_robustness",
+    *CUTOFF_TABLES,
 )
 
 
@@ -263,6 +265,8 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
                           "rerun `dbt build`")
     draws = outcome.facts.wild_draws
     md.append(f"**Verdict: {outcome.decision}.** {reason(outcome)}\n\n")
+    cutoff_warning = verdict_warning(results_dir, study)  # beside the rule (docs/cutoff.md)
+    md.append(cutoff_warning)
 
     md.append("## 1. Sample\n\n")
     rows = [("input rows", metric.get("input rows")), ("rejected in validation", metric.get("rejected rows"))]
@@ -390,6 +394,7 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
 
     md.append("\n## 6. Verdict\n\n")
     md.append(f"**{outcome.decision}.** {reason(outcome)}\n\n")
+    md.append(cutoff_warning)
     md.append(f"Decision path: `{outcome.path}` ({PATHS[outcome.path][1]}; every path and its "
               "wording: docs/verdict.md).\n\n")
     md.append(_robustness_section(_read(results_dir, "lap_robustness"), study.measures.lap_measure))
@@ -407,6 +412,7 @@ def render(results_dir: Path, extra_sections: str = "") -> tuple[str, str]:
         md.append("\n**All results are approximated**: recall probabilities come from the sampling "
                   "fallback (answer frequencies), not token log-probabilities.\n")
 
+    md.append(cutoff_section(results_dir, study))
     if len(gx):
         md.append(f"\n## Data-quality gates\n\nAll {len(gx)} Great Expectations checks passed "
                   "(`gx_validation_results.csv`).\n")

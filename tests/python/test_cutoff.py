@@ -199,3 +199,28 @@ def test_warning_names_the_month():
     assert "2021-06-30" in text and "2021-11 to 2021-12" in text and "end of 2021-12" in text
     assert C.cutoff_warning({**row, "stated_in_interval": True}, "2021-12-31", "recall LAP") == ""
     assert C.cutoff_warning({"status": C.NO_FALL}, "2021-12-31", "recall LAP") == ""
+
+
+def test_report_warns_in_the_verdict_paragraph_and_renders_the_section(tmp_path):
+    """From a simulated build's marts (written as the CSVs the report reads): a stated cutoff
+    three months before the break gets the warning naming the break month; at the break,
+    no warning; the section's tables carry the marts' numbers."""
+    from lookahead.config import load_study
+    from lookahead.cutoff_report import cutoff_section, verdict_warning
+
+    df, _ = simulate(np.random.default_rng(21), break_after=5, fall=0.3)  # knowledge through 2021-06
+    for stated, warned in (("2021-03-31", True), ("2021-06-30", False)):
+        lbp, eff = C.measure_frames(df, [("recall", "lap")], "recall", stated, draws=99)
+        assert eff.iloc[0]["status"] == C.BREAK and str(eff.iloc[0]["break_month"]) == "2021-06-01"
+        lbp.to_csv(tmp_path / "lap_by_period.csv", index=False)
+        eff.to_csv(tmp_path / "effective_cutoff.csv", index=False)
+        study = load_study(overrides={"training_cutoff": stated, "lap_measure": "recall"})
+        text = verdict_warning(tmp_path, study)
+        assert bool(text) == warned
+        if warned:
+            assert f"stated training cutoff ({stated}) lies outside" in text and "end of 2021-06" in text
+        section = cutoff_section(tmp_path, study)
+        assert "| `recall` (verdict) | break | 2021-06 |" in section
+        assert ("**no**" in section) == warned
+        first = lbp.iloc[0]
+        assert f"| {first['month_label']} | pre | {int(first['n'])} |" in section
