@@ -40,22 +40,20 @@ def report(study: Study) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"Verdict: {files.verdict}")
-    print(f"Report: {files.report.relative_to(PROJECT_ROOT) if files.report.is_relative_to(PROJECT_ROOT) else files.report}")
+    for label, path in (("Report", files.report), ("Page", files.page)):
+        if path is not None:
+            print(f"{label}: {path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path}")
     print(f"Database: {study.database}")
     return 0
 
 
 def _paper_sections():
-    """The paper's tables and figures, then the claim-level section, as extra report
-    sections (each empty when its models were not built)."""
-    from lookahead.claims.report_section import claims_section
-    from lookahead.paper.report_section import paper_section
+    """The paper's tables and figures as an extension section of the report (none when
+    its models were not built). The claim-level section is one of the report's own
+    sections (lookahead.pages.sections), read from the exported claim tables."""
+    from lookahead.paper.report_section import paper_sections
 
-    sections = [paper_section, claims_section]
-
-    def combined(con, results_dir):
-        return "".join(f(con, results_dir) for f in sections)
-    return combined
+    return paper_sections
 
 
 JOB_OPTIONS_NOTE = (

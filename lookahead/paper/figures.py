@@ -68,9 +68,10 @@ def bootstrap_figure(draws: np.ndarray, in_sample_estimate: float, path: str | o
     ax.set_xlabel(r"bootstrap coefficient on LLM$^{std}$ $\times$ LAP$^{std}$ (out-of-sample)")
     ax.set_ylabel("count")
     t = f"Pairs bootstrap, {len(d):,} draws"
-    if p_value is not None:
-        t += (f"; one-sided p = {p_value:.3f}" if p_value > 0
-              else f"; one-sided p < {1 / len(d):.2g} (no draw >= estimate)")
+    if p_value is not None:  # printed as the report prints it (fmt_p): one p everywhere
+        from lookahead.stats.verdict import fmt_p
+
+        t += f"; one-sided p {fmt_p(p_value, len(d))}"
     ax.set_title(t)
     ax.legend(loc="upper left", framealpha=0.9)
     return _save(fig, path)

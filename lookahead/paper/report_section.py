@@ -18,6 +18,7 @@ from lookahead.paper import figures, render
 from lookahead.paper import tables as T
 from lookahead.paper.dbt_entry import settings_from_frame
 from lookahead.paper.table5_reading import TABLE5_READING, reading_frame
+from lookahead.stats.verdict import fmt_p
 
 TITLES = {
     "table2": "Table II. Outcome on LLM prediction, LAP and LLM x LAP",
@@ -71,7 +72,8 @@ def paper_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
         if name == "table5":
             b = long[(long["kind"] == "bootstrap")]
             if len(b):
-                extra[T.BOOTSTRAP_ROW] = ["", "", "", f"[{float(b['estimate'].iloc[0]):.3f}]"]
+                # the bootstrap p printed as everywhere else (fmt_p): one p for Table V
+                extra[T.BOOTSTRAP_ROW] = ["", "", "", f"[{fmt_p(float(b['estimate'].iloc[0]))}]"]
                 notes.append(str(b["note"].iloc[0]))
             d = long[(long["kind"] == "difference")]
             if len(d):
@@ -103,3 +105,25 @@ def paper_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
         md += [f"![{title}]({path.relative_to(results_dir).as_posix()})", ""]
     md.append("LaTeX versions of every table: `tables/*.tex`.\n")
     return "\n".join(md)
+
+
+def paper_sections(con: duckdb.DuckDBPyConnection, results_dir: Path) -> list:
+    """The paper's section as a report Section: its Markdown, and for the HTML page the
+    interactive LAP histogram and bootstrap distribution (Figure III)."""
+    from lookahead.pages import charts
+    from lookahead.pages.blocks import Figure
+    from lookahead.pages.sections import raw_section
+
+    sec = raw_section("paper", paper_section(con, results_dir),
+                      lead="The paper's Tables I-V and Figure III on this study's data; Table V is "
+                           "not the contamination test (section 6 says why).")
+    if sec is None:
+        return []
+    hist_path = Path(results_dir) / "bootstrap_histogram.csv"
+    if hist_path.exists():
+        hist = pd.read_csv(hist_path)
+        if len(hist):
+            p, draws = float(hist["p_value"].iloc[0]), int(hist["draws"].iloc[0])
+            sec.items.append(Figure("bootstrap", "Figure III. Pairs bootstrap of the out-of-sample interaction",
+                                    charts.bootstrap(hist, fmt_p(p, draws)), in_markdown=False))
+    return [sec]

@@ -148,6 +148,10 @@ def render_study(spec: StudySpec, out: Path, draws: int = 99) -> str:
               "lap_distribution": _lap_distribution(pre, post, spec.measure)}
     for name, df in tables.items():
         df.to_csv(out / f"{name}.csv", index=False)
+    from lookahead.pages.data import derived_tables
+
+    for name, df in derived_tables(pre, post).items():  # the figures' and hit-rate tables
+        df.to_csv(out / f"{name}.csv", index=False)
     for (spec_name, sample), part in res.groupby(["spec", "sample"]):
         part.to_csv(out / f"regression_{spec_name}_{sample}.csv", index=False)
     text, _ = render(out)

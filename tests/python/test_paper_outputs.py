@@ -124,3 +124,31 @@ def test_report_section_from_duckdb(panels, tmp_path):
     for f in ("table1_pre.tex", "table1_post.tex", "table2.tex", "table3.tex", "table4.tex", "table5.tex"):
         assert (tmp_path / "tables" / f).exists(), f
     assert (tmp_path / "figures" / "bootstrap.png").stat().st_size > 10_000
+
+
+def test_table5_bootstrap_p_is_one_number_everywhere(panels, tmp_path):
+    """Table V's bootstrap p prints as the reading beside the verdict prints it (fmt_p),
+    and the HTML page's Figure III names the same p."""
+    from lookahead.paper.report_section import paper_sections
+    from lookahead.paper.table5_reading import reading_frame, table5_reading
+    from lookahead.report import bootstrap_histogram, write_csv
+    from lookahead.stats.verdict import fmt_p
+
+    pre, post = panels
+    st = _settings_frame(moderator_column="small", extra_columns=["small"])
+    boot = dbt_entry.bootstrap_frame(st, pre, post)
+    long = dbt_entry.paper_tables_frame(st, pre, post, boot)
+    con = duckdb.connect()
+    for name, df in (("paper_tables", long), ("bootstrap_results", boot), ("panel_pre", pre),
+                     ("panel_post", post), ("study_settings", st)):
+        con.register(f"{name}_df", df)
+        con.execute(f"create table {name} as select * from {name}_df")
+    write_csv(bootstrap_histogram(boot), tmp_path, "bootstrap_histogram")
+    p = float(long.loc[long["kind"] == "bootstrap", "p"].iloc[0])
+    md = paper_section(con, tmp_path)
+    row = next(line for line in md.splitlines() if "OOS bootstrap p-value" in line)
+    assert f"[{fmt_p(p)}]" in row
+    assert f"Its bootstrap p ({fmt_p(p)})" in table5_reading(reading_frame(long).iloc[0])
+    sec = paper_sections(con, tmp_path)[0]
+    fig = next(i for i in sec.items if getattr(i, "name", "") == "bootstrap")
+    assert fig.spec["title"].endswith(f"one-sided p {fmt_p(p, len(boot))}")

@@ -1,0 +1,144 @@
+"""index.html drawn from the same sections as REPORT.md: one offline file.
+
+Charts are Vega-Lite specs embedded with vega-embed; the Vega, Vega-Lite and vega-embed
+JavaScript comes from vl-convert-python's bundle, inlined in the page, so the page makes
+no network request (no CDN, no external script, font or stylesheet). Publication tables
+are great_tables HTML; Markdown text (bold, code spans, an extension's Markdown) goes
+through markdown-it. Links point at the CSV and .tex files beside the page."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from functools import lru_cache
+
+import vl_convert as vlc
+from markdown_it import MarkdownIt
+
+from lookahead.pages.assets import gt_table
+from lookahead.pages.blocks import Bullets, Figure, Links, Para, Raw, Section, Table
+
+#: Runs once the bundle has loaded: embeds every chart spec found in the page.
+EMBED = """
+for (const el of document.querySelectorAll('script[type="application/json"][data-chart]')) {
+  const target = document.getElementById(el.dataset.chart);
+  vegaEmbed(target, JSON.parse(el.textContent), {actions: false, renderer: "svg"})
+    .then(() => target.setAttribute("data-rendered", "true"))
+    .catch((err) => console.error("chart " + el.dataset.chart + ": " + err));
+}
+"""
+CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,Arial,sans-serif;margin:0;color:#1d2430;
+ line-height:1.45;background:#fafafa}
+main{max-width:1180px;margin:0 auto;padding:12px 28px 60px;background:#fff}
+nav{position:sticky;top:0;background:#1d2430;color:#fff;padding:6px 28px;font-size:13px;z-index:5;
+ display:flex;flex-wrap:wrap;row-gap:2px}
+nav a{color:#cfe3ff;margin-right:14px;text-decoration:none;white-space:nowrap}
+h1{font-size:24px;margin:10px 0 6px}h2{font-size:19px;border-bottom:1px solid #ddd;padding-bottom:3px;margin-top:28px}
+.lead{color:#555;font-style:italic;margin:2px 0 10px}
+.verdict{font-size:16px;background:#f3f6fb;border-left:5px solid #2e86c1;padding:8px 12px;margin:8px 0}
+table.plain{border-collapse:collapse;font-size:13px;margin:8px 0}
+table.plain th,table.plain td{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
+table.plain th{background:#f0f2f5}
+table.checklist td:last-child{font-weight:600}
+.caption{font-size:13px;color:#444;margin:8px 0 2px}
+.chart{margin:10px 0;overflow-x:auto}
+section{overflow-x:auto}
+.figures{display:flex;flex-wrap:wrap;gap:14px}
+code{background:#f0f2f5;padding:0 3px;border-radius:3px}
+"""
+
+_md = MarkdownIt("commonmark").enable("table")
+
+
+@lru_cache(maxsize=1)
+def bundle() -> str:
+    """vega-embed, Vega-Lite and Vega in one ES module, with EMBED appended."""
+    return vlc.javascript_bundle(EMBED)
+
+
+def _inline(text: str) -> str:
+    return _md.renderInline(text)
+
+
+def _table(item: Table) -> str:
+    out = []
+    if item.publication:
+        body = gt_table(item).as_raw_html()
+    else:
+        if item.caption:
+            out.append(f'<p class="caption">{_inline(item.caption)}</p>')
+        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in item.frame.columns)
+        rows = "".join("<tr>" + "".join(f"<td>{_inline(str(v))}</td>" for v in r) + "</tr>"
+                       for r in item.frame.itertuples(index=False))
+        body = (f'<table class="plain {html.escape(item.name)}" id="table-{html.escape(item.name)}">'
+                f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+    out.append(body)
+    if item.csv:
+        out.append(f'<p class="caption">File: <a href="{html.escape(item.csv)}">{html.escape(item.csv)}</a></p>')
+    return "".join(out)
+
+
+def _figure(item: Figure) -> str:
+    spec = json.dumps(item.spec, separators=(",", ":")).replace("</", "<\\/")
+    cid = f"chart-{item.name}"
+    return (f'<figure class="chart"><div id="{cid}" role="img" aria-label="{html.escape(item.title)}"></div>'
+            f'<script type="application/json" data-chart="{cid}">{spec}</script></figure>')
+
+
+def _raw(item: Raw) -> str:
+    # the extension's PNG figures are drawn as interactive charts on this page instead
+    text = re.sub(r"^!\[[^\]]*\]\([^)]*\)\s*$", "", item.markdown, flags=re.M)
+    return _md.render(text).replace("<table>", '<table class="plain">')
+
+
+def _item(item) -> str:
+    if isinstance(item, Para):
+        return f"<p>{_inline(item.text)}</p>"
+    if isinstance(item, Bullets):
+        return "<ul>" + "".join(f"<li>{_inline(b)}</li>" for b in item.items) + "</ul>"
+    if isinstance(item, Table):
+        return _table(item)
+    if isinstance(item, Figure):
+        return _figure(item)
+    if isinstance(item, Raw):
+        return _raw(item)
+    if isinstance(item, Links):
+        return "<ul>" + "".join(
+            f"<li>{html.escape(label)}: " + ", ".join(f'<a href="{html.escape(p)}">{html.escape(p)}</a>' for p in paths)
+            + "</li>" for label, paths in item.groups if paths) + "</ul>"
+    raise TypeError(f"no HTML for {type(item).__name__}")
+
+
+def _section(sec: Section) -> str:
+    tag = "h1" if sec.level == 1 else "h2"
+    parts = [f'<section id="{html.escape(sec.key)}"><{tag}>{html.escape(sec.title)}</{tag}>']
+    if sec.lead:
+        parts.append(f'<p class="lead">{_inline(sec.lead)}</p>')
+    for i, item in enumerate(sec.items):
+        body = _item(item)
+        if sec.level == 1 and i == 0 and isinstance(item, Para):
+            body = body.replace("<p>", '<p class="verdict">', 1)
+        parts.append(body)
+    parts.append("</section>")
+    if sec.key == "figures":  # the two key figures side by side on a wide screen
+        inner = "".join(parts[2:-1]) if sec.lead else "".join(parts[1:-1])
+        head = "".join(parts[:2]) if sec.lead else parts[0]
+        return f'{head}<div class="figures">{inner}</div></section>'
+    return "".join(parts)
+
+
+def _short(sec: Section) -> str:
+    """The section's name in the navigation bar: its title up to a colon or comma."""
+    return "Verdict" if sec.level == 1 else re.split(r"[:,(]", sec.title)[0].strip()
+
+
+def render(sections: list[Section], title: str) -> str:
+    nav = "".join(f'<a href="#{html.escape(s.key)}">{html.escape(_short(s))}</a>' for s in sections)
+    body = "".join(_section(s) for s in sections)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
+            f"<nav>{nav}</nav><main>{body}</main>"
+            f"<script type=\"module\">{bundle()}</script></body></html>\n")

@@ -1,0 +1,264 @@
+"""The answer at a glance, rendered from the structured outcome (lookahead.stats.verdict):
+the verdict paragraph (at most ``MAX_WORDS`` words, the caveats that change what a reader
+may conclude inside it) and the checklist, one row per protocol step.
+
+Caveats (each stated where it applies, with its number):
+  - recall labels censored in more than ``CENSORING_CAVEAT`` of pre-cutoff pairs (any of
+    up, down, unknown, or both directions);
+  - fewer than ``FEW_CLUSTERS`` clusters in the pre-cutoff detection regression;
+  - more than ``EXCLUDED_CAVEAT`` of input rows excluded (rejected in validation, no
+    forecast, or an unparsed forecast)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from lookahead.stats.verdict import (
+    ALPHA_DETECTION,
+    ALPHA_VALIDATION,
+    LAP_PROBLEMS,
+    PLACEBO,
+    PLACEBO_PASS_P,
+    RECOMMENDATION,
+    VALIDATION_FAILURES,
+    Outcome,
+    fmt_num,
+    fmt_t,
+    mde,
+)
+
+MAX_WORDS = 80
+CENSORING_CAVEAT = 0.50
+FEW_CLUSTERS = 20
+EXCLUDED_CAVEAT = 0.05
+PASSED, FAILED, NOT_ESTIMABLE, NOT_COMPUTED, READ = (
+    "passed", "failed", "not estimable", "not computed", "not read by the verdict")
+
+
+@dataclass(frozen=True)
+class Caveat:
+    code: str
+    text: str
+
+
+def _n(x: object) -> float:
+    try:
+        v = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+    return v
+
+
+def caveats(o: Outcome, metric: dict[str, object], censoring: pd.DataFrame) -> list[Caveat]:
+    """What changes what a reader may conclude, from the tables the report reads."""
+    out: list[Caveat] = []
+    if len(censoring) and "sample" in censoring.columns:
+        pre = censoring[censoring["sample"] == "pre"]
+        shares = {c: _n(pre[c].iloc[0]) for c in ("share_up_and_down_censored", "share_unknown_censored",
+                                                   "share_up_censored", "share_down_censored")
+                  if c in pre.columns and len(pre)}
+        worst = max(((v, c) for c, v in shares.items() if np.isfinite(v)), default=(math.nan, ""))
+        if np.isfinite(worst[0]) and worst[0] > CENSORING_CAVEAT:
+            label = worst[1].removeprefix("share_").removesuffix("_censored").replace("_", " ")
+            out.append(Caveat("censoring", f"recall label '{label}' censored in {100 * worst[0]:.0f}% "
+                                           "of pre-cutoff pairs"))
+    g = o.facts.n_clusters_pre
+    if np.isfinite(g) and g < FEW_CLUSTERS and o.tests["beta3"].source != "Newey-West":
+        out.append(Caveat("clusters", f"only {int(g)} clusters (fewer than {FEW_CLUSTERS})"))
+    total = _n(metric.get("input rows"))
+    excluded = sum(v for v in (_n(metric.get("rejected rows")), _n(metric.get("rows without a forecast")),
+                               _n(metric.get("rows with an unparsed forecast"))) if np.isfinite(v))
+    if np.isfinite(total) and total > 0 and excluded / total > EXCLUDED_CAVEAT:
+        out.append(Caveat("excluded", f"{int(excluded)} of {int(total)} input rows "
+                                      f"({100 * excluded / total:.0f}%) excluded"))
+    return out
+
+
+def _b3(o: Outcome) -> str:
+    t = o.tests["beta3"]
+    return f"beta_3 = {fmt_num(t.estimate)} (t {fmt_t(t.t)}, {t.p_phrase()}, N {o.facts.n_obs_pre})"
+
+
+def _placebo_short(o: Outcome) -> str:
+    t = o.tests["placebo"]
+    if o.placebo == "infeasible":
+        return "placebo infeasible (no post-cutoff rows)"
+    if o.placebo == "passes_collapsed":
+        return "placebo passes (post-cutoff LAP collapsed, beta_3 not estimable)"
+    if o.placebo == "not_estimable":
+        return "placebo not estimable"
+    side = "above" if o.placebo == "passes" else "not above"
+    return (f"{PLACEBO[o.placebo][1]} (post-cutoff beta_3 {fmt_num(t.estimate)}, {t.p_phrase()}, "
+            f"{side} {PLACEBO_PASS_P:g})")
+
+
+def _mde(o: Outcome) -> str:
+    m = mde(o.facts)
+    return f"; the minimum detectable beta_3 is {fmt_num(m)}" if np.isfinite(m) else ""
+
+
+def paragraph_parts(o: Outcome) -> tuple[str, list[str]]:
+    """(the finding, optional additions in the order they are dropped last-first)."""
+    f, two = o.facts, o.tests["beta3_two_sided"]
+    if o.path == "no_pre_rows":
+        return ("Underpowered: there are no pre-cutoff rows, so the detection test cannot run.", [])
+    if o.path == "beta3_not_estimable":
+        why = LAP_PROBLEMS.get(o.lap_problem, "") or "too few usable rows or a singular regression"
+        return (f"Underpowered: beta_3 is not estimable ({why}); the test cannot tell contamination "
+                "from its absence.", [])
+    b3 = _b3(o)
+    if o.path == "null_no_variation":
+        return (f"Underpowered: {b3} is not significant and LAP shows no meaningful variation "
+                f"({LAP_PROBLEMS[o.lap_problem]}){_mde(o)}.", [])
+    if o.path == "null_negative":
+        return (f"No evidence of contamination: {b3} is significantly negative ({two.p_phrase()}, "
+                f"below {ALPHA_DETECTION:g}){_mde(o)}.", [])
+    if o.path == "null_zero":
+        return (f"No evidence of contamination: {b3} is indistinguishable from zero ({two.p_phrase()}, "
+                f"not below {ALPHA_DETECTION:g}) while LAP varies (sd {fmt_num(f.lap_sd_pre)}){_mde(o)}.", [])
+    if o.path == "null_not_positive":
+        return (f"No evidence of contamination: {b3} is not significantly positive while LAP varies "
+                f"(sd {fmt_num(f.lap_sd_pre)}){_mde(o)}.", [])
+    if o.path == "contamination":
+        return (f"Contamination detected: {b3} > 0; validation pattern present; {_placebo_short(o)}.",
+                [RECOMMENDATION])
+    failed = [] if o.validation_present else ["validation failed"]
+    if not PLACEBO[o.placebo][0]:
+        failed.append({"infeasible": "placebo infeasible", "not_estimable": "placebo not estimable",
+                       "fails": "placebo failed"}[o.placebo])
+    why = [VALIDATION_FAILURES[c] for c in o.validation_failures]
+    if not PLACEBO[o.placebo][0]:
+        why.append(_placebo_short(o))
+    return (f"Mixed/invalid ({'; '.join(failed)}): {b3} > 0 but {'; '.join(why)}.", [])
+
+
+def paragraph(o: Outcome, found: list[Caveat]) -> str:
+    """The verdict paragraph: the finding, the caveats, then what to do, cut to at most
+    MAX_WORDS words by dropping the recommendation first, then caveats from the last."""
+    finding, extra = paragraph_parts(o)
+    if o.facts.approximated:
+        finding += " Approximated: sampling fallback."
+    cav = [c.text for c in found]
+
+    def text(cv: list[str], ex: list[str]) -> str:
+        parts = [finding]
+        if cv:
+            parts.append("Caveats: " + "; ".join(cv) + ".")
+        return " ".join(parts + ex)
+
+    ex = list(extra)
+    while len(text(cav, ex).split()) > MAX_WORDS and (ex or cav):
+        if ex:
+            ex.pop()
+        else:
+            cav.pop()
+    return text(cav, ex)
+
+
+# ---------------------------------------------------------------- checklist
+
+@dataclass(frozen=True)
+class Check:
+    """One checklist row: the protocol step, what it tests, the estimate with its t, the p
+    the rule read, the rule, and the result."""
+
+    step: str
+    tested: str
+    estimate: str
+    p: str
+    rule: str
+    result: str
+
+
+def _est(t) -> str:
+    return f"{fmt_num(t.estimate)} (t {fmt_t(t.t)})" if t.estimable else "not estimable"
+
+
+def _p(t) -> str:
+    return t.p_phrase() if t.estimable else "NA"
+
+
+def _opt(verdict: dict[str, object], *names: str) -> float:
+    for n in names:
+        v = _n(verdict.get(n))
+        if np.isfinite(v):
+            return v
+    return math.nan
+
+
+def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
+              cutoff: dict[str, object]) -> list[Check]:
+    """Rows in protocol order. Facts a build did not compute (the effective number of
+    clusters, the placebo's minimum detectable effect, the effective cutoff) get a row
+    that says so; they are never filled in here."""
+    f, t = o.facts, o.tests
+    on_path = o.path in ("contamination", "mixed")
+    rows = []
+    pre_rows = f.n_rows_pre if f.n_rows_pre >= 0 else _n(metric.get("pre-cutoff rows"))
+    rows.append(Check("1. Sample", "pre-cutoff rows to test", f"{_fmt_int(pre_rows)} pre, "
+                      f"{_fmt_int(_n(metric.get('post-cutoff rows')))} post", "",
+                      "at least one pre-cutoff row", PASSED if o.path != "no_pre_rows" else FAILED))
+    eff = cutoff.get("effective_cutoff")
+    rows.append(Check("1. Cutoff", "effective cutoff against the stated one",
+                      f"{eff} vs stated {cutoff.get('stated_cutoff', '')}" if eff else
+                      f"{NOT_COMPUTED} by this build (stated {cutoff.get('stated_cutoff', '')})",
+                      "", "descriptive", str(cutoff.get("result", NOT_COMPUTED)) if eff else NOT_COMPUTED))
+    lap_ok = not o.lap_problem
+    rows.append(Check("2. LAP varies", f"sd of pre-cutoff LAP ({f.lap_measure})",
+                      f"sd {fmt_num(f.lap_sd_pre)}", "", f"sd >= {fmt_num(f.lap_min_sd_used)}, not "
+                      ">= 99% censored", PASSED if lap_ok else FAILED))
+    hi, diff = t["theta_high"], t["theta_diff"]
+    vres = (PASSED if hi.estimable and hi.estimate > 0 and hi.p < ALPHA_VALIDATION else
+            NOT_ESTIMABLE if not hi.estimable else FAILED)
+    note = "" if on_path else f" ({READ})"
+    rows.append(Check("3. Validation", "high-LAP theta > 0 (outcome on U-D)", _est(hi), _p(hi),
+                      f"two-sided p < {ALPHA_VALIDATION:g}, theta > 0", vres + note))
+    dres = (PASSED if diff.estimable and diff.estimate > 0 and diff.p < ALPHA_VALIDATION else
+            NOT_ESTIMABLE if not diff.estimable else FAILED)
+    rows.append(Check("3. Validation", "high-LAP theta exceeds low-LAP theta (per sd)", _est(diff),
+                      _p(diff), f"one-sided p < {ALPHA_VALIDATION:g}", dres + note))
+    b3 = t["beta3"]
+    bres = NOT_ESTIMABLE if not b3.estimable else (PASSED if b3.p < ALPHA_DETECTION else FAILED)
+    rows.append(Check("4. Detection", "beta_3 > 0 (forecast x LAP)", _est(b3), _p(b3),
+                      f"one-sided p < {ALPHA_DETECTION:g}",
+                      {PASSED: "beta_3 > 0", FAILED: "not significant"}.get(bres, bres)))
+    m = mde(f)
+    rows.append(Check("4. Power", "minimum detectable beta_3 (80% power)",
+                      fmt_num(m) if np.isfinite(m) else "not estimable", "", "descriptive",
+                      "computed" if np.isfinite(m) else NOT_ESTIMABLE))
+    g_star = _opt(verdict, "g_star", "effective_clusters", "n_clusters_effective")
+    rows.append(Check("4. Clusters", "clusters G (effective G*)",
+                      f"G {_fmt_int(f.n_clusters_pre)}" + (f", G* {fmt_num(g_star)}" if np.isfinite(g_star)
+                                                          else f", G* {NOT_COMPUTED}"),
+                      "", f"wild bootstrap p below {f.wild_min_clusters} clusters", b3.source))
+    borderline = verdict.get("borderline") if "borderline" in verdict else verdict.get("p_borderline")
+    rows.append(Check("4. Borderline p", "is the rule's p near its threshold",
+                      NOT_COMPUTED if borderline is None or (isinstance(borderline, float) and math.isnan(borderline))
+                      else str(borderline), "", "descriptive",
+                      NOT_COMPUTED if borderline is None or (isinstance(borderline, float) and math.isnan(borderline))
+                      else "computed"))
+    plc = t["placebo"]
+    pres = {"passes": PASSED, "passes_collapsed": PASSED + " (LAP collapsed)", "fails": FAILED,
+            "not_estimable": NOT_ESTIMABLE, "infeasible": "infeasible (no post-cutoff rows)"}[o.placebo]
+    rows.append(Check("5. Placebo", "post-cutoff beta_3 not > 0", _est(plc) if o.placebo != "infeasible" else "NA",
+                      _p(plc) if o.placebo != "infeasible" else "NA",
+                      f"one-sided p > {PLACEBO_PASS_P:g}, or post LAP collapsed", pres + note))
+    pm = _opt(verdict, "placebo_mde", "placebo_beta3_mde")
+    rows.append(Check("5. Placebo power", "minimum detectable post-cutoff beta_3",
+                      fmt_num(pm) if np.isfinite(pm) else f"{NOT_COMPUTED} by this build", "", "descriptive",
+                      "computed" if np.isfinite(pm) else NOT_COMPUTED))
+    rows.append(Check("6. Verdict", f"decision path `{o.path}`", "", "", "protocol decision rule", o.decision))
+    return rows
+
+
+def _fmt_int(x: float) -> str:
+    return str(int(x)) if x is not None and np.isfinite(x) else "NA"
+
+
+def checklist_frame(rows: list[Check]) -> pd.DataFrame:
+    return pd.DataFrame([{"step": r.step, "tested": r.tested, "estimate (t)": r.estimate,
+                          "p the rule read": r.p or "", "rule": r.rule, "result": r.result} for r in rows])
