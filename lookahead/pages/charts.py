@@ -30,9 +30,10 @@ def _spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
     return chart.to_dict()
 
 
-def lap_by_month(df: pd.DataFrame, cutoff: str, measure: str) -> dict[str, Any]:
-    """Mean LAP per realization month (interquartile band), pre red / post blue, with the
-    stated training cutoff as a dashed rule."""
+def lap_by_month(df: pd.DataFrame, cutoff: str, measure: str, break_month: str = "") -> dict[str, Any]:
+    """Mean LAP per realization month with its band (p25..p75 columns), pre red / post
+    blue, the stated training cutoff as a dashed rule and, when the build found one, the
+    end of the effective break month as a dotted one."""
     data = alt.Data(values=_records(df))
     x = alt.X("month:T", title="realization month (target_date)")
     band = alt.Chart(data).mark_area(opacity=0.18).encode(
@@ -41,12 +42,19 @@ def lap_by_month(df: pd.DataFrame, cutoff: str, measure: str) -> dict[str, Any]:
     line = alt.Chart(data).mark_line(point=True).encode(
         x=x, y="mean_lap:Q", color=alt.Color("sample:N", scale=SAMPLE_COLORS),
         tooltip=["sample:N", alt.Tooltip("month:T", format="%Y-%m"), "n:Q",
-                 alt.Tooltip("mean_lap:Q", format=".4g"), alt.Tooltip("p25:Q", format=".4g"),
-                 alt.Tooltip("p75:Q", format=".4g")])
-    cut = alt.Data(values=[{"cutoff": cutoff, "label": f"stated training cutoff {cutoff}"}])
-    rule = alt.Chart(cut).mark_rule(strokeDash=[6, 4], color="black").encode(x="cutoff:T")
-    text = alt.Chart(cut).mark_text(align="left", dx=4, dy=-4, baseline="top", fontSize=11).encode(
-        x="cutoff:T", y=alt.value(2), text="label:N")
+                 alt.Tooltip("mean_lap:Q", format=".4g", title="mean LAP"),
+                 alt.Tooltip("p25:Q", format=".4g", title="band low"),
+                 alt.Tooltip("p75:Q", format=".4g", title="band high")])
+    marks = [{"at": cutoff, "label": f"stated training cutoff {cutoff}", "dy": 2, "kind": "stated"}]
+    if break_month:
+        end = (pd.Timestamp(break_month) + pd.offsets.MonthEnd(0)).strftime("%Y-%m-%d")
+        marks.append({"at": end, "label": f"effective cutoff {end}", "dy": 18, "kind": "effective"})
+    cut = alt.Data(values=marks)
+    rule = alt.Chart(cut).mark_rule(color="black").encode(
+        x="at:T", strokeDash=alt.StrokeDash("kind:N", scale=alt.Scale(domain=["stated", "effective"],
+                                                                        range=[[6, 4], [2, 2]]), legend=None))
+    text = alt.Chart(cut).mark_text(align="left", dx=4, baseline="top", fontSize=11).encode(
+        x="at:T", y=alt.Y("dy:Q", scale=None), text="label:N")
     return _spec(alt.layer(band, line, rule, text).properties(
         width=WIDTH, height=HEIGHT, title="LAP by realization month, stated cutoff marked"))
 

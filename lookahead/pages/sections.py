@@ -15,6 +15,7 @@ from typing import Callable
 
 import pandas as pd
 
+from lookahead import cutoff_report
 from lookahead.config import Study
 from lookahead.measures import MEASURES
 from lookahead.pages import charts
@@ -107,7 +108,7 @@ def _by_sample(df: pd.DataFrame, *first: str) -> pd.DataFrame:
 
 def answer(ctx: Context) -> Section:
     o, s = ctx.outcome, ctx.study
-    found = caveats(o, ctx.metric, ctx.table("recall_censoring"))
+    found = caveats(o, ctx.metric, ctx.table("recall_censoring"), cutoff_facts(ctx))
     return Section("answer", f"Lookahead-bias test: {s.output.study_name}", "", [
         Para(f"**Verdict: {o.decision}.** {paragraph(o, found)}"),
         Para(f"Model `{s.backend.model_id}` (backend {s.backend.backend}), stated training cutoff "
@@ -116,16 +117,49 @@ def answer(ctx: Context) -> Section:
     ], level=1)
 
 
+def _selected(df: pd.DataFrame) -> pd.DataFrame:
+    if df.empty or "is_selected_measure" not in df.columns:
+        return df
+    return df[df["is_selected_measure"].map(_truthy)]
+
+
+def _day(x: object) -> str:
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else str(x)[:10]
+
+
 def cutoff_facts(ctx: Context) -> dict[str, object]:
-    """The effective cutoff against the stated one, when the build computed it."""
+    """The effective cutoff (table effective_cutoff, the verdict's measure) against the
+    stated one; only the stated cutoff when the build did not compute it."""
     stated = str(ctx.study.protocol.training_cutoff)
-    eff = ctx.table("effective_cutoff")
+    eff = _selected(ctx.table("effective_cutoff"))
     if eff.empty:
         return {"stated_cutoff": stated}
-    row = eff.iloc[0]
-    col = next((c for c in ("effective_cutoff", "cutoff", "estimate") if c in eff.columns), None)
-    return {"stated_cutoff": stated, "effective_cutoff": str(row[col]) if col else "",
-            "result": str(row.get("result", "computed"))}
+    r = eff.iloc[0]
+    status = str(r.get("status", ""))
+    if status != "break":
+        p = num_or_nan(r.get("p_fall"))
+        return {"stated_cutoff": stated, "effective_cutoff": f"no month named: {status}"
+                + (f" (permutation p {fmt_p(p)})" if math.isfinite(p) else ""), "result": status}
+    inside = _truthy(r.get("stated_in_interval"))
+    return {"stated_cutoff": stated, "break_month": _day(r.get("break_month")), "inside": inside,
+            "interval": f"{_day(r.get('interval_low_month'))[:7]} to {_day(r.get('interval_high_month'))[:7]}",
+            "effective_cutoff": f"{_day(r.get('effective_cutoff'))} (95% interval "
+                                f"{_day(r.get('interval_low_month'))[:7]} to {_day(r.get('interval_high_month'))[:7]}, "
+                                f"permutation p {fmt_p(num_or_nan(r.get('p_fall')))})",
+            "result": "stated cutoff inside the interval" if inside else "stated cutoff outside the interval"}
+
+
+def _lap_month_frame(ctx: Context) -> tuple[pd.DataFrame, str]:
+    """(sample, month, n, mean_lap, low, high) of the verdict's measure, and what the band
+    is: table lap_by_period (entity-bootstrap 95% interval of the month's mean) when the
+    build made it, else the report's own lap_by_month (interquartile range)."""
+    per = _selected(ctx.table("lap_by_period"))
+    if len(per):
+        frame = pd.DataFrame({"sample": ["post" if _truthy(a) else "pre" for a in per["after_stated_cutoff"]],
+                              "month": per["month"].astype(str).str[:10], "n": per["n"], "mean_lap": per["mean"],
+                              "p25": per["ci_low"], "p75": per["ci_high"]})
+        return frame, "band: 95% entity-bootstrap interval of the month's mean; data `lap_by_period.csv`"
+    return _by_sample(ctx.table("lap_by_month")), "band: interquartile range; data `lap_by_month.csv`"
 
 
 def checklist_section(ctx: Context) -> Section:
@@ -137,11 +171,13 @@ def checklist_section(ctx: Context) -> Section:
 
 def key_figures(ctx: Context) -> Section:
     items: list = []
-    month = ctx.table("lap_by_month")
+    month, band = _lap_month_frame(ctx)
     if len(month):
-        items.append(Figure("lap_by_month", "LAP by realization month, stated training cutoff marked",
+        cut = cutoff_facts(ctx)
+        items.append(Figure("lap_by_month", f"LAP by realization month, stated training cutoff marked ({band})",
                             charts.lap_by_month(_by_sample(month), str(ctx.study.protocol.training_cutoff),
-                                                ctx.study.measures.lap_measure), "figures/lap_by_month.png"))
+                                                ctx.study.measures.lap_measure, str(cut.get("break_month", ""))),
+                            "figures/lap_by_month.png"))
     else:
         items.append(Para("No LAP-by-month figure: no row has both a realization date and a LAP value."))
     acc = ctx.table("accuracy_by_lap_decile")
@@ -152,8 +188,8 @@ def key_figures(ctx: Context) -> Section:
         items.append(Para("No accuracy-by-decile figure: fewer than 10 rows with a parsed non-zero forecast, "
                           "an outcome and a LAP value in either sample."))
     return Section("figures", "Key figures", "Memorization shows as LAP falling at the cutoff and as "
-                   "accuracy rising with LAP before it but not after (data: `lap_by_month.csv`, "
-                   "`accuracy_by_lap_decile.csv`).", items)
+                   "accuracy rising with LAP before it but not after (data: `accuracy_by_lap_decile.csv` and "
+                   "the LAP-by-month table named in the figure).", items)
 
 
 def hit_rate_section(ctx: Context) -> Section | None:
@@ -384,6 +420,11 @@ def _robustness(ctx: Context) -> list:
         return []
     order = {m: i for i, m in enumerate(MEASURES)}
     rob = rob.assign(_m=rob["lap_measure"].map(order).fillna(len(order))).sort_values("_m", kind="stable")
+    # a measure that scored no row has no result: never a row of numbers with N 0 (the
+    # build's coverage gate, lookahead/coverage.py, stops such a build unless
+    # min_measure_coverage is 0)
+    unscored = pd.to_numeric(rob["n_obs"], errors="coerce").fillna(0) == 0
+    rob = rob.assign(detects=rob["detects"].where(~unscored, False))
     rows = pd.DataFrame({
         "LAP measure": [f"`{m}`" + (" (verdict)" if _truthy(v) else "")
                         for m, v in zip(rob["lap_measure"], rob["is_verdict_measure"])],
@@ -393,6 +434,8 @@ def _robustness(ctx: Context) -> list:
         "N": rob["n_obs"].map(fmt), "LAP varies": rob["lap_varies"].map(lambda x: "yes" if _truthy(x) else "no"),
         "beta_3 > 0 at 5%": rob["detects"].map(lambda x: "yes" if _truthy(x) else "no"),
     })
+    for col in ("beta_3", "t", "one-sided p", "p by", "LAP varies", "beta_3 > 0 at 5%"):
+        rows[col] = rows[col].astype(object).where(~unscored.to_numpy(), "no score")
     detecting = [str(m) for m, d in zip(rob["lap_measure"], rob["detects"]) if _truthy(d)]
     lm = ctx.study.measures.lap_measure
     return [Para("Robustness across LAP measures (the detection regression with LAP replaced by each "
@@ -425,6 +468,19 @@ def verdict_section(ctx: Context) -> Section:
                           "fallback (answer frequencies), not token log-probabilities."))
     return Section("verdict", "6. Verdict", "How the decision rule reached the verdict, and how "
                    "beta_3 reads under the other LAP measures.", items)
+
+
+def cutoff_section(ctx: Context) -> Section | None:
+    """The effective-cutoff section (lookahead.cutoff_report): the break per measure, LAP
+    by month and the cutoff sensitivity table, with the warning when the stated cutoff
+    lies outside the break's interval."""
+    md = cutoff_report.cutoff_section(ctx.results_dir, ctx.study)
+    sec = raw_section("cutoff", md, lead="Where the model's knowledge ends, read from the study's own "
+                      "LAP by month, and whether the verdict holds with the cutoff moved.")
+    warning = cutoff_report.verdict_warning(ctx.results_dir, ctx.study)
+    if sec is not None and warning:
+        sec.items.insert(0, Para(warning.strip()))
+    return sec
 
 
 def gates_section(ctx: Context) -> Section | None:
@@ -530,7 +586,8 @@ SECTIONS: tuple[tuple[str, Callable[[Context], Section | None]], ...] = (
     ("answer", answer), ("checklist", checklist_section), ("figures", key_figures),
     ("hit_rates", hit_rate_section), ("sample", sample_section), ("lap", lap_section),
     ("validation", validation_section), ("detection", detection_section), ("placebo", placebo_section),
-    ("verdict", verdict_section), ("gates", gates_section), ("protocol_tables", protocol_tables_section),
+    ("verdict", verdict_section), ("cutoff", cutoff_section), ("gates", gates_section),
+    ("protocol_tables", protocol_tables_section),
     ("extensions", lambda ctx: None), ("claims", claims_section), ("files", files_section),
 )
 

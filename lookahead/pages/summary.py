@@ -3,6 +3,7 @@ the verdict paragraph (at most ``MAX_WORDS`` words, the caveats that change what
 may conclude inside it) and the checklist, one row per protocol step.
 
 Caveats (each stated where it applies, with its number):
+  - the stated training cutoff outside the 95% interval of the effective cutoff;
   - recall labels censored in more than ``CENSORING_CAVEAT`` of pre-cutoff pairs (any of
     up, down, unknown, or both directions);
   - fewer than ``FEW_CLUSTERS`` clusters in the pre-cutoff detection regression;
@@ -53,9 +54,14 @@ def _n(x: object) -> float:
     return v
 
 
-def caveats(o: Outcome, metric: dict[str, object], censoring: pd.DataFrame) -> list[Caveat]:
-    """What changes what a reader may conclude, from the tables the report reads."""
+def caveats(o: Outcome, metric: dict[str, object], censoring: pd.DataFrame,
+            cutoff: dict[str, object] | None = None) -> list[Caveat]:
+    """What changes what a reader may conclude, from the tables the report reads; first
+    a stated cutoff outside the effective cutoff's interval (table effective_cutoff)."""
     out: list[Caveat] = []
+    if cutoff and cutoff.get("inside") is False:
+        out.append(Caveat("cutoff", f"the stated cutoff {cutoff['stated_cutoff']} lies outside the effective "
+                                    f"cutoff's 95% interval ({cutoff['interval']})"))
     if len(censoring) and "sample" in censoring.columns:
         pre = censoring[censoring["sample"] == "pre"]
         shares = {c: _n(pre[c].iloc[0]) for c in ("share_up_and_down_censored", "share_unknown_censored",
