@@ -243,3 +243,30 @@ def test_protocol_tables_in_latex_with_readable_labels(studies):
     tex = (studies["strong"] / "tables" / "protocol_detection.tex").read_text()
     assert "Forecast x LAP (beta\\_3)" in tex and "Post-cutoff (placebo)" in tex
     assert "mu\\_hat:lap" not in tex and not re.search(r"\de-\d", tex)
+
+
+def test_a_stated_cutoff_outside_the_break_interval_reaches_the_paragraph(studies, tmp_path):
+    """effective_cutoff (as the build writes it) with the stated cutoff outside the break's
+    interval: a caveat in the verdict paragraph, the checklist's cutoff row, the
+    section's warning, and the figure's effective-cutoff rule."""
+    d = studies["strong"]
+    for f in d.glob("*.csv"):
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    pd.DataFrame([{"measure": "recall", "is_selected_measure": True, "status": "break",
+                   "break_month": "2021-09-01", "effective_cutoff": "2021-09-30",
+                   "interval_low_month": "2021-08-01", "interval_high_month": "2021-10-01",
+                   "interval_level": 0.95, "stated_cutoff": "2021-12-31", "stated_cutoff_month": "2021-12-01",
+                   "stated_in_interval": False, "mean_before": 0.5, "mean_after": 0.1, "sd_before": 0.2,
+                   "fall_sd": 2.0, "p_fall": 0.001, "n_before": 100, "n_after": 100}]).to_csv(
+        tmp_path / "effective_cutoff.csv", index=False)
+    text = write_pages(tmp_path).report.read_text()
+    line = _verdict_line(text)
+    assert "the stated cutoff 2021-12-31 lies outside the effective cutoff's 95% interval (2021-08 to 2021-10)" in line
+    assert len(line.split(".** ", 1)[1].split()) <= MAX_WORDS
+    row = next(r for t in tables(text) for r in t if r.get("step") == "1. Cutoff")
+    assert row["result"] == "stated cutoff outside the interval" and row["estimate (t)"].startswith("2021-09-30")
+    assert "**Warning: the stated training cutoff (2021-12-31) lies outside" in text.split("Effective training cutoff")[1]
+    sections, _ = build_sections(tmp_path)
+    fig = next(i for s in sections for i in s.items if isinstance(i, Figure) and i.name == "lap_by_month")
+    assert "effective cutoff 2021-09-30" in json.dumps(fig.spec)
+    assert check(text, tmp_path) == []
