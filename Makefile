@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export GX_ANALYTICS_ENABLED := False
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: install demo demo-claims claims-extraction-recall demo-clean demo-smollm2 lint test test-slow docs bench clean
+.PHONY: test-browser install demo demo-claims claims-extraction-recall demo-clean demo-smollm2 lint test test-slow docs bench clean
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,7 @@ demo: install
 	@for s in demo_clean demo_contaminated demo_contaminated_early_cutoff; do \
 	  echo "$$s: $$(sed -n 's/^\*\*Verdict: \(.*\)\.\*\*.*/\1/p' results/$$s/REPORT.md)  -> results/$$s/REPORT.md, outputs/$$s.duckdb"; \
 	done
+	$(VENV)/bin/lookahead compare demo/claims/demo_clean.yml demo/claims/demo_contaminated.yml
 	@echo
 	@$(PY) -m lookahead.demo.cutoff_check --build demo/models/BUILD.json --db outputs/demo_clean.duckdb \
 	  --db outputs/demo_contaminated.duckdb --db outputs/demo_contaminated_early_cutoff.duckdb
@@ -89,6 +90,14 @@ lint: install
 PYTEST_WORKERS ?= 2
 test: lint
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+
+## Browser tier: headless Chromium (Debian's chromium, installed when missing) opens each
+## report page (a generated study's, and the demo's after `make demo`) with the network
+## blocked; the first screen's screenshot and each page's size and render time go to
+## benchmarks/results/.
+test-browser: install
+	@command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
+	$(PY) -m pytest -q -m browser -p no:xdist tests/python/test_report_browser.py
 
 ## Slower tier: real SmolLM2 and, when .venv-vllm exists (scripts/make_vllm_env.sh), vLLM parity.
 test-slow: install

@@ -93,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="accept a forecast parse rate below 95%% for this command (the setting "
                             "accept_low_parse_rate; the study file is not edited: the build "
                             "records it and the report says so)")
+    sub.add_parser("compare", help=COMPARE_HELP, add_help=False,
+                   description="lookahead compare STUDY.yml [STUDY.yml ...] [--db DB ...] [--out DIR]")
     return parser
 
 
@@ -103,7 +105,38 @@ def main(argv: list[str] | None = None) -> int:
     return guarded_line(lambda: _main(argv))
 
 
+def compare_main(argv: list[str]) -> int:
+    """`lookahead compare STUDY.yml ... [--db DB ...] [--out DIR]`: the studies' current
+    results side by side (lookahead.compare); a stale or missing study is one line."""
+    from lookahead.compare import COMPARE_DIR, CompareError, compare
+
+    p = argparse.ArgumentParser(prog="lookahead compare", description=COMPARE_HELP)
+    p.add_argument("studies", nargs="*", metavar="STUDY.yml", help="study files (each names its database)")
+    p.add_argument("--db", action="append", default=[], metavar="DB",
+                   help="a study database (the study is the one its build recorded); repeatable")
+    p.add_argument("--out", default=None, metavar="DIR", help=f"output folder (default {COMPARE_DIR})")
+    args = p.parse_args(argv)
+    studies = [str(Path(s).resolve()) for s in args.studies]
+    dbs = [str(Path(d).resolve()) for d in args.db]
+    out = Path(args.out).resolve() if args.out else PROJECT_ROOT / COMPARE_DIR
+    os.chdir(PROJECT_ROOT)
+    try:
+        md, page = compare(studies, dbs, out)
+    except (CompareError, StudyConfigError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for label, path in (("Comparison", md), ("Page", page)):
+        print(f"{label}: {path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path}")
+    return 0
+
+
+COMPARE_HELP = "compare studies side by side: results/compare/COMPARE.md and index.html"
+
+
 def _main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["compare"]:  # its own arguments: several studies, not one --study
+        return compare_main(argv[1:])
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.study:  # a study file is relative to where you are; paths inside it to the project

@@ -231,7 +231,7 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
     bres = NOT_ESTIMABLE if not b3.estimable else (PASSED if b3.p < ALPHA_DETECTION else FAILED)
     rows.append(Check("4. Detection", "beta_3 > 0 (forecast x LAP)", _est(b3), _p(b3),
                       f"one-sided p < {ALPHA_DETECTION:g}",
-                      {PASSED: "beta_3 > 0", FAILED: "not significant"}.get(bres, bres)))
+                      bres))
     m = mde(f)
     rows.append(Check("4. Power", "minimum detectable beta_3 (80% power)",
                       fmt_num(m) if np.isfinite(m) else "not estimable", "", "descriptive",
@@ -240,7 +240,7 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
     rows.append(Check("4. Clusters", "clusters G (effective G*)",
                       f"G {_fmt_int(f.n_clusters_pre)}" + (f", G* {fmt_num(g_star)}" if np.isfinite(g_star)
                                                           else f", G* {NOT_COMPUTED}"),
-                      "", f"wild bootstrap p below {f.wild_min_clusters} clusters", b3.source))
+                      "", f"wild bootstrap p below {f.wild_min_clusters} clusters", f"p read by {b3.source}"))
     borderline = verdict.get("borderline") if "borderline" in verdict else verdict.get("p_borderline")
     rows.append(Check("4. Borderline p", "is the rule's p near its threshold",
                       NOT_COMPUTED if borderline is None or (isinstance(borderline, float) and math.isnan(borderline))

@@ -1,0 +1,101 @@
+"""`lookahead compare`: one row per study read from its database, the figures overlaid,
+and a study that is not current refused in one line (as `lookahead report` refuses it).
+
+One real dbt build (the synthetic fixture study) serves the database path; two generated
+studies (study_grid.py) serve the side-by-side rendering."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from dbt_runner import run_dbt
+from fixture_study import write_fixture_study
+from report_checker import sig_equal, tables
+from study_grid import grid, panels, render_study
+
+from lookahead.compare import CompareError, StudyResult, comparison_frame, load, write_compare
+from lookahead.config import Study, resolve
+from lookahead.pages.data import accuracy_by_lap_decile, lap_by_month
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("compare")
+    study = write_fixture_study(root)
+    res = run_dbt(["build"], study.vars, root / "db.duckdb")
+    assert res.returncode == 0, res.output[-3000:]
+    return study, res.db
+
+
+def _generated(name: str, root: Path) -> StudyResult:
+    spec = next(s for s in grid() if s.name == name)
+    d = root / name
+    render_study(spec, d)
+    pre, post = panels(spec)
+    study = Study.from_json(str(pd.read_csv(d / "study_settings.csv")["settings_json"].iloc[0]))
+    return StudyResult(study, d / "none.duckdb", pd.read_csv(d / "verdict.csv").iloc[0],
+                       pd.read_csv(d / "lap_distribution.csv"), pd.DataFrame(),
+                       lap_by_month(pre, post), accuracy_by_lap_decile(pre, post))
+
+
+def test_two_studies_side_by_side(tmp_path):
+    results = [_generated("strong", tmp_path), _generated("none", tmp_path)]
+    md_path, page = write_compare(results, tmp_path / "results" / "compare")
+    text = md_path.read_text()
+    rows = next(t for t in tables(text) if t and "verdict" in t[0])
+    assert [r["study"] for r in rows] == ["strong", "none"]
+    for r, res in zip(rows, results):
+        v = res.verdict
+        assert r["verdict"] == v["verdict"]
+        est, t = re.match(r"(\S+) \(t (\S+)\)$", r["beta_3 (t)"]).groups()
+        assert sig_equal(est, repr(float(v["beta3"]))) and sig_equal(t, repr(float(v["beta3_t"])))
+        pre, post = r["mean LAP recall pre / post"].split(" / ")
+        lap = res.lap.set_index("sample")["mean"]
+        assert sig_equal(pre, repr(float(lap["pre"]))) and sig_equal(post, repr(float(lap["post"])))
+        assert r["N pre / post"] == f"{int(v['n_obs_pre'])} / {int(v['n_obs_post'])}"
+    assert (tmp_path / "results" / "compare" / "comparison.csv").exists()
+    html = page.read_text()
+    specs = re.findall(r'data-chart="chart-([a-z_]+)">(.*?)</script>', html, re.S)
+    assert {n for n, _ in specs} == {"lap_by_month", "accuracy_by_lap_decile"}
+    for _, spec in specs:
+        values = json.loads(spec)
+        studies = {row.get("study") for layer in values.get("layer", [values]) for row in
+                   (layer.get("data", {}).get("values") or values.get("data", {}).get("values") or [])}
+        assert {"strong (generated)", "none (generated)"} <= studies
+    assert not re.search(r'(?:src|href)="(?:https?:)?//', html)
+
+
+def test_a_built_study_by_database_and_a_stale_one_refused(built, tmp_path):
+    study, db = built
+    here = Study(vars=resolve(study.vars))
+    r = load(db, here)
+    assert r.verdict["verdict"] and r.study.name == "fixture"
+    by_db = load(db)  # the study the build recorded
+    assert by_db.study.settings_hash == here.settings_hash
+    frame = comparison_frame([r])
+    assert frame["verdict"].iloc[0] == r.verdict["verdict"]
+    # the data file edited after the build: the result is stale and is not compared
+    data = Path(study.vars["data_path"])
+    original = data.read_bytes()
+    try:
+        data.write_bytes(original + b"\n")
+        with pytest.raises(CompareError, match=r"study 'fixture' .*changed since dbt build.*not compared"):
+            load(db, here)
+        lookahead = Path(sys.executable).with_name("lookahead")
+        proc = subprocess.run([str(lookahead), "compare", "--db", str(db), "--out", str(tmp_path / "cmp")],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert "not compared" in proc.stderr and "Traceback" not in proc.stderr
+        assert not (tmp_path / "cmp" / "COMPARE.md").exists()
+    finally:
+        data.write_bytes(original)
+    with pytest.raises(CompareError, match="not found"):
+        load(tmp_path / "missing.duckdb")
