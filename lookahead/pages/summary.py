@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from lookahead.stats import verdict as verdict_rule
 from lookahead.stats.verdict import (
     ALPHA_DETECTION,
     ALPHA_VALIDATION,
@@ -236,29 +237,43 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
     rows.append(Check("4. Power", "minimum detectable beta_3 (80% power)",
                       fmt_num(m) if np.isfinite(m) else "not estimable", "", "descriptive",
                       "computed" if np.isfinite(m) else NOT_ESTIMABLE))
-    g_star = _opt(verdict, "g_star", "effective_clusters", "n_clusters_effective")
+    # G* and the borderline flag come with the wild-bootstrap facts when the build computed
+    # them (TestFact.g_star / .borderline, or verdict columns); never filled in here
+    g_star = getattr(b3, "g_star", math.nan)
+    if not (isinstance(g_star, float) and np.isfinite(g_star)):
+        g_star = _opt(verdict, "beta3_g_star", "g_star")
+    g = b3.n_clusters if np.isfinite(getattr(b3, "n_clusters", math.nan)) else f.n_clusters_pre
+    few = getattr(f, "wild_min_clusters", None)
     rows.append(Check("4. Clusters", "clusters G (effective G*)",
-                      f"G {_fmt_int(f.n_clusters_pre)}" + (f", G* {fmt_num(g_star)}" if np.isfinite(g_star)
-                                                          else f", G* {NOT_COMPUTED}"),
-                      "", f"wild bootstrap p below {f.wild_min_clusters} clusters", f"p read by {b3.source}"))
-    borderline = verdict.get("borderline") if "borderline" in verdict else verdict.get("p_borderline")
-    rows.append(Check("4. Borderline p", "is the rule's p near its threshold",
-                      NOT_COMPUTED if borderline is None or (isinstance(borderline, float) and math.isnan(borderline))
-                      else str(borderline), "", "descriptive",
-                      NOT_COMPUTED if borderline is None or (isinstance(borderline, float) and math.isnan(borderline))
-                      else "computed"))
+                      f"G {_fmt_int(g)}" + (f", G* {fmt_num(g_star, 3)}" if np.isfinite(g_star)
+                                            else f", G* {NOT_COMPUTED}"),
+                      "", f"wild bootstrap p below {few} clusters" if few else "wild bootstrap p where clustered",
+                      f"p read by {b3.source}"))
+    border = getattr(b3, "borderline", None)
+    if border is None and "borderline" in verdict:
+        border = verdict.get("borderline")
+    known = border is not None and not (isinstance(border, float) and math.isnan(border))
+    rows.append(Check("4. Borderline p", "is the rule's p within simulation error of its threshold",
+                      ("yes" if _truthy(border) else "no") if known else NOT_COMPUTED, "", "descriptive",
+                      ("borderline" if _truthy(border) else "clear of the threshold") if known else NOT_COMPUTED))
     plc = t["placebo"]
     pres = {"passes": PASSED, "passes_collapsed": PASSED + " (LAP collapsed)", "fails": FAILED,
             "not_estimable": NOT_ESTIMABLE, "infeasible": "infeasible (no post-cutoff rows)"}[o.placebo]
     rows.append(Check("5. Placebo", "post-cutoff beta_3 not > 0", _est(plc) if o.placebo != "infeasible" else "NA",
                       _p(plc) if o.placebo != "infeasible" else "NA",
                       f"one-sided p > {PLACEBO_PASS_P:g}, or post LAP collapsed", pres + note))
-    pm = _opt(verdict, "placebo_mde", "placebo_beta3_mde")
+    pm = _opt(verdict, "placebo_mde", "placebo_mde_regression", "placebo_beta3_mde")
+    if not np.isfinite(pm) and hasattr(verdict_rule, "placebo_mde"):
+        pm = verdict_rule.placebo_mde(f)
     rows.append(Check("5. Placebo power", "minimum detectable post-cutoff beta_3",
                       fmt_num(pm) if np.isfinite(pm) else f"{NOT_COMPUTED} by this build", "", "descriptive",
                       "computed" if np.isfinite(pm) else NOT_COMPUTED))
     rows.append(Check("6. Verdict", f"decision path `{o.path}`", "", "", "protocol decision rule", o.decision))
     return rows
+
+
+def _truthy(v: object) -> bool:
+    return str(v).strip().lower() in ("true", "1", "yes")
 
 
 def _fmt_int(x: float) -> str:
