@@ -28,7 +28,15 @@ from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache import atomic_write_parquet
 from lookahead.guard import EXIT_OK, JobStop
-from lookahead.keys import MIN_SAMPLES, pair_keys, recall_prompt_column, sampling_fallback, task_params
+from lookahead.keys import (
+    EXACT,
+    MIN_SAMPLES,
+    pair_keys,
+    recall_probabilities,
+    recall_prompt_column,
+    sampling_fallback,
+    task_params,
+)
 from lookahead.prompts import check_recall_labels
 from lookahead.rows import unique_pairs
 from lookahead.scoring import recall_scores
@@ -55,8 +63,17 @@ def label_tokenizer(ctx: JobContext) -> Any:
 
 
 def resolve_labels(ctx: JobContext, sample_prompt: str) -> dict[str, str]:
-    """Checked labels (synonyms substituted); a substituted label must be asked for."""
+    """Checked labels (synonyms substituted); a substituted label must be asked for.
+
+    With exact probabilities (setting recall_probabilities) a multi-token label is scored
+    by teacher forcing, so the labels stay as configured (they must still be distinct)."""
     labels = {k: str(v) for k, v in ctx.study.prompts.recall_labels.items()}
+    if recall_probabilities(ctx.study) == EXACT:
+        if len({v.strip().lower() for v in labels.values()}) < len(labels):
+            raise JobStop(f"setting 'recall_labels': labels {labels} are not distinct")
+        print("recall labels scored exactly (full next-token distribution; a multi-token label by "
+              "teacher forcing): " + ", ".join(f"{k}='{v}'" for k, v in labels.items()))
+        return labels
     check = check_recall_labels(label_tokenizer(ctx), labels,
                                 ctx.study.prompts.recall_label_synonyms or {}, sample_prompt)
     template = str(ctx.study.prompts.recall_template)
@@ -131,7 +148,8 @@ def run(ctx: JobContext) -> int:
                 confirm(f"query {len(pending)} recall pairs?", ctx.args.yes)
 
             answer = functools.partial(recall_answer, sampling=sampling, n_samples=params["n_samples"],
-                                       seed=params["seed"], top_logprobs=params["top_logprobs"])
+                                       seed=params["seed"], top_logprobs=params["top_logprobs"],
+                                       exact_labels=labels if params.get("recall_probabilities") == EXACT else None)
             tally = query_all(ctx, store, pending, TASK, answer, params)
             require_complete(tally, store)
         records = cached_records(ctx, store, TASK, queries)
@@ -139,9 +157,12 @@ def run(ctx: JobContext) -> int:
 
 
 def recall_answer(backend: Backend, batch: list[Query], *, sampling: bool, n_samples: int | None,
-                  seed: int, top_logprobs: int | None) -> list[dict[str, Any] | QueryFailure]:
+                  seed: int, top_logprobs: int | None,
+                  exact_labels: dict[str, str] | None = None) -> list[dict[str, Any] | QueryFailure]:
     """One batch of recall queries: the top log-probs of the one answer token, or in the
-    sampling fallback n_samples sampled answers (llm_jobs.query_loop.Answer)."""
+    sampling fallback n_samples sampled answers (llm_jobs.query_loop.Answer). With
+    `exact_labels` the line also records each label's exact log-probability and how it was
+    obtained (`label_logprobs`, `probability_method: exact`)."""
     prompts = [q.prompt for q in batch]
     if sampling:
         samples = backend.try_sample(prompts, int(n_samples or 0), seed, 1)
@@ -149,9 +170,17 @@ def recall_answer(backend: Backend, batch: list[Query], *, sampling: bool, n_sam
                 {"samples": s, "response_text": s[0] if s else None, "top_logprobs": [],
                  "approximated": True} for s in samples]
     gens = backend.try_generate(prompts, 1, int(top_logprobs or 0))
-    return [g if isinstance(g, QueryFailure) else
-            {"response_text": g.response_text, "top_logprobs": logprob_dicts(g.top_logprobs)}
-            for g in gens]
+    exact = backend.label_logprobs(prompts, exact_labels) if exact_labels else None  # type: ignore[attr-defined]
+    out: list[dict[str, Any] | QueryFailure] = []
+    for i, g in enumerate(gens):
+        if isinstance(g, QueryFailure):
+            out.append(g)
+            continue
+        line: dict[str, Any] = {"response_text": g.response_text, "top_logprobs": logprob_dicts(g.top_logprobs)}
+        if exact is not None:
+            line.update({"label_logprobs": exact[i], "probability_method": EXACT})
+        out.append(line)
+    return out
 
 
 def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict[str, Any]],

@@ -39,6 +39,31 @@ def sampling_fallback(study: Study) -> bool:
     return study.backend.logprobs_available is False
 
 
+EXACT, TOP_LOGPROBS_RULE = "exact", "top_logprobs"
+#: Why a backend cannot give exact label probabilities (docs/cutoff.md); a backend not
+#: listed reads them from the full next-token distribution.
+NO_EXACT_RECALL: dict[str, str] = {
+    "vllm": ("the vLLM backend asks for the top-20 log-probs of the answer token; exact scoring "
+             "through prompt log-probs of prompt+label is not implemented yet"),
+    "openai": "an OpenAI-compatible API returns at most the top-20 log-probs of the answer token",
+}
+
+
+def recall_probabilities(study: Study) -> str:
+    """How recall reads P(label): setting recall_probabilities, or (unset) exact where the
+    backend offers it. One clear line when `exact` is asked of a backend without it."""
+    from lookahead.errors import StudyConfigError
+
+    asked = study.backend.recall_probabilities
+    backend = str(study.backend.backend)
+    if asked == EXACT and backend in NO_EXACT_RECALL:
+        raise StudyConfigError(f"setting 'recall_probabilities': 'exact' is unavailable on backend "
+                               f"'{backend}': {NO_EXACT_RECALL[backend]}; use top_logprobs")
+    if asked is None:
+        return TOP_LOGPROBS_RULE if backend in NO_EXACT_RECALL else EXACT
+    return str(asked)
+
+
 def task_params(study: Study, task: str) -> dict[str, Any]:
     """The query parameters of a task, from the study's settings alone."""
     return _with_weights_dtype(study, _task_params(study, task))
@@ -63,9 +88,13 @@ def _task_params(study: Study, task: str) -> dict[str, Any]:
             return {"temperature": 1, "max_tokens": 1, "top_logprobs": None,
                     "seed": int(study.runner.sampling_seed),
                     "n_samples": max(MIN_SAMPLES, int(study.runner.n_samples)), "chat_template": chat}
-        return {"temperature": 0, "max_tokens": 1, "top_logprobs": TOP_LOGPROBS, "seed": 0,
-                "n_samples": None, "chat_template": chat,
-                "label_synonyms": study.prompts.recall_label_synonyms or {}}
+        params = {"temperature": 0, "max_tokens": 1, "top_logprobs": TOP_LOGPROBS, "seed": 0,
+                  "n_samples": None, "chat_template": chat,
+                  "label_synonyms": study.prompts.recall_label_synonyms or {}}
+        # Exact probabilities are another answer (another key); top_logprobs studies keep theirs.
+        if recall_probabilities(study) == EXACT:
+            params["recall_probabilities"] = EXACT
+        return params
     if task == "mink":
         params = {"temperature": 0, "max_tokens": 0, "top_logprobs": 0, "seed": 0,
                   "n_samples": None, "chat_template": chat, "prompt_logprobs": True}

@@ -95,8 +95,11 @@ def recall_scores(record: Mapping[str, Any], labels: Mapping[str, str]) -> Recal
     """P(up), P(down), P(unknown) from a raw recall line (logprobs or samples)."""
     probs: dict[str, float | None] = {}
     samples = record.get("samples")
+    exact = {e["role"]: e for e in record.get("label_logprobs") or []}
     for role in ("up", "down", "unknown"):
-        if samples:
+        if exact:  # exact probabilities (setting recall_probabilities): never censored
+            probs[role] = _exp(float(exact[role]["logprob"]))
+        elif samples:
             probs[role] = sample_frequency(samples, labels[role])
         else:
             probs[role] = label_probability(record.get("top_logprobs") or [], labels[role])

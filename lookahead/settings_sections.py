@@ -132,6 +132,11 @@ class BackendSettings(Section):
     """transformers backend - torch threads (null = torch's default)."""
     logprobs_available: bool = True
     """false = recall uses the sampling fallback (needs --allow-sampling)."""
+    recall_probabilities: Literal['exact', 'top_logprobs'] | None = None
+    """How recall reads P(label) (docs/cutoff.md, Exact label probabilities): exact = from the full
+    next-token distribution, a multi-token label by teacher forcing (transformers); top_logprobs
+    = the protocol's top-20 rule with censoring; null = exact where the backend offers it
+    (transformers), else top_logprobs."""
     dtype: Literal['float32', 'bfloat16', 'float16'] | None = None
     """Model weights' dtype for transformers and vLLM (null = float32; bfloat16 or float16 joins
     every query's key: other answers)."""

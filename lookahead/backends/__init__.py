@@ -26,7 +26,7 @@ BACKENDS: dict[str, tuple[str, str]] = {
 
 # Backend-section settings that are not constructor options (what the backend is, the
 # pass-through mapping, what the jobs read).
-NOT_OPTIONS = ("model_id", "backend", "backend_options", "logprobs_available")
+NOT_OPTIONS = ("model_id", "backend", "backend_options", "logprobs_available", "recall_probabilities")
 
 
 def backend_options(study: Study) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from lookahead.backends.base import Backend, Generation, TokenLogprob
 from lookahead.backends.fused_llama import PackedLlamaBody
@@ -251,6 +251,63 @@ class TransformersBackend(Backend):
                     for (text, top), i in zip(gens, batch):
                         out[i] = Generation(prompts[i], text, top)
         return [g for g in out if g is not None]
+
+    def label_token_ids(self, label: str) -> list[int]:
+        """Every vocabulary id whose decoded text, stripped and lowercased, is `label`
+        stripped and lowercased: the protocol's matching rule applied to the whole
+        vocabulary instead of the top-20 (cached per label)."""
+        want = label.strip().lower()
+        cache = self.__dict__.setdefault("_label_ids", {})
+        if want not in cache:
+            n = len(self.tokenizer)
+            cache[want] = [t for t in range(n) if self._token_text(t).strip().lower() == want]
+        return list(cache[want])
+
+    def label_logprobs(self, prompts: Sequence[str], labels: Mapping[str, str]) -> list[list[dict[str, Any]]]:
+        """Exact log P(label | prompt) for each prompt and label (role -> label text).
+
+        A label that some vocabulary tokens spell (label_token_ids) gets the log of the sum of
+        their probabilities in the full next-token distribution (method `vocabulary`): the
+        top-20 rule without the top-20 limit. A label no single token spells is scored by
+        teacher forcing (method `teacher_forced`): the sum of the log-probs of its tokens
+        after the prompt, the tokens being those of encode(prompt + label) beyond the
+        longest common prefix with encode(prompt) (BPE can merge across the boundary), the
+        label written as the model would emit it (a leading space after text,
+        lookahead.prompts.emitted_form)."""
+        from lookahead.prompts import emitted_form
+
+        torch = self._torch
+        seqs = [self.encode(p) for p in prompts]
+        vocab = {role: self.label_token_ids(label) for role, label in labels.items()}
+        out: list[list[dict[str, Any]]] = [[] for _ in prompts]
+        with torch.inference_mode():
+            for batch in self._batches([len(s) for s in seqs]):
+                last = self._last_position_logits([seqs[i] for i in batch])
+                lps = torch.log_softmax(last.double(), dim=-1)
+                for row, i in enumerate(batch):
+                    for role, label in labels.items():
+                        ids = vocab[role]
+                        if ids:
+                            lp = float(torch.logsumexp(lps[row, ids], dim=0))
+                            out[i].append({"role": role, "label": label, "logprob": lp,
+                                           "method": "vocabulary", "token_ids": ids})
+            for i, prompt in enumerate(prompts):
+                for role, label in labels.items():
+                    if vocab[role]:
+                        continue
+                    text = (" " if emitted_form(prompt) == "leading space" else "") + label
+                    full = self.encode(prompt + text)
+                    common = 0
+                    while common < min(len(full), len(seqs[i])) and full[common] == seqs[i][common]:
+                        common += 1
+                    common = max(common, 1)
+                    ids_t = torch.tensor([full], dtype=torch.long, device=self.device)
+                    logits = self.model(input_ids=ids_t).logits[0].double()
+                    lp_all = torch.log_softmax(logits, dim=-1)
+                    lp = float(sum(lp_all[j - 1, full[j]] for j in range(common, len(full))))
+                    out[i].append({"role": role, "label": label, "logprob": lp,
+                                   "method": "teacher_forced", "token_ids": list(full[common:])})
+        return out
 
     def _last_position_logits(self, seqs: Sequence[Sequence[int]]) -> Any:
         """Next-token logits after each full prompt, [batch, vocab] (right padding)."""

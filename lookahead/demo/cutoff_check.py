@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Sequence
 
 import duckdb
@@ -28,8 +29,8 @@ TOLERANCE_MONTHS = 1
 
 def true_month(build_json: Path) -> pd.Period:
     """The month through which the demo models saw their data (BUILD.json)."""
-    spec = json.loads(build_json.read_text(encoding="utf-8"))["demo_spec"]
-    return pd.Period(spec["training_cutoff"], freq="M")
+    spec = SimpleNamespace(**json.loads(build_json.read_text(encoding="utf-8"))["demo_spec"])
+    return pd.Period(spec.training_cutoff, freq="M")
 
 
 def check_database(db: Path, truth: pd.Period) -> tuple[list[str], list[str]]:

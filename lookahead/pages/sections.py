@@ -303,6 +303,9 @@ def lap_section(ctx: Context) -> Section:
         items.append(Para("Recall label censoring (label absent from the top-20 tokens; its mass is then "
                           "counted as 0, a lower bound) and residual mass 1 - P(up) - P(down) - P(unknown):"))
         items.append(Table(strings(cens), "recall_censoring"))
+        if "probability_method" in cens and (cens["probability_method"].astype(str) == "exact").all():
+            items.append(Para("exact: no censoring (every label probability was read from the model's full "
+                              "next-token distribution, setting `recall_probabilities`; docs/cutoff.md)."))
         worst = float(cens["share_up_and_down_censored"].max())
         if worst > 0.2:
             items.append(Para(f"**Warning: high censoring** ({fmt(100 * worst, 3)}% of pairs have neither "

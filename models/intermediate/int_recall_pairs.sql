@@ -30,7 +30,8 @@ select
     answers.censor_bound,
     answers.n_returned,
     answers.n_invalid_logprobs,
-    answers.approximated
+    answers.approximated,
+    answers.probability_method
 from answers
 inner join expected
     on answers.key = expected.key

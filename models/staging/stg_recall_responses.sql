@@ -10,7 +10,11 @@
 --      the smallest returned probability (censor_bound); p_<label> is then the lower
 --      bound 0 and <label>_censored is true.
 -- Sampling-fallback lines (no logprobs) use answer frequencies instead and are marked
--- approximated. n_invalid_logprobs counts NaN, infinite or positive log-probs in
+-- approximated. Lines answered with exact label probabilities (setting
+-- recall_probabilities, docs/cutoff.md) carry label_logprobs, one entry per label role:
+-- P(label) = exp(its logprob), read from the full next-token distribution (or by teacher
+-- forcing for a multi-token label), never censored; probability_method says which way
+-- each line's probabilities were obtained (exact | top_logprobs | sampling). n_invalid_logprobs counts NaN, infinite or positive log-probs in
 -- top_logprobs; gate_recall_pairs requires it to be 0. List functions work per line, so
 -- the tokens are never unnested and regrouped.
 {%- set labels = setting('recall_labels') %}
@@ -26,6 +30,7 @@ entries as (
     select
         *,
         coalesce(approximated, false) as is_sampled,
+        coalesce(len(label_logprobs), 0) > 0 and not coalesce(approximated, false) as is_exact,
         list_transform(
             list_filter(top_logprobs, lambda t: t.token is not null and t.logprob is not null),
             lambda t: {'id': coalesce(cast(t.token_id as varchar), 'text:' || t.token),
@@ -67,6 +72,7 @@ mass as (
         {%- for name, label in labels.items() %}
         case
             when is_sampled then list_count(list_filter(answers, lambda a: a = {{ sql_string(label | trim | lower) }})) / len(answers)
+            when is_exact then exp(list_filter(label_logprobs, lambda e: e.role = {{ sql_string(name) }})[1].logprob)
             -- contains() first (on the token lowered once for all labels): the full strip
             -- runs only on tokens that can match
             else list_sum(list_transform(list_filter(
@@ -80,7 +86,7 @@ mass as (
         end as p_{{ name }}_raw,
         {%- endfor %}
         case when is_sampled then len(answers) else len(returned) end as n_returned,
-        case when is_sampled then null else list_min(list_transform(returned, lambda t: exp(t.logprob))) end as censor_bound
+        case when is_sampled or is_exact then null else list_min(list_transform(returned, lambda t: exp(t.logprob))) end as censor_bound
     from tokens
 
 )
@@ -104,6 +110,7 @@ select
     censor_bound,
     n_invalid_logprobs,
     is_sampled as approximated,
+    case when is_sampled then 'sampling' when is_exact then 'exact' else 'top_logprobs' end as probability_method,
     try_cast(finished_at as timestamp) as finished_at
 from mass
 {{ first_written_line('mass') }}

@@ -174,7 +174,10 @@ def test_recall_job_dedupes_writes_contract_lines_and_resumes(tmp_path, model_di
     assert len(recs) == len(pairs) < 20  # one query per unique (entity_id, target_date)
     assert {(r["entity_id"], r["target_date"]) for r in recs} == pairs
     for r in recs:
-        assert set(r) == CONTRACT_FIELDS
+        # exact label probabilities (the default on transformers) add their two fields
+        assert set(r) == CONTRACT_FIELDS | {"label_logprobs", "probability_method"}
+        assert r["probability_method"] == "exact" and r["params"]["recall_probabilities"] == "exact"
+        assert sorted(e["role"] for e in r["label_logprobs"]) == ["down", "unknown", "up"]
         assert r["key"] == recompute_key(r)
         assert r["task"] == "recall" and r["row_id"] is None and r["backend"] == "transformers"
         assert r["params"]["temperature"] == 0 and r["params"]["max_tokens"] == 1
@@ -222,20 +225,31 @@ def test_recall_sampling_fallback_needs_its_own_flag(tmp_path, model_dirs):
 
 
 def test_multi_token_label_stops_or_uses_synonym(tmp_path, model_dirs):
+    """Under the top-20 rule a multi-token label stops the job or uses a synonym; with exact
+    probabilities it is scored as configured, by teacher forcing."""
     labels = {"up": "skyrocketed", "down": "down", "unknown": "unknown"}
     study = make_study(tmp_path, model_dirs["random"], n=4, recall_labels=labels)
+    res = run_job("recall", study, "--yes")
+    recs = lines(tmp_path / "raw/recall.jsonl")
+    assert recs and all(r["probability_method"] == "exact" for r in recs)
+    up = [e for r in recs for e in r["label_logprobs"] if e["role"] == "up"]
+    assert up and all(e["label"] == "skyrocketed" and e["method"] == "teacher_forced"
+                      and len(e["token_ids"]) > 1 for e in up)
+    (tmp_path / "raw/recall.jsonl").unlink()
+    labels_top = {"recall_labels": labels, "recall_probabilities": "top_logprobs"}
+    study = make_study(tmp_path, model_dirs["random"], n=4, **labels_top)
     res = run_job("recall", study, "--yes", check=False)
     assert res.returncode == 2
     assert "recall_labels.up" in res.stderr and "skyrocketed" in res.stderr
     assert "Traceback" not in res.stderr
     syn = {"up": ["skyrocketed again", "rose"]}
-    study = make_study(tmp_path, model_dirs["random"], n=4, recall_labels=labels, recall_label_synonyms=syn)
+    study = make_study(tmp_path, model_dirs["random"], n=4, recall_label_synonyms=syn, **labels_top)
     res = run_job("recall", study, "--yes", check=False)  # default template still asks for "up"
     assert res.returncode == 2 and "recall_template" in res.stderr and "rose" in res.stderr
     template = ("On {target_date}, did {entity_name} go {label_up} or {label_down}? "
                 "Answer {label_up}, {label_down}, or {label_unknown}.")
-    study = make_study(tmp_path, model_dirs["random"], n=4, recall_labels=labels,
-                       recall_label_synonyms=syn, recall_template=template)
+    study = make_study(tmp_path, model_dirs["random"], n=4, recall_label_synonyms=syn,
+                       recall_template=template, **labels_top)
     res = run_job("recall", study, "--yes")
     assert "using synonym 'rose'" in res.stdout
     recs = lines(tmp_path / "raw/recall.jsonl")

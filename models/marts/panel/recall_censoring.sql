@@ -1,5 +1,6 @@
 -- How often each recall label was missing from the returned top-k tokens (censored),
--- and the residual probability mass, per sample (protocol step 2 sanity checks).
+-- and the residual probability mass, per sample (protocol step 2 sanity checks). Exact
+-- label probabilities (setting recall_probabilities) are never censored.
 with pairs as (
 
     select distinct
@@ -9,7 +10,8 @@ with pairs as (
         recall.down_censored,
         recall.unknown_censored,
         recall.residual_mass,
-        recall.approximated
+        recall.approximated,
+        recall.probability_method
     from {{ ref('panel') }} as panel
     inner join {{ ref('int_recall_pairs') }} as recall on panel.recall_key = recall.recall_key
 
@@ -24,7 +26,9 @@ select
     avg(case when up_censored and down_censored then 1.0 else 0.0 end) as share_up_and_down_censored,
     avg(residual_mass) as mean_residual_mass,
     max(residual_mass) as max_residual_mass,
-    bool_or(approximated) as approximated
+    bool_or(approximated) as approximated,
+    -- how the pairs' probabilities were obtained (exact | top_logprobs | sampling, sorted)
+    string_agg(distinct probability_method, ', ' order by probability_method) as probability_method
 from pairs
 group by sample
 -- pre before post, so the report's table reads the same on every build
