@@ -115,6 +115,8 @@ def shapley_per_claim(claims: pd.DataFrame, instances: list[str]) -> dict[str, A
     """Shapley value per claim for the named instances (the most leakage-weighted),
     leaked red, not leaked blue, unverifiable grey."""
     c = _claim_rows(claims[claims["instance_id"].isin(instances)])
+    if c["agent"].nunique() > 1:  # the same instance under two agents: name the agent
+        c["label"] = c["label"] + " (" + c["agent"].astype(str) + ")"
     chart = alt.Chart(alt.Data(values=_records(c))).mark_bar().encode(
         y=alt.Y("label:N", sort=None, title="instance #claim"),
         x=alt.X("shapley:Q", title="Shapley value"),

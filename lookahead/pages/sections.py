@@ -547,7 +547,8 @@ def claims_section(ctx: Context) -> Section | None:
         scored["order"] = pd.to_numeric(scored["shapley_dclr"], errors="coerce").fillna(-1)
         top = scored.sort_values(["order", "instance_id"], ascending=[False, True]).head(6)
         items.append(Figure("claims_shapley", "Shapley value per claim, leaked claims red",
-                            charts.shapley_per_claim(claims[claims["agent"].isin(top["agent"])], list(top["instance_id"])),
+                            charts.shapley_per_claim(claims.merge(top[["instance_id", "agent"]]),
+                                                     list(top["instance_id"])),
                             "figures/claims_shapley.png"))
         items.append(Figure("claim_browser", "Claim browser: every claim with its dates, leaked or not, and "
                             "its Shapley weight (filter by agent, leaked status, instance)",

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from dbt_runner import ROOT, DbtResult, dbt_env
+from report_checker import check
 
 
 def run_study(name: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, DbtResult]:
@@ -39,6 +40,8 @@ def test_demo_verdict(name, expected, tmp_path):
     assert f"Verdict: {expected}" in proc.stdout
     report = (tmp_path / "results" / "REPORT.md").read_text()
     assert f"**Verdict: {expected}.**" in report
+    assert check(report, tmp_path / "results") == []  # the consistency checker on the demo's report
+    assert (tmp_path / "results" / "index.html").stat().st_size > 100_000  # the page beside it
     if name == "contaminated":
         assert bool(verdict["validation_pattern"]) and bool(verdict["placebo_passes"])
     else:

@@ -25,7 +25,7 @@ from lookahead.report import build_sections, write_pages
 from lookahead.stats.verdict import evaluate, facts_from_row
 
 GRID = {s.name: s for s in grid()}
-STUDIES = ["strong", "none", "censored", "unparsed", "no_post_rows", "negative_beta3", "strong_5_entities"]
+STUDIES = ["strong", "none", "censored", "unparsed", "strong_5_entities"]
 
 
 def _claims(d: Path) -> None:
