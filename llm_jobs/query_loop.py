@@ -23,6 +23,7 @@ from lookahead.backends import Backend
 from lookahead.backends.base import QueryFailure
 from lookahead.cache import RawStore, incomplete_reason, utc_now
 from lookahead.masking import mask
+from lookahead.stopping import draining, raise_if_stopped, should_stop
 
 QUERY_LOG_ENV = "LOOKAHEAD_QUERY_LOG"  # optional: one line per key sent to the model
 
@@ -104,9 +105,24 @@ def answer_each(answer: Callable[[list[Query]], list[dict[str, Any] | QueryFailu
     streams = 0: batches of ``batch_size`` (a local model answers a batch in one pass,
     so its answers arrive together). streams = n > 0 (a remote server, n concurrent
     requests): one query per request, at most n in flight, so a kill loses at most the
-    requests in flight, not a batch of answers already received."""
+    requests in flight, not a batch of answers already received.
+
+    Asked to stop (SIGINT, SIGTERM, or the wrapper that started the job is gone:
+    lookahead.stopping), it asks nothing new, hands over the answers in flight, and then
+    ends the job as an interrupt."""
+    with draining():
+        _answer_each(answer, queries, batch_size, streams, on_answer, log_path)
+    raise_if_stopped()
+
+
+def _answer_each(answer: Callable[[list[Query]], list[dict[str, Any] | QueryFailure]],
+                 queries: Sequence[Query], batch_size: int, streams: int,
+                 on_answer: Callable[[Query, dict[str, Any] | QueryFailure, str, str], bool],
+                 log_path: str | None) -> None:
     if streams <= 0:
         for a in range(0, len(queries), batch_size):
+            if should_stop():
+                return
             batch = list(queries[a : a + batch_size])
             log_queries(batch, log_path)
             started = utc_now()
@@ -125,6 +141,8 @@ def answer_each(answer: Callable[[list[Query]], list[dict[str, Any] | QueryFailu
     with ThreadPoolExecutor(max_workers=streams, thread_name_prefix="query") as pool:
 
         def submit() -> None:
+            if should_stop():  # between requests: a signal, or the wrapper is gone
+                return
             q = next(todo, None)
             if q is not None:
                 log_queries([q], log_path)

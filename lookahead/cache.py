@@ -363,6 +363,16 @@ def try_lock(path: Path) -> Any:
     return fh
 
 
+def lock_holder(path: Path) -> str:
+    """' (process N)' for the job holding a cache file's lock (the pid try_lock wrote), or
+    '' when the lock file does not say: for the line that tells a second start to wait."""
+    try:
+        pid = path.with_name(path.name + ".lock").read_text(encoding="utf-8").split()[0]
+    except (OSError, IndexError, UnicodeDecodeError):
+        return ""
+    return f" (process {pid})" if pid.isdigit() else ""
+
+
 def release_lock(fh: Any) -> None:
     fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
     fh.close()
@@ -421,7 +431,8 @@ class RawStore:
             return
         if self._lock is None:
             if not self.read_only_ok:
-                raise CacheLocked(f"{self.path} is being written by another job; wait for it to finish")
+                raise CacheLocked(f"{self.path} is being written by another job{lock_holder(self.path)}; "
+                                  "wait for it to finish")
             self._open_read_only(None)
             return
         self.repaired_bytes = repair_torn_tail(self.path)
@@ -445,7 +456,8 @@ class RawStore:
         """Read every shard's complete lines, write nothing (no lock, no repair)."""
         self._created = []
         if exc is None:
-            self.read_only = f"{self.path} is being written by another job; wait for it to finish"
+            self.read_only = (f"{self.path} is being written by another job{lock_holder(self.path)}; "
+                              "wait for it to finish")
         else:
             where = exc.filename or self.path.parent
             self.read_only = (f"cannot use {where}: {exc.strerror or type(exc).__name__}; make the "

@@ -35,6 +35,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from lookahead import untrusted
 from lookahead.errors import StudyConfigError
 from lookahead.settings_sections import StudySections
 
@@ -171,6 +172,12 @@ def parse_date(value: Any, name: str) -> dt.date:
 
 
 def _check_value(spec: SettingSpec, v: Any) -> Any:
+    """The value in its declared type, within the bounds of a value from someone else's
+    file (lookahead/untrusted.py), or StudyConfigError."""
+    return untrusted.check_value(spec, _check_typed(spec, v))
+
+
+def _check_typed(spec: SettingSpec, v: Any) -> Any:
     """The value in its declared type (dates as 'YYYY-MM-DD' text), or StudyConfigError."""
     n, t = spec.name, spec.type
     if t in ("string", "text", "path"):
@@ -322,11 +329,14 @@ def read_study_file(path: str | os.PathLike[str], _chain: tuple[Path, ...] = ())
     if not p.is_file():
         raise StudyConfigError(f"study file '{p}' does not exist (looked in {Path.cwd()})")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        untrusted.check_file_size(p.stat().st_size, f"study file '{p}'")
+        data = untrusted.load_yaml(p.read_text(encoding="utf-8"), f"study file '{p}'") or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise StudyConfigError(f"study file '{p}' is not valid YAML{where}") from None
+    except UnicodeDecodeError:
+        raise StudyConfigError(f"study file '{p}' is not UTF-8 text") from None
     if not isinstance(data, dict):
         raise StudyConfigError(f"study file '{p}' must be a YAML mapping of settings")
     if EXTENDS_KEY not in data:
@@ -572,6 +582,11 @@ def dbt_study(cli_vars: Mapping[str, Any]) -> Study:
     return Study.from_json(text)
 
 
+#: The database a dbt invocation whose study_name is refused opens (outputs/<this>.duckdb):
+#: its run-start check stops it, and its build log stays out of every real study's.
+REFUSED_STUDY_NAME = "refused_study_name"
+
+
 def dbt_study_name(cli_vars: Mapping[str, Any]) -> str:
     """The name of the study a dbt invocation builds, hence its database
     (:func:`database_path`). Read even when a setting is bad: the build's log and the
@@ -580,7 +595,11 @@ def dbt_study_name(cli_vars: Mapping[str, Any]) -> str:
     try:
         return dbt_study(cli_vars).name
     except StudyConfigError:
-        return str(cli_vars.get("study_name") or read_study_file(default_study_path())["study_name"])
+        name = str(cli_vars.get("study_name") or read_study_file(default_study_path())["study_name"])
+    try:  # a name that is not one path segment names no file: the check refuses it first
+        return untrusted.check_study_name(name)
+    except StudyConfigError:
+        return REFUSED_STUDY_NAME
 
 
 def check_dbt_vars(dbt_values_json: str, cli_vars: str) -> str:
@@ -633,9 +652,9 @@ _VarsDumper.add_representer(str, _str_representer)
 
 def study_from_dbt_vars(cli_vars: str) -> Study:
     """The study a dbt invocation builds: its `--vars` text, resolved as check_dbt_vars does."""
-    explicit = yaml.safe_load(cli_vars) if cli_vars else {}
+    explicit = untrusted.load_yaml(cli_vars, "--vars") if cli_vars else {}
     if isinstance(explicit, str):
-        explicit = yaml.safe_load(explicit)
+        explicit = untrusted.load_yaml(explicit, "--vars")
     explicit = explicit or {}
     defines_study = any(SCHEMA.settings[k].identifies for k in explicit if k in SCHEMA.settings)
     base = None if defines_study else resolve(read_study_file(default_study_path()))
@@ -665,6 +684,9 @@ def dbt_vars_block(root: Path = PROJECT_ROOT) -> str:
         else:
             dumped = yaml.dump({name: value}, Dumper=_VarsDumper, default_flow_style=False,
                                sort_keys=False, width=10_000, allow_unicode=True).rstrip("\n")
+        if any(mark in dumped for mark in ("{{", "{%", "{#")):  # dbt's var() renders a string as Jinja
+            raise StudyConfigError(f"setting '{name}': the default study's value holds Jinja ({{{{, {{% or "
+                                   "{#), which dbt_project.yml's vars would run; write it without")
         lines.append(f"  # {spec.meaning}")
         lines += ["  " + ln for ln in dumped.splitlines()]
     return "\n".join(lines) + "\n"

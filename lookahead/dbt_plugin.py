@@ -34,6 +34,7 @@ import functools
 import gc
 import json
 import os
+import re
 import sys
 import threading
 from pathlib import Path
@@ -147,7 +148,23 @@ def _collision(stored_name: str, stored_source: str, stored_hash: str) -> str:
 
 
 def _sql_text(value: str) -> str:
+    """A value as a DuckDB string literal (quotes doubled; DuckDB reads a backslash as
+    itself): the one way the plugin writes a value into SQL it cannot bind."""
     return "'" + value.replace("'", "''") + "'"
+
+
+_GLOB_SPECIAL = re.compile(r"([*?\[{}])")
+
+
+def glob_literal(path: str) -> str:
+    """A path as a DuckDB file pattern that matches that path only.
+
+    Why: DuckDB's file readers (read_csv, read_json, read_blob, glob) expand `*`, `?`,
+    `[...]` and `{...}` in any path they are given, so a folder named `a*` would read
+    every study's folder beginning with `a`; each such character becomes a one-character
+    class (`[*]`). A backslash cannot be matched at all, so the settings loader refuses
+    it in a path (lookahead/untrusted.py)."""
+    return _GLOB_SPECIAL.sub(r"[\1]", path)
 
 
 def observations_sql(data_path: str, csv_delimiter: str | None) -> str:
@@ -155,17 +172,18 @@ def observations_sql(data_path: str, csv_delimiter: str | None) -> str:
     source: the run-start checks on its columns and dbt's lineage; stg_observations reads
     it with lookahead.rows). CSV is read as text, with the study's delimiter or sniffed."""
     if data_path.lower().endswith((".parquet", ".pq")):
-        return f"read_parquet({_sql_text(data_path)})"
+        return f"read_parquet({_sql_text(glob_literal(data_path))})"
     delim = "" if not csv_delimiter else ", delim=" + _sql_text("\t" if csv_delimiter == "tab" else csv_delimiter)
-    return f"read_csv({_sql_text(data_path)}, all_varchar=true, header=true{delim})"
+    return f"read_csv({_sql_text(glob_literal(data_path))}, all_varchar=true, header=true{delim})"
 
 
 def use_study(cursor: Any) -> None:
     """Point a DuckDB connection or cursor at the build's study: its catalog as the default
     (unqualified names such as main.verdict), and what the sources read
-    (models/staging/_sources.yml): the variables lookahead_raw_dir and
-    lookahead_observations_sql (the query reading the observations file, which the source
-    runs with DuckDB's query()). Variables are per connection, so every cursor gets them;
+    (models/staging/_sources.yml) and the run-start checks: the variables lookahead_raw_dir,
+    lookahead_data_path and lookahead_observations_sql (the query reading the observations
+    file, which the source runs with DuckDB's query(); its path quoted by _sql_text).
+    Variables are per connection, so every cursor gets them;
     with a bad setting only the catalog is set: the run-start check stops the build first.
 
     Why a variable and not a temporary table macro: DuckDB binds a table macro's body when
@@ -177,9 +195,11 @@ def use_study(cursor: Any) -> None:
         study = build_study()
     except ValueError:  # StudyConfigError
         return
-    cursor.execute(f"set variable lookahead_raw_dir = {_sql_text(str(study.output.raw_dir))}")
-    cursor.execute("set variable lookahead_observations_sql = " + _sql_text(
-        "select * from " + observations_sql(str(study.input.data_path), study.input.csv_delimiter)))
+    # bound parameters: a setting is a value here, never SQL text (docs/SECURITY.md)
+    cursor.execute("set variable lookahead_raw_dir = ?", [glob_literal(str(study.output.raw_dir))])
+    cursor.execute("set variable lookahead_data_path = ?", [glob_literal(str(study.input.data_path))])
+    cursor.execute("set variable lookahead_observations_sql = ?",
+                   ["select * from " + observations_sql(str(study.input.data_path), study.input.csv_delimiter)])
 
 
 #: Overrides the buffer pool's size (any DuckDB memory size, e.g. 8GB).

@@ -105,8 +105,11 @@ def guarded(fn: Callable[[], int]) -> int:
 
     Answers already written stay in the cache whatever happens, so each failure message
     ends with how to resume."""
+    from lookahead.stopping import stop_handlers
+
     t0 = time.time()
-    with masked_output():
+    # SIGTERM as SIGINT; the query loop writes what is in flight first (lookahead.stopping)
+    with stop_handlers(), masked_output():
         code = _one_line(fn, f"; finished answers are saved; {RESUME}.")
         if code == 0:
             print(f"done in {time.time() - t0:.1f} s")

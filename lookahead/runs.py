@@ -1,6 +1,7 @@
 """The child processes a command runs: dbt and the LLM jobs, each in the project folder
 with the project's environment, dbt's output without Python tracebacks, and a child
-killed by a signal reported in one line. Used by the ``lookahead`` command
+killed by a signal reported in one line; SIGINT and SIGTERM reach the child, and the
+child stops when the wrapper dies (lookahead.stopping). Used by the ``lookahead`` command
 (lookahead.cli) and the claim runner (lookahead.claims.run)."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from lookahead.config import PROJECT_ROOT, STUDY_SETTINGS_ENV, Study, load_study
+from lookahead.stopping import child_options, forwarding_signals, run_child
 
 
 def dbt_env() -> dict[str, str]:
@@ -92,9 +94,10 @@ def run_dbt(args: list[str], study_file: str | None, overrides: dict | None = No
     then = "its partial results are marked unfinished; rerun the same command"
     with study_env(study_file, overrides) as env:
         if os.environ.get("LOOKAHEAD_DEBUG"):
-            return killed_is_one_line(subprocess.call(cmd, cwd=PROJECT_ROOT, env=env), "dbt was", then)
-        with subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
+            return killed_is_one_line(run_child(cmd, env, cwd=PROJECT_ROOT), "dbt was", then)
+        with subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdout=subprocess.PIPE,  # noqa: PLW1509
+                              stderr=subprocess.STDOUT, text=True, bufsize=1, **child_options(env)) as proc, \
+                forwarding_signals(proc):
             assert proc.stdout is not None
             for line in without_tracebacks(proc.stdout):
                 sys.stdout.write(line)
@@ -113,7 +116,7 @@ def run_jobs(study_file: str | None, yes: bool, extra: list[str], overrides: dic
                 "--seed", str(overrides["subsample_seed"])]
     if overrides and overrides.get("accept_low_parse_rate"):
         cmd.append("--accept-low-parse-rate")
-    return killed_is_one_line(subprocess.call(cmd + extra, cwd=PROJECT_ROOT, env=dbt_env()), "the LLM jobs were",
+    return killed_is_one_line(run_child(cmd + extra, dbt_env(), cwd=PROJECT_ROOT), "the LLM jobs were",
                               "finished answers are saved; rerun the same command to resume")
 
 

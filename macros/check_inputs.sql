@@ -6,20 +6,20 @@
     {{ check_study_settings() }}
     {{ check_study_collision() }}
     {{ check_data_file() }}
+    {#- paths reach SQL as the plugin's variables (getvariable), never as text -#}
+    {% set raw_dir = setting('raw_dir') %}
     {% for task in ['forecast', 'recall', 'mink'] %}
-      {% set path = setting('raw_dir') ~ '/**/' ~ task ~ '.jsonl' %}
-      {% if run_query("select count(*) from glob('" ~ path ~ "')").columns[0].values()[0] == 0 %}
+      {% if raw_file_count(task ~ '.jsonl') == 0 %}
         {{ exceptions.raise_compiler_error(
-            "setting 'raw_dir': no raw file " ~ path ~ " found; run the LLM jobs first "
+            "setting 'raw_dir': no raw file " ~ raw_dir ~ "/**/" ~ task ~ ".jsonl found; run the LLM jobs first "
             ~ "(python -m llm_jobs.run_all --study <file>), which create all three files") }}
       {% endif %}
     {% endfor %}
     {#- the reference model's file only for a study computing the reference-model LAP -#}
     {% if 'reference' == setting('lap_measure') or 'reference' in (setting('lap_measures') or []) %}
-      {% set path = setting('raw_dir') ~ '/**/reference.jsonl' %}
-      {% if run_query("select count(*) from glob('" ~ path ~ "')").columns[0].values()[0] == 0 %}
+      {% if raw_file_count('reference.jsonl') == 0 %}
         {{ exceptions.raise_compiler_error(
-            "setting 'lap_measures': the study computes 'reference' but no raw file " ~ path
+            "setting 'lap_measures': the study computes 'reference' but no raw file " ~ raw_dir ~ "/**/reference.jsonl"
             ~ " was found; run the LLM jobs first (python -m llm_jobs.run_all --study <file>, "
             ~ "or python -m llm_jobs.reference --study <file>)") }}
       {% endif %}
@@ -34,10 +34,13 @@
 {% macro check_study_settings() %}
   {% set names = run_query("select lookahead_setting_names()").columns[0].values()[0].split(',') %}
   {% set values = {} %}
+  {% set given = cli_vars() %}
+  {#- a setting given on the command line is read as given: var() would render its text
+      as a Jinja template (dbt renders string vars), so `{{ ... }}` in a study would run -#}
   {% for name in names %}
-    {% do values.update({name: json_safe(var(name, none))}) %}
+    {% do values.update({name: json_safe(given[name] if name in given else var(name, none))}) %}
   {% endfor %}
-  {% set cli = json_safe(invocation_args_dict.get('vars') or {}) %}
+  {% set cli = json_safe(given) %}
   {% set message = run_query(
       "select lookahead_check_settings(" ~ sql_string(tojson(values)) ~ ", " ~ sql_string(tojson(cli)) ~ ")"
   ).columns[0].values()[0] %}
@@ -89,7 +92,8 @@
 
 {% macro check_data_file() %}
   {% set path = setting('data_path') %}
-  {% set found = run_query("select count(*), coalesce(max(size), 0) from read_blob('" ~ path ~ "')") %}
+  {#- the path is read from the plugin's variable (getvariable), never pasted into the SQL -#}
+  {% set found = run_query("select count(*), coalesce(max(size), 0) from read_blob(getvariable('lookahead_data_path'))") %}
   {% if found.columns[0].values()[0] == 0 %}
     {{ exceptions.raise_compiler_error("setting 'data_path': file '" ~ path ~ "' not found") }}
   {% endif %}
@@ -110,7 +114,7 @@
         duplicated ids: a list of every id's rows could not spill and ran out of DuckDB's
         buffer pool at 10,000,000 rows -#}
     {% set dupes = run_query(
-        "with numbered as (select row_number() over () as n, cast(\"" ~ id_col ~ "\" as varchar) as id from "
+        "with numbered as (select row_number() over () as n, cast(" ~ sql_identifier(id_col) ~ " as varchar) as id from "
         ~ source('study', 'observations') ~ "), "
         ~ "dupes as (select id, count(*) as c, min(n) as first_n from numbered where id is not null "
         ~ "group by id having count(*) > 1 order by first_n limit 3) "

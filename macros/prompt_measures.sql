@@ -10,8 +10,7 @@
     {%- set relation = source('raw', task) %}
     {%- set present = true %}
     {%- if execute %}
-      {%- set path = setting('raw_dir') ~ '/**/' ~ task ~ '.jsonl' %}
-      {%- set present = run_query("select count(*) from glob('" ~ path ~ "')").columns[0].values()[0] > 0 %}
+      {%- set present = raw_file_count(task ~ '.jsonl') > 0 %}
     {%- endif %}
     {%- if not present %}
     select

@@ -4,13 +4,32 @@
     command does not pass its study as --vars, whose every change makes dbt re-parse the
     whole project (docs/CONTRACTS.md, "How a study reaches dbt"). A unit test's
     `overrides: vars:` win, through var() (which holds them). While dbt parses, the value
-    is dbt_project.yml's (the default study): it shapes no dependency. -#}
+    is the --vars value as given, else dbt_project.yml's (the default study): it shapes no
+    dependency. -#}
 {% macro setting(name) -%}
   {%- set node = model if model is defined and model is mapping else {} -%}
   {%- set overridden = ((node.get('overrides') or {}).get('vars') or {}) -%}
+  {%- set given = cli_vars() -%}
   {%- if execute and name not in overridden -%}
     {{ return(fromjson(run_query("select lookahead_setting(" ~ sql_string(name) ~ ")").columns[0].values()[0])) }}
+  {%- elif name in given and name not in overridden -%}
+    {{ return(given[name]) }}
   {%- else -%}
     {{ return(var(name, none)) }}
   {%- endif -%}
+{%- endmacro %}
+
+
+{#- This invocation's `--vars` as given (a mapping; {} without them). Read instead of
+    var() for a setting the command line gives: dbt's var() renders a string var as a
+    Jinja template, so a study's `{{ ... }}` would run at parse time (docs/SECURITY.md).
+    var() is left for dbt_project.yml's generated values (the default study, whose
+    values python -m lookahead.config --write-dbt-vars refuses to write with Jinja in
+    them) and a unit test's overrides (the project's own files). -#}
+{% macro cli_vars() -%}
+  {%- set given = invocation_args_dict.get('vars') or {} -%}
+  {%- if given is string -%}
+    {%- set given = fromyaml(given) or {} -%}
+  {%- endif -%}
+  {{ return(given if given is mapping else {}) }}
 {%- endmacro %}

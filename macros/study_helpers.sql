@@ -14,8 +14,29 @@
 {%- endmacro %}
 
 
+{#- The one way a value becomes SQL text: a string literal with its quotes doubled (DuckDB
+    reads backslashes literally; the settings loader refuses NUL and, outside prompts,
+    control characters). A setting is never joined to SQL with `~`
+    (tests/python/test_hostile_settings.py fails on a setting joined by tilde); paths reach SQL as
+    the plugin's variables instead (getvariable, lookahead/dbt_plugin.py use_study). -#}
 {% macro sql_string(value) -%}
-  '{{ value | replace("'", "''") }}'
+  '{{ value | string | replace("'", "''") }}'
+{%- endmacro %}
+
+
+{#- A column name from the study (column_map, extra_columns) as a quoted identifier, its
+    double quotes doubled: the one way such a name reaches SQL. -#}
+{% macro sql_identifier(name) -%}
+  "{{ name | string | replace('"', '""') }}"
+{%- endmacro %}
+
+
+{#- How many raw files named `file_name` lie under the study's raw_dir (any depth): the
+    folder is read from the plugin's variable lookahead_raw_dir, never pasted into SQL;
+    `file_name` is a task's file name written in the project (forecast.jsonl, ...). -#}
+{% macro raw_file_count(file_name) -%}
+  {{ return(run_query("select count(*) from glob(getvariable('lookahead_raw_dir') || '/**/' || "
+                      ~ sql_string(file_name) ~ ")").columns[0].values()[0]) }}
 {%- endmacro %}
 
 

@@ -15,13 +15,13 @@ missing. ``--build`` then builds the claim models alone (``dbt build --select
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 from typing import Sequence
 
 from lookahead.config import PROJECT_ROOT, Study, StudyConfigError, load_study
 from lookahead.runs import dbt_env, run_dbt
+from lookahead.stopping import run_child
 
 AGENT_JOBS = {"superforecasting": ["llm_jobs.claims_rationale", "--agent", "superforecasting"],
               "temporal_hint": ["llm_jobs.claims_rationale", "--agent", "temporal_hint"],
@@ -55,7 +55,7 @@ def run_claim_jobs(study: Study, study_file: str | None, yes: bool) -> int:
     for job in claim_jobs(study):
         cmd = [sys.executable, "-m", *job] + (["--study", study_file] if study_file else []) + (["--yes"] if yes else [])
         print(f"claim job: {' '.join(job)}", flush=True)
-        rc = subprocess.call(cmd, cwd=PROJECT_ROOT, env=dbt_env())
+        rc = run_child(cmd, env=dbt_env(), cwd=PROJECT_ROOT)  # signals reach it (lookahead.stopping)
         if rc:
             print(f"error: claim job {job[0]} failed (exit {rc}); fix the cause and rerun: answers so far are kept",
                   file=sys.stderr)

@@ -25,6 +25,20 @@ STATA_COLUMNS = (
 )
 
 
+def stata_string(value: str) -> str:
+    """A path (a study's outputs_dir or results_dir) as a Stata string literal.
+
+    The one way a setting reaches the do-file: Stata would expand `$name` and a backquote
+    as macros inside "...", so both are escaped with a backslash; a double quote or a
+    control character (a line break would end the command and start another) cannot be
+    carried and raises ValueError; the settings loader refuses both in a path
+    (lookahead/untrusted.py), so only a path built outside a study meets it."""
+    if '"' in value or any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise ValueError(f"{value!r} cannot be written into the Stata do-file (a double quote or "
+                         "a control character)")
+    return '"' + value.replace("$", "\\$").replace("`", "\\`") + '"'
+
+
 def _vce(settings: StatsSettings) -> str:
     col = CLUSTER_COLUMNS[settings.cluster]
     return "vce(robust)" if col is None else f"cluster({col})"
@@ -36,7 +50,7 @@ def _sample_block(sample: str, panel_dir: str, results_dir: str, settings: Stats
         "",
         f"* ---------------- {sample}-cutoff sample"
         + (" (placebo, protocol step 5)" if sample == "post" else ""),
-        f'use "{panel_dir}/panel_{sample}", clear',
+        f"use {stata_string(f'{panel_dir}/panel_{sample}')}, clear",
         "eststo clear",
     ]
     if single_entity:
@@ -72,11 +86,11 @@ def _sample_block(sample: str, panel_dir: str, results_dir: str, settings: Stats
         "local p1 = ttail(e(df_r), `t3')",
         f'display "{sample}: beta_3 = " _b[c.mu_hat#c.lap] "  t = " `t3\' '
         '"  one-sided p (beta_3 > 0) = " `p1\'',
-        f'esttab val_pooled val_high val_low detection using "{results_dir}/stata_{sample}.csv", ///',
+        f"esttab val_pooled val_high val_low detection using {stata_string(f'{results_dir}/stata_{sample}.csv')}, ///",
         "    replace csv b(%9.6f) se(%9.6f) t(%9.3f) p(%9.4f) ///",
         "    scalars(N N_clust num_singletons r2 r2_within) ///",
         '    mtitles("pooled" "high_lap" "low_lap" "detection")',
-        f'esttab val_diff using "{results_dir}/stata_{sample}_difference.csv", ///',
+        f"esttab val_diff using {stata_string(f'{results_dir}/stata_{sample}_difference.csv')}, ///",
         "    replace csv b(%9.6f) se(%9.6f) t(%9.3f) p(%9.4f) scalars(N N_clust r2)",
     ]
     return lines
@@ -100,7 +114,7 @@ def stata_do_file(settings: StatsSettings, panel_dir: str = "outputs",
         "if _rc ssc install ftools",
         "capture which esttab",
         "if _rc ssc install estout",
-        f'capture mkdir "{results_dir}"',
+        f"capture mkdir {stata_string(results_dir)}",
     ]
     lines += _sample_block("pre", panel_dir, results_dir, settings, single_entity, n_obs)
     if has_post:

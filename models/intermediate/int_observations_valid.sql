@@ -11,7 +11,7 @@ select
     target_date,
     outcome
     {%- for extra in setting('extra_columns') %},
-    "{{ extra }}"
+    {{ sql_identifier(extra) }}
     {%- endfor %}
 from {{ ref('stg_observations') }}
 where reject_reason is null and in_subsample

@@ -13,8 +13,7 @@
   {#- lineage: read below only where the failures file exists #}
   {%- do answers.update({task: ref(staged[task]) if task in staged else source('raw', task)}) %}
   {%- if execute %}
-    {%- set path = setting('raw_dir') ~ '/**/' ~ task ~ '.failures.jsonl' %}
-    {%- do present.update({task: run_query("select count(*) from glob('" ~ path ~ "')").columns[0].values()[0] > 0}) %}
+    {%- do present.update({task: raw_file_count(task ~ '.failures.jsonl') > 0}) %}
   {%- endif %}
 {%- endfor %}
 with

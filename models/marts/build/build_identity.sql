@@ -11,7 +11,7 @@ with settings as (
 )
 
 select
-    '{{ invocation_id }}' as invocation_id,
+    {{ sql_string(invocation_id) }} as invocation_id,
     study_name,
     settings_hash,
     lookahead_fingerprint({{ sql_string(setting('data_path')) }}) as data_fingerprint,

@@ -3,7 +3,7 @@
 -- lower post-cutoff.
 with long as (
     {% for m in lap_measure_registry() %}
-    select sample, '{{ m.name }}' as measure, {{ m.column }} as lap from {{ ref('panel') }}
+    select sample, {{ sql_string(m.name) }} as measure, {{ m.column }} as lap from {{ ref('panel') }}
     {{ 'union all' if not loop.last }}
     {%- endfor %}
 

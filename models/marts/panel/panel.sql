@@ -107,7 +107,7 @@ select
     numbered.recall_key,
     numbered.mink_key
     {%- for extra in setting('extra_columns') %},
-    numbered."{{ extra }}"
+    numbered.{{ sql_identifier(extra) }}
     {%- endfor %}
 from numbered
 left join thresholds on numbered.sample = thresholds.sample
