@@ -374,6 +374,12 @@ def _subsample_setting(settings: InputSettings) -> tuple[int | None, int]:
             check_setting("subsample_seed", settings.subsample_seed))
 
 
+#: A text cell longer than this rejects its row ("text too long"): no prompt is built from
+#: it, so one runaway cell (a whole document pasted into a row) neither costs a query nor
+#: fills a job's memory with prompts (docs/SECURITY.md).
+MAX_TEXT_CELL_CHARS = 100_000
+
+
 def stage_rows(df: pd.DataFrame, settings: InputSettings, source: str = "the input") -> pd.DataFrame:
     """Every input row, mapped to the protocol's columns and validated (nothing dropped).
 
@@ -444,6 +450,7 @@ def stage_rows(df: pd.DataFrame, settings: InputSettings, source: str = "the inp
         "missing entity_id": lambda: out["entity_id"].isna(),
         "missing entity_name": lambda: out["entity_name"].isna(),
         "empty text": lambda: _is_blank(text),
+        "text too long": lambda: text.str.len().fillna(0) > MAX_TEXT_CELL_CHARS,
         "missing text_date": lambda: text_status == "missing",
         "ambiguous text_date": lambda: text_status == "ambiguous",
         "unparseable text_date": lambda: text_status == "unparseable",

@@ -28,14 +28,19 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import yaml
 
 from lookahead.errors import StudyConfigError
 
-if TYPE_CHECKING:
-    from lookahead.config import SettingSpec
+
+class DeclaredSetting(Protocol):
+    """What the checks read of a declared setting (lookahead.config.SettingSpec)."""
+
+    name: str
+    type: str
+    keys: tuple[str, ...]
 
 #: A study file larger than this is refused before it is parsed (study files are a few KB).
 MAX_STUDY_FILE_BYTES = 1_000_000
@@ -109,7 +114,7 @@ def _check_strings(setting: str, value: Any) -> None:
             _check_strings(setting, v)
 
 
-def check_value(spec: "SettingSpec", value: Any) -> Any:
+def check_value(spec: DeclaredSetting, value: Any) -> Any:
     """A typed setting value (the loader's type check passed) checked against the rules
     above; returned unchanged."""
     name = spec.name

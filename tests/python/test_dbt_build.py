@@ -253,6 +253,7 @@ def test_invalid_rows_are_rejected_with_reasons_and_counted(built, tmp_path):
         "ambiguous text_date": {"text_date": "10/05/2021"},
         "missing outcome": {"outcome": ""},
         "empty text": {"text": "   "},
+        "text too long": {"text": "a long line " * 10_000},
         "unparseable text_date": {"text_date": "someday"},
         "unparseable target_date": {"target_date": "2021-13-45"},
     }

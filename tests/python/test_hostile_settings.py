@@ -21,6 +21,7 @@ import pytest
 import yaml
 from dbt_runner import ROOT, run_dbt
 from fixture_study import write_fixture_study
+from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - the fixture
 
 from lookahead import untrusted
 from lookahead.config import SCHEMA_PATH, StudyConfigError, read_study_file, resolve
@@ -130,7 +131,6 @@ def test_lookahead_check_answers_in_one_line_before_writing(tmp_path: Path) -> N
     from lookahead.cli import main
 
     fixture = write_fixture_study(tmp_path / "fx", n_entities=2, n_dates=6, cutoff_index=3)
-    top_before = {p.name for p in ROOT.iterdir()}
     for kind, value in HOSTILE.items():
         path = tmp_path / f"{kind}.json"  # JSON is YAML: the NUL survives the file
         path.write_text(json.dumps({**fixture.vars, "study_name": value}), encoding="utf-8")
@@ -145,7 +145,17 @@ def test_lookahead_check_answers_in_one_line_before_writing(tmp_path: Path) -> N
         else:
             assert kind == "non_ascii", kind
         assert sorted(p for p in tmp_path.rglob("*")) == before, kind
-    assert {p.name for p in ROOT.iterdir()} == top_before
+        assert not _named_after(value), kind
+
+
+def _named_after(value: str) -> list[Path]:
+    """Files or folders in the project, outputs/ or results/ whose name holds `value` (what
+    a study name would make), or that an injected command would write."""
+    found = []
+    for folder in (ROOT, ROOT / "outputs", ROOT / "results"):
+        if folder.is_dir():
+            found += [p for p in folder.iterdir() if "\x00" not in value and value in p.name]
+    return found + [p for p in (ROOT / "PWNED.csv", ROOT / "PWNED_DATA.csv", ROOT / "x", ROOT / "y") if p.exists()]
 
 
 def test_yaml_alias_bomb_and_oversized_files_are_refused(tmp_path: Path) -> None:
@@ -195,7 +205,6 @@ def test_a_build_reads_hostile_paths_and_column_names_as_data(tmp_path: Path) ->
     fx.data_path.unlink()
     vars_ = {**fx.vars, "raw_dir": str(raw), "data_path": str(data), "extra_columns": [COLUMN_ATTACK],
              "outcome_description": HOSTILE["jinja"] + HOSTILE["sql"], "model_id": "fixture-model"}
-    top_before = {p.name for p in ROOT.iterdir()}
     res = run_dbt(["run", "--select", "+int_observations_valid", "study_settings", "stg_query_failures"],
                   vars_, tmp_path / "db.duckdb", as_vars=True)
     assert res.returncode == 0, res.output[-3000:]
@@ -206,7 +215,32 @@ def test_a_build_reads_hostile_paths_and_column_names_as_data(tmp_path: Path) ->
     assert settings["outcome_description"] == HOSTILE["jinja"] + HOSTILE["sql"]  # not rendered by dbt
     assert settings["extra_columns"] == [COLUMN_ATTACK]
     assert not [p for p in tmp_path.rglob("*") if p.name in ("PWNED.csv", "PWNED_DATA.csv", "x", "y")]
-    assert {p.name for p in ROOT.iterdir()} == top_before  # COPY ... TO would write in the project
+    assert not _named_after("PWNED")  # COPY ... TO would write in the project folder
+
+
+# ---------------------------------------------------------------- prompts
+
+def test_jinja_in_a_prompt_reaches_the_model_verbatim(server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+    """The forecast and recall jobs against the loopback server, with Jinja, a quote and
+    SQL in both templates and in a data cell: every request carries them as written."""
+    from llm_jobs import forecast, recall
+
+    url, state = server_factory()
+    jinja = "{{ 7*7 }} {% if true %}x{% endif %} {# c #} it's \"q\" '; drop table verdict; --"
+    study = write_openai_study(
+        tmp_path, url, "jinja", 3,
+        forecast_prompt="Headline: {text}\n" + jinja + "\nUp or down?",
+        recall_template="On {target_date}, did {entity_name} go up or down? " + jinja)
+    data = tmp_path / "jinja.csv"
+    data.write_text(data.read_text(encoding="utf-8").replace("reports item 0", "reports {{ 6*7 }}"),
+                    encoding="utf-8")
+    for job in (forecast, recall):
+        assert job.main(["--study", str(study), "--yes"]) == 0
+    prompts = list(state.attempts)
+    assert len(prompts) == 3 + 3  # three forecasts, three (entity, date) recall pairs
+    assert all(jinja in p for p in prompts), prompts
+    assert any("reports {{ 6*7 }}" in p for p in prompts)
+    assert not any("49" in p or "42" in p for p in prompts)
 
 
 # ---------------------------------------------------------------- the lint

@@ -58,6 +58,9 @@ EDGE_ROWS = [
     # same entity, date and text with another outcome: a conflict, every row rejected
     (("E9", "Firm 9", "two outcomes", "2021-03-01", "2021-03-02", "0.1"), "conflicting outcome"),
     (("E9", "Firm 9", "two outcomes", "2021-03-01", "2021-03-02", "0.2"), "conflicting outcome"),
+    # a runaway text cell (docs/SECURITY.md): rejected with its reason, the bound itself kept
+    (("E10", "Firm 10", "x" * 100_001, "2021-03-01", "2021-03-02", "0.1"), "text too long"),
+    (("E10", "Firm 10", "y" * 100_000, "2021-03-01", "2021-03-02", "0.1"), None),
     (("E7", "Firm 7", "leap", "2021-02-29", "2021-03-02", "0.1"), "unparseable text_date"),
     (("E7", "Firm 7", "serial", "2021-03-01", "44321", "0.1"), "unparseable target_date"),
     (("E7", "Firm 7", "same day", "2021-03-01", "2021-03-01 23:00", "0.1"), "target_date not after text_date"),
