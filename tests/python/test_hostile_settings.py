@@ -120,6 +120,17 @@ def test_study_names_that_would_leave_the_study_folders(name: str) -> None:
         resolve({**_base(), "study_name": name})
 
 
+def test_a_refused_name_opens_no_database_outside_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain `dbt build --vars` with a bad study_name: the plugin attaches a fixed database
+    under outputs/ (the run-start check then stops the build), never the name's path."""
+    from lookahead.config import REFUSED_STUDY_NAME, database_path, dbt_study_name
+
+    monkeypatch.delenv("LOOKAHEAD_DUCKDB", raising=False)
+    for name in ("../../escape_test/x", "a/b", 'my"study\nshell touch pwned'):
+        assert dbt_study_name({"study_name": name}) == REFUSED_STUDY_NAME
+    assert database_path(REFUSED_STUDY_NAME, ROOT).parent == ROOT / "outputs"
+
+
 def test_names_that_are_names_pass() -> None:
     for name in ("demo", "my study 2", "étude_研究", "v1.2-final"):
         assert resolve({**_base(), "study_name": name})["study_name"] == name
