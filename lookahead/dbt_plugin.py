@@ -147,6 +147,17 @@ def _collision(stored_name: str, stored_source: str, stored_hash: str) -> str:
                           (study.name, _study_source(), study.settings_hash))
 
 
+def _identity_is_current(settings_hash: str, inputs: str, code: str) -> bool:
+    """Whether a build identity (build_identity's row) describes the study, its files and
+    the code as they are now: the nodes a selected build did not rebuild are then current
+    (macros/build_log.sql, mark_verdict)."""
+    from lookahead.identity import code_fingerprint, inputs_fingerprint
+
+    study = build_study()
+    return (settings_hash == study.settings_hash and inputs == inputs_fingerprint(study)
+            and code == code_fingerprint())
+
+
 def _sql_text(value: str) -> str:
     """A value as a DuckDB string literal (quotes doubled; DuckDB reads a backslash as
     itself): the one way the plugin writes a value into SQL it cannot bind."""
@@ -489,6 +500,8 @@ class Plugin(BasePlugin):
         conn.create_function("lookahead_setting", _setting, ["VARCHAR"], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_study_name", _study_name, [], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_study_source", _study_source, [], "VARCHAR", side_effects=False)
+        conn.create_function("lookahead_identity_is_current", _identity_is_current,
+                             ["VARCHAR", "VARCHAR", "VARCHAR"], "BOOLEAN", side_effects=True)
         conn.create_function("lookahead_study_collision", _collision, ["VARCHAR", "VARCHAR", "VARCHAR"],
                              "VARCHAR", side_effects=False)
         conn.create_function("lookahead_settings_hash", _settings_hash, ["VARCHAR"], "VARCHAR",

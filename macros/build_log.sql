@@ -13,7 +13,8 @@
         ~ "finished_at, command, selection, study_source, settings_hash) values ('" ~ invocation_id
         ~ "', lookahead_study_name(), 'started', '', '', current_timestamp, '" ~ flags.WHICH ~ "', '', "
         ~ "lookahead_study_source(), lookahead_settings_hash(lookahead_study_json()))") %}
-    {% if verdict_exists() %}
+    {#- a selection without the verdict leaves its mark alone (partial builds keep status true) -#}
+    {% if verdict_exists() and verdict_node_id() in selected_resources %}
       {% do run_query("alter table " ~ target.schema ~ ".verdict add column if not exists result_status varchar") %}
       {% do run_query("update " ~ target.schema ~ ".verdict set result_status = lookahead_verdict_mark("
           ~ sql_string('a later dbt build (invocation ' ~ invocation_id ~ ') started') ~ ")") %}
@@ -71,10 +72,60 @@
         {% do run_query("drop table if exists " ~ target.schema ~ "." ~ t) %}
       {% endfor %}
     {% elif verdict_exists() %}
-      {#- the verdict row is this build's only when the build (re)built it -#}
-      {% do run_query("update " ~ target.schema ~ ".verdict set result_status = lookahead_verdict_mark('complete') "
-          ~ "where invocation_id = '" ~ invocation_id ~ "'") %}
+      {{ mark_verdict(results) }}
     {% endif %}
     {% do run_query("checkpoint") %}
+  {% endif %}
+{% endmacro %}
+
+
+{#- The verdict's unique id in the graph. -#}
+{% macro verdict_node_id() %}
+  {{ return('model.' ~ project_name ~ '.verdict') }}
+{% endmacro %}
+
+{#- on-run-end of a build that passed: the verdict row is this build's only when the build
+    (re)built it. It is then complete when every node it reads (models and seeds, through
+    the graph) was built by this build, or, for a selection (`--select panel+`), when those
+    it did not build are current by fingerprint: build_identity, not rebuilt, records the
+    settings, input files and code they were built from, and they equal the study's now
+    (lookahead_identity_is_current). Either way the verdict and the identity then carry this
+    build's invocation id; otherwise the row says which nodes are behind. -#}
+{% macro mark_verdict(results) %}
+  {% set built = [] %}
+  {% for r in results %}
+    {% if r.status in ('success', 'pass', 'warn') %}{% do built.append(r.node.unique_id) %}{% endif %}
+  {% endfor %}
+  {% set verdict_id = verdict_node_id() %}
+  {% if verdict_id not in built %}
+    {{ return('') }}
+  {% endif %}
+  {% set seen = [verdict_id] %}
+  {#- ancestors, a layer a pass (the project's graph is far less than 40 deep) -#}
+  {% for _ in range(40) %}
+    {% for id in seen | list if id in graph.nodes %}
+      {% for dep in graph.nodes[id].depends_on.nodes %}
+        {% if dep not in seen and dep.split('.')[0] in ('model', 'seed', 'snapshot') %}{% do seen.append(dep) %}{% endif %}
+      {% endfor %}
+    {% endfor %}
+  {% endfor %}
+  {% set behind = [] %}
+  {% for id in seen if id not in built %}{% do behind.append(id.split('.')[-1]) %}{% endfor %}
+  {% set identity_id = 'model.' ~ project_name ~ '.build_identity' %}
+  {% set current = not behind %}
+  {% if behind and identity_id not in built %}
+    {% set current = run_query("select lookahead_identity_is_current(settings_hash, inputs_fingerprint, "
+        ~ "code_fingerprint) from " ~ target.schema ~ ".build_identity").columns[0].values()[0] %}
+  {% endif %}
+  {% if current %}
+    {% do run_query("update " ~ target.schema ~ ".build_identity set invocation_id = '" ~ invocation_id ~ "'") %}
+    {% do run_query("update " ~ target.schema ~ ".verdict set invocation_id = '" ~ invocation_id
+        ~ "', result_status = lookahead_verdict_mark('complete')") %}
+  {% else %}
+    {% do run_query("update " ~ target.schema ~ ".verdict set invocation_id = '" ~ invocation_id
+        ~ "', result_status = lookahead_verdict_mark(" ~ sql_string('a selected dbt build (invocation '
+        ~ invocation_id ~ ') rebuilt the verdict but not ' ~ (behind | length) ~ ' node(s) it reads (e.g. '
+        ~ (behind[:3] | join(', ')) ~ '), whose settings, input files or code changed since they were built; '
+        ~ 'run dbt build') ~ ")") %}
   {% endif %}
 {% endmacro %}

@@ -162,3 +162,50 @@ def test_the_robustness_table_never_prints_a_measure_without_scores_as_a_result(
     mink = next(ln for ln in text.splitlines() if ln.startswith("| `mink`"))
     assert mink.count("no score") == 6 and "nan" not in mink.lower()
     assert "under 1 of 2 measures (recall)" in text
+
+
+# --- partial builds keep the verdict's status true -----------------------------------
+
+def _verdict_state(db: Path) -> tuple[str, str, str]:
+    """(the verdict's invocation id, its result_status, the last build's invocation id)."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        inv, status = con.sql("select invocation_id, result_status from verdict").fetchone()
+        last = con.sql("select invocation_id from build_log order by finished_at desc limit 1").fetchone()[0]
+        return inv, status, last
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("selection, verdict_rebuilt", [
+    (["--select", "panel+"], True),
+    (["--select", "stg_forecast_responses"], False),
+    (["--select", "state:modified+", "--state", "{state}"], False),
+])
+def test_a_selected_build_keeps_the_verdicts_status_true(built, tmp_path, monkeypatch, selection, verdict_rebuilt):
+    """`--select panel+` rebuilds the verdict: it records this build's id and is complete,
+    the nodes it did not rebuild being current by fingerprint (and `lookahead report`'s
+    check accepts it); a selection without the verdict (one staging model; state:modified+
+    with nothing modified) leaves the verdict's row as it was."""
+    from lookahead.identity import COMPLETE, check_current
+
+    study, res = built
+    db = tmp_path / "db.duckdb"
+    shutil.copy(res.db, db)
+    before = _verdict_state(db)
+    assert before[1] == COMPLETE and before[0] == before[2]
+    monkeypatch.setenv(SOURCE_ENV, DEMO_SOURCE)
+    args = [a.replace("{state}", str(study.root / "target")) for a in selection]
+    out = run_dbt(["build", *args], study.vars, db)
+    assert out.returncode == 0, out.output[-3000:]
+    inv, status, last = _verdict_state(db)
+    assert status == COMPLETE, status
+    if verdict_rebuilt:
+        assert inv == last != before[0]  # this build's id
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            assert check_current(con, Study(vars=resolve(study.vars))).invocation_id == inv
+        finally:
+            con.close()
+    else:
+        assert inv == before[0]
