@@ -84,7 +84,8 @@ def make_context(args: argparse.Namespace, backend: Backend | None = None) -> Jo
     if rows.empty:
         raise JobStop(f"no valid rows in {study.input.data_path} ({len(rejects)} rejected"
                       + (f": {detail}" if detail else "") + "); see seeds/reject_reasons.csv")
-    print(f"study '{study.output.study_name}': {len(rows)} rows to query, {len(rejects)} rejected"
+    # valid rows, not "rows to query": how many are asked (the rest cached) is each job's plan
+    print(f"study '{study.output.study_name}': {len(rows)} valid rows, {len(rejects)} rejected"
           + (f" ({detail})" if detail else ""))
     size, seed = subsample or study_sub
     if size is not None:

@@ -3,8 +3,9 @@
 Run: ``python -m llm_jobs.forecast --study FILE --yes``
 
 The prompt and the label mapping are used verbatim, at temperature 0. After the queries
-the parse rate is reported; below 95% the job stops with a non-zero exit and shows 10
-unparsed answers, because the protocol forbids editing the prompt or parser to fix it.
+the parse rate is reported; below 95% the job stops with a non-zero exit and shows the
+first 10 unparsed answers (labels that match nothing stop it after the first
+EARLY_PARSE_ANSWERS answers, before the rest are paid for), because the protocol forbids editing the prompt or parser to fix it.
 To accept the prompt as the object under test, set ``accept_low_parse_rate: true`` in
 the study file, or pass --accept-low-parse-rate to ``lookahead run`` (this run only):
 that setting is what dbt and the report read (the gate then lets the unparsed rows
@@ -38,6 +39,47 @@ from lookahead.scoring import (
 )
 
 TASK = "forecast"
+#: Labels that match nothing are caught early: after this many new answers (the local
+#: runner), a parse rate under the floor stops the job before the next batch is asked,
+#: instead of after every forecast was paid for. 50 answers put a 95% floor's miss at
+#: three or more unparsed answers; a prompt whose labels fit parses nearly all of them.
+EARLY_PARSE_ANSWERS = 50
+
+
+class EarlyParseCheck:
+    """The forecast answer function with the parse-rate floor applied after the first
+    :data:`EARLY_PARSE_ANSWERS` answers: before asking another batch, a rate under the
+    floor stops the job (exit 3); the answers so far are in the cache, so a rerun after
+    fixing the labels asks only what the new key needs."""
+
+    def __init__(self, answer: Any, labels: dict[str, Any], floor: float, total: int) -> None:
+        import threading
+
+        self.answer, self.labels, self.floor, self.total = answer, labels, floor, total
+        self.seen, self.parsed, self.examples = 0, 0, []
+        self._lock = threading.Lock()
+
+    def __call__(self, backend: Backend, batch: list[Query]) -> list[dict[str, Any] | QueryFailure]:
+        with self._lock:
+            if self.seen >= EARLY_PARSE_ANSWERS and self.parsed < self.floor * self.seen:
+                shown = ", ".join(repr(x) for x in self.examples[:3])
+                raise JobStop(
+                    f"forecast: {self.parsed} of the first {self.seen} answers match a label of "
+                    f"forecast_labels ({', '.join(map(str, self.labels))}), under the {self.floor:.0%} "
+                    f"parse-rate floor: stopped after {self.seen} of {self.total} forecasts, e.g. "
+                    f"{shown}; those answers are cached. Check forecast_labels against the prompt "
+                    "(or set accept_low_parse_rate: true to keep the prompt as the object under test)",
+                    EXIT_PARSE_RATE)
+        results = self.answer(backend, batch)
+        with self._lock:
+            for res in results:
+                if isinstance(res, dict):
+                    self.seen += 1
+                    if parse_forecast(res.get("response_text"), self.labels)[0] is not None:
+                        self.parsed += 1
+                    elif len(self.examples) < 3:
+                        self.examples.append(res.get("response_text"))
+        return results
 
 
 def plan(ctx: JobContext) -> tuple[list[Query], dict[str, Any]]:
@@ -61,6 +103,8 @@ def run(ctx: JobContext) -> int:
 
             answer = functools.partial(forecast_answer, max_tokens=params["max_tokens"],
                                        top_logprobs=params["top_logprobs"], asks_conf=asks_conf)
+            if not (accepts_low_parse_rate(ctx) or ctx.args.accept_low_parse_rate):
+                answer = EarlyParseCheck(answer, ctx.study.prompts.forecast_labels, MIN_PARSE_RATE, len(pending))
             tally = query_all(ctx, store, pending, TASK, answer, params)
             require_complete(tally, store)
         records = cached_records(ctx, store, TASK, queries)
@@ -110,7 +154,9 @@ def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict
     print(f"forecast parse rate: {rate:.1%} ({int(parsed.sum())}/{len(df)}); "
           f"labels: {df['forecast_label'].value_counts().to_dict()}")
     if rate < MIN_PARSE_RATE:
-        print(f"parse rate below {MIN_PARSE_RATE:.0%}; 10 unparsed answers:", file=sys.stderr)
+        n_unparsed = int((~parsed).sum())
+        print(f"parse rate below {MIN_PARSE_RATE:.0%}; {n_unparsed} unparsed answers"
+              + (f", the first {min(10, n_unparsed)}:" if n_unparsed > 10 else ":"), file=sys.stderr)
         for r in df[~parsed].head(10).itertuples():
             print(f"  row_id {r.row_id}: {r.response_text!r}", file=sys.stderr)
         accepted = accepts_low_parse_rate(ctx)

@@ -21,14 +21,17 @@ from lookahead.config import (
 from lookahead.runs import run_dbt, run_jobs
 
 
-def check(study: Study) -> int:
-    """The study's settings (already loaded) and its data file: mapped columns, valid rows."""
+def check(study: Study, study_file: str | None = None, overrides: dict | None = None) -> int:
+    """The study's settings (already loaded) and its data file: mapped columns, valid rows;
+    then the LLM jobs' preflight (llm_jobs.preflight): every check `lookahead run` makes
+    before its first query (placeholders, prompt lengths against the context, pre-cutoff
+    rows, clusters, recall labels on the model's exact tokenizer), querying nothing."""
     from lookahead.rows import load_rows
 
     rows, rejects = load_rows(study)
     print(f"study '{study.name}': settings OK (hash {study.settings_hash[:12]}); "
           f"{study.input.data_path}: {len(rows)} valid rows, {len(rejects)} rejected")
-    return 0
+    return run_jobs(study_file, True, [], overrides, module="llm_jobs.preflight")
 
 
 def report(study: Study) -> int:
@@ -160,7 +163,7 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.command == "check":
-        return check(study)
+        return check(study, args.study, overrides)
     if args.command in ("jobs", "run"):
         rc = run_jobs(args.study, args.yes, extra, overrides)
         if not rc:  # the claim jobs, when the study has claim settings (lookahead.claims.run)

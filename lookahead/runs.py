@@ -105,8 +105,10 @@ def run_dbt(args: list[str], study_file: str | None, overrides: dict | None = No
     return killed_is_one_line(proc.returncode, "dbt was", then)
 
 
-def run_jobs(study_file: str | None, yes: bool, extra: list[str], overrides: dict | None = None) -> int:
-    cmd = [sys.executable, "-m", "llm_jobs.run_all"]
+def run_jobs(study_file: str | None, yes: bool, extra: list[str], overrides: dict | None = None,
+             module: str = "llm_jobs.run_all") -> int:
+    """The LLM jobs (or, as `module`, their preflight) as a subprocess."""
+    cmd = [sys.executable, "-m", module]
     if study_file:
         cmd += ["--study", study_file]
     if yes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import duckdb
@@ -209,3 +210,76 @@ def test_a_selected_build_keeps_the_verdicts_status_true(built, tmp_path, monkey
             con.close()
     else:
         assert inv == before[0]
+
+
+# --- `lookahead check` is the preflight ----------------------------------------------
+
+def _check(tmp_path: Path, name: str, **settings) -> subprocess.CompletedProcess:
+    import os
+    import sys
+
+    import yaml
+
+    path = tmp_path / f"{name}.yml"
+    path.write_text(yaml.safe_dump({"extends": str(ROOT / "demo/studies/contaminated.yml"),
+                                    "raw_dir": str(tmp_path / "raw"), **settings}))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    return subprocess.run([sys.executable, "-m", "lookahead.cli", "check", "--study", str(path)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_check_refuses_what_run_refuses_before_its_first_query(tmp_path):
+    """The four errors `lookahead run` caught before querying and `lookahead check` did not:
+    each is now a non-zero exit and one line naming it, with nothing queried."""
+    import pandas as pd
+
+    data = pd.read_csv(ROOT / "demo/data/observations.csv", dtype=str)
+    one = tmp_path / "one_entity.csv"
+    data[data["entity_id"] == data["entity_id"].iloc[0]].to_csv(one, index=False)
+    template = (ROOT / "demo/studies/contaminated.yml").read_text()
+    forecast_prompt = yaml_value(template, "forecast_prompt")
+    cases = {
+        "placeholder": ({"forecast_prompt": forecast_prompt + " Sector: {sector}."}, r"sector"),
+        "context": ({"context_length": 24}, r"exceed the model's context length \(24 tokens"),
+        "no_pre": ({"training_cutoff": "2001-01-01"}, r"no pre-cutoff row"),
+        "one_cluster": ({"data_path": str(one), "min_panel_rows": 1}, r"form 1 cluster\(s\) \(cluster: entity\)"),
+    }
+    for name, (settings, says) in cases.items():
+        proc = _check(tmp_path, name, **settings)
+        assert proc.returncode != 0, (name, proc.stdout, proc.stderr)
+        assert re.search(says, proc.stderr), (name, proc.stderr)
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, (name, proc.stderr)
+    assert not (tmp_path / "raw").exists()  # nothing queried, nothing written
+
+
+def yaml_value(text: str, key: str) -> str:
+    import yaml
+
+    return str(yaml.safe_load(text)[key])
+
+
+from test_openai_backend import server_factory, write_openai_study  # noqa: E402,F401 - fixture
+
+
+def test_labels_that_match_nothing_stop_the_forecasts_after_the_first_answers(server_factory, tmp_path):  # noqa: F811
+    """The server answers 'up'; the study's labels are rise/fall. The job stops after the
+    first EARLY_PARSE_ANSWERS answers (plus those in flight), not after all 120 were paid
+    for; the answers it got are cached."""
+    import os
+    import sys
+
+    from llm_jobs.forecast import EARLY_PARSE_ANSWERS
+
+    url, state = server_factory()
+    study = write_openai_study(tmp_path, url, "labels", 120, tokenizer_path=None, model_path=None,
+                               forecast_labels={"rise": 1, "fall": -1},
+                               forecast_prompt="Headline about {entity_name}: {text}\nrise or fall?",
+                               backend_options={"backoff_s": 0.01, "timeout_s": 5, "concurrency": 2})
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    proc = subprocess.run([sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 3, (proc.stdout[-2000:], proc.stderr[-2000:])
+    assert re.search(r"0 of the first \d+ answers match a label of forecast_labels \((rise, fall|fall, rise)\)", proc.stderr)
+    assert EARLY_PARSE_ANSWERS <= state.requests <= EARLY_PARSE_ANSWERS + 4, state.requests
+    lines = (tmp_path / "labels/raw/forecast.jsonl").read_text().splitlines()
+    assert len(lines) == state.requests  # every answer paid for is kept
