@@ -132,6 +132,11 @@ def preflight(study: Study, rows: pd.DataFrame) -> None:
     cluster = str(study.protocol.cluster)
     column = {"entity": "entity_id", "date": "target_date"}.get(cluster)
     if column in pre.columns and pre[column].nunique() < 2:
+        if cluster == "entity" and rows["entity_id"].nunique() == 1:
+            # a single entity is a time series: the protocol's regression for it drops the
+            # entity effect and uses Newey-West, which cluster: none asks for
+            fix = ("nothing was queried; a single entity is a time series: set cluster: none (no entity "
+                   "fixed effect, Newey-West standard errors), or add entities")
         raise JobStop(f"{counts}: the pre-cutoff rows form {pre[column].nunique()} cluster(s) (cluster: "
                       f"{cluster}), so beta_3's clustered test cannot run and the verdict could only be "
                       f"Underpowered; {fix}")

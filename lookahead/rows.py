@@ -36,11 +36,11 @@ Validation
 row_id
     The ``column_map.row_id`` cell (stripped) when the file has one and the cell is not
     empty, else the first 16 hex characters of sha256(entity_id|text_date|text) with
-    entity_id and text as written in the file and text_date the parsed date as
-    ``YYYY-MM-DD``. Valid rows with the same derived id but different outcomes are all
-    rejected as "conflicting outcome"; a later valid row with the same derived id and
-    outcome is rejected as "duplicate row"; a duplicated id in the row_id column is a
-    settings error.
+    entity_id as validated (stripped, and normalized by ``id_normalization``), text as
+    written in the file and text_date the parsed date as ``YYYY-MM-DD``. Valid rows with
+    the same derived id but different outcomes are all rejected as "conflicting
+    outcome"; a later valid row with the same derived id and outcome is rejected as
+    "duplicate row"; a duplicated id in the row_id column is a settings error.
 
 Subsample (settings ``subsample_rows`` and ``subsample_seed``)
     The valid rows ranked by sha256(seed|row_id) are kept up to N: the same rows for
@@ -322,6 +322,39 @@ def _parse_with_format(s: pd.Series, fmt: str, zone: zoneinfo.ZoneInfo | None) -
 # ----------------------------------------------------------------------------- validation
 
 
+def normalize_ids(ids: pd.Series, rule: str | None) -> pd.Series:
+    """Entity ids as the study compares them (setting id_normalization): as written
+    (already stripped), or with an all-digit id's leading zeros removed (strip_zeros:
+    '014593' and '14593' are one entity; '000' is '0')."""
+    if rule != "strip_zeros":
+        return ids
+    digits = ids.str.fullmatch(r"[0-9]+").fillna(False).astype(bool)
+    out = ids.copy()
+    out[digits] = ids[digits].str.lstrip("0").replace("", "0")
+    return out
+
+
+def zero_padding_warning(ids: pd.Series, column: str) -> str | None:
+    """One line when an all-digit id column mixes zero-padded and unpadded values (e.g.
+    '014593' beside '14593'), which split one entity in two unless id_normalization is
+    strip_zeros; None otherwise. Two example values are named: a padded one and the
+    unpadded one it equals once its zeros go, when there is such a pair."""
+    values = pd.Series(ids.dropna().astype(str).unique())
+    if values.empty or not values.str.fullmatch(r"[0-9]+").all():
+        return None
+    padded = values[(values.str.len() > 1) & values.str.startswith("0")]
+    unpadded = values[~values.isin(padded)]
+    if padded.empty or unpadded.empty:
+        return None
+    stripped = padded.str.lstrip("0").replace("", "0")
+    clash = stripped.isin(set(unpadded))
+    a = padded[clash].iloc[0] if clash.any() else padded.iloc[0]
+    b = stripped[clash].iloc[0] if clash.any() else unpadded.iloc[0]
+    return (f"warning: column '{column}' (entity_id) holds all-digit ids with and without leading zeros "
+            f"(e.g. '{a}' and '{b}'): as written they are different entities; set id_normalization: "
+            "strip_zeros if they are the same")
+
+
 def derive_row_id(entity_id: str, text_date: str, text: str) -> str:
     """Deterministic row id: first 16 hex chars of sha256(entity_id|text_date|text)."""
     raw = f"{entity_id}|{text_date}|{text}".encode()
@@ -413,7 +446,7 @@ def stage_rows(df: pd.DataFrame, settings: InputSettings, source: str = "the inp
     target_date, target_status = parse_dates(target_date_raw, fmt, tz)
 
     out = pd.DataFrame({"source_row_number": np.arange(1, n + 1, dtype=np.int64)})
-    out["entity_id"] = _strip(entity_raw)
+    out["entity_id"] = normalize_ids(_strip(entity_raw), settings.id_normalization)
     out["entity_name"] = _strip(col("entity_name"))
     out["ticker"] = _strip(col("ticker"))
     out["text"] = text
@@ -441,8 +474,11 @@ def stage_rows(df: pd.DataFrame, settings: InputSettings, source: str = "the inp
     row_id = given.copy()
     if derived.any():  # only rows without a given id are hashed (none when the file has ids)
         d = text_date[derived]
+        # from the entity id as validated (stripped, normalized): a file re-saved with
+        # padding or spaces around the ids keeps its row ids, hence its cached answers
+        entity = out["entity_id"].where(out["entity_id"].notna(), entity_raw)
         row_id[derived] = derive_row_ids(
-            entity_raw[derived], d.dt.strftime("%Y-%m-%d").where(d.notna(), ""), text[derived])
+            entity[derived], d.dt.strftime("%Y-%m-%d").where(d.notna(), ""), text[derived])
     out.insert(1, "row_id", row_id)
     out.insert(2, "row_id_derived", derived)
 

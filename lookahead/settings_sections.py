@@ -70,6 +70,11 @@ class InputSettings(Section):
     date_timezone: str | None = None
     """IANA time zone in which timestamps with an offset are dated (null: the calendar date as
     written)."""
+    id_normalization: Literal['as_written', 'strip_zeros'] = 'as_written'
+    """How entity ids are compared (lookahead/rows.py): as_written (stripped of whitespace), or
+    strip_zeros (an all-digit id also loses its leading zeros, so 014593 and 14593 are one
+    entity); `lookahead check` warns when an all-digit id column mixes zero-padded and unpadded
+    values."""
     subsample_rows: int | None = None
     """Analyse a seeded random subsample of this many valid rows (null = all); jobs and dbt pick
     the same rows and the report says so."""

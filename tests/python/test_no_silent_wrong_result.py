@@ -242,7 +242,8 @@ def test_check_refuses_what_run_refuses_before_its_first_query(tmp_path):
         "placeholder": ({"forecast_prompt": forecast_prompt + " Sector: {sector}."}, r"sector"),
         "context": ({"context_length": 24}, r"exceed the model's context length \(24 tokens"),
         "no_pre": ({"training_cutoff": "2001-01-01"}, r"no pre-cutoff row"),
-        "one_cluster": ({"data_path": str(one), "min_panel_rows": 1}, r"form 1 cluster\(s\) \(cluster: entity\)"),
+        "one_cluster": ({"data_path": str(one), "min_panel_rows": 1},
+                        r"form 1 cluster\(s\) \(cluster: entity\).*set cluster: none"),
     }
     for name, (settings, says) in cases.items():
         proc = _check(tmp_path, name, **settings)
@@ -283,3 +284,51 @@ def test_labels_that_match_nothing_stop_the_forecasts_after_the_first_answers(se
     assert EARLY_PARSE_ANSWERS <= state.requests <= EARLY_PARSE_ANSWERS + 4, state.requests
     lines = (tmp_path / "labels/raw/forecast.jsonl").read_text().splitlines()
     assert len(lines) == state.requests  # every answer paid for is kept
+
+
+# --- ids -----------------------------------------------------------------------------
+
+ID_CMAP = {"row_id": None, "entity_id": "permno", "entity_name": "name", "ticker": None, "text": "text",
+           "text_date": "text_date", "target_date": "target_date", "outcome": "ret"}
+
+
+def _frame(ids: list[str]):
+    import pandas as pd
+
+    return pd.DataFrame({"permno": ids, "name": [f"Firm {i}" for i in ids], "text": [f"news {i}" for i in range(len(ids))],
+                         "text_date": "2021-03-01", "target_date": "2021-03-02", "ret": "0.1"})
+
+
+def test_the_derived_row_id_comes_from_the_validated_entity_id():
+    """A file re-saved with spaces around its ids keeps its row ids (and so its cached
+    answers): the row id hashes the entity id the validation keeps."""
+    from lookahead.rows import stage_rows
+    from lookahead.settings_sections import InputSettings
+
+    settings = InputSettings.with_defaults(column_map=ID_CMAP)
+    plain = stage_rows(_frame(["14593", "2001"]), settings)
+    padded = stage_rows(_frame([" 14593", "2001\t"]), settings)
+    assert list(plain["row_id"]) == list(padded["row_id"])
+    assert list(padded["entity_id"]) == ["14593", "2001"]
+
+
+def test_zero_padded_ids_are_one_entity_under_strip_zeros_and_a_warning_in_check():
+    from lookahead.rows import stage_rows, zero_padding_warning
+    from lookahead.settings_sections import InputSettings
+
+    ids = ["014593", "14593", "2001", "000"]
+    as_written = stage_rows(_frame(ids), InputSettings.with_defaults(column_map=ID_CMAP))
+    stripped = stage_rows(_frame(ids), InputSettings.with_defaults(column_map=ID_CMAP, id_normalization="strip_zeros"))
+    assert as_written["entity_id"].nunique() == 4
+    assert list(stripped["entity_id"]) == ["14593", "14593", "2001", "0"]
+    line = zero_padding_warning(as_written["entity_id"], "permno")
+    assert line is not None and "'014593' and '14593'" in line and "strip_zeros" in line and "permno" in line
+    assert zero_padding_warning(stripped["entity_id"], "permno") is None
+    assert zero_padding_warning(as_written["entity_id"].iloc[2:3], "permno") is None  # one value: nothing mixed
+    assert zero_padding_warning(pd_series(["A01", "01"]), "x") is None  # not an all-digit column
+
+
+def pd_series(values):
+    import pandas as pd
+
+    return pd.Series(values, dtype=object)
