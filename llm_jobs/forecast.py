@@ -39,47 +39,27 @@ from lookahead.scoring import (
 )
 
 TASK = "forecast"
-#: Labels that match nothing are caught early: after this many new answers (the local
-#: runner), a parse rate under the floor stops the job before the next batch is asked,
-#: instead of after every forecast was paid for. 50 answers put a 95% floor's miss at
+#: Labels that match nothing are caught early: the first this-many forecasts left to ask
+#: are asked first, and a parse rate under the floor among them stops the job before the
+#: rest are asked, instead of after every forecast was paid for. 50 answers put a 95% floor's miss at
 #: three or more unparsed answers; a prompt whose labels fit parses nearly all of them.
 EARLY_PARSE_ANSWERS = 50
 
 
-class EarlyParseCheck:
-    """The forecast answer function with the parse-rate floor applied after the first
-    :data:`EARLY_PARSE_ANSWERS` answers: before asking another batch, a rate under the
-    floor stops the job (exit 3); the answers so far are in the cache, so a rerun after
-    fixing the labels asks only what the new key needs."""
-
-    def __init__(self, answer: Any, labels: dict[str, Any], floor: float, total: int) -> None:
-        import threading
-
-        self.answer, self.labels, self.floor, self.total = answer, labels, floor, total
-        self.seen, self.parsed, self.examples = 0, 0, []
-        self._lock = threading.Lock()
-
-    def __call__(self, backend: Backend, batch: list[Query]) -> list[dict[str, Any] | QueryFailure]:
-        with self._lock:
-            if self.seen >= EARLY_PARSE_ANSWERS and self.parsed < self.floor * self.seen:
-                shown = ", ".join(repr(x) for x in self.examples[:3])
-                raise JobStop(
-                    f"forecast: {self.parsed} of the first {self.seen} answers match a label of "
-                    f"forecast_labels ({', '.join(map(str, self.labels))}), under the {self.floor:.0%} "
-                    f"parse-rate floor: stopped after {self.seen} of {self.total} forecasts, e.g. "
-                    f"{shown}; those answers are cached. Check forecast_labels against the prompt "
-                    "(or set accept_low_parse_rate: true to keep the prompt as the object under test)",
-                    EXIT_PARSE_RATE)
-        results = self.answer(backend, batch)
-        with self._lock:
-            for res in results:
-                if isinstance(res, dict):
-                    self.seen += 1
-                    if parse_forecast(res.get("response_text"), self.labels)[0] is not None:
-                        self.parsed += 1
-                    elif len(self.examples) < 3:
-                        self.examples.append(res.get("response_text"))
-        return results
+def early_parse_stop(labels: dict[str, Any], records: Sequence[dict[str, Any]], total: int) -> None:
+    """JobStop (exit 3) when the first answers parse under the protocol's floor: the
+    labels match nothing the model says, and the remaining forecasts are not asked."""
+    texts = [r.get("response_text") for r in records]
+    parsed = sum(parse_forecast(x, labels)[0] is not None for x in texts)
+    if not texts or parsed >= MIN_PARSE_RATE * len(texts):
+        return
+    shown = ", ".join(repr(x) for x in [x for x in texts if parse_forecast(x, labels)[0] is None][:3])
+    raise JobStop(
+        f"forecast: {parsed} of the first {len(texts)} answers match a label of forecast_labels "
+        f"({', '.join(map(str, labels))}), under the {MIN_PARSE_RATE:.0%} parse-rate floor: stopped after "
+        f"{len(texts)} of {total} forecasts, e.g. {shown}; those answers are cached. Check forecast_labels "
+        "against the prompt (or set accept_low_parse_rate: true to keep the prompt as the object under test)",
+        EXIT_PARSE_RATE)
 
 
 def plan(ctx: JobContext) -> tuple[list[Query], dict[str, Any]]:
@@ -103,9 +83,16 @@ def run(ctx: JobContext) -> int:
 
             answer = functools.partial(forecast_answer, max_tokens=params["max_tokens"],
                                        top_logprobs=params["top_logprobs"], asks_conf=asks_conf)
-            if not (accepts_low_parse_rate(ctx) or ctx.args.accept_low_parse_rate):
-                answer = EarlyParseCheck(answer, ctx.study.prompts.forecast_labels, MIN_PARSE_RATE, len(pending))
-            tally = query_all(ctx, store, pending, TASK, answer, params)
+            early = not (accepts_low_parse_rate(ctx) or ctx.args.accept_low_parse_rate)
+            head = pending[:EARLY_PARSE_ANSWERS] if early else pending
+            tally = query_all(ctx, store, head, TASK, answer, params)
+            if len(head) < len(pending):  # the first answers decide whether the rest are asked
+                early_parse_stop(ctx.study.prompts.forecast_labels,
+                                 list(cached_records(ctx, store, TASK, head).values()), len(pending))
+                rest = query_all(ctx, store, pending[len(head):], TASK, answer, params)
+                tally.n_pending += rest.n_pending
+                tally.written += rest.written
+                tally.failures.update(rest.failures)
             require_complete(tally, store)
         records = cached_records(ctx, store, TASK, queries)
     return summarize(ctx, queries, records)

@@ -158,8 +158,8 @@ def test_stage_rows_reasons_and_row_ids():
     assert [None if pd.isna(r) else r for r in staged["reject_reason"]] == [e for _, e in EDGE_ROWS]
     padded = staged.iloc[1]
     assert padded["entity_id"] == "E1"  # stripped for the recall key and the panel
-    expect = hashlib.sha256(b"  E1 |2021-03-01|padded entity id").hexdigest()[:16]
-    assert padded["row_id"] == expect  # hashed as written
+    expect = hashlib.sha256(b"E1|2021-03-01|padded entity id").hexdigest()[:16]
+    assert padded["row_id"] == expect  # hashed from the validated id: a re-saved file keeps its ids
     ny = staged.iloc[12]
     assert (ny["text_date"].date(), ny["target_date"].date()) == (dt.date(2021, 3, 4), dt.date(2021, 3, 5))
     assert staged["in_subsample"].sum() == staged["reject_reason"].isna().sum()
@@ -167,7 +167,7 @@ def test_stage_rows_reasons_and_row_ids():
 
 def test_row_ids_given_for_some_rows_are_kept_and_the_others_derived():
     """Only rows without a given id are hashed; the derived ids are those of a file with
-    no id column at all (sha256 of entity_id|text_date|text as written)."""
+    no id column at all (sha256 of entity_id|text_date|text, the entity id as validated)."""
     df = pd.DataFrame({
         "id": ["given-1", None, " given-3 ", "  "],
         "entity_id": ["E1", " E2", "E3", "E4"], "entity_name": ["F"] * 4, "text": ["a", "b", "c", "d"],
@@ -175,7 +175,7 @@ def test_row_ids_given_for_some_rows_are_kept_and_the_others_derived():
         "target_date": ["2021-03-05"] * 4, "outcome": ["0.1"] * 4,
     })
     staged = stage_rows(df, InputSettings.with_defaults(column_map={**CMAP, "row_id": "id", "ticker": None}))
-    b = hashlib.sha256(b" E2|2021-03-02|b").hexdigest()[:16]
+    b = hashlib.sha256(b"E2|2021-03-02|b").hexdigest()[:16]
     d = hashlib.sha256(b"E4|2021-03-04|d").hexdigest()[:16]
     assert staged["row_id"].tolist() == ["given-1", b, "given-3", d]
     assert staged["row_id_derived"].tolist() == [False, True, False, True]

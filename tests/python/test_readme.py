@@ -1,0 +1,140 @@
+"""Every command block of the README runs in a test: a README whose commands do not work
+as written misleads the newcomer it is for.
+
+Each fenced block is matched to one check below (:data:`BLOCKS`); a block no check
+covers fails :func:`test_every_readme_block_is_checked`, so a new block comes with its
+test. The short checks run in the default suite; running a study end to end (the
+"Run it" block: the demo model queried for a few hundred rows, a dbt build and a report)
+is in the slow tier."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Callable
+
+import duckdb
+import pytest
+import yaml
+from dbt_runner import ROOT
+
+README = ROOT / "README.md"
+
+
+def readme_blocks(text: str | None = None) -> list[tuple[str, str]]:
+    """(language, body) of every fenced block, its indentation (a block in a list) removed."""
+    text = README.read_text(encoding="utf-8") if text is None else text
+    blocks = re.findall(r"^([ \t]*)```(\w*)\n(.*?)^\1```", text, flags=re.M | re.S)
+    return [(lang, textwrap.dedent(body)) for _, lang, body in blocks]
+
+
+def _is_make(lang: str, body: str) -> bool:
+    return lang in ("bash", "sh") and all(ln.startswith("make ") for ln in body.strip().splitlines())
+
+
+def _is_study(lang: str, body: str) -> bool:
+    return lang == "yaml" and "study_name:" in body
+
+
+def _is_run(lang: str, body: str) -> bool:
+    return lang in ("bash", "sh") and "lookahead run --study" in body
+
+
+def _is_sql(lang: str, body: str) -> bool:
+    return lang in ("bash", "sh") and all(".venv/bin/duckdb -readonly" in ln for ln in body.strip().splitlines())
+
+
+#: block kind -> (matches a block, the test that runs it)
+BLOCKS: dict[str, tuple[Callable[[str, str], bool], str]] = {
+    "make targets": (_is_make, "test_make_targets_resolve"),
+    "study essentials": (_is_study, "test_the_essential_study_settings_are_declared_and_valid"),
+    "run a study": (_is_run, "test_running_a_study_step_by_step_as_written (slow)"),
+    "SQL examples": (_is_sql, "tests/python/test_current_state.py::test_readme_sql_examples_run_as_written"),
+}
+
+
+def test_every_readme_block_is_checked():
+    blocks = readme_blocks()
+    assert len(blocks) >= 4
+    for lang, body in blocks:
+        kinds = [k for k, (match, _) in BLOCKS.items() if match(lang, body)]
+        assert len(kinds) == 1, f"README block not covered by exactly one test ({kinds}):\n{body}"
+
+
+def test_readme_blocks_are_found_in_lists_too():
+    text = "x\n\n1. a:\n\n   ```bash\n   make demo\n   ```\n\n```sh\nmake test\n```\n"
+    assert readme_blocks(text) == [("bash", "make demo\n"), ("sh", "make test\n")]
+
+
+def test_make_targets_resolve():
+    """`make demo` and `make test` are targets of the Makefile, and make resolves them
+    (a dry run: `make -n` prints the recipe without running it)."""
+    [(_, body)] = [(lang, b) for lang, b in readme_blocks() if _is_make(lang, b)]
+    for line in body.strip().splitlines():
+        target = line.split("#")[0].split()[1]
+        proc = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, (target, proc.stderr)
+        assert proc.stdout.strip(), target
+
+
+def test_the_essential_study_settings_are_declared_and_valid():
+    """The essentials block: every key a declared setting, every value (but the prompts'
+    "...") one the loader accepts, and together with the demo's prompts a study the
+    loader resolves."""
+    from lookahead.config import SCHEMA, check_setting, resolve
+
+    [(_, body)] = [(lang, b) for lang, b in readme_blocks() if _is_study(lang, b)]
+    block = yaml.safe_load(body)
+    assert set(block) <= set(SCHEMA.settings), set(block) - set(SCHEMA.settings)
+    for name, value in block.items():
+        if value != "...":
+            check_setting(name, value)
+    demo = yaml.safe_load((ROOT / "demo/studies/contaminated.yml").read_text())
+    prompts = {k: demo[k] for k in ("forecast_prompt", "recall_template")}
+    resolve({**block, **prompts})
+
+
+@pytest.mark.slow  # the demo model queried for 200 rows, a dbt build and a report: minutes
+def test_running_a_study_step_by_step_as_written(tmp_path):
+    """The "Run it" block line by line, as written, from the project folder: my_study.yml
+    is the contaminated demo (200 rows, its own cache, database and results); the only
+    change is the study file's path (a scratch file, not one in the project)."""
+    from lookahead.config import default_study_path, read_study_file
+
+    [(_, body)] = [(lang, b) for lang, b in readme_blocks() if _is_run(lang, b)]
+    name = f"pytest_readme_{os.getpid()}"
+    study = {**read_study_file(default_study_path()), "study_name": name, "raw_dir": str(tmp_path / "raw"),
+             "results_dir": str(tmp_path / "results"), "outputs_dir": str(tmp_path / "outputs"),
+             "subsample_rows": 200, "subsample_seed": 0}
+    study_file = tmp_path / "my_study.yml"
+    study_file.write_text(yaml.safe_dump(study, sort_keys=False), encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), DBT_PROFILES_DIR=str(ROOT / "profiles"), HF_HUB_OFFLINE="1",
+               DBT_SEND_ANONYMOUS_USAGE_STATS="False", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env.pop("LOOKAHEAD_DUCKDB", None)
+    database = ROOT / "outputs" / f"{name}.duckdb"
+    try:
+        for line in body.splitlines():
+            command = line.split("  #")[0].strip()
+            if not command or command.startswith("#"):
+                continue
+            command = command.replace("my_study.yml", shlex.quote(str(study_file)))
+            if "llm_jobs.run_all" in command:
+                command += " --yes"  # the line says it asks first; a test cannot answer
+            proc = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True,
+                                  timeout=1800)
+            assert proc.returncode == 0, (command, proc.stdout[-3000:], proc.stderr[-3000:])
+        assert (tmp_path / "results" / "REPORT.md").is_file()
+        con = duckdb.connect(str(database), read_only=True)
+        try:
+            assert con.sql("select count(*) from panel").fetchone()[0] == 200
+        finally:
+            con.close()
+    finally:
+        database.unlink(missing_ok=True)
+        shutil.rmtree(ROOT / "outputs" / f"{name}.duckdb.tmp", ignore_errors=True)
