@@ -46,6 +46,10 @@ def _is_run(lang: str, body: str) -> bool:
     return lang in ("bash", "sh") and "lookahead run --study" in body
 
 
+def _is_compare(lang: str, body: str) -> bool:
+    return lang in ("bash", "sh") and body.strip().startswith(".venv/bin/lookahead compare ")
+
+
 def _is_sql(lang: str, body: str) -> bool:
     return lang in ("bash", "sh") and all(".venv/bin/duckdb -readonly" in ln for ln in body.strip().splitlines())
 
@@ -55,6 +59,7 @@ BLOCKS: dict[str, tuple[Callable[[str, str], bool], str]] = {
     "make targets": (_is_make, "test_make_targets_resolve"),
     "study essentials": (_is_study, "test_the_essential_study_settings_are_declared_and_valid"),
     "run a study": (_is_run, "test_running_a_study_step_by_step_as_written (slow)"),
+    "compare the demo studies": (_is_compare, "test_comparing_the_demo_studies_as_written (slow)"),
     "SQL examples": (_is_sql, "tests/python/test_current_state.py::test_readme_sql_examples_run_as_written"),
 }
 
@@ -138,3 +143,20 @@ def test_running_a_study_step_by_step_as_written(tmp_path):
     finally:
         database.unlink(missing_ok=True)
         shutil.rmtree(ROOT / "outputs" / f"{name}.duckdb.tmp", ignore_errors=True)
+
+
+@pytest.mark.slow  # reads the databases `make demo` built
+def test_comparing_the_demo_studies_as_written():
+    """The comparison `make demo` ends with, run as written from the project folder."""
+    from lookahead.config import load_study
+
+    [(_, body)] = [(lang, b) for lang, b in readme_blocks() if _is_compare(lang, b)]
+    studies = re.findall(r"\S+\.yml", body)
+    if not all(load_study(ROOT / s).database.is_file() for s in studies):
+        pytest.skip("the demo databases are not built here (make demo builds them)")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    env.pop("LOOKAHEAD_DUCKDB", None)
+    proc = subprocess.run(["bash", "-c", body.strip()], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert (ROOT / "results/compare/COMPARE.md").is_file()
