@@ -38,6 +38,14 @@ def plan(ctx: JobContext, params: dict[str, Any], task: str = TASK) -> list[Quer
     return row_queries(ctx, task, params)
 
 
+def lap_summary(lap: pd.Series) -> str:
+    """'mean=... quartiles=[...]' in four significant digits, not four decimals: a small
+    model's Min-K% LAP (a probability of its least likely tokens, e.g. 3e-06) printed as
+    0.0000 [0, 0, 0]."""
+    qs = ", ".join(f"{q:.4g}" for q in lap.quantile([0.25, 0.5, 0.75]))
+    return f"mean={lap.mean():.4g} quartiles=[{qs}]"
+
+
 def run(ctx: JobContext) -> int:
     queries, records = score_prompts(ctx, TASK, task_params(ctx.study, TASK))
     return summarize(ctx, queries, records)
@@ -94,9 +102,7 @@ def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict
                     "mink_k": k, "mink_mean": mean, "raw_key": q.key})
     df = pd.DataFrame(out)
     atomic_write_parquet(ctx.out_dir() / "mink.parquet", df)
-    qs = df["lap_mink"].quantile([0.25, 0.5, 0.75]).round(4).tolist()
-    print(f"Min-K% LAP (K={k:g}, {mean} mean, first token skipped): n={len(df)} "
-          f"mean={df['lap_mink'].mean():.4f} quartiles={qs}")
+    print(f"Min-K% LAP (K={k:g}, {mean} mean, first token skipped): n={len(df)} {lap_summary(df['lap_mink'])}")
     return EXIT_OK
 
 
