@@ -339,16 +339,29 @@ def read_study_file(path: str | os.PathLike[str], _chain: tuple[Path, ...] = ())
         raise StudyConfigError(f"study file '{p}' is not UTF-8 text") from None
     if not isinstance(data, dict):
         raise StudyConfigError(f"study file '{p}' must be a YAML mapping of settings")
+    return flatten_study(data, f"study file '{p}'", _chain + (p.resolve(),))
+
+
+def flatten_study(data: Mapping[str, Any], where: str = "--vars",
+                  _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A study's settings with its ``extends:`` chain applied: the base file's settings
+    (read_study_file, relative to the project root), then these on top. One rule for a
+    study file and for a study handed to `dbt build --vars "$(cat STUDY.yml)"`, so a file
+    that extends another builds the same study both ways. ``where`` names the study in a
+    message."""
+    data = dict(data)
     if EXTENDS_KEY not in data:
         return data
     ref = data.pop(EXTENDS_KEY)
     if not isinstance(ref, str) or not ref.strip():
-        raise StudyConfigError(f"study file '{p}': '{EXTENDS_KEY}' must name a study file")
+        raise StudyConfigError(f"{where}: '{EXTENDS_KEY}' must name a study file")
     base_path = Path(ref) if Path(ref).is_absolute() else PROJECT_ROOT / ref
-    chain = _chain + (p.resolve(),)
-    if base_path.resolve() in chain:
-        raise StudyConfigError(f"study file '{p}': '{EXTENDS_KEY}: {ref}' loops back to a file it extends")
-    return {**read_study_file(base_path, chain), **data}
+    if base_path.resolve() in _chain:
+        raise StudyConfigError(f"{where}: '{EXTENDS_KEY}: {ref}' loops back to a file it extends")
+    if not base_path.is_file():
+        raise StudyConfigError(f"{where}: '{EXTENDS_KEY}: {ref}': study file '{base_path}' does not exist "
+                               "(a relative path is relative to the project folder)")
+    return {**read_study_file(base_path, _chain), **data}
 
 
 def default_study_path(root: Path = PROJECT_ROOT) -> Path:
@@ -612,11 +625,15 @@ def check_dbt_vars(dbt_values_json: str, cli_vars: str) -> str:
     hand instead of regenerated)."""
     try:
         ours = study_from_dbt_vars(cli_vars).vars
+        given, flat = _cli_study(cli_vars)
+        inherited = set(flat) - set(given)  # from the file --vars extends: dbt's var() never saw them
         theirs = json.loads(dbt_values_json)
         for name, value in ours.items():
             got = theirs.get(name)
             spec = SCHEMA.settings[name]
             if got is None and not spec.dbt:  # not among dbt's vars (it reads no var() of it)
+                continue
+            if name in inherited:
                 continue
             if got is not None and spec.type == "date":
                 got = parse_date(got, name).isoformat()
@@ -650,12 +667,22 @@ def _flow(dumper: yaml.SafeDumper, value: Any) -> yaml.Node:
 _VarsDumper.add_representer(str, _str_representer)
 
 
+def _cli_study(cli_vars: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A dbt invocation's `--vars` text as given, and as a study (its ``extends:`` chain
+    flattened by the loader of study files, flatten_study)."""
+    given = untrusted.load_yaml(cli_vars, "--vars") if cli_vars else {}
+    if isinstance(given, str):
+        given = untrusted.load_yaml(given, "--vars")
+    given = given or {}
+    if not isinstance(given, dict):
+        raise StudyConfigError("--vars must be a YAML mapping of settings")
+    return given, flatten_study(given)
+
+
 def study_from_dbt_vars(cli_vars: str) -> Study:
-    """The study a dbt invocation builds: its `--vars` text, resolved as check_dbt_vars does."""
-    explicit = untrusted.load_yaml(cli_vars, "--vars") if cli_vars else {}
-    if isinstance(explicit, str):
-        explicit = untrusted.load_yaml(explicit, "--vars")
-    explicit = explicit or {}
+    """The study a dbt invocation builds: its `--vars` text, resolved as check_dbt_vars does
+    (a study that `extends:` another is flattened first, as a study file is)."""
+    explicit = _cli_study(cli_vars)[1]
     defines_study = any(SCHEMA.settings[k].identifies for k in explicit if k in SCHEMA.settings)
     base = None if defines_study else resolve(read_study_file(default_study_path()))
     return Study(vars=resolve(explicit, base=base))

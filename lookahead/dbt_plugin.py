@@ -122,6 +122,16 @@ def _setting(name: str) -> str:
     return json.dumps(build_study().vars[name], default=str)
 
 
+def _setting_path(name: str) -> str:
+    """A path setting of the build's study as JSON, resolved against the project folder
+    when relative (Study.resolve, as every lookahead command resolves it; null when not
+    set): macros/settings.sql's setting_path. DuckDB would read a relative path from the
+    working folder, which `dbt build --project-dir <project>` leaves wherever the user is."""
+    study = build_study()
+    value = study.vars[name]
+    return json.dumps(None if value in (None, "") else str(study.resolve(value)))
+
+
 def _study_name() -> str:
     """The build's study name, also when a setting is bad (lookahead.config.dbt_study_name)."""
     from lookahead.config import dbt_study_name
@@ -193,7 +203,9 @@ def use_study(cursor: Any) -> None:
     (unqualified names such as main.verdict), and what the sources read
     (models/staging/_sources.yml) and the run-start checks: the variables lookahead_raw_dir,
     lookahead_data_path and lookahead_observations_sql (the query reading the observations
-    file, which the source runs with DuckDB's query(); its path quoted by _sql_text).
+    file, which the source runs with DuckDB's query(); its path quoted by _sql_text), their
+    paths resolved against the project folder as the package resolves them (Study.resolve),
+    so dbt reads the same files from any working folder.
     Variables are per connection, so every cursor gets them;
     with a bad setting only the catalog is set: the run-start check stops the build first.
 
@@ -206,11 +218,13 @@ def use_study(cursor: Any) -> None:
         study = build_study()
     except ValueError:  # StudyConfigError
         return
-    # bound parameters: a setting is a value here, never SQL text (docs/SECURITY.md)
-    cursor.execute("set variable lookahead_raw_dir = ?", [glob_literal(str(study.output.raw_dir))])
-    cursor.execute("set variable lookahead_data_path = ?", [glob_literal(str(study.input.data_path))])
+    # bound parameters: a setting is a value here, never SQL text (docs/SECURITY.md); paths
+    # resolved against the project folder: DuckDB would read a relative one from the cwd
+    data_path = str(study.resolve(study.input.data_path))
+    cursor.execute("set variable lookahead_raw_dir = ?", [glob_literal(str(study.raw_dir))])
+    cursor.execute("set variable lookahead_data_path = ?", [glob_literal(data_path)])
     cursor.execute("set variable lookahead_observations_sql = ?",
-                   ["select * from " + observations_sql(str(study.input.data_path), study.input.csv_delimiter)])
+                   ["select * from " + observations_sql(data_path, study.input.csv_delimiter)])
 
 
 #: Overrides the buffer pool's size (any DuckDB memory size, e.g. 8GB).
@@ -498,6 +512,8 @@ class Plugin(BasePlugin):
                              side_effects=True)
         conn.create_function("lookahead_study_json", _study_json, [], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_setting", _setting, ["VARCHAR"], "VARCHAR", side_effects=False)
+        conn.create_function("lookahead_setting_path", _setting_path, ["VARCHAR"], "VARCHAR",
+                             side_effects=False)
         conn.create_function("lookahead_study_name", _study_name, [], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_study_source", _study_source, [], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_identity_is_current", _identity_is_current,

@@ -7,7 +7,7 @@
     {{ check_study_collision() }}
     {{ check_data_file() }}
     {#- paths reach SQL as the plugin's variables (getvariable), never as text -#}
-    {% set raw_dir = setting('raw_dir') %}
+    {% set raw_dir = setting_path('raw_dir') %}
     {% for task in ['forecast', 'recall', 'mink'] %}
       {% if raw_file_count(task ~ '.jsonl') == 0 %}
         {{ exceptions.raise_compiler_error(
@@ -91,7 +91,7 @@
 
 
 {% macro check_data_file() %}
-  {% set path = setting('data_path') %}
+  {% set path = setting_path('data_path') %}
   {#- the path is read from the plugin's variable (getvariable), never pasted into the SQL -#}
   {% set found = run_query("select count(*), coalesce(max(size), 0) from read_blob(getvariable('lookahead_data_path'))") %}
   {% if found.columns[0].values()[0] == 0 %}

@@ -33,3 +33,21 @@
   {%- endif -%}
   {{ return(given if given is mapping else {}) }}
 {%- endmacro %}
+
+
+{#- A path setting of the build's study (data_path, raw_dir, ...) resolved against the
+    project folder when relative, as the lookahead package resolves it
+    (lookahead.config.Study.resolve): DuckDB reads a relative path from the working folder,
+    and `dbt build --project-dir <project>` may run from anywhere. Null when not set. -#}
+{% macro setting_path(name) -%}
+  {%- set node = model if model is defined and model is mapping else {} -%}
+  {%- set overridden = ((node.get('overrides') or {}).get('vars') or {}) -%}
+  {%- set given = cli_vars() -%}
+  {%- if execute and name not in overridden -%}
+    {{ return(fromjson(run_query("select lookahead_setting_path(" ~ sql_string(name) ~ ")").columns[0].values()[0])) }}
+  {%- elif name in given and name not in overridden -%}
+    {{ return(given[name]) }}
+  {%- else -%}
+    {{ return(var(name, none)) }}
+  {%- endif -%}
+{%- endmacro %}

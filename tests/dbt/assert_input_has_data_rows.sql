@@ -15,6 +15,6 @@ counted as (
 
 select
     n_rows,
-    'setting data_path: ' || {{ sql_string(setting('data_path')) }} || ' has a header but no data rows' as problem
+    'setting data_path: ' || {{ sql_string(setting_path('data_path')) }} || ' has a header but no data rows' as problem
 from counted
 where n_rows = 0

@@ -14,9 +14,9 @@ select
     {{ sql_string(invocation_id) }} as invocation_id,
     study_name,
     settings_hash,
-    lookahead_fingerprint({{ sql_string(setting('data_path')) }}) as data_fingerprint,
+    lookahead_fingerprint({{ sql_string(setting_path('data_path')) }}) as data_fingerprint,
     {%- for task in ['forecast', 'recall', 'mink'] %}
-    lookahead_cache_fingerprint({{ sql_string(setting('raw_dir')) }}, {{ sql_string(task) }}) as {{ task }}_fingerprint,
+    lookahead_cache_fingerprint({{ sql_string(setting_path('raw_dir')) }}, {{ sql_string(task) }}) as {{ task }}_fingerprint,
     {%- endfor %}
     lookahead_inputs_fingerprint(settings_json) as inputs_fingerprint,
     lookahead_code_fingerprint() as code_fingerprint,
