@@ -32,8 +32,14 @@ import pandas as pd
 from lookahead.config import PROJECT_ROOT, Study
 
 RAW_TASKS = ("forecast", "recall", "mink")
-RESULT_TABLES = ("verdict", "regression_results", "paper_tables", "bootstrap_results", "lap_robustness",
-                 "gx_validation_results")
+#: The result marts users query: each Python-computed one is a contracted SQL view over the
+#: table its Python model `<name>_py` writes (macros/contracts.sql); a failed build drops
+#: both (macros/build_log.sql), so neither can pass for its result.
+RESULT_MARTS = ("verdict", "regression_results", "paper_tables", "bootstrap_results", "lap_robustness")
+RESULT_TABLES = tuple(n for mart in RESULT_MARTS for n in (mart, mart + "_py")) + ("gx_validation_results",)
+#: The table that holds the verdict row (the view `verdict` reads it): where its
+#: result_status mark is written.
+VERDICT_TABLE = "verdict_py"
 IDENTITY_COLUMNS = ("invocation_id", "study_name", "settings_hash", "data_fingerprint",
                     "forecast_fingerprint", "recall_fingerprint", "mink_fingerprint")
 
@@ -347,11 +353,13 @@ def mark_stale(database: Path, why: str, mark: str | None = None) -> bool:
     except duckdb.Error:
         return False
     try:
-        tables = {r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()}
-        if "verdict" not in tables:
+        kinds = dict(con.sql("select table_name, table_type from information_schema.tables").fetchall())
+        # the Python model's table, or the verdict table of a database built before the view
+        table = VERDICT_TABLE if VERDICT_TABLE in kinds else "verdict"
+        if kinds.get(table) != "BASE TABLE":
             return False
-        con.execute("alter table verdict add column if not exists result_status varchar")
-        con.execute("update verdict set result_status = ?", [mark or STALE + why])
+        con.execute(f"alter table {table} add column if not exists result_status varchar")
+        con.execute(f"update {table} set result_status = ?", [mark or STALE + why])
         con.execute("checkpoint")
         return True
     except duckdb.Error:

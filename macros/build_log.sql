@@ -15,8 +15,8 @@
         ~ "lookahead_study_source(), lookahead_settings_hash(lookahead_study_json()))") %}
     {#- a selection without the verdict leaves its mark alone (partial builds keep status true) -#}
     {% if verdict_exists() and verdict_node_id() in selected_resources %}
-      {% do run_query("alter table " ~ target.schema ~ ".verdict add column if not exists result_status varchar") %}
-      {% do run_query("update " ~ target.schema ~ ".verdict set result_status = lookahead_verdict_mark("
+      {% do run_query("alter table " ~ target.schema ~ ".verdict_py add column if not exists result_status varchar") %}
+      {% do run_query("update " ~ target.schema ~ ".verdict_py set result_status = lookahead_verdict_mark("
           ~ sql_string('a later dbt build (invocation ' ~ invocation_id ~ ') started') ~ ")") %}
     {% endif %}
     {% do run_query("checkpoint") %}
@@ -35,9 +35,11 @@
     {% do run_query("alter table build_log add column if not exists settings_hash varchar") %}
 {% endmacro %}
 
+{#- The verdict row lives in the Python model's table verdict_py (lookahead.identity.VERDICT_TABLE),
+    which the contracted view `verdict` reads: its result_status is written there. -#}
 {% macro verdict_exists() %}
-  {{ return(run_query("select count(*) from information_schema.tables where table_name = 'verdict' "
-      ~ "and table_schema = '" ~ target.schema ~ "'").columns[0].values()[0] > 0) }}
+  {{ return(run_query("select count(*) from information_schema.tables where table_name = 'verdict_py' "
+      ~ "and table_schema = '" ~ target.schema ~ "' and table_type = 'BASE TABLE'").columns[0].values()[0] > 0) }}
 {% endmacro %}
 
 {% macro record_build(results) %}
@@ -68,8 +70,12 @@
         ~ ", current_timestamp, '" ~ flags.WHICH ~ "', " ~ sql_string(selection | join(' ')) ~ ")") %}
     {% if failed %}
       {% set tables = run_query("select lookahead_result_tables()").columns[0].values()[0].split(',') %}
-      {% for t in tables %}
-        {% do run_query("drop table if exists " ~ target.schema ~ "." ~ t) %}
+      {#- views (the contracted result marts) and tables alike, each dropped as what it is -#}
+      {% set kinds = run_query("select table_name, table_type from information_schema.tables "
+          ~ "where table_catalog = current_database() and table_schema = '" ~ target.schema ~ "'") %}
+      {% for row in kinds.rows if row[0] in tables %}
+        {% do run_query("drop " ~ ("view" if row[1] == "VIEW" else "table") ~ " if exists "
+            ~ target.schema ~ "." ~ row[0]) %}
       {% endfor %}
     {% elif verdict_exists() %}
       {{ mark_verdict(results) }}
@@ -79,9 +85,10 @@
 {% endmacro %}
 
 
-{#- The verdict's unique id in the graph. -#}
+{#- The unique id in the graph of the model that writes the verdict row: the Python model
+    verdict_py (the view `verdict` reads it; macros/contracts.sql). -#}
 {% macro verdict_node_id() %}
-  {{ return('model.' ~ project_name ~ '.verdict') }}
+  {{ return('model.' ~ project_name ~ '.verdict_py') }}
 {% endmacro %}
 
 {#- on-run-end of a build that passed: the verdict row is this build's only when the build
@@ -119,10 +126,10 @@
   {% endif %}
   {% if current %}
     {% do run_query("update " ~ target.schema ~ ".build_identity set invocation_id = '" ~ invocation_id ~ "'") %}
-    {% do run_query("update " ~ target.schema ~ ".verdict set invocation_id = '" ~ invocation_id
+    {% do run_query("update " ~ target.schema ~ ".verdict_py set invocation_id = '" ~ invocation_id
         ~ "', result_status = lookahead_verdict_mark('complete')") %}
   {% else %}
-    {% do run_query("update " ~ target.schema ~ ".verdict set invocation_id = '" ~ invocation_id
+    {% do run_query("update " ~ target.schema ~ ".verdict_py set invocation_id = '" ~ invocation_id
         ~ "', result_status = lookahead_verdict_mark(" ~ sql_string('a selected dbt build (invocation '
         ~ invocation_id ~ ') rebuilt the verdict but not ' ~ (behind | length) ~ ' node(s) it reads (e.g. '
         ~ (behind[:3] | join(', ')) ~ '), whose settings, input files or code changed since they were built; '

@@ -2,8 +2,8 @@
 
 Each replication builds a pre- and a post-cutoff panel with the columns the dbt models
 produce (docs/CONTRACTS.md, Panel) and runs exactly what the dbt Python models run:
-``lookahead.stats.protocol.run_protocol`` (python_models/marts/results/regression_results.py) and
-``lookahead.stats.verdict.verdict_frame`` (python_models/marts/results/verdict.py), with the study
+``lookahead.stats.protocol.run_protocol`` (python_models/marts/results/regression_results_py.py) and
+``lookahead.stats.verdict.verdict_frame`` (python_models/marts/results/verdict_py.py), with the study
 settings a user would set (``StatsSettings``). Nothing here re-implements a regression,
 a p-value or a threshold; it only tabulates what those functions return.
 

@@ -78,9 +78,10 @@ def test_the_dbt_claim_models_read_the_study_the_build_resolved():
     defaults included), and _claims__models.yml passes no vars of its own: there is no second list
     of claim settings that could miss one or fall back to the default study."""
     for model in ("claims", "instance_leakage", "claims_summary", "claims_rejects"):
-        text = (ROOT / "python_models" / "marts" / "claims" / f"{model}.py").read_text()
+        text = (ROOT / "python_models" / "marts" / "claims" / f"{model}_py.py").read_text()
         assert f'table("{model}", dbt.ref("study_settings").df())' in text, model
-    assert "var(" not in (ROOT / "python_models" / "marts" / "claims" / "_claims__models.yml").read_text()
+    for folder in ("python_models", "models"):  # the Python tables and their contracted views
+        assert "var(" not in (ROOT / folder / "marts" / "claims" / "_claims__models.yml").read_text()
 
 
 def _settings_row(study) -> pd.DataFrame:

@@ -1,0 +1,4 @@
+-- `claims` as users, the report and the tests query it: the table the Python model
+-- claims_py computes, each column cast to the type its enforced contract declares
+-- (_claims__models.yml), so `dbt show --select claims` previews it (macros/contracts.sql).
+{{ contracted_view(ref('claims_py')) }}
