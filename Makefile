@@ -99,9 +99,10 @@ test-browser: install
 	@command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
 	$(PY) -m pytest -q -m browser -p no:xdist tests/python/test_report_browser.py
 
-## Slower tier: real SmolLM2 and, when .venv-vllm exists (scripts/make_vllm_env.sh), vLLM parity.
+## Slower tier: real SmolLM2 and, when .venv-vllm exists (scripts/make_vllm_env.sh), vLLM parity
+## and `lookahead run` on a vLLM study; each test's time is printed (--durations).
 test-slow: install
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -m slow --durations=20
 
 docs: install
 	$(VENV)/bin/dbt docs generate --vars "$$(cat demo/studies/contaminated.yml)"

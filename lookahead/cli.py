@@ -18,7 +18,7 @@ from lookahead.config import (
     StudyConfigError,
     load_study,
 )
-from lookahead.runs import run_dbt, run_jobs
+from lookahead.runs import JobEnvironmentError, job_python, run_dbt, run_jobs
 
 
 def check(study: Study, study_file: str | None = None, overrides: dict | None = None) -> int:
@@ -168,7 +168,12 @@ def _main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         return check(study, args.study, overrides)
     if args.command in ("jobs", "run"):
-        rc = run_jobs(args.study, args.yes, extra, overrides)
+        try:  # a backend with an environment of its own (vLLM) runs its jobs there
+            python = job_python(study, args.yes)
+        except JobEnvironmentError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        rc = run_jobs(args.study, args.yes, extra, overrides, python=python)
         if not rc:  # the claim jobs, when the study has claim settings (lookahead.claims.run)
             from lookahead.claims.run import run_claim_jobs
             rc = run_claim_jobs(study, args.study, args.yes)

