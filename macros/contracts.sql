@@ -11,7 +11,7 @@
     whatever it holds elsewhere; cast, it keeps its declared type in every study. A real
     drift still fails the build, before the view is created: a column the Python table
     has that the contract does not declare (or the reverse), or a column stored under
-    another type that holds a value (check_contract_drift). -#}
+    another type that holds a value the declared type cannot (check_contract_drift). -#}
 {% macro contracted_view(relation) -%}
   {%- set columns = model.columns.values() | list if model is mapping and model.get('columns') else [] -%}
   {%- if execute and columns %}{{ check_contract_drift(relation, columns) }}{% endif %}
@@ -31,9 +31,10 @@ from computed
 
 
 {#- Stop with one line when the Python table and the contract disagree on a column's
-    name, or on its type where the column holds a value (an all-null column's type says
-    nothing: see contracted_view). Nothing is checked while the table does not exist yet
-    (dbt compile or docs generate on a fresh database). -#}
+    name, or on its type where the column holds a value the declared type cannot hold (an
+    all-null column's type says nothing: see contracted_view; a whole DOUBLE fits BIGINT).
+    Nothing is checked while the table does not exist yet (dbt compile or docs generate
+    on a fresh database). -#}
 {% macro check_contract_drift(relation, columns) %}
   {%- set stored = adapter.get_columns_in_relation(relation) -%}
   {%- if stored | length == 0 %}{{ return('') }}{% endif -%}
@@ -54,8 +55,20 @@ from computed
   {%- set differ = [] -%}
   {%- for name, dtype in found.items() if dtype != declared[name] %}{% do differ.append(name) %}{% endfor -%}
   {%- if differ %}
+    {#- per column, the values the declared type cannot hold as stored: any value, except
+        between numbers, where a whole number fits an integer type and any number a
+        floating one (pandas stores an integer column with a missing value as DOUBLE) -#}
+    {%- set integers = ['TINYINT', 'SMALLINT', 'INTEGER', 'BIGINT', 'HUGEINT'] -%}
+    {%- set numbers = integers + ['UTINYINT', 'USMALLINT', 'UINTEGER', 'UBIGINT', 'FLOAT', 'DOUBLE'] -%}
     {%- set parts = [] -%}
-    {%- for name in differ %}{% do parts.append("count(" ~ adapter.quote(name) ~ ")") %}{% endfor -%}
+    {%- for name in differ %}
+      {%- set col = adapter.quote(name) -%}
+      {%- set numeric = (found[name] in numbers or found[name].startswith('DECIMAL'))
+          and (declared[name] in numbers or declared[name].startswith('DECIMAL')) -%}
+      {%- if numeric and declared[name] not in integers %}{% do parts.append("0") %}
+      {%- elif numeric %}{% do parts.append("count(*) filter (where " ~ col ~ " <> round(" ~ col ~ "))") %}
+      {%- else %}{% do parts.append("count(" ~ col ~ ")") %}{% endif -%}
+    {%- endfor -%}
     {%- set held = run_query("select " ~ parts | join(", ") ~ " from " ~ relation).rows[0] -%}
     {%- for name in differ %}
       {%- if held[loop.index0] > 0 %}

@@ -111,3 +111,30 @@ def test_the_plugin_serves_paths_resolved_against_the_project(tmp_path: Path, mo
         cur.close()
     finally:
         con.close()
+
+
+def test_every_python_result_mart_has_a_contracted_view() -> None:
+    """Each Python result mart (python_models/marts/<area>/<mart>_py.py; the gates are
+    checks, previewed through gx_validation_results) has the SQL view <mart> beside it under
+    models/marts/<area>/, with an enforced contract that gives every column a data_type."""
+    missing = []
+    for py in sorted((PROJECT_ROOT / "python_models" / "marts").glob("*/*.py")):
+        area = py.parent.name
+        if area == "gates":
+            continue
+        if not py.stem.endswith("_py"):
+            missing.append(f"{py.relative_to(PROJECT_ROOT)}: a Python mart is named <mart>_py")
+            continue
+        mart = py.stem.removesuffix("_py")
+        view = PROJECT_ROOT / "models" / "marts" / area / f"{mart}.sql"
+        if f"contracted_view(ref('{mart}_py'))" not in (view.read_text() if view.exists() else ""):
+            missing.append(f"{view.relative_to(PROJECT_ROOT)}: no contracted view of {mart}_py")
+            continue
+        doc = yaml.safe_load((view.parent / f"_{area}__models.yml").read_text())
+        node = next((m for m in doc["models"] if m["name"] == mart), {})
+        if (node.get("config") or {}).get("contract") != {"enforced": True}:
+            missing.append(f"{mart}: contract not enforced")
+        untyped = [c["name"] for c in node.get("columns", []) if not c.get("data_type")]
+        if not node.get("columns") or untyped:
+            missing.append(f"{mart}: columns without data_type {untyped}")
+    assert not missing, "\n".join(missing)
