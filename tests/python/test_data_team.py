@@ -42,7 +42,7 @@ def test_a_study_that_extends_another_builds_through_vars_as_through_the_loader(
     and the run-start check passes although dbt's var() never saw the inherited settings."""
     text = CLAIM_STUDY.read_text()
     given = yaml.safe_load(text)
-    assert "extends" in given and "study_name" not in given  # inherited from the base file
+    assert "extends" in given and "model_id" not in given  # inherited from the base file
     assert study_from_dbt_vars(text).vars == load_study(CLAIM_STUDY).vars
     assert check_dbt_vars(_dbt_values(given), text) == ""
     # the clean claim study extends a base whose identifying settings differ from the

@@ -3,10 +3,12 @@ demo's jobs, `dbt build`, `dbt test`, `dbt ls`, `dbt show` on every result mart,
 generate`, `dbt source freshness`, and the demo's claim study (a file that `extends:`
 another) through `--vars`. Each step must exit 0 and print no traceback.
 
-One walk, one database (in the test's folder, $LOOKAHEAD_DUCKDB), shared by every step and
-by the contract checks after it. The walk's one departure from a user's shell: dbt's target
-and log folders and the database go to the test's folder ($DBT_TARGET_PATH, $DBT_LOG_PATH,
-$LOOKAHEAD_DUCKDB), so the checkout's own are untouched."""
+One walk, shared by every check below: it builds the two demo studies as the README says,
+into the project's outputs/ (demo_contaminated_protocol.duckdb, the default study, and
+demo_contaminated.duckdb, the claim study: each study has a database of its own), as `make
+demo` does; the contract checks work on a copy. The walk's one departure from a user's
+shell: dbt's target and log folders go to the test's folder ($DBT_TARGET_PATH,
+$DBT_LOG_PATH), so the checkout's own are untouched."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAIM_STUDY = ROOT / "demo" / "claims" / "demo_contaminated.yml"
+CLAIM_DB = ROOT / "outputs" / "demo_contaminated.duckdb"  # its study_name's database
 STEP = "@@step"
 
 
@@ -35,10 +38,10 @@ def readme_commands() -> list[str]:
 
 def _env(tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("DBT_PROFILES_DIR", "LOOKAHEAD_STUDY_SETTINGS", "LOOKAHEAD_STUDY", "VIRTUAL_ENV")}
+           if k not in ("DBT_PROFILES_DIR", "LOOKAHEAD_STUDY_SETTINGS", "LOOKAHEAD_STUDY", "VIRTUAL_ENV",
+                        "LOOKAHEAD_DUCKDB")}
     env.update(
         TMPDIR=str(tmp),  # where the block's `cd "$(mktemp -d)"` lands
-        LOOKAHEAD_DUCKDB=str(tmp / "walk.duckdb"),
         DBT_TARGET_PATH=str(tmp / "target"),
         DBT_LOG_PATH=str(tmp / "logs"),
         DBT_SEND_ANONYMOUS_USAGE_STATS="False",
@@ -119,7 +122,7 @@ def test_show_prints_rows_of_every_result_mart(walk: Walk) -> None:
     assert {"verdict", "regression_results", "lap_robustness", "claims", "claims_summary"} <= set(walk.marts)
     for mart in walk.marts:
         assert previews.get(mart, 0) >= 1, (mart, previews)
-    con = duckdb.connect(str(walk.tmp / "walk.duckdb"), read_only=True)
+    con = duckdb.connect(str(CLAIM_DB), read_only=True)  # the claim study's full build: every mart
     try:
         kinds = dict(con.sql("select table_name, table_type from information_schema.tables").fetchall())
         for mart in walk.marts:
@@ -152,7 +155,7 @@ def test_a_drifted_column_type_stops_the_view_with_one_line(walk: Walk, tmp_path
     adds, or a column stored under another type that holds values; a column left all null
     (DuckDB reads it as INTEGER) is cast to its declared type and passes."""
     db = tmp_path / "drift.duckdb"
-    db.write_bytes((walk.tmp / "walk.duckdb").read_bytes())
+    db.write_bytes(CLAIM_DB.read_bytes())
     env = {**walk.env, "LOOKAHEAD_DUCKDB": str(db), "DBT_TARGET_PATH": str(tmp_path / "target")}
     run = ["run", "--select", "lap_robustness"]
 
@@ -181,7 +184,7 @@ def test_a_drifted_column_type_stops_the_view_with_one_line(walk: Walk, tmp_path
     con.close()
 
     # the failed run dropped the result tables (a failed build leaves none): a fresh copy
-    db.write_bytes((walk.tmp / "walk.duckdb").read_bytes())
+    db.write_bytes(CLAIM_DB.read_bytes())
     alter("alter table lap_robustness_py add column surprise integer default 1")
     extra = _dbt(run, env, tmp_path)
     assert extra.returncode != 0
