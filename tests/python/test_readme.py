@@ -54,6 +54,10 @@ def _is_sql(lang: str, body: str) -> bool:
     return lang in ("bash", "sh") and all(".venv/bin/duckdb -readonly" in ln for ln in body.strip().splitlines())
 
 
+def _is_data_team(lang: str, body: str) -> bool:
+    return lang in ("bash", "sh") and "dbt source freshness --project-dir" in body
+
+
 #: block kind -> (matches a block, the test that runs it)
 BLOCKS: dict[str, tuple[Callable[[str, str], bool], str]] = {
     "make targets": (_is_make, "test_make_targets_resolve"),
@@ -61,6 +65,7 @@ BLOCKS: dict[str, tuple[Callable[[str, str], bool], str]] = {
     "run a study": (_is_run, "test_running_a_study_step_by_step_as_written (slow)"),
     "compare the demo studies": (_is_compare, "test_comparing_the_demo_studies_as_written (slow)"),
     "SQL examples": (_is_sql, "tests/python/test_current_state.py::test_readme_sql_examples_run_as_written"),
+    "plain dbt from any folder": (_is_data_team, "tests/python/test_readme_data_team.py (the block, from a temporary folder)"),
 }
 
 
