@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import platform
 import re
 from dataclasses import dataclass
@@ -102,9 +103,13 @@ NOT_BUILD_INPUT_SETTINGS = ("model_path", "claims_model_path", "reference_model_
 # models, macros, seeds, analyses, data tests, GX suites and the package.
 CODE_PATHS = ("dbt_project.yml", "profiles", "models", "python_models", "macros", "seeds",
               "analyses", "tests/dbt", "expectations", "lookahead")
-# Installed libraries whose version can change what the build computes or checks.
-CODE_DISTRIBUTIONS = ("dbt-core", "dbt-duckdb", "duckdb", "pandas", "numpy", "pyarrow",
-                      "pyfixest", "scipy", "great-expectations")
+# Installed libraries the build runs but does not import from the project's code (dbt
+# runs the project; the rest are found from the imports, :func:`build_distributions`).
+CODE_DISTRIBUTIONS = ("dbt-core", "dbt-duckdb")
+# Where the build's Python starts: the dbt Python models and the plugin dbt loads. Every
+# project module they import (at any depth, a lazy import inside a function included) is
+# on the build's path, and so is every library those modules import.
+BUILD_ENTRY_POINTS = ("python_models", "lookahead/dbt_plugin.py")
 
 
 def _skipped(path: Path) -> bool:
@@ -169,20 +174,166 @@ def inputs_fingerprint(study: Study) -> str:
     return "sha256:" + h.hexdigest()
 
 
+def _imports(path: Path, module: str) -> set[str]:
+    """The absolute module names a Python file imports, every import statement counted
+    (``from a import b`` gives ``a`` and ``a.b``; the caller keeps what exists)."""
+    import ast
+
+    is_pkg = path.name == "__init__.py"
+    out: set[str] = set()
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (SyntaxError, UnicodeDecodeError, OSError):
+        return out
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = module.split(".") if is_pkg else module.split(".")[:-1]
+                pkg = pkg[: len(pkg) - (node.level - 1)]
+                base = ".".join([*pkg, base] if base else pkg)
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)
+    return out
+
+
+def _project_file(module: str, root: Path) -> Path | None:
+    p = root.joinpath(*module.split("."))
+    for candidate in (p.with_suffix(".py"), p / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def build_imports(root: Path = PROJECT_ROOT) -> set[str]:
+    """Top-level names of the libraries the build's Python imports: from BUILD_ENTRY_POINTS
+    through every project module they import, transitively, read from the source (AST,
+    nothing imported), so a new dependency is covered without anyone listing it."""
+    todo: list[tuple[Path, str]] = []
+    for entry in BUILD_ENTRY_POINTS:
+        for f in _tree_files(root / entry):
+            if f.suffix == ".py":
+                todo.append((f, ".".join(f.relative_to(root).with_suffix("").parts)))
+    seen: set[Path] = set()
+    libraries: set[str] = set()
+    while todo:
+        path, module = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for name in _imports(path, module):
+            top = name.split(".")[0]
+            if (root / top).is_dir() or (root / f"{top}.py").is_file():
+                found = _project_file(name, root)
+                if found is not None:
+                    todo.append((found, name.removesuffix(".__init__")))
+            elif top and top != "__future__":
+                libraries.add(top)
+    return libraries
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@functools.lru_cache(maxsize=4)
+def build_distributions(root: Path = PROJECT_ROOT) -> dict[str, str]:
+    """name -> version of the installed distributions on the build's path: those that
+    provide a library the build imports (:func:`build_imports`), CODE_DISTRIBUTIONS, and
+    everything each of them requires, transitively (wildboottest brings numba, pyfixest
+    formulaic). A standard-library module maps to no distribution and is covered by the
+    Python version. Reads the installed metadata once (a lookup per name searches
+    sys.path again: 25 ms each)."""
+    import sys
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    installed: dict[str, metadata.Distribution] = {}
+    for dist in metadata.distributions():  # the first on sys.path wins, as for an import
+        installed.setdefault(_normal(dist.metadata["Name"] or ""), dist)
+    todo = list(CODE_DISTRIBUTIONS)
+    provides: dict[str, list[str]] = {}
+    for lib in sorted(build_imports(root) - set(sys.stdlib_module_names)):
+        if _normal(lib) in installed:  # most libraries are imported by their distribution's name
+            todo.append(lib)
+            continue
+        provides = provides or metadata.packages_distributions()  # yaml -> PyYAML (slower: once)
+        todo += provides.get(lib, [])
+    seen: dict[str, str] = {}
+    while todo:
+        key = _normal(todo.pop())
+        if key in seen or key not in installed:
+            continue
+        dist = installed[key]
+        seen[key] = dist.version
+        for req_text in dist.requires or []:
+            try:
+                req = Requirement(req_text)
+            except InvalidRequirement:
+                continue
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return dict(sorted(seen.items()))
+
+
+#: Where library_versions keeps its last answer (dbt's gitignored target folder).
+LIBRARY_CACHE = Path("target") / "lookahead_library_versions.json"
+
+
+def _installed_key(root: Path) -> str:
+    """What library_versions depends on, cheaply: the build's Python sources (their
+    fingerprints) and the names of every installed distribution's metadata folder on
+    sys.path (the names carry the versions: wildboottest-0.3.2.dist-info)."""
+    import sys
+
+    h = hashlib.sha256(platform.python_version().encode())
+    for entry in ("lookahead", "python_models"):
+        for f in _tree_files(root / entry):
+            if f.suffix == ".py":
+                h.update(f"{f.relative_to(root).as_posix()}\0{fingerprint(f)}\n".encode())
+    for folder in sys.path:
+        try:
+            names = sorted(n for n in os.listdir(folder or ".") if n.endswith((".dist-info", ".egg-info")))
+        except OSError:
+            continue
+        h.update(f"{folder}\0{','.join(names)}\n".encode())
+    return h.hexdigest()
+
+
+def library_versions(root: Path = PROJECT_ROOT) -> dict[str, str]:
+    """Python's version and the version of every distribution on the build's path
+    (:func:`build_distributions`). Deriving the list reads the sources and the installed
+    metadata (about 1-2 s), so the answer is kept in LIBRARY_CACHE under a key that any
+    change of source or installed version changes (:func:`_installed_key`)."""
+    key = _installed_key(root)
+    cache = root / LIBRARY_CACHE
+    try:
+        stored = json.loads(cache.read_text(encoding="utf-8"))
+        if stored.get("key") == key:
+            return dict(stored["versions"])
+    except (OSError, ValueError, AttributeError, KeyError):
+        pass
+    versions = {"python": platform.python_version(), **build_distributions(root)}
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"key": key, "versions": versions}), encoding="utf-8")
+        os.replace(tmp, cache)
+    except OSError:  # a read-only checkout: derive it again next time
+        pass
+    return versions
+
+
 def code_fingerprint(root: Path = PROJECT_ROOT) -> str:
     """sha256 over the code that builds a study (CODE_PATHS, file by file) and the Python
-    and library versions (CODE_DISTRIBUTIONS): a changed model, macro, data test, GX suite,
+    and library versions (:func:`library_versions`, derived from the imports): a changed model, macro, data test, GX suite,
     seed or package module changes it."""
     h = hashlib.sha256()
     for rel in CODE_PATHS:
         _hash_tree(h, rel, root / rel)
-    versions = {"python": platform.python_version()}
-    for dist in CODE_DISTRIBUTIONS:
-        try:
-            versions[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            versions[dist] = "absent"
-    h.update(json.dumps(versions, sort_keys=True).encode())
+    h.update(json.dumps(library_versions(root), sort_keys=True).encode())
     return "sha256:" + h.hexdigest()
 
 

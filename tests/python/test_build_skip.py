@@ -14,6 +14,8 @@ from lookahead.config import SCHEMA, Study, load_study, resolve
 from lookahead.identity import (
     BUILD_INPUT_SETTINGS,
     NOT_BUILD_INPUT_SETTINGS,
+    build_distributions,
+    build_imports,
     code_fingerprint,
     copy_code,
     fingerprint,
@@ -39,6 +41,36 @@ def test_code_fingerprint_follows_the_content_of_the_code(tmp_path: Path) -> Non
     suite = next((code / "expectations").glob("*.json"))
     suite.write_text(suite.read_text() + " ")
     assert code_fingerprint(code) != code_fingerprint(ROOT)
+
+
+def test_every_library_on_the_statistics_path_is_in_the_code_fingerprint() -> None:
+    """Issue 35, item 2: the libraries are found from the imports of the build's Python
+    (dbt Python models, the plugin and every project module they reach, lazy imports
+    included) and what those require, not from a hand-kept list."""
+    assert {"wildboottest", "numba", "pyfixest", "numpy", "scipy", "duckdb"} <= build_imports(ROOT)
+    found = build_distributions(ROOT)
+    assert {"wildboottest", "formulaic", "numba", "pyfixest", "numpy", "scipy", "duckdb", "pandas",
+            "pyarrow", "great-expectations", "dbt-core", "dbt-duckdb", "pyyaml"} <= set(found)
+    assert "torch" not in found  # the LLM backends are not on the build's path
+
+
+def test_a_library_bump_changes_the_code_fingerprint(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """A newer wildboottest (or formulaic, which no project file imports) installed ahead
+    of the current one on sys.path changes the fingerprint, so the report refuses and
+    `lookahead run` rebuilds."""
+    before = code_fingerprint(ROOT)
+    for name, version in (("wildboottest", "99.0.0"), ("formulaic", "99.0.0")):
+        site = tmp_path / name
+        info = site / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        monkeypatch.syspath_prepend(str(site))
+        build_distributions.cache_clear()
+        assert build_distributions(ROOT)[name] == version
+        now = code_fingerprint(ROOT)
+        assert now != before, name
+        before = now
+    build_distributions.cache_clear()
 
 
 def _study(tmp_path: Path) -> Study:
