@@ -21,7 +21,7 @@ from llm_jobs.context import JobContext, Query
 from llm_jobs.failures import STOP_AFTER_FAILURES_IN_A_ROW, QueryTally, failure_record, too_many_failures
 from lookahead.backends import Backend
 from lookahead.backends.base import QueryFailure
-from lookahead.cache import RawStore, incomplete_reason, utc_now
+from lookahead.cache import LOGPROB_TOLERANCE, IncompleteAnswer, RawStore, incomplete_reason, utc_now
 from lookahead.masking import mask
 from lookahead.stopping import draining, raise_if_stopped, should_stop
 
@@ -87,11 +87,14 @@ def settle(store: RawStore, desc: str, q: Query, rec: dict[str, Any], res: dict[
         rec.update(res)
         rec["started_at"], rec["finished_at"] = started, finished
         reason = incomplete_reason(rec)
-    if reason:
-        store.record_failure(failure_record(desc, q, rec, reason, attempts))
-        return mask(reason)
-    store.append(rec)
-    return None
+    if not reason:
+        try:
+            store.append(rec)
+            return None
+        except IncompleteAnswer as err:  # refused at the door (a line too long for the build)
+            reason = str(err).split(": ", 1)[-1]
+    store.record_failure(failure_record(desc, q, rec, reason, attempts))
+    return mask(reason)
 
 
 def answer_each(answer: Callable[[list[Query]], list[dict[str, Any] | QueryFailure]],
@@ -187,6 +190,7 @@ def run_queries(
     tally = QueryTally(desc, len(pending))
     in_a_row = 0
     retries_before = int(getattr(backend, "retries_done", 0) or 0)
+    clamped_before = store.clamped
     with progress_bar(len(pending), desc) as bar:
 
         def on_answer(q: Query, res: dict[str, Any] | QueryFailure, started: str, finished: str) -> bool:
@@ -207,6 +211,9 @@ def run_queries(
             bar.close()
             raise too_many_failures(desc, in_a_row, tally, store)
     retries = int(getattr(backend, "retries_done", 0) or 0) - retries_before
+    if store.clamped - clamped_before:
+        print(f"{desc}: {store.clamped - clamped_before} log-probs in (0, {LOGPROB_TOLERANCE:g}] read as 0 "
+              "(a server's rounding; each line counts its own in clamped_logprobs)")
     if retries:
         print(f"{desc}: {retries} retries (rate limits, server errors, timeouts, malformed or "
               "incomplete replies); only complete answers were saved")

@@ -103,7 +103,7 @@ def _legacy_entries(folders: Folders) -> list[tuple[str, str]]:
     """What a results folder written before manifests holds of the tool's, by the exact
     names the report writes (never a pattern such as *.csv that a user's file matches)."""
     from lookahead.paper.table5_reading import TABLE5_READING
-    from lookahead.report import REGRESSIONS, TABLES
+    from lookahead.report_names import REGRESSIONS, TABLES
 
     names = [PRESENTING, "reghdfe.do", f"{TABLE5_READING}.csv", *(f"{t}.csv" for t in TABLES),
              *(f"regression_{spec}_{sample}.csv" for spec, sample in REGRESSIONS)]

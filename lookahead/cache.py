@@ -54,6 +54,12 @@ FAILURE_FIELDS = (
 )
 
 
+#: The longest raw line the build can read: DuckDB's read_json reads one JSON object of at
+#: most `maximum_object_size` bytes (16 MiB by default), and models/staging/_sources.yml
+#: reads with the default. A longer line (a Min-K% line of a very long context) is refused
+#: by the job with a line naming the setting, not written for the build to fail on.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+
 SHARDS_DIR = "shards"  # <raw_dir>/shards/<shard>/<task>.jsonl: one folder per writer
 SHARD_PATTERN = "**/{task}.jsonl"  # under raw_dir; models/staging/_sources.yml reads the same glob
 
@@ -70,9 +76,38 @@ class IncompleteAnswer(CacheError):
     """A record that is no complete answer was offered to the cache (it is refused)."""
 
 
+#: How far above 0 a log-prob may be and still be read as 0 (a log-probability is never
+#: positive; a server that rounds a near-certain token may send +1e-7). Above it, the
+#: answer is no answer: the backend asks again with the reason, the cache refuses it, and
+#: after the retry bound the query is recorded as a failure (a +2.5 would give P > 1).
+LOGPROB_TOLERANCE = 1e-4
+
+
 def _finite_logprob(entry: Any) -> bool:
     value = entry.get("logprob") if isinstance(entry, Mapping) else None
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and value <= LOGPROB_TOLERANCE)
+
+
+def positive_logprob_reason(value: float) -> str:
+    """The reason a log-prob above LOGPROB_TOLERANCE is not an answer (one wording)."""
+    return f"log-prob {value:+g} is positive (above the tolerance {LOGPROB_TOLERANCE:g}; a log-probability is <= 0)"
+
+
+def clamp_near_zero(record: dict[str, Any]) -> int:
+    """Set every log-prob in (0, LOGPROB_TOLERANCE] to 0 in place (top and prompt
+    log-probs) and return how many; the count is kept in the line as
+    ``clamped_logprobs`` (absent when none), so the study can say how many it read as 0."""
+    n = 0
+    for field in ("top_logprobs", "prompt_logprobs"):
+        for entry in record.get(field) or ():
+            value = entry.get("logprob") if isinstance(entry, dict) else None
+            if isinstance(value, float) and 0 < value <= LOGPROB_TOLERANCE:
+                entry["logprob"] = 0.0
+                n += 1
+    if n:
+        record["clamped_logprobs"] = n
+    return n
 
 
 def incomplete_reason(record: Mapping[str, Any]) -> str | None:
@@ -85,11 +120,15 @@ def incomplete_reason(record: Mapping[str, Any]) -> str | None:
     - recall: top log-probs (or, in the sampling fallback, all n_samples answers);
     - mink (and reference, the same prompt scored by the reference model): a finite
       log-prob for every prompt token after the first.
-    Every log-prob present must be finite."""
+    Every log-prob present must be finite and at most LOGPROB_TOLERANCE."""
     task = record.get("task")
     params = record.get("params") or {}
     top = record.get("top_logprobs")
     if top and not all(_finite_logprob(t) for t in top):
+        worst = max((t.get("logprob") for t in top if isinstance(t, Mapping) and isinstance(t.get("logprob"), float)
+                     and math.isfinite(t["logprob"])), default=None)
+        if worst is not None and worst > LOGPROB_TOLERANCE:
+            return positive_logprob_reason(worst)
         return "a top log-prob is missing or not finite"
     if task == "forecast":
         if not isinstance(record.get("response_text"), str):
@@ -112,7 +151,7 @@ def incomplete_reason(record: Mapping[str, Any]) -> str | None:
         if not lps:
             return "no prompt log-probs"
         if not all(_finite_logprob(t) for t in lps[1:]):
-            return "a prompt token after the first has no finite log-prob"
+            return "a prompt token after the first has no finite log-prob at or below 0"
         return _line_extras_problem(record, params.get("line_extras") or ())
     return None
 
@@ -204,9 +243,10 @@ def utc_now() -> str:
 def repair_torn_tail(path: Path) -> int:
     """Cut a torn last line off ``path``; return how many bytes were moved aside.
 
-    A line is torn when the file does not end with a newline or its last line is not
-    valid JSON. Only the last line can be torn by a crash of an append-only writer, so a
-    bad line anywhere else raises CacheError instead of being dropped."""
+    A line is torn when its last line is not valid JSON; a last line that parses (a JSON
+    object with a key) but lacks its newline is whole, and gets its newline. Only the
+    last line can be torn by a crash of an append-only writer, so a bad line anywhere
+    else raises CacheError instead of being dropped."""
     if not path.exists() or path.stat().st_size == 0:
         return 0
     with open(path, "rb") as fh:
@@ -214,6 +254,12 @@ def repair_torn_tail(path: Path) -> int:
     cut = len(data)
     if not data.endswith(b"\n"):
         cut = data.rfind(b"\n") + 1  # 0 when the only line is torn
+        if _whole_line(data[cut:]):  # a whole last line that lost only its newline is kept
+            with open(path, "ab") as fh:
+                fh.write(b"\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            return 0
     else:
         start = data.rfind(b"\n", 0, len(data) - 1) + 1
         try:
@@ -233,6 +279,17 @@ def repair_torn_tail(path: Path) -> int:
         fh.flush()
         os.fsync(fh.fileno())
     return len(torn)
+
+
+def _whole_line(raw: bytes) -> bool:
+    """Whether a last line without its newline is nonetheless whole: it parses as a JSON
+    object with a key. A writer writes a line and its newline in one call, so a cut line
+    never parses (an object cut anywhere before its closing brace is not JSON)."""
+    try:
+        rec = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(rec, dict) and isinstance(rec.get("key"), str)
 
 
 def repair_idle_shard(path: Path) -> int:
@@ -403,6 +460,7 @@ class RawStore:
         self._more_idents: dict[str, list[Ident]] = {}  # key -> idents of its later lines
         self.duplicates = 0
         self.repaired_bytes = 0
+        self.clamped = 0  # log-probs in (0, LOGPROB_TOLERANCE] written as 0 by this store
         self.read_only_ok = read_only_ok
         self.read_only: str | None = None  # why the store could not be opened for writing
         self._fh: Any = None
@@ -541,10 +599,17 @@ class RawStore:
             raise ValueError(f"raw record lacks field(s) {missing}")
         if self.has_answer(record["key"], ident_of(record)):
             raise CacheError(f"key {record['key']} is already in {self.path}; refusing a duplicate line")
+        self.clamped += clamp_near_zero(record)  # type: ignore[arg-type]
         reason = incomplete_reason(record)
         if reason:
             raise IncompleteAnswer(f"key {record['key']}: not a complete answer ({reason}); not cached")
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        size = len(line.encode("utf-8")) + 1
+        if size > MAX_LINE_BYTES:
+            raise IncompleteAnswer(
+                f"key {record['key']}: the answer's line is {size:,} bytes, over the {MAX_LINE_BYTES:,} bytes "
+                "dbt's read_json reads in one object (DuckDB's maximum_object_size); not cached. Lower the "
+                "setting context_length (or prompt_overflow: truncate_text) so a prompt's log-probs fit")
         _write_line(self._fh, line, self.path)
         self._note(record)
         self._offsets[self.path] = os.fstat(self._fh.fileno()).st_size  # refresh() skips our own lines

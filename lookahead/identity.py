@@ -519,19 +519,6 @@ def mark_stale(database: Path, why: str, mark: str | None = None) -> bool:
         con.close()
 
 
-def retire_results(results_dir: Path, why: str, outputs_dir: Path | None = None) -> list[Path]:
-    """Move the files the tool's last report wrote (its manifest: REPORT.md, CSVs, tables/,
-    figures/, do-file, .dta panels) into ``stale/`` with WHY.txt, so that no folder presents
-    a result that is not current; return what moved. A user's file is never touched and
-    nothing is deleted (lookahead.artefacts)."""
-    from lookahead.artefacts import Folders, retire
-
-    results_dir = Path(results_dir).resolve()
-    if not results_dir.is_dir():
-        return []
-    return retire(Folders(results_dir, Path(outputs_dir or results_dir).resolve()), why)
-
-
 def build_up_to_date(study: Study, root: Path = PROJECT_ROOT) -> tuple[str | None, str]:
     """(the last build's invocation id, '') when a `dbt build` now would rebuild the same
     results: the last build was a complete `dbt build` that passed, its verdict is this

@@ -18,7 +18,6 @@ import pandas as pd
 
 from lookahead.artefacts import Folders, check_output_folders, retire_study, write_artefact_set
 from lookahead.config import Study
-from lookahead.cutoff_report import CUTOFF_TABLES
 from lookahead.identity import COMPLETE, StaleResultError, check_current, held_by, mark_stale
 from lookahead.pages import assets
 from lookahead.pages import html as page_html
@@ -28,25 +27,10 @@ from lookahead.pages.data import bootstrap_histogram, derived_tables
 from lookahead.pages.markdown import render as render_markdown
 from lookahead.pages.markdown import table as md_table
 from lookahead.pages.sections import Context, build, raw_section
+from lookahead.report_names import REGRESSIONS, TABLES
 from lookahead.stats.protocol import StatsSettings
 from lookahead.stats.stata import export_stata_panels, write_stata_do_file
 from lookahead.stats.verdict import Outcome, evaluate, facts_from_row
-
-# (spec, sample) -> CSV name; the protocol's tables in report order
-REGRESSIONS = (
-    ("validation_pooled", "pre"), ("validation_high_lap", "pre"), ("validation_low_lap", "pre"),
-    ("validation_difference", "pre"), ("detection", "pre"),
-    ("validation_pooled", "post"), ("validation_high_lap", "post"), ("validation_low_lap", "post"),
-    ("validation_difference", "post"), ("detection", "post"),
-)
-TABLES = (
-    "study_settings", "sample_description", "sample_period", "rejected_rows", "lap_distribution",
-    "lap_histogram", "recall_censoring", "forecast_parse_rate", "merge_row_counts",
-    "gx_validation_results", "regression_results", "verdict", "query_issues", "lap_robustness",
-    *CUTOFF_TABLES,  # LAP by month, the effective cutoff and the cutoff sensitivity (docs/cutoff.md)
-    # the claim tables (claim studies): the claim section and browser read them
-    "claims", "instance_leakage", "claims_summary", "claims_repredict",
-)
 
 
 class ReportError(RuntimeError):

@@ -36,6 +36,7 @@ from typing import Any, Callable, Sequence, TypeVar
 from urllib.parse import urlparse
 
 from lookahead.backends.base import Backend, BackendFatal, Generation, QueryFailure, TokenLogprob
+from lookahead.cache import LOGPROB_TOLERANCE, positive_logprob_reason
 from lookahead.config import StudyConfigError
 from lookahead.masking import install_log_filter, mask, register_secret
 from lookahead.settings_sections import BackendSettings
@@ -128,6 +129,8 @@ def _finite(value: Any) -> float:
         raise IncompleteReply(f"log-prob {value!r} is not a number") from None
     if not math.isfinite(number):
         raise IncompleteReply(f"log-prob {value!r} is not finite")
+    if number > LOGPROB_TOLERANCE:  # asked again with this reason; within it the cache clamps to 0
+        raise IncompleteReply(positive_logprob_reason(number))
     return number
 
 

@@ -135,6 +135,10 @@ def test_nan_is_rejected_not_written(tmp_path):
     ("mink", {"prompt_logprobs": [{"token_id": 1, "token": "a", "logprob": None},
                                   {"token_id": 2, "token": "b", "logprob": None}]}, "after the first"),
     ("recall", {"params": {"n_samples": 25}, "top_logprobs": [], "samples": ["up"] * 24}, "24 of 25"),
+    ("recall", {"top_logprobs": [{"token_id": 1, "token": "up", "logprob": 2.5}]}, "log-prob +2.5 is positive"),
+    ("recall", {"top_logprobs": [{"token_id": 1, "token": "up", "logprob": 1e-3}]}, "is positive (above the tolerance"),
+    ("mink", {"prompt_logprobs": [{"token_id": 1, "token": "a", "logprob": None},
+                                  {"token_id": 2, "token": "b", "logprob": 0.5}]}, "at or below 0"),
 ])
 def test_incomplete_answers_are_refused_and_nothing_is_written(tmp_path, task, fields, reason):
     from lookahead.cache import IncompleteAnswer, incomplete_reason
@@ -165,3 +169,46 @@ def test_complete_answers_pass_and_failures_go_to_their_own_file(tmp_path):
     assert (tmp_path / "mink.failures.jsonl").read_text().count("\n") == 1
     with RawStore(path) as store:  # a failure is no answer: the key is asked again
         assert "m" in store and "x" not in store
+
+
+def test_a_log_prob_within_the_tolerance_is_cached_as_zero_and_counted(tmp_path):
+    """Issue 35, item 4: a server that rounds a near-certain token to +1e-7 does not block
+    the study; the value is read as 0 and each line says how many it had."""
+    from lookahead.cache import LOGPROB_TOLERANCE, iter_records
+
+    r = rec("a", task="recall")
+    r["params"] = {"top_logprobs": 20}
+    r["top_logprobs"] = [{"token_id": 1, "token": "up", "logprob": 1e-7},
+                         {"token_id": 2, "token": "down", "logprob": -3.0},
+                         {"token_id": 3, "token": "x", "logprob": LOGPROB_TOLERANCE}]
+    with RawStore(tmp_path / "recall.jsonl") as store:
+        store.append(r)
+        assert store.clamped == 2
+    (line,) = iter_records(tmp_path / "recall.jsonl")
+    assert [t["logprob"] for t in line["top_logprobs"]] == [0.0, -3.0, 0.0] and line["clamped_logprobs"] == 2
+
+
+def test_a_whole_last_line_without_its_newline_is_kept(tmp_path):
+    """Issue 35, item 4: a last line that parses is whole; it gets its newline and is not
+    bought again. A cut one is still moved aside."""
+    path = tmp_path / "recall.jsonl"
+    path.write_text(json.dumps(rec("a")) + "\n" + json.dumps(rec("b")), encoding="utf-8")
+    with RawStore(path) as store:
+        assert store.repaired_bytes == 0 and store.keys == {"a", "b"}
+        store.append(rec("c"))
+    assert [json.loads(x)["key"] for x in path.read_text().splitlines()] == ["a", "b", "c"]
+    assert not list(tmp_path.glob("*.torn-*"))
+
+
+def test_a_line_over_the_builds_object_limit_is_refused_naming_the_setting(tmp_path, monkeypatch):
+    from lookahead import cache
+    from lookahead.cache import IncompleteAnswer
+
+    monkeypatch.setattr(cache, "MAX_LINE_BYTES", 2000)
+    big = rec("big", response_text="x" * 3000)
+    with RawStore(tmp_path / "recall.jsonl") as store:
+        store.append(rec("small"))
+        with pytest.raises(IncompleteAnswer, match=r"over the 2,000 bytes .*maximum_object_size.*context_length"):
+            store.append(big)
+        assert "big" not in store
+    assert "big" not in (tmp_path / "recall.jsonl").read_text()

@@ -56,7 +56,7 @@ def word_logprob(i: int) -> float:
     return -0.25 * i
 
 
-FAULTS = ("malformed_json", "html_200", "empty_logprobs", "missing_logprobs", "nan",
+FAULTS = ("malformed_json", "html_200", "empty_logprobs", "missing_logprobs", "nan", "positive_logprob",
           "missing_text", "429_retry_after", "429_plain", "500", "reset", "slow")
 SLOW_S = 1.5  # a slow reply: longer than the client's timeout_s (1 s) in the fault tests
 
@@ -118,7 +118,7 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
         def _send(self, code: int, body: dict[str, Any] | bytes,
                   headers: dict[str, str] | None = None, content_type: str = "application/json") -> None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
-            if getattr(self, "fault", None) in ("empty_logprobs", "missing_logprobs", "nan",
+            if getattr(self, "fault", None) in ("empty_logprobs", "missing_logprobs", "nan", "positive_logprob",
                                                 "missing_text") and code == 200:
                 data = json.dumps(self._mutate(json.loads(data), self.fault)).encode()
             self.send_response(code)
@@ -181,15 +181,16 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                 else:
                     choice["logprobs"] = {"tokens": [], "token_logprobs": [], "top_logprobs": [],
                                           "text_offset": []}
-            elif kind == "nan":
+            elif kind in ("nan", "positive_logprob"):  # +2.5: a log-probability is never positive
+                bad = float("nan") if kind == "nan" else 2.5
                 if choice.get("prompt_logprobs"):
                     entry = choice["prompt_logprobs"][-1]
-                    next(iter(entry.values()))["logprob"] = float("nan")
+                    next(iter(entry.values()))["logprob"] = bad
                 elif "message" in choice and choice.get("logprobs"):
-                    choice["logprobs"]["content"][0]["top_logprobs"][0]["logprob"] = float("nan")
+                    choice["logprobs"]["content"][0]["top_logprobs"][0]["logprob"] = bad
                 elif choice.get("logprobs") and choice["logprobs"].get("top_logprobs"):
                     first = choice["logprobs"]["top_logprobs"][0]
-                    first[next(iter(first))] = float("nan")
+                    first[next(iter(first))] = bad
             return data
 
         def _reset(self) -> None:
