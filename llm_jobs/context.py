@@ -165,10 +165,22 @@ class Query:
         self.text = self.text or self.prompt
 
 
+def study_shard(study_name: str) -> str:
+    """The shard folder a study's job appends to when another process writes the shared
+    file (lookahead.cache.RawStore own_shard): one path segment, named after the study."""
+    import hashlib
+    import re
+
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", study_name)[:48].strip(".") or "study"
+    return f"study-{safe}-{hashlib.sha256(study_name.encode()).hexdigest()[:8]}"
+
+
 def open_store(ctx: JobContext, task: str) -> RawStore:
     """A job's cache file, readable even where it cannot be written (a complete cache in
-    a read-only folder is reused; RawStore.require_writable stops a job with work left)."""
-    return RawStore(ctx.study.raw_file(task), read_only_ok=True)
+    a read-only folder is reused; RawStore.require_writable stops a job with work left).
+    While another process writes the file (a second study sharing raw_dir), the job
+    appends to its own shard instead (:func:`study_shard`)."""
+    return RawStore(ctx.study.raw_file(task), read_only_ok=True, own_shard=study_shard(ctx.study.name))
 
 
 def query_ident(ctx: JobContext, task: str, q: Query) -> Ident:

@@ -25,6 +25,7 @@ reader never sees half a file.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import hashlib
@@ -403,9 +404,19 @@ def load_cache(raw_dir: str | os.PathLike[str], task: str,
     return out
 
 
-def try_lock(path: Path) -> Any:
+def lock_holder(path: Path) -> list[str]:
+    """What the holder of a cache file's lock wrote into it: [pid, writer label] ([] when
+    unreadable or empty)."""
+    try:
+        return path.with_name(path.name + ".lock").read_text(encoding="utf-8").split()
+    except OSError:
+        return []
+
+
+def try_lock(path: Path, label: str = "") -> Any:
     """The exclusive lock ``<file>.lock`` of a cache file, or None when another process
-    holds it. The holder's pid is written into it (error messages, tests)."""
+    holds it. The holder's pid and ``label`` (its study's shard name) are written into it
+    (error messages, and whether a busy file is another study's: RawStore own_shard)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fh = open(path.with_name(path.name + ".lock"), "a+")
     try:
@@ -415,7 +426,7 @@ def try_lock(path: Path) -> Any:
         return None
     fh.seek(0)
     fh.truncate()
-    fh.write(f"{os.getpid()}\n")
+    fh.write(f"{os.getpid()} {label}".rstrip() + "\n")
     fh.flush()
     return fh
 
@@ -451,8 +462,12 @@ class RawStore:
     lock it created (a declined confirmation leaves the folder as it was)."""
 
     def __init__(self, path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None,
-                 read_only_ok: bool = False) -> None:
+                 read_only_ok: bool = False, own_shard: str | None = None) -> None:
         self.path = Path(path)
+        # where this writer appends when another process writes `path` (another study
+        # sharing raw_dir): <root>/shards/<own_shard>/<task>.jsonl, read by every reader
+        # like a Ray worker's shard
+        self.own_shard = own_shard
         self.root = Path(root) if root is not None else self.path.parent
         self.task = self.path.name[: -len(".jsonl")] if self.path.name.endswith(".jsonl") else self.path.name
         self.keys: set[str] = set()
@@ -481,12 +496,16 @@ class RawStore:
         lock_path = self.path.with_name(self.path.name + ".lock")
         self._created = [p for p in (self.path, failures_path(self.path), lock_path) if not p.exists()]
         try:
-            self._lock = try_lock(self.path)
+            self._lock = try_lock(self.path, self.own_shard or "")
         except OSError as exc:
             if not self.read_only_ok:
                 raise
             self._open_read_only(exc)
             return
+        if self._lock is None and self.own_shard and lock_holder(self.path)[1:] != [self.own_shard]:
+            # another study's job writes the shared file (a second job of this study does
+            # not: it would ask the same queries again, so it stops as before)
+            self._move_to_own_shard()
         if self._lock is None:
             if not self.read_only_ok:
                 raise CacheLocked(f"{self.path} is being written by another job{lock_holder(self.path)}; "
@@ -504,6 +523,20 @@ class RawStore:
         self.refresh()
         # created even when empty, so `dbt build` always finds the failures source
         self._failures_fh = open(self.failures_path, "ab", buffering=0)
+
+    def _move_to_own_shard(self) -> None:
+        """Append to this writer's own shard instead of the file another process holds
+        (issue 35: two studies sharing one raw_dir run at the same time); its answers
+        stay visible to both (refresh reads every shard), so a key is asked once."""
+        shard = self.root / SHARDS_DIR / self.own_shard / self.path.name  # type: ignore[operator]
+        lock_path = shard.with_name(shard.name + ".lock")
+        self.path = shard
+        self.failures_path = failures_path(shard)
+        self._created = [p for p in (shard, self.failures_path, lock_path, shard.parent) if not p.exists()]
+        try:
+            self._lock = try_lock(shard, self.own_shard or "")
+        except OSError:
+            self._lock = None
 
     def _reset(self) -> None:
         self.keys, self.idents, self._more_idents = set(), {}, {}
@@ -573,7 +606,11 @@ class RawStore:
             self._failures_fh = None
         if wrote_nothing and self._lock is not None:
             for p in self._created:  # nothing asked (declined, or nothing to ask): leave no trace
-                p.unlink(missing_ok=True)
+                if p.is_dir():
+                    with contextlib.suppress(OSError):
+                        p.rmdir()
+                else:
+                    p.unlink(missing_ok=True)
         self._created = []
         if self._lock is not None:
             release_lock(self._lock)

@@ -209,6 +209,10 @@ def _main(argv: list[str] | None = None) -> int:
         if 0 < rc < 128:  # a killed dbt has said so in its own line
             print("error: dbt build failed (see the messages above); no report written", file=sys.stderr)
         if rc:
+            from lookahead.identity import mark_stale
+
+            # a build that failed after its status was written (its last checkpoint) is not complete
+            mark_stale(study.database, f"the dbt build that wrote it failed (exit {rc})")
             return rc
     if args.command in ("report", "run"):
         return report(study)

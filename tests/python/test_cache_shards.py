@@ -180,3 +180,35 @@ def test_single_file_cache_written_before_shards_reads_unchanged(tmp_path, task)
     assert shard_files(raw, task) == [raw / f"{task}.jsonl"]
     with RawStore(raw / f"{task}.jsonl") as store:
         assert store.keys == {"a"} and store.repaired_bytes == 0
+
+
+def test_a_second_study_on_a_shared_raw_dir_appends_to_its_own_shard(tmp_path: Path) -> None:
+    """Issue 35, item 5: while one job writes <raw_dir>/forecast.jsonl, a job of another
+    study on the same raw_dir appends to shards/<its shard>/ instead of stopping; each
+    sees the other's answers, and the cache reads both."""
+    from lookahead.cache import REQUIRED_FIELDS, RawStore, load_cache
+
+    def rec(key: str) -> dict:
+        r = {f: None for f in REQUIRED_FIELDS}
+        r.update(key=key, task="forecast", response_text="up", params={}, approximated=False,
+                 finished_at=f"2021-01-01T00:00:0{key[-1]}")
+        return r
+
+    raw = tmp_path / "raw"
+    with RawStore(raw / "forecast.jsonl", own_shard="study-one") as one:
+        assert one.path == raw / "forecast.jsonl"
+        one.append(rec("k1"))
+        with RawStore(raw / "forecast.jsonl", read_only_ok=True, own_shard="study-two") as two:
+            assert two.read_only is None and two.path == raw / "shards" / "study-two" / "forecast.jsonl"
+            assert "k1" in two  # the other study's answer is not asked again
+            two.append(rec("k2"))
+            assert two.failures_path.parent == two.path.parent
+        assert one.refresh() == 1 and "k2" in one
+        # a second job of the same study does not: it would ask the same queries again
+        with RawStore(raw / "forecast.jsonl", read_only_ok=True, own_shard="study-one") as again:
+            assert again.read_only and "being written by another job" in again.read_only
+    assert set(load_cache(raw, "forecast")) == {"k1", "k2"}
+    # a third store with nothing to write leaves no empty shard behind
+    with RawStore(raw / "forecast.jsonl", own_shard="study-three") as three:
+        assert three.path == raw / "forecast.jsonl"  # nobody holds the shared file now
+    assert not (raw / "shards").joinpath("study-three").exists()
