@@ -264,7 +264,7 @@ def repair_torn_tail(path: Path) -> int:
     else:
         start = data.rfind(b"\n", 0, len(data) - 1) + 1
         try:
-            json.loads(data[start:])
+            json.loads(data[start:].decode("utf-8"))
         except ValueError:
             cut = start
     if cut == len(data):
@@ -287,7 +287,7 @@ def _whole_line(raw: bytes) -> bool:
     object with a key. A writer writes a line and its newline in one call, so a cut line
     never parses (an object cut anywhere before its closing brace is not JSON)."""
     try:
-        rec = json.loads(raw)
+        rec = json.loads(raw.decode("utf-8"))
     except ValueError:
         return False
     return isinstance(rec, dict) and isinstance(rec.get("key"), str)
@@ -332,11 +332,13 @@ def _records_from(path: Path, offset: int, complete_only: bool) -> Iterator[tupl
             if not raw.strip():
                 continue
             try:
-                rec = json.loads(raw)
+                rec = json.loads(raw.decode("utf-8"))  # UTF-8 as written: no encoding guessed from NULs
             except ValueError as exc:
+                what = ("is NUL bytes, not JSON (a disk or copy error)" if b"\x00" in raw
+                        else f"is not valid JSON ({exc})")
                 raise CacheError(
-                    f"{path}: line {lineno} is not valid JSON ({exc}); only a torn last line "
-                    "can be repaired automatically"
+                    f"{path}: line {lineno} {what}; only a torn last line can be repaired "
+                    "automatically: move that line out of the file, then rerun"
                 ) from None
             if not isinstance(rec, dict) or "key" not in rec:
                 raise CacheError(f"{path}: line {lineno} has no 'key' field")

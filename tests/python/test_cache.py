@@ -212,3 +212,13 @@ def test_a_line_over_the_builds_object_limit_is_refused_naming_the_setting(tmp_p
             store.append(big)
         assert "big" not in store
     assert "big" not in (tmp_path / "recall.jsonl").read_text()
+
+
+def test_a_nul_filled_line_is_named_as_such(tmp_path):
+    """Issue 35, item 7: NUL bytes in a line (a disk or copy error) are one line naming
+    the file and line, not a codec's message."""
+    path = tmp_path / "recall.jsonl"
+    path.write_bytes(json.dumps(rec("a")).encode() + b"\n" + b"\x00" * 64 + b"\n" + json.dumps(rec("b")).encode() + b"\n")
+    with pytest.raises(CacheError, match=r"recall.jsonl: line 2 is NUL bytes, not JSON") as err:
+        RawStore(path).open()
+    assert "codec" not in str(err.value) and "\n" not in str(err.value)
