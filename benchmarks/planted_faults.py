@@ -114,13 +114,18 @@ def observe(study_file: Path, db: Path, results: Path, extra_env: dict[str, str]
     errors = [x for x in rep.stderr.splitlines() if x.startswith("error:")]
     status = verdict = None
     if db.exists():
-        con = duckdb.connect(str(db), read_only=True)
         try:
-            tables = {r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()}
+            con = duckdb.connect(str(db), read_only=True)
+        except duckdb.IOException:  # held by another process: a SQL user cannot read it either
+            con = None
+        try:
+            tables = {r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()} \
+                if con else set()
             if "verdict" in tables:
                 verdict, status = con.sql("select verdict, result_status from verdict").fetchone()
         finally:
-            con.close()
+            if con:
+                con.close()
     shown = presented(results.parent)
     presented_now = {"report_exit_0": rep.returncode == 0, "REPORT.md_in_results": (results / "REPORT.md").exists(),
                      "artefacts_presented": bool(shown),

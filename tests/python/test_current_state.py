@@ -402,3 +402,42 @@ def test_a_held_database_is_one_line_naming_the_file_the_pid_and_the_fix(built, 
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_build_whose_final_checkpoint_fails_is_not_complete(built, tmp_path: Path) -> None:
+    """Issue 35, item 3: a full disk at the build's final checkpoint. The build's tables
+    are checkpointed before its status is written, so a failure there leaves only the
+    'started' row: the build reads as unfinished, however the write-ahead log replays.
+    Simulated (no small file system needed) by a copy of the project whose on-run-end
+    fails at that checkpoint."""
+    from lookahead.identity import COMPLETE, copy_code
+    from lookahead.runs import settings_file_env
+
+    study, db, _ = _copy(built, tmp_path)
+    code = copy_code(tmp_path / "code")
+    hook = code / "macros" / "build_log.sql"
+    text = hook.read_text()
+    marker = "    {% set status = 'failed' if failed else 'success' %}"
+    assert marker in text
+    head, tail = text.split(marker, 1)
+    checkpoint = '{% do run_query("checkpoint") %}'
+    assert checkpoint in tail.split("{% do run_query(\"insert into build_log", 1)[0]  # before the status row
+    tail = tail.replace(checkpoint, "{% do run_query(\"select error('simulated: No space left on device "
+                                    "at the checkpoint')\") %}", 1)
+    hook.write_text(head + marker + tail)
+    env = dbt_env(db)
+    env["PYTHONPATH"] = str(code)
+    env["DBT_PROFILES_DIR"] = str(code / "profiles")
+    from lookahead.config import Study, resolve
+
+    with settings_file_env(Study(vars=resolve(study.vars))) as extra:
+        proc = subprocess.run([str(Path(sys.executable).with_name("dbt")), "build", "--project-dir", str(code)],
+                              cwd=code, env={**env, **extra}, capture_output=True, text=True, timeout=900)
+    assert proc.returncode != 0 and "simulated: No space left" in proc.stdout + proc.stderr, proc.stdout[-2000:]
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        last = con.sql("select status from build_log order by finished_at desc, status = 'started' limit 1").fetchone()
+    finally:
+        con.close()
+    assert last == ("started",)
+    assert _status(db) != COMPLETE
