@@ -404,6 +404,7 @@ def test_a_held_database_is_one_line_naming_the_file_the_pid_and_the_fix(built, 
         holder.wait()
 
 
+@pytest.mark.slow  # a second dbt build, of a copy of the project
 def test_a_build_whose_final_checkpoint_fails_is_not_complete(built, tmp_path: Path) -> None:
     """Issue 35, item 3: a full disk at the build's final checkpoint. The build's tables
     are checkpointed before its status is written, so a failure there leaves only the
