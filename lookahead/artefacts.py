@@ -17,8 +17,8 @@ REPORT.md, or old figures beside a report that says they are gone. So:
   first one, REPORT.md leaves first and comes back last, and every later command that
   touches the folder (:func:`recover`, called by the retire and the write) completes an
   interrupted swap before anything else. A kill therefore leaves the old set, the new
-  set, or a set without REPORT.md that the next command completes; never an old
-  REPORT.md beside new CSVs.
+  set, or a set without REPORT.md and index.html that the next command completes; never
+  an old REPORT.md beside new CSVs.
 
 A results or outputs folder that is the data folder, the raw folder or the project root
 (or holds the project) is refused in one line (:func:`check_output_folders`), before
@@ -47,8 +47,9 @@ LOCK = ".lookahead-artefacts.lock"
 STAGING_PREFIX = ".lookahead-new-"
 STALE_FOLDER = "stale"
 WHY_FILE = "WHY.txt"
-#: The file that presents a result: it leaves a folder first and enters it last.
-PRESENTING = "REPORT.md"
+#: The files that present a result (the report and its page): they leave a folder first
+#: and enter it last, so neither is ever shown beside files of another set.
+PRESENTING = ("REPORT.md", "index.html")
 ROOTS = ("results", "outputs")
 
 
@@ -105,7 +106,7 @@ def _legacy_entries(folders: Folders) -> list[tuple[str, str]]:
     from lookahead.paper.table5_reading import TABLE5_READING
     from lookahead.report_names import REGRESSIONS, TABLES
 
-    names = [PRESENTING, "reghdfe.do", f"{TABLE5_READING}.csv", *(f"{t}.csv" for t in TABLES),
+    names = [*PRESENTING, "reghdfe.do", f"{TABLE5_READING}.csv", *(f"{t}.csv" for t in TABLES),
              *(f"regression_{spec}_{sample}.csv" for spec, sample in REGRESSIONS)]
     from lookahead.paper.report_section import TITLES
 
@@ -162,7 +163,7 @@ def _locked(folders: Folders) -> Iterator[None]:
 
 def _presenting_last(entries: list[list[str]]) -> list[list[str]]:
     """Entries in move order for the new set: REPORT.md last."""
-    return sorted(entries, key=lambda e: (e[1] == PRESENTING, e[1]))
+    return sorted(entries, key=lambda e: (e[1] in PRESENTING, e[1]))
 
 
 def _stale_folder(base: Path, swap_id: str) -> Path:
@@ -187,7 +188,7 @@ def _roll_forward(journal: dict) -> None:
     staging = {r: Path(p) for r, p in journal.get("staging", {}).items()}
     new = {(r, rel) for r, rel in journal["install"]}
     # 1. retire the old set, REPORT.md first
-    for r, rel in sorted(journal["retire"], key=lambda e: (e[1] != PRESENTING, e[1])):
+    for r, rel in sorted(journal["retire"], key=lambda e: (e[1] not in PRESENTING, e[1])):
         src = old_roots[r] / rel
         if not src.is_file():
             continue
