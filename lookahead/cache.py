@@ -406,12 +406,12 @@ def load_cache(raw_dir: str | os.PathLike[str], task: str,
     return out
 
 
-def lock_holder(path: Path) -> list[str]:
+def lock_writer(path: Path) -> list[str]:
     """What the holder of a cache file's lock wrote into it: [pid, writer label] ([] when
     unreadable or empty)."""
     try:
         return path.with_name(path.name + ".lock").read_text(encoding="utf-8").split()
-    except OSError:
+    except (OSError, ValueError):
         return []
 
 
@@ -504,7 +504,7 @@ class RawStore:
                 raise
             self._open_read_only(exc)
             return
-        if self._lock is None and self.own_shard and lock_holder(self.path)[1:] != [self.own_shard]:
+        if self._lock is None and self.own_shard and lock_writer(self.path)[1:] != [self.own_shard]:
             # another study's job writes the shared file (a second job of this study does
             # not: it would ask the same queries again, so it stops as before)
             self._move_to_own_shard()
