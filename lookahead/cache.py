@@ -504,9 +504,11 @@ class RawStore:
                 raise
             self._open_read_only(exc)
             return
-        if self._lock is None and self.own_shard and lock_writer(self.path)[1:] != [self.own_shard]:
-            # another study's job writes the shared file (a second job of this study does
-            # not: it would ask the same queries again, so it stops as before)
+        writer = lock_writer(self.path)[1:] if self._lock is None and self.own_shard else []
+        if writer and writer != [self.own_shard]:
+            # another study's job writes the shared file (it names its study in the lock);
+            # a second job of this study, or a writer that does not say, would ask the
+            # same queries again, so it stops as before
             self._move_to_own_shard()
         if self._lock is None:
             if not self.read_only_ok:
