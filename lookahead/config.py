@@ -257,7 +257,20 @@ def _check_column_map(cmap: Any) -> dict[str, str | None]:
 
 # --- a whole study -------------------------------------------------------------------
 
+#: Settings a study file may still carry from an earlier version: name -> why it went.
+#: Such a file gets one line saying so instead of "not a study setting".
+REMOVED_SETTINGS: dict[str, str] = {
+    "wild_bootstrap_min_clusters": "the verdict reads the wild bootstrap p-value at every "
+                                   "cluster count (docs/verdict.md)",
+    "wild_bootstrap_max_clusters": "the wild bootstrap runs at every cluster count, without a "
+                                   "dense design (lookahead/stats/wild.py)",
+}
+
+
 def _unknown_key_error(key: str) -> StudyConfigError:
+    if key in REMOVED_SETTINGS:
+        return StudyConfigError(f"setting '{key}' was removed: {REMOVED_SETTINGS[key]}; "
+                                "delete it from the study")
     hint = difflib.get_close_matches(str(key), SCHEMA.names(), n=1, cutoff=0.6)
     return StudyConfigError(
         f"setting '{key}' is not a study setting"

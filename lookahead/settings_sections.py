@@ -231,18 +231,14 @@ class ProtocolSettings(Section):
     lap_min_sd: float | None = None
     """Minimal LAP sd for \"meaningful variation\" (null = the verdict's default)."""
     wild_bootstrap_draws: int = 999
-    """Restricted wild cluster bootstrap draws for beta_3 and the validation thetas (0 = off)."""
+    """Restricted wild cluster bootstrap draws for every test the verdict reads (beta_3, the
+    validation thetas and their difference, the placebo), at any cluster count; a p-value within
+    two Monte Carlo SEs of its threshold is extended up to 63,999 draws (0 = off: CRV1 p-values,
+    with a warning)."""
     wild_bootstrap_weights: Literal['webb', 'rademacher'] = 'webb'
     """Wild bootstrap weights (webb - 6-point, for few clusters)."""
     wild_bootstrap_seed: int = 20240101
     """The wild bootstrap's fixed seed; its p-values are reproducible from it."""
-    wild_bootstrap_min_clusters: int = 50
-    """Below this many clusters the verdict reads the wild bootstrap p-values instead of CRV1's
-    (docs/montecarlo.md)."""
-    wild_bootstrap_max_clusters: int = 200
-    """The wild bootstrap runs for regressions with fewer clusters than this or than
-    wild_bootstrap_min_clusters, whichever is larger; with more, CRV1 holds its size and the
-    bootstrap's rows x clusters memory is not spent (the report says not computed)."""
     min_panel_rows: int = 30
     """Fewest panel rows a build accepts: below it the panel gate stops the build (too little data
     to test anything)."""

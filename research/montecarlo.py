@@ -71,7 +71,20 @@ class Design:
     rho: float = 0.5
     gamma: float = 0.1
     with_post: bool = True  # False: no post-cutoff rows (placebo infeasible), to save time
+    sizes: str = "balanced"  # balanced | dominant (entity 0 holds half the rows) | unbalanced
     description: str = ""
+
+    def rows_per_cell(self) -> np.ndarray:
+        """Expected rows per (entity, period) cell, per entity: the same in every
+        replication. dominant: entity 0 has as many rows as all the others together;
+        unbalanced: 1 to 24 rows per cell over entities (a few large firms), and each cell
+        Poisson around it, so entities miss periods."""
+        base = np.full(self.n_entities, float(self.per_cell))
+        if self.sizes == "dominant":
+            base[0] = self.per_cell * (self.n_entities - 1)
+        elif self.sizes == "unbalanced":
+            base = 1.0 + 23.0 * (np.arange(self.n_entities) / max(self.n_entities - 1, 1)) ** 4
+        return base
 
 
 DESIGNS: tuple[Design, ...] = (
@@ -80,6 +93,21 @@ DESIGNS: tuple[Design, ...] = (
     Design("null_10_clusters", 10, True, with_post=False, description="null, 10 entities"),
     Design("null_20_clusters", 20, True, with_post=False, description="null, 20 entities"),
     Design("null_iid_50", 50, True, with_post=False, description="null, 50 entities, LAP varies in all"),
+    Design("null_dominant_30", 30, True, with_post=False, sizes="dominant",
+           description="null, 30 entities, one holds 50% of rows"),
+    Design("null_concentrated_60", 60, True, active_entities=5, with_post=False,
+           description="null, 60 entities, LAP varies in 5 only"),
+    Design("null_unbalanced_60", 60, True, with_post=False, sizes="unbalanced",
+           description="null, 60 entities of 1-24 rows per period (Poisson: periods missing)"),
+    Design("null_concentrated_100", 100, True, active_entities=5, with_post=False,
+           description="null, 100 entities, LAP varies in 5 only"),
+    Design("null_concentrated_1587", 1587, True, active_entities=79, with_post=False, per_cell=1,
+           description="null, 1,587 entities (the paper's count), LAP varies in 79 (5%)"),
+    Design("power_concentrated_30", 30, False, mem_prob=0.4, active_entities=5,
+           description="40% of high-LAP rows memorized in the 5 of 30 entities whose LAP varies"),
+    Design("power_concentrated_1587", 1587, False, mem_prob=0.1, active_entities=79, per_cell=1,
+           with_post=False,
+           description="10% of high-LAP rows memorized in the 79 of 1,587 entities whose LAP varies"),
     Design("paper_like_50", 50, False, mem_prob=0.03,
            description="3% of high-LAP rows memorized (standardized beta_3 ~ 0.03), 50 entities"),
     Design("strong_memorization_30", 30, False, mem_prob=0.4,
@@ -97,8 +125,10 @@ def simulate(d: Design, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.Data
     for sample, periods in (("pre", range(d.n_periods)),
                             ("post", range(d.n_periods, d.n_periods + d.post_periods))):
         e, t = np.meshgrid(np.arange(d.n_entities), np.array(list(periods)), indexing="ij")
-        e = np.repeat(e.ravel(), d.per_cell)
-        t = np.repeat(t.ravel(), d.per_cell)
+        per = d.rows_per_cell()[e.ravel()]
+        counts = (rng.poisson(per) if d.sizes == "unbalanced" else per).astype(int)
+        e = np.repeat(e.ravel(), counts)
+        t = np.repeat(t.ravel(), counts)
         n = len(e)
         u_cell = rng.normal(0, d.rho, (d.n_entities, d.n_periods + d.post_periods))
         shock = u_cell[e, t] + rng.normal(size=n)
@@ -149,6 +179,42 @@ def replicate(d: Design, rep: int, settings: StatsSettings, base_seed: int = 202
         "theta_diff_p_wild": num(v["theta_diff_p_wild_one_sided"]),
         "validation_pattern": bool(v["validation_pattern"]), "placebo_passes": bool(v["placebo_passes"]),
         "verdict": str(v["verdict"]),
+        "g": num(v["n_clusters_pre"]), "g_star": num(v["beta3_g_star"]),
+        "wild_draws_used": num(v["beta3_wild_draws"]), "placebo": str(v["placebo_outcome"]),
+    }
+
+
+def replicate_detection(d: Design, rep: int, settings: StatsSettings,
+                        base_seed: int = 20240101) -> dict:
+    """One replication of the detection test alone: the protocol's own pre-cutoff detection
+    request (``lookahead.stats.protocol._requests``, what ``run_protocol`` fits for model
+    `regression_results`) through ``fit_fe``, and the p the verdict reads (wild when it
+    ran). A fifth of a full replication's cost, for the designs with many replications."""
+    from lookahead.stats.fe_regression import fit_fe
+    from lookahead.stats.protocol import BETA3, DETECTION_SPEC, _requests
+
+    rng = np.random.default_rng([base_seed, DESIGNS.index(d) if d in DESIGNS else 99, rep])
+    pre, _ = simulate(d, rng)
+    wild = replace(settings.wild, seed=int(rng.integers(0, 2**31 - 1)))
+    s = replace(settings, wild=wild)
+    req = next(r for r, _ in _requests("pre", s, ()) if r.spec == DETECTION_SPEC)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = fit_fe(pre, req)
+    row = res[res["term"] == BETA3].iloc[0]
+
+    def num(x) -> float:
+        return float(x) if x is not None and not pd.isna(x) else math.nan
+
+    p_wild = num(row["p_wild_one_sided"])
+    return {
+        "design": d.name, "rep": rep, "mode": "detection",
+        "beta3": num(row["estimate"]), "beta3_t": num(row["t"]),
+        "p_crv1": num(row["p_one_sided"]), "p_wild": p_wild,
+        "p_used": p_wild if np.isfinite(p_wild) else num(row["p_one_sided"]),
+        "inference_used": "wild bootstrap" if np.isfinite(p_wild) else "CRV1",
+        "g": num(row["n_clusters"]), "g_star": num(row["n_clusters_effective"]),
+        "wild_draws_used": num(row["wild_draws"]),
     }
 
 
@@ -157,21 +223,26 @@ def summarize(rows: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     out = []
     for name, g in rows.groupby("design", sort=False):
         r = len(g)
+        full = "verdict" in g and g["verdict"].notna().all()
+        nan = float("nan")
         rates = {
             "beta3_crv1": (g["p_crv1"] < alpha).mean(),
             "beta3_wild": (g["p_wild"] < alpha).mean(),
             "verdict_detection_test": (g["p_used"] < alpha).mean(),
-            "theta_high_crv1": (g["theta_high_p_crv1"] < alpha).mean(),
-            "theta_high_wild": (g["theta_high_p_wild"] < alpha).mean(),
-            "theta_diff_crv1": (g["theta_diff_p_crv1"] < alpha).mean(),
-            "theta_diff_wild": (g["theta_diff_p_wild"] < alpha).mean(),
-            "verdict_contamination": (g["verdict"] == CONTAMINATION).mean(),
+            "theta_high_crv1": (g["theta_high_p_crv1"] < alpha).mean() if full else nan,
+            "theta_high_wild": (g["theta_high_p_wild"] < alpha).mean() if full else nan,
+            "theta_diff_crv1": (g["theta_diff_p_crv1"] < alpha).mean() if full else nan,
+            "theta_diff_wild": (g["theta_diff_p_wild"] < alpha).mean() if full else nan,
+            "verdict_contamination": (g["verdict"] == CONTAMINATION).mean() if full else nan,
         }
         row = {"design": name, "reps": r}
         for k, p in rates.items():
             row[k] = float(p)
             row[k + "_mcse"] = float(math.sqrt(p * (1 - p) / r)) if r else math.nan
         row["wild_used_share"] = float((g["inference_used"] == "wild bootstrap").mean())
+        if "g_star" in g:
+            row["g"] = float(g["g"].mean())
+            row["g_star_mean"] = float(g["g_star"].mean())
         out.append(row)
     return pd.DataFrame(out)
 
@@ -183,12 +254,15 @@ def to_markdown(table: pd.DataFrame) -> str:
             ("theta_high_crv1", "high-LAP theta CRV1"), ("theta_high_wild", "high-LAP theta wild"),
             ("theta_diff_crv1", "high-low CRV1"), ("theta_diff_wild", "high-low wild"),
             ("verdict_contamination", "verdict: Contamination detected")]
-    head = "| design | R | " + " | ".join(c[1] for c in cols) + " |\n"
-    head += "|---|---:|" + "---:|" * len(cols) + "\n"
+    head = "| design | R | G | mean G* | " + " | ".join(c[1] for c in cols) + " |\n"
+    head += "|---|---:|---:|---:|" + "---:|" * len(cols) + "\n"
     body = ""
     for _, r in table.iterrows():
-        cells = [f"{100 * r[k]:.1f} ({100 * r[k + '_mcse']:.1f})" for k, _ in cols]
-        body += f"| {r['design']} | {int(r['reps'])} | " + " | ".join(cells) + " |\n"
+        cells = [f"{100 * r[k]:.1f} ({100 * r[k + '_mcse']:.1f})" if np.isfinite(r[k]) else "-"
+                 for k, _ in cols]
+        g = f"{r['g']:.0f}" if "g" in r and np.isfinite(r["g"]) else "NA"
+        gs = f"{r['g_star_mean']:.1f}" if "g_star_mean" in r and np.isfinite(r["g_star_mean"]) else "NA"
+        body += (f"| {r['design']} | {int(r['reps'])} | {g} | {gs} | " + " | ".join(cells) + " |\n")
     return head + body
 
 
@@ -226,19 +300,20 @@ def _done(progress: Path) -> set[tuple[str, int]]:
     return {(r["design"], int(r["rep"])) for r in _read_progress(progress)}
 
 
-def _worker(args: tuple[Design, list[int], StatsSettings, int, str]) -> None:
-    d, reps, settings, base_seed, progress = args
+def _worker(args: tuple[Design, list[int], StatsSettings, int, str, bool]) -> None:
+    d, reps, settings, base_seed, progress, detection_only = args
     from threadpoolctl import threadpool_limits
 
+    one = replicate_detection if detection_only else replicate
     with threadpool_limits(1):
         for rep in reps:
-            row = replicate(d, rep, settings, base_seed)
+            row = one(d, rep, settings, base_seed)
             with open(progress, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(row) + "\n")
 
 
 def run(reps: int, settings: StatsSettings, progress: Path, designs: tuple[Design, ...] = DESIGNS,
-        base_seed: int = 20240101, workers: int = 1) -> pd.DataFrame:
+        base_seed: int = 20240101, workers: int = 1, detection_only: bool = False) -> pd.DataFrame:
     """All designs x reps (resuming from `progress`); returns the per-replication rows."""
     progress.parent.mkdir(parents=True, exist_ok=True)
     done = _done(progress)
@@ -248,7 +323,7 @@ def run(reps: int, settings: StatsSettings, progress: Path, designs: tuple[Desig
         for k in range(max(workers, 1)):
             part = todo[k::max(workers, 1)]
             if part:
-                jobs.append((d, part, settings, base_seed, str(progress)))
+                jobs.append((d, part, settings, base_seed, str(progress), detection_only))
     if workers > 1 and jobs:
         from concurrent.futures import ProcessPoolExecutor
 
@@ -268,7 +343,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--reps", type=int, default=1000)
     ap.add_argument("--wild-draws", type=int, default=399)
     ap.add_argument("--wild-weights", default="webb")
-    ap.add_argument("--min-clusters", type=int, default=StatsSettings().wild.min_clusters)
     ap.add_argument("--designs", default=",".join(d.name for d in DESIGNS))
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--base-seed", type=int, default=20240101)
@@ -276,6 +350,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default="docs/montecarlo/results.json")
     ap.add_argument("--doc", default="docs/montecarlo.md",
                     help="write the table between its markers in this file ('' = do not)")
+    ap.add_argument("--detection-only", action="store_true",
+                    help="run the pre-cutoff detection regression alone (replicate_detection)")
     ap.add_argument("--summarize-only", action="store_true",
                     help="tabulate the replications already in --progress (up to --reps per design)")
     args = ap.parse_args(argv)
@@ -285,21 +361,21 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--designs: unknown design(s) {unknown}; have {[d.name for d in DESIGNS]}")
     designs = tuple(d for d in DESIGNS if d.name in wanted)
     settings = StatsSettings(cluster="entity", lap_measure="recall",
-                             wild=WildSettings(draws=args.wild_draws, weights=args.wild_weights,
-                                               min_clusters=args.min_clusters))
+                             wild=WildSettings(draws=args.wild_draws, weights=args.wild_weights))
     t0 = time.perf_counter()
     if args.summarize_only:
         rows = pd.DataFrame(_read_progress(Path(args.progress)))
         rows = rows[rows["design"].isin([d.name for d in designs]) & (rows["rep"] < args.reps)]
         rows = rows.drop_duplicates(["design", "rep"])
     else:
-        rows = run(args.reps, settings, Path(args.progress), designs, args.base_seed, args.workers)
+        rows = run(args.reps, settings, Path(args.progress), designs, args.base_seed, args.workers,
+                   args.detection_only)
     table = summarize(rows)
     result = {
         "command": "python -m research.montecarlo " + " ".join(argv if argv is not None else
                                                                        os.sys.argv[1:]),
         "alpha": 0.05, "reps": args.reps, "wild_draws": args.wild_draws,
-        "wild_weights": args.wild_weights, "wild_min_clusters": args.min_clusters,
+        "wild_weights": args.wild_weights, "detection_only": args.detection_only,
         "base_seed": args.base_seed, "seconds": round(time.perf_counter() - t0, 1),
         "designs": [asdict(d) for d in designs],
         "table": table.to_dict(orient="records"),

@@ -33,13 +33,14 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from lookahead.stats.wild import WildSettings, wild_p
+from lookahead.stats.wild import PartialledDesign, WildResult, WildSettings
 
 RESULT_COLUMNS: tuple[str, ...] = (
     "spec", "sample", "term", "estimate", "std_error", "t", "p_two_sided", "p_one_sided",
     "p_wild_two_sided", "p_wild_one_sided", "wild_bootstrap",
     "n_obs", "n_clusters", "n_singletons", "dropped_terms", "r2", "r2_within",
     "fixed_effects", "vcov", "warning", "df",
+    "n_clusters_effective", "wild_draws", "p_wild_mc_se", "mde",
 )
 
 #: Demeaning (alternating projections) tolerance of every regression in the project,
@@ -198,6 +199,8 @@ def _empty_rows(req: FitRequest, fixed_effects: str, vcov: str, warning: str,
             "n_obs": n_obs, "n_clusters": n_clusters, "n_singletons": 0,
             "dropped_terms": "", "r2": math.nan, "r2_within": math.nan,
             "fixed_effects": fixed_effects, "vcov": vcov, "warning": warning, "df": math.nan,
+            "n_clusters_effective": math.nan, "wild_draws": 0, "p_wild_mc_se": math.nan,
+            "mde": math.nan,
         }
         for term in req.regressors
     ]
@@ -207,13 +210,14 @@ def _empty_rows(req: FitRequest, fixed_effects: str, vcov: str, warning: str,
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
     """Nullable dtypes so that a missing estimate is NULL in DuckDB, not NaN."""
     floats = ["estimate", "std_error", "t", "p_two_sided", "p_one_sided", "p_wild_two_sided",
-              "p_wild_one_sided", "r2", "r2_within", "df"]
+              "p_wild_one_sided", "r2", "r2_within", "df", "n_clusters_effective", "p_wild_mc_se",
+              "mde"]
     out = df.copy()
     for c in floats:
         vals = pd.to_numeric(out[c], errors="coerce").to_numpy(dtype=float, na_value=np.nan).copy()
         vals[~np.isfinite(vals)] = np.nan
         out[c] = pd.array(vals, dtype="Float64")  # NaN -> <NA>
-    for c in ["n_obs", "n_clusters", "n_singletons"]:
+    for c in ["n_obs", "n_clusters", "n_singletons", "wild_draws"]:
         out[c] = pd.array(pd.to_numeric(out[c], errors="coerce").round(), dtype="Int64")
     for c in ["spec", "sample", "term", "dropped_terms", "fixed_effects", "vcov", "warning",
               "wild_bootstrap"]:
@@ -493,48 +497,81 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     _release(fit)
     vcov_label = _vcov_label(req, single_entity, vcov_kwargs)
     rows = []
-    run_wild = (req.wild is not None and req.wild.draws > 0 and cluster_col is not None
-                and not single_entity and any(t in req.wild_terms for t in req.regressors))
-    if run_wild and req.wild is not None:
-        if n_clusters >= req.wild.cluster_limit:
-            run_wild = False
-            notes.append(f"wild bootstrap not computed: {int(n_clusters)} clusters, at least "
-                         f"wild_bootstrap_max_clusters ({req.wild.cluster_limit}); "
-                         "CRV1 holds its size with this many (docs/montecarlo.md)")
-    wild_label = req.wild.label() if run_wild and req.wild is not None else ""
+    # every clustered regression with terms the verdict reads gets the fast WCR bootstrap
+    # (lookahead/stats/wild.py) and the effective number of clusters G*, at any G
+    clustered = cluster_col is not None and not single_entity
+    wild_wanted = [t for t in req.regressors if t in req.wild_terms]
+    run_wild = clustered and req.wild is not None and bool(wild_wanted)
+    boot_on = run_wild and req.wild is not None and req.wild.draws > 0
+    design: PartialledDesign | None = None
+    fitted_terms: list[str] = []
     if run_wild:
         wd = data.loc[kept_mask]
         fitted_terms = [t for t in req.regressors if _match_name(t, names)]
-        w_y = wd[req.outcome].to_numpy(float)
         w_x = np.column_stack([np.prod([wd[c].to_numpy(float) for c in _term_columns(t)], axis=0)
                                for t in fitted_terms]) if fitted_terms else np.zeros((len(wd), 0))
-        w_fe = [pd.factorize(wd[fe])[0] for fe in fixed_effects]
-        w_cl = wd["_cluster"].to_numpy()
+        try:
+            design = PartialledDesign(wd[req.outcome].to_numpy(float), w_x,
+                                      [pd.factorize(wd[fe])[0] for fe in fixed_effects],
+                                      wd["_cluster"].to_numpy())
+        except (ValueError, np.linalg.LinAlgError) as exc:
+            notes.append(f"wild bootstrap failed for {req.spec} ({req.sample}): "
+                         + " ".join(str(exc).split())[:200])
+        del wd, w_x
     from scipy.stats import t as t_dist  # here, not at import: the report reads this module's constants
 
+    # an interaction whose main effect was dropped as collinear (e.g. mu_hat identical to
+    # LAP: lap dropped, and mu_hat:lap would then be the slope on mu_hat squared) is not
+    # the coefficient asked for: it is not estimable, never reported under its name
+    dropped_main = [t for t in req.regressors if len(_term_columns(t)) == 1
+                    and not _match_name(t, names)]
     for term in req.regressors:
         key = _match_name(term, names)
+        lost = [m for m in dropped_main if m in _term_columns(term)] if len(_term_columns(term)) > 1 else []
+        if key and lost:
+            key = None
+            notes.append(not_estimable(
+                f"{term}: its main effect {', '.join(lost)} was dropped as collinear, so the "
+                f"remaining coefficient would measure a different product"))
         unscale = scales[req.outcome] / math.prod(scales[c] for c in _term_columns(term))
         b = coefs.get(key, math.nan) * unscale if key else math.nan
         se = ses.get(key, math.nan) * unscale if key else math.nan
         t = b / se if (np.isfinite(b) and np.isfinite(se) and se > 0) else math.nan
         p2 = float(2.0 * t_dist.sf(abs(t), df_t)) if np.isfinite(t) and df_t > 0 else math.nan
-        pw2 = pw1 = math.nan
-        if run_wild and term in req.wild_terms and key and np.isfinite(t) and req.wild is not None:
-            pw2, pw1, wnote = wild_p(w_y, w_x, w_fe, w_cl, fitted_terms.index(term), req.wild,
-                                     name=f"{term} in {req.spec} ({req.sample})")
-            if wnote:
-                notes.append(wnote)
+        one_sided = term in req.one_sided_terms
+        wres = WildResult()
+        if design is not None and term in req.wild_terms and key and np.isfinite(t):
+            col = fitted_terms.index(term)
+            if boot_on and req.wild is not None:
+                wres = design.bootstrap(col, req.wild, one_sided=one_sided)
+                if wres.note:
+                    notes.append(f"wild bootstrap for {term} in {req.spec} ({req.sample}): {wres.note}")
+            else:
+                wres = WildResult(g_star=design.g_star(col))
+        # minimum detectable effect of the one-sided 5% test at 80% power, by the inference
+        # a decision reads: the bootstrap t distribution when it ran, else t(df)
+        mde = math.nan
+        if one_sided and np.isfinite(se):
+            if np.isfinite(wres.mde):
+                mde = wres.mde * unscale
+            elif df_t > 0:
+                mde = float((t_dist.ppf(0.95, df_t) + t_dist.ppf(0.80, df_t)) * se)
+        p_read = wres.p_one if one_sided else wres.p_two
         rows.append({
             "spec": req.spec, "sample": req.sample, "term": term,
             "estimate": b, "std_error": se, "t": t, "p_two_sided": p2,
-            "p_one_sided": one_sided_p(t, p2) if term in req.one_sided_terms else math.nan,
-            "p_wild_two_sided": pw2,
-            "p_wild_one_sided": pw1 if term in req.one_sided_terms else math.nan,
-            "wild_bootstrap": wild_label if term in req.wild_terms else "",
+            "p_one_sided": one_sided_p(t, p2) if one_sided else math.nan,
+            "p_wild_two_sided": wres.p_two,
+            "p_wild_one_sided": wres.p_one if one_sided else math.nan,
+            "wild_bootstrap": (req.wild.label(wres.draws) if wres.draws and req.wild is not None
+                               else ""),
             "n_obs": n_obs, "n_clusters": n_clusters, "n_singletons": n_singletons,
             "dropped_terms": ", ".join(collinear), "r2": r2, "r2_within": r2_within,
             "fixed_effects": fe_label, "vcov": vcov_label, "df": df_t,
+            "n_clusters_effective": wres.g_star, "wild_draws": wres.draws,
+            "p_wild_mc_se": (math.sqrt(p_read * (1 - p_read) / wres.draws)
+                             if wres.draws and np.isfinite(p_read) else math.nan),
+            "mde": mde,
         })
     warning = "; ".join(notes)
     for r in rows:

@@ -90,8 +90,8 @@ class StatsSettings:
     "meaningful LAP variation" is judged).
     nw_lag: Newey-West lag for a single-entity panel (None: the NW-1994 rule of thumb).
     lap_min_sd: override of the minimal LAP standard deviation (see verdict.py).
-    wild: the wild cluster bootstrap (vars wild_bootstrap_draws, _weights, _seed,
-    _min_clusters; lookahead/stats/wild.py)."""
+    wild: the wild cluster bootstrap (vars wild_bootstrap_draws, _weights, _seed;
+    lookahead/stats/wild.py), read by the verdict at every cluster count."""
 
     cluster: str = setting_default("cluster")
     lap_measure: str = setting_default("lap_measure")
@@ -107,9 +107,7 @@ class StatsSettings:
             lap_min_sd=study.protocol.lap_min_sd,
             wild=WildSettings(draws=study.protocol.wild_bootstrap_draws,
                               weights=study.protocol.wild_bootstrap_weights,
-                              seed=study.protocol.wild_bootstrap_seed,
-                              min_clusters=study.protocol.wild_bootstrap_min_clusters,
-                              max_clusters=study.protocol.wild_bootstrap_max_clusters),
+                              seed=study.protocol.wild_bootstrap_seed),
         )
 
     @classmethod

@@ -50,9 +50,14 @@ Choices the protocol leaves open, stated here and in docs/verdict.md:
     lookahead.measures: Min-K%, loss, zlib, Min-K%++) a coefficient of variation
     sd/mean|LAP| >= 0.01. ``lap_min_sd`` overrides the absolute threshold.
     Recall censoring >= 99% of rows is also no variation.
-  - Few clusters: a regression with fewer clusters than ``wild_bootstrap_min_clusters``
-    (default 50; docs/montecarlo.md) is judged by its wild cluster bootstrap p-value
-    instead of CRV1's; both are reported.
+  - Inference: every test reads the restricted wild cluster bootstrap p of its own
+    regression, at every cluster count (docs/montecarlo.md: CRV1 over-rejects when a few
+    clusters carry the variation, at 30 clusters and at 100 alike); CRV1 is reported
+    beside it and read only when wild_bootstrap_draws is 0. Below 20 clusters the
+    verdict warns, naming G and G*. A bootstrap p still within two Monte Carlo SEs of its
+    threshold after the draws were extended is called borderline, with its SE.
+  - The placebo needs power: one whose minimum detectable beta_3 (by the inference it
+    reads) exceeds the pre-cutoff beta_3 is "uninformative", which does not pass.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ import pandas as pd
 from scipy import stats
 
 from lookahead.measures import MEASURES, SCALE_FREE
+from lookahead.stats.fe_regression import MIN_CLUSTERS
 from lookahead.stats.protocol import (
     BETA3,
     DETECTION_SPEC,
@@ -75,6 +81,7 @@ from lookahead.stats.protocol import (
     any_approximated,
     result_row,
 )
+from lookahead.stats.wild import WILD_THRESHOLDS, mc_se, near_threshold
 
 CONTAMINATION = "Contamination detected"
 NO_EVIDENCE = "No evidence of contamination"
@@ -111,9 +118,9 @@ HC1_LABEL = "HC1"
 class VerdictFacts:
     """Everything the rule looks at; also the columns of the verdict table.
 
-    p-values named ``*_used`` are the ones the rule reads: the wild cluster bootstrap's
-    when that regression has fewer clusters than ``wild_min_clusters`` and the bootstrap
-    ran, CRV1's (or Newey-West's / HC1's) otherwise."""
+    p-values named ``*_used`` are the ones the rule reads: each test's own regression's wild
+    cluster bootstrap p whenever it ran (at any cluster count), CRV1's (or Newey-West's /
+    HC1's) otherwise."""
 
     beta3: float
     beta3_t: float
@@ -163,7 +170,6 @@ class VerdictFacts:
     lap_distinct_post: int = 0
     lap_sd_post: float = math.nan
     lap_min_sd_post: float = math.nan
-    wild_min_clusters: int = 0
     wild_draws: int = 0
     beta3_p_wild_two_sided: float = math.nan
     theta_high_sd: float = math.nan   # per sd of U-D in its half: ud + ud:high_lap (difference regression)
@@ -171,6 +177,27 @@ class VerdictFacts:
     n_forecast_pre: int = -1          # pre-cutoff rows with a parsed forecast and an outcome (-1: not known)
     n_lap_values_pre: int = -1        # pre-cutoff rows with a LAP value (-1: not known)
     placebo_p_wild_two_sided: float = math.nan
+    # each test's own regression: clusters G, effective clusters G* (Carter, Schnepel and
+    # Steigerwald 2017), the wild draws behind its p (after any extension near a threshold)
+    beta3_g_star: float = math.nan
+    beta3_wild_draws: int = 0
+    theta_high_n_clusters: float = math.nan
+    theta_high_g_star: float = math.nan
+    theta_high_wild_draws: int = 0
+    theta_low_n_clusters: float = math.nan
+    theta_low_g_star: float = math.nan
+    theta_low_wild_draws: int = 0
+    theta_diff_n_clusters: float = math.nan
+    theta_diff_g_star: float = math.nan
+    theta_diff_wild_draws: int = 0
+    placebo_g_star: float = math.nan
+    placebo_wild_draws: int = 0
+    beta3_mde_regression: float = math.nan    # regression_results.mde of beta_3 (by the inference read)
+    placebo_mde_regression: float = math.nan  # the same for the post-cutoff beta_3
+    placebo_se: float = math.nan
+    placebo_df: float = math.nan
+    n_outcome_pre: int = -1           # pre-cutoff rows with an outcome (-1: not known)
+    n_mu_hat_pre: int = -1            # pre-cutoff rows with a parsed forecast (-1: not known)
 
 
 # ---------------------------------------------------------------- how numbers are printed
@@ -179,6 +206,7 @@ class VerdictFacts:
 #: placebo 10%); fmt_p prints enough digits that the printed number sits on the same
 #: side of each as the exact one.
 P_THRESHOLDS: tuple[float, ...] = (ALPHA_DETECTION, PLACEBO_PASS_P)
+assert set(P_THRESHOLDS) == set(WILD_THRESHOLDS), "the bootstrap extends draws near these"
 
 
 def fmt_num(x: float, digits: int = 4) -> str:
@@ -228,10 +256,23 @@ class TestFact:
     n_obs: int = 0
     n_clusters: float = math.nan
     not_estimable: str = ""
+    g_star: float = math.nan   # effective number of clusters of its regression
+    threshold: float = ALPHA_DETECTION  # what the rule reads p against
 
     @property
     def estimable(self) -> bool:
         return bool(np.isfinite(self.estimate) and np.isfinite(self.p))
+
+    @property
+    def mc_se(self) -> float:
+        """Monte Carlo SE of a bootstrap p (NaN for an analytic p)."""
+        return mc_se(self.p, self.draws) if self.draws else math.nan
+
+    @property
+    def borderline(self) -> bool:
+        """A bootstrap p still within two Monte Carlo SEs of its threshold after the draws
+        were extended (lookahead/stats/wild.py): the decision could go either way."""
+        return bool(self.draws and near_threshold(self.p, self.draws, (self.threshold,)))
 
     def p_text(self) -> str:
         return fmt_p(self.p, self.draws)
@@ -259,6 +300,7 @@ PATHS: dict[str, tuple[str, str]] = {
 }
 #: Why LAP cannot power the test: code -> what the code means.
 LAP_PROBLEMS: dict[str, str] = {
+    "no_outcomes": "no pre-cutoff row has an outcome",
     "no_forecasts": "no pre-cutoff row has a parsed forecast (mu_hat)",
     "no_lap": "no pre-cutoff row has a LAP value",
     "no_overlap": "no pre-cutoff row has both a forecast and a LAP value",
@@ -272,6 +314,7 @@ PLACEBO: dict[str, tuple[bool, str]] = {
     "passes_collapsed": (True, "placebo passes"),
     "fails": (False, "placebo fails"),
     "not_estimable": (False, "placebo not estimable"),
+    "uninformative": (False, "placebo uninformative"),
     "infeasible": (False, "placebo infeasible"),
 }
 #: Validation failures: code -> meaning.
@@ -315,8 +358,9 @@ class Outcome:
 
 # ---------------------------------------------------------------- which p-value
 
-def _few(f: VerdictFacts, n_clusters: float) -> bool:
-    return bool(np.isfinite(n_clusters) and n_clusters < f.wild_min_clusters)
+def _few(n_clusters: float) -> bool:
+    """Fewer clusters than the protocol's ~20: cluster-robust inference is unreliable."""
+    return bool(np.isfinite(n_clusters) and n_clusters < MIN_CLUSTERS)
 
 
 def _source(f: VerdictFacts) -> str:
@@ -328,47 +372,57 @@ def _source(f: VerdictFacts) -> str:
     return CRV1_LABEL
 
 
-def _pick(f: VerdictFacts, p_crv: float, p_wild: float, n_clusters: float) -> tuple[float, str]:
-    """(p, label) the rule uses for one test."""
-    if _few(f, n_clusters) and np.isfinite(p_wild):
+def _pick(f: VerdictFacts, p_crv: float, p_wild: float) -> tuple[float, str]:
+    """(p, label) the rule uses for one test: the wild bootstrap's whenever its regression
+    has one (every clustered regression, at any G, unless wild_bootstrap_draws is 0),
+    else the analytic p (CRV1, Newey-West or HC1)."""
+    if np.isfinite(p_wild):
         return p_wild, WILD_LABEL
     return p_crv, _source(f)
 
 
 def _test(f: VerdictFacts, name: str, estimate: float, unit: str, t: float, p_crv: float,
           p_wild: float, n_clusters: float, sided: str, n_obs: int = 0, df: float = math.nan,
-          not_estimable: str = "") -> TestFact:
-    p, source = _pick(f, p_crv, p_wild, n_clusters)
-    draws = f.wild_draws if source == WILD_LABEL else 0
+          not_estimable: str = "", g_star: float = math.nan, draws: int = 0,
+          threshold: float = ALPHA_DETECTION) -> TestFact:
+    p, source = _pick(f, p_crv, p_wild)
+    b = (draws or f.wild_draws) if source == WILD_LABEL else 0
     return TestFact(name=name, estimate=estimate, unit=unit, t=t, p=p, sided=sided,
-                    source=source, draws=draws, df=df, n_obs=n_obs, n_clusters=n_clusters,
-                    not_estimable=not_estimable)
+                    source=source, draws=b, df=df, n_obs=n_obs, n_clusters=n_clusters,
+                    not_estimable=not_estimable, g_star=g_star, threshold=threshold)
 
 
 def tests_of(f: VerdictFacts) -> dict[str, TestFact]:
-    """Every test the rule reads, with the p it reads."""
+    """Every test the rule reads, each with the p of its own regression."""
     g_pre, g_post = f.n_clusters_pre, f.n_clusters_post
+    b3 = dict(g_star=f.beta3_g_star, draws=f.beta3_wild_draws)
+    plc = dict(g_star=f.placebo_g_star, draws=f.placebo_wild_draws, threshold=PLACEBO_PASS_P)
     return {
         "beta3": _test(f, "beta_3", f.beta3, "per unit of mu_hat x LAP", f.beta3_t,
                        f.beta3_p_one_sided, f.beta3_p_wild_one_sided, g_pre, "one-sided",
-                       f.n_obs_pre, f.beta3_df, f.beta3_note),
+                       f.n_obs_pre, f.beta3_df, f.beta3_note, **b3),
         "beta3_two_sided": _test(f, "beta_3", f.beta3, "per unit of mu_hat x LAP", f.beta3_t,
                                  f.beta3_p_two_sided, f.beta3_p_wild_two_sided, g_pre,
-                                 "two-sided", f.n_obs_pre, f.beta3_df),
+                                 "two-sided", f.n_obs_pre, f.beta3_df, **b3),
         "theta_high": _test(f, "high-LAP theta", f.theta_high, "per unit of U-D", f.theta_high_t,
-                            f.theta_high_p, f.theta_high_p_wild, g_pre, "two-sided"),
+                            f.theta_high_p, f.theta_high_p_wild, f.theta_high_n_clusters,
+                            "two-sided", g_star=f.theta_high_g_star, draws=f.theta_high_wild_draws),
         "theta_low": _test(f, "low-LAP theta", f.theta_low, "per unit of U-D", f.theta_low_t,
-                           f.theta_low_p, f.theta_low_p_wild, g_pre, "two-sided"),
+                           f.theta_low_p, f.theta_low_p_wild, f.theta_low_n_clusters, "two-sided",
+                           g_star=f.theta_low_g_star, draws=f.theta_low_wild_draws),
         "theta_diff": _test(f, "high- minus low-LAP theta", f.theta_diff,
                             "per sd of U-D within its half", f.theta_diff_t,
-                            f.theta_diff_p_one_sided, f.theta_diff_p_wild_one_sided, g_pre,
-                            "one-sided"),
+                            f.theta_diff_p_one_sided, f.theta_diff_p_wild_one_sided,
+                            f.theta_diff_n_clusters, "one-sided", g_star=f.theta_diff_g_star,
+                            draws=f.theta_diff_wild_draws),
         "placebo": _test(f, "post-cutoff beta_3", f.placebo_beta3, "per unit of mu_hat x LAP",
                          f.placebo_t, f.placebo_p_one_sided, f.placebo_p_wild_one_sided, g_post,
-                         "one-sided", f.n_obs_post),
+                         "one-sided", f.n_obs_post, f.placebo_df, **plc),
         "placebo_two_sided": _test(f, "post-cutoff beta_3", f.placebo_beta3,
                                    "per unit of mu_hat x LAP", f.placebo_t, f.placebo_p_two_sided,
-                                   f.placebo_p_wild_two_sided, g_post, "two-sided", f.n_obs_post),
+                                   f.placebo_p_wild_two_sided, g_post, "two-sided", f.n_obs_post,
+                                   f.placebo_df, g_star=f.placebo_g_star,
+                                   draws=f.placebo_wild_draws),
     }
 
 
@@ -379,19 +433,42 @@ def beta3_p_used(f: VerdictFacts) -> tuple[float, str]:
 
 # ---------------------------------------------------------------- the rule itself
 
-def mde(f: VerdictFacts) -> float:
-    """Minimum detectable beta_3: (t_{1-0.05} + t_{0.80}) x SE on the test's degrees of freedom."""
-    if not (np.isfinite(f.beta3_se) and f.beta3_se > 0):
+def _analytic_mde(se: float, df: float) -> float:
+    """(t_{1-0.05} + t_{0.80}) x SE on the test's degrees of freedom."""
+    if not (np.isfinite(se) and se > 0):
         return math.nan
-    df = f.beta3_df if np.isfinite(f.beta3_df) and f.beta3_df > 0 else math.inf
+    df = df if np.isfinite(df) and df > 0 else math.inf
     q = (stats.t.ppf(1 - ALPHA_DETECTION, df) + stats.t.ppf(MDE_POWER, df)) if np.isfinite(df) else (
         stats.norm.ppf(1 - ALPHA_DETECTION) + stats.norm.ppf(MDE_POWER))
-    return float(q * f.beta3_se)
+    return float(q * se)
+
+
+def mde(f: VerdictFacts) -> float:
+    """Minimum detectable beta_3 (one-sided 5% test, 80% power) by the inference the
+    decision reads: regression_results.mde, which is (q*_0.95 - q*_0.20) x SE from the
+    wild bootstrap's t distribution when the bootstrap ran, (t_0.95 + t_0.80) x SE on
+    t(df) otherwise; the analytic one when only the SE is known."""
+    if not np.isfinite(f.beta3):
+        return math.nan
+    if np.isfinite(f.beta3_mde_regression):
+        return float(f.beta3_mde_regression)
+    return _analytic_mde(f.beta3_se, f.beta3_df)
+
+
+def placebo_mde(f: VerdictFacts) -> float:
+    """Minimum detectable post-cutoff beta_3, by the inference the placebo reads."""
+    if not np.isfinite(f.placebo_beta3):
+        return math.nan
+    if np.isfinite(f.placebo_mde_regression):
+        return float(f.placebo_mde_regression)
+    return _analytic_mde(f.placebo_se, f.placebo_df)
 
 
 def lap_problem(f: VerdictFacts) -> str:
     """The code (LAP_PROBLEMS) of why LAP cannot power the test, or "" when it varies."""
     if f.lap_n_pre == 0:
+        if f.n_outcome_pre == 0 and f.n_rows_pre > 0:
+            return "no_outcomes"
         if f.n_forecast_pre == 0:
             return "no_forecasts"
         if f.n_lap_values_pre == 0 or f.n_forecast_pre < 0:
@@ -443,7 +520,19 @@ def placebo_code(f: VerdictFacts, tests: dict[str, TestFact]) -> str:
     t = tests["placebo"]
     if not t.estimable:
         return "passes_collapsed" if post_lap_collapse(f) else "not_estimable"
-    return "passes" if t.p > PLACEBO_PASS_P else "fails"
+    if t.p <= PLACEBO_PASS_P:
+        return "fails"
+    if post_lap_collapse(f):
+        # LAP collapsed after the cutoff (below the variation rule): the signature the
+        # protocol expects; an estimate on that little variation has no power and is not
+        # what the placebo reads (the reason quotes it with its MDE)
+        return "passes_collapsed"
+    # a placebo that could not have detected an effect as large as the pre-cutoff one
+    # proves nothing by passing: it is uninformative, and does not support detection
+    m = placebo_mde(f)
+    if np.isfinite(m) and np.isfinite(f.beta3) and m > f.beta3:
+        return "uninformative"
+    return "passes"
 
 
 def evaluate(f: VerdictFacts) -> Outcome:
@@ -492,6 +581,10 @@ def _side(p: float, threshold: float) -> str:
 def lap_problem_text(o: Outcome) -> str:
     f, cens = o.facts, _pct(o.facts.censoring_rate_pre)
     return {
+        "no_outcomes": (f"no pre-cutoff row has an outcome: all {f.n_rows_pre} pre-cutoff "
+                        "outcomes are missing, so there is nothing to regress"
+                        + (f" ({f.n_mu_hat_pre} rows have a parsed forecast)"
+                           if f.n_mu_hat_pre >= 0 else "")),
         "no_forecasts": (f"no pre-cutoff row has a parsed forecast: none of the {f.n_rows_pre} "
                          "pre-cutoff answers maps to a forecast label (mu_hat missing), so there "
                          "is nothing for LAP to interact with"),
@@ -519,29 +612,69 @@ def mde_sentence(o: Outcome) -> str:
     if not np.isfinite(m):
         return " No minimum detectable effect can be stated: beta_3 is not estimable."
     per_sd = m * f.lap_sd_pre if np.isfinite(f.lap_sd_pre) else math.nan
+    how = ("from the wild bootstrap's t distribution and its standard error"
+           if o.tests["beta3"].source == WILD_LABEL and np.isfinite(f.beta3_mde_regression)
+           else "from its standard error")
     return (f" The minimum detectable beta_3 is {fmt_num(m)} (one-sided 5% test, 80% power, "
-            f"from its standard error), i.e. a one-sd rise in LAP raising the slope on mu_hat "
+            f"{how}), i.e. a one-sd rise in LAP raising the slope on mu_hat "
             f"by {fmt_num(per_sd)}.")
 
 
-def inference_note(o: Outcome) -> str:
-    """How the rule's p-values were obtained, when that is not plain CRV1."""
-    f = o.facts
-    if o.tests["beta3"].source == NEWEY_WEST_LABEL:
-        return (" One entity: a time series, so standard errors are Newey-West with t("
-                f"{fmt_num(f.beta3_df)}) p-values, and power is limited (protocol).")
-    if not _few(f, f.n_clusters_pre):
+def _g_text(t: TestFact) -> str:
+    g = "NA" if not np.isfinite(t.n_clusters) else f"{int(t.n_clusters)}"
+    return f"G = {g}, G* = {fmt_num(t.g_star, 3)}"
+
+
+def read_tests(o: Outcome) -> dict[str, TestFact]:
+    """The tests that decided this outcome (beta_3 always; validation and placebo when
+    beta_3 is significant, since only then do they move the verdict)."""
+    keys = ["beta3"]
+    if o.path in ("contamination", "mixed"):
+        keys += ["theta_high", "theta_diff"]
+        if o.facts.placebo_feasible:
+            keys.append("placebo")
+    elif o.path == "null_negative":
+        keys.append("beta3_two_sided")
+    return {k: o.tests[k] for k in keys if o.tests[k].estimable}
+
+
+def few_clusters_text(o: Outcome) -> str:
+    """The protocol's warning below ~20 clusters, naming G and G* of each test read."""
+    few = {k: t for k, t in read_tests(o).items() if k != "beta3_two_sided" and _few(t.n_clusters)}
+    if not few:
         return ""
-    g = int(f.n_clusters_pre)
-    if np.isfinite(f.beta3_p_wild_one_sided):
-        return (f" With {g} clusters (fewer than {f.wild_min_clusters}) the tests read wild "
-                f"cluster bootstrap p-values ({f.wild_draws} draws); the CRV1 one-sided p for "
-                f"beta_3 is {fmt_p(f.beta3_p_one_sided)}.")
-    return (f" With {g} clusters (fewer than {f.wild_min_clusters}) CRV1 inference is "
-            "unreliable and no wild bootstrap p-value is available (setting "
-            "wild_bootstrap_draws); CRV1 p-values used.")
+    which = "; ".join(f"{t.name}: {_g_text(t)}" for t in few.values())
+    return (f" Warning: fewer than {MIN_CLUSTERS} clusters ({which}; G* is the effective number "
+            "of clusters, Carter, Schnepel and Steigerwald 2017): cluster-robust inference is "
+            "unreliable with so few (protocol); the wild bootstrap p-values hold their size "
+            "better than CRV1's, but treat the decision with caution.")
 
 
+def borderline_text(o: Outcome) -> str:
+    """Tests whose bootstrap p is still within two Monte Carlo SEs of its threshold."""
+    parts = [f"{t.name} ({t.sided} p {t.p_text()}, Monte Carlo SE {fmt_num(t.mc_se, 2)} from "
+             f"{t.draws:,} draws, against {t.threshold:g})"
+             for t in read_tests(o).values() if t.borderline]
+    if not parts:
+        return ""
+    return (" Borderline: " + "; ".join(parts) + " — within two Monte Carlo SEs of the "
+            "threshold even after the draws were extended, so other draws could decide it "
+            "the other way.")
+
+
+def inference_note(o: Outcome) -> str:
+    """How the rule's p-values were obtained, the few-cluster warning and any borderline p."""
+    f = o.facts
+    b3 = o.tests["beta3"]
+    extra = few_clusters_text(o) + borderline_text(o)
+    if b3.source == NEWEY_WEST_LABEL:
+        return (" One entity: a time series, so standard errors are Newey-West with t("
+                f"{fmt_num(f.beta3_df)}) p-values, and power is limited (protocol)." + extra)
+    if b3.source == CRV1_LABEL and f.wild_draws == 0 and b3.estimable:
+        return (" No wild bootstrap was drawn (wild_bootstrap_draws = 0): the tests read CRV1 "
+                "p-values, which over-reject when a few clusters carry the variation "
+                "(docs/montecarlo.md)." + extra)
+    return extra
 def _per_sd(o: Outcome) -> str:
     f, d = o.facts, o.tests["theta_diff"]
     both = (f"{fmt_num(f.theta_high_sd)} against {fmt_num(f.theta_low_sd)}, "
@@ -549,8 +682,26 @@ def _per_sd(o: Outcome) -> str:
     return f"{both}a difference of {fmt_num(d.estimate)} (t {fmt_t(d.t)}, {d.p_phrase()})"
 
 
+def no_lap_rows(f: VerdictFacts) -> int:
+    """Pre-cutoff rows without a LAP value: in neither half of the high/low split (0 when
+    not known)."""
+    if f.n_lap_values_pre < 0 or f.n_rows_pre < 0:
+        return 0
+    return max(f.n_rows_pre - f.n_lap_values_pre, 0)
+
+
 def validation_text(o: Outcome) -> str:
-    """The step-3 finding in words (present, or what failed)."""
+    """The step-3 finding in words (present, or what failed), with the rows without LAP
+    that the high/low split leaves out."""
+    text = _validation_words(o)
+    k = no_lap_rows(o.facts)
+    if k:
+        text += (f" ({k} pre-cutoff row{'s' if k != 1 else ''} without LAP "
+                 f"{'are' if k != 1 else 'is'} in neither half)")
+    return text
+
+
+def _validation_words(o: Outcome) -> str:
     high, low = o.tests["theta_high"], o.tests["theta_low"]
     hi = f"{fmt_num(high.estimate)} per unit of U-D, t {fmt_t(high.t)}, {high.p_phrase()}"
     if o.validation_present:
@@ -589,6 +740,11 @@ def placebo_text(o: Outcome) -> str:
     if o.placebo == "infeasible":
         return "placebo infeasible: no post-cutoff rows (steps 1-4 only)"
     if o.placebo == "passes_collapsed":
+        if t.estimable:
+            return (f"placebo passes: {post_lap_collapse(f)}, so nothing is left for LAP to proxy "
+                    f"(the collapse the protocol expects); the post-cutoff beta_3 on that little "
+                    f"variation, {fmt_num(t.estimate)} (t {fmt_t(t.t)}, {t.p_phrase()}), could "
+                    f"detect only effects above {fmt_num(placebo_mde(f))} and is not read as a test")
         return (f"placebo passes: {post_lap_collapse(f)}, so post-cutoff beta_3 is not "
                 "estimable and nothing is left for LAP to proxy (the collapse the protocol expects)")
     if o.placebo == "not_estimable":
@@ -599,6 +755,11 @@ def placebo_text(o: Outcome) -> str:
     little = post_lap_collapse(f)
     note = (f"; {little.replace('collapsed: ', 'varies little: ')}, so the estimate rests on "
             "little variation") if little else ""
+    if o.placebo == "uninformative":
+        return (f"placebo uninformative: {b}, above {PLACEBO_PASS_P:g}), but its minimum "
+                f"detectable effect {fmt_num(placebo_mde(f))} exceeds the pre-cutoff beta_3 "
+                f"{fmt_num(f.beta3)}: a post-cutoff effect as large as the pre-cutoff one could "
+                f"have gone undetected, so passing says nothing{note}")
     if o.placebo == "passes":
         neg = ""
         if np.isfinite(two.p) and two.p < ALPHA_DETECTION and t.estimate < 0:
@@ -614,6 +775,9 @@ def _not_estimable_reason(f: VerdictFacts) -> str:
     if f.n_obs_pre and f.n_obs_pre <= 3 or "singleton" in note or "no observations" in note:
         return (f"too few usable pre-cutoff rows ({f.n_rows_pre if f.n_rows_pre >= 0 else 'NA'} "
                 f"rows, {f.n_obs_pre} in the regression){': ' + note if note else ''}")
+    marker = "not estimable: "
+    if marker in note:  # the fit said why this term is not estimable: quote that
+        return note.split(marker, 1)[1].split("; ")[0] if "; " in note.split(marker, 1)[1] else note.split(marker, 1)[1]
     return f"regression singular or term dropped{': ' + note if note else ''}"
 
 
@@ -661,7 +825,8 @@ def reason(o: Outcome) -> str:
     failed = ([] if o.validation_present else ["validation failed"])
     if not plc_ok:
         failed.append({"infeasible": "placebo infeasible", "not_estimable": "placebo not estimable",
-                       "fails": "placebo failed"}[o.placebo])
+                       "fails": "placebo failed",
+                       "uninformative": "placebo uninformative"}[o.placebo])
     details = "; ".join(t for t, ok in ((val, o.validation_present), (plc, plc_ok)) if not ok)
     return (f"Mixed/invalid ({'; '.join(failed)}): {b3} > 0 but {details}." + little + note + suffix)
 
@@ -791,14 +956,34 @@ def gather_facts(results: pd.DataFrame, panel_pre: pd.DataFrame,
         lap_n_post=int(len(lap_post)), lap_distinct_post=int(lap_post.nunique()),
         lap_sd_post=float(lap_post.std(ddof=1)) if len(lap_post) > 1 else math.nan,
         lap_min_sd_post=lap_min_sd(settings, lap_post, reference=lap),
-        wild_min_clusters=int(settings.wild.min_clusters),
         wild_draws=int(settings.wild.draws),
         beta3_p_wild_two_sided=_f(det.get("p_wild_two_sided")),
         theta_high_sd=low_sd + d, theta_low_sd=low_sd,
         n_forecast_pre=_count_present(panel_pre, ("mu_hat", "outcome")),
         n_lap_values_pre=_count_present(panel_pre, ("lap",)),
         placebo_p_wild_two_sided=_f(post.get("p_wild_two_sided")),
+        beta3_g_star=_f(det.get("n_clusters_effective")), beta3_wild_draws=_i(det.get("wild_draws")),
+        theta_high_n_clusters=_f(high.get("n_clusters")),
+        theta_high_g_star=_f(high.get("n_clusters_effective")),
+        theta_high_wild_draws=_i(high.get("wild_draws")),
+        theta_low_n_clusters=_f(low.get("n_clusters")),
+        theta_low_g_star=_f(low.get("n_clusters_effective")),
+        theta_low_wild_draws=_i(low.get("wild_draws")),
+        theta_diff_n_clusters=_f(diff.get("n_clusters")),
+        theta_diff_g_star=_f(diff.get("n_clusters_effective")),
+        theta_diff_wild_draws=_i(diff.get("wild_draws")),
+        placebo_g_star=_f(post.get("n_clusters_effective")),
+        placebo_wild_draws=_i(post.get("wild_draws")),
+        beta3_mde_regression=_f(det.get("mde")), placebo_mde_regression=_f(post.get("mde")),
+        placebo_se=_f(post.get("std_error")), placebo_df=_f(post.get("df")),
+        n_outcome_pre=_count_present(panel_pre, ("outcome",)),
+        n_mu_hat_pre=_count_present(panel_pre, ("mu_hat",)),
     )
+
+
+def _i(x: Any) -> int:
+    v = _f(x)
+    return int(v) if np.isfinite(v) else 0
 
 
 def _count_present(panel: pd.DataFrame | None, columns: tuple[str, ...]) -> int:
@@ -824,6 +1009,13 @@ def outcome_row(o: Outcome) -> dict[str, Any]:
         "beta3_p_used": p_used.p,
         "inference_used": p_used.source,
         "beta3_mde": mde(o.facts),
+        "placebo_mde": placebo_mde(o.facts),
+        "beta3_p_mc_se": p_used.mc_se,
+        "placebo_p_used": o.tests["placebo"].p,
+        "placebo_p_mc_se": o.tests["placebo"].mc_se,
+        "borderline_tests": ",".join(k for k, t in read_tests(o).items() if t.borderline),
+        "n_rows_no_lap_pre": (o.facts.n_rows_pre - o.facts.n_lap_values_pre
+                              if o.facts.n_lap_values_pre >= 0 and o.facts.n_rows_pre >= 0 else None),
         "lap_varies": not o.lap_problem,
         "validation_pattern": o.validation_present,
         "placebo_passes": PLACEBO[o.placebo][0],

@@ -11,7 +11,7 @@
     ('cluster', 'varchar'), ('paper_cluster', 'varchar'), ('high_lap_rule', 'varchar'),
     ('nw_lag', 'integer'), ('lap_min_sd', 'double'), ('lap_measure', 'varchar'),
     ('wild_bootstrap_draws', 'integer'), ('wild_bootstrap_weights', 'varchar'),
-    ('wild_bootstrap_seed', 'integer'), ('wild_bootstrap_min_clusters', 'integer'),
+    ('wild_bootstrap_seed', 'integer'),
     ('paper_oos_start', 'date'),
     ('mink_k', 'double'), ('mink_mean', 'varchar'), ('outcome_description', 'varchar'),
     ('reference_period', 'varchar'), ('moderator_column', 'varchar'),

@@ -38,7 +38,7 @@ BASE = VerdictFacts(
     n_rows_pre=2000, beta3_se=0.5 / 3.0, beta3_p_two_sided=0.004, beta3_df=39, n_clusters_pre=40,
     theta_diff=0.59, theta_diff_t=4.0, theta_diff_p_one_sided=1e-4,
     placebo_p_two_sided=0.92, n_clusters_post=40, lap_n_post=800, lap_distinct_post=800,
-    lap_sd_post=0.1, lap_min_sd_post=0.01, wild_min_clusters=0,
+    lap_sd_post=0.1, lap_min_sd_post=0.01,
 )
 
 
@@ -181,13 +181,17 @@ def _sample(rng, n_entities, n_periods, per_cell, lap_lo, lap_hi, memorize_forec
 def panels(kind: str, seed: int = 0):
     rng = np.random.default_rng(seed)
     E, T, C = 40, 12, 4
-    mem_f = kind in ("contaminated", "validation_fails", "placebo_fails", "both_fail", "no_post")
-    mem_r = kind in ("contaminated", "placebo_fails", "no_post")
+    mem_f = kind in ("contaminated", "validation_fails", "placebo_fails", "both_fail", "no_post",
+                     "weak_placebo")
+    mem_r = kind in ("contaminated", "placebo_fails", "no_post", "weak_placebo")
     pre = _sample(rng, E, T, C, 0.0, 1.0, mem_f, mem_r, censored=(kind == "underpowered"))
     if kind == "no_post":
         return pre, pre.iloc[0:0].copy()
     post_mem = kind in ("placebo_fails", "both_fail")
-    post = _sample(rng, E, 6, C, 0.0, 1.0 if post_mem else 0.3, post_mem, post_mem,
+    # post-cutoff LAP shrinks (to 0-0.5, or 0-0.3 for a placebo too weak to detect the
+    # pre-cutoff beta_3: its minimum detectable effect exceeds it)
+    post = _sample(rng, E, 6, C, 0.0, 1.0 if post_mem else 0.3 if kind == "weak_placebo" else 0.5,
+                   post_mem, post_mem,
                    censored=(kind == "underpowered"), start_period=T)
     return pre, post
 
@@ -203,6 +207,7 @@ SETTINGS = StatsSettings(cluster="entity", lap_measure="recall")
     ("placebo_fails", MIXED, "(placebo failed)"),
     ("both_fail", MIXED, "(validation failed; placebo failed)"),
     ("no_post", MIXED, "(placebo infeasible)"),
+    ("weak_placebo", MIXED, "(placebo uninformative)"),
 ])
 def test_end_to_end_branch(kind, expected, phrase):
     pre, post = panels(kind)

@@ -3,6 +3,8 @@
 -- high_lap is computed within each sample: pooled_median compares each row's LAP with
 -- the sample's median LAP; entity_mean_median compares each entity's mean LAP with the
 -- median of entity means (for noisy within-entity LAP), so the split is by entity.
+-- A row without LAP (NULL: e.g. a censored recall answer) is in neither half: high_lap is
+-- NULL there, so the validation halves never count it as low-LAP; the verdict counts them.
 -- Memory: the fixed-effect ids are numbered over the distinct entities and periods and
 -- joined back, and `merged` is not materialized, so no operator holds a copy of every
 -- merged row (a window over the whole rows, or a materialized CTE of all of them, took
@@ -96,9 +98,17 @@ select
     numbered.lap,
     thresholds.lap_median,
     {%- if setting('high_lap_rule') == 'entity_mean_median' %}
-    case when entity_means.entity_mean_lap > thresholds.lap_median then 1 else 0 end as high_lap,
+    case
+        when numbered.lap is null then null
+        when entity_means.entity_mean_lap > thresholds.lap_median then 1
+        else 0
+    end as high_lap,
     {%- else %}
-    case when numbered.lap > thresholds.lap_median then 1 else 0 end as high_lap,
+    case
+        when numbered.lap is null then null
+        when numbered.lap > thresholds.lap_median then 1
+        else 0
+    end as high_lap,
     {%- endif %}
     numbered.first_token_prob,
     numbered.stated_confidence,
