@@ -49,8 +49,8 @@ def run_paper_analysis(pre: pd.DataFrame, post: pd.DataFrame | None, settings: T
                        draws: int = 10_000, seed: int = 20240101, method: str = "auto") -> PaperResults:
     """Tables I-V and the bootstrap. Missing pieces (no moderator, no post-cutoff rows,
     no confidence measures) are skipped with a note rather than failing the analysis."""
-    s = settings
-    notes: list[str] = []
+    s, measure_note = T.paper_measure(pre, settings)
+    notes: list[str] = [measure_note]
     t1 = {"pre": T.table1(pre, s)}
     if post is not None and len(post):
         t1["post"] = T.table1(post, s)
@@ -67,6 +67,10 @@ def run_paper_analysis(pre: pd.DataFrame, post: pd.DataFrame | None, settings: T
     t2 = attempt("Table II", lambda: T.table2(pre, s))
     if t2 is not None:
         tables["table2"] = t2
+    if T.is_five_level(pre, s):
+        t6 = attempt("Table VI", lambda: T.table6(pre, s))
+        if t6 is not None:
+            tables["table6"] = t6
     if s.moderator is None:
         notes.append("Table III skipped: no `moderator_column` is set (a binary 0/1 column "
                      "listed in `extra_columns`).")
@@ -78,7 +82,8 @@ def run_paper_analysis(pre: pd.DataFrame, post: pd.DataFrame | None, settings: T
     if t4 is not None and t4.columns:
         tables["table4"] = t4
     elif t4 is not None:
-        notes.append("Table IV skipped: neither first-token probability nor stated confidence is in the panel.")
+        # say what happened to each measure: not in the panel, missing, or constant
+        notes.append("Table IV skipped: " + " ".join(t4.notes))
     boot = None
     post, oos_note = T.out_of_sample(post, s)
     if _has_rows(post, s) and _has_rows(pre, s):
@@ -136,12 +141,14 @@ def write_paper_assets(res: PaperResults, pre: pd.DataFrame, post: pd.DataFrame 
     long = paper_long_table(res)
     md = ["## Paper analysis (Tables I-V, Figure III)", "",
           f"LAP measure: {s.lap_label}; fixed effects: {' + '.join(s.fixed_effects)}; "
-          f"standard errors: clustered by {s.cluster}.", ""]
+          f"standard errors: clustered by {s.cluster} (Table VI by {T.cluster_of(s, 'table6')}, as "
+          "the paper).", ""]
     for sample, desc in res.table1.items():
         title = f"Table I. Descriptive statistics ({sample}-cutoff)"
         md += [render.markdown_descriptives(desc, title), ""]
         _write(out / "tables" / f"table1_{sample}.tex", render.latex_descriptives(desc, title))
-    titles = {"table2": "Table II", "table3": "Table III", "table4": "Table IV", "table5": "Table V"}
+    titles = {"table2": "Table II", "table3": "Table III", "table4": "Table IV", "table5": "Table V",
+              "table6": "Table VI"}
     for name, tab in res.tables.items():
         title = f"{titles.get(name, name)}. {tab.title}"
         md += [render.markdown_table(long, name, title, tab.extra_rows, tab.notes), ""]

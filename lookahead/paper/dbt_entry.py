@@ -38,6 +38,7 @@ def panel_columns(study_settings: pd.DataFrame) -> list[str]:
 def bootstrap_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd.DataFrame) -> pd.DataFrame:
     """One row per bootstrap draw; no rows when there is no post-cutoff sample or draws = 0."""
     s, draws, seed = settings_from_frame(study_settings)
+    s, _ = T.paper_measure(pre, s)  # the measure paper_tables uses (Min-K% when computed)
     post, _ = T.out_of_sample(post, s)
     empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in BOOTSTRAP_COLUMNS.items()})
     if draws == 0 or not A._has_rows(post, s) or not A._has_rows(pre, s):

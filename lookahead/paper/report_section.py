@@ -25,6 +25,7 @@ TITLES = {
     "table3": "Table III. Binary moderator with double and triple interactions",
     "table4": "Table IV. LAP versus first-token probability and stated confidence",
     "table5": "Table V. In-sample and out-of-sample, standardized within period",
+    "table6": "Table VI. Outcome on five-level LLM prediction, LAP and LLM x LAP (clustered by firm)",
 }
 
 
@@ -50,6 +51,7 @@ def paper_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
     pre = con.sql("select * from panel_pre").df()
     post = con.sql("select * from panel_post").df()
     s, _, _ = settings_from_frame(con.sql("select * from study_settings").df())
+    s, _ = T.paper_measure(pre, s)  # the measure paper_tables ran on
     coef = long[long["kind"] == "coefficient"]
     reading = reading_frame(long)
     if len(reading):  # REPORT.md's verdict section renders the Table V explanation from it
@@ -57,7 +59,8 @@ def paper_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
         _write(results_dir / f"{TABLE5_READING}.csv", reading.to_csv(index=False))
     md = ["", "## Paper analysis (Tables I-V, Figure III)", "",
           f"LAP measure: {s.lap_label}. Fixed effects: {' + '.join(s.fixed_effects)}. "
-          f"Paper tables cluster by `{s.cluster}` (var `paper_cluster`). Source table: `paper_tables`.", ""]
+          f"Paper tables cluster by `{s.cluster}` (var `paper_cluster`; Table VI by "
+          f"`{T.cluster_of(s, 'table6')}`, as the paper). Source table: `paper_tables`.", ""]
     for sample, df in (("pre", pre), ("post", post)):
         if len(df):
             desc = T.table1(df, s)
@@ -82,6 +85,7 @@ def paper_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
                 notes.append(f"{r['note']}: difference {float(r['estimate']):.4g} (SE "
                              f"{float(r['std_error']):.4g}, t {float(r['t']):.3g}, {r['vcov']}).")
             extra["Sample period"] = ["In-sample", "In-sample", "Out-of-sample", "Out-of-sample"]
+        title = f"{title} ({s.lap_label})"  # every caption names the measure it ran on
         md += [render.markdown_table(coef, name, title, extra, notes), ""]
         _write(results_dir / "tables" / f"{name}.tex", render.latex_table(coef, name, title, extra, notes))
     mags = long[long["kind"] == "magnitude"]

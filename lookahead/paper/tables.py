@@ -11,8 +11,14 @@ Each table function takes a panel (CONTRACTS.md columns) and `PaperSettings` and
 - Table V: every variable standardized within the in-sample and within the
   out-of-sample period; cols 1-2 in-sample (baseline, interaction), 3-4 out-of-sample.
 
-All with entity and date (realization-period) fixed effects; the paper clusters by
-date, the protocol by entity, so the cluster is a setting.
+All with entity and date (realization-period) fixed effects. The paper clusters Tables
+II-V by date and Table VI (quarterly CapEx on five-level forecasts) by firm; the protocol
+clusters by entity. So Tables II-V cluster by the setting `paper_cluster` (default date)
+and Table VI by entity, as the paper (TABLE_CLUSTERS).
+
+The LAP measure: the paper's tables are Min-K% LAP (eq. 1). They run on Min-K% whenever
+the study computed it (``paper_measure``), and on the verdict's measure otherwise; every
+caption names the measure it used.
 """
 
 from __future__ import annotations
@@ -37,6 +43,12 @@ from lookahead.stats.fe_regression import (
 
 #: Every registered measure's panel column (lookahead.measures), and the configured one.
 LAP_COLUMNS = {**{m.name: m.column for m in MEASURES.values()}, "configured": "lap"}
+#: The measure of the paper's tables (eq. 1), used whenever the study computed it.
+PAPER_MEASURE = "mink"
+#: Tables whose clustering the paper fixes apart from the others: Table VI, by firm.
+TABLE_CLUSTERS: dict[str, str] = {"table6": "entity"}
+#: Five-level forecast values (paper Table VI): a study whose mu_hat takes +-0.5 has them.
+FIVE_LEVEL_VALUES = (-1.0, -0.5, 0.0, 0.5, 1.0)
 
 LLM, LAP = "LLM", "LAP"
 X = " x "  # how interaction names are written in result tables (ASCII for CSV/SQL users)
@@ -100,16 +112,52 @@ def paper_columns(s: PaperSettings) -> list[str]:
     return list(dict.fromkeys(cols))
 
 
+def paper_measure(pre: pd.DataFrame | None, s: PaperSettings) -> tuple[PaperSettings, str]:
+    """The settings the paper's tables run under, and a note saying which measure and why:
+    Min-K% LAP (the paper's) when the study computed it (its panel column has values),
+    else the verdict's measure."""
+    from dataclasses import replace
+
+    col = LAP_COLUMNS[PAPER_MEASURE]
+    has = (pre is not None and col in pre.columns
+           and int(pd.to_numeric(pre[col], errors="coerce").notna().sum()) > 0)
+    if has and s.lap_measure != PAPER_MEASURE:
+        out = replace(s, lap_measure=PAPER_MEASURE)
+        return out, (f"The paper's tables run on {out.lap_label}, as the paper's do; the verdict "
+                     f"reads {s.lap_label} (var lap_measure).")
+    if has:
+        return s, f"The paper's tables run on {s.lap_label}, as the paper's do."
+    return s, (f"Min-K% LAP was not computed by this study, so the paper's tables run on the "
+               f"verdict's measure, {s.lap_label}; the paper's own tables use Min-K% LAP.")
+
+
+def is_five_level(df: pd.DataFrame, s: PaperSettings) -> bool:
+    """True when the forecast is five-level (paper Table VI): mu_hat in FIVE_LEVEL_VALUES
+    with a +-0.5 level used."""
+    if s.llm not in df.columns:
+        return False
+    v = pd.to_numeric(df[s.llm], errors="coerce").dropna().unique()
+    return bool(len(v)) and set(np.round(v, 9)) <= set(FIVE_LEVEL_VALUES) and bool(
+        np.isin(np.round(v, 9), (-0.5, 0.5)).any())
+
+
+def cluster_of(s: PaperSettings, table: str) -> str:
+    """The cluster of one table: the paper's own for Table VI (by firm), `paper_cluster`
+    for the others."""
+    return TABLE_CLUSTERS.get(table, s.cluster)
+
+
 def column(df: pd.DataFrame, s: PaperSettings, spec: str, terms: Sequence[Term],
            sample: str = "pre", outcome: str | None = None,
            fixed_effects: Sequence[str] | None = None) -> FitResult:
     """One table column: the specification declared as a FitRequest (the package's one
-    way to declare a regression) with the study's outcome, fixed effects and cluster unless
-    given, fitted by the one fit (lookahead.paper.fit.fit_column)."""
+    way to declare a regression) with the study's outcome, fixed effects and the table's
+    cluster (``cluster_of``; the table is the spec's prefix) unless given, fitted by the
+    one fit (lookahead.paper.fit.fit_column)."""
     return fit_column(df, FitRequest(
         spec=spec, sample=sample, outcome=outcome or s.outcome, regressors=tuple(terms),
         fixed_effects=tuple(s.fixed_effects if fixed_effects is None else fixed_effects),
-        cluster=s.cluster))
+        cluster=cluster_of(s, spec.split("_", 1)[0])))
 
 
 @dataclass
@@ -260,7 +308,7 @@ def table3(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
     notes = dropped_notes([c1, c2])
     if notes:
         notes.append("A moderator constant within entity is absorbed by the entity fixed effects.")
-    return PaperTable(name="table3", title=f"Outcome on LLM, LAP and {m}", sample=sample,
+    return PaperTable(name="table3", title=f"Outcome on LLM, LAP and {m} ({s.lap_label})", sample=sample,
                       columns=[c1, c2], column_samples=[sample, sample], notes=notes)
 
 
@@ -280,10 +328,20 @@ def table4(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
     t_ll = Term(LLM + X + LAP, (s.llm, s.lap))
     cols, samples, notes = [], [], []
     for label, col in (("p(first token)", s.first_token_prob), ("Confidence", s.stated_confidence)):
-        if col not in df.columns or pd.to_numeric(df[col], errors="coerce").notna().sum() == 0:
-            notes.append(f"{label} ('{col}') is missing in the panel: its columns are skipped.")
+        if col not in df.columns:
+            notes.append(f"{label} ('{col}') is not in the panel: its columns are skipped.")
             continue
-        sd = float(pd.to_numeric(df[col], errors="coerce").std(ddof=1))
+        vals = pd.to_numeric(df[col], errors="coerce").dropna()
+        if len(vals) == 0:
+            notes.append(f"{label} ('{col}') is in the panel but missing in every row: its "
+                         "columns are skipped.")
+            continue
+        if vals.nunique() == 1:
+            notes.append(f"{label} ('{col}') is in the panel but constant at {vals.iloc[0]:.6g} "
+                         f"in all {len(vals)} rows with a value: it cannot enter a regression "
+                         "with fixed effects, so its columns are skipped.")
+            continue
+        sd = float(vals.std(ddof=1))
         if not (np.isfinite(sd) and sd >= CONFIDENCE_MIN_SD):
             notes.append(f"{label} not estimable (its sd {sd:.2g} is below {CONFIDENCE_MIN_SD}: a "
                          "probability that barely varies; its coefficients would be noise scaled "
@@ -298,7 +356,7 @@ def table4(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
         if c.n_missing:
             notes.append(f"{c.spec}: {c.n_missing} rows with a missing value dropped.")
     notes += dropped_notes(cols)
-    return PaperTable(name="table4", title="LAP versus first-token probability and stated confidence",
+    return PaperTable(name="table4", title=f"LAP versus first-token probability and stated confidence ({s.lap_label})",
                       sample=sample, columns=cols, column_samples=samples, notes=notes)
 
 
@@ -429,11 +487,11 @@ def table5(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings,
                                            "", f"[{diff['p_one_sided']:.3f}]"]}
         notes.append(
             f"In-sample minus out-of-sample interaction: {diff['difference']:.4g} (SE "
-            f"{diff['std_error']:.4g}, clustered by {s.cluster}; one-sided p "
+            f"{diff['std_error']:.4g}, clustered by {cluster_of(s, 'table5')}; one-sided p "
             f"{diff['p_one_sided']:.3g}), from one stacked regression with period-specific "
             "slopes and fixed effects; unlike the paper's bootstrap p it counts the in-sample "
             "estimate's sampling error and the clustering.")
-    tab = PaperTable(name="table5", title="In-sample and out-of-sample, standardized within period",
+    tab = PaperTable(name="table5", title=f"In-sample and out-of-sample, standardized within period ({s.lap_label})",
                      sample="pre+post", columns=cols, column_samples=samples, extra_rows=extra,
                      notes=notes + dropped_notes(cols))
     tab.magnitudes = {f"diff_{k}": float(v) for k, v in diff.items()}
@@ -462,7 +520,9 @@ def map_forecast_labels(labels: pd.Series, mapping: Mapping[str, float]) -> pd.S
 
 
 def table6(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTable:
-    """Table VI is Table II run on a five-level forecast (mu_hat in {-1,-0.5,0,0.5,1})."""
+    """Table VI is Table II run on a five-level forecast (mu_hat in {-1,-0.5,0,0.5,1}),
+    clustered by firm as the paper's Table VI (``cluster_of``), whatever `paper_cluster`."""
     t = table2(df, s, sample=sample, name="table6")
-    t.title = f"Outcome on five-level LLM prediction and LAP ({s.lap_label})"
+    t.title = (f"Outcome on five-level LLM prediction and LAP ({s.lap_label}; standard errors "
+               f"clustered by {cluster_of(s, 'table6')}, as the paper's Table VI)")
     return t

@@ -242,3 +242,61 @@ def test_out_of_sample_start_setting(post):
     assert T.out_of_sample(post, T.PaperSettings(lap_measure="mink"))[0] is post
     with pytest.raises(StudyConfigError, match="setting 'paper_oos_start'"):
         load_study(overrides={"paper_oos_start": "not a date"})
+
+
+def test_table6_clusters_by_firm_whatever_paper_cluster_says():
+    """The paper's Table VI clusters by firm while Tables II-V cluster by date: with
+    paper_cluster = date, Table VI's standard errors are still the entity-clustered ones of
+    a dummies OLS, and the analysis adds Table VI for a five-level forecast."""
+    from lookahead.paper.analysis import run_paper_analysis
+
+    labels = T.FIVE_LEVEL_LABELS
+    df = make_panel(n_rows=600, n_entities=50, n_dates=20, seed=21, sample="pre", labels=labels)
+    s = T.PaperSettings(lap_measure="mink", cluster="date")
+    tab = T.table6(df, s)
+    ref = ols_dummies(df, "outcome", [["mu_hat"], ["lap_mink"], ["mu_hat", "lap_mink"]], FE, "entity_num")
+    _check(tab.columns[1], ref, ["LLM", "LAP", "LLM x LAP"])
+    assert "clustered by entity" in tab.title
+    res = run_paper_analysis(df, None, s, draws=0)
+    assert "table6" in res.tables
+    assert "entity" in res.tables["table6"].columns[1].vcov
+    assert "date" in res.tables["table2"].columns[1].vcov
+    three = make_panel(n_rows=300, n_entities=30, n_dates=10, seed=2, sample="pre")
+    assert not T.is_five_level(three, s) and "table6" not in run_paper_analysis(three, None, s, draws=0).tables
+
+
+def test_paper_tables_run_on_min_k_when_computed_and_captions_name_the_measure(pre):
+    """The paper's tables are Min-K%: with the verdict on recall LAP they still run on
+    lap_mink when the study computed it, and say so; without Min-K% values they run on the
+    verdict's measure and the note says that is not the paper's."""
+    from lookahead.paper.analysis import run_paper_analysis
+
+    s = T.PaperSettings(lap_measure="recall")
+    res = run_paper_analysis(pre, None, s, draws=0)
+    assert res.settings.lap_measure == "mink"
+    t2 = res.tables["table2"]
+    ref = ols_dummies(pre, "outcome", [["mu_hat"], ["lap_mink"], ["mu_hat", "lap_mink"]], FE, "target_date")
+    _check(t2.columns[1], ref, ["LLM", "LAP", "LLM x LAP"])
+    for name, tab in res.tables.items():
+        assert "Min-K%" in tab.title, name
+    assert any("run on Min-K% LAP" in n and "verdict reads recall LAP" in n.replace("Recall", "recall")
+               for n in res.notes), res.notes
+    no_mink = pre.assign(lap_mink=np.nan)
+    res2 = run_paper_analysis(no_mink, None, s, draws=0)
+    assert res2.settings.lap_measure == "recall"
+    assert all("Min-K%" not in tab.title for tab in res2.tables.values())
+    assert any("Min-K% LAP was not computed" in n for n in res2.notes)
+
+
+def test_table4_note_says_what_is_constant(pre):
+    """A confidence measure present but constant is named as constant, never as missing."""
+    from lookahead.paper.analysis import run_paper_analysis
+
+    df = pre.assign(first_token_prob=1.0, stated_confidence=np.nan)
+    tab = T.table4(df, T.PaperSettings(lap_measure="mink"))
+    assert tab.columns == []
+    assert any("is in the panel but constant at 1 in all" in n and "p(first token)" in n for n in tab.notes)
+    assert any("Confidence" in n and "missing in every row" in n for n in tab.notes)
+    res = run_paper_analysis(df, None, T.PaperSettings(lap_measure="mink"), draws=0)
+    skipped = [n for n in res.notes if n.startswith("Table IV skipped")]
+    assert skipped and "constant at 1" in skipped[0] and "not in the panel" not in skipped[0]
