@@ -112,7 +112,8 @@ def time_fast(regs, s: WildSettings) -> dict:
         t0 = time.perf_counter()
         design = PartialledDesign(y, x, fe, cl)
         t1 = time.perf_counter()
-        res = design.bootstrap(col, s, one_sided=term in req.one_sided_terms)
+        res = design.bootstrap(col, s, one_sided=term in req.one_sided_terms,
+                               two_sided_read=term in req.wild_two_sided_terms)
         t2 = time.perf_counter()
         out[name] = {"rows": len(y), "clusters": int(len(np.unique(cl))), "partial_out_s": t1 - t0,
                      "draws_s": t2 - t1, "total_s": t2 - t0, "draws": res.draws,

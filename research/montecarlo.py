@@ -254,30 +254,40 @@ def to_markdown(table: pd.DataFrame) -> str:
             ("theta_high_crv1", "high-LAP theta CRV1"), ("theta_high_wild", "high-LAP theta wild"),
             ("theta_diff_crv1", "high-low CRV1"), ("theta_diff_wild", "high-low wild"),
             ("verdict_contamination", "verdict: Contamination detected")]
-    head = "| design | R | G | mean G* | " + " | ".join(c[1] for c in cols) + " |\n"
-    head += "|---|---:|---:|---:|" + "---:|" * len(cols) + "\n"
+    with_g = "g_star_mean" in table.columns  # runs recorded G* (this code); older ones did not
+    if not with_g:
+        head = "| design | R | " + " | ".join(c[1] for c in cols) + " |\n"
+        head += "|---|---:|" + "---:|" * len(cols) + "\n"
+    else:
+        cols = [c for c in cols if table[c[0]].notna().any()]  # a detection-only run has no theta
+        head = "| design | R | G | mean G* | " + " | ".join(c[1] for c in cols) + " |\n"
+        head += "|---|---:|---:|---:|" + "---:|" * len(cols) + "\n"
     body = ""
     for _, r in table.iterrows():
         cells = [f"{100 * r[k]:.1f} ({100 * r[k + '_mcse']:.1f})" if np.isfinite(r[k]) else "-"
                  for k, _ in cols]
-        g = f"{r['g']:.0f}" if "g" in r and np.isfinite(r["g"]) else "NA"
-        gs = f"{r['g_star_mean']:.1f}" if "g_star_mean" in r and np.isfinite(r["g_star_mean"]) else "NA"
-        body += (f"| {r['design']} | {int(r['reps'])} | {g} | {gs} | " + " | ".join(cells) + " |\n")
+        g = ""
+        if with_g:
+            g = (f"{r['g']:.0f} | " if np.isfinite(r["g"]) else "NA | ") + (
+                f"{r['g_star_mean']:.1f} | " if np.isfinite(r["g_star_mean"]) else "NA | ")
+        body += f"| {r['design']} | {int(r['reps'])} | {g}" + " | ".join(cells) + " |\n"
     return head + body
 
 
 TABLE_START, TABLE_END = "<!-- table:start -->", "<!-- table:end -->"
+#: The detection-only run's table (--detection-only) has markers of its own.
+DETECTION_START, DETECTION_END = "<!-- detection-table:start -->", "<!-- detection-table:end -->"
 
 
-def write_doc_table(doc: Path, table_md: str) -> None:
+def write_doc_table(doc: Path, table_md: str, start: str = TABLE_START, end: str = TABLE_END) -> None:
     """Put the table between the markers of docs/montecarlo.md, so the figures the docs
     quote are the ones this run wrote (the prose around them is written by hand)."""
     text = doc.read_text(encoding="utf-8")
-    if TABLE_START not in text or TABLE_END not in text:
-        raise SystemExit(f"--doc: '{doc}' has no {TABLE_START} ... {TABLE_END} markers")
-    head, rest = text.split(TABLE_START, 1)
-    _, tail = rest.split(TABLE_END, 1)
-    doc.write_text(f"{head}{TABLE_START}\n{table_md}{TABLE_END}{tail}", encoding="utf-8")
+    if start not in text or end not in text:
+        raise SystemExit(f"--doc: '{doc}' has no {start} ... {end} markers")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    doc.write_text(f"{head}{start}\n{table_md}{end}{tail}", encoding="utf-8")
 
 
 def _read_progress(progress: Path) -> list[dict]:
@@ -364,7 +374,7 @@ def main(argv: list[str] | None = None) -> None:
                              wild=WildSettings(draws=args.wild_draws, weights=args.wild_weights))
     t0 = time.perf_counter()
     if args.summarize_only:
-        rows = pd.DataFrame(_read_progress(Path(args.progress)))
+        rows = pd.DataFrame([r for p in args.progress.split(",") for r in _read_progress(Path(p))])
         rows = rows[rows["design"].isin([d.name for d in designs]) & (rows["rep"] < args.reps)]
         rows = rows.drop_duplicates(["design", "rep"])
     else:
@@ -383,7 +393,8 @@ def main(argv: list[str] | None = None) -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     if args.doc:
-        write_doc_table(Path(args.doc), to_markdown(table))
+        markers = (DETECTION_START, DETECTION_END) if args.detection_only else (TABLE_START, TABLE_END)
+        write_doc_table(Path(args.doc), to_markdown(table), *markers)
     print(to_markdown(table))
 
 

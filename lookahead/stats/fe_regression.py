@@ -182,6 +182,9 @@ class FitRequest:
     notes: Sequence[str] = field(default_factory=tuple)
     wild_terms: Sequence[str] = ()  # terms that get a wild cluster bootstrap p-value
     wild: "WildSettings | None" = None
+    #: one-sided terms whose two-sided p a decision also reads (beta_3: "significantly
+    #: negative"); the bootstrap extends its draws near 0.05 for those only
+    wild_two_sided_terms: Sequence[str] = ()
 
 
 def _term_columns(term: str) -> list[str]:
@@ -543,7 +546,8 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
         if design is not None and term in req.wild_terms and key and np.isfinite(t):
             col = fitted_terms.index(term)
             if boot_on and req.wild is not None:
-                wres = design.bootstrap(col, req.wild, one_sided=one_sided)
+                wres = design.bootstrap(col, req.wild, one_sided=one_sided,
+                                        two_sided_read=term in req.wild_two_sided_terms)
                 if wres.note:
                     notes.append(f"wild bootstrap for {term} in {req.spec} ({req.sample}): {wres.note}")
             else:

@@ -171,7 +171,7 @@ def _requests(sample: str, settings: StatsSettings, notes: tuple[str, ...],
                             regressors=DETECTION_TERMS, fixed_effects=FIXED_EFFECTS,
                             cluster=settings.cluster, one_sided_terms=(BETA3,),
                             nw_lag=settings.nw_lag, notes=notes, wild_terms=(BETA3,),
-                            wild=settings.wild), None))
+                            wild=settings.wild, wild_two_sided_terms=(BETA3,)), None))
     return reqs
 
 

@@ -181,7 +181,8 @@ class PartialledDesign:
 
     def bootstrap(self, column: int, settings: WildSettings, one_sided: bool,
                   max_draws: int = MAX_WILD_DRAWS,
-                  thresholds: Sequence[float] = WILD_THRESHOLDS) -> WildResult:
+                  thresholds: Sequence[float] = WILD_THRESHOLDS,
+                  two_sided_read: bool = True) -> WildResult:
         """The WCR bootstrap of coefficient `column` (see the module doc for the algebra),
         extended while the p the verdict reads sits within two Monte Carlo SEs of a
         threshold, up to `max_draws`."""
@@ -215,14 +216,14 @@ class PartialledDesign:
         limit = threadpool_limits(1)
         try:
             return self._draws(t_star, rng, settings, target, max_draws, thresholds, c, D, S,
-                               t_hat, se, g_star, one_sided)
+                               t_hat, se, g_star, one_sided, two_sided_read)
         finally:
             limit.restore_original_limits()
 
     def _draws(self, t_star: list[np.ndarray], rng: np.random.Generator, settings: WildSettings,
                target: int, max_draws: int, thresholds: Sequence[float], c: np.ndarray,
                D: np.ndarray, S: np.ndarray, t_hat: float, se: float, g_star: float,
-               one_sided: bool) -> WildResult:
+               one_sided: bool, two_sided_read: bool) -> WildResult:
         G = self.n_groups
         while True:
             done = sum(len(t) for t in t_star)
@@ -242,12 +243,12 @@ class PartialledDesign:
                 return WildResult(g_star=g_star, note="no finite bootstrap t-statistic")
             p_two = float(np.mean(np.abs(ts) > abs(t_hat)))
             p_one = float(np.mean(ts > t_hat))
-            # the p the verdict reads against 0.05 / 0.10; for a one-sided term with a
-            # negative t also its two-sided p, which tells "significantly negative" from
-            # "indistinguishable from zero" at 0.05 (with t > 0 a two-sided p near 0.05 has
-            # a one-sided p near 0.025, far from the thresholds, and decides nothing)
+            # the p the verdict reads against 0.05 / 0.10; for a one-sided term whose
+            # two-sided p is read too (beta_3), with a negative t also that one, which tells
+            # "significantly negative" from "indistinguishable from zero" at 0.05 (with t > 0
+            # a two-sided p near 0.05 has a one-sided p near 0.025 and decides nothing)
             close = (near_threshold(p_one, b, thresholds)
-                     or (t_hat < 0 and near_threshold(p_two, b, thresholds[:1]))
+                     or (two_sided_read and t_hat < 0 and near_threshold(p_two, b, thresholds[:1]))
                      if one_sided else near_threshold(p_two, b, thresholds))
             if target >= max_draws or not close:
                 break

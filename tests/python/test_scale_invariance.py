@@ -27,7 +27,7 @@ def study(kind: str, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     rng = np.random.default_rng(seed)
     mem = kind == "contaminated"
     pre = _sample(rng, 36, 10, 4, 0.0, 1.0, mem, mem)
-    post = _sample(rng, 36, 5, 4, 0.0, 0.3, False, False, start_period=10)
+    post = _sample(rng, 36, 5, 4, 0.0, 0.5, False, False, start_period=10)  # a placebo with power
     return pre, post
 
 
