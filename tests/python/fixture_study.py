@@ -83,7 +83,9 @@ def write_fixture_study(
                 p_up, p_down = (p_hit, 0.02) if truth == "up" else (0.02, p_hit)
                 p_unknown = 0.9 - p_hit if p_hit < 0.9 else 0.01
             else:
-                lap = rng.uniform(0.01, 0.3) if pre else rng.uniform(0.0, 0.05)
+                # after the cutoff LAP collapses below the variation rule (sd < 0.01): the
+                # signature the placebo reads as passing (docs/verdict.md)
+                lap = rng.uniform(0.01, 0.3) if pre else rng.uniform(0.0, 0.02)
                 share = rng.uniform()
                 p_up, p_down, p_unknown = lap * share, lap * (1 - share), 0.95 - lap
             recall.append(dict(key=("recall", f"E{e:03d}", target.isoformat()), task="recall",
