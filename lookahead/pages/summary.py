@@ -98,6 +98,10 @@ def _placebo_short(o: Outcome) -> str:
         return "placebo passes (post-cutoff LAP collapsed, beta_3 not estimable)"
     if o.placebo == "not_estimable":
         return "placebo not estimable"
+    if o.placebo == "uninformative":
+        return (f"placebo uninformative (post-cutoff beta_3 {fmt_num(t.estimate)}, {t.p_phrase()}, "
+                f"above {PLACEBO_PASS_P:g}, but its minimum detectable effect "
+                f"{fmt_num(verdict_rule.placebo_mde(o.facts))} exceeds the pre-cutoff beta_3)")
     side = "above" if o.placebo == "passes" else "not above"
     return (f"{PLACEBO[o.placebo][1]} (post-cutoff beta_3 {fmt_num(t.estimate)}, {t.p_phrase()}, "
             f"{side} {PLACEBO_PASS_P:g})")
@@ -109,7 +113,14 @@ def _mde(o: Outcome) -> str:
 
 
 def paragraph_parts(o: Outcome) -> tuple[str, list[str]]:
-    """(the finding, optional additions in the order they are dropped last-first)."""
+    """(the finding, optional additions in the order they are dropped last-first); the
+    few-clusters warning (G and G*) and a borderline p come first among the additions."""
+    finding, extra = _paragraph_parts(o)
+    warn = [w.strip() for w in (verdict_rule.few_clusters_text(o), verdict_rule.borderline_text(o)) if w]
+    return finding, warn + extra
+
+
+def _paragraph_parts(o: Outcome) -> tuple[str, list[str]]:
     f, two = o.facts, o.tests["beta3_two_sided"]
     if o.path == "no_pre_rows":
         return ("Underpowered: there are no pre-cutoff rows, so the detection test cannot run.", [])
@@ -136,7 +147,7 @@ def paragraph_parts(o: Outcome) -> tuple[str, list[str]]:
     failed = [] if o.validation_present else ["validation failed"]
     if not PLACEBO[o.placebo][0]:
         failed.append({"infeasible": "placebo infeasible", "not_estimable": "placebo not estimable",
-                       "fails": "placebo failed"}[o.placebo])
+                       "fails": "placebo failed", "uninformative": "placebo uninformative"}[o.placebo])
     why = [VALIDATION_FAILURES[c] for c in o.validation_failures]
     if not PLACEBO[o.placebo][0]:
         why.append(_placebo_short(o))
@@ -258,6 +269,7 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
                       ("borderline" if _truthy(border) else "clear of the threshold") if known else NOT_COMPUTED))
     plc = t["placebo"]
     pres = {"passes": PASSED, "passes_collapsed": PASSED + " (LAP collapsed)", "fails": FAILED,
+            "uninformative": "uninformative (its minimum detectable effect exceeds the pre-cutoff beta_3)",
             "not_estimable": NOT_ESTIMABLE, "infeasible": "infeasible (no post-cutoff rows)"}[o.placebo]
     rows.append(Check("5. Placebo", "post-cutoff beta_3 not > 0", _est(plc) if o.placebo != "infeasible" else "NA",
                       _p(plc) if o.placebo != "infeasible" else "NA",
