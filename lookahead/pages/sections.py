@@ -388,9 +388,7 @@ def detection_section(ctx: Context) -> Section:
                          one_sided="mu_hat:lap", draws=ctx.draws), "detection_pre"),
         Para("beta_3 is the coefficient on mu_hat:lap; the test is one-sided for beta_3 > 0 "
              "(p/2 when t > 0, else 1 - p/2). Beside CRV1 stands the restricted wild cluster "
-             "bootstrap p (wildboottest; " + _wild_label(results) + "); the verdict reads it "
-             + (f"when a regression has fewer than {f.wild_min_clusters} clusters "
-                if getattr(f, "wild_min_clusters", None) else "where the regression is clustered ") +
+             "bootstrap p (" + _wild_label(results) + "); the verdict reads it at every cluster count "
              f"(here it read: {b3.p_phrase()}; t test on {fmt_num(f.beta3_df)} degrees of "
              f"freedom). Minimum detectable beta_3 (one-sided 5% test, 80% power): "
              f"{fmt_num(mde(f))}.{mde_sentence(o) if math.isfinite(mde(f)) else ''}"),

@@ -254,11 +254,10 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
     if not (isinstance(g_star, float) and np.isfinite(g_star)):
         g_star = _opt(verdict, "beta3_g_star", "g_star")
     g = b3.n_clusters if np.isfinite(getattr(b3, "n_clusters", math.nan)) else f.n_clusters_pre
-    few = getattr(f, "wild_min_clusters", None)
     rows.append(Check("4. Clusters", "clusters G (effective G*)",
                       f"G {_fmt_int(g)}" + (f", G* {fmt_num(g_star, 3)}" if np.isfinite(g_star)
                                             else f", G* {NOT_COMPUTED}"),
-                      "", f"wild bootstrap p below {few} clusters" if few else "wild bootstrap p where clustered",
+                      "", "wild bootstrap p at every cluster count",
                       f"p read by {b3.source}"))
     border = getattr(b3, "borderline", None)
     if border is None and "borderline" in verdict:

@@ -110,9 +110,10 @@ def test_a_section_is_frozen_and_its_defaults_are_the_declared_ones():
 
 def dbt_var_names(root: Path = PROJECT_ROOT) -> set[str]:
     """The settings dbt SQL and Jinja read by name: setting('<name>') (at run time, the
-    study of the build; macros/settings.sql) or var('<name>'...); while dbt parses, both
+    study of the build; macros/settings.sql), setting_path('<name>') (a path setting resolved
+    against the project folder) or var('<name>'...); while dbt parses, both
     read dbt_project.yml's vars."""
-    pat = re.compile(r"""\b(?:var|setting)\(\s*['"]([a-z_0-9]+)['"]""")
+    pat = re.compile(r"""\b(?:var|setting|setting_path)\(\s*['"]([a-z_0-9]+)['"]""")
     out: set[str] = set()
     for folder in DBT_FOLDERS:
         for path in (root / folder).rglob("*"):

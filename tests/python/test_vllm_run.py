@@ -24,7 +24,8 @@ def test_lookahead_run_on_a_vllm_study_completes(tmp_path: Path) -> None:
     study = yaml.safe_load((ROOT / "demo" / "studies" / "contaminated.yml").read_text())
     study.update(backend="vllm", study_name="demo_contaminated_vllm", model_id="demo-contaminated",
                  raw_dir=str(tmp_path / "raw"), results_dir=str(tmp_path / "results"),
-                 outputs_dir=str(tmp_path / "outputs"))
+                 outputs_dir=str(tmp_path / "outputs"),
+                 max_model_len=256)  # the demo model's context (max_position_embeddings); vLLM refuses more
     study_file = tmp_path / "study.yml"
     study_file.write_text(yaml.safe_dump(study))
     db = tmp_path / "db.duckdb"
