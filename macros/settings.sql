@@ -7,11 +7,19 @@
     is the --vars value as given, else dbt_project.yml's (the default study): it shapes no
     dependency. -#}
 {% macro setting(name) -%}
+  {{ return(study_setting(name, 'lookahead_setting')) }}
+{%- endmacro %}
+
+
+{#- The one reading of a setting behind setting() and setting_path(): at run time from the
+    plugin function `reader` (lookahead_setting or lookahead_setting_path), else the --vars
+    value as given, else var() (dbt_project.yml's value, or a unit test's override). -#}
+{% macro study_setting(name, reader) -%}
   {%- set node = model if model is defined and model is mapping else {} -%}
   {%- set overridden = ((node.get('overrides') or {}).get('vars') or {}) -%}
   {%- set given = cli_vars() -%}
   {%- if execute and name not in overridden -%}
-    {{ return(fromjson(run_query("select lookahead_setting(" ~ sql_string(name) ~ ")").columns[0].values()[0])) }}
+    {{ return(fromjson(run_query("select " ~ reader ~ "(" ~ sql_string(name) ~ ")").columns[0].values()[0])) }}
   {%- elif name in given and name not in overridden -%}
     {{ return(given[name]) }}
   {%- else -%}
@@ -40,14 +48,5 @@
     (lookahead.config.Study.resolve): DuckDB reads a relative path from the working folder,
     and `dbt build --project-dir <project>` may run from anywhere. Null when not set. -#}
 {% macro setting_path(name) -%}
-  {%- set node = model if model is defined and model is mapping else {} -%}
-  {%- set overridden = ((node.get('overrides') or {}).get('vars') or {}) -%}
-  {%- set given = cli_vars() -%}
-  {%- if execute and name not in overridden -%}
-    {{ return(fromjson(run_query("select lookahead_setting_path(" ~ sql_string(name) ~ ")").columns[0].values()[0])) }}
-  {%- elif name in given and name not in overridden -%}
-    {{ return(given[name]) }}
-  {%- else -%}
-    {{ return(var(name, none)) }}
-  {%- endif -%}
+  {{ return(study_setting(name, 'lookahead_setting_path')) }}
 {%- endmacro %}
