@@ -64,6 +64,7 @@ def score_prompts(ctx: JobContext, task: str, params: dict[str, Any]) -> tuple[l
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         uncached = not_cached(ctx, store, task, queries)
         store.require_writable(len(uncached))  # before the model loads: nothing to ask, no lock needed
+        store.claim(q.key for q in uncached)  # another study sharing raw_dir waits for these (llm_jobs.sharing)
         pending = fit_forecast_prompts(ctx, ctx.for_backend(uncached))
         print_plan(ctx, task, "prompts", len(queries), pending, 0)
         if pending:

@@ -130,6 +130,7 @@ def run(ctx: JobContext) -> int:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = not_cached(ctx, store, TASK, queries)
         store.require_writable(len(pending))  # before the model loads: nothing to ask, no lock needed
+        store.claim(q.key for q in pending)  # another study sharing raw_dir waits for these (llm_jobs.sharing)
         labels = {k: str(v) for k, v in ctx.study.prompts.recall_labels.items()}
         # The label check needs the model's tokenizer (importing torch and transformers,
         # seconds): it runs only when something is left to ask; answered keys passed it.

@@ -33,9 +33,11 @@ import json
 import math
 import os
 import tempfile
+import time
+from dataclasses import dataclass
 from operator import methodcaller
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -421,16 +423,77 @@ def try_lock(path: Path, label: str = "") -> Any:
     (error messages, and whether a busy file is another study's: RawStore own_shard)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fh = open(path.with_name(path.name + ".lock"), "a+")
-    try:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        fh.close()
-        return None
+    for pause in (*LOCK_RETRY_S, None):
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if pause is None:
+                fh.close()
+                return None
+            time.sleep(pause)  # a reader's liveness probe (lock_is_held) holds it for microseconds
     fh.seek(0)
     fh.truncate()
     fh.write(f"{os.getpid()} {label}".rstrip() + "\n")
     fh.flush()
     return fh
+
+
+#: Pauses before try_lock gives up on a busy lock: a waiting job's probe (lock_is_held)
+#: takes the lock shared for a moment, which must not read as a writer.
+LOCK_RETRY_S = (0.01, 0.05)
+
+
+def lock_is_held(path: Path) -> bool:
+    """Whether a process holds the lock of cache file ``path`` (a killed one's lock went
+    with it). Probed with a shared lock taken and dropped at once, so the probe never
+    writes the lock file (which names its holder)."""
+    try:
+        fh = open(path.with_name(path.name + ".lock"), "rb")
+    except OSError:
+        return False
+    with fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        return False
+
+
+PLAN_SUFFIX = ".plan"  # <cache file>.plan: the keys its writer is asking (RawStore.claim)
+
+
+def plan_path(path: Path) -> Path:
+    """``<file>.plan`` beside a cache file: the keys its writer is about to ask."""
+    return path.with_name(path.name + PLAN_SUFFIX)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one live writer of a shared cache said it is asking (RawStore.claim): its
+    pid, its label (the study's shard name), when it said so and the keys. ``keys`` is
+    None for the holder of the shared file that has not said yet."""
+
+    path: Path
+    pid: str
+    label: str
+    order: tuple[int, str]
+    keys: frozenset[str] | None
+
+
+def read_plan(path: Path) -> Plan | None:
+    """The plan written at ``path`` (a cache file's .plan), or None when absent or unreadable."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            head = json.loads(fh.readline())
+            keys = frozenset(line.strip() for line in fh if line.strip())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(head, dict):
+        return None
+    label, pid = str(head.get("label") or ""), str(head.get("pid") or "")
+    return Plan(path, pid, label, (int(head.get("order_ns") or 0), f"{label}:{pid}"), keys)
 
 
 def lock_holder(path: Path) -> str:
@@ -470,7 +533,10 @@ class RawStore:
         # sharing raw_dir): <root>/shards/<own_shard>/<task>.jsonl, read by every reader
         # like a Ray worker's shard
         self.own_shard = own_shard
+        self.shared_path = self.path  # the file it was asked to write, before any move to its own shard
         self.root = Path(root) if root is not None else self.path.parent
+        self._plan_order: tuple[int, str] | None = None  # when this writer said what it asks (claim)
+        self._plans: dict[Path, tuple[tuple[int, int, int], Plan | None]] = {}  # plans read, by stat
         self.task = self.path.name[: -len(".jsonl")] if self.path.name.endswith(".jsonl") else self.path.name
         self.keys: set[str] = set()
         self.idents: dict[str, Ident] = {}  # key -> ident of its first line
@@ -516,6 +582,7 @@ class RawStore:
                                   "wait for it to finish")
             self._open_read_only(None)
             return
+        plan_path(self.path).unlink(missing_ok=True)  # a killed writer's plan: nobody asks it now
         self.repaired_bytes = repair_torn_tail(self.path)
         self.failures_path = failures_path(self.path)
         self.repaired_bytes += repair_torn_tail(self.failures_path)
@@ -599,7 +666,64 @@ class RawStore:
                 self._offsets[path] = end
         return found
 
+    def claim(self, keys: Iterable[str]) -> None:
+        """Say which keys this writer is about to ask: ``<its file>.plan`` (its pid, its
+        study's shard name, when it said so, then one key a line), written atomically and
+        removed on close. Another study's job on the same raw_dir waits for the answers
+        to these keys instead of asking them too (llm_jobs.sharing). A store that cannot
+        write says nothing."""
+        if self._lock is None or self._fh is None:
+            return
+        order = time.time_ns()
+        label = self.own_shard or ""
+        head = json.dumps({"pid": os.getpid(), "label": label, "order_ns": order})
+        atomic_write_text(plan_path(self.path), head + "\n" + "".join(f"{k}\n" for k in keys))
+        self._plan_order = (order, f"{label}:{os.getpid()}")
+
+    def earlier_plans(self) -> list[Plan]:
+        """The plans this writer waits for: every other live writer's plan said before
+        its own (every one, when it said none), and the shared file's holder while it
+        has not said yet (``keys`` None: it may ask anything).
+
+        Why only earlier plans: the writers are then ordered by when they said what they
+        ask, and a writer waits only for earlier ones, so no two writers can wait for
+        each other (the first never waits). A plan counts only while its writer holds its
+        file's lock and is the pid the lock names: a killed writer's plan is nobody's."""
+        out: list[Plan] = []
+        said_shared = False
+        own = plan_path(self.path)
+        for path in sorted(self.root.glob(f"**/{self.task}.jsonl{PLAN_SUFFIX}"), key=str):
+            file = path.with_name(path.name[: -len(PLAN_SUFFIX)])
+            if path == own or not lock_is_held(file):
+                continue
+            plan = self._read_plan(path)
+            if plan is None or lock_writer(file)[:1] != [plan.pid]:
+                continue
+            said_shared = said_shared or file == self.shared_path
+            if self._plan_order is None or plan.order < self._plan_order:
+                out.append(plan)
+        if not said_shared and self.path != self.shared_path and lock_is_held(self.shared_path):
+            writer = lock_writer(self.shared_path)
+            out.append(Plan(plan_path(self.shared_path), writer[0] if writer else "", " ".join(writer[1:]),
+                            (0, ""), None))
+        return out
+
+    def _read_plan(self, path: Path) -> Plan | None:
+        """read_plan, re-read only when the file changed (a plan may hold a million keys)."""
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        sig = (st.st_ino, st.st_mtime_ns, st.st_size)
+        cached = self._plans.get(path)
+        if cached is None or cached[0] != sig:
+            cached = self._plans[path] = (sig, read_plan(path))
+        return cached[1]
+
     def close(self) -> None:
+        if self._lock is not None:  # its plan is void once it stops writing
+            plan_path(self.path).unlink(missing_ok=True)
+            self._plan_order = None
         wrote_nothing = all(not p.exists() or p.stat().st_size == 0
                             for p in (self.path, self.failures_path))
         if self._fh is not None:

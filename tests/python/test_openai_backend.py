@@ -92,6 +92,10 @@ class FakeOpenAIState:
         self.barrier_broken = False
         self.echo_key_401 = echo_key_401  # answer 401 quoting the Authorization header
         self.script = list(script or [])  # faults for the first requests, in order
+        # requests whose prompt `held` picks wait until `release` is set (or 60 s pass):
+        # a job kept mid-run without a clock (test_shared_raw_dir.py)
+        self.held: Any = None
+        self.release = threading.Event()
 
     def next_fault(self) -> str | None:
         """A fault for this request: a seeded draw, the kinds taken in turn so that every
@@ -233,6 +237,8 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                 time.sleep(1.5)
             if state.delay_s:
                 time.sleep(state.delay_s)
+            if state.held is not None and state.held(prompt):
+                state.release.wait(60)
             if self.path.endswith("/chat/completions"):
                 return self._chat(prompt, body)
             return self._completion(prompt, body)
