@@ -21,7 +21,9 @@ log-prob above the tolerance, or an answer the build uses for a row it was not a
 for) and a block (a study that cannot finish in one more invocation).
 
 Run: ``python benchmarks/planted_faults.py`` (about 15 minutes on 2 cores; edits files of
-this checkout one at a time and restores each; writes benchmarks/results/planted_faults.json).
+this checkout one at a time and restores each; writes benchmarks/results/planted_faults.json);
+``--round-two`` runs only issue 35's cases (planted_faults_round2.json); ``--case NAME``
+runs one job case (JOB_CASES, e.g. ``--case "two studies"``) and only prints it.
 """
 
 from __future__ import annotations
@@ -199,9 +201,13 @@ def round_two_report_cases(restore: Callable[[], None], study_file: Path, db: Pa
     return rows
 
 
-def job_cases(work: Path) -> list[dict]:
+JOB_CASES = ("positive log-prob", "rewritten key", "no newline", "two studies", "two studies, one killed")
+
+
+def job_cases(work: Path, only: str | None = None) -> list[dict]:
     """Issue 35's cache cases against the loopback OpenAI server (tests/python/
-    test_openai_backend.py): each job run as a user runs it (`python -m llm_jobs.forecast`)."""
+    test_openai_backend.py): each job run as a user runs it (`python -m llm_jobs.forecast`).
+    ``only``: run just the case of JOB_CASES of that name (``--case``)."""
     import math
     import threading
     from http.server import ThreadingHTTPServer
@@ -238,71 +244,121 @@ def job_cases(work: Path) -> list[dict]:
 
     out = []
     try:
-        # a positive log-prob (+2.5) in 1 of 4 replies, then once more in every reply of a rerun
-        url, state = server(script=["positive_logprob", None, None, None] * 6)
-        study = write_openai_study(work, url, "positive", 24, tokenizer_path=None, model_path=None)
-        first = job(study)
-        recs = lines(work / "positive" / "raw")
-        again = job(study)
-        out.append({"case": "positive log-prob +2.5 in 1 of 4 replies", "exit": first.returncode,
-                    "lines": len(recs), "bad_answers_cached": bad_logprobs(recs),
-                    "retries_said": "retries" in first.stdout + first.stderr,
-                    "blocked": not (first.returncode == 0 or again.returncode == 0) or len(lines(
-                        work / "positive" / "raw")) != 24})
-        print(json.dumps(out[-1]), flush=True)
+        if only in (None, "positive log-prob"):
+            # a positive log-prob (+2.5) in 1 of 4 replies, then once more in every reply of a rerun
+            url, state = server(script=["positive_logprob", None, None, None] * 6)
+            study = write_openai_study(work, url, "positive", 24, tokenizer_path=None, model_path=None)
+            first = job(study)
+            recs = lines(work / "positive" / "raw")
+            again = job(study)
+            out.append({"case": "positive log-prob +2.5 in 1 of 4 replies", "exit": first.returncode,
+                        "lines": len(recs), "bad_answers_cached": bad_logprobs(recs),
+                        "retries_said": "retries" in first.stdout + first.stderr,
+                        "blocked": not (first.returncode == 0 or again.returncode == 0) or len(lines(
+                            work / "positive" / "raw")) != 24})
+            print(json.dumps(out[-1]), flush=True)
 
-        # a line whose key and row_id were both rewritten to another row's
-        url, state = server()
-        study = write_openai_study(work, url, "rewritten", 12, tokenizer_path=None, model_path=None)
-        job(study)
-        raw = work / "rewritten" / "raw" / "forecast.jsonl"
-        recs = lines(work / "rewritten" / "raw")
-        victim = next(r for r in recs if r["row_id"] == "r9")
-        forged = dict(next(r for r in recs if r["row_id"] == "r0"), key=victim["key"], row_id="r9")
-        raw.write_text("".join(json.dumps(r) + "\n" for r in [forged, *[r for r in recs if r["row_id"] != "r9"]]))
-        before = state.requests
-        rerun = job(study)
-        recs = lines(work / "rewritten" / "raw")
-        used = {}
-        for r in sorted(recs, key=lambda r: r.get("finished_at") or ""):
-            used.setdefault(r["key"], r)  # first written wins, as the build reads it
-        # bad: the answer the build uses for r9's key is r0's (its prompt is r0's)
-        bad = int(used.get(victim["key"], {}).get("prompt") == forged["prompt"] != victim["prompt"])
-        out.append({"case": "a line's key and row_id rewritten to another row's", "exit": rerun.returncode,
-                    "asked_again": state.requests - before,
-                    "bad_answers_cached": bad, "blocked": rerun.returncode != 0})
-        print(json.dumps(out[-1]), flush=True)
+        if only in (None, "rewritten key"):
+            # a line whose key and row_id were both rewritten to another row's
+            url, state = server()
+            study = write_openai_study(work, url, "rewritten", 12, tokenizer_path=None, model_path=None)
+            job(study)
+            raw = work / "rewritten" / "raw" / "forecast.jsonl"
+            recs = lines(work / "rewritten" / "raw")
+            victim = next(r for r in recs if r["row_id"] == "r9")
+            forged = dict(next(r for r in recs if r["row_id"] == "r0"), key=victim["key"], row_id="r9")
+            raw.write_text("".join(json.dumps(r) + "\n" for r in [forged, *[r for r in recs if r["row_id"] != "r9"]]))
+            before = state.requests
+            rerun = job(study)
+            recs = lines(work / "rewritten" / "raw")
+            used = {}
+            for r in sorted(recs, key=lambda r: r.get("finished_at") or ""):
+                used.setdefault(r["key"], r)  # first written wins, as the build reads it
+            # bad: the answer the build uses for r9's key is r0's (its prompt is r0's)
+            bad = int(used.get(victim["key"], {}).get("prompt") == forged["prompt"] != victim["prompt"])
+            out.append({"case": "a line's key and row_id rewritten to another row's", "exit": rerun.returncode,
+                        "asked_again": state.requests - before,
+                        "bad_answers_cached": bad, "blocked": rerun.returncode != 0})
+            print(json.dumps(out[-1]), flush=True)
 
-        # a whole last line that lost its newline
-        url, state = server()
-        study = write_openai_study(work, url, "nonewline", 12, tokenizer_path=None, model_path=None)
-        job(study)
-        raw = work / "nonewline" / "raw" / "forecast.jsonl"
-        raw.write_bytes(raw.read_bytes().rstrip(b"\n"))
-        before = state.requests
-        rerun = job(study)
-        out.append({"case": "a whole last line without its newline", "exit": rerun.returncode,
-                    "asked_again": state.requests - before, "torn_files": len(list(raw.parent.glob("*.torn-*"))),
-                    "bad_answers_cached": 0, "blocked": rerun.returncode != 0 or state.requests != before})
-        print(json.dumps(out[-1]), flush=True)
+        if only in (None, "no newline"):
+            # a whole last line that lost its newline
+            url, state = server()
+            study = write_openai_study(work, url, "nonewline", 12, tokenizer_path=None, model_path=None)
+            job(study)
+            raw = work / "nonewline" / "raw" / "forecast.jsonl"
+            raw.write_bytes(raw.read_bytes().rstrip(b"\n"))
+            before = state.requests
+            rerun = job(study)
+            out.append({"case": "a whole last line without its newline", "exit": rerun.returncode,
+                        "asked_again": state.requests - before, "torn_files": len(list(raw.parent.glob("*.torn-*"))),
+                        "bad_answers_cached": 0, "blocked": rerun.returncode != 0 or state.requests != before})
+            print(json.dumps(out[-1]), flush=True)
 
-        # two studies sharing one raw_dir, at the same time
-        url, state = server(delay_s=0.05)
-        shared = {"raw_dir": str(work / "shared_raw")}
-        one = write_openai_study(work, url, "study_one", 16, tokenizer_path=None, model_path=None, **shared)
-        two = write_openai_study(work, url, "study_two", 16, tokenizer_path=None, model_path=None, **shared)
-        e = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-        procs = [subprocess.Popen([sys.executable, "-m", "llm_jobs.forecast", "--study", str(s), "--yes"],
-                                  cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for s in (one, two)]
-        results = [p.communicate(timeout=600) for p in procs]
-        recs = lines(work / "shared_raw")
-        keys = [r["key"] for r in recs]
-        out.append({"case": "two studies on one raw_dir at the same time",
-                    "exits": [p.returncode for p in procs], "lines": len(recs), "distinct_keys": len(set(keys)),
-                    "requests": state.requests, "stderr": [r[1].strip().splitlines()[-1:] for r in results],
-                    "bad_answers_cached": 0, "blocked": any(p.returncode for p in procs)})
-        print(json.dumps(out[-1]), flush=True)
+        if only in (None, "two studies"):
+            # two studies sharing one raw_dir, at the same time
+            url, state = server(delay_s=0.05)
+            shared = {"raw_dir": str(work / "shared_raw")}
+            one = write_openai_study(work, url, "study_one", 16, tokenizer_path=None, model_path=None, **shared)
+            two = write_openai_study(work, url, "study_two", 16, tokenizer_path=None, model_path=None, **shared)
+            e = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+            procs = [subprocess.Popen([sys.executable, "-m", "llm_jobs.forecast", "--study", str(s), "--yes"],
+                                      cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                     for s in (one, two)]
+            results = [p.communicate(timeout=600) for p in procs]
+            recs = lines(work / "shared_raw")
+            keys = [r["key"] for r in recs]
+            out.append({"case": "two studies on one raw_dir at the same time",
+                        "exits": [p.returncode for p in procs], "lines": len(recs), "distinct_keys": len(set(keys)),
+                        "requests": state.requests, "asked_twice": state.requests - len(set(keys)),
+                        "waiting_said": [next((x for x in r[0].splitlines() if "waiting for" in x), "")
+                                         for r in results],
+                        "stderr": [r[1].strip().splitlines()[-1:] for r in results],
+                        "bad_answers_cached": 0, "blocked": any(p.returncode for p in procs)})
+            print(json.dumps(out[-1]), flush=True)
+
+        if only in (None, "two studies, one killed"):
+            # the study holding the shared file is killed (-9) while the other waits for its answers
+            import re
+
+            url, state = server()
+            state.held = lambda prompt: int((re.search(r"item (\d+)", prompt) or [0, -1])[1]) >= 4
+            shared = {"raw_dir": str(work / "killed_raw"), "backend_options": {"backoff_s": 0.01, "timeout_s": 60}}
+            one = write_openai_study(work, url, "killed_one", 16, tokenizer_path=None, model_path=None, **shared)
+            two = write_openai_study(work, url, "killed_two", 16, tokenizer_path=None, model_path=None, **shared)
+            e = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+            logs = {s: work / f"{s.stem}.out" for s in (one, two)}
+
+            def start(s: Path) -> subprocess.Popen:
+                return subprocess.Popen([sys.executable, "-m", "llm_jobs.forecast", "--study", str(s), "--yes"],
+                                        cwd=ROOT, env={**e, "LOOKAHEAD_QUERY_LOG": str(work / f"{s.stem}.log")},
+                                        stdout=open(logs[s], "w"), stderr=subprocess.STDOUT)
+
+            def until(cond: Callable[[], bool]) -> None:
+                deadline = time.monotonic() + 120
+                while not cond() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+
+            first = start(one)
+            until(lambda: len(lines(work / "killed_raw")) >= 4)
+            second = start(two)
+            until(lambda: "waiting for its answers" in logs[two].read_text())
+            written = {r["key"] for r in lines(work / "killed_raw")}
+            first.kill()
+            first.wait()
+            state.release.set()
+            second.wait(timeout=600)
+            recs = lines(work / "killed_raw")
+            keys = [r["key"] for r in recs]
+            asked = (work / "killed_two.log").read_text().split() if (work / "killed_two.log").exists() else []
+            out.append({"case": "two studies on one raw_dir, the holder killed (-9) while the other waits",
+                        "exit_of_the_waiter": second.returncode, "written_before_the_kill": len(written),
+                        "lines": len(recs), "distinct_keys": len(set(keys)), "asked_by_the_waiter": len(asked),
+                        "asked_by_the_waiter_already_written": len(set(asked) & written),
+                        "waiting_said": next((x for x in logs[two].read_text().splitlines() if "waiting for" in x), ""),
+                        "bad_answers_cached": 0,
+                        "blocked": second.returncode != 0 or len(set(keys)) != 16 or len(keys) != 16})
+            print(json.dumps(out[-1]), flush=True)
     finally:
         for httpd in servers:
             httpd.shutdown()
@@ -311,8 +367,21 @@ def job_cases(work: Path) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``--round-two``: only issue 35's cases (writes planted_faults_round2.json)."""
-    round_two_only = "--round-two" in (sys.argv[1:] if argv is None else argv)
+    """``--round-two``: only issue 35's cases (writes planted_faults_round2.json).
+    ``--case NAME``: only that job case of JOB_CASES, printed, no result file written."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if "--case" in args:
+        name = args[args.index("--case") + 1] if args.index("--case") + 1 < len(args) else ""
+        if name not in JOB_CASES:
+            print(f"error: --case takes one of: {', '.join(JOB_CASES)}", file=sys.stderr)
+            return 2
+        work = Path(tempfile.mkdtemp(prefix="planted-"))
+        try:
+            jobs = job_cases(work / "jobs", only=name)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return 0 if all(not j["blocked"] and not j["bad_answers_cached"] for j in jobs) else 1
+    round_two_only = "--round-two" in args
     work = Path(tempfile.mkdtemp(prefix="planted-"))
     fx = write_fixture_study(work / "study")
     results = work / "results"
@@ -469,6 +538,8 @@ def main(argv: list[str] | None = None) -> int:
         "job_cases": len(jobs),
         "bad_answers_cached": sum(j["bad_answers_cached"] for j in jobs),
         "blocks": sum(j["blocked"] for j in jobs),
+        "shared_keys_asked_twice": sum(j.get("asked_twice", 0) + j.get("asked_by_the_waiter_already_written", 0)
+                                       for j in jobs),
         "one_line_nonzero": sum(bool(r.get("one_line_nonzero")) for r in rows),
         "tracebacks": sum(r["traceback"] for r in rows),
         "bad_line_build_message_names_raw_line_rejects": names_rejects,

@@ -58,7 +58,7 @@ def ask_unclaimed(ctx: JobContext, store: RawStore, task: str, pending: Sequence
     tally = QueryTally(task, len(pending))
     waiting = list(pending)
     by_others = 0
-    said = ""
+    said: list[tuple[str, bool]] = []
     with draining():
         while waiting and not should_stop():
             store.refresh()
@@ -80,10 +80,10 @@ def ask_unclaimed(ctx: JobContext, store: RawStore, task: str, pending: Sequence
                 asked = {q.key for q in mine}  # asked once: a failure stays for the next run
                 waiting = [q for q in waiting if q.key not in asked]
                 continue
-            line = waiting_line(waiting, plans)
-            if line != said:
-                print(line, flush=True)
-                said = line
+            whose = sorted((p.pid, p.keys is None) for p in plans)
+            if whose != said:  # one line per job waited for (not one per answer that arrives)
+                print(waiting_line(waiting, plans), flush=True)
+                said = whose
             STOP.wait(poll_s)
     raise_if_stopped()
     if by_others:

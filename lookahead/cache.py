@@ -19,6 +19,12 @@ rule in Python (:func:`load_cache`) and in the staging models. A store sees its
 siblings' answers as they are written (:meth:`RawStore.refresh`), so a worker never
 asks for a key another worker, or a killed one, already wrote.
 
+Studies sharing one raw_dir (docs/scaling.md): a job of another study appends to its
+own shard ``shards/study-<name>-<hash>/`` while one holds ``<raw_dir>/<task>.jsonl``, and
+every writer says which keys it is about to ask in ``<its file>.plan``
+(:meth:`RawStore.claim`), so a later job waits for those answers instead of asking them
+too (:meth:`RawStore.earlier_plans`, llm_jobs.sharing).
+
 Derived files (summaries, parquet) are written to a temporary path and renamed, so a
 reader never sees half a file.
 """
