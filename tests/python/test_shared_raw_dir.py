@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
+import pytest
 from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - fixture
 
 from lookahead.cache import RawStore, load_cache, plan_path, read_plan
@@ -139,6 +140,32 @@ def test_a_killed_holder_leaves_its_keys_to_the_waiter_and_ctrl_c_stops_a_waiter
     recs = [json.loads(x) for f in raw.glob("**/forecast.jsonl") for x in f.read_text().splitlines()]
     assert len(recs) == 16  # no key written twice
     assert len(pd.read_parquet(tmp_path / "study_two" / "out" / "forecast.parquet")) == 16
+
+
+@pytest.mark.slow
+def test_a_ray_study_waits_for_a_local_study_on_the_same_raw_dir(server_factory: Any,  # noqa: F811
+                                                                  tmp_path: Path) -> None:
+    """runner: ray on the second study: its driver says the plan, its worker asks its own
+    8 rows into a worker shard, and the 16 rows study_one is asking are waited for."""
+    pytest.importorskip("ray")
+    import yaml
+
+    url, state = server_factory()
+    state.held = lambda prompt: 0 <= item(prompt) < 16
+    s = studies(tmp_path, url, study_one=16, study_two=24)
+    study = yaml.safe_load(s["study_two"].read_text())
+    s["study_two"].write_text(yaml.safe_dump({**study, "runner": "ray", "ray_workers": 1}))
+    raw = tmp_path / "shared_raw"
+    one = Job(s["study_one"], tmp_path / "one")
+    until(lambda: plan_path(raw / "forecast.jsonl").exists() and state.in_flight > 0, one)
+    two = Job(s["study_two"], tmp_path / "two")
+    until(lambda: "waiting for its answers" in two.text(), one, two)
+    state.release.set()
+    assert one.wait() == 0 and two.wait() == 0, two.text()[-3000:]
+    asked = one.asked() + two.asked()
+    assert len(asked) == len(set(asked)) == 24 == state.requests
+    assert len(load_cache(raw, "forecast")) == 24
+    assert "16 queries answered by another study's job" in two.text()
 
 
 def _rec(key: str) -> dict:
