@@ -184,14 +184,22 @@ def open_store(ctx: JobContext, task: str) -> RawStore:
 
 
 def query_ident(ctx: JobContext, task: str, q: Query) -> Ident:
-    """The fields a cached line must share with query ``q`` (lookahead.cache.ident_of)."""
-    return (task, str(ctx.study.backend.model_id), q.row_id, q.entity_id, q.target_date)
+    """The fields a cached line must share with query ``q`` (lookahead.cache.ident_of),
+    its fields hashing to its key included."""
+    return (task, str(ctx.study.backend.model_id), q.row_id, q.entity_id, q.target_date, True)
 
 
 def not_cached(ctx: JobContext, store: RawStore, task: str, queries: Sequence[Query]) -> list[Query]:
     """The queries without an answer in the cache: no line under their key, or only lines
-    whose fields disagree with it (the build lists those in raw_line_rejects)."""
-    return [q for q in queries if not store.has_answer(q.key, query_ident(ctx, task, q))]
+    whose fields disagree with it (the build lists those in raw_line_rejects), which the
+    job says in one line before asking them again."""
+    pending = [q for q in queries if not store.has_answer(q.key, query_ident(ctx, task, q))]
+    disagreeing = sum(1 for q in pending if q.key in store)
+    if disagreeing:
+        print(f"{task}: {disagreeing} cached line(s) disagree with their key (another row, task or model, "
+              "or query text or params that do not hash to it): not used, asked again; the build lists "
+              "them in raw_line_rejects")
+    return pending
 
 
 def cached_records(ctx: JobContext, store: RawStore, task: str,

@@ -357,12 +357,37 @@ def _records_from(path: Path, offset: int, complete_only: bool) -> Iterator[tupl
 #: whose key is right but whose task, model, row or (entity, date) is not is no answer to
 #: that query (it is listed in the build's raw_line_rejects and the query is asked again).
 IDENT_FIELDS = ("task", "model_id", "row_id", "entity_id", "target_date")
+#: params a line records beside the key's own (docs/CONTRACTS.md): not hashed into the key.
+UNKEYED_PARAMS = ("text_truncated_to_chars",)
 Ident = tuple[Any, ...]
 
 
 def ident_of(record: Mapping[str, Any]) -> Ident:
-    """The line's identifying fields, as text (None stays None)."""
-    return tuple(None if record.get(f) is None else str(record.get(f)) for f in IDENT_FIELDS)
+    """The line's identifying fields, as text (None stays None), then whether its fields
+    hash to its key (:func:`fields_key`): a query's ident ends in True
+    (llm_jobs.context.query_ident), so a line whose key was rewritten with its row, or
+    whose query text or params were edited, is no answer however its ident reads."""
+    fields = tuple(None if record.get(f) is None else str(record.get(f)) for f in IDENT_FIELDS)
+    return (*fields, fields_key(record) == record.get("key"))
+
+
+def fields_key(record: Mapping[str, Any]) -> str | None:
+    """The key a line's own fields hash to (`query_key` of its task, model_id, ident,
+    query_text and params less UNKEYED_PARAMS); None when a field is missing.
+
+    Why on read: a line is trusted by its key, and the key alone cannot show that the
+    answer beside it is that query's (a line copied under another row's key and row_id
+    read as that row's answer). The same rule in SQL is macros/study_helpers.sql's
+    `fields_match`. hashlib on one text, not `query_key`: this runs for every line a
+    store reads, and an Arrow array per line cost ten times as much."""
+    task, model_id, text, params = (record.get(f) for f in ("task", "model_id", "query_text", "params"))
+    ident = (f"{record.get('entity_id')}{KEY_SEPARATOR}{record.get('target_date')}" if task == "recall"
+             else record.get("row_id"))
+    if not all(isinstance(v, str) for v in (task, model_id, ident, text)) or not isinstance(params, dict):
+        return None
+    keyed = {k: v for k, v in params.items() if k not in UNKEYED_PARAMS}
+    text = KEY_SEPARATOR.join((task, model_id, ident, text, params_json(keyed)))  # type: ignore[arg-type]
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def load_records(path: Path, wanted: set[str] | None = None) -> dict[str, dict[str, Any]]:
@@ -548,6 +573,7 @@ class RawStore:
         self.idents: dict[str, Ident] = {}  # key -> ident of its first line
         self._more_idents: dict[str, list[Ident]] = {}  # key -> idents of its later lines
         self.duplicates = 0
+        self.unhashed = 0  # lines read whose fields do not hash to their key (fields_key)
         self.repaired_bytes = 0
         self.clamped = 0  # log-probs in (0, LOGPROB_TOLERANCE] written as 0 by this store
         self.read_only_ok = read_only_ok
@@ -617,7 +643,7 @@ class RawStore:
 
     def _reset(self) -> None:
         self.keys, self.idents, self._more_idents = set(), {}, {}
-        self.duplicates = 0
+        self.duplicates = self.unhashed = 0
         self._offsets = {}
 
     def _open_read_only(self, exc: OSError | None) -> None:
@@ -643,6 +669,8 @@ class RawStore:
     def _note(self, rec: Mapping[str, Any]) -> bool:
         """Record a line's key and ident; False when the key already had a line."""
         key, ident = rec["key"], ident_of(rec)
+        if not ident[-1]:
+            self.unhashed += 1
         if key in self.keys:
             self.duplicates += 1
             self._more_idents.setdefault(key, []).append(ident)

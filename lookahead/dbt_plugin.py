@@ -225,6 +225,29 @@ def use_study(cursor: Any) -> None:
     cursor.execute("set variable lookahead_data_path = ?", [glob_literal(data_path)])
     cursor.execute("set variable lookahead_observations_sql = ?",
                    ["select * from " + observations_sql(data_path, study.input.csv_delimiter)])
+    for task, params in key_params(study).items():
+        cursor.execute(f"set variable {KEY_PARAMS_VARIABLE}{task} = ?", [params])
+
+
+#: `<prefix><task>` holds the params_json a task's keys hash (macros/study_helpers.sql
+#: `fields_match` recomputes each raw line's key with it).
+KEY_PARAMS_VARIABLE = "lookahead_key_params_"
+
+
+def key_params(study: "Study") -> dict[str, str]:
+    """task -> the canonical params JSON the study's keys of that task hash
+    (lookahead.keys.task_params); a task whose params a bad setting prevents is left
+    out (its lines then match no key, and the run-start check names the setting)."""
+    from lookahead.cache import params_json
+    from lookahead.keys import TASKS, task_params
+
+    out = {}
+    for task in TASKS:
+        try:
+            out[task] = params_json(task_params(study, task))
+        except ValueError:  # StudyConfigError
+            continue
+    return out
 
 
 #: Overrides the buffer pool's size (any DuckDB memory size, e.g. 8GB).

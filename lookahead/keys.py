@@ -234,6 +234,22 @@ def expected_keys(study: Study, rows: pd.DataFrame | pa.Table) -> pa.Table:
                             + [t for tables in parts.values() for t in tables])
 
 
+def expected_queries(study: Study, rows: pd.DataFrame | pa.Table) -> pa.Table:
+    """`expected_keys` with what each key hashes beside its ident: ``query_text`` (the
+    prompt rendered from the study's template) and ``params_json``. A line written with
+    them hashes to its key (lookahead.cache.fields_key), as a line the jobs write does;
+    for code that writes lines without the jobs (test fixtures, benchmarks at a million
+    rows), in one pass over the rows (the keys' order: expected_keys')."""
+    keys = expected_keys(study, rows)
+    prompts = forecast_prompt_column(study, rows)
+    row_tasks = ["forecast", "mink"] + ([REFERENCE_TASK] if computes(study, "reference") else [])
+    texts = [prompts] * len(row_tasks) + [recall_prompt_column(study, unique_pairs(rows))]
+    params = [pa.repeat(pa.scalar(params_json(task_params(study, t)), pa.string()), len(text))
+              for t, text in zip([*row_tasks, "recall"], texts)]
+    return keys.append_column("query_text", pa.concat_arrays(texts)).append_column(
+        "params_json", pa.concat_arrays(params))
+
+
 def _chunks(rows: pd.DataFrame | pa.Table) -> Iterator[pd.DataFrame | pa.Table]:
     """KEY_CHUNK_ROWS rows at a time, of a DataFrame or an Arrow table."""
     for start in range(0, len(rows), KEY_CHUNK_ROWS):

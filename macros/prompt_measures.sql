@@ -16,7 +16,8 @@
     select
         null::varchar as key, null::varchar as task, null::varchar as model_id, null::varchar as row_id,
         null::bigint as zlib_bytes,
-        null::struct(logprob double, vocab_mean double, vocab_var double)[] as after_first
+        null::struct(logprob double, vocab_mean double, vocab_var double)[] as after_first,
+        null::boolean as fields_match
     where false
     {%- else %}
     select
@@ -25,9 +26,11 @@
         model_id,
         row_id,
         zlib_bytes,
-        list_slice(prompt_logprobs, 2, len(prompt_logprobs)) as after_first
-    from {{ relation }} as raw_lines
-    where key is not null
+        list_slice(prompt_logprobs, 2, len(prompt_logprobs)) as after_first,
+        fields_match
+    from (
+        select *, {{ fields_match(task) }} as fields_match from {{ relation }} where key is not null
+    ) as raw_lines
     {{ first_written_line('raw_lines') }}
     {%- endif %}
 {%- endmacro %}
@@ -86,6 +89,7 @@ from {{ relation }}
 inner join expected
     on {{ relation }}.key = expected.key
 where {{ relation }}.task = {{ sql_string(task) }}
+    and {{ relation }}.fields_match
     and {{ relation }}.row_id = expected.row_id
     and {{ relation }}.model_id = {{ sql_string(setting('model_id') if model_id is none else model_id) }}
 {%- endmacro %}

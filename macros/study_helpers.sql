@@ -68,15 +68,37 @@
 
 {#- One line per answer: the same answer in several shards counts once, the first
     written (lookahead.cache.wins_over: earliest finished_at, then the shard's path). A
-    line whose fields disagree with its key stays, for raw_line_rejects to name. The last
+    line whose fields disagree with its key stays, for raw_line_rejects to name, beside
+    the matching line of the same key and row (fields_match is part of the answer). The last
     clause of a staging model's final select, on the raw columns of `relation` (its last
     CTE), so the ranking carries the scored columns only: ranking the raw lines with their
     log-prob lists took a fifth of staging's time at 1M lines. -#}
 {% macro first_written_line(relation) -%}
 qualify row_number() over (
-    partition by {% for c in ['key', 'task', 'model_id', 'row_id', 'entity_id', 'target_date'] -%}
+    partition by {% for c in ['key', 'task', 'model_id', 'row_id', 'entity_id', 'target_date', 'fields_match'] -%}
         {{ relation }}.{{ c }}{{ ', ' if not loop.last }}
     {%- endfor %}
     order by {{ relation }}.finished_at, {{ relation }}.filename
 ) = 1
+{%- endmacro %}
+
+
+{#- Whether a raw line's own fields hash to its key (lookahead.cache.fields_key): sha256
+    of task|model_id|ident|query_text|params, ident the row_id (entity_id|target_date for
+    recall), params the study's own for `task` (the plugin sets lookahead_key_params_<task>
+    from lookahead.keys.task_params), never null. Why: a line is selected by its key, and
+    the key alone cannot show that the answer beside it is that query's; a line copied
+    under another row's key and row_id, or whose query text was edited, hashes to another
+    key. Such a line is never used (int_*_lines, prompt_measure_rows), is listed in
+    raw_line_rejects, and its query is asked again by the job (first_written_line ranks
+    matching and other lines apart, so the answer asked again is used however late it was
+    written, and the rewritten line stays for raw_line_rejects). The study's params rather than
+    the line's: DuckDB has no canonical JSON writer to rebuild params_json from the line
+    (the jobs' check, in Python, hashes the line's own). -#}
+{% macro fields_match(task) -%}
+  coalesce(key = sha256(
+      task || '|' || model_id || '|'
+      || {{ "entity_id || '|' || target_date" if task == 'recall' else 'row_id' }}
+      || '|' || query_text || '|' || getvariable({{ sql_string('lookahead_key_params_' ~ task) }})
+  ), false)
 {%- endmacro %}

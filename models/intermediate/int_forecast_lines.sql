@@ -19,5 +19,6 @@ from lines
 inner join expected
     on lines.key = expected.key
 where lines.task = 'forecast'
+    and lines.fields_match
     and lines.row_id = expected.row_id
     and lines.model_id = {{ sql_string(setting('model_id')) }}

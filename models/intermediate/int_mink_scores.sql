@@ -26,5 +26,6 @@ from scores
 inner join expected
     on scores.key = expected.key
 where scores.task = 'mink'
+    and scores.fields_match
     and scores.row_id = expected.row_id
     and scores.model_id = {{ sql_string(setting('model_id')) }}

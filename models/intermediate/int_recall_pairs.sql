@@ -36,6 +36,7 @@ from answers
 inner join expected
     on answers.key = expected.key
 where answers.task = 'recall'
+    and answers.fields_match
     and answers.entity_id = expected.entity_id
     and strftime(answers.target_date, '%Y-%m-%d') = expected.target_date
     and answers.model_id = {{ sql_string(setting('model_id')) }}

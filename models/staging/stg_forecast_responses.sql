@@ -4,7 +4,10 @@
 -- parse-rate check, so the two can never disagree.
 with source as (
 
-    select * from {{ source('raw', 'forecast') }}
+    select
+        *,
+        {{ fields_match('forecast') }} as fields_match
+    from {{ source('raw', 'forecast') }}
     where key is not null  -- a torn line reads as all-null; the job repairs it on rerun
 
 )
@@ -20,6 +23,7 @@ select
     stated_confidence,
     coalesce(approximated, false) as approximated,
     try_cast(json_extract_string(params, '$.text_truncated_to_chars') as integer) as text_truncated_to_chars,
+    fields_match,
     try_cast(finished_at as timestamp) as finished_at
 from source
 {{ first_written_line('source') }}

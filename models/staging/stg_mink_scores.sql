@@ -19,7 +19,10 @@
 -- measure's model read them back (BENCHMARKS.md, issue 26).
 with source as (
 
-    select * from {{ source('raw', 'mink') }}
+    select
+        *,
+        {{ fields_match('mink') }} as fields_match
+    from {{ source('raw', 'mink') }}
     where key is not null
 
 ),
@@ -84,6 +87,7 @@ scores as (
         zlib_bytes,
         entity_id,
         target_date,
+        fields_match,
         filename,
         finished_at
     from lowest
@@ -105,6 +109,7 @@ select
     lap_loss,
     lap_minkpp,
     zlib_bytes,
+    fields_match,
     try_cast(finished_at as timestamp) as finished_at
 from scores
 {{ first_written_line('scores') }}

@@ -32,7 +32,8 @@ with
         reason,
         attempts,
         try_cast(failed_at as timestamp) as failed_at,
-        key in (select key from {{ answers[task] }} where key is not null) as answered
+        key in (select key from {{ answers[task] }} where key is not null
+                {{- ' and fields_match' if task in staged }}) as answered
     from {{ source('raw_failures', task) }}
     where key is not null
     {%- else %}

@@ -20,7 +20,10 @@
 {%- set labels = setting('recall_labels') %}
 with source as (
 
-    select * from {{ source('raw', 'recall') }}
+    select
+        *,
+        {{ fields_match('recall') }} as fields_match
+    from {{ source('raw', 'recall') }}
     where key is not null
 
 ),
@@ -111,6 +114,7 @@ select
     n_invalid_logprobs,
     is_sampled as approximated,
     case when is_sampled then 'sampling' when is_exact then 'exact' else 'top_logprobs' end as probability_method,
+    fields_match,
     try_cast(finished_at as timestamp) as finished_at
 from mass
 {{ first_written_line('mass') }}

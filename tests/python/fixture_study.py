@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from lookahead.config import PROTOCOL_COLUMNS, Study, resolve
-from lookahead.keys import expected_keys
+from lookahead.keys import expected_queries
 from lookahead.rows import load_rows
 
 FORECAST_PROMPT = "Headline: {text}\nUp or down?"
@@ -119,17 +119,27 @@ def write_fixture_study(
 
 def write_raw(raw: Path, vars_: dict, forecast: list[dict], recall: list[dict], mink: list[dict]) -> None:
     """The raw files, each line under the key the study computes for it (lookahead.keys),
-    as the jobs would have written them."""
+    with the query text and params that key hashes, as the jobs would have written them
+    (a line whose fields do not hash to its key is no answer: lookahead.cache.fields_key)."""
     study = Study(vars=resolve(vars_))
     valid, _ = load_rows(study)
-    keys = expected_keys(study, valid).to_pandas()
-    by_ident = {(t, r if isinstance(r, str) else e, d if isinstance(d, str) else None): k
-                for t, k, r, e, d in keys.itertuples(index=False)}
-    for line in forecast + mink:
-        line["key"] = by_ident[(line["key"][0], line["key"][1], None)]
-    for line in recall:
-        line["key"] = by_ident[line["key"]]
+    by_ident = {(q["task"], q["row_id"] or q["entity_id"], q["target_date"]): q
+                for q in expected_queries(study, valid).to_pylist()}
+    for line in forecast + mink + recall:
+        ident = line["key"] if line["task"] == "recall" else (*line["key"], None)
+        line["key"] = by_ident[ident]["key"]
+    with_key_fields(forecast + mink + recall, study, valid)
     for name, lines in (("forecast", forecast), ("recall", recall), ("mink", mink)):
         with open(raw / f"{name}.jsonl", "w", encoding="utf-8") as fh:
             for line in lines:
                 fh.write(json.dumps(line) + "\n")
+
+
+def with_key_fields(lines: list[dict], study: Study, rows: pd.DataFrame) -> list[dict]:
+    """Each line under a key `study` asks for, given the query text and params that key
+    hashes (lookahead.keys.expected_queries), as the jobs write them."""
+    by_key = {q["key"]: q for q in expected_queries(study, rows).to_pylist()}
+    for line in lines:
+        if (q := by_key.get(line["key"])) is not None:
+            line.update(query_text=q["query_text"], params=json.loads(q["params_json"]))
+    return lines

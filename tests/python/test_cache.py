@@ -18,6 +18,9 @@ from lookahead.cache import (
     RawStore,
     atomic_write_parquet,
     atomic_write_text,
+    fields_key,
+    ident_of,
+    load_cache,
     load_records,
     query_key,
     repair_torn_tail,
@@ -222,3 +225,38 @@ def test_a_nul_filled_line_is_named_as_such(tmp_path):
     with pytest.raises(CacheError, match=r"recall.jsonl: line 2 is NUL bytes, not JSON") as err:
         RawStore(path).open()
     assert "codec" not in str(err.value) and "\n" not in str(err.value)
+
+
+def _forecast_line(row_id: str, text: str, **kw) -> dict:
+    """A forecast line keyed as the jobs key it: sha256 of the contract string, written
+    out here (docs/CONTRACTS.md), not through lookahead.cache."""
+    params = {"temperature": 0, "max_tokens": 8, "top_logprobs": 20}
+    key = hashlib.sha256(f"forecast|m|{row_id}|{text}|{json.dumps(params, sort_keys=True, separators=(',', ':'))}"
+                         .encode()).hexdigest()
+    return rec(key, task="forecast", model_id="m", row_id=row_id, query_text=text, prompt=text,
+               params={**params, "text_truncated_to_chars": 3}, response_text="Up.", **kw)
+
+
+def test_a_line_whose_key_and_row_were_both_rewritten_is_asked_again(tmp_path):
+    """Issue 35 item 4: a line is checked against its key on read. Row r1's answer copied
+    under row r2's key AND row_id agrees with r2 in every identifying field, but its query
+    text is r1's, so its fields hash to another key: it is no answer to r2 (the job asks
+    again, and the answer asked again is the one read back). A line the jobs wrote (params
+    beside the key's, text_truncated_to_chars, included) hashes to its own key."""
+    r1, r2 = _forecast_line("r1", "Headline one"), _forecast_line("r2", "Headline two")
+    assert fields_key(r1) == r1["key"] and fields_key(r2) == r2["key"]
+    forged = {**r1, "key": r2["key"], "row_id": "r2", "response_text": "Down."}
+    assert fields_key(forged) != r2["key"]
+    path = tmp_path / "forecast.jsonl"
+    path.write_text(json.dumps(forged) + "\n")
+    want = ident_of(r2)
+    assert want[-1] is True
+    with RawStore(path) as store:
+        assert r2["key"] in store and not store.has_answer(r2["key"], want)
+        assert store.unhashed == 1
+        store.append(r2)
+        assert store.has_answer(r2["key"], want)
+    assert load_cache(tmp_path, "forecast", {r2["key"]: want})[r2["key"]]["response_text"] == "Up."
+    for field, value in (("query_text", "Headline two, edited"), ("params", {"temperature": 1}),
+                         ("model_id", "another"), ("query_text", None)):
+        assert fields_key({**r2, field: value}) != r2["key"], field

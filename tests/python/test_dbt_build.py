@@ -376,7 +376,8 @@ def test_derived_row_ids_agree_between_jobs_and_dbt(built, tmp_path):
 def test_answers_are_selected_by_key(built, tmp_path):
     """Only lines whose key the study computes reach the panel: an earlier prompt's lines
     (other keys) stay cached but unused, and a line whose fields disagree with its key is
-    rejected (raw_line_rejects), not trusted."""
+    rejected (raw_line_rejects), not trusted: one under another row, and one whose key and
+    row_id were both rewritten (its query text does not hash to the key)."""
     from lookahead.cache import query_key
 
     study, res_ok = built
@@ -391,6 +392,11 @@ def test_answers_are_selected_by_key(built, tmp_path):
                 fh.write(json.dumps({**line, "key": old_key, "response_text": flipped}) + "\n")
             # the current key of row 5 written under another row: fields disagree with the key
             fh.write(json.dumps({**lines[5], "row_id": lines[0]["row_id"], "response_text": "Down."}) + "\n")
+            # row 1's answer copied under row 2's key AND row_id, written before row 2's own
+            # line: its query text (row 1's) does not hash to the key, so it is not used
+            flipped = "Down." if "Up" in lines[2]["response_text"] else "Up."
+            fh.write(json.dumps({**lines[1], "key": lines[2]["key"], "row_id": lines[2]["row_id"],
+                                 "response_text": flipped, "finished_at": "2000-01-01T00:00:00Z"}) + "\n")
 
     vars_, target = _broken_copy(tmp_path, study, add_lines)
     res = run_dbt(["run", "--select", "+panel", "+raw_line_rejects"], vars_, target / "db.duckdb")
@@ -398,9 +404,9 @@ def test_answers_are_selected_by_key(built, tmp_path):
     new = res.table("panel").set_index("row_id")["mu_hat"]
     old = res_ok.table("panel").set_index("row_id")["mu_hat"]
     assert new.sort_index().equals(old.sort_index())
-    rejects = res.table("raw_line_rejects")
-    assert len(rejects) == 1
-    assert rejects["reject_reason"].iloc[0] == "row or (entity, date) differs from the key"
+    rejects = res.table("raw_line_rejects").sort_values("reject_reason")
+    assert rejects["reject_reason"].tolist() == ["query text or params do not hash to the key",
+                                                 "row or (entity, date) differs from the key"]
 
 
 def test_each_study_builds_into_its_own_database(built, tmp_path):

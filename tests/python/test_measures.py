@@ -19,6 +19,7 @@ import zlib
 import numpy as np
 import pytest
 from dbt_runner import run_dbt
+from fixture_study import with_key_fields
 
 from lookahead import keys, measures
 from lookahead.config import Study, StudyConfigError, default_study_path, load_study, read_study_file
@@ -96,6 +97,7 @@ def scored(tmp_path_factory):
         line, ref_mean = _reference_line(rng, key, row_id, study.measures.reference_model_id, "2026-01-01T00:00:00Z")
         expected[row_id]["lap_reference"] = expected[row_id]["lap_loss"] - ref_mean
         ref_lines.append(line)
+    with_key_fields(lines + ref_lines, study, load_rows(study)[0])
     for name, content in (("mink", lines), ("forecast", []), ("recall", []), (REFERENCE_TASK, ref_lines)):
         (raw / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in content), encoding="utf-8")
     res = run_dbt(["run", "--select", "+int_lap_loss", "+int_lap_zlib", "+int_lap_minkpp", "+int_lap_reference"],
