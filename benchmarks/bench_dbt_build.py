@@ -42,7 +42,7 @@ import duckdb
 
 from lookahead.config import Study, default_study_path, read_study_file, resolve
 from lookahead.dbt_plugin import MEMORY_LIMIT_ENV, sized_memory_limit
-from lookahead.keys import expected_keys
+from lookahead.keys import expected_queries
 from lookahead.rows import load_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,16 +94,17 @@ def generate(out: Path, n_rows: int, n_entities: int = 1587, n_dates: int = 3000
              # bootstrap), and timed on its own elsewhere
              "wild_bootstrap_draws": WILD_DRAWS}
     study = Study(vars=resolve(vars_))
-    keys = expected_keys(study, load_rows(study)[0])  # noqa: F841 - read by the SQL below
+    # with the query text and params each key hashes: a line whose fields do not hash to
+    # its key is no answer (lookahead.cache.fields_key, staging's fields_match)
+    keys = expected_queries(study, load_rows(study)[0])  # noqa: F841 - read by the SQL below
     con.execute("create table keys as select * from keys")
     con.execute(f"""
         copy (
-            select (select key from keys k where k.task = 'forecast' and k.row_id = obs.row_id) as key,
-                   'forecast' as task, 'bench' as model_id,
-                   'bench' as backend, row_id, 'prompt ' || row_id as prompt,
-                   {{'temperature': 0}} as params, label as response_text, 0.9 as first_token_prob,
+            select k.key, 'forecast' as task, 'bench' as model_id,
+                   'bench' as backend, obs.row_id, k.query_text as prompt, k.query_text,
+                   k.params_json::json as params, label as response_text, 0.9 as first_token_prob,
                    false as approximated, '2026-01-01T00:00:00Z' as finished_at
-            from obs
+            from obs inner join keys k on k.task = 'forecast' and k.row_id = obs.row_id
         ) to '{raw}/forecast.jsonl' (format json)
     """)
     con.execute(f"""
@@ -112,10 +113,10 @@ def generate(out: Path, n_rows: int, n_entities: int = 1587, n_dates: int = 3000
                 select entity_id, target_date, any_value(lap) as lap, any_value(label) as label
                 from obs group by entity_id, target_date
             )
-            select (select key from keys k where k.task = 'recall' and k.entity_id = pairs.entity_id
-                           and k.target_date = strftime(pairs.target_date, '%Y-%m-%d')) as key, 'recall' as task,
-                   'bench' as model_id, 'bench' as backend, entity_id, strftime(target_date, '%Y-%m-%d') as target_date,
-                   'recall prompt' as prompt, {{'temperature': 0, 'max_tokens': 1, 'top_logprobs': 20}} as params,
+            select k.key, 'recall' as task,
+                   'bench' as model_id, 'bench' as backend, pairs.entity_id,
+                   strftime(pairs.target_date, '%Y-%m-%d') as target_date,
+                   k.query_text as prompt, k.query_text, k.params_json::json as params,
                    label as response_text,
                    [{{'token_id': 1, 'token': ' up', 'logprob': ln(case when label = 'up' then lap * 0.8 else lap * 0.2 end)}},
                     {{'token_id': 2, 'token': ' down', 'logprob': ln(case when label = 'up' then lap * 0.2 else lap * 0.8 end)}},
@@ -123,19 +124,19 @@ def generate(out: Path, n_rows: int, n_entities: int = 1587, n_dates: int = 3000
                    || list_transform(range(17),
                                      x -> {{'token_id': 100 + x, 'token': 'w' || x, 'logprob': ln(0.0005)}}) as top_logprobs,
                    false as approximated, '2026-01-01T00:00:00Z' as finished_at
-            from pairs
+            from pairs inner join keys k on k.task = 'recall' and k.entity_id = pairs.entity_id
+                and k.target_date = strftime(pairs.target_date, '%Y-%m-%d')
         ) to '{raw}/recall.jsonl' (format json)
     """)
     con.execute(f"""
         copy (
-            select (select key from keys k where k.task = 'mink' and k.row_id = obs.row_id) as key,
-                   'mink' as task, 'bench' as model_id, 'bench' as backend,
-                   row_id, 'prompt ' || row_id as prompt, {{'k': 0.2}} as params,
+            select k.key, 'mink' as task, 'bench' as model_id, 'bench' as backend,
+                   obs.row_id, k.query_text as prompt, k.query_text, k.params_json::json as params,
                    [{{'token_id': 0, 'token': '<s>', 'logprob': null}}]
                    || list_transform(range(30), x -> {{'token_id': x + 1, 'token': 't',
                                                        'logprob': ln(0.01 + 0.9 * lap * ((x % 7) + 1) / 7)}}) as prompt_logprobs,
                    false as approximated, '2026-01-01T00:00:00Z' as finished_at
-            from obs
+            from obs inner join keys k on k.task = 'mink' and k.row_id = obs.row_id
         ) to '{raw}/mink.jsonl' (format json)
     """)
     con.close()
