@@ -92,12 +92,16 @@ def resolve_labels(ctx: JobContext, sample_prompt: str) -> dict[str, str]:
 
 def plan(ctx: JobContext, params: dict[str, Any], labels: dict[str, str] | None) -> list[Query]:
     """One query per unique (entity_id, target_date), keyed by lookahead.keys. The prompt
-    uses ``labels`` (the tokenizer-checked ones, when they differ from the study's)."""
+    sent uses ``labels`` (the tokenizer-checked ones, when they differ from the study's);
+    the key hashes the prompt with the study's labels (the swap is fixed by the model and
+    label_synonyms, both in the key), and that is the line's query_text, so that a line's
+    fields hash to its key (lookahead.cache.fields_key)."""
     pairs = unique_pairs(ctx.rows)  # every pair at once: a study may have millions
     keys = pair_keys(ctx.study, pairs, params).to_pylist()
-    prompts = recall_prompt_column(ctx.study, pairs, labels).to_pylist()
-    return [Query(key, prompt, entity_id=str(pair["entity_id"]), target_date=pair["target_date"])
-            for key, prompt, pair in zip(keys, prompts, pairs.to_dict("records"))]
+    texts = recall_prompt_column(ctx.study, pairs).to_pylist()
+    prompts = recall_prompt_column(ctx.study, pairs, labels).to_pylist() if labels else texts
+    return [Query(key, prompt, entity_id=str(pair["entity_id"]), target_date=pair["target_date"], text=text)
+            for key, prompt, text, pair in zip(keys, prompts, texts, pairs.to_dict("records"))]
 
 
 def plan_pending(ctx: JobContext, params: dict[str, Any], labels: dict[str, str],
