@@ -21,7 +21,8 @@ select
     scores.lap_mink,
     scores.lap_mink_geometric,
     scores.lap_mink_arithmetic,
-    scores.n_invalid_logprobs
+    scores.n_invalid_logprobs,
+    scores.clamped_logprobs
 from scores
 inner join expected
     on scores.key = expected.key

@@ -30,6 +30,7 @@ select
     answers.censor_bound,
     answers.n_returned,
     answers.n_invalid_logprobs,
+    answers.clamped_logprobs,
     answers.approximated,
     answers.probability_method
 from answers

@@ -23,6 +23,7 @@ select
     stated_confidence,
     coalesce(approximated, false) as approximated,
     try_cast(json_extract_string(params, '$.text_truncated_to_chars') as integer) as text_truncated_to_chars,
+    coalesce(clamped_logprobs, 0) as clamped_logprobs,
     fields_match,
     try_cast(finished_at as timestamp) as finished_at
 from source

@@ -85,6 +85,7 @@ scores as (
         {{ mean_token_logprob('after_first') }} as lap_loss,
         {{ minkpp_score('after_first') }} as lap_minkpp,
         zlib_bytes,
+        coalesce(clamped_logprobs, 0) as clamped_logprobs,
         entity_id,
         target_date,
         fields_match,
@@ -109,6 +110,7 @@ select
     lap_loss,
     lap_minkpp,
     zlib_bytes,
+    clamped_logprobs,
     fields_match,
     try_cast(finished_at as timestamp) as finished_at
 from scores

@@ -112,6 +112,7 @@ select
     1 - (coalesce(p_up_raw, 0) + coalesce(p_down_raw, 0) + coalesce(p_unknown_raw, 0)) as residual_mass,
     censor_bound,
     n_invalid_logprobs,
+    coalesce(clamped_logprobs, 0) as clamped_logprobs,
     is_sampled as approximated,
     case when is_sampled then 'sampling' when is_exact then 'exact' else 'top_logprobs' end as probability_method,
     fields_match,

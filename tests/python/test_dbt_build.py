@@ -378,13 +378,18 @@ def test_answers_are_selected_by_key(built, tmp_path):
     (other keys) stay cached but unused, and a line whose fields disagree with its key is
     rejected (raw_line_rejects), not trusted: one under another row, and one whose key and
     row_id were both rewritten (its query text does not hash to the key)."""
-    from lookahead.cache import query_key
+    from lookahead.cache import LOGPROB_TOLERANCE, query_key
 
     study, res_ok = built
 
     def add_lines(target):
         path = target / "raw" / "forecast.jsonl"
         lines = [json.loads(x) for x in path.read_text().splitlines()[:6]]
+        # two answers whose server rounded a log-prob to just above 0 (the job wrote 0):
+        # counted in query_issues, which the report prints
+        everything = path.read_text().splitlines()
+        everything[10:12] = [json.dumps({**json.loads(x), "clamped_logprobs": 1}) for x in everything[10:12]]
+        path.write_text("\n".join(everything) + "\n")
         with open(path, "a") as fh:
             for line in lines[:5]:  # answers to an earlier prompt: other keys
                 flipped = "Down." if "Up" in line["response_text"] else "Up."
@@ -399,8 +404,11 @@ def test_answers_are_selected_by_key(built, tmp_path):
                                  "response_text": flipped, "finished_at": "2000-01-01T00:00:00Z"}) + "\n")
 
     vars_, target = _broken_copy(tmp_path, study, add_lines)
-    res = run_dbt(["run", "--select", "+panel", "+raw_line_rejects"], vars_, target / "db.duckdb")
+    res = run_dbt(["run", "--select", "+panel", "+raw_line_rejects", "+query_issues"], vars_, target / "db.duckdb")
     assert res.returncode == 0, res.output[-2000:]
+    issues = res.table("query_issues").set_index(["task", "issue"])["n_queries"].to_dict()
+    assert LOGPROB_TOLERANCE == 1e-4  # the bound the issue names
+    assert issues == {("forecast", "log-probs in (0, 1e-4] read as 0 (server rounding)"): 2}
     new = res.table("panel").set_index("row_id")["mu_hat"]
     old = res_ok.table("panel").set_index("row_id")["mu_hat"]
     assert new.sort_index().equals(old.sort_index())
