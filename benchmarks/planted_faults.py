@@ -214,7 +214,7 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
 
     from test_openai_backend import FakeOpenAIState, _handler, write_openai_study
 
-    from lookahead.cache import LOGPROB_TOLERANCE
+    from lookahead.cache import LOGPROB_TOLERANCE, ident_of, load_cache
 
     work.mkdir(parents=True, exist_ok=True)
     servers = []
@@ -270,14 +270,16 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
             raw.write_text("".join(json.dumps(r) + "\n" for r in [forged, *[r for r in recs if r["row_id"] != "r9"]]))
             before = state.requests
             rerun = job(study)
-            recs = lines(work / "rewritten" / "raw")
-            used = {}
-            for r in sorted(recs, key=lambda r: r.get("finished_at") or ""):
-                used.setdefault(r["key"], r)  # first written wins, as the build reads it
-            # bad: the answer the build uses for r9's key is r0's (its prompt is r0's)
+            # the answer read for r9's key, as the jobs and the build read it: the first
+            # written of the lines that agree with the key, their fields hashing to it
+            # (lookahead.cache.load_cache; staging's fields_match)
+            used = load_cache(work / "rewritten" / "raw", "forecast", {victim["key"]: ident_of(victim)})
+            # bad: the answer read for r9's key is r0's (its prompt is r0's)
             bad = int(used.get(victim["key"], {}).get("prompt") == forged["prompt"] != victim["prompt"])
             out.append({"case": "a line's key and row_id rewritten to another row's", "exit": rerun.returncode,
                         "asked_again": state.requests - before,
+                        "forged_line_kept_in_file": any(r["prompt"] == forged["prompt"] and r["row_id"] == "r9"
+                                                        for r in lines(work / "rewritten" / "raw")),
                         "bad_answers_cached": bad, "blocked": rerun.returncode != 0})
             print(json.dumps(out[-1]), flush=True)
 
