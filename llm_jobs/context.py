@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from lookahead.backends import Backend, get_backend
-from lookahead.cache import Ident, RawStore
+from lookahead.cache import Ident, RawStore, load_fields
 from lookahead.config import Study, load_study
 from lookahead.guard import JobStop
 from lookahead.keys import sampling_fallback
@@ -33,6 +33,16 @@ class JobContext:
     n_rejected: int
     _backend: Backend | None = None
     notes: list[str] = field(default_factory=list)
+    _row_index: pd.Index | None = field(default=None, repr=False)
+
+    def input_row(self, row_id: str | None) -> dict[str, Any] | None:
+        """The input row of a forecast or Min-K% query (its row_id's row in ``rows``, as
+        ``to_dict("records")`` gives it), or None. Looked up when needed (a text to cut)
+        rather than held in every query: a dict per row was most of a large job's memory."""
+        if self._row_index is None:
+            self._row_index = pd.Index(self.rows["row_id"].astype(str))
+        at = int(self._row_index.get_indexer([row_id])[0])
+        return None if at < 0 else self.rows.iloc[[at]].to_dict("records")[0]
 
     @property
     def backend(self) -> Backend:
@@ -58,7 +68,11 @@ class JobContext:
             raise JobStop(f"backend '{self.study.backend.backend}' returns no logprobs: set "
                           "logprobs_available: false (recall then uses the sampling fallback)")
         chat = self.use_chat_template
-        return [replace(q, prompt=self.backend.render_prompt(q.prompt, chat)) for q in queries]
+        out = []
+        for q in queries:  # a query whose text is sent as it is stays the same object (no copy a row)
+            prompt = self.backend.render_prompt(q.prompt, chat)
+            out.append(q if prompt == q.prompt else replace(q, prompt=prompt))
+        return out
 
     def out_dir(self) -> Path:
         """Derived per-study files (parquet summaries): ``outputs_dir``, default outputs/<study_name>/."""
@@ -79,6 +93,7 @@ def make_context(args: argparse.Namespace, backend: Backend | None = None) -> Jo
     if args.subsample is not None:
         subsample = (args.subsample, args.seed if args.seed is not None else study_sub[1])
     rows, rejects = load_rows(study, subsample)
+    n_rejected = len(rejects)
     counts = rejects["reject_reason"].value_counts() if len(rejects) else pd.Series(dtype=int)
     detail = "; ".join(f"{n} {reason}" for reason, n in counts.items())
     if rows.empty:
@@ -105,7 +120,24 @@ def make_context(args: argparse.Namespace, backend: Backend | None = None) -> Jo
                 print(f"subsample: {len(rows)} rows (seed {study_sub[1]}); put 'subsample_rows: "
                       f"{answer}' in the study file so dbt build analyses these same rows")
     preflight(study, rows)
-    return JobContext(study, args, rows, len(rejects), backend)
+    del rejects
+    release_freed_memory()
+    return JobContext(study, args, rows, n_rejected, backend)
+
+
+def release_freed_memory() -> None:
+    """Give the memory freed so far back to the system. Arrow's pool and the C allocator keep
+    freed pages for reuse, so a job that staged a million rows (or planned their queries)
+    held the peak of that step for the rest of its run, on top of what the next step needs."""
+    import ctypes
+
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: its allocator keeps what it keeps
+        pass
 
 
 def preflight(study: Study, rows: pd.DataFrame) -> None:
@@ -142,7 +174,7 @@ def preflight(study: Study, rows: pd.DataFrame) -> None:
                       f"Underpowered; {fix}")
 
 
-@dataclass
+@dataclass(slots=True)
 class Query:
     """One pending query: its key, the prompt and the identifying fields.
 
@@ -150,7 +182,9 @@ class Query:
     ``prompt`` is the exact text sent: the same until JobContext.for_backend applies the
     model's chat template, and a cut text when prompt_overflow: truncate_text had to fit
     the context (``params`` then records how much it kept, beside the key's params).
-    ``row`` is the input row of a forecast or Min-K% query (needed to cut its text)."""
+    ``row`` is the input row of a query whose text may be cut; a forecast or Min-K% query
+    leaves it None and the row is read back by its row_id when needed
+    (:meth:`JobContext.input_row`): a dict per query weighed more than the query."""
 
     key: str
     prompt: str
@@ -206,3 +240,27 @@ def cached_records(ctx: JobContext, store: RawStore, task: str,
                    queries: Sequence[Query]) -> dict[str, dict[str, Any]]:
     """key -> the answer line of each query (only lines that agree with their key)."""
     return store.load({q.key: query_ident(ctx, task, q) for q in queries})
+
+
+def cached_fields(ctx: JobContext, store: RawStore, task: str, queries: Sequence[Query],
+                  fields: Sequence[str]) -> tuple[list[bool], dict[str, list[Any]]]:
+    """The named fields of each query's answer line, in the order of ``queries``: (found,
+    {field: values}), the line :func:`cached_records` would give (only lines that agree with
+    their key; first written wins). A summary reads these instead of every whole line, so
+    its memory is a few values a row (lookahead.cache.load_fields); the expected fields of a
+    key are made only for the lines read, not held for the whole study."""
+    position: dict[str, int] = {}
+    for i, q in enumerate(queries):
+        position.setdefault(q.key, i)
+    found, cols = load_fields(store.root, store.task, position, fields,
+                              lambda i: query_ident(ctx, task, queries[i]))
+    found += [False] * (len(queries) - len(found))
+    for col in cols.values():
+        col += [None] * (len(queries) - len(col))
+    for i, q in enumerate(queries):  # a key asked twice: each asks for the same line
+        j = position[q.key]
+        if j != i:
+            found[i] = found[j]
+            for col in cols.values():
+                col[i] = col[j]
+    return found, cols

@@ -16,18 +16,28 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections import Counter
 from typing import Any, Sequence
 
 import pandas as pd
+import pyarrow as pa
 
 from llm_jobs.cli import run_main
-from llm_jobs.context import JobContext, Query, cached_records, not_cached, open_store
+from llm_jobs.context import (
+    JobContext,
+    Query,
+    cached_fields,
+    cached_records,
+    not_cached,
+    open_store,
+    release_freed_memory,
+)
 from llm_jobs.failures import require_complete
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
 from llm_jobs.query_loop import logprob_dicts
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
-from lookahead.cache import atomic_write_parquet
+from lookahead.cache import atomic_parquet_writer
 from lookahead.guard import EXIT_OK, EXIT_PARSE_RATE, JobStop
 from lookahead.keys import task_params
 from lookahead.scoring import (
@@ -70,6 +80,7 @@ def plan(ctx: JobContext) -> tuple[list[Query], dict[str, Any]]:
 
 def run(ctx: JobContext) -> int:
     queries, params = plan(ctx)
+    release_freed_memory()  # the plan's Arrow columns: the queries stay, their making goes
     asks_conf = prompt_asks_confidence(str(ctx.study.prompts.forecast_prompt))
     with open_store(ctx, TASK) as store:
         if store.repaired_bytes:
@@ -95,8 +106,9 @@ def run(ctx: JobContext) -> int:
                 tally.written += rest.written
                 tally.failures.update(rest.failures)
             require_complete(tally, store)
-        records = cached_records(ctx, store, TASK, queries)
-    return summarize(ctx, queries, records)
+        release_freed_memory()  # what the asking freed (the answers in flight) before the summary
+        answers = cached_fields(ctx, store, TASK, queries, SUMMARY_FIELDS)
+    return summarize(ctx, queries, answers)
 
 
 def forecast_answer(backend: Backend, batch: list[Query], *, max_tokens: int, top_logprobs: int,
@@ -118,35 +130,75 @@ def forecast_answer(backend: Backend, batch: list[Query], *, max_tokens: int, to
     return out
 
 
-def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict[str, Any]]) -> int:
+#: The fields of a forecast line the summary reads (lookahead.cache.load_fields): not the
+#: prompt or the log-probs, which made most of a line.
+SUMMARY_FIELDS = ("response_text", "first_token_prob", "stated_confidence")
+#: Rows of forecast.parquet built and written at a time: the summary's own memory is one
+#: chunk, whatever the study's size.
+SUMMARY_CHUNK_ROWS = 65_536
+#: forecast.parquet's columns, typed once so that every chunk is written under one schema
+#: (a chunk whose stated confidences are all missing is still a column of doubles).
+FORECAST_SCHEMA = pa.schema([
+    ("row_id", pa.string()), ("entity_id", pa.string()), ("text_date", pa.string()),
+    ("target_date", pa.string()), ("mu_hat", pa.float64()), ("forecast_label", pa.string()),
+    ("first_token_prob", pa.float64()), ("stated_confidence", pa.float64()), ("raw_key", pa.string()),
+    ("response_text", pa.string()),
+])
+#: Unparsed answers shown when the parse rate is under the floor.
+SHOWN_UNPARSED = 10
+
+
+def summarize(ctx: JobContext, queries: Sequence[Query], answers: tuple[list[bool], dict[str, list[Any]]]) -> int:
     """Parse every answer with the user's labels, write outputs/<study>/forecast.parquet,
-    enforce the 95% parse-rate rule."""
+    enforce the 95% parse-rate rule.
+
+    ``answers`` are the summary fields of each query's line (llm_jobs.context.cached_fields).
+    The file is written a chunk of rows at a time to a temporary file that is renamed over
+    the old one (a reader never sees half a file), so the summary of a million rows holds
+    one chunk, not every row."""
     labels = ctx.study.prompts.forecast_labels
-    rows = ctx.rows.set_index(ctx.rows["row_id"].astype(str))
-    out = []
-    for q in queries:
-        rec = records[q.key]
-        label, value = parse_forecast(rec["response_text"], labels)
-        r = rows.loc[q.row_id]
-        out.append({
-            "row_id": q.row_id, "entity_id": r["entity_id"], "text_date": r["text_date"],
-            "target_date": r["target_date"], "mu_hat": value, "forecast_label": label,
-            "first_token_prob": rec.get("first_token_prob"),
-            "stated_confidence": rec.get("stated_confidence"), "raw_key": q.key,
-            "response_text": rec["response_text"],
-        })
-    df = pd.DataFrame(out)
-    atomic_write_parquet(ctx.out_dir() / "forecast.parquet", df)
-    parsed = df["forecast_label"].notna()
-    rate = float(parsed.mean()) if len(df) else 0.0
-    print(f"forecast parse rate: {rate:.1%} ({int(parsed.sum())}/{len(df)}); "
-          f"labels: {df['forecast_label'].value_counts().to_dict()}")
+    found, cols = answers
+    missing = [q.row_id for q, ok in zip(queries, found) if not ok]
+    if missing:
+        raise JobStop(f"forecast: {len(missing)} rows have no answer in the cache (e.g. row_id {missing[0]}); "
+                      "run the same command again to ask them")
+    parse = functools.lru_cache(maxsize=4096)(lambda text: parse_forecast(text, labels))
+    row_index = pd.Index(ctx.rows["row_id"].astype(str))
+    info = {c: ctx.rows[c].to_numpy(object) for c in ("entity_id", "text_date", "target_date")}
+    counts: Counter[str] = Counter()
+    n_parsed = 0
+    unparsed: list[tuple[str, Any]] = []
+    with atomic_parquet_writer(ctx.out_dir() / "forecast.parquet", FORECAST_SCHEMA) as writer:
+        for a in range(0, len(queries), SUMMARY_CHUNK_ROWS):
+            chunk = queries[a : a + SUMMARY_CHUNK_ROWS]
+            texts = cols["response_text"][a : a + len(chunk)]
+            parsed = [parse(t) for t in texts]
+            row_ids = [q.row_id for q in chunk]
+            at = row_index.get_indexer(row_ids)
+            for (label, _), q, t in zip(parsed, chunk, texts):
+                if label is None:
+                    if len(unparsed) < SHOWN_UNPARSED:
+                        unparsed.append((q.row_id, t))
+                else:
+                    n_parsed += 1
+                    counts[label] += 1
+            writer.write_table(pa.table({
+                "row_id": row_ids, **{c: v[at].tolist() for c, v in info.items()},
+                "mu_hat": [v for _, v in parsed], "forecast_label": [lab for lab, _ in parsed],
+                "first_token_prob": cols["first_token_prob"][a : a + len(chunk)],
+                "stated_confidence": cols["stated_confidence"][a : a + len(chunk)],
+                "raw_key": [q.key for q in chunk], "response_text": texts,
+            }, schema=FORECAST_SCHEMA))
+    n = len(queries)
+    rate = n_parsed / n if n else 0.0
+    print(f"forecast parse rate: {rate:.1%} ({n_parsed}/{n}); labels: {dict(counts.most_common())}")
     if rate < MIN_PARSE_RATE:
-        n_unparsed = int((~parsed).sum())
+        n_unparsed = n - n_parsed
         print(f"parse rate below {MIN_PARSE_RATE:.0%}; {n_unparsed} unparsed answers"
-              + (f", the first {min(10, n_unparsed)}:" if n_unparsed > 10 else ":"), file=sys.stderr)
-        for r in df[~parsed].head(10).itertuples():
-            print(f"  row_id {r.row_id}: {r.response_text!r}", file=sys.stderr)
+              + (f", the first {min(SHOWN_UNPARSED, n_unparsed)}:" if n_unparsed > SHOWN_UNPARSED else ":"),
+              file=sys.stderr)
+        for row_id, text in unparsed:
+            print(f"  row_id {row_id}: {text!r}", file=sys.stderr)
         accepted = accepts_low_parse_rate(ctx)
         if ctx.args.accept_low_parse_rate and not accepted:
             accepted = True  # this run only: the study file is never edited
@@ -159,7 +211,7 @@ def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict
                 "(protocol step 1). Decide how to proceed; 'accept_low_parse_rate: true' in the "
                 "study keeps the prompt as the object under test (the report then excludes and "
                 "counts the unparsed rows).", EXIT_PARSE_RATE)
-        print(f"continuing below 95% (accept_low_parse_rate: true): {int((~parsed).sum())} unparsed "
+        print(f"continuing below 95% (accept_low_parse_rate: true): {n_unparsed} unparsed "
               "rows will be excluded from the regressions and counted in the report")
     return EXIT_OK
 

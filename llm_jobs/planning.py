@@ -80,8 +80,11 @@ def row_queries(ctx: JobContext, task: str, params: dict[str, Any]) -> list["Que
     check_forecast_template(template, ctx.study.input.column_map, ctx.study.prompts.forecast_prompt_allowed_columns)
     prompts = forecast_prompt_column(ctx.study, ctx.rows)  # every row at once: a study may have millions
     keys = row_keys(ctx.study, task, ctx.rows, params, prompts)
-    return [Query(key, prompt, row_id=str(row["row_id"]), row=row)
-            for key, prompt, row in zip(keys.to_pylist(), prompts.to_pylist(), ctx.rows.to_dict("records"))]
+    # no row dict per query: a million of them were most of a large job's memory; the few
+    # rows whose text must be cut are read back from ctx.rows (JobContext.input_row)
+    return [Query(key, prompt, row_id=str(row_id))
+            for key, prompt, row_id in zip(keys.to_pylist(), prompts.to_pylist(), ctx.rows["row_id"])]
+
 
 
 def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"]) -> list["Query"]:
@@ -111,11 +114,12 @@ def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"]) -> list["Q
     too_long: list[tuple[str, int]] = []
     for q in queries:
         n, kept, prompt = count(q.prompt), None, q.prompt
-        if n > limit and mode == "truncate_text" and q.row is not None:
-            text = str(q.row.get("text") or "")
+        row = (q.row or ctx.input_row(q.row_id)) if n > limit and mode == "truncate_text" else None
+        if row is not None:
+            text = str(row.get("text") or "")
 
-            def cut(k: int) -> dict[str, Any]:
-                return {**q.row, "text": text[:k], text_col: text[:k]}
+            def cut(k: int, row: dict[str, Any] = row) -> dict[str, Any]:
+                return {**row, "text": text[:k], text_col: text[:k]}
 
             lo, hi = 0, len(text)
             if count(render(cut(0))) <= limit:

@@ -38,12 +38,13 @@ import hashlib
 import json
 import math
 import os
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from operator import methodcaller
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -439,6 +440,34 @@ def load_cache(raw_dir: str | os.PathLike[str], task: str,
     return out
 
 
+def load_fields(raw_dir: str | os.PathLike[str], task: str, wanted: Mapping[str, int], fields: Sequence[str],
+                expect: Callable[[int], Ident] | None = None) -> tuple[list[bool], dict[str, list[Any]]]:
+    """The named ``fields`` of each wanted key's line, as columns: ``wanted`` maps a key to
+    its position (0 to n-1); returns (found, {field: n values}), None where nothing answers.
+
+    The same line as :func:`load_cache` picks (every shard, only lines that agree with
+    ``expect(position)``, one line per key by :func:`wins_over`), but only the fields asked
+    for are kept: a job's summary of a million rows held every whole line before (prompt,
+    log-probs, about 14.5 KB a row in Python objects), and now holds a few values a row."""
+    n = max(wanted.values(), default=-1) + 1
+    found = [False] * n
+    finished: list[Any] = [None] * n  # the kept line's finished_at, for wins_over
+    cols: dict[str, list[Any]] = {f: [None] * n for f in fields}
+    for path in shard_files(raw_dir, task):
+        for rec in iter_records(path, complete_only=True):
+            i = wanted.get(rec["key"])
+            if i is None or (expect is not None and ident_of(rec) != expect(i)):
+                continue
+            if found[i] and not wins_over(rec, {"finished_at": finished[i]}):
+                continue
+            found[i], finished[i] = True, rec.get("finished_at")
+            for f in fields:
+                value = rec.get(f)
+                # one object per distinct text: a million answers are mostly a few labels
+                cols[f][i] = sys.intern(value) if isinstance(value, str) else value
+    return found, cols
+
+
 def lock_writer(path: Path) -> list[str]:
     """What the holder of a cache file's lock wrote into it: [pid, writer label] ([] when
     unreadable or empty)."""
@@ -569,9 +598,12 @@ class RawStore:
         self._plan_order: tuple[int, str] | None = None  # when this writer said what it asks (claim)
         self._plans: dict[Path, tuple[tuple[int, int, int], Plan | None]] = {}  # plans read, by stat
         self.task = self.path.name[: -len(".jsonl")] if self.path.name.endswith(".jsonl") else self.path.name
-        self.keys: set[str] = set()
-        self.idents: dict[str, Ident] = {}  # key -> ident of its first line
-        self._more_idents: dict[str, list[Ident]] = {}  # key -> idents of its later lines
+        # key -> hash of its first line's ident (:func:`ident_of`): one entry a key, no tuple of
+        # texts kept per line (a million-row cache held more in these than in its queries); two
+        # idents that differ hash alike with odds of 2**-64, and the line a summary reads is
+        # checked against the ident itself (load_fields)
+        self.idents: dict[str, int] = {}
+        self._more_idents: dict[str, list[int]] = {}  # key -> ident hashes of its later lines
         self.duplicates = 0
         self.unhashed = 0  # lines read whose fields do not hash to their key (fields_key)
         self.repaired_bytes = 0
@@ -642,7 +674,7 @@ class RawStore:
             self._lock = None
 
     def _reset(self) -> None:
-        self.keys, self.idents, self._more_idents = set(), {}, {}
+        self.idents, self._more_idents = {}, {}
         self.duplicates = self.unhashed = 0
         self._offsets = {}
 
@@ -668,23 +700,26 @@ class RawStore:
 
     def _note(self, rec: Mapping[str, Any]) -> bool:
         """Record a line's key and ident; False when the key already had a line."""
-        key, ident = rec["key"], ident_of(rec)
-        if not ident[-1]:
+        key, full = rec["key"], ident_of(rec)
+        if not full[-1]:
             self.unhashed += 1
-        if key in self.keys:
+        ident = hash(full)
+        if key in self.idents:
             self.duplicates += 1
             self._more_idents.setdefault(key, []).append(ident)
             return False
-        self.keys.add(key)
         self.idents[key] = ident
         return True
 
     def has_answer(self, key: str, ident: Ident | None = None) -> bool:
         """Whether the cache holds a line for ``key`` (whose fields agree with ``ident``,
         when given): only such a line answers the query, so only it counts as cached."""
-        if key not in self.keys:
+        if key not in self.idents:
             return False
-        return ident is None or self.idents[key] == ident or ident in self._more_idents.get(key, ())
+        if ident is None:
+            return True
+        digest = hash(ident)
+        return self.idents[key] == digest or digest in self._more_idents.get(key, ())
 
     def refresh(self) -> int:
         """Read the lines appended to any shard since the last look (streamed: Min-K%
@@ -779,10 +814,15 @@ class RawStore:
             self._lock = None
 
     def __contains__(self, key: str) -> bool:
-        return key in self.keys
+        return key in self.idents
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.idents)
+
+    @property
+    def keys(self) -> Any:
+        """The keys with a line (a view of ``idents``: one table, not two)."""
+        return self.idents.keys()
 
     def load(self, wanted: set[str] | Mapping[str, Ident]) -> dict[str, dict[str, Any]]:
         """The records of the ``wanted`` keys over every shard (one per key), read from disk;
@@ -872,3 +912,26 @@ def atomic_write_parquet(path: str | os.PathLike[str], df: Any) -> None:
     buf = io.BytesIO()
     df.to_parquet(buf, index=False)
     atomic_write_bytes(path, buf.getvalue())
+
+
+@contextlib.contextmanager
+def atomic_parquet_writer(path: str | os.PathLike[str], schema: pa.Schema) -> Iterator[Any]:
+    """A parquet writer of ``schema`` on a temp file in the same folder, renamed over
+    ``path`` when the block ends (removed when it raises): a summary written a chunk at a
+    time, so its memory is one chunk, and a reader still sees the old file or the new one."""
+    import pyarrow.parquet as pq
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            with pq.ParquetWriter(fh, schema) as writer:
+                yield writer
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,182 @@
+"""Peak memory of the forecast job and of `lookahead check` at scale (issue 35, item 6).
+
+Run (from the project root):
+    python benchmarks/job_memory.py job --rows 100000 --concurrency 32 \
+        --code head=. --code base=/tmp/base-checkout --out benchmarks/results/job_memory_100k.json
+    python benchmarks/job_memory.py check --rows 10000000 --code head=. --out ...
+
+``job``: a synthetic study of ``--rows`` rows (tests/python/test_openai_backend.py's
+write_openai_study) asks the loopback OpenAI-compatible server of the test suite, the
+server running in this process and the job in a child (``python -m llm_jobs.forecast
+--study FILE --yes``) so that only the job's own memory is measured. Each code root
+named by ``--code`` (a checkout: the job runs with PYTHONPATH set to it) runs the same
+study twice in a raw folder of its own: the first run asks every row, the second finds
+every answer cached. ``check``: ``python -m llm_jobs.preflight`` (what `lookahead check`
+runs) on an observations file of ``--rows`` rows, against its size on disk.
+
+Peak memory is the child's ``ru_maxrss`` from ``wait4`` (the kernel's high-water mark,
+no sampling gap); the RSS is also sampled every 0.25 s beside the job's output lines, so
+the result says at which step the peak was reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "python")]
+
+from test_openai_backend import FakeOpenAIState, _handler, write_openai_study  # noqa: E402
+
+MIB = 1024 * 1024
+
+
+def serve() -> tuple[str, FakeOpenAIState]:
+    """The test suite's loopback server, answers computed per prompt (vary=True)."""
+    state = FakeOpenAIState(vary=True)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{httpd.server_address[1]}/v1", state
+
+
+def rss_kib(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def measure(cmd: list[str], code: Path, cwd: Path) -> dict[str, Any]:
+    """Run ``cmd`` with PYTHONPATH=code; its exit, wall time, peak RSS (wait4) and an RSS
+    timeline beside its output lines (which step reached the peak)."""
+    env = {**os.environ, "PYTHONPATH": str(code), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    lines: list[tuple[float, str]] = []
+    reader = threading.Thread(target=lambda: [lines.append((time.perf_counter() - t0, ln.rstrip()))
+                                              for ln in proc.stdout], daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    samples: list[tuple[float, int]] = []
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        kib = rss_kib(proc.pid)
+        if kib:
+            samples.append((round(time.perf_counter() - t0, 2), kib))
+        time.sleep(0.25)
+    wall = time.perf_counter() - t0
+    reader.join(5)
+    peak_at = max(samples, key=lambda s: s[1])[0] if samples else None
+    before_peak = [ln for t, ln in lines if peak_at is None or t <= peak_at]
+    return {
+        "exit": os.waitstatus_to_exitcode(status), "wall_s": round(wall, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+        "peak_sampled_at_s": peak_at,
+        "last_line_before_peak": before_peak[-1] if before_peak else None,
+        "output": [f"{t:7.1f}s {ln}" for t, ln in lines][-25:],
+        # every 20th sample: the shape of the curve without the whole series
+        "rss_mib_timeline": [(t, round(k / 1024)) for t, k in samples[:: max(1, len(samples) // 40)]],
+    }
+
+
+def code_roots(specs: list[str]) -> dict[str, Path]:
+    out = {}
+    for spec in specs:
+        label, _, path = spec.partition("=")
+        out[label] = Path(path or label).resolve()
+    return out
+
+
+def machine() -> dict[str, Any]:
+    return {"python": platform.python_version(), "cpus": os.cpu_count(), "loadavg": os.getloadavg()}
+
+
+def run_job(args: argparse.Namespace) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="job-memory-"))
+    url, state = serve()
+    result: dict[str, Any] = {"rows": args.rows, "concurrency": args.concurrency, "runs": {}}
+    for label, code in code_roots(args.code).items():
+        study = write_openai_study(tmp, url, f"mem_{label}", args.rows,
+                                   concurrency=args.concurrency,
+                                   backend_options={"backoff_s": 0.01, "timeout_s": 30})
+        runs = {}
+        for run in ("first", "cached"):
+            before = state.requests
+            m = measure([sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"], code, code)
+            m["requests"] = state.requests - before
+            m["loadavg_after"] = os.getloadavg()
+            runs[run] = m
+            print(f"{label} {run}: exit {m['exit']}, {m['wall_s']} s, peak {m['peak_rss_mib']} MiB "
+                  f"({m['requests']} requests; peak near: {m['last_line_before_peak']!r})", flush=True)
+        raw = tmp / f"mem_{label}" / "raw" / "forecast.jsonl"
+        runs["raw_file_mib"] = round(raw.stat().st_size / MIB, 1) if raw.exists() else None
+        result["runs"][label] = runs
+        if not args.keep:
+            for p in (tmp / f"mem_{label}").rglob("*"):
+                if p.is_file():
+                    p.unlink()
+    return result
+
+
+def run_check(args: argparse.Namespace) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="check-memory-"))
+    url, _ = serve()
+    study = write_openai_study(tmp, url, "check", args.rows)
+    data = tmp / "check.csv"
+    size = data.stat().st_size
+    result: dict[str, Any] = {"rows": args.rows, "file_mib": round(size / MIB, 1), "runs": {}}
+    for label, code in code_roots(args.code).items():
+        m = measure([sys.executable, "-m", "llm_jobs.preflight", "--study", str(study)], code, code)
+        m["peak_over_file"] = round(m["peak_rss_mib"] * MIB / size, 2)
+        result["runs"][label] = m
+        print(f"{label}: exit {m['exit']}, {m['wall_s']} s, peak {m['peak_rss_mib']} MiB = "
+              f"{m['peak_over_file']}x the file ({result['file_mib']} MiB)", flush=True)
+    if not args.keep:
+        data.unlink()
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=("job", "check"))
+    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--code", action="append", default=[],
+                    help="LABEL=DIR, a checkout to run (repeatable; default: this one)")
+    ap.add_argument("--keep", action="store_true", help="keep the study's files")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    args.code = args.code or [f"head={ROOT}"]
+    load_before = os.getloadavg()
+    t0 = time.perf_counter()
+    result = run_job(args) if args.what == "job" else run_check(args)
+    result.update({"command": "python " + " ".join(sys.argv), "machine": machine(),
+                   "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
+                   "total_s": round(time.perf_counter() - t0, 1)})
+    text = json.dumps(result, indent=2)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    print(text if not args.out else f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""The forecast job's summary reads only the fields it needs, a chunk at a time (issue 35:
+memory bounded by what is in flight, not by the study), and writes what the whole-line
+path wrote: the same line per key (only lines that agree with their key, first written
+wins over every shard), the same parse, the same parquet.
+
+The reference below is the path the summary replaced, kept here as an independent
+implementation: every whole line loaded (lookahead.cache.load_cache), one dict per row."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - the fixture
+
+
+def whole_line_summary(study: Path, raw: Path, rows_csv: Path) -> pd.DataFrame:
+    """forecast.parquet as the whole-line path built it: load_cache with each key's
+    expected ident, then one dict per query in row order."""
+    from lookahead.cache import load_cache
+    from lookahead.config import load_study
+    from lookahead.scoring import parse_forecast
+
+    labels = load_study(study).prompts.forecast_labels
+    rows = pd.read_csv(rows_csv, dtype=str)
+    lines = [json.loads(x) for p in sorted(raw.rglob("forecast.jsonl")) for x in p.read_text().splitlines()]
+    key_of = {}  # row_id -> the key its query asks (from the job's own first lines)
+    for rec in json.loads((raw.parent / "keys.json").read_text()):
+        key_of[rec["row_id"]] = rec["key"]
+    expect = {key_of[r]: ("forecast", "served-model", r, None, None) for r in rows["row_id"]}
+    records = load_cache(raw, "forecast", expect)
+    out = []
+    for r in rows.itertuples():
+        rec = records[key_of[r.row_id]]
+        label, value = parse_forecast(rec["response_text"], labels)
+        out.append({"row_id": r.row_id, "entity_id": r.entity_id, "text_date": r.text_date,
+                    "target_date": r.target_date, "mu_hat": value, "forecast_label": label,
+                    "first_token_prob": rec.get("first_token_prob"),
+                    "stated_confidence": rec.get("stated_confidence"), "raw_key": key_of[r.row_id],
+                    "response_text": rec["response_text"]})
+    assert len(lines) > len(out)  # the planted lines are there
+    return pd.DataFrame(out)
+
+
+def test_streamed_summary_equals_the_whole_line_path_with_planted_lines(
+    server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """40 rows answered by the loopback server, then planted: a line under row 1's key whose
+    row_id is another row's (disagrees with its key: never read, though written first), a
+    second line of row 2's key in another shard written earlier with another answer (it
+    wins, as in the build), and an answer that parses to no label (row 3). The summary,
+    written in chunks of 7 rows, equals the whole-line path's frame, row for row."""
+    from llm_jobs import forecast
+
+    monkeypatch.setattr(forecast, "SUMMARY_CHUNK_ROWS", 7)  # several chunks, the last one short
+    url, _ = server_factory(vary=True)
+    study = write_openai_study(tmp_path, url, "s", 40)
+    assert forecast.main(["--study", str(study), "--yes"]) == 0
+    raw = tmp_path / "s" / "raw"
+    main = raw / "forecast.jsonl"
+    lines = [json.loads(x) for x in main.read_text().splitlines()]
+    (tmp_path / "s" / "keys.json").write_text(json.dumps([{"row_id": r["row_id"], "key": r["key"]}
+                                                          for r in lines]))
+    by_row = {r["row_id"]: r for r in lines}
+    early = "2000-01-01T00:00:00.000000+00:00"
+
+    liar = {**by_row["r1"], "row_id": "r9", "response_text": "down", "finished_at": early}
+    dup = {**by_row["r2"], "response_text": "down" if by_row["r2"]["response_text"] == "up" else "up",
+           "first_token_prob": 0.123, "finished_at": early}
+    for i, r in enumerate(lines):
+        if r["row_id"] == "r3":
+            lines[i] = {**r, "response_text": "no idea"}
+    main.write_text("".join(json.dumps(r) + "\n" for r in [liar, *lines]))
+    shard = raw / "shards" / "copied" / "forecast.jsonl"
+    shard.parent.mkdir(parents=True)
+    shard.write_text(json.dumps(dup) + "\n")
+
+    capsys.readouterr()
+    assert forecast.main(["--study", str(study), "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert "to query: 0" in out and "parse rate: 97.5% (39/40)" in out
+    got = pd.read_parquet(tmp_path / "s" / "out" / "forecast.parquet")
+    want = whole_line_summary(study, raw, tmp_path / "s.csv")
+    assert got.loc[got.row_id == "r2", "first_token_prob"].item() == 0.123  # the earlier shard line won
+    assert got.loc[got.row_id == "r1", "response_text"].item() == by_row["r1"]["response_text"]
+    assert got.loc[got.row_id == "r3", "forecast_label"].isna().item()
+    pd.testing.assert_frame_equal(got, want.astype(got.dtypes.to_dict()), check_dtype=True)
+
+
+def test_a_failed_summary_leaves_the_old_file(tmp_path: Path) -> None:
+    """The parquet is written to a temporary file and renamed: a writer that raises halfway
+    leaves the old file as it was and no temporary file behind."""
+    import pyarrow as pa
+
+    from lookahead.cache import atomic_parquet_writer
+
+    schema = pa.schema([("x", pa.int64())])
+    path = tmp_path / "f.parquet"
+    with atomic_parquet_writer(path, schema) as w:
+        w.write_table(pa.table({"x": [1, 2]}, schema=schema))
+    with pytest.raises(RuntimeError), atomic_parquet_writer(path, schema) as w:
+        w.write_table(pa.table({"x": [3]}, schema=schema))
+        raise RuntimeError("killed halfway")
+    assert pd.read_parquet(path)["x"].tolist() == [1, 2]
+    assert [p.name for p in tmp_path.iterdir()] == ["f.parquet"]
