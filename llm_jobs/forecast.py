@@ -19,7 +19,6 @@ import sys
 from collections import Counter
 from typing import Any, Sequence
 
-import pandas as pd
 import pyarrow as pa
 
 from llm_jobs.cli import run_main
@@ -144,6 +143,8 @@ FORECAST_SCHEMA = pa.schema([
     ("first_token_prob", pa.float64()), ("stated_confidence", pa.float64()), ("raw_key", pa.string()),
     ("response_text", pa.string()),
 ])
+#: The columns of forecast.parquet copied from the input row.
+ROW_COLUMNS = ("entity_id", "text_date", "target_date")
 #: Unparsed answers shown when the parse rate is under the floor.
 SHOWN_UNPARSED = 10
 
@@ -163,8 +164,6 @@ def summarize(ctx: JobContext, queries: Sequence[Query], answers: tuple[list[boo
         raise JobStop(f"forecast: {len(missing)} rows have no answer in the cache (e.g. row_id {missing[0]}); "
                       "run the same command again to ask them")
     parse = functools.lru_cache(maxsize=4096)(lambda text: parse_forecast(text, labels))
-    row_index = pd.Index(ctx.rows["row_id"].astype(str))
-    info = {c: ctx.rows[c].to_numpy(object) for c in ("entity_id", "text_date", "target_date")}
     counts: Counter[str] = Counter()
     n_parsed = 0
     unparsed: list[tuple[str, Any]] = []
@@ -174,7 +173,9 @@ def summarize(ctx: JobContext, queries: Sequence[Query], answers: tuple[list[boo
             texts = cols["response_text"][a : a + len(chunk)]
             parsed = [parse(t) for t in texts]
             row_ids = [q.row_id for q in chunk]
-            at = row_index.get_indexer(row_ids)
+            rows = ctx.rows.iloc[a : a + len(chunk)]  # the plan's order: a query per row, in row order
+            if rows["row_id"].astype(str).tolist() != row_ids:
+                rows = ctx.rows.iloc[[ctx.row_position(r) for r in row_ids]]
             for (label, _), q, t in zip(parsed, chunk, texts):
                 if label is None:
                     if len(unparsed) < SHOWN_UNPARSED:
@@ -183,7 +184,7 @@ def summarize(ctx: JobContext, queries: Sequence[Query], answers: tuple[list[boo
                     n_parsed += 1
                     counts[label] += 1
             writer.write_table(pa.table({
-                "row_id": row_ids, **{c: v[at].tolist() for c, v in info.items()},
+                "row_id": row_ids, **{c: rows[c].astype(str).tolist() for c in ROW_COLUMNS},
                 "mu_hat": [v for _, v in parsed], "forecast_label": [lab for lab, _ in parsed],
                 "first_token_prob": cols["first_token_prob"][a : a + len(chunk)],
                 "stated_confidence": cols["stated_confidence"][a : a + len(chunk)],

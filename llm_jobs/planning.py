@@ -70,6 +70,10 @@ def forecast_output_tokens(ctx: JobContext) -> int:
     return int(ctx.study.prompts.forecast_max_tokens)
 
 
+#: Rows rendered and keyed at a time when a job plans its queries.
+PLAN_SLICE_ROWS = 65_536
+
+
 def row_queries(ctx: JobContext, task: str, params: dict[str, Any]) -> list["Query"]:
     """One query per row over its forecast prompt (forecast and Min-K% ask the same prompt),
     keyed by lookahead.keys; the template guard runs first (no outcome, no target date)."""
@@ -78,13 +82,18 @@ def row_queries(ctx: JobContext, task: str, params: dict[str, Any]) -> list["Que
 
     template = str(ctx.study.prompts.forecast_prompt)
     check_forecast_template(template, ctx.study.input.column_map, ctx.study.prompts.forecast_prompt_allowed_columns)
-    prompts = forecast_prompt_column(ctx.study, ctx.rows)  # every row at once: a study may have millions
-    keys = row_keys(ctx.study, task, ctx.rows, params, prompts)
-    # no row dict per query: a million of them were most of a large job's memory; the few
+    queries: list[Query] = []
+    # a slice of rows at a time (each rendered and keyed column-wise): the Arrow columns and
+    # text lists of every row at once were twice the queries themselves on a large study.
+    # No row dict per query either: a million of them were most of a job's memory; the few
     # rows whose text must be cut are read back from ctx.rows (JobContext.input_row)
-    return [Query(key, prompt, row_id=str(row_id))
-            for key, prompt, row_id in zip(keys.to_pylist(), prompts.to_pylist(), ctx.rows["row_id"])]
-
+    for a in range(0, len(ctx.rows), PLAN_SLICE_ROWS):
+        rows = ctx.rows.iloc[a : a + PLAN_SLICE_ROWS]
+        prompts = forecast_prompt_column(ctx.study, rows)
+        keys = row_keys(ctx.study, task, rows, params, prompts)
+        queries += [Query(key, prompt, row_id=str(row_id))
+                    for key, prompt, row_id in zip(keys.to_pylist(), prompts.to_pylist(), rows["row_id"])]
+    return queries
 
 
 def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"]) -> list["Query"]:

@@ -259,26 +259,32 @@ def repair_torn_tail(path: Path) -> int:
     else raises CacheError instead of being dropped."""
     if not path.exists() or path.stat().st_size == 0:
         return 0
+    size = path.stat().st_size
+    # only the last line is read (the file is a study's every answer: a gigabyte at a
+    # million forecasts, all of it read here before just to look at its end)
     with open(path, "rb") as fh:
-        data = fh.read()
-    cut = len(data)
-    if not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1  # 0 when the only line is torn
-        if _whole_line(data[cut:]):  # a whole last line that lost only its newline is kept
-            with open(path, "ab") as fh:
-                fh.write(b"\n")
-                fh.flush()
-                os.fsync(fh.fileno())
+        fh.seek(size - 1)
+        if fh.read(1) != b"\n":
+            cut = _line_start(fh, size)  # 0 when the only line is torn
+            fh.seek(cut)
+            if _whole_line(fh.read()):  # a whole last line that lost only its newline is kept
+                with open(path, "ab") as out:
+                    out.write(b"\n")
+                    out.flush()
+                    os.fsync(out.fileno())
+                return 0
+        else:
+            cut = _line_start(fh, size - 1)
+            fh.seek(cut)
+            try:
+                json.loads(fh.read().decode("utf-8"))
+                cut = size
+            except ValueError:
+                pass
+        if cut == size:
             return 0
-    else:
-        start = data.rfind(b"\n", 0, len(data) - 1) + 1
-        try:
-            json.loads(data[start:].decode("utf-8"))
-        except ValueError:
-            cut = start
-    if cut == len(data):
-        return 0
-    torn = data[cut:]
+        fh.seek(cut)
+        torn = fh.read()
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
     with open(path.with_name(f"{path.name}.torn-{stamp}"), "wb") as fh:
         fh.write(torn)
@@ -289,6 +295,23 @@ def repair_torn_tail(path: Path) -> int:
         fh.flush()
         os.fsync(fh.fileno())
     return len(torn)
+
+
+TAIL_BLOCK = 1 << 20  # bytes read at a time, backwards, to find where the last line starts
+
+
+def _line_start(fh: Any, end: int) -> int:
+    """The offset just after the last newline before byte ``end`` (0 when there is none):
+    where the line that ends at ``end`` starts, read backwards a block at a time."""
+    pos = end
+    while pos > 0:
+        start = max(0, pos - TAIL_BLOCK)
+        fh.seek(start)
+        at = fh.read(pos - start).rfind(b"\n")
+        if at >= 0:
+            return start + at + 1
+        pos = start
+    return 0
 
 
 def _whole_line(raw: bytes) -> bool:
