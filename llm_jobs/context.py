@@ -18,7 +18,7 @@ from lookahead.cache import Ident, RawStore, load_fields
 from lookahead.config import Study, load_study
 from lookahead.guard import JobStop
 from lookahead.keys import sampling_fallback
-from lookahead.rows import load_rows, subsample_rows
+from lookahead.rows import load_rows, release_freed_memory, subsample_rows
 
 LARGE_STUDY_ROWS = 10_000
 
@@ -148,21 +148,6 @@ def arrow_text(rows: pd.DataFrame) -> pd.DataFrame:
                 pass
         out[name] = col
     return pd.DataFrame(out, index=rows.index)
-
-
-def release_freed_memory() -> None:
-    """Give the memory freed so far back to the system. Arrow's pool and the C allocator keep
-    freed pages for reuse, so a job that staged a million rows (or planned their queries)
-    held the peak of that step for the rest of its run, on top of what the next step needs."""
-    import ctypes
-
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: its allocator keeps what it keeps
-        pass
 
 
 def preflight(study: Study, rows: pd.DataFrame) -> None:

@@ -26,7 +26,7 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
     then the LLM jobs' preflight (llm_jobs.preflight): every check `lookahead run` makes
     before its first query (placeholders, prompt lengths against the context, pre-cutoff
     rows, clusters, recall labels on the model's exact tokenizer), querying nothing."""
-    from lookahead.rows import load_rows, zero_padding_warning
+    from lookahead.rows import load_rows, release_freed_memory, zero_padding_warning
 
     rows, rejects = load_rows(study)
     print(f"study '{study.name}': settings OK (hash {study.settings_hash[:12]}); "
@@ -34,6 +34,8 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
     padding = zero_padding_warning(rows["entity_id"], str(study.input.column_map["entity_id"]))
     if padding:
         print(padding, file=sys.stderr)
+    del rows, rejects  # the preflight below stages them again, in its own process: not both at once
+    release_freed_memory()
     return run_jobs(study_file, True, [], overrides, module="llm_jobs.preflight")
 
 

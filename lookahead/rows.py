@@ -641,6 +641,20 @@ def split_staged_arrow(staged: pa.Table) -> pa.Table:
     return pa.table(columns).filter(pa.array(keep))
 
 
+def release_freed_memory() -> None:
+    """Give the memory freed so far back to the system. Arrow's pool and the C allocator keep
+    freed pages for reuse, so a process that staged a million rows (or planned their
+    queries) held the peak of that step for the rest of its run, on top of what the next
+    step needs, or beside a child process that stages them again (`lookahead check`)."""
+    import ctypes
+
+    pa.default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: its allocator keeps what it keeps
+        pass
+
+
 def subsample_rows(rows: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
     """A seeded random subsample of valid rows (the rule of ``subsample_rows``)."""
     if n <= 0:
