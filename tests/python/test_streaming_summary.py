@@ -30,7 +30,7 @@ def whole_line_summary(study: Path, raw: Path, rows_csv: Path) -> pd.DataFrame:
     key_of = {}  # row_id -> the key its query asks (from the job's own first lines)
     for rec in json.loads((raw.parent / "keys.json").read_text()):
         key_of[rec["row_id"]] = rec["key"]
-    expect = {key_of[r]: ("forecast", "served-model", r, None, None) for r in rows["row_id"]}
+    expect = {key_of[r]: ("forecast", "served-model", r, None, None, True) for r in rows["row_id"]}
     records = load_cache(raw, "forecast", expect)
     out = []
     for r in rows.itertuples():
