@@ -442,3 +442,92 @@ def test_a_build_whose_final_checkpoint_fails_is_not_complete(built, tmp_path: P
         con.close()
     assert last == ("started",)
     assert _status(db) != COMPLETE
+
+
+_FILL_DISK = '''
+
+def _fill_disk(folder: str) -> int:
+    """Test only: write a file in `folder` until its file system is full."""
+    import errno as _errno
+
+    written, chunk = 0, b"\\0" * 65536
+    with open(os.path.join(folder, "filler.bin"), "wb", buffering=0) as fh:
+        while True:
+            try:
+                written += fh.write(chunk)
+                os.fsync(fh.fileno())
+            except OSError as exc:
+                if exc.errno != _errno.ENOSPC:
+                    raise
+                if len(chunk) == 1:
+                    return written
+                chunk = chunk[: len(chunk) // 2]
+
+
+_configure_connection = Plugin.configure_connection
+
+
+def _configure_with_filler(self, conn):
+    _configure_connection(self, conn)
+    conn.create_function("fill_disk", _fill_disk, ["VARCHAR"], "BIGINT", side_effects=True)
+
+
+Plugin.configure_connection = _configure_with_filler
+'''
+
+
+def _mount_tmpfs(where: Path, size_mb: int) -> bool:
+    where.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(where)],
+                          capture_output=True).returncode == 0
+
+
+@pytest.mark.slow  # a second dbt build, of a copy of the project, on a small file system
+def test_a_full_disk_at_the_final_checkpoint_never_reads_as_complete(built, tmp_path: Path) -> None:
+    """Issue 35, item 3, on a real full disk: the study's database on a small tmpfs, filled
+    (ENOSPC) the moment before the build's final checkpoint by a copy of the project whose
+    on-run-end writes a file until the disk is full. However DuckDB fares there, the state
+    a fresh connection reads agrees with what dbt said: a build dbt reports failed is not
+    complete, and one it reports passed is complete on reopen. Skipped where this machine
+    cannot mount a tmpfs (it needs root); the simulated failure above runs everywhere."""
+    from lookahead.identity import COMPLETE, copy_code
+    from lookahead.runs import settings_file_env
+
+    study, db, _ = _copy(built, tmp_path)
+    disk = tmp_path / "disk"
+    size_mb = int(db.stat().st_size * 4 / 2**20) + 64
+    if not _mount_tmpfs(disk, size_mb):
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        small = disk / "db.duckdb"
+        shutil.copy(db, small)
+        code = copy_code(tmp_path / "code")
+        shutil.copytree(ROOT / "demo" / "studies", code / "demo" / "studies")  # the copy's default study
+        (code / "lookahead" / "dbt_plugin.py").write_text(
+            (code / "lookahead" / "dbt_plugin.py").read_text() + _FILL_DISK)
+        hook = code / "macros" / "build_log.sql"
+        head, tail = hook.read_text().split("    {% set status = 'failed' if failed else 'success' %}", 1)
+        checkpoint = '{% do run_query("checkpoint") %}'
+        tail = tail.replace(checkpoint, '{% do run_query("select fill_disk(' + repr(str(disk)) + ')") %}'
+                            + checkpoint, 1)
+        hook.write_text(head + "    {% set status = 'failed' if failed else 'success' %}" + tail)
+        env = {**dbt_env(small), "PYTHONPATH": str(code), "DBT_PROFILES_DIR": str(code / "profiles")}
+        from lookahead.config import Study, resolve
+
+        with settings_file_env(Study(vars=resolve(study.vars))) as extra:
+            # the copy's package (its plugin fills the disk) before the project's
+            proc = subprocess.run([str(Path(sys.executable).with_name("dbt")), "build", "--project-dir", str(code)],
+                                  cwd=code, env={**env, **extra, "PYTHONPATH": str(code)},
+                                  capture_output=True, text=True, timeout=900)
+        out = proc.stdout + proc.stderr
+        assert (disk / "filler.bin").exists(), out[-2000:]  # the disk was filled at that moment
+        (disk / "filler.bin").unlink()  # room to open the database again (its WAL replays)
+        status = _status(small)
+        print(f"dbt exit {proc.returncode}; status on reopen {status!r}; "
+              f"{'No space left' in out and 'ENOSPC or No space left in the output' or 'no ENOSPC message'}")
+        if proc.returncode != 0:
+            assert status != COMPLETE, out[-2000:]
+        else:
+            assert status == COMPLETE, out[-2000:]
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
