@@ -30,7 +30,7 @@ from lookahead.pages.cells import (
     rows_of,
     strings,
 )
-from lookahead.pages.summary import caveats, checklist, checklist_frame, paragraph
+from lookahead.pages.summary import caveats, checklist, checklist_frame, verdict_line
 from lookahead.paper.table5_reading import TABLE5_READING, table5_reading
 from lookahead.stats.fe_regression import SSC_RULE
 from lookahead.stats.verdict import (
@@ -110,7 +110,7 @@ def answer(ctx: Context) -> Section:
     o, s = ctx.outcome, ctx.study
     found = caveats(o, ctx.metric, ctx.table("recall_censoring"), cutoff_facts(ctx))
     return Section("answer", f"Lookahead-bias test: {s.output.study_name}", "", [
-        Para(f"**Verdict: {o.decision}.** {paragraph(o, found)}"),
+        Para(verdict_line(o, found)),
         Para(f"Model `{s.backend.model_id}` (backend {s.backend.backend}), stated training cutoff "
              f"{s.protocol.training_cutoff}, data `{s.input.data_path}`. Every number is read from the "
              "CSV files in this folder; estimates come from pyfixest (`reghdfe.do` runs them in Stata)."),

@@ -177,6 +177,19 @@ def paragraph(o: Outcome, found: list[Caveat]) -> str:
     return text(cav, ex)
 
 
+def verdict_line(o: Outcome, found: list[Caveat]) -> str:
+    """The report's first line: the decision in bold (with what failed, for Mixed/invalid),
+    then the paragraph without its decision said a second time ("**Verdict: X.** X: ..."
+    read the label twice)."""
+    text = paragraph(o, found)
+    label, sep, rest = text.partition(": ")
+    if not sep or not label.startswith(o.decision):
+        return f"**Verdict: {o.decision}.** {text}"
+    if not rest.startswith("beta_3"):  # a sentence, unless it opens with the coefficient's name
+        rest = rest[:1].upper() + rest[1:]
+    return f"**Verdict: {label}.** {rest}"
+
+
 # ---------------------------------------------------------------- checklist
 
 @dataclass(frozen=True)

@@ -135,7 +135,8 @@ def check(text: str, results_dir: Path | None = None) -> list[str]:
     m = re.search(r"^\*\*Verdict: (.+?)\.\*\* (.*)$", text, re.M)
     if not m:
         return ["no verdict line"]
-    verdict, reason = m.group(1), m.group(2)
+    # "Mixed/invalid (placebo failed)": the decision, then what failed
+    verdict, reason = re.sub(r" \(.*\)$", "", m.group(1)), m.group(2)
     problems += _numbers(secs, reason)
     # the section sentences that restate parts of the verdict are read with it
     others = " ".join(re.findall(r"^(?:Placebo: .*|.*Here: .*)$", text, re.M))
@@ -346,8 +347,8 @@ def _metric(secs: dict[str, str], name: str) -> float:
 
 def _reason(secs: dict[str, str], verdict: str, reason: str, text: str) -> list[str]:
     problems: list[str] = []
-    if not reason.startswith(verdict):
-        problems.append(f"reason does not start with the verdict {verdict!r}")
+    if reason.startswith(verdict):
+        problems.append(f"the verdict {verdict!r} is said twice")
     lap_pre = math.nan
     for tab in tables(section(secs, "2.")):
         for r in tab:
@@ -369,6 +370,7 @@ def _reason(secs: dict[str, str], verdict: str, reason: str, text: str) -> list[
         if math.isfinite(sd) and sd != 0:
             problems.append(f"reason says LAP is constant; its sd is {sd}")
     path = re.search(r"Decision path: `([a-z0-9_]+)`", text)
-    if path and PATH_WORDS.get(path.group(1), "\0") not in reason:
+    line = re.search(r"^\*\*Verdict: .*$", text, re.M)
+    if path and PATH_WORDS.get(path.group(1), "\0").lower() not in (line.group(0) if line else reason).lower():
         problems.append(f"decision path {path.group(1)} without its wording")
     return problems
