@@ -105,7 +105,8 @@ def run(ctx: JobContext) -> int:
                 tally.written += rest.written
                 tally.failures.update(rest.failures)
             require_complete(tally, store)
-        release_freed_memory()  # what the asking freed (the answers in flight) before the summary
+        store.forget()  # the summary reads the lines themselves: the key index goes first
+        release_freed_memory()  # and what the asking freed (the answers in flight)
         answers = cached_fields(ctx, store, TASK, queries, SUMMARY_FIELDS)
     return summarize(ctx, queries, answers)
 

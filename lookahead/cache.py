@@ -836,6 +836,12 @@ class RawStore:
             release_lock(self._lock)
             self._lock = None
 
+    def forget(self) -> None:
+        """Drop the index of the keys read (a dict entry a key): for a job's summary, which
+        reads the lines themselves (load_fields) and need not hold a million keys twice.
+        The store answers nothing afterwards (it is about to close); its counts stay."""
+        self.idents, self._more_idents = {}, {}
+
     def __contains__(self, key: str) -> bool:
         return key in self.idents
 
