@@ -122,12 +122,10 @@ def measure(cmd: list[str], code: Path, cwd: Path) -> dict[str, Any]:
 
 def prefill(study: Path, share: float) -> int:
     """Write the answers of ``share`` of the rows into the study's raw file before its first
-    run, as the job writes them (its plan's keys and line skeleton, the server's answer to
-    the prompt: text "up", top log-probs varied_top), so that a large study's first run asks
+    run, as the job writes them (its plan's keys and line skeleton, the loopback server's
+    answer to the prompt: its top log-probs varied_top and their most likely token), so that a large study's first run asks
     only the rest. The job's peak does not depend on how many it asks (each answer is
     written and let go), so this keeps a million-row first run to minutes on two cores."""
-    import math
-
     from test_openai_backend import varied_top
 
     from llm_jobs import forecast
@@ -135,6 +133,7 @@ def prefill(study: Path, share: float) -> int:
     from llm_jobs.context import make_context
     from llm_jobs.query_loop import record_skeleton
     from lookahead.cache import utc_now
+    from lookahead.scoring import first_token_prob
 
     ctx = make_context(arg_parser("prefill").parse_args(["--study", str(study), "--yes"]))
     queries, params = forecast.plan(ctx)
@@ -147,10 +146,12 @@ def prefill(study: Path, share: float) -> int:
             if every and i % every == 0:
                 continue  # left for the first run to ask
             rec = record_skeleton(ctx, "forecast", q, params)
-            top = [{"token_id": None, "token": t, "logprob": lp} for t, lp in varied_top(q.prompt).items()]
+            given = varied_top(q.prompt)
+            top = [{"token_id": None, "token": t, "logprob": lp}
+                   for t, lp in sorted(given.items(), key=lambda kv: -kv[1])]
             now = utc_now()
-            rec.update({"backend": "openai", "response_text": "up", "top_logprobs": top,
-                        "first_token_prob": math.exp(top[0]["logprob"]), "started_at": now, "finished_at": now})
+            rec.update({"backend": "openai", "response_text": max(given, key=given.get), "top_logprobs": top,
+                        "first_token_prob": first_token_prob(top), "started_at": now, "finished_at": now})
             fh.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n")
             n += 1
     return n

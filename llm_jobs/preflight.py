@@ -29,10 +29,11 @@ def check(ctx: JobContext) -> int:
     """The run's pre-query checks on a loaded context (rows, pre-cutoff rows and clusters
     were checked by make_context); one summary line when all pass."""
     study = ctx.study
-    queries, _ = forecast.plan(ctx)  # placeholders and the template guards
-    pairs = recall.plan(ctx, task_params(study, recall.TASK), None)
+    # Min-K%'s plan first and let go: a million rows' queries of one task at a time, not two
     mink.plan(ctx, task_params(study, mink.TASK))
     reference.plan_reference(ctx)
+    queries, _ = forecast.plan(ctx)  # placeholders and the template guards
+    pairs = recall.plan(ctx, task_params(study, recall.TASK), None)
     fit_forecast_prompts(ctx, ctx.for_backend(queries))  # every prompt fits the context
     labels = recall.resolve_labels(ctx, ctx.for_backend(pairs[:1])[0].prompt)  # the exact tokenizer
     recall.check_recall_lengths(ctx, ctx.for_backend(recall.plan(ctx, task_params(study, recall.TASK), labels)))
