@@ -89,7 +89,7 @@ lint: install
 ## fixtures are built once, as in a serial run.
 PYTEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 ## Browser tier: headless Chromium (Debian's chromium, installed when missing) opens each
 ## report page (a generated study's, and the demo's after `make demo`) with the network

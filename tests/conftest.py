@@ -31,9 +31,24 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+#: The test files that take longest (a dbt build or a demo run in their fixtures), longest
+#: first: `make test` hands whole files to its workers in collection order
+#: (`--dist loadfile --no-loadscope-reorder`), so these start first and the short files
+#: fill in around them; by default xdist starts the files with the most tests first, and a
+#: long file with few tests (test_readme_data_team's setup alone takes about 3 minutes)
+#: started last kept one worker busy alone at the end. Order only: no test depends on it.
+LONGEST_FIRST = (
+    "test_readme_data_team.py", "test_demo_end_to_end.py", "test_dbt_build.py", "test_current_state.py",
+    "test_no_silent_wrong_result.py", "test_compare.py", "test_paper_dbt.py", "test_ray_runner.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip the resource tiers whose resource this machine lacks (checked once, and only
-    when a collected test asks for it: importing torch costs seconds)."""
+    when a collected test asks for it: importing torch costs seconds); put the longest
+    files first (LONGEST_FIRST)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's own order kept
     missing: dict[str, str | None] = {}
     for item in items:
         for tier in ("gpu", "vllm"):
