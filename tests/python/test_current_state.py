@@ -404,6 +404,27 @@ def test_a_held_database_is_one_line_naming_the_file_the_pid_and_the_fix(built, 
         holder.wait()
 
 
+def _build_with_final_checkpoint(study: Any, db: Path, code: Path, before: str) -> subprocess.CompletedProcess:
+    """`dbt build` of the project copy `code` (lookahead.identity.copy_code) into `db`, its
+    on-run-end running the SQL `before` just ahead of the final checkpoint (the one before
+    the build's status row is written), with the copy's package ahead of the project's."""
+    from lookahead.config import Study, resolve
+    from lookahead.runs import settings_file_env
+
+    hook = code / "macros" / "build_log.sql"
+    marker = "    {% set status = 'failed' if failed else 'success' %}"
+    head, tail = hook.read_text().split(marker, 1)
+    checkpoint = '{% do run_query("checkpoint") %}'
+    assert checkpoint in tail.split("{% do run_query(\"insert into build_log", 1)[0]  # before the status row
+    hook.write_text(head + marker + tail.replace(checkpoint, "{% do run_query(" + json.dumps(before) + ") %}"
+                                                 + checkpoint, 1))
+    env = {**dbt_env(db), "DBT_PROFILES_DIR": str(code / "profiles")}
+    with settings_file_env(Study(vars=resolve(study.vars))) as extra:
+        return subprocess.run([str(Path(sys.executable).with_name("dbt")), "build", "--project-dir", str(code)],
+                              cwd=code, env={**env, **extra, "PYTHONPATH": str(code)},
+                              capture_output=True, text=True, timeout=900)
+
+
 @pytest.mark.slow  # a second dbt build, of a copy of the project
 def test_a_build_whose_final_checkpoint_fails_is_not_complete(built, tmp_path: Path) -> None:
     """Issue 35, item 3: a full disk at the build's final checkpoint. The build's tables
@@ -412,28 +433,12 @@ def test_a_build_whose_final_checkpoint_fails_is_not_complete(built, tmp_path: P
     Simulated (no small file system needed) by a copy of the project whose on-run-end
     fails at that checkpoint."""
     from lookahead.identity import COMPLETE, copy_code
-    from lookahead.runs import settings_file_env
 
     study, db, _ = _copy(built, tmp_path)
     code = copy_code(tmp_path / "code")
-    hook = code / "macros" / "build_log.sql"
-    text = hook.read_text()
-    marker = "    {% set status = 'failed' if failed else 'success' %}"
-    assert marker in text
-    head, tail = text.split(marker, 1)
-    checkpoint = '{% do run_query("checkpoint") %}'
-    assert checkpoint in tail.split("{% do run_query(\"insert into build_log", 1)[0]  # before the status row
-    tail = tail.replace(checkpoint, "{% do run_query(\"select error('simulated: No space left on device "
-                                    "at the checkpoint')\") %}", 1)
-    hook.write_text(head + marker + tail)
-    env = dbt_env(db)
-    env["PYTHONPATH"] = str(code)
-    env["DBT_PROFILES_DIR"] = str(code / "profiles")
-    from lookahead.config import Study, resolve
-
-    with settings_file_env(Study(vars=resolve(study.vars))) as extra:
-        proc = subprocess.run([str(Path(sys.executable).with_name("dbt")), "build", "--project-dir", str(code)],
-                              cwd=code, env={**env, **extra}, capture_output=True, text=True, timeout=900)
+    shutil.copytree(ROOT / "demo" / "studies", code / "demo" / "studies")  # the copy's default study
+    proc = _build_with_final_checkpoint(study, db, code,
+                                        "select error('simulated: No space left on device at the checkpoint')")
     assert proc.returncode != 0 and "simulated: No space left" in proc.stdout + proc.stderr, proc.stdout[-2000:]
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -491,7 +496,6 @@ def test_a_full_disk_at_the_final_checkpoint_never_reads_as_complete(built, tmp_
     complete, and one it reports passed is complete on reopen. Skipped where this machine
     cannot mount a tmpfs (it needs root); the simulated failure above runs everywhere."""
     from lookahead.identity import COMPLETE, copy_code
-    from lookahead.runs import settings_file_env
 
     study, db, _ = _copy(built, tmp_path)
     disk = tmp_path / "disk"
@@ -505,26 +509,13 @@ def test_a_full_disk_at_the_final_checkpoint_never_reads_as_complete(built, tmp_
         shutil.copytree(ROOT / "demo" / "studies", code / "demo" / "studies")  # the copy's default study
         (code / "lookahead" / "dbt_plugin.py").write_text(
             (code / "lookahead" / "dbt_plugin.py").read_text() + _FILL_DISK)
-        hook = code / "macros" / "build_log.sql"
-        head, tail = hook.read_text().split("    {% set status = 'failed' if failed else 'success' %}", 1)
-        checkpoint = '{% do run_query("checkpoint") %}'
-        tail = tail.replace(checkpoint, '{% do run_query("select fill_disk(' + repr(str(disk)) + ')") %}'
-                            + checkpoint, 1)
-        hook.write_text(head + "    {% set status = 'failed' if failed else 'success' %}" + tail)
-        env = {**dbt_env(small), "PYTHONPATH": str(code), "DBT_PROFILES_DIR": str(code / "profiles")}
-        from lookahead.config import Study, resolve
-
-        with settings_file_env(Study(vars=resolve(study.vars))) as extra:
-            # the copy's package (its plugin fills the disk) before the project's
-            proc = subprocess.run([str(Path(sys.executable).with_name("dbt")), "build", "--project-dir", str(code)],
-                                  cwd=code, env={**env, **extra, "PYTHONPATH": str(code)},
-                                  capture_output=True, text=True, timeout=900)
+        proc = _build_with_final_checkpoint(study, small, code, f"select fill_disk({str(disk)!r})")
         out = proc.stdout + proc.stderr
         assert (disk / "filler.bin").exists(), out[-2000:]  # the disk was filled at that moment
         (disk / "filler.bin").unlink()  # room to open the database again (its WAL replays)
         status = _status(small)
-        print(f"dbt exit {proc.returncode}; status on reopen {status!r}; "
-              f"{'No space left' in out and 'ENOSPC or No space left in the output' or 'no ENOSPC message'}")
+        print(f"dbt exit {proc.returncode} ({'No space left' in out and 'ENOSPC' or 'no ENOSPC message'}); "
+              f"status on reopen {status!r}")
         if proc.returncode != 0:
             assert status != COMPLETE, out[-2000:]
         else:
