@@ -913,14 +913,17 @@ def _write_line(fh: Any, line: str, path: Path) -> None:
         raise OSError(exc.errno, exc.strerror, str(path)) from None
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write to a temp file in the same folder, fsync, then rename over ``path``."""
+@contextlib.contextmanager
+def _atomic_file(path: str | os.PathLike[str]) -> Iterator[Any]:
+    """A binary file opened on a temp path in ``path``'s folder: fsynced and renamed over
+    ``path`` when the block ends, removed when it raises, so a reader sees the old file or
+    the new one, never half of one."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
@@ -928,6 +931,12 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write to a temp file in the same folder, fsync, then rename over ``path``."""
+    with _atomic_file(path) as fh:
+        fh.write(data)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
@@ -950,17 +959,5 @@ def atomic_parquet_writer(path: str | os.PathLike[str], schema: pa.Schema) -> It
     time, so its memory is one chunk, and a reader still sees the old file or the new one."""
     import pyarrow.parquet as pq
 
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            with pq.ParquetWriter(fh, schema) as writer:
-                yield writer
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with _atomic_file(path) as fh, pq.ParquetWriter(fh, schema) as writer:
+        yield writer
