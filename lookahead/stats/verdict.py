@@ -448,20 +448,21 @@ def mde(f: VerdictFacts) -> float:
     decision reads: regression_results.mde, which is (q*_0.95 - q*_0.20) x SE from the
     wild bootstrap's t distribution when the bootstrap ran, (t_0.95 + t_0.80) x SE on
     t(df) otherwise; the analytic one when only the SE is known."""
-    if not np.isfinite(f.beta3):
-        return math.nan
-    if np.isfinite(f.beta3_mde_regression):
-        return float(f.beta3_mde_regression)
-    return _analytic_mde(f.beta3_se, f.beta3_df)
+    return _read_mde(f.beta3, f.beta3_mde_regression, f.beta3_se, f.beta3_df)
 
 
 def placebo_mde(f: VerdictFacts) -> float:
     """Minimum detectable post-cutoff beta_3, by the inference the placebo reads."""
-    if not np.isfinite(f.placebo_beta3):
+    return _read_mde(f.placebo_beta3, f.placebo_mde_regression, f.placebo_se, f.placebo_df)
+
+
+def _read_mde(estimate: float, from_regression: float, se: float, df: float) -> float:
+    """No MDE without an estimate; regression_results' own when it has one; else analytic."""
+    if not np.isfinite(estimate):
         return math.nan
-    if np.isfinite(f.placebo_mde_regression):
-        return float(f.placebo_mde_regression)
-    return _analytic_mde(f.placebo_se, f.placebo_df)
+    if np.isfinite(from_regression):
+        return float(from_regression)
+    return _analytic_mde(se, df)
 
 
 def lap_problem(f: VerdictFacts) -> str:
