@@ -242,7 +242,23 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
                        for t in (r.get("top_logprobs") or [])) for r in recs)
 
 
-    out = []
+    out: list[dict] = []
+
+    def record(case: dict) -> None:
+        out.append(case)
+        print(json.dumps(case), flush=True)
+
+    def edited_rerun(name: str, edit: Callable[[Path], None]) -> tuple[subprocess.CompletedProcess, int]:
+        """A 12-row study asked once; `edit` changes its raw file; the rerun, and how many
+        queries it asked."""
+        url, state = server()
+        study = write_openai_study(work, url, name, 12, tokenizer_path=None, model_path=None)
+        job(study)
+        edit(work / name / "raw" / "forecast.jsonl")
+        before = state.requests
+        rerun = job(study)
+        return rerun, state.requests - before
+
     try:
         if only in (None, "positive log-prob"):
             # a positive log-prob (+2.5) in 1 of 4 replies, then once more in every reply of a rerun
@@ -251,51 +267,43 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
             first = job(study)
             recs = lines(work / "positive" / "raw")
             again = job(study)
-            out.append({"case": "positive log-prob +2.5 in 1 of 4 replies", "exit": first.returncode,
-                        "lines": len(recs), "bad_answers_cached": bad_logprobs(recs),
-                        "retries_said": "retries" in first.stdout + first.stderr,
-                        "blocked": not (first.returncode == 0 or again.returncode == 0) or len(lines(
-                            work / "positive" / "raw")) != 24})
-            print(json.dumps(out[-1]), flush=True)
+            record({"case": "positive log-prob +2.5 in 1 of 4 replies", "exit": first.returncode,
+                    "lines": len(recs), "bad_answers_cached": bad_logprobs(recs),
+                    "retries_said": "retries" in first.stdout + first.stderr,
+                    "blocked": not (first.returncode == 0 or again.returncode == 0) or len(lines(
+                        work / "positive" / "raw")) != 24})
 
         if only in (None, "rewritten key"):
             # a line whose key and row_id were both rewritten to another row's
-            url, state = server()
-            study = write_openai_study(work, url, "rewritten", 12, tokenizer_path=None, model_path=None)
-            job(study)
-            raw = work / "rewritten" / "raw" / "forecast.jsonl"
-            recs = lines(work / "rewritten" / "raw")
-            victim = next(r for r in recs if r["row_id"] == "r9")
-            forged = dict(next(r for r in recs if r["row_id"] == "r0"), key=victim["key"], row_id="r9")
-            raw.write_text("".join(json.dumps(r) + "\n" for r in [forged, *[r for r in recs if r["row_id"] != "r9"]]))
-            before = state.requests
-            rerun = job(study)
+            forged: dict = {}
+            victim: dict = {}
+
+            def forge(raw: Path) -> None:
+                recs = lines(raw.parent)
+                victim.update(next(r for r in recs if r["row_id"] == "r9"))
+                forged.update(next(r for r in recs if r["row_id"] == "r0"), key=victim["key"], row_id="r9")
+                raw.write_text("".join(json.dumps(r) + "\n" for r in [forged, *[r for r in recs if r["row_id"] != "r9"]]))
+
+            rerun, asked_again = edited_rerun("rewritten", forge)
             # the answer read for r9's key, as the jobs and the build read it: the first
             # written of the lines that agree with the key, their fields hashing to it
             # (lookahead.cache.load_cache; staging's fields_match)
             used = load_cache(work / "rewritten" / "raw", "forecast", {victim["key"]: ident_of(victim)})
             # bad: the answer read for r9's key is r0's (its prompt is r0's)
             bad = int(used.get(victim["key"], {}).get("prompt") == forged["prompt"] != victim["prompt"])
-            out.append({"case": "a line's key and row_id rewritten to another row's", "exit": rerun.returncode,
-                        "asked_again": state.requests - before,
-                        "forged_line_kept_in_file": any(r["prompt"] == forged["prompt"] and r["row_id"] == "r9"
-                                                        for r in lines(work / "rewritten" / "raw")),
-                        "bad_answers_cached": bad, "blocked": rerun.returncode != 0})
-            print(json.dumps(out[-1]), flush=True)
+            record({"case": "a line's key and row_id rewritten to another row's", "exit": rerun.returncode,
+                    "asked_again": asked_again,
+                    "forged_line_kept_in_file": any(r["prompt"] == forged["prompt"] and r["row_id"] == "r9"
+                                                    for r in lines(work / "rewritten" / "raw")),
+                    "bad_answers_cached": bad, "blocked": rerun.returncode != 0})
 
         if only in (None, "no newline"):
             # a whole last line that lost its newline
-            url, state = server()
-            study = write_openai_study(work, url, "nonewline", 12, tokenizer_path=None, model_path=None)
-            job(study)
+            rerun, asked_again = edited_rerun("nonewline", lambda raw: raw.write_bytes(raw.read_bytes().rstrip(b"\n")))
             raw = work / "nonewline" / "raw" / "forecast.jsonl"
-            raw.write_bytes(raw.read_bytes().rstrip(b"\n"))
-            before = state.requests
-            rerun = job(study)
-            out.append({"case": "a whole last line without its newline", "exit": rerun.returncode,
-                        "asked_again": state.requests - before, "torn_files": len(list(raw.parent.glob("*.torn-*"))),
-                        "bad_answers_cached": 0, "blocked": rerun.returncode != 0 or state.requests != before})
-            print(json.dumps(out[-1]), flush=True)
+            record({"case": "a whole last line without its newline", "exit": rerun.returncode,
+                    "asked_again": asked_again, "torn_files": len(list(raw.parent.glob("*.torn-*"))),
+                    "bad_answers_cached": 0, "blocked": rerun.returncode != 0 or asked_again != 0})
 
         if only in (None, "two studies"):
             # two studies sharing one raw_dir, at the same time
@@ -310,14 +318,13 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
             results = [p.communicate(timeout=600) for p in procs]
             recs = lines(work / "shared_raw")
             keys = [r["key"] for r in recs]
-            out.append({"case": "two studies on one raw_dir at the same time",
-                        "exits": [p.returncode for p in procs], "lines": len(recs), "distinct_keys": len(set(keys)),
-                        "requests": state.requests, "asked_twice": state.requests - len(set(keys)),
-                        "waiting_said": [next((x for x in r[0].splitlines() if "waiting for" in x), "")
-                                         for r in results],
-                        "stderr": [r[1].strip().splitlines()[-1:] for r in results],
-                        "bad_answers_cached": 0, "blocked": any(p.returncode for p in procs)})
-            print(json.dumps(out[-1]), flush=True)
+            record({"case": "two studies on one raw_dir at the same time",
+                    "exits": [p.returncode for p in procs], "lines": len(recs), "distinct_keys": len(set(keys)),
+                    "requests": state.requests, "asked_twice": state.requests - len(set(keys)),
+                    "waiting_said": [next((x for x in r[0].splitlines() if "waiting for" in x), "")
+                                     for r in results],
+                    "stderr": [r[1].strip().splitlines()[-1:] for r in results],
+                    "bad_answers_cached": 0, "blocked": any(p.returncode for p in procs)})
 
         if only in (None, "two studies, one killed"):
             # the study holding the shared file is killed (-9) while the other waits for its answers
@@ -353,14 +360,13 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
             recs = lines(work / "killed_raw")
             keys = [r["key"] for r in recs]
             asked = (work / "killed_two.log").read_text().split() if (work / "killed_two.log").exists() else []
-            out.append({"case": "two studies on one raw_dir, the holder killed (-9) while the other waits",
-                        "exit_of_the_waiter": second.returncode, "written_before_the_kill": len(written),
-                        "lines": len(recs), "distinct_keys": len(set(keys)), "asked_by_the_waiter": len(asked),
-                        "asked_by_the_waiter_already_written": len(set(asked) & written),
-                        "waiting_said": next((x for x in logs[two].read_text().splitlines() if "waiting for" in x), ""),
-                        "bad_answers_cached": 0,
-                        "blocked": second.returncode != 0 or len(set(keys)) != 16 or len(keys) != 16})
-            print(json.dumps(out[-1]), flush=True)
+            record({"case": "two studies on one raw_dir, the holder killed (-9) while the other waits",
+                    "exit_of_the_waiter": second.returncode, "written_before_the_kill": len(written),
+                    "lines": len(recs), "distinct_keys": len(set(keys)), "asked_by_the_waiter": len(asked),
+                    "asked_by_the_waiter_already_written": len(set(asked) & written),
+                    "waiting_said": next((x for x in logs[two].read_text().splitlines() if "waiting for" in x), ""),
+                    "bad_answers_cached": 0,
+                    "blocked": second.returncode != 0 or len(set(keys)) != 16 or len(keys) != 16})
     finally:
         for httpd in servers:
             httpd.shutdown()
