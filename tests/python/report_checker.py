@@ -143,7 +143,7 @@ def check(text: str, results_dir: Path | None = None) -> list[str]:
     problems += _comparisons(verdict, reason + " " + others)
     problems += _zeros(text)
     problems += _cells(secs, results_dir)
-    problems += _reason(secs, verdict, reason, text)
+    problems += _reason(secs, verdict, reason, text, m.group(0))
     problems += [f"estimator-internal text: {w!r}" for w in FORBIDDEN if w in text]
     return problems
 
@@ -345,7 +345,8 @@ def _metric(secs: dict[str, str], name: str) -> float:
     return math.nan
 
 
-def _reason(secs: dict[str, str], verdict: str, reason: str, text: str) -> list[str]:
+def _reason(secs: dict[str, str], verdict: str, reason: str, text: str, line: str) -> list[str]:
+    """``line``: the whole verdict line (its bold label names a Mixed/invalid's failure)."""
     problems: list[str] = []
     if reason.startswith(verdict):
         problems.append(f"the verdict {verdict!r} is said twice")
@@ -370,7 +371,6 @@ def _reason(secs: dict[str, str], verdict: str, reason: str, text: str) -> list[
         if math.isfinite(sd) and sd != 0:
             problems.append(f"reason says LAP is constant; its sd is {sd}")
     path = re.search(r"Decision path: `([a-z0-9_]+)`", text)
-    line = re.search(r"^\*\*Verdict: .*$", text, re.M)
-    if path and PATH_WORDS.get(path.group(1), "\0").lower() not in (line.group(0) if line else reason).lower():
+    if path and PATH_WORDS.get(path.group(1), "\0").lower() not in line.lower():
         problems.append(f"decision path {path.group(1)} without its wording")
     return problems
