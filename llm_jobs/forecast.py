@@ -25,8 +25,10 @@ from llm_jobs.cli import run_main
 from llm_jobs.context import (
     JobContext,
     Query,
+    QueryPlan,
     cached_fields,
     cached_records,
+    keys_of,
     not_cached,
     open_store,
     release_freed_memory,
@@ -71,7 +73,7 @@ def early_parse_stop(labels: dict[str, Any], records: Sequence[dict[str, Any]], 
         EXIT_PARSE_RATE)
 
 
-def plan(ctx: JobContext) -> tuple[list[Query], dict[str, Any]]:
+def plan(ctx: JobContext) -> tuple[QueryPlan, dict[str, Any]]:
     """One query per valid row, keyed by lookahead.keys (no model needed): (queries, params)."""
     params = task_params(ctx.study, TASK)
     return row_queries(ctx, TASK, params), params
@@ -86,7 +88,7 @@ def run(ctx: JobContext) -> int:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         uncached = not_cached(ctx, store, TASK, queries)
         store.require_writable(len(uncached))  # before the model loads: nothing to ask, no lock needed
-        store.claim(q.key for q in uncached)  # another study sharing raw_dir waits for these (llm_jobs.sharing)
+        store.claim(keys_of(uncached))  # another study sharing raw_dir waits for these (llm_jobs.sharing)
         pending = fit_forecast_prompts(ctx, ctx.for_backend(uncached))
         print_plan(ctx, TASK, "rows", len(queries), pending, params["max_tokens"])
         if pending:
@@ -160,36 +162,33 @@ def summarize(ctx: JobContext, queries: Sequence[Query], answers: tuple[list[boo
     one chunk, not every row."""
     labels = ctx.study.prompts.forecast_labels
     found, cols = answers
-    missing = [q.row_id for q, ok in zip(queries, found) if not ok]
+    missing = [i for i, ok in enumerate(found) if not ok]
     if missing:
-        raise JobStop(f"forecast: {len(missing)} rows have no answer in the cache (e.g. row_id {missing[0]}); "
-                      "run the same command again to ask them")
+        raise JobStop(f"forecast: {len(missing)} rows have no answer in the cache (e.g. row_id "
+                      f"{queries[missing[0]].row_id}); run the same command again to ask them")
     parse = functools.lru_cache(maxsize=4096)(lambda text: parse_forecast(text, labels))
     counts: Counter[str] = Counter()
     n_parsed = 0
     unparsed: list[tuple[str, Any]] = []
     with atomic_parquet_writer(ctx.out_dir() / "forecast.parquet", FORECAST_SCHEMA) as writer:
         for a in range(0, len(queries), SUMMARY_CHUNK_ROWS):
-            chunk = queries[a : a + SUMMARY_CHUNK_ROWS]
-            texts = cols["response_text"][a : a + len(chunk)]
+            b = min(len(queries), a + SUMMARY_CHUNK_ROWS)
+            row_ids, keys, rows = chunk_rows(ctx, queries, a, b)
+            texts = cols["response_text"][a:b]
             parsed = [parse(t) for t in texts]
-            row_ids = [q.row_id for q in chunk]
-            rows = ctx.rows.iloc[a : a + len(chunk)]  # the plan's order: a query per row, in row order
-            if rows["row_id"].astype(str).tolist() != row_ids:
-                rows = ctx.rows.iloc[[ctx.row_position(r) for r in row_ids]]
-            for (label, _), q, t in zip(parsed, chunk, texts):
+            for (label, _), row_id, t in zip(parsed, row_ids, texts):
                 if label is None:
                     if len(unparsed) < SHOWN_UNPARSED:
-                        unparsed.append((q.row_id, t))
+                        unparsed.append((row_id, t))
                 else:
                     n_parsed += 1
                     counts[label] += 1
             writer.write_table(pa.table({
                 "row_id": row_ids, **{c: rows[c].astype(str).tolist() for c in ROW_COLUMNS},
                 "mu_hat": [v for _, v in parsed], "forecast_label": [lab for lab, _ in parsed],
-                "first_token_prob": cols["first_token_prob"][a : a + len(chunk)],
-                "stated_confidence": cols["stated_confidence"][a : a + len(chunk)],
-                "raw_key": [q.key for q in chunk], "response_text": texts,
+                "first_token_prob": cols["first_token_prob"][a:b],
+                "stated_confidence": cols["stated_confidence"][a:b],
+                "raw_key": keys, "response_text": texts,
             }, schema=FORECAST_SCHEMA))
     n = len(queries)
     rate = n_parsed / n if n else 0.0
@@ -216,6 +215,19 @@ def summarize(ctx: JobContext, queries: Sequence[Query], answers: tuple[list[boo
         print(f"continuing below 95% (accept_low_parse_rate: true): {n_unparsed} unparsed "
               "rows will be excluded from the regressions and counted in the report")
     return EXIT_OK
+
+
+def chunk_rows(ctx: JobContext, queries: Sequence[Query], a: int, b: int) -> tuple[list[Any], list[str], Any]:
+    """(row_ids, keys, input rows) of queries a to b: a plan's from its columns (no Query
+    made), a list's from its queries and the rows of their row_ids."""
+    if isinstance(queries, QueryPlan):
+        return queries.row_ids(a, b), queries.keys[a:b].to_pylist(), queries.rows(a, b)
+    chunk = queries[a:b]
+    row_ids = [q.row_id for q in chunk]
+    rows = ctx.rows.iloc[a:b]  # the plan's order: a query per row, in row order
+    if rows["row_id"].astype(str).tolist() != row_ids:
+        rows = ctx.rows.iloc[[ctx.row_position(r) for r in row_ids]]
+    return row_ids, [q.key for q in chunk], rows
 
 
 def accepts_low_parse_rate(ctx: JobContext) -> bool:

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from llm_jobs.cli import run_main
-from llm_jobs.context import JobContext, Query, cached_records, not_cached, open_store
+from llm_jobs.context import JobContext, Query, QueryPlan, cached_records, keys_of, not_cached, open_store
 from llm_jobs.failures import require_complete
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
 from llm_jobs.query_loop import logprob_dicts
@@ -33,7 +33,7 @@ from lookahead.scoring import mink_lap
 TASK = "mink"
 
 
-def plan(ctx: JobContext, params: dict[str, Any], task: str = TASK) -> list[Query]:
+def plan(ctx: JobContext, params: dict[str, Any], task: str = TASK) -> QueryPlan:
     """The forecast job's prompts, one scoring query per row (same guards and cut)."""
     return row_queries(ctx, task, params)
 
@@ -51,7 +51,7 @@ def run(ctx: JobContext) -> int:
     return summarize(ctx, queries, records)
 
 
-def score_prompts(ctx: JobContext, task: str, params: dict[str, Any]) -> tuple[list[Query], dict[str, dict[str, Any]]]:
+def score_prompts(ctx: JobContext, task: str, params: dict[str, Any]) -> tuple[QueryPlan, dict[str, dict[str, Any]]]:
     """Every forecast prompt's token log-probs under `ctx`'s model, cached in `task`'s raw
     file: the Min-K% job, and the reference job (llm_jobs.reference) with the reference
     model's context."""
@@ -64,7 +64,7 @@ def score_prompts(ctx: JobContext, task: str, params: dict[str, Any]) -> tuple[l
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         uncached = not_cached(ctx, store, task, queries)
         store.require_writable(len(uncached))  # before the model loads: nothing to ask, no lock needed
-        store.claim(q.key for q in uncached)  # another study sharing raw_dir waits for these (llm_jobs.sharing)
+        store.claim(keys_of(uncached))  # another study sharing raw_dir waits for these (llm_jobs.sharing)
         pending = fit_forecast_prompts(ctx, ctx.for_backend(uncached))
         print_plan(ctx, task, "prompts", len(queries), pending, 0)
         if pending:

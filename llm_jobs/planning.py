@@ -4,12 +4,13 @@ tokens and cost) and the confirmation."""
 
 from __future__ import annotations
 
+import itertools
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from llm_jobs.context import JobContext, Query
+from llm_jobs.context import JobContext, Query, QueryPlan
 from lookahead.backends import Backend
 from lookahead.config import StudyConfigError
 from lookahead.guard import EXIT_DECLINED, JobStop
@@ -74,29 +75,33 @@ def forecast_output_tokens(ctx: JobContext) -> int:
 PLAN_SLICE_ROWS = 65_536
 
 
-def row_queries(ctx: JobContext, task: str, params: dict[str, Any]) -> list["Query"]:
+def row_queries(ctx: JobContext, task: str, params: dict[str, Any]) -> QueryPlan:
     """One query per row over its forecast prompt (forecast and Min-K% ask the same prompt),
-    keyed by lookahead.keys; the template guard runs first (no outcome, no target date)."""
+    keyed by lookahead.keys; the template guard runs first (no outcome, no target date).
+
+    The plan is a :class:`~llm_jobs.context.QueryPlan`: the keys as one Arrow column, the
+    prompt rendered again from its row when a slice is read, so a million rows' plan is
+    their keys (about 70 MB), not a million Query objects (about 480 MB)."""
+    import pyarrow as pa
+
     from lookahead.keys import forecast_prompt_column, row_keys
     from lookahead.prompts import check_forecast_template
 
     template = str(ctx.study.prompts.forecast_prompt)
     check_forecast_template(template, ctx.study.input.column_map, ctx.study.prompts.forecast_prompt_allowed_columns)
-    queries: list[Query] = []
+    study = ctx.study
+
+    def render(rows: Any) -> pa.Array:
+        return forecast_prompt_column(study, rows)
+
     # a slice of rows at a time (each rendered and keyed column-wise): the Arrow columns and
-    # text lists of every row at once were twice the queries themselves on a large study.
-    # No row dict per query either: a million of them were most of a job's memory; the few
-    # rows whose text must be cut are read back from ctx.rows (JobContext.input_row)
-    for a in range(0, len(ctx.rows), PLAN_SLICE_ROWS):
-        rows = ctx.rows.iloc[a : a + PLAN_SLICE_ROWS]
-        prompts = forecast_prompt_column(ctx.study, rows)
-        keys = row_keys(ctx.study, task, rows, params, prompts)
-        queries += [Query(key, prompt, row_id=str(row_id))
-                    for key, prompt, row_id in zip(keys.to_pylist(), prompts.to_pylist(), rows["row_id"])]
-    return queries
+    # text lists of every row at once were twice the plan itself on a large study
+    keys = [row_keys(study, task, rows, params, render(rows))
+            for rows in (ctx.rows.iloc[a : a + PLAN_SLICE_ROWS] for a in range(0, len(ctx.rows), PLAN_SLICE_ROWS))]
+    return QueryPlan(pa.chunked_array(keys, type=pa.string()), ctx.rows, render)
 
 
-def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"]) -> list["Query"]:
+def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"]) -> Sequence["Query"]:
     """Forecast or Min-K% queries about to be sent, checked against the context length.
 
     Guards run here, before any query: each prompt (chat template applied) must fit the
@@ -114,14 +119,16 @@ def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"]) -> list["Q
     limit, count = prompt_token_limit(ctx, out_tokens)
     text_col = str(ctx.study.input.column_map["text"])
     if limit is None or count is None:
-        return list(queries)
+        return queries if isinstance(queries, QueryPlan) else list(queries)
 
     def render(row: dict[str, Any]) -> str:
         return ctx.backend.render_prompt(render_forecast(template, row), ctx.use_chat_template)
 
     out: list[Query] = []
+    cut_at: dict[int, Query] = {}  # a plan keeps its columns: only the queries cut are held
+    as_plan = isinstance(queries, QueryPlan)
     too_long: list[tuple[str, int]] = []
-    for q in queries:
+    for i, q in enumerate(queries):
         n, kept, prompt = count(q.prompt), None, q.prompt
         row = (q.row or ctx.input_row(q.row_id)) if n > limit and mode == "truncate_text" else None
         if row is not None:
@@ -143,22 +150,33 @@ def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"]) -> list["Q
                 n = count(prompt)
         if n > limit:
             too_long.append((f"row {q.row_id}", n))
-        out.append(q if kept is None else replace(q, prompt=prompt, truncated_to=kept))
+        fitted = q if kept is None else replace(q, prompt=prompt, truncated_to=kept)
+        if not as_plan:
+            out.append(fitted)
+        elif fitted.truncated_to is not None:
+            cut_at[i] = fitted
     if too_long:
-        raise too_long_stop("forecast prompt", too_long, len(out), limit, out_tokens,
+        raise too_long_stop("forecast prompt", too_long, len(queries), limit, out_tokens,
                             can_truncate=mode == "error")
-    n_cut = sum(1 for q in out if q.truncated_to is not None)
+    n_cut = len(cut_at) if as_plan else sum(1 for q in out if q.truncated_to is not None)
     if n_cut:
-        print(f"prompt_overflow: truncate_text: the text of {n_cut} of {len(out)} rows was cut to "
+        print(f"prompt_overflow: truncate_text: the text of {n_cut} of {len(queries)} rows was cut to "
               f"fit the context length (counted in the report)")
-    return out
+    return queries.with_replaced(cut_at) if isinstance(queries, QueryPlan) else out
 
 
-def estimate_tokens(backend: Backend, prompts: Sequence[str]) -> int:
+def estimate_tokens(backend: Backend, prompts: Iterable[str]) -> int:
+    """Prompt tokens of ``prompts`` (read once, in order: a plan's prompts are made a slice at
+    a time, never held as one list), by the backend's tokenizer where it has one."""
+    it = iter(prompts)
+    first = next(it, None)
+    if first is None:
+        return 0
     counter = getattr(backend, "count_tokens", None)
-    if callable(counter) and prompts and counter(prompts[0]) is not None:
-        return sum(int(counter(p)) for p in prompts)
-    return sum(max(1, len(p) // 4) for p in prompts)  # ~4 characters per token (no tokenizer here)
+    n = counter(first) if callable(counter) else None
+    if n is not None:
+        return int(n) + sum(int(counter(p)) for p in it)  # type: ignore[misc]
+    return sum(max(1, len(p) // 4) for p in itertools.chain([first], it))  # ~4 characters per token (no tokenizer here)
 
 
 def print_plan(ctx: JobContext, task: str, unit: str, n_total: int, pending: Sequence[Query],
@@ -169,7 +187,7 @@ def print_plan(ctx: JobContext, task: str, unit: str, n_total: int, pending: Seq
           + (f" x {multiplier} samples = {len(pending) * multiplier} generations" if multiplier > 1 else ""))
     if not pending:
         return
-    prompt_tokens = estimate_tokens(ctx.backend, [q.prompt for q in pending]) * multiplier
+    prompt_tokens = estimate_tokens(ctx.backend, (q.prompt for q in pending)) * multiplier
     out_tokens = output_tokens * len(pending) * multiplier
     total = prompt_tokens + out_tokens
     price = ctx.study.runner.price_per_1k_tokens

@@ -56,7 +56,7 @@ def ask_unclaimed(ctx: JobContext, store: RawStore, task: str, pending: Sequence
     Ctrl-C or SIGTERM while waiting stops the job as in the query loop
     (lookahead.stopping: finished answers are saved)."""
     tally = QueryTally(task, len(pending))
-    waiting = list(pending)
+    waiting = pending  # a plan stays one (llm_jobs.context.QueryPlan): no Query object a row
     by_others = 0
     said: list[tuple[str, bool]] = []
     with draining():
@@ -68,16 +68,19 @@ def ask_unclaimed(ctx: JobContext, store: RawStore, task: str, pending: Sequence
             if not waiting:
                 break
             plans = store.earlier_plans()
+            mine: Sequence[Query]
             if any(p.keys is None for p in plans):
                 mine = []  # the holder has not said what it asks yet: it will, in a moment
             else:
                 claimed = set().union(*(p.keys for p in plans if p.keys is not None))
-                mine = [q for q in waiting if q.key not in claimed]
+                mine = [q for q in waiting if q.key not in claimed] if claimed else waiting
             if mine:
                 part = ask(mine)
                 tally.written += part.written
                 tally.failures.update(part.failures)
-                asked = {q.key for q in mine}  # asked once: a failure stays for the next run
+                if mine is waiting:  # asked once: a failure stays for the next run
+                    break
+                asked = {q.key for q in mine}
                 waiting = [q for q in waiting if q.key not in asked]
                 continue
             whose = sorted((p.pid, p.keys is None) for p in plans)

@@ -36,6 +36,7 @@ from typing import Any, Callable, Sequence, TypeVar
 from urllib.parse import urlparse
 
 from lookahead.backends.base import Backend, BackendFatal, Generation, QueryFailure, TokenLogprob
+from lookahead.backends.token_count import FileTokenCounter, file_tokenizer
 from lookahead.cache import LOGPROB_TOLERANCE, positive_logprob_reason
 from lookahead.config import StudyConfigError
 from lookahead.masking import install_log_filter, mask, register_secret
@@ -206,6 +207,7 @@ class OpenAIBackend(Backend):
         self.served_model = str(s.served_model or model_id)
         self.tokenizer_path = s.tokenizer_path or s.model_path
         self._tokenizer: Any = None
+        self._counter: Callable[[str], int] | None = None  # count_tokens' tokenizer, loaded on first use
         self.retries_done = 0  # total retries over the backend's life (for reports and tests)
         self._lock = threading.Lock()
 
@@ -346,7 +348,13 @@ class OpenAIBackend(Backend):
         In chat mode the server adds its chat template around the text, a few tokens more."""
         if not self.tokenizer_path:
             return None
-        return len(self._tokenizer_or_fail().encode(prompt))
+        if self._counter is None:
+            # the tokenizer file alone where it counts as transformers does: no torch imported
+            # only to count (lookahead.backends.token_count); transformers' tokenizer otherwise
+            plain = None if self._tokenizer is not None else file_tokenizer(self.tokenizer_path)
+            self._counter = (FileTokenCounter(plain) if plain is not None
+                             else lambda text: len(self._tokenizer_or_fail().encode(text)))
+        return self._counter(prompt)
 
     def generate(
         self, prompts: Sequence[str], max_tokens: int, top_logprobs: int
