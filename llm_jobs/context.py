@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 
 from lookahead.backends import Backend, get_backend
-from lookahead.cache import Ident, RawStore, load_fields
+from lookahead.cache import Ident, KeyPositions, RawStore, load_fields
 from lookahead.config import Study, load_study
 from lookahead.guard import JobStop
 from lookahead.keys import sampling_fallback
@@ -407,9 +407,7 @@ def cached_fields(ctx: JobContext, store: RawStore, task: str, queries: Sequence
     their key; first written wins). A summary reads these instead of every whole line, so
     its memory is a few values a row (lookahead.cache.load_fields); the expected fields of a
     key are made only for the lines read, not held for the whole study."""
-    position: dict[str, int] = {}
-    for i, key in enumerate(keys_of(queries)):
-        position.setdefault(key, i)
+    position = KeyPositions(keys_of(queries))  # a key's first position; numpy, not a dict of strings
     if isinstance(queries, QueryPlan):  # the ident needs the row_id only: no prompt rendered a line
         plan = queries
 
@@ -418,14 +416,9 @@ def cached_fields(ctx: JobContext, store: RawStore, task: str, queries: Sequence
     else:
         def expect(i: int) -> Ident:
             return query_ident(ctx, task, queries[i])
-    found, cols = load_fields(store.root, store.task, position, fields, expect)
-    found += [False] * (len(queries) - len(found))
-    for col in cols.values():
-        col += [None] * (len(queries) - len(col))
-    for i, q in enumerate(queries):  # a key asked twice: each asks for the same line
-        j = position[q.key]
-        if j != i:
-            found[i] = found[j]
-            for col in cols.values():
-                col[i] = col[j]
+    found, cols = load_fields(store.root, store.task, position, fields, expect, n=len(queries))
+    for i, j in position.duplicates:  # a key asked twice: each asks for the same line
+        found[i] = found[j]
+        for col in cols.values():
+            col[i] = col[j]
     return found, cols

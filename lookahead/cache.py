@@ -35,9 +35,11 @@ import contextlib
 import datetime as dt
 import fcntl
 import hashlib
+import itertools
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 import time
@@ -46,6 +48,7 @@ from operator import methodcaller
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -464,17 +467,22 @@ def load_cache(raw_dir: str | os.PathLike[str], task: str,
 
 
 def load_fields(raw_dir: str | os.PathLike[str], task: str, wanted: Mapping[str, int], fields: Sequence[str],
-                expect: Callable[[int], Ident] | None = None) -> tuple[list[bool], dict[str, list[Any]]]:
+                expect: Callable[[int], Ident] | None = None,
+                n: int | None = None) -> tuple[list[bool], dict[str, list[Any]]]:
     """The named ``fields`` of each wanted key's line, as columns: ``wanted`` maps a key to
-    its position (0 to n-1); returns (found, {field: n values}), None where nothing answers.
+    its position (0 to n-1; n defaults to the largest position + 1); returns (found,
+    {field: n values}), None where nothing answers.
 
     The same line as :func:`load_cache` picks (every shard, only lines that agree with
     ``expect(position)``, one line per key by :func:`wins_over`), but only the fields asked
     for are kept: a job's summary of a million rows held every whole line before (prompt,
-    log-probs, about 14.5 KB a row in Python objects), and now holds a few values a row."""
-    n = max(wanted.values(), default=-1) + 1
+    log-probs, about 14.5 KB a row in Python objects), and now holds a few values a row.
+    The kept line's finished_at (for wins_over, when a key has a second line) is held
+    as a number where it is written as utc_now writes it (:class:`FinishedTimes`)."""
+    if n is None:
+        n = max(wanted.values(), default=-1) + 1
     found = [False] * n
-    finished: list[Any] = [None] * n  # the kept line's finished_at, for wins_over
+    finished = FinishedTimes(n)  # the kept line's finished_at, for wins_over
     cols: dict[str, list[Any]] = {f: [None] * n for f in fields}
     for path in shard_files(raw_dir, task):
         for rec in iter_records(path, complete_only=True):
@@ -483,12 +491,148 @@ def load_fields(raw_dir: str | os.PathLike[str], task: str, wanted: Mapping[str,
                 continue
             if found[i] and not wins_over(rec, {"finished_at": finished[i]}):
                 continue
-            found[i], finished[i] = True, rec.get("finished_at")
+            found[i] = True
+            finished[i] = rec.get("finished_at")
             for f in fields:
                 value = rec.get(f)
                 # one object per distinct text: a million answers are mostly a few labels
                 cols[f][i] = sys.intern(value) if isinstance(value, str) else value
     return found, cols
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_MICROSECOND = dt.timedelta(microseconds=1)
+
+
+class FinishedTimes:
+    """n finished_at values, each held as microseconds since 1970 (8 bytes) where it reads
+    back as the same text (``utc_now``'s form), else as itself.
+
+    Why: a summary of a million rows kept each line's finished_at text (about 80 bytes
+    each) only to compare it with a second line of the same key, which is rare. The text
+    is given back exactly, so wins_over compares the same strings as before."""
+
+    NONE = np.iinfo(np.int64).min  # no value (None)
+    OTHER = NONE + 1  # a value held as itself in ``other``
+
+    def __init__(self, n: int) -> None:
+        self._micros = np.full(n, self.NONE, dtype=np.int64)
+        self._other: dict[int, Any] = {}
+
+    @staticmethod
+    def micros(value: Any) -> int | None:
+        """The microseconds of a utc_now text that reads back as itself, else None."""
+        if not (isinstance(value, str) and len(value) == 32 and value.endswith("+00:00")):
+            return None
+        try:
+            t = dt.datetime.fromisoformat(value)
+        except ValueError:
+            return None
+        if t.utcoffset() != dt.timedelta(0) or t.isoformat(timespec="microseconds") != value:
+            return None
+        return (t - _EPOCH) // _MICROSECOND
+
+    def __setitem__(self, i: int, value: Any) -> None:
+        self._other.pop(i, None)
+        m = None if value is None else self.micros(value)
+        if m is not None and m > self.OTHER:
+            self._micros[i] = m
+        elif value is None:
+            self._micros[i] = self.NONE
+        else:
+            self._micros[i] = self.OTHER
+            self._other[i] = value
+
+    def __getitem__(self, i: int) -> Any:
+        m = int(self._micros[i])
+        if m == self.NONE:
+            return None
+        if m == self.OTHER:
+            return self._other[i]
+        return (_EPOCH + m * _MICROSECOND).isoformat(timespec="microseconds")
+
+
+_HEX_KEY = re.compile(r"[0-9a-f]{64}")
+
+
+class KeyPositions(Mapping[str, int]):
+    """key -> its first position in a sequence of keys, without a Python string a key.
+
+    Why: a summary looks up each line's key among the study's keys; a dict of a million
+    key strings was about 200 MB of a job's memory at its peak. A key as this project
+    writes it (a sha256 hex digest, lookahead.keys) is held as its 32 bytes in one sorted
+    block, with numpy arrays of its first 8 bytes and of its position (48 bytes a key);
+    a key of another form goes into a dict beside. ``duplicates`` lists (position,
+    first position) of every key that appears again."""
+
+    SLICE = 65_536
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        self._other: dict[str, int] = {}
+        self.duplicates: list[tuple[int, int]] = []
+        blobs: list[bytes] = []
+        at: list[np.ndarray] = []
+        n = 0
+        it = iter(keys)
+        while chunk := list(itertools.islice(it, self.SLICE)):
+            hexes = [k for k in chunk if isinstance(k, str) and _HEX_KEY.fullmatch(k)]
+            if len(hexes) == len(chunk):
+                at.append(np.arange(n, n + len(chunk), dtype=np.int64))
+            else:
+                mask = [isinstance(k, str) and _HEX_KEY.fullmatch(k) is not None for k in chunk]
+                at.append(n + np.flatnonzero(mask).astype(np.int64))
+                for i, (k, is_hex) in enumerate(zip(chunk, mask)):
+                    if not is_hex:
+                        if k in self._other:
+                            self.duplicates.append((n + i, self._other[k]))
+                        else:
+                            self._other[k] = n + i
+            blobs.append(bytes.fromhex("".join(hexes)))
+            n += len(chunk)
+        self.n = n
+        digests = np.frombuffer(b"".join(blobs), dtype=">u8").reshape(-1, 4)
+        del blobs
+        positions = np.concatenate(at) if at else np.zeros(0, dtype=np.int64)
+        # stable: among equal digests the first position comes first
+        order = np.lexsort((digests[:, 3], digests[:, 2], digests[:, 1], digests[:, 0]))
+        digests, positions = digests[order], positions[order]
+        del order
+        again = np.zeros(len(digests), dtype=bool)
+        if len(digests) > 1:
+            again[1:] = (digests[1:] == digests[:-1]).all(axis=1)
+        if again.any():
+            starts = np.maximum.accumulate(np.where(again, 0, np.arange(len(digests))))
+            self.duplicates += [(int(positions[k]), int(positions[starts[k]])) for k in np.flatnonzero(again)]
+            digests, positions = digests[~again], positions[~again]
+        self._first = digests[:, 0].astype(np.uint64)
+        self._blob = digests.tobytes()
+        self._positions = positions
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if isinstance(key, str) and len(key) == 64 and _HEX_KEY.fullmatch(key):
+            raw = bytes.fromhex(key)
+            prefix = int.from_bytes(raw[:8], "big")
+            k = int(self._first.searchsorted(np.uint64(prefix)))
+            while k < len(self._positions) and int(self._first[k]) == prefix:  # keys sharing 8 bytes
+                if self._blob[32 * k : 32 * k + 32] == raw:
+                    return int(self._positions[k])
+                k += 1
+            return default
+        return self._other.get(key, default)
+
+    def __getitem__(self, key: str) -> int:
+        at = self.get(key)
+        if at is None:
+            raise KeyError(key)
+        return at
+
+    def __len__(self) -> int:
+        return len(self._positions) + len(self._other)
+
+    def __iter__(self) -> Iterator[str]:
+        for k in range(len(self._positions)):
+            yield self._blob[32 * k : 32 * k + 32].hex()
+        yield from self._other
 
 
 def lock_writer(path: Path) -> list[str]:
