@@ -46,7 +46,7 @@ import time
 from dataclasses import dataclass
 from operator import methodcaller
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -555,15 +555,61 @@ class FinishedTimes:
 _HEX_KEY = re.compile(r"[0-9a-f]{64}")
 
 
+def is_digest_key(key: Any) -> bool:
+    """Whether ``key`` is a key as this project writes it: a lowercase sha256 hex digest."""
+    return isinstance(key, str) and len(key) == 64 and _HEX_KEY.fullmatch(key) is not None
+
+
+class SortedDigests:
+    """Digest keys held as one sorted block of their 32 bytes, with numpy arrays of their
+    first 8 bytes (to search) and of one int64 value each: 48 bytes a key, where a dict
+    of key strings to ints took about 200. Built once from (keys, values); a key given
+    twice keeps its first value, and ``again`` lists (index, first index) of the others."""
+
+    def __init__(self, blob: bytes, values: np.ndarray) -> None:
+        digests = np.frombuffer(blob, dtype=">u8").reshape(-1, 4)
+        # stable: among equal digests the first given comes first
+        order = np.lexsort((digests[:, 3], digests[:, 2], digests[:, 1], digests[:, 0]))
+        digests, at, values = digests[order], order, values[order]
+        again = np.zeros(len(digests), dtype=bool)
+        if len(digests) > 1:
+            again[1:] = (digests[1:] == digests[:-1]).all(axis=1)
+        self.again: list[tuple[int, int]] = []
+        if again.any():
+            starts = np.maximum.accumulate(np.where(again, 0, np.arange(len(digests))))
+            self.again = [(int(at[k]), int(at[starts[k]])) for k in np.flatnonzero(again)]
+            digests, values = digests[~again], values[~again]
+        self.first = digests[:, 0].astype(np.uint64)
+        self.blob = digests.tobytes()
+        self.values = np.ascontiguousarray(values, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def find(self, key: str) -> int:
+        """Where the digest key ``key`` is (-1 when absent)."""
+        raw = bytes.fromhex(key)
+        prefix = int.from_bytes(raw[:8], "big")
+        k = int(self.first.searchsorted(np.uint64(prefix)))
+        while k < len(self.values) and int(self.first[k]) == prefix:  # keys sharing 8 bytes
+            if self.blob[32 * k : 32 * k + 32] == raw:
+                return k
+            k += 1
+        return -1
+
+    def keys(self) -> Iterator[str]:
+        for k in range(len(self.values)):
+            yield self.blob[32 * k : 32 * k + 32].hex()
+
+
 class KeyPositions(Mapping[str, int]):
     """key -> its first position in a sequence of keys, without a Python string a key.
 
     Why: a summary looks up each line's key among the study's keys; a dict of a million
     key strings was about 200 MB of a job's memory at its peak. A key as this project
-    writes it (a sha256 hex digest, lookahead.keys) is held as its 32 bytes in one sorted
-    block, with numpy arrays of its first 8 bytes and of its position (48 bytes a key);
-    a key of another form goes into a dict beside. ``duplicates`` lists (position,
-    first position) of every key that appears again."""
+    writes it (a sha256 hex digest, lookahead.keys) is held in :class:`SortedDigests`
+    (48 bytes a key); a key of another form goes into a dict beside. ``duplicates`` lists
+    (position, first position) of every key that appears again."""
 
     SLICE = 65_536
 
@@ -575,49 +621,30 @@ class KeyPositions(Mapping[str, int]):
         n = 0
         it = iter(keys)
         while chunk := list(itertools.islice(it, self.SLICE)):
-            hexes = [k for k in chunk if isinstance(k, str) and _HEX_KEY.fullmatch(k)]
-            if len(hexes) == len(chunk):
+            mask = [is_digest_key(k) for k in chunk]
+            if all(mask):
                 at.append(np.arange(n, n + len(chunk), dtype=np.int64))
+                blobs.append(bytes.fromhex("".join(chunk)))
             else:
-                mask = [isinstance(k, str) and _HEX_KEY.fullmatch(k) is not None for k in chunk]
                 at.append(n + np.flatnonzero(mask).astype(np.int64))
+                blobs.append(bytes.fromhex("".join(k for k, m in zip(chunk, mask) if m)))
                 for i, (k, is_hex) in enumerate(zip(chunk, mask)):
                     if not is_hex:
                         if k in self._other:
                             self.duplicates.append((n + i, self._other[k]))
                         else:
                             self._other[k] = n + i
-            blobs.append(bytes.fromhex("".join(hexes)))
             n += len(chunk)
         self.n = n
-        digests = np.frombuffer(b"".join(blobs), dtype=">u8").reshape(-1, 4)
-        del blobs
-        positions = np.concatenate(at) if at else np.zeros(0, dtype=np.int64)
-        # stable: among equal digests the first position comes first
-        order = np.lexsort((digests[:, 3], digests[:, 2], digests[:, 1], digests[:, 0]))
-        digests, positions = digests[order], positions[order]
-        del order
-        again = np.zeros(len(digests), dtype=bool)
-        if len(digests) > 1:
-            again[1:] = (digests[1:] == digests[:-1]).all(axis=1)
-        if again.any():
-            starts = np.maximum.accumulate(np.where(again, 0, np.arange(len(digests))))
-            self.duplicates += [(int(positions[k]), int(positions[starts[k]])) for k in np.flatnonzero(again)]
-            digests, positions = digests[~again], positions[~again]
-        self._first = digests[:, 0].astype(np.uint64)
-        self._blob = digests.tobytes()
-        self._positions = positions
+        positions = np.concatenate(at) if at else np.zeros(0, np.int64)
+        self._digests = SortedDigests(b"".join(blobs), positions)
+        # SortedDigests' (index, first index) given -> the positions they stand for
+        self.duplicates += [(int(positions[i]), int(positions[j])) for i, j in self._digests.again]
 
     def get(self, key: Any, default: Any = None) -> Any:
-        if isinstance(key, str) and len(key) == 64 and _HEX_KEY.fullmatch(key):
-            raw = bytes.fromhex(key)
-            prefix = int.from_bytes(raw[:8], "big")
-            k = int(self._first.searchsorted(np.uint64(prefix)))
-            while k < len(self._positions) and int(self._first[k]) == prefix:  # keys sharing 8 bytes
-                if self._blob[32 * k : 32 * k + 32] == raw:
-                    return int(self._positions[k])
-                k += 1
-            return default
+        if is_digest_key(key):
+            k = self._digests.find(key)
+            return default if k < 0 else int(self._digests.values[k])
         return self._other.get(key, default)
 
     def __getitem__(self, key: str) -> int:
@@ -627,12 +654,80 @@ class KeyPositions(Mapping[str, int]):
         return at
 
     def __len__(self) -> int:
-        return len(self._positions) + len(self._other)
+        return len(self._digests) + len(self._other)
 
     def __iter__(self) -> Iterator[str]:
-        for k in range(len(self._positions)):
-            yield self._blob[32 * k : 32 * k + 32].hex()
+        yield from self._digests.keys()
         yield from self._other
+
+
+class KeyIndex(MutableMapping[str, int]):
+    """key -> one int (the hash of its first line's ident), for a cache of a million keys:
+    the keys read so far in :class:`SortedDigests` (48 bytes a key), those added since in
+    a dict that is folded into it when it grows to a quarter of it (a sort each time,
+    a few in all), and keys of another form in a dict of their own.
+
+    Why: RawStore's dict of a million key strings was about 230 MB of the forecast job's
+    memory while it asked (BENCHMARKS.md "Job memory at a million rows"). A lookup costs
+    a few microseconds instead of a fraction of one. Keys are added, never changed or
+    removed (the cache is append-only; :meth:`RawStore.forget` makes a new index)."""
+
+    FOLD_AT = 65_536
+
+    def __init__(self) -> None:
+        self._sorted = SortedDigests(b"", np.zeros(0, np.int64))
+        self._recent: dict[str, int] = {}  # digest keys not yet folded in
+        self._other: dict[str, int] = {}  # keys of another form
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        got = self._recent.get(key)
+        if got is not None:
+            return got
+        if is_digest_key(key):
+            k = self._sorted.find(key)
+            return default if k < 0 else int(self._sorted.values[k])
+        return self._other.get(key, default)
+
+    def __getitem__(self, key: str) -> int:
+        got = self.get(key)
+        if got is None:
+            raise KeyError(key)
+        return got
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key) is not None
+
+    def __setitem__(self, key: str, value: int) -> None:
+        if key in self:
+            raise ValueError(f"key {key} is in the index already (keys are added once)")
+        self.add(key, value)
+
+    def add(self, key: str, value: int) -> None:
+        """Add a key the caller found absent (one lookup, not two: RawStore reads a million)."""
+        if not is_digest_key(key):
+            self._other[key] = value
+            return
+        self._recent[key] = value
+        if len(self._recent) >= max(self.FOLD_AT, len(self._sorted) // 4):
+            self._fold()
+
+    def _fold(self) -> None:
+        keys = list(self._recent)
+        blob = self._sorted.blob + bytes.fromhex("".join(keys))
+        values = np.concatenate([self._sorted.values, np.fromiter(self._recent.values(), np.int64, len(keys))])
+        self._recent = {}
+        self._sorted = SortedDigests(blob, values)
+
+    def __delitem__(self, key: str) -> None:
+        raise TypeError("a key index is append-only")
+
+    def __len__(self) -> int:
+        return len(self._sorted) + len(self._recent) + len(self._other)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._sorted.keys()
+        yield from list(self._recent)
+        yield from list(self._other)
 
 
 def lock_writer(path: Path) -> list[str]:
@@ -769,7 +864,7 @@ class RawStore:
         # texts kept per line (a million-row cache held more in these than in its queries); two
         # idents that differ hash alike with odds of 2**-64, and the line a summary reads is
         # checked against the ident itself (load_fields)
-        self.idents: dict[str, int] = {}
+        self.idents = KeyIndex()  # 48 bytes a key, not a dict of key strings
         self._more_idents: dict[str, list[int]] = {}  # key -> ident hashes of its later lines
         self.duplicates = 0
         self.unhashed = 0  # lines read whose fields do not hash to their key (fields_key)
@@ -841,7 +936,7 @@ class RawStore:
             self._lock = None
 
     def _reset(self) -> None:
-        self.idents, self._more_idents = {}, {}
+        self.idents, self._more_idents = KeyIndex(), {}
         self.duplicates = self.unhashed = 0
         self._offsets = {}
 
@@ -875,18 +970,19 @@ class RawStore:
             self.duplicates += 1
             self._more_idents.setdefault(key, []).append(ident)
             return False
-        self.idents[key] = ident
+        self.idents.add(key, ident)
         return True
 
     def has_answer(self, key: str, ident: Ident | None = None) -> bool:
         """Whether the cache holds a line for ``key`` (whose fields agree with ``ident``,
         when given): only such a line answers the query, so only it counts as cached."""
-        if key not in self.idents:
+        first = self.idents.get(key)
+        if first is None:
             return False
         if ident is None:
             return True
         digest = hash(ident)
-        return self.idents[key] == digest or digest in self._more_idents.get(key, ())
+        return first == digest or digest in self._more_idents.get(key, ())
 
     def refresh(self) -> int:
         """Read the lines appended to any shard since the last look (streamed: Min-K%
@@ -984,7 +1080,7 @@ class RawStore:
         """Drop the index of the keys read (a dict entry a key): for a job's summary, which
         reads the lines themselves (load_fields) and need not hold a million keys twice.
         The store answers nothing afterwards (it is about to close); its counts stay."""
-        self.idents, self._more_idents = {}, {}
+        self.idents, self._more_idents = KeyIndex(), {}
 
     def __contains__(self, key: str) -> bool:
         return key in self.idents

@@ -4,9 +4,13 @@ and its compact finished_at (FinishedTimes) answer as the dict and list they rep
 from __future__ import annotations
 
 import hashlib
+import json
 import random
+from pathlib import Path
 
-from lookahead.cache import FinishedTimes, KeyPositions, utc_now, wins_over
+import pytest
+
+from lookahead.cache import FinishedTimes, KeyIndex, KeyPositions, utc_now, wins_over
 
 
 def test_key_positions_equal_a_dict_of_first_positions() -> None:
@@ -55,3 +59,47 @@ def test_finished_times_give_back_each_value_and_order_as_text() -> None:
         for i, b in enumerate(values[1:], 1):
             assert wins_over({"finished_at": a}, {"finished_at": times[i]}) == wins_over({"finished_at": a},
                                                                                         {"finished_at": b})
+
+
+def test_key_index_answers_as_a_dict_across_folds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RawStore's key index (lookahead.cache.KeyIndex): every key added, digest or not,
+    reads back its value after the recent keys were folded into the sorted block."""
+    monkeypatch.setattr(KeyIndex, "FOLD_AT", 50)
+    rng = random.Random(5)
+    index, expected = KeyIndex(), {}
+    for i in range(1200):
+        key = hashlib.sha256(str(i).encode()).hexdigest() if i % 17 else f"key-{i}"
+        value = rng.randrange(-2**63, 2**63)
+        index.add(key, value)
+        expected[key] = value
+        if i % 97 == 0:
+            assert {k: index[k] for k in expected} == expected
+    assert {k: index[k] for k in expected} == expected and len(index) == len(expected)
+    assert index.keys() == expected.keys() and len(index._recent) < 1200 // 4  # folded
+    assert index.get("f" * 64) is None and "F" * 64 not in index and "key-1" not in index
+    with pytest.raises(ValueError):
+        index[next(iter(expected))] = 1
+
+
+def test_raw_store_index_holds_a_digest_key_and_its_ident(tmp_path: Path) -> None:
+    """A store reads digest keys back into its index and answers has_answer by ident."""
+    from lookahead.cache import RawStore, ident_of, query_key
+
+    path = tmp_path / "forecast.jsonl"
+    with RawStore(path) as store:
+        for i in range(30):
+            text = f"prompt {i}"
+            rec = {"key": query_key("forecast", "m", f"r{i}", text, {"t": 0}), "task": "forecast", "backend": "openai",
+                   "model_id": "m", "row_id": f"r{i}", "entity_id": None, "target_date": None,
+                   "prompt": text, "query_text": text, "params": {"t": 0}, "response_text": "up",
+                   "top_logprobs": [{"token_id": None, "token": "up", "logprob": -0.1}],
+                   "prompt_logprobs": None, "samples": None, "approximated": False,
+                   "first_token_prob": 0.9, "stated_confidence": None,
+                   "started_at": utc_now(), "finished_at": utc_now()}
+            store.append(rec)
+    with RawStore(path) as store:
+        lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+        assert isinstance(store.idents, KeyIndex) and len(store) == 30
+        assert all(store.has_answer(r["key"], ident_of(r)) for r in lines)
+        assert not store.has_answer(lines[0]["key"], ident_of({**lines[0], "row_id": "r9"}))
+        assert store.keys == {r["key"] for r in lines}
