@@ -20,7 +20,7 @@ from lookahead.cache import Ident, KeyPositions, RawStore, load_fields
 from lookahead.config import Study, load_study
 from lookahead.guard import JobStop
 from lookahead.keys import sampling_fallback
-from lookahead.rows import load_rows, release_freed_memory, subsample_rows
+from lookahead.rows import RowFacts, RowScan, release_freed_memory, scan_study_rows, subsample_rows
 
 LARGE_STUDY_ROWS = 10_000
 
@@ -94,6 +94,32 @@ def make_context(args: argparse.Namespace, backend: Backend | None = None) -> Jo
     The rows come from lookahead.rows, the definition dbt staging uses too. The
     subsample is the study's subsample_rows/subsample_seed; --subsample/--seed override
     them for this run only, and a note says how to give dbt the same rows."""
+    study, scan, ask_size = scan_context_rows(args)
+    rows = pd.concat([chunk for chunk, _ in scan.chunks()], ignore_index=True)
+    facts = scan.facts(study.protocol.training_cutoff)
+    if ask_size and not args.yes and sys.stdin.isatty():
+        answer = input("subsample size (blank = all rows): ").strip()
+        if answer:
+            if not answer.isdigit():
+                raise JobStop(f"subsample size '{answer}' is not a number")
+            seed = int(study.input.subsample_seed or 0)
+            rows = subsample_rows(rows, int(answer), seed)
+            facts = RowFacts.of(rows, study.protocol.training_cutoff)
+            print(f"subsample: {len(rows)} rows (seed {seed}); put 'subsample_rows: "
+                  f"{answer}' in the study file so dbt build analyses these same rows")
+    n_rejected = scan.n_rejected
+    del scan
+    preflight(study, facts)
+    release_freed_memory()
+    return JobContext(study, args, rows, n_rejected, backend)
+
+
+def scan_context_rows(args: argparse.Namespace) -> tuple[Study, RowScan, bool]:
+    """The study and a first pass over its rows (lookahead.rows.RowScan: reasons and the
+    rows to query, no row held), with the counts and notes every job prints. The rows
+    themselves are the scan's ``chunks()``: `make_context` collects them, the preflight of
+    `lookahead check` (llm_jobs.preflight) checks them a chunk at a time.
+    The flag is True for a large study without a subsample (a terminal may be asked one)."""
     study = load_study(args.study)
     if args.seed is not None and args.subsample is None:
         raise JobStop("--seed needs --subsample N (or set subsample_rows in the study file)")
@@ -101,89 +127,56 @@ def make_context(args: argparse.Namespace, backend: Backend | None = None) -> Jo
     subsample = None
     if args.subsample is not None:
         subsample = (args.subsample, args.seed if args.seed is not None else study_sub[1])
-    rows, rejects = load_rows(study, subsample)
-    n_rejected = len(rejects)
-    counts = rejects["reject_reason"].value_counts() if len(rejects) else pd.Series(dtype=int)
-    detail = "; ".join(f"{n} {reason}" for reason, n in counts.items())
-    if rows.empty:
-        raise JobStop(f"no valid rows in {study.input.data_path} ({len(rejects)} rejected"
+    scan = scan_study_rows(study, subsample)
+    n_rows, n_rejected = scan.n_queried, scan.n_rejected
+    detail = "; ".join(f"{n} {reason}" for reason, n in scan.reject_counts().items())
+    if n_rows == 0:
+        raise JobStop(f"no valid rows in {study.input.data_path} ({n_rejected} rejected"
                       + (f": {detail}" if detail else "") + "); see seeds/reject_reasons.csv")
     # valid rows, not "rows to query": how many are asked (the rest cached) is each job's plan
-    print(f"study '{study.output.study_name}': {len(rows)} valid rows, {len(rejects)} rejected"
+    print(f"study '{study.output.study_name}': {n_rows} valid rows, {n_rejected} rejected"
           + (f" ({detail})" if detail else ""))
     size, seed = subsample or study_sub
     if size is not None:
-        print(f"subsample: {len(rows)} rows (subsample_rows {size}, seed {seed})")
+        print(f"subsample: {n_rows} rows (subsample_rows {size}, seed {seed})")
         if subsample is not None and subsample != study_sub:
             print(f"note: dbt build and the report follow the study file: put 'subsample_rows: {size}' "
                   f"and 'subsample_seed: {seed}' in it so they analyse these same rows")
-    elif len(rows) > LARGE_STUDY_ROWS:
-        print(f"note: {len(rows)} rows is a large study; consider a seeded random subsample first "
+    elif n_rows > LARGE_STUDY_ROWS:
+        print(f"note: {n_rows} rows is a large study; consider a seeded random subsample first "
               f"(subsample_rows: 2000 and subsample_seed: 0 in the study file).")
-        if not args.yes and sys.stdin.isatty():
-            answer = input("subsample size (blank = all rows): ").strip()
-            if answer:
-                if not answer.isdigit():
-                    raise JobStop(f"subsample size '{answer}' is not a number")
-                rows = subsample_rows(rows, int(answer), study_sub[1])
-                print(f"subsample: {len(rows)} rows (seed {study_sub[1]}); put 'subsample_rows: "
-                      f"{answer}' in the study file so dbt build analyses these same rows")
-    preflight(study, rows)
-    del rejects
-    rows = arrow_text(rows)
-    release_freed_memory()
-    return JobContext(study, args, rows, n_rejected, backend)
+        return study, scan, True
+    return study, scan, False
 
 
-def arrow_text(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows with each text column held as Arrow strings (pandas' ArrowDtype): a Python
-    string a cell was most of a large study's rows in memory (about 550 bytes a row of the
-    synthetic study, against a few dozen as Arrow). A column Arrow cannot hold as text is
-    left as it is."""
-    import pyarrow as pa
-
-    out = {}
-    for name in rows.columns:
-        col = rows[name]
-        if col.dtype == object or isinstance(col.dtype, pd.StringDtype):
-            try:
-                col = col.astype(pd.ArrowDtype(pa.string()))
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
-                pass
-        out[name] = col
-    return pd.DataFrame(out, index=rows.index)
-
-
-def preflight(study: Study, rows: pd.DataFrame) -> None:
+def preflight(study: Study, facts: RowFacts) -> None:
     """Refuse, before anything is asked or paid for, a study whose rows cannot reach a
     verdict or would get one the answers cannot change: too few rows for gate_panel
     (min_panel_rows), no pre-cutoff row (the verdict would be Underpowered: nothing to
     test), fewer than two pre-cutoff clusters (beta_3's clustered test cannot run).
     The prompts' placeholders and lengths are checked next, by each job's plan, also
-    before its confirmation."""
-    cutoff = pd.Timestamp(str(study.protocol.training_cutoff))
-    target = pd.to_datetime(rows["target_date"])
-    pre = rows[target <= cutoff]
-    n_pre, n_post = len(pre), len(rows) - len(pre)
-    counts = (f"{len(rows)} valid rows ({n_pre} pre-cutoff, {n_post} post-cutoff, "
+    before its confirmation. ``facts`` (lookahead.rows.RowFacts) are counts of the rows
+    to query, so that the check needs no copy of them."""
+    n_pre, n_post = facts.n_pre, facts.n_rows - facts.n_pre
+    counts = (f"{facts.n_rows} valid rows ({n_pre} pre-cutoff, {n_post} post-cutoff, "
               f"training_cutoff {study.protocol.training_cutoff})")
     print(f"preflight: {counts}")
     fix = "nothing was queried; add rows, or check training_cutoff and the date columns"
-    if len(rows) < int(study.protocol.min_panel_rows):
+    if facts.n_rows < int(study.protocol.min_panel_rows):
         raise JobStop(f"{counts}: fewer than min_panel_rows ({study.protocol.min_panel_rows}), so gate_panel "
                       f"would stop the build and no verdict could be reached; {fix}")
     if n_pre == 0:
         raise JobStop(f"{counts}: no pre-cutoff row, so the verdict could only be Underpowered "
                       f"(the detection test cannot run); {fix}")
     cluster = str(study.protocol.cluster)
-    column = {"entity": "entity_id", "date": "target_date"}.get(cluster)
-    if column in pre.columns and pre[column].nunique() < 2:
-        if cluster == "entity" and rows["entity_id"].nunique() == 1:
+    n_clusters = {"entity": facts.pre_entities, "date": facts.pre_dates}.get(cluster)
+    if n_clusters is not None and n_clusters < 2:
+        if cluster == "entity" and facts.entities == 1:
             # a single entity is a time series: the protocol's regression for it drops the
             # entity effect and uses Newey-West, which cluster: none asks for
             fix = ("nothing was queried; a single entity is a time series: set cluster: none (no entity "
                    "fixed effect, Newey-West standard errors), or add entities")
-        raise JobStop(f"{counts}: the pre-cutoff rows form {pre[column].nunique()} cluster(s) (cluster: "
+        raise JobStop(f"{counts}: the pre-cutoff rows form {n_clusters} cluster(s) (cluster: "
                       f"{cluster}), so beta_3's clustered test cannot run and the verdict could only be "
                       f"Underpowered; {fix}")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llm_jobs.context import JobContext, Query, QueryPlan
@@ -54,13 +54,14 @@ def prompt_token_limit(ctx: JobContext, output_tokens: int) -> tuple[int | None,
 
 
 def too_long_stop(task: str, too_long: Sequence[tuple[str, int]], n_total: int, limit: int,
-                  output_tokens: int, can_truncate: bool) -> JobStop:
-    """One line naming the prompts that do not fit, before anything is queried."""
+                  output_tokens: int, can_truncate: bool, n_too_long: int | None = None) -> JobStop:
+    """One line naming the prompts that do not fit (``too_long``, or the first of
+    ``n_too_long``), before anything is queried."""
     shown = ", ".join(f"{ident} ({n} tokens)" for ident, n in too_long[:3])
     fix = ("shorten the text, or set prompt_overflow: truncate_text (the text is cut to fit and "
            "the report counts the rows)" if can_truncate else "shorten the template")
     return JobStop(
-        f"{task}: {len(too_long)} of {n_total} prompts exceed the model's context length "
+        f"{task}: {len(too_long) if n_too_long is None else n_too_long} of {n_total} prompts exceed the model's context length "
         f"({limit + max(1, output_tokens)} tokens, {max(1, output_tokens)} kept for the answer), "
         f"e.g. {shown}; nothing was queried. Fix: {fix}.")
 
@@ -101,14 +102,37 @@ def row_queries(ctx: JobContext, task: str, params: dict[str, Any]) -> QueryPlan
     return QueryPlan(pa.chunked_array(keys, type=pa.string()), ctx.rows, render)
 
 
-def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"]) -> Sequence["Query"]:
+@dataclass
+class FitTally:
+    """What :func:`fit_forecast_prompts` found over several calls (`lookahead check` fits a
+    large study's prompts a chunk of rows at a time): one stop, or one line, for all."""
+
+    n_total: int = 0
+    n_cut: int = 0
+    too_long: list[tuple[str, int]] = field(default_factory=list)
+    n_too_long: int = 0
+    stop: tuple[int, int, bool] | None = None  # (limit, output tokens, can_truncate)
+
+    def finish(self) -> None:
+        if self.n_too_long and self.stop is not None:
+            limit, out_tokens, can_truncate = self.stop
+            raise too_long_stop("forecast prompt", self.too_long, self.n_total, limit, out_tokens, can_truncate,
+                                self.n_too_long)
+        if self.n_cut:
+            print(f"prompt_overflow: truncate_text: the text of {self.n_cut} of {self.n_total} rows was cut to "
+                  f"fit the context length (counted in the report)")
+
+
+def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"],
+                         tally: FitTally | None = None) -> Sequence["Query"]:
     """Forecast or Min-K% queries about to be sent, checked against the context length.
 
     Guards run here, before any query: each prompt (chat template applied) must fit the
     context length; with prompt_overflow: truncate_text the text is cut (longest prefix
     that fits) and the kept length goes into the line's params, beside the key's params
     (the key is the uncut query's: the cut is fixed by the model, context_length and
-    prompt_overflow, which the key covers). Both tasks cut a text at the same place."""
+    prompt_overflow, which the key covers). Both tasks cut a text at the same place.
+    With ``tally`` the stop and the line are left to ``tally.finish()``."""
     from lookahead.prompts import render_forecast
 
     if not queries:  # everything cached: no context length to read, no model config loaded
@@ -155,10 +179,17 @@ def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"]) -> Sequenc
             out.append(fitted)
         elif fitted.truncated_to is not None:
             cut_at[i] = fitted
+    n_cut = len(cut_at) if as_plan else sum(1 for q in out if q.truncated_to is not None)
+    if tally is not None:
+        tally.n_total += len(queries)
+        tally.n_cut += n_cut
+        tally.n_too_long += len(too_long)
+        tally.too_long += too_long[: 3 - len(tally.too_long)]
+        tally.stop = (limit, out_tokens, mode == "error")
+        return queries.with_replaced(cut_at) if isinstance(queries, QueryPlan) else out
     if too_long:
         raise too_long_stop("forecast prompt", too_long, len(queries), limit, out_tokens,
                             can_truncate=mode == "error")
-    n_cut = len(cut_at) if as_plan else sum(1 for q in out if q.truncated_to is not None)
     if n_cut:
         print(f"prompt_overflow: truncate_text: the text of {n_cut} of {len(queries)} rows was cut to "
               f"fit the context length (counted in the report)")

@@ -26,15 +26,15 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
     then the LLM jobs' preflight (llm_jobs.preflight): every check `lookahead run` makes
     before its first query (placeholders, prompt lengths against the context, pre-cutoff
     rows, clusters, recall labels on the model's exact tokenizer), querying nothing."""
-    from lookahead.rows import load_rows, release_freed_memory, zero_padding_warning
+    from lookahead.rows import release_freed_memory, scan_study_rows, zero_padding_warning
 
-    rows, rejects = load_rows(study)
+    scan = scan_study_rows(study)  # a chunk of rows at a time: a 10-million-row file is not held
     print(f"study '{study.name}': settings OK (hash {study.settings_hash[:12]}); "
-          f"{study.input.data_path}: {len(rows)} valid rows, {len(rejects)} rejected")
-    padding = zero_padding_warning(rows["entity_id"], str(study.input.column_map["entity_id"]))
+          f"{study.input.data_path}: {scan.n_queried} valid rows, {scan.n_rejected} rejected")
+    padding = zero_padding_warning(scan.queried_entities(), str(study.input.column_map["entity_id"]))
     if padding:
         print(padding, file=sys.stderr)
-    del rows, rejects  # the preflight below stages them again, in its own process: not both at once
+    del scan  # the preflight below scans them again, in its own process: not both at once
     release_freed_memory()
     return run_jobs(study_file, True, [], overrides, module="llm_jobs.preflight")
 

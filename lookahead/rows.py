@@ -53,8 +53,8 @@ import csv
 import hashlib
 import re
 import zoneinfo
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -154,14 +154,17 @@ def _read_csv(path: Path, delimiter: str | None) -> pd.DataFrame:
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
-    import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     try:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as err:
         raise StudyConfigError(f"setting 'data_path': '{path}' is not a readable parquet file ({err})") from None
+    return _parquet_frame(table)
+
+
+def _parquet_frame(table: pa.Table) -> pd.DataFrame:
+    """A parquet table's columns as text (the rule in the module docstring)."""
     out: dict[str, pd.Series] = {}
     for name, col in zip(table.column_names, table.columns):
         t = col.type
@@ -178,6 +181,65 @@ def _read_parquet(path: Path) -> pd.DataFrame:
         text = text.astype(object)
         out[str(name)] = text.where(text.notna(), None)
     return pd.DataFrame(out)
+
+
+#: Rows read and staged at a time by :func:`scan_rows`: what the jobs and `lookahead check`
+#: hold as Python strings at once (a row's cells as Python objects weigh about ten times
+#: the file's bytes; a whole 10-million-row file staged at once took 8 GB).
+CHUNK_ROWS = 100_000
+
+
+def read_table_chunks(path: Path, delimiter: str | None = None,
+                      chunk_rows: int = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
+    """`read_table`, `chunk_rows` rows at a time (the same cells, the same errors); a
+    header-only file gives one empty frame with the file's columns."""
+    suffix = path.suffix.lower()
+    if not path.is_file() or path.stat().st_size == 0 or suffix not in CSV_SUFFIXES + PARQUET_SUFFIXES:
+        yield read_table(path, delimiter)  # which stops with its one line on such a file
+        return
+    if suffix in CSV_SUFFIXES:
+        yield from _read_csv_chunks(path, _delimiter_setting(delimiter), chunk_rows)
+        return
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+        empty = True
+        for batch in pf.iter_batches(batch_size=chunk_rows):
+            empty = False
+            yield _parquet_frame(pa.Table.from_batches([batch]))
+        if empty:
+            yield _parquet_frame(pf.schema_arrow.empty_table())
+    except (pa.ArrowException, OSError) as err:
+        raise StudyConfigError(f"setting 'data_path': '{path}' is not a readable parquet file ({err})") from None
+
+
+def _read_csv_chunks(path: Path, delimiter: str | None, chunk_rows: int) -> Iterator[pd.DataFrame]:
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        header = fh.readline()
+    sep = delimiter or sniff_delimiter(header)
+    options: dict[str, Any] = {"dtype": object, "keep_default_na": False, "sep": sep, "encoding": "utf-8-sig"}
+    try:
+        with pd.read_csv(path, chunksize=chunk_rows, **options) as reader:
+            empty = True
+            for df in reader:
+                empty = False
+                df.columns = [str(c) for c in df.columns]
+                yield df.where(df != "", None)
+        if empty:
+            df = pd.read_csv(path, nrows=0, **options)
+            df.columns = [str(c) for c in df.columns]
+            yield df
+    except UnicodeDecodeError as err:
+        raise StudyConfigError(
+            f"setting 'data_path': '{path}' is not UTF-8 text (byte {err.start}); save it as UTF-8"
+        ) from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise StudyConfigError(
+            f"setting 'data_path': '{path}' cannot be read as CSV with delimiter {sep!r} ({first}); "
+            f"set csv_delimiter if the delimiter was guessed wrong"
+        ) from None
 
 
 def count_data_rows(path: Path) -> int:
@@ -413,13 +475,19 @@ def _subsample_setting(settings: InputSettings) -> tuple[int | None, int]:
 MAX_TEXT_CELL_CHARS = 100_000
 
 
-def stage_rows(df: pd.DataFrame, settings: InputSettings, source: str = "the input") -> pd.DataFrame:
+def stage_rows(df: pd.DataFrame, settings: InputSettings, source: str = "the input",
+               first_row: int = 1, cross_row: bool = True) -> pd.DataFrame:
     """Every input row, mapped to the protocol's columns and validated (nothing dropped).
 
     Columns: source_row_number (1-based), row_id, row_id_derived, entity_id, entity_name,
     ticker, text, text_date_raw, target_date_raw, outcome_raw, text_date, target_date
     (datetime64 at midnight), outcome (float), reject_reason (None when valid),
-    in_subsample, then every other input column as text."""
+    in_subsample, then every other input column as text.
+
+    ``df`` may be one chunk of the file (:func:`scan_rows`): ``first_row`` is its first
+    row's number, and ``cross_row=False`` leaves out what compares rows with each other
+    (a given row_id's uniqueness, conflicting outcome, duplicate row, the subsample),
+    which the scan decides over the whole file (:func:`scan_rows`)."""
     cmap: dict[str, str | None] = dict(settings.column_map or {})
     missing_cols = [f"{p} -> '{c}'" for p, c in cmap.items() if c and c not in df.columns]
     if missing_cols:
@@ -445,7 +513,7 @@ def stage_rows(df: pd.DataFrame, settings: InputSettings, source: str = "the inp
     text_date, text_status = parse_dates(text_date_raw, fmt, tz)
     target_date, target_status = parse_dates(target_date_raw, fmt, tz)
 
-    out = pd.DataFrame({"source_row_number": np.arange(1, n + 1, dtype=np.int64)})
+    out = pd.DataFrame({"source_row_number": np.arange(first_row, first_row + n, dtype=np.int64)})
     out["entity_id"] = normalize_ids(_strip(entity_raw), settings.id_normalization)
     out["entity_name"] = _strip(col("entity_name"))
     out["ticker"] = _strip(col("ticker"))
@@ -462,14 +530,8 @@ def stage_rows(df: pd.DataFrame, settings: InputSettings, source: str = "the inp
     out["outcome"] = number.where(~non_finite & number.notna(), np.nan)
 
     given = _strip(col("row_id")) if cmap.get("row_id") else none
-    dupes = given[given.notna() & given.duplicated(keep=False)]
-    if len(dupes):
-        first = dupes.iloc[0]
-        rows = (out.loc[given == first, "source_row_number"]).tolist()[:3]
-        raise StudyConfigError(
-            f"setting 'column_map.row_id': column '{cmap['row_id']}' is not unique: value '{first}' "
-            f"appears {int((given == first).sum())} times (data rows {', '.join(map(str, rows))})"
-        )
+    if cross_row:
+        _require_unique_ids(given, out["source_row_number"], cmap)
     derived = given.isna()
     row_id = given.copy()
     if derived.any():  # only rows without a given id are hashed (none when the file has ids)
@@ -497,8 +559,8 @@ def stage_rows(df: pd.DataFrame, settings: InputSettings, source: str = "the inp
         "missing outcome": lambda: o.isna(),
         "non-numeric outcome": lambda: number.isna() & ~non_finite,
         "non-finite outcome": lambda: non_finite,
-        "conflicting outcome": lambda: _conflicting(out["row_id"], number, reason),
-        "duplicate row": lambda: _later_duplicates(out["row_id"], reason),
+        "conflicting outcome": lambda: _conflicting(out["row_id"], number, reason.isna()) if cross_row else no,
+        "duplicate row": lambda: _later_duplicates(out["row_id"], reason.isna()) if cross_row else no,
     }
     if tuple(checks) != reject_reasons():
         raise RuntimeError(
@@ -506,13 +568,14 @@ def stage_rows(df: pd.DataFrame, settings: InputSettings, source: str = "the inp
             f"{list(reject_reasons())} vs {list(checks)}"
         )
     reason = pd.Series([None] * n, dtype=object)
+    no = pd.Series(False, index=reason.index)
     for name, check in checks.items():
         hit = check().to_numpy(dtype=bool) & reason.isna().to_numpy()
         reason[hit] = name
     out["reject_reason"] = reason
 
     size, seed = _subsample_setting(settings)
-    out["in_subsample"] = _subsample_mask(out["row_id"], reason.isna(), size, seed)
+    out["in_subsample"] = _subsample_mask(out["row_id"], reason.isna(), size if cross_row else None, seed)
 
     taken = set(out.columns)
     for name in df.columns:  # other user columns: extra_columns and prompt placeholders
@@ -521,10 +584,23 @@ def stage_rows(df: pd.DataFrame, settings: InputSettings, source: str = "the inp
     return out
 
 
-def _conflicting(row_id: pd.Series, outcome: pd.Series, reason: pd.Series) -> pd.Series:
+def _require_unique_ids(given: pd.Series, row_number: pd.Series, cmap: dict[str, str | None]) -> None:
+    """A row_id column holds each id once (a settings error otherwise, naming the first
+    repeated value and its rows); ``given`` is None where a row has no id of its own."""
+    dupes = given[given.notna() & given.duplicated(keep=False)]
+    if len(dupes):
+        first = dupes.iloc[0]
+        same = (given == first).to_numpy(bool)
+        rows = row_number[same].tolist()[:3]
+        raise StudyConfigError(
+            f"setting 'column_map.row_id': column '{cmap['row_id']}' is not unique: value '{first}' "
+            f"appears {int(same.sum())} times (data rows {', '.join(map(str, rows))})"
+        )
+
+
+def _conflicting(row_id: pd.Series, outcome: pd.Series, valid: pd.Series) -> pd.Series:
     """Valid rows whose row_id is shared by a valid row with another outcome: every one
     of them (which outcome is true cannot be told), not a duplicate that keeps the first."""
-    valid = reason.isna()
     hit = pd.Series(False, index=row_id.index)
     # Only a row_id shared by two valid rows can conflict: the grouping (a sort of every
     # id, most of staging's time on a large file) runs on those rows alone, none when the
@@ -537,9 +613,8 @@ def _conflicting(row_id: pd.Series, outcome: pd.Series, reason: pd.Series) -> pd
     return hit
 
 
-def _later_duplicates(row_id: pd.Series, reason: pd.Series) -> pd.Series:
+def _later_duplicates(row_id: pd.Series, valid: pd.Series) -> pd.Series:
     """Valid rows whose row_id already belongs to an earlier valid row."""
-    valid = reason.isna()
     dup = pd.Series(False, index=row_id.index)
     dup[valid] = row_id[valid].duplicated(keep="first")
     return dup
@@ -557,6 +632,220 @@ def _subsample_mask(row_id: pd.Series, valid: pd.Series, size: int | None, seed:
     mask = pd.Series(False, index=row_id.index)
     mask[keep] = True
     return mask
+
+
+def _staged_chunks(settings: InputSettings, path: Path, chunk_rows: int) -> Iterator[pd.DataFrame]:
+    """The file's rows staged a chunk at a time, everything but the checks across rows."""
+    first = 1
+    for df in read_table_chunks(path, settings.csv_delimiter, chunk_rows):
+        staged = stage_rows(df, settings, source=str(path), first_row=first, cross_row=False)
+        first += len(staged)
+        yield staged
+
+
+@dataclass(frozen=True)
+class RowFacts:
+    """What the jobs' preflight asks of the rows they query (llm_jobs.context.preflight):
+    how many, how many pre-cutoff, and the clusters those form."""
+
+    n_rows: int
+    n_pre: int
+    pre_entities: int
+    pre_dates: int
+    entities: int
+
+    @classmethod
+    def of(cls, rows: pd.DataFrame, cutoff: Any) -> RowFacts:
+        """The facts of rows already in memory (the rows `load_rows` gives)."""
+        target = pd.to_datetime(rows["target_date"]).to_numpy("datetime64[ns]")
+        pre = target <= np.datetime64(pd.Timestamp(str(cutoff)).to_datetime64(), "ns")
+        entity = rows["entity_id"]
+        return cls(len(rows), int(pre.sum()), int(entity[pre].nunique()),
+                   int(pd.unique(target[pre]).size), int(entity.nunique()))
+
+
+@dataclass
+class RowScan:
+    """A first pass over the input file, a chunk at a time (:func:`scan_rows`): each row's
+    reject reason and whether the jobs query it, decided exactly as `stage_rows` decides
+    them on the whole file (the checks across rows run here, over compact columns: an id
+    code, the outcome, the reason), with no row held as Python strings beyond a chunk.
+
+    :meth:`chunks` is the second pass: the rows again, chunk by chunk, as `load_rows`
+    gives them. Why two passes: the checks across rows (a duplicate in the last chunk
+    rejects a row of the first) are known only at the end, and holding every staged row
+    until then is what a 10-million-row file cannot afford; a file of one chunk is
+    staged once."""
+
+    settings: InputSettings
+    path: Path
+    chunk_rows: int
+    n: int
+    reason: np.ndarray  # int8: index into reject_reasons(), -1 when valid
+    queried: np.ndarray  # bool: valid and in the subsample
+    entity_codes: np.ndarray  # int32: each row's entity_id as a code into entity_values
+    entity_values: pa.Array
+    target_day: np.ndarray  # int32: each row's target_date in days since 1970 (NO_DAY where none)
+    chunk_sizes: list[int]
+    _only: pd.DataFrame | None = None  # the staged rows of a file of one chunk
+
+    def reject_counts(self) -> pd.Series:
+        """Rejected rows by reason, most frequent first (as value_counts gives them)."""
+        names = np.array(reject_reasons(), dtype=object)
+        return pd.Series(names[self.reason[self.reason >= 0]], dtype=object).value_counts()
+
+    @property
+    def n_queried(self) -> int:
+        return int(self.queried.sum())
+
+    @property
+    def n_rejected(self) -> int:
+        return int((self.reason >= 0).sum())
+
+    def queried_entities(self) -> pd.Series:
+        """The distinct entity ids of the queried rows (for zero_padding_warning)."""
+        codes = np.unique(self.entity_codes[self.queried])
+        return pd.Series(self.entity_values.take(pa.array(codes)).to_pylist(), dtype=object)
+
+    def facts(self, cutoff: Any) -> RowFacts:
+        """RowFacts.of the queried rows, from the scan's columns."""
+        q = self.queried
+        last = np.datetime64(pd.Timestamp(str(cutoff)).floor("D").date(), "D").astype(np.int64)
+        pre = q & (self.target_day <= last)  # a date at midnight is on or before the cutoff's day
+        return RowFacts(int(q.sum()), int(pre.sum()), int(np.unique(self.entity_codes[pre]).size),
+                        int(np.unique(self.target_day[pre]).size), int(np.unique(self.entity_codes[q]).size))
+
+    def chunks(self) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
+        """(rows the jobs query, rejected rows) as `load_rows` gives them, a chunk at a
+        time; once."""
+        names = np.array((None, *reject_reasons()), dtype=object)
+        staged_chunks = [self._only] if self._only is not None else _staged_chunks(
+            self.settings, self.path, self.chunk_rows)
+        self._only = None
+        at = 0
+        for i, staged in enumerate(staged_chunks):
+            if i >= len(self.chunk_sizes) or len(staged) != self.chunk_sizes[i]:
+                raise StudyConfigError(f"setting 'data_path': '{self.path}' changed while it was read; run again")
+            end = at + len(staged)
+            staged["reject_reason"] = names[self.reason[at:end].astype(np.int64) + 1]
+            staged["in_subsample"] = self.queried[at:end]  # valid and in the subsample, as staged
+            at = end
+            rows, rejects = split_staged(staged)
+            yield arrow_text(rows), arrow_text(rejects)
+        if at != self.n:
+            raise StudyConfigError(f"setting 'data_path': '{self.path}' changed while it was read; run again")
+
+
+def scan_rows(settings: InputSettings, path: Path, chunk_rows: int = CHUNK_ROWS) -> RowScan:
+    """The first pass of :class:`RowScan` over the study's input file.
+
+    A row's reasons across rows need the rows that share its row_id, and those are found
+    without a hash table of every id: each id's 64-bit hash is sorted, and only the rows
+    whose hash repeats (every repeated id, and any rare collision) have their ids compared
+    exactly, by the same functions `stage_rows` runs on the whole file."""
+    code = {name: i for i, name in enumerate(reject_reasons())}
+    ids: list[pa.Array] = []
+    hashes: list[np.ndarray] = []
+    given: list[np.ndarray] = []
+    number: list[np.ndarray] = []
+    reason: list[np.ndarray] = []
+    entity: list[np.ndarray] = []
+    entity_code: dict[str, int] = {}
+    target: list[np.ndarray] = []
+    sizes: list[int] = []
+    only: pd.DataFrame | None = None
+    for staged in _staged_chunks(settings, path, chunk_rows):
+        sizes.append(len(staged))
+        only = staged if len(sizes) == 1 else None
+        row_id = staged["row_id"].to_numpy(dtype=object)
+        ids.append(pa.array(row_id, type=pa.string(), from_pandas=True))
+        hashes.append(pd.util.hash_array(row_id))
+        given.append(~staged["row_id_derived"].to_numpy(bool))
+        number.append(staged["outcome"].to_numpy(float))
+        reason.append(staged["reject_reason"].map(code).fillna(-1).to_numpy(np.int8))
+        entity.append(_global_codes(staged["entity_id"], entity_code))
+        target.append(_days(staged["target_date"]))
+        del staged, row_id  # a chunk's cells as Python strings go with the chunk (unless it is the only one)
+        release_freed_memory()  # and are given back: else each chunk's leftovers add up to the file's size
+    row_ids = pa.chunked_array(ids, type=pa.string())
+    all_hashes = np.concatenate(hashes)
+    hashes.clear()
+    shared = _repeated(all_hashes)  # rows whose id may repeat, in file order
+    del all_hashes
+    reasons = np.concatenate(reason)
+    reason.clear()
+    if shared.size:
+        id_of = pd.Series(row_ids.take(pa.array(shared)).to_pylist(), dtype=object)
+        # a row_id column that repeats a value: the error names it and its rows
+        _require_unique_ids(id_of.where(_take(given, shared), None), pd.Series(shared + 1),
+                            dict(settings.column_map or {}))
+        outcome = pd.Series(_take(number, shared))
+        sub = pd.Series(reasons[shared])
+        sub[_conflicting(id_of, outcome, sub < 0).to_numpy(bool)] = code["conflicting outcome"]
+        sub[_later_duplicates(id_of, sub < 0).to_numpy(bool)] = code["duplicate row"]
+        reasons[shared] = sub.to_numpy(np.int8)
+    given.clear(), number.clear()
+    valid = reasons < 0
+    size, seed = _subsample_setting(settings)
+    if size is None or size >= int(valid.sum()):
+        queried = valid
+    else:
+        queried = _subsample_mask(pd.Series(row_ids.to_pandas(), dtype=object), pd.Series(valid),
+                                  size, seed).to_numpy(bool)
+    values = pa.array(list(entity_code), type=pa.string())
+    return RowScan(settings, path, chunk_rows, int(sum(sizes)), reasons, queried,
+                   np.concatenate(entity), values, np.concatenate(target), sizes, only)
+
+
+def _take(chunks: list[np.ndarray], at: np.ndarray) -> np.ndarray:
+    """The values at positions ``at`` of the chunks laid end to end (no copy of them all)."""
+    starts = np.cumsum([0] + [len(c) for c in chunks])
+    which = np.searchsorted(starts, at, side="right") - 1  # ``at`` ascends: so do the chunks
+    return np.concatenate([chunks[w][at[which == w] - starts[w]] for w in np.unique(which)])
+
+
+def _repeated(hashes: np.ndarray) -> np.ndarray:
+    """Positions (ascending) of the values that occur more than once."""
+    ranked = np.sort(hashes)
+    twice = np.unique(ranked[1:][ranked[1:] == ranked[:-1]])
+    del ranked
+    return np.flatnonzero(np.isin(hashes, twice))
+
+
+#: The day of a row without a target date (never queried, so never compared).
+NO_DAY = np.iinfo(np.int32).max
+
+
+def _days(dates: pd.Series) -> np.ndarray:
+    """Dates at midnight as int32 days since 1970 (NO_DAY for NaT): half an int64 a row."""
+    days = dates.to_numpy("datetime64[D]")
+    return np.where(np.isnat(days), NO_DAY, days.view(np.int64)).astype(np.int32)
+
+
+def _global_codes(values: pd.Series, codes: dict[str, int]) -> np.ndarray:
+    """Each value's code in ``codes`` (extended with values not seen before; -1 for
+    missing): one code space for every chunk, held per distinct value, not per row."""
+    arr = pa.array(values.to_numpy(dtype=object), type=pa.string(), from_pandas=True)
+    enc = pc.dictionary_encode(arr)
+    local = np.array([codes.setdefault(v, len(codes)) for v in enc.dictionary.to_pylist()] + [-1], dtype=np.int32)
+    return local[pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False)]
+
+
+def arrow_text(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows with each text column held as Arrow strings (pandas' ArrowDtype): a Python
+    string a cell was most of a large study's rows in memory (about 550 bytes a row of the
+    synthetic study, against a few dozen as Arrow). A column Arrow cannot hold as text is
+    left as it is."""
+    out = {}
+    for name in rows.columns:
+        col = rows[name]
+        if col.dtype == object or isinstance(col.dtype, pd.StringDtype):
+            try:
+                col = col.astype(pd.ArrowDtype(pa.string()))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+                pass
+        out[name] = col
+    return pd.DataFrame(out, index=rows.index)
 
 
 def stage_observations(settings: InputSettings, data_path: Path) -> pd.DataFrame:
@@ -580,15 +869,22 @@ def load_rows(
     study's subsample_rows/subsample_seed, as the jobs' --subsample/--seed flags do).
     Dates are ``YYYY-MM-DD`` text, outcome a float, empty cells '' (prompts may use any
     input column as a placeholder, so all user columns are kept)."""
+    rows, rejects = zip(*scan_study_rows(study, subsample).chunks())
+    return pd.concat(rows, ignore_index=True), pd.concat(rejects, ignore_index=True)
+
+
+def scan_study_rows(study: Study, subsample: tuple[int | None, int] | None = None) -> RowScan:
+    """:func:`scan_rows` of the study's input file (``subsample`` as in `load_rows`); a
+    header-only file stops here with one line."""
     settings = study.input
     if subsample is not None:
         settings = replace(settings, subsample_rows=subsample[0], subsample_seed=subsample[1])
-    staged = stage_observations(settings, study.resolve(study.input.data_path))
-    if staged.empty:
+    scan = scan_rows(settings, study.resolve(study.input.data_path))
+    if scan.n == 0:
         raise StudyConfigError(
             f"setting 'data_path': '{study.input.data_path}' has a header but no data rows; check the file"
         )
-    return split_staged(staged)
+    return scan
 
 
 #: Staged columns that only decide the split: the rows the jobs query lack them.

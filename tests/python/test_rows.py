@@ -327,3 +327,78 @@ def test_count_data_rows_counts_rows_without_parsing_never_fewer(tmp_path: Path)
     assert count_data_rows(tmp_path / "rows.parquet") == 7
     (tmp_path / "bad.parquet").write_bytes(b"not parquet")
     assert count_data_rows(tmp_path / "bad.parquet") == 0
+
+
+# ----------------------------------------------------------------------------- chunked scan
+
+
+def _whole_file(settings: InputSettings, path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The reference: every row staged at once (what dbt's stg_observations stores)."""
+    from lookahead.rows import split_staged, stage_observations
+
+    return split_staged(stage_observations(settings, path))
+
+
+def _shuffled_edges(n_copies: int = 3) -> list[tuple[str, ...]]:
+    """EDGE_ROWS a few times over, shuffled with a fixed seed: a duplicate or a conflict
+    lands in another chunk than the row it repeats."""
+    import random
+
+    rows = [r for r, _ in EDGE_ROWS] * n_copies
+    rows += [("E11", "Firm 11", f"unique {i}", "2021-04-01", f"2021-0{5 + i % 3}-02", str(i)) for i in range(40)]
+    random.Random(7).shuffle(rows)
+    return rows
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 3, 16, 10_000])
+@pytest.mark.parametrize("subsample", [None, 11])
+def test_chunked_scan_stages_every_row_as_the_whole_file_does(tmp_path, chunk_rows, subsample):
+    """Reasons decided across rows (a duplicate or a conflict in another chunk, the seeded
+    subsample) and the rows the jobs query are those of staging the whole file at once."""
+    from lookahead.rows import RowFacts, scan_rows
+
+    path = tmp_path / "obs.csv"
+    _write_semicolon_csv(path, _shuffled_edges())
+    settings = InputSettings.with_defaults(column_map=CMAP, subsample_rows=subsample, subsample_seed=3)
+    rows, rejects = _whole_file(settings, path)
+    scan = scan_rows(settings, path, chunk_rows)
+    assert scan.chunk_sizes == [min(chunk_rows, scan.n - i) for i in range(0, scan.n, chunk_rows)]
+    assert sum(r == "duplicate row" for r in rejects["reject_reason"]) >= 2  # the case is exercised
+    got_rows, got_rejects = (pd.concat(parts, ignore_index=True) for parts in zip(*scan.chunks()))
+    pd.testing.assert_frame_equal(got_rows.astype(object), rows.astype(object))
+    pd.testing.assert_frame_equal(got_rejects.astype(object), rejects.astype(object))
+    assert scan.reject_counts().to_dict() == rejects["reject_reason"].value_counts().to_dict()
+    assert scan.facts("2021-06-01") == RowFacts.of(rows, "2021-06-01")
+    assert sorted(scan.queried_entities()) == sorted(rows["entity_id"].unique())
+
+
+def test_chunked_scan_names_a_repeated_row_id_across_chunks(tmp_path):
+    """A row_id column that repeats a value in another chunk: the same one line as the
+    whole file gives (the first repeated value, its count and rows)."""
+    from lookahead.rows import scan_rows
+
+    path = tmp_path / "obs.csv"
+    ids = ["a", "b", "c", "d", "b", "e", "a", "b"]
+    path.write_text("id,entity_id,entity_name,text,text_date,target_date,outcome\n" + "".join(
+        f"{i},E1,Firm,text {n},2021-03-01,2021-03-02,0.1\n" for n, i in enumerate(ids)), encoding="utf-8")
+    settings = InputSettings.with_defaults(column_map={**CMAP, "row_id": "id", "ticker": None})
+    with pytest.raises(StudyConfigError) as whole:
+        _whole_file(settings, path)
+    with pytest.raises(StudyConfigError) as chunked:
+        scan_rows(settings, path, 3)
+    assert str(chunked.value) == str(whole.value)
+    assert "value 'a' appears 2 times (data rows 1, 7)" in str(chunked.value)
+
+
+def test_chunked_parquet_and_a_header_only_file(tmp_path):
+    from lookahead.rows import scan_rows
+
+    path = tmp_path / "obs.parquet"
+    _ny_parquet(path, 50)
+    settings = InputSettings.with_defaults(column_map=CMAP, extra_columns=["small"])
+    rows, _ = _whole_file(settings, path)
+    got = pd.concat([r for r, _ in scan_rows(settings, path, 7).chunks()], ignore_index=True)
+    pd.testing.assert_frame_equal(got.astype(object), rows.astype(object))
+    empty = tmp_path / "empty.csv"
+    empty.write_text("entity_id,entity_name,ticker,text,text_date,target_date,outcome\n")
+    assert scan_rows(settings.with_defaults(column_map=CMAP), empty, 7).n == 0
