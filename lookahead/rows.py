@@ -736,13 +736,14 @@ class RowScan:
             raise StudyConfigError(f"setting 'data_path': '{self.path}' changed while it was read; run again")
 
 
-def scan_rows(settings: InputSettings, path: Path, chunk_rows: int = CHUNK_ROWS) -> RowScan:
+def scan_rows(settings: InputSettings, path: Path, chunk_rows: int | None = None) -> RowScan:
     """The first pass of :class:`RowScan` over the study's input file.
 
     A row's reasons across rows need the rows that share its row_id, and those are found
     without a hash table of every id: each id's 64-bit hash is sorted, and only the rows
     whose hash repeats (every repeated id, and any rare collision) have their ids compared
     exactly, by the same functions `stage_rows` runs on the whole file."""
+    chunk_rows = chunk_rows or CHUNK_ROWS
     code = {name: i for i, name in enumerate(reject_reasons())}
     ids: list[pa.Array] = []
     hashes: list[np.ndarray] = []

@@ -166,3 +166,46 @@ def test_without_tokenizer_or_context_length_the_job_runs_and_says_so(
     assert forecast.main(["--study", str(study), "--yes"]) == 0
     out = capfd.readouterr().out
     assert "prompt lengths not checked" in out and "estimate:" in out and state.requests == 3
+
+
+@pytest.mark.parametrize("overflow", ["error", "truncate_text"])
+def test_lookahead_checks_a_chunk_at_a_time_and_says_what_the_job_says(
+    server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch, overflow: str,
+) -> None:
+    """`lookahead check`'s preflight fits a large study's prompts a chunk of rows at a time
+    (lookahead.rows.CHUNK_ROWS): two long rows in different chunks give the one stop, or
+    the one line, the forecast job gives over every row at once."""
+    import pandas as pd
+
+    from llm_jobs import forecast, preflight
+
+    url, state = server_factory()
+    study = _long_text_study(tmp_path, url, prompt_overflow=overflow, forecast_max_tokens=16)
+    data = Path(__import__("yaml").safe_load(study.read_text())["data_path"])
+    df = pd.read_csv(data, dtype=str)
+    df.loc[5, "text"] = "more words " * 5_000
+    df.to_csv(data, index=False)
+    monkeypatch.setattr("lookahead.rows.CHUNK_ROWS", 2)  # 6 rows: 3 chunks, r2 and r5 in two of them
+    from lookahead.config import load_study
+    from lookahead.rows import scan_study_rows
+
+    assert scan_study_rows(load_study(study)).chunk_sizes == [2, 2, 2]
+
+    def said(main: Any, *flags: str) -> tuple[int, list[str]]:
+        code = main(["--study", str(study), *flags])
+        out = capfd.readouterr()
+        return code, [l for l in (out.out + out.err).splitlines()
+                      if l.startswith("stopped:") or l.startswith("prompt_overflow:")]
+
+    job = said(forecast.main, "--yes")
+    check = said(preflight.main)
+    if overflow == "error":
+        assert job[0] == check[0] == 2
+        assert check[1] == job[1] and "2 of 6 prompts exceed" in check[1][0]
+        assert "row r2" in check[1][0] and "row r5" in check[1][0]
+    else:
+        assert job[0] == check[0] == 0
+        assert check[1] == job[1] == ["prompt_overflow: truncate_text: the text of 2 of 6 rows was cut to "
+                                      "fit the context length (counted in the report)"]
+    assert state.requests == (0 if overflow == "error" else 6)
