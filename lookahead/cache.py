@@ -566,7 +566,7 @@ class SortedDigests:
     of key strings to ints took about 200. Built once from (keys, values); a key given
     twice keeps its first value, and ``again`` lists (index, first index) of the others."""
 
-    def __init__(self, blob: bytes, values: np.ndarray) -> None:
+    def __init__(self, blob: bytes | bytearray, values: np.ndarray) -> None:
         digests = np.frombuffer(blob, dtype=">u8").reshape(-1, 4)
         # stable: among equal digests the first given comes first
         order = np.lexsort((digests[:, 3], digests[:, 2], digests[:, 1], digests[:, 0]))
@@ -616,7 +616,7 @@ class KeyPositions(Mapping[str, int]):
     def __init__(self, keys: Iterable[str]) -> None:
         self._other: dict[str, int] = {}
         self.duplicates: list[tuple[int, int]] = []
-        blobs: list[bytes] = []
+        blob = bytearray()  # one buffer grown in place: no list of parts joined (twice the bytes)
         at: list[np.ndarray] = []
         n = 0
         it = iter(keys)
@@ -624,10 +624,10 @@ class KeyPositions(Mapping[str, int]):
             mask = [is_digest_key(k) for k in chunk]
             if all(mask):
                 at.append(np.arange(n, n + len(chunk), dtype=np.int64))
-                blobs.append(bytes.fromhex("".join(chunk)))
+                blob += bytes.fromhex("".join(chunk))
             else:
                 at.append(n + np.flatnonzero(mask).astype(np.int64))
-                blobs.append(bytes.fromhex("".join(k for k, m in zip(chunk, mask) if m)))
+                blob += bytes.fromhex("".join(k for k, m in zip(chunk, mask) if m))
                 for i, (k, is_hex) in enumerate(zip(chunk, mask)):
                     if not is_hex:
                         if k in self._other:
@@ -637,7 +637,8 @@ class KeyPositions(Mapping[str, int]):
             n += len(chunk)
         self.n = n
         positions = np.concatenate(at) if at else np.zeros(0, np.int64)
-        self._digests = SortedDigests(b"".join(blobs), positions)
+        self._digests = SortedDigests(blob, positions)
+        del blob
         # SortedDigests' (index, first index) given -> the positions they stand for
         self.duplicates += [(int(positions[i]), int(positions[j])) for i, j in self._digests.again]
 
