@@ -40,7 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "python")]
 
-from test_openai_backend import FakeOpenAIState, _handler, write_openai_study  # noqa: E402
+from test_openai_backend import FakeOpenAIState, _handler  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -177,6 +177,24 @@ def prefill(study: Path, share: float) -> int:
     return n
 
 
+def job_study_apart(tmp: Path, url: str, name: str, rows: int, concurrency: int,
+                    share: float) -> tuple[Path, int]:
+    """The job's study (write_openai_study) and its prefilled answers (:func:`prefill`),
+    written by a child process; (study file, answers prefilled)."""
+    code = ("import json, sys; from pathlib import Path; sys.path[:0] = sys.argv[1:4]; "
+            "from test_openai_backend import write_openai_study; from job_memory import prefill; "
+            "a = json.loads(sys.argv[4]); "
+            "study = write_openai_study(Path(a['tmp']), a['url'], a['name'], a['rows'], "
+            "concurrency=a['concurrency'], backend_options={'backoff_s': 0.01, 'timeout_s': 30}); "
+            "n = prefill(study, a['share']) if a['share'] else 0; print(json.dumps([str(study), n]))")
+    spec = json.dumps({"tmp": str(tmp), "url": url, "name": name, "rows": rows, "concurrency": concurrency,
+                       "share": share})
+    out = subprocess.run([sys.executable, "-c", code, str(ROOT), str(ROOT / "tests" / "python"),
+                          str(ROOT / "benchmarks"), spec], check=True, capture_output=True, text=True).stdout
+    study, n = json.loads(out.strip().splitlines()[-1])
+    return Path(study), int(n)
+
+
 def code_roots(specs: list[str]) -> dict[str, Path]:
     out = {}
     for spec in specs:
@@ -194,10 +212,10 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
     url, state = serve()
     result: dict[str, Any] = {"rows": args.rows, "concurrency": args.concurrency, "runs": {}}
     for label, code in code_roots(args.code).items():
-        study = write_openai_study(tmp, url, f"mem_{label}", args.rows,
-                                   concurrency=args.concurrency,
-                                   backend_options={"backoff_s": 0.01, "timeout_s": 30})
-        runs: dict[str, Any] = {"prefilled": prefill(study, args.prefill) if args.prefill else 0}
+        # the study and its prefilled answers are written by a child process: built here they
+        # would leave this process's peak in the job's ru_maxrss (see measure's floor_mib)
+        study, prefilled = job_study_apart(tmp, url, f"mem_{label}", args.rows, args.concurrency, args.prefill)
+        runs: dict[str, Any] = {"prefilled": prefilled}
         for run in ("first", "cached"):
             before = state.requests
             m = measure([sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"], code, code)
