@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -394,12 +394,14 @@ def cached_records(ctx: JobContext, store: RawStore, task: str,
 
 
 def cached_fields(ctx: JobContext, store: RawStore, task: str, queries: Sequence[Query],
-                  fields: Sequence[str]) -> tuple[list[bool], dict[str, list[Any]]]:
+                  fields: Sequence[str], derived: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
+                  ) -> tuple[list[bool], dict[str, list[Any]]]:
     """The named fields of each query's answer line, in the order of ``queries``: (found,
     {field: values}), the line :func:`cached_records` would give (only lines that agree with
     their key; first written wins). A summary reads these instead of every whole line, so
     its memory is a few values a row (lookahead.cache.load_fields); the expected fields of a
-    key are made only for the lines read, not held for the whole study."""
+    key are made only for the lines read, not held for the whole study. ``derived``:
+    values computed from each line as it is read (lookahead.cache.load_fields)."""
     position = KeyPositions(keys_of(queries))  # a key's first position; numpy, not a dict of strings
     if isinstance(queries, QueryPlan):  # the ident needs the row_id only: no prompt rendered a line
         plan = queries
@@ -409,7 +411,7 @@ def cached_fields(ctx: JobContext, store: RawStore, task: str, queries: Sequence
     else:
         def expect(i: int) -> Ident:
             return query_ident(ctx, task, queries[i])
-    found, cols = load_fields(store.root, store.task, position, fields, expect, n=len(queries))
+    found, cols = load_fields(store.root, store.task, position, fields, expect, n=len(queries), derived=derived)
     for i, j in position.duplicates:  # a key asked twice: each asks for the same line
         found[i] = found[j]
         for col in cols.values():

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable, Mapping
 from typing import Any, Sequence
 
 import pandas as pd
 
 from llm_jobs.cli import run_main
-from llm_jobs.context import JobContext, Query, QueryPlan, cached_records, keys_of, not_cached, open_store
+from llm_jobs.context import JobContext, Query, QueryPlan, cached_fields, keys_of, not_cached, open_store
 from llm_jobs.failures import require_complete
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
 from llm_jobs.query_loop import logprob_dicts
@@ -47,14 +48,25 @@ def lap_summary(lap: pd.Series) -> str:
 
 
 def run(ctx: JobContext) -> int:
-    queries, records = score_prompts(ctx, TASK, task_params(ctx.study, TASK))
-    return summarize(ctx, queries, records)
+    k, mean = ctx.study.measures.mink_k, ctx.study.measures.mink_mean
+    queries, values = score_prompts(ctx, TASK, task_params(ctx.study, TASK), {
+        "lap_mink": lambda rec: mink_lap(token_logprobs(rec), k, mean),
+        "n_tokens": lambda rec: len(rec["prompt_logprobs"])})
+    return summarize(ctx, queries, values)
 
 
-def score_prompts(ctx: JobContext, task: str, params: dict[str, Any]) -> tuple[QueryPlan, dict[str, dict[str, Any]]]:
+def token_logprobs(rec: dict[str, Any]) -> list[float | None]:
+    """A Min-K% line's log-prob of each prompt token (the first None: it has no condition)."""
+    return [t["logprob"] for t in rec["prompt_logprobs"]]
+
+
+def score_prompts(ctx: JobContext, task: str, params: dict[str, Any],
+                  derived: Mapping[str, Callable[[dict[str, Any]], Any]]) -> tuple[QueryPlan, dict[str, list[Any]]]:
     """Every forecast prompt's token log-probs under `ctx`'s model, cached in `task`'s raw
     file: the Min-K% job, and the reference job (llm_jobs.reference) with the reference
-    model's context."""
+    model's context. Returns the plan and, per query, the ``derived`` values of its line
+    (llm_jobs.context.cached_fields): a line's log-probs are let go as it is read, so a
+    million rows' summary holds a few numbers a row, not every prompt's log-probs."""
     if sampling_fallback(ctx.study):
         raise JobStop("Min-K% needs prompt log-probabilities and logprobs_available is false; "
                       "use lap_measure: recall")
@@ -73,7 +85,13 @@ def score_prompts(ctx: JobContext, task: str, params: dict[str, Any]) -> tuple[Q
             answer = functools.partial(mink_answer, extras=tuple(params.get("line_extras", ())))
             tally = query_all(ctx, store, pending, task, answer, params)
             require_complete(tally, store)
-        return queries, cached_records(ctx, store, task, queries)
+        store.forget()  # the summary reads the lines themselves: the key index goes first
+        found, values = cached_fields(ctx, store, task, queries, (), derived)
+    if not all(found):
+        missing = found.index(False)
+        raise JobStop(f"{task}: {found.count(False)} prompts have no answer in the cache (e.g. row_id "
+                      f"{queries[missing].row_id}); run the same command again to ask them")
+    return queries, values
 
 
 def mink_answer(backend: Backend, batch: list[Query], extras: tuple[str, ...] = ()) -> list[dict[str, Any] | QueryFailure]:
@@ -94,14 +112,13 @@ def mink_answer(backend: Backend, batch: list[Query], extras: tuple[str, ...] = 
     return out
 
 
-def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict[str, Any]]) -> int:
+def summarize(ctx: JobContext, queries: QueryPlan, values: dict[str, list[Any]]) -> int:
+    """outputs/<study>/mink.parquet: each row's Min-K% LAP and token count (``values``,
+    read from its line by :func:`score_prompts`)."""
     k, mean = ctx.study.measures.mink_k, ctx.study.measures.mink_mean
-    out = []
-    for q in queries:
-        lps = [t["logprob"] for t in records[q.key]["prompt_logprobs"]]
-        out.append({"row_id": q.row_id, "lap_mink": mink_lap(lps, k, mean), "n_tokens": len(lps),
-                    "mink_k": k, "mink_mean": mean, "raw_key": q.key})
-    df = pd.DataFrame(out)
+    df = pd.DataFrame({"row_id": queries.row_ids(), "lap_mink": values["lap_mink"],
+                       "n_tokens": values["n_tokens"], "mink_k": k, "mink_mean": mean,
+                       "raw_key": queries.keys.to_pylist()})
     atomic_write_parquet(ctx.out_dir() / "mink.parquet", df)
     print(f"Min-K% LAP (K={k:g}, {mean} mean, first token skipped): n={len(df)} {lap_summary(df['lap_mink'])}")
     return EXIT_OK

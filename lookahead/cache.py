@@ -467,8 +467,9 @@ def load_cache(raw_dir: str | os.PathLike[str], task: str,
 
 
 def load_fields(raw_dir: str | os.PathLike[str], task: str, wanted: Mapping[str, int], fields: Sequence[str],
-                expect: Callable[[int], Ident] | None = None,
-                n: int | None = None) -> tuple[list[bool], dict[str, list[Any]]]:
+                expect: Callable[[int], Ident] | None = None, n: int | None = None,
+                derived: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
+                ) -> tuple[list[bool], dict[str, list[Any]]]:
     """The named ``fields`` of each wanted key's line, as columns: ``wanted`` maps a key to
     its position (0 to n-1; n defaults to the largest position + 1); returns (found,
     {field: n values}), None where nothing answers.
@@ -478,12 +479,14 @@ def load_fields(raw_dir: str | os.PathLike[str], task: str, wanted: Mapping[str,
     for are kept: a job's summary of a million rows held every whole line before (prompt,
     log-probs, about 14.5 KB a row in Python objects), and now holds a few values a row.
     The kept line's finished_at (for wins_over, when a key has a second line) is held
-    as a number where it is written as utc_now writes it (:class:`FinishedTimes`)."""
+    as a number where it is written as utc_now writes it (:class:`FinishedTimes`).
+    ``derived`` names values computed from the kept line as it is read (a Min-K% line's
+    LAP from its prompt log-probs): the line itself is let go."""
     if n is None:
         n = max(wanted.values(), default=-1) + 1
     found = [False] * n
     finished = FinishedTimes(n)  # the kept line's finished_at, for wins_over
-    cols: dict[str, list[Any]] = {f: [None] * n for f in fields}
+    cols: dict[str, list[Any]] = {f: [None] * n for f in (*fields, *(derived or {}))}
     for path in shard_files(raw_dir, task):
         for rec in iter_records(path, complete_only=True):
             i = wanted.get(rec["key"])
@@ -497,6 +500,8 @@ def load_fields(raw_dir: str | os.PathLike[str], task: str, wanted: Mapping[str,
                 value = rec.get(f)
                 # one object per distinct text: a million answers are mostly a few labels
                 cols[f][i] = sys.intern(value) if isinstance(value, str) else value
+            for f, fn in (derived or {}).items():
+                cols[f][i] = fn(rec)
     return found, cols
 
 

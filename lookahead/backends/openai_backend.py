@@ -207,6 +207,7 @@ class OpenAIBackend(Backend):
         self.served_model = str(s.served_model or model_id)
         self.tokenizer_path = s.tokenizer_path or s.model_path
         self._tokenizer: Any = None
+        self._tokenizer_lock = threading.Lock()  # loaded once, though the request threads ask together
         self._counter: Callable[[str], int] | None = None  # count_tokens' tokenizer, loaded on first use
         self.retries_done = 0  # total retries over the backend's life (for reports and tests)
         self._lock = threading.Lock()
@@ -316,16 +317,22 @@ class OpenAIBackend(Backend):
         return list(results)  # type: ignore[arg-type]
 
     def _tokenizer_or_fail(self) -> Any:
-        if self._tokenizer is None:
-            if not self.tokenizer_path:
-                raise StudyConfigError(
-                    "setting 'tokenizer_path' is missing: the completions API with "
-                    "use_chat_template needs a local tokenizer to render the chat template "
-                    "(or use api: chat, where the server applies it)"
-                )
-            from transformers import AutoTokenizer
+        """transformers' tokenizer of tokenizer_path, loaded on first use under a lock: the
+        request threads decode prompt tokens at once, and a first import of transformers
+        made by several threads together fails ("cannot import name 'AutoTokenizer'")."""
+        if self._tokenizer is not None:
+            return self._tokenizer
+        if not self.tokenizer_path:
+            raise StudyConfigError(
+                "setting 'tokenizer_path' is missing: the completions API with "
+                "use_chat_template needs a local tokenizer to render the chat template "
+                "(or use api: chat, where the server applies it)"
+            )
+        with self._tokenizer_lock:
+            if self._tokenizer is None:
+                from transformers import AutoTokenizer
 
-            self._tokenizer = AutoTokenizer.from_pretrained(str(self.tokenizer_path))
+                self._tokenizer = AutoTokenizer.from_pretrained(str(self.tokenizer_path))
         return self._tokenizer
 
     # ---------------------------------------------------------------- interface

@@ -130,3 +130,47 @@ def test_torn_tail_repair_reads_back_from_the_end_in_blocks(tmp_path: Path, monk
     assert cache.repair_torn_tail(path) == 0 and path.read_text() == "".join(lines) + lines[0]
     path.write_text('{"key": "only", "torn')  # the only line, torn: the file is cut to nothing
     assert cache.repair_torn_tail(path) == len('{"key": "only", "torn') and path.read_text() == ""
+
+
+def test_mink_summary_reads_each_lines_lap_as_the_whole_line_path_does(
+    server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],  # noqa: F811
+) -> None:
+    """The Min-K% summary computes each line's LAP as it reads it (llm_jobs.mink
+    score_prompts' derived values) and keeps no line: with a line under row 1's key whose
+    row_id is another row's (never read) and an earlier line of row 2's key in another
+    shard (it wins), mink.parquet equals the LAPs of the lines load_cache picks."""
+    from llm_jobs import mink
+    from lookahead.cache import load_cache
+    from lookahead.scoring import mink_lap
+
+    url, _ = server_factory(vary=True)
+    study = write_openai_study(tmp_path, url, "m", 12, lap_measure="mink")
+    assert mink.main(["--study", str(study), "--yes"]) == 0
+    raw = tmp_path / "m" / "raw"
+    main = raw / "mink.jsonl"
+    lines = [json.loads(x) for x in main.read_text().splitlines()]
+    by_row = {r["row_id"]: r for r in lines}
+    early = "2000-01-01T00:00:00.000000+00:00"
+    lowered = [{**t, "logprob": None if t["logprob"] is None else t["logprob"] - 3.0}
+               for t in by_row["r2"]["prompt_logprobs"]]
+    liar = {**by_row["r1"], "row_id": "r9", "prompt_logprobs": lowered, "finished_at": early}
+    dup = {**by_row["r2"], "prompt_logprobs": lowered, "finished_at": early}
+    main.write_text("".join(json.dumps(r) + "\n" for r in [liar, *lines]))
+    shard = raw / "shards" / "copied" / "mink.jsonl"
+    shard.parent.mkdir(parents=True)
+    shard.write_text(json.dumps(dup) + "\n")
+
+    capsys.readouterr()
+    assert mink.main(["--study", str(study), "--yes"]) == 0
+    assert "to query: 0" in capsys.readouterr().out
+    got = pd.read_parquet(tmp_path / "m" / "out" / "mink.parquet").set_index("row_id")
+    keys = {r["row_id"]: r["key"] for r in lines}
+    records = load_cache(raw, "mink", {keys[r]: ("mink", "served-model", r, None, None, True) for r in keys})
+    k, mean = got["mink_k"].iloc[0], got["mink_mean"].iloc[0]
+    for row_id, key in keys.items():
+        lps = [t["logprob"] for t in records[key]["prompt_logprobs"]]
+        assert got.loc[row_id, "lap_mink"] == pytest.approx(mink_lap(lps, k, mean), rel=1e-12)
+        assert got.loc[row_id, "n_tokens"] == len(lps) and got.loc[row_id, "raw_key"] == key
+    lap_r2 = mink_lap([t["logprob"] for t in lowered], k, mean)
+    assert got.loc["r2", "lap_mink"] == pytest.approx(lap_r2, rel=1e-12)  # the earlier shard line won
+    assert got.loc["r1", "lap_mink"] != pytest.approx(mink_lap([t["logprob"] for t in liar["prompt_logprobs"]], k, mean))
