@@ -668,8 +668,9 @@ class RowFacts:
 class RowScan:
     """A first pass over the input file, a chunk at a time (:func:`scan_rows`): each row's
     reject reason and whether the jobs query it, decided exactly as `stage_rows` decides
-    them on the whole file (the checks across rows run here, over compact columns: an id
-    code, the outcome, the reason), with no row held as Python strings beyond a chunk.
+    them on the whole file (the checks across rows run here, over compact columns: the
+    row_id and a hash of it, the outcome, the reason), with no row held as Python strings
+    beyond a chunk.
 
     :meth:`chunks` is the second pass: the rows again, chunk by chunk, as `load_rows`
     gives them. Why two passes: the checks across rows (a duplicate in the last chunk
@@ -869,7 +870,8 @@ def load_rows(
     The rows are the valid rows in the subsample (``subsample`` = (N, seed) overrides the
     study's subsample_rows/subsample_seed, as the jobs' --subsample/--seed flags do).
     Dates are ``YYYY-MM-DD`` text, outcome a float, empty cells '' (prompts may use any
-    input column as a placeholder, so all user columns are kept)."""
+    input column as a placeholder, so all user columns are kept); text columns are Arrow
+    strings (:func:`arrow_text`), the file read a chunk at a time (:func:`scan_rows`)."""
     rows, rejects = zip(*scan_study_rows(study, subsample).chunks())
     return pd.concat(rows, ignore_index=True), pd.concat(rejects, ignore_index=True)
 
