@@ -134,23 +134,7 @@ def read_table(path: Path, delimiter: str | None = None) -> pd.DataFrame:
 
 
 def _read_csv(path: Path, delimiter: str | None) -> pd.DataFrame:
-    with open(path, encoding="utf-8-sig", newline="") as fh:
-        header = fh.readline()
-    sep = delimiter or sniff_delimiter(header)
-    try:
-        df = pd.read_csv(path, dtype=object, keep_default_na=False, sep=sep, encoding="utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise StudyConfigError(
-            f"setting 'data_path': '{path}' is not UTF-8 text (byte {err.start}); save it as UTF-8"
-        ) from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise StudyConfigError(
-            f"setting 'data_path': '{path}' cannot be read as CSV with delimiter {sep!r} ({first}); "
-            f"set csv_delimiter if the delimiter was guessed wrong"
-        ) from None
-    df.columns = [str(c) for c in df.columns]
-    return df.where(df != "", None)
+    return next(_read_csv_chunks(path, delimiter, None))
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
@@ -214,22 +198,30 @@ def read_table_chunks(path: Path, delimiter: str | None = None,
         raise StudyConfigError(f"setting 'data_path': '{path}' is not a readable parquet file ({err})") from None
 
 
-def _read_csv_chunks(path: Path, delimiter: str | None, chunk_rows: int) -> Iterator[pd.DataFrame]:
+def _read_csv_chunks(path: Path, delimiter: str | None, chunk_rows: int | None) -> Iterator[pd.DataFrame]:
+    """The CSV's cells as text, ``chunk_rows`` rows at a time (None: the whole file as one
+    frame); a header-only file gives one empty frame. One line for a file that is not
+    UTF-8 or does not parse with its delimiter."""
     with open(path, encoding="utf-8-sig", newline="") as fh:
         header = fh.readline()
     sep = delimiter or sniff_delimiter(header)
     options: dict[str, Any] = {"dtype": object, "keep_default_na": False, "sep": sep, "encoding": "utf-8-sig"}
+
+    def cells(df: pd.DataFrame) -> pd.DataFrame:
+        df.columns = [str(c) for c in df.columns]
+        return df.where(df != "", None)
+
     try:
+        if chunk_rows is None:
+            yield cells(pd.read_csv(path, **options))
+            return
         with pd.read_csv(path, chunksize=chunk_rows, **options) as reader:
             empty = True
             for df in reader:
                 empty = False
-                df.columns = [str(c) for c in df.columns]
-                yield df.where(df != "", None)
+                yield cells(df)
         if empty:
-            df = pd.read_csv(path, nrows=0, **options)
-            df.columns = [str(c) for c in df.columns]
-            yield df
+            yield cells(pd.read_csv(path, nrows=0, **options))
     except UnicodeDecodeError as err:
         raise StudyConfigError(
             f"setting 'data_path': '{path}' is not UTF-8 text (byte {err.start}); save it as UTF-8"

@@ -45,6 +45,18 @@ def whole_line_summary(study: Path, raw: Path, rows_csv: Path) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+EARLY = "2000-01-01T00:00:00.000000+00:00"  # before any line the job writes
+
+
+def plant(raw: Path, task: str, lines: list[dict[str, Any]], liar: dict[str, Any], dup: dict[str, Any]) -> None:
+    """The task's file rewritten as ``lines`` after ``liar`` (a line that disagrees with its
+    key, written first), and ``dup`` (a second line of a key) in another shard."""
+    (raw / f"{task}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [liar, *lines]))
+    shard = raw / "shards" / "copied" / f"{task}.jsonl"
+    shard.parent.mkdir(parents=True)
+    shard.write_text(json.dumps(dup) + "\n")
+
+
 def test_streamed_summary_equals_the_whole_line_path_with_planted_lines(
     server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
@@ -61,23 +73,18 @@ def test_streamed_summary_equals_the_whole_line_path_with_planted_lines(
     study = write_openai_study(tmp_path, url, "s", 40)
     assert forecast.main(["--study", str(study), "--yes"]) == 0
     raw = tmp_path / "s" / "raw"
-    main = raw / "forecast.jsonl"
-    lines = [json.loads(x) for x in main.read_text().splitlines()]
+    lines = [json.loads(x) for x in (raw / "forecast.jsonl").read_text().splitlines()]
     (tmp_path / "s" / "keys.json").write_text(json.dumps([{"row_id": r["row_id"], "key": r["key"]}
                                                           for r in lines]))
     by_row = {r["row_id"]: r for r in lines}
-    early = "2000-01-01T00:00:00.000000+00:00"
 
-    liar = {**by_row["r1"], "row_id": "r9", "response_text": "down", "finished_at": early}
+    liar = {**by_row["r1"], "row_id": "r9", "response_text": "down", "finished_at": EARLY}
     dup = {**by_row["r2"], "response_text": "down" if by_row["r2"]["response_text"] == "up" else "up",
-           "first_token_prob": 0.123, "finished_at": early}
+           "first_token_prob": 0.123, "finished_at": EARLY}
     for i, r in enumerate(lines):
         if r["row_id"] == "r3":
             lines[i] = {**r, "response_text": "no idea"}
-    main.write_text("".join(json.dumps(r) + "\n" for r in [liar, *lines]))
-    shard = raw / "shards" / "copied" / "forecast.jsonl"
-    shard.parent.mkdir(parents=True)
-    shard.write_text(json.dumps(dup) + "\n")
+    plant(raw, "forecast", lines, liar, dup)
 
     capsys.readouterr()
     assert forecast.main(["--study", str(study), "--yes"]) == 0
@@ -147,18 +154,13 @@ def test_mink_summary_reads_each_lines_lap_as_the_whole_line_path_does(
     study = write_openai_study(tmp_path, url, "m", 12, lap_measure="mink")
     assert mink.main(["--study", str(study), "--yes"]) == 0
     raw = tmp_path / "m" / "raw"
-    main = raw / "mink.jsonl"
-    lines = [json.loads(x) for x in main.read_text().splitlines()]
+    lines = [json.loads(x) for x in (raw / "mink.jsonl").read_text().splitlines()]
     by_row = {r["row_id"]: r for r in lines}
-    early = "2000-01-01T00:00:00.000000+00:00"
     lowered = [{**t, "logprob": None if t["logprob"] is None else t["logprob"] - 3.0}
                for t in by_row["r2"]["prompt_logprobs"]]
-    liar = {**by_row["r1"], "row_id": "r9", "prompt_logprobs": lowered, "finished_at": early}
-    dup = {**by_row["r2"], "prompt_logprobs": lowered, "finished_at": early}
-    main.write_text("".join(json.dumps(r) + "\n" for r in [liar, *lines]))
-    shard = raw / "shards" / "copied" / "mink.jsonl"
-    shard.parent.mkdir(parents=True)
-    shard.write_text(json.dumps(dup) + "\n")
+    liar = {**by_row["r1"], "row_id": "r9", "prompt_logprobs": lowered, "finished_at": EARLY}
+    dup = {**by_row["r2"], "prompt_logprobs": lowered, "finished_at": EARLY}
+    plant(raw, "mink", lines, liar, dup)
 
     capsys.readouterr()
     assert mink.main(["--study", str(study), "--yes"]) == 0
