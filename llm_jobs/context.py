@@ -376,7 +376,15 @@ def not_cached(ctx: JobContext, store: RawStore, task: str, queries: Sequence[Qu
     """The queries without an answer in the cache: no line under their key, or only lines
     whose fields disagree with it (the build lists those in raw_line_rejects), which the
     job says in one line before asking them again."""
-    at = [i for i, q in enumerate(queries) if not store.has_answer(q.key, query_ident(ctx, task, q))]
+    if isinstance(queries, QueryPlan):  # a slice's keys looked up together, no prompt rendered
+        at = []
+        for a in range(0, len(queries), QueryPlan.SLICE_ROWS):
+            b = min(len(queries), a + QueryPlan.SLICE_ROWS)
+            idents = [query_ident(ctx, task, Query("", "", row_id=r)) for r in queries.row_ids(a, b)]
+            found = store.has_answers(queries.keys[a:b].to_pylist(), idents)
+            at += [a + i for i, ok in enumerate(found) if not ok]
+    else:
+        at = [i for i, q in enumerate(queries) if not store.has_answer(q.key, query_ident(ctx, task, q))]
     # a plan stays a plan (its columns, no Query object a row); a list keeps its objects
     pending = queries.take(at) if isinstance(queries, QueryPlan) else [queries[i] for i in at]
     disagreeing = sum(1 for q in pending if q.key in store)

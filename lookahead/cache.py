@@ -694,6 +694,35 @@ class KeyIndex(MutableMapping[str, int]):
             return default if k < 0 else int(self._sorted.values[k])
         return self._other.get(key, default)
 
+    def get_many(self, keys: Sequence[str]) -> list[int | None]:
+        """:meth:`get` of each key, the digest keys of the sorted block looked up together
+        (one ``searchsorted`` for them all: a job checks a million keys a slice at a time)."""
+        out: list[int | None] = [None] * len(keys)
+        at: list[int] = []
+        for i, key in enumerate(keys):
+            got = self._recent.get(key)
+            if got is not None:
+                out[i] = got
+            elif is_digest_key(key):
+                at.append(i)
+            else:
+                out[i] = self._other.get(key)
+        if not at or not len(self._sorted):
+            return out
+        asked = np.frombuffer(bytes.fromhex("".join(keys[i] for i in at)), dtype=">u8").reshape(-1, 4)
+        first = self._sorted.first
+        k = np.minimum(first.searchsorted(asked[:, 0].astype(np.uint64)), len(first) - 1)
+        held = np.frombuffer(self._sorted.blob, dtype=">u8").reshape(-1, 4)[k]
+        hit = (held == asked).all(axis=1)
+        prefix = first[k] == asked[:, 0].astype(np.uint64)
+        values = self._sorted.values[k]
+        for j, i in enumerate(at):
+            if hit[j]:
+                out[i] = int(values[j])
+            elif prefix[j]:  # another key shares its first 8 bytes: look along them
+                out[i] = self.get(keys[i])
+        return out
+
     def __getitem__(self, key: str) -> int:
         got = self.get(key)
         if got is None:
@@ -989,6 +1018,17 @@ class RawStore:
             return True
         digest = hash(ident)
         return first == digest or digest in self._more_idents.get(key, ())
+
+    def has_answers(self, keys: Sequence[str], idents: Sequence[Ident]) -> list[bool]:
+        """:meth:`has_answer` of each (key, ident), the keys looked up together."""
+        out = []
+        for key, first, ident in zip(keys, self.idents.get_many(keys), idents):
+            if first is None:
+                out.append(False)
+                continue
+            digest = hash(ident)
+            out.append(first == digest or digest in self._more_idents.get(key, ()))
+        return out
 
     def refresh(self) -> int:
         """Read the lines appended to any shard since the last look (streamed: Min-K%

@@ -103,3 +103,18 @@ def test_raw_store_index_holds_a_digest_key_and_its_ident(tmp_path: Path) -> Non
         assert all(store.has_answer(r["key"], ident_of(r)) for r in lines)
         assert not store.has_answer(lines[0]["key"], ident_of({**lines[0], "row_id": "r9"}))
         assert store.keys == {r["key"] for r in lines}
+
+
+def test_key_index_get_many_equals_get(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The slice lookup answers as one lookup a key: folded, recent, other-form, absent
+    keys and keys sharing their first 8 bytes."""
+    monkeypatch.setattr(KeyIndex, "FOLD_AT", 40)
+    index = KeyIndex()
+    keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(300)]
+    shared = ["ab" * 8 + c * 48 for c in "0379f"]
+    for i, key in enumerate(keys[:200] + shared[:3] + ["plain-a", "plain-b"]):
+        index.add(key, i * 7 - 500)
+    asked = keys + shared + ["plain-a", "plain-c", "", "AB" * 32] + keys[::-1]
+    assert index.get_many(asked) == [index.get(k) for k in asked]
+    assert sum(v is not None for v in index.get_many(asked)) == 200 * 2 + 3 + 1
+    assert KeyIndex().get_many(keys[:5]) == [None] * 5
