@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from llm_jobs.cli import run_main
-from llm_jobs.context import JobContext, Query, cached_records, not_cached, open_store
+from llm_jobs.context import JobContext, Query, cached_fields, not_cached, open_store
 from llm_jobs.failures import require_complete
 from llm_jobs.planning import confirm, print_plan, prompt_token_limit, too_long_stop
 from llm_jobs.query_loop import logprob_dicts
@@ -39,7 +39,7 @@ from lookahead.keys import (
 )
 from lookahead.prompts import check_recall_labels
 from lookahead.rows import unique_pairs
-from lookahead.scoring import recall_scores
+from lookahead.scoring import RecallScores, recall_scores
 
 TASK = "recall"
 
@@ -157,8 +157,14 @@ def run(ctx: JobContext) -> int:
                                        exact_labels=labels if params.get("recall_probabilities") == EXACT else None)
             tally = query_all(ctx, store, pending, TASK, answer, params)
             require_complete(tally, store)
-        records = cached_records(ctx, store, TASK, queries)
-    return summarize(ctx, queries, records, labels)
+        store.forget()  # the summary reads the lines themselves: the key index goes first
+        found, values = cached_fields(ctx, store, TASK, queries, (),
+                                      {"scores": lambda rec: recall_scores(rec, labels)})
+    if not all(found):
+        q = queries[found.index(False)]
+        raise JobStop(f"recall: {found.count(False)} pairs have no answer in the cache (e.g. {q.entity_id} "
+                      f"{q.target_date}); run the same command again to ask them")
+    return summarize(ctx, queries, values["scores"], labels)
 
 
 def recall_answer(backend: Backend, batch: list[Query], *, sampling: bool, n_samples: int | None,
@@ -188,12 +194,12 @@ def recall_answer(backend: Backend, batch: list[Query], *, sampling: bool, n_sam
     return out
 
 
-def summarize(ctx: JobContext, queries: Sequence[Query], records: dict[str, dict[str, Any]],
+def summarize(ctx: JobContext, queries: Sequence[Query], scores: Sequence[RecallScores],
               labels: dict[str, str]) -> int:
-    """outputs/<study>/recall.parquet plus the censoring and LAP summary the protocol asks for."""
+    """outputs/<study>/recall.parquet plus the censoring and LAP summary the protocol asks for.
+    ``scores`` are each pair's, computed from its line as it was read (the lines are not held)."""
     out = []
-    for q in queries:
-        s = recall_scores(records[q.key], labels)
+    for q, s in zip(queries, scores):
         out.append({
             "entity_id": q.entity_id, "target_date": q.target_date, "p_up": s.p_up,
             "p_down": s.p_down, "p_unknown": s.p_unknown, "lap": s.lap, "ud": s.ud,

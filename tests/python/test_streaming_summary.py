@@ -176,3 +176,42 @@ def test_mink_summary_reads_each_lines_lap_as_the_whole_line_path_does(
     lap_r2 = mink_lap([t["logprob"] for t in lowered], k, mean)
     assert got.loc["r2", "lap_mink"] == pytest.approx(lap_r2, rel=1e-12)  # the earlier shard line won
     assert got.loc["r1", "lap_mink"] != pytest.approx(mink_lap([t["logprob"] for t in liar["prompt_logprobs"]], k, mean))
+
+
+def test_recall_summary_scores_each_line_as_the_whole_line_path_does(
+    server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],  # noqa: F811
+) -> None:
+    """The recall summary scores each pair's line as it reads it (no line held): with a
+    line under one pair's key whose entity is another's (never read) and an earlier line
+    of a second pair's key in another shard (it wins), recall.parquet equals the scores of
+    the lines load_cache picks."""
+    from llm_jobs import recall
+    from lookahead.cache import load_cache
+    from lookahead.config import load_study
+    from lookahead.scoring import recall_scores
+
+    url, _ = server_factory(vary=True)
+    study = write_openai_study(tmp_path, url, "r", 30)
+    assert recall.main(["--study", str(study), "--yes"]) == 0
+    raw = tmp_path / "r" / "raw"
+    lines = [json.loads(x) for x in (raw / "recall.jsonl").read_text().splitlines()]
+    first, second = lines[0], lines[1]
+    swapped = [{**t, "logprob": t["logprob"] - 2.0 * (i % 2)} for i, t in enumerate(second["top_logprobs"])]
+    liar = {**first, "entity_id": "E-other", "top_logprobs": swapped, "finished_at": EARLY}
+    dup = {**second, "top_logprobs": swapped, "finished_at": EARLY}
+    plant(raw, "recall", lines, liar, dup)
+
+    capsys.readouterr()
+    assert recall.main(["--study", str(study), "--yes"]) == 0
+    assert "to query: 0" in capsys.readouterr().out
+    got = pd.read_parquet(tmp_path / "r" / "out" / "recall.parquet").set_index("raw_key")
+    labels = {k: str(v) for k, v in load_study(study).prompts.recall_labels.items()}
+    records = load_cache(raw, "recall", {r["key"]: ("recall", "served-model", None, r["entity_id"], r["target_date"],
+                                                    True) for r in lines})
+    assert len(got) == len(lines) == len(records)
+    for key, rec in records.items():
+        want = recall_scores(rec, labels)
+        assert got.loc[key, "lap"] == pytest.approx(want.lap, rel=1e-12, nan_ok=True)
+        assert got.loc[key, "p_up"] == pytest.approx(want.p_up, rel=1e-12, nan_ok=True)
+    assert records[second["key"]]["top_logprobs"] == swapped  # the earlier shard line won ...
+    assert got.loc[first["key"], "entity_id"] == first["entity_id"]  # ... and the liar was never read
