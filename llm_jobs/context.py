@@ -387,7 +387,7 @@ def not_cached(ctx: JobContext, store: RawStore, task: str, queries: Sequence[Qu
         at = [i for i, q in enumerate(queries) if not store.has_answer(q.key, query_ident(ctx, task, q))]
     # a plan stays a plan (its columns, no Query object a row); a list keeps its objects
     pending = queries.take(at) if isinstance(queries, QueryPlan) else [queries[i] for i in at]
-    disagreeing = sum(1 for q in pending if q.key in store)
+    disagreeing = sum(1 for key in keys_of(pending) if key in store)  # no prompt rendered a query
     if disagreeing:
         print(f"{task}: {disagreeing} cached line(s) disagree with their key (another row, task or model, "
               "or query text or params that do not hash to it): not used, asked again; the build lists "

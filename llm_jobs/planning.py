@@ -180,20 +180,21 @@ def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"],
         elif fitted.truncated_to is not None:
             cut_at[i] = fitted
     n_cut = len(cut_at) if as_plan else sum(1 for q in out if q.truncated_to is not None)
+    fitted_all = queries.with_replaced(cut_at) if as_plan else out  # type: ignore[union-attr]
     if tally is not None:
         tally.n_total += len(queries)
         tally.n_cut += n_cut
         tally.n_too_long += len(too_long)
         tally.too_long += too_long[: 3 - len(tally.too_long)]
         tally.stop = (limit, out_tokens, mode == "error")
-        return queries.with_replaced(cut_at) if isinstance(queries, QueryPlan) else out
+        return fitted_all
     if too_long:
         raise too_long_stop("forecast prompt", too_long, len(queries), limit, out_tokens,
                             can_truncate=mode == "error")
     if n_cut:
         print(f"prompt_overflow: truncate_text: the text of {n_cut} of {len(queries)} rows was cut to "
               f"fit the context length (counted in the report)")
-    return queries.with_replaced(cut_at) if isinstance(queries, QueryPlan) else out
+    return fitted_all
 
 
 def estimate_tokens(backend: Backend, prompts: Iterable[str]) -> int:

@@ -51,10 +51,10 @@ def check(args) -> int:
         fit_forecast_prompts(part, part.for_backend(queries), fit)  # every prompt fits the context
         n_queries += len(queries)
         ctx._backend = part._backend
-        first = unique_pairs(rows)
-        new = [k not in seen for k in zip(first[PAIR_KEY[0]], first[PAIR_KEY[1]])]
-        seen.update(zip(first[PAIR_KEY[0]], first[PAIR_KEY[1]]))
-        pairs.append(first[new])
+        first = unique_pairs(rows)  # a pair's first row in this chunk; kept if no earlier chunk had it
+        keys = list(zip(first[PAIR_KEY[0]], first[PAIR_KEY[1]]))
+        pairs.append(first[[k not in seen for k in keys]])
+        seen.update(keys)
         del part, queries
     fit.finish()
     whole = replace(ctx, rows=pd.concat(pairs, ignore_index=True)[list(PAIR_COLUMNS)])
