@@ -602,6 +602,11 @@ class SortedDigests:
             k += 1
         return -1
 
+    def value(self, key: str, default: Any = None) -> Any:
+        """The value of the digest key ``key`` (``default`` when absent)."""
+        k = self.find(key)
+        return default if k < 0 else int(self.values[k])
+
     def keys(self) -> Iterator[str]:
         for k in range(len(self.values)):
             yield self.blob[32 * k : 32 * k + 32].hex()
@@ -649,8 +654,7 @@ class KeyPositions(Mapping[str, int]):
 
     def get(self, key: Any, default: Any = None) -> Any:
         if is_digest_key(key):
-            k = self._digests.find(key)
-            return default if k < 0 else int(self._digests.values[k])
+            return self._digests.value(key, default)
         return self._other.get(key, default)
 
     def __getitem__(self, key: str) -> int:
@@ -690,8 +694,7 @@ class KeyIndex(MutableMapping[str, int]):
         if got is not None:
             return got
         if is_digest_key(key):
-            k = self._sorted.find(key)
-            return default if k < 0 else int(self._sorted.values[k])
+            return self._sorted.value(key, default)
         return self._other.get(key, default)
 
     def get_many(self, keys: Sequence[str]) -> list[int | None]:
@@ -1011,24 +1014,22 @@ class RawStore:
     def has_answer(self, key: str, ident: Ident | None = None) -> bool:
         """Whether the cache holds a line for ``key`` (whose fields agree with ``ident``,
         when given): only such a line answers the query, so only it counts as cached."""
-        first = self.idents.get(key)
+        return self._answers(key, self.idents.get(key), ident)
+
+    def has_answers(self, keys: Sequence[str], idents: Sequence[Ident]) -> list[bool]:
+        """:meth:`has_answer` of each (key, ident), the keys looked up together."""
+        return [self._answers(key, first, ident)
+                for key, first, ident in zip(keys, self.idents.get_many(keys), idents)]
+
+    def _answers(self, key: str, first: int | None, ident: Ident | None) -> bool:
+        """Whether a line of ``key`` (``first``: the hash of its first line's ident, None
+        when the key has none) agrees with ``ident``."""
         if first is None:
             return False
         if ident is None:
             return True
         digest = hash(ident)
         return first == digest or digest in self._more_idents.get(key, ())
-
-    def has_answers(self, keys: Sequence[str], idents: Sequence[Ident]) -> list[bool]:
-        """:meth:`has_answer` of each (key, ident), the keys looked up together."""
-        out = []
-        for key, first, ident in zip(keys, self.idents.get_many(keys), idents):
-            if first is None:
-                out.append(False)
-                continue
-            digest = hash(ident)
-            out.append(first == digest or digest in self._more_idents.get(key, ()))
-        return out
 
     def refresh(self) -> int:
         """Read the lines appended to any shard since the last look (streamed: Min-K%
@@ -1123,7 +1124,7 @@ class RawStore:
             self._lock = None
 
     def forget(self) -> None:
-        """Drop the index of the keys read (a dict entry a key): for a job's summary, which
+        """Drop the index of the keys read (KeyIndex, 48 bytes a key): for a job's summary, which
         reads the lines themselves (load_fields) and need not hold a million keys twice.
         The store answers nothing afterwards (it is about to close); its counts stay."""
         self.idents, self._more_idents = KeyIndex(), {}
