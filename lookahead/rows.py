@@ -117,34 +117,7 @@ def _delimiter_setting(value: Any) -> str | None:
 
 def read_table(path: Path, delimiter: str | None = None) -> pd.DataFrame:
     """The user's CSV or parquet file, every column as text (None for an empty cell)."""
-    if not path.exists():
-        raise StudyConfigError(f"setting 'data_path': file '{path}' does not exist")
-    if path.is_dir():
-        raise StudyConfigError(f"setting 'data_path': '{path}' is a folder, not a file")
-    if path.stat().st_size == 0:
-        raise StudyConfigError(f"setting 'data_path': file '{path}' is empty (0 bytes)")
-    suffix = path.suffix.lower()
-    if suffix in PARQUET_SUFFIXES:
-        return _read_parquet(path)
-    if suffix in CSV_SUFFIXES:
-        return _read_csv(path, _delimiter_setting(delimiter))
-    raise StudyConfigError(
-        f"setting 'data_path': '{path}' must be a .csv, .tsv or .parquet file (any case)"
-    )
-
-
-def _read_csv(path: Path, delimiter: str | None) -> pd.DataFrame:
-    return next(_read_csv_chunks(path, delimiter, None))
-
-
-def _read_parquet(path: Path) -> pd.DataFrame:
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowException, OSError) as err:
-        raise StudyConfigError(f"setting 'data_path': '{path}' is not a readable parquet file ({err})") from None
-    return _parquet_frame(table)
+    return next(read_table_chunks(path, delimiter, None))
 
 
 def _parquet_frame(table: pa.Table) -> pd.DataFrame:
@@ -174,28 +147,40 @@ CHUNK_ROWS = 100_000
 
 
 def read_table_chunks(path: Path, delimiter: str | None = None,
-                      chunk_rows: int = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
-    """`read_table`, `chunk_rows` rows at a time (the same cells, the same errors); a
+                      chunk_rows: int | None = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
+    """`read_table`, `chunk_rows` rows at a time (None: the whole file as one frame); a
     header-only file gives one empty frame with the file's columns."""
+    if not path.exists():
+        raise StudyConfigError(f"setting 'data_path': file '{path}' does not exist")
+    if path.is_dir():
+        raise StudyConfigError(f"setting 'data_path': '{path}' is a folder, not a file")
+    if path.stat().st_size == 0:
+        raise StudyConfigError(f"setting 'data_path': file '{path}' is empty (0 bytes)")
     suffix = path.suffix.lower()
-    if not path.is_file() or path.stat().st_size == 0 or suffix not in CSV_SUFFIXES + PARQUET_SUFFIXES:
-        yield read_table(path, delimiter)  # which stops with its one line on such a file
-        return
     if suffix in CSV_SUFFIXES:
         yield from _read_csv_chunks(path, _delimiter_setting(delimiter), chunk_rows)
         return
+    if suffix not in PARQUET_SUFFIXES:
+        raise StudyConfigError(
+            f"setting 'data_path': '{path}' must be a .csv, .tsv or .parquet file (any case)"
+        )
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(path)
-        empty = True
-        for batch in pf.iter_batches(batch_size=chunk_rows):
-            empty = False
-            yield _parquet_frame(pa.Table.from_batches([batch]))
-        if empty:
-            yield _parquet_frame(pf.schema_arrow.empty_table())
+        if chunk_rows is None:
+            table = pq.read_table(path)
+        else:
+            pf = pq.ParquetFile(path)
+            empty = True
+            for batch in pf.iter_batches(batch_size=chunk_rows):
+                empty = False
+                yield _parquet_frame(pa.Table.from_batches([batch]))
+            if not empty:
+                return
+            table = pf.schema_arrow.empty_table()
     except (pa.ArrowException, OSError) as err:
         raise StudyConfigError(f"setting 'data_path': '{path}' is not a readable parquet file ({err})") from None
+    yield _parquet_frame(table)
 
 
 def _read_csv_chunks(path: Path, delimiter: str | None, chunk_rows: int | None) -> Iterator[pd.DataFrame]:
