@@ -407,3 +407,20 @@ def test_chunked_parquet_and_a_header_only_file(tmp_path):
     empty = tmp_path / "empty.csv"
     empty.write_text("entity_id,entity_name,ticker,text,text_date,target_date,outcome\n")
     assert scan_rows(settings.with_defaults(column_map=CMAP), empty, 7).n == 0
+
+
+def test_a_file_edited_between_the_two_passes_stops_with_one_line(tmp_path):
+    """The second pass stages the file again: a file that lost or gained rows since the
+    first pass (an edit while the job reads it) stops with one line naming it, never a
+    reason or a subsample mask laid on other rows."""
+    from lookahead.rows import scan_rows
+
+    path = tmp_path / "obs.csv"
+    rows = _shuffled_edges(1)
+    settings = InputSettings.with_defaults(column_map=CMAP)
+    for edit in (rows[:-7], rows + rows[:7]):  # rows removed, rows added
+        _write_semicolon_csv(path, rows)
+        scan = scan_rows(settings, path, 16)
+        _write_semicolon_csv(path, edit)
+        with pytest.raises(StudyConfigError, match=r"setting 'data_path': '.*obs.csv' changed while it was read"):
+            list(scan.chunks())
