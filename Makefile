@@ -9,6 +9,14 @@ export HF_HUB_OFFLINE := 1
 export GX_ANALYTICS_ENABLED := False
 export PYTHONPATH := $(CURDIR)
 
+# The recipes below pipe a command's output through a filter: with bash's pipefail the
+# command's failure is the pipeline's (sh would report the filter's status).
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+# The claim-only demos print their jobs' lines, progress and dbt's summary, without dbt's
+# line per node (hundreds of lines per build); sed -u passes each line on as it comes.
+DBT_NODE_LINES_OFF := sed -u -E '/ [0-9]+ of [0-9]+ (START|PASS|OK|SKIP|WARN) /d'
+
 .PHONY: test-browser install demo demo-claims claims-extraction-recall demo-clean demo-smollm2 lint test test-slow docs bench clean
 
 $(VENV)/.installed: requirements.txt pyproject.toml
@@ -37,7 +45,9 @@ demo: install
 	$(VENV)/bin/lookahead run --study demo/claims/demo_contaminated.yml --yes
 	$(VENV)/bin/lookahead run --study demo/studies/contaminated_early_cutoff.yml --yes
 	@for k in regression ranking; do for m in leaky prudent; do \
-	  $(PY) -m lookahead.claims.run --study demo/claims/$$k/$$m.yml --yes --build > /dev/null || exit 1; \
+	  echo; echo "== Claim-only demo: $$k, claim model '$$m' (demo/claims/$$k/$$m.yml) =="; \
+	  $(PY) -m lookahead.claims.run --study demo/claims/$$k/$$m.yml --yes --build 2>&1 | $(DBT_NODE_LINES_OFF) \
+	    || exit 1; \
 	done; done
 	@echo; echo "== Demo verdicts (from the reports) =="
 	@for s in demo_clean demo_contaminated demo_contaminated_early_cutoff; do \
@@ -62,7 +72,9 @@ demo: install
 demo-claims: install
 	@mkdir -p outputs
 	@for m in leaky prudent; do \
-	  $(PY) -m lookahead.claims.run --study demo/claims/$$m.yml --yes --build > /dev/null || exit 1; \
+	  echo "== Claim-only demo: claim model '$$m' (demo/claims/$$m.yml) =="; \
+	  $(PY) -m lookahead.claims.run --study demo/claims/$$m.yml --yes --build 2>&1 | $(DBT_NODE_LINES_OFF) \
+	    || exit 1; \
 	done
 	@echo
 	@$(PY) -m lookahead.claims.check --demo demo/claims --db leaky=outputs/demo_claims_leaky.duckdb \

@@ -20,7 +20,7 @@ import pandas as pd
 
 from lookahead.artefacts import Folders, write_artefact_set
 from lookahead.config import PROJECT_ROOT, Study
-from lookahead.identity import StaleResultError, check_current, held_by
+from lookahead.identity import StaleResultError, check_current, held_by, sync_status
 from lookahead.measures import MEASURES
 from lookahead.pages import html as page_html
 from lookahead.pages.blocks import Figure, Links, Para, Section, Table
@@ -61,6 +61,7 @@ def load(database: Path, study: Study | None = None) -> StudyResult:
     if held:
         raise CompareError(held)
     con = duckdb.connect(str(database), read_only=True)
+    stale: StaleResultError | None = None
     try:
         tables = _tables(con)
         if study is None:
@@ -70,7 +71,11 @@ def load(database: Path, study: Study | None = None) -> StudyResult:
         try:
             check_current(con, study)
         except StaleResultError as exc:
-            raise CompareError(f"study '{study.name}' ({database}): {exc}; not compared") from None
+            stale = exc
+        if stale is not None:
+            con.close()
+            sync_status(database, stale)  # the verdict row says what compare found
+            raise CompareError(f"study '{study.name}' ({database}): {stale}; not compared")
         verdict = con.sql("select * from verdict").df().iloc[0]
         lap = con.sql("select * from lap_distribution").df() if "lap_distribution" in tables else pd.DataFrame()
         claims = con.sql("select * from claims_summary").df() if "claims_summary" in tables else pd.DataFrame()
@@ -78,6 +83,7 @@ def load(database: Path, study: Study | None = None) -> StudyResult:
         post = con.sql("select * from panel_post").df()
     finally:
         con.close()
+    sync_status(database, None, str(verdict.get("result_status", "")))
     return StudyResult(study, database, verdict, lap, claims, lap_by_month(pre, post),
                        accuracy_by_lap_decile(pre, post))
 

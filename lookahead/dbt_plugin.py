@@ -157,15 +157,26 @@ def _collision(stored_name: str, stored_source: str, stored_hash: str) -> str:
                           (study.name, _study_source(), study.settings_hash))
 
 
-def _identity_is_current(settings_hash: str, inputs: str, code: str) -> bool:
+def _identity_is_current(settings_hash: str, inputs: str, code: str, raw_reads_json: str | None) -> bool:
     """Whether a build identity (build_identity's row) describes the study, its files and
     the code as they are now: the nodes a selected build did not rebuild are then current
-    (macros/build_log.sql, mark_verdict)."""
+    (macros/build_log.sql, mark_verdict). Here any line written to raw_dir since counts
+    (no key lookup inside on-run-end): a selection is rebuilt rather than trusted."""
+    from lookahead import raw_reads
     from lookahead.identity import code_fingerprint, inputs_fingerprint
 
     study = build_study()
+    recorded = raw_reads.from_json(raw_reads_json)
     return (settings_hash == study.settings_hash and inputs == inputs_fingerprint(study)
-            and code == code_fingerprint())
+            and code == code_fingerprint() and recorded is not None
+            and not raw_reads.changes(study.raw_dir, recorded, lambda keys: keys))
+
+
+def _raw_reads(raw_dir: str) -> str:
+    """What the build reads under raw_dir (lookahead.raw_reads.record), as JSON."""
+    from lookahead import raw_reads
+
+    return raw_reads.to_json(raw_reads.record(raw_dir))
 
 
 def _sql_text(value: str) -> str:
@@ -540,7 +551,9 @@ class Plugin(BasePlugin):
         conn.create_function("lookahead_study_name", _study_name, [], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_study_source", _study_source, [], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_identity_is_current", _identity_is_current,
-                             ["VARCHAR", "VARCHAR", "VARCHAR"], "BOOLEAN", side_effects=True)
+                             ["VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"], "BOOLEAN", side_effects=True,
+                             null_handling="special")
+        conn.create_function("lookahead_raw_reads", _raw_reads, ["VARCHAR"], "VARCHAR", side_effects=True)
         conn.create_function("lookahead_study_collision", _collision, ["VARCHAR", "VARCHAR", "VARCHAR"],
                              "VARCHAR", side_effects=False)
         conn.create_function("lookahead_settings_hash", _settings_hash, ["VARCHAR"], "VARCHAR",

@@ -162,11 +162,20 @@ def build_input_paths(study: Study) -> dict[str, str | None]:
     return paths
 
 
+#: Build inputs checked by what the build read (lookahead.raw_reads, build_identity.raw_reads)
+#: rather than by a whole-folder fingerprint: the shared, append-only raw answers, where a
+#: sibling study's lines must not make this study's result stale.
+READ_RECORDED_SETTINGS = ("raw_dir",)
+
+
 def inputs_fingerprint(study: Study) -> str:
-    """sha256 over every file the build reads (BUILD_INPUT_SETTINGS): an edited input row,
-    a new cached answer, a new failure line or claim file all change it."""
+    """sha256 over every file the build reads (BUILD_INPUT_SETTINGS) except the raw
+    answers (READ_RECORDED_SETTINGS, checked by :func:`raw_changes`): an edited input row,
+    a claim file or a claim job's new line changes it."""
     h = hashlib.sha256()
     for name, value in build_input_paths(study).items():
+        if name in READ_RECORDED_SETTINGS:
+            continue
         if not value:
             h.update(f"{name}\0unset\n".encode())
             continue
@@ -358,12 +367,32 @@ def cache_fingerprint(raw_dir: str | Path, task: str) -> str:
 
 
 def current_identity(study: Study) -> dict[str, str]:
-    """The identity a build of this study would record now."""
-    ident = {"study_name": study.name, "settings_hash": study.settings_hash,
-             "data_fingerprint": fingerprint(study.resolve(study.input.data_path))}
-    for task in RAW_TASKS:
-        ident[f"{task}_fingerprint"] = cache_fingerprint(study.raw_dir, task)
-    return ident
+    """The identity columns a build of this study would record now that must equal the
+    stored ones (the task caches' fingerprints are kept for the record only: whether the
+    answers a build read changed is :func:`raw_changes`' question)."""
+    return {"study_name": study.name, "settings_hash": study.settings_hash,
+            "data_fingerprint": fingerprint(study.resolve(study.input.data_path))}
+
+
+def raw_changes(con: duckdb.DuckDBPyConnection, study: Study, recorded_json: str | None,
+                tables: set[str]) -> list[str]:
+    """Why the raw answers a build read (build_identity.raw_reads) may have changed for
+    this study (lookahead.raw_reads.changes), asking the database's int_expected_keys
+    which new keys the study reads; [] when none did."""
+    from lookahead import raw_reads
+
+    recorded = raw_reads.from_json(recorded_json)
+    if recorded is None:
+        return ["the build recorded no raw reads (a build of an earlier version)"]
+
+    def reads_keys(keys: set[str]) -> set[str]:
+        if "int_expected_keys" not in tables:  # cannot tell: every new key counts
+            return keys
+        rows = con.execute("select distinct key from int_expected_keys where key in (select unnest(?))",
+                           [sorted(keys)]).fetchall()
+        return {r[0] for r in rows}
+
+    return raw_reads.changes(study.raw_dir, recorded, reads_keys)
 
 
 def with_identity(frame: pd.DataFrame, identity: pd.DataFrame) -> pd.DataFrame:
@@ -385,7 +414,7 @@ class BuildCheck:
 WHAT = {"study_name": "the study name", "settings_hash": "the study settings",
         "data_fingerprint": "the input file", "forecast_fingerprint": "the forecast answers",
         "recall_fingerprint": "the recall answers", "mink_fingerprint": "the Min-K% answers",
-        "inputs_fingerprint": "an input file (data, raw answers or failures, claim files)",
+        "inputs_fingerprint": "an input file (data, claim files)",
         "code_fingerprint": "the code (models, macros, seeds, tests, suites, package or libraries)"}
 
 
@@ -449,12 +478,14 @@ def check_current(con: duckdb.DuckDBPyConnection, study: Study) -> BuildCheck:
     if "build_identity" in tables:
         ident_cols = {r[0] for r in con.sql("describe build_identity").fetchall()}
         if {"invocation_id", "inputs_fingerprint", "code_fingerprint"} <= ident_cols:
-            row = con.sql("select inputs_fingerprint, code_fingerprint from build_identity "
+            raw_col = "raw_reads" if "raw_reads" in ident_cols else "null"
+            row = con.sql(f"select inputs_fingerprint, code_fingerprint, {raw_col} from build_identity "
                           "where invocation_id = ?", params=[str(stored["invocation_id"])]).fetchone()
             if row is None:
                 raise StaleResultError("the build identity is not the verdict's build: rerun dbt build")
             now_more = {"inputs_fingerprint": inputs_fingerprint(study), "code_fingerprint": code_fingerprint()}
-            changed = [WHAT[k] for k, v in zip(now_more, row) if str(v) != now_more[k]]
+            changed = [WHAT[k] for k, v in zip(now_more, row[:2]) if str(v) != now_more[k]]
+            changed += raw_changes(con, study, row[2], tables)
             if changed:
                 raise StaleResultError(
                     f"the verdict in the database was built from other inputs: {', '.join(changed)} "
@@ -519,6 +550,18 @@ def mark_stale(database: Path, why: str, mark: str | None = None) -> bool:
         con.close()
 
 
+def sync_status(database: Path, stale: StaleResultError | str | None, status: str | None = None) -> bool:
+    """Write what :func:`check_current` just answered into the verdict row's result_status,
+    so that a SQL reader of `verdict` and `lookahead report`/`compare` read one answer:
+    "stale: <why>" when ``stale`` is given, else COMPLETE (written only when ``status``,
+    the row's text as read, differs). The one place report and compare record a check."""
+    if stale is not None:
+        return mark_stale(database, str(stale))
+    if status == COMPLETE:
+        return False
+    return mark_stale(database, "", mark=COMPLETE)
+
+
 def build_up_to_date(study: Study, root: Path = PROJECT_ROOT) -> tuple[str | None, str]:
     """(the last build's invocation id, '') when a `dbt build` now would rebuild the same
     results: the last build was a complete `dbt build` that passed, its verdict is this
@@ -563,7 +606,7 @@ def build_up_to_date(study: Study, root: Path = PROJECT_ROOT) -> tuple[str | Non
     if inv != last[0]:
         return None, "the build identity is not the last build's"
     if inputs != inputs_fingerprint(study):
-        return None, "an input file changed (data, raw answers or failures, claim files)"
+        return None, "an input file changed (data, claim files)"
     if code != code_fingerprint(root):
         return None, "the code changed (models, macros, seeds, tests, suites, package or libraries)"
     return str(inv), ""

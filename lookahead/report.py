@@ -18,7 +18,7 @@ import pandas as pd
 
 from lookahead.artefacts import Folders, check_output_folders, retire_study, write_artefact_set
 from lookahead.config import Study
-from lookahead.identity import COMPLETE, StaleResultError, check_current, held_by, mark_stale
+from lookahead.identity import StaleResultError, check_current, held_by, sync_status
 from lookahead.pages import assets
 from lookahead.pages import html as page_html
 from lookahead.pages.blocks import Section
@@ -128,7 +128,7 @@ def refuse(study: Study, database: Path, why: str) -> None:
     last report wrote, lookahead.artefacts) and marking the database's verdict row stale:
     a result that is not current is presented nowhere (README, "Current means current")."""
     moved = retire_study(study, why)
-    marked = mark_stale(database, why)
+    marked = sync_status(database, why)
     where = []
     if moved:
         where.append(f"the old report moved to {study.results_dir / 'stale'}")
@@ -185,8 +185,8 @@ def write_report(study: Study, database: Path | None = None,
     except duckdb.IOException as err:  # the database was taken by another process meanwhile
         refuse(study, database, held_by(database) or f"cannot read {database}: {str(err).splitlines()[0]}")
     status = out.get("status")
-    if status is not None and status[0] != COMPLETE:  # type: ignore[index] # current again (e.g. an edit undone)
-        mark_stale(database, "", mark=COMPLETE)
+    if status is not None:  # current (again, e.g. after an edit undone): the row says so
+        sync_status(database, None, status[0])  # type: ignore[index]
     csvs = [f for f in files if f.suffix == ".csv" and f.parent == results_dir]
     stata = [f for f in files if f.suffix in (".dta", ".do")]
     return ReportFiles(report=results_dir / "REPORT.md", csvs=csvs, stata=stata, verdict=str(out["verdict"]),

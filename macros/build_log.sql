@@ -127,7 +127,7 @@
   {% set current = not behind %}
   {% if behind and identity_id not in built %}
     {% set current = run_query("select lookahead_identity_is_current(settings_hash, inputs_fingerprint, "
-        ~ "code_fingerprint) from " ~ target.schema ~ ".build_identity").columns[0].values()[0] %}
+        ~ "code_fingerprint, raw_reads) from " ~ target.schema ~ ".build_identity").columns[0].values()[0] %}
   {% endif %}
   {% if current %}
     {% do run_query("update " ~ target.schema ~ ".build_identity set invocation_id = '" ~ invocation_id ~ "'") %}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from lookahead import raw_reads
 from lookahead.config import SCHEMA, Study, load_study, resolve
 from lookahead.identity import (
     BUILD_INPUT_SETTINGS,
@@ -83,17 +84,17 @@ def _study(tmp_path: Path) -> Study:
     return Study(vars=resolve({**base.vars, "data_path": str(data), "raw_dir": str(raw)}))
 
 
-def test_inputs_fingerprint_covers_every_file_the_build_reads(tmp_path: Path) -> None:
+def test_inputs_fingerprint_covers_every_file_the_build_reads_but_the_raw_answers(tmp_path: Path) -> None:
     study = _study(tmp_path)
     before = inputs_fingerprint(study)
     raw = study.raw_dir
     (raw / "forecast.jsonl.lock").write_text("")  # a lock file is not read by the build
     assert inputs_fingerprint(study) == before
     (raw / "forecast.failures.jsonl").write_text('{"key": "a", "reason": "timeout"}\n')
-    with_failure = inputs_fingerprint(study)
-    assert with_failure != before  # stg_query_failures reads it
-    (raw / "forecast.failures.jsonl").unlink()
+    # read by stg_query_failures, and recorded with the raw answers by what the build read
+    # (lookahead.raw_reads, tests/python/test_shared_raw.py), not by this fingerprint
     assert inputs_fingerprint(study) == before
+    assert [r.path for r in raw_reads.record(raw)] == ["forecast.failures.jsonl", "forecast.jsonl"]
     (tmp_path / "obs.csv").write_text("row_id,x\n1,b\n")  # an edited row, same size
     assert inputs_fingerprint(study) != before
     moved = Study(vars=resolve({**study.vars, "results_dir": str(tmp_path / "elsewhere")}))

@@ -205,10 +205,11 @@ def test_report_refuses_a_verdict_built_from_other_inputs(built, tmp_path):
     try:
         with open(study.raw_dir / "mink.jsonl", "a") as fh:  # answers added since the build
             fh.write(saved[study.raw_dir / "mink.jsonl"].decode().splitlines(keepends=True)[0])
-        with pytest.raises(ReportError, match="other inputs: the Min-K% answers changed since dbt build"):
+        with pytest.raises(ReportError, match=r"other inputs: the mink answers \(1 new line in mink.jsonl "
+                           r"for keys this study reads\) changed since dbt build"):
             write_report(here, database=db)
         study.data_path.write_bytes(saved[study.data_path].replace(b"Entity 0 news 0", b"Entity 0 news 0!"))
-        with pytest.raises(ReportError, match="other inputs: the input file, the Min-K% answers changed"):
+        with pytest.raises(ReportError, match=r"other inputs: the input file, the mink answers \(1 new line"):
             write_report(here, database=db)
     finally:
         for path, data in saved.items():
@@ -640,12 +641,16 @@ def test_build_is_skipped_only_while_settings_inputs_and_code_are_unchanged(buil
 
     failures = study.raw_dir / "recall.failures.jsonl"  # read by the build, not in the verdict
     before = failures.read_bytes() if failures.exists() else None
+    recall_key = json.loads((study.raw_dir / "recall.jsonl").read_text().splitlines()[0])["key"]
     try:
-        with open(failures, "a", encoding="utf-8") as fh:
+        with open(failures, "a", encoding="utf-8") as fh:  # another study's key: still current
             fh.write(json.dumps({"key": "k", "task": "recall", "reason": "timeout"}) + "\n")
+        assert build_up_to_date(here, root=code) == (invocation, "")
+        with open(failures, "a", encoding="utf-8") as fh:  # a key this study reads
+            fh.write(json.dumps({"key": recall_key, "task": "recall", "reason": "timeout"}) + "\n")
         assert build_up_to_date(here, root=code)[1].startswith(  # the report's check covers every input
-            "the verdict in the database was built from other inputs: an input file (data, raw answers "
-            "or failures, claim files) changed")
+            "the verdict in the database was built from other inputs: the recall failure lines (1 new "
+            "line in recall.failures.jsonl for keys this study reads) changed")
     finally:
         if before is None:
             failures.unlink()

@@ -58,6 +58,10 @@ def _is_data_team(lang: str, body: str) -> bool:
     return lang in ("bash", "sh") and "dbt source freshness --project-dir" in body
 
 
+def _is_demo_output(lang: str, body: str) -> bool:
+    return lang == "text" and "== Demo verdicts (from the reports) ==" in body
+
+
 #: block kind -> (matches a block, the test that runs it)
 BLOCKS: dict[str, tuple[Callable[[str, str], bool], str]] = {
     "make targets": (_is_make, "test_make_targets_resolve"),
@@ -66,7 +70,32 @@ BLOCKS: dict[str, tuple[Callable[[str, str], bool], str]] = {
     "compare the demo studies": (_is_compare, "test_comparing_the_demo_studies_as_written (slow)"),
     "SQL examples": (_is_sql, "tests/python/test_current_state.py::test_readme_sql_examples_run_as_written"),
     "plain dbt from any folder": (_is_data_team, "tests/python/test_readme_data_team.py (the block, from a temporary folder)"),
+    "the lines make demo ends with": (_is_demo_output, "scripts/check_demo_output.py on a fresh `make demo` in .ci/run; "
+                                      "test_the_demo_lines_are_checked_on_ci"),
 }
+
+
+def test_the_demo_lines_are_checked_on_ci() -> None:
+    """The README's quotation of `make demo`'s last lines is the block CI checks a fresh
+    run's output against (.ci/run), and the check fails on a run that lacks one of them
+    or prints them out of order."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_demo_output", ROOT / "scripts" / "check_demo_output.py")
+    assert spec is not None and spec.loader is not None
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    [(_, body)] = [(lang, b) for lang, b in readme_blocks() if _is_demo_output(lang, b)]
+    quoted = check.quoted_lines(README.read_text(encoding="utf-8"))
+    assert quoted == [ln.rstrip() for ln in body.splitlines() if ln.strip()]
+    assert len(quoted) >= 6 and any(ln.startswith("demo_contaminated: ") for ln in quoted)
+    log = "\n".join(["install ...", *[f"\x1b[0m{q}" if i == 1 else q for i, q in enumerate(quoted)], ""])
+    assert check.missing(quoted, log) is None
+    assert check.missing(quoted, log.replace(quoted[2], "something else")) == quoted[2]
+    assert check.missing(quoted, "\n".join(reversed(quoted))) is not None
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "make demo" in ci and "scripts/check_demo_output.py" in ci and "make test" in ci
+    assert ci.index("make demo") < ci.index("make test")
 
 
 def test_every_readme_block_is_checked():
