@@ -7,20 +7,42 @@ settings, defaults included, as the jobs that wrote their raw lines.
 
 from __future__ import annotations
 
+import threading
+
 import pandas as pd
 
 from lookahead.claims.tables import build
+from lookahead.config import Study
 from lookahead.stats.protocol import study_from_frame
 
 TABLES = ("claims", "instance_leakage", "claims_summary", "claims_rejects", "claims_repredict")
+
+# The five claim models come from one computation (lookahead.claims.tables.build); dbt
+# runs them in one process, so the first computes it and the others take its tables.
+# Keyed by the settings and the fingerprint of every file the build reads
+# (lookahead.identity.inputs_fingerprint: the claim files and the claim jobs' raw lines),
+# so a second build in the same process after an edit computes again. Before this, each
+# model built all five tables and kept one: five times the work per build.
+_LOCK = threading.Lock()
+_BUILT: dict[tuple[str, str], dict[str, pd.DataFrame]] = {}
+
+
+def _tables(study: Study) -> dict[str, pd.DataFrame]:
+    from lookahead.identity import inputs_fingerprint
+
+    key = (study.settings_hash, inputs_fingerprint(study))
+    with _LOCK:  # dbt's threads: the second model waits for the first's tables
+        if key not in _BUILT:
+            _BUILT.clear()
+            _BUILT[key] = build(study)
+        return _BUILT[key]
 
 
 def table(name: str, study_settings: pd.DataFrame) -> pd.DataFrame:
     """One of the claim tables for the study of this build (the `study_settings` row)."""
     if name not in TABLES:
         raise ValueError(f"unknown claim table '{name}'")
-    df = build(study_from_frame(study_settings))[name].copy()
-    return typed(df)
+    return typed(_tables(study_from_frame(study_settings))[name])
 
 
 DATE_COLUMNS = {"t_ref", "tau", "temporal_reference_parsed"}

@@ -102,6 +102,26 @@ def test_demo_study_builds_the_issue_columns(tmp_path):
     assert set(inst["status"]) == {"values pending", "empty rationale", "no claims"}
 
 
+def test_the_claim_tables_are_computed_once_per_build(tmp_path, monkeypatch):
+    """The five claim models of one build share one computation of the claim tables
+    (lookahead.claims.dbt_entry); a changed claim input computes them again."""
+    from lookahead.claims import dbt_entry
+
+    calls = []
+    real = dbt_entry.build
+    monkeypatch.setattr(dbt_entry, "build", lambda study: calls.append(1) or real(study))
+    raw = tmp_path / "raw"
+    study = load_study(DEMO / "demo_contaminated.yml", overrides={"claims_raw_dir": str(raw)})
+    tables = {name: table(name, _settings_row(study)) for name in dbt_entry.TABLES}
+    assert len(calls) == 1
+    assert {name: len(df) for name, df in tables.items()} == {
+        name: len(df) for name, df in real(study).items() if name in dbt_entry.TABLES}
+    raw.mkdir(exist_ok=True)
+    (raw / "claims_value.jsonl").write_text("")  # a claim job's file appears: read again
+    table("claims", _settings_row(study))
+    assert len(calls) == 2
+
+
 @pytest.mark.slow
 def test_lookahead_run_puts_claims_beside_the_verdict(tmp_path):
     """`make demo`'s step for the contaminated study, into a scratch database: the same
