@@ -463,6 +463,11 @@ def check_current(con: duckdb.DuckDBPyConnection, study: Study) -> BuildCheck:
     stored = con.sql(f"select {', '.join(IDENTITY_COLUMNS)}, verdict from verdict").df().iloc[0]
     now = current_identity(study)
     changed = [WHAT[k] for k, v in now.items() if str(stored[k]) != v]
+    if changed and "build_identity" in tables and "raw_reads" in {
+            r[0] for r in con.sql("describe build_identity").fetchall()}:  # every change named at once
+        read = con.execute("select raw_reads from build_identity where invocation_id = ?",
+                           [str(stored["invocation_id"])]).fetchone()
+        changed += raw_changes(con, study, read[0], tables) if read else []
     if changed:
         raise StaleResultError(
             f"the verdict in the database was built from other inputs: {', '.join(changed)} "

@@ -76,13 +76,19 @@ def _digest(path: Path, length: int) -> str:
 
 
 def record(raw_dir: str | os.PathLike[str]) -> list[FileRead]:
-    """What a build reads now: every raw file under ``raw_dir`` as it is."""
+    """What a build reads now: every raw file under ``raw_dir`` as it is. The digest is
+    the whole file's fingerprint (lookahead.identity.fingerprint), which build_identity
+    has just taken for the per-task columns: each file is read once per build."""
+    from lookahead.identity import fingerprint
+
     root = Path(raw_dir)
     out = []
     for f in _files(root):
         st = f.stat()
-        out.append(FileRead(f.relative_to(root).as_posix(), st.st_size, st.st_ino, st.st_mtime_ns,
-                            _digest(f, st.st_size)))
+        digest = fingerprint(f).removeprefix("sha256:")
+        if f.stat().st_size != st.st_size:  # appended meanwhile: the bytes of the recorded length
+            digest = _digest(f, st.st_size)
+        out.append(FileRead(f.relative_to(root).as_posix(), st.st_size, st.st_ino, st.st_mtime_ns, digest))
     return out
 
 
