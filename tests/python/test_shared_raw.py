@@ -168,3 +168,20 @@ def test_two_studies_on_one_raw_dir_stay_current_until_their_own_keys_change(tmp
     for vars_, db, res in ((a, db_a, "ra"), (b, db_b, "rb")):
         why = _report(vars_, db, tmp_path / res)
         assert why is not None and "the mink answers (mink.jsonl rewritten)" in why, why
+
+
+def test_the_early_cutoff_demo_asks_nothing_the_contaminated_demo_paid_for() -> None:
+    """`make demo` runs demo/claims/demo_contaminated.yml, then
+    demo/studies/contaminated_early_cutoff.yml on the same raw_dir: every key the second
+    asks for is one the first asked (its file says so), so a fresh demo queries nothing
+    twice and the first study's result stays current."""
+    from dbt_runner import ROOT
+
+    from lookahead.config import load_study
+    from lookahead.keys import expected_keys
+
+    first = load_study(ROOT / "demo" / "claims" / "demo_contaminated.yml")
+    second = load_study(ROOT / "demo" / "studies" / "contaminated_early_cutoff.yml")
+    assert first.raw_dir == second.raw_dir
+    keys = [set(expected_keys(s, load_rows(s)[0])["key"].to_pylist()) for s in (first, second)]
+    assert keys[1] and keys[1] <= keys[0]
