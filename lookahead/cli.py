@@ -101,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="accept a forecast parse rate below 95%% for this command (the setting "
                             "accept_low_parse_rate; the study file is not edited: the build "
                             "records it and the report says so)")
+    sub.add_parser("init", help=INIT_HELP, add_help=False,
+                   description="lookahead init [--data FILE ...] [--no-input]")
     sub.add_parser("compare", help=COMPARE_HELP, add_help=False,
                    description="lookahead compare STUDY.yml [STUDY.yml ...] [--db DB ...] [--out DIR]")
     return parser
@@ -139,12 +141,25 @@ def compare_main(argv: list[str]) -> int:
 
 
 COMPARE_HELP = "compare studies side by side: results/compare/COMPARE.md and index.html"
+INIT_HELP = "write a study file by asking the protocol's intake questions, then check it"
+
+
+def init_main(argv: list[str]) -> int:
+    """`lookahead init`: the protocol's intake questions (lookahead.init), on stdin or as
+    flags, then `lookahead check` on the study file written."""
+    from lookahead import init
+
+    p = argparse.ArgumentParser(prog="lookahead init", description=init.__doc__.splitlines()[0])
+    init.add_arguments(p)
+    return init.main(p.parse_args(argv))
 
 
 def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["compare"]:  # its own arguments: several studies, not one --study
         return compare_main(argv[1:])
+    if argv[:1] == ["init"]:  # its own arguments: the intake answers, not --study
+        return init_main(argv[1:])
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.study:  # a study file is relative to where you are; paths inside it to the project
