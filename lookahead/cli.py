@@ -25,7 +25,9 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
     """The study's settings (already loaded) and its data file: mapped columns, valid rows;
     then the LLM jobs' preflight (llm_jobs.preflight): every check `lookahead run` makes
     before its first query (placeholders, prompt lengths against the context, pre-cutoff
-    rows, clusters, recall labels on the model's exact tokenizer), querying nothing."""
+    rows, clusters, recall labels on the model's exact tokenizer), querying nothing.
+    Between the two, lookahead.check_rules judges the study: a refusal ends the check
+    (exit 2), warnings let it go on and end it with exit 5 when all else passes."""
     from lookahead.rows import release_freed_memory, scan_study_rows, zero_padding_warning
 
     scan = scan_study_rows(study)  # a chunk of rows at a time: a 10-million-row file is not held
@@ -34,9 +36,18 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
     padding = zero_padding_warning(scan.queried_entities(), str(study.input.column_map["entity_id"]))
     if padding:
         print(padding, file=sys.stderr)
+    from lookahead.check_rules import EXIT_REFUSED, EXIT_WARNED, REFUSE, judge
+
+    findings = judge(study, scan)  # the study, not only the file (lookahead.check_rules)
+    refused = [f for f in findings if f.level == REFUSE]
+    for finding in refused or findings:
+        print(f"{finding.level}: {finding.line}", file=sys.stderr)
+    if refused:
+        return EXIT_REFUSED
     del scan  # the preflight below scans them again, in its own process: not both at once
     release_freed_memory()
-    return run_jobs(study_file, True, [], overrides, module="llm_jobs.preflight")
+    rc = run_jobs(study_file, True, [], overrides, module="llm_jobs.preflight")
+    return EXIT_WARNED if rc == 0 and findings else rc
 
 
 def report(study: Study) -> int:
@@ -151,7 +162,13 @@ def init_main(argv: list[str]) -> int:
 
     p = argparse.ArgumentParser(prog="lookahead init", description=init.__doc__.splitlines()[0])
     init.add_arguments(p)
-    return init.main(p.parse_args(argv))
+    args = p.parse_args(argv)
+    out = init.init(args)
+    if args.no_check:
+        return 0
+    os.chdir(PROJECT_ROOT)
+    print(f"lookahead check --study {out}")
+    return check(load_study(str(out)), str(out), {})
 
 
 def _main(argv: list[str] | None = None) -> int:

@@ -51,7 +51,7 @@ PROTOCOL_RECALL_TEMPLATE_NO_TICKER = PROTOCOL_RECALL_TEMPLATE.replace(" ({ticker
 
 DEFAULT_FORECAST_PROMPT = (
     "Headline about {entity_name} on {text_date}: {text}\n"
-    "Will the outcome for {entity_name} go up or down?\n"
+    "Will the stock price of {entity_name} go up or down on the next trading day?\n"
     "Answer with exactly one word: up or down.")
 
 
@@ -148,7 +148,7 @@ class Question:
     ask: str
     optional: bool = False
     choices: tuple[str, ...] = ()
-    when: Callable[[dict], bool] = lambda a: True
+    when: Callable[[dict], bool] = lambda answers: True
 
     @property
     def flag(self) -> str:
@@ -168,14 +168,14 @@ QUESTIONS: tuple[Question, ...] = (
     Question("text_date", "Column of the text's date"),
     Question("target_date", "Column of the realization date of the outcome (blank: derive one)", optional=True),
     Question("target_rule", "Derive the target date as", choices=tuple(TARGET_DATE_RULES),
-             when=lambda a: not a.get("target_date")),
-    Question("horizon_days", "Horizon in calendar days", when=lambda a: a.get("target_rule") == "horizon_days"),
+             when=lambda answers: not answers.get("target_date")),
+    Question("horizon_days", "Horizon in calendar days", when=lambda answers: answers.get("target_rule") == "horizon_days"),
     Question("outcome", "Column of the signed outcome (larger = up)"),
     Question("date_format", "strptime format of non-ISO dates, e.g. %d/%m/%Y (blank: ISO dates)", optional=True),
     Question("backend", "Backend", choices=_choices("backend")),
     Question("model_id", "Model id (the exact frozen version)"),
-    Question("model_path", "Local model weights folder", when=lambda a: a.get("backend") in ("transformers", "vllm")),
-    Question("base_url", "OpenAI-compatible endpoint URL", when=lambda a: a.get("backend") == "openai"),
+    Question("model_path", "Local model weights folder", when=lambda answers: answers.get("backend") in ("transformers", "vllm")),
+    Question("base_url", "OpenAI-compatible endpoint URL", when=lambda answers: answers.get("backend") == "openai"),
     Question("training_cutoff", "Training cutoff of that model (YYYY-MM-DD, from its model card)"),
     Question("use_chat_template", "Wrap prompts in the model's chat template (yes for instruct models)",
              choices=("yes", "no")),
@@ -189,18 +189,18 @@ QUESTIONS: tuple[Question, ...] = (
 )
 
 
-def _defaults(a: dict, columns: Sequence[str]) -> dict[str, str]:
+def _defaults(answers: dict, columns: Sequence[str]) -> dict[str, str]:
     """Each question's proposed answer, from the answers so far and the data's columns."""
-    cutoff = proposed_cutoff(a.get("model_id") or "")
-    stem = Path(a.get("data") or "study").name.split(".")[0]
-    name = a.get("study_name") or "".join(c if c.isalnum() else "_" for c in stem).strip("_") or "study"
+    cutoff = proposed_cutoff(answers.get("model_id") or "")
+    stem = Path(answers.get("data") or "study").name.split(".")[0]
+    name = answers.get("study_name") or "".join(c if c.isalnum() else "_" for c in stem).strip("_") or "study"
     return {
-        "entity_name": a.get("entity") or "",
+        "entity_name": answers.get("entity") or "",
         "target_rule": "next_business_day",
         "backend": "transformers",
         "training_cutoff": cutoff[0] if cutoff else "",
-        "use_chat_template": "yes" if "instruct" in (a.get("model_id") or "").lower() else "no",
-        "period_frequency": "trading_day" if a.get("target_rule") == "next_business_day" else "month",
+        "use_chat_template": "yes" if "instruct" in (answers.get("model_id") or "").lower() else "no",
+        "period_frequency": "trading_day" if answers.get("target_rule") == "next_business_day" else "month",
         "forecast_prompt": DEFAULT_FORECAST_PROMPT.replace("\n", "\\n"),
         "forecast_labels": "up=1,down=-1",
         "outcome_description": "the closing stock price",
@@ -285,57 +285,57 @@ def _study_path(value: str) -> str:
     return str(p.relative_to(PROJECT_ROOT)) if p.is_relative_to(PROJECT_ROOT) else str(p)
 
 
-def build_study(a: dict[str, str]) -> tuple[dict, list[str]]:
+def build_study(answers: dict[str, str]) -> tuple[dict, list[str]]:
     """(the study's settings, the comment lines that head its file) from the answers."""
-    data = Path(a["data"]).resolve()
+    data = Path(answers["data"]).resolve()
     comments = [f"Study written by `lookahead init` from {data.name}."]
-    target_col = a.get("target_date") or "target_date"
-    if not a.get("target_date"):
+    target_col = answers.get("target_date") or "target_date"
+    if not answers.get("target_date"):
         from lookahead.rows import read_table
 
         frame = read_table(data)
-        horizon = int(a["horizon_days"]) if a.get("horizon_days", "").isdigit() else None
-        data, missing = write_derived_data(data, frame, a["entity"], a["text_date"], a["target_rule"],
-                                           horizon, a.get("date_format") or None)
-        rule = TARGET_DATE_RULES[a["target_rule"]].meaning
-        comments.append(f"target_date derived as {rule} (rule {a['target_rule']}"
+        horizon = int(answers["horizon_days"]) if answers.get("horizon_days", "").isdigit() else None
+        data, missing = write_derived_data(data, frame, answers["entity"], answers["text_date"], answers["target_rule"],
+                                           horizon, answers.get("date_format") or None)
+        rule = TARGET_DATE_RULES[answers["target_rule"]].meaning
+        comments.append(f"target_date derived as {rule} (rule {answers['target_rule']}"
                         + (f", {horizon} days" if horizon else "") + f"), written to {data.name}.")
-        print(f"target_date derived ({a['target_rule']}) into {data}"
+        print(f"target_date derived ({answers['target_rule']}) into {data}"
               + (f"; {missing} row(s) without one" if missing else ""))
     try:
-        cutoff = parse_date(a["training_cutoff"], "training_cutoff").isoformat()
+        cutoff = parse_date(answers["training_cutoff"], "training_cutoff").isoformat()
     except StudyConfigError:
-        raise InitError(f"--training-cutoff: '{a['training_cutoff']}' is not a date YYYY-MM-DD") from None
-    proposed = proposed_cutoff(a["model_id"])
+        raise InitError(f"--training-cutoff: '{answers['training_cutoff']}' is not a date YYYY-MM-DD") from None
+    proposed = proposed_cutoff(answers["model_id"])
     if proposed and proposed[0] == cutoff:
         comments.append(f"training_cutoff from seeds/{CUTOFFS_CSV.name} ({proposed[1]}).")
-    ticker = a.get("ticker") or None
+    ticker = answers.get("ticker") or None
     study: dict = {
-        "study_name": a["study_name"],
+        "study_name": answers["study_name"],
         "data_path": _study_path(str(data)),
-        "column_map": {"row_id": None, "entity_id": a["entity"], "entity_name": a["entity_name"],
-                       "ticker": ticker, "text": a["text"], "text_date": a["text_date"],
-                       "target_date": target_col, "outcome": a["outcome"]},
-        "backend": a["backend"],
-        "model_id": a["model_id"],
+        "column_map": {"row_id": None, "entity_id": answers["entity"], "entity_name": answers["entity_name"],
+                       "ticker": ticker, "text": answers["text"], "text_date": answers["text_date"],
+                       "target_date": target_col, "outcome": answers["outcome"]},
+        "backend": answers["backend"],
+        "model_id": answers["model_id"],
         "training_cutoff": cutoff,
-        "period_frequency": a["period_frequency"],
-        "outcome_description": a["outcome_description"],
-        "reference_period": a["reference_period"],
-        "forecast_prompt": a["forecast_prompt"].replace("\\n", "\n"),
+        "period_frequency": answers["period_frequency"],
+        "outcome_description": answers["outcome_description"],
+        "reference_period": answers["reference_period"],
+        "forecast_prompt": answers["forecast_prompt"].replace("\\n", "\n"),
         "recall_template": PROTOCOL_RECALL_TEMPLATE if ticker else PROTOCOL_RECALL_TEMPLATE_NO_TICKER,
-        "forecast_labels": _labels(a["forecast_labels"]),
+        "forecast_labels": _labels(answers["forecast_labels"]),
         "recall_labels": {"up": "up", "down": "down", "unknown": "unknown"},
-        "use_chat_template": a["use_chat_template"] == "yes",
-        "raw_dir": f"outputs/raw/{a['study_name']}",
+        "use_chat_template": answers["use_chat_template"] == "yes",
+        "raw_dir": f"outputs/raw/{answers['study_name']}",
     }
-    if a.get("model_path"):
-        study["model_path"] = _study_path(a["model_path"])
-    if a.get("base_url"):
-        study["base_url"] = a["base_url"]
-    if a.get("date_format"):
-        study["date_format"] = a["date_format"]
-    if a["entity_name"] == a["entity"]:
+    if answers.get("model_path"):
+        study["model_path"] = _study_path(answers["model_path"])
+    if answers.get("base_url"):
+        study["base_url"] = answers["base_url"]
+    if answers.get("date_format"):
+        study["date_format"] = answers["date_format"]
+    if answers["entity_name"] == answers["entity"]:
         comments.append("No name column: the entity id is the name the recall query uses.")
     return study, comments
 
@@ -367,28 +367,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-check", action="store_true", help="write the study file without running check")
 
 
-def init(args: argparse.Namespace, read: Callable[[str], str] = read_line) -> tuple[Path, int]:
-    """Ask, write the study file; (its path, check's exit code, or 0 with --no-check)."""
+def init(args: argparse.Namespace, read: Callable[[str], str] = read_line) -> Path:
+    """Ask, write the study file; its path (`lookahead init` then checks it)."""
     given = {q.key: getattr(args, q.key) for q in QUESTIONS}
     answers = gather(given, interactive=not args.no_input, read=read)
     study, comments = build_study(answers)
     out = Path(answers["out"]).resolve()
     write_study(out, study, comments)
     print(f"study file written: {out}")
-    return out, 0
-
-
-def main(args: argparse.Namespace) -> int:
-    """`lookahead init`: the study file, then `lookahead check` on it (unless --no-check)."""
-    out, _ = init(args)
-    if args.no_check:
-        return 0
-    import os
-
-    from lookahead.cli import check
-    from lookahead.config import load_study
-
-    os.chdir(PROJECT_ROOT)
-    print(f"lookahead check --study {out}")
-    return check(load_study(str(out)), str(out), {})
-
+    return out
