@@ -76,7 +76,7 @@ def _paper_sections():
 
 
 JOB_OPTIONS_NOTE = (
-    "Other options (--allow-sampling) are passed to the LLM jobs; see "
+    "Other options (--allow-sampling, --max-cost USD) are passed to the LLM jobs; see "
     "`python -m llm_jobs.run_all --help`.")
 
 
