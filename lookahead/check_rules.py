@@ -2,7 +2,8 @@
 and the settings and say whether the study, run as it is, can reach an honest verdict.
 
 Why: a file with a third of its rows rejected for ambiguous dates, a sample with no
-post-cutoff row, a handful of clusters, or recall labels under which LAP cannot vary all
+post-cutoff row, a handful of clusters, recall labels under which LAP cannot vary, or
+forecast labels the prompt never asks for all
 passed the file checks and the preflight, and the researcher paid for queries whose
 verdict was compromised from the start. Each rule is one entry of :data:`RULES`; each
 threshold is a study setting with a default (lookahead/study_settings.yml), and a finding
@@ -114,11 +115,25 @@ def _lap_cannot_vary(study: Study, scan: RowScan) -> Finding | None:
     return None
 
 
+def _forecast_labels_unasked(study: Study, scan: RowScan) -> Finding | None:
+    """A forecast label the forecast prompt never names: the model is not told the answer
+    word, and answers that match no label stop the forecast job only after its first 50
+    paid answers (llm_jobs.forecast)."""
+    prompt = str(study.prompts.forecast_prompt).lower()
+    unasked = [str(k) for k in (study.prompts.forecast_labels or {}) if str(k).lower() not in prompt]
+    if unasked:
+        return Finding(WARN, f"forecast_prompt never names the forecast label(s) {', '.join(map(repr, unasked))} "
+                             "(forecast_labels): answers that match no label are unparsed; ask for the labels "
+                             "in the prompt, or map the words it asks for")
+    return None
+
+
 RULES: dict[str, Callable[[Study, RowScan], Finding | None]] = {
     "rejected rows": _rejected,
     "post-cutoff rows": _no_post_cutoff,
     "effective clusters": _few_clusters,
     "LAP variation": _lap_cannot_vary,
+    "forecast labels": _forecast_labels_unasked,
 }
 
 

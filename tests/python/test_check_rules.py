@@ -84,6 +84,13 @@ def test_no_post_cutoff_row_few_clusters_and_no_unknown_label_warn(tmp_path: Pat
     assert findings(write_study(tmp_path, rows)) == []  # the demo study itself is clean
 
 
+def test_forecast_labels_the_prompt_never_names_warn(tmp_path: Path) -> None:
+    found = findings(write_study(tmp_path, demo_rows(), forecast_labels={"bullish": 1, "down": -1}))
+    assert found == [("warning", "forecast_prompt never names the forecast label(s) 'bullish' (forecast_labels): "
+                                 "answers that match no label are unparsed; ask for the labels in the prompt, "
+                                 "or map the words it asks for")]
+
+
 def test_a_warned_check_exits_5(tmp_path: Path) -> None:
     rows = demo_rows()
     few = rows[rows["entity_id"].isin(sorted(set(rows["entity_id"]))[:6])]
