@@ -80,6 +80,19 @@ JOB_OPTIONS_NOTE = (
     "`python -m llm_jobs.run_all --help`.")
 
 
+def add_model_switch(p: argparse.ArgumentParser) -> None:
+    """--model and its companions (lookahead.model_switch): the study on another model, as
+    a study of its own, its file unchanged."""
+    p.add_argument("--model", default=None, metavar="MODEL",
+                   help="run the study on this model (id, or local weights folder) as its own study "
+                        "<study_name>__<model>, with its own database, cache and report; the study file "
+                        "is not edited")
+    p.add_argument("--backend", default=None, help="with --model: its backend (default: the study's)")
+    p.add_argument("--base-url", default=None, help="with --model: its OpenAI-compatible endpoint")
+    p.add_argument("--training-cutoff", default=None, metavar="YYYY-MM-DD",
+                   help="with --model: its training cutoff (default: seeds/model_training_cutoffs.csv)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line. Help texts are argparse format strings: a literal percent sign
     is written %% (as in Min-K%%)."""
@@ -108,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "setting subsample_rows for this command)")
         p.add_argument("--seed", type=int, default=None, metavar="S",
                        help="subsample seed (the setting subsample_seed; default 0)")
+        add_model_switch(p)
         p.add_argument("--accept-low-parse-rate", action="store_true",
                        help="accept a forecast parse rate below 95%% for this command (the setting "
                             "accept_low_parse_rate; the study file is not edited: the build "
@@ -181,6 +195,19 @@ def _main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if args.study:  # a study file is relative to where you are; paths inside it to the project
         args.study = str(Path(args.study).resolve())
+    if args.model or args.backend or args.base_url or args.training_cutoff:
+        from lookahead.model_switch import switched_study
+
+        if not args.model:
+            print("error: --backend, --base-url and --training-cutoff go with --model", file=sys.stderr)
+            return 2
+        try:
+            args.study = str(switched_study(args.study, args.model, args.backend, args.base_url,
+                                            args.training_cutoff))
+        except StudyConfigError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"--model {args.model}: study file {args.study}")
     os.chdir(PROJECT_ROOT)
     overrides = {}
     if args.subsample is not None:
