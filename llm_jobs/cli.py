@@ -27,6 +27,9 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
                    help="forecast: continue below 95%% parse rate (this run only; the study file "
                         "is not edited: `lookahead run --accept-low-parse-rate` passes the same "
                         "acceptance to dbt, which records it in the build identity and the report)")
+    p.add_argument("--max-cost", type=float, default=None, metavar="USD",
+                   help="refuse a run whose estimated price (price_per_1k_tokens) is above USD, "
+                        "or unknown; nothing is queried")
     return p
 
 

@@ -19,7 +19,12 @@ LOCAL_BACKENDS = ("transformers", "vllm")
 
 
 def confirm(question: str, yes: bool) -> None:
-    """Ask before paying for queries; --yes answers for scripts and CI."""
+    """Ask before paying for queries; --yes answers for scripts and CI. Under run_all the
+    whole run was planned and confirmed once (llm_jobs.run_plan)."""
+    from llm_jobs.run_plan import at_confirmation
+
+    if at_confirmation(question):
+        return
     if yes:
         print(f"{question} yes (--yes)")
         return
@@ -226,6 +231,10 @@ def print_plan(ctx: JobContext, task: str, unit: str, n_total: int, pending: Seq
     backend = ctx.study.backend.backend
     if price is None and backend in LOCAL_BACKENDS:
         price = 0.0
+    from llm_jobs.run_plan import Estimate, record
+
+    record(Estimate(task, len(pending) * multiplier, prompt_tokens, out_tokens,
+                    None if price is None else total / 1000 * float(price)))
     if price is None:
         cost = "unknown (set price_per_1k_tokens)"
     else:

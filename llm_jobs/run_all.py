@@ -3,18 +3,22 @@ log-probs when the study computes the reference-model LAP), the target model loa
 
 Run: ``python -m llm_jobs.run_all --study FILE --yes``
 
-Each job prints its own plan and asks its own confirmation (unless --yes). A forecast
+Every job is planned first and the whole run's requests, tokens and price are printed
+as one table and asked for once (llm_jobs.run_plan; --max-cost refuses a run above a
+limit); then each job prints its own plan and runs. A forecast
 parse rate below 95% stops the run before recall, as the protocol asks for a decision.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Sequence
 
-from llm_jobs import forecast, mink, recall, reference
+from llm_jobs import forecast, mink, recall, reference, run_plan
 from llm_jobs.cli import arg_parser
 from llm_jobs.context import JobContext, make_context
+from llm_jobs.planning import confirm
 from lookahead.guard import EXIT_OK, guarded
 from lookahead.keys import task_params
 
@@ -28,7 +32,23 @@ def run(ctx: JobContext) -> int:
     recall.plan(ctx, task_params(ctx.study, recall.TASK), None)
     mink.plan(ctx, task_params(ctx.study, mink.TASK))
     reference.plan_reference(ctx)
+    found, finished, code = run_plan.planning_pass([(name, functools.partial(job, ctx)) for name, job in JOBS])
+    if code != EXIT_OK:
+        return code
+    if found:  # one cost for the whole run, asked once (llm_jobs.run_plan)
+        lines, total = run_plan.cost_table(found)
+        print("\n".join(["== the whole run ==", *lines]))
+        run_plan.check_max_cost(total, ctx.args.max_cost)
+        price = f"${total:,.2f}" if total is not None else "an unknown price"
+        confirm(f"run {sum(e.requests for e in found):,} requests for {price}?", ctx.args.yes)
+    with run_plan.confirmed_run():
+        return _run_jobs(ctx, finished)
+
+
+def _run_jobs(ctx: JobContext, finished: set[str]) -> int:
     for name, job in JOBS:
+        if name in finished:  # nothing to ask: done in the planning pass
+            continue
         print(f"== {name} ==")
         code = job(ctx)
         if code != EXIT_OK:

@@ -25,7 +25,9 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
     """The study's settings (already loaded) and its data file: mapped columns, valid rows;
     then the LLM jobs' preflight (llm_jobs.preflight): every check `lookahead run` makes
     before its first query (placeholders, prompt lengths against the context, pre-cutoff
-    rows, clusters, recall labels on the model's exact tokenizer), querying nothing."""
+    rows, clusters, recall labels on the model's exact tokenizer), querying nothing.
+    Between the two, lookahead.check_rules judges the study: a refusal ends the check
+    (exit 2), warnings let it go on and end it with exit 5 when all else passes."""
     from lookahead.rows import release_freed_memory, scan_study_rows, zero_padding_warning
 
     scan = scan_study_rows(study)  # a chunk of rows at a time: a 10-million-row file is not held
@@ -34,9 +36,18 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
     padding = zero_padding_warning(scan.queried_entities(), str(study.input.column_map["entity_id"]))
     if padding:
         print(padding, file=sys.stderr)
+    from lookahead.check_rules import EXIT_REFUSED, EXIT_WARNED, REFUSE, judge
+
+    findings = judge(study, scan)  # the study, not only the file (lookahead.check_rules)
+    refused = [f for f in findings if f.level == REFUSE]
+    for finding in refused or findings:
+        print(f"{finding.level}: {finding.line}", file=sys.stderr)
+    if refused:
+        return EXIT_REFUSED
     del scan  # the preflight below scans them again, in its own process: not both at once
     release_freed_memory()
-    return run_jobs(study_file, True, [], overrides, module="llm_jobs.preflight")
+    rc = run_jobs(study_file, True, [], overrides, module="llm_jobs.preflight")
+    return EXIT_WARNED if rc == 0 and findings else rc
 
 
 def report(study: Study) -> int:
@@ -65,8 +76,21 @@ def _paper_sections():
 
 
 JOB_OPTIONS_NOTE = (
-    "Other options (--allow-sampling) are passed to the LLM jobs; see "
+    "Other options (--allow-sampling, --max-cost USD) are passed to the LLM jobs; see "
     "`python -m llm_jobs.run_all --help`.")
+
+
+def add_model_switch(p: argparse.ArgumentParser) -> None:
+    """--model and its companions (lookahead.model_switch): the study on another model, as
+    a study of its own, its file unchanged."""
+    p.add_argument("--model", default=None, metavar="MODEL",
+                   help="run the study on this model (id, or local weights folder) as its own study "
+                        "<study_name>__<model>, with its own database, cache and report; the study file "
+                        "is not edited")
+    p.add_argument("--backend", default=None, help="with --model: its backend (default: the study's)")
+    p.add_argument("--base-url", default=None, help="with --model: its OpenAI-compatible endpoint")
+    p.add_argument("--training-cutoff", default=None, metavar="YYYY-MM-DD",
+                   help="with --model: its training cutoff (default: seeds/model_training_cutoffs.csv)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,10 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
                             "setting subsample_rows for this command)")
         p.add_argument("--seed", type=int, default=None, metavar="S",
                        help="subsample seed (the setting subsample_seed; default 0)")
+        add_model_switch(p)
         p.add_argument("--accept-low-parse-rate", action="store_true",
                        help="accept a forecast parse rate below 95%% for this command (the setting "
                             "accept_low_parse_rate; the study file is not edited: the build "
                             "records it and the report says so)")
+    sub.add_parser("init", help=INIT_HELP, add_help=False,
+                   description="lookahead init [--data FILE ...] [--no-input]")
     sub.add_parser("compare", help=COMPARE_HELP, add_help=False,
                    description="lookahead compare STUDY.yml [STUDY.yml ...] [--db DB ...] [--out DIR]")
     return parser
@@ -139,16 +166,48 @@ def compare_main(argv: list[str]) -> int:
 
 
 COMPARE_HELP = "compare studies side by side: results/compare/COMPARE.md and index.html"
+INIT_HELP = "write a study file by asking the protocol's intake questions, then check it"
+
+
+def init_main(argv: list[str]) -> int:
+    """`lookahead init`: the protocol's intake questions (lookahead.init), on stdin or as
+    flags, then `lookahead check` on the study file written."""
+    from lookahead import init
+
+    p = argparse.ArgumentParser(prog="lookahead init", description=init.__doc__.splitlines()[0])
+    init.add_arguments(p)
+    args = p.parse_args(argv)
+    out = init.init(args)
+    if args.no_check:
+        return 0
+    os.chdir(PROJECT_ROOT)
+    print(f"lookahead check --study {out}")
+    return check(load_study(str(out)), str(out), {})
 
 
 def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["compare"]:  # its own arguments: several studies, not one --study
         return compare_main(argv[1:])
+    if argv[:1] == ["init"]:  # its own arguments: the intake answers, not --study
+        return init_main(argv[1:])
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.study:  # a study file is relative to where you are; paths inside it to the project
         args.study = str(Path(args.study).resolve())
+    if args.model or args.backend or args.base_url or args.training_cutoff:
+        from lookahead.model_switch import switched_study
+
+        if not args.model:
+            print("error: --backend, --base-url and --training-cutoff go with --model", file=sys.stderr)
+            return 2
+        try:
+            args.study = str(switched_study(args.study, args.model, args.backend, args.base_url,
+                                            args.training_cutoff))
+        except StudyConfigError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"--model {args.model}: study file {args.study}")
     os.chdir(PROJECT_ROOT)
     overrides = {}
     if args.subsample is not None:

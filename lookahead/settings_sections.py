@@ -80,6 +80,12 @@ class InputSettings(Section):
     the same rows and the report says so."""
     subsample_seed: int = 0
     """Seed of the subsample (rows ranked by sha256(seed|row_id))."""
+    check_warn_rejected_share: float = 0.05
+    """`lookahead check` warns when more than this share of the input rows is rejected
+    (lookahead/check_rules.py)."""
+    check_refuse_rejected_share: float = 0.2
+    """`lookahead check` refuses a study when more than this share of the input rows is rejected,
+    naming the top reason and what fixes it (seeds/reject_reasons.csv)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -242,6 +248,9 @@ class ProtocolSettings(Section):
     min_panel_rows: int = 30
     """Fewest panel rows a build accepts: below it the panel gate stops the build (too little data
     to test anything)."""
+    check_min_effective_clusters: float = 10.0
+    """`lookahead check` warns when the pre-cutoff rows form fewer effective clusters (G*, from the
+    cluster sizes) than this: cluster-robust inference is unreliable."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -43,7 +43,11 @@ def _is_study(lang: str, body: str) -> bool:
 
 
 def _is_run(lang: str, body: str) -> bool:
-    return lang in ("bash", "sh") and "lookahead run --study" in body
+    return lang in ("bash", "sh") and "lookahead run --study" in body and not _is_quick_start(lang, body)
+
+
+def _is_quick_start(lang: str, body: str) -> bool:
+    return lang in ("bash", "sh") and "lookahead init --data" in body
 
 
 def _is_compare(lang: str, body: str) -> bool:
@@ -67,6 +71,7 @@ BLOCKS: dict[str, tuple[Callable[[str, str], bool], str]] = {
     "make targets": (_is_make, "test_make_targets_resolve"),
     "study essentials": (_is_study, "test_the_essential_study_settings_are_declared_and_valid"),
     "run a study": (_is_run, "test_running_a_study_step_by_step_as_written (slow)"),
+    "quick start": (_is_quick_start, "test_the_quick_start_as_written (its run line: slow)"),
     "compare the demo studies": (_is_compare, "test_comparing_the_demo_studies_as_written (slow)"),
     "SQL examples": (_is_sql, "tests/python/test_current_state.py::test_readme_sql_examples_run_as_written"),
     "plain dbt from any folder": (_is_data_team, "tests/python/test_readme_data_team.py (the block, from a temporary folder)"),
@@ -194,3 +199,65 @@ def test_comparing_the_demo_studies_as_written():
                           timeout=600)
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
     assert (ROOT / "results/compare/COMPARE.md").is_file()
+
+
+#: What a researcher types at init's questions for the quick start's file (my_data.csv:
+#: permno, dt, headline, ret_1d): blank lines take the proposed answer.
+QUICK_START_ANSWERS = {"entity": "permno", "text": "headline", "text_date": "dt", "outcome": "ret_1d",
+                       "model_id": "demo-clean", "model_path": str(ROOT / "demo" / "models" / "clean"),
+                       "training_cutoff": "2021-12-31"}
+
+
+def _quick_start(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    """The quick start's command lines, a researcher's my_data.csv in a scratch project
+    folder (its .venv the project's), and the environment."""
+    import pandas as pd
+
+    from lookahead.init import QUESTIONS
+
+    [(_, body)] = [(lang, b) for lang, b in readme_blocks() if _is_quick_start(lang, b)]
+    demo = pd.read_csv(ROOT / "demo" / "data" / "observations.csv", dtype=str).iloc[:400]
+    pd.DataFrame({"permno": demo["entity_id"].str[1:].astype(int) + 10000, "dt": demo["text_date"],
+                  "headline": demo["text"], "ret_1d": demo["outcome"]}).to_csv(tmp_path / "my_data.csv", index=False)
+    (tmp_path / ".venv").symlink_to(ROOT / ".venv")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", DBT_PROFILES_DIR=str(ROOT / "profiles"),
+               DBT_SEND_ANONYMOUS_USAGE_STATS="False")
+    # the questions asked: --data is given, no horizon (next business day), no URL (local model)
+    asked = [q.key for q in QUESTIONS if q.key not in ("data", "horizon_days", "base_url")]
+    stdin = "".join(QUICK_START_ANSWERS.get(k, "") + "\n" for k in asked)
+    lines = [line.split("  #")[0].strip() for line in body.strip().splitlines()]
+    return lines, {"env": env, "stdin": stdin}
+
+
+def test_the_quick_start_as_written(tmp_path):
+    """The init line as written, from a folder holding my_data.csv, answering its
+    questions on stdin: it writes my_data.yml and the study passes check."""
+    lines, how = _quick_start(tmp_path)
+    proc = subprocess.run(["bash", "-c", lines[0]], cwd=tmp_path, env=how["env"], input=how["stdin"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert "my_data.csv: columns permno, dt, headline, ret_1d" in proc.stdout
+    assert "preflight passed" in proc.stdout and (tmp_path / "my_data.yml").is_file()
+    assert (tmp_path / "my_data.with_target_date.csv").is_file()
+
+
+@pytest.mark.slow  # the demo model queried for 400 rows, a dbt build and a report: minutes
+def test_the_quick_start_runs_as_written(tmp_path):
+    """Both lines; the run line with --yes (no terminal to answer on) and the study's
+    cache, database and results in the scratch folder (the only changes)."""
+    from dbt_runner import dbt_env
+
+    lines, how = _quick_start(tmp_path)
+    proc = subprocess.run(["bash", "-c", lines[0]], cwd=tmp_path, env=how["env"], input=how["stdin"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    study = yaml.safe_load((tmp_path / "my_data.yml").read_text())
+    study.update(raw_dir=str(tmp_path / "raw"), results_dir=str(tmp_path / "results"),
+                 outputs_dir=str(tmp_path / "outputs"))
+    (tmp_path / "my_data.yml").write_text(yaml.safe_dump(study))
+    env = {**dbt_env(tmp_path / "db.duckdb"), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(["bash", "-c", lines[1] + " --yes"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=1800)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert "whole run" in proc.stdout and "Verdict: " in proc.stdout
+    assert (tmp_path / "results" / "REPORT.md").is_file()

@@ -24,9 +24,10 @@ LOADER = {Path("lookahead/config.py"), Path("lookahead/settings_sections.py")}
 # fields share a name with a setting (model_id, backend, seed, lap_measure, n_samples):
 # a field of a record, not a setting.
 RECORDS = {"rec", "row", "r", "params", "df", "rob", "line", "record", "out", "pair", "first", "b"}
-# Study files being written or overridden (the loader's input, not a setting read) and the
+# Study files being written or overridden (the loader's input, not a setting read; `answers`:
+# lookahead init's intake answers, the study file it writes) and the
 # declaration itself (allowed values, defaults).
-LOADER_INPUT = {"vars_", "overrides", "cs"}
+LOADER_INPUT = {"vars_", "overrides", "cs", "answers"}
 DECLARATION = {"SCHEMA.settings", "CHOICES"}
 # dbt reads these through var() where no setting is meant (none today).
 DBT_FOLDERS = ("models", "macros", "analyses", "tests/dbt", "python_models", "profiles")

@@ -1,0 +1,123 @@
+"""One cost for the whole run: every job's plan first, summed, then one question.
+
+Why: each job printed its own estimate and asked on its own, so the figures scrolled past
+and no one saw what the whole run would cost before its first request. `run_all` now plans
+every job first (each job runs up to its confirmation and stops there, having asked
+nothing: :func:`planning_pass`), prints one table (requests, prompt and output tokens,
+price per job, and their sum), refuses a run above ``--max-cost``, and asks once; the jobs
+then run with that answer (:func:`confirmed_run`).
+
+The planning pass is each job's own code up to its confirmation (cache lookups, prompt
+guards, the recall label check), so the table counts exactly what the jobs will ask.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import io
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from lookahead.guard import EXIT_OK, JobStop
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One job's plan: what it will ask and what that costs (None: no price known)."""
+
+    task: str
+    requests: int
+    prompt_tokens: int
+    output_tokens: int
+    cost: float | None
+
+
+class Planned(Exception):
+    """A job reached its confirmation in the planning pass: its plan is recorded, nothing asked."""
+
+
+#: None outside the planning pass; the estimates recorded so far inside it.
+_estimates: contextvars.ContextVar[list[Estimate] | None] = contextvars.ContextVar("estimates", default=None)
+#: True while the jobs run after the whole run was confirmed once.
+_confirmed: contextvars.ContextVar[bool] = contextvars.ContextVar("confirmed", default=False)
+
+
+def record(estimate: Estimate) -> None:
+    """Called by each job's plan (llm_jobs.planning.print_plan)."""
+    found = _estimates.get()
+    if found is not None:
+        found.append(estimate)
+
+
+def at_confirmation(question: str) -> bool:
+    """Called by llm_jobs.planning.confirm: stop a planning pass here (nothing is asked);
+    True when the whole run was confirmed already (the job goes on without asking)."""
+    if _estimates.get() is not None:
+        raise Planned(question)
+    if _confirmed.get():
+        print(f"{question} yes (the whole run was confirmed above)")
+        return True
+    return False
+
+
+def planning_pass(jobs: Sequence[tuple[str, Callable[[], int]]]) -> tuple[list[Estimate], set[str], int]:
+    """(every job's estimate, the jobs already finished, exit code): each job run up to its
+    confirmation, its output held back (it prints its plan again when it runs). A job with
+    nothing to ask finishes here, as it would in the run, and its output is shown: the run
+    does not repeat it. A job that stops (a parse rate below 95%, a failed check) ends the
+    pass with its code, before anything was asked."""
+    found: list[Estimate] = []
+    finished: set[str] = set()
+    token = _estimates.set(found)
+    try:
+        for name, job in jobs:
+            held = io.StringIO()
+            try:
+                with contextlib.redirect_stdout(held):
+                    code = job()
+            except Planned:
+                continue
+            print(f"== {name} ==\n{held.getvalue()}", end="")
+            if code != EXIT_OK:
+                return found, finished, code
+            finished.add(name)
+    finally:
+        _estimates.reset(token)
+    return found, finished, EXIT_OK
+
+
+def cost_table(found: Sequence[Estimate]) -> tuple[list[str], float | None]:
+    """The table's lines and the run's total cost (None when a job's price is unknown)."""
+    lines = [f"{'job':<12}{'requests':>10}{'prompt tokens':>16}{'output tokens':>16}{'price':>14}"]
+    total: float | None = 0.0
+    for e in found:
+        price = f"${e.cost:,.2f}" if e.cost is not None else "unknown"
+        lines.append(f"{e.task:<12}{e.requests:>10,}{e.prompt_tokens:>16,}{e.output_tokens:>16,}{price:>14}")
+        total = None if total is None or e.cost is None else total + e.cost
+    sums = [sum(getattr(e, f) for e in found) for f in ("requests", "prompt_tokens", "output_tokens")]
+    price = f"${total:,.2f}" if total is not None else "unknown"
+    lines.append(f"{'whole run':<12}{sums[0]:>10,}{sums[1]:>16,}{sums[2]:>16,}{price:>14}")
+    return lines, total
+
+
+def check_max_cost(total: float | None, max_cost: float | None) -> None:
+    """Refuse a run whose estimated cost is above --max-cost, or unknown under one."""
+    if max_cost is None:
+        return
+    if total is None:
+        raise JobStop(f"--max-cost {max_cost:g}: the run's cost is unknown (set price_per_1k_tokens); "
+                      "nothing was queried")
+    if total > max_cost:
+        raise JobStop(f"--max-cost {max_cost:g}: the run's estimated cost ${total:,.2f} is above it; "
+                      "nothing was queried (a subsample, --subsample N, costs less)")
+
+
+@contextlib.contextmanager
+def confirmed_run() -> Iterator[None]:
+    """The jobs run with the whole run's answer: no job asks again."""
+    token = _confirmed.set(True)
+    try:
+        yield
+    finally:
+        _confirmed.reset(token)
