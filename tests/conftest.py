@@ -14,6 +14,7 @@ are importable by name because pyproject.toml puts tests/python on pytest's `pyt
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,15 @@ def demo_study() -> dict:
     """The default study's settings (demo/studies/contaminated.yml, what plain `dbt build`
     builds), as the dict a test passes to dbt's --vars or edits first."""
     return yaml.safe_load((ROOT / "demo" / "studies" / "contaminated.yml").read_text())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tool's state folder (lookahead.artefacts.state_dir: the key that signs swap
+    journals and manifests) in a folder of this test run, for every test and every
+    command it starts: no test writes into the user's home."""
+    from lookahead.artefacts import STATE_DIR_ENV
+
+    folder = tmp_path_factory.mktemp("lookahead-state")
+    os.environ[STATE_DIR_ENV] = str(folder)
+    return folder
