@@ -273,8 +273,9 @@ def _read_signed(path: Path, kind: str, folders: Folders) -> dict:
             or not hmac.compare_digest(mac, _mac(kind, folders.results, data))):
         raise UntrustedRecordError(
             f"{path}: a {what} this tool did not write for this folder (no valid signature from "
-            f"{state_dir() / KEY_FILE}); refused and left in place, nothing was moved: inspect and remove it, "
-            "then run again")
+            f"{state_dir() / KEY_FILE}); refused and left in place, nothing was moved: inspect and remove it "
+            "(one an earlier version of lookahead wrote can go: the tool's files are then found by their exact "
+            "names), then run again")
     if kind == "journal" and not (isinstance(data.get("id"), str) and _SWAP_ID.fullmatch(data["id"])):
         raise UntrustedRecordError(f"{path}: its swap id is not one the tool makes; refused and left in place")
     for field in (("retire", "install") if kind == "journal" else ("files",)):

@@ -15,6 +15,7 @@ are importable by name because pyproject.toml puts tests/python on pytest's `pyt
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -71,12 +72,15 @@ def demo_study() -> dict:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _state_dir() -> Path:
     """The tool's state folder (lookahead.artefacts.state_dir: the key that signs swap
-    journals and manifests) in a folder of this test run, for every test and every
-    command it starts: no test writes into the user's home."""
+    journals and manifests) in the system's temporary folder, for every test and every
+    command it starts: no test writes into the user's home. One folder for every run, not
+    one per run: a dbt build of a test study retires its report set in the project's
+    results/<study_name>/, and the next run must read the manifest it signed there."""
     from lookahead.artefacts import STATE_DIR_ENV
 
-    folder = tmp_path_factory.mktemp("lookahead-state")
+    folder = Path(tempfile.gettempdir()) / f"lookahead-test-state-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
     os.environ[STATE_DIR_ENV] = str(folder)
     return folder

@@ -273,9 +273,9 @@ def test_lookahead_report_refuses_a_planted_record(tmp_path: Path, plant) -> Non
     study, _ = _study_file(tmp_path, "planted_report")
     plant(tmp_path / "results", home)
     proc = _lookahead("report", "--study", str(study), db=tmp_path / "db.duckdb")
+    assert _snapshot(home) == before
     line = _one_error_line(proc)
     assert proc.returncode == 2 and "refused and left in place" in line
-    assert _snapshot(home) == before
     assert (tmp_path / "results" / (JOURNAL if plant is _plant_journal else MANIFEST)).is_file()
 
 
@@ -301,10 +301,10 @@ def test_plain_dbt_build_refuses_a_planted_record(tmp_path: Path, plant) -> None
     plant(tmp_path / "results", home)
     res = run_dbt(["build", "--full-refresh", "--select", "study_settings"], vars_, tmp_path / "db.duckdb",
                   as_vars=True)
+    assert _snapshot(home) == before
     assert res.returncode != 0
     lines = [ln for ln in res.output.splitlines() if "refused and left in place" in ln]
     assert lines, res.output[-3000:]
-    assert _snapshot(home) == before
     assert (tmp_path / "results" / (JOURNAL if plant is _plant_journal else MANIFEST)).is_file()
 
 
