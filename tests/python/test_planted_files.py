@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -317,3 +318,15 @@ def test_two_studies_through_dbt_vars_are_told_apart_by_their_identifying_settin
                                                                                        "b" * 64))
     assert collision_line("db", stored, BuildIdentity("s", VARS_SOURCE, "2" * 64, "a" * 64)) == ""  # edited
     assert collision_line("db", stored, BuildIdentity("s", VARS_SOURCE, "1" * 64, "b" * 64)) == ""  # same settings
+
+
+def test_the_threat_table_names_tests_that_exist() -> None:
+    """Each row of docs/SECURITY.md's threat table for these surfaces names the tests that
+    hold it; a renamed or removed test makes the table lie."""
+    text = (ROOT / "docs" / "SECURITY.md").read_text(encoding="utf-8")
+    table = text.split("## Threat table: results folders, symlinks and study identity", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`(?:[\w/]+\.py::)?(test_\w+)`", table))
+    defined = set()
+    for path in (ROOT / "tests" / "python").glob("test_*.py"):
+        defined |= set(re.findall(r"^def (test_\w+)", path.read_text(encoding="utf-8"), re.M))
+    assert len(named) >= 12 and named <= defined, named - defined
