@@ -210,12 +210,18 @@ def _key() -> bytes:
     except FileNotFoundError:
         pass
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:  # another process made it meanwhile
-        return path.read_bytes()
+    # written whole under a name of its own, then linked into place: a process that reads
+    # the key never sees it half written, and of two that make it at once one key wins
+    tmp = folder / f".{KEY_FILE}.{uuid.uuid4().hex}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(os.urandom(32))
+    try:
+        os.link(tmp, path)
+    except FileExistsError:  # another process made it meanwhile: theirs is the key
+        pass
+    finally:
+        tmp.unlink()
     return path.read_bytes()
 
 

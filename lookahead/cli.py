@@ -129,9 +129,11 @@ def compare_main(argv: list[str]) -> int:
     dbs = [str(Path(d).resolve()) for d in args.db]
     out = Path(args.out).resolve() if args.out else PROJECT_ROOT / COMPARE_DIR
     os.chdir(PROJECT_ROOT)
+    from lookahead.artefacts import OutputFolderError
+
     try:
         md, page = compare(studies, dbs, out)
-    except (CompareError, StudyConfigError) as err:
+    except (CompareError, StudyConfigError, OutputFolderError) as err:  # also a planted journal in --out
         print(f"error: {err}", file=sys.stderr)
         return 2
     for label, path in (("Comparison", md), ("Page", page)):

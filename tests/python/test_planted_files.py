@@ -330,3 +330,23 @@ def test_the_threat_table_names_tests_that_exist() -> None:
     for path in (ROOT / "tests" / "python").glob("test_*.py"):
         defined |= set(re.findall(r"^def (test_\w+)", path.read_text(encoding="utf-8"), re.M))
     assert len(named) >= 12 and named <= defined, named - defined
+
+
+def _key_in(folder: str) -> bytes:
+    os.environ["LOOKAHEAD_STATE_DIR"] = folder
+    from lookahead import artefacts
+
+    return artefacts._key()
+
+
+def test_the_signing_key_is_the_users_own_and_one_under_a_race(tmp_path: Path) -> None:
+    """The key is made once, readable by the user only, in the state folder; processes
+    that make it at once all get the one that won (none reads it half written)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    folder = tmp_path / "state"
+    with ProcessPoolExecutor(4) as pool:
+        keys = set(pool.map(_key_in, [str(folder)] * 8))
+    assert len(keys) == 1 and len(next(iter(keys))) == 32
+    key = folder / "artefacts.key"
+    assert key.stat().st_mode & 0o777 == 0o600 and [p.name for p in folder.iterdir()] == ["artefacts.key"]
