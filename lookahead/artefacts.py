@@ -129,9 +129,10 @@ def check_symlinked_folders(study: "Study") -> None:
     project (for a folder named inside it) or out of the folder named (a folder named
     outside it that is itself a link), unless the study sets ``follow_symlinks: true``;
     and, whatever that setting, a raw folder that is the file system's root or a folder
-    holding the project. Why: the jobs lock, write and walk the raw folder and the report
-    moves files in and out of its folders, so a link planted in the project (by a pull
-    request, a shared bundle) would have them write, move or scan anywhere."""
+    holding the project; and a link inside a raw folder (a cache file, a shard) that leads
+    out of it. Why: the jobs lock, write and walk the raw folder and the report moves
+    files in and out of its folders, so a link planted in the project (by a pull request,
+    a shared bundle) would have them write, move or scan anywhere."""
     root = Path(os.path.abspath(study.root))
     real_root = root.resolve()
     follow = study.output.follow_symlinks
@@ -160,6 +161,34 @@ def check_symlinked_folders(study: "Study") -> None:
             raise OutputFolderError(
                 f"setting '{setting}': {named} is a symbolic link to {real}, {where}; point {setting} at "
                 "the real folder, or set follow_symlinks: true to allow it")
+    for setting, value in settings[2:]:
+        linked = None if follow or not value else _link_out_of(Path(value).resolve())
+        if linked is not None:
+            raise OutputFolderError(
+                f"setting '{setting}': {linked} is a symbolic link to {linked.resolve()}, out of the raw folder; "
+                "the jobs append to and lock the files there, so replace the link with the file, or set "
+                "follow_symlinks: true to allow it")
+
+
+def _link_out_of(folder: Path) -> Path | None:
+    """The first entry of a raw folder (its files, and its shards/ folders and their
+    files) that is a symbolic link leading out of it, or None: the jobs open these files
+    to append and lock, which a link would redirect to any file."""
+    from lookahead.cache import SHARDS_DIR
+
+    if not folder.is_dir():
+        return None
+    entries = list(folder.iterdir())
+    shards = folder / SHARDS_DIR
+    if shards.is_dir() and not shards.is_symlink():
+        for shard in shards.iterdir():
+            entries.append(shard)
+            if shard.is_dir() and not shard.is_symlink():
+                entries += list(shard.iterdir())
+    for p in sorted(entries):
+        if p.is_symlink() and not p.resolve().is_relative_to(folder):
+            return p
+    return None
 
 
 def check_output_folders(study: "Study") -> None:

@@ -350,3 +350,30 @@ def test_the_signing_key_is_the_users_own_and_one_under_a_race(tmp_path: Path) -
     assert len(keys) == 1 and len(next(iter(keys))) == 32
     key = folder / "artefacts.key"
     assert key.stat().st_mode & 0o777 == 0o600 and [p.name for p in folder.iterdir()] == ["artefacts.key"]
+
+
+def test_a_cache_file_linked_out_of_the_raw_folder_is_refused(tmp_path: Path) -> None:
+    """raw/forecast.jsonl planted as a link to a file of the user's: the jobs would append
+    their answers to it and lock beside it."""
+    study = _project_study(tmp_path)
+    victim = _home(tmp_path) / "work" / "thesis.tex"
+    (study.raw_dir / "forecast.jsonl").unlink()
+    (study.raw_dir / "forecast.jsonl").symlink_to(victim)
+    with pytest.raises(OutputFolderError, match=r"setting 'raw_dir': .*forecast.jsonl is a symbolic link .*out of"):
+        check_output_folders(study)
+    check_output_folders(study.with_settings(follow_symlinks=True))
+
+
+def test_the_jobs_refuse_a_raw_dir_linked_to_the_root_before_writing(tmp_path: Path) -> None:
+    """`python -m llm_jobs.run_all`, without the lookahead command: the issue's
+    `/forecast.jsonl.lock` came from the jobs."""
+    study, _ = _study_file(tmp_path, "linked_raw_jobs")
+    (tmp_path / "rawlink").symlink_to("/")
+    data = yaml.safe_load(study.read_text())
+    data["raw_dir"] = str(tmp_path / "rawlink")
+    study.write_text(yaml.safe_dump(data))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    proc = subprocess.run([sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "setting 'raw_dir'" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not Path("/forecast.jsonl.lock").exists()
