@@ -231,8 +231,18 @@ def state_dir() -> Path:
 
 
 def _key() -> bytes:
-    """The signing key (32 random bytes, readable by the user only), made on first use."""
-    folder = state_dir()
+    """The signing key (32 random bytes, readable by the user only), made on first use;
+    OutputFolderError (one line) when the state folder cannot hold it."""
+    try:
+        return _read_or_make_key(state_dir())
+    except OSError as err:
+        raise OutputFolderError(f"cannot keep the key that signs report manifests in {state_dir()} "
+                                f"({err.strerror or type(err).__name__}); set {STATE_DIR_ENV} to a folder "
+                                "of yours outside the results folders") from None
+
+
+def _read_or_make_key(folder: Path) -> bytes:
+    """The key in ``folder``, made there (mode 0600) when it is not yet."""
     path = folder / KEY_FILE
     try:
         return path.read_bytes()

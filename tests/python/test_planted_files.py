@@ -377,3 +377,11 @@ def test_the_jobs_refuse_a_raw_dir_linked_to_the_root_before_writing(tmp_path: P
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "setting 'raw_dir'" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not Path("/forecast.jsonl.lock").exists()
+
+
+def test_a_state_folder_that_cannot_hold_the_key_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("LOOKAHEAD_STATE_DIR", str(tmp_path / "not-a-folder"))
+    with pytest.raises(OutputFolderError, match="cannot keep the key .* set LOOKAHEAD_STATE_DIR") as err:
+        write_artefact_set(_folders(tmp_path), "first", _producer("v1"))
+    assert "\n" not in str(err.value)
