@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from llm_jobs.cli import arg_parser
-from llm_jobs.context import JobContext, Query
+from llm_jobs.context import JobContext, Query, check_study_links
 from llm_jobs.failures import require_complete
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.query_loop import logprob_dicts, record_skeleton, run_queries
@@ -36,6 +36,7 @@ class ClaimContext(JobContext):
 
 def make_claim_context(args: Any) -> ClaimContext:
     study = claim_study(load_study(args.study))   # the claim model, when the study names one
+    check_study_links(study)
     ctx = ClaimContext(study, args, pd.DataFrame(), 0)
     ctx.settings = ClaimSettings.from_study(study)
     return ctx

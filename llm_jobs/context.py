@@ -114,6 +114,19 @@ def make_context(args: argparse.Namespace, backend: Backend | None = None) -> Jo
     return JobContext(study, args, rows, n_rejected, backend)
 
 
+def check_study_links(study: Study) -> None:
+    """Stop (one line) before anything is written when a raw or output folder of the study
+    is reached through a symbolic link out of the project or the folder named, or is the
+    file system's root (lookahead.artefacts.check_symlinked_folders): the jobs lock, append
+    to and scan the raw folder, also when started without the lookahead command."""
+    from lookahead.artefacts import OutputFolderError, check_symlinked_folders
+
+    try:
+        check_symlinked_folders(study)
+    except OutputFolderError as err:
+        raise JobStop(str(err)) from None
+
+
 def scan_context_rows(args: argparse.Namespace) -> tuple[Study, RowScan, bool]:
     """The study and a first pass over its rows (lookahead.rows.RowScan: reasons and the
     rows to query, no row held), with the counts and notes every job prints. The rows
@@ -121,6 +134,7 @@ def scan_context_rows(args: argparse.Namespace) -> tuple[Study, RowScan, bool]:
     `lookahead check` (llm_jobs.preflight) checks them a chunk at a time.
     The flag is True for a large study without a subsample (a terminal may be asked one)."""
     study = load_study(args.study)
+    check_study_links(study)
     if args.seed is not None and args.subsample is None:
         raise JobStop("--seed needs --subsample N (or set subsample_rows in the study file)")
     study_sub = (study.input.subsample_rows, int(study.input.subsample_seed or 0))

@@ -51,11 +51,12 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
 
 
 def report(study: Study) -> int:
+    from lookahead.artefacts import OutputFolderError
     from lookahead.report import ReportError, write_report
 
     try:
         files = write_report(study, extra=_paper_sections())
-    except ReportError as err:
+    except (ReportError, OutputFolderError) as err:  # a refused journal, manifest or symlinked folder
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"Verdict: {files.verdict}")
@@ -155,9 +156,11 @@ def compare_main(argv: list[str]) -> int:
     dbs = [str(Path(d).resolve()) for d in args.db]
     out = Path(args.out).resolve() if args.out else PROJECT_ROOT / COMPARE_DIR
     os.chdir(PROJECT_ROOT)
+    from lookahead.artefacts import OutputFolderError
+
     try:
         md, page = compare(studies, dbs, out)
-    except (CompareError, StudyConfigError) as err:
+    except (CompareError, StudyConfigError, OutputFolderError) as err:  # also a planted journal in --out
         print(f"error: {err}", file=sys.stderr)
         return 2
     for label, path in (("Comparison", md), ("Page", page)):
@@ -258,14 +261,25 @@ def _main(argv: list[str] | None = None) -> int:
               else f"dbt build: {why}")
     if build:
         from lookahead.artefacts import retire_study
+        from lookahead.collision import database_collision, file_source
         from lookahead.identity import held_by
 
         held = held_by(study.database, write=True)  # also a read-only holder blocks a build
         if held:
             print(f"error: {held}", file=sys.stderr)
             return 2
+        # another study's results in this database: stopped before anything of theirs is
+        # retired or marked (dbt's run-start check would stop the build, but only after this)
+        collision = "" if args.rebuild else database_collision(study, file_source(args.study))
+        if collision:
+            print(f"error: {collision}", file=sys.stderr)
+            return 2
         # the build replaces the results: a build that does not finish leaves none that read as its own
-        retire_study(study, "a new dbt build was started after they were written")
+        try:
+            retire_study(study, "a new dbt build was started after they were written")
+        except OutputFolderError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         rc = run_dbt(["build", *(["--full-refresh"] if args.rebuild else [])], args.study, overrides)
         if 0 < rc < 128:  # a killed dbt has said so in its own line
             print("error: dbt build failed (see the messages above); no report written", file=sys.stderr)

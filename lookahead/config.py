@@ -445,6 +445,16 @@ class Study(StudySections):
         text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
+    @property
+    def identity_hash(self) -> str:
+        """sha256 of the settings that identify the study (``identifies: true`` in
+        study_settings.yml: its name, data, model, prompts, labels, cutoff): what tells two
+        studies apart when the build's source names no file (`dbt build --vars`), for the
+        collision guard (lookahead.collision)."""
+        kept = {k: v for k, v in self.vars.items() if SCHEMA.settings[k].identifies}
+        text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
     @classmethod
     def from_json(cls, text: str, root: Path = PROJECT_ROOT) -> "Study":
         """The study a dbt build recorded (table `study_settings`, column settings_json)."""

@@ -146,15 +146,21 @@ def _study_source() -> str:
     return study_source(_cli_vars())
 
 
-def _collision(stored_name: str, stored_source: str, stored_hash: str) -> str:
+def _collision(stored_name: str, stored_source: str, stored_hash: str, stored_identity: str) -> str:
     """'' or the run-start line stopping a build over another study's results
     (lookahead.collision: the database's last build against this one)."""
-    from lookahead.collision import collision_line
+    from lookahead.collision import BuildIdentity, collision_line
     from lookahead.config import database_path
 
     study = build_study()
-    return collision_line(str(database_path(study.name)), (stored_name, stored_source, stored_hash),
-                          (study.name, _study_source(), study.settings_hash))
+    return collision_line(str(database_path(study.name)),
+                          BuildIdentity(stored_name, stored_source, stored_hash, stored_identity),
+                          BuildIdentity(study.name, _study_source(), study.settings_hash, study.identity_hash))
+
+
+def _identity_hash() -> str:
+    """The build's study identity (lookahead.config.Study.identity_hash), for build_log."""
+    return build_study().identity_hash
 
 
 def _identity_is_current(settings_hash: str, inputs: str, code: str, raw_reads_json: str | None) -> bool:
@@ -554,8 +560,9 @@ class Plugin(BasePlugin):
                              ["VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"], "BOOLEAN", side_effects=True,
                              null_handling="special")
         conn.create_function("lookahead_raw_reads", _raw_reads, ["VARCHAR"], "VARCHAR", side_effects=True)
-        conn.create_function("lookahead_study_collision", _collision, ["VARCHAR", "VARCHAR", "VARCHAR"],
-                             "VARCHAR", side_effects=False)
+        conn.create_function("lookahead_study_collision", _collision,
+                             ["VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
+        conn.create_function("lookahead_identity_hash", _identity_hash, [], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_settings_hash", _settings_hash, ["VARCHAR"], "VARCHAR",
                              side_effects=False)
         conn.create_function("lookahead_result_tables", _result_tables, [], "VARCHAR",

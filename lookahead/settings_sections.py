@@ -50,6 +50,13 @@ class OutputSettings(Section):
     """Where `lookahead report` writes REPORT.md and its CSVs (null = results/<study_name>)."""
     outputs_dir: str | None = None
     """Where the jobs' parquet files and the Stata panels go (null = outputs/<study_name>)."""
+    stale_reports_kept: int = 3
+    """How many older retired report sets (stale.1, stale.2, ... beside stale/) a results or
+    outputs folder keeps; older ones, oldest first, are deleted when a report is retired."""
+    follow_symlinks: bool = False
+    """Allow results_dir, outputs_dir, raw_dir, claims_raw_dir, and the folders inside them, to be
+    symbolic links that lead out of the project or out of the folder you named (false: refused
+    in one line)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,11 +8,12 @@
 {% macro record_build_start() %}
   {% if execute and flags.WHICH in ('build', 'run') %}
     {{ create_build_log() }}
-    {#- where the study came from and its settings hash: the next build's collision check -#}
+    {#- where the study came from, its settings hash and its identifying settings' hash: the
+        next build's collision check (lookahead/collision.py) -#}
     {% do run_query("insert into build_log (invocation_id, study_name, status, failed_nodes, message, "
-        ~ "finished_at, command, selection, study_source, settings_hash) values ('" ~ invocation_id
+        ~ "finished_at, command, selection, study_source, settings_hash, identity_hash) values ('" ~ invocation_id
         ~ "', lookahead_study_name(), 'started', '', '', current_timestamp, '" ~ flags.WHICH ~ "', '', "
-        ~ "lookahead_study_source(), lookahead_settings_hash(lookahead_study_json()))") %}
+        ~ "lookahead_study_source(), lookahead_settings_hash(lookahead_study_json()), lookahead_identity_hash())") %}
     {#- a selection without the verdict leaves its mark alone (partial builds keep status true) -#}
     {% if verdict_exists() and verdict_node_id() in selected_resources %}
       {% do run_query("alter table " ~ target.schema ~ ".verdict_py add column if not exists result_status varchar") %}
@@ -33,6 +34,7 @@
     {% do run_query("alter table build_log add column if not exists selection varchar") %}
     {% do run_query("alter table build_log add column if not exists study_source varchar") %}
     {% do run_query("alter table build_log add column if not exists settings_hash varchar") %}
+    {% do run_query("alter table build_log add column if not exists identity_hash varchar") %}
 {% endmacro %}
 
 {#- The verdict row lives in the Python model's table verdict_py (lookahead.identity.VERDICT_TABLE),

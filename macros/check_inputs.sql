@@ -52,17 +52,24 @@
 
 {#- One database, one study (lookahead/collision.py): a build (not a test or compile) stops
     when the database's last build was another study, from another source with other
-    settings, unless --full-refresh asks to replace its results. -#}
+    settings (or, through --vars, with other identifying settings), unless --full-refresh
+    asks to replace its results. It runs in the first run-start hook: a refused build never
+    reaches record_build_start, which retires the report and marks the verdict. -#}
 {% macro check_study_collision() %}
   {% if flags.WHICH in ('build', 'run') and not flags.FULL_REFRESH %}
     {% set logged = run_query("select count(*) from information_schema.columns where table_name = 'build_log' "
         ~ "and column_name = 'study_source' and table_schema = '" ~ target.schema ~ "'").columns[0].values()[0] %}
     {% if logged > 0 %}
-      {% set last = run_query("select coalesce(study_name, ''), coalesce(study_source, ''), settings_hash "
-          ~ "from build_log where settings_hash is not null order by finished_at desc limit 1") %}
+      {#- a database from before identity_hash was recorded reads as '' (lookahead.collision) -#}
+      {% set identified = run_query("select count(*) from information_schema.columns where table_name = 'build_log' "
+          ~ "and column_name = 'identity_hash' and table_schema = '" ~ target.schema ~ "'").columns[0].values()[0] %}
+      {% set last = run_query("select coalesce(study_name, ''), coalesce(study_source, ''), settings_hash, "
+          ~ ("coalesce(identity_hash, '')" if identified > 0 else "''")
+          ~ " from build_log where settings_hash is not null order by finished_at desc limit 1") %}
       {% if last.rows | length > 0 %}
         {% set message = run_query("select lookahead_study_collision(" ~ sql_string(last.rows[0][0]) ~ ", "
-            ~ sql_string(last.rows[0][1]) ~ ", " ~ sql_string(last.rows[0][2]) ~ ")").columns[0].values()[0] %}
+            ~ sql_string(last.rows[0][1]) ~ ", " ~ sql_string(last.rows[0][2]) ~ ", "
+            ~ sql_string(last.rows[0][3]) ~ ")").columns[0].values()[0] %}
         {% if message %}
           {{ exceptions.raise_compiler_error(message) }}
         {% endif %}

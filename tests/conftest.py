@@ -14,6 +14,8 @@ are importable by name because pyproject.toml puts tests/python on pytest's `pyt
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -67,3 +69,35 @@ def demo_study() -> dict:
     """The default study's settings (demo/studies/contaminated.yml, what plain `dbt build`
     builds), as the dict a test passes to dbt's --vars or edits first."""
     return yaml.safe_load((ROOT / "demo" / "studies" / "contaminated.yml").read_text())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _state_dir() -> Path:
+    """The tool's state folder (lookahead.artefacts.state_dir: the key that signs swap
+    journals and manifests) in the system's temporary folder, for every test and every
+    command it starts: no test writes into the user's home. One folder for every run, not
+    one per run: a dbt build of a test study retires its report set in the project's
+    results/<study_name>/, and the next run must read the manifest it signed there.
+
+    When the user has a key (`make demo` made one, and signed the demo's reports with it),
+    the folder holds a copy of it, read and never written: `make test` after `make demo`
+    (CI's order) then reads the demo's manifests in results/ as the user's own commands do.
+    The folder's name carries the key's digest, so another key is another folder."""
+    import hashlib
+    import shutil
+
+    from lookahead.artefacts import KEY_FILE, STATE_DIR_ENV, state_dir
+
+    user_key = state_dir() / KEY_FILE  # the user's, where their own commands look for it
+    base = Path(tempfile.gettempdir()) / f"lookahead-test-state-{os.getuid()}"
+    if user_key.is_file():
+        folder = base.with_name(f"{base.name}-{hashlib.sha256(user_key.read_bytes()).hexdigest()[:12]}")
+        folder.mkdir(mode=0o700, exist_ok=True)
+        if not (folder / KEY_FILE).is_file():
+            shutil.copyfile(user_key, folder / KEY_FILE)
+            (folder / KEY_FILE).chmod(0o600)
+    else:
+        folder = base
+        folder.mkdir(mode=0o700, exist_ok=True)
+    os.environ[STATE_DIR_ENV] = str(folder)
+    return folder

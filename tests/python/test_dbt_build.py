@@ -164,7 +164,9 @@ def test_dropped_forecast_line_fails_at_the_gate_and_leaves_no_verdict(built, tm
 
     vars_, target = _broken_copy(tmp_path, study, drop)
     shutil.copy(res_ok.db, target / "db.duckdb")  # the previous, good build's tables
-    res = run_dbt(["build"], vars_, target / "db.duckdb")
+    # the copy reads another data file, which identifies another study (lookahead/collision.py):
+    # --full-refresh asks to replace the good build's results
+    res = run_dbt(["build", "--full-refresh"], vars_, target / "db.duckdb")
     assert res.returncode != 0
     assert "GX gate 'gate_panel' failed" in res.output
     assert "expect_column_values_to_not_be_null(forecast_key)" in res.output

@@ -11,11 +11,12 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
 import pytest
-from dbt_runner import ROOT, run_dbt
+from dbt_runner import ROOT, dbt_env, run_dbt
 from fixture_study import write_fixture_study
 
 from lookahead.collision import SOURCE_ENV, collision_line, default_source, study_source
@@ -125,6 +126,64 @@ def test_a_build_of_another_study_stops_and_leaves_the_demo_tables_unchanged(bui
     con = duckdb.connect(str(db), read_only=True)
     assert con.sql("select cluster from study_settings").fetchone()[0] == "date"
     con.close()
+
+
+def test_two_studies_through_dbt_vars_with_one_name_are_told_apart(built, tmp_path, monkeypatch):
+    """Both through `dbt build --vars`, so both from the source "dbt --vars": the second
+    study (another model, one of the settings that identify a study) stops in one line;
+    the first, edited in a setting that does not identify it, rebuilds."""
+    monkeypatch.delenv(SOURCE_ENV, raising=False)
+    vars_, target = _copy(built, tmp_path)
+    db = target / "db.duckdb"
+    first = run_dbt(["run", "--select", "study_settings", "--full-refresh"], vars_, db, as_vars=True)
+    assert first.returncode == 0, first.output[-3000:]
+    twin = run_dbt(["run", "--select", "study_settings"], {**vars_, "model_id": "another-model"}, db, as_vars=True)
+    lines = [ln for ln in twin.output.splitlines() if "holds the results of study" in ln]
+    assert twin.returncode != 0 and len(lines) == 1, twin.output[-3000:]
+    assert "from dbt --vars with other identifying settings" in lines[0]
+    edited = run_dbt(["run", "--select", "study_settings"], {**vars_, "cluster": "date"}, db, as_vars=True)
+    assert edited.returncode == 0, edited.output[-3000:]
+
+
+def _verdict_status(db: Path) -> str | None:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.sql("select result_status from verdict_py").fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_a_refused_build_retires_no_report_and_marks_no_verdict(built, tmp_path):
+    """Another study of the same name, refused by `lookahead build` and by plain
+    `dbt build --vars`: the first study's REPORT.md and index.html stay where they are (no
+    stale/) and its verdict's result_status is not rewritten."""
+    from lookahead.artefacts import Folders, write_artefact_set
+
+    vars_, target = _copy(built, tmp_path)
+    db = target / "db.duckdb"
+    vars_ = {**vars_, "results_dir": str(tmp_path / "results"), "outputs_dir": str(tmp_path / "outputs")}
+    folders = Folders.of(Study(vars=resolve(vars_)))
+
+    def produce(results: Path, outputs: Path) -> None:
+        for name in ("REPORT.md", "index.html", "verdict.csv"):
+            (results / name).write_text("the first study's report")
+
+    write_artefact_set(folders, "first", produce)
+    status = _verdict_status(db)
+    other = {**vars_, "lap_measures": ["recall"], "cluster": "date"}
+    study_file = tmp_path / "other.yml"
+    study_file.write_text(json.dumps(other))
+    env = {**dbt_env(db), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "lookahead.cli", "build", "--study", str(study_file)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert (folders.results / "REPORT.md").is_file() and not (folders.results / "stale").exists(), proc.stderr
+    assert _verdict_status(db) == status
+    assert proc.returncode == 2 and len(errors) == 1 and "holds the results of study" in errors[0], proc.stderr
+    res = run_dbt(["build"], other, db, as_vars=True)
+    assert res.returncode != 0 and "holds the results of study" in res.output, res.output[-3000:]
+    assert (folders.results / "REPORT.md").is_file() and not (folders.results / "stale").exists()
+    assert _verdict_status(db) == status
 
 
 def test_a_measure_under_another_key_fails_the_build_naming_the_setting(built, tmp_path, monkeypatch):
