@@ -27,6 +27,7 @@ from lookahead.pages.blocks import Figure, Links, Para, Section, Table
 from lookahead.pages.charts import HEIGHT, WIDTH, _records
 from lookahead.pages.data import accuracy_by_lap_decile, lap_by_month
 from lookahead.pages.markdown import render as render_markdown
+from lookahead.pages.text import code
 from lookahead.stats.verdict import PLACEBO, evaluate, facts_from_row, fmt_num, fmt_t
 
 COMPARE_DIR = Path("results") / "compare"
@@ -102,7 +103,7 @@ def comparison_frame(results: list[StudyResult]) -> pd.DataFrame:
     for r in results:
         o = evaluate(facts_from_row(r.verdict))
         b3 = o.tests["beta3"]
-        row = {"study": r.study.name, "model": f"`{r.study.backend.model_id}`",
+        row = {"study": r.study.name, "model": code(r.study.backend.model_id),
                "cutoff": str(r.study.protocol.training_cutoff),
                "N pre / post": f"{o.facts.n_obs_pre} / {o.facts.n_obs_post}", "verdict": o.decision,
                "beta_3 (t)": f"{fmt_num(b3.estimate)} (t {fmt_t(b3.t)})" if b3.estimable else "not estimable",
