@@ -7,6 +7,7 @@ import argparse
 from collections.abc import Callable, Sequence
 
 from llm_jobs.context import JobContext, make_context
+from lookahead.consent import add_consent_arguments
 from lookahead.guard import guarded
 
 
@@ -27,6 +28,7 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
                    help="forecast: continue below 95%% parse rate (this run only; the study file "
                         "is not edited: `lookahead run --accept-low-parse-rate` passes the same "
                         "acceptance to dbt, which records it in the build identity and the report)")
+    add_consent_arguments(p)
     return p
 
 

@@ -13,13 +13,19 @@ from typing import Any
 from llm_jobs.context import JobContext, Query, QueryPlan
 from lookahead.backends import Backend
 from lookahead.config import StudyConfigError
+from lookahead.consent import Destination
 from lookahead.guard import EXIT_DECLINED, JobStop
 
 LOCAL_BACKENDS = ("transformers", "vllm")
 
 
-def confirm(question: str, yes: bool) -> None:
-    """Ask before paying for queries; --yes answers for scripts and CI."""
+def confirm(question: str, yes: bool, destination: Destination | None = None) -> None:
+    """Ask before paying for queries; --yes answers for scripts and CI. An API backend's
+    destination (host, remote or not, the key variable) is printed first: the person
+    answering sees where the prompts go. --yes answers the cost question only; a remote
+    host was allowed by --allow-remote before the backend was built (lookahead.consent)."""
+    if destination is not None:
+        print(destination.describe())
     if yes:
         print(f"{question} yes (--yes)")
         return
