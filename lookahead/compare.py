@@ -28,6 +28,7 @@ from lookahead.pages.charts import HEIGHT, WIDTH, _records
 from lookahead.pages.data import accuracy_by_lap_decile, lap_by_month
 from lookahead.pages.markdown import render as render_markdown
 from lookahead.pages.text import code
+from lookahead.safe_output import write_csv as safe_csv
 from lookahead.stats.verdict import PLACEBO, evaluate, facts_from_row, fmt_num, fmt_t
 
 COMPARE_DIR = Path("results") / "compare"
@@ -188,7 +189,7 @@ def write_compare(results: list[StudyResult], out_dir: Path) -> tuple[Path, Path
     secs = sections(results, out_dir)
 
     def produce(stage: Path, _outputs: Path) -> None:
-        comparison_frame(results).to_csv(stage / "comparison.csv", index=False)
+        safe_csv(comparison_frame(results), stage / "comparison.csv")
         assets.write(secs, stage)
         (stage / "COMPARE.md").write_text(render_markdown(secs), encoding="utf-8")
         (stage / "index.html").write_text(page_html.render(secs, "Models side by side"), encoding="utf-8")

@@ -27,6 +27,7 @@ from markdown_it import MarkdownIt
 
 from lookahead.pages.assets import gt_table
 from lookahead.pages.blocks import Bullets, Figure, Links, Para, Raw, Section, Table
+from lookahead.safe_output import strip_controls
 
 #: Runs once the bundle has loaded: embeds every chart spec found in the page.
 EMBED = """
@@ -163,8 +164,10 @@ def _short(sec: Section) -> str:
 
 
 def render(sections: list[Section], title: str) -> str:
-    nav = "".join(f'<a href="#{html.escape(s.key)}">{html.escape(_short(s))}</a>' for s in sections)
-    body = "".join(_section(s) for s in sections)
+    # no control byte from data reaches the file (lookahead.safe_output); the bundle is the package's
+    nav = strip_controls("".join(f'<a href="#{html.escape(s.key)}">{html.escape(_short(s))}</a>' for s in sections))
+    body = strip_controls("".join(_section(s) for s in sections))
+    title = strip_controls(title)
     script = bundle()
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta http-equiv=\"Content-Security-Policy\" content=\"{html.escape(csp(script))}\">"
