@@ -150,3 +150,46 @@ def test_safe_frame_touches_only_text_columns() -> None:
     assert out["n"].tolist() == [-1.5, 2.0] and out["b"].tolist() == [True, False]
     assert out["s"].tolist() == ["'=x", "-3"] and out["d"].equals(df["d"])
     assert strip_controls("tab\tline\nend\r") == "tab\tline\nend\r"
+
+
+# ------------------------------------------------------------------ through a real build
+
+HOSTILE_ROWS = ['=HYPERLINK("http://evil.example","x")', "@SUM(1+1)", "-2+3+cmd|' /C calc'!A0",
+                "a\x00b", "\x1b[31mred\x1b[0m"]
+
+
+def test_a_built_study_reports_no_formula_and_no_control_byte(tmp_path: Path) -> None:
+    """The attack through `dbt build` and the report: rejected input rows holding formulas,
+    a NUL and an ANSI escape; a formula as the study's outcome wording."""
+    from dbt_runner import run_dbt
+    from fixture_study import write_fixture_study
+
+    from lookahead.config import Study, resolve
+    from lookahead.report import write_report
+
+    study = write_fixture_study(tmp_path / "study")
+    obs = pd.read_csv(study.data_path, dtype=str)
+    bad = obs.head(len(HOSTILE_ROWS)).copy()
+    bad["row_id"] = [f"bad{i}" for i in range(len(bad))]
+    bad["outcome"] = HOSTILE_ROWS  # not a number: each row is rejected, whole, into rejected_rows
+    bad["entity_name"] = HOSTILE_ROWS
+    pd.concat([obs, bad]).to_csv(study.data_path, index=False)
+    vars_ = {**study.vars, "outcome_description": '=HYPERLINK("http://evil.example","x")',
+             "results_dir": str(tmp_path / "results"), "outputs_dir": str(tmp_path / "outputs")}
+    res = run_dbt(["build"], vars_, tmp_path / "db.duckdb")
+    assert res.returncode == 0, res.output[-3000:]
+    files = write_report(Study(vars=resolve(vars_)), database=tmp_path / "db.duckdb")
+    rejected = files.report.parent / "rejected_rows.csv"
+    assert rejected in files.csvs
+    text = rejected.read_text(encoding="utf-8")
+    assert "'=HYPERLINK" in text and "'@SUM(1+1)" in text and "'-2+3+cmd" in text
+    for path in files.csvs:
+        data = path.read_bytes()
+        assert not any(b in data for b in CONTROL_BYTES), path.name
+        for row in _cells(path):
+            for cell in row:
+                assert not cell.startswith(FORMULA_START) or _is_number(cell), (path.name, cell)
+    settings = pd.read_csv(files.report.parent / "study_settings.csv", dtype=str)
+    assert settings["outcome_description"].iloc[0].startswith("'=HYPERLINK")
+    for path in [*files.stata, files.report, files.page, *files.report.parent.glob("tables/*.tex")]:
+        assert b"\x1b[" not in path.read_bytes() and b"a\x00b" not in path.read_bytes(), path
