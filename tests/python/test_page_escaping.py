@@ -13,6 +13,7 @@ has no error, and a script element added to the page by hand is refused by the p
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
 import shutil
 from html.parser import HTMLParser
@@ -109,6 +110,25 @@ def planted(tmp_path_factory) -> Path:
     return write_pages(d).page
 
 
+@pytest.fixture(scope="module")
+def planted_compare(tmp_path_factory) -> Path:
+    """The compare page of two generated studies whose model ids carry the payload."""
+    from dataclasses import replace
+
+    from test_compare import _generated
+
+    from lookahead.compare import write_compare
+    from lookahead.config import Study, resolve
+
+    d = tmp_path_factory.mktemp("compare")
+    results = []
+    for name, model in (("strong", PAYLOAD), ("none", BARE)):
+        r = _generated(name, d)
+        results.append(replace(r, study=Study(vars=resolve({**r.study.vars, "model_id": model}))))
+    _, page = write_compare(results, d / "results" / "compare")
+    return page
+
+
 def _check_no_markup(page: str) -> _Tags:
     parser = _Tags()
     parser.feed(page)
@@ -133,6 +153,15 @@ def test_planted_study_page_has_no_markup_from_data(planted):
     assert "&lt;script&gt;window.__pwned=1" in page
     report = (planted.parent / "REPORT.md").read_text(encoding="utf-8")
     assert code(PAYLOAD) in report  # REPORT.md: the same span, closed where it should be
+
+
+def test_planted_compare_page_has_no_markup_from_data(planted_compare):
+    page = planted_compare.read_text(encoding="utf-8")
+    parser = _check_no_markup(page)
+    assert PAYLOAD in parser.codes and BARE in parser.codes
+    assert "Content-Security-Policy" in page.split("</head>", 1)[0]
+    for row in csv.reader(open(planted_compare.parent / "comparison.csv", newline="", encoding="utf-8")):
+        assert not any(cell.startswith(("=", "+", "@")) for cell in row), row
 
 
 def test_page_carries_a_policy_allowing_only_its_bundle(planted):
@@ -189,6 +218,7 @@ def test_code_span_holds_the_value_verbatim(value):
 
 
 def _open(page_path: Path) -> dict:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -210,9 +240,12 @@ def _open(page_path: Path) -> dict:
             page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(page_path.as_uri())
-            page.wait_for_function(
-                "document.querySelectorAll('script[data-chart]').length === "
-                "document.querySelectorAll('[data-rendered=\"true\"]').length", timeout=60_000)
+            try:  # a page a planted script broke never finishes: report what ran instead
+                page.wait_for_function(
+                    "document.querySelectorAll('script[data-chart]').length === "
+                    "document.querySelectorAll('[data-rendered=\"true\"]').length", timeout=60_000)
+            except PlaywrightTimeout:
+                errors.append("charts did not finish rendering in 60 s")
             return {"pwned": page.evaluate("window.__pwned === undefined ? null : window.__pwned"),
                     "title": page.title(),
                     "charts": page.evaluate("document.querySelectorAll('script[data-chart]').length"),
@@ -241,3 +274,13 @@ def test_planted_page_runs_no_script_in_chromium(planted, tmp_path):
     f = _open(forged)
     assert f["pwned"] is None, f
     assert any("Content Security Policy" in e for e in f["errors"]), f["errors"]
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium: `make test-browser` installs Debian's chromium")
+def test_planted_compare_page_runs_no_script_in_chromium(planted_compare):
+    r = _open(planted_compare)
+    assert r["pwned"] is None and r["title"] != "PWNED" and r["injected"] == 0, r
+    assert r["charts"] >= 2 and r["drawn"] == r["charts"], r
+    assert r["errors"] == [] and r["external"] == [], r
