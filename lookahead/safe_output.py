@@ -32,6 +32,10 @@ import pandas as pd
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 #: a CSV cell starting with one of these is read as a formula by a spreadsheet
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+#: the cells a CSV must change, by an ASCII-only test: a formula's first character, a carriage
+#: return anywhere (made a line feed), or an ASCII control byte; without formulas, the last
+_ASCII_NEEDS = r"^[=+\-@\t\r]|[\x00-\x08\x0b-\x1f\x7f]"
+_ASCII_CONTROL = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"
 _NUMBER = re.compile(r"^[+-]?(?:\d+(?:[.,]\d*)?|[.,]\d+)(?:[eE][+-]?\d+)?$|^[+-]?(?:inf|infinity|nan)$",
                      re.IGNORECASE)
 
@@ -58,12 +62,28 @@ def spreadsheet_cell(value: Any) -> Any:
 def safe_frame(df: pd.DataFrame, formulas: bool = True) -> pd.DataFrame:
     """A copy of ``df`` whose text cells (and column names) are safe to write: control
     bytes removed everywhere, formula cells quoted when ``formulas`` (CSV). Only columns
-    holding text are touched: number, date and boolean columns are written as they are."""
+    holding text are touched, and in them only the cells that need it (found with
+    pandas' vectorised string methods: a report's rejected rows can be millions), so
+    number, date and boolean columns are written as they are."""
     fix = spreadsheet_cell if formulas else (lambda v: strip_controls(v) if isinstance(v, str) else v)
     out = df.copy()
     for col in out.columns:
-        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col].dtype):
-            out[col] = out[col].map(fix, na_action="ignore")
+        values = out[col]
+        if not (values.dtype == object or pd.api.types.is_string_dtype(values.dtype)):
+            continue
+        probe = values  # an object column of strings alone is tested as Arrow strings (vectorised)
+        if values.dtype == object and pd.api.types.infer_dtype(values, skipna=True) == "string":
+            probe = values.astype("str")
+        text = probe.str  # non-text cells of a mixed object column read as missing here
+        # an ASCII character class first (a Unicode one is several times slower), then the
+        # non-ASCII cells alone for C1 controls and bidirectional overrides
+        needs = text.contains(_ASCII_NEEDS if formulas else _ASCII_CONTROL, regex=True, na=False)
+        wide = ~text.isascii().fillna(True).astype(bool)
+        if wide.any():
+            hit = values[wide].map(lambda v: isinstance(v, str) and bool(CONTROL.search(v)))
+            needs = needs | hit.reindex(values.index, fill_value=False).astype(bool)
+        if needs.any():
+            out[col] = values.where(~needs, values[needs].map(fix))
     out.columns = [fix(c) if isinstance(c, str) else c for c in out.columns]
     return out
 

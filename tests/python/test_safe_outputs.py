@@ -193,3 +193,16 @@ def test_a_built_study_reports_no_formula_and_no_control_byte(tmp_path: Path) ->
     assert settings["outcome_description"].iloc[0].startswith("'=HYPERLINK")
     for path in [*files.stata, files.report, files.page, *files.report.parent.glob("tables/*.tex")]:
         assert b"\x1b[" not in path.read_bytes() and b"a\x00b" not in path.read_bytes(), path
+
+
+def test_safe_frame_on_object_columns_mixed_and_wide() -> None:
+    """An object column of strings and one mixing numbers, None and non-ASCII text: the
+    vectorised test finds the same cells as the rule applied one by one."""
+    cells = ["=x", None, "-2.5", "a\x00", "\u202eé", "é", "\r=1", "ok\x85", "Fïrm"]
+    mixed = pd.Series([*cells, 1.5, -3], dtype=object)
+    for col in (pd.Series(cells, dtype=object), mixed, pd.Series(cells, dtype="str")):
+        got = safe_frame(pd.DataFrame({"c": col}))["c"].tolist()
+        want = [spreadsheet_cell(v) if isinstance(v, str) else v for v in col.tolist()]
+        assert [None if pd.isna(v) else v for v in got] == [None if pd.isna(v) else v for v in want]
+    assert safe_frame(pd.DataFrame({"c": pd.Series(cells, dtype=object)}), formulas=False)["c"].tolist()[:4] == \
+        ["=x", None, "-2.5", "a"]
