@@ -107,9 +107,10 @@ test: lint
 ## report page (a generated study's, and the demo's after `make demo`) with the network
 ## blocked; the first screen's screenshot and each page's size and render time go to
 ## benchmarks/results/.
+## Then a study page and a compare page planted with script in every data-fed field: none runs.
 test-browser: install
 	@command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
-	$(PY) -m pytest -q -m browser -p no:xdist tests/python/test_report_browser.py
+	$(PY) -m pytest -q -m browser -p no:xdist tests/python/test_report_browser.py tests/python/test_page_escaping.py
 
 ## Slower tier: real SmolLM2 and, when .venv-vllm exists (scripts/make_vllm_env.sh), vLLM parity
 ## and `lookahead run` on a vLLM study; each test's time is printed (--durations).

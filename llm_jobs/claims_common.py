@@ -111,7 +111,7 @@ def run_parsed(ctx: ClaimContext, task: str, queries: list[Query], meta: dict[st
         pending = [q for q in queries if q.key not in store]
         print_plan(ctx, task, unit, len(queries), pending, params["max_tokens"])
         if pending:
-            confirm(f"{verb} {len(pending)} {unit}?", ctx.args.yes)
+            confirm(f"{verb} {len(pending)} {unit}?", ctx.args.yes, ctx.destination)
 
             def answer(batch: list[Query]) -> list[Any]:
                 return ask_parsed(ctx, batch, [meta[q.key]["_text"] for q in batch],

@@ -71,7 +71,7 @@ def run(ctx: ClaimContext) -> int:
             pending = [q for q in queries if q.key not in store]
             print_plan(ctx, f"{TASK} (attempt {attempt})", "rationales", len(queries), pending, st.extract_max_tokens)
             if pending:
-                confirm(f"query {len(pending)} extractions?", ctx.args.yes)
+                confirm(f"query {len(pending)} extractions?", ctx.args.yes, ctx.destination)
 
                 def answer(batch: list[Query]) -> list[dict[str, Any]]:
                     texts = [q.prompt for q in batch]

@@ -53,7 +53,7 @@ def run(ctx: ClaimContext) -> int:
         pending = [q for q in queries if q.key not in store]
         print_plan(ctx, f"{TASK} ({agent})", "instances", len(queries), pending, st.rationale_max_tokens)
         if pending:
-            confirm(f"query {len(pending)} rationales?", ctx.args.yes)
+            confirm(f"query {len(pending)} rationales?", ctx.args.yes, ctx.destination)
 
             def answer(batch: list[Query]) -> list[dict[str, Any]]:
                 gens = ctx.backend.generate([q.prompt for q in batch], st.rationale_max_tokens, 0)

@@ -66,7 +66,7 @@ def run(ctx: ClaimContext) -> int:
         pending = [q for q in queries if q.key not in store]
         print_plan(ctx, TASK, f"candidates ({len(qdf)} A1-A3 claims, top {st.bm25_k})", len(queries), pending, 1)
         if pending:
-            confirm(f"judge {len(pending)} candidates?", ctx.args.yes)
+            confirm(f"judge {len(pending)} candidates?", ctx.args.yes, ctx.destination)
 
             def answer(batch: list[Query]) -> list[dict[str, Any]]:
                 gens = ctx.backend.generate([q.prompt for q in batch], 1, TOP_LOGPROBS)

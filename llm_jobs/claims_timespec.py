@@ -89,7 +89,7 @@ class Phases:
         pending = [q for q in queries if q.key not in self.store]
         print_plan(ctx, f"{TASK} {phase}", "instances", len(queries), pending, max_tokens)
         if pending:
-            confirm(f"query {len(pending)} {phase} answers?", ctx.args.yes)
+            confirm(f"query {len(pending)} {phase} answers?", ctx.args.yes, ctx.destination)
 
             def answer(batch: list[Query]) -> list[Any]:
                 if parse is not None:

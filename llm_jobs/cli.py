@@ -7,6 +7,7 @@ import argparse
 from collections.abc import Callable, Sequence
 
 from llm_jobs.context import JobContext, make_context
+from lookahead.consent import add_consent_arguments
 from lookahead.guard import guarded
 
 
@@ -30,6 +31,7 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--max-cost", type=float, default=None, metavar="USD",
                    help="refuse a run whose estimated price (price_per_1k_tokens) is above USD, "
                         "or unknown; nothing is queried")
+    add_consent_arguments(p)
     return p
 
 

@@ -18,6 +18,7 @@ import pyarrow as pa
 from lookahead.backends import Backend, get_backend
 from lookahead.cache import Ident, KeyPositions, RawStore, load_fields
 from lookahead.config import Study, load_study
+from lookahead.consent import Destination
 from lookahead.guard import JobStop
 from lookahead.keys import sampling_fallback
 from lookahead.rows import RowFacts, RowScan, release_freed_memory, scan_study_rows, subsample_rows
@@ -56,6 +57,12 @@ class JobContext:
         if self._backend is None:
             self._backend = get_backend(self.study)
         return self._backend
+
+    @property
+    def destination(self) -> Destination | None:
+        """Where the loaded backend sends prompts (an API backend), for the confirmation;
+        None for a model in this process, or before the backend is loaded."""
+        return getattr(self._backend, "destination", None)
 
     @property
     def use_chat_template(self) -> bool:

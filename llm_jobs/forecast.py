@@ -92,7 +92,7 @@ def run(ctx: JobContext) -> int:
         pending = fit_forecast_prompts(ctx, ctx.for_backend(uncached))
         print_plan(ctx, TASK, "rows", len(queries), pending, params["max_tokens"])
         if pending:
-            confirm(f"query {len(pending)} forecasts?", ctx.args.yes)
+            confirm(f"query {len(pending)} forecasts?", ctx.args.yes, ctx.destination)
 
             answer = functools.partial(forecast_answer, max_tokens=params["max_tokens"],
                                        top_logprobs=params["top_logprobs"], asks_conf=asks_conf)

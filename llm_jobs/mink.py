@@ -80,7 +80,7 @@ def score_prompts(ctx: JobContext, task: str, params: dict[str, Any],
         pending = fit_forecast_prompts(ctx, ctx.for_backend(uncached))
         print_plan(ctx, task, "prompts", len(queries), pending, 0)
         if pending:
-            confirm(f"score {len(pending)} prompts?", ctx.args.yes)
+            confirm(f"score {len(pending)} prompts?", ctx.args.yes, ctx.destination)
 
             answer = functools.partial(mink_answer, extras=tuple(params.get("line_extras", ())))
             tally = query_all(ctx, store, pending, task, answer, params)

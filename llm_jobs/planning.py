@@ -13,16 +13,22 @@ from typing import Any
 from llm_jobs.context import JobContext, Query, QueryPlan
 from lookahead.backends import Backend
 from lookahead.config import StudyConfigError
+from lookahead.consent import Destination
 from lookahead.guard import EXIT_DECLINED, JobStop
 
 LOCAL_BACKENDS = ("transformers", "vllm")
 
 
-def confirm(question: str, yes: bool) -> None:
-    """Ask before paying for queries; --yes answers for scripts and CI. Under run_all the
-    whole run was planned and confirmed once (llm_jobs.run_plan)."""
+def confirm(question: str, yes: bool, destination: Destination | None = None) -> None:
+    """Ask before paying for queries; --yes answers for scripts and CI. An API backend's
+    destination (host, remote or not, the key variable) is printed first: the person
+    answering sees where the prompts go. --yes answers the cost question only; a remote
+    host was allowed by --allow-remote before the backend was built (lookahead.consent).
+    Under run_all the whole run was planned and confirmed once (llm_jobs.run_plan)."""
     from llm_jobs.run_plan import at_confirmation
 
+    if destination is not None:
+        print(destination.describe())
     if at_confirmation(question):
         return
     if yes:

@@ -148,9 +148,9 @@ def run(ctx: JobContext) -> int:
             if sampling:
                 print(f"SAMPLING FALLBACK: {len(pending)} queries x {mult} samples at temperature 1 "
                       f"(seed {params['seed']}); results will be labelled approximated")
-                confirm(f"run {len(pending) * mult} sampled generations?", ctx.args.yes)
+                confirm(f"run {len(pending) * mult} sampled generations?", ctx.args.yes, ctx.destination)
             else:
-                confirm(f"query {len(pending)} recall pairs?", ctx.args.yes)
+                confirm(f"query {len(pending)} recall pairs?", ctx.args.yes, ctx.destination)
 
             answer = functools.partial(recall_answer, sampling=sampling, n_samples=params["n_samples"],
                                        seed=params["seed"], top_logprobs=params["top_logprobs"],

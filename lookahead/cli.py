@@ -18,6 +18,7 @@ from lookahead.config import (
     StudyConfigError,
     load_study,
 )
+from lookahead.consent import add_consent_arguments
 from lookahead.runs import JobEnvironmentError, job_python, run_dbt, run_jobs
 
 
@@ -46,8 +47,31 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
         return EXIT_REFUSED
     del scan  # the preflight below scans them again, in its own process: not both at once
     release_freed_memory()
+    if not destination_line(study):
+        return 2
     rc = run_jobs(study_file, True, [], overrides, module="llm_jobs.preflight")
     return EXIT_WARNED if rc == 0 and findings else rc
+
+
+def destination_line(study: Study) -> bool:
+    """For an API backend, where the prompts and the key go (host, remote or not, the
+    variable: never its value) and whether the person running the command allowed it
+    (lookahead.consent). False, after one line saying what to pass, when not."""
+    from lookahead.consent import ConsentError, Destination
+
+    b = study.backend
+    if b.backend != "openai" or not b.base_url:
+        return True
+    dest = Destination(str(b.base_url), str(b.api_key_env) if b.api_key_env else None)
+    print(f"backend openai {dest.describe()}")
+    try:
+        dest.check(bool(b.allow_remote))
+    except ConsentError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return False
+    if dest.remote:
+        print(f"remote host {dest.host} allowed by --allow-remote (or $LOOKAHEAD_ALLOW_REMOTE) for this command")
+    return True
 
 
 def report(study: Study) -> int:
@@ -110,7 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
                            epilog=JOB_OPTIONS_NOTE if name in ("jobs", "run") else None)
         p.add_argument("--study", help="study file (YAML of dbt var overrides)")
         if name in ("jobs", "run"):
-            p.add_argument("--yes", action="store_true", help="do not ask before querying")
+            p.add_argument("--yes", action="store_true",
+                           help="do not ask before querying (never consent to a remote host: --allow-remote)")
+        if name in ("check", "jobs", "run"):
+            add_consent_arguments(p)
         if name in ("build", "run"):
             p.add_argument("--rebuild", action="store_true",
                            help="run dbt build even when the last build is up to date (same "

@@ -27,6 +27,8 @@ from lookahead.pages.blocks import Figure, Links, Para, Section, Table
 from lookahead.pages.charts import HEIGHT, WIDTH, _records
 from lookahead.pages.data import accuracy_by_lap_decile, lap_by_month
 from lookahead.pages.markdown import render as render_markdown
+from lookahead.pages.text import code
+from lookahead.safe_output import write_csv as safe_csv
 from lookahead.stats.verdict import PLACEBO, evaluate, facts_from_row, fmt_num, fmt_t
 
 COMPARE_DIR = Path("results") / "compare"
@@ -108,7 +110,7 @@ def comparison_frame(results: list[StudyResult]) -> pd.DataFrame:
     for r in results:
         o = evaluate(facts_from_row(r.verdict))
         b3 = o.tests["beta3"]
-        row = {"study": r.study.name, "model": f"`{r.study.backend.model_id}`",
+        row = {"study": r.study.name, "model": code(r.study.backend.model_id),
                "cutoff": str(r.study.protocol.training_cutoff),
                "N pre / post": f"{o.facts.n_obs_pre} / {o.facts.n_obs_post}", "verdict": o.decision,
                "beta_3 (t)": f"{fmt_num(b3.estimate)} (t {fmt_t(b3.t)})" if b3.estimable else "not estimable",
@@ -193,7 +195,7 @@ def write_compare(results: list[StudyResult], out_dir: Path) -> tuple[Path, Path
     secs = sections(results, out_dir)
 
     def produce(stage: Path, _outputs: Path) -> None:
-        comparison_frame(results).to_csv(stage / "comparison.csv", index=False)
+        safe_csv(comparison_frame(results), stage / "comparison.csv")
         assets.write(secs, stage)
         (stage / "COMPARE.md").write_text(render_markdown(secs), encoding="utf-8")
         (stage / "index.html").write_text(page_html.render(secs, "Models side by side"), encoding="utf-8")

@@ -28,6 +28,7 @@ from lookahead.pages.markdown import render as render_markdown
 from lookahead.pages.markdown import table as md_table
 from lookahead.pages.sections import Context, build, raw_section
 from lookahead.report_names import REGRESSIONS, TABLES
+from lookahead.safe_output import write_csv as safe_csv
 from lookahead.stats.protocol import StatsSettings
 from lookahead.stats.stata import export_stata_panels, write_stata_do_file
 from lookahead.stats.verdict import Outcome, evaluate, facts_from_row
@@ -83,9 +84,11 @@ def export_tables(con: duckdb.DuckDBPyConnection, results_dir: Path) -> list[Pat
 
 
 def write_csv(df: pd.DataFrame, results_dir: Path, name: str) -> Path:
+    """<results_dir>/<name>.csv, safe to open in a spreadsheet (lookahead.safe_output:
+    no formula cell, no control byte), via a temp name and a rename."""
     path = results_dir / f"{name}.csv"
     tmp = path.with_suffix(".csv.tmp")
-    df.to_csv(tmp, index=False)
+    safe_csv(df, tmp)
     os.replace(tmp, path)
     return path
 

@@ -138,7 +138,8 @@ class BackendSettings(Section):
     model_path: str | None = None
     """Local weights (a directory, or the folder of gguf_file) for transformers and vLLM."""
     base_url: str | None = None
-    """The OpenAI-compatible endpoint (a non-loopback host also needs allow_remote)."""
+    """The OpenAI-compatible endpoint (a non-loopback host also needs allow_remote and the host
+    named on the command line: --allow-remote HOST)."""
     gguf_file: str | None = None
     """A GGUF file name inside model_path (transformers loads it)."""
     tokenizer_path: str | None = None
@@ -176,9 +177,12 @@ class BackendSettings(Section):
     """vLLM - share of accelerator memory for the engine (on CPU, the share of RAM reserved for the
     KV cache)."""
     api_key_env: str | None = None
-    """openai backend - the environment variable holding the key (never the key itself)."""
+    """openai backend - the environment variable holding the key (never the key itself): a name
+    ending in _API_KEY or _API_TOKEN, or one named on the command line with --api-key-env NAME."""
     allow_remote: bool = False
-    """openai backend - consent to send your text and entity names to a non-loopback host."""
+    """openai backend - the study's half of the consent to send your text and entity names to a
+    non-loopback host; the person running the command gives the other half (--allow-remote
+    HOST), never the study file alone."""
     api_mode: Literal['completions', 'chat'] = 'completions'
     """openai backend - completions (chat template rendered locally) or chat."""
     served_model: str | None = None

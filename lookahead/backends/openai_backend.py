@@ -13,8 +13,11 @@ Why it looks the way it does:
   and is kept only inside the client object: it is never put in ``options`` or params,
   and it is registered with lookahead.masking, which masks it in every message the tool
   prints, logs or writes (exception text from the client library included).
-- Observations and entity names must not leave the machine without consent: a base_url
-  whose host is not loopback is refused unless the setting ``allow_remote`` is true.
+- Observations, entity names and the key must not leave the machine on the study file's
+  word alone: a base_url whose host is not loopback needs the setting ``allow_remote``
+  and the host named by the person running the command (``--allow-remote HOST``), and
+  ``api_key_env`` must look like a key variable or be named on the command line
+  (lookahead.consent).
 - Min-K% needs the log-probability of every prompt token. Servers offer that in two ways:
   vLLM's ``prompt_logprobs`` extra field on completions, or the legacy completions
   ``echo=True`` with ``logprobs``. ``mink_source: auto`` tries them in that order and stops
@@ -24,7 +27,6 @@ Why it looks the way it does:
 from __future__ import annotations
 
 import email.utils
-import ipaddress
 import logging
 import math
 import os
@@ -39,6 +41,7 @@ from lookahead.backends.base import Backend, BackendFatal, Generation, QueryFail
 from lookahead.backends.token_count import FileTokenCounter, file_tokenizer
 from lookahead.cache import LOGPROB_TOLERANCE, positive_logprob_reason
 from lookahead.config import StudyConfigError
+from lookahead.consent import Destination
 from lookahead.masking import install_log_filter, mask, register_secret
 from lookahead.settings_sections import BackendSettings
 
@@ -52,20 +55,6 @@ APIS = ("completions", "chat")
 
 class BackendUnsupportedError(BackendFatal):
     """The server lacks a feature the study needs (e.g. prompt log-probabilities)."""
-
-
-def is_loopback_url(base_url: str) -> bool:
-    """True when the URL's host is this machine (127.0.0.0/8, ::1 or localhost).
-
-    Host names other than localhost are not resolved: a name is treated as remote, which
-    errs on the side of asking for consent."""
-    host = (urlparse(base_url).hostname or "").strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def parse_retry_after(headers: Any) -> float | None:
@@ -165,7 +154,8 @@ class OpenAIBackend(Backend):
 
     Options (study settings): base_url (required), api_mode ('completions' | 'chat'),
     api_key_env (name of the env var holding the key; none for a local server),
-    allow_remote (consent to send text off this machine), concurrency, max_retries,
+    allow_remote (the study's half of the consent to send text off this machine; the
+    other half is the command line's, lookahead.consent), concurrency, max_retries,
     timeout_s, backoff_s (doubled per attempt, capped by backoff_max_s): defaults are the
     declared ones (BackendSettings),
     tokenizer_path (a local tokenizer whose chat template renders completions prompts;
@@ -183,11 +173,9 @@ class OpenAIBackend(Backend):
         if urlparse(base_url).scheme not in ("http", "https"):
             raise StudyConfigError(f"setting 'base_url': '{base_url}' is not an http(s) URL")
         allow_remote = _as_bool(s.allow_remote, "allow_remote")
-        if not is_loopback_url(base_url) and not allow_remote:
-            raise StudyConfigError(
-                f"setting 'allow_remote': base_url '{base_url}' is not on this machine; "
-                "sending your text and entity names there needs allow_remote: true"
-            )
+        #: where the prompts and the key go; refused unless the person running the command allowed it
+        self.destination = Destination(base_url, str(s.api_key_env) if s.api_key_env else None)
+        self.destination.check(allow_remote)
         self.base_url = base_url
         self.api = str(s.api_mode)
         if self.api not in APIS:

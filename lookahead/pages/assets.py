@@ -11,6 +11,7 @@ import vl_convert as vlc
 from great_tables import GT
 
 from lookahead.pages.blocks import Figure, Section, Table
+from lookahead.safe_output import safe_frame, strip_controls
 
 PNG_SCALE = 1.5
 
@@ -25,9 +26,11 @@ def _write(path: Path, data: bytes) -> Path:
 
 def gt_table(item: Table) -> GT:
     """The publication-style table of a block (one place for HTML and LaTeX)."""
-    g = GT(item.frame, id=item.name.replace("_", "-"))
+    # text from the data: no control byte, no line break (a blank line ends a LaTeX table's cell)
+    frame = safe_frame(item.frame, formulas=False).replace(r"\s*[\r\n]+\s*", " ", regex=True)
+    g = GT(frame, id=item.name.replace("_", "-"))
     if item.caption:
-        g = g.tab_header(title=item.caption)
+        g = g.tab_header(title=strip_controls(item.caption).replace("\n", " "))
     return g
 
 

@@ -4,10 +4,19 @@ Charts are Vega-Lite specs embedded with vega-embed; the Vega, Vega-Lite and veg
 JavaScript comes from vl-convert-python's bundle, inlined in the page, so the page makes
 no network request (no CDN, no external script, font or stylesheet). Publication tables
 are great_tables HTML; Markdown text (bold, code spans, an extension's Markdown) goes
-through markdown-it. Links point at the CSV and .tex files beside the page."""
+through markdown-it. Links point at the CSV and .tex files beside the page.
+
+Nothing from a study or its data runs in the page: Markdown is rendered with raw HTML off
+(a `<script>` in a model id or an entity name is shown as text) and without images (the
+page loads nothing), chart specs are JSON with every `<`, `>` and `&` escaped, and a
+Content-Security-Policy lets only the inlined bundle run (its SHA-256 hash; no eval, the
+charts' expressions go through Vega's interpreter). Styles stay inline-allowed: vega-embed
+and great_tables insert their own."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 import re
@@ -18,12 +27,13 @@ from markdown_it import MarkdownIt
 
 from lookahead.pages.assets import gt_table
 from lookahead.pages.blocks import Bullets, Figure, Links, Para, Raw, Section, Table
+from lookahead.safe_output import strip_controls
 
 #: Runs once the bundle has loaded: embeds every chart spec found in the page.
 EMBED = """
 for (const el of document.querySelectorAll('script[type="application/json"][data-chart]')) {
   const target = document.getElementById(el.dataset.chart);
-  vegaEmbed(target, JSON.parse(el.textContent), {actions: false, renderer: "svg"})
+  vegaEmbed(target, JSON.parse(el.textContent), {actions: false, renderer: "svg", ast: true})
     .then(() => target.setAttribute("data-rendered", "true"))
     .catch((err) => console.error("chart " + el.dataset.chart + ": " + err));
 }
@@ -49,13 +59,32 @@ section{overflow-x:auto}
 code{background:#f0f2f5;padding:0 3px;border-radius:3px}
 """
 
-_md = MarkdownIt("commonmark").enable("table")
+#: raw HTML off: anything in angle brackets from a study or its data is printed as text;
+#: images off: the page requests nothing
+_md = MarkdownIt("commonmark", {"html": False}).enable("table").disable("image")
 
 
 @lru_cache(maxsize=1)
 def bundle() -> str:
     """vega-embed, Vega-Lite and Vega in one ES module, with EMBED appended."""
     return vlc.javascript_bundle(EMBED)
+
+
+def csp(script: str) -> str:
+    """The page's Content-Security-Policy: nothing loads from anywhere, and the one script
+    allowed to run is `script`, by its hash (a script element planted in the page has
+    another hash and is refused)."""
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    return ("default-src 'none'; "
+            f"script-src 'sha256-{digest}'; style-src 'unsafe-inline'; img-src data:; "
+            "base-uri 'none'; form-action 'none'; object-src 'none'")
+
+
+def json_in_html(value: object) -> str:
+    """JSON for a <script type="application/json"> element: `<`, `>` and `&` as \\u escapes,
+    so no value can end the element or open a comment in it; JSON.parse reads it back."""
+    text = json.dumps(value, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _inline(text: str) -> str:
@@ -81,7 +110,7 @@ def _table(item: Table) -> str:
 
 
 def _figure(item: Figure) -> str:
-    spec = json.dumps(item.spec, separators=(",", ":")).replace("</", "<\\/")
+    spec = json_in_html(item.spec)
     cid = f"chart-{item.name}"
     return (f'<figure class="chart"><div id="{cid}" role="img" aria-label="{html.escape(item.title)}"></div>'
             f'<script type="application/json" data-chart="{cid}">{spec}</script></figure>')
@@ -135,10 +164,14 @@ def _short(sec: Section) -> str:
 
 
 def render(sections: list[Section], title: str) -> str:
-    nav = "".join(f'<a href="#{html.escape(s.key)}">{html.escape(_short(s))}</a>' for s in sections)
-    body = "".join(_section(s) for s in sections)
+    # no control byte from data reaches the file (lookahead.safe_output); the bundle is the package's
+    nav = strip_controls("".join(f'<a href="#{html.escape(s.key)}">{html.escape(_short(s))}</a>' for s in sections))
+    body = strip_controls("".join(_section(s) for s in sections))
+    title = strip_controls(title)
+    script = bundle()
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{html.escape(csp(script))}\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
             f"<nav>{nav}</nav><main>{body}</main>"
-            f"<script type=\"module\">{bundle()}</script></body></html>\n")
+            f"<script type=\"module\">{script}</script></body></html>\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lookahead.pages.blocks import Bullets, Figure, Links, Para, Raw, Section, Table
+from lookahead.safe_output import strip_controls
 
 
 def table(frame: pd.DataFrame) -> str:
@@ -43,4 +44,4 @@ def render(sections: list[Section]) -> str:
         if sec.lead:
             out.append(f"_{sec.lead}_\n")
         out += [s for s in (_item(i) for i in sec.items) if s]
-    return "\n".join(out)
+    return strip_controls("\n".join(out))  # no control byte from data reaches the file

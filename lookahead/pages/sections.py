@@ -31,6 +31,7 @@ from lookahead.pages.cells import (
     strings,
 )
 from lookahead.pages.summary import caveats, checklist, checklist_frame, verdict_line
+from lookahead.pages.text import code
 from lookahead.paper.table5_reading import TABLE5_READING, table5_reading
 from lookahead.stats.fe_regression import SSC_RULE
 from lookahead.stats.verdict import (
@@ -111,8 +112,8 @@ def answer(ctx: Context) -> Section:
     found = caveats(o, ctx.metric, ctx.table("recall_censoring"), cutoff_facts(ctx))
     return Section("answer", f"Lookahead-bias test: {s.output.study_name}", "", [
         Para(verdict_line(o, found)),
-        Para(f"Model `{s.backend.model_id}` (backend {s.backend.backend}), stated training cutoff "
-             f"{s.protocol.training_cutoff}, data `{s.input.data_path}`. Every number is read from the "
+        Para(f"Model {code(s.backend.model_id)} (backend {s.backend.backend}), stated training cutoff "
+             f"{s.protocol.training_cutoff}, data {code(s.input.data_path)}. Every number is read from the "
              "CSV files in this folder; estimates come from pyfixest (`reghdfe.do` runs them in Stata)."),
     ], level=1)
 
@@ -205,7 +206,7 @@ def hit_rate_section(ctx: Context) -> Section | None:
                             for lo, hi in zip(hr["ci_low"], hr["ci_high"])],
     })
     return Section("hit_rates", "Hit rates by LAP", "Directional accuracy (forecast sign equals outcome "
-                   f"sign) on the high- and low-LAP halves (rule `{ctx.study.protocol.high_lap_rule}`), "
+                   f"sign) on the high- and low-LAP halves (rule {code(ctx.study.protocol.high_lap_rule)}), "
                    "before and after the cutoff: memorization makes high-LAP forecasts more accurate "
                    "before the cutoff only.", [Table(show, "hit_rates", csv="hit_rates.csv")])
 
@@ -242,7 +243,7 @@ def sample_section(ctx: Context) -> Section:
             f"missing value; collinear terms dropped: {dropped}. "
             f"Fixed effects: {d['fixed_effects']}; standard errors: {d['vcov']} "
             f"(small-sample correction {SSC_RULE}); realization periods at frequency "
-            f"`{s.protocol.period_frequency}`."))
+            f"{code(s.protocol.period_frequency)}."))
     if len(results) and "warning" in results:
         warned = results.dropna(subset=["warning"])
         warnings = list(dict.fromkeys(f"{r['spec']} ({r['sample']}): {r['warning']}"
@@ -272,7 +273,7 @@ def lap_section(ctx: Context) -> Section:
     s = ctx.study
     items: list = [Para(f"LAP measure in the regressions: `{s.measures.lap_measure}`"
                         f" ({MEASURES[s.measures.lap_measure].describe(s.measures)})"
-                        f"; high-LAP rule: `{s.protocol.high_lap_rule}`.")]
+                        f"; high-LAP rule: {code(s.protocol.high_lap_rule)}.")]
     lapd = ctx.table("lap_distribution")
     if len(lapd):
         order = {m: i for i, m in enumerate(MEASURES)}

@@ -9,9 +9,12 @@ below, then fixed-effect rows, extra rows (e.g. the bootstrap p-value), R2 and N
 from __future__ import annotations
 
 import math
+import re
 from typing import Mapping, Sequence
 
 import pandas as pd
+
+from lookahead.safe_output import strip_controls
 
 FE_LABELS = {"entity_num": "Entity FE", "period_num": "Period FE", "target_date": "Date FE"}
 
@@ -107,6 +110,9 @@ _LATEX_ESC = {"\\": r"\textbackslash{}", "%": r"\%", "&": r"\&", "#": r"\#", "_"
 
 
 def latex_escape(s: str) -> str:
+    """LaTeX text: special characters escaped, control bytes removed and line breaks made
+    spaces (a blank line would end the table's paragraph)."""
+    s = re.sub(r"\s*[\r\n]+\s*", " ", strip_controls(s))
     out = "".join(_LATEX_ESC.get(ch, ch) for ch in s)
     return out.replace(" x ", r" $\times$ ")
 

@@ -18,6 +18,7 @@ from lookahead.paper import figures, render
 from lookahead.paper import tables as T
 from lookahead.paper.dbt_entry import settings_from_frame
 from lookahead.paper.table5_reading import TABLE5_READING, reading_frame
+from lookahead.safe_output import safe_frame
 from lookahead.stats.verdict import fmt_p
 
 TITLES = {
@@ -56,7 +57,7 @@ def paper_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
     reading = reading_frame(long)
     if len(reading):  # REPORT.md's verdict section renders the Table V explanation from it
         results_dir.mkdir(parents=True, exist_ok=True)
-        _write(results_dir / f"{TABLE5_READING}.csv", reading.to_csv(index=False))
+        _write(results_dir / f"{TABLE5_READING}.csv", safe_frame(reading).to_csv(index=False))
     md = ["", "## Paper analysis (Tables I-V, Figure III)", "",
           f"LAP measure: {s.lap_label}. Fixed effects: {' + '.join(s.fixed_effects)}. "
           f"Paper tables cluster by `{s.cluster}` (var `paper_cluster`; Table VI by "

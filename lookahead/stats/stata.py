@@ -16,6 +16,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from lookahead.safe_output import strip_controls
 from lookahead.stats.fe_regression import CLUSTER_COLUMNS, newey_west_default_lag
 from lookahead.stats.protocol import StatsSettings
 
@@ -144,8 +145,8 @@ def export_stata_panels(panel_pre: pd.DataFrame, panel_post: pd.DataFrame | None
                 frame[c] = pd.to_datetime(frame[c])
                 dates[c] = "td"
         for c in ("row_id", "entity_id"):
-            if c in frame:
-                frame[c] = frame[c].astype(str)
+            if c in frame:  # text from the data: no control byte reaches the panel (lookahead.safe_output)
+                frame[c] = frame[c].astype(str).map(strip_controls)
         for c in frame.columns:
             if c not in dates and c not in ("row_id", "entity_id"):
                 frame[c] = pd.to_numeric(frame[c], errors="coerce").astype(float)

@@ -27,16 +27,17 @@ from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import urlparse
 
 import pytest
 
 from lookahead.backends.openai_backend import (
     BackendUnsupportedError,
     OpenAIBackend,
-    is_loopback_url,
     parse_retry_after,
 )
 from lookahead.config import StudyConfigError
+from lookahead.consent import is_loopback_url
 
 TOP = {"up": math.log(0.6), "down": math.log(0.3), " unknown": math.log(0.05)}
 
@@ -546,10 +547,15 @@ def test_missing_key_variable_names_the_setting(monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.parametrize("url", ["https://api.example.com/v1", "http://10.0.0.5:8000/v1",
                                  "http://192.168.1.2/v1", "http://my-gpu-box:8000/v1"])
-def test_remote_url_refused_without_consent(url: str) -> None:
+def test_remote_url_refused_without_consent(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LOOKAHEAD_ALLOW_REMOTE", raising=False)
     with pytest.raises(StudyConfigError, match="allow_remote"):
         OpenAIBackend("m", base_url=url)
-    # with consent the backend is built (no request is sent by construction)
+    # the study's allow_remote alone is not consent: the person running the command names the host
+    with pytest.raises(StudyConfigError, match="--allow-remote"):
+        OpenAIBackend("m", base_url=url, allow_remote=True)
+    monkeypatch.setenv("LOOKAHEAD_ALLOW_REMOTE", urlparse(url).hostname)
+    # with both the backend is built (no request is sent by construction)
     OpenAIBackend("m", base_url=url, allow_remote=True).close()
 
 
@@ -606,10 +612,10 @@ def test_jobs_through_openai_backend_keep_the_key_out_of_files_and_logs(
     study = {**demo_study_text(), "study_name": "openai-key", "data_path": str(tmp_path / "obs.csv"),
              "raw_dir": str(tmp_path / "raw"), "outputs_dir": str(tmp_path / "out"),
              "model_id": "served-model", "backend": "openai", "base_url": url,
-             "api_key_env": "LOOKAHEAD_JOB_KEY", "tokenizer_path": str(tok_dir),
+             "api_key_env": "LOOKAHEAD_JOB_API_KEY", "tokenizer_path": str(tok_dir),
              "backend_options": {"backoff_s": 0.01}}
     (tmp_path / "study.yml").write_text(yaml.safe_dump(study), encoding="utf-8")
-    monkeypatch.setenv("LOOKAHEAD_JOB_KEY", secret)
+    monkeypatch.setenv("LOOKAHEAD_JOB_API_KEY", secret)
     monkeypatch.setenv("OPENAI_LOG", "debug")
     caplog.set_level(logging.DEBUG)
     for job in ("recall", "mink"):
@@ -730,11 +736,11 @@ def test_a_401_that_echoes_the_key_leaks_it_nowhere(
     from llm_jobs import run_all
 
     secret = "sk-echo-" + os.urandom(12).hex()
-    monkeypatch.setenv("LOOKAHEAD_ECHO_KEY", secret)
+    monkeypatch.setenv("LOOKAHEAD_ECHO_API_KEY", secret)
     monkeypatch.setenv("OPENAI_LOG", "debug")
     caplog.set_level(logging.DEBUG)
     url, state = server_factory(echo_key_401=True)
-    study = write_openai_study(tmp_path, url, "echo", 5, api_key_env="LOOKAHEAD_ECHO_KEY")
+    study = write_openai_study(tmp_path, url, "echo", 5, api_key_env="LOOKAHEAD_ECHO_API_KEY")
     code = run_all.main(["--study", str(study), "--yes"])
     captured = capfd.readouterr()
     assert code == 4
