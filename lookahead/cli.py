@@ -29,16 +29,17 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
     rows, clusters, recall labels on the model's exact tokenizer), querying nothing.
     Between the two, lookahead.check_rules judges the study: a refusal ends the check
     (exit 2), warnings let it go on and end it with exit 5 when all else passes."""
+    from lookahead.check_rules import EXIT_REFUSED, EXIT_WARNED, REFUSE, judge
     from lookahead.rows import release_freed_memory, scan_study_rows, zero_padding_warning
 
+    if not destination_line(study):  # where the text would go, before anything is read
+        return EXIT_REFUSED
     scan = scan_study_rows(study)  # a chunk of rows at a time: a 10-million-row file is not held
     print(f"study '{study.name}': settings OK (hash {study.settings_hash[:12]}); "
           f"{study.input.data_path}: {scan.n_queried} valid rows, {scan.n_rejected} rejected")
     padding = zero_padding_warning(scan.queried_entities(), str(study.input.column_map["entity_id"]))
     if padding:
         print(padding, file=sys.stderr)
-    from lookahead.check_rules import EXIT_REFUSED, EXIT_WARNED, REFUSE, judge
-
     findings = judge(study, scan)  # the study, not only the file (lookahead.check_rules)
     refused = [f for f in findings if f.level == REFUSE]
     for finding in refused or findings:
@@ -47,8 +48,6 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
         return EXIT_REFUSED
     del scan  # the preflight below scans them again, in its own process: not both at once
     release_freed_memory()
-    if not destination_line(study):
-        return 2
     rc = run_jobs(study_file, True, [], overrides, module="llm_jobs.preflight")
     return EXIT_WARNED if rc == 0 and findings else rc
 

@@ -181,8 +181,9 @@ def _identity_is_current(settings_hash: str, inputs: str, code: str, raw_reads_j
 def _raw_reads(raw_dir: str) -> str:
     """What the build reads under raw_dir (lookahead.raw_reads.record), as JSON."""
     from lookahead import raw_reads
+    from lookahead.identity import fingerprint
 
-    return raw_reads.to_json(raw_reads.record(raw_dir))
+    return raw_reads.to_json(raw_reads.record(raw_dir, lambda f: fingerprint(f).removeprefix("sha256:")))
 
 
 def _sql_text(value: str) -> str:

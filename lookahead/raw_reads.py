@@ -75,17 +75,17 @@ def _digest(path: Path, length: int) -> str:
     return h.hexdigest()
 
 
-def record(raw_dir: str | os.PathLike[str]) -> list[FileRead]:
-    """What a build reads now: every raw file under ``raw_dir`` as it is. The digest is
-    the whole file's fingerprint (lookahead.identity.fingerprint), which build_identity
-    has just taken for the per-task columns: each file is read once per build."""
-    from lookahead.identity import fingerprint
-
+def record(raw_dir: str | os.PathLike[str],
+           whole_file_digest: Callable[[Path], str] | None = None) -> list[FileRead]:
+    """What a build reads now: every raw file under ``raw_dir`` as it is.
+    ``whole_file_digest`` (hex sha256 of a whole file) lets the build reuse the digests
+    build_identity has just taken for its per-task columns (lookahead.identity's cached
+    fingerprint), so each file is read once per build."""
     root = Path(raw_dir)
     out = []
     for f in _files(root):
         st = f.stat()
-        digest = fingerprint(f).removeprefix("sha256:")
+        digest = whole_file_digest(f) if whole_file_digest else _digest(f, st.st_size)
         if f.stat().st_size != st.st_size:  # appended meanwhile: the bytes of the recorded length
             digest = _digest(f, st.st_size)
         out.append(FileRead(f.relative_to(root).as_posix(), st.st_size, st.st_ino, st.st_mtime_ns, digest))
