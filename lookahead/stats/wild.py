@@ -97,8 +97,8 @@ class WildSettings:
 @dataclass(frozen=True)
 class WildResult:
     """One coefficient's bootstrap: p-values (two-sided |t*| > |t|, one-sided t* > t for
-    H1 > 0), the draws behind them, the minimum detectable effect of the one-sided 5% test
-    at 80% power from the bootstrap t distribution (in the regressor's units as given),
+    H1 > 0), the draws behind them, the minimum detectable effect of the one-sided test
+    (at the level the decision reads it) at 80% power from the bootstrap t distribution (in the regressor's units as given),
     the effective number of clusters G*, and a note when it could not run."""
 
     p_two: float = math.nan
@@ -182,10 +182,11 @@ class PartialledDesign:
     def bootstrap(self, column: int, settings: WildSettings, one_sided: bool,
                   max_draws: int = MAX_WILD_DRAWS,
                   thresholds: Sequence[float] = WILD_THRESHOLDS,
-                  two_sided_read: bool = True) -> WildResult:
+                  two_sided_read: bool = True, mde_alpha: float = 0.05) -> WildResult:
         """The WCR bootstrap of coefficient `column` (see the module doc for the algebra),
         extended while the p the verdict reads sits within two Monte Carlo SEs of a
-        threshold, up to `max_draws`."""
+        threshold, up to `max_draws`. The minimum detectable effect is that of the
+        one-sided test at `mde_alpha` (the level the decision reads it at) with 80% power."""
         x, y, cl, G = self.x, self.y, self.cluster, self.n_groups
         A = self.xtx_inv
         a = A[column]
@@ -216,14 +217,14 @@ class PartialledDesign:
         limit = threadpool_limits(1)
         try:
             return self._draws(t_star, rng, settings, target, max_draws, thresholds, c, D, S,
-                               t_hat, se, g_star, one_sided, two_sided_read)
+                               t_hat, se, g_star, one_sided, two_sided_read, mde_alpha)
         finally:
             limit.restore_original_limits()
 
     def _draws(self, t_star: list[np.ndarray], rng: np.random.Generator, settings: WildSettings,
                target: int, max_draws: int, thresholds: Sequence[float], c: np.ndarray,
                D: np.ndarray, S: np.ndarray, t_hat: float, se: float, g_star: float,
-               one_sided: bool, two_sided_read: bool) -> WildResult:
+               one_sided: bool, two_sided_read: bool, mde_alpha: float = 0.05) -> WildResult:
         G = self.n_groups
         while True:
             done = sum(len(t) for t in t_star)
@@ -253,8 +254,8 @@ class PartialledDesign:
             if target >= max_draws or not close:
                 break
             target = min(max_draws, 4 * (target + 1) - 1)
-        q95, q20 = np.quantile(ts, [0.95, 0.20])
-        return WildResult(p_two=p_two, p_one=p_one, draws=b, mde=float((q95 - q20) * se),
+        q_reject, q20 = np.quantile(ts, [1 - mde_alpha, 0.20])
+        return WildResult(p_two=p_two, p_one=p_one, draws=b, mde=float((q_reject - q20) * se),
                           g_star=g_star)
 
 
