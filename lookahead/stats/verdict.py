@@ -35,8 +35,7 @@ Choices the protocol leaves open, stated here and in docs/verdict.md:
   - The LAP-variation rule: a study whose pre-cutoff LAP has no meaningful variation is
     "Underpowered" whatever beta_3's p (the protocol reads such a study as underpowered).
     A significant beta_3 on a regressor that barely varies is a large coefficient on a
-    tiny spread (1e6 per unit of a LAP with sd 1e-7 has been seen), not evidence; the
-    reason quotes it and says it does not decide.
+    tiny spread, not evidence; the reason quotes it and says it does not decide.
   - Validation pattern: high-LAP theta > 0 with two-sided p < 0.05, and high-LAP theta
     above low-LAP theta: the difference (one regression with ud x high_lap, entity x half
     and period x half fixed effects) > 0 with one-sided p < 0.05. This is "near zero on
