@@ -58,7 +58,7 @@ import numpy as np
 import pandas as pd
 
 from lookahead.stats.protocol import StatsSettings, run_protocol
-from lookahead.stats.verdict import CONTAMINATION, verdict_frame
+from lookahead.stats.verdict import CONTAMINATION, MIXED, verdict_frame
 from lookahead.stats.wild import WildSettings
 
 
@@ -257,7 +257,9 @@ def summarize(rows: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
             "theta_high_wild": (g["theta_high_p_wild"] < alpha).mean() if full else nan,
             "theta_diff_crv1": (g["theta_diff_p_crv1"] < alpha).mean() if full else nan,
             "theta_diff_wild": (g["theta_diff_p_wild"] < alpha).mean() if full else nan,
+            "placebo_passes": g["placebo_passes"].astype(bool).mean() if full else nan,
             "verdict_contamination": (g["verdict"] == CONTAMINATION).mean() if full else nan,
+            "verdict_mixed": (g["verdict"] == MIXED).mean() if full else nan,
         }
         row = {"design": name, "reps": r}
         for k, p in rates.items():
@@ -277,7 +279,9 @@ def to_markdown(table: pd.DataFrame) -> str:
             ("verdict_detection_test", "verdict's detection test"),
             ("theta_high_crv1", "high-LAP theta CRV1"), ("theta_high_wild", "high-LAP theta wild"),
             ("theta_diff_crv1", "high-low CRV1"), ("theta_diff_wild", "high-low wild"),
-            ("verdict_contamination", "verdict: Contamination detected")]
+            ("placebo_passes", "placebo passes"),
+            ("verdict_contamination", "verdict: Contamination detected"),
+            ("verdict_mixed", "verdict: Mixed/invalid")]
     with_g = "g_star_mean" in table.columns  # runs recorded G* (this code); older ones did not
     if not with_g:
         head = "| design | R | " + " | ".join(c[1] for c in cols) + " |\n"
@@ -388,6 +392,10 @@ def main(argv: list[str] | None = None) -> None:
                     help="run the pre-cutoff detection regression alone (replicate_detection)")
     ap.add_argument("--summarize-only", action="store_true",
                     help="tabulate the replications already in --progress (up to --reps per design)")
+    ap.add_argument("--round-reps", type=int, default=0,
+                    help="with --summarize-only: designs other than those at --reps are cut to "
+                         "a multiple of this (the last round every such design completed), so "
+                         "a run stopped in the middle of a round tabulates every design at one R")
     args = ap.parse_args(argv)
     wanted = [x.strip() for x in args.designs.split(",") if x.strip()]
     unknown = [x for x in wanted if x not in {d.name for d in DESIGNS}]
@@ -401,6 +409,12 @@ def main(argv: list[str] | None = None) -> None:
         rows = pd.DataFrame([r for p in args.progress.split(",") for r in _read_progress(Path(p))])
         rows = rows[rows["design"].isin([d.name for d in designs]) & (rows["rep"] < args.reps)]
         rows = rows.drop_duplicates(["design", "rep"])
+        if args.round_reps > 0:
+            counts = rows.groupby("design")["rep"].nunique()
+            partial = counts[counts < args.reps]
+            if len(partial):
+                r = int(partial.min()) // args.round_reps * args.round_reps
+                rows = rows[~rows["design"].isin(partial.index) | (rows["rep"] < r)]
     else:
         rows = run(args.reps, settings, Path(args.progress), designs, args.base_seed, args.workers,
                    args.detection_only)
