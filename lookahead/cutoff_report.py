@@ -14,7 +14,7 @@ import pandas as pd
 
 from lookahead.config import Study
 from lookahead.measures import MEASURES
-from lookahead.stats.cutoff import BREAK, NO_FALL, cutoff_warning
+from lookahead.stats.cutoff import BREAK, DECLINE, DECLINE_TEXT, NO_FALL, cutoff_warning
 from lookahead.stats.verdict import fmt_num, fmt_p
 
 CUTOFF_TABLES = ("lap_by_period", "effective_cutoff", "cutoff_sensitivity")
@@ -69,11 +69,12 @@ def cutoff_section(results_dir: Path, study: Study, number: str = "7") -> str:
     stated = str(study.protocol.training_cutoff)
     md = [f"\n## {number}. Effective training cutoff\n\n",
           f"The stated training cutoff is {stated}. Where the model's knowledge ends is read from "
-          "the study's own LAP by realization month: a one-break least-squares fit of the monthly "
-          "series (Bai 1994), a permutation test over the order of the months for whether LAP "
-          "falls at all, and a 95% interval for the break month from a bootstrap that resamples "
-          "entities (docs/cutoff.md). The break month is the last month of the high-LAP regime. "
-          "A month is named only when the fall is significant (p < 0.05).\n\n"]
+          "the study's own LAP by realization month: a level shift (a fall) against a linear "
+          "trend in the monthly series (Bai 1994), tested with the trend in both models against "
+          "a bootstrap of the trend without a break, so a steady decline is not read as a "
+          "cutoff, and Bai (1997)'s 95% interval for the break month (docs/cutoff.md). The break "
+          "month is the last month of the high-LAP regime. A month is named only when the fall "
+          "is significant (p < 0.05).\n\n"]
     rows = []
     for _, r in eff.iterrows():
         name = f"`{r['measure']}`" + (" (verdict)" if str(r["is_selected_measure"]).lower() in ("true", "1") else "")
@@ -81,7 +82,7 @@ def cutoff_section(results_dir: Path, study: Study, number: str = "7") -> str:
         rows.append((name, str(r["status"]), brk, _interval(r), fmt_num(float(r["fall_sd"]), 3),
                      fmt_p(float(r["p_fall"])), _inside(r)))
     md.append(_table(rows, ["LAP measure", "finding", "break month", "95% interval",
-                            "fall (sd of pre-break LAP)", "p (permutation)", f"{stated} inside"]))
+                            "fall (sd of pre-break LAP)", "p (fall beyond the trend)", f"{stated} inside"]))
     sel = _selected(eff, measure)
     if sel is not None:
         short = MEASURES[measure].short
@@ -92,9 +93,16 @@ def cutoff_section(results_dir: Path, study: Study, number: str = "7") -> str:
                       f"{fmt_num(float(sel['mean_before']))} before, {fmt_num(float(sel['mean_after']))} after); "
                       f"the stated cutoff's month {_month(sel['stated_cutoff_month'])} lies "
                       f"{'inside' if inside else 'outside'} the interval ({_interval(sel)}).\n")
+        elif str(sel["status"]) == DECLINE:
+            md.append(f"\nUnder the verdict's measure ({short}): {DECLINE_TEXT} (slope "
+                      f"{fmt_num(float(sel['trend_per_month']))} per month, two-sided p "
+                      f"{fmt_p(float(sel['trend_p']))}; no fall beyond the trend, p "
+                      f"{fmt_p(float(sel['p_fall']))}). No month is named: a gradual decline "
+                      "is not a training cutoff, and the stated cutoff can be neither confirmed "
+                      "nor contradicted from the data.\n")
         elif str(sel["status"]) == NO_FALL:
             md.append(f"\nUnder the verdict's measure ({short}) LAP shows no significant fall "
-                      f"(permutation p {fmt_p(float(sel['p_fall']))}); no month is named, and the "
+                      f"(p {fmt_p(float(sel['p_fall']))}); no month is named, and the "
                       "stated cutoff can be neither confirmed nor contradicted from the data.\n")
         else:
             md.append(f"\nUnder the verdict's measure ({short}) the series has too few months "

@@ -17,18 +17,24 @@ The data-generating process, per row of entity e, period t:
             the realized direction; otherwise the split is U(0, 1). ud = P(up) - P(down).
   Memorized rows: a share `mem_prob` of pre-cutoff rows in active entities whose base
             LAP is above 0.5. Post-cutoff rows are never memorized and their LAP
-            collapses to U(0, 0.05) in every entity.
+            collapses to U(0, 0.05) in every entity (post_lap "collapsed"), or keeps the
+            pre-cutoff distribution (post_lap "varies": a null placebo with power).
+  Thin periods: with presence < 1 each (entity, period) cell is observed with that
+            probability, so a period holds few entities (period effects crossed with
+            entity clusters, where the bootstrap must re-project its draws).
 Under mem_prob = 0 every null holds exactly: beta_3 = 0 (mu_hat's slope does not vary
-with LAP) and theta = 0 (ud does not predict the outcome). The null designs have no
-post-cutoff rows (the placebo is then infeasible, so their verdict is never "Contamination
-detected" by construction); this halves their cost and changes nothing in the detection
-and validation tests, which use pre-cutoff rows only.
+with LAP) and theta = 0 (ud does not predict the outcome). The null designs have
+post-cutoff rows, so the whole verdict (detection, validation, placebo) is run and its
+false "Contamination detected" rate measured; the two designs of 1,587 entities have none
+(with_post False) and serve the detection-only run.
 
 Designs (DESIGNS): an iid-like null with 50 entities; a null whose LAP variation sits in
 5 of 30 entities (few clusters carry all the identifying variation: the case where the
 CRV1 t(G-1) test over-rejects); nulls with 10 and 20 entities; a paper-like effect
 (standardized beta_3 of about 0.03, the paper's 0.077% / ~2.5% daily return sd, which
-gives t of about 1 at this N); and strong planted memorization.
+gives t of about 1 at this N); strong planted memorization; the same with a null
+post-cutoff panel as large as the pre-cutoff one; and nulls and strong memorization with
+about 6 entities per period.
 
 Run (docs/montecarlo.md has the table this wrote):
     python -m research.montecarlo --reps 1000 --wild-draws 399 \\
@@ -52,7 +58,7 @@ import numpy as np
 import pandas as pd
 
 from lookahead.stats.protocol import StatsSettings, run_protocol
-from lookahead.stats.verdict import CONTAMINATION, verdict_frame
+from lookahead.stats.verdict import CONTAMINATION, MIXED, verdict_frame
 from lookahead.stats.wild import WildSettings
 
 
@@ -73,6 +79,11 @@ class Design:
     with_post: bool = True  # False: no post-cutoff rows (placebo infeasible), to save time
     sizes: str = "balanced"  # balanced | dominant (entity 0 holds half the rows) | unbalanced
     description: str = ""
+    #: post-cutoff LAP: "collapsed" (U(0, 0.05) everywhere: the mechanism's signature) or
+    #: "varies" (the pre-cutoff distribution, nobody memorized: a null placebo with power)
+    post_lap: str = "collapsed"
+    #: share of (entity, period) cells observed (below 1: few entities per period)
+    presence: float = 1.0
 
     def rows_per_cell(self) -> np.ndarray:
         """Expected rows per (entity, period) cell, per entity: the same in every
@@ -88,19 +99,22 @@ class Design:
 
 
 DESIGNS: tuple[Design, ...] = (
-    Design("null_concentrated_30", 30, True, active_entities=5, with_post=False,
+    Design("null_concentrated_30", 30, True, active_entities=5,
            description="null, 30 entities, LAP varies in 5 only"),
-    Design("null_10_clusters", 10, True, with_post=False, description="null, 10 entities"),
-    Design("null_20_clusters", 20, True, with_post=False, description="null, 20 entities"),
-    Design("null_iid_50", 50, True, with_post=False, description="null, 50 entities, LAP varies in all"),
-    Design("null_dominant_30", 30, True, with_post=False, sizes="dominant",
+    Design("null_10_clusters", 10, True, description="null, 10 entities"),
+    Design("null_20_clusters", 20, True, description="null, 20 entities"),
+    Design("null_iid_50", 50, True, description="null, 50 entities, LAP varies in all"),
+    Design("null_dominant_30", 30, True, sizes="dominant",
            description="null, 30 entities, one holds 50% of rows"),
-    Design("null_concentrated_60", 60, True, active_entities=5, with_post=False,
+    Design("null_concentrated_60", 60, True, active_entities=5,
            description="null, 60 entities, LAP varies in 5 only"),
-    Design("null_unbalanced_60", 60, True, with_post=False, sizes="unbalanced",
+    Design("null_unbalanced_60", 60, True, sizes="unbalanced",
            description="null, 60 entities of 1-24 rows per period (Poisson: periods missing)"),
-    Design("null_concentrated_100", 100, True, active_entities=5, with_post=False,
+    Design("null_concentrated_100", 100, True, active_entities=5,
            description="null, 100 entities, LAP varies in 5 only"),
+    Design("null_thin_periods_15", 15, True, n_periods=24, post_periods=12, presence=0.4,
+           description="null, 15 entities x 24 periods, 40% of cells observed: about 6 "
+                       "entities per period"),
     Design("null_concentrated_1587", 1587, True, active_entities=79, with_post=False, per_cell=1,
            description="null, 1,587 entities (the paper's count), LAP varies in 79 (5%)"),
     Design("power_concentrated_30", 30, False, mem_prob=0.4, active_entities=5,
@@ -112,6 +126,13 @@ DESIGNS: tuple[Design, ...] = (
            description="3% of high-LAP rows memorized (standardized beta_3 ~ 0.03), 50 entities"),
     Design("strong_memorization_30", 30, False, mem_prob=0.4,
            description="40% of high-LAP rows memorized, 30 entities"),
+    Design("strong_null_post_large_30", 30, False, mem_prob=0.4, post_periods=8, post_lap="varies",
+           description="40% of high-LAP rows memorized, 30 entities; the post-cutoff panel "
+                       "as large as the pre-cutoff one, LAP varying as before, nothing memorized"),
+    Design("strong_thin_periods_15", 15, False, mem_prob=0.4, n_periods=24, post_periods=12,
+           presence=0.4,
+           description="40% of high-LAP rows memorized, 15 entities x 24 periods, about 6 "
+                       "entities per period"),
 )
 
 
@@ -127,13 +148,16 @@ def simulate(d: Design, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.Data
         e, t = np.meshgrid(np.arange(d.n_entities), np.array(list(periods)), indexing="ij")
         per = d.rows_per_cell()[e.ravel()]
         counts = (rng.poisson(per) if d.sizes == "unbalanced" else per).astype(int)
+        if d.presence < 1.0:
+            counts = counts * (rng.uniform(size=counts.shape) < d.presence)
         e = np.repeat(e.ravel(), counts)
         t = np.repeat(t.ravel(), counts)
         n = len(e)
         u_cell = rng.normal(0, d.rho, (d.n_entities, d.n_periods + d.post_periods))
         shock = u_cell[e, t] + rng.normal(size=n)
         mu = rng.choice([-1.0, 1.0], n)
-        base = np.where(active[e] & (sample == "pre"), rng.uniform(0, 1, n), rng.uniform(0, 0.05, n))
+        varies = active[e] & ((sample == "pre") | (d.post_lap == "varies"))
+        base = np.where(varies, rng.uniform(0, 1, n), rng.uniform(0, 0.05, n))
         mem = (sample == "pre") & active[e] & (base > 0.5) & (rng.uniform(size=n) < d.mem_prob)
         direction = np.where(shock > 0, 1.0, -1.0)
         lap = np.where(mem, rng.uniform(0.8, 1.0, n), base)
@@ -233,7 +257,9 @@ def summarize(rows: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
             "theta_high_wild": (g["theta_high_p_wild"] < alpha).mean() if full else nan,
             "theta_diff_crv1": (g["theta_diff_p_crv1"] < alpha).mean() if full else nan,
             "theta_diff_wild": (g["theta_diff_p_wild"] < alpha).mean() if full else nan,
+            "placebo_passes": g["placebo_passes"].astype(bool).mean() if full else nan,
             "verdict_contamination": (g["verdict"] == CONTAMINATION).mean() if full else nan,
+            "verdict_mixed": (g["verdict"] == MIXED).mean() if full else nan,
         }
         row = {"design": name, "reps": r}
         for k, p in rates.items():
@@ -253,7 +279,9 @@ def to_markdown(table: pd.DataFrame) -> str:
             ("verdict_detection_test", "verdict's detection test"),
             ("theta_high_crv1", "high-LAP theta CRV1"), ("theta_high_wild", "high-LAP theta wild"),
             ("theta_diff_crv1", "high-low CRV1"), ("theta_diff_wild", "high-low wild"),
-            ("verdict_contamination", "verdict: Contamination detected")]
+            ("placebo_passes", "placebo passes"),
+            ("verdict_contamination", "verdict: Contamination detected"),
+            ("verdict_mixed", "verdict: Mixed/invalid")]
     with_g = "g_star_mean" in table.columns  # runs recorded G* (this code); older ones did not
     if not with_g:
         head = "| design | R | " + " | ".join(c[1] for c in cols) + " |\n"
@@ -364,6 +392,10 @@ def main(argv: list[str] | None = None) -> None:
                     help="run the pre-cutoff detection regression alone (replicate_detection)")
     ap.add_argument("--summarize-only", action="store_true",
                     help="tabulate the replications already in --progress (up to --reps per design)")
+    ap.add_argument("--round-reps", type=int, default=0,
+                    help="with --summarize-only: designs other than those at --reps are cut to "
+                         "a multiple of this (the last round every such design completed), so "
+                         "a run stopped in the middle of a round tabulates every design at one R")
     args = ap.parse_args(argv)
     wanted = [x.strip() for x in args.designs.split(",") if x.strip()]
     unknown = [x for x in wanted if x not in {d.name for d in DESIGNS}]
@@ -377,6 +409,12 @@ def main(argv: list[str] | None = None) -> None:
         rows = pd.DataFrame([r for p in args.progress.split(",") for r in _read_progress(Path(p))])
         rows = rows[rows["design"].isin([d.name for d in designs]) & (rows["rep"] < args.reps)]
         rows = rows.drop_duplicates(["design", "rep"])
+        if args.round_reps > 0:
+            counts = rows.groupby("design")["rep"].nunique()
+            partial = counts[counts < args.reps]
+            if len(partial):
+                r = int(partial.min()) // args.round_reps * args.round_reps
+                rows = rows[~rows["design"].isin(partial.index) | (rows["rep"] < r)]
     else:
         rows = run(args.reps, settings, Path(args.progress), designs, args.base_seed, args.workers,
                    args.detection_only)

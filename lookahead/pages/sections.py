@@ -140,13 +140,13 @@ def cutoff_facts(ctx: Context) -> dict[str, object]:
     if status != "break":
         p = num_or_nan(r.get("p_fall"))
         return {"stated_cutoff": stated, "effective_cutoff": f"no month named: {status}"
-                + (f" (permutation p {fmt_p(p)})" if math.isfinite(p) else ""), "result": status}
+                + (f" (p {fmt_p(p)})" if math.isfinite(p) else ""), "result": status}
     inside = _truthy(r.get("stated_in_interval"))
     return {"stated_cutoff": stated, "break_month": _day(r.get("break_month")), "inside": inside,
             "interval": f"{_day(r.get('interval_low_month'))[:7]} to {_day(r.get('interval_high_month'))[:7]}",
             "effective_cutoff": f"{_day(r.get('effective_cutoff'))} (95% interval "
                                 f"{_day(r.get('interval_low_month'))[:7]} to {_day(r.get('interval_high_month'))[:7]}, "
-                                f"permutation p {fmt_p(num_or_nan(r.get('p_fall')))})",
+                                f"p {fmt_p(num_or_nan(r.get('p_fall')))})",
             "result": "stated cutoff inside the interval" if inside else "stated cutoff outside the interval"}
 
 

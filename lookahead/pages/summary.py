@@ -98,10 +98,12 @@ def _placebo_short(o: Outcome) -> str:
         return "placebo passes (post-cutoff LAP collapsed, beta_3 not estimable)"
     if o.placebo == "not_estimable":
         return "placebo not estimable"
-    if o.placebo == "uninformative":
-        return (f"placebo uninformative (post-cutoff beta_3 {fmt_num(t.estimate)}, {t.p_phrase()}, "
-                f"above {PLACEBO_PASS_P:g}, but its minimum detectable effect "
-                f"{fmt_num(verdict_rule.placebo_mde(o.facts))} exceeds the pre-cutoff beta_3)")
+    if o.placebo == "passes_low_power":
+        return (f"placebo passes (post-cutoff beta_3 {fmt_num(t.estimate)}, {t.p_phrase()}, "
+                f"above {PLACEBO_PASS_P:g}), though its minimum detectable effect "
+                f"{fmt_num(verdict_rule.placebo_mde(o.facts))} exceeds the pre-cutoff beta_3, so "
+                "the evidence that the effect ends at the cutoff is LAP's fall there (effective "
+                "cutoff)")
     side = "above" if o.placebo == "passes" else "not above"
     return (f"{PLACEBO[o.placebo][1]} (post-cutoff beta_3 {fmt_num(t.estimate)}, {t.p_phrase()}, "
             f"{side} {PLACEBO_PASS_P:g})")
@@ -132,6 +134,9 @@ def _paragraph_parts(o: Outcome) -> tuple[str, list[str]]:
     if o.path == "null_no_variation":
         return (f"Underpowered: {b3} is not significant and LAP shows no meaningful variation "
                 f"({LAP_PROBLEMS[o.lap_problem]}){_mde(o)}.", [])
+    if o.path == "significant_no_variation":
+        return (f"Underpowered: {b3} is significant, but LAP shows no meaningful variation "
+                f"({LAP_PROBLEMS[o.lap_problem]}), so the estimate does not decide{_mde(o)}.", [])
     if o.path == "null_negative":
         return (f"No evidence of contamination: {b3} is significantly negative ({two.p_phrase()}, "
                 f"below {ALPHA_DETECTION:g}){_mde(o)}.", [])
@@ -147,7 +152,7 @@ def _paragraph_parts(o: Outcome) -> tuple[str, list[str]]:
     failed = [] if o.validation_present else ["validation failed"]
     if not PLACEBO[o.placebo][0]:
         failed.append({"infeasible": "placebo infeasible", "not_estimable": "placebo not estimable",
-                       "fails": "placebo failed", "uninformative": "placebo uninformative"}[o.placebo])
+                       "fails": "placebo failed"}[o.placebo])
     why = [VALIDATION_FAILURES[c] for c in o.validation_failures]
     if not PLACEBO[o.placebo][0]:
         why.append(_placebo_short(o))
@@ -281,7 +286,7 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
                       ("borderline" if _truthy(border) else "clear of the threshold") if known else NOT_COMPUTED))
     plc = t["placebo"]
     pres = {"passes": PASSED, "passes_collapsed": PASSED + " (LAP collapsed)", "fails": FAILED,
-            "uninformative": "uninformative (its minimum detectable effect exceeds the pre-cutoff beta_3)",
+            "passes_low_power": PASSED + " (low power: its minimum detectable effect exceeds the pre-cutoff beta_3)",
             "not_estimable": NOT_ESTIMABLE, "infeasible": "infeasible (no post-cutoff rows)"}[o.placebo]
     rows.append(Check("5. Placebo", "post-cutoff beta_3 not > 0", _est(plc) if o.placebo != "infeasible" else "NA",
                       _p(plc) if o.placebo != "infeasible" else "NA",

@@ -11,22 +11,31 @@ Method (docs/cutoff.md has the why and the citations):
     month of target_date), n, mean, a 10% trimmed mean, and a 95% percentile interval
     for the mean from a bootstrap that resamples entities (the protocol's clusters:
     one entity's rows move together, so within-entity correlation is kept).
-  * The break (mart `effective_cutoff`): a one-break mean-shift fit by least squares
-    (Bai 1994, "Least Squares Estimation of a Shift in Linear Processes"; Bai and Perron
-    1998), with the break restricted to month boundaries and to a fall (mean before >
-    mean after). On the rows it is the row-level least-squares fit; on the monthly
-    series it is the fit weighted by each month's n. We chose the one-break fit over
-    PELT (Killick et al. 2012) because the question has exactly one break by design (a
-    training cutoff), a one-break fit has no penalty to tune, and its estimate comes
-    with a sup-F statistic that a permutation test can calibrate. Each segment keeps at
-    least MIN_SEGMENT_SHARE of the months (Andrews 1993's 15% trimming), at least one.
-  * Is there a fall at all: the sup of the between-segment sum of squares over the
-    candidate breaks (monotone in Andrews' sup-F, since the total sum of squares is fixed),
-    compared with the same statistic over random orders of the months (whole months
-    permuted with their rows, so a common shock to a month stays in that month). With
-    p >= ALPHA_FALL the mart says "no significant fall" and names no month.
-  * Its interval: the same entity bootstrap (the same draws as `lap_by_period`), the
-    break re-estimated in every draw; the 2.5% and 97.5% quantiles of the break month.
+  * The break (mart `effective_cutoff`): a fall in LAP beyond what a linear trend over
+    time explains. The monthly means, weighted by each month's n, are fitted by least
+    squares with an intercept and a linear trend in the month (the null: LAP may drift,
+    e.g. older texts better memorized, but does not break) and, for each candidate month
+    boundary k, the same plus a level shift after k (Bai 1994, 1997; Bai and Perron
+    1998). The break is the k with the largest sup-F among the shifts that are falls,
+    F_k = (SSR_0 - SSR_k) / (SSR_k / (M - 3)), the trend in both models (Andrews 1993).
+    Each segment keeps at least MIN_SEGMENT_SHARE of the months (Andrews' 15% trimming),
+    at least one. One break, not PELT (Killick et al. 2012): a training cutoff is one
+    break by design, and a one-break fit has no penalty to tune.
+  * Is there a fall at all: the sup-F against its distribution under the null of a trend
+    without a break, from a wild bootstrap of the trend fit's monthly residuals
+    (Rademacher, one weight per month, NULL_DRAWS draws; the same sup over the same
+    candidates in every draw). A permutation of the months is not used: it asks whether
+    months are exchangeable, which a steady decline is not, and called a decline a break.
+    With p >= ALPHA_FALL no month is named; the row says "steady decline" when the trend
+    is significantly negative (two-sided p < ALPHA_FALL, t on M - 2 df, the slope
+    reported per month), else "no significant fall".
+  * Its interval: Bai (1997)'s for a shift in mean: k +- (floor(c lambda) + 1) months,
+    lambda = sigma^2 / delta^2, delta the shift, sigma^2 the residual variance of a
+    month's mean (the broken-trend fit's weighted residual variance over the mean n),
+    c = BAI_C (the 97.5% quantile of the argmax of a two-sided Brownian motion with drift
+    -|s|/2; 11.03 for a 95% interval). It rests on the month-level residuals, so few
+    entities widen it through the noise of the month means, not through a bootstrap of
+    an argmax (which under-covered with few entities).
   * The size of the fall: (mean before - mean after) / sd of the rows before the break.
 
 The break month is the LAST month of the high-LAP regime (the model's knowledge reaches
@@ -46,18 +55,27 @@ import pandas as pd
 LEVEL = 0.95
 TRIM = 0.10
 BOOTSTRAP_DRAWS = 999
-PERMUTATIONS = 999
+#: Draws of the wild bootstrap of the no-break (trend) fit behind p_fall.
+NULL_DRAWS = 999
 SEED = 20240611
 #: A fall is significant when the permutation p is below this.
 ALPHA_FALL = 0.05
 #: Each segment keeps at least this share of the months (Andrews 1993), at least one month.
 MIN_SEGMENT_SHARE = 0.15
+#: Bai (1997): the 97.5% quantile of argmax_s (W(s) - |s|/2), the constant of the 95%
+#: interval for a break date, k +- (floor(BAI_C sigma^2 / delta^2) + 1).
+BAI_C = 11.03
+#: Fewest months a break with a trend is fitted on (3 coefficients, 2 residual df).
+MIN_MONTHS = 5
 
-BREAK, NO_FALL, TOO_FEW = "break", "no significant fall", "too few months"
-STATUSES = (BREAK, NO_FALL, TOO_FEW)
-METHOD = ("one-break least-squares mean-shift fit on monthly LAP weighted by n (Bai 1994), "
-          "break at a month boundary with a fall, each segment >= 15% of the months; "
-          "month-permutation test of the sup-F; entity bootstrap interval")
+BREAK, DECLINE, NO_FALL, TOO_FEW = "break", "steady decline", "no significant fall", "too few months"
+STATUSES = (BREAK, DECLINE, NO_FALL, TOO_FEW)
+#: How the report words a steady decline.
+DECLINE_TEXT = "LAP declines steadily; no break"
+METHOD = ("level shift (a fall) against a linear trend in monthly LAP weighted by n (Bai 1994, "
+          "1997), break at a month boundary, each segment >= 15% of the months; sup-F with the "
+          "trend in both models, p from a wild bootstrap of the no-break trend fit; Bai (1997) "
+          "interval")
 
 LAP_BY_PERIOD_COLUMNS = ("measure", "is_selected_measure", "month", "month_label", "after_stated_cutoff",
                          "n", "n_entities", "mean", "trimmed_mean", "sd", "ci_low", "ci_high",
@@ -67,7 +85,8 @@ EFFECTIVE_CUTOFF_COLUMNS = (
     "interval_low_month", "interval_high_month", "interval_level", "stated_cutoff",
     "stated_cutoff_month", "stated_in_interval", "mean_before", "mean_after", "sd_before",
     "fall_sd", "p_fall", "n_before", "n_after", "n_months", "first_month", "last_month",
-    "bootstrap_draws", "bootstrap_share_break", "permutations", "method")
+    "bootstrap_draws", "interval_half_width", "null_draws", "trend_per_month", "trend_p",
+    "method")
 
 
 @dataclass(frozen=True)
@@ -154,44 +173,127 @@ def min_segment(n_months: int) -> int:
     return max(1, int(math.ceil(MIN_SEGMENT_SHARE * n_months)))
 
 
-def break_gains(sums: np.ndarray, counts: np.ndarray, seg: int) -> np.ndarray:
-    """For series in the rows of `sums`/`counts` (draws x months): the between-segment sum
-    of squares N1*N2/N*(m1 - m2)^2 of a break after month k (column k, k = 0..M-2), set to
-    -inf where the break is not a fall or leaves a segment shorter than `seg` months."""
-    sums = np.atleast_2d(sums)
-    counts = np.atleast_2d(counts)
-    n_months = sums.shape[1]
-    s1 = np.cumsum(sums, axis=1)[:, :-1]
-    n1 = np.cumsum(counts, axis=1)[:, :-1]
-    s_tot = sums.sum(axis=1, keepdims=True)
-    n_tot = counts.sum(axis=1, keepdims=True)
-    n2 = n_tot - n1
-    with np.errstate(invalid="ignore", divide="ignore"):
-        m1 = s1 / n1
-        m2 = (s_tot - s1) / n2
-        gain = n1 * n2 / n_tot * (m1 - m2) ** 2
-    k = np.arange(n_months - 1)
-    allowed = (k + 1 >= seg) & (n_months - (k + 1) >= seg)
-    ok = allowed[None, :] & (n1 > 0) & (n2 > 0) & (m1 > m2) & np.isfinite(gain)
-    return np.where(ok, gain, -np.inf)
+def _design(x: np.ndarray, k: int | None) -> np.ndarray:
+    """Columns: intercept, linear trend in the month, and (k given) a shift after month k."""
+    cols = [np.ones_like(x), x]
+    if k is not None:
+        cols.append((np.arange(len(x)) > k).astype(float))
+    return np.column_stack(cols)
 
 
-def estimate_break(sums: np.ndarray, counts: np.ndarray, seg: int) -> tuple[np.ndarray, np.ndarray]:
-    """(k, sup gain) per series: the break after month k with the largest fall-gain
-    (k = -1 and gain -inf where no candidate is a fall)."""
-    gains = break_gains(sums, counts, seg)
-    k = np.argmax(gains, axis=1)
-    best = gains[np.arange(len(gains)), k]
-    return np.where(np.isfinite(best), k, -1), best
+@dataclass(frozen=True)
+class TrendBreakFit:
+    """The trend-and-break fits of one monthly series (module doc): per candidate k the
+    shift (negative: a fall) and F_k; the break k (-1: no fall among the candidates) and
+    its sup-F; the no-break trend fit's slope, its p and its fitted values and residuals."""
+
+    k: int
+    sup_f: float
+    shift: float
+    ssr_break: float
+    slope: float
+    slope_p: float
+    fitted0: np.ndarray
+    resid0: np.ndarray
 
 
-def permutation_p(month_sums: np.ndarray, month_counts: np.ndarray, observed: float, seg: int,
-                  permutations: int = PERMUTATIONS, seed: int = SEED) -> float:
-    """Share of random month orders whose sup gain reaches the observed one ((1 + #) / (1 + P))."""
+def _sup_f(y: np.ndarray, n: np.ndarray, x: np.ndarray, seg: int
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For the columns of y (M x B): (best k, sup-F, its shift, its SSR); k = -1 where no
+    candidate is a fall. Weighted least squares, weights n (the row-level fit on month
+    boundaries)."""
+    m = len(x)
+    sw = np.sqrt(n)[:, None]
+    yw = y * sw
+    x0 = _design(x, None) * sw
+    q0, _ = np.linalg.qr(x0)
+    ssr0 = np.einsum("mb,mb->b", yw, yw) - np.einsum("kb,kb->b", q0.T @ yw, q0.T @ yw)
+    best_f = np.full(y.shape[1], -np.inf)
+    best_k = np.full(y.shape[1], -1)
+    best_shift = np.full(y.shape[1], np.nan)
+    best_ssr = np.full(y.shape[1], np.nan)
+    for k in range(m - 1):
+        if not (k + 1 >= seg and m - (k + 1) >= seg):
+            continue
+        xk = _design(x, k) * sw
+        pinv = np.linalg.pinv(xk)
+        coef = pinv @ yw
+        r = yw - xk @ coef
+        ssr = np.einsum("mb,mb->b", r, r)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = (ssr0 - ssr) / (ssr / (m - 3))
+        f = np.where((ssr <= 1e-300 * np.maximum(ssr0, 1e-300)) & (ssr0 - ssr > 0), np.inf, f)
+        fall = coef[2] < -1e-15 * np.maximum(np.abs(y).max(axis=0), 1e-300)
+        better = fall & np.isfinite(np.where(np.isinf(f), 0.0, f)) & (f > best_f)
+        best_f = np.where(better, f, best_f)
+        best_k = np.where(better, k, best_k)
+        best_shift = np.where(better, coef[2], best_shift)
+        best_ssr = np.where(better, ssr, best_ssr)
+    return best_k, best_f, best_shift, best_ssr
+
+
+def fit_trend_break(month_sums: np.ndarray, month_counts: np.ndarray, x: np.ndarray,
+                    seg: int) -> TrendBreakFit:
+    """The observed series' fits (months with rows only)."""
+    n = month_counts
+    y = month_sums / n
+    k, f, shift, ssr = _sup_f(y[:, None], n, x, seg)
+    w = np.sqrt(n)
+    x0 = _design(x, None)
+    coef, *_ = np.linalg.lstsq(x0 * w[:, None], y * w, rcond=None)
+    fitted = x0 @ coef
+    resid = y - fitted
+    m = len(x)
+    slope_p = math.nan
+    flat = float(np.ptp(y)) <= 1e-12 * max(float(np.abs(y).max()), 1e-300)
+    if m > 2 and not flat:  # a constant series has no trend to test (rounding only)
+        s2 = float(np.sum(n * resid ** 2)) / (m - 2)
+        cov = s2 * np.linalg.pinv((x0 * n[:, None]).T @ x0)
+        se = math.sqrt(max(float(cov[1, 1]), 0.0))
+        if se > 0:
+            from scipy import stats
+
+            slope_p = float(2 * stats.t.sf(abs(coef[1] / se), m - 2))
+    return TrendBreakFit(k=int(k[0]), sup_f=float(f[0]), shift=float(shift[0]),
+                         ssr_break=float(ssr[0]), slope=float(coef[1]), slope_p=slope_p,
+                         fitted0=fitted, resid0=resid)
+
+
+def null_p(fit: TrendBreakFit, month_counts: np.ndarray, x: np.ndarray, seg: int,
+           draws: int = NULL_DRAWS, seed: int = SEED) -> float:
+    """p of the sup-F under a linear trend without a break: a wild bootstrap of the trend
+    fit's monthly residuals (Rademacher per month), (1 + #{sup-F* >= sup-F}) / (1 + B)."""
     rng = np.random.default_rng(seed + 1)
-    order = np.argsort(rng.random((permutations, len(month_sums))), axis=1)
-    _, best = estimate_break(month_sums[order], month_counts[order], seg)
-    return float((1 + np.sum(best >= observed * (1 - 1e-12))) / (1 + permutations))
+    v = rng.integers(0, 2, size=(len(x), draws)) * 2.0 - 1.0
+    y_star = fit.fitted0[:, None] + fit.resid0[:, None] * v
+    _, f_star, _, _ = _sup_f(y_star, month_counts, x, seg)
+    return float((1 + np.sum(f_star >= fit.sup_f * (1 - 1e-12))) / (1 + draws))
+
+
+def bai_half_width(fit: TrendBreakFit, month_counts: np.ndarray, level: float = LEVEL) -> int:
+    """Bai (1997)'s half width in months: floor(c sigma^2 / delta^2) + 1, sigma^2 the
+    broken-trend fit's residual variance of a month's mean (a month of mean n)."""
+    m = len(month_counts)
+    c = BAI_C if abs(level - 0.95) < 1e-9 else _bai_c(level)
+    sigma2 = fit.ssr_break / (m - 3) / float(np.mean(month_counts))
+    delta2 = fit.shift ** 2
+    if not (delta2 > 0 and np.isfinite(sigma2)):
+        return m
+    return int(min(math.floor(c * sigma2 / delta2) + 1, m))
+
+
+def _bai_c(level: float) -> float:
+    """The (1 + level) / 2 quantile of argmax_s (W(s) - |s|/2): its distribution function
+    for x > 0 (Bai 1997, after Yao 1987) is 1 + sqrt(x / 2 pi) exp(-x/8)
+    - (x + 5)/2 Phi(-sqrt(x)/2) + 3/2 exp(x) Phi(-3 sqrt(x)/2); 11.03 at 97.5%."""
+    from scipy import optimize, stats
+
+    def cdf(x: float) -> float:
+        r = math.sqrt(x)
+        return float(1 + math.sqrt(x / (2 * math.pi)) * math.exp(-x / 8)
+                     - (x + 5) / 2 * stats.norm.cdf(-r / 2)
+                     + 1.5 * math.exp(x + stats.norm.logcdf(-1.5 * r)))
+    return float(optimize.brentq(lambda x: cdf(x) - (1 + level) / 2, 1e-9, 200.0))
 
 
 def _month_end(m: pd.Timestamp) -> pd.Timestamp:
@@ -199,8 +301,9 @@ def _month_end(m: pd.Timestamp) -> pd.Timestamp:
 
 
 def effective_cutoff_row(c: Cells, weights: np.ndarray, stated_cutoff: str,
-                         level: float = LEVEL, permutations: int = PERMUTATIONS) -> dict:
-    """One measure's row of `effective_cutoff` (see the module doc)."""
+                         level: float = LEVEL, null_draws: int = NULL_DRAWS) -> dict:
+    """One measure's row of `effective_cutoff` (see the module doc). `weights` (the entity
+    bootstrap of `lap_by_period`) is counted in the row; the break's interval is Bai's."""
     stated = pd.Timestamp(stated_cutoff)
     stated_month = stated.to_period("M").to_timestamp()
     month_sums, month_counts = c.sums.sum(axis=0), c.counts.sum(axis=0)
@@ -208,19 +311,23 @@ def effective_cutoff_row(c: Cells, weights: np.ndarray, stated_cutoff: str,
     row: dict = {c_: None for c_ in EFFECTIVE_CUTOFF_COLUMNS}
     row.update({"stated_cutoff": stated.date(), "stated_cutoff_month": stated_month.date(),
                 "interval_level": level, "n_months": n_months, "method": METHOD,
-                "bootstrap_draws": int(len(weights)), "permutations": permutations,
+                "bootstrap_draws": int(len(weights)), "null_draws": null_draws,
                 "first_month": c.months[0].date() if n_months else None,
                 "last_month": c.months[-1].date() if n_months else None})
     seg = min_segment(n_months)
-    if n_months < 2 * seg or n_months < 3:
+    if n_months < 2 * seg or n_months < MIN_MONTHS:
         row["status"] = TOO_FEW
         return row
-    k, best = estimate_break(month_sums, month_counts, seg)
-    k, best = int(k[0]), float(best[0])
-    if k < 0:
-        row.update({"status": NO_FALL, "p_fall": 1.0})
+    x = np.asarray([(m.year - c.months[0].year) * 12 + m.month - c.months[0].month
+                    for m in c.months], dtype=float)
+    fit = fit_trend_break(month_sums, month_counts, x, seg)
+    row.update({"trend_per_month": fit.slope, "trend_p": fit.slope_p})
+    declines = bool(np.isfinite(fit.slope_p) and fit.slope_p < ALPHA_FALL and fit.slope < 0)
+    if fit.k < 0:
+        row.update({"status": DECLINE if declines else NO_FALL, "p_fall": 1.0})
         return row
-    p = permutation_p(month_sums, month_counts, best, seg, permutations)
+    k = fit.k
+    p = null_p(fit, month_counts, x, seg, null_draws)
     before = c.values.loc[c.values["m"] <= k, "lap"].to_numpy()
     after = c.values.loc[c.values["m"] > k, "lap"].to_numpy()
     sd = float(np.std(before, ddof=1)) if len(before) > 1 else math.nan
@@ -229,18 +336,14 @@ def effective_cutoff_row(c: Cells, weights: np.ndarray, stated_cutoff: str,
                 "sd_before": sd, "fall_sd": fall / sd if sd and sd > 0 else math.nan,
                 "n_before": int(len(before)), "n_after": int(len(after))})
     if p >= ALPHA_FALL:
-        row["status"] = NO_FALL
+        row["status"] = DECLINE if declines else NO_FALL
         return row
-    kb, _ = estimate_break(weights @ c.sums, weights @ c.counts, seg)
-    found = kb[kb >= 0]
-    row["bootstrap_share_break"] = float(len(found) / len(kb)) if len(kb) else math.nan
-    a = (1 - level) / 2
-    lo = int(np.quantile(found, a, method="lower")) if len(found) else k
-    hi = int(np.quantile(found, 1 - a, method="higher")) if len(found) else k
-    lo, hi = min(lo, k), max(hi, k)
+    h = bai_half_width(fit, month_counts, level)
+    lo, hi = max(k - h, 0), min(k + h, n_months - 1)
     low_m, high_m, brk = c.months[lo], c.months[hi], c.months[k]
     row.update({"status": BREAK, "break_month": brk.date(), "effective_cutoff": _month_end(brk).date(),
                 "interval_low_month": low_m.date(), "interval_high_month": high_m.date(),
+                "interval_half_width": h,
                 "stated_in_interval": bool(low_m <= stated_month <= high_m)})
     return row
 
@@ -282,10 +385,11 @@ def _typed(eff: pd.DataFrame) -> pd.DataFrame:
     for col in ("break_month", "effective_cutoff", "interval_low_month", "interval_high_month",
                 "stated_cutoff", "stated_cutoff_month", "first_month", "last_month"):
         eff[col] = as_date(eff[col])
-    for col in ("mean_before", "mean_after", "sd_before", "fall_sd", "p_fall", "bootstrap_share_break",
-                "interval_level"):
+    for col in ("mean_before", "mean_after", "sd_before", "fall_sd", "p_fall", "interval_level",
+                "trend_per_month", "trend_p"):
         eff[col] = pd.array(pd.to_numeric(eff[col], errors="coerce"), dtype="Float64")
-    for col in ("n_before", "n_after", "n_months", "bootstrap_draws", "permutations"):
+    for col in ("n_before", "n_after", "n_months", "bootstrap_draws", "null_draws",
+                "interval_half_width"):
         eff[col] = pd.array(pd.to_numeric(eff[col], errors="coerce"), dtype="Int64")
     eff["stated_in_interval"] = pd.array(eff["stated_in_interval"], dtype="boolean")
     eff["is_selected_measure"] = eff["is_selected_measure"].astype(bool)

@@ -185,6 +185,10 @@ class FitRequest:
     #: one-sided terms whose two-sided p a decision also reads (beta_3: "significantly
     #: negative"); the bootstrap extends its draws near 0.05 for those only
     wild_two_sided_terms: Sequence[str] = ()
+    #: the level of the one-sided test whose minimum detectable effect (80% power) the
+    #: column `mde` reports: the level the decision reads this regression at (5% for
+    #: detection, 10% for the post-cutoff placebo)
+    mde_alpha: float = 0.05
 
 
 def _term_columns(term: str) -> list[str]:
@@ -547,19 +551,21 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
             col = fitted_terms.index(term)
             if boot_on and req.wild is not None:
                 wres = design.bootstrap(col, req.wild, one_sided=one_sided,
-                                        two_sided_read=term in req.wild_two_sided_terms)
+                                        two_sided_read=term in req.wild_two_sided_terms,
+                                        mde_alpha=req.mde_alpha)
                 if wres.note:
                     notes.append(f"wild bootstrap for {term} in {req.spec} ({req.sample}): {wres.note}")
             else:
                 wres = WildResult(g_star=design.g_star(col))
-        # minimum detectable effect of the one-sided 5% test at 80% power, by the inference
-        # a decision reads: the bootstrap t distribution when it ran, else t(df)
+        # minimum detectable effect of the one-sided test at req.mde_alpha (the level the
+        # decision reads it at) with 80% power, by the inference a decision reads: the
+        # bootstrap t distribution when it ran, else t(df)
         mde = math.nan
         if one_sided and np.isfinite(se):
             if np.isfinite(wres.mde):
                 mde = wres.mde * unscale
             elif df_t > 0:
-                mde = float((t_dist.ppf(0.95, df_t) + t_dist.ppf(0.80, df_t)) * se)
+                mde = float((t_dist.ppf(1 - req.mde_alpha, df_t) + t_dist.ppf(0.80, df_t)) * se)
         p_read = wres.p_one if one_sided else wres.p_two
         rows.append({
             "spec": req.spec, "sample": req.sample, "term": term,

@@ -62,6 +62,11 @@ DIFFERENCE_TERMS = ("ud", "ud:high_lap")
 THETA_DIFF = "ud:high_lap"
 ENTITY_HALF, PERIOD_HALF = "entity_half", "period_half"
 DETECTION_SPEC = "detection"
+#: Levels the decision reads the detection regression at: pre-cutoff beta_3 one-sided 5%
+#: (detection), post-cutoff beta_3 one-sided 10% (the placebo passes above it; seeds/000).
+#: Each sample's minimum detectable effect (column `mde`) is computed for its own level.
+DETECTION_ALPHA = 0.05
+PLACEBO_ALPHA = 0.10
 SPECS = (*VALIDATION_SPECS, DIFFERENCE_SPEC, DETECTION_SPEC)
 SAMPLES = ("pre", "post")
 
@@ -171,7 +176,9 @@ def _requests(sample: str, settings: StatsSettings, notes: tuple[str, ...],
                             regressors=DETECTION_TERMS, fixed_effects=FIXED_EFFECTS,
                             cluster=settings.cluster, one_sided_terms=(BETA3,),
                             nw_lag=settings.nw_lag, notes=notes, wild_terms=(BETA3,),
-                            wild=settings.wild, wild_two_sided_terms=(BETA3,)), None))
+                            wild=settings.wild, wild_two_sided_terms=(BETA3,),
+                            mde_alpha=PLACEBO_ALPHA if sample == "post" else DETECTION_ALPHA),
+                 None))
     return reqs
 
 

@@ -11,7 +11,7 @@ Order of the checks (all on the pre-cutoff detection coefficient):
   1. No pre-cutoff rows                                   -> "Underpowered" (nothing to test).
   2. beta_3 not estimable (too few rows, LAP constant, term collinear)
                                                           -> "Underpowered", saying why.
-  3. beta_3 one-sided p >= 0.05 and LAP without meaningful variation
+  3. LAP without meaningful variation, beta_3 significant or not
                                                           -> "Underpowered".
   4. beta_3 one-sided p >= 0.05 otherwise                 -> "No evidence of contamination",
      worded "indistinguishable from zero" only when it is (two-sided p >= 0.05); a
@@ -21,7 +21,8 @@ Order of the checks (all on the pre-cutoff detection coefficient):
   6. otherwise                                            -> "Mixed/invalid", naming the
      part(s) that failed: validation, placebo, or both.
 Every "No evidence" and "Underpowered" with an estimable beta_3 quotes the minimum
-detectable effect (one-sided 5% test, 80% power): (t_0.95 + t_0.80) x SE(beta_3).
+detectable effect (one-sided 5% test, 80% power): (t_0.95 + t_0.80) x SE(beta_3); a
+passing placebo quotes its own (one-sided 10% test, the level it is read at).
 
 The rule returns data, not prose: ``evaluate`` gives an ``Outcome`` (decision, path, LAP
 problem, validation failures, placebo outcome, and each test's facts with the p it read);
@@ -31,9 +32,10 @@ REPORT.md's cells alike, so a sentence quotes exactly what its cell shows; ``fmt
 a p on its side of every threshold and prints a bootstrap zero as < 1/(B+1).
 
 Choices the protocol leaves open, stated here and in docs/verdict.md:
-  - The LAP-variation rule qualifies a null only (the protocol attaches "otherwise report
-    underpowered" to "No evidence"): a significant beta_3 on little LAP variation is
-    judged by validation and placebo, with the little variation said in the reason.
+  - The LAP-variation rule: a study whose pre-cutoff LAP has no meaningful variation is
+    "Underpowered" whatever beta_3's p (the protocol reads such a study as underpowered).
+    A significant beta_3 on a regressor that barely varies is a large coefficient on a
+    tiny spread, not evidence; the reason quotes it and says it does not decide.
   - Validation pattern: high-LAP theta > 0 with two-sided p < 0.05, and high-LAP theta
     above low-LAP theta: the difference (one regression with ud x high_lap, entity x half
     and period x half fixed effects) > 0 with one-sided p < 0.05. This is "near zero on
@@ -56,8 +58,13 @@ Choices the protocol leaves open, stated here and in docs/verdict.md:
     beside it and read only when wild_bootstrap_draws is 0. Below 20 clusters the
     verdict warns, naming G and G*. A bootstrap p still within two Monte Carlo SEs of its
     threshold after the draws were extended is called borderline, with its SE.
-  - The placebo needs power: one whose minimum detectable beta_3 (by the inference it
-    reads) exceeds the pre-cutoff beta_3 is "uninformative", which does not pass.
+  - The placebo's power is reported, never decided on (seeds/000: the placebo passes when
+    its one-sided p exceeds 0.10). When its minimum detectable effect (10% test, 80% power,
+    by the inference it reads) exceeds the pre-cutoff beta_3, it passes as
+    "passes_low_power": the reason says in one clause what it could not rule out and
+    points to the fall of LAP at the cutoff (the effective-cutoff table), the evidence
+    that remains. Mixed/invalid is kept for a placebo that fails (or cannot be read) and
+    a validation pattern that contradicts detection.
 """
 
 from __future__ import annotations
@@ -74,8 +81,10 @@ from lookahead.measures import MEASURES, SCALE_FREE
 from lookahead.stats.fe_regression import MIN_CLUSTERS
 from lookahead.stats.protocol import (
     BETA3,
+    DETECTION_ALPHA,
     DETECTION_SPEC,
     DIFFERENCE_SPEC,
+    PLACEBO_ALPHA,
     THETA_DIFF,
     StatsSettings,
     any_approximated,
@@ -89,10 +98,10 @@ MIXED = "Mixed/invalid"
 UNDERPOWERED = "Underpowered"
 VERDICTS = (CONTAMINATION, NO_EVIDENCE, MIXED, UNDERPOWERED)
 
-ALPHA_DETECTION = 0.05   # beta_3 one-sided
+ALPHA_DETECTION = DETECTION_ALPHA  # beta_3 one-sided
 ALPHA_VALIDATION = 0.05  # high-LAP theta two-sided; high minus low one-sided
-PLACEBO_PASS_P = 0.10    # post-cutoff beta_3 one-sided p must exceed this
-MDE_POWER = 0.80         # minimum detectable effect: power of the one-sided 5% test
+PLACEBO_PASS_P = PLACEBO_ALPHA     # post-cutoff beta_3 one-sided p must exceed this
+MDE_POWER = 0.80         # minimum detectable effect: power of the one-sided test
 RECALL_MIN_SD = 0.01
 MINK_MIN_CV = 0.01
 MAX_CENSORING = 0.99
@@ -291,6 +300,8 @@ PATHS: dict[str, tuple[str, str]] = {
     "no_pre_rows": (UNDERPOWERED, "no pre-cutoff rows"),
     "beta3_not_estimable": (UNDERPOWERED, "beta_3 not estimable"),
     "null_no_variation": (UNDERPOWERED, "beta_3 not significant and LAP without meaningful variation"),
+    "significant_no_variation": (UNDERPOWERED, "beta_3 significant but LAP without meaningful "
+                                               "variation: the estimate does not decide"),
     "null_negative": (NO_EVIDENCE, "beta_3 significantly negative (two-sided p < 0.05)"),
     "null_zero": (NO_EVIDENCE, "beta_3 indistinguishable from zero (two-sided p >= 0.05), LAP varies"),
     "null_not_positive": (NO_EVIDENCE, "beta_3 not significantly positive; two-sided p not "
@@ -314,7 +325,7 @@ PLACEBO: dict[str, tuple[bool, str]] = {
     "passes_collapsed": (True, "placebo passes"),
     "fails": (False, "placebo fails"),
     "not_estimable": (False, "placebo not estimable"),
-    "uninformative": (False, "placebo uninformative"),
+    "passes_low_power": (True, "placebo passes (low power)"),
     "infeasible": (False, "placebo infeasible"),
 }
 #: Validation failures: code -> meaning.
@@ -332,7 +343,7 @@ UNITS_RULE = (
     "estimate's t-statistic or p-value depends on the unit of LAP. The verdict depends on "
     "LAP's unit in one place only: the variation rule for recall LAP is absolute (sd >= "
     "0.01), because recall LAP is a probability on a fixed 0-1 scale; rescaled recall LAP is "
-    "no longer that probability, and below the threshold a null becomes \"Underpowered\". "
+    "no longer that probability, and below the threshold the verdict becomes \"Underpowered\". "
     "Min-K% LAP's rule (sd >= 1% of mean |LAP|) is scale-free."
 )
 
@@ -433,13 +444,13 @@ def beta3_p_used(f: VerdictFacts) -> tuple[float, str]:
 
 # ---------------------------------------------------------------- the rule itself
 
-def _analytic_mde(se: float, df: float) -> float:
-    """(t_{1-0.05} + t_{0.80}) x SE on the test's degrees of freedom."""
+def _analytic_mde(se: float, df: float, alpha: float = ALPHA_DETECTION) -> float:
+    """(t_{1-alpha} + t_{0.80}) x SE on the test's degrees of freedom."""
     if not (np.isfinite(se) and se > 0):
         return math.nan
     df = df if np.isfinite(df) and df > 0 else math.inf
-    q = (stats.t.ppf(1 - ALPHA_DETECTION, df) + stats.t.ppf(MDE_POWER, df)) if np.isfinite(df) else (
-        stats.norm.ppf(1 - ALPHA_DETECTION) + stats.norm.ppf(MDE_POWER))
+    q = (stats.t.ppf(1 - alpha, df) + stats.t.ppf(MDE_POWER, df)) if np.isfinite(df) else (
+        stats.norm.ppf(1 - alpha) + stats.norm.ppf(MDE_POWER))
     return float(q * se)
 
 
@@ -452,17 +463,21 @@ def mde(f: VerdictFacts) -> float:
 
 
 def placebo_mde(f: VerdictFacts) -> float:
-    """Minimum detectable post-cutoff beta_3, by the inference the placebo reads."""
-    return _read_mde(f.placebo_beta3, f.placebo_mde_regression, f.placebo_se, f.placebo_df)
+    """Minimum detectable post-cutoff beta_3 of the one-sided 10% test the placebo is read
+    at (80% power), by the inference the placebo reads (regression_results.mde of the
+    post-cutoff sample is computed at that level)."""
+    return _read_mde(f.placebo_beta3, f.placebo_mde_regression, f.placebo_se, f.placebo_df,
+                     PLACEBO_PASS_P)
 
 
-def _read_mde(estimate: float, from_regression: float, se: float, df: float) -> float:
+def _read_mde(estimate: float, from_regression: float, se: float, df: float,
+              alpha: float = ALPHA_DETECTION) -> float:
     """No MDE without an estimate; regression_results' own when it has one; else analytic."""
     if not np.isfinite(estimate):
         return math.nan
     if np.isfinite(from_regression):
         return float(from_regression)
-    return _analytic_mde(se, df)
+    return _analytic_mde(se, df, alpha)
 
 
 def lap_problem(f: VerdictFacts) -> str:
@@ -528,11 +543,12 @@ def placebo_code(f: VerdictFacts, tests: dict[str, TestFact]) -> str:
         # protocol expects; an estimate on that little variation has no power and is not
         # what the placebo reads (the reason quotes it with its MDE)
         return "passes_collapsed"
-    # a placebo that could not have detected an effect as large as the pre-cutoff one
-    # proves nothing by passing: it is uninformative, and does not support detection
+    # the protocol's rule decides (p > 0.10 passes); its power is reported, never decided
+    # on: a placebo that could not have detected an effect as large as the pre-cutoff one
+    # passes, and the reason says what it could not rule out
     m = placebo_mde(f)
     if np.isfinite(m) and np.isfinite(f.beta3) and m > f.beta3:
-        return "uninformative"
+        return "passes_low_power"
     return "passes"
 
 
@@ -547,10 +563,13 @@ def evaluate(f: VerdictFacts) -> Outcome:
         path = "no_pre_rows"
     elif not b3.estimable:
         path = "beta3_not_estimable"
+    elif problem:
+        # a regressor without meaningful variation powers no test: a significant estimate on
+        # it (a huge coefficient per unit of a tiny spread) does not decide (protocol:
+        # "otherwise report underpowered")
+        path = "null_no_variation" if b3.p >= ALPHA_DETECTION else "significant_no_variation"
     elif b3.p >= ALPHA_DETECTION:
-        if problem:
-            path = "null_no_variation"
-        elif np.isfinite(b3_two.p) and b3_two.p < ALPHA_DETECTION and b3.estimate < 0:
+        if np.isfinite(b3_two.p) and b3_two.p < ALPHA_DETECTION and b3.estimate < 0:
             path = "null_negative"
         elif np.isfinite(b3_two.p) and b3_two.p >= ALPHA_DETECTION:
             path = "null_zero"
@@ -756,11 +775,13 @@ def placebo_text(o: Outcome) -> str:
     little = post_lap_collapse(f)
     note = (f"; {little.replace('collapsed: ', 'varies little: ')}, so the estimate rests on "
             "little variation") if little else ""
-    if o.placebo == "uninformative":
-        return (f"placebo uninformative: {b}, above {PLACEBO_PASS_P:g}), but its minimum "
-                f"detectable effect {fmt_num(placebo_mde(f))} exceeds the pre-cutoff beta_3 "
-                f"{fmt_num(f.beta3)}: a post-cutoff effect as large as the pre-cutoff one could "
-                f"have gone undetected, so passing says nothing{note}")
+    if o.placebo == "passes_low_power":
+        return (f"placebo passes: {b}, above {PLACEBO_PASS_P:g}){note}, though it could not rule "
+                f"out a post-cutoff effect as large as the pre-cutoff one (its minimum "
+                f"detectable effect, one-sided {PLACEBO_PASS_P:g} test at 80% power, is "
+                f"{fmt_num(placebo_mde(f))} against beta_3 {fmt_num(f.beta3)}), so the evidence "
+                "that the effect ends at the cutoff is LAP's fall there (the effective-cutoff "
+                "table)")
     if o.placebo == "passes":
         neg = ""
         if np.isfinite(two.p) and two.p < ALPHA_DETECTION and t.estimate < 0:
@@ -814,22 +835,22 @@ def reason(o: Outcome) -> str:
         return (f"No evidence of contamination: {b3} is not significantly positive (not below "
                 f"{ALPHA_DETECTION:g}) while LAP varies (sd {fmt_num(f.lap_sd_pre)})."
                 + mde_sentence(o) + note + suffix)
-    little = ""
-    if o.lap_problem:
-        little = (f" Note: {lap_problem_text(o)}; the variation rule qualifies only a null "
-                  "result, so the significant estimate is judged by validation and placebo.")
+    if o.path == "significant_no_variation":
+        return (f"Underpowered: {b3} is significant, but LAP shows no meaningful variation — "
+                f"{lap_problem_text(o)}. A coefficient per unit of a regressor that barely "
+                "varies is not evidence, so the estimate does not decide; the test cannot tell "
+                "contamination from its absence." + mde_sentence(o) + note + suffix)
     val, plc = validation_text(o), placebo_text(o)
     if o.path == "contamination":
-        return (f"Contamination detected: {b3} > 0; {val}; {plc}." + little + note + " "
+        return (f"Contamination detected: {b3} > 0; {val}; {plc}." + note + " "
                 + RECOMMENDATION + suffix)
     plc_ok = PLACEBO[o.placebo][0]
     failed = ([] if o.validation_present else ["validation failed"])
     if not plc_ok:
         failed.append({"infeasible": "placebo infeasible", "not_estimable": "placebo not estimable",
-                       "fails": "placebo failed",
-                       "uninformative": "placebo uninformative"}[o.placebo])
+                       "fails": "placebo failed"}[o.placebo])
     details = "; ".join(t for t, ok in ((val, o.validation_present), (plc, plc_ok)) if not ok)
-    return (f"Mixed/invalid ({'; '.join(failed)}): {b3} > 0 but {details}." + little + note + suffix)
+    return (f"Mixed/invalid ({'; '.join(failed)}): {b3} > 0 but {details}." + note + suffix)
 
 
 def decide(f: VerdictFacts) -> tuple[str, str]:

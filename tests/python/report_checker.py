@@ -40,6 +40,7 @@ PATH_WORDS = {
     "no_pre_rows": "there are no pre-cutoff rows",
     "beta3_not_estimable": "beta_3 is not estimable",
     "null_no_variation": "LAP shows no meaningful variation",
+    "significant_no_variation": "LAP shows no meaningful variation",
     "null_negative": "is significantly negative",
     "null_zero": "is indistinguishable from zero",
     "null_not_positive": "is not significantly positive",
@@ -273,7 +274,8 @@ def _comparisons(verdict: str, reason: str) -> list[str]:
     if b:
         est = num(b.group(1))
         v, bound = p_value(b.group(2))
-        significant = verdict in ("Contamination detected", "Mixed/invalid")
+        significant = (verdict in ("Contamination detected", "Mixed/invalid")
+                       or "is significant, but LAP shows no meaningful variation" in reason)
         if significant and not _holds(v, bound, "below", 0.05):
             problems.append(f"verdict {verdict!r} with printed one-sided p {b.group(2)}")
         if not significant and _holds(v, bound, "below", 0.05):

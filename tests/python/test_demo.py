@@ -244,7 +244,15 @@ def test_montecarlo_runs_the_shipped_verdict_on_one_draw_per_design() -> None:
     assert strong["p_used"] < 0.05 and strong["inference_used"] == "wild bootstrap"
     pre, post = simulate(by_name["null_10_clusters"], np.random.default_rng(0))
     assert set(PANEL_COLUMNS) <= set(pre.columns) and pre["entity_num"].nunique() == 10
-    assert len(post) == 0  # null designs run without post-cutoff rows (placebo infeasible)
+    # null designs carry post-cutoff rows (the whole verdict runs), LAP collapsed there
+    assert len(post) > 0 and post["lap"].max() <= 0.05
+    # the thin design has about 6 entities per period; the large-placebo one a post-cutoff
+    # panel as large as the pre-cutoff one with LAP varying as before
+    thin, _ = simulate(by_name["null_thin_periods_15"], np.random.default_rng(1))
+    per_period = thin.groupby("period_num")["entity_num"].nunique()
+    assert 4 <= per_period.mean() <= 8
+    pre_l, post_l = simulate(by_name["strong_null_post_large_30"], np.random.default_rng(2))
+    assert len(post_l) == len(pre_l) and post_l["lap"].std() > 0.2
     table = summarize(pd.DataFrame([strong]))
     assert table.loc[0, "verdict_detection_test"] == 1.0 and table.loc[0, "reps"] == 1
 

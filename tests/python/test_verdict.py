@@ -12,6 +12,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from lookahead.stats.protocol import StatsSettings, run_protocol
 from lookahead.stats.verdict import (
@@ -21,6 +22,9 @@ from lookahead.stats.verdict import (
     UNDERPOWERED,
     VerdictFacts,
     decide,
+    evaluate,
+    placebo_mde,
+    reason,
     verdict_frame,
 )
 
@@ -81,11 +85,35 @@ def test_rule_underpowered_tiny_sd_when_beta3_not_significant():
     assert v == UNDERPOWERED and "below the threshold" in reason
 
 
-def test_rule_variation_rule_qualifies_only_a_null():
-    """The protocol's "otherwise report underpowered" belongs to "No evidence"; a
-    significant beta_3 on little LAP variation is judged by validation and placebo."""
-    v, reason = decide(facts(lap_sd_pre=0.008))
-    assert v == CONTAMINATION and "LAP sd 0.008 is below the threshold" in reason
+def test_rule_significant_beta3_on_lap_without_variation_is_underpowered():
+    """The protocol reads a study whose LAP does not vary as underpowered: a significant
+    beta_3 on such a regressor does not decide, whatever validation and placebo say; just
+    above the threshold the same facts detect contamination."""
+    o = evaluate(facts(lap_sd_pre=0.008))
+    assert o.decision == UNDERPOWERED and o.path == "significant_no_variation"
+    assert "LAP sd 0.008 is below the threshold" in reason(o) and "does not decide" in reason(o)
+    assert decide(facts(lap_sd_pre=0.0101))[0] == CONTAMINATION
+    # the clean-model case: recall LAP sd 1.3e-7, beta_3 of order 1e6 with a small wild p
+    huge = facts(lap_sd_pre=1.3e-7, beta3=1.064e6, beta3_t=1.4, beta3_p_wild_one_sided=0.027,
+                 beta3_p_wild_two_sided=0.054, beta3_wild_draws=999)
+    assert decide(huge)[0] == UNDERPOWERED
+
+
+def test_placebo_power_reported_never_decides():
+    """seeds/000: the placebo passes at one-sided p > 0.10 and fails at or below it; a
+    placebo whose minimum detectable effect (10% test) exceeds the pre-cutoff beta_3 still
+    passes, and the reason says what it could not rule out; Mixed/invalid only when its p
+    is at or below 0.10."""
+    weak = dict(placebo_mde_regression=5.0, placebo_p_one_sided=0.46)
+    o = evaluate(facts(**weak))
+    assert o.decision == CONTAMINATION and o.placebo == "passes_low_power"
+    assert "could not rule out" in reason(o) and "effective-cutoff" in reason(o)
+    for p, want in ((0.1001, CONTAMINATION), (0.10, MIXED), (0.02, MIXED)):
+        assert decide(facts(placebo_mde_regression=5.0, placebo_p_one_sided=p))[0] == want, p
+    # without a regression MDE the analytic one is that of the one-sided 10% test
+    f = facts(placebo_se=0.1, placebo_df=math.inf, placebo_mde_regression=math.nan)
+    want = (stats.norm.ppf(0.90) + stats.norm.ppf(0.80)) * 0.1
+    assert placebo_mde(f) == pytest.approx(want, rel=1e-12)
 
 
 def test_rule_underpowered_singular_regression():
@@ -188,9 +216,9 @@ def panels(kind: str, seed: int = 0):
     if kind == "no_post":
         return pre, pre.iloc[0:0].copy()
     post_mem = kind in ("placebo_fails", "both_fail")
-    # post-cutoff LAP shrinks (to 0-0.5, or 0-0.3 for a placebo too weak to detect the
+    # post-cutoff LAP shrinks (to 0-0.5, or 0-0.15 for a placebo too weak to detect the
     # pre-cutoff beta_3: its minimum detectable effect exceeds it)
-    post = _sample(rng, E, 6, C, 0.0, 1.0 if post_mem else 0.3 if kind == "weak_placebo" else 0.5,
+    post = _sample(rng, E, 6, C, 0.0, 1.0 if post_mem else 0.15 if kind == "weak_placebo" else 0.5,
                    post_mem, post_mem,
                    censored=(kind == "underpowered"), start_period=T)
     return pre, post
@@ -207,7 +235,7 @@ SETTINGS = StatsSettings(cluster="entity", lap_measure="recall")
     ("placebo_fails", MIXED, "(placebo failed)"),
     ("both_fail", MIXED, "(validation failed; placebo failed)"),
     ("no_post", MIXED, "(placebo infeasible)"),
-    ("weak_placebo", MIXED, "(placebo uninformative)"),
+    ("weak_placebo", CONTAMINATION, "could not rule out a post-cutoff effect"),
 ])
 def test_end_to_end_branch(kind, expected, phrase):
     pre, post = panels(kind)

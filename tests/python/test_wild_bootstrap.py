@@ -232,3 +232,49 @@ def test_an_interaction_whose_main_effect_is_dropped_is_not_estimable():
                                 wild=WildSettings(draws=99))).set_index("term")
     assert pd.isna(res.loc["mu_hat:lap", "estimate"]) and pd.isna(res.loc["mu_hat:lap", "p_wild_one_sided"])
     assert "not estimable: mu_hat:lap: its main effect" in res.loc["mu_hat:lap", "warning"]
+
+
+def thin_panel(seed: int, n_entities: int, n_periods: int, per_period: float,
+               effect: float = 0.1) -> pd.DataFrame:
+    """An unbalanced panel with about `per_period` entities in each period: each entity
+    is observed in a random subset of periods (one row per observed cell)."""
+    rng = np.random.default_rng(seed)
+    keep = rng.uniform(size=(n_entities, n_periods)) < per_period / n_entities
+    e, t = np.nonzero(keep)
+    n = len(e)
+    mu = rng.choice([-1.0, 1.0], n)
+    lap = rng.uniform(0, 1, n) * (1 + (e < 2))
+    y = (rng.normal(0, 0.5, n_entities)[e] + rng.normal(0, 0.5, n_periods)[t]
+         + effect * mu * lap + rng.normal(0, 0.6, n_entities)[e] * rng.normal(size=n)
+         + rng.normal(size=n))
+    return pd.DataFrame({"outcome": y, "mu_hat": mu, "lap": lap, "entity_num": e, "period_num": t})
+
+
+#: (entities, periods, entities per period): thin designs (15 entities x 120 periods with
+#: about 4 per period; about 10 per period) and the balanced G = 30 and G = 100
+THIN = [(15, 120, 4.0), (30, 40, 10.0), (30, 12, 30.0), (100, 6, 100.0)]
+
+
+@pytest.mark.parametrize("n_entities,n_periods,per_period", THIN)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_fast_wild_equals_a_dense_dummies_wcr_with_few_entities_per_period(
+        seed, n_entities, n_periods, per_period):
+    """Period effects crossed with entity clusters, few entities per period: the fast p
+    equals the dense-dummies WCR (reference_wcr above: dummies, restricted OLS under H0,
+    Rademacher weights, refit per draw) within 3 Monte Carlo SEs, one- and two-sided.
+    Without re-projecting the draws off the period effects the fast p fell below the
+    dense one: at 4 entities per period (seed 2) one-sided 0.052 against 0.077, two-sided
+    z -9.6 in these SEs; at G = 30, seed 2, two-sided z -4.3."""
+    from lookahead.stats.wild import PartialledDesign
+
+    df = thin_panel(seed, n_entities, n_periods, per_period)
+    y, x, codes, cl = _arrays(df)
+    b = 9999
+    fast = PartialledDesign(y, x, codes, cl).bootstrap(
+        2, WildSettings(draws=b, weights="rademacher", seed=seed), one_sided=True, max_draws=b)
+    _, p2_ref, p1_ref = reference_wcr(df, [["mu_hat"], ["lap"], ["mu_hat", "lap"]], 2, b,
+                                      seed + 500)
+    for p_fast, p_ref in ((fast.p_one, p1_ref), (fast.p_two, p2_ref)):
+        p = (p_fast + p_ref) / 2
+        se = math.sqrt(max(p * (1 - p), 1e-4) * 2 / b)
+        assert abs(p_fast - p_ref) <= 3 * se, (p_fast, p_ref, se)

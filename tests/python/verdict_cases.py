@@ -102,8 +102,9 @@ CASES: dict[str, dict] = {
         theta_high_p_wild=0.01, theta_diff_n_clusters=8, theta_diff_g_star=4.4,
         theta_diff_p_wild_one_sided=0.02, n_clusters_post=8, placebo_g_star=6.0,
         placebo_p_wild_one_sided=0.45, placebo_p_wild_two_sided=0.9),
-    # the placebo could not have detected the pre-cutoff effect: it does not pass
-    "placebo_uninformative": dict(placebo_mde_regression=0.9, placebo_p_wild_one_sided=0.46,
+    # the placebo could not have detected the pre-cutoff effect: it passes (the protocol's
+    # rule decides), and the reason says what it could not rule out
+    "placebo_low_power": dict(placebo_mde_regression=0.9, placebo_p_wild_one_sided=0.46,
                                   placebo_wild_draws=999),
     "placebo_informative": dict(placebo_mde_regression=0.3, placebo_p_wild_one_sided=0.46,
                                 placebo_wild_draws=999),

@@ -1,7 +1,8 @@
 """dbt Python model: the effective training cutoff, one row per measure the study computed.
 
-The month where LAP falls (one-break least-squares fit, permutation test, entity
-bootstrap interval) beside the stated training_cutoff. A warning beside the verdict,
+The month where LAP falls beyond a linear trend (level-shift fit with the trend in both
+models, a bootstrap of the no-break trend for its p, Bai 1997 interval), or a steady
+decline, beside the stated training_cutoff. A warning beside the verdict,
 never an input to it. Logic and the why: lookahead/stats/cutoff.py, docs/cutoff.md."""
 
 
