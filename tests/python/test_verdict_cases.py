@@ -89,3 +89,27 @@ def test_committed_monte_carlo_finds_memorization_holds_size_and_is_what_the_doc
     doc = (DOC.parent / "montecarlo.md").read_text(encoding="utf-8")
     shown = doc.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0].strip()
     assert shown == to_markdown(pd.DataFrame(res["table"])).strip()
+
+
+def test_the_marts_accept_exactly_the_placebo_outcomes_the_registry_declares() -> None:
+    """The dbt data tests on placebo_outcome and placebo_status list the values of
+    lookahead.stats.verdict.PLACEBO, every one of them and nothing else: an outcome added
+    to the registry and not to the marts' accepted_values failed the demo's build."""
+    from pathlib import Path
+
+    import yaml
+
+    from lookahead.stats.verdict import PLACEBO
+
+    root = Path(__file__).resolve().parents[2]
+    want = {"placebo_outcome": set(PLACEBO), "placebo_status": {label for _, label in PLACEBO.values()}}
+    seen: dict[str, int] = {}
+    for path in (root / "models").rglob("*.yml"):
+        for model in (yaml.safe_load(path.read_text()) or {}).get("models", []):
+            for col in model.get("columns", []):
+                for test in col.get("data_tests", []) if col.get("name") in want else []:
+                    if isinstance(test, dict) and "accepted_values" in test:
+                        values = set(test["accepted_values"]["arguments"]["values"])
+                        assert values == want[col["name"]], (path.name, model["name"], col["name"])
+                        seen[col["name"]] = seen.get(col["name"], 0) + 1
+    assert seen.get("placebo_outcome", 0) >= 2 and seen.get("placebo_status", 0) >= 1, seen
