@@ -154,14 +154,24 @@ def _answer_each(answer: Callable[[list[Query]], list[dict[str, Any] | QueryFail
         for _ in range(streams):
             submit()
         go_on = True
+        fatal: BaseException | None = None
         while in_flight:
             done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
             for fut in done:
                 q, started = in_flight.pop(fut)
-                res = fut.result()[0]  # a BackendFatal stops the job here
+                try:
+                    res = fut.result()[0]
+                except BaseException as exc:  # noqa: BLE001 - raised once the others are written
+                    # a BackendFatal (a 401, say) ends the job, but only after every answer
+                    # still in flight is written: those are paid for, and a rerun must not
+                    # ask them again
+                    fatal = fatal or exc
+                    continue
                 go_on = on_answer(q, res, started, utc_now()) and go_on
-                if go_on:
+                if go_on and fatal is None:
                     submit()
+        if fatal is not None:
+            raise fatal
 
 
 def answer_streams(backend: Backend | None) -> int:

@@ -73,7 +73,8 @@ class FakeOpenAIState:
 
     def __init__(self, mink_mode: str = "vllm", delay_s: float = 0.0, fault_rate: float = 0.0,
                  fault_seed: int = 0, vary: bool = False, barrier: int = 0,
-                 echo_key_401: bool = False, script: list[str] | None = None) -> None:
+                 echo_key_401: bool = False, script: list[str] | None = None,
+                 fault_kinds: tuple[str, ...] = FAULTS) -> None:
         self.mink_mode = mink_mode  # vllm | echo | none
         self.delay_s = delay_s
         self.lock = threading.Lock()
@@ -85,6 +86,9 @@ class FakeOpenAIState:
         self.fault_rate = fault_rate
         self.fault_rng = random.Random(fault_seed)
         self.injected: list[str] = []
+        self.fault_kinds = fault_kinds  # the kinds drawn in turn (FAULTS, or e.g. a 401 storm's)
+        # (what was asked, prompt) of every complete 200 reply sent: what the server was paid for
+        self.answered: list[tuple[str, str]] = []
         self.vary = vary  # answers computed per prompt (varied_top) instead of the constant TOP
         self.flaky_down = False  # prompts with [flaky] answer 500 while this is true
         # with barrier=n, each request waits until n are in flight together (or 10 s pass)
@@ -107,7 +111,7 @@ class FakeOpenAIState:
                 return kind
             if not self.fault_rate or self.fault_rng.random() >= self.fault_rate:
                 return None
-            kind = FAULTS[len(self.injected) % len(FAULTS)]
+            kind = self.fault_kinds[len(self.injected) % len(self.fault_kinds)]
             self.injected.append(kind)
             return kind
 
@@ -125,6 +129,9 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
             if getattr(self, "fault", None) in ("empty_logprobs", "missing_logprobs", "nan", "positive_logprob",
                                                 "missing_text") and code == 200:
                 data = json.dumps(self._mutate(json.loads(data), self.fault)).encode()
+            if code == 200 and getattr(self, "fault", None) is None and getattr(self, "asked", None):
+                with state.lock:
+                    state.answered.append(self.asked)
             self.send_response(code)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
@@ -162,6 +169,8 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                                                       f"{auth.removeprefix('Bearer ')}",
                                                       "type": "invalid_request_error"}})
                 self.fault = state.next_fault()
+                self.asked = ("prompt_logprobs" if "prompt_logprobs" in body or body.get("echo")
+                              else "generate", prompt)
                 self._answer(prompt, attempt, body)
             finally:
                 with state.lock:
@@ -217,6 +226,8 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                 return self._send(429, err)
             if fault == "500":
                 return self._send(500, err)
+            if fault == "401":
+                return self._send(401, {"error": {"message": "invalid key", "type": "invalid_request_error"}})
             if fault == "reset":
                 return self._reset()
             if fault == "slow":
@@ -787,3 +798,29 @@ def test_api_mode_at_the_top_level_of_a_study_is_honoured(server_factory: Any, t
     study.write_text(yaml.safe_dump(y))
     with pytest.raises(StudyConfigError, match="setting 'api_mode'"):
         get_backend(load_study(study))
+
+
+def test_a_401_storm_keeps_every_answer_the_server_gave(server_factory: Any, tmp_path: Path,
+                                                        capfd: pytest.CaptureFixture[str]) -> None:
+    """30% of replies 401 and 20% 500: each run stops at a 401 with one line, but every
+    complete reply the server sent (and was paid for) is in the cache by then, and no
+    prompt answered once is asked again by the runs that follow."""
+    from llm_jobs import forecast
+
+    url, state = server_factory(vary=True, fault_rate=0.5, fault_seed=3,
+                                fault_kinds=("401", "500", "401", "500", "401"))
+    study = write_openai_study(tmp_path, url, "storm401", 24)
+    codes = []
+    for _ in range(12):
+        codes.append(forecast.main(["--study", str(study), "--yes"]))
+        err = capfd.readouterr().err
+        assert "Traceback" not in err
+        cached = {json.loads(line)["prompt"]
+                  for line in (tmp_path / "storm401/raw/forecast.jsonl").read_text().splitlines()}
+        paid = [p for kind, p in state.answered if kind == "generate"]
+        assert set(paid) <= cached, f"{len(set(paid) - cached)} answers the server gave are not cached"
+        if codes[-1] == 0:
+            break
+    assert codes[0] == 4 and codes[-1] == 0 and "401" in state.injected
+    paid = [p for kind, p in state.answered if kind == "generate"]
+    assert len(paid) == len(set(paid)) == 24  # each answer paid for once
