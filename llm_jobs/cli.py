@@ -27,6 +27,10 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
                    help="forecast: continue below 95%% parse rate (this run only; the study file "
                         "is not edited: `lookahead run --accept-low-parse-rate` passes the same "
                         "acceptance to dbt, which records it in the build identity and the report)")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="ask again the queries the server refused for good in an earlier run "
+                        "(a 4xx other than 408/409/429, a content refusal); without it those rows "
+                        "are excluded and counted")
     return p
 
 

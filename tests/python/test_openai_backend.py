@@ -242,6 +242,8 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                 return self._send(500, err)
             if "[500always]" in prompt:
                 return self._send(500, err)
+            if "[400mink]" in prompt and ("prompt_logprobs" in body or body.get("echo")):
+                return self._send(400, {"error": {"message": "prompt rejected", "type": "invalid"}})
             if "[400]" in prompt:
                 return self._send(400, {"error": {"message": "bad request", "type": "invalid"}})
             if "[slow]" in prompt and attempt < 1:
@@ -380,6 +382,8 @@ def test_gives_up_after_max_retries_and_does_not_retry_400(server_factory: Any) 
         with pytest.raises(openai.BadRequestError):
             backend.generate(["malformed [400]"], max_tokens=1, top_logprobs=5)
         assert len(state.attempts["malformed [400]"]) == 1
+        [failure] = backend.try_generate(["malformed [400]"], max_tokens=1, top_logprobs=5)
+        assert failure.permanent and failure.attempts == 1 and "HTTP 400" in failure.reason
     finally:
         backend.close()
 
@@ -494,13 +498,39 @@ def test_prompt_logprobs_through_what_the_server_offers(server_factory: Any, mod
 
 
 def test_no_prompt_logprobs_gives_a_clear_error(server_factory: Any) -> None:
+    """The diagnosis needs evidence across prompts, and says how much it had."""
     url, _ = server_factory(mink_mode="none")
     backend = make_backend(url)
     try:
-        with pytest.raises(BackendUnsupportedError, match=r"backend 'openai'.*prompt_logprobs, echo"):
-            backend.prompt_logprobs(["some text here"])
+        with pytest.raises(BackendUnsupportedError, match=r"backend 'openai'.*prompt_logprobs, echo; "
+                           r"rejected prompt_logprobs for 3 prompts, echo for 3 prompts, none answered"):
+            backend.prompt_logprobs(["some text here", "other text", "third text", "fourth text"])
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize("mink_source", ["auto", "prompt_logprobs"])
+def test_one_prompt_the_server_rejects_is_no_evidence_about_the_route(server_factory: Any,
+                                                                     mink_source: str) -> None:
+    """The first Min-K% prompt is rejected (HTTP 400, as a content policy does): that
+    prompt fails, not the route; once the route is known its 400 is permanent and not
+    retried (docs/backends.md: other 4xx are not retried)."""
+    from lookahead.backends.base import QueryFailure
+
+    url, state = server_factory()
+    backend = make_backend(url, mink_source=mink_source, max_retries=6)
+    prompts = ["refused text [400mink]", "alpha beta gamma", "one two three four"]
+    try:
+        got = backend.try_prompt_logprobs(prompts)
+        [again] = backend.try_prompt_logprobs(prompts[:1])
+    finally:
+        backend.close()
+    assert backend.mink_source == "prompt_logprobs"
+    assert isinstance(got[0], QueryFailure) and not isinstance(got[1], QueryFailure)
+    assert [t.logprob for t in got[2][1:]] == pytest.approx([word_logprob(i) for i in range(1, 4)])
+    assert isinstance(again, QueryFailure) and again.permanent and again.attempts == 1
+    # probed over each route once, then asked once over the known route: never retried
+    assert len(state.attempts["refused text [400mink]"]) == (2 if mink_source == "auto" else 1) + 1
 
 
 def test_sampling_fallback_is_seeded(server_factory: Any) -> None:
@@ -649,13 +679,18 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO_TOKENIZER = ROOT / "demo" / "models" / "contaminated"  # a small local tokenizer (labels: 1 token)
 
 
-def write_openai_study(tmp_path: Path, url: str, name: str, n_rows: int, **extra: Any) -> Path:
-    """A study of n_rows synthetic observations against the loopback server."""
+def write_openai_study(tmp_path: Path, url: str, name: str, n_rows: int, marks: dict[int, str] | None = None,
+                       **extra: Any) -> Path:
+    """A study of n_rows synthetic observations against the loopback server; ``marks``
+    puts a server marker (e.g. ``[400]``) in the text of the rows it names instead of
+    row 3's ``[flaky]``."""
     import yaml
 
     rows = ["row_id,entity_id,entity_name,ticker,text,text_date,target_date,outcome"]
     for i in range(n_rows):
         flaky = " [flaky]" if i == 3 else ""
+        if marks is not None:
+            flaky = f" {marks[i]}" if i in marks else ""
         rows.append(f"r{i},E{i % 7},Firm {i % 7},F{i % 7},Firm {i % 7} reports item {i}{flaky},"
                     f"2021-{1 + i % 12:02d}-{1 + i % 27:02d},2021-{1 + i % 12:02d}-{2 + i % 27:02d},"
                     f"{(-1) ** i * 0.5}")
@@ -824,3 +859,40 @@ def test_a_401_storm_keeps_every_answer_the_server_gave(server_factory: Any, tmp
     assert codes[0] == 4 and codes[-1] == 0 and "401" in state.injected
     paid = [p for kind, p in state.answered if kind == "generate"]
     assert len(paid) == len(set(paid)) == 24  # each answer paid for once
+
+
+def test_a_row_the_server_always_refuses_is_excluded_not_a_block(server_factory: Any, tmp_path: Path,
+                                                                 capfd: pytest.CaptureFixture[str]) -> None:
+    """HTTP 400 for one row's prompt (as a content policy gives): every job finishes (exit
+    0) with that row counted as excluded, the refusal is recorded once with its reason and
+    not asked again by the next run, and --retry-failed asks it again; no line says "run
+    again" about it."""
+    from llm_jobs import run_all
+
+    url, state = server_factory(vary=True)
+    study = write_openai_study(tmp_path, url, "refused", 12, marks={5: "[400]"})
+    refused_prompts = lambda: [p for p in state.attempts if "[400]" in p]  # noqa: E731
+    assert run_all.main(["--study", str(study), "--yes"]) == 0, capfd.readouterr().err
+    out = capfd.readouterr()
+    assert "Traceback" not in out.err and "run the same command again" not in out.out + out.err
+    assert "forecast: 1 of 12 queries refused for good (1 x HTTP 400" in out.out
+    assert "forecast: 1 of 12 rows excluded" in out.out and "mink: 1 of 12 prompts excluded" in out.out
+    for task in ("forecast", "mink"):
+        [line] = (tmp_path / f"refused/raw/{task}.failures.jsonl").read_text().splitlines()
+        rec = json.loads(line)
+        assert rec["row_id"] == "r5" and rec["permanent"] is True and "HTTP 400" in rec["reason"]
+    asked = sum(len(state.attempts[p]) for p in refused_prompts())
+    # the forecast once; Min-K% once over each route it probed while none was known (the
+    # first wave of 8 requests goes out together) and once over the route found: never retried
+    assert 2 <= asked <= 4
+
+    assert run_all.main(["--study", str(study), "--yes"]) == 0
+    out = capfd.readouterr().out
+    assert sum(len(state.attempts[p]) for p in refused_prompts()) == asked  # not asked again
+    assert "refused for good in an earlier run (1 x HTTP 400" in out
+
+    from llm_jobs import forecast
+
+    assert forecast.main(["--study", str(study), "--yes", "--retry-failed"]) == 0
+    assert sum(len(state.attempts[p]) for p in refused_prompts()) == asked + 1
+    assert "asking again 1 queries" in capfd.readouterr().out
