@@ -85,6 +85,17 @@ def refused_keys(store: RawStore) -> dict[str, str]:
     return {k: r for k, r in latest.items() if r is not None}
 
 
+def without_refused(store: RawStore, pending: Sequence[Query]) -> Sequence[Query]:
+    """``pending`` less the queries whose latest failure is permanent (no line printed)."""
+    refused = refused_keys(store)
+    if not refused:
+        return pending
+    at = [i for i, k in enumerate(keys_of(pending)) if k not in refused]
+    if len(at) == len(pending):
+        return pending
+    return pending.take(at) if isinstance(pending, QueryPlan) else [pending[i] for i in at]
+
+
 def skip_refused(task: str, store: RawStore, pending: Sequence[Query], retry_failed: bool) -> Sequence[Query]:
     """``pending`` without the queries refused for good in an earlier run (one line says
     how many and why), or all of them with ``--retry-failed``."""

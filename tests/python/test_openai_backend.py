@@ -721,8 +721,8 @@ def raw_answers(raw_dir: Path) -> dict[str, dict[str, Any]]:
 def test_fault_storm_jobs_finish_with_a_fault_free_runs_answers(
     server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str],
 ) -> None:
-    """5% of replies faulty (every kind, seeded) plus one query past the retry bound:
-    the first invocation ends with one line and exit 4, the second finishes; the cache
+    """5% of replies faulty (every kind, seeded) plus one query past the retry bound in
+    every pass: the first invocation ends with one line and exit 4, the second finishes; the cache
     holds only complete answers, equal to a fault-free run's; no traceback anywhere."""
     from llm_jobs import run_all
     from lookahead.cache import incomplete_reason
@@ -747,7 +747,9 @@ def test_fault_storm_jobs_finish_with_a_fault_free_runs_answers(
     assert len(stop_lines) == 1 and "run the same command again to resume" in stop_lines[0]
     assert "1 of 60 queries got no complete answer" in stop_lines[0] and "HTTP 500" in stop_lines[0]
     failures = (tmp_path / "storm/raw/forecast.failures.jsonl").read_text().splitlines()
-    assert len(failures) == 1 and json.loads(failures[0])["row_id"] == "r3"
+    # asked in the first pass and in each of the failed_query_passes (2) after it
+    assert len(failures) == 3 and {json.loads(f)["row_id"] for f in failures} == {"r3"}
+    assert "forecast: pass 2 of 2 (setting failed_query_passes) over 1 queries" in out1.out
 
     state.flaky_down = False
     second = run_all.main(["--study", str(study), "--yes"])
@@ -896,3 +898,27 @@ def test_a_row_the_server_always_refuses_is_excluded_not_a_block(server_factory:
     assert forecast.main(["--study", str(study), "--yes", "--retry-failed"]) == 0
     assert sum(len(state.attempts[p]) for p in refused_prompts()) == asked + 1
     assert "asking again 1 queries" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize("mink_source", ["auto", "prompt_logprobs"])
+def test_a_first_min_k_prompt_the_server_rejects_ends_as_one_exclusion(server_factory: Any, tmp_path: Path,
+                                                                       capfd: pytest.CaptureFixture[str],
+                                                                       mink_source: str) -> None:
+    """The first Min-K% prompt asked (one request at a time) gets HTTP 400 on every route:
+    the job does not conclude that the server offers no prompt log-probs; the other
+    prompts find the route, the end-of-job pass asks the first one again over it, and its
+    400 there is recorded once as permanent: exit 0 in one invocation, one row excluded."""
+    from llm_jobs import mink
+
+    url, state = server_factory()
+    study = write_openai_study(tmp_path, url, "minkfirst", 8, marks={0: "[400mink]"}, mink_source=mink_source,
+                               backend_options={"backoff_s": 0.01, "timeout_s": 1, "concurrency": 1})
+    code = mink.main(["--study", str(study), "--yes"])
+    out = capfd.readouterr()
+    assert code == 0, out.err
+    assert "offers no prompt" not in out.out + out.err and "Traceback" not in out.err
+    assert "mink: pass 1 of 2 (setting failed_query_passes) over 1 queries" in out.out
+    assert "mink: 1 of 8 prompts excluded" in out.out
+    lines = [json.loads(x) for x in (tmp_path / "minkfirst/raw/mink.failures.jsonl").read_text().splitlines()]
+    assert [(r["row_id"], r["permanent"]) for r in lines] == [("r0", False), ("r0", True)]
+    assert len((tmp_path / "minkfirst/raw/mink.jsonl").read_text().splitlines()) == 7
