@@ -680,10 +680,14 @@ DEMO_TOKENIZER = ROOT / "demo" / "models" / "contaminated"  # a small local toke
 
 
 def write_openai_study(tmp_path: Path, url: str, name: str, n_rows: int, marks: dict[int, str] | None = None,
-                       **extra: Any) -> Path:
+                       shape: tuple[int, int] | None = None, **extra: Any) -> Path:
     """A study of n_rows synthetic observations against the loopback server; ``marks``
     puts a server marker (e.g. ``[400]``) in the text of the rows it names instead of
-    row 3's ``[flaky]``."""
+    row 3's ``[flaky]``. ``shape`` (entities, dates): row i is entity i mod entities on date
+    (i div entities) mod dates, days from 2015-01-02, so that the rows span that many
+    entities and dates (a realistic study's recall pairs) instead of 7 entities."""
+    import datetime as dt
+
     import yaml
 
     rows = ["row_id,entity_id,entity_name,ticker,text,text_date,target_date,outcome"]
@@ -691,6 +695,12 @@ def write_openai_study(tmp_path: Path, url: str, name: str, n_rows: int, marks: 
         flaky = " [flaky]" if i == 3 else ""
         if marks is not None:
             flaky = f" {marks[i]}" if i in marks else ""
+        if shape is not None:
+            e, d = i % shape[0], (i // shape[0]) % shape[1]
+            day = dt.date(2015, 1, 2) + dt.timedelta(days=d)
+            rows.append(f"r{i},E{e},Firm {e},F{e},Firm {e} reports item {i},{day - dt.timedelta(days=1)},{day},"
+                        f"{(-1) ** i * 0.5}")
+            continue
         rows.append(f"r{i},E{i % 7},Firm {i % 7},F{i % 7},Firm {i % 7} reports item {i}{flaky},"
                     f"2021-{1 + i % 12:02d}-{1 + i % 27:02d},2021-{1 + i % 12:02d}-{2 + i % 27:02d},"
                     f"{(-1) ** i * 0.5}")
