@@ -258,7 +258,8 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
 
         def _completion(self, prompt: str, body: dict[str, Any]) -> None:
             words = prompt.split()
-            choice: dict[str, Any] = {"index": 0, "text": "up", "finish_reason": "length",
+            choice: dict[str, Any] = {"index": 0, "text": "up",
+                                      "finish_reason": "content_filter" if "[filtered]" in prompt else "length",
                                       "logprobs": None}
             if "prompt_logprobs" in body:
                 if state.mink_mode != "vllm":
@@ -448,6 +449,23 @@ def test_a_bad_min_k_reply_is_retried_not_taken_for_missing_support(server_facto
     assert [t.logprob for t in got[1][1:]] == pytest.approx([word_logprob(i) for i in range(1, 4)])
     assert [t.logprob for t in again[0][1:]] == pytest.approx([word_logprob(i) for i in range(1, 4)])
     assert state.injected == [fault, fault]
+
+
+def test_a_content_refusal_is_a_permanent_failure_asked_once(server_factory: Any) -> None:
+    """A 200 reply whose choice ends with finish_reason content_filter: the server refused
+    the content, and asking again gets the same refusal, so the query is a permanent
+    failure at the first attempt, not retried and not cached as an answer."""
+    from lookahead.backends.base import QueryFailure
+
+    url, state = server_factory()
+    backend = make_backend(url, max_retries=6)
+    try:
+        res = backend.try_generate(["fine", "refused [filtered]"], 1, 5)
+    finally:
+        backend.close()
+    assert not isinstance(res[0], QueryFailure)
+    assert isinstance(res[1], QueryFailure) and res[1].permanent and res[1].attempts == 1
+    assert "content_filter" in res[1].reason and len(state.attempts["refused [filtered]"]) == 1
 
 
 def test_retries_exhausted_give_a_failure_in_place_not_a_lost_batch(server_factory: Any) -> None:
