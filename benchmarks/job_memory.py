@@ -86,14 +86,17 @@ def own_peak_mib() -> float:
         return next(round(int(ln.split()[1]) / 1024, 1) for ln in fh if ln.startswith("VmHWM:"))
 
 
-def write_study_apart(tmp: Path, url: str, name: str, rows: int) -> Path:
+def write_study_apart(tmp: Path, url: str, name: str, rows: int, shape: tuple[int, int] | None = None) -> Path:
     """write_openai_study in a child process: a study of ten million rows built here would
-    leave this process's peak (gigabytes of row strings) in every child's ru_maxrss."""
+    leave this process's peak (gigabytes of row strings) in every child's ru_maxrss.
+    ``shape``: (entities, dates) the rows span (write_openai_study), default its 7 entities."""
     code = ("import sys; from pathlib import Path; sys.path[:0] = sys.argv[1:3]; "
             "from test_openai_backend import write_openai_study; "
-            "print(write_openai_study(Path(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6])))")
+            "shape = tuple(map(int, sys.argv[7].split('x'))) if sys.argv[7] else None; "
+            "print(write_openai_study(Path(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6]), shape=shape))")
     out = subprocess.run([sys.executable, "-c", code, str(ROOT), str(ROOT / "tests" / "python"), str(tmp), url,
-                          name, str(rows)], check=True, capture_output=True, text=True).stdout
+                          name, str(rows), f"{shape[0]}x{shape[1]}" if shape else ""],
+                         check=True, capture_output=True, text=True).stdout
     return Path(out.strip().splitlines()[-1])
 
 
@@ -237,10 +240,11 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
 def run_check(args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="check-memory-"))
     url, _ = serve()
-    study = write_study_apart(tmp, url, "check", args.rows)
+    study = write_study_apart(tmp, url, "check", args.rows, shape_of(args))
     data = tmp / "check.csv"
     size = data.stat().st_size
-    result: dict[str, Any] = {"rows": args.rows, "file_mib": round(size / MIB, 1), "runs": {}}
+    result: dict[str, Any] = {"rows": args.rows, "file_mib": round(size / MIB, 1), "runs": {},
+                              "entities": args.entities, "dates": args.dates}
     for label, code in code_roots(args.code).items():
         m = measure([sys.executable, "-m", "lookahead.cli", "check", "--study", str(study)], code, code)
         peak = max(m["peak_rss_mib"], m["tree_peak_rss_mib_sampled"])
@@ -254,6 +258,15 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def shape_of(args: argparse.Namespace) -> tuple[int, int] | None:
+    """(entities, dates) of --entities and --dates, or None for write_openai_study's own shape."""
+    if args.entities is None and args.dates is None:
+        return None
+    if not (args.entities and args.dates):
+        raise SystemExit("error: give --entities and --dates together")
+    return int(args.entities), int(args.dates)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("job", "check"))
@@ -264,6 +277,9 @@ def main() -> None:
     ap.add_argument("--prefill", type=float, default=0.0,
                     help="job: share of the answers written into the cache before the first run")
     ap.add_argument("--keep", action="store_true", help="keep the study's files")
+    ap.add_argument("--entities", type=int, default=None,
+                    help="check: entities the rows span (with --dates; default: 7 entities)")
+    ap.add_argument("--dates", type=int, default=None, help="check: dates the rows span (with --entities)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     args.code = args.code or [f"head={ROOT}"]

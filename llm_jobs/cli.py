@@ -31,6 +31,10 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--max-cost", type=float, default=None, metavar="USD",
                    help="refuse a run whose estimated price (price_per_1k_tokens) is above USD, "
                         "or unknown; nothing is queried")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="ask again the queries the server refused for good in an earlier run "
+                        "(a 4xx other than 408/409/429, a content refusal); without it those rows "
+                        "are excluded and counted")
     add_consent_arguments(p)
     return p
 

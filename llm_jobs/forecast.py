@@ -33,7 +33,7 @@ from llm_jobs.context import (
     open_store,
     release_freed_memory,
 )
-from llm_jobs.failures import require_complete
+from llm_jobs.failures import refused_keys, require_complete, skip_refused
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
 from llm_jobs.query_loop import logprob_dicts
 from llm_jobs.runners import query_all
@@ -86,7 +86,7 @@ def run(ctx: JobContext) -> int:
     with open_store(ctx, TASK) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
-        uncached = not_cached(ctx, store, TASK, queries)
+        uncached = skip_refused(TASK, store, not_cached(ctx, store, TASK, queries), retry_failed(ctx))
         store.require_writable(len(uncached))  # before the model loads: nothing to ask, no lock needed
         store.claim(keys_of(uncached))  # another study sharing raw_dir waits for these (llm_jobs.sharing)
         pending = fit_forecast_prompts(ctx, ctx.for_backend(uncached))
@@ -102,15 +102,18 @@ def run(ctx: JobContext) -> int:
             if len(head) < len(pending):  # the first answers decide whether the rest are asked
                 early_parse_stop(ctx.study.prompts.forecast_labels,
                                  list(cached_records(ctx, store, TASK, head).values()), len(pending))
-                rest = query_all(ctx, store, pending[len(head):], TASK, answer, params)
-                tally.n_pending += rest.n_pending
-                tally.written += rest.written
-                tally.failures.update(rest.failures)
+                tally.add(query_all(ctx, store, pending[len(head):], TASK, answer, params))
             require_complete(tally, store)
         store.forget()  # the summary reads the lines themselves: the key index goes first
         release_freed_memory()  # and what the asking freed (the answers in flight)
         answers = cached_fields(ctx, store, TASK, queries, SUMMARY_FIELDS)
-    return summarize(ctx, queries, answers)
+        refused = refused_keys(store)
+    return summarize(ctx, queries, answers, refused)
+
+
+def retry_failed(ctx: JobContext) -> bool:
+    """--retry-failed: ask again the queries the server refused for good (llm_jobs.failures)."""
+    return bool(getattr(ctx.args, "retry_failed", False))
 
 
 def forecast_answer(backend: Backend, batch: list[Query], *, max_tokens: int, top_logprobs: int,
@@ -152,17 +155,23 @@ ROW_COLUMNS = ("entity_id", "text_date", "target_date")
 SHOWN_UNPARSED = 10
 
 
-def summarize(ctx: JobContext, queries: Sequence[Query], answers: tuple[list[bool], dict[str, list[Any]]]) -> int:
+def summarize(ctx: JobContext, queries: Sequence[Query], answers: tuple[list[bool], dict[str, list[Any]]],
+              refused: dict[str, str] | None = None) -> int:
     """Parse every answer with the user's labels, write outputs/<study>/forecast.parquet,
     enforce the 95% parse-rate rule.
 
     ``answers`` are the summary fields of each query's line (llm_jobs.context.cached_fields).
     The file is written a chunk of rows at a time to a temporary file that is renamed over
     the old one (a reader never sees half a file), so the summary of a million rows holds
-    one chunk, not every row."""
+    one chunk, not every row. A row whose forecast the server refused for good
+    (``refused``: key -> reason) has no answer and no forecast: it is excluded and counted,
+    not taken for an unparsed answer."""
     labels = ctx.study.prompts.forecast_labels
     found, cols = answers
-    missing = [i for i, ok in enumerate(found) if not ok]
+    refused = refused or {}
+    keys = list(keys_of(queries)) if refused else []
+    excluded = {i for i, ok in enumerate(found) if not ok and refused and keys[i] in refused}
+    missing = [i for i, ok in enumerate(found) if not ok and i not in excluded]
     if missing:
         raise JobStop(f"forecast: {len(missing)} rows have no answer in the cache (e.g. row_id "
                       f"{queries[missing[0]].row_id}); run the same command again to ask them")
@@ -176,7 +185,9 @@ def summarize(ctx: JobContext, queries: Sequence[Query], answers: tuple[list[boo
             row_ids, keys, rows = chunk_rows(ctx, queries, a, b)
             texts = cols["response_text"][a:b]
             parsed = [parse(t) for t in texts]
-            for (label, _), row_id, t in zip(parsed, row_ids, texts):
+            for i, ((label, _), row_id, t) in enumerate(zip(parsed, row_ids, texts), start=a):
+                if i in excluded:
+                    continue
                 if label is None:
                     if len(unparsed) < SHOWN_UNPARSED:
                         unparsed.append((row_id, t))
@@ -190,7 +201,10 @@ def summarize(ctx: JobContext, queries: Sequence[Query], answers: tuple[list[boo
                 "stated_confidence": cols["stated_confidence"][a:b],
                 "raw_key": keys, "response_text": texts,
             }, schema=FORECAST_SCHEMA))
-    n = len(queries)
+    if excluded:
+        print(f"forecast: {len(excluded)} of {len(queries)} rows excluded: the server refused their "
+              "forecast for good (counted in the report's exclusions)")
+    n = len(queries) - len(excluded)
     rate = n_parsed / n if n else 0.0
     print(f"forecast parse rate: {rate:.1%} ({n_parsed}/{n}); labels: {dict(counts.most_common())}")
     if rate < MIN_PARSE_RATE:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from llm_jobs.cli import run_main
 from llm_jobs.context import JobContext, Query, QueryPlan, cached_fields, keys_of, not_cached, open_store
-from llm_jobs.failures import require_complete
+from llm_jobs.failures import refused_keys, require_complete, skip_refused
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
 from llm_jobs.query_loop import logprob_dicts
 from llm_jobs.runners import query_all
@@ -74,7 +74,8 @@ def score_prompts(ctx: JobContext, task: str, params: dict[str, Any],
     with open_store(ctx, task) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
-        uncached = not_cached(ctx, store, task, queries)
+        uncached = skip_refused(task, store, not_cached(ctx, store, task, queries),
+                                bool(getattr(ctx.args, "retry_failed", False)))
         store.require_writable(len(uncached))  # before the model loads: nothing to ask, no lock needed
         store.claim(keys_of(uncached))  # another study sharing raw_dir waits for these (llm_jobs.sharing)
         pending = fit_forecast_prompts(ctx, ctx.for_backend(uncached))
@@ -87,10 +88,15 @@ def score_prompts(ctx: JobContext, task: str, params: dict[str, Any],
             require_complete(tally, store)
         store.forget()  # the summary reads the lines themselves: the key index goes first
         found, values = cached_fields(ctx, store, task, queries, (), derived)
+        refused = refused_keys(store) if not all(found) else {}
     if not all(found):
-        missing = found.index(False)
-        raise JobStop(f"{task}: {found.count(False)} prompts have no answer in the cache (e.g. row_id "
-                      f"{queries[missing].row_id}); run the same command again to ask them")
+        keys = queries.keys.to_pylist()
+        missing = [i for i, ok in enumerate(found) if not ok and keys[i] not in refused]
+        if missing:
+            raise JobStop(f"{task}: {len(missing)} prompts have no answer in the cache (e.g. row_id "
+                          f"{queries[missing[0]].row_id}); run the same command again to ask them")
+        print(f"{task}: {found.count(False)} of {len(found)} prompts excluded: the server refused them "
+              "for good (counted in the report's exclusions)")
     return queries, values
 
 
@@ -116,8 +122,8 @@ def summarize(ctx: JobContext, queries: QueryPlan, values: dict[str, list[Any]])
     """outputs/<study>/mink.parquet: each row's Min-K% LAP and token count (``values``,
     read from its line by :func:`score_prompts`)."""
     k, mean = ctx.study.measures.mink_k, ctx.study.measures.mink_mean
-    df = pd.DataFrame({"row_id": queries.row_ids(), "lap_mink": values["lap_mink"],
-                       "n_tokens": values["n_tokens"], "mink_k": k, "mink_mean": mean,
+    df = pd.DataFrame({"row_id": queries.row_ids(), "lap_mink": pd.Series(values["lap_mink"], dtype="float64"),
+                       "n_tokens": pd.Series(values["n_tokens"], dtype="Int64"), "mink_k": k, "mink_mean": mean,
                        "raw_key": queries.keys.to_pylist()})
     atomic_write_parquet(ctx.out_dir() / "mink.parquet", df)
     print(f"Min-K% LAP (K={k:g}, {mean} mean, first token skipped): n={len(df)} {lap_summary(df['lap_mink'])}")

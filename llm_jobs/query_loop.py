@@ -5,7 +5,8 @@ Each answer is appended (fsynced) as soon as it arrives, before the next one is 
 batch's answers together), and the plan counts only keys with an answer in the raw
 file, so a killed job resumes where it stopped and never pays twice. Only complete
 answers are appended; a query without one goes to ``<task>.failures.jsonl``
-(llm_jobs.failures) and is asked again next run. The Ray runner (llm_jobs.ray_runner)
+(llm_jobs.failures) and is asked again next run, unless the server refused it for good
+(a permanent failure: recorded once, its row excluded and counted). The Ray runner (llm_jobs.ray_runner)
 reuses :func:`answer_each` and :func:`settle` inside its workers; llm_jobs.runners picks
 between the two.
 """
@@ -80,9 +81,9 @@ def settle(store: RawStore, desc: str, q: Query, rec: dict[str, Any], res: dict[
            started: str, finished: str) -> str | None:
     """Append a complete answer to ``store``, or record why there is none; return that
     reason (None when the answer was written)."""
-    attempts = 1
+    attempts, permanent = 1, False
     if isinstance(res, QueryFailure):
-        reason, attempts = res.reason, res.attempts
+        reason, attempts, permanent = res.reason, res.attempts, res.permanent
     else:
         rec.update(res)
         rec["started_at"], rec["finished_at"] = started, finished
@@ -93,7 +94,7 @@ def settle(store: RawStore, desc: str, q: Query, rec: dict[str, Any], res: dict[
             return None
         except IncompleteAnswer as err:  # refused at the door (a line too long for the build)
             reason = str(err).split(": ", 1)[-1]
-    store.record_failure(failure_record(desc, q, rec, reason, attempts))
+    store.record_failure(failure_record(desc, q, rec, reason, attempts, permanent))
     return mask(reason)
 
 
@@ -154,14 +155,24 @@ def _answer_each(answer: Callable[[list[Query]], list[dict[str, Any] | QueryFail
         for _ in range(streams):
             submit()
         go_on = True
+        fatal: BaseException | None = None
         while in_flight:
             done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
             for fut in done:
                 q, started = in_flight.pop(fut)
-                res = fut.result()[0]  # a BackendFatal stops the job here
+                try:
+                    res = fut.result()[0]
+                except BaseException as exc:  # noqa: BLE001 - raised once the others are written
+                    # a BackendFatal (a 401, say) ends the job, but only after every answer
+                    # still in flight is written: those are paid for, and a rerun must not
+                    # ask them again
+                    fatal = fatal or exc
+                    continue
                 go_on = on_answer(q, res, started, utc_now()) and go_on
-                if go_on:
+                if go_on and fatal is None:
                     submit()
+        if fatal is not None:
+            raise fatal
 
 
 def answer_streams(backend: Backend | None) -> int:
@@ -196,18 +207,22 @@ def run_queries(
         def on_answer(q: Query, res: dict[str, Any] | QueryFailure, started: str, finished: str) -> bool:
             nonlocal in_a_row
             reason = settle(store, desc, q, base_record(q), res, started, finished)
-            if reason:
+            if reason and isinstance(res, QueryFailure) and res.permanent:
+                tally.refused[reason] += 1  # recorded once; not asked again (llm_jobs.failures)
+                in_a_row += 1
+            elif reason:
                 tally.failures[reason] += 1
                 in_a_row += 1
             else:
                 tally.written += 1
                 in_a_row = 0
             bar.update(1)
-            done = tally.written + tally.n_failed
+            done = tally.written + tally.n_failed + tally.n_refused
             return not (in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, len(pending)) and done < len(pending))
 
         answer_each(answer, pending, batch_size, answer_streams(backend), on_answer)
-        if in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, len(pending)) and tally.written + tally.n_failed < len(pending):
+        if in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, len(pending)) \
+                and tally.written + tally.n_failed + tally.n_refused < len(pending):
             bar.close()
             raise too_many_failures(desc, in_a_row, tally, store)
     retries = int(getattr(backend, "retries_done", 0) or 0) - retries_before

@@ -37,7 +37,7 @@ from typing import Any, Callable, Sequence
 from llm_jobs.context import JobContext, Query
 from llm_jobs.failures import STOP_AFTER_FAILURES_IN_A_ROW, QueryTally, too_many_failures
 from llm_jobs.query_loop import QUERY_LOG_ENV, Answer, answer_each, answer_streams, progress_bar, settle
-from lookahead.backends.base import BackendFatal
+from lookahead.backends.base import BackendFatal, QueryFailure
 from lookahead.cache import SHARDS_DIR, CacheLocked, RawStore, ident_of, repair_idle_shard, shard_files
 from lookahead.config import PROJECT_ROOT, Study
 from lookahead.guard import EXIT_INCOMPLETE, EXIT_USER_ERROR, RESUME, JobStop
@@ -45,7 +45,9 @@ from lookahead.masking import mask
 
 RAY_PIN = "ray[data]==2.60.0"  # requirements.txt pins the same
 MAX_SHARD_SLOTS = 4096
-WRITTEN, CACHED, FAILED, FATAL = "written", "cached", "failed", "fatal"
+# REFUSED: a permanent failure (llm_jobs.failures), counted apart so that it excludes its
+# row instead of stopping the job
+WRITTEN, CACHED, FAILED, REFUSED, FATAL = "written", "cached", "failed", "refused", "fatal"
 
 
 def shard_path(raw_dir: Path, task: str, slot: int) -> Path:
@@ -110,7 +112,8 @@ class ShardWorker:
         def on_answer(q: Query, res: Any, started: str, finished: str) -> bool:
             i = index[q.key]
             reason = settle(self.store, self.task, q, recs[i], res, started, finished)
-            status[i], reasons[i] = (FAILED, reason) if reason else (WRITTEN, "")
+            permanent = isinstance(res, QueryFailure) and res.permanent
+            status[i], reasons[i] = ((REFUSED if permanent else FAILED), reason) if reason else (WRITTEN, "")
             settled.add(i)
             return True
 
@@ -213,14 +216,17 @@ def _run(ray: Any, ctx: JobContext, store: RawStore, pending: Sequence[Query], t
             for status, reason in zip(out["status"], out["reason"]):
                 if status == FATAL:
                     raise BackendFatal(str(reason))
-                if status == FAILED:
+                if status == REFUSED:
+                    tally.refused[str(reason)] += 1
+                    in_a_row += 1
+                elif status == FAILED:
                     tally.failures[str(reason)] += 1
                     in_a_row += 1
                 else:
                     tally.written += 1
                     in_a_row = 0
             bar.update(len(out["status"]))
-            done = tally.written + tally.n_failed
+            done = tally.written + tally.n_failed + tally.n_refused
             if in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, len(pending)) and done < len(pending):
                 bar.close()
                 raise too_many_failures(task, in_a_row, tally, store)

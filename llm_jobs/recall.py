@@ -21,7 +21,7 @@ import pandas as pd
 
 from llm_jobs.cli import run_main
 from llm_jobs.context import JobContext, Query, cached_fields, not_cached, open_store
-from llm_jobs.failures import require_complete
+from llm_jobs.failures import refused_keys, require_complete, skip_refused
 from llm_jobs.planning import confirm, print_plan, prompt_token_limit, too_long_stop
 from llm_jobs.query_loop import logprob_dicts
 from llm_jobs.runners import query_all
@@ -132,7 +132,8 @@ def run(ctx: JobContext) -> int:
     with open_store(ctx, TASK) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
-        pending = not_cached(ctx, store, TASK, queries)
+        pending = skip_refused(TASK, store, not_cached(ctx, store, TASK, queries),
+                               bool(getattr(ctx.args, "retry_failed", False)))
         store.require_writable(len(pending))  # before the model loads: nothing to ask, no lock needed
         store.claim(q.key for q in pending)  # another study sharing raw_dir waits for these (llm_jobs.sharing)
         labels = {k: str(v) for k, v in ctx.study.prompts.recall_labels.items()}
@@ -160,10 +161,17 @@ def run(ctx: JobContext) -> int:
         store.forget()  # the summary reads the lines themselves: the key index goes first
         found, values = cached_fields(ctx, store, TASK, queries, (),
                                       {"scores": lambda rec: recall_scores(rec, labels)})
+        refused = refused_keys(store) if not all(found) else {}
     if not all(found):
-        q = queries[found.index(False)]
-        raise JobStop(f"recall: {found.count(False)} pairs have no answer in the cache (e.g. {q.entity_id} "
-                      f"{q.target_date}); run the same command again to ask them")
+        missing = [q for q, ok in zip(queries, found) if not ok and q.key not in refused]
+        if missing:
+            q = missing[0]
+            raise JobStop(f"recall: {len(missing)} pairs have no answer in the cache (e.g. {q.entity_id} "
+                          f"{q.target_date}); run the same command again to ask them")
+        print(f"recall: {found.count(False)} of {len(found)} pairs excluded: the server refused them "
+              "for good (counted in the report's exclusions)")
+        scores = [s for s, ok in zip(values["scores"], found) if ok]
+        return summarize(ctx, [q for q, ok in zip(queries, found) if ok], scores, labels)
     return summarize(ctx, queries, values["scores"], labels)
 
 

@@ -78,6 +78,7 @@ def ask_unclaimed(ctx: JobContext, store: RawStore, task: str, pending: Sequence
                 part = ask(mine)
                 tally.written += part.written
                 tally.failures.update(part.failures)
+                tally.refused.update(part.refused)
                 if mine is waiting:  # asked once: a failure stays for the next run
                     break
                 asked = {q.key for q in mine}

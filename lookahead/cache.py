@@ -199,6 +199,8 @@ def params_json(params: Mapping[str, Any]) -> str:
 #: a recall ident is ``entity_id|target_date``, joined by the same separator.
 KEY_FIELDS = ("task", "model_id", "ident", "prompt", "params_json")
 KEY_SEPARATOR = "|"
+#: Rows keyed at a time by `query_keys` (their joined texts are what it holds).
+KEY_SLICE = 262_144
 
 
 def query_key(task: str, model_id: str, ident: str, prompt: str, params: Mapping[str, Any] | str) -> str:
@@ -217,10 +219,20 @@ def query_keys(task: str, model_id: str, idents: pa.Array, prompts: pa.Array,
 
     Why column-wise: a build keys every row of a study (millions of keys) and a Python
     loop over the key texts was most of its time; the texts are joined by Arrow and
-    hashed with no Python code per key (`sha256_hex`)."""
-    fields = {"task": task, "model_id": model_id, "ident": idents, "prompt": prompts,
-              "params_json": params if isinstance(params, str) else params_json(params)}
-    return sha256_hex(pc.binary_join_element_wise(*(fields[f] for f in KEY_FIELDS), KEY_SEPARATOR))
+    hashed with no Python code per key (`sha256_hex`). Why in slices of KEY_SLICE rows,
+    as large strings: the key texts of 5,000,000 recall pairs (2,000 entities by 2,500
+    dates) are 2.3 GB, past the 2 GiB an Arrow string array holds, and the joined texts
+    of a slice are all that is held at a time."""
+    text = {"task": task, "model_id": model_id,
+            "params_json": params if isinstance(params, str) else params_json(params)}
+    parts = []
+    for start in range(0, len(idents), KEY_SLICE):
+        fields = {**{k: pa.scalar(v, pa.large_string()) for k, v in text.items()},
+                  "ident": idents.slice(start, KEY_SLICE).cast(pa.large_string()),
+                  "prompt": prompts.slice(start, KEY_SLICE).cast(pa.large_string())}
+        parts.append(sha256_hex(pc.binary_join_element_wise(*(fields[f] for f in KEY_FIELDS),
+                                                            pa.scalar(KEY_SEPARATOR, pa.large_string()))))
+    return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
 
 
 def recall_idents(entity_ids: pa.Array, target_dates: pa.Array) -> pa.Array:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sys
 import threading
@@ -202,6 +203,29 @@ def min_parse_rate(study: Study) -> float:
     from lookahead.scoring import MIN_PARSE_RATE
 
     return 0.0 if study.runner.accept_low_parse_rate else MIN_PARSE_RATE
+
+
+def check_exclusions(n_valid: int, refused: pd.DataFrame, floor: float) -> None:
+    """Raise GateFailed when the rows excluded because an LLM query was refused for good
+    (int_refused_rows: row_id, exclude_reason) leave under ``floor`` (the setting
+    min_measure_coverage) of the valid rows.
+
+    One threshold for every way a row can lack a measure: a refused query excludes its
+    row (no rerun changes it), and the build goes on while enough rows are left; below
+    the floor it stops naming the count, the reasons and the setting."""
+    n = len(refused)
+    if not n or n_valid <= 0:
+        return
+    kept = (n_valid - n) / n_valid
+    if kept >= floor - 1e-12:
+        return
+    reasons = refused["exclude_reason"].astype(str).value_counts().head(3)
+    shown = "; ".join(f"{c} x {r}" for r, c in reasons.items())
+    raise GateFailed(
+        f"GX gate 'gate_panel' stopped: {n} of {n_valid} valid rows are excluded because an LLM query "
+        f"was refused for good ({shown}); the {kept:.2%} left is under the floor min_measure_coverage = "
+        f"{floor:g}. Lower min_measure_coverage to {math.floor(kept * 1e4) / 1e4:g} to build without them "
+        "(table rejected_rows lists them), or ask them again with `lookahead jobs --retry-failed`")
 
 
 def check_no_missing_answers(issues: pd.DataFrame) -> None:

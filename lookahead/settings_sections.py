@@ -218,6 +218,11 @@ class RunnerSettings(Section):
     shard."""
     ray_gpus_per_worker: float = 0.0
     """runner ray - GPUs each worker reserves (1 for a vLLM replica per GPU; 0 on CPU)."""
+    failed_query_passes: int = 2
+    """Passes a job makes, after asking every query, over the queries still without an answer from
+    a transient failure (each pass with the backend's full retry bound), before it stops with
+    exit 4: a fault storm then ends in one command (0 = none; permanent failures are never asked
+    again: --retry-failed)."""
     price_per_1k_tokens: float | None = None
     """Cost estimate per 1,000 tokens (null = 0 for local backends, unknown for APIs)."""
     n_samples: int = 25
@@ -275,9 +280,12 @@ class MeasuresSettings(Section):
     """LAP - the further measures the study computes beside lap_measure, for the report's
     robustness table (docs/measures.md); the prompt measures share one forward pass per prompt."""
     min_measure_coverage: float = 1.0
-    """The share of panel rows each LAP measure the study computes must score, else the build stops
-    naming the measure (lookahead/coverage.py); 1 = every panel row, i.e. every row whose raw
-    task was answered (a query without an answer stops the build earlier)."""
+    """The one threshold for rows without a measure: the share of valid rows that must stay in the
+    panel when rows are excluded because an LLM query was refused for good (a permanent failure:
+    int_refused_rows, listed in rejected_rows), and the share of panel rows each LAP measure the
+    study computes must score; under it the build stops naming the count and this setting
+    (lookahead/gates.py, lookahead/coverage.py). 1 = every row (a query without an answer that a
+    rerun may still get stops the build earlier)."""
     mink_k: float = 0.2
     """Min-K% - the share K of lowest-probability prompt tokens (the paper - 0.2)."""
     mink_mean: Literal['geometric', 'arithmetic'] = 'geometric'

@@ -138,8 +138,19 @@ def load_yaml(text: str, where: str) -> Any:
 
     PyYAML shares an aliased value instead of copying it, so the bomb costs nothing until
     something walks it (the JSON the settings are written as, a hash); the walk here
-    stops at the bound, so its cost is bounded too."""
-    data = yaml.safe_load(text)
+    stops at the bound, so its cost is bounded too. A tag the safe loader does not build
+    (``!!python/object``, ``!!binary``-like custom tags) is named as an unsupported tag:
+    the text is valid YAML, and calling it invalid sent users looking for a syntax error."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.constructor.ConstructorError as exc:
+        tag = unsupported_tag(exc)
+        if tag is None:
+            raise
+        mark = exc.problem_mark
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise StudyConfigError(f"{where} uses the YAML tag '{tag}'{at}, which is not supported: settings are "
+                               "plain text, numbers, true/false, lists and mappings") from None
     seen = 0
     stack = [data]
     while stack:
@@ -154,6 +165,16 @@ def load_yaml(text: str, where: str) -> Any:
         elif isinstance(node, list):
             stack.extend(node)
     return data
+
+
+def unsupported_tag(exc: yaml.constructor.ConstructorError) -> str | None:
+    """The tag, as written (``!!python/object:os.system``), of a ConstructorError raised
+    because the safe loader has no constructor for it; None for any other error."""
+    problem = str(exc.problem or "")
+    if "constructor for the tag" not in problem:
+        return None
+    tag = problem.split("tag", 1)[1].strip().strip("'\"")
+    return "!!" + tag.removeprefix("tag:yaml.org,2002:") if tag.startswith("tag:yaml.org,2002:") else tag
 
 
 def check_file_size(size: int, where: str) -> None:

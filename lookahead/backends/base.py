@@ -36,11 +36,18 @@ class QueryFailure:
     Returned in place of an answer by ``try_generate`` / ``try_prompt_logprobs`` so that
     one failed query costs neither the rest of its batch nor a crash: the job records it
     in ``<task>.failures.jsonl`` and retries it on the next run. ``reason`` is one short
-    line (secrets masked); ``error`` keeps the last exception for callers that re-raise."""
+    line (secrets masked); ``error`` keeps the last exception for callers that re-raise.
+
+    ``permanent``: no retry would change the reply (a 4xx other than 408/409/429, a
+    content refusal, a route the server rejects for this prompt). Such a query is recorded
+    once with its reason and not asked again unless the user asks (``--retry-failed``):
+    paying the retry bound on every run for an answer that never comes blocks nothing but
+    the budget, and the row is excluded and counted instead."""
 
     reason: str
     attempts: int = 1
     error: BaseException | None = None
+    permanent: bool = False
 
 
 class BackendFatal(RuntimeError):

@@ -98,6 +98,17 @@ class RouteUnsupported(Exception):
     """The server rejects a prompt-log-prob route outright (HTTP 400)."""
 
 
+class Refused(Exception):
+    """The server declined to answer this prompt (a content filter): the same request gets
+    the same refusal, so it is a permanent failure, not retried."""
+
+
+#: Prompts a prompt-log-prob route must be rejected for, with none answered over it, before
+#: the server is said not to offer it: one prompt the server refuses (a content policy, a
+#: prompt too long) is no evidence about the route.
+MINK_ROUTE_EVIDENCE = 3
+
+
 def _first_choice(resp: Any) -> Any:
     """The first choice of a parsed reply; an IncompleteReply for anything else.
 
@@ -108,6 +119,8 @@ def _first_choice(resp: Any) -> Any:
     choices = getattr(resp, "choices", None)
     if not choices:
         raise IncompleteReply("the reply has no choices")
+    if getattr(choices[0], "finish_reason", None) == "content_filter":
+        raise Refused("the server refused the content (finish_reason content_filter)")
     return choices[0]
 
 
@@ -212,7 +225,9 @@ class OpenAIBackend(Backend):
         if key_env:
             register_secret(key)
         install_log_filter()
-        self._mink_route: str | None = None  # decided on the first Min-K% query
+        self._mink_route: str | None = None  # decided on the first Min-K% query a route answers
+        # per route, the prompts it was rejected for while no prompt was answered over it
+        self._route_rejections: dict[str, set[str]] = {"prompt_logprobs": set(), "echo": set()}
 
         import openai  # main venv and .venv-vllm both have it
 
@@ -261,6 +276,8 @@ class OpenAIBackend(Backend):
                 return call()
             except (RouteUnsupported, StudyConfigError):
                 raise  # not the reply's fault: a route decision, or a setting to fix
+            except Refused as err:
+                return QueryFailure(mask(str(err)), attempt + 1, err, permanent=True)
             except (oa.AuthenticationError, oa.PermissionDeniedError, oa.NotFoundError) as err:
                 raise BackendFatal(mask(
                     f"backend 'openai' ({self.base_url}) refused the request with HTTP "
@@ -272,9 +289,10 @@ class OpenAIBackend(Backend):
                 reason = self._reason(err)
                 # a 2xx here failed validation: a malformed reply, retried like a 5xx
                 retryable = status is None or status < 300 or status in RETRYABLE_STATUS or status >= 500
-                if not retryable:
+                if not retryable:  # the same request gets the same reply: recorded once, not retried
                     detail = mask(getattr(err, "message", "") or "")[:200]
-                    return QueryFailure(f"{reason}: {detail}" if detail else reason, attempt + 1, err)
+                    return QueryFailure(f"{reason}: {detail}" if detail else reason, attempt + 1, err,
+                                        permanent=True)
                 if attempt >= self.max_retries:
                     return QueryFailure(f"{reason} (after {attempt + 1} attempts)", attempt + 1, err)
                 wait = min(self.backoff_max_s, self.backoff_s * (2**attempt))
@@ -428,39 +446,59 @@ class OpenAIBackend(Backend):
     def try_prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob] | QueryFailure]:
         """Per-prompt token log-probs; a prompt without a complete answer is a QueryFailure.
 
-        The route (vLLM's prompt_logprobs or legacy echo) is decided once, on the first
-        prompt: a route is unsupported only when the server rejects it (HTTP 400) or never
-        includes the field within the retry bound. A reply that lacks the field after the
-        route is known is an incomplete reply and is retried like a 5xx."""
+        The route (vLLM's prompt_logprobs or legacy echo) is decided by the first prompt a
+        route answers. A route is unsupported only on evidence across prompts: rejected
+        (HTTP 400, or the field never included within the retry bound) for
+        MINK_ROUTE_EVIDENCE different prompts with none answered. Until then a prompt that
+        every route rejects is a failure of that prompt alone, asked again (the route was
+        not known yet); once the route is known, the server's 400 for a prompt over it is
+        that prompt's permanent failure."""
         if not prompts:
             return []
-        if self._mink_route is None:
-            order = {"auto": ("prompt_logprobs", "echo"), "prompt_logprobs": ("prompt_logprobs",),
-                     "echo": ("echo",)}[self.mink_source]
-            tried: list[str] = []
-            for source in order:
-                fn = self._prompt_lp_vllm if source == "prompt_logprobs" else self._prompt_lp_echo
-                try:
-                    first = self._attempt(lambda: fn(prompts[0]))
-                except RouteUnsupported:
-                    tried.append(source)
-                    continue
-                if isinstance(first, QueryFailure) and isinstance(first.error, IncompleteReply) \
-                        and first.error.missing_field:
-                    tried.append(source)  # never returned the field: treat as not offered
-                    continue
-                if isinstance(first, QueryFailure):
-                    # transient trouble (5xx, resets): the route is still unknown
-                    return [first, *self.try_prompt_logprobs_rest(prompts[1:], None)]
+        if self._mink_route is not None:
+            return self.try_prompt_logprobs_rest(prompts, self._mink_route)
+        order = {"auto": ("prompt_logprobs", "echo"), "prompt_logprobs": ("prompt_logprobs",),
+                 "echo": ("echo",)}[self.mink_source]
+        prompt = prompts[0]
+        for source in order:
+            fn = self._prompt_lp_vllm if source == "prompt_logprobs" else self._prompt_lp_echo
+            try:
+                first = self._attempt(lambda: fn(prompt))
+            except RouteUnsupported:
+                self._route_rejected(source, prompt)
+                continue
+            if isinstance(first, QueryFailure) and isinstance(first.error, IncompleteReply) \
+                    and first.error.missing_field:
+                self._route_rejected(source, prompt)  # never returned the field for this prompt
+                continue
+            if isinstance(first, QueryFailure):
+                # transient trouble (5xx, resets): the route is still unknown
+                return [first, *self.try_prompt_logprobs_rest(prompts[1:], None)]
+            with self._lock:
                 self._mink_route = source
                 self.mink_source = source
-                return [first, *self.try_prompt_logprobs_rest(prompts[1:], source)]
+            return [first, *self.try_prompt_logprobs_rest(prompts[1:], source)]
+        with self._lock:
+            counts = {s: len(self._route_rejections[s]) for s in order}
+            known = self._mink_route
+        if known is not None:  # another prompt found the route meanwhile: this one's refusal is its own
+            return self.try_prompt_logprobs_rest(prompts, known)
+        if min(counts.values()) >= MINK_ROUTE_EVIDENCE:
+            seen = ", ".join(f"{s} for {n} prompts" for s, n in counts.items())
             raise BackendUnsupportedError(
                 f"backend 'openai' ({self.base_url}) offers no prompt token log-probabilities "
-                f"(tried: {', '.join(tried)}); Min-K% needs them. Use lap_measure: recall, "
-                "or the vllm or transformers backend."
+                f"(tried: {', '.join(order)}; rejected {seen}, none answered); Min-K% needs them. "
+                "Use lap_measure: recall, or the vllm or transformers backend."
             )
-        return self.try_prompt_logprobs_rest(prompts, self._mink_route)
+        failure = QueryFailure(f"prompt log-probs rejected for this prompt ({', '.join(order)}) while no "
+                               "route was known; asked again", 1, None)
+        return [failure, *self.try_prompt_logprobs_rest(prompts[1:], None)]
+
+    def _route_rejected(self, source: str, prompt: str) -> None:
+        """Count one prompt's rejection of a prompt-log-prob route (the evidence
+        :meth:`try_prompt_logprobs` needs before it calls the route unsupported)."""
+        with self._lock:
+            self._route_rejections[source].add(prompt)
 
     def try_prompt_logprobs_rest(self, prompts: Sequence[str], source: str | None
                                  ) -> list[list[TokenLogprob] | QueryFailure]:
@@ -474,8 +512,8 @@ class OpenAIBackend(Backend):
         def one(prompt: str) -> list[TokenLogprob]:
             try:
                 return fn(prompt)
-            except RouteUnsupported as exc:
-                raise IncompleteReply(f"the server rejected {source} for this prompt ({exc})") from None
+            except RouteUnsupported as exc:  # a route others answer: this prompt's own refusal
+                raise Refused(f"the server rejected {source} for this prompt ({exc})") from None
 
         return self._map(one, prompts)
 

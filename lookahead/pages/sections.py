@@ -30,7 +30,7 @@ from lookahead.pages.cells import (
     rows_of,
     strings,
 )
-from lookahead.pages.summary import caveats, checklist, checklist_frame, verdict_line
+from lookahead.pages.summary import REFUSED_METRIC, caveats, checklist, checklist_frame, verdict_line
 from lookahead.pages.text import code
 from lookahead.paper.table5_reading import TABLE5_READING, table5_reading
 from lookahead.stats.fe_regression import SSC_RULE
@@ -221,6 +221,8 @@ def sample_section(ctx: Context) -> Section:
     rows += [(m, metric.get(m)) for m in ("valid rows", "pre-cutoff rows", "post-cutoff rows", "entities",
                                           "periods", "recall pairs (entity, target_date)",
                                           "rows without a forecast", "rows with an unparsed forecast")]
+    if int(metric.get(REFUSED_METRIC, 0) or 0):  # rows out of the panel: a query refused for good
+        rows.append((REFUSED_METRIC, metric.get(REFUSED_METRIC)))
     items.append(Table(strings(pd.DataFrame(rows, columns=["", "count"])), "sample"))
     left_out = int(metric.get("valid rows outside the subsample", 0) or 0)
     if left_out:

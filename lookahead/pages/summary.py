@@ -8,7 +8,10 @@ Caveats (each stated where it applies, with its number):
     up, down, unknown, or both directions);
   - fewer than ``FEW_CLUSTERS`` clusters in the pre-cutoff detection regression;
   - more than ``EXCLUDED_CAVEAT`` of input rows excluded (rejected in validation, no
-    forecast, or an unparsed forecast)."""
+    forecast, or an unparsed forecast);
+  - more than ``REFUSED_CAVEAT`` of valid rows excluded because an LLM query was refused
+    for good (int_refused_rows): the build lets them go under min_measure_coverage, and
+    the reader learns the share from the paragraph, not only from the sample table."""
 
 from __future__ import annotations
 
@@ -37,6 +40,8 @@ MAX_WORDS = 80
 CENSORING_CAVEAT = 0.50
 FEW_CLUSTERS = 20
 EXCLUDED_CAVEAT = 0.05
+REFUSED_CAVEAT = 0.01
+REFUSED_METRIC = "rows excluded: an LLM query refused for good"  # sample_description
 PASSED, FAILED, NOT_ESTIMABLE, NOT_COMPUTED, READ = (
     "passed", "failed", "not estimable", "not computed", "not read by the verdict")
 
@@ -63,6 +68,11 @@ def caveats(o: Outcome, metric: dict[str, object], censoring: pd.DataFrame,
     if cutoff and cutoff.get("inside") is False:
         out.append(Caveat("cutoff", f"the stated cutoff {cutoff['stated_cutoff']} lies outside the effective "
                                     f"cutoff's 95% interval ({cutoff['interval']})"))
+    refused, kept = _n(metric.get(REFUSED_METRIC)), _n(metric.get("valid rows"))
+    if np.isfinite(refused) and np.isfinite(kept) and refused > 0 and refused / (kept + refused) > REFUSED_CAVEAT:
+        out.append(Caveat("refused", f"{int(refused)} of {int(kept + refused)} valid rows "
+                                     f"({100 * refused / (kept + refused):.1f}%) excluded: an LLM query was "
+                                     "refused for good"))
     if len(censoring) and "sample" in censoring.columns:
         pre = censoring[censoring["sample"] == "pre"]
         shares = {c: _n(pre[c].iloc[0]) for c in ("share_up_and_down_censored", "share_unknown_censored",

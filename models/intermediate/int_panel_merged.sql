@@ -3,7 +3,8 @@
 -- lap_measure_registry): each measure's model joined on its keys (recall on entity_id
 -- and target_date, the prompt measures on row_id), its score as lap_<measure>; `lap` is
 -- the one var lap_measure names. Row counts before and after each merge are in
--- `merge_row_counts` and checked by gate_panel.
+-- `merge_row_counts` and checked by gate_panel. A row with an LLM query refused for good
+-- (int_refused_rows) leaves the panel here: it is in rejected_rows with the reason.
 {%- set measures = lap_measure_registry() %}
 with observations as (
 
@@ -14,6 +15,12 @@ with observations as (
 forecasts as (
 
     select * from {{ ref('int_forecasts') }}
+
+),
+
+refused as (
+
+    select row_id from {{ ref('int_refused_rows') }}
 
 ){% for m in measures %},
 
@@ -59,3 +66,4 @@ left join {{ m.name }}
         {{ 'and ' if not loop.first }}observations.{{ c }} = {{ m.name }}.{{ c }}
     {%- endfor %}
 {%- endfor %}
+where not exists (select 1 from refused where refused.row_id = observations.row_id)

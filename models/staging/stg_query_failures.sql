@@ -1,6 +1,7 @@
 -- Queries the LLM jobs could not get a complete answer for (<raw_dir>/**/<task>.failures.jsonl),
--- one row per key: its latest reason, and whether the key has been answered since (the
--- next run retries every failed key). A missing answer must never be read as a censored
+-- one row per key: its latest reason, whether no retry changes it (permanent: the jobs
+-- ask it again only with --retry-failed, and int_refused_rows excludes its row), and
+-- whether the key has been answered since. A missing answer must never be read as a censored
 -- one, so query_issues counts the unanswered keys and gate_panel stops on them.
 -- Whether a key was answered is read from the task's staged lines where it has a staging
 -- model (each raw file is parsed once, there), else from its raw file's keys.
@@ -32,6 +33,7 @@ with
         reason,
         attempts,
         try_cast(failed_at as timestamp) as failed_at,
+        coalesce(permanent, false) as permanent,
         key in (select key from {{ answers[task] }} where key is not null
                 {{- ' and fields_match' if task in staged }}) as answered
     from {{ source('raw_failures', task) }}
@@ -41,7 +43,7 @@ with
         null::varchar as key, null::varchar as task, null::varchar as model_id,
         null::varchar as row_id, null::varchar as entity_id, null::varchar as target_date,
         null::varchar as reason, null::integer as attempts, null::timestamp as failed_at,
-        null::boolean as answered
+        null::boolean as permanent, null::boolean as answered
     where false
     {%- endif %}
 
@@ -69,6 +71,7 @@ select
     reason,
     attempts,
     failed_at,
+    permanent,
     answered
 from failures
 qualify row_number() over (partition by task, key order by failed_at desc) = 1

@@ -1,10 +1,13 @@
 -- The panel holds exactly the valid input rows of the study's subsample (all valid rows
--- unless subsample_rows is set): every such row once, no other row. A row listed here
--- is in one and not the other (`side` says which).
+-- unless subsample_rows is set), less those excluded because an LLM query was refused
+-- for good (int_refused_rows, listed in rejected_rows): every such row once, no other
+-- row. A row listed here is in one and not the other (`side` says which).
 with observations as (
 
     select row_id from {{ ref('stg_observations') }}
     where reject_reason is null and in_subsample
+    except
+    select row_id from {{ ref('int_refused_rows') }}
 
 ),
 

@@ -668,3 +668,57 @@ def test_build_is_skipped_only_while_settings_inputs_and_code_are_unchanged(buil
     model.write_text(model.read_text() + "\n-- edited\n")
     assert build_up_to_date(here, root=code) == (
         None, "the code changed (models, macros, seeds, tests, suites, package or libraries)")
+
+
+def test_a_row_refused_for_good_is_an_exclusion_not_a_block(built, tmp_path):
+    """Forecasts the server refused for good (permanent lines in forecast.failures.jsonl,
+    as the jobs write for an HTTP 400): no rerun changes them, so their rows leave the
+    panel with the reason in rejected_rows and the count in sample_description; the
+    build holds the share left against min_measure_coverage: under it, one line naming
+    the count and the setting; at or above it the build passes, and the verdict
+    paragraph names the share excluded once it is over 1%."""
+    from lookahead.pages.summary import caveats, paragraph
+    from lookahead.stats.verdict import evaluate, facts_from_row
+
+    study, _ = built
+    refused_at = list(range(10, 250, 16))  # 15 rows: 1.25% of the fixture's 1,200
+
+    def refuse(target):
+        path = target / "raw" / "forecast.jsonl"
+        lines = path.read_text().splitlines(keepends=True)
+        with open(target / "raw" / "forecast.failures.jsonl", "w") as fh:
+            for i in refused_at:
+                gone = json.loads(lines[i])
+                failure = {k: gone.get(k) for k in ("key", "task", "model_id", "row_id", "entity_id", "target_date",
+                                                "params")}
+                failure.update(reason="HTTP 400: content policy", attempts=1, permanent=True,
+                               failed_at="2026-01-02T00:00:00+00:00")
+                fh.write(json.dumps(failure) + "\n")
+        path.write_text("".join(line for i, line in enumerate(lines) if i not in refused_at))
+
+    vars_, target = _broken_copy(tmp_path, study, refuse)
+    gone_rows = {json.loads(line)["row_id"] for line in
+                 (target / "raw" / "forecast.failures.jsonl").read_text().splitlines()}
+    res = run_dbt(["build"], vars_, target / "db.duckdb")
+    assert res.returncode != 0
+    assert ("15 of 1200 valid rows are excluded because an LLM query was refused for good (15 x forecast "
+            "query refused for good (HTTP 400: content policy)); the 98.75% left is under the floor "
+            "min_measure_coverage = 1") in res.output, res.output[-3000:]
+    assert "LLM queries have no answer" not in res.output
+
+    res = run_dbt(["build"], {**vars_, "min_measure_coverage": 0.98}, target / "db.duckdb")
+    assert res.returncode == 0, res.output[-3000:]
+    panel = res.table("panel")
+    assert len(panel) == 1200 - 15 and not gone_rows & set(panel["row_id"])
+    rejected = res.table("rejected_rows")
+    refused = rejected[rejected["reject_reason"].str.contains("refused for good")]
+    assert set(refused["row_id"]) == gone_rows
+    assert set(refused["reject_reason"]) == {"forecast query refused for good (HTTP 400: content policy)"}
+    metric = dict(zip(res.table("sample_description")["metric"], res.table("sample_description")["value"]))
+    assert metric["rows excluded: an LLM query refused for good"] == 15 and metric["valid rows"] == 1185
+    issues = res.table("query_issues")
+    assert issues.to_dict("records") == [
+        {"task": "forecast", "issue": "refused for good, row excluded (HTTP 400: content policy)", "n_queries": 15}]
+    o = evaluate(facts_from_row(res.table("verdict").iloc[0]))
+    found = caveats(o, metric, pd.DataFrame())
+    assert "15 of 1200 valid rows (1.2%) excluded: an LLM query was refused for good" in paragraph(o, found)

@@ -187,6 +187,22 @@ def test_yaml_alias_bomb_and_oversized_files_are_refused(tmp_path: Path) -> None
     assert read_study_file(ok) == {"labels": {"up": "up"}, "other": {"up": "up"}}
 
 
+
+@pytest.mark.parametrize("tag", ["!!python/object/apply:os.system", "!!python/object:os.system", "!custom"])
+def test_a_yaml_tag_is_named_as_unsupported_not_as_invalid_yaml(tag: str, tmp_path: Path) -> None:
+    """A study file with a tag the safe loader does not build is valid YAML: the line says
+    which tag, where, and that it is not supported (and nothing is run)."""
+    from lookahead.config import study_from_dbt_vars
+
+    path = tmp_path / "tagged.yml"
+    path.write_text(f'study_name: x\nmodel_id: {tag} ["touch {tmp_path}/ran"]\n', encoding="utf-8")
+    with pytest.raises(StudyConfigError, match=rf"study file '.*tagged.yml' uses the YAML tag '{re.escape(tag)}' "
+                       r"at line 2, which is not supported") as err:
+        read_study_file(path)
+    assert "not valid YAML" not in str(err.value) and not (tmp_path / "ran").exists()
+    with pytest.raises(StudyConfigError, match=rf"--vars uses the YAML tag '{re.escape(tag)}'"):
+        study_from_dbt_vars(f'{{study_name: x, model_id: {tag} [1]}}')
+
 # ---------------------------------------------------------------- values in SQL and dbt
 
 #: Folder names that were SQL when a path was pasted into SQL text (the attack that

@@ -185,3 +185,19 @@ def test_column_hashing_over_several_slices_matches_hashlib_text_by_text():
     got = sha256_hex(pa.array(texts, pa.string())).to_pylist()
     assert got == [hashlib.sha256(t.encode()).hexdigest() for t in texts]
     assert sha256_hex(pa.array([], pa.string())).to_pylist() == []
+
+
+def test_keys_made_in_slices_equal_each_key_made_alone(monkeypatch) -> None:
+    """query_keys joins and hashes KEY_SLICE rows at a time (the key texts of millions of
+    recall pairs pass Arrow's 2 GiB string limit in one array): keys on both sides of a
+    slice boundary, from chunked columns, are each the key query_key gives alone."""
+    import pyarrow as pa
+
+    from lookahead import cache
+
+    monkeypatch.setattr(cache, "KEY_SLICE", 3)
+    idents = pa.chunked_array([pa.array(["r0", "r1"]), pa.array(["r2", "r3", "r4", "r5", "r6"])])
+    prompts = pa.chunked_array([pa.array([f"prompt {i}" for i in range(4)]), pa.array(["a", "b", "é"])])
+    keys = cache.query_keys("forecast", "m", idents, prompts, {"max_tokens": 16})
+    assert keys.to_pylist() == [cache.query_key("forecast", "m", i, p, {"max_tokens": 16})
+                                for i, p in zip(idents.to_pylist(), prompts.to_pylist())]

@@ -74,7 +74,8 @@ class FakeOpenAIState:
 
     def __init__(self, mink_mode: str = "vllm", delay_s: float = 0.0, fault_rate: float = 0.0,
                  fault_seed: int = 0, vary: bool = False, barrier: int = 0,
-                 echo_key_401: bool = False, script: list[str] | None = None) -> None:
+                 echo_key_401: bool = False, script: list[str] | None = None,
+                 fault_kinds: tuple[str, ...] = FAULTS) -> None:
         self.mink_mode = mink_mode  # vllm | echo | none
         self.delay_s = delay_s
         self.lock = threading.Lock()
@@ -86,6 +87,9 @@ class FakeOpenAIState:
         self.fault_rate = fault_rate
         self.fault_rng = random.Random(fault_seed)
         self.injected: list[str] = []
+        self.fault_kinds = fault_kinds  # the kinds drawn in turn (FAULTS, or e.g. a 401 storm's)
+        # (what was asked, prompt) of every complete 200 reply sent: what the server was paid for
+        self.answered: list[tuple[str, str]] = []
         self.vary = vary  # answers computed per prompt (varied_top) instead of the constant TOP
         self.flaky_down = False  # prompts with [flaky] answer 500 while this is true
         # with barrier=n, each request waits until n are in flight together (or 10 s pass)
@@ -108,7 +112,7 @@ class FakeOpenAIState:
                 return kind
             if not self.fault_rate or self.fault_rng.random() >= self.fault_rate:
                 return None
-            kind = FAULTS[len(self.injected) % len(FAULTS)]
+            kind = self.fault_kinds[len(self.injected) % len(self.fault_kinds)]
             self.injected.append(kind)
             return kind
 
@@ -126,6 +130,9 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
             if getattr(self, "fault", None) in ("empty_logprobs", "missing_logprobs", "nan", "positive_logprob",
                                                 "missing_text") and code == 200:
                 data = json.dumps(self._mutate(json.loads(data), self.fault)).encode()
+            if code == 200 and getattr(self, "fault", None) is None and getattr(self, "asked", None):
+                with state.lock:
+                    state.answered.append(self.asked)
             self.send_response(code)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
@@ -163,6 +170,8 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                                                       f"{auth.removeprefix('Bearer ')}",
                                                       "type": "invalid_request_error"}})
                 self.fault = state.next_fault()
+                self.asked = ("prompt_logprobs" if "prompt_logprobs" in body or body.get("echo")
+                              else "generate", prompt)
                 self._answer(prompt, attempt, body)
             finally:
                 with state.lock:
@@ -218,6 +227,8 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                 return self._send(429, err)
             if fault == "500":
                 return self._send(500, err)
+            if fault == "401":
+                return self._send(401, {"error": {"message": "invalid key", "type": "invalid_request_error"}})
             if fault == "reset":
                 return self._reset()
             if fault == "slow":
@@ -232,6 +243,8 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                 return self._send(500, err)
             if "[500always]" in prompt:
                 return self._send(500, err)
+            if "[400mink]" in prompt and ("prompt_logprobs" in body or body.get("echo")):
+                return self._send(400, {"error": {"message": "prompt rejected", "type": "invalid"}})
             if "[400]" in prompt:
                 return self._send(400, {"error": {"message": "bad request", "type": "invalid"}})
             if "[slow]" in prompt and attempt < 1:
@@ -246,7 +259,8 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
 
         def _completion(self, prompt: str, body: dict[str, Any]) -> None:
             words = prompt.split()
-            choice: dict[str, Any] = {"index": 0, "text": "up", "finish_reason": "length",
+            choice: dict[str, Any] = {"index": 0, "text": "up",
+                                      "finish_reason": "content_filter" if "[filtered]" in prompt else "length",
                                       "logprobs": None}
             if "prompt_logprobs" in body:
                 if state.mink_mode != "vllm":
@@ -370,6 +384,8 @@ def test_gives_up_after_max_retries_and_does_not_retry_400(server_factory: Any) 
         with pytest.raises(openai.BadRequestError):
             backend.generate(["malformed [400]"], max_tokens=1, top_logprobs=5)
         assert len(state.attempts["malformed [400]"]) == 1
+        [failure] = backend.try_generate(["malformed [400]"], max_tokens=1, top_logprobs=5)
+        assert failure.permanent and failure.attempts == 1 and "HTTP 400" in failure.reason
     finally:
         backend.close()
 
@@ -436,6 +452,23 @@ def test_a_bad_min_k_reply_is_retried_not_taken_for_missing_support(server_facto
     assert state.injected == [fault, fault]
 
 
+def test_a_content_refusal_is_a_permanent_failure_asked_once(server_factory: Any) -> None:
+    """A 200 reply whose choice ends with finish_reason content_filter: the server refused
+    the content, and asking again gets the same refusal, so the query is a permanent
+    failure at the first attempt, not retried and not cached as an answer."""
+    from lookahead.backends.base import QueryFailure
+
+    url, state = server_factory()
+    backend = make_backend(url, max_retries=6)
+    try:
+        res = backend.try_generate(["fine", "refused [filtered]"], 1, 5)
+    finally:
+        backend.close()
+    assert not isinstance(res[0], QueryFailure)
+    assert isinstance(res[1], QueryFailure) and res[1].permanent and res[1].attempts == 1
+    assert "content_filter" in res[1].reason and len(state.attempts["refused [filtered]"]) == 1
+
+
 def test_retries_exhausted_give_a_failure_in_place_not_a_lost_batch(server_factory: Any) -> None:
     url, state = server_factory()
     backend = make_backend(url, max_retries=2)
@@ -484,13 +517,39 @@ def test_prompt_logprobs_through_what_the_server_offers(server_factory: Any, mod
 
 
 def test_no_prompt_logprobs_gives_a_clear_error(server_factory: Any) -> None:
+    """The diagnosis needs evidence across prompts, and says how much it had."""
     url, _ = server_factory(mink_mode="none")
     backend = make_backend(url)
     try:
-        with pytest.raises(BackendUnsupportedError, match=r"backend 'openai'.*prompt_logprobs, echo"):
-            backend.prompt_logprobs(["some text here"])
+        with pytest.raises(BackendUnsupportedError, match=r"backend 'openai'.*prompt_logprobs, echo; "
+                           r"rejected prompt_logprobs for 3 prompts, echo for 3 prompts, none answered"):
+            backend.prompt_logprobs(["some text here", "other text", "third text", "fourth text"])
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize("mink_source", ["auto", "prompt_logprobs"])
+def test_one_prompt_the_server_rejects_is_no_evidence_about_the_route(server_factory: Any,
+                                                                     mink_source: str) -> None:
+    """The first Min-K% prompt is rejected (HTTP 400, as a content policy does): that
+    prompt fails, not the route; once the route is known its 400 is permanent and not
+    retried (docs/backends.md: other 4xx are not retried)."""
+    from lookahead.backends.base import QueryFailure
+
+    url, state = server_factory()
+    backend = make_backend(url, mink_source=mink_source, max_retries=6)
+    prompts = ["refused text [400mink]", "alpha beta gamma", "one two three four"]
+    try:
+        got = backend.try_prompt_logprobs(prompts)
+        [again] = backend.try_prompt_logprobs(prompts[:1])
+    finally:
+        backend.close()
+    assert backend.mink_source == "prompt_logprobs"
+    assert isinstance(got[0], QueryFailure) and not isinstance(got[1], QueryFailure)
+    assert [t.logprob for t in got[2][1:]] == pytest.approx([word_logprob(i) for i in range(1, 4)])
+    assert isinstance(again, QueryFailure) and again.permanent and again.attempts == 1
+    # probed over each route once, then asked once over the known route: never retried
+    assert len(state.attempts["refused text [400mink]"]) == (2 if mink_source == "auto" else 1) + 1
 
 
 def test_sampling_fallback_is_seeded(server_factory: Any) -> None:
@@ -644,13 +703,28 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO_TOKENIZER = ROOT / "demo" / "models" / "contaminated"  # a small local tokenizer (labels: 1 token)
 
 
-def write_openai_study(tmp_path: Path, url: str, name: str, n_rows: int, **extra: Any) -> Path:
-    """A study of n_rows synthetic observations against the loopback server."""
+def write_openai_study(tmp_path: Path, url: str, name: str, n_rows: int, marks: dict[int, str] | None = None,
+                       shape: tuple[int, int] | None = None, **extra: Any) -> Path:
+    """A study of n_rows synthetic observations against the loopback server; ``marks``
+    puts a server marker (e.g. ``[400]``) in the text of the rows it names instead of
+    row 3's ``[flaky]``. ``shape`` (entities, dates): row i is entity i mod entities on date
+    (i div entities) mod dates, days from 2015-01-02, so that the rows span that many
+    entities and dates (a realistic study's recall pairs) instead of 7 entities."""
+    import datetime as dt
+
     import yaml
 
     rows = ["row_id,entity_id,entity_name,ticker,text,text_date,target_date,outcome"]
     for i in range(n_rows):
         flaky = " [flaky]" if i == 3 else ""
+        if marks is not None:
+            flaky = f" {marks[i]}" if i in marks else ""
+        if shape is not None:
+            e, d = i % shape[0], (i // shape[0]) % shape[1]
+            day = dt.date(2015, 1, 2) + dt.timedelta(days=d)
+            rows.append(f"r{i},E{e},Firm {e},F{e},Firm {e} reports item {i},{day - dt.timedelta(days=1)},{day},"
+                        f"{(-1) ** i * 0.5}")
+            continue
         rows.append(f"r{i},E{i % 7},Firm {i % 7},F{i % 7},Firm {i % 7} reports item {i}{flaky},"
                     f"2021-{1 + i % 12:02d}-{1 + i % 27:02d},2021-{1 + i % 12:02d}-{2 + i % 27:02d},"
                     f"{(-1) ** i * 0.5}")
@@ -681,8 +755,8 @@ def raw_answers(raw_dir: Path) -> dict[str, dict[str, Any]]:
 def test_fault_storm_jobs_finish_with_a_fault_free_runs_answers(
     server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str],
 ) -> None:
-    """5% of replies faulty (every kind, seeded) plus one query past the retry bound:
-    the first invocation ends with one line and exit 4, the second finishes; the cache
+    """5% of replies faulty (every kind, seeded) plus one query past the retry bound in
+    every pass: the first invocation ends with one line and exit 4, the second finishes; the cache
     holds only complete answers, equal to a fault-free run's; no traceback anywhere."""
     from llm_jobs import run_all
     from lookahead.cache import incomplete_reason
@@ -707,7 +781,9 @@ def test_fault_storm_jobs_finish_with_a_fault_free_runs_answers(
     assert len(stop_lines) == 1 and "run the same command again to resume" in stop_lines[0]
     assert "1 of 60 queries got no complete answer" in stop_lines[0] and "HTTP 500" in stop_lines[0]
     failures = (tmp_path / "storm/raw/forecast.failures.jsonl").read_text().splitlines()
-    assert len(failures) == 1 and json.loads(failures[0])["row_id"] == "r3"
+    # asked in the first pass and in each of the failed_query_passes (2) after it
+    assert len(failures) == 3 and {json.loads(f)["row_id"] for f in failures} == {"r3"}
+    assert "forecast: pass 2 of 2 (setting failed_query_passes) over 1 queries" in out1.out
 
     state.flaky_down = False
     second = run_all.main(["--study", str(study), "--yes"])
@@ -793,3 +869,90 @@ def test_api_mode_at_the_top_level_of_a_study_is_honoured(server_factory: Any, t
     study.write_text(yaml.safe_dump(y))
     with pytest.raises(StudyConfigError, match="setting 'api_mode'"):
         get_backend(load_study(study))
+
+
+def test_a_401_storm_keeps_every_answer_the_server_gave(server_factory: Any, tmp_path: Path,
+                                                        capfd: pytest.CaptureFixture[str]) -> None:
+    """30% of replies 401 and 20% 500: each run stops at a 401 with one line, but every
+    complete reply the server sent (and was paid for) is in the cache by then, and no
+    prompt answered once is asked again by the runs that follow."""
+    from llm_jobs import forecast
+
+    url, state = server_factory(vary=True, fault_rate=0.5, fault_seed=3,
+                                fault_kinds=("401", "500", "401", "500", "401"))
+    study = write_openai_study(tmp_path, url, "storm401", 24)
+    codes = []
+    for _ in range(12):
+        codes.append(forecast.main(["--study", str(study), "--yes"]))
+        err = capfd.readouterr().err
+        assert "Traceback" not in err
+        cached = {json.loads(line)["prompt"]
+                  for line in (tmp_path / "storm401/raw/forecast.jsonl").read_text().splitlines()}
+        paid = [p for kind, p in state.answered if kind == "generate"]
+        assert set(paid) <= cached, f"{len(set(paid) - cached)} answers the server gave are not cached"
+        if codes[-1] == 0:
+            break
+    assert codes[0] == 4 and codes[-1] == 0 and "401" in state.injected
+    paid = [p for kind, p in state.answered if kind == "generate"]
+    assert len(paid) == len(set(paid)) == 24  # each answer paid for once
+
+
+def test_a_row_the_server_always_refuses_is_excluded_not_a_block(server_factory: Any, tmp_path: Path,
+                                                                 capfd: pytest.CaptureFixture[str]) -> None:
+    """HTTP 400 for one row's prompt (as a content policy gives): every job finishes (exit
+    0) with that row counted as excluded, the refusal is recorded once with its reason and
+    not asked again by the next run, and --retry-failed asks it again; no line says "run
+    again" about it."""
+    from llm_jobs import run_all
+
+    url, state = server_factory(vary=True)
+    study = write_openai_study(tmp_path, url, "refused", 12, marks={5: "[400]"})
+    refused_prompts = lambda: [p for p in state.attempts if "[400]" in p]  # noqa: E731
+    assert run_all.main(["--study", str(study), "--yes"]) == 0, capfd.readouterr().err
+    out = capfd.readouterr()
+    assert "Traceback" not in out.err and "run the same command again" not in out.out + out.err
+    assert "forecast: 1 of 12 queries refused for good (1 x HTTP 400" in out.out
+    assert "forecast: 1 of 12 rows excluded" in out.out and "mink: 1 of 12 prompts excluded" in out.out
+    for task in ("forecast", "mink"):
+        [line] = (tmp_path / f"refused/raw/{task}.failures.jsonl").read_text().splitlines()
+        rec = json.loads(line)
+        assert rec["row_id"] == "r5" and rec["permanent"] is True and "HTTP 400" in rec["reason"]
+    asked = sum(len(state.attempts[p]) for p in refused_prompts())
+    # the forecast once; Min-K% once over each route it probed while none was known (the
+    # first wave of 8 requests goes out together) and once over the route found: never retried
+    assert 2 <= asked <= 4
+
+    assert run_all.main(["--study", str(study), "--yes"]) == 0
+    out = capfd.readouterr().out
+    assert sum(len(state.attempts[p]) for p in refused_prompts()) == asked  # not asked again
+    assert "refused for good in an earlier run (1 x HTTP 400" in out
+
+    from llm_jobs import forecast
+
+    assert forecast.main(["--study", str(study), "--yes", "--retry-failed"]) == 0
+    assert sum(len(state.attempts[p]) for p in refused_prompts()) == asked + 1
+    assert "asking again 1 queries" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize("mink_source", ["auto", "prompt_logprobs"])
+def test_a_first_min_k_prompt_the_server_rejects_ends_as_one_exclusion(server_factory: Any, tmp_path: Path,
+                                                                       capfd: pytest.CaptureFixture[str],
+                                                                       mink_source: str) -> None:
+    """The first Min-K% prompt asked (one request at a time) gets HTTP 400 on every route:
+    the job does not conclude that the server offers no prompt log-probs; the other
+    prompts find the route, the end-of-job pass asks the first one again over it, and its
+    400 there is recorded once as permanent: exit 0 in one invocation, one row excluded."""
+    from llm_jobs import mink
+
+    url, state = server_factory()
+    study = write_openai_study(tmp_path, url, "minkfirst", 8, marks={0: "[400mink]"}, mink_source=mink_source,
+                               backend_options={"backoff_s": 0.01, "timeout_s": 1, "concurrency": 1})
+    code = mink.main(["--study", str(study), "--yes"])
+    out = capfd.readouterr()
+    assert code == 0, out.err
+    assert "offers no prompt" not in out.out + out.err and "Traceback" not in out.err
+    assert "mink: pass 1 of 2 (setting failed_query_passes) over 1 queries" in out.out
+    assert "mink: 1 of 8 prompts excluded" in out.out
+    lines = [json.loads(x) for x in (tmp_path / "minkfirst/raw/mink.failures.jsonl").read_text().splitlines()]
+    assert [(r["row_id"], r["permanent"]) for r in lines] == [("r0", False), ("r0", True)]
+    assert len((tmp_path / "minkfirst/raw/mink.jsonl").read_text().splitlines()) == 7

@@ -1,4 +1,6 @@
 -- Row counts before and after each many-to-one merge; gate_panel requires them equal.
+-- The panel holds the valid rows less those excluded because an LLM query was refused
+-- for good (int_refused_rows; gate_panel holds that share against min_measure_coverage).
 with valid as (
 
     select count(*) as n from {{ ref('int_observations_valid') }}
@@ -31,6 +33,12 @@ with_mink as (
 
 ),
 
+refused as (
+
+    select count(*) as n from {{ ref('int_refused_rows') }}
+
+),
+
 merged as (
 
     select count(*) as n from {{ ref('int_panel_merged') }}
@@ -45,4 +53,4 @@ select 'merge recall on (entity_id, target_date)', 3, with_recall.n, valid.n fro
 union all
 select 'merge Min-K% on row_id', 4, with_mink.n, valid.n from with_mink, valid
 union all
-select 'panel', 5, merged.n, valid.n from merged, valid
+select 'panel', 5, merged.n, valid.n - refused.n from merged, valid, refused

@@ -55,6 +55,21 @@ no_answer as (
         'no answer (' || regexp_replace(reason, ' \(after [0-9]+ attempts\)$', '') || ')' as issue,
         count(*) as n_queries
     from open_failures
+    where not coalesce(permanent, false)
+    group by all
+
+),
+
+-- refused for good: no rerun changes these, so they exclude their rows (int_refused_rows)
+-- instead of stopping the build
+refused as (
+
+    select
+        task,
+        'refused for good, row excluded (' || reason || ')' as issue,
+        count(*) as n_queries
+    from open_failures
+    where coalesce(permanent, false)
     group by all
 
 ),
@@ -94,6 +109,8 @@ clamped_counts as (
 )
 
 select task, issue, n_queries from no_answer
+union all
+select task, issue, n_queries from refused
 union all
 select task, issue, n_queries from truncated
 union all

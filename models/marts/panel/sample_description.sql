@@ -43,6 +43,8 @@ metrics as (
     select 'rows without a forecast', 12, count(*) from panel where forecast_key is null
     union all
     select 'rows with an unparsed forecast', 13, count(*) from panel where parse_status = 'unparsed'
+    union all
+    select 'rows excluded: an LLM query refused for good', 15, count(*) from {{ ref('int_refused_rows') }}
 
 )
 

@@ -3,9 +3,11 @@ range, and enough of it: at least min_panel_rows rows and some pre-cutoff
 (expectations/panel.json, merge_row_counts.json). The regression models depend on
 this gate, so a failure leaves them unbuilt.
 
-Two study facts reach the checks here: queries the LLM jobs could not answer
+Three study facts reach the checks here: queries the LLM jobs could not answer yet
 (query_issues) stop the build with a message naming them, before any other check, so a
-missing answer is never read as a censored one; and accept_low_parse_rate lowers the
+missing answer is never read as a censored one; rows whose query was refused for good
+(int_refused_rows) are excluded, and stop the build only when the share left is under
+min_measure_coverage; and accept_low_parse_rate lowers the
 parse-rate floor (panel.json's min_parse_rate) from the protocol's 95% to 0. A failure
 while raw_line_rejects holds lines says so: those answers were not used."""
 
@@ -13,7 +15,7 @@ import pandas as pd
 
 from lookahead.config import Study
 from lookahead.coverage import coverage_failures
-from lookahead.gates import GateFailed, check_no_missing_answers, min_parse_rate, run_gate
+from lookahead.gates import GateFailed, check_exclusions, check_no_missing_answers, min_parse_rate, run_gate
 
 
 def model(dbt, session):
@@ -26,8 +28,12 @@ def model(dbt, session):
     settings = dbt.ref("study_settings").df()
     counts = dbt.ref("merge_row_counts").df()
     panel = dbt.ref("panel")  # a relation: run_gate converts only the checked columns
-    n_valid = int(counts.loc[counts["step"] == "valid rows", "n_rows"].iloc[0])
     study = Study.from_json(str(settings["settings_json"].iloc[0]))
+    # rows with an LLM query refused for good are excluded, not a block: the share left is
+    # held against min_measure_coverage, and the panel keeps the valid rows less those
+    n_valid = int(counts.loc[counts["step"] == "valid rows", "n_rows"].iloc[0])
+    check_exclusions(n_valid, dbt.ref("int_refused_rows").df(), float(study.measures.min_measure_coverage))
+    n_valid = int(counts.loc[counts["step"] == "panel", "n_expected"].iloc[0])
     # every measure the study asks for scores its rows, or the build names it (lookahead.coverage)
     # a measure's raw lines, opened only for a measure under its floor (a study without the
     # reference model has no reference file to open)
