@@ -42,14 +42,18 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
         print(padding, file=sys.stderr)
     findings = judge(study, scan)  # the study, not only the file (lookahead.check_rules)
     refused = [f for f in findings if f.level == REFUSE]
-    for finding in refused or findings:
+    for finding in refused:
         print(f"{finding.level}: {finding.line}", file=sys.stderr)
     if refused:
         return EXIT_REFUSED
     del scan  # the preflight below scans them again, in its own process: not both at once
     release_freed_memory()
     rc = run_jobs(study_file, True, [], overrides, module="llm_jobs.preflight")
-    return EXIT_WARNED if rc == 0 and findings else rc
+    if rc:  # the preflight's refusal is the one line, as `lookahead run` gives it
+        return rc
+    for finding in findings:  # warnings, once everything a run checks has passed
+        print(f"{finding.level}: {finding.line}", file=sys.stderr)
+    return EXIT_WARNED if findings else rc
 
 
 def destination_line(study: Study) -> bool:

@@ -412,8 +412,7 @@ class BuildCheck:
 
 
 WHAT = {"study_name": "the study name", "settings_hash": "the study settings",
-        "data_fingerprint": "the input file", "forecast_fingerprint": "the forecast answers",
-        "recall_fingerprint": "the recall answers", "mink_fingerprint": "the Min-K% answers",
+        "data_fingerprint": "the input file",
         "inputs_fingerprint": "an input file (data, claim files)",
         "code_fingerprint": "the code (models, macros, seeds, tests, suites, package or libraries)"}
 
@@ -449,6 +448,17 @@ def _without_traceback(message: str) -> str:
     return tail[found[-1].start():].strip() if found else head.strip()
 
 
+def _identity_row(con: duckdb.DuckDBPyConnection, invocation_id: str) -> tuple | None:
+    """(inputs_fingerprint, code_fingerprint, raw_reads) of build_identity's row for the
+    invocation (raw_reads None in a database built before it was recorded)."""
+    cols = {r[0] for r in con.sql("describe build_identity").fetchall()}
+    if not {"inputs_fingerprint", "code_fingerprint"} <= cols:
+        return None
+    raw_col = "raw_reads" if "raw_reads" in cols else "null"
+    return con.execute(f"select inputs_fingerprint, code_fingerprint, {raw_col} from build_identity "
+                       "where invocation_id = ?", [invocation_id]).fetchone()
+
+
 def check_current(con: duckdb.DuckDBPyConnection, study: Study) -> BuildCheck:
     """The verdict's build if it is this study's current result, else StaleResultError."""
     tables = {r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()}
@@ -463,11 +473,9 @@ def check_current(con: duckdb.DuckDBPyConnection, study: Study) -> BuildCheck:
     stored = con.sql(f"select {', '.join(IDENTITY_COLUMNS)}, verdict from verdict").df().iloc[0]
     now = current_identity(study)
     changed = [WHAT[k] for k, v in now.items() if str(stored[k]) != v]
-    if changed and "build_identity" in tables and "raw_reads" in {
-            r[0] for r in con.sql("describe build_identity").fetchall()}:  # every change named at once
-        read = con.execute("select raw_reads from build_identity where invocation_id = ?",
-                           [str(stored["invocation_id"])]).fetchone()
-        changed += raw_changes(con, study, read[0], tables) if read else []
+    if changed and "build_identity" in tables:  # every change named at once
+        read = _identity_row(con, str(stored["invocation_id"]))
+        changed += raw_changes(con, study, read[2], tables) if read else []
     if changed:
         raise StaleResultError(
             f"the verdict in the database was built from other inputs: {', '.join(changed)} "
@@ -483,9 +491,7 @@ def check_current(con: duckdb.DuckDBPyConnection, study: Study) -> BuildCheck:
     if "build_identity" in tables:
         ident_cols = {r[0] for r in con.sql("describe build_identity").fetchall()}
         if {"invocation_id", "inputs_fingerprint", "code_fingerprint"} <= ident_cols:
-            raw_col = "raw_reads" if "raw_reads" in ident_cols else "null"
-            row = con.sql(f"select inputs_fingerprint, code_fingerprint, {raw_col} from build_identity "
-                          "where invocation_id = ?", params=[str(stored["invocation_id"])]).fetchone()
+            row = _identity_row(con, str(stored["invocation_id"]))
             if row is None:
                 raise StaleResultError("the build identity is not the verdict's build: rerun dbt build")
             now_more = {"inputs_fingerprint": inputs_fingerprint(study), "code_fingerprint": code_fingerprint()}

@@ -290,7 +290,9 @@ def test_lookahead_jobs_whose_child_is_killed_says_so(server_factory: Any, tmp_p
     import time
 
     url, _ = server_factory()
-    study = write_openai_study(tmp_path, url, "oom", 400, tokenizer_path=None, model_path=None,
+    # with the tokenizer the recall labels are checked on: the whole run is planned (and
+    # refused or confirmed) before the first request (llm_jobs.run_plan)
+    study = write_openai_study(tmp_path, url, "oom", 400,
                                backend_options={"backoff_s": 0.01, "timeout_s": 5, "concurrency": 1})
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
     proc = subprocess.Popen([sys.executable, "-m", "lookahead.cli", "jobs", "--study", str(study), "--yes"],

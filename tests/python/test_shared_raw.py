@@ -131,8 +131,10 @@ def _sibling_mink_lines(raw: Path, vars_b: dict[str, Any]) -> bytes:
 def test_two_studies_on_one_raw_dir_stay_current_until_their_own_keys_change(tmp_path: Path) -> None:
     fixture = write_fixture_study(tmp_path / "study", n_entities=16, n_dates=24, cutoff_index=14)
     raw = fixture.raw_dir
-    a = {**fixture.vars, "study_name": "alpha"}
-    b = {**fixture.vars, "study_name": "beta", "lap_measures": ["recall", "mink", "zlib"]}
+    a = {**fixture.vars, "study_name": "alpha", "results_dir": str(tmp_path / "ra"),
+         "outputs_dir": str(tmp_path / "oa")}
+    b = {**fixture.vars, "study_name": "beta", "lap_measures": ["recall", "mink", "zlib"],
+         "results_dir": str(tmp_path / "rb"), "outputs_dir": str(tmp_path / "ob")}
     db_a, db_b = tmp_path / "alpha.duckdb", tmp_path / "beta.duckdb"
 
     def build(vars_: dict[str, Any], db: Path) -> None:
