@@ -106,6 +106,19 @@ def from_json(text: str | None) -> list[FileRead] | None:
         return None
 
 
+def _inside(root: Path, rel: str) -> Path | None:
+    """``root / rel`` when ``rel`` is a relative path that stays inside ``root`` once
+    resolved, else None."""
+    p = Path(rel)
+    if p.is_absolute() or ".." in p.parts or not rel:
+        return None
+    f = root / p
+    try:
+        return f if f.resolve().is_relative_to(root.resolve()) else None
+    except (OSError, RuntimeError):
+        return None
+
+
 def _tail_keys(path: Path, start: int) -> set[str]:
     """The key of every line from byte ``start`` on (a torn last line included: a line
     the jobs will complete or move aside)."""
@@ -138,14 +151,20 @@ def changes(raw_dir: str | os.PathLike[str], recorded: list[FileRead],
     ``reads_keys(keys)`` returns those of ``keys`` the study asks for (its database's
     int_expected_keys). Each reason names the task and the file, relative to raw_dir, as
     a noun phrase ("the mink answers (mink.jsonl rewritten)", "the recall failure lines
-    (...)") that the caller follows
-    with "changed since dbt build"."""
+    (...)") that the caller follows with "changed since dbt build".
+
+    The recorded paths are read back from the database, so they are data: one that is
+    not a plain relative path inside raw_dir (absolute, `..`, or resolving out of it
+    through a link) is reported as a change and never opened."""
     root = Path(raw_dir)
     reasons: list[str] = []
     tails: dict[str, set[str]] = {}
     known = {r.path: r for r in recorded}
     for r in recorded:
-        f = root / r.path
+        f = _inside(root, r.path)
+        if f is None:
+            reasons.append(f"the raw answers ({r.path!r} recorded, not a path inside raw_dir)")
+            continue
         try:
             st = f.stat()
         except OSError:

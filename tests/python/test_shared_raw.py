@@ -89,6 +89,22 @@ def test_a_rewritten_file_is_a_change_whatever_its_keys(tmp_path: Path, edit: st
     assert raw_reads.changes(raw, recorded, _keys_of("a", "b")) == [expect]
 
 
+@pytest.mark.parametrize("path", ["/etc/passwd", "../outside.jsonl", "shards/../../outside.jsonl", "link.jsonl"])
+def test_a_recorded_path_out_of_raw_dir_is_a_change_and_is_not_read(tmp_path: Path, path: str) -> None:
+    """raw_reads is read back from the database: a path in it that leaves raw_dir is
+    reported, never opened (not even stat'ed through a link)."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes(_line("a"))
+    (raw / "link.jsonl").symlink_to(outside)
+    forged = [raw_reads.FileRead(path, 1, 1, 1, "0" * 64)]
+    asked: list[set[str]] = []
+    reasons = raw_reads.changes(raw, forged, lambda keys: asked.append(keys) or set())
+    assert reasons == [f"the raw answers ({path!r} recorded, not a path inside raw_dir)"]
+    assert asked == []
+
+
 # -- two studies, one raw_dir, alternately built and reported --------------------------------
 
 
