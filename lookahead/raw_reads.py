@@ -178,7 +178,11 @@ def changes(raw_dir: str | os.PathLike[str], recorded: list[FileRead],
             tails[r.path] = _tail_keys(f, r.length)
     for f in _files(root):
         rel = f.relative_to(root).as_posix()
-        if rel not in known:
+        if rel in known:
+            continue
+        if _inside(root, rel) is None:  # a new file linked out of raw_dir: named, not read
+            reasons.append(f"the raw answers ({rel!r} links out of raw_dir)")
+        else:
             tails[rel] = _tail_keys(f, 0)
     wanted = set().union(*tails.values()) if tails else set()
     hit = reads_keys(wanted) if wanted else set()
