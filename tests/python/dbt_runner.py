@@ -46,6 +46,15 @@ class DbtResult:
         return name in names
 
 
+def result_status(db: Path) -> str:
+    """The verdict row's result_status, as a SQL user reads it (read-only)."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return str(con.sql("select result_status from verdict").fetchone()[0])
+    finally:
+        con.close()
+
+
 def dbt_env(db: Path | None) -> dict[str, str]:
     """dbt's environment; db None = the study's own database (profiles/profiles.yml)."""
     env = dict(os.environ)

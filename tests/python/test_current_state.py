@@ -18,7 +18,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from dbt_runner import dbt_env, run_dbt
+from dbt_runner import dbt_env, result_status, run_dbt
 from fixture_study import write_fixture_study
 from kill_job import kill_once_written
 from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - fixture
@@ -45,14 +45,6 @@ def _copy(built: tuple[Any, Path], tmp_path: Path) -> tuple[Any, Path, Any]:
     return study, copy, here
 
 
-def _status(db: Path) -> str:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return str(con.sql("select result_status from verdict").fetchone()[0])
-    finally:
-        con.close()
-
-
 def test_report_refuses_a_code_change_and_moves_the_old_report_away(built, tmp_path: Path) -> None:
     """Item 1 and 3: a build's code fingerprint is checked by the report as by `lookahead
     run`; the refused report's files move to results/<study>/stale/, the verdict row is
@@ -61,7 +53,7 @@ def test_report_refuses_a_code_change_and_moves_the_old_report_away(built, tmp_p
     from lookahead.report import ReportError, write_report
 
     _, db, here = _copy(built, tmp_path)
-    assert _status(db) == COMPLETE  # on-run-end marked the passed build's verdict
+    assert result_status(db) == COMPLETE  # on-run-end marked the passed build's verdict
     write_report(here, database=db)
     results = here.results_dir
     assert (results / "REPORT.md").exists() and (results / "verdict.csv").exists()
@@ -72,7 +64,7 @@ def test_report_refuses_a_code_change_and_moves_the_old_report_away(built, tmp_p
         write_report(here, database=db)
     assert not (results / "REPORT.md").exists() and not list(results.glob("*.csv"))
     assert (results / "stale" / "REPORT.md").exists() and "the code" in (results / "stale" / "WHY.txt").read_text()
-    assert _status(db).startswith("stale: ") and "the code" in _status(db)
+    assert result_status(db).startswith("stale: ") and "the code" in result_status(db)
 
 
 def test_a_build_that_did_not_finish_is_never_current(built, tmp_path: Path) -> None:
@@ -448,7 +440,7 @@ def test_a_build_whose_final_checkpoint_fails_is_not_complete(built, tmp_path: P
     finally:
         con.close()
     assert last == ("started",)
-    assert _status(db) != COMPLETE
+    assert result_status(db) != COMPLETE
 
 
 _FILL_DISK = '''
@@ -515,7 +507,7 @@ def test_a_full_disk_at_the_final_checkpoint_never_reads_as_complete(built, tmp_
         out = proc.stdout + proc.stderr
         assert (disk / "filler.bin").exists(), out[-2000:]  # the disk was filled at that moment
         (disk / "filler.bin").unlink()  # room to open the database again (its WAL replays)
-        status = _status(small)
+        status = result_status(small)
         print(f"dbt exit {proc.returncode} ({'No space left' in out and 'ENOSPC' or 'no ENOSPC message'}); "
               f"status on reopen {status!r}")
         if proc.returncode != 0:

@@ -14,9 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
-from dbt_runner import run_dbt
+from dbt_runner import result_status, run_dbt
 from fixture_study import write_fixture_study
 
 from lookahead import raw_reads
@@ -110,14 +109,6 @@ def test_a_recorded_path_out_of_raw_dir_is_a_change_and_is_not_read(tmp_path: Pa
 # -- two studies, one raw_dir, alternately built and reported --------------------------------
 
 
-def _status(db: Path) -> str:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return str(con.sql("select result_status from verdict").fetchone()[0])
-    finally:
-        con.close()
-
-
 def _report(vars_: dict[str, Any], db: Path, results: Path) -> str | None:
     """`lookahead report`'s answer: None when it wrote the report, else why it refused;
     and the verdict row says the same."""
@@ -125,9 +116,9 @@ def _report(vars_: dict[str, Any], db: Path, results: Path) -> str | None:
     try:
         write_report(study, db)
     except ReportError as err:
-        assert _status(db).startswith("stale: "), _status(db)
+        assert result_status(db).startswith("stale: "), result_status(db)
         return str(err)
-    assert _status(db) == COMPLETE
+    assert result_status(db) == COMPLETE
     return None
 
 
