@@ -15,12 +15,12 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
-import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from offline_page import CHARTS, CHARTS_RENDERED, CHROMIUM, DRAWN, offline_page
 from study_grid import grid, render_study
 from test_report_pages import _claims
 
@@ -44,7 +44,6 @@ HOSTILE_SETTINGS = {
     "claims_model_id": PAYLOAD, "served_model": PAYLOAD,
     "recall_labels": {"up": "up<script>window.__pwned=4</script>", "down": "down", "unknown": "unknown"},
 }
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 class _Tags(HTMLParser):
@@ -216,42 +215,20 @@ def test_code_span_holds_the_value_verbatim(value):
 
 def _open(page_path: Path) -> dict:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
-    from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            ctx = browser.new_context(viewport={"width": 1280, "height": 900}, offline=True)
-            external: list[str] = []
-            errors: list[str] = []
-
-            def block(route) -> None:
-                if route.request.url != page_path.as_uri():
-                    external.append(route.request.url)
-                    route.abort()
-                else:
-                    route.continue_()
-
-            ctx.route("**/*", block)
-            page = ctx.new_page()
-            page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(page_path.as_uri())
-            try:  # a page a planted script broke never finishes: report what ran instead
-                page.wait_for_function(
-                    "document.querySelectorAll('script[data-chart]').length === "
-                    "document.querySelectorAll('[data-rendered=\"true\"]').length", timeout=60_000)
-            except PlaywrightTimeout:
-                errors.append("charts did not finish rendering in 60 s")
-            return {"pwned": page.evaluate("window.__pwned === undefined ? null : window.__pwned"),
-                    "title": page.title(),
-                    "charts": page.evaluate("document.querySelectorAll('script[data-chart]').length"),
-                    "drawn": page.evaluate("[...document.querySelectorAll('[data-rendered=\"true\"]')]"
-                                           ".filter(e => e.querySelector('svg, canvas')).length"),
-                    "injected": page.evaluate("document.querySelectorAll('img, iframe').length"),
-                    "errors": errors, "external": external}
-        finally:
-            browser.close()
+    with offline_page(page_path) as opened:
+        page = opened.page
+        page.goto(page_path.as_uri())
+        try:  # a page a planted script broke never finishes: report what ran instead
+            page.wait_for_function(CHARTS_RENDERED, timeout=60_000)
+        except PlaywrightTimeout:
+            opened.errors.append("charts did not finish rendering in 60 s")
+        return {"pwned": page.evaluate("window.__pwned === undefined ? null : window.__pwned"),
+                "title": page.title(),
+                "charts": page.evaluate(CHARTS),
+                "drawn": page.evaluate(DRAWN),
+                "injected": page.evaluate("document.querySelectorAll('img, iframe').length"),
+                "errors": opened.errors, "external": opened.external}
 
 
 @pytest.mark.slow

@@ -12,11 +12,11 @@ them."""
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
 import pytest
+from offline_page import CHARTS, CHARTS_RENDERED, CHROMIUM, DRAWN, offline_page
 from study_grid import grid, render_study
 from test_report_pages import _claims
 
@@ -25,50 +25,27 @@ from lookahead.report import write_pages
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "benchmarks" / "results"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DEMO_PAGES = [ROOT / "results" / n / "index.html" for n in ("demo_contaminated", "demo_clean", "compare")]
 RENDER_TIMEOUT_MS = 60_000
 
 
 def _open(page_path: Path, screenshot: Path | None = None) -> dict:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            ctx = browser.new_context(viewport={"width": 1280, "height": 900}, offline=True)
-            external: list[str] = []
-            errors: list[str] = []
-
-            def block(route) -> None:  # anything but the page's own file is recorded and refused
-                if route.request.url != page_path.as_uri():
-                    external.append(route.request.url)
-                    route.abort()
-                else:
-                    route.continue_()
-
-            ctx.route("**/*", block)
-            page = ctx.new_page()
-            page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            start = time.perf_counter()
-            page.goto(page_path.as_uri())
-            page.wait_for_function(
-                "document.querySelectorAll('script[data-chart]').length === "
-                "document.querySelectorAll('[data-rendered=\"true\"]').length", timeout=RENDER_TIMEOUT_MS)
-            seconds = time.perf_counter() - start
-            charts = page.evaluate("document.querySelectorAll('script[data-chart]').length")
-            drawn = page.evaluate("[...document.querySelectorAll('[data-rendered=\"true\"]')]"
-                                  ".filter(e => e.querySelector('svg, canvas')).length")
-            first_screen = page.evaluate("document.body.innerText.slice(0, 2000)")
-            if screenshot is not None:
-                screenshot.parent.mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=str(screenshot))
-        finally:
-            browser.close()
+    with offline_page(page_path) as opened:
+        page = opened.page
+        start = time.perf_counter()
+        page.goto(page_path.as_uri())
+        page.wait_for_function(CHARTS_RENDERED, timeout=RENDER_TIMEOUT_MS)
+        seconds = time.perf_counter() - start
+        charts = page.evaluate(CHARTS)
+        drawn = page.evaluate(DRAWN)
+        first_screen = page.evaluate("document.body.innerText.slice(0, 2000)")
+        if screenshot is not None:
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(screenshot))
     return {"page": str(page_path.relative_to(ROOT)) if page_path.is_relative_to(ROOT) else page_path.name,
             "bytes": page_path.stat().st_size, "render_seconds": round(seconds, 3), "charts": charts,
-            "drawn": drawn, "errors": errors, "external_requests": external, "first_screen": first_screen}
+            "drawn": drawn, "errors": opened.errors, "external_requests": opened.external,
+            "first_screen": first_screen}
 
 
 @pytest.fixture(scope="module")
