@@ -74,17 +74,18 @@ def load(database: Path, study: Study | None = None) -> StudyResult:
             check_current(con, study)
         except StaleResultError as exc:
             stale = exc
-        if stale is not None:
-            con.close()
-            sync_status(database, stale)  # the verdict row says what compare found
-            raise CompareError(f"study '{study.name}' ({database}): {stale}; not compared")
-        verdict = con.sql("select * from verdict").df().iloc[0]
-        lap = con.sql("select * from lap_distribution").df() if "lap_distribution" in tables else pd.DataFrame()
-        claims = con.sql("select * from claims_summary").df() if "claims_summary" in tables else pd.DataFrame()
-        pre = con.sql("select * from panel_pre").df()
-        post = con.sql("select * from panel_post").df()
+        else:
+            verdict = con.sql("select * from verdict").df().iloc[0]
+            lap = con.sql("select * from lap_distribution").df() if "lap_distribution" in tables else pd.DataFrame()
+            claims = con.sql("select * from claims_summary").df() if "claims_summary" in tables else pd.DataFrame()
+            pre = con.sql("select * from panel_pre").df()
+            post = con.sql("select * from panel_post").df()
     finally:
         con.close()
+    # the verdict row says what compare found (written once the read-only connection is closed)
+    if stale is not None:
+        sync_status(database, stale)
+        raise CompareError(f"study '{study.name}' ({database}): {stale}; not compared")
     sync_status(database, None, str(verdict.get("result_status", "")))
     return StudyResult(study, database, verdict, lap, claims, lap_by_month(pre, post),
                        accuracy_by_lap_decile(pre, post))

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from dbt_runner import run_dbt
+from dbt_runner import result_status, run_dbt
 from fixture_study import write_fixture_study
 from report_checker import sig_equal, tables
 from study_grid import grid, panels, render_study
 
 from lookahead.compare import CompareError, StudyResult, comparison_frame, load, write_compare
 from lookahead.config import Study, resolve
+from lookahead.identity import COMPLETE
 from lookahead.pages.data import accuracy_by_lap_decile, lap_by_month
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,6 +90,7 @@ def test_a_built_study_by_database_and_a_stale_one_refused(built, tmp_path):
         data.write_bytes(original + b"\n")
         with pytest.raises(CompareError, match=r"study 'fixture' .*changed since dbt build.*not compared"):
             load(db, here)
+        assert result_status(db).startswith("stale: ") and "the input file" in result_status(db)
         lookahead = Path(sys.executable).with_name("lookahead")
         proc = subprocess.run([str(lookahead), "compare", "--db", str(db), "--out", str(tmp_path / "cmp")],
                               cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -97,5 +99,7 @@ def test_a_built_study_by_database_and_a_stale_one_refused(built, tmp_path):
         assert not (tmp_path / "cmp" / "COMPARE.md").exists()
     finally:
         data.write_bytes(original)
+    load(db, here)  # current again: compare says so in the verdict row too
+    assert result_status(db) == COMPLETE
     with pytest.raises(CompareError, match="not found"):
         load(tmp_path / "missing.duckdb")
