@@ -7,9 +7,10 @@ changed since the jobs ran: adding loss, zlib or Min-K%++ to `lap_measures` adds
 `line_extras` to the Min-K% query, for instance), the column is null on every row, and
 before this gate the build passed, the robustness table printed the measure with N 0,
 and nothing said why. gate_panel calls :func:`coverage_failures`: a measure scoring
-fewer than `min_measure_coverage` of the panel rows (default 1: every panel row, i.e.
-every row whose raw task was answered, since a query without an answer has already
-stopped the build at query_issues) stops the build with one line naming the measure,
+fewer than `min_measure_coverage` of the panel rows (default 0.95; a query without an
+answer has already stopped the build at query_issues, and a row refused for good has
+left the panel, so a measure short of the floor is one whose answers sit under another
+key, or one that scores few rows) stops the build with one line naming the measure,
 how many rows it scored, and, when its raw lines exist under another key, the setting
 that changed the key (:data:`PARAM_SETTINGS`).
 """

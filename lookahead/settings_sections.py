@@ -279,13 +279,15 @@ class MeasuresSettings(Section):
     lap_measures: list[str] = field(default_factory=lambda: ['recall', 'mink'])
     """LAP - the further measures the study computes beside lap_measure, for the report's
     robustness table (docs/measures.md); the prompt measures share one forward pass per prompt."""
-    min_measure_coverage: float = 1.0
+    min_measure_coverage: float = 0.95
     """The one threshold for rows without a measure: the share of valid rows that must stay in the
     panel when rows are excluded because an LLM query was refused for good (a permanent failure:
     int_refused_rows, listed in rejected_rows), and the share of panel rows each LAP measure the
     study computes must score; under it the build stops naming the count and this setting
-    (lookahead/gates.py, lookahead/coverage.py). 1 = every row (a query without an answer that a
-    rerun may still get stops the build earlier)."""
+    (lookahead/gates.py, lookahead/coverage.py). Default 0.95: one row a server refuses for good
+    never blocks a study of 20 rows or more, and the verdict paragraph names the share excluded
+    once it is over 1%; 1 = every row. A query without an answer that a rerun may still get
+    stops the build earlier, whatever this says."""
     mink_k: float = 0.2
     """Min-K% - the share K of lowest-probability prompt tokens (the paper - 0.2)."""
     mink_mean: Literal['geometric', 'arithmetic'] = 'geometric'
