@@ -19,9 +19,9 @@ from fixture_study import write_fixture_study
 from report_checker import sig_equal, tables
 from study_grid import grid, panels, render_study
 
-from lookahead.compare import CompareError, StudyResult, comparison_frame, load, write_compare
 from lookahead.config import Study, resolve
 from lookahead.identity import COMPLETE
+from lookahead.pages.compare import CompareError, StudyResult, comparison_frame, load, write_compare
 from lookahead.pages.data import accuracy_by_lap_decile, lap_by_month
 
 ROOT = Path(__file__).resolve().parents[2]
