@@ -72,6 +72,14 @@ def test_two_studies_side_by_side(tmp_path):
                    (layer.get("data", {}).get("values") or values.get("data", {}).get("values") or [])}
         assert {"strong (generated)", "none (generated)"} <= studies
     assert not re.search(r'(?:src|href)="(?:https?:)?//', html)
+    # the glossary, linked from the folder the comparison is written to
+    from urllib.parse import unquote
+
+    from lookahead.pages.sections import GLOSSARY
+
+    href = re.search(r"\[glossary\]\(([^)\s]+)\)", text).group(1)
+    assert (tmp_path / "results" / "compare" / unquote(href)).resolve() == GLOSSARY.resolve()
+    assert f'<a href="{href}">glossary</a>' in html
 
 
 def test_a_built_study_by_database_and_a_stale_one_refused(built, tmp_path):
