@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Mapping
 
 import duckdb
 import pandas as pd
@@ -22,10 +22,8 @@ from lookahead.identity import StaleResultError, check_current, held_by, sync_st
 from lookahead.pages import assets, paper
 from lookahead.pages import html as page_html
 from lookahead.pages.blocks import Section
-from lookahead.pages.cells import fmt
 from lookahead.pages.data import bootstrap_histogram, derived_tables
 from lookahead.pages.markdown import render as render_markdown
-from lookahead.pages.markdown import table as md_table
 from lookahead.pages.sections import Context, build
 from lookahead.paper.table5_reading import reading_frame
 from lookahead.report_names import REGRESSIONS, TABLE5_READING, TABLES
@@ -46,14 +44,6 @@ class ReportFiles:
     stata: list[Path]
     verdict: str
     page: Path | None = None
-
-
-def markdown_table(df: pd.DataFrame, columns: Iterable[str] | None = None,
-                   formatters: dict[str, Callable[[object], str]] | None = None) -> str:
-    cols = list(columns or df.columns)
-    formatters = formatters or {}
-    shown = pd.DataFrame({c: [formatters.get(c, fmt)(v) for v in df[c]] for c in cols}, columns=cols)
-    return md_table(shown)
 
 
 def export_tables(con: duckdb.DuckDBPyConnection, results_dir: Path) -> list[Path]:
