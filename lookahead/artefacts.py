@@ -345,14 +345,11 @@ def check_records(folders: Folders) -> None:
 def _legacy_entries(folders: Folders) -> list[tuple[str, str]]:
     """What a results folder written before manifests holds of the tool's, by the exact
     names the report writes (never a pattern such as *.csv that a user's file matches)."""
-    from lookahead.paper.table5_reading import TABLE5_READING
-    from lookahead.report_names import REGRESSIONS, TABLES
+    from lookahead.report_names import PAPER_TABLES, REGRESSIONS, TABLE5_READING, TABLES
 
     names = [*PRESENTING, "reghdfe.do", f"{TABLE5_READING}.csv", *(f"{t}.csv" for t in TABLES),
              *(f"regression_{spec}_{sample}.csv" for spec, sample in REGRESSIONS)]
-    from lookahead.paper.report_section import TITLES
-
-    names += [f"tables/{t}.tex" for t in ("table1_pre", "table1_post", *TITLES)]
+    names += [f"tables/{t}.tex" for t in ("table1_pre", "table1_post", *PAPER_TABLES)]
     names += [f"figures/{n}.png" for n in ("lap_hist", "accuracy_by_lap_decile", "bootstrap", "claims_shapley")]
     found = [("results", n) for n in names if _plain_file(folders, "results", n)]
     found += [("outputs", n) for n in ("panel_pre.dta", "panel_post.dta") if _plain_file(folders, "outputs", n)]

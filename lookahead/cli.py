@@ -79,10 +79,10 @@ def destination_line(study: Study) -> bool:
 
 def report(study: Study) -> int:
     from lookahead.artefacts import OutputFolderError
-    from lookahead.report import ReportError, write_report
+    from lookahead.pages.report import ReportError, write_report
 
     try:
-        files = write_report(study, extra=_paper_sections())
+        files = write_report(study)
     except (ReportError, OutputFolderError) as err:  # a refused journal, manifest or symlinked folder
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -92,15 +92,6 @@ def report(study: Study) -> int:
             print(f"{label}: {path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path}")
     print(f"Database: {study.database}")
     return 0
-
-
-def _paper_sections():
-    """The paper's tables and figures as an extension section of the report (none when
-    its models were not built). The claim-level section is one of the report's own
-    sections (lookahead.pages.sections), read from the exported claim tables."""
-    from lookahead.paper.report_section import paper_sections
-
-    return paper_sections
 
 
 JOB_OPTIONS_NOTE = (
@@ -173,8 +164,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def compare_main(argv: list[str]) -> int:
     """`lookahead compare STUDY.yml ... [--db DB ...] [--out DIR]`: the studies' current
-    results side by side (lookahead.compare); a stale or missing study is one line."""
-    from lookahead.compare import COMPARE_DIR, CompareError, compare
+    results side by side (lookahead.pages.compare); a stale or missing study is one line."""
+    from lookahead.pages.compare import COMPARE_DIR, CompareError, compare
 
     p = argparse.ArgumentParser(prog="lookahead compare", description=COMPARE_HELP)
     p.add_argument("studies", nargs="*", metavar="STUDY.yml", help="study files (each names its database)")

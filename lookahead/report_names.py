@@ -1,11 +1,17 @@
-"""The names of the report's tables: which database tables become CSVs, and the
-regressions written one CSV each. Their own module so that the retire step
-(lookahead.artefacts), which must recognise a report written before manifests, reads the
-same names as the report (lookahead.report) without importing it."""
+"""The names of the files the report writes: which database tables become CSVs, the
+regressions written one CSV each, and the paper's LaTeX tables. Their own module, in the
+bottom layer, so that the retire step (lookahead.artefacts), which must recognise a
+report written before manifests, reads the same names as the report (lookahead.pages)
+without importing a layer above it (docs/CONTRACTS.md, "The package by layer")."""
 
 from __future__ import annotations
 
-from lookahead.cutoff_report import CUTOFF_TABLES
+#: the effective-cutoff marts the report's cutoff section reads (docs/cutoff.md)
+CUTOFF_TABLES = ("lap_by_period", "effective_cutoff", "cutoff_sensitivity")
+#: Table V's facts beside the verdict (lookahead.paper.table5_reading), one CSV
+TABLE5_READING = "table5_reading"
+#: the paper's tables, each written to tables/<name>.tex (lookahead.pages.paper)
+PAPER_TABLES = ("table2", "table3", "table4", "table5", "table6")
 
 # (spec, sample) -> CSV name; the protocol's tables in report order
 REGRESSIONS = (

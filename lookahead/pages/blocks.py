@@ -51,8 +51,8 @@ class Figure:
 
 @dataclass(frozen=True)
 class Raw:
-    """Markdown written by an extension section (the paper's tables); the HTML renderer
-    converts it with markdown-it."""
+    """A section's body written as Markdown (the cutoff and paper sections); the HTML
+    renderer converts it with markdown-it."""
 
     markdown: str
 

@@ -91,7 +91,7 @@ def accuracy_by_lap_decile(pre: pd.DataFrame, post: pd.DataFrame) -> pd.DataFram
 
 
 def derived_tables(pre: pd.DataFrame, post: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
-    """name -> table, each written to <results>/<name>.csv by lookahead.report."""
+    """name -> table, each written to <results>/<name>.csv by lookahead.pages.report."""
     post = post if post is not None else pre.iloc[0:0]
     return {"lap_by_month": lap_by_month(pre, post),
             "accuracy_by_lap_decile": accuracy_by_lap_decile(pre, post),

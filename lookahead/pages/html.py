@@ -3,7 +3,7 @@
 Charts are Vega-Lite specs embedded with vega-embed; the Vega, Vega-Lite and vega-embed
 JavaScript comes from vl-convert-python's bundle, inlined in the page, so the page makes
 no network request (no CDN, no external script, font or stylesheet). Publication tables
-are great_tables HTML; Markdown text (bold, code spans, an extension's Markdown) goes
+are great_tables HTML; Markdown text (bold, code spans, a Markdown-written section) goes
 through markdown-it. Links point at the CSV and .tex files beside the page.
 
 Nothing from a study or its data runs in the page: Markdown is rendered with raw HTML off
@@ -117,7 +117,7 @@ def _figure(item: Figure) -> str:
 
 
 def _raw(item: Raw) -> str:
-    # the extension's PNG figures are drawn as interactive charts on this page instead
+    # a Markdown section's PNG figures (the paper's) are drawn as interactive charts on this page instead
     text = re.sub(r"^!\[[^\]]*\]\([^)]*\)\s*$", "", item.markdown, flags=re.M)
     return _md.render(text).replace("<table>", '<table class="plain">')
 

@@ -9,16 +9,17 @@ longer than MAX_ROWS shows its summary and top rows, and names the CSV with ever
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+from urllib.parse import quote
 
 import pandas as pd
 
-from lookahead import cutoff_report
-from lookahead.config import Study
+from lookahead.config import PROJECT_ROOT, Study
 from lookahead.measures import MEASURES
-from lookahead.pages import charts
+from lookahead.pages import charts, cutoff, paper
 from lookahead.pages.blocks import Bullets, Figure, Links, Para, Raw, Section, Table
 from lookahead.pages.cells import (
     PROTOCOL_TABLES,
@@ -32,7 +33,8 @@ from lookahead.pages.cells import (
 )
 from lookahead.pages.summary import REFUSED_METRIC, caveats, checklist, checklist_frame, verdict_line
 from lookahead.pages.text import code
-from lookahead.paper.table5_reading import TABLE5_READING, table5_reading
+from lookahead.paper.table5_reading import table5_reading
+from lookahead.report_names import TABLE5_READING
 from lookahead.stats.fe_regression import SSC_RULE
 from lookahead.stats.verdict import (
     CONTAMINATION,
@@ -55,6 +57,8 @@ from lookahead.stats.verdict import (
 )
 
 MAX_ROWS = 25
+#: where every term the report uses is defined, once (README, "Glossary")
+GLOSSARY = PROJECT_ROOT / "docs" / "glossary.md"
 SAMPLE_ORDER = {"pre": 0, "post": 1}
 #: The clause of the protocol's decision rule each verdict applies (DECISION_RULE, split)
 RULE_CLAUSE = {
@@ -68,13 +72,15 @@ RULE_CLAUSE = {
 @dataclass
 class Context:
     """What every section reads: the results folder's CSVs, the recorded study and the
-    Outcome the verdict table was decided from; `extra` holds extension sections."""
+    Outcome the verdict table was decided from; `database` holds the study database's
+    tables a section needs beyond the CSVs (the paper's: lookahead.pages.paper.
+    DATABASE_TABLES), read while the report's read-only connection was open."""
 
     results_dir: Path
     study: Study
     outcome: Outcome
     verdict: pd.Series
-    extra: list[Section] = field(default_factory=list)
+    database: dict[str, pd.DataFrame] = field(default_factory=dict)
     _cache: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     def table(self, name: str) -> pd.DataFrame:
@@ -105,6 +111,25 @@ def _by_sample(df: pd.DataFrame, *first: str) -> pd.DataFrame:
     return df.assign(_s=df["sample"].map(SAMPLE_ORDER).fillna(9)).sort_values(keys, kind="stable").drop(columns="_s")
 
 
+def glossary_link(folder: Path) -> str:
+    """The glossary's address as read from `folder`, where the page is opened: relative
+    (results/<study>/ -> ../../docs/glossary.md), so the link works in a checkout, a copy
+    of it or a browser on the file; percent-encoded, so a space or a parenthesis in a
+    folder name does not end the Markdown link. A file URL where no relative path exists
+    (another drive)."""
+    try:
+        rel = os.path.relpath(GLOSSARY, Path(folder).resolve())
+    except ValueError:
+        return GLOSSARY.as_uri()
+    return quote(Path(rel).as_posix(), safe="/._-~")
+
+
+def glossary_para(folder: Path) -> Para:
+    """The line that links the glossary, for a page that will be read in `folder`."""
+    return Para("Every term this report uses (LAP, U-D, beta_3, theta, CRV1, WCR, G\\*, placebo, ...) "
+                f"is defined once in the [glossary]({glossary_link(folder)}).")
+
+
 # ---------------------------------------------------------------- the answer
 
 def answer(ctx: Context) -> Section:
@@ -115,6 +140,7 @@ def answer(ctx: Context) -> Section:
         Para(f"Model {code(s.backend.model_id)} (backend {s.backend.backend}), stated training cutoff "
              f"{s.protocol.training_cutoff}, data {code(s.input.data_path)}. Every number is read from the "
              "CSV files in this folder; estimates come from pyfixest (`reghdfe.do` runs them in Stata)."),
+        glossary_para(s.results_dir),  # the folder the report is read in, not the staging one
     ], level=1)
 
 
@@ -476,13 +502,13 @@ def verdict_section(ctx: Context) -> Section:
 
 
 def cutoff_section(ctx: Context) -> Section | None:
-    """The effective-cutoff section (lookahead.cutoff_report): the break per measure, LAP
+    """The effective-cutoff section (lookahead.pages.cutoff): the break per measure, LAP
     by month and the cutoff sensitivity table, with the warning when the stated cutoff
     lies outside the break's interval."""
-    md = cutoff_report.cutoff_section(ctx.results_dir, ctx.study)
+    md = cutoff.cutoff_section(ctx.results_dir, ctx.study)
     sec = raw_section("cutoff", md, lead="Where the model's knowledge ends, read from the study's own "
                       "LAP by month, and whether the verdict holds with the cutoff moved.")
-    warning = cutoff_report.verdict_warning(ctx.results_dir, ctx.study)
+    warning = cutoff.verdict_warning(ctx.results_dir, ctx.study)
     if sec is not None and warning:
         sec.items.insert(0, Para(warning.strip()))
     return sec
@@ -509,6 +535,19 @@ def protocol_tables_section(ctx: Context) -> Section | None:
     items.append(Para(PUBLICATION_NOTE))
     return Section("protocol_tables", "Regression tables", "The protocol's regressions as a journal prints "
                    "them (LaTeX in `tables/protocol_*.tex`).", items)
+
+
+def paper_section(ctx: Context) -> Section | None:
+    """The paper's Tables I-VI and Figure III on this study's data (lookahead.pages.paper),
+    from the database tables in `ctx.database`; None when the paper's models were not
+    built."""
+    sec = raw_section("paper", paper.paper_markdown(ctx.database, ctx.results_dir),
+                      lead="The paper's Tables I-V and Figure III on this study's data; Table V is "
+                           "not the contamination test (section 6 says why).")
+    figure = paper.bootstrap_figure(ctx.results_dir) if sec is not None else None
+    if sec is not None and figure is not None:
+        sec.items.append(figure)
+    return sec
 
 
 # ---------------------------------------------------------------- claims (from the exported CSVs)
@@ -586,33 +625,27 @@ def files_section(ctx: Context) -> Section:
                    [Links((("CSV", csvs), ("LaTeX", tuple(tex)), ("Stata", ("reghdfe.do",))))])
 
 
-#: The report, in order. An entry returns a Section, or None when its tables are absent;
-#: "extensions" stands for the sections other packages add (the paper's tables).
+#: The report, in order. An entry returns a Section, or None when its tables are absent.
+#: A new section is one function and one entry here.
 SECTIONS: tuple[tuple[str, Callable[[Context], Section | None]], ...] = (
     ("answer", answer), ("checklist", checklist_section), ("figures", key_figures),
     ("hit_rates", hit_rate_section), ("sample", sample_section), ("lap", lap_section),
     ("validation", validation_section), ("detection", detection_section), ("placebo", placebo_section),
     ("verdict", verdict_section), ("cutoff", cutoff_section), ("gates", gates_section),
     ("protocol_tables", protocol_tables_section),
-    ("extensions", lambda ctx: None), ("claims", claims_section), ("files", files_section),
+    ("paper", paper_section), ("claims", claims_section), ("files", files_section),
 )
 
 
 def build(ctx: Context) -> list[Section]:
-    out: list[Section] = []
-    for key, make in SECTIONS:
-        if key == "extensions":
-            out += ctx.extra
-            continue
-        sec = make(ctx)
-        if sec is not None:
-            out.append(sec)
-    return out
+    """Every section of SECTIONS that has its tables, in order."""
+    return [sec for _, make in SECTIONS if (sec := make(ctx)) is not None]
 
 
 def raw_section(key: str, markdown: str, lead: str = "") -> Section | None:
-    """An extension's Markdown as a Section: its first "## " line the title; `lead` the
-    line that says what it shows (default: the Markdown's first paragraph)."""
+    """A section written as Markdown (the cutoff and paper sections) as a Section: its
+    first "## " line the title; `lead` the line that says what it shows (default: the
+    Markdown's first paragraph)."""
     text = markdown.strip("\n")
     if not text:
         return None

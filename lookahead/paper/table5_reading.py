@@ -2,8 +2,8 @@
 
 Table V compares the standardized LLM x LAP interaction in-sample (before the cutoff) with
 out-of-sample (after it). Readers take a significant out-of-sample interaction, or a small
-bootstrap p, for a verdict on contamination; it is not one. The paper section writes the
-numbers to ``table5_reading.csv`` (results folder) and REPORT.md's verdict section renders
+bootstrap p, for a verdict on contamination; it is not one. The report writes the
+numbers to ``table5_reading.csv`` (results folder; its name in lookahead.report_names) and REPORT.md's verdict section renders
 this explanation from that file, so the words follow the numbers of each study."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import math
 
 import pandas as pd
 
-TABLE5_READING = "table5_reading"
 ALPHA = 0.05
 INTERACTION = "LLM_std x LAP_std"
 

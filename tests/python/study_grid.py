@@ -7,7 +7,7 @@ wrong way), a collapsed post-cutoff LAP, censored recall, all forecasts unparsed
 or 200 entities, no post-cutoff rows, and Min-K% or recall LAP rescaled from 1e-9 to 1e3.
 `render_study` runs the shipped regressions and verdict, writes the CSVs REPORT.md is
 rendered from (the sample and LAP tables computed from the panels as the dbt models do)
-and renders REPORT.md with lookahead.report.render. Nothing here is tuned to the demo."""
+and renders REPORT.md with lookahead.pages.report.render. Nothing here is tuned to the demo."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def _lap_distribution(pre: pd.DataFrame, post: pd.DataFrame, measure: str) -> pd
 def render_study(spec: StudySpec, out: Path, draws: int = 99) -> str:
     """Regressions, verdict, CSVs and REPORT.md for one study; returns the report text."""
     from lookahead.config import load_study
-    from lookahead.report import render
+    from lookahead.pages.report import render
     from lookahead.stats.protocol import StatsSettings, run_protocol
     from lookahead.stats.verdict import verdict_frame
     from lookahead.stats.wild import WildSettings
@@ -137,7 +137,7 @@ def render_study(spec: StudySpec, out: Path, draws: int = 99) -> str:
     res = run_protocol(pre, post if len(post) else None, settings)
     verdict = verdict_frame(res, pre, post, settings)
     out.mkdir(parents=True, exist_ok=True)
-    # the report reads the study the build recorded (settings_json), as lookahead.report does
+    # the report reads the study the build recorded (settings_json), as lookahead.pages.report does
     recorded = load_study(overrides={
         "study_name": spec.name, "model_id": "generated", "training_cutoff": "2021-12-31",
         "data_path": "generated", "period_frequency": "month", "lap_measure": spec.measure,

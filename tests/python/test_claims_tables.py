@@ -210,29 +210,6 @@ def test_no_predictions_configured_builds_empty(tmp_path):
     assert "leakage_state" in t["claims"].columns and "shapley_dclr" in t["instance_leakage"].columns
 
 
-def test_report_section_and_figure(demo_dir, tmp_path):
-    import duckdb
-
-    from lookahead.claims.dbt_entry import typed
-    from lookahead.claims.report_section import FIGURE, claims_section
-
-    raw = tmp_path / "raw"
-    study = _study(demo_dir, raw)
-    _write_ideal_values(study, raw)
-    t = build(study)
-    con = duckdb.connect()
-    for name, df in t.items():
-        con.register(f"{name}_df", typed(df))
-        con.execute(f"create table {name} as select * from {name}_df")
-    md = claims_section(con, tmp_path / "results")
-    assert "## Claim-level leakage" in md and "| planted | stock_direction | 31 | 29 |" in md
-    assert "Efficiency check" in md and FIGURE in md
-    png = tmp_path / "results" / FIGURE
-    assert png.exists() and png.read_bytes()[:4] == b"\x89PNG"
-    empty = duckdb.connect()
-    assert claims_section(empty, tmp_path / "r2") == ""
-
-
 def test_unparseable_temporal_reference_is_one_reject_per_claim(demo_dir, tmp_path):
     """An extracted claim whose temporal reference is not a date form the parser knows:
     the claim is kept, dated by the corpus alone (supported: its document decides; not

@@ -19,9 +19,9 @@ from fixture_study import write_fixture_study
 from report_checker import sig_equal, tables
 from study_grid import grid, panels, render_study
 
-from lookahead.compare import CompareError, StudyResult, comparison_frame, load, write_compare
 from lookahead.config import Study, resolve
 from lookahead.identity import COMPLETE
+from lookahead.pages.compare import CompareError, StudyResult, comparison_frame, load, write_compare
 from lookahead.pages.data import accuracy_by_lap_decile, lap_by_month
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,6 +72,14 @@ def test_two_studies_side_by_side(tmp_path):
                    (layer.get("data", {}).get("values") or values.get("data", {}).get("values") or [])}
         assert {"strong (generated)", "none (generated)"} <= studies
     assert not re.search(r'(?:src|href)="(?:https?:)?//', html)
+    # the glossary, linked from the folder the comparison is written to
+    from urllib.parse import unquote
+
+    from lookahead.pages.sections import GLOSSARY
+
+    href = re.search(r"\[glossary\]\(([^)\s]+)\)", text).group(1)
+    assert (tmp_path / "results" / "compare" / unquote(href)).resolve() == GLOSSARY.resolve()
+    assert f'<a href="{href}">glossary</a>' in html
 
 
 def test_a_built_study_by_database_and_a_stale_one_refused(built, tmp_path):

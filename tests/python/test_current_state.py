@@ -50,13 +50,19 @@ def test_report_refuses_a_code_change_and_moves_the_old_report_away(built, tmp_p
     run`; the refused report's files move to results/<study>/stale/, the verdict row is
     marked stale for SQL users."""
     from lookahead.identity import COMPLETE
-    from lookahead.report import ReportError, write_report
+    from lookahead.pages.report import ReportError, write_report
 
     _, db, here = _copy(built, tmp_path)
     assert result_status(db) == COMPLETE  # on-run-end marked the passed build's verdict
     write_report(here, database=db)
     results = here.results_dir
     assert (results / "REPORT.md").exists() and (results / "verdict.csv").exists()
+    # the paper's section is an entry of SECTIONS (lookahead.pages.sections), read from the
+    # database by the report itself: after the protocol's tables, before the files
+    heads = re.findall(r"(?m)^## (.+)$", (results / "REPORT.md").read_text())
+    paper = next(i for i, h in enumerate(heads) if h.startswith("Paper analysis"))
+    assert heads[paper - 1] == "Regression tables" and heads[-1] == "Files", heads
+    assert (results / "tables" / "table2.tex").exists() and (results / "table5_reading.csv").exists()
     con = duckdb.connect(str(db))
     con.execute("update build_identity set code_fingerprint = 'sha256:an-older-code'")
     con.close()
@@ -71,7 +77,7 @@ def test_a_build_that_did_not_finish_is_never_current(built, tmp_path: Path) -> 
     """Item 2: a build killed after `verdict` was created left only its 'started' row in
     build_log (on-run-start); the report refuses, however the verdict looks."""
     from lookahead.identity import UNFINISHED, with_identity
-    from lookahead.report import ReportError, write_report
+    from lookahead.pages.report import ReportError, write_report
 
     _, db, here = _copy(built, tmp_path)
     con = duckdb.connect(str(db))
@@ -330,7 +336,7 @@ def test_every_artefact_is_retired_by_a_refusal_and_by_a_plain_dbt_build(built, 
     panels together; so does a plain `dbt build` (on-run-start hook), not only `lookahead
     build`. A user's files in the same folders survive every step."""
     from lookahead.config import Study, resolve
-    from lookahead.report import ReportError, write_report
+    from lookahead.pages.report import ReportError, write_report
 
     study, db, _ = _copy(built, tmp_path)
     vars_ = {**study.vars, "results_dir": str(tmp_path / "results"), "outputs_dir": str(tmp_path / "outputs")}
@@ -368,7 +374,7 @@ def test_a_held_database_is_one_line_naming_the_file_the_pid_and_the_fix(built, 
     never current; `lookahead build` says so once instead of DuckDB's lock error per
     thread."""
     from lookahead.cli import main
-    from lookahead.report import ReportError, write_report
+    from lookahead.pages.report import ReportError, write_report
 
     _, db, here = _copy(built, tmp_path)
     write_report(here, database=db)

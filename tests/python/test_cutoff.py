@@ -210,7 +210,7 @@ def test_report_warns_in_the_verdict_paragraph_and_renders_the_section(tmp_path)
     three months before the break gets the warning naming the break month; at the break,
     no warning; the section's tables carry the marts' numbers."""
     from lookahead.config import load_study
-    from lookahead.cutoff_report import cutoff_section, verdict_warning
+    from lookahead.pages.cutoff import cutoff_section, verdict_warning
 
     df, _ = simulate(np.random.default_rng(21), break_after=5, fall=0.3)  # knowledge through 2021-06
     for stated, warned in (("2021-03-31", True), ("2021-06-30", False)):

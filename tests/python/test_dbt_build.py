@@ -153,7 +153,7 @@ def test_dropped_forecast_line_fails_at_the_gate_and_leaves_no_verdict(built, tm
     fails a gate: the cache may hold one answer in several shards, and staging reads it
     once; tests/python/test_cache_shards.py.)"""
     from lookahead.config import Study, resolve
-    from lookahead.report import ReportError, write_report
+    from lookahead.pages.report import ReportError, write_report
 
     study, res_ok = built
 
@@ -190,7 +190,7 @@ def test_report_refuses_a_verdict_built_from_other_inputs(built, tmp_path):
     """The verdict records its build (invocation id, settings hash, file fingerprints);
     an edited input, new answers or another setting make it stale for the report."""
     from lookahead.config import Study, resolve
-    from lookahead.report import ReportError, write_report
+    from lookahead.pages.report import ReportError, write_report
 
     study, res_ok = built
     verdict = res_ok.table("verdict").iloc[0]
@@ -515,7 +515,7 @@ def test_an_accepted_low_parse_rate_reaches_the_report(built, tmp_path):
     """12% unparsed forecasts: the gate stops the build, unless the study accepted the
     rate; then the rows are excluded from the regressions and the report says so."""
     from lookahead.config import load_study
-    from lookahead.report import write_report
+    from lookahead.pages.report import write_report
 
     study, _ = built
 
@@ -591,7 +591,7 @@ def test_a_subsampled_study_builds_and_the_report_says_so(built, tmp_path):
     build passes on them alone, and study_settings, sample_description and REPORT.md
     say the report describes a subsample."""
     from lookahead.config import load_study
-    from lookahead.report import write_report
+    from lookahead.pages.report import write_report
     from lookahead.rows import load_rows
 
     study, _ = built

@@ -28,8 +28,8 @@ from lookahead.config import load_study
 from lookahead.pages import html as page_html
 from lookahead.pages.blocks import Bullets, Para, Section, Table
 from lookahead.pages.markdown import render as render_markdown
+from lookahead.pages.report import write_pages
 from lookahead.pages.text import code
-from lookahead.report import write_pages
 
 #: a value that closes a code span, opens a script, an event handler, a javascript: link
 #: and an image, and formats
@@ -116,8 +116,8 @@ def planted_compare(tmp_path_factory) -> Path:
 
     from test_compare import _generated
 
-    from lookahead.compare import write_compare
     from lookahead.config import Study, resolve
+    from lookahead.pages.compare import write_compare
 
     d = tmp_path_factory.mktemp("compare")
     results = []

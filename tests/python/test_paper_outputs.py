@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lookahead.pages.paper import bootstrap_figure, database_tables, paper_markdown
 from lookahead.paper import analysis as A
 from lookahead.paper import dbt_entry, figures, render
 from lookahead.paper import tables as T
-from lookahead.paper.report_section import paper_section
 from lookahead.paper.synthetic import make_panel
 
 
@@ -117,21 +117,22 @@ def test_report_section_from_duckdb(panels, tmp_path):
                      ("panel_post", post), ("study_settings", st)):
         con.register(f"{name}_df", df)
         con.execute(f"create table {name} as select * from {name}_df")
-    md = paper_section(con, tmp_path)
+    md = paper_markdown(database_tables(con), tmp_path)
     for t in ("Table I.", "Table II.", "Table III.", "Table IV.", "Table V.", "OOS bootstrap p-value",
               "figures/bootstrap.png", "figures/lap_hist.png", "figures/accuracy_by_lap_decile.png"):
         assert t in md, t
     for f in ("table1_pre.tex", "table1_post.tex", "table2.tex", "table3.tex", "table4.tex", "table5.tex"):
         assert (tmp_path / "tables" / f).exists(), f
     assert (tmp_path / "figures" / "bootstrap.png").stat().st_size > 10_000
+    # a database without the paper's models: no tables read, no section
+    assert database_tables(duckdb.connect()) == {} and paper_markdown({}, tmp_path / "none") == ""
 
 
 def test_table5_bootstrap_p_is_one_number_everywhere(panels, tmp_path):
     """Table V's bootstrap p prints as the reading beside the verdict prints it (fmt_p),
     and the HTML page's Figure III names the same p."""
-    from lookahead.paper.report_section import paper_sections
+    from lookahead.pages.report import bootstrap_histogram, write_csv
     from lookahead.paper.table5_reading import reading_frame, table5_reading
-    from lookahead.report import bootstrap_histogram, write_csv
     from lookahead.stats.verdict import fmt_p
 
     pre, post = panels
@@ -145,10 +146,9 @@ def test_table5_bootstrap_p_is_one_number_everywhere(panels, tmp_path):
         con.execute(f"create table {name} as select * from {name}_df")
     write_csv(bootstrap_histogram(boot), tmp_path, "bootstrap_histogram")
     p = float(long.loc[long["kind"] == "bootstrap", "p"].iloc[0])
-    md = paper_section(con, tmp_path)
+    md = paper_markdown(database_tables(con), tmp_path)
     row = next(line for line in md.splitlines() if "OOS bootstrap p-value" in line)
     assert f"[{fmt_p(p)}]" in row
     assert f"Its bootstrap p ({fmt_p(p)})" in table5_reading(reading_frame(long).iloc[0])
-    sec = paper_sections(con, tmp_path)[0]
-    fig = next(i for i in sec.items if getattr(i, "name", "") == "bootstrap")
+    fig = bootstrap_figure(tmp_path)
     assert fig.spec["title"].endswith(f"one-sided p {fmt_p(p, len(boot))}")

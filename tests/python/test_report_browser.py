@@ -20,7 +20,7 @@ from offline_page import CHARTS, CHARTS_RENDERED, CHROMIUM, DRAWN, offline_page
 from study_grid import grid, render_study
 from test_report_pages import _claims
 
-from lookahead.report import write_pages
+from lookahead.pages.report import write_pages
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,8 +20,8 @@ from study_grid import grid, render_study
 
 from lookahead.pages.blocks import Figure
 from lookahead.pages.data import hit_rates, wilson
+from lookahead.pages.report import build_sections, write_pages
 from lookahead.pages.summary import MAX_WORDS, caveats
-from lookahead.report import build_sections, write_pages
 from lookahead.stats.verdict import evaluate, facts_from_row
 
 GRID = {s.name: s for s in grid()}
@@ -66,6 +66,29 @@ def studies(tmp_path_factory):
         write_pages(d)
         out[name] = d
     return out
+
+
+def test_the_report_links_the_glossary(studies, tmp_path):
+    """REPORT.md and index.html link docs/glossary.md by a path relative to the folder the
+    study's report is written to (results/<study>/ -> ../../docs/glossary.md), and the
+    link leads to the file; a folder outside the checkout, with a space and parentheses in
+    its name, gets a link that still resolves."""
+    from urllib.parse import unquote
+
+    from lookahead.config import PROJECT_ROOT, Study
+    from lookahead.pages.sections import GLOSSARY, glossary_link
+
+    d = studies["strong"]
+    study = Study.from_json(str(pd.read_csv(d / "study_settings.csv").iloc[0]["settings_json"]))
+    found = re.findall(r"\[glossary\]\(([^)\s]+)\)", (d / "REPORT.md").read_text())
+    assert len(found) == 1, found
+    href = found[0]
+    assert (study.results_dir / unquote(href)).resolve() == GLOSSARY.resolve() and GLOSSARY.is_file()
+    assert f'<a href="{href}">glossary</a>' in (d / "index.html").read_text()
+    assert glossary_link(PROJECT_ROOT / "results" / "demo_contaminated") == "../../docs/glossary.md"
+    odd = tmp_path / "my results (v2)" / "study"
+    link = glossary_link(odd)
+    assert not re.search(r"[\s()]", link) and (odd / unquote(link)).resolve() == GLOSSARY.resolve()
 
 
 def _verdict_line(text: str) -> str:

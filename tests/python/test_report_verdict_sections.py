@@ -8,7 +8,7 @@ import pandas as pd
 from test_verdict import panels
 
 from lookahead.config import load_study
-from lookahead.report import render
+from lookahead.pages.report import render
 from lookahead.stats.protocol import StatsSettings, run_protocol
 from lookahead.stats.verdict import verdict_frame
 from lookahead.stats.wild import WildSettings

@@ -21,8 +21,8 @@ from lookahead.pages import html as page_html
 from lookahead.pages.assets import gt_table
 from lookahead.pages.blocks import Para, Section, Table
 from lookahead.pages.markdown import render as render_markdown
+from lookahead.pages.report import export_tables
 from lookahead.paper.render import latex_escape
-from lookahead.report import export_tables
 from lookahead.safe_output import FORMULA_START, safe_frame, spreadsheet_cell, strip_controls
 from lookahead.stats.stata import export_stata_panels
 
@@ -165,7 +165,7 @@ def test_a_built_study_reports_no_formula_and_no_control_byte(tmp_path: Path) ->
     from fixture_study import write_fixture_study
 
     from lookahead.config import Study, resolve
-    from lookahead.report import write_report
+    from lookahead.pages.report import write_report
 
     study = write_fixture_study(tmp_path / "study")
     obs = pd.read_csv(study.data_path, dtype=str)

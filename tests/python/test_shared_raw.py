@@ -22,7 +22,7 @@ from lookahead import raw_reads
 from lookahead.config import Study, resolve
 from lookahead.identity import COMPLETE
 from lookahead.keys import expected_queries
-from lookahead.report import ReportError, write_report
+from lookahead.pages.report import ReportError, write_report
 from lookahead.rows import load_rows
 
 

@@ -11,6 +11,7 @@ The pages come from the same section blocks and renderers as a study's report
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,11 +23,13 @@ from lookahead.artefacts import Folders, write_artefact_set
 from lookahead.config import PROJECT_ROOT, Study
 from lookahead.identity import StaleResultError, check_current, held_by, sync_status
 from lookahead.measures import MEASURES
+from lookahead.pages import assets
 from lookahead.pages import html as page_html
 from lookahead.pages.blocks import Figure, Links, Para, Section, Table
 from lookahead.pages.charts import HEIGHT, WIDTH, _records
 from lookahead.pages.data import accuracy_by_lap_decile, lap_by_month
 from lookahead.pages.markdown import render as render_markdown
+from lookahead.pages.sections import glossary_para
 from lookahead.pages.text import code
 from lookahead.safe_output import write_csv as safe_csv
 from lookahead.stats.verdict import PLACEBO, evaluate, facts_from_row, fmt_num, fmt_t
@@ -159,6 +162,7 @@ def sections(results: list[StudyResult], out_dir: Path) -> list[Section]:
     head = Section("answer", "Models side by side", "", [
         Para(f"**{len(results)} studies compared.** {verdicts}. Each row is read from the study's "
              "database, and only a study whose verdict is its current result is compared."),
+        glossary_para(out_dir),
     ], level=1)
     table = Section("studies", "One row per study", "Each study's verdict, the detection test with the "
                     "p its rule read, validation, placebo and mean LAP before and after its cutoff.",
@@ -183,15 +187,11 @@ def sections(results: list[StudyResult], out_dir: Path) -> list[Section]:
 
 
 def _relpath(path: Path, start: Path) -> str:
-    import os
-
     return os.path.relpath(path.resolve(), start.resolve())
 
 
 def write_compare(results: list[StudyResult], out_dir: Path) -> tuple[Path, Path]:
     """COMPARE.md, index.html, comparison.csv and the figure PNGs, swapped in as one set."""
-    from lookahead.pages import assets
-
     out_dir = out_dir.resolve()
     secs = sections(results, out_dir)
 

@@ -17,8 +17,6 @@ from lookahead.measures import MEASURES
 from lookahead.stats.cutoff import BREAK, DECLINE, DECLINE_TEXT, NO_FALL, cutoff_warning
 from lookahead.stats.verdict import fmt_num, fmt_p
 
-CUTOFF_TABLES = ("lap_by_period", "effective_cutoff", "cutoff_sensitivity")
-
 
 def _read(results_dir: Path, name: str) -> pd.DataFrame:
     path = results_dir / f"{name}.csv"

@@ -1,4 +1,5 @@
-"""results/REPORT.md and its CSVs, read from the tables `dbt build` wrote.
+"""`lookahead report`: results/<study>/REPORT.md, index.html and their CSVs, read from the
+tables `dbt build` wrote.
 
 The protocol requires the report to quote files, not memory: every table is first
 written to a CSV in the results folder, and the Markdown is rendered from those CSVs
@@ -8,10 +9,9 @@ the equivalent reghdfe commands, since the estimates here come from pyfixest."""
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Mapping
 
 import duckdb
 import pandas as pd
@@ -19,15 +19,14 @@ import pandas as pd
 from lookahead.artefacts import Folders, check_output_folders, retire_study, write_artefact_set
 from lookahead.config import Study
 from lookahead.identity import StaleResultError, check_current, held_by, sync_status
-from lookahead.pages import assets
+from lookahead.pages import assets, paper
 from lookahead.pages import html as page_html
 from lookahead.pages.blocks import Section
-from lookahead.pages.cells import fmt
 from lookahead.pages.data import bootstrap_histogram, derived_tables
 from lookahead.pages.markdown import render as render_markdown
-from lookahead.pages.markdown import table as md_table
-from lookahead.pages.sections import Context, build, raw_section
-from lookahead.report_names import REGRESSIONS, TABLES
+from lookahead.pages.sections import Context, build
+from lookahead.paper.table5_reading import reading_frame
+from lookahead.report_names import REGRESSIONS, TABLE5_READING, TABLES
 from lookahead.safe_output import write_csv as safe_csv
 from lookahead.stats.protocol import StatsSettings
 from lookahead.stats.stata import export_stata_panels, write_stata_do_file
@@ -45,14 +44,6 @@ class ReportFiles:
     stata: list[Path]
     verdict: str
     page: Path | None = None
-
-
-def markdown_table(df: pd.DataFrame, columns: Iterable[str] | None = None,
-                   formatters: dict[str, Callable[[object], str]] | None = None) -> str:
-    cols = list(columns or df.columns)
-    formatters = formatters or {}
-    shown = pd.DataFrame({c: [formatters.get(c, fmt)(v) for v in df[c]] for c in cols}, columns=cols)
-    return md_table(shown)
 
 
 def export_tables(con: duckdb.DuckDBPyConnection, results_dir: Path) -> list[Path]:
@@ -80,6 +71,10 @@ def export_tables(con: duckdb.DuckDBPyConnection, results_dir: Path) -> list[Pat
             write(part, f"regression_{spec}_{sample}")
     if "bootstrap_results" in existing:
         write(bootstrap_histogram(con.sql("select * from bootstrap_results").df()), "bootstrap_histogram")
+    if "paper_tables" in existing:  # Table V's facts, which the verdict section reads beside the verdict
+        reading = reading_frame(con.sql("select * from paper_tables").df())
+        if len(reading):
+            write(reading, TABLE5_READING)
     return written
 
 
@@ -98,9 +93,11 @@ def _read(results_dir: Path, name: str) -> pd.DataFrame:
     return pd.read_csv(path) if path.exists() else pd.DataFrame()
 
 
-def build_sections(results_dir: Path, extra: Sequence[Section] | str = ()) -> tuple[list[Section], Outcome]:
+def build_sections(results_dir: Path, database: Mapping[str, pd.DataFrame] | None = None
+                   ) -> tuple[list[Section], Outcome]:
     """The report's sections (lookahead.pages.sections.SECTIONS) from the CSVs in
-    results_dir; `extra` holds extension sections (or an extension's Markdown)."""
+    results_dir; `database` holds the study database's tables the paper section reads
+    (lookahead.pages.paper.database_tables; without them it is left out)."""
     # the study the build recorded (its settings_json, resolved by the loader), read back typed
     study = Study.from_json(str(_read(results_dir, "study_settings").iloc[0]["settings_json"]))
     verdict = _read(results_dir, "verdict").iloc[0]
@@ -109,20 +106,14 @@ def build_sections(results_dir: Path, extra: Sequence[Section] | str = ()) -> tu
         raise ReportError(f"verdict.csv says {verdict['verdict']!r} but its facts give "
                           f"{outcome.decision!r}: the verdict table was built by another version; "
                           "rerun `dbt build`")
-    if isinstance(extra, str):
-        extra = [s for s in (raw_section("extension", part) for part in _split_sections(extra)) if s]
-    ctx = Context(results_dir=results_dir, study=study, outcome=outcome, verdict=verdict, extra=list(extra))
+    ctx = Context(results_dir=results_dir, study=study, outcome=outcome, verdict=verdict,
+                  database=dict(database or {}))
     return build(ctx), outcome
 
 
-def _split_sections(markdown: str) -> list[str]:
-    parts = re.split(r"(?m)^(?=## )", markdown)
-    return [p for p in parts if p.strip()]
-
-
-def render(results_dir: Path, extra_sections: Sequence[Section] | str = ()) -> tuple[str, str]:
+def render(results_dir: Path, database: Mapping[str, pd.DataFrame] | None = None) -> tuple[str, str]:
     """(REPORT.md text, verdict) rendered from the CSVs in results_dir."""
-    sections, outcome = build_sections(results_dir, extra_sections)
+    sections, outcome = build_sections(results_dir, database)
     return render_markdown(sections), outcome.decision
 
 
@@ -140,9 +131,7 @@ def refuse(study: Study, database: Path, why: str) -> None:
     raise ReportError(f"{why}; no report written" + (f" ({'; '.join(where)})" if where else ""))
 
 
-def write_report(study: Study, database: Path | None = None,
-                 extra: Callable[[duckdb.DuckDBPyConnection, Path], str | list[Section]] | None = None
-                 ) -> ReportFiles:
+def write_report(study: Study, database: Path | None = None) -> ReportFiles:
     """Export CSVs, Stata files and REPORT.md for a built study, after checking that the
     database's verdict is this study's current result (lookahead.identity).
 
@@ -169,7 +158,7 @@ def write_report(study: Study, database: Path | None = None,
             panel_pre = con.sql("select * from panel_pre").df()
             panel_post = con.sql("select * from panel_post").df()
             settings = StatsSettings.from_frame(con.sql("select * from study_settings").df())
-            extra_md = extra(con, stage) if extra else ""
+            tables = paper.database_tables(con)  # the paper section's ({} when its models were not built)
         finally:
             con.close()
         out["status"] = status
@@ -179,7 +168,7 @@ def write_report(study: Study, database: Path | None = None,
                             panel_dir=str(outputs_dir), results_dir=str(results_dir))
         for name, df in derived_tables(panel_pre, panel_post).items():  # the figures' and hit-rate tables
             write_csv(df, stage, name)
-        out["verdict"] = write_pages(stage, extra_md).verdict
+        out["verdict"] = write_pages(stage, tables).verdict
 
     try:
         files = write_artefact_set(Folders.of(study), "a new report replaced them", produce)
@@ -204,10 +193,11 @@ class Pages:
     assets: list[Path]
 
 
-def write_pages(results_dir: Path, extra: Sequence[Section] | str = ()) -> Pages:
+def write_pages(results_dir: Path, database: Mapping[str, pd.DataFrame] | None = None) -> Pages:
     """REPORT.md, index.html and the files they show (figure PNGs, LaTeX tables), all
-    drawn from one list of sections built from the CSVs in results_dir."""
-    sections, outcome = build_sections(results_dir, extra)
+    drawn from one list of sections built from the CSVs in results_dir (and the paper
+    section's database tables, when given)."""
+    sections, outcome = build_sections(results_dir, database)
     written = assets.write(sections, results_dir)
     report = results_dir / "REPORT.md"
     _write_text(report, render_markdown(sections))

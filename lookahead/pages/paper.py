@@ -1,38 +1,52 @@
-"""The paper's section of REPORT.md, rendered from the built DuckDB tables.
+"""The paper's section of the report: Tables I-VI and Figure III on the study's data.
 
-`lookahead.report.write_report(extra=paper_section)` calls this with a read-only
-connection; it reads `paper_tables`, `bootstrap_results`, `panel_pre`, `panel_post` and
-`study_settings`, writes LaTeX tables to <results>/tables/ and figures to
-<results>/figures/, and returns Markdown that links them (relative paths, so the
-figures sit next to REPORT.md)."""
+The other sections read the CSVs in the results folder; this one reads tables of the
+study database (DATABASE_TABLES: `paper_tables`, `bootstrap_results`, the panels and
+`study_settings`), which the report reads while its read-only connection is open
+(lookahead.pages.report.write_report) and hands to the section in its Context
+(lookahead.pages.sections.paper_section). It writes LaTeX tables to <results>/tables/ and
+figures to <results>/figures/, and returns Markdown that links them (relative paths, so
+the figures sit next to REPORT.md)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Mapping
 
 import duckdb
 import pandas as pd
 
+from lookahead.pages import charts
+from lookahead.pages.blocks import Figure
 from lookahead.paper import figures, render
 from lookahead.paper import tables as T
 from lookahead.paper.dbt_entry import settings_from_frame
-from lookahead.paper.table5_reading import TABLE5_READING, reading_frame
-from lookahead.safe_output import safe_frame
+from lookahead.report_names import PAPER_TABLES
 from lookahead.stats.verdict import fmt_p
 
-TITLES = {
-    "table2": "Table II. Outcome on LLM prediction, LAP and LLM x LAP",
-    "table3": "Table III. Binary moderator with double and triple interactions",
-    "table4": "Table IV. LAP versus first-token probability and stated confidence",
-    "table5": "Table V. In-sample and out-of-sample, standardized within period",
-    "table6": "Table VI. Outcome on five-level LLM prediction, LAP and LLM x LAP (clustered by firm)",
-}
+#: the study database's tables the section reads (the panels for Table I and the figures)
+DATABASE_TABLES = ("paper_tables", "bootstrap_results", "panel_pre", "panel_post", "study_settings")
+#: each paper table's caption, in the order of its names (lookahead.report_names.PAPER_TABLES,
+#: which the retire step reads)
+TITLES = dict(zip(PAPER_TABLES, (
+    "Table II. Outcome on LLM prediction, LAP and LLM x LAP",
+    "Table III. Binary moderator with double and triple interactions",
+    "Table IV. LAP versus first-token probability and stated confidence",
+    "Table V. In-sample and out-of-sample, standardized within period",
+    "Table VI. Outcome on five-level LLM prediction, LAP and LLM x LAP (clustered by firm)",
+), strict=True))
 
 
-def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    q = "select count(*) from information_schema.tables where table_name = ?"
-    return bool(con.execute(q, [name]).fetchone()[0])
+def database_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
+    """The DATABASE_TABLES the database holds, by name ({} when the paper's models were not
+    built: no `paper_tables`)."""
+    q = "select table_name from information_schema.tables where table_name = ?"
+    held = [t for t in DATABASE_TABLES if con.execute(q, [t]).fetchone()]
+    if "paper_tables" not in held:
+        return {}
+    # a name from the fixed tuple above, never from a setting
+    return {t: con.sql(f"select * from {t}").df() for t in held}
 
 
 def _write(path: Path, text: str) -> None:
@@ -42,22 +56,18 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def paper_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
-    """Markdown for REPORT.md (empty when the paper models were not built)."""
-    if not _exists(con, "paper_tables"):
+def paper_markdown(tables: Mapping[str, pd.DataFrame], results_dir: Path) -> str:
+    """Markdown for the report ("" when the paper's models were not built), from the
+    tables `database_tables` read."""
+    if "paper_tables" not in tables:
         return ""
     results_dir = Path(results_dir)
-    long = con.sql("select * from paper_tables").df()
-    boot = con.sql("select * from bootstrap_results").df() if _exists(con, "bootstrap_results") else pd.DataFrame()
-    pre = con.sql("select * from panel_pre").df()
-    post = con.sql("select * from panel_post").df()
-    s, _, _ = settings_from_frame(con.sql("select * from study_settings").df())
+    long = tables["paper_tables"]
+    boot = tables.get("bootstrap_results", pd.DataFrame())
+    pre, post = tables["panel_pre"], tables["panel_post"]
+    s, _, _ = settings_from_frame(tables["study_settings"])
     s, _ = T.paper_measure(pre, s)  # the measure paper_tables ran on
     coef = long[long["kind"] == "coefficient"]
-    reading = reading_frame(long)
-    if len(reading):  # REPORT.md's verdict section renders the Table V explanation from it
-        results_dir.mkdir(parents=True, exist_ok=True)
-        _write(results_dir / f"{TABLE5_READING}.csv", safe_frame(reading).to_csv(index=False))
     md = ["", "## Paper analysis (Tables I-V, Figure III)", "",
           f"LAP measure: {s.lap_label}. Fixed effects: {' + '.join(s.fixed_effects)}. "
           f"Paper tables cluster by `{s.cluster}` (var `paper_cluster`; Table VI by "
@@ -112,23 +122,15 @@ def paper_section(con: duckdb.DuckDBPyConnection, results_dir: Path) -> str:
     return "\n".join(md)
 
 
-def paper_sections(con: duckdb.DuckDBPyConnection, results_dir: Path) -> list:
-    """The paper's section as a report Section: its Markdown, and for the HTML page the
-    interactive LAP histogram and bootstrap distribution (Figure III)."""
-    from lookahead.pages import charts
-    from lookahead.pages.blocks import Figure
-    from lookahead.pages.sections import raw_section
-
-    sec = raw_section("paper", paper_section(con, results_dir),
-                      lead="The paper's Tables I-V and Figure III on this study's data; Table V is "
-                           "not the contamination test (section 6 says why).")
-    if sec is None:
-        return []
+def bootstrap_figure(results_dir: Path) -> Figure | None:
+    """Figure III for the HTML page: the pairs bootstrap's distribution, interactive, read
+    from `bootstrap_histogram.csv` (None without one)."""
     hist_path = Path(results_dir) / "bootstrap_histogram.csv"
-    if hist_path.exists():
-        hist = pd.read_csv(hist_path)
-        if len(hist):
-            p, draws = float(hist["p_value"].iloc[0]), int(hist["draws"].iloc[0])
-            sec.items.append(Figure("bootstrap", "Figure III. Pairs bootstrap of the out-of-sample interaction",
-                                    charts.bootstrap(hist, fmt_p(p, draws)), in_markdown=False))
-    return [sec]
+    if not hist_path.exists():
+        return None
+    hist = pd.read_csv(hist_path)
+    if hist.empty:
+        return None
+    p, draws = float(hist["p_value"].iloc[0]), int(hist["draws"].iloc[0])
+    return Figure("bootstrap", "Figure III. Pairs bootstrap of the out-of-sample interaction",
+                  charts.bootstrap(hist, fmt_p(p, draws)), in_markdown=False)
