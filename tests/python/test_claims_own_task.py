@@ -90,6 +90,42 @@ def test_init_claims_writes_the_file_the_page_shows(tmp_path: Path) -> None:
     assert yaml.safe_load(study_file.read_text()) == yaml.safe_load(block("yaml", "study_kind: claims"))
 
 
+def test_init_claims_on_stdin_asks_the_claim_questions(tmp_path: Path) -> None:
+    """`lookahead init --claims` answered on stdin, a question a line (blank: the proposed
+    answer), writes the same study the flags write."""
+    answers = [str(EXAMPLE / "predictions.csv"), "", str(EXAMPLE / "corpus.csv"), str(EXAMPLE / "extractions.jsonl"),
+               "", "", "Predict whether a company's stock closes up or down on the target date.", "contains",
+               "", "demo-claims-leaky", str(DEMO / "models" / "leaky"), "", "my_claims", "my_claims.yml"]
+    proc = subprocess.run([f"{BIN}/lookahead", "init", "--claims"], cwd=tmp_path, input="\n".join(answers) + "\n",
+                          capture_output=True, text=True, timeout=600, env=dbt_env(tmp_path / "db.duckdb"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for question in ("Predictions with rationales", "Dated corpus", "Task kind (classification/regression/ranking)",
+                     "The two class labels", "Who judges that a corpus document supports a claim"):
+        assert question in proc.stdout, question
+    assert "Column of the entity id" not in proc.stdout  # none of the protocol's questions
+    assert yaml.safe_load((tmp_path / "my_claims.yml").read_text()) == yaml.safe_load(block("yaml", "study_kind: claims"))
+
+
+def test_init_claims_bad_answers_are_one_line_naming_the_flag(tmp_path: Path) -> None:
+    env = dbt_env(tmp_path / "db.duckdb")
+    base = [f"{BIN}/lookahead", "init", "--claims", "--no-input", "--model-id", "m", "--model-path",
+            str(DEMO / "models" / "leaky")]
+    proc = subprocess.run(base, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "error: --predictions: a claim study needs predictions with rationales (--predictions) or task instances "
+        "for the agent jobs (--instances)"], proc.stderr
+    pd.read_csv(EXAMPLE / "predictions.csv").drop(columns=["rationale"]).to_csv(tmp_path / "p.csv", index=False)
+    proc = subprocess.run([*base, "--predictions", "p.csv"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600, env=env)
+    [line] = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and line.startswith("error: --predictions: column(s) rationale missing in p.csv"), line
+    proc = subprocess.run([*base, "--predictions", str(EXAMPLE / "predictions.csv"), "--entity", "x"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "error: --entity: not a question of this study kind (a protocol study: lookahead init without --claims)")
+    assert not list(tmp_path.glob("*.yml"))
+
+
 def test_a_claim_study_check_refuses_and_run_refuses_the_same(tmp_path: Path) -> None:
     """A predictions file whose predictions are not among the labels: check refuses in one
     line naming the column and the row, and run refuses with the same line before any
