@@ -46,7 +46,8 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
     padding = zero_padding_warning(scan.queried_entities(), str(study.input.column_map["entity_id"]))
     if padding:
         print(padding, file=sys.stderr)
-    findings = judge(study, scan)  # the study, not only the file (lookahead.check_rules)
+    # the study, not only the file (lookahead.check_rules), and its claim files when it has any
+    findings = sorted([*judge(study, scan), *_claim_findings(study)], key=lambda f: f.level != REFUSE)
     refused = [f for f in findings if f.level == REFUSE]
     for finding in refused:
         print(f"{finding.level}: {finding.line}", file=sys.stderr)
@@ -134,7 +135,16 @@ def _protocol_findings(study: Study) -> list[Finding]:
     from lookahead.check_rules import judge
     from lookahead.rows import scan_study_rows
 
-    return judge(study, scan_study_rows(study))
+    return [*judge(study, scan_study_rows(study)), *_claim_findings(study)]
+
+
+def _claim_findings(study: Study) -> list[Finding]:
+    """The claim files' findings (lookahead.claims.study_check) for a study with claim
+    settings; none for a study without."""
+    from lookahead.claims.run import has_claims
+    from lookahead.claims.study_check import judge_claims
+
+    return judge_claims(study).findings if has_claims(study) else []
 
 
 def _claims_check(study: Study, study_file: str | None, overrides: dict) -> int:

@@ -205,3 +205,21 @@ def test_study_kinds_one_entry_each_and_what_each_requires(tmp_path: Path) -> No
     study_file.write_text(yaml.safe_dump({k: v for k, v in page.items() if k != "study_kind"}))
     with pytest.raises(StudyConfigError, match="setting 'data_path' is missing"):
         load_study(str(study_file))
+
+
+def test_a_protocol_study_with_claim_files_is_checked_on_them_too(tmp_path: Path) -> None:
+    """A protocol study with claim settings (as demo/claims/demo_clean.yml): `lookahead
+    check` judges its claim files as well, and refuses when they cannot be scored."""
+    preds = pd.read_csv(EXAMPLE / "predictions.csv", dtype=str, keep_default_na=False)
+    preds["prediction"] = "sideways"
+    preds.to_csv(tmp_path / "preds.csv", index=False)
+    study = yaml.safe_load((ROOT / "demo" / "studies" / "clean.yml").read_text())
+    study.update(study_name=f"pytest_claims_protocol_{os.getpid()}", raw_dir=str(tmp_path / "raw"),
+                 claims_model_id="demo-claims-leaky", claims_model_path="demo/claims/models/leaky",
+                 claims_predictions_path=str(tmp_path / "preds.csv"))
+    study_file = tmp_path / "s.yml"
+    study_file.write_text(yaml.safe_dump(study))
+    proc = run(f"{BIN}/lookahead check --study {shlex.quote(str(study_file))}", dbt_env(tmp_path / "db.duckdb"))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and lines[0].startswith("refused: 4 of 4 prediction rows rejected"), proc.stderr
+    assert lines[1].startswith("refused: no usable instance in the claim files")
