@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from lookahead.check_rules import Finding
 
 
-
 def check(study: Study, study_file: str | None = None, overrides: dict | None = None) -> int:
     """The study's settings (already loaded) and its data file: mapped columns, valid rows;
     then the LLM jobs' preflight (llm_jobs.preflight): every check `lookahead run` makes
