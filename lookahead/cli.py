@@ -228,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "accept_low_parse_rate; the study file is not edited: the build "
                             "records it and the report says so)")
     sub.add_parser("init", help=INIT_HELP, add_help=False,
-                   description="lookahead init [--data FILE ...] [--no-input]")
+                   description="lookahead init [--data FILE ...] [--claims --predictions FILE ...] [--no-input]")
     sub.add_parser("compare", help=COMPARE_HELP, add_help=False,
                    description="lookahead compare STUDY.yml [STUDY.yml ...] [--db DB ...] [--out DIR]")
     return parser
@@ -269,7 +269,8 @@ def compare_main(argv: list[str]) -> int:
 
 
 COMPARE_HELP = "compare studies side by side: results/compare/COMPARE.md and index.html"
-INIT_HELP = "write a study file by asking the protocol's intake questions, then check it"
+INIT_HELP = ("write a study file by asking the protocol's intake questions (--claims: a claim-only "
+             "study's), then check it")
 
 
 def init_main(argv: list[str]) -> int:
