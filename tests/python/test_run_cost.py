@@ -114,3 +114,24 @@ def test_a_claim_job_after_one_with_queries_is_counted_from_what_there_is() -> N
         assert not at_confirmation("score 40 coalitions?")  # more than was planned: asked
         assert at_confirmation("re-predict 4 instances?")
     assert not at_confirmation("re-predict 4 instances?")
+
+
+def test_max_cost_counts_the_claim_jobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A claim-only study (docs/claims.md's example) under --max-cost: its claim jobs'
+    price is the run's, and a run above the limit asks nothing."""
+    from llm_jobs import run_all
+
+    s = {"study_kind": "claims", "study_name": "cost_claims", "raw_dir": str(tmp_path / "raw"),
+         "backend": "transformers", "model_id": "demo-claims-leaky", "model_path": "demo/claims/models/leaky",
+         "use_chat_template": False, "price_per_1k_tokens": 0.5, "claims_support_judge": "contains",
+         "claims_predictions_path": "demo/claims/example/predictions.csv",
+         "claims_corpus_path": "demo/claims/example/corpus.csv",
+         "claims_extractions_path": "demo/claims/example/extractions.jsonl"}
+    path = tmp_path / "claims.yml"
+    path.write_text(yaml.safe_dump(s))
+    code = run_all.main(["--study", str(path), "--max-cost", "0.0001", "--yes"])
+    captured = capsys.readouterr()
+    assert code == 2 and "--max-cost 0.0001: the run's estimated cost $" in captured.err, captured.err
+    assert re.search(r"^claims_value +32 ", captured.out, re.M) and re.search(r"^whole run +36 ", captured.out, re.M)
+    assert not (tmp_path / "raw" / "claims_value.jsonl").exists() or not (
+        tmp_path / "raw" / "claims_value.jsonl").read_text().strip()
