@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import io
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from lookahead.guard import EXIT_OK, JobStop
@@ -31,6 +32,7 @@ class Estimate:
     prompt_tokens: int
     output_tokens: int
     cost: float | None
+    job: str = ""  # the job of the planning pass that made it (planning_pass)
 
 
 class Planned(Exception):
@@ -41,6 +43,9 @@ class Planned(Exception):
 _estimates: contextvars.ContextVar[list[Estimate] | None] = contextvars.ContextVar("estimates", default=None)
 #: True while the jobs run after the whole run was confirmed once.
 _confirmed: contextvars.ContextVar[bool] = contextvars.ContextVar("confirmed", default=False)
+#: While jobs run under a confirmation of some of their questions only (the claim jobs):
+#: those questions, each answered once; any other question is asked.
+_answered: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("answered", default=None)
 
 
 def record(estimate: Estimate) -> None:
@@ -55,29 +60,40 @@ def at_confirmation(question: str) -> bool:
     True when the whole run was confirmed already (the job goes on without asking)."""
     if _estimates.get() is not None:
         raise Planned(question)
-    if _confirmed.get():
+    answered = _answered.get()
+    if _confirmed.get() or (answered is not None and question in answered):
+        if answered is not None and question in answered:
+            answered.remove(question)
         print(f"{question} yes (the whole run was confirmed above)")
         return True
     return False
 
 
-def planning_pass(jobs: Sequence[tuple[str, Callable[[], int]]]) -> tuple[list[Estimate], set[str], int]:
+def planning_pass(jobs: Sequence[tuple[str, Callable[[], int]]],
+                  questions: dict[str, str] | None = None) -> tuple[list[Estimate], set[str], int]:
     """(every job's estimate, the jobs already finished, exit code): each job run up to its
     confirmation, its output held back (it prints its plan again when it runs). A job with
     nothing to ask finishes here, as it would in the run, and its output is shown: the run
     does not repeat it. A job that stops (a parse rate below 95%, a failed check) ends the
-    pass with its code, before anything was asked."""
+    pass with its code, before anything was asked. ``questions`` receives each planned
+    job's question (job name -> the question it stopped at), and each estimate is tagged
+    with the job that made it (:attr:`Estimate.job`)."""
     found: list[Estimate] = []
     finished: set[str] = set()
     token = _estimates.set(found)
     try:
         for name, job in jobs:
             held = io.StringIO()
+            before = len(found)
             try:
                 with contextlib.redirect_stdout(held):
                     code = job()
-            except Planned:
+            except Planned as planned:
+                if questions is not None:
+                    questions[name] = str(planned)
                 continue
+            finally:
+                found[before:] = [dataclasses.replace(e, job=name) for e in found[before:]]
             print(f"== {name} ==\n{held.getvalue()}", end="")
             if code != EXIT_OK:
                 return found, finished, code
@@ -89,15 +105,16 @@ def planning_pass(jobs: Sequence[tuple[str, Callable[[], int]]]) -> tuple[list[E
 
 def cost_table(found: Sequence[Estimate]) -> tuple[list[str], float | None]:
     """The table's lines and the run's total cost (None when a job's price is unknown)."""
-    lines = [f"{'job':<12}{'requests':>10}{'prompt tokens':>16}{'output tokens':>16}{'price':>14}"]
+    w = max([12, *(len(e.task) + 2 for e in found)])  # the claim jobs' names are longer
+    lines = [f"{'job':<{w}}{'requests':>10}{'prompt tokens':>16}{'output tokens':>16}{'price':>14}"]
     total: float | None = 0.0
     for e in found:
         price = f"${e.cost:,.2f}" if e.cost is not None else "unknown"
-        lines.append(f"{e.task:<12}{e.requests:>10,}{e.prompt_tokens:>16,}{e.output_tokens:>16,}{price:>14}")
+        lines.append(f"{e.task:<{w}}{e.requests:>10,}{e.prompt_tokens:>16,}{e.output_tokens:>16,}{price:>14}")
         total = None if total is None or e.cost is None else total + e.cost
     sums = [sum(getattr(e, f) for e in found) for f in ("requests", "prompt_tokens", "output_tokens")]
     price = f"${total:,.2f}" if total is not None else "unknown"
-    lines.append(f"{'whole run':<12}{sums[0]:>10,}{sums[1]:>16,}{sums[2]:>16,}{price:>14}")
+    lines.append(f"{'whole run':<{w}}{sums[0]:>10,}{sums[1]:>16,}{sums[2]:>16,}{price:>14}")
     return lines, total
 
 
@@ -114,10 +131,20 @@ def check_max_cost(total: float | None, max_cost: float | None) -> None:
 
 
 @contextlib.contextmanager
-def confirmed_run() -> Iterator[None]:
-    """The jobs run with the whole run's answer: no job asks again."""
-    token = _confirmed.set(True)
+def confirmed_run(questions: Iterable[str] | None = None) -> Iterator[None]:
+    """The jobs run with the whole run's answer: no job asks again. With ``questions``,
+    only those questions are answered (each once): a question the planning pass did not
+    see, or saw with another count, is asked (a claim job whose input an earlier job of
+    the run was still to write; a TimeSPEC phase or an extraction retry)."""
+    if questions is None:
+        token = _confirmed.set(True)
+        try:
+            yield
+        finally:
+            _confirmed.reset(token)
+        return
+    answered = _answered.set(list(questions))
     try:
         yield
     finally:
-        _confirmed.reset(token)
+        _answered.reset(answered)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from lookahead.config import (
     PROJECT_ROOT,
@@ -20,6 +22,9 @@ from lookahead.config import (
 )
 from lookahead.consent import add_consent_arguments
 from lookahead.runs import JobEnvironmentError, job_python, run_dbt, run_jobs
+
+if TYPE_CHECKING:
+    from lookahead.check_rules import Finding
 
 
 def check(study: Study, study_file: str | None = None, overrides: dict | None = None) -> int:
@@ -40,7 +45,8 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
     padding = zero_padding_warning(scan.queried_entities(), str(study.input.column_map["entity_id"]))
     if padding:
         print(padding, file=sys.stderr)
-    findings = judge(study, scan)  # the study, not only the file (lookahead.check_rules)
+    # the study, not only the file (lookahead.check_rules), and its claim files when it has any
+    findings = sorted([*judge(study, scan), *_claim_findings(study)], key=lambda f: f.level != REFUSE)
     refused = [f for f in findings if f.level == REFUSE]
     for finding in refused:
         print(f"{finding.level}: {finding.line}", file=sys.stderr)
@@ -92,6 +98,70 @@ def report(study: Study) -> int:
             print(f"{label}: {path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path}")
     print(f"Database: {study.database}")
     return 0
+
+
+# --- what each kind of study runs (the setting study_kind) ----------------------------
+
+@dataclass(frozen=True)
+class StudyKind:
+    """One kind of study (the setting ``study_kind``, its allowed values declared in
+    lookahead/study_settings.yml; a test holds this table to them): whether it asks the
+    protocol's queries, what `dbt build` builds, how it is checked and reported.
+
+    Why a table: a claim-only study (seed 002 on one's own task: predictions, rationales
+    and a dated corpus, no observations file) has no rows for the protocol's checks, jobs,
+    models or report; each command reads its kind's entry rather than branching on a name."""
+
+    meaning: str
+    protocol_jobs: bool  # forecast, recall, Min-K% on data_path (llm_jobs.run_all)
+    build_select: tuple[str, ...]  # dbt build arguments selecting its models (none: every model)
+    reuse_up_to_date_build: bool  # `lookahead run` skips a build whose inputs and code are unchanged
+    check: Callable[[Study, str | None, dict], int]
+    findings: Callable[[Study], list[Finding]]  # check's refusals and warnings, without its output
+    report: Callable[[Study], int]
+
+
+def _protocol_findings(study: Study) -> list[Finding]:
+    from lookahead.check_rules import judge
+    from lookahead.rows import scan_study_rows
+
+    return [*judge(study, scan_study_rows(study)), *_claim_findings(study)]
+
+
+def _claim_findings(study: Study) -> list[Finding]:
+    """The claim files' findings (lookahead.claims.study_check) for a study with claim
+    settings; none for a study without."""
+    from lookahead.claims.run import has_claims
+    from lookahead.claims.study_check import judge_claims
+
+    return judge_claims(study).findings if has_claims(study) else []
+
+
+def _claims_check(study: Study, study_file: str | None, overrides: dict) -> int:
+    from lookahead.claims.study_check import check_claim_study
+
+    return check_claim_study(study)
+
+
+def _claims_findings(study: Study) -> list[Finding]:
+    from lookahead.claims.study_check import judge_claims
+
+    return judge_claims(study).findings
+
+
+def _claims_report(study: Study) -> int:
+    from lookahead.claims.study_check import print_claim_summary
+
+    return print_claim_summary(study)
+
+
+STUDY_KINDS: dict[str, StudyKind] = {
+    "protocol": StudyKind("the lookahead-bias test on an observations file (seed 000), the claim tables beside "
+                          "it when the study has claim settings", True, (), True, check, _protocol_findings, report),
+    "claims": StudyKind("claim-level leakage alone (seed 002): predictions or task instances and a dated corpus",
+                        False, ("--select", "+tag:claims"), False, _claims_check, _claims_findings,
+                        _claims_report),
+}
 
 
 JOB_OPTIONS_NOTE = (
@@ -149,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "accept_low_parse_rate; the study file is not edited: the build "
                             "records it and the report says so)")
     sub.add_parser("init", help=INIT_HELP, add_help=False,
-                   description="lookahead init [--data FILE ...] [--no-input]")
+                   description="lookahead init [--data FILE ...] [--claims --predictions FILE ...] [--no-input]")
     sub.add_parser("compare", help=COMPARE_HELP, add_help=False,
                    description="lookahead compare STUDY.yml [STUDY.yml ...] [--db DB ...] [--out DIR]")
     return parser
@@ -190,7 +260,8 @@ def compare_main(argv: list[str]) -> int:
 
 
 COMPARE_HELP = "compare studies side by side: results/compare/COMPARE.md and index.html"
-INIT_HELP = "write a study file by asking the protocol's intake questions, then check it"
+INIT_HELP = ("write a study file by asking the protocol's intake questions (--claims: a claim-only "
+             "study's), then check it")
 
 
 def init_main(argv: list[str]) -> int:
@@ -206,7 +277,8 @@ def init_main(argv: list[str]) -> int:
         return 0
     os.chdir(PROJECT_ROOT)
     print(f"lookahead check --study {out}")
-    return check(load_study(str(out)), str(out), {})
+    study = load_study(str(out))
+    return STUDY_KINDS[study.output.study_kind].check(study, str(out), {})
 
 
 def _main(argv: list[str] | None = None) -> int:
@@ -250,18 +322,21 @@ def _main(argv: list[str] | None = None) -> int:
     except OutputFolderError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    kind = STUDY_KINDS[study.output.study_kind]  # a protocol study, or a claim-only one
     if args.command == "check":
-        return check(study, args.study, overrides)
+        return kind.check(study, args.study, overrides)
     if args.command in ("jobs", "run"):
+        refused = refusals_first(study, kind)  # check's refusals stop a run before any query
+        if refused:
+            return refused
         try:  # a backend with an environment of its own (vLLM) runs its jobs there
             python = job_python(study, args.yes)
         except JobEnvironmentError as err:
             print(f"error: {err}", file=sys.stderr)
             return 1
+        # the protocol's jobs (a protocol study) and the claim jobs (a study with claim
+        # settings), planned together: one cost table, one question (llm_jobs.run_all)
         rc = run_jobs(args.study, args.yes, extra, overrides, python=python)
-        if not rc:  # the claim jobs, when the study has claim settings (lookahead.claims.run)
-            from lookahead.claims.run import run_claim_jobs
-            rc = run_claim_jobs(study, args.study, args.yes)
         if rc or args.command == "jobs":
             return rc
     build = args.command in ("build", "run")
@@ -272,7 +347,7 @@ def _main(argv: list[str] | None = None) -> int:
         if held:  # one line here, not DuckDB's lock error once per dbt thread
             print(f"error: {held}", file=sys.stderr)
             return 2
-    if args.command == "run" and not args.rebuild:  # `lookahead build` always builds
+    if args.command == "run" and not args.rebuild and kind.reuse_up_to_date_build:  # `lookahead build` always builds
         from lookahead.identity import build_up_to_date
 
         up_to_date, why = build_up_to_date(study)
@@ -301,7 +376,8 @@ def _main(argv: list[str] | None = None) -> int:
         except OutputFolderError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
-        rc = run_dbt(["build", *(["--full-refresh"] if args.rebuild else [])], args.study, overrides)
+        rc = run_dbt(["build", *kind.build_select, *(["--full-refresh"] if args.rebuild else [])], args.study,
+                     overrides)
         if 0 < rc < 128:  # a killed dbt has said so in its own line
             print("error: dbt build failed (see the messages above); no report written", file=sys.stderr)
         if rc:
@@ -311,7 +387,26 @@ def _main(argv: list[str] | None = None) -> int:
             mark_stale(study.database, f"the dbt build that wrote it failed (exit {rc})")
             return rc
     if args.command in ("report", "run"):
-        return report(study)
+        return kind.report(study)
+    return 0
+
+
+def refusals_first(study: Study, kind: StudyKind) -> int:
+    """What `lookahead check` refuses, refused by `jobs` and `run` too, before any model
+    is asked: each refusal in check's words, and the check's exit code (EXIT_REFUSED);
+    warnings are printed and the run goes on. 0 when nothing is refused. The refusal is
+    check's one line, word for word.
+
+    Why: a run started without a check (or after the data changed) paid for every query
+    of a study the check would have refused, a third of its rows rejected for ambiguous
+    dates, say; the run's own preflight tested the prompts and labels, not the study."""
+    from lookahead.check_rules import EXIT_REFUSED, REFUSE
+
+    findings = sorted(kind.findings(study), key=lambda f: f.level != REFUSE)
+    for finding in findings:
+        print(f"{finding.level}: {finding.line}", file=sys.stderr)
+    if any(f.level == REFUSE for f in findings):
+        return EXIT_REFUSED
     return 0
 
 

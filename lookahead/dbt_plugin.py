@@ -238,11 +238,12 @@ def use_study(cursor: Any) -> None:
         return
     # bound parameters: a setting is a value here, never SQL text (docs/SECURITY.md); paths
     # resolved against the project folder: DuckDB would read a relative one from the cwd
-    data_path = str(study.resolve(study.input.data_path))
     cursor.execute("set variable lookahead_raw_dir = ?", [glob_literal(str(study.raw_dir))])
-    cursor.execute("set variable lookahead_data_path = ?", [glob_literal(data_path)])
-    cursor.execute("set variable lookahead_observations_sql = ?",
-                   ["select * from " + observations_sql(data_path, study.input.csv_delimiter)])
+    if study.input.data_path:  # a claim-only study (study_kind: claims) has no observations file
+        data_path = str(study.resolve(study.input.data_path))
+        cursor.execute("set variable lookahead_data_path = ?", [glob_literal(data_path)])
+        cursor.execute("set variable lookahead_observations_sql = ?",
+                       ["select * from " + observations_sql(data_path, study.input.csv_delimiter)])
     for task, params in key_params(study).items():
         cursor.execute(f"set variable {KEY_PARAMS_VARIABLE}{task} = ?", [params])
 
@@ -324,8 +325,8 @@ def size_buffer_pool(conn: Any) -> str:
         study = build_study()
     except ValueError:  # StudyConfigError
         sized = memory_limit(0)
-    else:
-        sized = sized_memory_limit(study.resolve(study.input.data_path))
+    else:  # a claim-only study has no observations file: the base limit
+        sized = sized_memory_limit(study.resolve(study.input.data_path)) if study.input.data_path else memory_limit(0)
     value = os.environ.get(MEMORY_LIMIT_ENV) or sized
     try:
         conn.execute(f"set memory_limit = {_sql_text(value)}")

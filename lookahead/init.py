@@ -34,7 +34,14 @@ from typing import Callable, Sequence
 import pandas as pd
 import yaml
 
+from lookahead.claims.inputs import (
+    CORPUS_COLUMNS,
+    INSTANCE_COLUMNS,
+    OPTIONAL_PREDICTION_COLUMNS,
+    PREDICTION_COLUMNS,
+)
 from lookahead.config import PROJECT_ROOT, SCHEMA, StudyConfigError, parse_date
+from lookahead.settings_sections import ClaimsSettings
 
 CUTOFFS_CSV = PROJECT_ROOT / "seeds" / "model_training_cutoffs.csv"
 DERIVED_SUFFIX = ".with_target_date.csv"
@@ -220,15 +227,16 @@ def read_line(prompt: str) -> str:
 
 
 def gather(given: dict[str, str | None], interactive: bool,
-           read: Callable[[str], str] = read_line) -> dict[str, str]:
+           read: Callable[[str], str] = read_line, form: "Form | None" = None) -> dict[str, str]:
     """Every question's answer: a flag's value, else (interactive) the line typed, else its
     default; a required question left without one is one line naming its flag."""
+    form = form or FORMS["protocol"]
     answers: dict[str, str] = {}
     columns: list[str] = []
-    for q in QUESTIONS:
+    for q in form.questions:
         if not q.when(answers):
             continue
-        default = _defaults(answers, columns).get(q.key, "")
+        default = form.defaults(answers, columns).get(q.key, "")
         value = given.get(q.key)
         if value is None and interactive:
             hint = f" ({'/'.join(q.choices)})" if q.choices else ""
@@ -246,6 +254,8 @@ def gather(given: dict[str, str | None], interactive: bool,
         if q.key == "data":
             columns = _columns(Path(value))
             print(f"{value}: columns {', '.join(columns)}")
+        if q.key in CLAIM_FILES and value:
+            _claim_file_columns(q, Path(value))
     return answers
 
 
@@ -359,9 +369,17 @@ def write_study(path: Path, study: dict, comments: list[str]) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """One flag per question (its answer), plus --no-input and --no-check."""
-    for q in QUESTIONS:
-        p.add_argument(q.flag, dest=q.key, default=None, metavar=q.key.upper(), help=q.ask.replace("%", "%%"))
+    """One flag per question of either form (its answer), plus --claims, --no-input and
+    --no-check."""
+    seen: set[str] = set()
+    for form in FORMS.values():
+        for q in form.questions:
+            if q.key not in seen:
+                seen.add(q.key)
+                p.add_argument(q.flag, dest=q.key, default=None, metavar=q.key.upper(), help=q.ask.replace("%", "%%"))
+    p.add_argument("--claims", action="store_true",
+                   help="a claim-only study (seed 002, docs/claims.md): predictions or task instances and a dated "
+                        "corpus, no observations file")
     p.add_argument("--no-input", action="store_true",
                    help="ask nothing: every answer is a flag or its default (for scripts and CI)")
     p.add_argument("--no-check", action="store_true", help="write the study file without running check")
@@ -369,10 +387,154 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def init(args: argparse.Namespace, read: Callable[[str], str] = read_line) -> Path:
     """Ask, write the study file; its path (`lookahead init` then checks it)."""
-    given = {q.key: getattr(args, q.key) for q in QUESTIONS}
-    answers = gather(given, interactive=not args.no_input, read=read)
-    study, comments = build_study(answers)
+    form = FORMS["claims" if getattr(args, "claims", False) else "protocol"]
+    given = {q.key: getattr(args, q.key, None) for q in form.questions}
+    unasked = [q.flag for other in FORMS.values() if other is not form for q in other.questions
+               if q.key not in given and getattr(args, q.key, None) is not None]
+    if unasked:
+        raise InitError(f"{unasked[0]}: not a question of this study kind"
+                        + (" (a claim-only study: lookahead init --claims)" if form is FORMS["protocol"]
+                           else " (a protocol study: lookahead init without --claims)"))
+    answers = gather(given, interactive=not args.no_input, read=read, form=form)
+    study, comments = form.build(answers)
     out = Path(answers["out"]).resolve()
     write_study(out, study, comments)
     print(f"study file written: {out}")
     return out
+
+
+# --- a claim-only study (lookahead init --claims) --------------------------------------
+
+def _claim_choices(setting: str) -> tuple[str, ...]:
+    return SCHEMA.settings[setting].allowed
+
+
+CLAIM_QUESTIONS: tuple[Question, ...] = (
+    Question("predictions", "Predictions with rationales (CSV, parquet or JSONL; blank: none, the agent jobs write them)",
+             optional=True),
+    Question("instances", "Task instances for the agent jobs (blank: none)", optional=True),
+    Question("agent_jobs", "Agent jobs on the instances, comma-separated (superforecasting, temporal_hint, timespec)",
+             when=lambda answers: bool(answers.get("instances"))),
+    Question("corpus", "Dated corpus: doc_id, published_at, title, body (blank: none; claims are then dated by "
+                       "their own temporal reference alone)", optional=True),
+    Question("extractions", "Reference extractions, JSONL of {instance_id, agent, claims} (blank: the model extracts "
+                            "the claims)", optional=True),
+    Question("task_kind", "Task kind", choices=_claim_choices("claims_task_kind")),
+    Question("labels", "The two class labels, comma-separated, the target class first",
+             when=lambda answers: answers.get("task_kind") == "classification"),
+    Question("task_description", "The task in one line (the extraction prompt's context)"),
+    Question("support_judge", "Who judges that a corpus document supports a claim", choices=_claim_choices(
+        "claims_support_judge")),
+    Question("backend", "Backend", choices=_choices("backend")),
+    Question("model_id", "Model id (the exact frozen version)"),
+    Question("model_path", "Local model weights folder", when=lambda answers: answers.get("backend") in ("transformers", "vllm")),
+    Question("base_url", "OpenAI-compatible endpoint URL", when=lambda answers: answers.get("backend") == "openai"),
+    Question("use_chat_template", "Wrap prompts in the model's chat template (yes for instruct models)",
+             choices=("yes", "no")),
+    Question("study_name", "Study name"),
+    Question("out", "Write the study file to"),
+)
+
+#: question key -> (the setting its file goes to, the columns it must have, optional columns)
+CLAIM_FILES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "predictions": ("claims_predictions_path", PREDICTION_COLUMNS, OPTIONAL_PREDICTION_COLUMNS),
+    "instances": ("claims_instances_path", INSTANCE_COLUMNS, ()),
+    "corpus": ("claims_corpus_path", CORPUS_COLUMNS, ()),
+    "extractions": ("claims_extractions_path", (), ()),
+}
+
+
+def _claim_defaults(answers: dict, columns: Sequence[str]) -> dict[str, str]:
+    """Each claim question's proposed answer (the settings' declared defaults where there is one)."""
+    stem = Path(answers.get("predictions") or answers.get("instances") or "claims").name.split(".")[0]
+    name = answers.get("study_name") or "".join(c if c.isalnum() else "_" for c in stem).strip("_") or "claims"
+    declared = ClaimsSettings.with_defaults()
+    return {
+        "agent_jobs": ",".join(declared.claims_agent_jobs or []),
+        "task_kind": str(declared.claims_task_kind),
+        "labels": ",".join(declared.claims_labels or []),
+        "task_description": str(declared.claims_task_description),
+        "support_judge": str(declared.claims_support_judge),
+        "backend": "transformers",
+        "use_chat_template": "yes" if "instruct" in (answers.get("model_id") or "").lower() else "no",
+        "study_name": name,
+        "out": f"{name}.yml",
+    }
+
+
+def _claim_file_columns(q: Question, path: Path) -> None:
+    """A claim file named: it exists and has the columns the jobs read (one line naming the
+    flag and what is missing), and its columns are listed as for the data file."""
+    from lookahead.claims.inputs import _read
+
+    setting, required, optional = CLAIM_FILES[q.key]
+    if not path.is_file():
+        raise InitError(f"{q.flag}: no file {path}")
+    if not required:
+        return
+    try:
+        frame = _read(path, setting)
+    except (ValueError, OSError) as err:
+        raise InitError(f"{q.flag}: {path} cannot be read: {str(err).splitlines()[0]}") from None
+    columns = [str(c) for c in frame.columns]
+    print(f"{path}: {len(frame)} rows, columns {', '.join(columns)}")
+    missing = [c for c in required if c not in columns and c not in optional]
+    if missing:
+        raise InitError(f"{q.flag}: column(s) {', '.join(missing)} missing in {path.name} "
+                        f"(it has {', '.join(columns)}; docs/claims.md lists the columns)")
+
+
+def build_claim_study(answers: dict[str, str]) -> tuple[dict, list[str]]:
+    """(a claim-only study's settings, the comment lines that head its file)."""
+    if not answers.get("predictions") and not answers.get("instances"):
+        raise InitError("--predictions: a claim study needs predictions with rationales (--predictions) or task "
+                        "instances for the agent jobs (--instances)")
+    study: dict = {
+        "study_kind": "claims",
+        "study_name": answers["study_name"],
+        "raw_dir": f"outputs/raw/{answers['study_name']}",
+        "backend": answers["backend"],
+        "model_id": answers["model_id"],
+    }
+    if answers.get("model_path"):
+        study["model_path"] = _study_path(answers["model_path"])
+    if answers.get("base_url"):
+        study["base_url"] = answers["base_url"]
+    study["use_chat_template"] = answers["use_chat_template"] == "yes"
+    study["claims_task_kind"] = answers["task_kind"]
+    if answers.get("labels"):
+        labels = [s.strip() for s in answers["labels"].split(",") if s.strip()]
+        if len(labels) != 2:
+            raise InitError(f"--labels: '{answers['labels']}' is not two labels, e.g. up,down")
+        study["claims_labels"] = labels
+    for key, setting in (("predictions", "claims_predictions_path"), ("instances", "claims_instances_path"),
+                         ("corpus", "claims_corpus_path"), ("extractions", "claims_extractions_path")):
+        if answers.get(key):
+            study[setting] = _study_path(answers[key])
+    if answers.get("instances"):
+        jobs = [s.strip() for s in answers.get("agent_jobs", "").split(",") if s.strip()]
+        allowed = ("superforecasting", "temporal_hint", "timespec")
+        bad = [j for j in jobs if j not in allowed]
+        if bad:
+            raise InitError(f"--agent-jobs: '{bad[0]}' is not one of {', '.join(allowed)}")
+        study["claims_agent_jobs"] = jobs
+    study["claims_support_judge"] = answers["support_judge"]
+    study["claims_task_description"] = answers["task_description"]
+    comments = ["Claim-only study written by `lookahead init --claims` (docs/claims.md).",
+                "Check it: lookahead check --study <this file>; run it: lookahead run --study <this file>."]
+    return study, comments
+
+
+@dataclass(frozen=True)
+class Form:
+    """One kind of study's intake: its questions, their proposed answers and the study they make."""
+
+    questions: tuple[Question, ...]
+    defaults: Callable[[dict, Sequence[str]], dict[str, str]]
+    build: Callable[[dict[str, str]], tuple[dict, list[str]]]
+
+
+FORMS: dict[str, Form] = {
+    "protocol": Form(QUESTIONS, _defaults, build_study),
+    "claims": Form(CLAIM_QUESTIONS, _claim_defaults, build_claim_study),
+}

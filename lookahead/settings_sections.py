@@ -44,6 +44,12 @@ class OutputSettings(Section):
     study_name: str
     """Names the study; its database is outputs/<study_name>.duckdb and its results default to
     results/<study_name>/."""
+    study_kind: Literal['protocol', 'claims'] = 'protocol'
+    """protocol: the lookahead-bias test (seed 000) on data_path, with the claim-level tables
+    beside it when claim settings are given; claims: a claim-only study (seed 002,
+    docs/claims.md), its predictions and corpus without an observations file, so the protocol's
+    settings (data_path, column_map, training_cutoff, prompts and labels) are not asked for and
+    only the claim jobs and models run."""
     raw_dir: str
     """The LLM jobs' JSONL cache, <raw_dir>/{forecast,recall,mink}.jsonl."""
     results_dir: str | None = None
@@ -63,9 +69,9 @@ class OutputSettings(Section):
 class InputSettings(Section):
     """The observations file and how its rows are read and subsampled."""
 
-    data_path: str
+    data_path: str | None = None
     """The observations, a CSV or parquet file."""
-    column_map: dict[str, str | None]
+    column_map: dict[str, str | None] | None = None
     """Protocol column -> your column name (row_id and ticker may be null; row_id is then derived)."""
     extra_columns: list[str] = field(default_factory=lambda: [])
     """Input columns carried into the panel (moderators such as `small`)."""
@@ -99,17 +105,17 @@ class InputSettings(Section):
 class PromptsSettings(Section):
     """The forecast and recall queries, their answers and how a prompt must fit."""
 
-    outcome_description: str
+    outcome_description: str | None = None
     """What the outcome is, as the recall query names it ({outcome_description})."""
-    reference_period: str
+    reference_period: str | None = None
     """What the outcome moves against, as the recall query names it ({reference_period})."""
-    forecast_prompt: str
+    forecast_prompt: str | None = None
     """Your production forecast prompt, used verbatim; placeholders are input columns in braces."""
-    forecast_labels: dict[str, Any]
+    forecast_labels: dict[str, Any] | None = None
     """Forecast answer label -> its numeric signal mu_hat (e.g. {up: 1, down: -1})."""
-    recall_template: str
+    recall_template: str | None = None
     """The protocol's date-only recall query (no text, only entity and target date)."""
-    recall_labels: dict[str, Any]
+    recall_labels: dict[str, Any] | None = None
     """The recall answer words for up, down and unknown."""
     use_chat_template: bool
     """Wrap prompts in the model's chat template (true for instruct models)."""
@@ -238,7 +244,7 @@ class RunnerSettings(Section):
 class ProtocolSettings(Section):
     """The protocol's analysis (seed 000) - cutoff, periods, clustering, inference."""
 
-    training_cutoff: str
+    training_cutoff: str | None = None
     """The model's training cutoff (YYYY-MM-DD, quoted); pre-cutoff rows have target_date <= it."""
     period_frequency: Literal['trading_day', 'day', 'week', 'month', 'fiscal_quarter'] = 'month'
     """Realization-period fixed effects."""

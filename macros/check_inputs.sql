@@ -5,6 +5,9 @@
   {% if execute and flags.WHICH in ('build', 'run', 'test', 'compile', 'show') %}
     {{ check_study_settings() }}
     {{ check_study_collision() }}
+    {#- a claim-only study (study_kind: claims) has no observations file and no protocol
+        jobs: its claim models read the claim settings' own files, checked by the claim jobs -#}
+    {% if setting('study_kind') != 'claims' %}
     {{ check_data_file() }}
     {#- paths reach SQL as the plugin's variables (getvariable), never as text -#}
     {% set raw_dir = setting_path('raw_dir') %}
@@ -23,6 +26,7 @@
             ~ " was found; run the LLM jobs first (python -m llm_jobs.run_all --study <file>, "
             ~ "or python -m llm_jobs.reference --study <file>)") }}
       {% endif %}
+    {% endif %}
     {% endif %}
   {% endif %}
 {% endmacro %}

@@ -98,3 +98,33 @@ def test_a_warned_check_exits_5(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 5, proc.stdout + proc.stderr
     assert "preflight passed" in proc.stdout and "warning: the pre-cutoff rows form 6 clusters" in proc.stderr
+
+
+def test_run_refuses_where_check_refuses_before_any_query(tmp_path: Path) -> None:
+    """`lookahead run` (and `jobs`) apply check's refusals: the mixed-date file stops with
+    check's one line, word for word, and a non-zero exit, before the jobs start (no raw
+    file, no model loaded)."""
+    study = write_study(tmp_path, mixed_dates(demo_rows(), 1))
+    check = subprocess.run([LOOKAHEAD, "check", "--study", str(study)], cwd=ROOT, capture_output=True,
+                           text=True, timeout=600)
+    [refusal] = check.stderr.strip().splitlines()
+    for command in ("run", "jobs"):
+        proc = subprocess.run([LOOKAHEAD, command, "--study", str(study), "--yes"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=600)
+        assert proc.returncode == check.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr.strip().splitlines() == [refusal], proc.stderr
+        assert not (tmp_path / "raw").exists() and "forecast" not in proc.stdout
+
+
+def test_run_prints_check_warnings_and_goes_on(tmp_path: Path) -> None:
+    """A warning does not stop a run: it is printed, in check's words, before the jobs'
+    plan (here the jobs are stopped at their question: no terminal, no --yes)."""
+    rows = demo_rows()
+    few = rows[rows["entity_id"].isin(sorted(set(rows["entity_id"]))[:6])]
+    study = write_study(tmp_path, few)
+    proc = subprocess.run([LOOKAHEAD, "jobs", "--study", str(study)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, stdin=subprocess.DEVNULL)
+    err = proc.stderr.strip().splitlines()
+    assert err[0].startswith("warning: the pre-cutoff rows form 6 clusters"), proc.stderr
+    assert "== the whole run ==" in proc.stdout  # the jobs went on to plan the run
+    assert proc.returncode != 0 and "rerun with --yes" in proc.stderr  # and asked (no terminal here)
