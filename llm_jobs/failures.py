@@ -18,7 +18,8 @@ from typing import Any
 
 from llm_jobs.context import Query, QueryPlan, keys_of
 from lookahead.cache import RawStore, utc_now
-from lookahead.guard import EXIT_INCOMPLETE, RESUME, JobStop
+from lookahead.errors import RESUME
+from lookahead.guard import EXIT_INCOMPLETE, JobStop
 from lookahead.masking import mask
 
 # This many failed queries in a row (no answer between them) mean the server is down or

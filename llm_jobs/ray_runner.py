@@ -40,7 +40,8 @@ from llm_jobs.query_loop import QUERY_LOG_ENV, Answer, answer_each, answer_strea
 from lookahead.backends.base import BackendFatal, QueryFailure
 from lookahead.cache import SHARDS_DIR, CacheLocked, RawStore, ident_of, repair_idle_shard, shard_files
 from lookahead.config import PROJECT_ROOT, Study
-from lookahead.guard import EXIT_INCOMPLETE, EXIT_USER_ERROR, RESUME, JobStop
+from lookahead.errors import RESUME
+from lookahead.guard import EXIT_INCOMPLETE, EXIT_USER_ERROR, JobStop
 from lookahead.masking import mask
 
 RAY_PIN = "ray[data]==2.60.0"  # requirements.txt pins the same

@@ -20,6 +20,7 @@ import io
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from lookahead.errors import LookaheadError
 from lookahead.guard import EXIT_OK, JobStop
 
 
@@ -35,7 +36,7 @@ class Estimate:
     job: str = ""  # the job of the planning pass that made it (planning_pass)
 
 
-class Planned(Exception):
+class Planned(LookaheadError):
     """A job reached its confirmation in the planning pass: its plan is recorded, nothing asked."""
 
 

@@ -65,6 +65,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from lookahead.errors import UserError
+
 if TYPE_CHECKING:
     from lookahead.config import Study
 
@@ -89,7 +91,7 @@ _STALE_N = re.compile(rf"{STALE_FOLDER}\.([0-9]+)")
 STALE_KEPT_DEFAULT = 3
 
 
-class OutputFolderError(ValueError):
+class OutputFolderError(UserError, ValueError):
     """A results or outputs folder the tool may not write its report into; one line."""
 
 

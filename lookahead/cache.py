@@ -52,6 +52,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lookahead.errors import UserError
 from lookahead.measures import REFERENCE_TASK
 
 REQUIRED_FIELDS = (
@@ -77,7 +78,7 @@ SHARDS_DIR = "shards"  # <raw_dir>/shards/<shard>/<task>.jsonl: one folder per w
 SHARD_PATTERN = "**/{task}.jsonl"  # under raw_dir; models/staging/_sources.yml reads the same glob
 
 
-class CacheError(RuntimeError):
+class CacheError(UserError, RuntimeError):
     """The raw file is damaged beyond a torn last line, or locked by another job."""
 
 

@@ -17,11 +17,10 @@ from typing import TYPE_CHECKING, Callable
 from lookahead.config import (
     PROJECT_ROOT,
     Study,
-    StudyConfigError,
     load_study,
 )
 from lookahead.consent import add_consent_arguments
-from lookahead.runs import JobEnvironmentError, job_python, run_dbt, run_jobs
+from lookahead.runs import job_python, run_dbt, run_jobs
 
 if TYPE_CHECKING:
     from lookahead.check_rules import Finding
@@ -37,8 +36,7 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
     from lookahead.check_rules import EXIT_REFUSED, EXIT_WARNED, REFUSE, judge
     from lookahead.rows import release_freed_memory, scan_study_rows, zero_padding_warning
 
-    if not destination_line(study):  # where the text would go, before anything is read
-        return EXIT_REFUSED
+    destination_line(study)  # where the text would go, before anything is read; not allowed: one line (UserError)
     scan = scan_study_rows(study)  # a chunk of rows at a time: a 10-million-row file is not held
     print(f"study '{study.name}': settings OK (hash {study.settings_hash[:12]}); "
           f"{study.input.data_path}: {scan.n_queried} valid rows, {scan.n_rejected} rejected")
@@ -62,36 +60,26 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
     return EXIT_WARNED if findings else rc
 
 
-def destination_line(study: Study) -> bool:
+def destination_line(study: Study) -> None:
     """For an API backend, where the prompts and the key go (host, remote or not, the
     variable: never its value) and whether the person running the command allowed it
-    (lookahead.consent). False, after one line saying what to pass, when not."""
-    from lookahead.consent import ConsentError, Destination
+    (lookahead.consent); when not, ConsentError says what to pass."""
+    from lookahead.consent import Destination
 
     b = study.backend
     if b.backend != "openai" or not b.base_url:
-        return True
+        return
     dest = Destination(str(b.base_url), str(b.api_key_env) if b.api_key_env else None)
     print(f"backend openai {dest.describe()}")
-    try:
-        dest.check(bool(b.allow_remote))
-    except ConsentError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return False
+    dest.check(bool(b.allow_remote))
     if dest.remote:
         print(f"remote host {dest.host} allowed by --allow-remote (or $LOOKAHEAD_ALLOW_REMOTE) for this command")
-    return True
 
 
 def report(study: Study) -> int:
-    from lookahead.artefacts import OutputFolderError
-    from lookahead.pages.report import ReportError, write_report
+    from lookahead.pages.report import write_report
 
-    try:
-        files = write_report(study)
-    except (ReportError, OutputFolderError) as err:  # a refused journal, manifest or symlinked folder
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    files = write_report(study)  # a refused journal, manifest or symlinked folder: one line (UserError)
     print(f"Verdict: {files.verdict}")
     for label, path in (("Report", files.report), ("Page", files.page)):
         if path is not None:
@@ -235,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
 def compare_main(argv: list[str]) -> int:
     """`lookahead compare STUDY.yml ... [--db DB ...] [--out DIR]`: the studies' current
     results side by side (lookahead.pages.compare); a stale or missing study is one line."""
-    from lookahead.pages.compare import COMPARE_DIR, CompareError, compare
+    from lookahead.pages.compare import COMPARE_DIR, compare
 
     p = argparse.ArgumentParser(prog="lookahead compare", description=COMPARE_HELP)
     p.add_argument("studies", nargs="*", metavar="STUDY.yml", help="study files (each names its database)")
@@ -247,13 +235,7 @@ def compare_main(argv: list[str]) -> int:
     dbs = [str(Path(d).resolve()) for d in args.db]
     out = Path(args.out).resolve() if args.out else PROJECT_ROOT / COMPARE_DIR
     os.chdir(PROJECT_ROOT)
-    from lookahead.artefacts import OutputFolderError
-
-    try:
-        md, page = compare(studies, dbs, out)
-    except (CompareError, StudyConfigError, OutputFolderError) as err:  # also a planted journal in --out
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    md, page = compare(studies, dbs, out)  # a stale study or a planted journal in --out: one line (UserError)
     for label, path in (("Comparison", md), ("Page", page)):
         print(f"{label}: {path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path}")
     return 0
@@ -297,12 +279,7 @@ def _main(argv: list[str] | None = None) -> int:
         if not args.model:
             print("error: --backend, --base-url and --training-cutoff go with --model", file=sys.stderr)
             return 2
-        try:
-            args.study = str(switched_study(args.study, args.model, args.backend, args.base_url,
-                                            args.training_cutoff))
-        except StudyConfigError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+        args.study = str(switched_study(args.study, args.model, args.backend, args.base_url, args.training_cutoff))
         print(f"--model {args.model}: study file {args.study}")
     os.chdir(PROJECT_ROOT)
     overrides = {}
@@ -310,18 +287,10 @@ def _main(argv: list[str] | None = None) -> int:
         overrides = {"subsample_rows": args.subsample, "subsample_seed": args.seed or 0}
     if args.accept_low_parse_rate:
         overrides["accept_low_parse_rate"] = True
-    try:
-        study = load_study(args.study, overrides=overrides)
-    except StudyConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    from lookahead.artefacts import OutputFolderError, check_output_folders
+    study = load_study(args.study, overrides=overrides)
+    from lookahead.artefacts import check_output_folders
 
-    try:
-        check_output_folders(study)
-    except OutputFolderError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    check_output_folders(study)
     kind = STUDY_KINDS[study.output.study_kind]  # a protocol study, or a claim-only one
     if args.command == "check":
         return kind.check(study, args.study, overrides)
@@ -329,11 +298,7 @@ def _main(argv: list[str] | None = None) -> int:
         refused = refusals_first(study, kind)  # check's refusals stop a run before any query
         if refused:
             return refused
-        try:  # a backend with an environment of its own (vLLM) runs its jobs there
-            python = job_python(study, args.yes)
-        except JobEnvironmentError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
+        python = job_python(study, args.yes)  # a backend with an environment of its own (vLLM) runs its jobs there
         # the protocol's jobs (a protocol study) and the claim jobs (a study with claim
         # settings), planned together: one cost table, one question (llm_jobs.run_all)
         rc = run_jobs(args.study, args.yes, extra, overrides, python=python)
@@ -371,11 +336,7 @@ def _main(argv: list[str] | None = None) -> int:
             print(f"error: {collision}", file=sys.stderr)
             return 2
         # the build replaces the results: a build that does not finish leaves none that read as its own
-        try:
-            retire_study(study, "a new dbt build was started after they were written")
-        except OutputFolderError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+        retire_study(study, "a new dbt build was started after they were written")
         rc = run_dbt(["build", *kind.build_select, *(["--full-refresh"] if args.rebuild else [])], args.study,
                      overrides)
         if 0 < rc < 128:  # a killed dbt has said so in its own line

@@ -21,11 +21,12 @@ from typing import Any, Iterator, Mapping
 import pandas as pd
 
 from lookahead.config import PROJECT_ROOT, Study
+from lookahead.errors import UserError
 
 EXPECTATIONS_DIR = PROJECT_ROOT / "expectations"
 
 
-class GateFailed(RuntimeError):
+class GateFailed(UserError, RuntimeError):
     """A data-quality gate failed; the message names each failed expectation."""
 
 

@@ -15,9 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
-from lookahead.backends.base import BackendFatal
-from lookahead.cache import CacheError
-from lookahead.config import StudyConfigError
+from lookahead.errors import RESUME, UserError
 from lookahead.masking import MaskedStream, install_log_filter, mask
 
 EXIT_OK, EXIT_DECLINED, EXIT_USER_ERROR, EXIT_PARSE_RATE = 0, 1, 2, 3
@@ -26,15 +24,16 @@ EXIT_INCOMPLETE = 4  # some queries got no complete answer; rerun the same comma
 
 EXIT_UNEXPECTED = 70
 
-RESUME = "run the same command again to resume"
 
 
-class JobStop(Exception):
-    """A user-facing stop: message printed without a traceback, then exit ``code``."""
+class JobStop(UserError):
+    """A job stopped on purpose: message printed without a traceback, then exit ``code``."""
+
+    prefix = "stopped"
 
     def __init__(self, message: str, code: int = EXIT_USER_ERROR) -> None:
         super().__init__(message)
-        self.code = code
+        self.code = self.exit_code = code
 
 
 @contextlib.contextmanager
@@ -68,13 +67,10 @@ def _one_line(fn: Callable[[], int], saved: str) -> int:
     LOOKAHEAD_DEBUG=1 re-raises unexpected errors for developers."""
     try:
         return fn()
-    except JobStop as exc:
-        print(f"stopped: {mask(exc)}", file=sys.stderr)
-        return exc.code
-    except BackendFatal as exc:
-        print(f"stopped: {mask(exc)}; finished answers are saved; {RESUME}.", file=sys.stderr)
-        return EXIT_INCOMPLETE
-    except (StudyConfigError, CacheError, FileNotFoundError) as exc:
+    except UserError as exc:  # the one catch of the package's root for what a user can meet
+        print(mask(exc.line(saved)), file=sys.stderr)
+        return exc.exit_code
+    except FileNotFoundError as exc:
         print(f"error: {mask(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except OSError as exc:

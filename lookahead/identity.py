@@ -31,6 +31,7 @@ import duckdb
 import pandas as pd
 
 from lookahead.config import PROJECT_ROOT, Study
+from lookahead.errors import UserError
 
 RAW_TASKS = ("forecast", "recall", "mink")
 #: The result marts users query: each Python-computed one is a contracted SQL view over the
@@ -45,7 +46,7 @@ IDENTITY_COLUMNS = ("invocation_id", "study_name", "settings_hash", "data_finger
                     "forecast_fingerprint", "recall_fingerprint", "mink_fingerprint")
 
 
-class StaleResultError(RuntimeError):
+class StaleResultError(UserError, RuntimeError):
     """The database holds no result for the study as it is now; the message says why."""
 
 

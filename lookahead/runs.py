@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from lookahead.config import PROJECT_ROOT, STUDY_SETTINGS_ENV, Study, load_study
+from lookahead.errors import UserError
 from lookahead.stopping import child_options, forwarding_signals, run_child
 
 
@@ -105,9 +106,11 @@ def run_dbt(args: list[str], study_file: str | None, overrides: dict | None = No
     return killed_is_one_line(proc.returncode, "dbt was", then)
 
 
-class JobEnvironmentError(RuntimeError):
+class JobEnvironmentError(UserError, RuntimeError):
     """The study's backend needs an environment of its own that is missing and was not
     created (declined, or its script failed); the message says which and what to run."""
+
+    exit_code = 1  # as a declined confirmation (lookahead.guard's EXIT_DECLINED)
 
 
 def job_python(study: Study, yes: bool, ask: Callable[[str], str] | None = None) -> str:

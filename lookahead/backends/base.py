@@ -9,6 +9,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from lookahead.errors import RESUME, UserError
+
 
 @dataclass
 class TokenLogprob:
@@ -50,9 +52,17 @@ class QueryFailure:
     permanent: bool = False
 
 
-class BackendFatal(RuntimeError):
+class BackendFatal(UserError, RuntimeError):
     """The backend cannot answer any query (bad key, unknown model, server down):
-    retrying other queries would only pay again for the same refusal."""
+    retrying other queries would only pay again for the same refusal. The job stops with
+    exit 4; the answers it finished are in the cache, so the same command resumes once
+    the cause is fixed."""
+
+    prefix = "stopped"
+    exit_code = 4  # lookahead.guard's EXIT_INCOMPLETE
+
+    def line(self, saved: str = "") -> str:
+        return f"{self.prefix}: {self}; finished answers are saved; {RESUME}."
 
 
 class Backend(ABC):

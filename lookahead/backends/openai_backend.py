@@ -42,6 +42,7 @@ from lookahead.backends.token_count import FileTokenCounter, file_tokenizer
 from lookahead.cache import LOGPROB_TOLERANCE, positive_logprob_reason
 from lookahead.config import StudyConfigError
 from lookahead.consent import Destination
+from lookahead.errors import LookaheadError
 from lookahead.masking import install_log_filter, mask, register_secret
 from lookahead.settings_sections import BackendSettings
 
@@ -81,7 +82,7 @@ def parse_retry_after(headers: Any) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-class IncompleteReply(Exception):
+class IncompleteReply(LookaheadError):
     """A reply that is not a complete answer: non-JSON or HTML body, a missing field, a
     NaN or infinite log-prob. Retried like a 5xx; never cached.
 
@@ -94,11 +95,11 @@ class IncompleteReply(Exception):
         self.missing_field = missing_field
 
 
-class RouteUnsupported(Exception):
+class RouteUnsupported(LookaheadError):
     """The server rejects a prompt-log-prob route outright (HTTP 400)."""
 
 
-class Refused(Exception):
+class Refused(LookaheadError):
     """The server declined to answer this prompt (a content filter): the same request gets
     the same refusal, so it is a permanent failure, not retried."""
 

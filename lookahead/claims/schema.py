@@ -15,6 +15,8 @@ from typing import Any
 
 import jsonschema
 
+from lookahead.errors import LookaheadError
+
 # Categories of Table 1 and their leakage rule (Eq. 3). "search" means the claim is
 # dated against the corpus (tau(c) = earliest supporting document).
 CATEGORY_RULE: dict[str, str] = {
@@ -79,7 +81,7 @@ class Claim:
                 "claim_category": self.category, "category_reasoning": self.category_reasoning}
 
 
-class ExtractionError(ValueError):
+class ExtractionError(LookaheadError, ValueError):
     """An extraction that does not validate; the message says where."""
 
 

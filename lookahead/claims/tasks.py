@@ -33,10 +33,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from lookahead.claims.prompts import label_instruction
+from lookahead.errors import LookaheadError
 from lookahead.scoring import label_probability
 
 
-class PredictionError(ValueError):
+class PredictionError(LookaheadError, ValueError):
     """A prediction (a file's cell or a model's answer) that does not fit the task kind;
     the message names what is wrong in one line."""
 

@@ -21,6 +21,7 @@ import pandas as pd
 
 from lookahead.artefacts import Folders, write_artefact_set
 from lookahead.config import PROJECT_ROOT, Study
+from lookahead.errors import UserError
 from lookahead.identity import StaleResultError, check_current, held_by, sync_status
 from lookahead.measures import MEASURES
 from lookahead.pages import assets
@@ -37,7 +38,7 @@ from lookahead.stats.verdict import PLACEBO, evaluate, facts_from_row, fmt_num, 
 COMPARE_DIR = Path("results") / "compare"
 
 
-class CompareError(RuntimeError):
+class CompareError(UserError, RuntimeError):
     """A study that cannot be compared (no database, not current, not built); one line."""
 
 

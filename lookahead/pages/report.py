@@ -18,6 +18,7 @@ import pandas as pd
 
 from lookahead.artefacts import Folders, check_output_folders, retire_study, write_artefact_set
 from lookahead.config import Study
+from lookahead.errors import UserError
 from lookahead.identity import StaleResultError, check_current, held_by, sync_status
 from lookahead.pages import assets, paper
 from lookahead.pages import html as page_html
@@ -33,7 +34,7 @@ from lookahead.stats.stata import export_stata_panels, write_stata_do_file
 from lookahead.stats.verdict import Outcome, evaluate, facts_from_row
 
 
-class ReportError(RuntimeError):
+class ReportError(UserError, RuntimeError):
     """No current result to report: dbt build did not run, failed, or ran on other inputs."""
 
 

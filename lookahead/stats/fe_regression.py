@@ -33,6 +33,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from lookahead.errors import UserError
 from lookahead.stats.wild import PartialledDesign, WildResult, WildSettings
 
 RESULT_COLUMNS: tuple[str, ...] = (
@@ -93,7 +94,7 @@ def estimator_message(exc: BaseException) -> str:
 
 # --------------------------------------------------------------- the one error vocabulary
 # Every regression of the package, protocol and paper alike, fails in one of two ways:
-class RegressionInputError(ValueError):
+class RegressionInputError(UserError, ValueError):
     """Bad input for a regression (a missing or non-numeric column, an unknown setting
     value); the message names the column or setting. The user must change something."""
 

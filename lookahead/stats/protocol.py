@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from lookahead.config import Study, setting_default
+from lookahead.errors import UserError
 from lookahead.stats.fe_regression import (
     CLUSTER_COLUMNS,
     ENTITY_FE,
@@ -82,7 +83,7 @@ def protocol_columns(settings: "StatsSettings") -> list[str]:
                                *NW_ORDER_COLUMNS]))
 
 
-class SettingsError(ValueError):
+class SettingsError(UserError, ValueError):
     """A missing or invalid setting in study_settings; the message names it."""
 
 
