@@ -72,7 +72,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     the files reading one shared build (SHARED_BUILDS) are one work unit. Other modes are
     left to xdist. Why a scheduler and not `--dist loadgroup`: loadgroup sends every test
     without a group mark to any worker, one by one, so a file's module fixture would be
-    built on both workers."""
+    built on both workers. It overrides xdist's `_split_scope` (pytest-xdist 3.8), the one
+    method that names a test's work unit."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -152,10 +153,10 @@ def _state_dir() -> Path:
 @pytest.fixture(scope="session")
 def fixture_build(tmp_path_factory: pytest.TempPathFactory, _state_dir: Path) -> Iterator[SharedBuild]:
     """The default fixture study (tests/python/fixture_study.py), built by `dbt build` once
-    per test process and read by test_dbt_build, test_current_state and test_compare,
-    which each built it in a module fixture of their own. The rules for its readers (a
-    copy for a changed database, a restored input file) and why it is not shared across
-    workers: tests/python/shared_builds.py. Checked unchanged again when the session ends."""
+    per test process and read by test_dbt_build, test_current_state and test_compare
+    (SHARED_BUILDS: one worker runs the three), which each built it in a module fixture of
+    their own. The rules for its readers (a copy for a changed database, a restored input
+    file): tests/python/shared_builds.py. Checked unchanged again when the session ends."""
     from shared_builds import build_default_fixture_study
 
     built = build_default_fixture_study(tmp_path_factory.mktemp("fixture_build"))

@@ -2,18 +2,20 @@
 fixture (tests/conftest.py) and read by every test file that needs that study with those
 settings, where each file used to build its own.
 
-Why once per process rather than once for the whole session across xdist workers: some
-readers edit one of the study's input files for a moment and put it back (a stale-result
-test appends to the data file, then restores it). `make test` hands whole files to a
-worker (`--dist loadfile`), so one process runs one file at a time and no other reader
-sees the edit; a build shared across workers would be read by another file's tests while
-it is edited.
+Why once per process, with every reader in one process, rather than one copy shared by
+all xdist workers: some readers edit one of the study's input files for a moment and put
+it back (a stale-result test appends to the data file, then restores it); a build read by
+two workers at once would be read by another file's tests while it is edited. `make test`
+(`--dist loadfile`) runs the files that read one build as one work unit, one file after
+another in one worker (SHARED_BUILDS and the scheduler in tests/conftest.py), so the study
+is built once per run and no reader sees another's edit.
 
 What a reader may do: read the database (read-only) and the study's files; a test that
 changes the database works on a copy (`shutil.copy(db, tmp_path / ...)`), one that edits
 an input file restores it in a `finally`. :meth:`SharedBuild.check_unchanged` runs when
 each reading file starts and when the session ends, and fails naming the file a reader
-left changed, so a test that breaks this rule fails rather than the next file's tests.
+left changed: a broken rule is an error that says so, not a wrong result in the next
+file's tests.
 """
 
 from __future__ import annotations
