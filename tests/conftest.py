@@ -1,4 +1,5 @@
-"""What every test shares: the test tiers and a few fixtures.
+"""What every test shares: the test tiers, a few fixtures, and the built studies
+(SHARED_BUILDS: each built once per run and read by every file that needs it).
 
 Tiers (markers, declared in pyproject.toml; `--strict-markers` rejects any other name):
 - ``slow``: minutes of CPU or a real model; left out of `make test`, run by `make test-slow`.
@@ -16,10 +17,15 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
+
+if TYPE_CHECKING:
+    from shared_builds import SharedBuild  # tests/python, on pytest's pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
@@ -45,12 +51,53 @@ LONGEST_FIRST = (
 )
 
 
+#: Each shared build (a session fixture below, one per built study) and the test files that
+#: read it. `make test` runs these files one after another in one worker (one work unit,
+#: SharedBuildScheduling), so the study is built once for the whole run, not once per
+#: worker that happens to get one of them. A test that asks for a shared build from a file
+#: not listed here stops the collection with one line naming the file.
+SHARED_BUILDS: dict[str, tuple[str, ...]] = {
+    "fixture_build": ("test_dbt_build.py", "test_current_state.py", "test_compare.py"),
+}
+
+
+def _shared_build_unit(file_name: str) -> str | None:
+    """The work unit of a file that reads a shared build (named after the build), or None."""
+    return next((f"shared build {name}" for name, files in SHARED_BUILDS.items() if file_name in files), None)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """Under `--dist loadfile` (`make test`): xdist's file-by-file scheduling, except that
+    the files reading one shared build (SHARED_BUILDS) are one work unit. Other modes are
+    left to xdist. Why a scheduler and not `--dist loadgroup`: loadgroup sends every test
+    without a group mark to any worker, one by one, so a file's module fixture would be
+    built on both workers. It overrides xdist's `_split_scope` (pytest-xdist 3.8), the one
+    method that names a test's work unit."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedBuildScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return _shared_build_unit(Path(file).name) or file
+
+    return SharedBuildScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip the resource tiers whose resource this machine lacks (checked once, and only
     when a collected test asks for it: importing torch costs seconds); put the longest
-    files first (LONGEST_FIRST)."""
+    files first (LONGEST_FIRST); refuse a shared build read from a file SHARED_BUILDS does
+    not list for it (it would be built again in another worker)."""
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's own order kept
+    for item in items:
+        for name in SHARED_BUILDS.keys() & set(getattr(item, "fixturenames", ())):
+            if item.path.name not in SHARED_BUILDS[name]:
+                raise pytest.UsageError(f"{item.path.name} reads the shared build {name!r}: add the file to "
+                                        f"SHARED_BUILDS[{name!r}] in tests/conftest.py")
     missing: dict[str, str | None] = {}
     for item in items:
         for tier in ("gpu", "vllm"):
@@ -101,3 +148,17 @@ def _state_dir() -> Path:
         folder.mkdir(mode=0o700, exist_ok=True)
     os.environ[STATE_DIR_ENV] = str(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def fixture_build(tmp_path_factory: pytest.TempPathFactory, _state_dir: Path) -> Iterator[SharedBuild]:
+    """The default fixture study (tests/python/fixture_study.py), built by `dbt build` once
+    per test process and read by test_dbt_build, test_current_state and test_compare
+    (SHARED_BUILDS: one worker runs the three), which each built it in a module fixture of
+    their own. The rules for its readers (a copy for a changed database, a restored input
+    file): tests/python/shared_builds.py. Checked unchanged again when the session ends."""
+    from shared_builds import build_default_fixture_study
+
+    built = build_default_fixture_study(tmp_path_factory.mktemp("fixture_build"))
+    yield built
+    built.check_unchanged()

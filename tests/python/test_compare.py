@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from dbt_runner import result_status, run_dbt
-from fixture_study import write_fixture_study
+from dbt_runner import result_status
 from report_checker import sig_equal, tables
 from study_grid import grid, panels, render_study
 
@@ -28,12 +28,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    root = tmp_path_factory.mktemp("compare")
-    study = write_fixture_study(root)
-    res = run_dbt(["build"], study.vars, root / "db.duckdb")
-    assert res.returncode == 0, res.output[-3000:]
-    return study, res.db
+def built(fixture_build):
+    """The default fixture study's build, shared with other files (tests/conftest.py)."""
+    fixture_build.check_unchanged()
+    return fixture_build.study, fixture_build.result.db
 
 
 def _generated(name: str, root: Path) -> StudyResult:
@@ -83,7 +81,9 @@ def test_two_studies_side_by_side(tmp_path):
 
 
 def test_a_built_study_by_database_and_a_stale_one_refused(built, tmp_path):
-    study, db = built
+    study, shared = built
+    db = tmp_path / "db.duckdb"  # the verdict row is marked stale, then complete: on a copy
+    shutil.copy(shared, db)
     here = Study(vars=resolve(study.vars))
     r = load(db, here)
     assert r.verdict["verdict"] and r.study.name == "fixture"

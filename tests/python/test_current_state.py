@@ -19,7 +19,6 @@ from typing import Any
 import duckdb
 import pytest
 from dbt_runner import dbt_env, result_status, run_dbt
-from fixture_study import write_fixture_study
 from kill_job import kill_once_written
 from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - fixture
 
@@ -27,12 +26,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
-    root = tmp_path_factory.mktemp("current")
-    study = write_fixture_study(root)
-    res = run_dbt(["build"], study.vars, root / "db.duckdb")
-    assert res.returncode == 0, res.output[-3000:]
-    return study, res.db
+def built(fixture_build: Any) -> tuple[Any, Path]:
+    """The default fixture study's build, shared with other files (tests/conftest.py):
+    every test here works on a copy of its database (_copy)."""
+    fixture_build.check_unchanged()
+    return fixture_build.study, fixture_build.result.db
 
 
 def _copy(built: tuple[Any, Path], tmp_path: Path) -> tuple[Any, Path, Any]:

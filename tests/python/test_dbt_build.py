@@ -14,16 +14,13 @@ import duckdb
 import pandas as pd
 import pytest
 from dbt_runner import ROOT, run_dbt
-from fixture_study import write_fixture_study
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    root = tmp_path_factory.mktemp("study")
-    study = write_fixture_study(root)
-    res = run_dbt(["build"], study.vars, root / "db.duckdb")
-    assert res.returncode == 0, res.output[-3000:]
-    return study, res
+def built(fixture_build):
+    """The default fixture study's build, shared with other files (tests/conftest.py)."""
+    fixture_build.check_unchanged()
+    return fixture_build.study, fixture_build.result
 
 
 def test_build_passes_and_writes_every_table(built):

@@ -14,12 +14,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from lookahead.config import PROJECT_ROOT, load_study
 from lookahead.demo.corpus import Prompts, build_corpus
 from lookahead.demo.generator import DemoSpec, generate, next_trading_day
-from lookahead.demo.tokenizer import LABELS, build_tokenizer, check_single_token_labels
+
+# torch and transformers (lookahead.demo.tokenizer) are imported by the tests that use
+# them: at module level every xdist worker paid for them while collecting, whichever
+# worker ran this file.
 
 DEMO = PROJECT_ROOT / "demo"
 SHIPPED_SEED = int(pd.read_csv(DEMO / "data" / "truth.csv")["seed"].iloc[0]) \
@@ -117,6 +119,8 @@ def test_corpus_carries_no_post_cutoff_outcome(scenario: str) -> None:
 
 
 def test_labels_are_single_tokens_and_a_multi_token_label_is_caught() -> None:
+    from lookahead.demo.tokenizer import build_tokenizer, check_single_token_labels
+
     tok = build_tokenizer(["up down unknown", "the price went up"])
     check_single_token_labels(tok)
     with pytest.raises(ValueError, match="not a single token"):
@@ -152,6 +156,8 @@ def outputs() -> dict[str, pd.DataFrame]:
 
 @pytest.mark.parametrize("name", ["contaminated", "clean"])
 def test_shipped_tokenizer_labels_are_single_tokens_and_no_chat_template(name: str) -> None:
+    from lookahead.demo.tokenizer import LABELS, check_single_token_labels
+
     _, tok = _load(name)
     check_single_token_labels(tok, LABELS)
     assert not getattr(tok, "chat_template", None)
@@ -215,6 +221,9 @@ def test_detection_regression_separates_the_two_models(outputs) -> None:
 
 
 def test_training_is_deterministic_from_the_seed() -> None:
+    import torch
+
+    from lookahead.demo.tokenizer import build_tokenizer
     from lookahead.demo.train import TrainSpec, train_model
 
     d = generate(DemoSpec(seed=2, n_entities=3, obs_per_entity=6))

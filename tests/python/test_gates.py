@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from great_expectations.execution_engine import pandas_execution_engine as engine
-from great_expectations.execution_engine.pandas_execution_engine import PandasExecutionEngine
 
 from lookahead.gates import GateFailed, run_gate
+
+# Great Expectations is imported by the tests that reach into it (and by run_gate when a
+# test calls it): at module level every xdist worker paid for it while collecting.
 
 
 def _mink_frame(lap: list[float]) -> pd.DataFrame:
@@ -24,6 +25,9 @@ def _mink_frame(lap: list[float]) -> pd.DataFrame:
 
 
 def test_a_passing_gate_returns_one_row_per_expectation_and_builds_the_batch_once(monkeypatch):
+    from great_expectations.execution_engine import pandas_execution_engine as engine
+    from great_expectations.execution_engine.pandas_execution_engine import PandasExecutionEngine
+
     batches, hashes = [], []
     real_batch, real_hash = PandasExecutionEngine.get_batch_data_and_markers, engine.hash_pandas_dataframe
 
@@ -80,6 +84,8 @@ def test_the_validated_frame_is_freed_when_the_gate_returns(monkeypatch):
 def test_two_gates_at_once_leave_the_fingerprint_switch_as_they_found_it():
     """dbt runs two gates at once; the one that ends first must not turn hashing back on
     under the other, and the last one out restores GX's threshold."""
+    from great_expectations.execution_engine import pandas_execution_engine as engine
+
     from lookahead.gates import _no_batch_fingerprint
 
     threshold = engine.HASH_THRESHOLD
