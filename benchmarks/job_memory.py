@@ -157,7 +157,23 @@ def measure(cmd: list[str], code: Path, cwd: Path) -> dict[str, Any]:
     }
 
 
-def prefill(study: Path, share: float) -> int:
+#: The jobs ``job --task`` measures: the module run, and its plan of (queries, params).
+JOB_MODULES = {"forecast": "llm_jobs.forecast", "recall": "llm_jobs.recall"}
+
+
+def job_plan(ctx: Any, task: str) -> tuple[Any, dict[str, Any]]:
+    """The job's queries and params, as the job plans them (forecast: one per row; recall:
+    one per (entity_id, target_date), prompts with the study's labels)."""
+    from llm_jobs import forecast, recall
+    from lookahead.keys import task_params
+
+    if task == "recall":
+        params = task_params(ctx.study, recall.TASK)
+        return recall.plan(ctx, params, None), params
+    return forecast.plan(ctx)
+
+
+def prefill(study: Path, share: float, task: str = "forecast") -> int:
     """Write the answers of ``share`` of the rows into the study's raw file before its first
     run, as the job writes them (its plan's keys and line skeleton, the loopback server's
     answer to the prompt: its top log-probs varied_top and their most likely token), so that a large study's first run asks
@@ -165,7 +181,6 @@ def prefill(study: Path, share: float) -> int:
     written and let go), so this keeps a million-row first run to minutes on two cores."""
     from test_openai_backend import varied_top
 
-    from llm_jobs import forecast
     from llm_jobs.cli import arg_parser
     from llm_jobs.context import make_context
     from llm_jobs.query_loop import record_skeleton
@@ -173,29 +188,32 @@ def prefill(study: Path, share: float) -> int:
     from lookahead.scoring import first_token_prob
 
     ctx = make_context(arg_parser("prefill").parse_args(["--study", str(study), "--yes"]))
-    queries, params = forecast.plan(ctx)
+    queries, params = job_plan(ctx, task)
     every = round(1 / (1 - share)) if share < 1 else 0
-    raw = ctx.study.raw_file("forecast")
+    raw = ctx.study.raw_file(task)
     raw.parent.mkdir(parents=True, exist_ok=True)
     n = 0
     with open(raw, "w", encoding="utf-8") as fh:
         for i, q in enumerate(queries):
             if every and i % every == 0:
                 continue  # left for the first run to ask
-            rec = record_skeleton(ctx, "forecast", q, params)
+            rec = record_skeleton(ctx, task, q, params)
             given = varied_top(q.prompt)
             top = [{"token_id": None, "token": t, "logprob": lp}
                    for t, lp in sorted(given.items(), key=lambda kv: -kv[1])]
             now = utc_now()
             rec.update({"backend": "openai", "response_text": max(given, key=given.get), "top_logprobs": top,
-                        "first_token_prob": first_token_prob(top), "started_at": now, "finished_at": now})
+                        "started_at": now, "finished_at": now})
+            if task == "forecast":
+                rec["first_token_prob"] = first_token_prob(top)
             fh.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n")
             n += 1
     return n
 
 
 def job_study_apart(tmp: Path, url: str, name: str, rows: int, concurrency: int,
-                    share: float, shape: tuple[int, int] | None = None) -> tuple[Path, int]:
+                    share: float, shape: tuple[int, int] | None = None,
+                    task: str = "forecast") -> tuple[Path, int]:
     """The job's study (write_openai_study, over ``shape`` as in :func:`write_study_apart`)
     and its prefilled answers (:func:`prefill`), written by a child process; (study file,
     answers prefilled)."""
@@ -205,9 +223,9 @@ def job_study_apart(tmp: Path, url: str, name: str, rows: int, concurrency: int,
             "study = write_openai_study(Path(a['tmp']), a['url'], a['name'], a['rows'], "
             "shape=tuple(a['shape']) if a['shape'] else None, "
             "concurrency=a['concurrency'], backend_options={'backoff_s': 0.01, 'timeout_s': 30}); "
-            "n = prefill(study, a['share']) if a['share'] else 0; print(json.dumps([str(study), n]))")
+            "n = prefill(study, a['share'], a['task']) if a['share'] else 0; print(json.dumps([str(study), n]))")
     spec = json.dumps({"tmp": str(tmp), "url": url, "name": name, "rows": rows, "concurrency": concurrency,
-                       "share": share, "shape": shape})
+                       "share": share, "shape": shape, "task": task})
     out = subprocess.run([sys.executable, "-c", code, str(ROOT), str(ROOT / "tests" / "python"),
                           str(ROOT / "benchmarks"), spec], check=True, capture_output=True, text=True).stdout
     study, n = json.loads(out.strip().splitlines()[-1])
@@ -230,22 +248,22 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="job-memory-"))
     url, state = serve()
     result: dict[str, Any] = {"rows": args.rows, "concurrency": args.concurrency, "runs": {},
-                              "entities": args.entities, "dates": args.dates}
+                              "entities": args.entities, "dates": args.dates, "task": args.task}
     for label, code in code_roots(args.code).items():
         # the study and its prefilled answers are written by a child process: built here they
         # would leave this process's peak in the job's ru_maxrss (see measure's floor_mib)
         study, prefilled = job_study_apart(tmp, url, f"mem_{label}", args.rows, args.concurrency, args.prefill,
-                                           shape_of(args))
+                                           shape_of(args), args.task)
         runs: dict[str, Any] = {"prefilled": prefilled}
         for run in ("first", "cached"):
             before = state.requests
-            m = measure([sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"], code, code)
+            m = measure([sys.executable, "-m", JOB_MODULES[args.task], "--study", str(study), "--yes"], code, code)
             m["requests"] = state.requests - before
             m["loadavg_after"] = os.getloadavg()
             runs[run] = m
             print(f"{label} {run}: exit {m['exit']}, {m['wall_s']} s, peak {m['peak_rss_mib']} MiB "
                   f"({m['requests']} requests; peak near: {m['last_line_before_peak']!r})", flush=True)
-        raw = tmp / f"mem_{label}" / "raw" / "forecast.jsonl"
+        raw = tmp / f"mem_{label}" / "raw" / f"{args.task}.jsonl"
         runs["raw_file_mib"] = round(raw.stat().st_size / MIB, 1) if raw.exists() else None
         result["runs"][label] = runs
         if not args.keep:
@@ -292,6 +310,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--code", action="append", default=[],
                     help="LABEL=DIR, a checkout to run (repeatable; default: this one)")
+    ap.add_argument("--task", choices=tuple(JOB_MODULES), default="forecast",
+                    help="job: the job measured (default forecast)")
     ap.add_argument("--prefill", type=float, default=0.0,
                     help="job: share of the answers written into the cache before the first run")
     ap.add_argument("--keep", action="store_true", help="keep the study's files")
