@@ -4,6 +4,10 @@ Run (from the project root):
     python benchmarks/job_memory.py job --rows 100000 --concurrency 32 \
         --code head=. --code base=/tmp/base-checkout --out benchmarks/results/job_memory_100k.json
     python benchmarks/job_memory.py check --rows 10000000 --code head=. --out ...
+    python benchmarks/job_memory.py check --rows 10000000 --entities 2000 --dates 2500 --out ...
+
+``--entities E --dates D``: the rows span E entities and D dates (row i is entity i mod E
+on date (i div E) mod D), a realistic study's recall pairs, instead of 7 entities.
 
 ``job``: a synthetic study of ``--rows`` rows (tests/python/test_openai_backend.py's
 write_openai_study) asks the loopback OpenAI-compatible server of the test suite, the
@@ -19,7 +23,8 @@ Peak memory is the child's ``ru_maxrss`` from ``wait4`` (the kernel's high-water
 the child or of its largest descendant, no sampling gap); the sum over the child and its
 descendants is sampled too (`lookahead check` holds its rows while its preflight child
 stages them again); the RSS is also sampled every 0.25 s beside the job's output lines, so
-the result says at which step the peak was reached.
+the result says at which step the peak was reached (the process's own samples, and those
+of the process with its children: ``tree_peak_sampled_at_s``, ``last_line_before_tree_peak``).
 """
 
 from __future__ import annotations
@@ -112,20 +117,24 @@ def measure(cmd: list[str], code: Path, cwd: Path) -> dict[str, Any]:
                                               for ln in proc.stdout], daemon=True)  # type: ignore[union-attr]
     reader.start()
     samples: list[tuple[float, int]] = []
-    tree_peak = 0
+    tree: list[tuple[float, int]] = []
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
+        now = round(time.perf_counter() - t0, 2)
         kib = rss_kib(proc.pid)
         if kib:
-            samples.append((round(time.perf_counter() - t0, 2), kib))
-        tree_peak = max(tree_peak, tree_rss_kib(proc.pid))
+            samples.append((now, kib))
+        tree.append((now, tree_rss_kib(proc.pid)))
         time.sleep(0.25)
     wall = time.perf_counter() - t0
     reader.join(5)
+    tree_peak = max((k for _, k in tree), default=0)
     peak_at = max(samples, key=lambda s: s[1])[0] if samples else None
     before_peak = [ln for t, ln in lines if peak_at is None or t <= peak_at]
+    tree_peak_at = max(tree, key=lambda s: s[1])[0] if tree else None
+    before_tree_peak = [ln for t, ln in lines if tree_peak_at is None or t <= tree_peak_at]
     return {
         # Linux carries a process's high-water mark across fork and exec into its child's
         # ru_maxrss: a peak at this floor is this process's, not the child's
@@ -140,10 +149,31 @@ def measure(cmd: list[str], code: Path, cwd: Path) -> dict[str, Any]:
         "output": [f"{t:7.1f}s {ln}" for t, ln in lines][-25:],
         # every 20th sample: the shape of the curve without the whole series
         "rss_mib_timeline": [(t, round(k / 1024)) for t, k in samples[:: max(1, len(samples) // 40)]],
+        # the same over the process and its children (`lookahead check`'s preflight child):
+        # when the sampled tree peak came, and the last output line before it
+        "tree_peak_sampled_at_s": tree_peak_at,
+        "last_line_before_tree_peak": before_tree_peak[-1] if before_tree_peak else None,
+        "tree_rss_mib_timeline": [(t, round(k / 1024)) for t, k in tree[:: max(1, len(tree) // 40)]],
     }
 
 
-def prefill(study: Path, share: float) -> int:
+#: The jobs ``job --task`` measures: the module run, and its plan of (queries, params).
+JOB_MODULES = {"forecast": "llm_jobs.forecast", "recall": "llm_jobs.recall"}
+
+
+def job_plan(ctx: Any, task: str) -> tuple[Any, dict[str, Any]]:
+    """The job's queries and params, as the job plans them (forecast: one per row; recall:
+    one per (entity_id, target_date), prompts with the study's labels)."""
+    from llm_jobs import forecast, recall
+    from lookahead.keys import task_params
+
+    if task == "recall":
+        params = task_params(ctx.study, recall.TASK)
+        return recall.plan(ctx, params, None), params
+    return forecast.plan(ctx)
+
+
+def prefill(study: Path, share: float, task: str = "forecast") -> int:
     """Write the answers of ``share`` of the rows into the study's raw file before its first
     run, as the job writes them (its plan's keys and line skeleton, the loopback server's
     answer to the prompt: its top log-probs varied_top and their most likely token), so that a large study's first run asks
@@ -151,7 +181,6 @@ def prefill(study: Path, share: float) -> int:
     written and let go), so this keeps a million-row first run to minutes on two cores."""
     from test_openai_backend import varied_top
 
-    from llm_jobs import forecast
     from llm_jobs.cli import arg_parser
     from llm_jobs.context import make_context
     from llm_jobs.query_loop import record_skeleton
@@ -159,39 +188,44 @@ def prefill(study: Path, share: float) -> int:
     from lookahead.scoring import first_token_prob
 
     ctx = make_context(arg_parser("prefill").parse_args(["--study", str(study), "--yes"]))
-    queries, params = forecast.plan(ctx)
+    queries, params = job_plan(ctx, task)
     every = round(1 / (1 - share)) if share < 1 else 0
-    raw = ctx.study.raw_file("forecast")
+    raw = ctx.study.raw_file(task)
     raw.parent.mkdir(parents=True, exist_ok=True)
     n = 0
     with open(raw, "w", encoding="utf-8") as fh:
         for i, q in enumerate(queries):
             if every and i % every == 0:
                 continue  # left for the first run to ask
-            rec = record_skeleton(ctx, "forecast", q, params)
+            rec = record_skeleton(ctx, task, q, params)
             given = varied_top(q.prompt)
             top = [{"token_id": None, "token": t, "logprob": lp}
                    for t, lp in sorted(given.items(), key=lambda kv: -kv[1])]
             now = utc_now()
             rec.update({"backend": "openai", "response_text": max(given, key=given.get), "top_logprobs": top,
-                        "first_token_prob": first_token_prob(top), "started_at": now, "finished_at": now})
+                        "started_at": now, "finished_at": now})
+            if task == "forecast":
+                rec["first_token_prob"] = first_token_prob(top)
             fh.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n")
             n += 1
     return n
 
 
 def job_study_apart(tmp: Path, url: str, name: str, rows: int, concurrency: int,
-                    share: float) -> tuple[Path, int]:
-    """The job's study (write_openai_study) and its prefilled answers (:func:`prefill`),
-    written by a child process; (study file, answers prefilled)."""
+                    share: float, shape: tuple[int, int] | None = None,
+                    task: str = "forecast") -> tuple[Path, int]:
+    """The job's study (write_openai_study, over ``shape`` as in :func:`write_study_apart`)
+    and its prefilled answers (:func:`prefill`), written by a child process; (study file,
+    answers prefilled)."""
     code = ("import json, sys; from pathlib import Path; sys.path[:0] = sys.argv[1:4]; "
             "from test_openai_backend import write_openai_study; from job_memory import prefill; "
             "a = json.loads(sys.argv[4]); "
             "study = write_openai_study(Path(a['tmp']), a['url'], a['name'], a['rows'], "
+            "shape=tuple(a['shape']) if a['shape'] else None, "
             "concurrency=a['concurrency'], backend_options={'backoff_s': 0.01, 'timeout_s': 30}); "
-            "n = prefill(study, a['share']) if a['share'] else 0; print(json.dumps([str(study), n]))")
+            "n = prefill(study, a['share'], a['task']) if a['share'] else 0; print(json.dumps([str(study), n]))")
     spec = json.dumps({"tmp": str(tmp), "url": url, "name": name, "rows": rows, "concurrency": concurrency,
-                       "share": share})
+                       "share": share, "shape": shape, "task": task})
     out = subprocess.run([sys.executable, "-c", code, str(ROOT), str(ROOT / "tests" / "python"),
                           str(ROOT / "benchmarks"), spec], check=True, capture_output=True, text=True).stdout
     study, n = json.loads(out.strip().splitlines()[-1])
@@ -213,21 +247,23 @@ def machine() -> dict[str, Any]:
 def run_job(args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="job-memory-"))
     url, state = serve()
-    result: dict[str, Any] = {"rows": args.rows, "concurrency": args.concurrency, "runs": {}}
+    result: dict[str, Any] = {"rows": args.rows, "concurrency": args.concurrency, "runs": {},
+                              "entities": args.entities, "dates": args.dates, "task": args.task}
     for label, code in code_roots(args.code).items():
         # the study and its prefilled answers are written by a child process: built here they
         # would leave this process's peak in the job's ru_maxrss (see measure's floor_mib)
-        study, prefilled = job_study_apart(tmp, url, f"mem_{label}", args.rows, args.concurrency, args.prefill)
+        study, prefilled = job_study_apart(tmp, url, f"mem_{label}", args.rows, args.concurrency, args.prefill,
+                                           shape_of(args), args.task)
         runs: dict[str, Any] = {"prefilled": prefilled}
         for run in ("first", "cached"):
             before = state.requests
-            m = measure([sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"], code, code)
+            m = measure([sys.executable, "-m", JOB_MODULES[args.task], "--study", str(study), "--yes"], code, code)
             m["requests"] = state.requests - before
             m["loadavg_after"] = os.getloadavg()
             runs[run] = m
             print(f"{label} {run}: exit {m['exit']}, {m['wall_s']} s, peak {m['peak_rss_mib']} MiB "
                   f"({m['requests']} requests; peak near: {m['last_line_before_peak']!r})", flush=True)
-        raw = tmp / f"mem_{label}" / "raw" / "forecast.jsonl"
+        raw = tmp / f"mem_{label}" / "raw" / f"{args.task}.jsonl"
         runs["raw_file_mib"] = round(raw.stat().st_size / MIB, 1) if raw.exists() else None
         result["runs"][label] = runs
         if not args.keep:
@@ -274,12 +310,14 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--code", action="append", default=[],
                     help="LABEL=DIR, a checkout to run (repeatable; default: this one)")
+    ap.add_argument("--task", choices=tuple(JOB_MODULES), default="forecast",
+                    help="job: the job measured (default forecast)")
     ap.add_argument("--prefill", type=float, default=0.0,
                     help="job: share of the answers written into the cache before the first run")
     ap.add_argument("--keep", action="store_true", help="keep the study's files")
     ap.add_argument("--entities", type=int, default=None,
-                    help="check: entities the rows span (with --dates; default: 7 entities)")
-    ap.add_argument("--dates", type=int, default=None, help="check: dates the rows span (with --entities)")
+                    help="entities the rows span (with --dates; default: 7 entities)")
+    ap.add_argument("--dates", type=int, default=None, help="dates the rows span (with --entities)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     args.code = args.code or [f"head={ROOT}"]

@@ -19,14 +19,16 @@ from dataclasses import replace
 from typing import Sequence
 
 import pandas as pd
+import pyarrow as pa
 
 from llm_jobs import forecast, mink, recall, reference
 from llm_jobs.cli import arg_parser
 from llm_jobs.context import JobContext, preflight, scan_context_rows
-from llm_jobs.planning import FitTally, fit_forecast_prompts
+from llm_jobs.planning import FitTally, fit_forecast_prompts, prompt_token_limit, too_long_stop
+from lookahead.errors import StudyConfigError
 from lookahead.guard import EXIT_OK, guarded
 from lookahead.keys import task_params
-from lookahead.rows import PAIR_COLUMNS, PAIR_KEY, unique_pairs
+from lookahead.rows import PAIR_COLUMNS
 
 
 def check(args) -> int:
@@ -36,13 +38,15 @@ def check(args) -> int:
     The rows are checked a chunk at a time (lookahead.rows.RowScan.chunks): a job holds
     every row and its queries, which `lookahead check` of a ten-million-row file cannot
     afford, and a row's checks need no other row. The recall pairs (one per (entity_id,
-    target_date), the first row of each) are gathered over the chunks and checked at once."""
+    target_date), the first row of each: RowScan.first_of_pairs) are gathered over the
+    chunks as Arrow columns and checked after the rows, RECALL_SLICE_PAIRS at a time
+    (:func:`check_recall`)."""
     study, scan, _ = scan_context_rows(args)
     preflight(study, scan.facts(study.protocol.training_cutoff))
     ctx = JobContext(study, args, pd.DataFrame(), scan.n_rejected)
     fit, n_queries = FitTally(), 0
-    pairs: list[pd.DataFrame] = []
-    seen: set[tuple[str, str]] = set()
+    pairs: list[pa.Table] = []
+    firsts, at = scan.first_of_pairs(), 0
     for rows, _ in scan.chunks():
         part = replace(ctx, rows=rows, _row_index=None)  # the backend, once loaded, is shared
         mink.plan(part, task_params(study, mink.TASK))
@@ -51,19 +55,56 @@ def check(args) -> int:
         fit_forecast_prompts(part, part.for_backend(queries), fit)  # every prompt fits the context
         n_queries += len(queries)
         ctx._backend = part._backend
-        first = unique_pairs(rows)  # a pair's first row in this chunk; kept if no earlier chunk had it
-        keys = list(zip(first[PAIR_KEY[0]], first[PAIR_KEY[1]]))
-        pairs.append(first[[k not in seen for k in keys]])
-        seen.update(keys)
-        del part, queries
+        first = rows.loc[firsts[at : at + len(rows)], list(PAIR_COLUMNS)]  # each pair's first row
+        pairs.append(pa.Table.from_pandas(first, preserve_index=False))
+        at += len(rows)
+        del part, queries, first
+    if at != len(firsts):
+        raise StudyConfigError(f"setting 'data_path': '{study.input.data_path}' changed while it was read; run again")
     fit.finish()
-    whole = replace(ctx, rows=pd.concat(pairs, ignore_index=True)[list(PAIR_COLUMNS)])
-    asks = recall.plan(whole, task_params(study, recall.TASK), None)
-    labels = recall.resolve_labels(whole, whole.for_backend(asks[:1])[0].prompt)  # the exact tokenizer
-    recall.check_recall_lengths(whole, whole.for_backend(recall.plan(whole, task_params(study, recall.TASK), labels)))
-    print(f"preflight passed: {n_queries} forecast and Min-K% prompts and {len(asks)} recall prompts "
+    n_pairs = check_recall(ctx, pa.concat_tables(pairs))
+    print(f"preflight passed: {n_queries} forecast and Min-K% prompts and {n_pairs} recall prompts "
           "fit the model's context, recall labels checked on its tokenizer; nothing was queried")
     return EXIT_OK
+
+
+#: Recall pairs planned at a time by `check_recall`.
+RECALL_SLICE_PAIRS = 65_536
+
+
+def check_recall(ctx: JobContext, pairs: pa.Table) -> int:
+    """The recall job's checks before its first query, on every pair (one row each, the
+    columns PAIR_COLUMNS): its plan (keys and prompts), the labels on the model's tokenizer
+    (from the first pair's prompt, as the job does), and every prompt against the context
+    length, with one stop naming the first too long and their count. How many pairs.
+
+    Why a slice at a time: the job's plan is a Query object per pair, and 5,000,000 pairs
+    (2,000 entities by 2,500 dates) planned at once, twice, and sent through the chat
+    template peaked at 14,123 MiB; a slice's queries are let go before the next is made."""
+    params = task_params(ctx.study, recall.TASK)
+
+    def part(a: int, n: int) -> JobContext:
+        return replace(ctx, rows=pairs.slice(a, n).to_pandas(types_mapper=pd.ArrowDtype), _row_index=None)
+
+    first = part(0, RECALL_SLICE_PAIRS)
+    asks = recall.plan(first, params, None)
+    labels = recall.resolve_labels(first, first.for_backend(asks[:1])[0].prompt)  # the exact tokenizer
+    ctx._backend = first._backend
+    del first, asks
+    limit, _ = prompt_token_limit(ctx, 1)
+    shown: list[tuple[str, int]] = []
+    n_over = 0
+    for a in range(0, pairs.num_rows, RECALL_SLICE_PAIRS):
+        piece = part(a, RECALL_SLICE_PAIRS)
+        queries = recall.plan(piece, params, labels)
+        if limit is not None:  # else nothing is counted (the job's own check reads no prompt then)
+            _, over = recall.recall_too_long(piece, piece.for_backend(queries))
+            n_over += len(over)
+            shown += over[: 3 - len(shown)]
+        del piece, queries
+    if n_over and limit is not None:
+        raise too_long_stop("recall prompt", shown, pairs.num_rows, limit, 1, can_truncate=False, n_too_long=n_over)
+    return pairs.num_rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:

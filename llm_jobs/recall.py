@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
@@ -111,12 +111,19 @@ def plan_pending(ctx: JobContext, params: dict[str, Any], labels: dict[str, str]
 
 def check_recall_lengths(ctx: JobContext, queries: Sequence[Query]) -> None:
     """Every recall prompt fits the context length with room for its one-token answer."""
-    limit, count = prompt_token_limit(ctx, 1)
-    if limit is None or count is None:
-        return
-    too_long = [(f"{q.entity_id} {q.target_date}", n) for q in queries if (n := count(q.prompt)) > limit]
+    limit, too_long = recall_too_long(ctx, queries)
     if too_long:
         raise too_long_stop("recall prompt", too_long, len(queries), limit, 1, can_truncate=False)
+
+
+def recall_too_long(ctx: JobContext, queries: Iterable[Query]) -> tuple[int, list[tuple[str, int]]]:
+    """(prompt token limit, the recall prompts over it as (pair, tokens)); no prompt is
+    over an unknown limit (then the limit reads 0). Apart from the stop so that `lookahead
+    check` can count a study's pairs a slice at a time and stop once, with the same line."""
+    limit, count = prompt_token_limit(ctx, 1)
+    if limit is None or count is None:
+        return 0, []
+    return limit, [(f"{q.entity_id} {q.target_date}", n) for q in queries if (n := count(q.prompt)) > limit]
 
 
 def run(ctx: JobContext) -> int:
