@@ -87,12 +87,13 @@ def paper_markdown(tables: Mapping[str, pd.DataFrame], results_dir: Path) -> str
             b = long[(long["kind"] == "bootstrap")]
             if len(b):
                 # the bootstrap p printed as everywhere else (fmt_p): one p for Table V
-                extra[T.BOOTSTRAP_ROW] = ["", "", "", f"[{fmt_p(float(b['estimate'].iloc[0]))}]"]
+                n_draws = int(boot["coefficient"].notna().sum()) if "coefficient" in boot else 0
+                extra[T.BOOTSTRAP_ROW] = ["", "", "", f"[{fmt_p(float(b['estimate'].iloc[0]), n_draws)}]"]
                 notes.append(str(b["note"].iloc[0]))
             d = long[(long["kind"] == "difference")]
             if len(d):
                 r = d.iloc[0]
-                extra[T.DIFFERENCE_ROW] = ["", f"{float(r['estimate']):.3f}", "", f"[{float(r['p']):.3f}]"]
+                extra[T.DIFFERENCE_ROW] = ["", f"{float(r['estimate']):.3f}", "", f"[{fmt_p(float(r['p']))}]"]
                 notes.append(f"{r['note']}: difference {float(r['estimate']):.4g} (SE "
                              f"{float(r['std_error']):.4g}, t {float(r['t']):.3g}, {r['vcov']}).")
             extra["Sample period"] = ["In-sample", "In-sample", "Out-of-sample", "Out-of-sample"]

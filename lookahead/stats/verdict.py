@@ -227,13 +227,26 @@ def fmt_t(x: float) -> str:
     return fmt_num(x, 3)
 
 
+def p_floor(draws: int) -> str:
+    """The bound a bootstrap p of 0 is printed under: 1/(B+1) rounded up to two significant
+    digits ("0.001" for B = 999, "0.0001" for B = 10000, never "9.999e-05"), so a p at the
+    floor reads the same in every sentence, table, figure title and LaTeX cell and stays a
+    true upper bound."""
+    floor = 1 / (draws + 1)
+    text = f"{floor:.2g}"
+    if float(text) < floor:  # rounding went down: step up in the second digit
+        exp = math.floor(math.log10(floor))
+        text = f"{math.ceil(floor / 10 ** (exp - 1)) * 10 ** (exp - 1):.2g}"
+    return np.format_float_positional(float(text), trim="-")
+
+
 def fmt_p(p: float, draws: int = 0) -> str:
     """A p-value that cannot mislead: a bootstrap p of 0 is "< 1/(B+1)" with B named, and
     a p within rounding of a threshold gets the digits that show its side."""
     if p is None or not np.isfinite(p):
         return "NA"
     if draws and p == 0:
-        return f"< {fmt_num(1 / (draws + 1))} (1/(B+1), B = {draws})"
+        return f"< {p_floor(draws)} (1/(B+1), B = {draws})"
     for digits in range(4, 18):
         text = f"{p:.{digits}g}"
         shown = float(text)
