@@ -108,13 +108,14 @@ def paper_markdown(tables: Mapping[str, pd.DataFrame], results_dir: Path) -> str
         md += [f"_{n}_", ""]
     figs = []
     if len(pre) and len(post) and s.lap in pre.columns:
-        figs.append(("LAP before vs after the training cutoff",
+        figs.append((f"LAP before vs after the training cutoff ({s.lap_label})",
                      figures.lap_histograms(pre, post, s.lap, results_dir / "figures" / "lap_hist.png", s.lap_label)))
-        figs.append(("Forecast accuracy by LAP decile",
+        figs.append((f"Forecast accuracy by LAP decile ({s.lap_label}; deciles formed within each period, "
+                     "in-sample and out-of-sample)",
                      figures.accuracy_figure(pre, post, s.lap, results_dir / "figures" / "accuracy_by_lap_decile.png",
                                              s.llm, s.outcome)))
     if len(boot):
-        figs.append(("Figure III. Pairs bootstrap of the out-of-sample interaction coefficient",
+        figs.append((f"Figure III. Pairs bootstrap of the out-of-sample interaction coefficient ({s.lap_label})",
                      figures.bootstrap_figure(boot["coefficient"].to_numpy(), float(boot["in_sample_estimate"].iloc[0]),
                                               results_dir / "figures" / "bootstrap.png", float(boot["p_value"].iloc[0]))))
     for title, path in figs:
