@@ -877,8 +877,8 @@ def reason(o: Outcome) -> str:
         # a coefficient per unit of a regressor that barely varies is not printed as a test
         return (f"Underpowered: beta_3 is {not_informative(flat)}: LAP shows no meaningful "
                 f"variation — {lap_problem_text(o)}. A coefficient per unit of a regressor that "
-                "barely varies is not evidence; the test cannot tell contamination from its "
-                "absence." + mde_sentence(o) + note + suffix)
+                "barely varies is not evidence, so the estimate does not decide; the test cannot "
+                "tell contamination from its absence." + mde_sentence(o) + note + suffix)
     if o.path == "null_no_variation":
         return (f"Underpowered: {b3} is not significant (not below {ALPHA_DETECTION:g}) and LAP "
                 f"shows no meaningful variation — {lap_problem_text(o)}. The test cannot tell "
