@@ -35,6 +35,7 @@ from lookahead.pages.summary import REFUSED_METRIC, caveats, checklist, checklis
 from lookahead.pages.text import code
 from lookahead.paper.table5_reading import table5_reading
 from lookahead.report_names import TABLE5_READING
+from lookahead.stats.cutoff import EXPOSURE_NOTE
 from lookahead.stats.fe_regression import SSC_RULE
 from lookahead.stats.verdict import (
     CONTAMINATION,
@@ -301,14 +302,6 @@ def sample_section(ctx: Context) -> Section:
                   Table(strings(issues, ["task", "issue", "n_queries"]), "query_issues")]
     return Section("sample", "1. Sample", "How many rows the study had, how many were excluded and why, "
                    "and what the estimator dropped.", items)
-
-
-#: Why a fall of LAP at the cutoff is no verdict by itself (docs/cutoff.md, "When not to
-#: trust it"): printed wherever the report shows the fall.
-EXPOSURE_NOTE = ("LAP measures exposure to the texts, not knowledge of the outcomes: a model that read "
-                 "the pre-cutoff texts without learning their outcomes (the demo's clean control) shows "
-                 "the same fall, so the fall dates the model's reading and beta_3, validation and the "
-                 "placebo decide contamination (docs/cutoff.md).")
 
 
 def _rising_measures(lapd: pd.DataFrame) -> list:

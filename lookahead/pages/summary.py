@@ -2,8 +2,14 @@
 the verdict paragraph (at most ``MAX_WORDS`` words, the caveats that change what a reader
 may conclude inside it) and the checklist, one row per protocol step.
 
-Caveats (each stated where it applies, with its number):
-  - the stated training cutoff outside the 95% interval of the effective cutoff;
+Caveats (each stated where it applies, with its number), ranked: first what weakens the
+design (``weaknesses``; docs/verdict.md, "What weakens the design"):
+  - the stated training cutoff outside the 95% interval of the effective cutoff, with the
+    month to re-run at; or no LAP break at the stated cutoff;
+  - few effective clusters: G* of beta_3's regression under 10 or under half of G;
+  - a prompt measure out of the model's distribution (the registry's floor);
+  - a placebo without power (passes_low_power), unless the detection's finding says it;
+then:
   - recall labels censored in more than ``CENSORING_CAVEAT`` of pre-cutoff pairs (any of
     up, down, unknown, or both directions);
   - fewer than ``FEW_CLUSTERS`` clusters in the pre-cutoff detection regression;
@@ -80,7 +86,7 @@ def weaknesses(o: Outcome, cutoff: dict[str, object] | None = None) -> list[Cave
         m = MEASURES[f.lap_measure]
         out.append(Caveat("out_of_distribution", f"mean {m.short} {fmt_num(f.lap_mean_pre, 2)}: prompts far "
                                                  "outside the model's distribution"))
-    if o.placebo == "passes_low_power" and o.path not in ("contamination", "mixed"):  # else said in the finding
+    if o.placebo == "passes_low_power" and o.path != "contamination":  # a detection says it in its finding
         out.append(Caveat("placebo_power", f"the placebo lacks power (its minimum detectable effect "
                                            f"{fmt_num(verdict_rule.placebo_mde(f))} exceeds beta_3)"))
     return out
