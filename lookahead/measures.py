@@ -41,6 +41,11 @@ LINE_EXTRAS = (VOCAB_MOMENTS, ZLIB_BYTES)
 #: the study's `reference_model_id`; its own raw file and cache key).
 REFERENCE_TASK = "reference"
 
+#: A token probability below which a prompt is far outside any model's distribution: one
+#: in a million is less likely than a uniform guess over a vocabulary of a million tokens
+#: (vocabularies hold 32k-256k). The floor of Min-K% and, as its log, of loss LAP.
+OUT_OF_DISTRIBUTION_PROB = 1e-6
+
 #: The verdict's variation rules (lookahead.stats.verdict.lap_min_sd applies them).
 ABSOLUTE, SCALE_FREE = "absolute", "scale_free"
 
@@ -68,6 +73,13 @@ class Measure:
     required_settings: tuple[str, ...] = ()  # must be set when a study computes the measure
     second_model: str | None = None          # the setting naming a second model (never the target)
     carried: tuple[str, ...] = () # further columns of `model` the panel carries
+    # A mean pre-cutoff value below this says the prompts lie far outside the model's
+    # distribution (None: the measure has no such floor). The verdict paragraph names it as
+    # a weakness (lookahead.stats.verdict.lap_out_of_distribution; docs/verdict.md).
+    out_of_distribution_below: float | None = None
+    # Why its mean need not fall at the cutoff as the single-model measures' does (the
+    # report prints it beside a measure whose mean rises; "" for a single-model measure)
+    cutoff_note: str = ""
 
     @property
     def column(self) -> str:
@@ -101,6 +113,9 @@ MEASURES: dict[str, Measure] = {m.name: m for m in (
         definition="exp(mean of the lowest K% token log-probs) (geometric; or the mean of their probabilities)",
         citation="Shi et al. 2024, 'Detecting Pretraining Data from Large Language Models' (ICLR)",
         settings=("mink_k", "mink_mean"),
+        # the least likely tokens below one in a million on average: less likely than a
+        # uniform guess over a million-token vocabulary, which no model's text reaches
+        out_of_distribution_below=OUT_OF_DISTRIBUTION_PROB,
     ),
     Measure(
         name="loss", short="loss LAP", label="loss LAP (mean token log-prob)", task="mink", model="int_lap_loss",
@@ -109,6 +124,7 @@ MEASURES: dict[str, Measure] = {m.name: m for m in (
         orientation="the mean log-prob: higher (less negative) = lower loss = more likely seen",
         definition="mean over prompt tokens 2..n of log P(token | preceding tokens); exp of it is the inverse perplexity",
         citation="Yeom et al. 2018, 'Privacy Risk in Machine Learning' (the LOSS attack)",
+        out_of_distribution_below=math.log(OUT_OF_DISTRIBUTION_PROB),  # the same floor, in log-prob
     ),
     Measure(
         name="zlib", short="zlib LAP", label="zlib LAP (mean log-prob / zlib bytes)", task="mink", model="int_lap_zlib",
@@ -147,6 +163,10 @@ MEASURES: dict[str, Measure] = {m.name: m for m in (
                   "Security), the comparison with a smaller or other model; Mattern et al. 2023, Shi et al. 2024"),
         settings=("reference_model_id",), required_settings=("reference_model_id",),
         second_model="reference_model_id",
+        cutoff_note=("it is a difference between two models: when the reference saw the same "
+                     "pre-cutoff texts, the exposure that makes the other measures fall at the "
+                     "cutoff cancels, and what remains compares the two models' fit to the "
+                     "texts, which can rise after the cutoff (docs/measures.md, the demo's references)"),
     ),
 )}
 

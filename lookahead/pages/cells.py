@@ -5,10 +5,24 @@ estimator gave no number (never a number and that phrase in one cell)."""
 from __future__ import annotations
 
 import math
+from typing import Mapping
 
 import pandas as pd
 
-from lookahead.stats.verdict import fmt_num, fmt_p, fmt_t
+from lookahead.stats.verdict import fmt_num, fmt_p, fmt_t, not_informative
+
+#: The terms whose regressor is LAP: on a sample whose LAP has no meaningful variation
+#: (lookahead.stats.verdict.collapsed_lap) they print as not informative, never as a test.
+LAP_TERMS = ("lap", "mu_hat:lap")
+#: The regressions those terms are estimated in.
+LAP_SPECS = ("detection",)
+
+
+def _flat_sd(flat: Mapping[str, float] | None, spec: str, sample: str, term: str) -> float | None:
+    """The LAP sd a cell's coefficient rests on when that LAP collapsed, else None."""
+    if not flat or spec not in LAP_SPECS or term not in LAP_TERMS:
+        return None
+    return flat.get(sample)
 
 
 def fmt(x: object, digits: int = 4) -> str:
@@ -54,10 +68,12 @@ def not_estimable(row: pd.Series) -> str:
 
 
 def coef_frame(results: pd.DataFrame, specs: list[tuple[str, str, str]], terms: list[str],
-               one_sided: str | None = None, two_sided: bool = False, draws: int = 0) -> pd.DataFrame:
+               one_sided: str | None = None, two_sided: bool = False, draws: int = 0,
+               flat: Mapping[str, float] | None = None) -> pd.DataFrame:
     """Rows: (label, spec, sample); columns per term: estimate (t); then the p-values of the
     tested term (CRV1 and wild cluster bootstrap side by side). A tested term without an
-    estimate has no p."""
+    estimate has no p; nor has one on a LAP without meaningful variation (`flat`: sample ->
+    its LAP sd), which reads "not informative (LAP sd X)"."""
     lines = []
     for label, spec, sample in specs:
         part = rows_of(results, spec, sample)
@@ -70,6 +86,8 @@ def coef_frame(results: pd.DataFrame, specs: list[tuple[str, str, str]], terms: 
                 cells.append("NA")
             elif pd.isna(r["estimate"].iloc[0]):
                 cells.append(not_estimable(r.iloc[0]))
+            elif (sd := _flat_sd(flat, spec, sample, term)) is not None:
+                cells.append(not_informative(sd))
             else:
                 cells.append(f"{fmt_num(num_or_nan(r['estimate'].iloc[0]))} "
                              f"({fmt_t(num_or_nan(r['t'].iloc[0]))})")
@@ -78,7 +96,7 @@ def coef_frame(results: pd.DataFrame, specs: list[tuple[str, str, str]], terms: 
 
         def p_cells(term: str, crv: str, wild: str) -> list[str]:
             r = part[part["term"] == term]
-            if r.empty or pd.isna(r["estimate"].iloc[0]):
+            if r.empty or pd.isna(r["estimate"].iloc[0]) or _flat_sd(flat, spec, sample, term) is not None:
                 return ["NA", "NA"]
             return [fmt_p(num_or_nan(r[crv].iloc[0])), fmt_p(num_or_nan(r[wild].iloc[0]), draws)]
 
@@ -120,10 +138,13 @@ def _stars(p: float) -> str:
     return "***" if p < 0.01 else "**" if p < 0.05 else "*" if p < 0.1 else ""
 
 
-def publication_frame(results: pd.DataFrame, name: str, draws: int = 0) -> pd.DataFrame:
+def publication_frame(results: pd.DataFrame, name: str, draws: int = 0,
+                      flat: Mapping[str, float] | None = None) -> pd.DataFrame:
     """A regression table as a journal prints it: a row per term with its estimate and
     stars (two-sided CRV1 p), its t-statistic in parentheses beneath, then N, clusters,
-    R2 and the fixed effects; one column per regression."""
+    R2 and the fixed effects; one column per regression. A coefficient on a LAP without
+    meaningful variation (`flat`, as in coef_frame) reads "not informative (LAP sd X)",
+    with no stars and no t."""
     _, cols, terms = PROTOCOL_TABLES[name]
     present = [(lab, sp, sa) for lab, sp, sa in cols if len(rows_of(results, sp, sa))]
     out: dict[str, list[str]] = {"": []}
@@ -145,6 +166,9 @@ def publication_frame(results: pd.DataFrame, name: str, draws: int = 0) -> pd.Da
                 ts.append("")
             elif pd.isna(r["estimate"].iloc[0]):
                 ests.append("not estimable")
+                ts.append("")
+            elif (sd := _flat_sd(flat, sp, sa, term)) is not None:
+                ests.append(not_informative(sd))
                 ts.append("")
             else:
                 p = num_or_nan(r["p_two_sided"].iloc[0])

@@ -33,7 +33,15 @@ from lookahead.pages.markdown import render as render_markdown
 from lookahead.pages.sections import glossary_para
 from lookahead.pages.text import code
 from lookahead.safe_output import write_csv as safe_csv
-from lookahead.stats.verdict import PLACEBO, evaluate, facts_from_row, fmt_num, fmt_t
+from lookahead.stats.verdict import (
+    PLACEBO,
+    collapsed_lap,
+    evaluate,
+    facts_from_row,
+    fmt_num,
+    fmt_t,
+    not_informative,
+)
 
 COMPARE_DIR = Path("results") / "compare"
 
@@ -114,12 +122,13 @@ def comparison_frame(results: list[StudyResult]) -> pd.DataFrame:
     rows = []
     for r in results:
         o = evaluate(facts_from_row(r.verdict))
-        b3 = o.tests["beta3"]
+        b3, flat = o.tests["beta3"], collapsed_lap(o.facts)  # a LAP that barely varies: no test
         row = {"study": r.study.name, "model": code(r.study.backend.model_id),
                "cutoff": str(r.study.protocol.training_cutoff),
                "N pre / post": f"{o.facts.n_obs_pre} / {o.facts.n_obs_post}", "verdict": o.decision,
-               "beta_3 (t)": f"{fmt_num(b3.estimate)} (t {fmt_t(b3.t)})" if b3.estimable else "not estimable",
-               "p the rule read": b3.p_phrase() if b3.estimable else "NA",
+               "beta_3 (t)": (not_informative(flat["pre"]) if b3.estimable and "pre" in flat else
+                              f"{fmt_num(b3.estimate)} (t {fmt_t(b3.t)})" if b3.estimable else "not estimable"),
+               "p the rule read": b3.p_phrase() if b3.estimable and "pre" not in flat else "NA",
                "validation": "present" if o.validation_present else "not present",
                "placebo": PLACEBO[o.placebo][1].removeprefix("placebo ")}
         for m in measures:

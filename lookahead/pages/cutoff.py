@@ -14,7 +14,7 @@ import pandas as pd
 
 from lookahead.config import Study
 from lookahead.measures import MEASURES
-from lookahead.stats.cutoff import BREAK, DECLINE, DECLINE_TEXT, NO_FALL, cutoff_warning
+from lookahead.stats.cutoff import BREAK, DECLINE, DECLINE_TEXT, EXPOSURE_NOTE, NO_FALL, cutoff_warning
 from lookahead.stats.verdict import fmt_num, fmt_p
 
 
@@ -90,7 +90,8 @@ def cutoff_section(results_dir: Path, study: Study, number: str = "7") -> str:
                       f"by {fmt_num(float(sel['fall_sd']), 3)} sd of pre-break LAP (mean "
                       f"{fmt_num(float(sel['mean_before']))} before, {fmt_num(float(sel['mean_after']))} after); "
                       f"the stated cutoff's month {_month(sel['stated_cutoff_month'])} lies "
-                      f"{'inside' if inside else 'outside'} the interval ({_interval(sel)}).\n")
+                      f"{'inside' if inside else 'outside'} the interval ({_interval(sel)}). "
+                      f"{EXPOSURE_NOTE}\n")
         elif str(sel["status"]) == DECLINE:
             md.append(f"\nUnder the verdict's measure ({short}): {DECLINE_TEXT} (slope "
                       f"{fmt_num(float(sel['trend_per_month']))} per month, two-sided p "

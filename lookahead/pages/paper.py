@@ -87,12 +87,13 @@ def paper_markdown(tables: Mapping[str, pd.DataFrame], results_dir: Path) -> str
             b = long[(long["kind"] == "bootstrap")]
             if len(b):
                 # the bootstrap p printed as everywhere else (fmt_p): one p for Table V
-                extra[T.BOOTSTRAP_ROW] = ["", "", "", f"[{fmt_p(float(b['estimate'].iloc[0]))}]"]
+                n_draws = int(boot["coefficient"].notna().sum()) if "coefficient" in boot else 0
+                extra[T.BOOTSTRAP_ROW] = ["", "", "", f"[{fmt_p(float(b['estimate'].iloc[0]), n_draws)}]"]
                 notes.append(str(b["note"].iloc[0]))
             d = long[(long["kind"] == "difference")]
             if len(d):
                 r = d.iloc[0]
-                extra[T.DIFFERENCE_ROW] = ["", f"{float(r['estimate']):.3f}", "", f"[{float(r['p']):.3f}]"]
+                extra[T.DIFFERENCE_ROW] = ["", f"{float(r['estimate']):.3f}", "", f"[{fmt_p(float(r['p']))}]"]
                 notes.append(f"{r['note']}: difference {float(r['estimate']):.4g} (SE "
                              f"{float(r['std_error']):.4g}, t {float(r['t']):.3g}, {r['vcov']}).")
             extra["Sample period"] = ["In-sample", "In-sample", "Out-of-sample", "Out-of-sample"]
@@ -107,13 +108,14 @@ def paper_markdown(tables: Mapping[str, pd.DataFrame], results_dir: Path) -> str
         md += [f"_{n}_", ""]
     figs = []
     if len(pre) and len(post) and s.lap in pre.columns:
-        figs.append(("LAP before vs after the training cutoff",
+        figs.append((f"LAP before vs after the training cutoff ({s.lap_label})",
                      figures.lap_histograms(pre, post, s.lap, results_dir / "figures" / "lap_hist.png", s.lap_label)))
-        figs.append(("Forecast accuracy by LAP decile",
+        figs.append((f"Forecast accuracy by LAP decile ({s.lap_label}; deciles formed within each period, "
+                     "in-sample and out-of-sample)",
                      figures.accuracy_figure(pre, post, s.lap, results_dir / "figures" / "accuracy_by_lap_decile.png",
                                              s.llm, s.outcome)))
     if len(boot):
-        figs.append(("Figure III. Pairs bootstrap of the out-of-sample interaction coefficient",
+        figs.append((f"Figure III. Pairs bootstrap of the out-of-sample interaction coefficient ({s.lap_label})",
                      figures.bootstrap_figure(boot["coefficient"].to_numpy(), float(boot["in_sample_estimate"].iloc[0]),
                                               results_dir / "figures" / "bootstrap.png", float(boot["p_value"].iloc[0]))))
     for title, path in figs:

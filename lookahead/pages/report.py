@@ -70,10 +70,13 @@ def export_tables(con: duckdb.DuckDBPyConnection, results_dir: Path) -> list[Pat
         part = results[(results["spec"] == spec) & (results["sample"] == sample)]
         if len(part):
             write(part, f"regression_{spec}_{sample}")
+    draws = 0
     if "bootstrap_results" in existing:
-        write(bootstrap_histogram(con.sql("select * from bootstrap_results").df()), "bootstrap_histogram")
+        boot = con.sql("select * from bootstrap_results").df()
+        draws = int(boot["coefficient"].notna().sum()) if "coefficient" in boot else len(boot)
+        write(bootstrap_histogram(boot), "bootstrap_histogram")
     if "paper_tables" in existing:  # Table V's facts, which the verdict section reads beside the verdict
-        reading = reading_frame(con.sql("select * from paper_tables").df())
+        reading = reading_frame(con.sql("select * from paper_tables").df(), draws)
         if len(reading):
             write(reading, TABLE5_READING)
     return written

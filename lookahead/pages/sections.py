@@ -35,6 +35,7 @@ from lookahead.pages.summary import REFUSED_METRIC, caveats, checklist, checklis
 from lookahead.pages.text import code
 from lookahead.paper.table5_reading import table5_reading
 from lookahead.report_names import TABLE5_READING
+from lookahead.stats.cutoff import EXPOSURE_NOTE
 from lookahead.stats.fe_regression import SSC_RULE
 from lookahead.stats.verdict import (
     CONTAMINATION,
@@ -47,6 +48,7 @@ from lookahead.stats.verdict import (
     UNITS_RULE,
     VALIDATION_FAILURES,
     Outcome,
+    collapsed_lap,
     fmt_num,
     fmt_p,
     fmt_t,
@@ -57,6 +59,8 @@ from lookahead.stats.verdict import (
 )
 
 MAX_ROWS = 25
+#: How the report's accuracy-by-decile figure forms its deciles (lookahead.pages.data)
+DECILE_RULE = "deciles formed within each sample, pre and post"
 #: where every term the report uses is defined, once (README, "Glossary")
 GLOSSARY = PROJECT_ROOT / "docs" / "glossary.md"
 SAMPLE_ORDER = {"pre": 0, "post": 1}
@@ -166,9 +170,10 @@ def cutoff_facts(ctx: Context) -> dict[str, object]:
     if status != "break":
         p = num_or_nan(r.get("p_fall"))
         return {"stated_cutoff": stated, "effective_cutoff": f"no month named: {status}"
-                + (f" (p {fmt_p(p)})" if math.isfinite(p) else ""), "result": status}
+                + (f" (p {fmt_p(p)})" if math.isfinite(p) else ""), "result": status, "status": status}
     inside = _truthy(r.get("stated_in_interval"))
     return {"stated_cutoff": stated, "break_month": _day(r.get("break_month")), "inside": inside,
+            "status": status, "rerun_at": _day(r.get("effective_cutoff")),
             "interval": f"{_day(r.get('interval_low_month'))[:7]} to {_day(r.get('interval_high_month'))[:7]}",
             "effective_cutoff": f"{_day(r.get('effective_cutoff'))} (95% interval "
                                 f"{_day(r.get('interval_low_month'))[:7]} to {_day(r.get('interval_high_month'))[:7]}, "
@@ -199,9 +204,10 @@ def checklist_section(ctx: Context) -> Section:
 def key_figures(ctx: Context) -> Section:
     items: list = []
     month, band = _lap_month_frame(ctx)
+    label = MEASURES[ctx.study.measures.lap_measure].label  # every caption names its measure
     if len(month):
         cut = cutoff_facts(ctx)
-        items.append(Figure("lap_by_month", f"LAP by realization month, stated training cutoff marked ({band})",
+        items.append(Figure("lap_by_month", f"{label} by realization month, stated training cutoff marked ({band})",
                             charts.lap_by_month(_by_sample(month), str(ctx.study.protocol.training_cutoff),
                                                 ctx.study.measures.lap_measure, str(cut.get("break_month", ""))),
                             "figures/lap_by_month.png"))
@@ -209,14 +215,15 @@ def key_figures(ctx: Context) -> Section:
         items.append(Para("No LAP-by-month figure: no row has both a realization date and a LAP value."))
     acc = ctx.table("accuracy_by_lap_decile")
     if len(acc):
-        items.append(Figure("accuracy_by_lap_decile", "Accuracy by LAP decile, before and after the cutoff",
+        items.append(Figure("accuracy_by_lap_decile", f"Accuracy by LAP decile ({label}; {DECILE_RULE}), "
+                            "before and after the cutoff",
                             charts.accuracy_by_decile(_by_sample(acc)), "figures/accuracy_by_lap_decile_prepost.png"))
     else:
         items.append(Para("No accuracy-by-decile figure: fewer than 10 rows with a parsed non-zero forecast, "
                           "an outcome and a LAP value in either sample."))
-    return Section("figures", "Key figures", "Memorization shows as LAP falling at the cutoff and as "
-                   "accuracy rising with LAP before it but not after (data: `accuracy_by_lap_decile.csv` and "
-                   "the LAP-by-month table named in the figure).", items)
+    return Section("figures", "Key figures", "LAP falling at the cutoff dates the model's reading of the "
+                   "texts; memorization shows as accuracy rising with LAP before the cutoff but not after "
+                   "(data: `accuracy_by_lap_decile.csv` and the LAP-by-month table named in the figure).", items)
 
 
 def hit_rate_section(ctx: Context) -> Section | None:
@@ -297,6 +304,22 @@ def sample_section(ctx: Context) -> Section:
                    "and what the estimator dropped.", items)
 
 
+def _rising_measures(lapd: pd.DataFrame) -> list:
+    """A sentence per measure whose mean rises after the cutoff while the registry says why
+    it may (Measure.cutoff_note): a rise beside falling measures otherwise reads as a bug."""
+    out: list = []
+    if lapd.empty or not {"measure", "sample", "mean"} <= set(lapd.columns):
+        return out
+    for name, rows in lapd.groupby("measure", sort=False):
+        m = MEASURES.get(str(name))
+        means = {str(s): num_or_nan(v) for s, v in zip(rows["sample"], rows["mean"])}
+        pre_m, post_m = means.get("pre", math.nan), means.get("post", math.nan)
+        if m is not None and m.cutoff_note and math.isfinite(pre_m) and math.isfinite(post_m) and post_m > pre_m:
+            out.append(Para(f"Mean {m.short} rises from {fmt(pre_m)} before the cutoff to {fmt(post_m)} "
+                            f"after it: {m.cutoff_note}."))
+    return out
+
+
 def lap_section(ctx: Context) -> Section:
     s = ctx.study
     items: list = [Para(f"LAP measure in the regressions: `{s.measures.lap_measure}`"
@@ -326,7 +349,9 @@ def lap_section(ctx: Context) -> Section:
             items.append(Para(f"**Warning: post-cutoff LAP stays high** (mean {fmt(post_m)} vs {fmt(pre_m)} "
                               "pre-cutoff): the model is guessing rather than abstaining."))
         else:
-            items.append(Para(f"Mean LAP falls from {fmt(pre_m)} before the cutoff to {fmt(post_m)} after it."))
+            items.append(Para(f"Mean LAP falls from {fmt(pre_m)} before the cutoff to {fmt(post_m)} after it. "
+                              + EXPOSURE_NOTE))
+    items += _rising_measures(lapd)
     cens = _by_sample(ctx.table("recall_censoring"))
     if len(cens):
         items.append(Para("Recall label censoring (label absent from the top-20 tokens; its mass is then "
@@ -414,6 +439,7 @@ def detection_section(ctx: Context) -> Section:
     f, b3 = o.facts, o.tests["beta3"]
     items: list = [
         Table(coef_frame(results, [("pre-cutoff", "detection", "pre")], ["mu_hat", "lap", "mu_hat:lap"],
+                         flat=collapsed_lap(o.facts),
                          one_sided="mu_hat:lap", draws=ctx.draws), "detection_pre"),
         Para("beta_3 is the coefficient on mu_hat:lap; the test is one-sided for beta_3 > 0 "
              "(p/2 when t > 0, else 1 - p/2). Beside CRV1 stands the restricted wild cluster "
@@ -431,7 +457,8 @@ def placebo_section(ctx: Context) -> Section:
     items: list = []
     if o.facts.placebo_feasible:
         items.append(Table(coef_frame(results, [("post-cutoff", "detection", "post")], ["mu_hat", "lap", "mu_hat:lap"],
-                                      one_sided="mu_hat:lap", draws=ctx.draws), "detection_post"))
+                                      one_sided="mu_hat:lap", draws=ctx.draws, flat=collapsed_lap(o.facts)),
+                           "detection_post"))
         items.append(Table(coef_frame(results, [("pooled", "validation_pooled", "post"),
                                                 ("high LAP", "validation_high_lap", "post"),
                                                 ("low LAP", "validation_low_lap", "post")], ["ud"],
@@ -528,7 +555,7 @@ def protocol_tables_section(ctx: Context) -> Section | None:
         return None
     items: list = []
     for name, (title, _, _) in PROTOCOL_TABLES.items():
-        frame = publication_frame(results, name, ctx.draws)
+        frame = publication_frame(results, name, ctx.draws, collapsed_lap(ctx.outcome.facts))
         if frame.shape[1] > 1:
             items.append(Table(frame, f"protocol_{name}", caption=title, publication=True,
                                csv=f"tables/protocol_{name}.tex"))

@@ -2,8 +2,14 @@
 the verdict paragraph (at most ``MAX_WORDS`` words, the caveats that change what a reader
 may conclude inside it) and the checklist, one row per protocol step.
 
-Caveats (each stated where it applies, with its number):
-  - the stated training cutoff outside the 95% interval of the effective cutoff;
+Caveats (each stated where it applies, with its number), ranked: first what weakens the
+design (``weaknesses``; docs/verdict.md, "What weakens the design"):
+  - the stated training cutoff outside the 95% interval of the effective cutoff, with the
+    month to re-run at; or no LAP break at the stated cutoff;
+  - few effective clusters: G* of beta_3's regression under 10 or under half of G;
+  - a prompt measure out of the model's distribution (the registry's floor);
+  - a placebo without power (passes_low_power), unless the detection's finding says it;
+then:
   - recall labels censored in more than ``CENSORING_CAVEAT`` of pre-cutoff pairs (any of
     up, down, unknown, or both directions);
   - fewer than ``FEW_CLUSTERS`` clusters in the pre-cutoff detection regression;
@@ -21,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from lookahead.measures import MEASURES
 from lookahead.stats import verdict as verdict_rule
 from lookahead.stats.verdict import (
     ALPHA_DETECTION,
@@ -60,14 +67,38 @@ def _n(x: object) -> float:
     return v
 
 
+def weaknesses(o: Outcome, cutoff: dict[str, object] | None = None) -> list[Caveat]:
+    """What makes the design weak, ranked (WEAKNESSES): each from a verdict column or the
+    effective_cutoff table, each in a few words with its number."""
+    f, out = o.facts, []
+    cutoff = cutoff or {}
+    if cutoff.get("inside") is False:
+        out.append(Caveat("cutoff", f"the stated cutoff {cutoff['stated_cutoff']} lies outside the effective "
+                                    f"cutoff's 95% interval ({cutoff['interval']}): re-run with "
+                                    f"training_cutoff {cutoff.get('rerun_at') or cutoff.get('break_month')}"))
+    elif cutoff.get("status") and cutoff.get("status") != "break":
+        out.append(Caveat("no_break", f"no LAP break at the stated cutoff ({cutoff['status']})"))
+    if verdict_rule.few_effective_clusters(f):
+        g = f.n_clusters_pre
+        out.append(Caveat("g_star", f"only G* {fmt_num(f.beta3_g_star, 3)} effective clusters of "
+                                    f"G {int(g) if np.isfinite(g) else 'NA'}"))
+    if verdict_rule.lap_out_of_distribution(f):
+        m = MEASURES[f.lap_measure]
+        out.append(Caveat("out_of_distribution", f"mean {m.short} {fmt_num(f.lap_mean_pre, 2)}: prompts far "
+                                                 "outside the model's distribution"))
+    if o.placebo == "passes_low_power" and o.path != "contamination":  # a detection says it in its finding
+        out.append(Caveat("placebo_power", f"the placebo lacks power (its minimum detectable effect "
+                                           f"{fmt_num(verdict_rule.placebo_mde(f))} exceeds beta_3)"))
+    return out
+
+
 def caveats(o: Outcome, metric: dict[str, object], censoring: pd.DataFrame,
             cutoff: dict[str, object] | None = None) -> list[Caveat]:
-    """What changes what a reader may conclude, from the tables the report reads; first
-    a stated cutoff outside the effective cutoff's interval (table effective_cutoff)."""
-    out: list[Caveat] = []
-    if cutoff and cutoff.get("inside") is False:
-        out.append(Caveat("cutoff", f"the stated cutoff {cutoff['stated_cutoff']} lies outside the effective "
-                                    f"cutoff's 95% interval ({cutoff['interval']})"))
+    """What changes what a reader may conclude, from the tables the report reads, ranked:
+    the design's weaknesses first (``weaknesses``: the cutoff, G*, an out-of-distribution
+    measure, a placebo without power), then refusals, censoring, few clusters and
+    exclusions. The paragraph drops them from the last when it runs over MAX_WORDS."""
+    out: list[Caveat] = weaknesses(o, cutoff)
     refused, kept = _n(metric.get(REFUSED_METRIC)), _n(metric.get("valid rows"))
     if np.isfinite(refused) and np.isfinite(kept) and refused > 0 and refused / (kept + refused) > REFUSED_CAVEAT:
         out.append(Caveat("refused", f"{int(refused)} of {int(kept + refused)} valid rows "
@@ -105,6 +136,9 @@ def _placebo_short(o: Outcome) -> str:
     if o.placebo == "infeasible":
         return "placebo infeasible (no post-cutoff rows)"
     if o.placebo == "passes_collapsed":
+        if t.estimable:  # an estimate exists, on a LAP that barely varies: not a test
+            return (f"placebo passes (post-cutoff LAP collapsed; post-cutoff beta_3 "
+                    f"{verdict_rule.not_informative(o.facts.lap_sd_post)})")
         return "placebo passes (post-cutoff LAP collapsed, beta_3 not estimable)"
     if o.placebo == "not_estimable":
         return "placebo not estimable"
@@ -141,6 +175,11 @@ def _paragraph_parts(o: Outcome) -> tuple[str, list[str]]:
         return (f"Underpowered: beta_3 is not estimable ({why}); the test cannot tell contamination "
                 "from its absence.", [])
     b3 = _b3(o)
+    if o.path in ("null_no_variation", "significant_no_variation"):
+        flat = verdict_rule.collapsed_lap(f).get("pre")
+        if flat is not None:  # a coefficient on a LAP that barely varies is not printed as a test
+            return (f"Underpowered: beta_3 is {verdict_rule.not_informative(flat)}: LAP shows no "
+                    f"meaningful variation ({LAP_PROBLEMS[o.lap_problem]}).", [])
     if o.path == "null_no_variation":
         return (f"Underpowered: {b3} is not significant and LAP shows no meaningful variation "
                 f"({LAP_PROBLEMS[o.lap_problem]}){_mde(o)}.", [])
@@ -268,10 +307,14 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
     rows.append(Check("3. Validation", "high-LAP theta exceeds low-LAP theta (per sd)", _est(diff),
                       _p(diff), f"one-sided p < {ALPHA_VALIDATION:g}", dres + note))
     b3 = t["beta3"]
+    flat = verdict_rule.collapsed_lap(f)
     bres = NOT_ESTIMABLE if not b3.estimable else (PASSED if b3.p < ALPHA_DETECTION else FAILED)
-    rows.append(Check("4. Detection", "beta_3 > 0 (forecast x LAP)", _est(b3), _p(b3),
-                      f"one-sided p < {ALPHA_DETECTION:g}",
-                      bres))
+    if b3.estimable and "pre" in flat:  # on a LAP that barely varies: not a test
+        rows.append(Check("4. Detection", "beta_3 > 0 (forecast x LAP)", verdict_rule.not_informative(flat["pre"]),
+                          "", f"one-sided p < {ALPHA_DETECTION:g}", "not informative"))
+    else:
+        rows.append(Check("4. Detection", "beta_3 > 0 (forecast x LAP)", _est(b3), _p(b3),
+                          f"one-sided p < {ALPHA_DETECTION:g}", bres))
     m = mde(f)
     rows.append(Check("4. Power", "minimum detectable beta_3 (80% power)",
                       fmt_num(m) if np.isfinite(m) else "not estimable", "", "descriptive",
@@ -298,8 +341,11 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
     pres = {"passes": PASSED, "passes_collapsed": PASSED + " (LAP collapsed)", "fails": FAILED,
             "passes_low_power": PASSED + " (low power: its minimum detectable effect exceeds the pre-cutoff beta_3)",
             "not_estimable": NOT_ESTIMABLE, "infeasible": "infeasible (no post-cutoff rows)"}[o.placebo]
-    rows.append(Check("5. Placebo", "post-cutoff beta_3 not > 0", _est(plc) if o.placebo != "infeasible" else "NA",
-                      _p(plc) if o.placebo != "infeasible" else "NA",
+    post_flat = plc.estimable and "post" in flat
+    rows.append(Check("5. Placebo", "post-cutoff beta_3 not > 0",
+                      "NA" if o.placebo == "infeasible" else
+                      verdict_rule.not_informative(flat["post"]) if post_flat else _est(plc),
+                      "NA" if o.placebo == "infeasible" else "" if post_flat else _p(plc),
                       f"one-sided p > {PLACEBO_PASS_P:g}, or post LAP collapsed", pres + note))
     pm = _opt(verdict, "placebo_mde", "placebo_mde_regression", "placebo_beta3_mde")
     if not np.isfinite(pm) and hasattr(verdict_rule, "placebo_mde"):

@@ -20,6 +20,7 @@ from lookahead.paper import bootstrap as bs
 from lookahead.paper import figures, render
 from lookahead.paper import tables as T
 from lookahead.stats.fe_regression import NotEstimable
+from lookahead.stats.verdict import fmt_p
 
 #: Columns of `paper_tables` (python_models/marts/paper/_paper__models.yml documents each).
 LONG_COLUMNS = [
@@ -97,7 +98,9 @@ def run_paper_analysis(pre: pd.DataFrame, post: pd.DataFrame | None, settings: T
                 data = bs.prepare(T.table5_inputs(post, s), y, full, s.fixed_effects)
                 boot = bs.pairs_bootstrap(data, in_est, draws=draws, seed=seed, method=method,
                                           out_of_sample_estimate=oos_est)
-                t5.extra_rows = {T.BOOTSTRAP_ROW: ["", "", "", f"[{boot.p_value:.3f}]"],
+                # one p format everywhere (fmt_p): a zero is "< 1/(B+1)" with B named
+                n_draws = int(np.isfinite(boot.draws).sum())
+                t5.extra_rows = {T.BOOTSTRAP_ROW: ["", "", "", f"[{fmt_p(boot.p_value, n_draws)}]"],
                                  **t5.extra_rows}
                 t5.notes.append(
                     f"The paper's procedure: pairs bootstrap of the out-of-sample interaction, "

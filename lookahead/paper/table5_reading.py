@@ -24,7 +24,7 @@ def _num(x: object) -> float:
     return v
 
 
-def reading_frame(long: pd.DataFrame) -> pd.DataFrame:
+def reading_frame(long: pd.DataFrame, draws: int = 0) -> pd.DataFrame:
     """One row of Table V's facts from the `paper_tables` long table (empty without Table V)."""
     t5 = long[long["paper_table"] == "table5"]
     coef = t5[(t5["kind"] == "coefficient") & (t5["term"] == INTERACTION)]
@@ -40,10 +40,17 @@ def reading_frame(long: pd.DataFrame) -> pd.DataFrame:
         "out_of_sample": _num(getattr(out, "estimate", None)),
         "out_of_sample_t": _num(getattr(out, "t", None)), "out_of_sample_p": _num(getattr(out, "p", None)),
         "bootstrap_p": _num(boot["p"].iloc[0]) if len(boot) else math.nan,
+        "bootstrap_draws": int(draws),  # B behind the bootstrap p: a zero prints as < 1/(B+1)
         "difference": _num(diff["estimate"].iloc[0]) if len(diff) else math.nan,
         "difference_p_one_sided": _num(diff["p"].iloc[0]) if len(diff) else math.nan,
     }
     return pd.DataFrame([row])
+
+
+def _draws(row: pd.Series) -> int:
+    """B of the bootstrap p (0 when the row predates the column: the p prints as it is)."""
+    b = _num(row.get("bootstrap_draws"))
+    return int(b) if math.isfinite(b) else 0
 
 
 def _sig(p: float) -> bool:
@@ -66,7 +73,7 @@ def table5_reading(row: pd.Series) -> str:
         f"({fmt_num(ins)}, t {fmt_t(ins_t)}, two-sided p {fmt_p(ins_p)}), with out-of-sample, "
         f"after it ({fmt_num(out)}, t {fmt_t(out_t)}, two-sided p {fmt_p(out_p)}), each period "
         "standardized on its own. Its bootstrap p "
-        f"({fmt_p(boot)}) is the share of out-of-sample bootstrap draws that reach the "
+        f"({fmt_p(boot, _draws(row))}) is the share of out-of-sample bootstrap draws that reach the "
         "in-sample estimate, which it treats as fixed; the stacked regression tests in-sample "
         f"minus out-of-sample ({fmt_num(diff)}, clustered one-sided p {fmt_p(diff_p)}). It is "
         "not the contamination test: the verdict rests on the protocol's beta_3 together with "

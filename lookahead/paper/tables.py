@@ -40,6 +40,7 @@ from lookahead.stats.fe_regression import (
     Term,
     not_estimable,
 )
+from lookahead.stats.verdict import fmt_p
 
 #: Every registered measure's panel column (lookahead.measures), and the configured one.
 LAP_COLUMNS = {**{m.name: m.column for m in MEASURES.values()}, "configured": "lap"}
@@ -474,7 +475,7 @@ def table5(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings,
         samples += [sample, sample]
     extra = {"Sample period": ["In-sample", "In-sample", "Out-of-sample", "Out-of-sample"]}
     if bootstrap_p is not None:
-        extra = {BOOTSTRAP_ROW: ["", "", "", f"[{bootstrap_p:.3f}]"], **extra}
+        extra = {BOOTSTRAP_ROW: ["", "", "", f"[{fmt_p(bootstrap_p)}]"], **extra}
     notes = ["All variables standardized (z-scores) separately within the in-sample "
              "and within the out-of-sample period."]
     diff: dict[str, float] = {}
@@ -484,11 +485,11 @@ def table5(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings,
         notes.append(f"In-sample minus out-of-sample test: {exc}.")
     if diff:
         extra = {**extra, DIFFERENCE_ROW: ["", f"{diff['difference']:.3f}",
-                                           "", f"[{diff['p_one_sided']:.3f}]"]}
+                                           "", f"[{fmt_p(diff['p_one_sided'])}]"]}
         notes.append(
             f"In-sample minus out-of-sample interaction: {diff['difference']:.4g} (SE "
             f"{diff['std_error']:.4g}, clustered by {cluster_of(s, 'table5')}; one-sided p "
-            f"{diff['p_one_sided']:.3g}), from one stacked regression with period-specific "
+            f"{fmt_p(diff['p_one_sided'])}), from one stacked regression with period-specific "
             "slopes and fixed effects; unlike the paper's bootstrap p it counts the in-sample "
             "estimate's sampling error and the clustering.")
     tab = PaperTable(name="table5", title=f"In-sample and out-of-sample, standardized within period ({s.lap_label})",

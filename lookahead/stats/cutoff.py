@@ -68,6 +68,14 @@ BAI_C = 11.03
 #: Fewest months a break with a trend is fitted on (3 coefficients, 2 residual df).
 MIN_MONTHS = 5
 
+#: Why a fall of LAP at the cutoff is no verdict by itself (docs/cutoff.md, "When not to
+#: trust it"): the report prints it wherever it shows the fall.
+EXPOSURE_NOTE = ("LAP measures exposure to the texts, not knowledge of the outcomes: a model that read "
+                 "the pre-cutoff texts without learning their outcomes (the demo's clean control) shows "
+                 "the same fall, so the fall dates the model's reading and beta_3, validation and the "
+                 "placebo decide contamination (docs/cutoff.md).")
+
+
 BREAK, DECLINE, NO_FALL, TOO_FEW = "break", "steady decline", "no significant fall", "too few months"
 STATUSES = (BREAK, DECLINE, NO_FALL, TOO_FEW)
 #: How the report words a steady decline.

@@ -227,13 +227,26 @@ def fmt_t(x: float) -> str:
     return fmt_num(x, 3)
 
 
+def p_floor(draws: int) -> str:
+    """The bound a bootstrap p of 0 is printed under: 1/(B+1) rounded up to two significant
+    digits ("0.001" for B = 999, "0.0001" for B = 10000, never "9.999e-05"), so a p at the
+    floor reads the same in every sentence, table, figure title and LaTeX cell and stays a
+    true upper bound."""
+    floor = 1 / (draws + 1)
+    text = f"{floor:.2g}"
+    if float(text) < floor:  # rounding went down: step up in the second digit
+        exp = math.floor(math.log10(floor))
+        text = f"{math.ceil(floor / 10 ** (exp - 1)) * 10 ** (exp - 1):.2g}"
+    return np.format_float_positional(float(text), trim="-")
+
+
 def fmt_p(p: float, draws: int = 0) -> str:
     """A p-value that cannot mislead: a bootstrap p of 0 is "< 1/(B+1)" with B named, and
     a p within rounding of a threshold gets the digits that show its side."""
     if p is None or not np.isfinite(p):
         return "NA"
     if draws and p == 0:
-        return f"< {fmt_num(1 / (draws + 1))} (1/(B+1), B = {draws})"
+        return f"< {p_floor(draws)} (1/(B+1), B = {draws})"
     for digits in range(4, 18):
         text = f"{p:.{digits}g}"
         shown = float(text)
@@ -529,6 +542,47 @@ def post_lap_collapse(f: VerdictFacts) -> str:
     return ""
 
 
+#: Effective clusters below which a clustered test rests on few independent units: G* under
+#: 10, or under half of G (Carter, Schnepel and Steigerwald 2017: G* far below G means a few
+#: clusters carry the variation). A weakness the verdict paragraph names, never a decision.
+MIN_G_STAR = 10
+
+
+def few_effective_clusters(f: VerdictFacts) -> bool:
+    """beta_3's regression has few effective clusters (verdict column few_effective_clusters)."""
+    g, g_star = f.n_clusters_pre, f.beta3_g_star
+    if not np.isfinite(g_star):
+        return False
+    return bool(g_star < MIN_G_STAR or (np.isfinite(g) and g_star < g / 2))
+
+
+def lap_out_of_distribution(f: VerdictFacts) -> bool:
+    """The prompts lie far outside the model's distribution: the measure's mean before the
+    cutoff is below its registry floor (lookahead.measures, out_of_distribution_below), as
+    a Min-K% of 1e-8 is (verdict column lap_out_of_distribution)."""
+    m = MEASURES.get(f.lap_measure)
+    floor = m.out_of_distribution_below if m is not None else None
+    return bool(floor is not None and np.isfinite(f.lap_mean_pre) and f.lap_mean_pre < floor)
+
+
+def not_informative(sd: float) -> str:
+    """How a coefficient on a LAP without meaningful variation is printed, wherever it is
+    printed: never as a test, always with the sd it rests on."""
+    return f"not informative (LAP sd {fmt_num(sd)})"
+
+
+def collapsed_lap(f: VerdictFacts) -> dict[str, float]:
+    """Samples ("pre", "post") whose LAP has no meaningful variation -> its sd: the
+    coefficients on LAP estimated there are a large number per unit of a tiny spread, and
+    the report prints them as not_informative."""
+    out: dict[str, float] = {}
+    if lap_problem(f) in ("constant", "small_sd") and f.lap_n_pre:
+        out["pre"] = f.lap_sd_pre if np.isfinite(f.lap_sd_pre) else 0.0
+    if post_lap_collapse(f):
+        out["post"] = f.lap_sd_post if np.isfinite(f.lap_sd_post) else 0.0
+    return out
+
+
 def placebo_code(f: VerdictFacts, tests: dict[str, TestFact]) -> str:
     """The placebo's outcome (PLACEBO)."""
     if not f.placebo_feasible:
@@ -763,8 +817,8 @@ def placebo_text(o: Outcome) -> str:
         if t.estimable:
             return (f"placebo passes: {post_lap_collapse(f)}, so nothing is left for LAP to proxy "
                     f"(the collapse the protocol expects); the post-cutoff beta_3 on that little "
-                    f"variation, {fmt_num(t.estimate)} (t {fmt_t(t.t)}, {t.p_phrase()}), could "
-                    f"detect only effects above {fmt_num(placebo_mde(f))} and is not read as a test")
+                    f"variation is {not_informative(collapsed_lap(f)['post'])}: it could detect "
+                    f"only effects above {fmt_num(placebo_mde(f))} and is not read as a test")
         return (f"placebo passes: {post_lap_collapse(f)}, so post-cutoff beta_3 is not "
                 "estimable and nothing is left for LAP to proxy (the collapse the protocol expects)")
     if o.placebo == "not_estimable":
@@ -818,6 +872,13 @@ def reason(o: Outcome) -> str:
                 "contamination from its absence." + mde_sentence(o) + suffix)
     b3 = _b3(o)
     two = o.tests["beta3_two_sided"]
+    flat = collapsed_lap(f).get("pre")
+    if o.path in ("null_no_variation", "significant_no_variation") and flat is not None:
+        # a coefficient per unit of a regressor that barely varies is not printed as a test
+        return (f"Underpowered: beta_3 is {not_informative(flat)}: LAP shows no meaningful "
+                f"variation — {lap_problem_text(o)}. A coefficient per unit of a regressor that "
+                "barely varies is not evidence, so the estimate does not decide; the test cannot "
+                "tell contamination from its absence." + mde_sentence(o) + note + suffix)
     if o.path == "null_no_variation":
         return (f"Underpowered: {b3} is not significant (not below {ALPHA_DETECTION:g}) and LAP "
                 f"shows no meaningful variation — {lap_problem_text(o)}. The test cannot tell "
@@ -1039,6 +1100,8 @@ def outcome_row(o: Outcome) -> dict[str, Any]:
         "n_rows_no_lap_pre": (o.facts.n_rows_pre - o.facts.n_lap_values_pre
                               if o.facts.n_lap_values_pre >= 0 and o.facts.n_rows_pre >= 0 else None),
         "lap_varies": not o.lap_problem,
+        "few_effective_clusters": few_effective_clusters(o.facts),
+        "lap_out_of_distribution": lap_out_of_distribution(o.facts),
         "validation_pattern": o.validation_present,
         "placebo_passes": PLACEBO[o.placebo][0],
         "placebo_status": PLACEBO[o.placebo][1],

@@ -24,7 +24,15 @@ Checks
   forecasts are missing; "placebo infeasible" exactly when there are no post-cutoff rows;
   "LAP is constant" needs sd 0; a report that names its decision path uses that path's
   wording (PATH_WORDS);
-- no estimator-internal text (FORBIDDEN)."""
+- no estimator-internal text (FORBIDDEN);
+- "not estimable" beside an estimate: a sentence of the verdict line or a section that
+  calls beta_3 (pre- or post-cutoff) not estimable while its section table or checklist
+  row prints a number for it; a "not informative" cell has no p beside it either;
+- one p format: a bootstrap p at its floor prints as "< X (1/(B+1), B = N)" with one X
+  per B, X a plain decimal of at most two significant digits and at least 1/(B+1), in
+  REPORT.md and in the LaTeX tables beside it; never a bracketed zero ("[0]", "[0.000]");
+- figure captions: a caption that names LAP names its measure (MEASURE_NAMES), and one
+  that plots deciles says how they were formed ("deciles formed within ...")."""
 
 from __future__ import annotations
 
@@ -49,6 +57,9 @@ PATH_WORDS = {
 }
 NUM = r"-?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?"  # 1,234,567 too
 PVAL = rf"(?:< )?{NUM}"
+#: The LAP measures a figure caption may name (docs/measures.md), as the report prints them
+MEASURE_NAMES = ("recall LAP", "Min-K%", "loss LAP", "zlib LAP", "Min-K%++", "reference-model LAP")
+FLOOR = re.compile(rf"< ({NUM}) \(1/\(B\+1\), B = (\d+)\)")
 
 
 # ---------------------------------------------------------------- parsing
@@ -146,6 +157,76 @@ def check(text: str, results_dir: Path | None = None) -> list[str]:
     problems += _cells(secs, results_dir)
     problems += _reason(secs, verdict, reason, text, m.group(0))
     problems += [f"estimator-internal text: {w!r}" for w in FORBIDDEN if w in text]
+    problems += _not_estimable_beside_estimate(secs, m.group(0), others)
+    problems += _p_formats(text, results_dir)
+    problems += _captions(text)
+    return problems
+
+
+def _first_cell(secs: dict[str, str], prefix: str, label: str) -> str:
+    r = row(secs, prefix, label, "mu_hat:lap")
+    return (r or {}).get("mu_hat:lap (t)", "")
+
+
+def _checklist_estimate(secs: dict[str, str], step: str) -> str:
+    for tab in tables(section(secs, "Checklist")):
+        for r in tab:
+            if r.get("step", "") == step:
+                return r.get("estimate (t)", "")
+    return ""
+
+
+def _not_estimable_beside_estimate(secs: dict[str, str], line: str, others: str) -> list[str]:
+    """A sentence calls beta_3 not estimable while a cell prints its number: the verdict
+    line for either beta_3, the section sentences (``others``) for the post-cutoff one (a
+    rule stated in general, "so that beta_3 is not estimable", is no claim about a cell)."""
+    problems: list[str] = []
+    post_says = re.search(r"post-cutoff (?:LAP collapsed, )?beta_3 (?:is )?not estimable", line + " " + others)
+    pre_says = re.search(r"(?<!post-cutoff )(?<!collapsed, )\bbeta_3 (?:is )?not estimable", line)
+    for says, what, cells in ((post_says, "post-cutoff beta_3",
+                               (_first_cell(secs, "5.", "post-cutoff"), _checklist_estimate(secs, "5. Placebo"))),
+                              (pre_says, "beta_3", (_first_cell(secs, "4.", "pre-cutoff"),
+                                                    _checklist_estimate(secs, "4. Detection")))):
+        shown = [c for c in cells if re.match(NUM, c or "")]
+        if says and shown:
+            problems.append(f"'not estimable' sentence beside an estimate: {what} is said not estimable "
+                            f"while a cell shows {shown[0]!r}")
+    return problems
+
+
+def _p_formats(text: str, results_dir: Path | None) -> list[str]:
+    """One printed form per bootstrap floor, in the report and its LaTeX tables."""
+    texts = [("REPORT.md", text)]
+    if results_dir is not None and (results_dir / "tables").is_dir():
+        texts += [(f"tables/{p.name}", p.read_text(encoding="utf-8"))
+                  for p in sorted((results_dir / "tables").glob("*.tex"))]
+    problems: list[str] = []
+    seen: dict[int, set[str]] = {}
+    for where, body in texts:
+        for m in FLOOR.finditer(body):
+            bound, draws = m.group(1), int(m.group(2))
+            seen.setdefault(draws, set()).add(bound)
+            digits = bound.replace(".", "").lstrip("0").rstrip("0")  # significant digits
+            if "e" in bound.lower() or len(digits) > 2 or float(bound) < 1 / (draws + 1):
+                problems.append(f"a p in two formats: bound {bound!r} for B = {draws} in {where} "
+                                "(a plain decimal of at most two digits, at least 1/(B+1))")
+        for m in re.finditer(r"\[(0(?:\.0+)?)\]", body):
+            problems.append(f"a p in two formats: a bracketed zero {m.group(0)!r} in {where}")
+    for draws, bounds in seen.items():
+        if len(bounds) > 1:
+            problems.append(f"a p in two formats: B = {draws} floor printed as {sorted(bounds)}")
+    return problems
+
+
+def _captions(text: str) -> list[str]:
+    """A figure caption names its measure and, for deciles, how they were formed."""
+    problems: list[str] = []
+    for m in re.finditer(r"!\[([^\]]*)\]\(", text):
+        cap = m.group(1)
+        if "LAP" in cap and not any(name in cap for name in MEASURE_NAMES):
+            problems.append(f"figure caption without its measure: {cap!r}")
+        if "decile" in cap.lower() and "deciles formed within" not in cap:
+            problems.append(f"figure caption without its decile rule: {cap!r}")
     return problems
 
 
@@ -323,10 +404,10 @@ def _cells(secs: dict[str, str], results_dir: Path | None) -> list[str]:
                     cell, term = r[h], h[:-4]
                     if "not estimable" in cell and re.match(NUM, cell):
                         problems.append(f"{spec} {sample} {term}: a cell with a number and 'not estimable'")
-                    if term == tested and cell.startswith("not estimable"):
+                    if term == tested and cell.startswith(("not estimable", "not informative")):
                         ps = [v for k, v in r.items() if is_p_header(k) and re.match(r"<?\s*" + NUM, v)]
                         if ps:
-                            problems.append(f"{spec} {sample} {term}: 'not estimable' beside p {ps}")
+                            problems.append(f"{spec} {sample} {term}: {cell.split(' (')[0]!r} beside p {ps}")
                     if len(csv):
                         sel = csv[(csv["spec"] == spec) & (csv["sample"] == sample) & (csv["term"] == term)]
                         if sel.empty:

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 #: entities -> (periods, rows per entity and period): about 500-1,500 pre-cutoff rows
-SHAPES = {1: (20, 4), 5: (24, 4), 30: (12, 3), 200: (6, 1)}
+SHAPES = {1: (20, 4), 5: (24, 4), 20: (10, 2), 30: (12, 3), 200: (6, 1)}
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,10 @@ def _lap_distribution(pre: pd.DataFrame, post: pd.DataFrame, measure: str) -> pd
     return pd.DataFrame(rows)
 
 
-def render_study(spec: StudySpec, out: Path, draws: int = 99) -> str:
-    """Regressions, verdict, CSVs and REPORT.md for one study; returns the report text."""
+def render_study(spec: StudySpec, out: Path, draws: int = 99,
+                 data: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> str:
+    """Regressions, verdict, CSVs and REPORT.md for one study (its panels, or `data`:
+    (pre, post) a test reshaped); returns the report text."""
     from lookahead.config import load_study
     from lookahead.pages.report import render
     from lookahead.stats.protocol import StatsSettings, run_protocol
@@ -133,7 +135,7 @@ def render_study(spec: StudySpec, out: Path, draws: int = 99) -> str:
     from lookahead.stats.wild import WildSettings
 
     settings = StatsSettings(cluster="entity", lap_measure=spec.measure, wild=WildSettings(draws=draws))
-    pre, post = panels(spec)
+    pre, post = data if data is not None else panels(spec)
     res = run_protocol(pre, post if len(post) else None, settings)
     verdict = verdict_frame(res, pre, post, settings)
     out.mkdir(parents=True, exist_ok=True)

@@ -148,7 +148,8 @@ def test_table5_bootstrap_p_is_one_number_everywhere(panels, tmp_path):
     p = float(long.loc[long["kind"] == "bootstrap", "p"].iloc[0])
     md = paper_markdown(database_tables(con), tmp_path)
     row = next(line for line in md.splitlines() if "OOS bootstrap p-value" in line)
-    assert f"[{fmt_p(p)}]" in row
-    assert f"Its bootstrap p ({fmt_p(p)})" in table5_reading(reading_frame(long).iloc[0])
+    b = int(boot["coefficient"].notna().sum())
+    assert f"[{fmt_p(p, b)}]" in row
+    assert f"Its bootstrap p ({fmt_p(p, b)})" in table5_reading(reading_frame(long, b).iloc[0])
     fig = bootstrap_figure(tmp_path)
     assert fig.spec["title"].endswith(f"one-sided p {fmt_p(p, len(boot))}")

@@ -14,6 +14,7 @@ from lookahead.config import StudyConfigError, load_study
 from lookahead.paper import tables as T
 from lookahead.paper.synthetic import make_panel
 from lookahead.stats.fe_regression import RegressionInputError as PaperSpecError
+from lookahead.stats.verdict import fmt_p
 
 FE = ["entity_num", "period_num"]
 TOL = 1e-8
@@ -229,7 +230,7 @@ def test_table5_difference_test_against_independent_computations(pre, post):
     assert d["t"] == pytest.approx((r_in["beta"][2] - r_out["beta"][2]) / se2, rel=0.05)
     assert d["p_one_sided"] < 0.05  # the planted in-sample interaction (delta=3) vs none
     row = tab.extra_rows[T.DIFFERENCE_ROW]
-    assert row[1] == f"{d['difference']:.3f}" and row[3] == f"[{d['p_one_sided']:.3f}]"
+    assert row[1] == f"{d['difference']:.3f}" and row[3] == f"[{fmt_p(d['p_one_sided'])}]"
 
 
 def test_out_of_sample_start_setting(post):
