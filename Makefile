@@ -95,8 +95,11 @@ claims-extraction-recall: install
 demo-smollm2: install
 	$(VENV)/bin/lookahead run --study demo/studies/smollm2.yml --yes
 
-## Linters: ruff (Python), sqlfluff (dbt SQL), and dbt_project.yml's generated vars in sync.
+## Linters: ruff's formatter and linter (Python; the rule sets and each exception with its
+## reason in pyproject.toml), sqlfluff (dbt SQL), and dbt_project.yml's generated vars in sync.
+## .pre-commit-config.yaml runs the same before a commit.
 lint: install
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/sqlfluff lint models tests/dbt analyses --nocolor
 	$(PY) -m lookahead.config --check-dbt-vars

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_dbt_build import EXCLUDED, MEASURES, _env, _run  # noqa: E402
+from bench_dbt_build import EXCLUDED, MEASURES, _env, _run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,8 +33,13 @@ def _worktree(rev: str, path: Path) -> None:
     if path.exists():
         subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
         shutil.rmtree(path, ignore_errors=True)
-    subprocess.run(["git", "worktree", "add", "--detach", str(path), rev], cwd=ROOT, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        ["git", "worktree", "add", "--detach", str(path), rev],
+        cwd=ROOT,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     (path / ".venv").symlink_to(ROOT / ".venv")
 
 
@@ -42,9 +47,18 @@ def build(checkout: Path, study: Path, side: str) -> dict:
     db = study / f"ab_{side}.duckdb"
     for stale in study.glob(f"ab_{side}.duckdb*"):
         shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
-    cmd = [str(ROOT / ".venv" / "bin" / "dbt"), "build", "--vars", (study / "vars.json").read_text(),
-           "--project-dir", str(checkout), "--target-path", str(study / f"target_{side}"),
-           "--exclude", *EXCLUDED]
+    cmd = [
+        str(ROOT / ".venv" / "bin" / "dbt"),
+        "build",
+        "--vars",
+        (study / "vars.json").read_text(),
+        "--project-dir",
+        str(checkout),
+        "--target-path",
+        str(study / f"target_{side}"),
+        "--exclude",
+        *EXCLUDED,
+    ]
     wall, cpu, peak, rc, tail = _run(cmd, _env(db, checkout))
     if rc:
         print(tail)
@@ -59,10 +73,8 @@ def main() -> None:
     ap.add_argument("--worktree", type=Path, default=Path("/tmp/lookahead_ab_base"))
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
-    base_sha = subprocess.run(["git", "rev-parse", a.base], cwd=ROOT, check=True, capture_output=True,
-                              text=True).stdout.strip()
-    head_sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, check=True, capture_output=True,
-                              text=True).stdout.strip()
+    base_sha = subprocess.run(["git", "rev-parse", a.base], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+    head_sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
     _worktree(base_sha, a.worktree)
     load_before = os.getloadavg()
     runs: dict[str, list[dict]] = {"base": [], "head": []}
@@ -70,17 +82,22 @@ def main() -> None:
         for i in range(a.pairs):
             for side, checkout in (("base", a.worktree), ("head", ROOT)):
                 runs[side].append(build(checkout, a.study, side))
-                print(f"pair {i + 1} {side}: " + ", ".join(f"{m} {runs[side][-1][m]:.1f}" for m in MEASURES),
-                      flush=True)
+                print(f"pair {i + 1} {side}: " + ", ".join(f"{m} {runs[side][-1][m]:.1f}" for m in MEASURES), flush=True)
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(a.worktree)], cwd=ROOT, check=False)
     result = {
         "command": " ".join(["benchmarks/ab_build.py", *sys.argv[1:]]),
-        "base": base_sha, "head": head_sha, "study": str(a.study), "excluded": EXCLUDED,
-        "cpus": os.cpu_count(), "python": platform.python_version(),
-        "load_before": load_before, "load_after": os.getloadavg(), "runs": runs,
+        "base": base_sha,
+        "head": head_sha,
+        "study": str(a.study),
+        "excluded": EXCLUDED,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "load_before": load_before,
+        "load_after": os.getloadavg(),
+        "runs": runs,
         "medians": {side: {m: statistics.median(r[m] for r in rs) for m in MEASURES} for side, rs in runs.items()},
-        "ratio_head_over_base": {m: [h[m] / b[m] for b, h in zip(runs["base"], runs["head"])] for m in MEASURES},
+        "ratio_head_over_base": {m: [h[m] / b[m] for b, h in zip(runs["base"], runs["head"], strict=False)] for m in MEASURES},
     }
     print(json.dumps(result["medians"], indent=1))
     if a.out:

@@ -44,8 +44,7 @@ print(json.dumps({{"total_s": sum(v["total_s"] for v in out.values()),
 
 def run(tree: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree))
-    res = subprocess.run([sys.executable, "-c", ONE_RUN], env=env, capture_output=True,
-                         text=True, check=True, cwd=str(tree))
+    res = subprocess.run([sys.executable, "-c", ONE_RUN], env=env, capture_output=True, text=True, check=True, cwd=str(tree))
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
@@ -61,18 +60,28 @@ def main() -> None:
         order = [("this", this), ("other", other)] if r % 2 == 0 else [("other", other), ("this", this)]
         for name, tree in order:
             res = run(tree)
-            rows.append({"round": r, "tree": name, "total_s": res["total_s"],
-                         "per_regression": res["per_regression"], "load": os.getloadavg()})
+            rows.append(
+                {
+                    "round": r,
+                    "tree": name,
+                    "total_s": res["total_s"],
+                    "per_regression": res["per_regression"],
+                    "load": os.getloadavg(),
+                }
+            )
             print(f"round {r} {name}: {res['total_s']:.2f} s", flush=True)
-    med = {n: sorted(x["total_s"] for x in rows if x["tree"] == n)[a.rounds // 2]
-           for n in ("this", "other")}
-    result = {"command": "python benchmarks/ab_wild.py " + " ".join(sys.argv[1:]),
-              "other": str(other), "cpus": os.cpu_count(), "median_s": med,
-              "this_over_other": med["this"] / med["other"], "runs": rows}
+    med = {n: sorted(x["total_s"] for x in rows if x["tree"] == n)[a.rounds // 2] for n in ("this", "other")}
+    result = {
+        "command": "python benchmarks/ab_wild.py " + " ".join(sys.argv[1:]),
+        "other": str(other),
+        "cpus": os.cpu_count(),
+        "median_s": med,
+        "this_over_other": med["this"] / med["other"],
+        "runs": rows,
+    }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(result, indent=1, default=float) + "\n", encoding="utf-8")
-    print(f"median: this {med['this']:.2f} s, other {med['other']:.2f} s, "
-          f"ratio {med['this'] / med['other']:.2f}")
+    print(f"median: this {med['this']:.2f} s, other {med['other']:.2f} s, ratio {med['this'] / med['other']:.2f}")
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ def build_panel(con: duckdb.DuckDBPyConnection, v: Study) -> None:
     con.execute(f"""
         create table fc as
         select row_id, response_text
-        from read_json('{raw / 'forecast.jsonl'}', format = 'newline_delimited')
+        from read_json('{raw / "forecast.jsonl"}', format = 'newline_delimited')
         where key is not null
     """)
     distinct = [r[0] for r in con.execute("select distinct response_text from fc").fetchall()]
@@ -60,7 +60,7 @@ def build_panel(con: duckdb.DuckDBPyConnection, v: Study) -> None:
             select entity_id, try_cast(target_date as date) as target_date,
                    list_distinct(list_transform(top_logprobs, lambda t: {{'id': cast(t.token_id as varchar),
                        'text': lower(trim(t.token)), 'p': exp(t.logprob)}})) as returned
-            from read_json('{raw / 'recall.jsonl'}', format = 'newline_delimited')
+            from read_json('{raw / "recall.jsonl"}', format = 'newline_delimited')
             where key is not null
         )
         select entity_id, target_date,
@@ -76,7 +76,7 @@ def build_panel(con: duckdb.DuckDBPyConnection, v: Study) -> None:
         create table mk as
         with src as (
             select row_id, zlib_bytes, list_slice(prompt_logprobs, 2, len(prompt_logprobs)) as toks
-            from read_json('{raw / 'mink.jsonl'}', format = 'newline_delimited', columns = {{
+            from read_json('{raw / "mink.jsonl"}', format = 'newline_delimited', columns = {{
                 'key': 'VARCHAR', 'row_id': 'VARCHAR', 'zlib_bytes': 'BIGINT',
                 'prompt_logprobs': 'STRUCT(logprob DOUBLE, vocab_mean DOUBLE, vocab_var DOUBLE)[]'}})
             where key is not null
@@ -139,7 +139,9 @@ def fit_all(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, float]]:
     for sample in ("pre", "post"):
         df = con.execute(
             "select outcome, ud, mu_hat, lap, high_lap, entity_num, period_num, entity_id as _cluster "
-            "from panel where sample = ?", [sample]).df()
+            "from panel where sample = ?",
+            [sample],
+        ).df()
         specs = {
             "validation_pooled": ("outcome ~ ud | entity_num + period_num", df),
             "validation_high_lap": ("outcome ~ ud | entity_num + period_num", df[df["high_lap"] == 1]),
@@ -149,13 +151,15 @@ def fit_all(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, float]]:
         # high minus low: the halves stacked, ud in sd units of its half, FE x half
         halves = df.assign(
             ud=df["ud"] / df.groupby("high_lap")["ud"].transform("std"),
-            entity_half=df["entity_num"] * 2 + df["high_lap"], period_half=df["period_num"] * 2 + df["high_lap"])
+            entity_half=df["entity_num"] * 2 + df["high_lap"],
+            period_half=df["period_num"] * 2 + df["high_lap"],
+        )
         specs["validation_difference"] = ("outcome ~ ud + ud:high_lap | entity_half + period_half", halves)
         for spec, (fml, data) in specs.items():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 fit = pf.feols(fml, data=data, vcov={"CRV1": "_cluster"}, ssc=ssc, fixef_rm="singleton")
-            out[f"{spec}|{sample}"] = {str(k): float(b) for k, b in zip(fit._coefnames, fit._beta_hat)}
+            out[f"{spec}|{sample}"] = {str(k): float(b) for k, b in zip(fit._coefnames, fit._beta_hat, strict=False)}
     return out
 
 
@@ -172,11 +176,12 @@ def main() -> None:
     con = duckdb.connect(str(db))
     build_panel(con, Study.from_json(a.vars.read_text()))
     coefs = fit_all(con)
-    sums = dict(zip(LAP_SUMS, con.execute(f"select {', '.join(f'sum({c})' for c in LAP_SUMS)} from panel").fetchone()))
+    sums = dict(
+        zip(LAP_SUMS, con.execute(f"select {', '.join(f'sum({c})' for c in LAP_SUMS)} from panel").fetchone(), strict=False)
+    )
     con.close()
     db.unlink()
-    a.out.write_text(json.dumps({"coefficients": coefs, "lap_sums": sums,
-                                 "wall_s": time.perf_counter() - t0}, indent=1))
+    a.out.write_text(json.dumps({"coefficients": coefs, "lap_sums": sums, "wall_s": time.perf_counter() - t0}, indent=1))
 
 
 if __name__ == "__main__":

@@ -44,8 +44,8 @@ def main() -> None:
     df = make_panel(n_rows=a.rows, n_entities=a.entities, n_dates=a.dates, delta=0.0, seed=1)
     y, _, full = T.table5_terms(s)
     data = bs.prepare(T.table5_inputs(df, s), y, full, s.fixed_effects)
-    bs.naive_draws(data, 2, a.seed)          # warm up pyfixest's imports/JIT
-    bs.fast_draws(data, a.chunk, a.seed)    # and the fast path's structure for this batch size
+    bs.naive_draws(data, 2, a.seed)  # warm up pyfixest's imports/JIT
+    bs.fast_draws(data, a.chunk, a.seed)  # and the fast path's structure for this batch size
     load0 = os.getloadavg()
 
     # Side by side on the same draws, alternating short chunks so that load from other
@@ -85,8 +85,12 @@ def main() -> None:
     per_fast_all = t_fast_all / a.draws
     res = {
         "command": " ".join(["benchmarks/bench_bootstrap.py", *sys.argv[1:]]),
-        "rows": data.n, "entities": int(data.fe[0].max() + 1), "dates": int(data.fe[1].max() + 1),
-        "draws": a.draws, "naive_draws_timed": a.naive_draws, "seed": a.seed,
+        "rows": data.n,
+        "entities": int(data.fe[0].max() + 1),
+        "dates": int(data.fe[1].max() + 1),
+        "draws": a.draws,
+        "naive_draws_timed": a.naive_draws,
+        "seed": a.seed,
         "naive_ms_per_draw": 1e3 * per_naive,
         "fast_ms_per_draw_same_draws": 1e3 * per_fast_same,
         "fast_ms_per_draw_all_draws": 1e3 * per_fast_all,
@@ -100,8 +104,11 @@ def main() -> None:
         "fast_wall_s_all_draws": t_fast_all,
         "naive_wall_s_extrapolated": per_naive * a.draws,
         "max_abs_diff_same_draws": diff,
-        "naive_nan": int(np.isnan(naive).sum()), "fast_nan": int(np.isnan(fast_all).sum()),
-        "loadavg_before": load0, "loadavg_after": load1, "cpus": os.cpu_count(),
+        "naive_nan": int(np.isnan(naive).sum()),
+        "fast_nan": int(np.isnan(fast_all).sum()),
+        "loadavg_before": load0,
+        "loadavg_after": load1,
+        "cpus": os.cpu_count(),
         "python": platform.python_version(),
     }
     for k, v in res.items():

@@ -62,8 +62,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--study", default="demo/studies/contaminated.yml")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--baseline-dir", type=Path, default=None,
-                    help="an export of an earlier commit to alternate with (same demo caches)")
+    ap.add_argument(
+        "--baseline-dir", type=Path, default=None, help="an export of an earlier commit to alternate with (same demo caches)"
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cached_rerun.json")
     a = ap.parse_args()
     from lookahead.runs import dbt_env
@@ -73,12 +74,21 @@ def main() -> None:
     study = ["--study", a.study]
     first, _, out = timed([*lookahead, "run", *study, "--yes"], env)
     load0 = os.getloadavg()
-    phases = {"run": ["run", "--yes"], "run_rebuild": ["run", "--yes", "--rebuild"],
-              "jobs": ["jobs", "--yes"], "report": ["report"]}
+    phases = {
+        "run": ["run", "--yes"],
+        "run_rebuild": ["run", "--yes", "--rebuild"],
+        "jobs": ["jobs", "--yes"],
+        "report": ["report"],
+    }
     if a.baseline_dir:
         base = a.baseline_dir.resolve()
-        base_env = {**env, "PYTHONPATH": str(base), "DBT_PROFILES_DIR": str(base / "profiles"),
-                    "MPLCONFIGDIR": str(base / ".mplconfig"), "PWD": str(base)}
+        base_env = {
+            **env,
+            "PYTHONPATH": str(base),
+            "DBT_PROFILES_DIR": str(base / "profiles"),
+            "MPLCONFIGDIR": str(base / ".mplconfig"),
+            "PWD": str(base),
+        }
         timed([*lookahead, "run", "--study", str(base / a.study), "--yes"], base_env, base)
     wall: dict[str, list[float]] = {k: [] for k in (["baseline_run"] if a.baseline_dir else []) + list(phases)}
     cpu: dict[str, list[float]] = {k: [] for k in wall}
@@ -97,25 +107,40 @@ def main() -> None:
             cpu[phase].append(c)
     load1 = os.getloadavg()
     rr = json.loads((ROOT / "target" / "run_results.json").read_text())
-    nodes = sorted(((r["unique_id"].split(".")[-1] if not r["unique_id"].startswith("test.")
-                     else "test:" + r["unique_id"].split(".")[2],
-                     round(r["execution_time"], 3)) for r in rr["results"]), key=lambda kv: -kv[1])
+    nodes = sorted(
+        (
+            (
+                r["unique_id"].split(".")[-1]
+                if not r["unique_id"].startswith("test.")
+                else "test:" + r["unique_id"].split(".")[2],
+                round(r["execution_time"], 3),
+            )
+            for r in rr["results"]
+        ),
+        key=lambda kv: -kv[1],
+    )
     med = {k: statistics.median(v) for k, v in wall.items()}
     res = {
         "command": " ".join(["benchmarks/bench_cached_rerun.py", *sys.argv[1:]]),
-        "study": a.study, "python": platform.python_version(), "cpus": os.cpu_count(),
-        "first_run_s": first, "runs": a.runs,
+        "study": a.study,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "first_run_s": first,
+        "runs": a.runs,
         "cached_median_wall_s": med,
         "cached_median_cpu_s": {k: statistics.median(v) for k, v in cpu.items()},
-        "cached_all_wall_s": wall, "cached_all_cpu_s": cpu,
+        "cached_all_wall_s": wall,
+        "cached_all_cpu_s": cpu,
         "ratio_cached_run_to_first_run": med["run"] / first,
         "ratio_cached_run_to_baseline_run": (
-            [w / b for w, b in zip(wall["run"], wall["baseline_run"])] if a.baseline_dir else None),
+            [w / b for w, b in zip(wall["run"], wall["baseline_run"], strict=False)] if a.baseline_dir else None
+        ),
         "dbt_elapsed_s_last_rebuild": rr.get("elapsed_time"),
         "dbt_tests_s": sum(t for n, t in nodes if n.startswith("test:")),
         "dbt_nodes_s": [kv for kv in nodes if not kv[0].startswith("test:")][:15],
         "jobs_heaviest_imports_s": heaviest_imports([sys.executable, "-m", "llm_jobs.run_all", *study, "--yes"], env),
-        "loadavg_before": load0, "loadavg_after": load1,
+        "loadavg_before": load0,
+        "loadavg_after": load1,
         "first_run_tail": out[-300:],
     }
     print(json.dumps({k: v for k, v in res.items() if not k.startswith("cached_all")}, indent=1))

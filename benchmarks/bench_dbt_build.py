@@ -26,6 +26,8 @@ the end, so its ratio comes from the same pairs.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import math
 import os
@@ -78,25 +80,33 @@ def generate(out: Path, n_rows: int, n_entities: int = 1587, n_dates: int = 3000
             0.05 + 0.9 * u3 as lap
         from base
     """)
-    con.execute("copy (select row_id, entity_id, entity_name, ticker, text, text_date, target_date, outcome "
-                f"from obs) to '{out}/observations.csv' (header)")
+    con.execute(
+        "copy (select row_id, entity_id, entity_name, ticker, text, text_date, target_date, outcome "
+        f"from obs) to '{out}/observations.csv' (header)"
+    )
     # The study (the demo study's text with this data, cache and model) and the key of
     # every query it asks for, computed by the package as the jobs compute them: a build
     # uses only lines under those keys.
     cutoff = con.sql("select quantile_disc(target_date, 0.8) from obs").fetchone()[0]
-    vars_ = {**read_study_file(default_study_path()),
-             "study_name": f"bench_{n_rows}", "data_path": str(out / "observations.csv"), "raw_dir": str(raw),
-             "model_id": "bench", "training_cutoff": str(cutoff), "period_frequency": "trading_day",
-             "bootstrap_draws": 200,
-             # the bare script fits the regressions without the restricted wild cluster
-             # bootstrap; its 999 default draws cost regression_results about 8x the time
-             # and 5x the memory at this size, so it is off on both sides (like the paper
-             # bootstrap), and timed on its own elsewhere
-             "wild_bootstrap_draws": WILD_DRAWS}
+    vars_ = {
+        **read_study_file(default_study_path()),
+        "study_name": f"bench_{n_rows}",
+        "data_path": str(out / "observations.csv"),
+        "raw_dir": str(raw),
+        "model_id": "bench",
+        "training_cutoff": str(cutoff),
+        "period_frequency": "trading_day",
+        "bootstrap_draws": 200,
+        # the bare script fits the regressions without the restricted wild cluster
+        # bootstrap; its 999 default draws cost regression_results about 8x the time
+        # and 5x the memory at this size, so it is off on both sides (like the paper
+        # bootstrap), and timed on its own elsewhere
+        "wild_bootstrap_draws": WILD_DRAWS,
+    }
     study = Study(vars=resolve(vars_))
     # with the query text and params each key hashes: a line whose fields do not hash to
     # its key is no answer (lookahead.cache.fields_key, staging's fields_match)
-    keys = expected_queries(study, load_rows(study)[0])  # noqa: F841 - read by the SQL below
+    keys = expected_queries(study, load_rows(study)[0])  # noqa: F841
     con.execute("create table keys as select * from keys")
     con.execute(f"""
         copy (
@@ -163,10 +173,8 @@ def _descendants(root: int) -> list[int]:
 def _rss_mib(pids: list[int]) -> float:
     total = 0
     for pid in pids:
-        try:
+        with contextlib.suppress(OSError, IndexError):
             total += int(Path(f"/proc/{pid}/statm").read_text().split()[1])
-        except (OSError, IndexError):
-            pass
     return total * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
@@ -198,14 +206,19 @@ def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, int,
     sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
-    return (wall, usage.ru_utime + usage.ru_stime, max(usage.ru_maxrss / 1024, tree_peak[0]), proc.returncode,
-            out[-3000:])
+    return (wall, usage.ru_utime + usage.ru_stime, max(usage.ru_maxrss / 1024, tree_peak[0]), proc.returncode, out[-3000:])
 
 
 def _env(db: Path, checkout: Path = ROOT) -> dict[str, str]:
     """dbt's environment for a build into `db` by the project at `checkout`."""
-    return dict(os.environ, DBT_PROFILES_DIR=str(checkout / "profiles"), DBT_SEND_ANONYMOUS_USAGE_STATS="False",
-                LOOKAHEAD_DUCKDB=str(db), PYTHONPATH=str(checkout), GX_ANALYTICS_ENABLED="False")
+    return dict(
+        os.environ,
+        DBT_PROFILES_DIR=str(checkout / "profiles"),
+        DBT_SEND_ANONYMOUS_USAGE_STATS="False",
+        LOOKAHEAD_DUCKDB=str(db),
+        PYTHONPATH=str(checkout),
+        GX_ANALYTICS_ENABLED="False",
+    )
 
 
 def dbt_build(vars_: dict, db: Path, exclude: list[str] | None = None, extra: list[str] | None = None) -> dict:
@@ -223,20 +236,24 @@ def dbt_build(vars_: dict, db: Path, exclude: list[str] | None = None, extra: li
     run_results = target / "run_results.json"
     if run_results.exists():
         rr = json.loads(run_results.read_text())
-        nodes = {r["unique_id"].split(".", 1)[0] + "." + r["unique_id"].split(".")[-1]
-                 if r["unique_id"].startswith("test.") else r["unique_id"].split(".")[-1]: r["execution_time"]
-                 for r in rr["results"]}
+        nodes = {
+            r["unique_id"].split(".", 1)[0] + "." + r["unique_id"].split(".")[-1]
+            if r["unique_id"].startswith("test.")
+            else r["unique_id"].split(".")[-1]: r["execution_time"]
+            for r in rr["results"]
+        }
         res["dbt_elapsed_s"] = rr.get("elapsed_time")
         res["tests_n"] = sum(1 for k in nodes if k.startswith("test."))
         res["tests_s"] = sum(t for k, t in nodes.items() if k.startswith("test."))
-        res["nodes_s"] = {k: round(t, 3) for k, t in sorted(nodes.items(), key=lambda kv: -kv[1])
-                          if not k.startswith("test.")}
+        res["nodes_s"] = {k: round(t, 3) for k, t in sorted(nodes.items(), key=lambda kv: -kv[1]) if not k.startswith("test.")}
     return res
 
 
 def bare(vars_path: Path, out: Path) -> dict:
-    wall, cpu, peak, rc, tail = _run([sys.executable, str(ROOT / "benchmarks" / "bare_protocol.py"),
-                                      "--vars", str(vars_path), "--out", str(out)], _env(out.parent / "unused.duckdb"))
+    wall, cpu, peak, rc, tail = _run(
+        [sys.executable, str(ROOT / "benchmarks" / "bare_protocol.py"), "--vars", str(vars_path), "--out", str(out)],
+        _env(out.parent / "unused.duckdb"),
+    )
     if rc:
         print(tail)
     return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mib": peak, "returncode": rc}
@@ -249,7 +266,9 @@ def coefficient_gap(db: Path, bare_out: Path) -> float:
     ref, bare_sums = bare["coefficients"], bare["lap_sums"]
     con = duckdb.connect(str(db), read_only=True)
     rows = con.execute("select spec, sample, term, estimate from regression_results").fetchall()
-    sums = dict(zip(bare_sums, con.execute(f"select {', '.join(f'sum({c})' for c in bare_sums)} from panel").fetchone()))
+    sums = dict(
+        zip(bare_sums, con.execute(f"select {', '.join(f'sum({c})' for c in bare_sums)} from panel").fetchone(), strict=False)
+    )
     con.close()
     gap, n = 0.0, 0
     extra = sorted({f"{spec}|{sample}" for spec, sample, _, _ in rows} - set(ref))
@@ -310,7 +329,7 @@ def _summary(runs: list[dict]) -> dict:
 def _ratios(runs: list[dict], base: list[dict]) -> dict:
     out = {}
     for m in MEASURES:
-        r = [a[m] / b[m] for a, b in zip(runs, base)]
+        r = [a[m] / b[m] for a, b in zip(runs, base, strict=False)]
         out[f"ratio_{m}_median"], out[f"ratio_{m}_range"] = _median(r), [min(r), max(r)]
     return out
 
@@ -321,8 +340,16 @@ def _memory_limit(vars_: dict) -> str:
     return os.environ.get(MEMORY_LIMIT_ENV) or sized_memory_limit(vars_["data_path"])
 
 
-def compare(n: int, out_root: Path, pairs: int, full_build: bool, floors: bool = False,
-            full_each_pair: bool = False, reuse: bool = False, warm_up: bool = True) -> dict:
+def compare(
+    n: int,
+    out_root: Path,
+    pairs: int,
+    full_build: bool,
+    floors: bool = False,
+    full_each_pair: bool = False,
+    reuse: bool = False,
+    warm_up: bool = True,
+) -> dict:
     """Alternating pairs: bare script, then dbt build without EXCLUDED (the bare script
     has none of it), then (floors) the FLOORS builds, then (full_each_pair) the whole
     build; then, once, the whole build unless it ran in each pair."""
@@ -342,33 +369,57 @@ def compare(n: int, out_root: Path, pairs: int, full_build: bool, floors: bool =
         if full_each_pair:
             runs_full.append(dbt_build(vars_, db))
     load1 = os.getloadavg()
-    failed = [f"{name} (return code {r['returncode']})"
-              for name, runs in (("bare script", runs_bare), ("dbt build", runs_dbt), ("whole build", runs_full),
-                                 *runs_floor.items())
-              for r in runs if r["returncode"]]
+    failed = [
+        f"{name} (return code {r['returncode']})"
+        for name, runs in (("bare script", runs_bare), ("dbt build", runs_dbt), ("whole build", runs_full), *runs_floor.items())
+        for r in runs
+        if r["returncode"]
+    ]
     if failed:  # what was measured is kept, with what failed (its output is above)
         print(f"{n} rows: {', '.join(failed)} failed")
-        return {"rows": n, "failed": failed, "bare_runs": runs_bare, "dbt_runs": runs_dbt, "full_runs": runs_full,
-                "loadavg_before": load0, "loadavg_after": load1}
+        return {
+            "rows": n,
+            "failed": failed,
+            "bare_runs": runs_bare,
+            "dbt_runs": runs_dbt,
+            "full_runs": runs_full,
+            "loadavg_before": load0,
+            "loadavg_after": load1,
+        }
     gap = coefficient_gap(db, out / "bare.json") if not runs_full else None
     slim = [{k: r[k] for k in (*MEASURES, "returncode")} for r in runs_dbt]
     res = {
-        "rows": n, "generate_s": gen, "pairs": pairs, "duckdb_memory_limit": _memory_limit(vars_),
-        "bare_runs": runs_bare, "dbt_runs": slim,
+        "rows": n,
+        "generate_s": gen,
+        "pairs": pairs,
+        "duckdb_memory_limit": _memory_limit(vars_),
+        "bare_runs": runs_bare,
+        "dbt_runs": slim,
         **{f"bare_{k}": v for k, v in _summary(runs_bare).items()},
         **{f"dbt_{k}": v for k, v in _summary(runs_dbt).items()},
         **_ratios(runs_dbt, runs_bare),
         "max_abs_coefficient_gap": gap,
-        "dbt_excluded": EXCLUDED, "wild_bootstrap_draws": WILD_DRAWS,
+        "dbt_excluded": EXCLUDED,
+        "wild_bootstrap_draws": WILD_DRAWS,
         "dbt_last_run": runs_dbt[-1],
-        "loadavg_before": load0, "loadavg_after": load1,
+        "loadavg_before": load0,
+        "loadavg_after": load1,
     }
     for name, runs in runs_floor.items():
-        res[f"floor_{name}"] = {"dbt_args": FLOORS[name], "runs": [{k: r[k] for k in MEASURES} for r in runs],
-                                **_summary(runs), **_ratios(runs, runs_bare), "last_run": runs[-1]}
+        res[f"floor_{name}"] = {
+            "dbt_args": FLOORS[name],
+            "runs": [{k: r[k] for k in MEASURES} for r in runs],
+            **_summary(runs),
+            **_ratios(runs, runs_bare),
+            "last_run": runs[-1],
+        }
     if runs_full:
-        res["full_build"] = {"runs": [{k: r[k] for k in MEASURES} for r in runs_full], **_summary(runs_full),
-                             **_ratios(runs_full, runs_bare), "last_run": runs_full[-1]}
+        res["full_build"] = {
+            "runs": [{k: r[k] for k in MEASURES} for r in runs_full],
+            **_summary(runs_full),
+            **_ratios(runs_full, runs_bare),
+            "last_run": runs_full[-1],
+        }
         res["max_abs_coefficient_gap"] = coefficient_gap(db, out / "bare.json")
     elif full_build:
         res["full_build"] = dbt_build(vars_, db)
@@ -378,11 +429,19 @@ def compare(n: int, out_root: Path, pairs: int, full_build: bool, floors: bool =
 def growth(sizes: list[dict]) -> list[dict]:
     """Growth exponents of each median between consecutive sizes: log(b / a) / log(rows_b / rows_a)."""
     out = []
-    for a, b in zip(sizes, sizes[1:]):
+    for a, b in itertools.pairwise(sizes):
         step = math.log(b["rows"] / a["rows"])
-        out.append({"from_rows": a["rows"], "to_rows": b["rows"],
-                    **{f"{side}_{m}_exponent": math.log(b[f"{side}_{m}_median"] / a[f"{side}_{m}_median"]) / step
-                       for side in ("bare", "dbt") for m in MEASURES}})
+        out.append(
+            {
+                "from_rows": a["rows"],
+                "to_rows": b["rows"],
+                **{
+                    f"{side}_{m}_exponent": math.log(b[f"{side}_{m}_median"] / a[f"{side}_{m}_median"]) / step
+                    for side in ("bare", "dbt")
+                    for m in MEASURES
+                },
+            }
+        )
     return out
 
 
@@ -391,29 +450,50 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[91_361])
     ap.add_argument("--pairs", type=int, default=3, help="alternating bare/dbt pairs per size")
     ap.add_argument("--full", action="store_true", help="also 1,000,000 rows")
-    ap.add_argument("--no-full-build", action="store_true",
-                    help="skip the last, whole build (paper tables and bootstrap included)")
-    ap.add_argument("--full-each-pair", action="store_true",
-                    help="the whole build in each pair (after the timed dbt build) instead of once at the end")
-    ap.add_argument("--full-each-pair-up-to", type=int, default=0, metavar="ROWS",
-                    help="--full-each-pair for the sizes up to ROWS only (the larger ones as without it)")
-    ap.add_argument("--floors", action="store_true",
-                    help="in each pair also the same build without any test, and dbt's start alone")
+    ap.add_argument(
+        "--no-full-build", action="store_true", help="skip the last, whole build (paper tables and bootstrap included)"
+    )
+    ap.add_argument(
+        "--full-each-pair",
+        action="store_true",
+        help="the whole build in each pair (after the timed dbt build) instead of once at the end",
+    )
+    ap.add_argument(
+        "--full-each-pair-up-to",
+        type=int,
+        default=0,
+        metavar="ROWS",
+        help="--full-each-pair for the sizes up to ROWS only (the larger ones as without it)",
+    )
+    ap.add_argument(
+        "--floors", action="store_true", help="in each pair also the same build without any test, and dbt's start alone"
+    )
     ap.add_argument("--reuse", action="store_true", help="reuse a study generated earlier under --tmp")
-    ap.add_argument("--no-warm-up", action="store_true",
-                    help="no untimed build first (it parses the project; negligible at 10,000,000 rows)")
+    ap.add_argument(
+        "--no-warm-up", action="store_true", help="no untimed build first (it parses the project; negligible at 10,000,000 rows)"
+    )
     ap.add_argument("--tmp", type=Path, default=Path("/tmp/lookahead_bench"), help="generated data")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "dbt_build.json")
     args = ap.parse_args()
     sizes = sorted(set(args.sizes) | ({1_000_000} if args.full else set()))
-    results = {"command": " ".join(["benchmarks/bench_dbt_build.py", *sys.argv[1:]]),
-               "cpus": os.cpu_count(), "python": platform.python_version(),
-               "duckdb_memory_limit": os.environ.get(MEMORY_LIMIT_ENV, "sized per study by the plugin (each size's own)"),
-               "sizes": []}
+    results = {
+        "command": " ".join(["benchmarks/bench_dbt_build.py", *sys.argv[1:]]),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "duckdb_memory_limit": os.environ.get(MEMORY_LIMIT_ENV, "sized per study by the plugin (each size's own)"),
+        "sizes": [],
+    }
     for n in sizes:
-        r = compare(n, args.tmp, args.pairs, full_build=not args.no_full_build, floors=args.floors,
-                    full_each_pair=args.full_each_pair or n <= args.full_each_pair_up_to, reuse=args.reuse,
-                    warm_up=not args.no_warm_up)
+        r = compare(
+            n,
+            args.tmp,
+            args.pairs,
+            full_build=not args.no_full_build,
+            floors=args.floors,
+            full_each_pair=args.full_each_pair or n <= args.full_each_pair_up_to,
+            reuse=args.reuse,
+            warm_up=not args.no_warm_up,
+        )
         results["sizes"].append(r)
         listed = ("dbt_last_run", "full_build", "bare_runs", "dbt_runs", "full_runs")
         print(json.dumps({k: v for k, v in r.items() if k not in listed and not k.startswith("floor_")}))

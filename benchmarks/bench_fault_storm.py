@@ -69,15 +69,19 @@ def main() -> None:
         while not codes or (codes[-1] != 0 and len(codes) < 4):
             codes.append(quiet_run(study, err))
         raw = tmp / f"storm{seed}" / "raw"
-        incomplete = sum(incomplete_reason(json.loads(line)) is not None
-                         for task in ("forecast", "recall", "mink")
-                         for line in (raw / f"{task}.jsonl").read_text().splitlines())
-        print(f"seed {seed}: {args.rows} rows, {len(expected)} queries, {state.requests} requests "
-              f"(+{state.requests / len(expected) - 1:.1%}), {len(state.injected)} faults "
-              f"{dict(Counter(state.injected))}, invocations {len(codes)} (exit {codes}), "
-              f"incomplete answers cached {incomplete}, answers equal to fault-free: "
-              f"{raw_answers(raw) == expected}, traceback: {'Traceback' in err.getvalue()}, "
-              f"{time.perf_counter() - t0:.1f} s")
+        incomplete = sum(
+            incomplete_reason(json.loads(line)) is not None
+            for task in ("forecast", "recall", "mink")
+            for line in (raw / f"{task}.jsonl").read_text().splitlines()
+        )
+        print(
+            f"seed {seed}: {args.rows} rows, {len(expected)} queries, {state.requests} requests "
+            f"(+{state.requests / len(expected) - 1:.1%}), {len(state.injected)} faults "
+            f"{dict(Counter(state.injected))}, invocations {len(codes)} (exit {codes}), "
+            f"incomplete answers cached {incomplete}, answers equal to fault-free: "
+            f"{raw_answers(raw) == expected}, traceback: {'Traceback' in err.getvalue()}, "
+            f"{time.perf_counter() - t0:.1f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -36,13 +36,14 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from llm_workload import diff_vs_loop, make_texts, matmul_rate, recall_prompts, reference_loop, timed_rounds  # noqa: E402  (this folder)
+from llm_workload import diff_vs_loop, make_texts, matmul_rate, recall_prompts, reference_loop, timed_rounds  # noqa: E402
 
 DEVICE = "cuda"  # "cpu" with --cpu-check
 MATMUL_N = 8192  # ceiling matmuls: n x n x n (1024 with --cpu-check)
@@ -60,8 +61,7 @@ def ceilings() -> dict[str, float]:
     import torch
 
     rate = lambda dt, prec: matmul_rate(dt, prec, n=MATMUL_N, reps=20, device=DEVICE) / 1e12  # noqa: E731
-    return {"fp32": rate(torch.float32, "highest"), "tf32": rate(torch.float32, "high"),
-            "bf16": rate(torch.bfloat16, "highest")}
+    return {"fp32": rate(torch.float32, "highest"), "tf32": rate(torch.float32, "high"), "bf16": rate(torch.bfloat16, "highest")}
 
 
 def random_llama(shape: str) -> Any:
@@ -69,9 +69,16 @@ def random_llama(shape: str) -> Any:
     import transformers
 
     h, inter, layers, heads, kv, vocab, tied = SHAPES[shape]
-    cfg = transformers.LlamaConfig(hidden_size=h, intermediate_size=inter, num_hidden_layers=layers,
-                                   num_attention_heads=heads, num_key_value_heads=kv, vocab_size=vocab,
-                                   tie_word_embeddings=tied, max_position_embeddings=2048)
+    cfg = transformers.LlamaConfig(
+        hidden_size=h,
+        intermediate_size=inter,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        vocab_size=vocab,
+        tie_word_embeddings=tied,
+        max_position_embeddings=2048,
+    )
     torch.manual_seed(0)
     with torch.device(DEVICE):
         return transformers.LlamaForCausalLM(cfg).eval()
@@ -121,7 +128,8 @@ def transformers_engine(a: argparse.Namespace) -> dict[str, Any]:
         contenders[f"bs={bs} fp32 packed body, TF32 matmuls"] = backend(batch_size=bs, matmul_precision="high")
         contenders[f"bs={bs} bf16 body (mink_body_dtype)"] = backend(batch_size=bs, mink_body_dtype="bfloat16")
         contenders[f"bs={bs} bf16 weights (dtype)"] = TransformersBackend(
-            "bench", model=bf16_model, tokenizer=tok, device=DEVICE, dtype="bfloat16", batch_size=bs)
+            "bench", model=bf16_model, tokenizer=tok, device=DEVICE, dtype="bfloat16", batch_size=bs
+        )
     precision = {"TF32": "tf32", "bf16": "bf16"}
 
     def ceiling_of(name: str) -> str:
@@ -132,8 +140,10 @@ def transformers_engine(a: argparse.Namespace) -> dict[str, Any]:
     methods: dict[str, Callable[[], Any]] = {"reference loop (per text)": lambda: reference_loop(model, tok, loop_texts, DEVICE)}
     methods |= {f"{k} [loop texts]": mink(be, loop_texts) for k, be in contenders.items()}
     methods |= {k: mink(be, texts) for k, be in contenders.items()}
-    recall_default = {f"recall, default path (bs={default.batch_size})": default,
-                      **{f"recall, bs={bs}": backend(batch_size=bs) for bs in a.batch_sizes}}
+    recall_default = {
+        f"recall, default path (bs={default.batch_size})": default,
+        **{f"recall, bs={bs}": backend(batch_size=bs) for bs in a.batch_sizes},
+    }
     methods |= {k: (lambda be=be: be.generate(recalls, 1, 20)) for k, be in recall_default.items()}
     ceil = ceilings()
     times, out = warm_then_time(methods, a.repeats)
@@ -148,32 +158,50 @@ def transformers_engine(a: argparse.Namespace) -> dict[str, Any]:
 
     def figures(name: str, tokens: int, kind: str) -> dict[str, Any]:
         tps = tokens / statistics.median(times[name])
-        res = {"median_s": statistics.median(times[name]), "tokens": tokens, "tokens_per_s": tps,
-               "mfu_vs_measured_matmul": 2 * params * tps / (ceil[kind] * 1e12), "matmul_ceiling": kind}
+        res = {
+            "median_s": statistics.median(times[name]),
+            "tokens": tokens,
+            "tokens_per_s": tps,
+            "mfu_vs_measured_matmul": 2 * params * tps / (ceil[kind] * 1e12),
+            "matmul_ceiling": kind,
+        }
         if a.peak_tflops:
             res["mfu_vs_peak"] = 2 * params * tps / (a.peak_tflops * 1e12)
         return res
 
-    mink_rows: dict[str, Any] = {"reference loop (per text)": {**figures("reference loop (per text)", loop_tokens, "fp32"),
-                                                               "ratio_vs_loop": 1.0}}
+    mink_rows: dict[str, Any] = {
+        "reference loop (per text)": {**figures("reference loop (per text)", loop_tokens, "fp32"), "ratio_vs_loop": 1.0}
+    }
     for name in contenders:
         row = figures(name, all_tokens, ceiling_of(name))
         row["loop_texts_tokens_per_s"] = loop_tokens / statistics.median(times[f"{name} [loop texts]"])
         row["ratio_vs_loop"] = row["tokens_per_s"] / loop_tps
         row["ratio_vs_loop_same_texts"] = row["loop_texts_tokens_per_s"] / loop_tps
         row["max_abs_logprob_diff_vs_fp32_loop"], row["max_rel_lap_diff_vs_fp32_loop"] = diff_vs_loop(
-            out[f"{name} [loop texts]"], ref)
+            out[f"{name} [loop texts]"], ref
+        )
         mink_rows[name] = row
     recall_rows = {k: figures(k, recall_tokens, "fp32") for k in recall_default}
     print(f"{'Min-K% method':52s} {'tok/s':>10s} {'x loop':>7s} {'MFU':>7s} {'max rel dLAP':>12s}")
     for name, r in mink_rows.items():
-        print(f"{name:52s} {r['tokens_per_s']:10.0f} {r['ratio_vs_loop']:7.1f} {r['mfu_vs_measured_matmul']:7.3f}"
-              f" {r.get('max_rel_lap_diff_vs_fp32_loop', 0.0):12.2e}")
+        print(
+            f"{name:52s} {r['tokens_per_s']:10.0f} {r['ratio_vs_loop']:7.1f} {r['mfu_vs_measured_matmul']:7.3f}"
+            f" {r.get('max_rel_lap_diff_vs_fp32_loop', 0.0):12.2e}"
+        )
     for name, r in recall_rows.items():
         print(f"{name:52s} {r['tokens_per_s']:10.0f} {'':7s} {r['mfu_vs_measured_matmul']:7.3f}")
-    return {"engine": "transformers", "model": a.random_llama or a.model, "gguf_file": a.gguf_file,
-            "random_weights": bool(a.random_llama), "parameters": params, "load_s": load_s,
-            "loop_texts": len(loop_texts), "measured_matmul_tflops": ceil, "mink": mink_rows, "recall": recall_rows}
+    return {
+        "engine": "transformers",
+        "model": a.random_llama or a.model,
+        "gguf_file": a.gguf_file,
+        "random_weights": bool(a.random_llama),
+        "parameters": params,
+        "load_s": load_s,
+        "loop_texts": len(loop_texts),
+        "measured_matmul_tflops": ceil,
+        "mink": mink_rows,
+        "recall": recall_rows,
+    }
 
 
 def n_parameters(model_dir: str) -> int:
@@ -200,8 +228,14 @@ def vllm_engine(a: argparse.Namespace) -> dict[str, Any]:
 
     ceil = ceilings()
     check = {"kv_cache_gib": 1, "enforce_eager": True} if DEVICE == "cpu" else {}  # a quick start on a CPU
-    backend = VLLMBackend(Path(a.model).name, model_path=a.model, dtype=a.dtype,
-                          gpu_memory_utilization=a.gpu_memory_utilization, max_model_len=2048, **check)
+    backend = VLLMBackend(
+        Path(a.model).name,
+        model_path=a.model,
+        dtype=a.dtype,
+        gpu_memory_utilization=a.gpu_memory_utilization,
+        max_model_len=2048,
+        **check,
+    )
     params = n_parameters(a.model)
     texts, recalls = make_texts(a.texts), recall_prompts(a.texts)
     mink_tokens = sum(len(backend.encode(t)) - 1 for t in texts)
@@ -212,12 +246,25 @@ def vllm_engine(a: argparse.Namespace) -> dict[str, Any]:
 
     def figures(tokens: int, t: list[float]) -> dict[str, Any]:
         tps = tokens / statistics.median(t)
-        return {"tokens": tokens, "median_s": statistics.median(t), "tokens_per_s": tps, "matmul_ceiling": kind,
-                "mfu_vs_measured_matmul": 2 * params * tps / (ceil[kind] * 1e12)}
+        return {
+            "tokens": tokens,
+            "median_s": statistics.median(t),
+            "tokens_per_s": tps,
+            "matmul_ceiling": kind,
+            "mfu_vs_measured_matmul": 2 * params * tps / (ceil[kind] * 1e12),
+        }
 
-    return {"engine": "vllm", "vllm": vllm.__version__, "model": a.model, "parameters": params, "dtype": a.dtype,
-            "load_s": backend.load_seconds, "measured_matmul_tflops": ceil,
-            "mink": figures(mink_tokens, times["mink"]), "recall": figures(recall_tokens, times["recall"])}
+    return {
+        "engine": "vllm",
+        "vllm": vllm.__version__,
+        "model": a.model,
+        "parameters": params,
+        "dtype": a.dtype,
+        "load_s": backend.load_seconds,
+        "measured_matmul_tflops": ceil,
+        "mink": figures(mink_tokens, times["mink"]),
+        "recall": figures(recall_tokens, times["recall"]),
+    }
 
 
 def main() -> None:
@@ -250,9 +297,17 @@ def main() -> None:
         raise SystemExit("no CUDA GPU here: this benchmark is for a GPU machine (CPU figures: bench_mink.py, bench_backends.py)")
     res = transformers_engine(a) if a.engine == "transformers" else vllm_engine(a)
     gpu = torch.cuda.get_device_name(0) if DEVICE == "cuda" else "none (--cpu-check)"
-    res = {"command": " ".join(["benchmarks/bench_gpu.py", *sys.argv[1:]]), "gpu": gpu,
-           "torch": torch.__version__, "python": platform.python_version(), "texts": a.texts, "repeats": a.repeats,
-           "peak_tflops": a.peak_tflops, "loadavg": os.getloadavg(), **res}
+    res = {
+        "command": " ".join(["benchmarks/bench_gpu.py", *sys.argv[1:]]),
+        "gpu": gpu,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "texts": a.texts,
+        "repeats": a.repeats,
+        "peak_tflops": a.peak_tflops,
+        "loadavg": os.getloadavg(),
+        **res,
+    }
     out = a.out or ROOT / "benchmarks" / "results" / f"gpu_{a.engine}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1))

@@ -37,31 +37,47 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    backend = TransformersBackend("SmolLM2-135M-Instruct-Q4_1", model_path=str(smollm2_dir()),
-                                  gguf_file=SMOLLM2_GGUF, torch_threads=args.threads)
+    backend = TransformersBackend(
+        "SmolLM2-135M-Instruct-Q4_1", model_path=str(smollm2_dir()), gguf_file=SMOLLM2_GGUF, torch_threads=args.threads
+    )
     texts = make_texts(args.texts)
     backend.prompt_logprobs(texts[:4], vocab_moments=True)  # load and warm up
 
     def all_four() -> list:
         out = backend.prompt_logprobs(texts, vocab_moments=True)
-        return [(o, zlib_bytes(t)) for o, t in zip(out, texts)]
+        return [(o, zlib_bytes(t)) for o, t in zip(out, texts, strict=False)]
 
-    secs, last = timed_rounds({"mink_alone": lambda: backend.prompt_logprobs(texts), "all_four": all_four},
-                              args.repeats)
-    ratios = [b / a for a, b in zip(secs["mink_alone"], secs["all_four"])]
-    same = all(x.logprob == y.logprob for a, (b, _) in zip(last["mink_alone"], last["all_four"])
-               for x, y in zip(a, b))
+    secs, last = timed_rounds({"mink_alone": lambda: backend.prompt_logprobs(texts), "all_four": all_four}, args.repeats)
+    ratios = [b / a for a, b in zip(secs["mink_alone"], secs["all_four"], strict=False)]
+    same = all(
+        x.logprob == y.logprob
+        for a, (b, _) in zip(last["mink_alone"], last["all_four"], strict=False)
+        for x, y in zip(a, b, strict=False)
+    )
     n_tok = sum(len(o) - 1 for o in last["mink_alone"])
     result = {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "model": SMOLLM2_GGUF,
-        "texts": args.texts, "scored_tokens": n_tok, "repeats": args.repeats, "threads": args.threads,
-        "load_avg_1m": os.getloadavg()[0], "seconds": secs,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "model": SMOLLM2_GGUF,
+        "texts": args.texts,
+        "scored_tokens": n_tok,
+        "repeats": args.repeats,
+        "threads": args.threads,
+        "load_avg_1m": os.getloadavg()[0],
+        "seconds": secs,
         "median_seconds": {k: statistics.median(v) for k, v in secs.items()},
-        "ratio_per_round": ratios, "median_ratio": statistics.median(ratios),
+        "ratio_per_round": ratios,
+        "median_ratio": statistics.median(ratios),
         "same_logprobs": same,
     }
-    print(json.dumps({k: result[k] for k in ("scored_tokens", "median_seconds", "ratio_per_round",
-                                              "median_ratio", "same_logprobs", "load_avg_1m")}, indent=1))
+    print(
+        json.dumps(
+            {
+                k: result[k]
+                for k in ("scored_tokens", "median_seconds", "ratio_per_round", "median_ratio", "same_logprobs", "load_avg_1m")
+            },
+            indent=1,
+        )
+    )
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 0

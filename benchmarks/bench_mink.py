@@ -22,8 +22,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 from llm_workload import (  # this folder (the script's own)
@@ -40,6 +40,7 @@ from lookahead.backends.transformers_backend import TransformersBackend
 
 ROOT = Path(__file__).resolve().parents[1]
 GGUF_DIR, GGUF_FILE = smollm2_dir(), SMOLLM2_GGUF
+
 
 def plain_batch(model, tok, texts: list[str], bs: int = 32) -> list[list[float]]:
     res = []
@@ -93,13 +94,18 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch-sizes", default="32", help="contender batch sizes")
-    ap.add_argument("--bodies", default="float32,float32_transformers,bfloat16",
-                    help="mink_body_dtype values timed at each contender batch size")
-    ap.add_argument("--bf16-linears", action="store_true",
-                    help="also time bf16 matmuls with an fp32 residual stream, norms, softmax and head")
+    ap.add_argument(
+        "--bodies",
+        default="float32,float32_transformers,bfloat16",
+        help="mink_body_dtype values timed at each contender batch size",
+    )
+    ap.add_argument(
+        "--bf16-linears", action="store_true", help="also time bf16 matmuls with an fp32 residual stream, norms, softmax and head"
+    )
     ap.add_argument("--bf16", action="store_true", help="also time a bfloat16 copy of the model")
-    ap.add_argument("--medium", action="store_true",
-                    help="also time fp32 weights with torch matmul precision 'medium' (bf16 kernels)")
+    ap.add_argument(
+        "--medium", action="store_true", help="also time fp32 weights with torch matmul precision 'medium' (bf16 kernels)"
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "mink.json")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -110,25 +116,30 @@ def main() -> None:
     print(f"model loaded in {time.time() - t0:.1f} s; torch threads {torch.get_num_threads()}")
     texts = make_texts(args.texts)
     n_tok = sum(len(tok.encode(t)) - 1 for t in texts)
-    print(f"{len(texts)} texts, {n_tok} scored tokens "
-          f"(lengths {min(len(tok.encode(t)) for t in texts)}-{max(len(tok.encode(t)) for t in texts)})")
+    print(
+        f"{len(texts)} texts, {n_tok} scored tokens "
+        f"(lengths {min(len(tok.encode(t)) for t in texts)}-{max(len(tok.encode(t)) for t in texts)})"
+    )
 
-    def contender(bs: int, be: TransformersBackend, precision: str = "medium",
-                  body: str | None = None) -> Callable[[list[str]], list[list[float]]]:
+    def contender(
+        bs: int, be: TransformersBackend, precision: str = "medium", body: str | None = None
+    ) -> Callable[[list[str]], list[list[float]]]:
         def run(tx: list[str]) -> list[list[float]]:
             be.batch_size = bs
             be.matmul_precision = precision
             if body:
                 be.mink_body_dtype = body
             return [[x.logprob for x in lp[1:]] for lp in be.prompt_logprobs(tx)]
+
         return run
 
     default = TransformersBackend("smollm2", model=model, tokenizer=tok)  # the shipped defaults
     methods: dict[str, Callable[[list[str]], list[list[float]]]] = {
         "reference loop (per text)": lambda tx: reference_loop(model, tok, tx),
         "plain batch 32 (full logits)": lambda tx: plain_batch(model, tok, tx),
-        f"default path (bs={default.batch_size}, {default.mink_body_dtype} body)":
-            lambda tx: [[x.logprob for x in lp[1:]] for lp in default.prompt_logprobs(tx)],
+        f"default path (bs={default.batch_size}, {default.mink_body_dtype} body)": lambda tx: [
+            [x.logprob for x in lp[1:]] for lp in default.prompt_logprobs(tx)
+        ],
     }
     for bs in (int(x) for x in args.batch_sizes.split(",")):
         for body in args.bodies.split(","):
@@ -143,47 +154,71 @@ def main() -> None:
         big = max(int(x) for x in args.batch_sizes.split(","))
         methods[f"batched bs={big} fp32 matmul=highest"] = contender(big, backend, "highest", "float32")
     if args.bf16:
-        bf = TransformersBackend("smollm2-bf16", model=__import__("copy").deepcopy(model).to(torch.bfloat16),
-                                 tokenizer=tok, dtype="bfloat16")
+        bf = TransformersBackend(
+            "smollm2-bf16", model=__import__("copy").deepcopy(model).to(torch.bfloat16), tokenizer=tok, dtype="bfloat16"
+        )
         methods["batched bs=32 bf16 weights (head too)"] = contender(32, bf)
 
     for fn in methods.values():  # warm-up on a few texts (allocator, kernels, lazily built bodies)
         fn(texts[:4])
-    ceilings0 = {"fp32": matmul_gflops(torch.float32), "fp32_medium": matmul_gflops(torch.float32, "medium"),
-                 "bf16": matmul_gflops(torch.bfloat16)}
+    ceilings0 = {
+        "fp32": matmul_gflops(torch.float32),
+        "fp32_medium": matmul_gflops(torch.float32, "medium"),
+        "bf16": matmul_gflops(torch.bfloat16),
+    }
     load0 = os.getloadavg()
     times, results = timed_rounds({name: (lambda fn=fn: fn(texts)) for name, fn in methods.items()}, args.repeats)
     load1 = os.getloadavg()
-    ceilings1 = {"fp32": matmul_gflops(torch.float32), "fp32_medium": matmul_gflops(torch.float32, "medium"),
-                 "bf16": matmul_gflops(torch.bfloat16)}
+    ceilings1 = {
+        "fp32": matmul_gflops(torch.float32),
+        "fp32_medium": matmul_gflops(torch.float32, "medium"),
+        "bf16": matmul_gflops(torch.bfloat16),
+    }
     ceilings = {k: max(ceilings0[k], ceilings1[k]) for k in ceilings0}
     n_params = sum(p.numel() for p in model.parameters())
     flop_per_token = 2 * n_params
 
     ref_name = "reference loop (per text)"
     ref = results[ref_name]
-    print(f"\n{'method':34s} {'median s':>9s} {'tok/s':>8s} {'x loop':>7s} {'max|dlp|':>9s} {'max rel dLAP':>12s}"
-          f" {'of bf16 ceiling':>15s}")
+    print(
+        f"\n{'method':34s} {'median s':>9s} {'tok/s':>8s} {'x loop':>7s} {'max|dlp|':>9s} {'max rel dLAP':>12s}"
+        f" {'of bf16 ceiling':>15s}"
+    )
     rows = {}
     for name in methods:
         med = statistics.median(times[name])
-        per_round = [b / t for b, t in zip(times[ref_name], times[name])]
+        per_round = [b / t for b, t in zip(times[ref_name], times[name], strict=False)]
         dlp, dlap = diff_vs_loop(results[name], ref)
         tps = n_tok / med
         rows[name] = {
-            "median_s": med, "tokens_per_s": tps, "ratio_vs_loop_median_of_rounds": statistics.median(per_round),
+            "median_s": med,
+            "tokens_per_s": tps,
+            "ratio_vs_loop_median_of_rounds": statistics.median(per_round),
             "ratio_vs_loop_range": [min(per_round), max(per_round)],
-            "max_abs_logprob_diff_vs_fp32_loop": dlp, "max_rel_lap_diff_vs_fp32_loop": dlap,
+            "max_abs_logprob_diff_vs_fp32_loop": dlp,
+            "max_rel_lap_diff_vs_fp32_loop": dlap,
             "fraction_of_ceiling": {k: flop_per_token * tps / (c * 1e9) for k, c in ceilings.items()},
         }
-        print(f"{name:34s} {med:9.2f} {tps:8.0f} {statistics.median(per_round):7.2f} {dlp:9.2e} {dlap:12.2e}"
-              f" {rows[name]['fraction_of_ceiling']['bf16']:15.2f}")
+        print(
+            f"{name:34s} {med:9.2f} {tps:8.0f} {statistics.median(per_round):7.2f} {dlp:9.2e} {dlap:12.2e}"
+            f" {rows[name]['fraction_of_ceiling']['bf16']:15.2f}"
+        )
     res = {
-        "command": " ".join(["benchmarks/bench_mink.py", *sys.argv[1:]]), "model": GGUF_FILE,
-        "parameters": n_params, "flop_per_token": flop_per_token, "texts": len(texts), "scored_tokens": n_tok,
-        "repeats": args.repeats, "torch": torch.__version__, "threads": torch.get_num_threads(),
-        "matmul_gflops_ceiling": ceilings, "ceiling_tokens_per_s": {k: c * 1e9 / flop_per_token for k, c in ceilings.items()},
-        "methods": rows, "loadavg_before": load0, "loadavg_after": load1, "cpus": os.cpu_count(),
+        "command": " ".join(["benchmarks/bench_mink.py", *sys.argv[1:]]),
+        "model": GGUF_FILE,
+        "parameters": n_params,
+        "flop_per_token": flop_per_token,
+        "texts": len(texts),
+        "scored_tokens": n_tok,
+        "repeats": args.repeats,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "matmul_gflops_ceiling": ceilings,
+        "ceiling_tokens_per_s": {k: c * 1e9 / flop_per_token for k, c in ceilings.items()},
+        "methods": rows,
+        "loadavg_before": load0,
+        "loadavg_after": load1,
+        "cpus": os.cpu_count(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=1))

@@ -52,11 +52,15 @@ def main() -> None:
                 expected = hit
             elif not hit.equals(expected):
                 sys.exit("the two checks flag different rows")
-    result = {"command": " ".join(["benchmarks/bench_row_checks.py", *sys.argv[1:]]), "rows": len(staged),
-              "flagged": int(expected.sum()), "cpu_s": times,
-              "median_cpu_s": {k: statistics.median(v) for k, v in times.items()},
-              "ratio_now_over_before": [n / b for b, n in zip(times["before"], times["now"])],
-              "loadavg": os.getloadavg()}
+    result = {
+        "command": " ".join(["benchmarks/bench_row_checks.py", *sys.argv[1:]]),
+        "rows": len(staged),
+        "flagged": int(expected.sum()),
+        "cpu_s": times,
+        "median_cpu_s": {k: statistics.median(v) for k, v in times.items()},
+        "ratio_now_over_before": [n / b for b, n in zip(times["before"], times["now"], strict=False)],
+        "loadavg": os.getloadavg(),
+    }
     print(json.dumps({k: result[k] for k in ("rows", "flagged", "median_cpu_s")}))
     if a.out:
         a.out.write_text(json.dumps(result, indent=1))

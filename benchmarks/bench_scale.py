@@ -40,7 +40,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_dbt_build import ROOT, _env, generate  # noqa: E402
+import contextlib
+
+from bench_dbt_build import ROOT, _env, generate
 
 DEFAULT_SIZES = (100_000, 1_000_000, 10_000_000)
 
@@ -51,8 +53,8 @@ class RssSampler:
 
     def __init__(self, pid: int, every: float = 0.2) -> None:
         self.pid, self.every = pid, every
-        self.samples: list[tuple[float, float]] = []   # (unix time, MiB)
-        self.cpu: list[tuple[float, float]] = []       # (unix time, CPU seconds so far)
+        self.samples: list[tuple[float, float]] = []  # (unix time, MiB)
+        self.cpu: list[tuple[float, float]] = []  # (unix time, CPU seconds so far)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -62,10 +64,8 @@ class RssSampler:
         while todo:
             p = todo.pop()
             pids.append(p)
-            try:
+            with contextlib.suppress(OSError):
                 todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
-            except OSError:
-                pass
         return pids
 
     def _run(self) -> None:
@@ -106,9 +106,15 @@ def run_child(cmd: list[str], env: dict[str, str]) -> dict:
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     sampler.stop()
-    return {"wall_s": round(wall, 2), "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
-            "returncode": os.waitstatus_to_exitcode(status), "loadavg_before": load0,
-            "loadavg_after": os.getloadavg(), "_sampler": sampler, "_tail": out[-4000:]}
+    return {
+        "wall_s": round(wall, 2),
+        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+        "returncode": os.waitstatus_to_exitcode(status),
+        "loadavg_before": load0,
+        "loadavg_after": os.getloadavg(),
+        "_sampler": sampler,
+        "_tail": out[-4000:],
+    }
 
 
 def _ts(s: str) -> float:
@@ -119,8 +125,7 @@ def protocol_build(vars_: dict, db: Path) -> dict:
     """The whole `dbt build` with the bootstrap off; per-node time and RSS while it ran."""
     target = db.parent / "target"
     dbt = Path(sys.executable).with_name("dbt")
-    cmd = [str(dbt), "build", "--vars", json.dumps({**vars_, "bootstrap_draws": 0}),
-           "--target-path", str(target)]
+    cmd = [str(dbt), "build", "--vars", json.dumps({**vars_, "bootstrap_draws": 0}), "--target-path", str(target)]
     res = run_child(cmd, _env(db))
     sampler, tail = res.pop("_sampler"), res.pop("_tail")
     if res["returncode"]:
@@ -167,8 +172,7 @@ print(json.dumps({"bootstrap_s": sec, "draws": len(frame), "n_obs": int(frame["n
 """
 
 
-def synthetic_panel(db: Path, n_rows: int, vars_: dict, n_entities: int = 1587, n_dates: int = 3000,
-                    seed: int = 1) -> None:
+def synthetic_panel(db: Path, n_rows: int, vars_: dict, n_entities: int = 1587, n_dates: int = 3000, seed: int = 1) -> None:
     """panel_pre, panel_post and study_settings written straight by DuckDB (no LLM caches,
     no dbt): the analysis panel's contract columns with the same design as `generate`
     (entities, trading days, outcome, recall probabilities, the cutoff at the 80th
@@ -307,16 +311,21 @@ def bootstrap_alone(db: Path, draws: int) -> dict:
 
 def growth(rows: list[int], values: list[float]) -> dict:
     """Slope of log(value) on log(rows) (the growth exponent) and a linear fit a + b n."""
-    ok = [(n, v) for n, v in zip(rows, values) if v and v > 0 and math.isfinite(v)]
+    ok = [(n, v) for n, v in zip(rows, values, strict=False) if v and v > 0 and math.isfinite(v)]
     if len(ok) < 2:
         return {}
     x = np.log([n for n, _ in ok])
     y = np.log([v for _, v in ok])
-    slope, icpt = np.polyfit(x, y, 1)
+    slope, _icpt = np.polyfit(x, y, 1)
     lin_b, lin_a = np.polyfit([n for n, _ in ok], [v for _, v in ok], 1)
     pairwise = [round(float((y[i + 1] - y[i]) / (x[i + 1] - x[i])), 3) for i in range(len(ok) - 1)]
-    return {"exponent": round(float(slope), 3), "pairwise_exponents": pairwise,
-            "linear_fixed": round(float(lin_a), 3), "linear_per_row": float(lin_b), "sizes": len(ok)}
+    return {
+        "exponent": round(float(slope), 3),
+        "pairwise_exponents": pairwise,
+        "linear_fixed": round(float(lin_a), 3),
+        "linear_per_row": float(lin_b),
+        "sizes": len(ok),
+    }
 
 
 def _fits(entries: list[dict], stage: str, keys: tuple[str, ...]) -> dict:
@@ -328,8 +337,12 @@ def default_study_panel(out: Path, n: int) -> Path:
     """``out``/panel.duckdb: a synthetic panel of n rows under the default study's settings."""
     from lookahead.config import default_study_path, read_study_file
 
-    vars_ = {**read_study_file(default_study_path()), "study_name": f"scale_{n}",
-             "model_id": "bench", "period_frequency": "trading_day"}
+    vars_ = {
+        **read_study_file(default_study_path()),
+        "study_name": f"scale_{n}",
+        "model_id": "bench",
+        "period_frequency": "trading_day",
+    }
     db = out / "panel.duckdb"
     synthetic_panel(db, n, vars_)
     return db
@@ -337,13 +350,28 @@ def default_study_panel(out: Path, n: int) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="*", default=list(DEFAULT_SIZES),
-                    help="sizes for the statistics models (and the bootstrap) on a DuckDB-made panel")
-    ap.add_argument("--dbt-sizes", type=int, nargs="*", default=[100_000, 1_000_000],
-                    help="sizes for the whole dbt build from generated raw caches")
+    ap.add_argument(
+        "--sizes",
+        type=int,
+        nargs="*",
+        default=list(DEFAULT_SIZES),
+        help="sizes for the statistics models (and the bootstrap) on a DuckDB-made panel",
+    )
+    ap.add_argument(
+        "--dbt-sizes",
+        type=int,
+        nargs="*",
+        default=[100_000, 1_000_000],
+        help="sizes for the whole dbt build from generated raw caches",
+    )
     ap.add_argument("--draws", type=int, default=10_000, help="bootstrap draws timed on their own (0: skip)")
-    ap.add_argument("--draws-only-sizes", type=int, nargs="*", default=[],
-                    help="sizes where only the bootstrap draws run (no regressions), --draws of them")
+    ap.add_argument(
+        "--draws-only-sizes",
+        type=int,
+        nargs="*",
+        default=[],
+        help="sizes where only the bootstrap draws run (no regressions), --draws of them",
+    )
     ap.add_argument("--tmp", type=Path, default=Path("/tmp/lookahead_scale"), help="generated data (deleted after)")
     ap.add_argument("--reuse", action="store_true", help="reuse raw caches generated by an earlier run")
     ap.add_argument("--keep", action="store_true", help="keep the generated data and databases")
@@ -362,8 +390,7 @@ def main() -> None:
             mine = {e["rows"] for e in measured[key]}
             for e in measured[key]:
                 e["command"] = command
-            results[key] = sorted([e for e in old.get(key, []) if e["rows"] not in mine] + measured[key],
-                                  key=lambda e: e["rows"])
+            results[key] = sorted([e for e in old.get(key, []) if e["rows"] not in mine] + measured[key], key=lambda e: e["rows"])
         results["growth"] = {
             "dbt_build": _fits(results["dbt_build"], "protocol", ("wall_s", "peak_rss_mib")),
             "models": _fits(results["models"], "protocol", ("wall_s", "peak_rss_mib")),
@@ -387,8 +414,15 @@ def main() -> None:
         db = out / "scale.duckdb"
         db.unlink(missing_ok=True)
         entry["protocol"] = protocol_build(vars_, db)
-        print(json.dumps({"dbt_build": n, **{k: entry["protocol"].get(k) for k in
-                                             ("wall_s", "peak_rss_mib", "returncode", "loadavg_before")}}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "dbt_build": n,
+                    **{k: entry["protocol"].get(k) for k in ("wall_s", "peak_rss_mib", "returncode", "loadavg_before")},
+                }
+            ),
+            flush=True,
+        )
         measured["dbt_build"].append(entry)
         save()
         if not args.keep:
@@ -401,8 +435,10 @@ def main() -> None:
         db = default_study_panel(out, n)
         entry = {"rows": n, "generate_s": round(time.perf_counter() - t0, 1)}
         entry["protocol"] = models_alone(db)
-        print(json.dumps({"models": n, **{k: entry["protocol"].get(k) for k in
-                                          ("wall_s", "peak_rss_mib", "returncode", "steps")}}), flush=True)
+        print(
+            json.dumps({"models": n, **{k: entry["protocol"].get(k) for k in ("wall_s", "peak_rss_mib", "returncode", "steps")}}),
+            flush=True,
+        )
         if args.draws and entry["protocol"]["returncode"] == 0:
             entry["bootstrap"] = bootstrap_alone(db, args.draws)
             print(json.dumps({"bootstrap": n, **entry["bootstrap"]}), flush=True)

@@ -56,14 +56,20 @@ def make_panel(rows: int, entities: int, months: int, seed: int) -> pd.DataFrame
     month = rng.integers(0, months, rows)
     p_up, p_down = rng.uniform(0, 0.5, rows), rng.uniform(0, 0.5, rows)
     lap = p_up + p_down
-    df = pd.DataFrame({
-        "row_id": [f"r{i}" for i in range(rows)], "entity_num": ent, "period_num": month,
-        "target_date": pd.Timestamp("2021-01-01") + pd.to_timedelta(month * 30, "D"),
-        "text_date": pd.Timestamp("2020-12-25") + pd.to_timedelta(month * 30, "D"),
-        "outcome": rng.normal(0, 1, entities)[ent] + rng.normal(0, 1, months)[month] + rng.normal(size=rows),
-        "mu_hat": rng.choice([-1.0, 0.0, 1.0], rows), "lap": lap, "ud": p_up - p_down,
-        "approximated": False,
-    })
+    df = pd.DataFrame(
+        {
+            "row_id": [f"r{i}" for i in range(rows)],
+            "entity_num": ent,
+            "period_num": month,
+            "target_date": pd.Timestamp("2021-01-01") + pd.to_timedelta(month * 30, "D"),
+            "text_date": pd.Timestamp("2020-12-25") + pd.to_timedelta(month * 30, "D"),
+            "outcome": rng.normal(0, 1, entities)[ent] + rng.normal(0, 1, months)[month] + rng.normal(size=rows),
+            "mu_hat": rng.choice([-1.0, 0.0, 1.0], rows),
+            "lap": lap,
+            "ud": p_up - p_down,
+            "approximated": False,
+        }
+    )
     return df
 
 
@@ -76,8 +82,9 @@ def split(df: pd.DataFrame, months: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     return out[0], out[1]
 
 
-def verdict_regressions(pre: pd.DataFrame, post: pd.DataFrame, s: StatsSettings
-                        ) -> list[tuple[str, FitRequest, pd.DataFrame, str]]:
+def verdict_regressions(
+    pre: pd.DataFrame, post: pd.DataFrame, s: StatsSettings
+) -> list[tuple[str, FitRequest, pd.DataFrame, str]]:
     """(name, request, data, tested term) for the five regressions the verdict reads."""
     out = []
     for sample, panel in (("pre", pre), ("post", post)):
@@ -112,12 +119,19 @@ def time_fast(regs, s: WildSettings) -> dict:
         t0 = time.perf_counter()
         design = PartialledDesign(y, x, fe, cl)
         t1 = time.perf_counter()
-        res = design.bootstrap(col, s, one_sided=term in req.one_sided_terms,
-                               two_sided_read=term in req.wild_two_sided_terms)
+        res = design.bootstrap(col, s, one_sided=term in req.one_sided_terms, two_sided_read=term in req.wild_two_sided_terms)
         t2 = time.perf_counter()
-        out[name] = {"rows": len(y), "clusters": int(len(np.unique(cl))), "partial_out_s": t1 - t0,
-                     "draws_s": t2 - t1, "total_s": t2 - t0, "draws": res.draws,
-                     "p_one": res.p_one, "p_two": res.p_two, "g_star": res.g_star}
+        out[name] = {
+            "rows": len(y),
+            "clusters": len(np.unique(cl)),
+            "partial_out_s": t1 - t0,
+            "draws_s": t2 - t1,
+            "total_s": t2 - t0,
+            "draws": res.draws,
+            "p_one": res.p_one,
+            "p_two": res.p_two,
+            "g_star": res.g_star,
+        }
     return out
 
 
@@ -158,14 +172,23 @@ def main() -> None:
     res_on = run_protocol(pre, post, s)
     protocol_on = time.perf_counter() - t0
     t0 = time.perf_counter()
-    run_protocol(pre, post, StatsSettings(cluster="entity", lap_measure="recall",
-                                          wild=WildSettings(draws=0)))
+    run_protocol(pre, post, StatsSettings(cluster="entity", lap_measure="recall", wild=WildSettings(draws=0)))
     protocol_off = time.perf_counter() - t0
     regs = verdict_regressions(pre, post, s)
     fast_full = time_fast(regs, wild)
-    read = res_on[res_on["wild_draws"] > 0][["spec", "sample", "term", "n_obs", "n_clusters",
-                                              "n_clusters_effective", "wild_draws",
-                                              "p_wild_one_sided", "p_wild_two_sided"]]
+    read = res_on[res_on["wild_draws"] > 0][
+        [
+            "spec",
+            "sample",
+            "term",
+            "n_obs",
+            "n_clusters",
+            "n_clusters_effective",
+            "wild_draws",
+            "p_wild_one_sided",
+            "p_wild_two_sided",
+        ]
+    ]
 
     side = []
     for k in [int(x) for x in a.dense_entities.split(",") if x.strip()]:
@@ -174,10 +197,17 @@ def main() -> None:
         f = time_fast(sub, wild)
         d = time_dense(sub, wild)
         tf, td = sum(v["total_s"] for v in f.values()), sum(v["total_s"] for v in d.values())
-        side.append({"entities": k, "rows": int(len(sub_pre) + len(sub_post)), "fast_s": tf,
-                     "dense_s": td, "dense_over_fast": td / tf,
-                     "p_one_fast": {n: v["p_one"] for n, v in f.items()},
-                     "p_one_dense": {n: v["p_one"] for n, v in d.items()}})
+        side.append(
+            {
+                "entities": k,
+                "rows": int(len(sub_pre) + len(sub_post)),
+                "fast_s": tf,
+                "dense_s": td,
+                "dense_over_fast": td / tf,
+                "p_one_fast": {n: v["p_one"] for n, v in f.items()},
+                "p_one_dense": {n: v["p_one"] for n, v in d.items()},
+            }
+        )
         print(f"{k} entities: fast {tf:.2f} s, dense {td:.2f} s, {td / tf:.0f}x", flush=True)
     dense_full = None
     if a.dense_full:
@@ -186,10 +216,13 @@ def main() -> None:
     total_fast = sum(v["total_s"] for v in fast_full.values())
     result = {
         "command": "python benchmarks/bench_wild.py " + " ".join(os.sys.argv[1:]),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "loadavg_before": load0, "loadavg_after": load1},
-        "rows": a.rows, "entities": a.entities, "months": a.months, "draws": a.draws,
-        "pre_rows": int(len(pre)), "post_rows": int(len(post)),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg_before": load0, "loadavg_after": load1},
+        "rows": a.rows,
+        "entities": a.entities,
+        "months": a.months,
+        "draws": a.draws,
+        "pre_rows": len(pre),
+        "post_rows": len(post),
         "run_protocol_with_bootstrap_s": protocol_on,
         "run_protocol_without_bootstrap_s": protocol_off,
         "bootstrap_share_s": protocol_on - protocol_off,
@@ -202,8 +235,10 @@ def main() -> None:
     }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(result, indent=1, default=float) + "\n", encoding="utf-8")
-    print(f"run_protocol with 999 draws: {protocol_on:.2f} s, without: {protocol_off:.2f} s; "
-          f"the five verdict bootstraps alone: {total_fast:.2f} s")
+    print(
+        f"run_protocol with 999 draws: {protocol_on:.2f} s, without: {protocol_off:.2f} s; "
+        f"the five verdict bootstraps alone: {total_fast:.2f} s"
+    )
 
 
 if __name__ == "__main__":

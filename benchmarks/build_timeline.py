@@ -13,6 +13,7 @@ the CPU time of the process tree attributed to the nodes running, see cpu_by_nod
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -26,7 +27,7 @@ def cpu_by_node(cpu: list[tuple[float, float]], spans: list[tuple[float, float, 
     approximation when nodes overlap: a node waiting on the interpreter lock is charged
     like one computing."""
     out: dict[str, float] = {}
-    for (t0, c0), (t1, c1) in zip(cpu, cpu[1:]):
+    for (t0, c0), (t1, c1) in itertools.pairwise(cpu):
         mid = (t0 + t1) / 2
         running = [name for a, b, name in spans if a <= mid <= b] or [OUTSIDE]
         for name in running:
@@ -41,15 +42,14 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="write the run as JSON here")
     args, extra = ap.parse_known_args()
     sys.path.insert(0, str(args.checkout / "benchmarks"))
-    import bench_scale  # noqa: PLC0415 - the checkout's own benchmark code and ROOT
+    import bench_scale
 
     vars_ = json.loads((args.study_dir / "vars.json").read_text())
     db = args.study_dir / "scale.duckdb"
     db.unlink(missing_ok=True)
     target = args.study_dir / "target"
     dbt = Path(sys.executable).with_name("dbt")
-    cmd = [str(dbt), "build", "--vars", json.dumps({**vars_, "bootstrap_draws": 0}),
-           "--target-path", str(target), *extra]
+    cmd = [str(dbt), "build", "--vars", json.dumps({**vars_, "bootstrap_draws": 0}), "--target-path", str(target), *extra]
     res = bench_scale.run_child(cmd, bench_scale._env(db))
     sampler, tail = res.pop("_sampler"), res.pop("_tail")
     if res["returncode"]:
@@ -59,23 +59,41 @@ def main() -> None:
         timing = [t for t in r.get("timing", []) if t.get("started_at")]
         ex = [t for t in timing if t.get("name") == "execute"]
         if ex and not r["unique_id"].startswith(("test.", "unit_test.")):
-            spans.append((bench_scale._ts(ex[0]["started_at"]), bench_scale._ts(ex[0]["completed_at"]),
-                          r["unique_id"].split(".")[-1], r["execution_time"]))
+            spans.append(
+                (
+                    bench_scale._ts(ex[0]["started_at"]),
+                    bench_scale._ts(ex[0]["completed_at"]),
+                    r["unique_id"].split(".")[-1],
+                    r["execution_time"],
+                )
+            )
         if timing:  # compile and execute, every node including the tests (for the CPU)
             kind = r["unique_id"].split(".")[0]
-            all_spans.append((bench_scale._ts(timing[0]["started_at"]), bench_scale._ts(timing[-1]["completed_at"]),
-                              {"test": "(data tests)", "unit_test": "(unit tests)"}.get(kind, r["unique_id"].split(".")[-1])))
+            all_spans.append(
+                (
+                    bench_scale._ts(timing[0]["started_at"]),
+                    bench_scale._ts(timing[-1]["completed_at"]),
+                    {"test": "(data tests)", "unit_test": "(unit tests)"}.get(kind, r["unique_id"].split(".")[-1]),
+                )
+            )
     t0 = sampler.samples[0][0]
     for t, mib in sampler.samples[::5]:
         print(f"{t - t0:6.1f} {mib:7.0f} {' '.join(n for a, b, n, _ in spans if a <= t <= b)}")
-    nodes = [{"node": n, "s": round(e, 3), "rss_mib_while_running": sampler.max_between(a, b)}
-             for a, b, n, e in sorted(spans, key=lambda s: -s[3])]
+    nodes = [
+        {"node": n, "s": round(e, 3), "rss_mib_while_running": sampler.max_between(a, b)}
+        for a, b, n, e in sorted(spans, key=lambda s: -s[3])
+    ]
     print("slowest:", ", ".join(f"{n['node']} {n['s']:.1f}" for n in nodes[:15]))
     cpu = cpu_by_node(sampler.cpu, all_spans)
     print("CPU seconds:", ", ".join(f"{n} {c:.1f}" for n, c in list(cpu.items())[:15]), f"(total {sum(cpu.values()):.1f})")
-    res.update(checkout=str(args.checkout), study_dir=str(args.study_dir), nodes=nodes, cpu_by_node=cpu,
-               max_sampled_mib=round(max(m for _, m in sampler.samples)),
-               command=" ".join(["benchmarks/build_timeline.py", *sys.argv[1:]]))
+    res.update(
+        checkout=str(args.checkout),
+        study_dir=str(args.study_dir),
+        nodes=nodes,
+        cpu_by_node=cpu,
+        max_sampled_mib=round(max(m for _, m in sampler.samples)),
+        command=" ".join(["benchmarks/build_timeline.py", *sys.argv[1:]]),
+    )
     print("wall", res["wall_s"], "peak", res["peak_rss_mib"], "max sampled", res["max_sampled_mib"])
     if args.out:
         args.out.write_text(json.dumps(res, indent=1))

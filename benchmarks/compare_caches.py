@@ -47,8 +47,12 @@ def compare(a: Path, b: Path) -> dict[str, Any]:
     for task in ("forecast", "recall", "mink"):
         ra, rb = read(a, task), read(b, task)
         keys = sorted(ra.keys() & rb.keys())
-        row: dict[str, Any] = {"keys_a": len(ra), "keys_b": len(rb), "keys_both": len(keys),
-                               "same_answer_text": sum(ra[k]["response_text"] == rb[k]["response_text"] for k in keys)}
+        row: dict[str, Any] = {
+            "keys_a": len(ra),
+            "keys_b": len(rb),
+            "keys_both": len(keys),
+            "same_answer_text": sum(ra[k]["response_text"] == rb[k]["response_text"] for k in keys),
+        }
         if task in ("forecast", "recall"):
             diffs, missing = [], 0
             for k in keys:
@@ -59,12 +63,14 @@ def compare(a: Path, b: Path) -> dict[str, Any]:
             row["max_abs_top_logprob_diff"] = max(diffs, default=0.0)
             row["top_tokens_not_in_both"] = missing
         if task == "recall":
-            row["max_rel_recall_lap_diff"] = max((rel(recall_lap(ra[k]), recall_lap(rb[k])) for k in keys
-                                                  if recall_lap(ra[k]) > 0), default=0.0)
+            row["max_rel_recall_lap_diff"] = max(
+                (rel(recall_lap(ra[k]), recall_lap(rb[k])) for k in keys if recall_lap(ra[k]) > 0), default=0.0
+            )
         if task == "mink":
             lp = lambda rec: [t["logprob"] for t in rec["prompt_logprobs"]]  # noqa: E731
             row["max_abs_prompt_logprob_diff"] = max(
-                (abs(x - y) for k in keys for x, y in zip(lp(ra[k])[1:], lp(rb[k])[1:])), default=0.0)
+                (abs(x - y) for k in keys for x, y in zip(lp(ra[k])[1:], lp(rb[k])[1:], strict=False)), default=0.0
+            )
             row["max_rel_mink_lap_diff"] = max((rel(mink_lap(lp(ra[k])), mink_lap(lp(rb[k]))) for k in keys), default=0.0)
         out[task] = row
     return out

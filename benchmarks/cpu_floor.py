@@ -33,10 +33,10 @@ from pathlib import Path
 import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bare_protocol  # noqa: E402
+import bare_protocol
 
-from lookahead.config import Study  # noqa: E402
-from lookahead.dbt_plugin import sized_memory_limit  # noqa: E402
+from lookahead.config import Study
+from lookahead.dbt_plugin import sized_memory_limit
 
 
 def _cpu() -> float:
@@ -76,9 +76,12 @@ def sql_alone(study_dir: Path, db: Path, limit: str, raw_dir: str) -> dict[str, 
 def writes(study_dir: Path, db: Path, limit: str, disabled: str) -> dict:
     """CPU-seconds of writing each large table into a new file, per compression choice."""
     with duckdb.connect(str(db), read_only=True) as con:
-        tables = [r[0] for r in con.execute(
-            "select table_name from duckdb_tables() where estimated_size > 50000 "
-            "order by estimated_size desc").fetchall()]
+        tables = [
+            r[0]
+            for r in con.execute(
+                "select table_name from duckdb_tables() where estimated_size > 50000 order by estimated_size desc"
+            ).fetchall()
+        ]
     out = {}
     for label, setting in (("default", ""), (f"without {disabled}", disabled)):
         target = study_dir / "cpu_floor_writes.duckdb"
@@ -94,8 +97,11 @@ def writes(study_dir: Path, db: Path, limit: str, disabled: str) -> dict:
             con.execute("checkpoint")
             per_table[t] = round(_cpu() - c, 3)
         con.close()
-        out[label] = {"cpu_s": round(sum(per_table.values()), 2), "file_mib": round(target.stat().st_size / 2**20),
-                      "tables": per_table}
+        out[label] = {
+            "cpu_s": round(sum(per_table.values()), 2),
+            "file_mib": round(target.stat().st_size / 2**20),
+            "tables": per_table,
+        }
         target.unlink()
     return out
 
@@ -137,8 +143,11 @@ def main() -> None:
     limit = sized_memory_limit(vars_["data_path"])
     db = a.study_dir / a.db
     t0 = time.perf_counter()
-    result = {"command": " ".join(["benchmarks/cpu_floor.py", *sys.argv[1:]]), "memory_limit": limit,
-              "loadavg_before": os.getloadavg()}
+    result = {
+        "command": " ".join(["benchmarks/cpu_floor.py", *sys.argv[1:]]),
+        "memory_limit": limit,
+        "loadavg_before": os.getloadavg(),
+    }
     result["sql_alone"] = sql_alone(a.study_dir, db, limit, vars_["raw_dir"])
     result["sql_alone_cpu_s"] = round(sum(result["sql_alone"].values()), 2)
     result["writes"] = writes(a.study_dir, db, limit, a.disable)

@@ -48,13 +48,15 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     shutil.rmtree(a.work, ignore_errors=True)
     subprocess.run(["git", "clone", "-q", str(ROOT), str(a.work)], check=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=a.work, capture_output=True,
-                            text=True, check=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=a.work, capture_output=True, text=True, check=True
+    ).stdout.strip()
     load_before = os.getloadavg()
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     start = time.monotonic()
-    proc = subprocess.Popen(["make", "demo"], cwd=a.work, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, bufsize=1)
+    proc = subprocess.Popen(
+        ["make", "demo"], cwd=a.work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    )
     marks: dict[str, float] = {}
     last, gap, gap_after = start, 0.0, ""
     timed: list[str] = []
@@ -72,14 +74,18 @@ def main(argv: list[str] | None = None) -> int:
     rc = proc.wait()
     total = time.monotonic() - start
     cuts = [("install", 0.0), *sorted(marks.items(), key=lambda kv: kv[1])]
-    stages = {name: round((cuts[i + 1][1] if i + 1 < len(cuts) else total) - at, 1)
-              for i, (name, at) in enumerate(cuts)}
+    stages = {name: round((cuts[i + 1][1] if i + 1 < len(cuts) else total) - at, 1) for i, (name, at) in enumerate(cuts)}
     result = {
         "command": "python benchmarks/demo_stages.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "commit": commit, "exit_code": rc, "total_s": round(total, 1), "stages_s": stages,
-        "longest_silence_s": round(gap, 1), "longest_silence_after": gap_after.strip()[:200],
+        "commit": commit,
+        "exit_code": rc,
+        "total_s": round(total, 1),
+        "stages_s": stages,
+        "longest_silence_s": round(gap, 1),
+        "longest_silence_after": gap_after.strip()[:200],
         "loadavg_before": [round(x, 2) for x in load_before],
-        "loadavg_after": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "cpus": os.cpu_count(),
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -45,6 +45,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "python")]
 
+import contextlib  # noqa: E402
+
 from test_openai_backend import FakeOpenAIState, _handler  # noqa: E402
 
 MIB = 1024 * 1024
@@ -78,10 +80,8 @@ def tree_rss_kib(pid: int) -> int:
         p = todo.pop()
         total += rss_kib(p) or 0
         for task in Path(f"/proc/{p}/task").glob("*/children"):
-            try:
+            with contextlib.suppress(OSError):
                 todo += [int(c) for c in task.read_text().split()]
-            except OSError:
-                pass
     return total
 
 
@@ -95,13 +95,29 @@ def write_study_apart(tmp: Path, url: str, name: str, rows: int, shape: tuple[in
     """write_openai_study in a child process: a study of ten million rows built here would
     leave this process's peak (gigabytes of row strings) in every child's ru_maxrss.
     ``shape``: (entities, dates) the rows span (write_openai_study), default its 7 entities."""
-    code = ("import sys; from pathlib import Path; sys.path[:0] = sys.argv[1:3]; "
-            "from test_openai_backend import write_openai_study; "
-            "shape = tuple(map(int, sys.argv[7].split('x'))) if sys.argv[7] else None; "
-            "print(write_openai_study(Path(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6]), shape=shape))")
-    out = subprocess.run([sys.executable, "-c", code, str(ROOT), str(ROOT / "tests" / "python"), str(tmp), url,
-                          name, str(rows), f"{shape[0]}x{shape[1]}" if shape else ""],
-                         check=True, capture_output=True, text=True).stdout
+    code = (
+        "import sys; from pathlib import Path; sys.path[:0] = sys.argv[1:3]; "
+        "from test_openai_backend import write_openai_study; "
+        "shape = tuple(map(int, sys.argv[7].split('x'))) if sys.argv[7] else None; "
+        "print(write_openai_study(Path(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6]), shape=shape))"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            str(ROOT),
+            str(ROOT / "tests" / "python"),
+            str(tmp),
+            url,
+            name,
+            str(rows),
+            f"{shape[0]}x{shape[1]}" if shape else "",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return Path(out.strip().splitlines()[-1])
 
 
@@ -110,11 +126,11 @@ def measure(cmd: list[str], code: Path, cwd: Path) -> dict[str, Any]:
     timeline beside its output lines (which step reached the peak)."""
     env = {**os.environ, "PYTHONPATH": str(code), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[tuple[float, str]] = []
-    reader = threading.Thread(target=lambda: [lines.append((time.perf_counter() - t0, ln.rstrip()))
-                                              for ln in proc.stdout], daemon=True)  # type: ignore[union-attr]
+    reader = threading.Thread(
+        target=lambda: [lines.append((time.perf_counter() - t0, ln.rstrip())) for ln in proc.stdout], daemon=True
+    )  # type: ignore[union-attr]
     reader.start()
     samples: list[tuple[float, int]] = []
     tree: list[tuple[float, int]] = []
@@ -139,7 +155,8 @@ def measure(cmd: list[str], code: Path, cwd: Path) -> dict[str, Any]:
         # Linux carries a process's high-water mark across fork and exec into its child's
         # ru_maxrss: a peak at this floor is this process's, not the child's
         "floor_mib": own_peak_mib(),
-        "exit": os.waitstatus_to_exitcode(status), "wall_s": round(wall, 1),
+        "exit": os.waitstatus_to_exitcode(status),
+        "wall_s": round(wall, 1),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
         "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
         # sampled every 0.25 s over the process and its children (a lower bound)
@@ -199,11 +216,17 @@ def prefill(study: Path, share: float, task: str = "forecast") -> int:
                 continue  # left for the first run to ask
             rec = record_skeleton(ctx, task, q, params)
             given = varied_top(q.prompt)
-            top = [{"token_id": None, "token": t, "logprob": lp}
-                   for t, lp in sorted(given.items(), key=lambda kv: -kv[1])]
+            top = [{"token_id": None, "token": t, "logprob": lp} for t, lp in sorted(given.items(), key=lambda kv: -kv[1])]
             now = utc_now()
-            rec.update({"backend": "openai", "response_text": max(given, key=given.get), "top_logprobs": top,
-                        "started_at": now, "finished_at": now})
+            rec.update(
+                {
+                    "backend": "openai",
+                    "response_text": max(given, key=given.get),
+                    "top_logprobs": top,
+                    "started_at": now,
+                    "finished_at": now,
+                }
+            )
             if task == "forecast":
                 rec["first_token_prob"] = first_token_prob(top)
             fh.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n")
@@ -211,23 +234,46 @@ def prefill(study: Path, share: float, task: str = "forecast") -> int:
     return n
 
 
-def job_study_apart(tmp: Path, url: str, name: str, rows: int, concurrency: int,
-                    share: float, shape: tuple[int, int] | None = None,
-                    task: str = "forecast") -> tuple[Path, int]:
+def job_study_apart(
+    tmp: Path,
+    url: str,
+    name: str,
+    rows: int,
+    concurrency: int,
+    share: float,
+    shape: tuple[int, int] | None = None,
+    task: str = "forecast",
+) -> tuple[Path, int]:
     """The job's study (write_openai_study, over ``shape`` as in :func:`write_study_apart`)
     and its prefilled answers (:func:`prefill`), written by a child process; (study file,
     answers prefilled)."""
-    code = ("import json, sys; from pathlib import Path; sys.path[:0] = sys.argv[1:4]; "
-            "from test_openai_backend import write_openai_study; from job_memory import prefill; "
-            "a = json.loads(sys.argv[4]); "
-            "study = write_openai_study(Path(a['tmp']), a['url'], a['name'], a['rows'], "
-            "shape=tuple(a['shape']) if a['shape'] else None, "
-            "concurrency=a['concurrency'], backend_options={'backoff_s': 0.01, 'timeout_s': 30}); "
-            "n = prefill(study, a['share'], a['task']) if a['share'] else 0; print(json.dumps([str(study), n]))")
-    spec = json.dumps({"tmp": str(tmp), "url": url, "name": name, "rows": rows, "concurrency": concurrency,
-                       "share": share, "shape": shape, "task": task})
-    out = subprocess.run([sys.executable, "-c", code, str(ROOT), str(ROOT / "tests" / "python"),
-                          str(ROOT / "benchmarks"), spec], check=True, capture_output=True, text=True).stdout
+    code = (
+        "import json, sys; from pathlib import Path; sys.path[:0] = sys.argv[1:4]; "
+        "from test_openai_backend import write_openai_study; from job_memory import prefill; "
+        "a = json.loads(sys.argv[4]); "
+        "study = write_openai_study(Path(a['tmp']), a['url'], a['name'], a['rows'], "
+        "shape=tuple(a['shape']) if a['shape'] else None, "
+        "concurrency=a['concurrency'], backend_options={'backoff_s': 0.01, 'timeout_s': 30}); "
+        "n = prefill(study, a['share'], a['task']) if a['share'] else 0; print(json.dumps([str(study), n]))"
+    )
+    spec = json.dumps(
+        {
+            "tmp": str(tmp),
+            "url": url,
+            "name": name,
+            "rows": rows,
+            "concurrency": concurrency,
+            "share": share,
+            "shape": shape,
+            "task": task,
+        }
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(ROOT), str(ROOT / "tests" / "python"), str(ROOT / "benchmarks"), spec],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     study, n = json.loads(out.strip().splitlines()[-1])
     return Path(study), int(n)
 
@@ -247,13 +293,20 @@ def machine() -> dict[str, Any]:
 def run_job(args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="job-memory-"))
     url, state = serve()
-    result: dict[str, Any] = {"rows": args.rows, "concurrency": args.concurrency, "runs": {},
-                              "entities": args.entities, "dates": args.dates, "task": args.task}
+    result: dict[str, Any] = {
+        "rows": args.rows,
+        "concurrency": args.concurrency,
+        "runs": {},
+        "entities": args.entities,
+        "dates": args.dates,
+        "task": args.task,
+    }
     for label, code in code_roots(args.code).items():
         # the study and its prefilled answers are written by a child process: built here they
         # would leave this process's peak in the job's ru_maxrss (see measure's floor_mib)
-        study, prefilled = job_study_apart(tmp, url, f"mem_{label}", args.rows, args.concurrency, args.prefill,
-                                           shape_of(args), args.task)
+        study, prefilled = job_study_apart(
+            tmp, url, f"mem_{label}", args.rows, args.concurrency, args.prefill, shape_of(args), args.task
+        )
         runs: dict[str, Any] = {"prefilled": prefilled}
         for run in ("first", "cached"):
             before = state.requests
@@ -261,8 +314,11 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
             m["requests"] = state.requests - before
             m["loadavg_after"] = os.getloadavg()
             runs[run] = m
-            print(f"{label} {run}: exit {m['exit']}, {m['wall_s']} s, peak {m['peak_rss_mib']} MiB "
-                  f"({m['requests']} requests; peak near: {m['last_line_before_peak']!r})", flush=True)
+            print(
+                f"{label} {run}: exit {m['exit']}, {m['wall_s']} s, peak {m['peak_rss_mib']} MiB "
+                f"({m['requests']} requests; peak near: {m['last_line_before_peak']!r})",
+                flush=True,
+            )
         raw = tmp / f"mem_{label}" / "raw" / f"{args.task}.jsonl"
         runs["raw_file_mib"] = round(raw.stat().st_size / MIB, 1) if raw.exists() else None
         result["runs"][label] = runs
@@ -279,16 +335,24 @@ def run_check(args: argparse.Namespace) -> dict[str, Any]:
     study = write_study_apart(tmp, url, "check", args.rows, shape_of(args))
     data = tmp / "check.csv"
     size = data.stat().st_size
-    result: dict[str, Any] = {"rows": args.rows, "file_mib": round(size / MIB, 1), "runs": {},
-                              "entities": args.entities, "dates": args.dates}
+    result: dict[str, Any] = {
+        "rows": args.rows,
+        "file_mib": round(size / MIB, 1),
+        "runs": {},
+        "entities": args.entities,
+        "dates": args.dates,
+    }
     for label, code in code_roots(args.code).items():
         m = measure([sys.executable, "-m", "lookahead.cli", "check", "--study", str(study)], code, code)
         peak = max(m["peak_rss_mib"], m["tree_peak_rss_mib_sampled"])
         m["peak_over_file"] = round(peak * MIB / size, 2)
         result["runs"][label] = m
-        print(f"{label}: exit {m['exit']}, {m['wall_s']} s, peak {m['peak_rss_mib']} MiB (process), "
-              f"{m['tree_peak_rss_mib_sampled']} MiB (with its preflight child) = {m['peak_over_file']}x "
-              f"the file ({result['file_mib']} MiB)", flush=True)
+        print(
+            f"{label}: exit {m['exit']}, {m['wall_s']} s, peak {m['peak_rss_mib']} MiB (process), "
+            f"{m['tree_peak_rss_mib_sampled']} MiB (with its preflight child) = {m['peak_over_file']}x "
+            f"the file ({result['file_mib']} MiB)",
+            flush=True,
+        )
     if not args.keep:
         data.unlink()
     return result
@@ -308,15 +372,13 @@ def main() -> None:
     ap.add_argument("what", choices=("job", "check"))
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--concurrency", type=int, default=32)
-    ap.add_argument("--code", action="append", default=[],
-                    help="LABEL=DIR, a checkout to run (repeatable; default: this one)")
-    ap.add_argument("--task", choices=tuple(JOB_MODULES), default="forecast",
-                    help="job: the job measured (default forecast)")
-    ap.add_argument("--prefill", type=float, default=0.0,
-                    help="job: share of the answers written into the cache before the first run")
+    ap.add_argument("--code", action="append", default=[], help="LABEL=DIR, a checkout to run (repeatable; default: this one)")
+    ap.add_argument("--task", choices=tuple(JOB_MODULES), default="forecast", help="job: the job measured (default forecast)")
+    ap.add_argument(
+        "--prefill", type=float, default=0.0, help="job: share of the answers written into the cache before the first run"
+    )
     ap.add_argument("--keep", action="store_true", help="keep the study's files")
-    ap.add_argument("--entities", type=int, default=None,
-                    help="entities the rows span (with --dates; default: 7 entities)")
+    ap.add_argument("--entities", type=int, default=None, help="entities the rows span (with --dates; default: 7 entities)")
     ap.add_argument("--dates", type=int, default=None, help="dates the rows span (with --entities)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
@@ -324,9 +386,15 @@ def main() -> None:
     load_before = os.getloadavg()
     t0 = time.perf_counter()
     result = run_job(args) if args.what == "job" else run_check(args)
-    result.update({"command": "python " + " ".join(sys.argv), "machine": machine(),
-                   "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
-                   "total_s": round(time.perf_counter() - t0, 1)})
+    result.update(
+        {
+            "command": "python " + " ".join(sys.argv),
+            "machine": machine(),
+            "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg(),
+            "total_s": round(time.perf_counter() - t0, 1),
+        }
+    )
     text = json.dumps(result, indent=2)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")

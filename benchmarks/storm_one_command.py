@@ -36,8 +36,7 @@ from test_openai_backend import raw_answers, write_openai_study  # noqa: E402
 from lookahead.cache import incomplete_reason  # noqa: E402
 
 TRANSPORT = ("429_retry_after", "429_plain", "500", "reset", "slow")
-CONTENT = ("malformed_json", "html_200", "empty_logprobs", "missing_logprobs", "nan", "positive_logprob",
-           "missing_text")
+CONTENT = ("malformed_json", "html_200", "empty_logprobs", "missing_logprobs", "nan", "positive_logprob", "missing_text")
 MAX_INVOCATIONS = 5
 
 
@@ -47,7 +46,7 @@ def fault_kinds(transport: float, content: float) -> tuple[str, ...]:
     t = [TRANSPORT[i % len(TRANSPORT)] for i in range(35)]
     c = [CONTENT[i % len(CONTENT)] for i in range(35)]
     if transport == content:
-        return tuple(k for pair in zip(t, c) for k in pair)
+        return tuple(k for pair in zip(t, c, strict=False) for k in pair)
     n_t = round(70 * transport / (transport + content))
     return tuple(t[: max(n_t, 0)] + c[: 70 - n_t])
 
@@ -70,8 +69,7 @@ def main() -> None:
     kinds = fault_kinds(args.transport, args.content)
     storms = []
     for seed in range(1, args.storms + 1):
-        url, state = serve(vary=True, fault_rate=args.transport + args.content, fault_seed=seed,
-                           fault_kinds=kinds)
+        url, state = serve(vary=True, fault_rate=args.transport + args.content, fault_seed=seed, fault_kinds=kinds)
         study = write_openai_study(tmp, url, f"storm{seed}", args.rows, marks={}, **extra)
         codes: list[int] = []
         err = io.StringIO()
@@ -79,26 +77,39 @@ def main() -> None:
         while not codes or (codes[-1] != 0 and len(codes) < MAX_INVOCATIONS):
             codes.append(quiet_run(study, err))
         raw = tmp / f"storm{seed}" / "raw"
-        lines = [json.loads(line) for task in ("forecast", "recall", "mink")
-                 for line in (raw / f"{task}.jsonl").read_text().splitlines()]
+        lines = [
+            json.loads(line)
+            for task in ("forecast", "recall", "mink")
+            for line in (raw / f"{task}.jsonl").read_text().splitlines()
+        ]
         got = raw_answers(raw)
         bad = sum(incomplete_reason(r) is not None for r in lines)
         bad += sum(1 for k, a in got.items() if k in expected and a != expected[k])
         injected = Counter(state.injected)
-        storm = {"seed": seed, "queries": len(expected), "requests": state.requests,
-                 "transport_faults": sum(injected[k] for k in TRANSPORT),
-                 "content_faults": sum(injected[k] for k in CONTENT),
-                 "invocations": len(codes), "exit_codes": codes, "bad_answers_cached": bad,
-                 "answers_equal_fault_free": got == expected, "traceback": "Traceback" in err.getvalue(),
-                 "seconds": round(time.perf_counter() - t0, 1)}
+        storm = {
+            "seed": seed,
+            "queries": len(expected),
+            "requests": state.requests,
+            "transport_faults": sum(injected[k] for k in TRANSPORT),
+            "content_faults": sum(injected[k] for k in CONTENT),
+            "invocations": len(codes),
+            "exit_codes": codes,
+            "bad_answers_cached": bad,
+            "answers_equal_fault_free": got == expected,
+            "traceback": "Traceback" in err.getvalue(),
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
         storms.append(storm)
         print(json.dumps(storm), flush=True)
     one = sum(s["invocations"] == 1 and s["exit_codes"] == [0] for s in storms)
     summary = {
         "command": " ".join(["benchmarks/storm_one_command.py", *sys.argv[1:]]),
-        "rows": args.rows, "transport_rate": args.transport, "content_rate": args.content,
+        "rows": args.rows,
+        "transport_rate": args.transport,
+        "content_rate": args.content,
         "failed_query_passes": args.passes if args.passes is not None else "default (2)",
-        "storms": len(storms), "one_invocation": one,
+        "storms": len(storms),
+        "one_invocation": one,
         "bad_answers_cached": sum(s["bad_answers_cached"] for s in storms),
         "all_answers_equal_fault_free": all(s["answers_equal_fault_free"] for s in storms),
         "tracebacks": sum(s["traceback"] for s in storms),

@@ -10,7 +10,8 @@ fields (instance_id, agent, ...) that lookahead.claims.tables matches on.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -35,7 +36,7 @@ class ClaimContext(JobContext):
 
 
 def make_claim_context(args: Any) -> ClaimContext:
-    study = claim_study(load_study(args.study))   # the claim model, when the study names one
+    study = claim_study(load_study(args.study))  # the claim model, when the study names one
     check_study_links(study)
     ctx = ClaimContext(study, args, pd.DataFrame(), 0)
     ctx.settings = ClaimSettings.from_study(study)
@@ -53,15 +54,15 @@ def predictions(ctx: ClaimContext) -> pd.DataFrame:
     return preds
 
 
-def claim_record(ctx: ClaimContext, task: str, q: Query, params: dict[str, Any],
-                 extra: dict[str, Any]) -> dict[str, Any]:
+def claim_record(ctx: ClaimContext, task: str, q: Query, params: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     rec = record_skeleton(ctx, task, q, params)
     rec.update(extra)
     return rec
 
 
-def ask_parsed(ctx: ClaimContext, batch: Sequence[Query], texts: Sequence[str],
-               items: Sequence[Sequence[str] | None], params: dict[str, Any]) -> list[dict[str, Any] | QueryFailure]:
+def ask_parsed(
+    ctx: ClaimContext, batch: Sequence[Query], texts: Sequence[str], items: Sequence[Sequence[str] | None], params: dict[str, Any]
+) -> list[dict[str, Any] | QueryFailure]:
     """Ask ``batch`` (greedy) and parse each answer with the task kind's
     ``coalition_answer``; an answer that does not parse is asked again, up to
     ``claims_value_retries`` times, with a prompt naming the error (``texts`` are the
@@ -79,8 +80,9 @@ def ask_parsed(ctx: ClaimContext, batch: Sequence[Query], texts: Sequence[str],
         if not todo:
             break
         if attempt:
-            prompts = {i: ctx.backend.render_prompt(answer_retry_prompt(texts[i], *errors[i]), ctx.use_chat_template)
-                       for i in todo}
+            prompts = {
+                i: ctx.backend.render_prompt(answer_retry_prompt(texts[i], *errors[i]), ctx.use_chat_template) for i in todo
+            }
         gens = ctx.backend.generate([prompts[i] for i in todo], max_tokens, top)
         for i, g in zip(todo, gens, strict=True):
             text, lps = g.response_text, logprob_dicts(g.top_logprobs)
@@ -93,14 +95,22 @@ def ask_parsed(ctx: ClaimContext, batch: Sequence[Query], texts: Sequence[str],
             out[i] = {"response_text": text, "top_logprobs": lps, "attempts": attempt + 1, **parsed}
             if attempt:
                 out[i]["retry_prompt"] = prompts[i]
-    for i, (text, err) in errors.items():
-        out[i] = QueryFailure(f"unparseable {kind.name} answer after {st.value_retries + 1} attempt(s): {err}",
-                              st.value_retries + 1)
+    for i, (_text, err) in errors.items():
+        out[i] = QueryFailure(
+            f"unparseable {kind.name} answer after {st.value_retries + 1} attempt(s): {err}", st.value_retries + 1
+        )
     return out  # type: ignore[return-value]
 
 
-def run_parsed(ctx: ClaimContext, task: str, queries: list[Query], meta: dict[str, dict[str, Any]],
-               params: dict[str, Any], unit: str, verb: str) -> int:
+def run_parsed(
+    ctx: ClaimContext,
+    task: str,
+    queries: list[Query],
+    meta: dict[str, dict[str, Any]],
+    params: dict[str, Any],
+    unit: str,
+    verb: str,
+) -> int:
     """Ask the pending ``queries`` of a job whose answers are parsed by the task kind
     (coalition values, re-predictions): one cache, one plan, one confirmation, answers
     through ``ask_parsed`` and records whose fields are ``meta`` less its ``_`` keys.
@@ -114,19 +124,23 @@ def run_parsed(ctx: ClaimContext, task: str, queries: list[Query], meta: dict[st
             confirm(f"{verb} {len(pending)} {unit}?", ctx.args.yes, ctx.destination)
 
             def answer(batch: list[Query]) -> list[Any]:
-                return ask_parsed(ctx, batch, [meta[q.key]["_text"] for q in batch],
-                                  [meta[q.key]["_items"] for q in batch], params)
+                return ask_parsed(
+                    ctx, batch, [meta[q.key]["_text"] for q in batch], [meta[q.key]["_items"] for q in batch], params
+                )
 
             def record(q: Query) -> dict[str, Any]:
-                return claim_record(ctx, task, q, params, {k: v for k, v in meta[q.key].items()
-                                                           if not k.startswith("_")})
+                return claim_record(ctx, task, q, params, {k: v for k, v in meta[q.key].items() if not k.startswith("_")})
 
             require_complete(run_queries(store, pending, ctx.batch_size, task, answer, record), store)
     return EXIT_OK
 
 
-def claim_main(job: Callable[[ClaimContext], int], description: str, argv: Sequence[str] | None,
-               extra_args: Callable[[Any], None] | None = None) -> int:
+def claim_main(
+    job: Callable[[ClaimContext], int],
+    description: str,
+    argv: Sequence[str] | None,
+    extra_args: Callable[[Any], None] | None = None,
+) -> int:
     p = arg_parser(description)
     if extra_args:
         extra_args(p)

@@ -14,7 +14,8 @@ line; the last valid one is used. Instances with a reference extraction
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_main, claim_record, predictions
 from llm_jobs.context import Query
@@ -33,21 +34,31 @@ def run(ctx: ClaimContext) -> int:
     st = ctx.settings
     preds = predictions(ctx)
     reference = load_reference_extractions(st)
-    todo = [r for r in preds.to_dict("records")
-            if r["rationale"].strip() and (r["instance_id"], r["agent"]) not in reference and r["agent"] != "timespec"]
+    todo = [
+        r
+        for r in preds.to_dict("records")
+        if r["rationale"].strip() and (r["instance_id"], r["agent"]) not in reference and r["agent"] != "timespec"
+    ]
     skipped = len(preds) - len(todo)
-    print(f"{TASK}: {len(todo)} rationales to extract ({skipped} skipped: empty rationale, reference "
-          "extraction or TimeSPEC)")
+    print(f"{TASK}: {len(todo)} rationales to extract ({skipped} skipped: empty rationale, reference extraction or TimeSPEC)")
     structured = callable(getattr(ctx.backend, "generate_json", None))
-    params = {"temperature": 0, "max_tokens": st.extract_max_tokens, "top_logprobs": 0, "seed": 0,
-              "n_samples": None, "chat_template": ctx.use_chat_template, "structured": structured}
+    params = {
+        "temperature": 0,
+        "max_tokens": st.extract_max_tokens,
+        "top_logprobs": 0,
+        "seed": 0,
+        "n_samples": None,
+        "chat_template": ctx.use_chat_template,
+        "structured": structured,
+    }
     with RawStore(claims_raw_file(ctx.study, TASK)) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         prompts0 = {}
         for r in todo:
             prompts0[(r["instance_id"], r["agent"])] = extraction_prompt(
-                st.task_description, r["task_input"], r["t_ref"], r["rationale"])
+                st.task_description, r["task_input"], r["t_ref"], r["rationale"]
+            )
         state: dict[tuple[str, str], tuple[str, str]] = {}  # instance -> (last answer, error)
         n_invalid = 0
         for attempt in range(st.extract_retries + 1):
@@ -83,18 +94,25 @@ def run(ctx: ClaimContext) -> int:
                     for g in gens:
                         try:
                             claims = [c.as_dict() for c in parse_extraction_text(g.response_text)]
-                            out.append({"response_text": g.response_text, "valid": True, "error": None,
-                                        "claims": claims})
+                            out.append({"response_text": g.response_text, "valid": True, "error": None, "claims": claims})
                         except ExtractionError as exc:
-                            out.append({"response_text": g.response_text, "valid": False, "error": str(exc),
-                                        "claims": None})
+                            out.append({"response_text": g.response_text, "valid": False, "error": str(exc), "claims": None})
                     return out
 
                 def base(q: Query) -> dict[str, Any]:
                     r, p = meta[q.key]
-                    return claim_record(ctx, TASK, q, p, {
-                        "instance_id": r["instance_id"], "agent": r["agent"],
-                        "rationale_sha256": sha(r["rationale"]), "attempt": p["attempt"]})
+                    return claim_record(
+                        ctx,
+                        TASK,
+                        q,
+                        p,
+                        {
+                            "instance_id": r["instance_id"],
+                            "agent": r["agent"],
+                            "rationale_sha256": sha(r["rationale"]),
+                            "attempt": p["attempt"],
+                        },
+                    )
 
                 run_queries(store, pending, ctx.batch_size, TASK, answer, base)
             records = store.load({q.key for q in queries})
@@ -106,8 +124,10 @@ def run(ctx: ClaimContext) -> int:
                     state[(r["instance_id"], r["agent"])] = (rec.get("response_text") or "", rec.get("error") or "")
             n_invalid = len(state)
             print(f"attempt {attempt}: {len(queries) - n_invalid} valid, {n_invalid} invalid")
-    print(f"extraction: {len(todo) - n_invalid} of {len(todo)} rationales with a schema-valid extraction; "
-          f"{n_invalid} failed after {st.extract_retries + 1} attempt(s) (status 'extraction failed')")
+    print(
+        f"extraction: {len(todo) - n_invalid} of {len(todo)} rationales with a schema-valid extraction; "
+        f"{n_invalid} failed after {st.extract_retries + 1} attempt(s) (status 'extraction failed')"
+    )
     return EXIT_OK
 
 

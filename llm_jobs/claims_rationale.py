@@ -16,7 +16,8 @@ the model's, at temperature 0).
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_main, claim_record
 from llm_jobs.context import Query
@@ -35,8 +36,15 @@ def run(ctx: ClaimContext) -> int:
     st = ctx.settings
     agent = ctx.args.agent
     insts = load_instances(st)
-    params = {"temperature": 0, "max_tokens": st.rationale_max_tokens, "top_logprobs": 0, "seed": 0,
-              "n_samples": None, "chat_template": ctx.use_chat_template, "agent": agent}
+    params = {
+        "temperature": 0,
+        "max_tokens": st.rationale_max_tokens,
+        "top_logprobs": 0,
+        "seed": 0,
+        "n_samples": None,
+        "chat_template": ctx.use_chat_template,
+        "agent": agent,
+    }
     queries, meta = [], {}
     for r in insts.to_dict("records"):
         text = rationale_prompt(agent, r["task_input"], r["t_ref"], st.kind.prediction_format(st.kind_settings))
@@ -44,9 +52,16 @@ def run(ctx: ClaimContext) -> int:
         ident = f"{r['instance_id']}|{agent}"
         q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
         queries.append(q)
-        meta[q.key] = {"instance_id": r["instance_id"], "agent": agent, "entity": r["entity"],
-                       "task_name": r["task"], "t_ref": r["t_ref"], "task_input": r["task_input"],
-                       "outcome": r["outcome"], "final": True}
+        meta[q.key] = {
+            "instance_id": r["instance_id"],
+            "agent": agent,
+            "entity": r["entity"],
+            "task_name": r["task"],
+            "t_ref": r["t_ref"],
+            "task_input": r["task_input"],
+            "outcome": r["outcome"],
+            "final": True,
+        }
     with RawStore(claims_raw_file(ctx.study, TASK)) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
@@ -60,12 +75,10 @@ def run(ctx: ClaimContext) -> int:
                 out = []
                 for g in gens:
                     pred, rationale, err = parse_agent_answer(g.response_text, st)
-                    out.append({"response_text": g.response_text, "prediction": pred, "rationale": rationale,
-                                "error": err})
+                    out.append({"response_text": g.response_text, "prediction": pred, "rationale": rationale, "error": err})
                 return out
 
-            run_queries(store, pending, ctx.batch_size, TASK, answer,
-                        lambda q: claim_record(ctx, TASK, q, params, meta[q.key]))
+            run_queries(store, pending, ctx.batch_size, TASK, answer, lambda q: claim_record(ctx, TASK, q, params, meta[q.key]))
         recs = store.load({q.key for q in queries})
     n_pred = sum(1 for r in recs.values() if r.get("prediction"))
     print(f"{TASK} ({agent}): {n_pred} of {len(queries)} answers fit the task's schema (prediction and rationale)")
@@ -73,8 +86,12 @@ def run(ctx: ClaimContext) -> int:
 
 
 def _args(p: Any) -> None:
-    p.add_argument("--agent", choices=AGENTS, default="superforecasting",
-                   help="superforecasting (no date in the prompt) or temporal_hint (cutoff instruction)")
+    p.add_argument(
+        "--agent",
+        choices=AGENTS,
+        default="superforecasting",
+        help="superforecasting (no date in the prompt) or temporal_hint (cutoff instruction)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

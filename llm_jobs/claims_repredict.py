@@ -21,7 +21,8 @@ relative Kendall distance of the rankings (Eq. 13), and per agent their mean.
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_main, predictions, run_parsed
 from llm_jobs.context import Query
@@ -35,9 +36,17 @@ TASK = "claims_repredict"
 def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dict[str, Any]]:
     st, kind, ks = ctx.settings, ctx.settings.kind, ctx.settings.kind_settings
     top = kind.coalition_top_logprobs
-    params = {"temperature": 0, "max_tokens": 1 if top else st.value_max_tokens, "top_logprobs": top, "seed": 0,
-              "n_samples": None, "chat_template": ctx.use_chat_template, "labels": list(st.labels),
-              "task_kind": kind.name, "retries": st.value_retries}
+    params = {
+        "temperature": 0,
+        "max_tokens": 1 if top else st.value_max_tokens,
+        "top_logprobs": top,
+        "seed": 0,
+        "n_samples": None,
+        "chat_template": ctx.use_chat_template,
+        "labels": list(st.labels),
+        "task_kind": kind.name,
+        "retries": st.value_retries,
+    }
     queries, meta = [], {}
     for r in predictions(ctx).to_dict("records"):
         if not str(r["rationale"]).strip():
@@ -49,9 +58,15 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
         ident = f"{r['instance_id']}|{r['agent']}|{sha(cleaned)}"
         q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
         queries.append(q)
-        meta[q.key] = {"instance_id": r["instance_id"], "agent": r["agent"], "task_kind": kind.name,
-                       "rationale_sha256": sha(r["rationale"]), "cleaned_rationale": cleaned,
-                       "_text": text, "_items": items}
+        meta[q.key] = {
+            "instance_id": r["instance_id"],
+            "agent": r["agent"],
+            "task_kind": kind.name,
+            "rationale_sha256": sha(r["rationale"]),
+            "cleaned_rationale": cleaned,
+            "_text": text,
+            "_items": items,
+        }
     return queries, meta, params
 
 
@@ -63,8 +78,7 @@ def run(ctx: ClaimContext) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return claim_main(run, "Re-prediction check: predict again from the cleaned rationale (seed 002 App. B.1).",
-                      argv)
+    return claim_main(run, "Re-prediction check: predict again from the cleaned rationale (seed 002 App. B.1).", argv)
 
 
 if __name__ == "__main__":

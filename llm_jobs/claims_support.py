@@ -13,7 +13,8 @@ is asked (the claim text must appear in the document) and this job has nothing t
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_main, claim_record, predictions
 from llm_jobs.context import Query
@@ -42,14 +43,23 @@ def run(ctx: ClaimContext) -> int:
     if corpus.empty:
         print(f"{TASK}: empty corpus: A1-A3 claims are dated by their temporal reference alone")
         return EXIT_OK
-    items = [(instance_key(r["instance_id"], r["agent"]), c)
-             for r, ex in instance_claims(ctx.study, st, predictions(ctx)) for c in ex.claims]
+    items = [
+        (instance_key(r["instance_id"], r["agent"]), c)
+        for r, ex in instance_claims(ctx.study, st, predictions(ctx))
+        for c in ex.claims
+    ]
     qdf = candidate_queries(items)
     cands = bm25(qdf, corpus, st.bm25_k)
-    texts = dict(zip(qdf["query_id"], qdf["query_text"]))
+    texts = dict(zip(qdf["query_id"], qdf["query_text"], strict=False))
     docs = corpus.set_index("doc_id")
-    params = {"temperature": 0, "max_tokens": 1, "top_logprobs": TOP_LOGPROBS, "seed": 0, "n_samples": None,
-              "chat_template": ctx.use_chat_template}
+    params = {
+        "temperature": 0,
+        "max_tokens": 1,
+        "top_logprobs": TOP_LOGPROBS,
+        "seed": 0,
+        "n_samples": None,
+        "chat_template": ctx.use_chat_template,
+    }
     queries, meta = [], {}
     for c in cands.itertuples():
         d = docs.loc[c.doc_id]
@@ -58,8 +68,7 @@ def run(ctx: ClaimContext) -> int:
         ident = f"{c.query_id}|{c.doc_id}"
         q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
         queries.append(q)
-        meta[q.key] = {"claim_sha256": c.query_id, "doc_id": c.doc_id, "bm25_rank": int(c.rank),
-                       "bm25_score": float(c.score)}
+        meta[q.key] = {"claim_sha256": c.query_id, "doc_id": c.doc_id, "bm25_rank": int(c.rank), "bm25_score": float(c.score)}
     with RawStore(claims_raw_file(ctx.study, TASK)) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
@@ -74,12 +83,18 @@ def run(ctx: ClaimContext) -> int:
                 for g in gens:
                     top = logprob_dicts(g.top_logprobs)
                     p_yes, p_no = label_probability(top, "yes"), label_probability(top, "no")
-                    out.append({"response_text": g.response_text, "top_logprobs": top, "p_yes": p_yes,
-                                "p_no": p_no, "supports": (p_yes or 0.0) > (p_no or 0.0)})
+                    out.append(
+                        {
+                            "response_text": g.response_text,
+                            "top_logprobs": top,
+                            "p_yes": p_yes,
+                            "p_no": p_no,
+                            "supports": (p_yes or 0.0) > (p_no or 0.0),
+                        }
+                    )
                 return out
 
-            run_queries(store, pending, ctx.batch_size, TASK, answer,
-                        lambda q: claim_record(ctx, TASK, q, params, meta[q.key]))
+            run_queries(store, pending, ctx.batch_size, TASK, answer, lambda q: claim_record(ctx, TASK, q, params, meta[q.key]))
     return EXIT_OK
 
 

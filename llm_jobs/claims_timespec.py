@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -67,9 +68,15 @@ class Phases:
     def __init__(self, ctx: ClaimContext, store: RawStore) -> None:
         self.ctx, self.store = ctx, store
 
-    def ask(self, phase: str, items: dict[str, str], max_tokens: int, top: int = 0,
-            schema: dict[str, Any] | None = None,
-            parse: dict[str, list[str] | None] | None = None) -> dict[str, dict[str, Any]]:
+    def ask(
+        self,
+        phase: str,
+        items: dict[str, str],
+        max_tokens: int,
+        top: int = 0,
+        schema: dict[str, Any] | None = None,
+        parse: dict[str, list[str] | None] | None = None,
+    ) -> dict[str, dict[str, Any]]:
         """instance_id -> raw record of the answer to items[instance_id] (a user text);
         with ``schema``, constrained to it when the backend can (generate_json); with
         ``parse`` (instance_id -> a ranking's items), each answer parsed as the task kind's
@@ -77,8 +84,16 @@ class Phases:
         (llm_jobs.claims_common.ask_parsed)."""
         ctx = self.ctx
         structured = schema is not None and callable(getattr(ctx.backend, "generate_json", None))
-        params = {"temperature": 0, "max_tokens": max_tokens, "top_logprobs": top, "seed": 0, "n_samples": None,
-                  "chat_template": ctx.use_chat_template, "phase": phase, "structured": structured}
+        params = {
+            "temperature": 0,
+            "max_tokens": max_tokens,
+            "top_logprobs": top,
+            "seed": 0,
+            "n_samples": None,
+            "chat_template": ctx.use_chat_template,
+            "phase": phase,
+            "structured": structured,
+        }
         queries, ids = [], {}
         for iid, text in items.items():
             prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
@@ -93,18 +108,21 @@ class Phases:
 
             def answer(batch: list[Query]) -> list[Any]:
                 if parse is not None:
-                    return ask_parsed(ctx, batch, [items[ids[q.key]] for q in batch],
-                                      [parse[ids[q.key]] for q in batch], params)
+                    return ask_parsed(ctx, batch, [items[ids[q.key]] for q in batch], [parse[ids[q.key]] for q in batch], params)
                 if structured:
                     gens = ctx.backend.generate_json([q.prompt for q in batch], max_tokens, schema)
                 else:
                     gens = ctx.backend.generate([q.prompt for q in batch], max_tokens, top)
-                return [{"response_text": g.response_text, "top_logprobs": logprob_dicts(g.top_logprobs)}
-                        for g in gens]
+                return [{"response_text": g.response_text, "top_logprobs": logprob_dicts(g.top_logprobs)} for g in gens]
 
-            run_queries(self.store, pending, ctx.batch_size, f"{TASK} {phase}", answer,
-                        lambda q: claim_record(ctx, TASK, q, params,
-                                               {"instance_id": ids[q.key], "agent": AGENT, "final": False}))
+            run_queries(
+                self.store,
+                pending,
+                ctx.batch_size,
+                f"{TASK} {phase}",
+                answer,
+                lambda q: claim_record(ctx, TASK, q, params, {"instance_id": ids[q.key], "agent": AGENT, "final": False}),
+            )
         recs = self.store.load({q.key for q in queries})
         return {ids[k]: r for k, r in recs.items()}
 
@@ -123,11 +141,22 @@ def run(ctx: ClaimContext) -> int:
     judged = support_lines(ctx.study) if st.support_judge == "llm" else {}
 
     # pre-t_ref evidence for the generator and regenerator
-    q = pd.DataFrame({"query_id": list(rows), "query_text": [r["task_input"] for r in rows.values()],
-                      "before": [r["t_ref"] for r in rows.values()]})
+    q = pd.DataFrame(
+        {
+            "query_id": list(rows),
+            "query_text": [r["task_input"] for r in rows.values()],
+            "before": [r["t_ref"] for r in rows.values()],
+        }
+    )
     ev = bm25(q, corpus, EVIDENCE_K)
-    evidence = {i: [f"({d.published_at}) {corpus.set_index('doc_id').loc[d.doc_id, 'body']}"
-                    for d in g.itertuples()] for i, g in ev.groupby("query_id")} if not ev.empty else {}
+    evidence = (
+        {
+            i: [f"({d.published_at}) {corpus.set_index('doc_id').loc[d.doc_id, 'body']}" for d in g.itertuples()]
+            for i, g in ev.groupby("query_id")
+        }
+        if not ev.empty
+        else {}
+    )
 
     with RawStore(claims_raw_file(ctx.study, TASK)) as store:
         if store.repaired_bytes:
@@ -135,12 +164,14 @@ def run(ctx: ClaimContext) -> int:
         ph = Phases(ctx, store)
         # ---- phase 1: draft
         drafts: dict[str, str] = {}
-        draft_pred: dict[str, str | None] = {}   # a ranking's items come from its draft prediction
+        draft_pred: dict[str, str | None] = {}  # a ranking's items come from its draft prediction
         ref_claims: dict[str, list[Claim]] = {}
         if mode == "generate":
-            recs = ph.ask("generator", {i: rationale_prompt(AGENT, r["task_input"], r["t_ref"], fmt,
-                                                            evidence.get(i, [])) for i, r in rows.items()},
-                          st.rationale_max_tokens)
+            recs = ph.ask(
+                "generator",
+                {i: rationale_prompt(AGENT, r["task_input"], r["t_ref"], fmt, evidence.get(i, [])) for i, r in rows.items()},
+                st.rationale_max_tokens,
+            )
             for i, rec in recs.items():
                 draft_pred[i], drafts[i], _ = kind.agent_prediction(rec["response_text"], ks)
         else:
@@ -153,12 +184,16 @@ def run(ctx: ClaimContext) -> int:
                     if (p["instance_id"], p["agent"]) in reference:
                         ref_claims[p["instance_id"]] = claims_from_object(reference[(p["instance_id"], p["agent"])])
 
-        def supervise(phase: str, texts: dict[str, str],
-                      given: dict[str, list[Claim]]) -> dict[str, tuple[list[Claim], list[Claim]]]:
+        def supervise(
+            phase: str, texts: dict[str, str], given: dict[str, list[Claim]]
+        ) -> dict[str, tuple[list[Claim], list[Claim]]]:
             """instance -> (valid claims, violated claims) of each draft."""
             claims: dict[str, list[Claim]] = dict(given)
-            need = {i: extraction_prompt(st.task_description, rows[i]["task_input"], rows[i]["t_ref"], t)
-                    for i, t in texts.items() if i not in given and t.strip()}
+            need = {
+                i: extraction_prompt(st.task_description, rows[i]["task_input"], rows[i]["t_ref"], t)
+                for i, t in texts.items()
+                if i not in given and t.strip()
+            }
             if need:
                 for i, rec in ph.ask(phase, need, st.extract_max_tokens, schema=EXTRACTION_SCHEMA).items():
                     try:
@@ -184,10 +219,20 @@ def run(ctx: ClaimContext) -> int:
         second: dict[str, tuple[list[Claim], list[Claim]]] = {}
         if violators:
             if mode == "generate":
-                recs = ph.ask("regenerator", {i: rationale_prompt(
-                    AGENT, rows[i]["task_input"], rows[i]["t_ref"], fmt,
-                    [c.claim_text for c in first[i][0]] + evidence.get(i, [])) for i in violators},
-                    st.rationale_max_tokens)
+                recs = ph.ask(
+                    "regenerator",
+                    {
+                        i: rationale_prompt(
+                            AGENT,
+                            rows[i]["task_input"],
+                            rows[i]["t_ref"],
+                            fmt,
+                            [c.claim_text for c in first[i][0]] + evidence.get(i, []),
+                        )
+                        for i in violators
+                    },
+                    st.rationale_max_tokens,
+                )
                 regen = {i: st.kind.agent_prediction(rec["response_text"], st.kind_settings)[1] for i, rec in recs.items()}
                 second = supervise("resupervisor", regen, {})
             else:
@@ -208,19 +253,38 @@ def run(ctx: ClaimContext) -> int:
         if len(agg) < len(rows):
             print(f"aggregator: {len(rows) - len(agg)} instance(s) without a draft ranking to take the items from")
         top = kind.coalition_top_logprobs
-        recs = ph.ask("aggregator", {i: aggregator_prompt(rows[i]["task_input"], [c.claim_text for c in valid[i]],
-                                                          kind.answer_instruction(ks, items[i])) for i in agg},
-                      1 if top else st.value_max_tokens, top, parse=items)
+        recs = ph.ask(
+            "aggregator",
+            {
+                i: aggregator_prompt(
+                    rows[i]["task_input"], [c.claim_text for c in valid[i]], kind.answer_instruction(ks, items[i])
+                )
+                for i in agg
+            },
+            1 if top else st.value_max_tokens,
+            top,
+            parse=items,
+        )
         params = {"phase": "final", "draft": mode}
         for i, rec in recs.items():
             parsed = kind.coalition_answer(rec["response_text"], rec["top_logprobs"] or [], ks, items[i])
             pred, p = kind.final_prediction(parsed, ks)
             claims = [{**c.as_dict(), "claim_id": k} for k, c in enumerate(valid[i], 1)]
-            final = {"instance_id": i, "agent": AGENT, "entity": rows[i]["entity"], "task_name": rows[i]["task"],
-                     "t_ref": rows[i]["t_ref"], "task_input": rows[i]["task_input"], "outcome": rows[i]["outcome"],
-                     "prediction": pred, "probability": p, "claims": claims,
-                     "rationale": " ".join(c.claim_text for c in valid[i]), "final": True,
-                     "aggregator_key": rec["key"]}
+            final = {
+                "instance_id": i,
+                "agent": AGENT,
+                "entity": rows[i]["entity"],
+                "task_name": rows[i]["task"],
+                "t_ref": rows[i]["t_ref"],
+                "task_input": rows[i]["task_input"],
+                "outcome": rows[i]["outcome"],
+                "prediction": pred,
+                "probability": p,
+                "claims": claims,
+                "rationale": " ".join(c.claim_text for c in valid[i]),
+                "final": True,
+                "aggregator_key": rec["key"],
+            }
             ident = f"{i}|{AGENT}|final|{sha(str(claims))}|{rec['key']}"
             q = Query(query_key(TASK, ctx.study.backend.model_id, ident, "", params), "", row_id=ident)
             if q.key not in store:

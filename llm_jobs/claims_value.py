@@ -28,7 +28,8 @@ so a coalition is never scored twice, across reruns and kills.
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_main, predictions, run_parsed
 from llm_jobs.context import Query
@@ -43,9 +44,17 @@ TASK = "claims_value"
 def value_params(ctx: ClaimContext) -> dict[str, Any]:
     st, kind = ctx.settings, ctx.settings.kind
     top = kind.coalition_top_logprobs
-    return {"temperature": 0, "max_tokens": 1 if top else st.value_max_tokens, "top_logprobs": top, "seed": 0,
-            "n_samples": None, "chat_template": ctx.use_chat_template, "labels": list(st.labels),
-            "task_kind": kind.name, "retries": st.value_retries}
+    return {
+        "temperature": 0,
+        "max_tokens": 1 if top else st.value_max_tokens,
+        "top_logprobs": top,
+        "seed": 0,
+        "n_samples": None,
+        "chat_template": ctx.use_chat_template,
+        "labels": list(st.labels),
+        "task_kind": kind.name,
+        "retries": st.value_retries,
+    }
 
 
 def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dict[str, Any]]:
@@ -70,9 +79,17 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
             ident = f"{ikey}|{csha}|{mask}"
             q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
             queries.append(q)
-            meta[q.key] = {"instance_id": r["instance_id"], "agent": r["agent"], "claims_sha256": csha,
-                           "mask": mask, "n_claims": n, "method": p.method, "task_kind": kind.name,
-                           "_text": text, "_items": items}
+            meta[q.key] = {
+                "instance_id": r["instance_id"],
+                "agent": r["agent"],
+                "claims_sha256": csha,
+                "mask": mask,
+                "n_claims": n,
+                "method": p.method,
+                "task_kind": kind.name,
+                "_text": text,
+                "_items": items,
+            }
     if skipped:
         print("instances not scored: " + ", ".join(f"{v} {k}" for k, v in sorted(skipped.items())))
     return queries, meta, params

@@ -13,28 +13,43 @@ from lookahead.guard import guarded
 
 def arg_parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--study", help="study file (YAML var overrides); default: dbt_project.yml vars "
-                   "or $LOOKAHEAD_STUDY")
+    p.add_argument("--study", help="study file (YAML var overrides); default: dbt_project.yml vars or $LOOKAHEAD_STUDY")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation (scripts, CI)")
-    p.add_argument("--subsample", type=int, default=None, metavar="N",
-                   help="query a seeded random subsample of N valid rows (overrides the study's "
-                        "subsample_rows; dbt and the report follow the study file)")
-    p.add_argument("--seed", type=int, default=None, metavar="S",
-                   help="subsample seed (default: the study's subsample_seed, 0)")
-    p.add_argument("--allow-sampling", action="store_true",
-                   help="permit the sampling fallback (>= 25 samples per query) when the backend "
-                        "returns no logprobs")
-    p.add_argument("--accept-low-parse-rate", action="store_true",
-                   help="forecast: continue below 95%% parse rate (this run only; the study file "
-                        "is not edited: `lookahead run --accept-low-parse-rate` passes the same "
-                        "acceptance to dbt, which records it in the build identity and the report)")
-    p.add_argument("--max-cost", type=float, default=None, metavar="USD",
-                   help="refuse a run whose estimated price (price_per_1k_tokens) is above USD, "
-                        "or unknown; nothing is queried")
-    p.add_argument("--retry-failed", action="store_true",
-                   help="ask again the queries the server refused for good in an earlier run "
-                        "(a 4xx other than 408/409/429, a content refusal); without it those rows "
-                        "are excluded and counted")
+    p.add_argument(
+        "--subsample",
+        type=int,
+        default=None,
+        metavar="N",
+        help="query a seeded random subsample of N valid rows (overrides the study's "
+        "subsample_rows; dbt and the report follow the study file)",
+    )
+    p.add_argument("--seed", type=int, default=None, metavar="S", help="subsample seed (default: the study's subsample_seed, 0)")
+    p.add_argument(
+        "--allow-sampling",
+        action="store_true",
+        help="permit the sampling fallback (>= 25 samples per query) when the backend returns no logprobs",
+    )
+    p.add_argument(
+        "--accept-low-parse-rate",
+        action="store_true",
+        help="forecast: continue below 95%% parse rate (this run only; the study file "
+        "is not edited: `lookahead run --accept-low-parse-rate` passes the same "
+        "acceptance to dbt, which records it in the build identity and the report)",
+    )
+    p.add_argument(
+        "--max-cost",
+        type=float,
+        default=None,
+        metavar="USD",
+        help="refuse a run whose estimated price (price_per_1k_tokens) is above USD, or unknown; nothing is queried",
+    )
+    p.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="ask again the queries the server refused for good in an earlier run "
+        "(a 4xx other than 408/409/429, a content refusal); without it those rows "
+        "are excluded and counted",
+    )
     add_consent_arguments(p)
     return p
 

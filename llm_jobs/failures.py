@@ -37,7 +37,7 @@ class QueryTally:
     failures: Counter = field(default_factory=Counter)  # reason -> queries (transient: asked again)
     refused: Counter = field(default_factory=Counter)  # reason -> queries (permanent: not asked again)
 
-    def add(self, other: "QueryTally") -> None:
+    def add(self, other: QueryTally) -> None:
         """Count another pass's queries and results into this tally."""
         self.n_pending += other.n_pending
         self.written += other.written
@@ -56,14 +56,22 @@ class QueryTally:
         return "; ".join(f"{n} x {r}" for r, n in (self.failures + self.refused).most_common(3))
 
 
-def failure_record(task: str, q: Query, rec: dict[str, Any], reason: str, attempts: int,
-                   permanent: bool = False) -> dict[str, Any]:
+def failure_record(
+    task: str, q: Query, rec: dict[str, Any], reason: str, attempts: int, permanent: bool = False
+) -> dict[str, Any]:
     """One line of ``<task>.failures.jsonl``: the key, what it was, why there is no answer,
     and whether a retry could change that (``permanent``: it could not)."""
     return {
-        "key": q.key, "task": task, "model_id": rec.get("model_id"), "row_id": q.row_id,
-        "entity_id": q.entity_id, "target_date": q.target_date, "params": rec.get("params"),
-        "reason": mask(reason), "attempts": int(attempts), "failed_at": utc_now(),
+        "key": q.key,
+        "task": task,
+        "model_id": rec.get("model_id"),
+        "row_id": q.row_id,
+        "entity_id": q.entity_id,
+        "target_date": q.target_date,
+        "params": rec.get("params"),
+        "reason": mask(reason),
+        "attempts": int(attempts),
+        "failed_at": utc_now(),
         "permanent": bool(permanent),
     }
 
@@ -112,8 +120,10 @@ def skip_refused(task: str, store: RawStore, pending: Sequence[Query], retry_fai
         return pending
     reasons = Counter(refused[k] for k in keys_of(pending) if k in refused)
     shown = "; ".join(f"{c} x {r}" for r, c in reasons.most_common(3))
-    print(f"{task}: {n} queries the server refused for good in an earlier run ({shown}) are not asked "
-          "again (--retry-failed asks them); their rows are excluded and counted")
+    print(
+        f"{task}: {n} queries the server refused for good in an earlier run ({shown}) are not asked "
+        "again (--retry-failed asks them); their rows are excluded and counted"
+    )
     return pending.take(at) if isinstance(pending, QueryPlan) else [pending[i] for i in at]
 
 
@@ -121,7 +131,9 @@ def too_many_failures(desc: str, in_a_row: int, tally: QueryTally, store: RawSto
     return JobStop(
         f"{desc}: the last {in_a_row} queries all failed ({tally.reasons()}); the server "
         f"looks down or is refusing. {tally.written} of {tally.n_pending} answered and saved; "
-        f"failures recorded in {store.failures_path}; {RESUME}.", EXIT_INCOMPLETE)
+        f"failures recorded in {store.failures_path}; {RESUME}.",
+        EXIT_INCOMPLETE,
+    )
 
 
 def require_complete(tally: QueryTally, store: RawStore) -> None:
@@ -130,11 +142,15 @@ def require_complete(tally: QueryTally, store: RawStore) -> None:
     rows are excluded and counted: no rerun changes them)."""
     if tally.n_refused:
         shown = "; ".join(f"{n} x {r}" for r, n in tally.refused.most_common(3))
-        print(f"{tally.task}: {tally.n_refused} of {tally.n_pending} queries refused for good ({shown}); "
-              f"recorded in {store.failures_path}, not asked again (--retry-failed asks them); "
-              "their rows are excluded and counted")
+        print(
+            f"{tally.task}: {tally.n_refused} of {tally.n_pending} queries refused for good ({shown}); "
+            f"recorded in {store.failures_path}, not asked again (--retry-failed asks them); "
+            "their rows are excluded and counted"
+        )
     if tally.n_failed:
         raise JobStop(
             f"{tally.task}: {tally.n_failed} of {tally.n_pending} queries got no complete answer "
             f"within the retry bound ({tally.reasons()}); {tally.written} answered and saved; "
-            f"failures recorded in {store.failures_path}; {RESUME}.", EXIT_INCOMPLETE)
+            f"failures recorded in {store.failures_path}; {RESUME}.",
+            EXIT_INCOMPLETE,
+        )

@@ -53,28 +53,41 @@ def prompt_token_limit(ctx: JobContext, output_tokens: int) -> tuple[int | None,
     if context is None:
         if "context_length" not in ctx.notes:
             ctx.notes.append("context_length")
-            print("note: prompt lengths not checked: the model's context length is unknown here "
-                  "(set context_length in the study)")
+            print(
+                "note: prompt lengths not checked: the model's context length is unknown here (set context_length in the study)"
+            )
         return None, None
     counter = getattr(ctx.backend, "count_tokens", None)
     if not callable(counter) or counter("x") is None:
         raise StudyConfigError(
             "setting 'tokenizer_path': prompts cannot be counted against the context length "
-            f"({context} tokens) without the model's tokenizer; set tokenizer_path")
+            f"({context} tokens) without the model's tokenizer; set tokenizer_path"
+        )
     return context - max(1, int(output_tokens)), counter  # type: ignore[return-value]
 
 
-def too_long_stop(task: str, too_long: Sequence[tuple[str, int]], n_total: int, limit: int,
-                  output_tokens: int, can_truncate: bool, n_too_long: int | None = None) -> JobStop:
+def too_long_stop(
+    task: str,
+    too_long: Sequence[tuple[str, int]],
+    n_total: int,
+    limit: int,
+    output_tokens: int,
+    can_truncate: bool,
+    n_too_long: int | None = None,
+) -> JobStop:
     """One line naming the prompts that do not fit (``too_long``, or the first of
     ``n_too_long``), before anything is queried."""
     shown = ", ".join(f"{ident} ({n} tokens)" for ident, n in too_long[:3])
-    fix = ("shorten the text, or set prompt_overflow: truncate_text (the text is cut to fit and "
-           "the report counts the rows)" if can_truncate else "shorten the template")
+    fix = (
+        "shorten the text, or set prompt_overflow: truncate_text (the text is cut to fit and the report counts the rows)"
+        if can_truncate
+        else "shorten the template"
+    )
     return JobStop(
         f"{task}: {len(too_long) if n_too_long is None else n_too_long} of {n_total} prompts exceed the model's context length "
         f"({limit + max(1, output_tokens)} tokens, {max(1, output_tokens)} kept for the answer), "
-        f"e.g. {shown}; nothing was queried. Fix: {fix}.")
+        f"e.g. {shown}; nothing was queried. Fix: {fix}."
+    )
 
 
 def forecast_output_tokens(ctx: JobContext) -> int:
@@ -108,8 +121,10 @@ def row_queries(ctx: JobContext, task: str, params: dict[str, Any]) -> QueryPlan
 
     # a slice of rows at a time (each rendered and keyed column-wise): the Arrow columns and
     # text lists of every row at once were twice the plan itself on a large study
-    keys = [row_keys(study, task, rows, params, render(rows))
-            for rows in (ctx.rows.iloc[a : a + PLAN_SLICE_ROWS] for a in range(0, len(ctx.rows), PLAN_SLICE_ROWS))]
+    keys = [
+        row_keys(study, task, rows, params, render(rows))
+        for rows in (ctx.rows.iloc[a : a + PLAN_SLICE_ROWS] for a in range(0, len(ctx.rows), PLAN_SLICE_ROWS))
+    ]
     return QueryPlan(pa.chunked_array(keys, type=pa.string()), ctx.rows, render)
 
 
@@ -127,15 +142,15 @@ class FitTally:
     def finish(self) -> None:
         if self.n_too_long and self.stop is not None:
             limit, out_tokens, can_truncate = self.stop
-            raise too_long_stop("forecast prompt", self.too_long, self.n_total, limit, out_tokens, can_truncate,
-                                self.n_too_long)
+            raise too_long_stop("forecast prompt", self.too_long, self.n_total, limit, out_tokens, can_truncate, self.n_too_long)
         if self.n_cut:
-            print(f"prompt_overflow: truncate_text: the text of {self.n_cut} of {self.n_total} rows was cut to "
-                  f"fit the context length (counted in the report)")
+            print(
+                f"prompt_overflow: truncate_text: the text of {self.n_cut} of {self.n_total} rows was cut to "
+                f"fit the context length (counted in the report)"
+            )
 
 
-def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"],
-                         tally: FitTally | None = None) -> Sequence["Query"]:
+def fit_forecast_prompts(ctx: JobContext, queries: Sequence[Query], tally: FitTally | None = None) -> Sequence[Query]:
     """Forecast or Min-K% queries about to be sent, checked against the context length.
 
     Guards run here, before any query: each prompt (chat template applied) must fit the
@@ -200,11 +215,12 @@ def fit_forecast_prompts(ctx: JobContext, queries: Sequence["Query"],
         tally.stop = (limit, out_tokens, mode == "error")
         return fitted_all
     if too_long:
-        raise too_long_stop("forecast prompt", too_long, len(queries), limit, out_tokens,
-                            can_truncate=mode == "error")
+        raise too_long_stop("forecast prompt", too_long, len(queries), limit, out_tokens, can_truncate=mode == "error")
     if n_cut:
-        print(f"prompt_overflow: truncate_text: the text of {n_cut} of {len(queries)} rows was cut to "
-              f"fit the context length (counted in the report)")
+        print(
+            f"prompt_overflow: truncate_text: the text of {n_cut} of {len(queries)} rows was cut to "
+            f"fit the context length (counted in the report)"
+        )
     return fitted_all
 
 
@@ -222,12 +238,15 @@ def estimate_tokens(backend: Backend, prompts: Iterable[str]) -> int:
     return sum(max(1, len(p) // 4) for p in itertools.chain([first], it))  # ~4 characters per token (no tokenizer here)
 
 
-def print_plan(ctx: JobContext, task: str, unit: str, n_total: int, pending: Sequence[Query],
-               output_tokens: int, multiplier: int = 1) -> None:
+def print_plan(
+    ctx: JobContext, task: str, unit: str, n_total: int, pending: Sequence[Query], output_tokens: int, multiplier: int = 1
+) -> None:
     """Query count after dedupe and cache hits, and the cost estimate."""
     n_cached = n_total - len(pending)
-    print(f"{task}: {n_total} {unit}; cached (identical key): {n_cached}; to query: {len(pending)}"
-          + (f" x {multiplier} samples = {len(pending) * multiplier} generations" if multiplier > 1 else ""))
+    print(
+        f"{task}: {n_total} {unit}; cached (identical key): {n_cached}; to query: {len(pending)}"
+        + (f" x {multiplier} samples = {len(pending) * multiplier} generations" if multiplier > 1 else "")
+    )
     if not pending:
         return
     prompt_tokens = estimate_tokens(ctx.backend, (q.prompt for q in pending)) * multiplier
@@ -239,8 +258,11 @@ def print_plan(ctx: JobContext, task: str, unit: str, n_total: int, pending: Seq
         price = 0.0
     from llm_jobs.run_plan import Estimate, record
 
-    record(Estimate(task, len(pending) * multiplier, prompt_tokens, out_tokens,
-                    None if price is None else total / 1000 * float(price)))
+    record(
+        Estimate(
+            task, len(pending) * multiplier, prompt_tokens, out_tokens, None if price is None else total / 1000 * float(price)
+        )
+    )
     if price is None:
         cost = "unknown (set price_per_1k_tokens)"
     else:

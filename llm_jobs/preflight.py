@@ -15,8 +15,8 @@ backend: the tokenizer named by tokenizer_path); it sends nothing and writes not
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 import pandas as pd
 import pyarrow as pa
@@ -63,8 +63,10 @@ def check(args) -> int:
         raise StudyConfigError(f"setting 'data_path': '{study.input.data_path}' changed while it was read; run again")
     fit.finish()
     n_pairs = check_recall(ctx, pa.concat_tables(pairs))
-    print(f"preflight passed: {n_queries} forecast and Min-K% prompts and {n_pairs} recall prompts "
-          "fit the model's context, recall labels checked on its tokenizer; nothing was queried")
+    print(
+        f"preflight passed: {n_queries} forecast and Min-K% prompts and {n_pairs} recall prompts "
+        "fit the model's context, recall labels checked on its tokenizer; nothing was queried"
+    )
     return EXIT_OK
 
 

@@ -38,15 +38,25 @@ ship it to its workers."""
 def record_skeleton(ctx: JobContext, task: str, q: Query, params: dict[str, Any]) -> dict[str, Any]:
     """A raw line with every contract field present (docs/CONTRACTS.md)."""
     return {
-        "key": q.key, "task": task, "model_id": ctx.study.backend.model_id,
+        "key": q.key,
+        "task": task,
+        "model_id": ctx.study.backend.model_id,
         "backend": getattr(ctx.backend, "name", ctx.study.backend.backend),
-        "row_id": q.row_id, "entity_id": q.entity_id, "target_date": q.target_date,
-        "prompt": q.prompt, "query_text": q.text,
+        "row_id": q.row_id,
+        "entity_id": q.entity_id,
+        "target_date": q.target_date,
+        "prompt": q.prompt,
+        "query_text": q.text,
         "params": params if q.truncated_to is None else {**params, "text_truncated_to_chars": q.truncated_to},
-        "response_text": None, "top_logprobs": None,
-        "prompt_logprobs": None, "samples": None, "approximated": False,
-        "first_token_prob": None, "stated_confidence": None,
-        "started_at": None, "finished_at": None,
+        "response_text": None,
+        "top_logprobs": None,
+        "prompt_logprobs": None,
+        "samples": None,
+        "approximated": False,
+        "first_token_prob": None,
+        "stated_confidence": None,
+        "started_at": None,
+        "finished_at": None,
     }
 
 
@@ -54,8 +64,10 @@ def logprob_dicts(items: Sequence[Any], vocab_moments: bool = False) -> list[dic
     """TokenLogprob objects -> the contract's {token_id, token, logprob} dicts (with
     vocab_mean and vocab_var when asked: lookahead.measures)."""
     if vocab_moments:
-        return [{"token_id": t.token_id, "token": t.token, "logprob": t.logprob,
-                 "vocab_mean": t.vocab_mean, "vocab_var": t.vocab_var} for t in items]
+        return [
+            {"token_id": t.token_id, "token": t.token, "logprob": t.logprob, "vocab_mean": t.vocab_mean, "vocab_var": t.vocab_var}
+            for t in items
+        ]
     return [{"token_id": t.token_id, "token": t.token, "logprob": t.logprob} for t in items]
 
 
@@ -63,8 +75,14 @@ def progress_bar(total: int, desc: str) -> Any:
     """tqdm bar with count, rate and ETA on stderr."""
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="q", file=sys.stderr, dynamic_ncols=True,
-                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]")
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit="q",
+        file=sys.stderr,
+        dynamic_ncols=True,
+        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]",
+    )
 
 
 def log_queries(batch: Sequence[Query], log_path: str | None = None) -> None:
@@ -77,8 +95,9 @@ def log_queries(batch: Sequence[Query], log_path: str | None = None) -> None:
             fh.flush()
 
 
-def settle(store: RawStore, desc: str, q: Query, rec: dict[str, Any], res: dict[str, Any] | QueryFailure,
-           started: str, finished: str) -> str | None:
+def settle(
+    store: RawStore, desc: str, q: Query, rec: dict[str, Any], res: dict[str, Any] | QueryFailure, started: str, finished: str
+) -> str | None:
     """Append a complete answer to ``store``, or record why there is none; return that
     reason (None when the answer was written)."""
     attempts, permanent = 1, False
@@ -98,10 +117,14 @@ def settle(store: RawStore, desc: str, q: Query, rec: dict[str, Any], res: dict[
     return mask(reason)
 
 
-def answer_each(answer: Callable[[list[Query]], list[dict[str, Any] | QueryFailure]],
-                queries: Sequence[Query], batch_size: int, streams: int,
-                on_answer: Callable[[Query, dict[str, Any] | QueryFailure, str, str], bool],
-                log_path: str | None = None) -> None:
+def answer_each(
+    answer: Callable[[list[Query]], list[dict[str, Any] | QueryFailure]],
+    queries: Sequence[Query],
+    batch_size: int,
+    streams: int,
+    on_answer: Callable[[Query, dict[str, Any] | QueryFailure, str, str], bool],
+    log_path: str | None = None,
+) -> None:
     """Ask every query and hand each answer to ``on_answer`` (which writes it) as soon as
     it arrives, before the next one is awaited; ``on_answer`` returning False stops asking
     (answers already in flight are still handed over: they are paid for).
@@ -119,10 +142,14 @@ def answer_each(answer: Callable[[list[Query]], list[dict[str, Any] | QueryFailu
     raise_if_stopped()
 
 
-def _answer_each(answer: Callable[[list[Query]], list[dict[str, Any] | QueryFailure]],
-                 queries: Sequence[Query], batch_size: int, streams: int,
-                 on_answer: Callable[[Query, dict[str, Any] | QueryFailure, str, str], bool],
-                 log_path: str | None) -> None:
+def _answer_each(
+    answer: Callable[[list[Query]], list[dict[str, Any] | QueryFailure]],
+    queries: Sequence[Query],
+    batch_size: int,
+    streams: int,
+    on_answer: Callable[[Query, dict[str, Any] | QueryFailure, str, str], bool],
+    log_path: str | None,
+) -> None:
     if streams <= 0:
         for a in range(0, len(queries), batch_size):
             if should_stop():
@@ -162,7 +189,7 @@ def _answer_each(answer: Callable[[list[Query]], list[dict[str, Any] | QueryFail
                 q, started = in_flight.pop(fut)
                 try:
                     res = fut.result()[0]
-                except BaseException as exc:  # noqa: BLE001 - raised once the others are written
+                except BaseException as exc:
                     # a BackendFatal (a 401, say) ends the job, but only after every answer
                     # still in flight is written: those are paid for, and a rerun must not
                     # ask them again
@@ -221,15 +248,20 @@ def run_queries(
             return not (in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, len(pending)) and done < len(pending))
 
         answer_each(answer, pending, batch_size, answer_streams(backend), on_answer)
-        if in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, len(pending)) \
-                and tally.written + tally.n_failed + tally.n_refused < len(pending):
+        if in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, len(pending)) and tally.written + tally.n_failed + tally.n_refused < len(
+            pending
+        ):
             bar.close()
             raise too_many_failures(desc, in_a_row, tally, store)
     retries = int(getattr(backend, "retries_done", 0) or 0) - retries_before
     if store.clamped - clamped_before:
-        print(f"{desc}: {store.clamped - clamped_before} log-probs in (0, {LOGPROB_TOLERANCE:g}] read as 0 "
-              "(a server's rounding; each line counts its own in clamped_logprobs)")
+        print(
+            f"{desc}: {store.clamped - clamped_before} log-probs in (0, {LOGPROB_TOLERANCE:g}] read as 0 "
+            "(a server's rounding; each line counts its own in clamped_logprobs)"
+        )
     if retries:
-        print(f"{desc}: {retries} retries (rate limits, server errors, timeouts, malformed or "
-              "incomplete replies); only complete answers were saved")
+        print(
+            f"{desc}: {retries} retries (rate limits, server errors, timeouts, malformed or "
+            "incomplete replies); only complete answers were saved"
+        )
     return tally

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -59,7 +60,8 @@ def label_tokenizer(ctx: JobContext) -> Any:
         return AutoTokenizer.from_pretrained(str(ctx.study.resolve(local)), **kw)
     raise JobStop(
         "recall labels must be checked on the model's exact tokenizer: set 'tokenizer_path' to a "
-        "local copy of it (protocol step 2)")
+        "local copy of it (protocol step 2)"
+    )
 
 
 def resolve_labels(ctx: JobContext, sample_prompt: str) -> dict[str, str]:
@@ -71,11 +73,12 @@ def resolve_labels(ctx: JobContext, sample_prompt: str) -> dict[str, str]:
     if recall_probabilities(ctx.study) == EXACT:
         if len({v.strip().lower() for v in labels.values()}) < len(labels):
             raise JobStop(f"setting 'recall_labels': labels {labels} are not distinct")
-        print("recall labels scored exactly (full next-token distribution; a multi-token label by "
-              "teacher forcing): " + ", ".join(f"{k}='{v}'" for k, v in labels.items()))
+        print(
+            "recall labels scored exactly (full next-token distribution; a multi-token label by "
+            "teacher forcing): " + ", ".join(f"{k}='{v}'" for k, v in labels.items())
+        )
         return labels
-    check = check_recall_labels(label_tokenizer(ctx), labels,
-                                ctx.study.prompts.recall_label_synonyms or {}, sample_prompt)
+    check = check_recall_labels(label_tokenizer(ctx), labels, ctx.study.prompts.recall_label_synonyms or {}, sample_prompt)
     template = str(ctx.study.prompts.recall_template)
     for note in check.notes:
         print(f"note: {note}")
@@ -84,9 +87,12 @@ def resolve_labels(ctx: JobContext, sample_prompt: str) -> dict[str, str]:
             raise JobStop(
                 f"setting 'recall_template': label '{labels[role]}' was replaced by '{lab}' "
                 f"(single token); the template must ask for it: write {{label_{role}}} where "
-                f"the answer word goes")
-    print(f"recall labels checked on the model's tokenizer ({check.emitted_form} form): "
-          + ", ".join(f"{k}='{v}'" for k, v in check.labels.items()))
+                f"the answer word goes"
+            )
+    print(
+        f"recall labels checked on the model's tokenizer ({check.emitted_form} form): "
+        + ", ".join(f"{k}='{v}'" for k, v in check.labels.items())
+    )
     return check.labels
 
 
@@ -100,12 +106,13 @@ def plan(ctx: JobContext, params: dict[str, Any], labels: dict[str, str] | None)
     keys = pair_keys(ctx.study, pairs, params).to_pylist()
     texts = recall_prompt_column(ctx.study, pairs).to_pylist()
     prompts = recall_prompt_column(ctx.study, pairs, labels).to_pylist() if labels else texts
-    return [Query(key, prompt, entity_id=str(pair["entity_id"]), target_date=pair["target_date"], text=text)
-            for key, prompt, text, pair in zip(keys, prompts, texts, pairs.to_dict("records"))]
+    return [
+        Query(key, prompt, entity_id=str(pair["entity_id"]), target_date=pair["target_date"], text=text)
+        for key, prompt, text, pair in zip(keys, prompts, texts, pairs.to_dict("records"), strict=False)
+    ]
 
 
-def plan_pending(ctx: JobContext, params: dict[str, Any], labels: dict[str, str],
-                 keys: set[str]) -> list[Query]:
+def plan_pending(ctx: JobContext, params: dict[str, Any], labels: dict[str, str], keys: set[str]) -> list[Query]:
     return [q for q in plan(ctx, params, labels) if q.key in keys]
 
 
@@ -132,15 +139,15 @@ def run(ctx: JobContext) -> int:
         raise JobStop(
             "logprobs_available is false: the sampling fallback "
             f"(>= {MIN_SAMPLES} samples per query at temperature 1) multiplies the query count and "
-            "needs its own approval: rerun with --allow-sampling")
+            "needs its own approval: rerun with --allow-sampling"
+        )
     params = task_params(ctx.study, TASK)
     queries = plan(ctx, params, None)
     print(f"recall: {len(ctx.rows)} rows -> {len(queries)} unique (entity_id, target_date) pairs")
     with open_store(ctx, TASK) as store:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
-        pending = skip_refused(TASK, store, not_cached(ctx, store, TASK, queries),
-                               bool(getattr(ctx.args, "retry_failed", False)))
+        pending = skip_refused(TASK, store, not_cached(ctx, store, TASK, queries), bool(getattr(ctx.args, "retry_failed", False)))
         store.require_writable(len(pending))  # before the model loads: nothing to ask, no lock needed
         store.claim(q.key for q in pending)  # another study sharing raw_dir waits for these (llm_jobs.sharing)
         labels = {k: str(v) for k, v in ctx.study.prompts.recall_labels.items()}
@@ -154,37 +161,54 @@ def run(ctx: JobContext) -> int:
         print_plan(ctx, TASK, "unique pairs", len(queries), pending, 1, multiplier=mult)
         if pending:
             if sampling:
-                print(f"SAMPLING FALLBACK: {len(pending)} queries x {mult} samples at temperature 1 "
-                      f"(seed {params['seed']}); results will be labelled approximated")
+                print(
+                    f"SAMPLING FALLBACK: {len(pending)} queries x {mult} samples at temperature 1 "
+                    f"(seed {params['seed']}); results will be labelled approximated"
+                )
                 confirm(f"run {len(pending) * mult} sampled generations?", ctx.args.yes, ctx.destination)
             else:
                 confirm(f"query {len(pending)} recall pairs?", ctx.args.yes, ctx.destination)
 
-            answer = functools.partial(recall_answer, sampling=sampling, n_samples=params["n_samples"],
-                                       seed=params["seed"], top_logprobs=params["top_logprobs"],
-                                       exact_labels=labels if params.get("recall_probabilities") == EXACT else None)
+            answer = functools.partial(
+                recall_answer,
+                sampling=sampling,
+                n_samples=params["n_samples"],
+                seed=params["seed"],
+                top_logprobs=params["top_logprobs"],
+                exact_labels=labels if params.get("recall_probabilities") == EXACT else None,
+            )
             tally = query_all(ctx, store, pending, TASK, answer, params)
             require_complete(tally, store)
         store.forget()  # the summary reads the lines themselves: the key index goes first
-        found, values = cached_fields(ctx, store, TASK, queries, (),
-                                      {"scores": lambda rec: recall_scores(rec, labels)})
+        found, values = cached_fields(ctx, store, TASK, queries, (), {"scores": lambda rec: recall_scores(rec, labels)})
         refused = refused_keys(store) if not all(found) else {}
     if not all(found):
-        missing = [q for q, ok in zip(queries, found) if not ok and q.key not in refused]
+        missing = [q for q, ok in zip(queries, found, strict=False) if not ok and q.key not in refused]
         if missing:
             q = missing[0]
-            raise JobStop(f"recall: {len(missing)} pairs have no answer in the cache (e.g. {q.entity_id} "
-                          f"{q.target_date}); run the same command again to ask them")
-        print(f"recall: {found.count(False)} of {len(found)} pairs excluded: the server refused them "
-              "for good (counted in the report's exclusions)")
-        scores = [s for s, ok in zip(values["scores"], found) if ok]
-        return summarize(ctx, [q for q, ok in zip(queries, found) if ok], scores, labels)
+            raise JobStop(
+                f"recall: {len(missing)} pairs have no answer in the cache (e.g. {q.entity_id} "
+                f"{q.target_date}); run the same command again to ask them"
+            )
+        print(
+            f"recall: {found.count(False)} of {len(found)} pairs excluded: the server refused them "
+            "for good (counted in the report's exclusions)"
+        )
+        scores = [s for s, ok in zip(values["scores"], found, strict=False) if ok]
+        return summarize(ctx, [q for q, ok in zip(queries, found, strict=False) if ok], scores, labels)
     return summarize(ctx, queries, values["scores"], labels)
 
 
-def recall_answer(backend: Backend, batch: list[Query], *, sampling: bool, n_samples: int | None,
-                  seed: int, top_logprobs: int | None,
-                  exact_labels: dict[str, str] | None = None) -> list[dict[str, Any] | QueryFailure]:
+def recall_answer(
+    backend: Backend,
+    batch: list[Query],
+    *,
+    sampling: bool,
+    n_samples: int | None,
+    seed: int,
+    top_logprobs: int | None,
+    exact_labels: dict[str, str] | None = None,
+) -> list[dict[str, Any] | QueryFailure]:
     """One batch of recall queries: the top log-probs of the one answer token, or in the
     sampling fallback n_samples sampled answers (llm_jobs.query_loop.Answer). With
     `exact_labels` the line also records each label's exact log-probability and how it was
@@ -192,9 +216,12 @@ def recall_answer(backend: Backend, batch: list[Query], *, sampling: bool, n_sam
     prompts = [q.prompt for q in batch]
     if sampling:
         samples = backend.try_sample(prompts, int(n_samples or 0), seed, 1)
-        return [s if isinstance(s, QueryFailure) else
-                {"samples": s, "response_text": s[0] if s else None, "top_logprobs": [],
-                 "approximated": True} for s in samples]
+        return [
+            s
+            if isinstance(s, QueryFailure)
+            else {"samples": s, "response_text": s[0] if s else None, "top_logprobs": [], "approximated": True}
+            for s in samples
+        ]
     gens = backend.try_generate(prompts, 1, int(top_logprobs or 0))
     exact = backend.label_logprobs(prompts, exact_labels) if exact_labels else None  # type: ignore[attr-defined]
     out: list[dict[str, Any] | QueryFailure] = []
@@ -209,17 +236,25 @@ def recall_answer(backend: Backend, batch: list[Query], *, sampling: bool, n_sam
     return out
 
 
-def summarize(ctx: JobContext, queries: Sequence[Query], scores: Sequence[RecallScores],
-              labels: dict[str, str]) -> int:
+def summarize(ctx: JobContext, queries: Sequence[Query], scores: Sequence[RecallScores], labels: dict[str, str]) -> int:
     """outputs/<study>/recall.parquet plus the censoring and LAP summary the protocol asks for.
     ``scores`` are each pair's, computed from its line as it was read (the lines are not held)."""
     out = []
-    for q, s in zip(queries, scores):
-        out.append({
-            "entity_id": q.entity_id, "target_date": q.target_date, "p_up": s.p_up,
-            "p_down": s.p_down, "p_unknown": s.p_unknown, "lap": s.lap, "ud": s.ud,
-            "censored": ",".join(s.censored), "approximated": s.approximated, "raw_key": q.key,
-        })
+    for q, s in zip(queries, scores, strict=False):
+        out.append(
+            {
+                "entity_id": q.entity_id,
+                "target_date": q.target_date,
+                "p_up": s.p_up,
+                "p_down": s.p_down,
+                "p_unknown": s.p_unknown,
+                "lap": s.lap,
+                "ud": s.ud,
+                "censored": ",".join(s.censored),
+                "approximated": s.approximated,
+                "raw_key": q.key,
+            }
+        )
     df = pd.DataFrame(out)
     atomic_write_parquet(ctx.out_dir() / "recall.parquet", df)
     n = len(df)

@@ -14,7 +14,7 @@ compute the measure asks nothing.
 from __future__ import annotations
 
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -44,12 +44,18 @@ def run(ctx: JobContext) -> int:
         print("reference-model LAP: not computed by this study (lap_measure, lap_measures); nothing to ask")
         return EXIT_OK
     ref = reference_context(ctx)
-    queries, values = score_prompts(ref, TASK, task_params(ctx.study, TASK), {
-        "mean": lambda rec: float(np.mean(token_logprobs(rec)[1:])) if len(rec["prompt_logprobs"]) > 1 else None})
+    queries, values = score_prompts(
+        ref,
+        TASK,
+        task_params(ctx.study, TASK),
+        {"mean": lambda rec: float(np.mean(token_logprobs(rec)[1:])) if len(rec["prompt_logprobs"]) > 1 else None},
+    )
     means = [m for m in values["mean"] if m is not None]
     mean = f"{np.mean(means):.4f}" if means else "none"
-    print(f"reference model '{ref.study.backend.model_id}': mean prompt log-prob {mean} over {len(queries)} "
-          "prompts (first token skipped)")
+    print(
+        f"reference model '{ref.study.backend.model_id}': mean prompt log-prob {mean} over {len(queries)} "
+        "prompts (first token skipped)"
+    )
     return EXIT_OK
 
 

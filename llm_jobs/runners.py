@@ -17,26 +17,32 @@ from llm_jobs.sharing import ask_unclaimed
 from lookahead.cache import RawStore
 from lookahead.stopping import should_stop
 
-Runner = Callable[[JobContext, RawStore, Sequence[Query], str, Answer, Callable[[Query], dict[str, Any]]],
-                  QueryTally]
+Runner = Callable[[JobContext, RawStore, Sequence[Query], str, Answer, Callable[[Query], dict[str, Any]]], QueryTally]
 
 
-def run_local(ctx: JobContext, store: RawStore, pending: Sequence[Query], task: str, answer: Answer,
-              base_record: Callable[[Query], dict[str, Any]]) -> QueryTally:
+def run_local(
+    ctx: JobContext,
+    store: RawStore,
+    pending: Sequence[Query],
+    task: str,
+    answer: Answer,
+    base_record: Callable[[Query], dict[str, Any]],
+) -> QueryTally:
     """The single-process loop (llm_jobs.query_loop.run_queries) on the study's backend."""
-    return run_queries(store, pending, ctx.batch_size, task, lambda batch: answer(ctx.backend, batch),
-                       base_record, ctx.backend)
+    return run_queries(store, pending, ctx.batch_size, task, lambda batch: answer(ctx.backend, batch), base_record, ctx.backend)
 
 
 RUNNERS: dict[str, Runner] = {"local": run_local, "ray": run_queries_ray}
 
 
-def query_all(ctx: JobContext, store: RawStore, pending: Sequence[Query], task: str, answer: Answer,
-              params: dict[str, Any]) -> QueryTally:
+def query_all(
+    ctx: JobContext, store: RawStore, pending: Sequence[Query], task: str, answer: Answer, params: dict[str, Any]
+) -> QueryTally:
     """Ask every pending query on the study's runner, except those another study's job
     sharing raw_dir is asking (their answers are awaited: llm_jobs.sharing); each line
     starts from the contract's skeleton (llm_jobs.query_loop.record_skeleton) with the
     task's ``params``."""
+
     def base(q: Query) -> dict[str, Any]:
         return record_skeleton(ctx, task, q, params)
 
@@ -51,8 +57,14 @@ def query_all(ctx: JobContext, store: RawStore, pending: Sequence[Query], task: 
     return another_pass(ctx, store, task, pending, tally, ask)
 
 
-def another_pass(ctx: JobContext, store: RawStore, task: str, pending: Sequence[Query], tally: QueryTally,
-                 ask: Callable[[Sequence[Query]], QueryTally]) -> QueryTally:
+def another_pass(
+    ctx: JobContext,
+    store: RawStore,
+    task: str,
+    pending: Sequence[Query],
+    tally: QueryTally,
+    ask: Callable[[Sequence[Query]], QueryTally],
+) -> QueryTally:
     """Ask again, up to the setting failed_query_passes times, the queries of ``pending``
     that a transient failure left without an answer; the tally's failures are then those
     of the last pass.
@@ -69,8 +81,11 @@ def another_pass(ctx: JobContext, store: RawStore, task: str, pending: Sequence[
         if not len(left):
             tally.failures.clear()
             break
-        print(f"{task}: pass {n} of {passes} (setting failed_query_passes) over {len(left)} queries "
-              f"still without an answer ({tally.reasons()})", flush=True)
+        print(
+            f"{task}: pass {n} of {passes} (setting failed_query_passes) over {len(left)} queries "
+            f"still without an answer ({tally.reasons()})",
+            flush=True,
+        )
         again = ask(left)
         tally.written += again.written
         tally.refused.update(again.refused)

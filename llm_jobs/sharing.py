@@ -41,14 +41,22 @@ def waiting_line(waiting: Sequence[Query], plans: Sequence[Plan]) -> str:
     plan = max(plans, key=lambda p: sum(q.key in p.keys for q in waiting) if p.keys is not None else len(waiting))
     pid = f" (pid {plan.pid})" if plan.pid else ""
     if plan.keys is None:
-        return (f"{len(waiting)} queries may be asked by study {study_of(plan.label)}'s job{pid}, which holds "
-                f"{plan.path.name[: -len('.plan')]} and has not said which yet; waiting for its plan")
+        return (
+            f"{len(waiting)} queries may be asked by study {study_of(plan.label)}'s job{pid}, which holds "
+            f"{plan.path.name[: -len('.plan')]} and has not said which yet; waiting for its plan"
+        )
     n = sum(q.key in plan.keys for q in waiting)
     return f"{n} queries are being asked by study {study_of(plan.label)}'s job{pid}; waiting for its answers"
 
 
-def ask_unclaimed(ctx: JobContext, store: RawStore, task: str, pending: Sequence[Query],
-                  ask: Callable[[Sequence[Query]], QueryTally], poll_s: float = POLL_S) -> QueryTally:
+def ask_unclaimed(
+    ctx: JobContext,
+    store: RawStore,
+    task: str,
+    pending: Sequence[Query],
+    ask: Callable[[Sequence[Query]], QueryTally],
+    poll_s: float = POLL_S,
+) -> QueryTally:
     """Ask the pending queries that no earlier job of another study is asking (``ask``,
     the study's runner), then wait for the answers to the rest; ask any whose job ended
     without answering. Returns the tally of what this job asked.
@@ -91,6 +99,8 @@ def ask_unclaimed(ctx: JobContext, store: RawStore, task: str, pending: Sequence
             STOP.wait(poll_s)
     raise_if_stopped()
     if by_others:
-        print(f"{task}: {by_others} queries answered by another study's job sharing raw_dir "
-              f"{store.root} (not asked again)", flush=True)
+        print(
+            f"{task}: {by_others} queries answered by another study's job sharing raw_dir {store.root} (not asked again)",
+            flush=True,
+        )
     return tally

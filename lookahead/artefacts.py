@@ -113,9 +113,13 @@ class Folders:
     follow_symlinks: bool = False
 
     @classmethod
-    def of(cls, study: "Study") -> "Folders":
-        return cls(Path(study.results_dir).resolve(), Path(study.outputs_dir).resolve(),
-                   stale_kept=study.output.stale_reports_kept, follow_symlinks=study.output.follow_symlinks)
+    def of(cls, study: Study) -> Folders:
+        return cls(
+            Path(study.results_dir).resolve(),
+            Path(study.outputs_dir).resolve(),
+            stale_kept=study.output.stale_reports_kept,
+            follow_symlinks=study.output.follow_symlinks,
+        )
 
     def root(self, name: str) -> Path:
         return self.results if name == "results" else self.outputs
@@ -125,7 +129,7 @@ def _holds_project(path: Path, root: Path) -> bool:
     return path == Path(path.anchor) or path in root.parents
 
 
-def check_symlinked_folders(study: "Study") -> None:
+def check_symlinked_folders(study: Study) -> None:
     """Refuse (OutputFolderError, one line naming the setting) a results_dir, outputs_dir,
     raw_dir or claims_raw_dir that is reached through a symbolic link leading out of the
     project (for a folder named inside it) or out of the folder named (a folder named
@@ -138,9 +142,12 @@ def check_symlinked_folders(study: "Study") -> None:
     root = Path(os.path.abspath(study.root))
     real_root = root.resolve()
     follow = study.output.follow_symlinks
-    settings = (("results_dir", study.results_dir), ("outputs_dir", study.outputs_dir),
-                ("raw_dir", study.output.raw_dir and study.resolve(study.output.raw_dir)),
-                ("claims_raw_dir", study.claims.claims_raw_dir and study.resolve(study.claims.claims_raw_dir)))
+    settings = (
+        ("results_dir", study.results_dir),
+        ("outputs_dir", study.outputs_dir),
+        ("raw_dir", study.output.raw_dir and study.resolve(study.output.raw_dir)),
+        ("claims_raw_dir", study.claims.claims_raw_dir and study.resolve(study.claims.claims_raw_dir)),
+    )
     for setting, value in settings:
         if not value:
             continue
@@ -150,7 +157,8 @@ def check_symlinked_folders(study: "Study") -> None:
             raise OutputFolderError(
                 f"setting '{setting}': {named} is {'the file system root' if real == Path(real.anchor) else real}, "
                 "a folder that holds the project; the jobs write and scan this folder, so point "
-                f"{setting} at a folder of its own (e.g. raw/<study_name>)")
+                f"{setting} at a folder of its own (e.g. raw/<study_name>)"
+            )
         if follow or real == named:
             continue
         if named.is_relative_to(root):
@@ -162,14 +170,16 @@ def check_symlinked_folders(study: "Study") -> None:
         if out:
             raise OutputFolderError(
                 f"setting '{setting}': {named} is a symbolic link to {real}, {where}; point {setting} at "
-                "the real folder, or set follow_symlinks: true to allow it")
+                "the real folder, or set follow_symlinks: true to allow it"
+            )
     for setting, value in settings[2:]:
         linked = None if follow or not value else _link_out_of(Path(value).resolve())
         if linked is not None:
             raise OutputFolderError(
                 f"setting '{setting}': {linked} is a symbolic link to {linked.resolve()}, out of the raw folder; "
                 "the jobs append to and lock the files there, so replace the link with the file, or set "
-                "follow_symlinks: true to allow it")
+                "follow_symlinks: true to allow it"
+            )
 
 
 def _link_out_of(folder: Path) -> Path | None:
@@ -193,7 +203,7 @@ def _link_out_of(folder: Path) -> Path | None:
     return None
 
 
-def check_output_folders(study: "Study") -> None:
+def check_output_folders(study: Study) -> None:
     """Refuse (OutputFolderError, one line naming the setting) a results_dir or
     outputs_dir that is the data folder, a raw folder, or the project root or a folder
     above it: the report moves files in and out of those folders, which must hold nothing
@@ -204,8 +214,7 @@ def check_output_folders(study: "Study") -> None:
     root = Path(study.root).resolve()
     forbidden = {root: "the project root"}
     if study.input.data_path:
-        forbidden.setdefault(study.resolve(study.input.data_path).resolve().parent,
-                             "the data folder (data_path)")
+        forbidden.setdefault(study.resolve(study.input.data_path).resolve().parent, "the data folder (data_path)")
     for setting, value in (("raw_dir", study.output.raw_dir), ("claims_raw_dir", study.claims.claims_raw_dir)):
         if value:
             forbidden.setdefault(study.resolve(value).resolve(), f"the raw folder ({setting})")
@@ -215,7 +224,8 @@ def check_output_folders(study: "Study") -> None:
         if what:
             raise OutputFolderError(
                 f"setting '{setting}': {here} is {what}; the report moves its own files in and out "
-                f"of this folder, so point {setting} at a folder of its own (e.g. results/{study.name})")
+                f"of this folder, so point {setting} at a folder of its own (e.g. results/{study.name})"
+            )
     check_symlinked_folders(study)
     check_records(Folders.of(study))
 
@@ -238,9 +248,11 @@ def _key() -> bytes:
     try:
         return _read_or_make_key(state_dir())
     except OSError as err:
-        raise OutputFolderError(f"cannot keep the key that signs report manifests in {state_dir()} "
-                                f"({err.strerror or type(err).__name__}); set {STATE_DIR_ENV} to a folder "
-                                "of yours outside the results folders") from None
+        raise OutputFolderError(
+            f"cannot keep the key that signs report manifests in {state_dir()} "
+            f"({err.strerror or type(err).__name__}); set {STATE_DIR_ENV} to a folder "
+            "of yours outside the results folders"
+        ) from None
 
 
 def _read_or_make_key(folder: Path) -> bytes:
@@ -267,8 +279,9 @@ def _read_or_make_key(folder: Path) -> bytes:
 
 
 def _mac(kind: str, folder: Path, body: dict) -> str:
-    message = json.dumps({"kind": kind, "folder": str(folder), "body": body}, sort_keys=True,
-                         separators=(",", ":")).encode("utf-8")
+    message = json.dumps({"kind": kind, "folder": str(folder), "body": body}, sort_keys=True, separators=(",", ":")).encode(
+        "utf-8"
+    )
     return hmac.new(_key(), message, hashlib.sha256).hexdigest()
 
 
@@ -282,8 +295,7 @@ def _write_new(path: Path, text: str) -> None:
 
 def _write_signed(path: Path, kind: str, folders: Folders, body: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    _write_new(tmp, json.dumps({"version": RECORD_VERSION, **body,
-                                "mac": _mac(kind, folders.results, body)}, indent=1))
+    _write_new(tmp, json.dumps({"version": RECORD_VERSION, **body, "mac": _mac(kind, folders.results, body)}, indent=1))
     os.replace(tmp, path)
 
 
@@ -294,14 +306,24 @@ def _entries(value: object, path: Path) -> list[tuple[str, str]]:
         raise UntrustedRecordError(f"{path}: its file list is not a list; nothing was moved")
     out = []
     for e in value:
-        r, rel = (e.get("root"), e.get("path")) if isinstance(e, dict) else (
-            tuple(e) if isinstance(e, list) and len(e) == 2 else (None, None))
+        r, rel = (
+            (e.get("root"), e.get("path"))
+            if isinstance(e, dict)
+            else (tuple(e) if isinstance(e, list) and len(e) == 2 else (None, None))
+        )
         parts = PurePosixPath(rel).parts if isinstance(rel, str) else ()
-        if (r not in ROOTS or not parts or PurePosixPath(rel).is_absolute() or "\\" in rel or "\x00" in rel
-                or any(p in ("..", ".") for p in parts)):
+        if (
+            r not in ROOTS
+            or not parts
+            or PurePosixPath(rel).is_absolute()
+            or "\\" in rel
+            or "\x00" in rel
+            or any(p in ("..", ".") for p in parts)
+        ):
             raise UntrustedRecordError(
                 f"{path} names {str(rel)[:120]!r}, not a file inside the study's results or outputs folder; "
-                "refused and left in place, nothing was moved: inspect and remove it, then run again")
+                "refused and left in place, nothing was moved: inspect and remove it, then run again"
+            )
         out.append((str(r), str(rel)))
     return out
 
@@ -316,16 +338,16 @@ def _read_signed(path: Path, kind: str, folders: Folders) -> dict:
         version = data.pop("version", None) if isinstance(data, dict) else None
     except (ValueError, OSError):
         data, mac, version = None, None, None
-    if (not isinstance(mac, str) or version != RECORD_VERSION
-            or not hmac.compare_digest(mac, _mac(kind, folders.results, data))):
+    if not isinstance(mac, str) or version != RECORD_VERSION or not hmac.compare_digest(mac, _mac(kind, folders.results, data)):
         raise UntrustedRecordError(
             f"{path}: a {what} this tool did not write for this folder (no valid signature from "
             f"{state_dir() / KEY_FILE}); refused and left in place, nothing was moved: inspect and remove it "
             "(one an earlier version of lookahead wrote can go: the tool's files are then found by their exact "
-            "names), then run again")
+            "names), then run again"
+        )
     if kind == "journal" and not (isinstance(data.get("id"), str) and _SWAP_ID.fullmatch(data["id"])):
         raise UntrustedRecordError(f"{path}: its swap id is not one the tool makes; refused and left in place")
-    for field in (("retire", "install") if kind == "journal" else ("files",)):
+    for field in ("retire", "install") if kind == "journal" else ("files",):
         _entries(data.get(field), path)
     return data
 
@@ -349,8 +371,13 @@ def _legacy_entries(folders: Folders) -> list[tuple[str, str]]:
     names the report writes (never a pattern such as *.csv that a user's file matches)."""
     from lookahead.report_names import PAPER_TABLES, REGRESSIONS, TABLE5_READING, TABLES
 
-    names = [*PRESENTING, "reghdfe.do", f"{TABLE5_READING}.csv", *(f"{t}.csv" for t in TABLES),
-             *(f"regression_{spec}_{sample}.csv" for spec, sample in REGRESSIONS)]
+    names = [
+        *PRESENTING,
+        "reghdfe.do",
+        f"{TABLE5_READING}.csv",
+        *(f"{t}.csv" for t in TABLES),
+        *(f"regression_{spec}_{sample}.csv" for spec, sample in REGRESSIONS),
+    ]
     names += [f"tables/{t}.tex" for t in ("table1_pre", "table1_post", *PAPER_TABLES)]
     names += [f"figures/{n}.png" for n in ("lap_hist", "accuracy_by_lap_decile", "bootstrap", "claims_shapley")]
     found = [("results", n) for n in names if _plain_file(folders, "results", n)]
@@ -372,8 +399,7 @@ def read_manifest(folders: Folders) -> list[tuple[str, str, Path]]:
     if not (path.is_file() or path.is_symlink()):
         return [(r, rel, folders.root(r) / rel) for r, rel in _legacy_entries(folders)]
     data = _read_signed(path, "manifest", folders)
-    return [(r, rel, folders.root(r) / rel) for r, rel in _entries(data["files"], path)
-            if _plain_file(folders, r, rel)]
+    return [(r, rel, folders.root(r) / rel) for r, rel in _entries(data["files"], path) if _plain_file(folders, r, rel)]
 
 
 # --- the journalled swap ---------------------------------------------------------------
@@ -386,8 +412,10 @@ def _locked(folders: Folders) -> Iterator[None]:
     try:
         fd = os.open(folders.results / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as err:  # a link planted at the lock's name (ELOOP), or no permission
-        raise OutputFolderError(f"{folders.results / LOCK}: cannot use it as the report's lock "
-                                f"({err.strerror}); is it a link? remove it, then run again") from None
+        raise OutputFolderError(
+            f"{folders.results / LOCK}: cannot use it as the report's lock "
+            f"({err.strerror}); is it a link? remove it, then run again"
+        ) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
@@ -490,7 +518,8 @@ def _check_moves(folders: Folders, journal: dict, where: Path) -> None:
                 raise OutputFolderError(
                     f"{linked} is a symbolic link (to {linked.resolve()}); the report does not move files through "
                     f"it, nothing was moved ({where.name} kept): replace it with a real folder, or set "
-                    "follow_symlinks: true to allow it")
+                    "follow_symlinks: true to allow it"
+                )
 
 
 def _roll_forward(folders: Folders, journal: dict) -> None:
@@ -513,8 +542,11 @@ def _roll_forward(folders: Folders, journal: dict) -> None:
         dest.parent.mkdir(parents=True, exist_ok=True)
         why = stale / WHY_FILE
         if not why.is_file():
-            _write_new(why, f"These files were moved here because they no longer show the study's current "
-                            f"result: {journal['why']}\n(swap {swap_id})\n")
+            _write_new(
+                why,
+                f"These files were moved here because they no longer show the study's current "
+                f"result: {journal['why']}\n(swap {swap_id})\n",
+            )
         os.replace(src, dest)
     # 2. install the new set, REPORT.md last
     for r, rel in _presenting_last([list(e) for e in install]):
@@ -524,8 +556,7 @@ def _roll_forward(folders: Folders, journal: dict) -> None:
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(src, dest)
     # 3. the manifest names the new set (empty after a retire)
-    _write_signed(folders.results / MANIFEST, "manifest", folders,
-                  {"files": [{"root": r, "path": rel} for r, rel in install]})
+    _write_signed(folders.results / MANIFEST, "manifest", folders, {"files": [{"root": r, "path": rel} for r, rel in install]})
     for folder in staging.values():
         _remove_staging(folder)
     (folders.results / JOURNAL).unlink(missing_ok=True)
@@ -540,8 +571,7 @@ def _remove_staging(folder: Path) -> None:
 
 def _swap(folders: Folders, why: str, install: list[tuple[str, str]], swap_id: str) -> list[Path]:
     old = read_manifest(folders)
-    journal = {"id": swap_id, "why": why, "retire": [[r, rel] for r, rel, _ in old],
-               "install": [list(e) for e in install]}
+    journal = {"id": swap_id, "why": why, "retire": [[r, rel] for r, rel, _ in old], "install": [list(e) for e in install]}
     _check_moves(folders, journal, folders.results / MANIFEST)
     _write_signed(folders.results / JOURNAL, "journal", folders, journal)
     _roll_forward(folders, journal)
@@ -577,14 +607,13 @@ def retire(folders: Folders, why: str) -> list[Path]:
         return _swap(folders, why, [], uuid.uuid4().hex)
 
 
-def retire_study(study: "Study", why: str) -> list[Path]:
+def retire_study(study: Study, why: str) -> list[Path]:
     """:func:`retire` for a study's folders (after :func:`check_output_folders`)."""
     check_output_folders(study)
     return retire(Folders.of(study), why)
 
 
-def write_artefact_set(folders: Folders, why_old: str,
-                       produce: Callable[[Path, Path], None]) -> list[Path]:
+def write_artefact_set(folders: Folders, why_old: str, produce: Callable[[Path, Path], None]) -> list[Path]:
     """Have ``produce(results_stage, outputs_stage)`` write a new report set into two
     staging folders, then swap it in whole: the old set goes to stale/, the new one takes
     its place, the manifest names it. If ``produce`` raises, or the swap is refused
@@ -598,8 +627,12 @@ def write_artefact_set(folders: Folders, why_old: str,
             p.mkdir(parents=True, exist_ok=True)
         try:
             produce(staging["results"], staging["outputs"])
-            install = [(r, f.relative_to(staging[r]).as_posix()) for r in ROOTS
-                       for f in sorted(staging[r].rglob("*")) if f.is_file() and not f.name.endswith(".tmp")]
+            install = [
+                (r, f.relative_to(staging[r]).as_posix())
+                for r in ROOTS
+                for f in sorted(staging[r].rglob("*"))
+                if f.is_file() and not f.name.endswith(".tmp")
+            ]
             _swap(folders, why_old, install, swap_id)
         except BaseException:
             if not (folders.results / JOURNAL).is_file():  # a swap under way is completed by recover()

@@ -17,9 +17,9 @@ warnings ends EXIT_WARNED, so that a script can tell a clean study from a doubtf
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -57,12 +57,16 @@ def _rejected(study: Study, scan: RowScan) -> Finding | None:
     refuse, warn = float(study.input.check_refuse_rejected_share), float(study.input.check_warn_rejected_share)
     if share <= warn and share <= refuse:
         return None
-    level, setting, limit = (REFUSE, "check_refuse_rejected_share", refuse) if share > refuse else (
-        WARN, "check_warn_rejected_share", warn)
+    level, setting, limit = (
+        (REFUSE, "check_refuse_rejected_share", refuse) if share > refuse else (WARN, "check_warn_rejected_share", warn)
+    )
     counts = scan.reject_counts()
     top, n_top = str(counts.index[0]), int(counts.iloc[0])
-    return Finding(level, f"{scan.n_rejected} of {scan.n} rows rejected ({share:.1%}, above {setting} "
-                          f"{limit:g}); top reason '{top}' ({n_top} rows): {what_fixes().get(top, 'the data file')}")
+    return Finding(
+        level,
+        f"{scan.n_rejected} of {scan.n} rows rejected ({share:.1%}, above {setting} "
+        f"{limit:g}); top reason '{top}' ({n_top} rows): {what_fixes().get(top, 'the data file')}",
+    )
 
 
 def _pre_cutoff(study: Study, scan: RowScan) -> np.ndarray:
@@ -73,9 +77,12 @@ def _pre_cutoff(study: Study, scan: RowScan) -> np.ndarray:
 def _no_post_cutoff(study: Study, scan: RowScan) -> Finding | None:
     """No post-cutoff row: the placebo (protocol step 5) cannot run."""
     if scan.n_queried and int(_pre_cutoff(study, scan).sum()) == scan.n_queried:
-        return Finding(WARN, f"no post-cutoff row (every target_date is on or before training_cutoff "
-                             f"{study.protocol.training_cutoff}): the placebo cannot run, and the protocol's "
-                             "verdict needs it; add later rows, or check training_cutoff")
+        return Finding(
+            WARN,
+            f"no post-cutoff row (every target_date is on or before training_cutoff "
+            f"{study.protocol.training_cutoff}): the placebo cannot run, and the protocol's "
+            "verdict needs it; add later rows, or check training_cutoff",
+        )
     return None
 
 
@@ -96,9 +103,12 @@ def _few_clusters(study: Study, scan: RowScan) -> Finding | None:
     limit = float(study.protocol.check_min_effective_clusters)
     if not g_star < limit:
         return None
-    return Finding(WARN, f"the pre-cutoff rows form {n_groups} clusters (cluster: {study.protocol.cluster}), "
-                         f"{g_star:.1f} effective (G*), fewer than check_min_effective_clusters {limit:g}: "
-                         "cluster-robust inference is unreliable; add entities, or expect an underpowered verdict")
+    return Finding(
+        WARN,
+        f"the pre-cutoff rows form {n_groups} clusters (cluster: {study.protocol.cluster}), "
+        f"{g_star:.1f} effective (G*), fewer than check_min_effective_clusters {limit:g}: "
+        "cluster-robust inference is unreliable; add entities, or expect an underpowered verdict",
+    )
 
 
 def _lap_cannot_vary(study: Study, scan: RowScan) -> Finding | None:
@@ -109,9 +119,12 @@ def _lap_cannot_vary(study: Study, scan: RowScan) -> Finding | None:
     unknown = str(labels.get("unknown", ""))
     template = str(study.prompts.recall_template)
     if unknown and unknown not in template and "{label_unknown}" not in template:
-        return Finding(WARN, f"recall_template never offers the unknown label '{unknown}' (recall_labels): "
-                             "LAP = P(up) + P(down) is then near 1 for every pair and cannot vary; "
-                             "ask for it in recall_template")
+        return Finding(
+            WARN,
+            f"recall_template never offers the unknown label '{unknown}' (recall_labels): "
+            "LAP = P(up) + P(down) is then near 1 for every pair and cannot vary; "
+            "ask for it in recall_template",
+        )
     return None
 
 
@@ -122,9 +135,12 @@ def _forecast_labels_unasked(study: Study, scan: RowScan) -> Finding | None:
     prompt = str(study.prompts.forecast_prompt).lower()
     unasked = [str(k) for k in (study.prompts.forecast_labels or {}) if str(k).lower() not in prompt]
     if unasked:
-        return Finding(WARN, f"forecast_prompt never names the forecast label(s) {', '.join(map(repr, unasked))} "
-                             "(forecast_labels): answers that match no label are unparsed; ask for the labels "
-                             "in the prompt, or map the words it asks for")
+        return Finding(
+            WARN,
+            f"forecast_prompt never names the forecast label(s) {', '.join(map(repr, unasked))} "
+            "(forecast_labels): answers that match no label are unparsed; ask for the labels "
+            "in the prompt, or map the words it asks for",
+        )
     return None
 
 

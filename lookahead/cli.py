@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from lookahead.config import (
     PROJECT_ROOT,
@@ -38,8 +39,10 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
 
     destination_line(study)  # where the text would go, before anything is read; not allowed: one line (UserError)
     scan = scan_study_rows(study)  # a chunk of rows at a time: a 10-million-row file is not held
-    print(f"study '{study.name}': settings OK (hash {study.settings_hash[:12]}); "
-          f"{study.input.data_path}: {scan.n_queried} valid rows, {scan.n_rejected} rejected")
+    print(
+        f"study '{study.name}': settings OK (hash {study.settings_hash[:12]}); "
+        f"{study.input.data_path}: {scan.n_queried} valid rows, {scan.n_rejected} rejected"
+    )
     padding = zero_padding_warning(scan.queried_entities(), str(study.input.column_map["entity_id"]))
     if padding:
         print(padding, file=sys.stderr)
@@ -89,6 +92,7 @@ def report(study: Study) -> int:
 
 
 # --- what each kind of study runs (the setting study_kind) ----------------------------
+
 
 @dataclass(frozen=True)
 class StudyKind:
@@ -144,30 +148,52 @@ def _claims_report(study: Study) -> int:
 
 
 STUDY_KINDS: dict[str, StudyKind] = {
-    "protocol": StudyKind("the lookahead-bias test on an observations file (seed 000), the claim tables beside "
-                          "it when the study has claim settings", True, (), True, check, _protocol_findings, report),
-    "claims": StudyKind("claim-level leakage alone (seed 002): predictions or task instances and a dated corpus",
-                        False, ("--select", "+tag:claims"), False, _claims_check, _claims_findings,
-                        _claims_report),
+    "protocol": StudyKind(
+        "the lookahead-bias test on an observations file (seed 000), the claim tables beside "
+        "it when the study has claim settings",
+        True,
+        (),
+        True,
+        check,
+        _protocol_findings,
+        report,
+    ),
+    "claims": StudyKind(
+        "claim-level leakage alone (seed 002): predictions or task instances and a dated corpus",
+        False,
+        ("--select", "+tag:claims"),
+        False,
+        _claims_check,
+        _claims_findings,
+        _claims_report,
+    ),
 }
 
 
 JOB_OPTIONS_NOTE = (
-    "Other options (--allow-sampling, --max-cost USD) are passed to the LLM jobs; see "
-    "`python -m llm_jobs.run_all --help`.")
+    "Other options (--allow-sampling, --max-cost USD) are passed to the LLM jobs; see `python -m llm_jobs.run_all --help`."
+)
 
 
 def add_model_switch(p: argparse.ArgumentParser) -> None:
     """--model and its companions (lookahead.model_switch): the study on another model, as
     a study of its own, its file unchanged."""
-    p.add_argument("--model", default=None, metavar="MODEL",
-                   help="run the study on this model (id, or local weights folder) as its own study "
-                        "<study_name>__<model>, with its own database, cache and report; the study file "
-                        "is not edited")
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="MODEL",
+        help="run the study on this model (id, or local weights folder) as its own study "
+        "<study_name>__<model>, with its own database, cache and report; the study file "
+        "is not edited",
+    )
     p.add_argument("--backend", default=None, help="with --model: its backend (default: the study's)")
     p.add_argument("--base-url", default=None, help="with --model: its OpenAI-compatible endpoint")
-    p.add_argument("--training-cutoff", default=None, metavar="YYYY-MM-DD",
-                   help="with --model: its training cutoff (default: seeds/model_training_cutoffs.csv)")
+    p.add_argument(
+        "--training-cutoff",
+        default=None,
+        metavar="YYYY-MM-DD",
+        help="with --model: its training cutoff (default: seeds/model_training_cutoffs.csv)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -182,34 +208,55 @@ def build_parser() -> argparse.ArgumentParser:
         ("report", "write results/REPORT.md, CSVs, .dta panels and the Stata do-file"),
         ("run", "jobs, build and report in one go"),
     ):
-        p = sub.add_parser(name, help=help_, description=help_.replace("%%", "%"),
-                           epilog=JOB_OPTIONS_NOTE if name in ("jobs", "run") else None)
+        p = sub.add_parser(
+            name, help=help_, description=help_.replace("%%", "%"), epilog=JOB_OPTIONS_NOTE if name in ("jobs", "run") else None
+        )
         p.add_argument("--study", help="study file (YAML of dbt var overrides)")
         if name in ("jobs", "run"):
-            p.add_argument("--yes", action="store_true",
-                           help="do not ask before querying (never consent to a remote host: --allow-remote)")
+            p.add_argument(
+                "--yes", action="store_true", help="do not ask before querying (never consent to a remote host: --allow-remote)"
+            )
         if name in ("check", "jobs", "run"):
             add_consent_arguments(p)
         if name in ("build", "run"):
-            p.add_argument("--rebuild", action="store_true",
-                           help="run dbt build even when the last build is up to date (same "
-                                "settings, input files and code, and it passed), with "
-                                "--full-refresh: it replaces the results of another study "
-                                "that shares this study's name and database")
-        p.add_argument("--subsample", type=int, default=None, metavar="N",
-                       help="analyse a seeded random subsample of N valid rows (the study "
-                            "setting subsample_rows for this command)")
-        p.add_argument("--seed", type=int, default=None, metavar="S",
-                       help="subsample seed (the setting subsample_seed; default 0)")
+            p.add_argument(
+                "--rebuild",
+                action="store_true",
+                help="run dbt build even when the last build is up to date (same "
+                "settings, input files and code, and it passed), with "
+                "--full-refresh: it replaces the results of another study "
+                "that shares this study's name and database",
+            )
+        p.add_argument(
+            "--subsample",
+            type=int,
+            default=None,
+            metavar="N",
+            help="analyse a seeded random subsample of N valid rows (the study setting subsample_rows for this command)",
+        )
+        p.add_argument(
+            "--seed", type=int, default=None, metavar="S", help="subsample seed (the setting subsample_seed; default 0)"
+        )
         add_model_switch(p)
-        p.add_argument("--accept-low-parse-rate", action="store_true",
-                       help="accept a forecast parse rate below 95%% for this command (the setting "
-                            "accept_low_parse_rate; the study file is not edited: the build "
-                            "records it and the report says so)")
-    sub.add_parser("init", help=INIT_HELP, add_help=False,
-                   description="lookahead init [--data FILE ...] [--claims --predictions FILE ...] [--no-input]")
-    sub.add_parser("compare", help=COMPARE_HELP, add_help=False,
-                   description="lookahead compare STUDY.yml [STUDY.yml ...] [--db DB ...] [--out DIR]")
+        p.add_argument(
+            "--accept-low-parse-rate",
+            action="store_true",
+            help="accept a forecast parse rate below 95%% for this command (the setting "
+            "accept_low_parse_rate; the study file is not edited: the build "
+            "records it and the report says so)",
+        )
+    sub.add_parser(
+        "init",
+        help=INIT_HELP,
+        add_help=False,
+        description="lookahead init [--data FILE ...] [--claims --predictions FILE ...] [--no-input]",
+    )
+    sub.add_parser(
+        "compare",
+        help=COMPARE_HELP,
+        add_help=False,
+        description="lookahead compare STUDY.yml [STUDY.yml ...] [--db DB ...] [--out DIR]",
+    )
     return parser
 
 
@@ -227,8 +274,13 @@ def compare_main(argv: list[str]) -> int:
 
     p = argparse.ArgumentParser(prog="lookahead compare", description=COMPARE_HELP)
     p.add_argument("studies", nargs="*", metavar="STUDY.yml", help="study files (each names its database)")
-    p.add_argument("--db", action="append", default=[], metavar="DB",
-                   help="a study database (the study is the one its build recorded); repeatable")
+    p.add_argument(
+        "--db",
+        action="append",
+        default=[],
+        metavar="DB",
+        help="a study database (the study is the one its build recorded); repeatable",
+    )
     p.add_argument("--out", default=None, metavar="DIR", help=f"output folder (default {COMPARE_DIR})")
     args = p.parse_args(argv)
     studies = [str(Path(s).resolve()) for s in args.studies]
@@ -242,8 +294,7 @@ def compare_main(argv: list[str]) -> int:
 
 
 COMPARE_HELP = "compare studies side by side: results/compare/COMPARE.md and index.html"
-INIT_HELP = ("write a study file by asking the protocol's intake questions (--claims: a claim-only "
-             "study's), then check it")
+INIT_HELP = "write a study file by asking the protocol's intake questions (--claims: a claim-only study's), then check it"
 
 
 def init_main(argv: list[str]) -> int:
@@ -317,9 +368,12 @@ def _main(argv: list[str] | None = None) -> int:
 
         up_to_date, why = build_up_to_date(study)
         build = up_to_date is None
-        print(f"build up to date: dbt invocation {up_to_date} of study '{study.name}' (settings, "
-              "input files and code unchanged; --rebuild forces dbt build)" if up_to_date
-              else f"dbt build: {why}")
+        print(
+            f"build up to date: dbt invocation {up_to_date} of study '{study.name}' (settings, "
+            "input files and code unchanged; --rebuild forces dbt build)"
+            if up_to_date
+            else f"dbt build: {why}"
+        )
     if build:
         from lookahead.artefacts import retire_study
         from lookahead.collision import database_collision, file_source
@@ -337,8 +391,7 @@ def _main(argv: list[str] | None = None) -> int:
             return 2
         # the build replaces the results: a build that does not finish leaves none that read as its own
         retire_study(study, "a new dbt build was started after they were written")
-        rc = run_dbt(["build", *kind.build_select, *(["--full-refresh"] if args.rebuild else [])], args.study,
-                     overrides)
+        rc = run_dbt(["build", *kind.build_select, *(["--full-refresh"] if args.rebuild else [])], args.study, overrides)
         if 0 < rc < 128:  # a killed dbt has said so in its own line
             print("error: dbt build failed (see the messages above); no report written", file=sys.stderr)
         if rc:

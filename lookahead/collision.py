@@ -34,8 +34,9 @@ the hook that records the build and retires its report.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from lookahead.config import Study
@@ -106,12 +107,17 @@ def collision_line(database: str, stored: tuple[str, ...], current: tuple[str, .
         return ""
     if s.source == c.source and (names_a_file(c.source) or s.identity_hash == c.identity_hash):
         return ""
-    other = (f" with other identifying settings (identity {s.identity_hash[:12] or 'not recorded'} "
-             f"against {c.identity_hash[:12]})" if s.source == c.source else "")
-    return (f"{database} holds the results of study '{s.name}' from {s.source} (settings {s.settings_hash[:12]}); "
-            f"this build is study '{c.name}' from {c.source}{other} (settings {c.settings_hash[:12]}) and would "
-            "overwrite them: give this study a study_name of its own, or replace those results "
-            "with `dbt build --full-refresh` (`lookahead run --rebuild`)")
+    other = (
+        f" with other identifying settings (identity {s.identity_hash[:12] or 'not recorded'} against {c.identity_hash[:12]})"
+        if s.source == c.source
+        else ""
+    )
+    return (
+        f"{database} holds the results of study '{s.name}' from {s.source} (settings {s.settings_hash[:12]}); "
+        f"this build is study '{c.name}' from {c.source}{other} (settings {c.settings_hash[:12]}) and would "
+        "overwrite them: give this study a study_name of its own, or replace those results "
+        "with `dbt build --full-refresh` (`lookahead run --rebuild`)"
+    )
 
 
 def last_build(database: Path) -> BuildIdentity | None:
@@ -126,23 +132,27 @@ def last_build(database: Path) -> BuildIdentity | None:
     except duckdb.Error:
         return None
     try:
-        cols = {r[0] for r in con.sql("select column_name from information_schema.columns "
-                                      "where table_name = 'build_log'").fetchall()}
+        cols = {
+            r[0] for r in con.sql("select column_name from information_schema.columns where table_name = 'build_log'").fetchall()
+        }
         if "study_source" not in cols:
             return None
         identity = "coalesce(identity_hash, '')" if "identity_hash" in cols else "''"
-        row = con.sql(f"select coalesce(study_name, ''), coalesce(study_source, ''), settings_hash, {identity} "
-                      "from build_log where settings_hash is not null order by finished_at desc limit 1").fetchone()
+        row = con.sql(
+            f"select coalesce(study_name, ''), coalesce(study_source, ''), settings_hash, {identity} "
+            "from build_log where settings_hash is not null order by finished_at desc limit 1"
+        ).fetchone()
     finally:
         con.close()
     return BuildIdentity(*row) if row else None
 
 
-def database_collision(study: "Study", source: str) -> str:
+def database_collision(study: Study, source: str) -> str:
     """:func:`collision_line` for a build of ``study`` from ``source`` into its database,
     checked before the lookahead command retires anything ('' when it may build)."""
     stored = last_build(study.database)
     if stored is None:
         return ""
-    return collision_line(str(study.database), stored,
-                          BuildIdentity(study.name, source, study.settings_hash, study.identity_hash))
+    return collision_line(
+        str(study.database), stored, BuildIdentity(study.name, source, study.settings_hash, study.identity_hash)
+    )

@@ -29,9 +29,10 @@ import math
 import os
 import sys
 import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -43,11 +44,17 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = Path(__file__).with_name("study_settings.yml")
 
 PROTOCOL_COLUMNS = (
-    "row_id", "entity_id", "entity_name", "ticker", "text", "text_date", "target_date", "outcome",
+    "row_id",
+    "entity_id",
+    "entity_name",
+    "ticker",
+    "text",
+    "text_date",
+    "target_date",
+    "outcome",
 )
 OPTIONAL_COLUMNS = ("row_id", "ticker")
-TYPES = ("string", "text", "path", "date", "integer", "number", "boolean", "choice",
-         "mapping", "list", "column_map")
+TYPES = ("string", "text", "path", "date", "integer", "number", "boolean", "choice", "mapping", "list", "column_map")
 
 
 @dataclass(frozen=True)
@@ -111,12 +118,20 @@ def _load_schema(path: Path = SCHEMA_PATH) -> Schema:
         if d.get("concern") not in doc["concerns"]:
             raise StudyConfigError(f"{path}: setting '{name}' needs a concern, one of {', '.join(doc['concerns'])}")
         specs[name] = SettingSpec(
-            name=name, type=d["type"], meaning=d["meaning"], concern=d["concern"], dbt=bool(d.get("dbt")),
+            name=name,
+            type=d["type"],
+            meaning=d["meaning"],
+            concern=d["concern"],
+            dbt=bool(d.get("dbt")),
             identifies=bool(d.get("identifies")),
-            default=d.get("default"), allowed=_allowed(d), min=d.get("min"),
-            max=d.get("max"), exclusive_min=d.get("exclusive_min"),
+            default=d.get("default"),
+            allowed=_allowed(d),
+            min=d.get("min"),
+            max=d.get("max"),
+            exclusive_min=d.get("exclusive_min"),
             required_when={k: tuple(v) for k, v in (d.get("required_when") or {}).items()},
-            keys=tuple(d.get("keys", ())), values=d.get("values"),
+            keys=tuple(d.get("keys", ())),
+            values=d.get("values"),
             operational=bool(d.get("operational")),
         )
     return Schema(specs, doc["default_study"], dict(doc["concerns"]))
@@ -144,12 +159,11 @@ def check_setting(name: str, value: Any) -> Any:
     return _check_value(spec, value)
 
 
-CHOICES: dict[str, tuple[str, ...]] = {
-    n: s.allowed for n, s in SCHEMA.settings.items() if s.type == "choice"
-}
+CHOICES: dict[str, tuple[str, ...]] = {n: s.allowed for n, s in SCHEMA.settings.items() if s.type == "choice"}
 
 
 # --- checking one value --------------------------------------------------------------
+
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
@@ -161,8 +175,7 @@ def parse_date(value: Any, name: str) -> dt.date:
     2023-12-31 is refused too (README): YAML turns it into a date object, which dbt's
     --vars then hands around as something other than the text of the study file."""
     if isinstance(value, (dt.date, dt.datetime)):
-        raise StudyConfigError(f"setting '{name}': {value} is unquoted; write it quoted, "
-                               f"'{value.isoformat()[:10]}'")
+        raise StudyConfigError(f"setting '{name}': {value} is unquoted; write it quoted, '{value.isoformat()[:10]}'")
     if isinstance(value, str):
         try:
             return dt.date.fromisoformat(value.strip())
@@ -211,8 +224,7 @@ def _check_typed(spec: SettingSpec, v: Any) -> Any:
         if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
             raise StudyConfigError(f"setting '{n}' must be a list of names")
         if spec.allowed and (bad := [x for x in v if x not in spec.allowed]):
-            raise StudyConfigError(f"setting '{n}': {', '.join(map(repr, bad))} is not one of "
-                                   f"{', '.join(spec.allowed)}")
+            raise StudyConfigError(f"setting '{n}': {', '.join(map(repr, bad))} is not one of {', '.join(spec.allowed)}")
         return v
     if t == "mapping":
         if not isinstance(v, dict):
@@ -240,7 +252,8 @@ def _check_column_map(cmap: Any) -> dict[str, str | None]:
             hint = difflib.get_close_matches(str(col), PROTOCOL_COLUMNS, n=1)
             raise StudyConfigError(
                 f"setting 'column_map.{col}': not a protocol column"
-                + (f" (did you mean '{hint[0]}'?)" if hint else f"; expected {', '.join(PROTOCOL_COLUMNS)}"))
+                + (f" (did you mean '{hint[0]}'?)" if hint else f"; expected {', '.join(PROTOCOL_COLUMNS)}")
+            )
     out: dict[str, str | None] = {}
     for col in PROTOCOL_COLUMNS:
         user = cmap.get(col)
@@ -260,21 +273,20 @@ def _check_column_map(cmap: Any) -> dict[str, str | None]:
 #: Settings a study file may still carry from an earlier version: name -> why it went.
 #: Such a file gets one line saying so instead of "not a study setting".
 REMOVED_SETTINGS: dict[str, str] = {
-    "wild_bootstrap_min_clusters": "the verdict reads the wild bootstrap p-value at every "
-                                   "cluster count (docs/verdict.md)",
+    "wild_bootstrap_min_clusters": "the verdict reads the wild bootstrap p-value at every cluster count (docs/verdict.md)",
     "wild_bootstrap_max_clusters": "the wild bootstrap runs at every cluster count, without a "
-                                   "dense design (lookahead/stats/wild.py)",
+    "dense design (lookahead/stats/wild.py)",
 }
 
 
 def _unknown_key_error(key: str) -> StudyConfigError:
     if key in REMOVED_SETTINGS:
-        return StudyConfigError(f"setting '{key}' was removed: {REMOVED_SETTINGS[key]}; "
-                                "delete it from the study")
+        return StudyConfigError(f"setting '{key}' was removed: {REMOVED_SETTINGS[key]}; delete it from the study")
     hint = difflib.get_close_matches(str(key), SCHEMA.names(), n=1, cutoff=0.6)
     return StudyConfigError(
         f"setting '{key}' is not a study setting"
-        + (f" (did you mean '{hint[0]}'?)" if hint else " (see lookahead/study_settings.yml)"))
+        + (f" (did you mean '{hint[0]}'?)" if hint else " (see lookahead/study_settings.yml)")
+    )
 
 
 def resolve(explicit: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -294,7 +306,8 @@ def resolve(explicit: Mapping[str, Any], base: Mapping[str, Any] | None = None) 
         if spec.required(merged) and (merged.get(spec.name) is None or merged.get(spec.name) == ""):
             raise StudyConfigError(
                 f"setting '{spec.name}' is missing: a study must give it "
-                "(identifying settings never fall back to the default study)")
+                "(identifying settings never fall back to the default study)"
+            )
     out: dict[str, Any] = {}
     for name, spec in SCHEMA.settings.items():
         v = merged.get(name)
@@ -321,12 +334,15 @@ def _check_measure_settings(values: Mapping[str, Any]) -> None:
         m = MEASURES[n]
         missing = [s for s in m.required_settings if values[s] in (None, "")]
         if missing:
-            raise StudyConfigError(f"setting '{missing[0]}' is required when the study computes the "
-                                   f"'{n}' measure (lap_measure or lap_measures)")
+            raise StudyConfigError(
+                f"setting '{missing[0]}' is required when the study computes the '{n}' measure (lap_measure or lap_measures)"
+            )
         if m.second_model and values[m.second_model] == values["model_id"]:
-            raise StudyConfigError(f"setting '{m.second_model}': it names the target model itself "
-                                   f"('{values['model_id']}'), so the {m.short} would compare the "
-                                   "model with itself")
+            raise StudyConfigError(
+                f"setting '{m.second_model}': it names the target model itself "
+                f"('{values['model_id']}'), so the {m.short} would compare the "
+                "model with itself"
+            )
 
 
 EXTENDS_KEY = "extends"
@@ -352,11 +368,10 @@ def read_study_file(path: str | os.PathLike[str], _chain: tuple[Path, ...] = ())
         raise StudyConfigError(f"study file '{p}' is not UTF-8 text") from None
     if not isinstance(data, dict):
         raise StudyConfigError(f"study file '{p}' must be a YAML mapping of settings")
-    return flatten_study(data, f"study file '{p}'", _chain + (p.resolve(),))
+    return flatten_study(data, f"study file '{p}'", (*_chain, p.resolve()))
 
 
-def flatten_study(data: Mapping[str, Any], where: str = "--vars",
-                  _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+def flatten_study(data: Mapping[str, Any], where: str = "--vars", _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
     """A study's settings with its ``extends:`` chain applied: the base file's settings
     (read_study_file, relative to the project root), then these on top. One rule for a
     study file and for a study handed to `dbt build --vars "$(cat STUDY.yml)"`, so a file
@@ -372,8 +387,10 @@ def flatten_study(data: Mapping[str, Any], where: str = "--vars",
     if base_path.resolve() in _chain:
         raise StudyConfigError(f"{where}: '{EXTENDS_KEY}: {ref}' loops back to a file it extends")
     if not base_path.is_file():
-        raise StudyConfigError(f"{where}: '{EXTENDS_KEY}: {ref}': study file '{base_path}' does not exist "
-                               "(a relative path is relative to the project folder)")
+        raise StudyConfigError(
+            f"{where}: '{EXTENDS_KEY}: {ref}': study file '{base_path}' does not exist "
+            "(a relative path is relative to the project folder)"
+        )
     return {**read_study_file(base_path, _chain), **data}
 
 
@@ -393,11 +410,12 @@ class Study(StudySections):
     vars: dict[str, Any]
     root: Path = PROJECT_ROOT
 
-    def with_settings(self, **changes: Any) -> "Study":
+    def with_settings(self, **changes: Any) -> Study:
         """This study with some settings replaced, each value checked by its declared rule
         (None: not set)."""
-        return Study(vars={**self.vars, **{k: None if v is None else check_setting(k, v) for k, v in changes.items()}},
-                     root=self.root)
+        return Study(
+            vars={**self.vars, **{k: None if v is None else check_setting(k, v) for k, v in changes.items()}}, root=self.root
+        )
 
     def resolve(self, path: str) -> Path:
         """A path setting's value resolved against the project root (as dbt resolves it)."""
@@ -456,7 +474,7 @@ class Study(StudySections):
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     @classmethod
-    def from_json(cls, text: str, root: Path = PROJECT_ROOT) -> "Study":
+    def from_json(cls, text: str, root: Path = PROJECT_ROOT) -> Study:
         """The study a dbt build recorded (table `study_settings`, column settings_json)."""
         return cls(vars=resolve(json.loads(text)), root=root)
 
@@ -478,13 +496,21 @@ def load_study(
     return Study(vars=merged, root=root)
 
 
-
 # --- typed sections (generated) -------------------------------------------------------
 
 SECTIONS_PATH = Path(__file__).with_name("settings_sections.py")
-_PY_TYPES = {"string": "str", "text": "str", "path": "str", "date": "str", "integer": "int",
-             "number": "float", "boolean": "bool", "mapping": "dict[str, Any]", "list": "list[str]",
-             "column_map": "dict[str, str | None]"}
+_PY_TYPES = {
+    "string": "str",
+    "text": "str",
+    "path": "str",
+    "date": "str",
+    "integer": "int",
+    "number": "float",
+    "boolean": "bool",
+    "mapping": "dict[str, Any]",
+    "list": "list[str]",
+    "column_map": "dict[str, str | None]",
+}
 
 
 def section_class(concern: str) -> str:
@@ -493,8 +519,11 @@ def section_class(concern: str) -> str:
 
 
 def _annotation(spec: SettingSpec) -> str:
-    t = (f"Literal[{', '.join(repr(a) for a in spec.allowed)}]" if spec.type == "choice" and spec.allowed
-         else _PY_TYPES.get(spec.type, "str"))
+    t = (
+        f"Literal[{', '.join(repr(a) for a in spec.allowed)}]"
+        if spec.type == "choice" and spec.allowed
+        else _PY_TYPES.get(spec.type, "str")
+    )
     always = spec.identifies and not spec.required_when
     return t if always or (spec.default is not None and not spec.identifies) else f"{t} | None"
 
@@ -561,19 +590,35 @@ def sections_source(schema: Schema = SCHEMA) -> str:
     ]
     for concern, meaning in schema.concerns.items():
         specs = [sp for sp in schema.settings.values() if sp.concern == concern]
-        out += ["", "", "@dataclass(frozen=True, kw_only=True)", f"class {section_class(concern)}(Section):",
-                f'    """{meaning}"""', ""]
+        out += [
+            "",
+            "",
+            "@dataclass(frozen=True, kw_only=True)",
+            f"class {section_class(concern)}(Section):",
+            f'    """{meaning}"""',
+            "",
+        ]
         for sp in specs:
             d = _default(sp)
             out.append(f"    {sp.name}: {_annotation(sp)}" + (f" = {d}" if d else ""))
             out += _docstring(sp.meaning, "    ")
-    out += ["", "", "class StudySections:",
-            '    """The sections of a study, each built once from ``vars`` (the resolved settings)."""',
-            "", "    vars: dict[str, Any]"]
+    out += [
+        "",
+        "",
+        "class StudySections:",
+        '    """The sections of a study, each built once from ``vars`` (the resolved settings)."""',
+        "",
+        "    vars: dict[str, Any]",
+    ]
     for concern, meaning in schema.concerns.items():
         cls = section_class(concern)
-        out += ["", "    @cached_property", f"    def {concern}(self) -> {cls}:",
-                f'        """{meaning}"""', f"        return {cls}.from_vars(self.vars)"]
+        out += [
+            "",
+            "    @cached_property",
+            f"    def {concern}(self) -> {cls}:",
+            f'        """{meaning}"""',
+            f"        return {cls}.from_vars(self.vars)",
+        ]
     return "\n".join(out) + "\n"
 
 
@@ -665,8 +710,10 @@ def check_dbt_vars(dbt_values_json: str, cli_vars: str) -> str:
             if got is not None and spec.type == "number":
                 got = float(got)
             if got != value:
-                return (f"setting '{name}': dbt has {got!r} where the study has {value!r}; "
-                        "regenerate dbt_project.yml's vars (python -m lookahead.config --write-dbt-vars)")
+                return (
+                    f"setting '{name}': dbt has {got!r} where the study has {value!r}; "
+                    "regenerate dbt_project.yml's vars (python -m lookahead.config --write-dbt-vars)"
+                )
     except StudyConfigError as exc:
         return str(exc)
     return ""
@@ -729,14 +776,21 @@ def dbt_vars_block(root: Path = PROJECT_ROOT) -> str:
             continue
         value = values[name]
         if isinstance(value, (dict, list)):
-            dumped = f"{name}: " + yaml.dump(value, Dumper=_VarsDumper, default_flow_style=True, sort_keys=False,
-                                             width=10_000, allow_unicode=True).strip()
+            dumped = (
+                f"{name}: "
+                + yaml.dump(
+                    value, Dumper=_VarsDumper, default_flow_style=True, sort_keys=False, width=10_000, allow_unicode=True
+                ).strip()
+            )
         else:
-            dumped = yaml.dump({name: value}, Dumper=_VarsDumper, default_flow_style=False,
-                               sort_keys=False, width=10_000, allow_unicode=True).rstrip("\n")
+            dumped = yaml.dump(
+                {name: value}, Dumper=_VarsDumper, default_flow_style=False, sort_keys=False, width=10_000, allow_unicode=True
+            ).rstrip("\n")
         if any(mark in dumped for mark in ("{{", "{%", "{#")):  # dbt's var() renders a string as Jinja
-            raise StudyConfigError(f"setting '{name}': the default study's value holds Jinja ({{{{, {{% or "
-                                   "{#), which dbt_project.yml's vars would run; write it without")
+            raise StudyConfigError(
+                f"setting '{name}': the default study's value holds Jinja ({{{{, {{% or "
+                "{#), which dbt_project.yml's vars would run; write it without"
+            )
         lines.append(f"  # {spec.meaning}")
         lines += ["  " + ln for ln in dumped.splitlines()]
     return "\n".join(lines) + "\n"
@@ -762,33 +816,35 @@ def write_dbt_vars(root: Path = PROJECT_ROOT, check: bool = False) -> bool:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m lookahead.config",
-                                description="Regenerate what is generated from the settings declaration: "
-                                            "dbt_project.yml's vars and the typed sections (a study file "
-                                            "is checked by `lookahead check --study FILE`).")
+    p = argparse.ArgumentParser(
+        prog="python -m lookahead.config",
+        description="Regenerate what is generated from the settings declaration: "
+        "dbt_project.yml's vars and the typed sections (a study file "
+        "is checked by `lookahead check --study FILE`).",
+    )
     p.add_argument("--write-dbt-vars", action="store_true", help="regenerate dbt_project.yml's vars block")
     p.add_argument("--check-dbt-vars", action="store_true", help="exit 1 if that block is out of date")
-    p.add_argument("--write-sections", action="store_true",
-                   help="regenerate lookahead/settings_sections.py (the typed sections)")
+    p.add_argument("--write-sections", action="store_true", help="regenerate lookahead/settings_sections.py (the typed sections)")
     p.add_argument("--check-sections", action="store_true", help="exit 1 if that file is out of date")
     args = p.parse_args(argv)
     if not (args.write_dbt_vars or args.check_dbt_vars or args.write_sections or args.check_sections):
         p.print_usage(sys.stderr)
-        print("error: give --write-dbt-vars, --check-dbt-vars, --write-sections or --check-sections "
-              "(a study file: lookahead check --study FILE)", file=sys.stderr)
+        print(
+            "error: give --write-dbt-vars, --check-dbt-vars, --write-sections or --check-sections "
+            "(a study file: lookahead check --study FILE)",
+            file=sys.stderr,
+        )
         return 2
     try:
         if args.write_sections:
             write_sections()
         if args.check_sections and not write_sections(check=True):
-            print("lookahead/settings_sections.py is out of date: python -m lookahead.config --write-sections",
-                  file=sys.stderr)
+            print("lookahead/settings_sections.py is out of date: python -m lookahead.config --write-sections", file=sys.stderr)
             return 1
         if args.write_dbt_vars:
             write_dbt_vars()
         if args.check_dbt_vars and not write_dbt_vars(check=True):
-            print("dbt_project.yml vars are out of date: python -m lookahead.config --write-dbt-vars",
-                  file=sys.stderr)
+            print("dbt_project.yml vars are out of date: python -m lookahead.config --write-dbt-vars", file=sys.stderr)
             return 1
     except StudyConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

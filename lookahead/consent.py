@@ -27,8 +27,8 @@ import argparse
 import ipaddress
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 from urllib.parse import urlparse
 
 from lookahead.errors import StudyConfigError
@@ -83,14 +83,13 @@ class Consent:
     key_variables: frozenset[str] = frozenset()
 
     @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None) -> "Consent":
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Consent:
         env = os.environ if environ is None else environ
         hosts = frozenset(h for h in (host_of(x) for x in _names(env.get(ALLOW_REMOTE_ENV))) if h)
         return cls(hosts=hosts, key_variables=_names(env.get(API_KEY_ENV_ENV)))
 
 
-def grant(hosts: list[str] | None, key_variables: list[str] | None,
-          environ: dict[str, str] | os._Environ | None = None) -> None:
+def grant(hosts: list[str] | None, key_variables: list[str] | None, environ: dict[str, str] | os._Environ | None = None) -> None:
     """Record the command line's --allow-remote and --api-key-env in the environment the
     command and its child processes read (added to what is already there). A host that
     is not a host name, or a variable name that is not one, is refused in one line."""
@@ -124,10 +123,12 @@ class Destination:
 
     def describe(self) -> str:
         """One line for `lookahead check` and the confirmation: host, remote or not, variable."""
-        where = (f"REMOTE host {self.host} (prompts, texts and entity names leave this machine)"
-                 if self.remote else f"host {self.host} (loopback: this machine)")
-        key = (f"the value of ${self.key_variable} sent as the API key" if self.key_variable
-               else "no API key sent")
+        where = (
+            f"REMOTE host {self.host} (prompts, texts and entity names leave this machine)"
+            if self.remote
+            else f"host {self.host} (loopback: this machine)"
+        )
+        key = f"the value of ${self.key_variable} sent as the API key" if self.key_variable else "no API key sent"
         return f"sends to {where}; {key}"
 
     def check(self, study_allows_remote: bool, consent: Consent | None = None) -> None:
@@ -139,18 +140,21 @@ class Destination:
                 raise ConsentError(
                     f"setting 'allow_remote': base_url host '{self.host}' is not on this machine; "
                     "sending your text and entity names there needs allow_remote: true in the study "
-                    f"and --allow-remote {self.host} on the command line")
+                    f"and --allow-remote {self.host} on the command line"
+                )
             if self.host not in consent.hosts:
                 raise ConsentError(
                     f"setting 'base_url': host '{self.host}' is remote and the study file alone cannot "
                     f"send your text there; rerun with --allow-remote {self.host} (or set "
-                    f"{ALLOW_REMOTE_ENV}={self.host}) if you mean to")
+                    f"{ALLOW_REMOTE_ENV}={self.host}) if you mean to"
+                )
         name = self.key_variable
         if name and not KEY_VARIABLE.match(name) and name not in consent.key_variables:
             raise ConsentError(
                 f"setting 'api_key_env': '{name}' does not look like an API key variable (a name "
                 f"ending in _API_KEY or _API_TOKEN); rerun with --api-key-env {name} (or set "
-                f"{API_KEY_ENV_ENV}={name}) if you mean to send it")
+                f"{API_KEY_ENV_ENV}={name}) if you mean to send it"
+            )
 
 
 class GrantAction(argparse.Action):
@@ -173,10 +177,20 @@ class GrantAction(argparse.Action):
 
 def add_consent_arguments(parser: argparse.ArgumentParser) -> None:
     """The two flags by which the person running a command allows a destination."""
-    parser.add_argument("--allow-remote", action=GrantAction, default=[], metavar="HOST",
-                        help="allow sending prompts (texts, entity names) and the API key to this "
-                             "non-loopback host of the study's base_url (repeatable; also "
-                             f"${ALLOW_REMOTE_ENV}); --yes never implies it")
-    parser.add_argument("--api-key-env", action=GrantAction, default=[], metavar="NAME",
-                        help="allow the study's api_key_env to name this variable although its "
-                             f"name does not end in _API_KEY or _API_TOKEN (also ${API_KEY_ENV_ENV})")
+    parser.add_argument(
+        "--allow-remote",
+        action=GrantAction,
+        default=[],
+        metavar="HOST",
+        help="allow sending prompts (texts, entity names) and the API key to this "
+        "non-loopback host of the study's base_url (repeatable; also "
+        f"${ALLOW_REMOTE_ENV}); --yes never implies it",
+    )
+    parser.add_argument(
+        "--api-key-env",
+        action=GrantAction,
+        default=[],
+        metavar="NAME",
+        help="allow the study's api_key_env to name this variable although its "
+        f"name does not end in _API_KEY or _API_TOKEN (also ${API_KEY_ENV_ENV})",
+    )

@@ -14,9 +14,10 @@ import math
 import os
 import sys
 import threading
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -39,14 +40,18 @@ def _format_index(index: Any) -> str:
     """An unexpected row as 'col=value' pairs (dates without a time part)."""
     if not isinstance(index, dict):
         return str(index)
+
     def fmt(v: Any) -> str:
         return v.date().isoformat() if isinstance(v, pd.Timestamp) else str(v)
+
     return " ".join(f"{k}={fmt(v)}" for k, v in index.items())
 
 
 def _describe(exp_type: str, kwargs: Mapping[str, Any], result: Mapping[str, Any]) -> str:
-    target = kwargs.get("column") or kwargs.get("column_list") or (
-        f"{kwargs.get('column_A')} = {kwargs.get('column_B')}" if "column_A" in kwargs else "table"
+    target = (
+        kwargs.get("column")
+        or kwargs.get("column_list")
+        or (f"{kwargs.get('column_A')} = {kwargs.get('column_B')}" if "column_A" in kwargs else "table")
     )
     parts = [f"{exp_type}({target})"]
     if "observed_value" in result:
@@ -153,10 +158,14 @@ def run_gate(
     df = gate_frame(df, suite_dict, id_column)
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = {"globally": False}
-    batch_definition = (context.data_sources.add_pandas("pandas").add_dataframe_asset(name=gate)
-                        .add_batch_definition_whole_dataframe("all"))
-    result_format: dict[str, Any] = {"result_format": "COMPLETE", "unexpected_index_column_names": [id_column]} \
-        if id_column and id_column in df.columns else {"result_format": "SUMMARY"}
+    batch_definition = (
+        context.data_sources.add_pandas("pandas").add_dataframe_asset(name=gate).add_batch_definition_whole_dataframe("all")
+    )
+    result_format: dict[str, Any] = (
+        {"result_format": "COMPLETE", "unexpected_index_column_names": [id_column]}
+        if id_column and id_column in df.columns
+        else {"result_format": "SUMMARY"}
+    )
     suite = context.suites.add(gx.ExpectationSuite(**{k: v for k, v in suite_dict.items() if k != "description"}))
     # A validation definition builds the batch once (Batch.validate after get_batch built
     # it twice), and without its fingerprint (_no_batch_fingerprint).
@@ -164,8 +173,7 @@ def run_gate(
         with _no_batch_fingerprint():
             validation = context.validation_definitions.add(
                 gx.ValidationDefinition(name=gate, data=batch_definition, suite=suite)
-            ).run(batch_parameters={"dataframe": df}, expectation_parameters=dict(parameters or {}),
-                  result_format=result_format)
+            ).run(batch_parameters={"dataframe": df}, expectation_parameters=dict(parameters or {}), result_format=result_format)
     finally:
         # GX keeps the last context for the process, and its data source's execution
         # engine keeps the batch: without this the frame (about 200 MiB for gate_panel at
@@ -193,7 +201,7 @@ def run_gate(
     table = pd.DataFrame(rows)
     failed = table[~table["success"]]
     if len(failed):
-        lines = "; ".join(f"{d} [{w}]" if w else d for d, w in zip(failed["detail"], failed["why"]))
+        lines = "; ".join(f"{d} [{w}]" if w else d for d, w in zip(failed["detail"], failed["why"], strict=False))
         raise GateFailed(f"GX gate '{gate}' failed {len(failed)} of {len(table)} checks: {lines}")
     return table
 
@@ -226,7 +234,8 @@ def check_exclusions(n_valid: int, refused: pd.DataFrame, floor: float) -> None:
         f"GX gate 'gate_panel' stopped: {n} of {n_valid} valid rows are excluded because an LLM query "
         f"was refused for good ({shown}); the {kept:.2%} left is under the floor min_measure_coverage = "
         f"{floor:g}. Lower min_measure_coverage to {math.floor(kept * 1e4) / 1e4:g} to build without them "
-        "(table rejected_rows lists them), or ask them again with `lookahead jobs --retry-failed`")
+        "(table rejected_rows lists them), or ask them again with `lookahead jobs --retry-failed`"
+    )
 
 
 def check_no_missing_answers(issues: pd.DataFrame) -> None:
@@ -237,9 +246,9 @@ def check_no_missing_answers(issues: pd.DataFrame) -> None:
     failures are in <raw_dir>/<task>.failures.jsonl; rerunning the jobs retries them."""
     missing = issues[issues["issue"].astype(str).str.startswith("no answer")] if len(issues) else issues
     if len(missing):
-        parts = [f"{t}: {int(n)} x {i}" for t, i, n in
-                 zip(missing["task"], missing["issue"], missing["n_queries"])]
+        parts = [f"{t}: {int(n)} x {i}" for t, i, n in zip(missing["task"], missing["issue"], missing["n_queries"], strict=False)]
         raise GateFailed(
             f"GX gate 'gate_panel' stopped: {int(missing['n_queries'].sum())} LLM queries have no "
             f"answer ({'; '.join(parts)}); see <raw_dir>/<task>.failures.jsonl and run the LLM "
-            "jobs again to retry them (python -m llm_jobs.run_all --study <file>)")
+            "jobs again to retry them (python -m llm_jobs.run_all --study <file>)"
+        )

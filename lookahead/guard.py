@@ -25,7 +25,6 @@ EXIT_INCOMPLETE = 4  # some queries got no complete answer; rerun the same comma
 EXIT_UNEXPECTED = 70
 
 
-
 class JobStop(UserError):
     """A job stopped on purpose: message printed without a traceback, then exit ``code``."""
 
@@ -55,9 +54,12 @@ def describe_os_error(exc: OSError) -> str:
     """A file-system failure as one line naming the file and what to do."""
     where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
     what = exc.strerror or type(exc).__name__
-    hint = {28: "free some space", 27: "the file-size limit is reached (ulimit -f)",
-            13: "make the folder writable or point the setting at one that is",
-            30: "the file system is read-only: point raw_dir/outputs_dir at a writable folder"}
+    hint = {
+        28: "free some space",
+        27: "the file-size limit is reached (ulimit -f)",
+        13: "make the folder writable or point the setting at one that is",
+        30: "the file system is read-only: point raw_dir/outputs_dir at a writable folder",
+    }
     return f"cannot use{where}: {what}; {hint.get(exc.errno or 0, 'check the path')}"
 
 
@@ -79,11 +81,12 @@ def _one_line(fn: Callable[[], int], saved: str) -> int:
     except KeyboardInterrupt:
         print(f"interrupted: finished answers are saved; {RESUME}", file=sys.stderr)
         return 130
-    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+    except Exception as exc:
         if os.environ.get("LOOKAHEAD_DEBUG"):
             raise
-        print(f"error: unexpected {type(exc).__name__}: {mask(exc)}{saved} "
-              "(LOOKAHEAD_DEBUG=1 shows the traceback)", file=sys.stderr)
+        print(
+            f"error: unexpected {type(exc).__name__}: {mask(exc)}{saved} (LOOKAHEAD_DEBUG=1 shows the traceback)", file=sys.stderr
+        )
         return EXIT_UNEXPECTED
 
 

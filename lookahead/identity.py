@@ -38,12 +38,19 @@ RAW_TASKS = ("forecast", "recall", "mink")
 #: table its Python model `<name>_py` writes (macros/contracts.sql); a failed build drops
 #: both (macros/build_log.sql), so neither can pass for its result.
 RESULT_MARTS = ("verdict", "regression_results", "paper_tables", "bootstrap_results", "lap_robustness")
-RESULT_TABLES = tuple(n for mart in RESULT_MARTS for n in (mart, mart + "_py")) + ("gx_validation_results",)
+RESULT_TABLES = (*tuple(n for mart in RESULT_MARTS for n in (mart, mart + "_py")), "gx_validation_results")
 #: The table that holds the verdict row (the view `verdict` reads it): where its
 #: result_status mark is written.
 VERDICT_TABLE = "verdict_py"
-IDENTITY_COLUMNS = ("invocation_id", "study_name", "settings_hash", "data_fingerprint",
-                    "forecast_fingerprint", "recall_fingerprint", "mink_fingerprint")
+IDENTITY_COLUMNS = (
+    "invocation_id",
+    "study_name",
+    "settings_hash",
+    "data_fingerprint",
+    "forecast_fingerprint",
+    "recall_fingerprint",
+    "mink_fingerprint",
+)
 
 
 class StaleResultError(UserError, RuntimeError):
@@ -56,8 +63,10 @@ class StaleResultError(UserError, RuntimeError):
 # "stale: <why>" when a later build starts or `lookahead` finds the study changed since
 # (:func:`mark_stale`). A killed build leaves its verdict UNFINISHED.
 UNFINISHED = "unfinished: the dbt build that wrote this verdict has not finished; do not quote it"
-COMPLETE = ("complete: the dbt build passed; still current only while the study's settings, "
-            "files and code are unchanged (lookahead report checks)")
+COMPLETE = (
+    "complete: the dbt build passed; still current only while the study's settings, "
+    "files and code are unchanged (lookahead report checks)"
+)
 STALE = "stale: "
 
 
@@ -94,16 +103,39 @@ def _fingerprint(path: str, size: int, mtime_ns: int, inode: int) -> str:
 
 # Path settings the build reads (a file, or a folder whose every file is read). Every
 # path setting is in exactly one of the two tuples (tests/python/test_build_skip.py).
-BUILD_INPUT_SETTINGS = ("data_path", "raw_dir", "claims_raw_dir", "claims_predictions_path",
-                        "claims_instances_path", "claims_corpus_path", "claims_extractions_path")
+BUILD_INPUT_SETTINGS = (
+    "data_path",
+    "raw_dir",
+    "claims_raw_dir",
+    "claims_predictions_path",
+    "claims_instances_path",
+    "claims_corpus_path",
+    "claims_extractions_path",
+)
 # Path settings the build never reads: the model (only the jobs load it) and where the
 # jobs and the report write.
-NOT_BUILD_INPUT_SETTINGS = ("model_path", "claims_model_path", "reference_model_path", "tokenizer_path",
-                            "results_dir", "outputs_dir")
+NOT_BUILD_INPUT_SETTINGS = (
+    "model_path",
+    "claims_model_path",
+    "reference_model_path",
+    "tokenizer_path",
+    "results_dir",
+    "outputs_dir",
+)
 # What the build is made of, relative to the project root: dbt's project and profile,
 # models, macros, seeds, analyses, data tests, GX suites and the package.
-CODE_PATHS = ("dbt_project.yml", "profiles", "models", "python_models", "macros", "seeds",
-              "analyses", "tests/dbt", "expectations", "lookahead")
+CODE_PATHS = (
+    "dbt_project.yml",
+    "profiles",
+    "models",
+    "python_models",
+    "macros",
+    "seeds",
+    "analyses",
+    "tests/dbt",
+    "expectations",
+    "lookahead",
+)
 # Installed libraries the build runs but does not import from the project's code (dbt
 # runs the project; the rest are found from the imports, :func:`build_distributions`).
 CODE_DISTRIBUTIONS = ("dbt-core", "dbt-duckdb")
@@ -125,8 +157,7 @@ def copy_code(dest: Path, root: Path = PROJECT_ROOT) -> Path:
     for rel in CODE_PATHS:
         src = root / rel
         if src.is_dir():
-            shutil.copytree(src, dest / rel,
-                            ignore=lambda folder, names: [n for n in names if _skipped(Path(folder) / n)])
+            shutil.copytree(src, dest / rel, ignore=lambda folder, names: [n for n in names if _skipped(Path(folder) / n)])
         else:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, dest / rel)
@@ -142,7 +173,7 @@ def _tree_files(path: Path) -> list[Path]:
     return sorted(p for p in path.rglob("*") if p.is_file() and not _skipped(p))
 
 
-def _hash_tree(h: "hashlib._Hash", label: str, path: Path) -> None:
+def _hash_tree(h: hashlib._Hash, label: str, path: Path) -> None:
     files = _tree_files(path)
     if not files:
         h.update(f"{label}\0missing\n".encode())
@@ -155,10 +186,15 @@ def build_input_paths(study: Study) -> dict[str, str | None]:
     """The path settings the build reads (BUILD_INPUT_SETTINGS, in its order), each read
     from its section; the names label the fingerprint."""
     c = study.claims
-    paths = {"data_path": study.input.data_path, "raw_dir": study.output.raw_dir,
-             "claims_raw_dir": c.claims_raw_dir, "claims_predictions_path": c.claims_predictions_path,
-             "claims_instances_path": c.claims_instances_path, "claims_corpus_path": c.claims_corpus_path,
-             "claims_extractions_path": c.claims_extractions_path}
+    paths = {
+        "data_path": study.input.data_path,
+        "raw_dir": study.output.raw_dir,
+        "claims_raw_dir": c.claims_raw_dir,
+        "claims_predictions_path": c.claims_predictions_path,
+        "claims_instances_path": c.claims_instances_path,
+        "claims_corpus_path": c.claims_corpus_path,
+        "claims_extractions_path": c.claims_extractions_path,
+    }
     assert tuple(paths) == BUILD_INPUT_SETTINGS
     return paths
 
@@ -371,12 +407,14 @@ def current_identity(study: Study) -> dict[str, str]:
     """The identity columns a build of this study would record now that must equal the
     stored ones (the task caches' fingerprints are kept for the record only: whether the
     answers a build read changed is :func:`raw_changes`' question)."""
-    return {"study_name": study.name, "settings_hash": study.settings_hash,
-            "data_fingerprint": fingerprint(study.resolve(study.input.data_path))}
+    return {
+        "study_name": study.name,
+        "settings_hash": study.settings_hash,
+        "data_fingerprint": fingerprint(study.resolve(study.input.data_path)),
+    }
 
 
-def raw_changes(con: duckdb.DuckDBPyConnection, study: Study, recorded_json: str | None,
-                tables: set[str]) -> list[str]:
+def raw_changes(con: duckdb.DuckDBPyConnection, study: Study, recorded_json: str | None, tables: set[str]) -> list[str]:
     """Why the raw answers a build read (build_identity.raw_reads) may have changed for
     this study (lookahead.raw_reads.changes), asking the database's int_expected_keys
     which new keys the study reads; [] when none did."""
@@ -389,8 +427,9 @@ def raw_changes(con: duckdb.DuckDBPyConnection, study: Study, recorded_json: str
     def reads_keys(keys: set[str]) -> set[str]:
         if "int_expected_keys" not in tables:  # cannot tell: every new key counts
             return keys
-        rows = con.execute("select distinct key from int_expected_keys where key in (select unnest(?))",
-                           [sorted(keys)]).fetchall()
+        rows = con.execute(
+            "select distinct key from int_expected_keys where key in (select unnest(?))", [sorted(keys)]
+        ).fetchall()
         return {r[0] for r in rows}
 
     return raw_reads.changes(study.raw_dir, recorded, reads_keys)
@@ -412,10 +451,13 @@ class BuildCheck:
     verdict: str
 
 
-WHAT = {"study_name": "the study name", "settings_hash": "the study settings",
-        "data_fingerprint": "the input file",
-        "inputs_fingerprint": "an input file (data, claim files)",
-        "code_fingerprint": "the code (models, macros, seeds, tests, suites, package or libraries)"}
+WHAT = {
+    "study_name": "the study name",
+    "settings_hash": "the study settings",
+    "data_fingerprint": "the input file",
+    "inputs_fingerprint": "an input file (data, claim files)",
+    "code_fingerprint": "the code (models, macros, seeds, tests, suites, package or libraries)",
+}
 
 
 def _last_build(con: duckdb.DuckDBPyConnection, tables: set[str]) -> tuple | None:
@@ -423,16 +465,21 @@ def _last_build(con: duckdb.DuckDBPyConnection, tables: set[str]) -> tuple | Non
     end-of-build row, or the 'started' row of a build that never reached its end."""
     if "build_log" not in tables:
         return None
-    return con.sql("select invocation_id, status, failed_nodes, message from build_log "
-                   "order by finished_at desc, status = 'started' limit 1").fetchone()
+    return con.sql(
+        "select invocation_id, status, failed_nodes, message from build_log order by finished_at desc, status = 'started' limit 1"
+    ).fetchone()
 
 
 def _not_passed(study: Study, last: tuple) -> str:
     if last[1] == "started":
-        return (f"the last dbt build of study '{study.name}' (invocation {last[0]}) did not finish "
-                "(killed or interrupted); rerun dbt build")
-    return (f"the last dbt build of study '{study.name}' (invocation {last[0]}) failed at "
-            f"{last[2]}: {_without_traceback(str(last[3] or ''))}; fix that and rerun dbt build")
+        return (
+            f"the last dbt build of study '{study.name}' (invocation {last[0]}) did not finish "
+            "(killed or interrupted); rerun dbt build"
+        )
+    return (
+        f"the last dbt build of study '{study.name}' (invocation {last[0]}) failed at "
+        f"{last[2]}: {_without_traceback(str(last[3] or ''))}; fix that and rerun dbt build"
+    )
 
 
 _EXCEPTION = re.compile(r"([A-Za-z_]\w*(?:Error|Failed|Exception)): ")
@@ -446,7 +493,7 @@ def _without_traceback(message: str) -> str:
     if not marker:
         return message
     found = list(_EXCEPTION.finditer(tail))
-    return tail[found[-1].start():].strip() if found else head.strip()
+    return tail[found[-1].start() :].strip() if found else head.strip()
 
 
 def _identity_row(con: duckdb.DuckDBPyConnection, invocation_id: str) -> tuple | None:
@@ -456,8 +503,9 @@ def _identity_row(con: duckdb.DuckDBPyConnection, invocation_id: str) -> tuple |
     if not {"inputs_fingerprint", "code_fingerprint"} <= cols:
         return None
     raw_col = "raw_reads" if "raw_reads" in cols else "null"
-    return con.execute(f"select inputs_fingerprint, code_fingerprint, {raw_col} from build_identity "
-                       "where invocation_id = ?", [invocation_id]).fetchone()
+    return con.execute(
+        f"select inputs_fingerprint, code_fingerprint, {raw_col} from build_identity where invocation_id = ?", [invocation_id]
+    ).fetchone()
 
 
 def check_current(con: duckdb.DuckDBPyConnection, study: Study) -> BuildCheck:
@@ -480,14 +528,15 @@ def check_current(con: duckdb.DuckDBPyConnection, study: Study) -> BuildCheck:
     if changed:
         raise StaleResultError(
             f"the verdict in the database was built from other inputs: {', '.join(changed)} "
-            f"changed since dbt build (invocation {stored['invocation_id']}); rerun dbt build")
+            f"changed since dbt build (invocation {stored['invocation_id']}); rerun dbt build"
+        )
     if last is None:
-        raise StaleResultError(f"no finished dbt build of study '{study.name}' is recorded (build_log): "
-                               "rerun dbt build")
+        raise StaleResultError(f"no finished dbt build of study '{study.name}' is recorded (build_log): rerun dbt build")
     if last[0] != stored["invocation_id"]:
         raise StaleResultError(
             f"the verdict comes from dbt invocation {stored['invocation_id']}, not from the last "
-            f"build ({last[0]}): rerun dbt build")
+            f"build ({last[0]}): rerun dbt build"
+        )
     # the files and code the build read, as `lookahead run` checks them before skipping a build
     if "build_identity" in tables:
         ident_cols = {r[0] for r in con.sql("describe build_identity").fetchall()}
@@ -496,12 +545,13 @@ def check_current(con: duckdb.DuckDBPyConnection, study: Study) -> BuildCheck:
             if row is None:
                 raise StaleResultError("the build identity is not the verdict's build: rerun dbt build")
             now_more = {"inputs_fingerprint": inputs_fingerprint(study), "code_fingerprint": code_fingerprint()}
-            changed = [WHAT[k] for k, v in zip(now_more, row[:2]) if str(v) != now_more[k]]
+            changed = [WHAT[k] for k, v in zip(now_more, row[:2], strict=False) if str(v) != now_more[k]]
             changed += raw_changes(con, study, row[2], tables)
             if changed:
                 raise StaleResultError(
                     f"the verdict in the database was built from other inputs: {', '.join(changed)} "
-                    f"changed since dbt build (invocation {stored['invocation_id']}); rerun dbt build")
+                    f"changed since dbt build (invocation {stored['invocation_id']}); rerun dbt build"
+                )
     return BuildCheck(str(stored["invocation_id"]), str(stored["verdict"]))
 
 
@@ -517,9 +567,11 @@ def lock_message(database: Path | str, error: BaseException | str) -> str | None
         return None
     m = _LOCK_HOLDER.search(text)
     who = f" (PID {m['pid']}, {Path(m['program']).name})" if m else ""
-    return (f"cannot check: {database} is held by another process{who}; close that process "
-            "(a duckdb shell or notebook), or open the database there with -readonly / "
-            "read_only=True, then rerun")
+    return (
+        f"cannot check: {database} is held by another process{who}; close that process "
+        "(a duckdb shell or notebook), or open the database there with -readonly / "
+        "read_only=True, then rerun"
+    )
 
 
 def held_by(database: Path | str, write: bool = False) -> str | None:
@@ -595,11 +647,18 @@ def build_up_to_date(study: Study, root: Path = PROJECT_ROOT) -> tuple[str | Non
         log_cols = {r[0] for r in con.sql("describe build_log").fetchall()}
         if not {"command", "selection"} <= log_cols:
             return None, "the build log predates build skipping"
-        last = con.sql("select invocation_id, status, command, selection from build_log "
-                       "order by finished_at desc, status = 'started' limit 1").fetchone()
+        last = con.sql(
+            "select invocation_id, status, command, selection from build_log "
+            "order by finished_at desc, status = 'started' limit 1"
+        ).fetchone()
         if last is None or last[1] != "success":
-            return None, ("no build recorded" if last is None else "the last build did not finish"
-                          if last[1] == "started" else "the last build failed")
+            return None, (
+                "no build recorded"
+                if last is None
+                else "the last build did not finish"
+                if last[1] == "started"
+                else "the last build failed"
+            )
         if last[2] != "build" or (last[3] or ""):
             return None, f"the last build was `dbt {last[2]}` {last[3] or ''}".rstrip() + ", not a full dbt build"
         if "build_identity" not in tables:
@@ -611,8 +670,7 @@ def build_up_to_date(study: Study, root: Path = PROJECT_ROOT) -> tuple[str | Non
         ident_cols = {r[0] for r in con.sql("describe build_identity").fetchall()}
         if not {"inputs_fingerprint", "code_fingerprint"} <= ident_cols:
             return None, "the build identity predates build skipping"
-        inv, inputs, code = con.sql("select invocation_id, inputs_fingerprint, code_fingerprint "
-                                    "from build_identity").fetchone()
+        inv, inputs, code = con.sql("select invocation_id, inputs_fingerprint, code_fingerprint from build_identity").fetchone()
     finally:
         con.close()
     if inv != last[0]:

@@ -27,9 +27,9 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import pandas as pd
 import yaml
@@ -51,15 +51,17 @@ PROTOCOL_RECALL_TEMPLATE = (
     "On {target_date}, did {outcome_description} of {entity_name} ({ticker}) go up or down "
     "compared to {reference_period}?\n"
     "Answer based only on what you recall about {entity_name} ({ticker}) on that specific date. "
-    "If you do not recall, answer \"unknown\".\n"
-    "Respond with exactly one word and nothing else: up, down, or unknown.")
+    'If you do not recall, answer "unknown".\n'
+    "Respond with exactly one word and nothing else: up, down, or unknown."
+)
 #: The same query for data without a ticker column (no empty "()" in the prompt).
 PROTOCOL_RECALL_TEMPLATE_NO_TICKER = PROTOCOL_RECALL_TEMPLATE.replace(" ({ticker})", "")
 
 DEFAULT_FORECAST_PROMPT = (
     "Headline about {entity_name} on {text_date}: {text}\n"
     "Will the stock price of {entity_name} go up or down on the next trading day?\n"
-    "Answer with exactly one word: up or down.")
+    "Answer with exactly one word: up or down."
+)
 
 
 class InitError(StudyConfigError):
@@ -67,6 +69,7 @@ class InitError(StudyConfigError):
 
 
 # --- target date rules (a registry: one entry per way of deriving it) ----------------
+
 
 def _next_business_day(text_date: pd.Series, entity: pd.Series, horizon: int | None) -> pd.Series:
     """The weekday after the text date (Monday to Friday; exchange holidays are not known)."""
@@ -105,8 +108,9 @@ TARGET_DATE_RULES: dict[str, TargetDateRule] = {
 }
 
 
-def write_derived_data(data: Path, frame: pd.DataFrame, entity_col: str, text_date_col: str,
-                       rule: str, horizon: int | None, date_format: str | None) -> tuple[Path, int]:
+def write_derived_data(
+    data: Path, frame: pd.DataFrame, entity_col: str, text_date_col: str, rule: str, horizon: int | None, date_format: str | None
+) -> tuple[Path, int]:
     """The data with a derived ``target_date`` column, written beside them; (path, rows
     without one). The input cells are written back as read (text), so row ids derived from
     them are those of the original file."""
@@ -128,6 +132,7 @@ def write_derived_data(data: Path, frame: pd.DataFrame, entity_col: str, text_da
 
 # --- training cutoffs ----------------------------------------------------------------
 
+
 def proposed_cutoff(model_id: str, table: Path = CUTOFFS_CSV) -> tuple[str, str] | None:
     """(training_cutoff, model family) from the cutoff table when the model id is listed
     there (or starts with a listed id); the longest listed id wins. None when unknown."""
@@ -145,6 +150,7 @@ def proposed_cutoff(model_id: str, table: Path = CUTOFFS_CSV) -> tuple[str, str]
 
 
 # --- the questions -------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Question:
@@ -174,8 +180,12 @@ QUESTIONS: tuple[Question, ...] = (
     Question("text", "Column of the text fed to the forecast prompt"),
     Question("text_date", "Column of the text's date"),
     Question("target_date", "Column of the realization date of the outcome (blank: derive one)", optional=True),
-    Question("target_rule", "Derive the target date as", choices=tuple(TARGET_DATE_RULES),
-             when=lambda answers: not answers.get("target_date")),
+    Question(
+        "target_rule",
+        "Derive the target date as",
+        choices=tuple(TARGET_DATE_RULES),
+        when=lambda answers: not answers.get("target_date"),
+    ),
     Question("horizon_days", "Horizon in calendar days", when=lambda answers: answers.get("target_rule") == "horizon_days"),
     Question("outcome", "Column of the signed outcome (larger = up)"),
     Question("date_format", "strptime format of non-ISO dates, e.g. %d/%m/%Y (blank: ISO dates)", optional=True),
@@ -184,8 +194,7 @@ QUESTIONS: tuple[Question, ...] = (
     Question("model_path", "Local model weights folder", when=lambda answers: answers.get("backend") in ("transformers", "vllm")),
     Question("base_url", "OpenAI-compatible endpoint URL", when=lambda answers: answers.get("backend") == "openai"),
     Question("training_cutoff", "Training cutoff of that model (YYYY-MM-DD, from its model card)"),
-    Question("use_chat_template", "Wrap prompts in the model's chat template (yes for instruct models)",
-             choices=("yes", "no")),
+    Question("use_chat_template", "Wrap prompts in the model's chat template (yes for instruct models)", choices=("yes", "no")),
     Question("period_frequency", "Realization-period fixed effects", choices=_choices("period_frequency")),
     Question("forecast_prompt", "Forecast prompt, verbatim (placeholders are column names in braces; \\n for a new line)"),
     Question("forecast_labels", "Forecast labels and their signal, e.g. up=1,down=-1"),
@@ -226,8 +235,9 @@ def read_line(prompt: str) -> str:
     return line.rstrip("\n")
 
 
-def gather(given: dict[str, str | None], interactive: bool,
-           read: Callable[[str], str] = read_line, form: "Form | None" = None) -> dict[str, str]:
+def gather(
+    given: dict[str, str | None], interactive: bool, read: Callable[[str], str] = read_line, form: Form | None = None
+) -> dict[str, str]:
     """Every question's answer: a flag's value, else (interactive) the line typed, else its
     default; a required question left without one is one line naming its flag."""
     form = form or FORMS["protocol"]
@@ -305,13 +315,24 @@ def build_study(answers: dict[str, str]) -> tuple[dict, list[str]]:
 
         frame = read_table(data)
         horizon = int(answers["horizon_days"]) if answers.get("horizon_days", "").isdigit() else None
-        data, missing = write_derived_data(data, frame, answers["entity"], answers["text_date"], answers["target_rule"],
-                                           horizon, answers.get("date_format") or None)
+        data, missing = write_derived_data(
+            data,
+            frame,
+            answers["entity"],
+            answers["text_date"],
+            answers["target_rule"],
+            horizon,
+            answers.get("date_format") or None,
+        )
         rule = TARGET_DATE_RULES[answers["target_rule"]].meaning
-        comments.append(f"target_date derived as {rule} (rule {answers['target_rule']}"
-                        + (f", {horizon} days" if horizon else "") + f"), written to {data.name}.")
-        print(f"target_date derived ({answers['target_rule']}) into {data}"
-              + (f"; {missing} row(s) without one" if missing else ""))
+        comments.append(
+            f"target_date derived as {rule} (rule {answers['target_rule']}"
+            + (f", {horizon} days" if horizon else "")
+            + f"), written to {data.name}."
+        )
+        print(
+            f"target_date derived ({answers['target_rule']}) into {data}" + (f"; {missing} row(s) without one" if missing else "")
+        )
     try:
         cutoff = parse_date(answers["training_cutoff"], "training_cutoff").isoformat()
     except StudyConfigError:
@@ -323,9 +344,16 @@ def build_study(answers: dict[str, str]) -> tuple[dict, list[str]]:
     study: dict = {
         "study_name": answers["study_name"],
         "data_path": _study_path(str(data)),
-        "column_map": {"row_id": None, "entity_id": answers["entity"], "entity_name": answers["entity_name"],
-                       "ticker": ticker, "text": answers["text"], "text_date": answers["text_date"],
-                       "target_date": target_col, "outcome": answers["outcome"]},
+        "column_map": {
+            "row_id": None,
+            "entity_id": answers["entity"],
+            "entity_name": answers["entity_name"],
+            "ticker": ticker,
+            "text": answers["text"],
+            "text_date": answers["text_date"],
+            "target_date": target_col,
+            "outcome": answers["outcome"],
+        },
         "backend": answers["backend"],
         "model_id": answers["model_id"],
         "training_cutoff": cutoff,
@@ -354,8 +382,7 @@ class _BlockDumper(yaml.SafeDumper):
     """Multi-line prompts as literal blocks, as a person would write them."""
 
 
-_BlockDumper.add_representer(
-    str, lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", v, style="|" if "\n" in v else None))
+_BlockDumper.add_representer(str, lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", v, style="|" if "\n" in v else None))
 
 
 def write_study(path: Path, study: dict, comments: list[str]) -> None:
@@ -377,11 +404,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             if q.key not in seen:
                 seen.add(q.key)
                 p.add_argument(q.flag, dest=q.key, default=None, metavar=q.key.upper(), help=q.ask.replace("%", "%%"))
-    p.add_argument("--claims", action="store_true",
-                   help="a claim-only study (seed 002, docs/claims.md): predictions or task instances and a dated "
-                        "corpus, no observations file")
-    p.add_argument("--no-input", action="store_true",
-                   help="ask nothing: every answer is a flag or its default (for scripts and CI)")
+    p.add_argument(
+        "--claims",
+        action="store_true",
+        help="a claim-only study (seed 002, docs/claims.md): predictions or task instances and a dated "
+        "corpus, no observations file",
+    )
+    p.add_argument(
+        "--no-input", action="store_true", help="ask nothing: every answer is a flag or its default (for scripts and CI)"
+    )
     p.add_argument("--no-check", action="store_true", help="write the study file without running check")
 
 
@@ -389,12 +420,22 @@ def init(args: argparse.Namespace, read: Callable[[str], str] = read_line) -> Pa
     """Ask, write the study file; its path (`lookahead init` then checks it)."""
     form = FORMS["claims" if getattr(args, "claims", False) else "protocol"]
     given = {q.key: getattr(args, q.key, None) for q in form.questions}
-    unasked = [q.flag for other in FORMS.values() if other is not form for q in other.questions
-               if q.key not in given and getattr(args, q.key, None) is not None]
+    unasked = [
+        q.flag
+        for other in FORMS.values()
+        if other is not form
+        for q in other.questions
+        if q.key not in given and getattr(args, q.key, None) is not None
+    ]
     if unasked:
-        raise InitError(f"{unasked[0]}: not a question of this study kind"
-                        + (" (a claim-only study: lookahead init --claims)" if form is FORMS["protocol"]
-                           else " (a protocol study: lookahead init without --claims)"))
+        raise InitError(
+            f"{unasked[0]}: not a question of this study kind"
+            + (
+                " (a claim-only study: lookahead init --claims)"
+                if form is FORMS["protocol"]
+                else " (a protocol study: lookahead init without --claims)"
+            )
+        )
     answers = gather(given, interactive=not args.no_input, read=read, form=form)
     study, comments = form.build(answers)
     out = Path(answers["out"]).resolve()
@@ -405,32 +446,49 @@ def init(args: argparse.Namespace, read: Callable[[str], str] = read_line) -> Pa
 
 # --- a claim-only study (lookahead init --claims) --------------------------------------
 
+
 def _claim_choices(setting: str) -> tuple[str, ...]:
     return SCHEMA.settings[setting].allowed
 
 
 CLAIM_QUESTIONS: tuple[Question, ...] = (
-    Question("predictions", "Predictions with rationales (CSV, parquet or JSONL; blank: none, the agent jobs write them)",
-             optional=True),
+    Question(
+        "predictions",
+        "Predictions with rationales (CSV, parquet or JSONL; blank: none, the agent jobs write them)",
+        optional=True,
+    ),
     Question("instances", "Task instances for the agent jobs (blank: none)", optional=True),
-    Question("agent_jobs", "Agent jobs on the instances, comma-separated (superforecasting, temporal_hint, timespec)",
-             when=lambda answers: bool(answers.get("instances"))),
-    Question("corpus", "Dated corpus: doc_id, published_at, title, body (blank: none; claims are then dated by "
-                       "their own temporal reference alone)", optional=True),
-    Question("extractions", "Reference extractions, JSONL of {instance_id, agent, claims} (blank: the model extracts "
-                            "the claims)", optional=True),
+    Question(
+        "agent_jobs",
+        "Agent jobs on the instances, comma-separated (superforecasting, temporal_hint, timespec)",
+        when=lambda answers: bool(answers.get("instances")),
+    ),
+    Question(
+        "corpus",
+        "Dated corpus: doc_id, published_at, title, body (blank: none; claims are then dated by "
+        "their own temporal reference alone)",
+        optional=True,
+    ),
+    Question(
+        "extractions",
+        "Reference extractions, JSONL of {instance_id, agent, claims} (blank: the model extracts the claims)",
+        optional=True,
+    ),
     Question("task_kind", "Task kind", choices=_claim_choices("claims_task_kind")),
-    Question("labels", "The two class labels, comma-separated, the target class first",
-             when=lambda answers: answers.get("task_kind") == "classification"),
+    Question(
+        "labels",
+        "The two class labels, comma-separated, the target class first",
+        when=lambda answers: answers.get("task_kind") == "classification",
+    ),
     Question("task_description", "The task in one line (the extraction prompt's context)"),
-    Question("support_judge", "Who judges that a corpus document supports a claim", choices=_claim_choices(
-        "claims_support_judge")),
+    Question(
+        "support_judge", "Who judges that a corpus document supports a claim", choices=_claim_choices("claims_support_judge")
+    ),
     Question("backend", "Backend", choices=_choices("backend")),
     Question("model_id", "Model id (the exact frozen version)"),
     Question("model_path", "Local model weights folder", when=lambda answers: answers.get("backend") in ("transformers", "vllm")),
     Question("base_url", "OpenAI-compatible endpoint URL", when=lambda answers: answers.get("backend") == "openai"),
-    Question("use_chat_template", "Wrap prompts in the model's chat template (yes for instruct models)",
-             choices=("yes", "no")),
+    Question("use_chat_template", "Wrap prompts in the model's chat template (yes for instruct models)", choices=("yes", "no")),
     Question("study_name", "Study name"),
     Question("out", "Write the study file to"),
 )
@@ -480,15 +538,19 @@ def _claim_file_columns(q: Question, path: Path) -> None:
     print(f"{path}: {len(frame)} rows, columns {', '.join(columns)}")
     missing = [c for c in required if c not in columns and c not in optional]
     if missing:
-        raise InitError(f"{q.flag}: column(s) {', '.join(missing)} missing in {path.name} "
-                        f"(it has {', '.join(columns)}; docs/claims.md lists the columns)")
+        raise InitError(
+            f"{q.flag}: column(s) {', '.join(missing)} missing in {path.name} "
+            f"(it has {', '.join(columns)}; docs/claims.md lists the columns)"
+        )
 
 
 def build_claim_study(answers: dict[str, str]) -> tuple[dict, list[str]]:
     """(a claim-only study's settings, the comment lines that head its file)."""
     if not answers.get("predictions") and not answers.get("instances"):
-        raise InitError("--predictions: a claim study needs predictions with rationales (--predictions) or task "
-                        "instances for the agent jobs (--instances)")
+        raise InitError(
+            "--predictions: a claim study needs predictions with rationales (--predictions) or task "
+            "instances for the agent jobs (--instances)"
+        )
     study: dict = {
         "study_kind": "claims",
         "study_name": answers["study_name"],
@@ -507,8 +569,12 @@ def build_claim_study(answers: dict[str, str]) -> tuple[dict, list[str]]:
         if len(labels) != 2:
             raise InitError(f"--labels: '{answers['labels']}' is not two labels, e.g. up,down")
         study["claims_labels"] = labels
-    for key, setting in (("predictions", "claims_predictions_path"), ("instances", "claims_instances_path"),
-                         ("corpus", "claims_corpus_path"), ("extractions", "claims_extractions_path")):
+    for key, setting in (
+        ("predictions", "claims_predictions_path"),
+        ("instances", "claims_instances_path"),
+        ("corpus", "claims_corpus_path"),
+        ("extractions", "claims_extractions_path"),
+    ):
         if answers.get(key):
             study[setting] = _study_path(answers[key])
     if answers.get("instances"):
@@ -520,8 +586,10 @@ def build_claim_study(answers: dict[str, str]) -> tuple[dict, list[str]]:
         study["claims_agent_jobs"] = jobs
     study["claims_support_judge"] = answers["support_judge"]
     study["claims_task_description"] = answers["task_description"]
-    comments = ["Claim-only study written by `lookahead init --claims` (docs/claims.md).",
-                "Check it: lookahead check --study <this file>; run it: lookahead run --study <this file>."]
+    comments = [
+        "Claim-only study written by `lookahead init --claims` (docs/claims.md).",
+        "Check it: lookahead check --study <this file>; run it: lookahead run --study <this file>.",
+    ]
     return study, comments
 
 

@@ -31,8 +31,13 @@ def model_slug(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", model.rstrip("/").split("/")[-1]).strip("_.") or "model"
 
 
-def switched_study(study_file: str | None, model: str, backend: str | None = None, base_url: str | None = None,
-                   training_cutoff: str | None = None) -> Path:
+def switched_study(
+    study_file: str | None,
+    model: str,
+    backend: str | None = None,
+    base_url: str | None = None,
+    training_cutoff: str | None = None,
+) -> Path:
     """Write the study file of ``study_file`` run on ``model``; its path."""
     from lookahead.init import proposed_cutoff
 
@@ -43,8 +48,12 @@ def switched_study(study_file: str | None, model: str, backend: str | None = Non
         raise StudyConfigError(f"--backend: '{backend}' is not one of {', '.join(SCHEMA.settings['backend'].allowed)}")
     slug = model_slug(model)
     name = f"{vars_.get('study_name')}__{slug}"
-    overrides: dict = {"extends": str(source.resolve()), "study_name": name, "backend": backend,
-                   **{k: None for k in MODEL_BOUND if k in SCHEMA.settings}}
+    overrides: dict = {
+        "extends": str(source.resolve()),
+        "study_name": name,
+        "backend": backend,
+        **{k: None for k in MODEL_BOUND if k in SCHEMA.settings},
+    }
     if backend in LOCAL_BACKENDS:
         overrides["model_path"] = str(Path(model).resolve()) if Path(model).is_dir() else model
         overrides["model_id"] = slug if Path(model).is_dir() else model
@@ -61,12 +70,17 @@ def switched_study(study_file: str | None, model: str, backend: str | None = Non
     else:
         proposed = proposed_cutoff(str(overrides["model_id"]))
         if proposed is None:
-            raise StudyConfigError(f"--training-cutoff: no training cutoff is listed for '{model}' in "
-                                   "seeds/model_training_cutoffs.csv; give the one on its model card")
+            raise StudyConfigError(
+                f"--training-cutoff: no training cutoff is listed for '{model}' in "
+                "seeds/model_training_cutoffs.csv; give the one on its model card"
+            )
         overrides["training_cutoff"] = proposed[0]
     overrides["raw_dir"] = f"{str(vars_.get('raw_dir')).rstrip('/')}/{slug}"
     out = SWITCHED_DIR / f"{name}.yml"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(f"# {source.name} run on {model} (lookahead --model); the study file itself is unchanged.\n"
-                   + yaml.safe_dump(overrides, sort_keys=False), encoding="utf-8")
+    out.write_text(
+        f"# {source.name} run on {model} (lookahead --model); the study file itself is unchanged.\n"
+        + yaml.safe_dump(overrides, sort_keys=False),
+        encoding="utf-8",
+    )
     return out

@@ -11,9 +11,10 @@ max_tokens=1, top-20 query.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -25,8 +26,15 @@ from lookahead.rows import PY_WHITESPACE
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 RECALL_FIELDS = (
-    "outcome_description", "reference_period", "entity_name", "ticker", "target_date",
-    "entity_id", "label_up", "label_down", "label_unknown",
+    "outcome_description",
+    "reference_period",
+    "entity_name",
+    "ticker",
+    "target_date",
+    "entity_id",
+    "label_up",
+    "label_down",
+    "label_unknown",
 )
 RECALL_FORBIDDEN = ("text", "text_date", "outcome", "row_id")
 RECALL_ENTITY_FIELDS = ("entity_name", "ticker", "entity_id")  # the recall query names one
@@ -87,12 +95,12 @@ class Template:
     the literal parts and the value columns), because a build renders every row of a
     large study; one prompt (`render`) is the same function on one-row columns."""
 
-    parts: tuple[str, ...]          # literal text around the placeholders (len(names) + 1)
-    names: tuple[str, ...]          # placeholder names in order
-    no_ticker: "Template | None"    # the template with ``({ticker})`` dropped, if it differs
+    parts: tuple[str, ...]  # literal text around the placeholders (len(names) + 1)
+    names: tuple[str, ...]  # placeholder names in order
+    no_ticker: Template | None  # the template with ``({ticker})`` dropped, if it differs
 
     @staticmethod
-    def parse(template: str, available: Iterable[str], setting: str) -> "Template":
+    def parse(template: str, available: Iterable[str], setting: str) -> Template:
         """Split `template`; a placeholder not in `available` raises naming the setting."""
         return _parse(template, frozenset(available), setting)
 
@@ -122,7 +130,7 @@ class Template:
 
     def _join(self, texts: Mapping[str, pa.Array | pa.Scalar], n: int) -> pa.Array:
         args: list[Any] = [self.parts[0]]
-        for name, part in zip(self.names, self.parts[1:]):
+        for name, part in zip(self.names, self.parts[1:], strict=False):
             args += (texts[name], part)
         if not any(isinstance(texts[name], pa.Array) for name in self.names):  # no column varies
             text = "".join(a if isinstance(a, str) else a.as_py() for a in args)
@@ -171,23 +179,24 @@ def check_recall_template(template: str) -> None:
             "(protocol step 2: only the entity and the target date)"
         )
     if "target_date" not in names:
-        raise PromptError("setting 'recall_template': the recall query must name the date it asks "
-                          "about: write {target_date} (protocol step 2)")
+        raise PromptError(
+            "setting 'recall_template': the recall query must name the date it asks about: write {target_date} (protocol step 2)"
+        )
     if not any(n in names for n in RECALL_ENTITY_FIELDS):
-        raise PromptError("setting 'recall_template': the recall query must name the entity: write "
-                          "{entity_name}, {ticker} or {entity_id} (protocol step 2)")
+        raise PromptError(
+            "setting 'recall_template': the recall query must name the entity: write "
+            "{entity_name}, {ticker} or {entity_id} (protocol step 2)"
+        )
 
 
-def check_forecast_template(template: str, column_map: Mapping[str, Any],
-                            allowed: Sequence[str] | None) -> None:
+def check_forecast_template(template: str, column_map: Mapping[str, Any], allowed: Sequence[str] | None) -> None:
     """The forecast prompt may not use the outcome or the target date (under its protocol
     name or the user's column name) unless forecast_prompt_allowed_columns lists it: the
     outcome leaks the answer into the forecast, the target date invites recalling it."""
     allowed = list(allowed or [])
     unknown = [a for a in allowed if a not in FORECAST_LEAKING]
     if unknown:
-        raise PromptError(f"setting 'forecast_prompt_allowed_columns': {unknown} not one of "
-                          f"{', '.join(FORECAST_LEAKING)}")
+        raise PromptError(f"setting 'forecast_prompt_allowed_columns': {unknown} not one of {', '.join(FORECAST_LEAKING)}")
     names = set(placeholders(template))
     for col in FORECAST_LEAKING:
         if col in allowed:
@@ -199,7 +208,8 @@ def check_forecast_template(template: str, column_map: Mapping[str, Any],
                 f"setting 'forecast_prompt': {', '.join('{' + u + '}' for u in used)} is the "
                 f"{'realized outcome' if col == 'outcome' else 'target date'}; a forecast prompt "
                 f"that sees it can leak the answer. Remove it, or list '{col}' under "
-                "forecast_prompt_allowed_columns if that is intended")
+                "forecast_prompt_allowed_columns if that is intended"
+            )
 
 
 def render_recall(
@@ -214,9 +224,16 @@ def render_recall(
     labels: Mapping[str, str] | None = None,
 ) -> str:
     """The protocol's date-only recall query for one (entity, target date)."""
-    return recall_prompt_columns(template, outcome_description=outcome_description, reference_period=reference_period,
-                                 entity_names=[entity_name], tickers=[ticker], target_dates=[target_date],
-                                 entity_ids=[entity_id], labels=labels)[0].as_py()
+    return recall_prompt_columns(
+        template,
+        outcome_description=outcome_description,
+        reference_period=reference_period,
+        entity_names=[entity_name],
+        tickers=[ticker],
+        target_dates=[target_date],
+        entity_ids=[entity_id],
+        labels=labels,
+    )[0].as_py()
 
 
 def recall_prompt_columns(

@@ -75,8 +75,7 @@ def _digest(path: Path, length: int) -> str:
     return h.hexdigest()
 
 
-def record(raw_dir: str | os.PathLike[str],
-           whole_file_digest: Callable[[Path], str] | None = None) -> list[FileRead]:
+def record(raw_dir: str | os.PathLike[str], whole_file_digest: Callable[[Path], str] | None = None) -> list[FileRead]:
     """What a build reads now: every raw file under ``raw_dir`` as it is.
     ``whole_file_digest`` (hex sha256 of a whole file) lets the build reuse the digests
     build_identity has just taken for its per-task columns (lookahead.identity's cached
@@ -144,8 +143,7 @@ def _what(rel: str) -> str:
     return f"the {name} answers"
 
 
-def changes(raw_dir: str | os.PathLike[str], recorded: list[FileRead],
-            reads_keys: Callable[[set[str]], set[str]]) -> list[str]:
+def changes(raw_dir: str | os.PathLike[str], recorded: list[FileRead], reads_keys: Callable[[set[str]], set[str]]) -> list[str]:
     """Why a result built from ``recorded`` may no longer be current ([] when it is).
 
     ``reads_keys(keys)`` returns those of ``keys`` the study asks for (its database's
@@ -188,6 +186,5 @@ def changes(raw_dir: str | os.PathLike[str], recorded: list[FileRead],
     hit = reads_keys(wanted) if wanted else set()
     for rel, keys in tails.items():
         if n := len(keys & hit):
-            reasons.append(f"{_what(rel)} ({n} new line{'s' if n != 1 else ''} in {rel} "
-                           "for keys this study reads)")
+            reasons.append(f"{_what(rel)} ({n} new line{'s' if n != 1 else ''} in {rel} for keys this study reads)")
     return reasons

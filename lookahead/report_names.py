@@ -15,16 +15,36 @@ PAPER_TABLES = ("table2", "table3", "table4", "table5", "table6")
 
 # (spec, sample) -> CSV name; the protocol's tables in report order
 REGRESSIONS = (
-    ("validation_pooled", "pre"), ("validation_high_lap", "pre"), ("validation_low_lap", "pre"),
-    ("validation_difference", "pre"), ("detection", "pre"),
-    ("validation_pooled", "post"), ("validation_high_lap", "post"), ("validation_low_lap", "post"),
-    ("validation_difference", "post"), ("detection", "post"),
+    ("validation_pooled", "pre"),
+    ("validation_high_lap", "pre"),
+    ("validation_low_lap", "pre"),
+    ("validation_difference", "pre"),
+    ("detection", "pre"),
+    ("validation_pooled", "post"),
+    ("validation_high_lap", "post"),
+    ("validation_low_lap", "post"),
+    ("validation_difference", "post"),
+    ("detection", "post"),
 )
 TABLES = (
-    "study_settings", "sample_description", "sample_period", "rejected_rows", "lap_distribution",
-    "lap_histogram", "recall_censoring", "forecast_parse_rate", "merge_row_counts",
-    "gx_validation_results", "regression_results", "verdict", "query_issues", "lap_robustness",
+    "study_settings",
+    "sample_description",
+    "sample_period",
+    "rejected_rows",
+    "lap_distribution",
+    "lap_histogram",
+    "recall_censoring",
+    "forecast_parse_rate",
+    "merge_row_counts",
+    "gx_validation_results",
+    "regression_results",
+    "verdict",
+    "query_issues",
+    "lap_robustness",
     *CUTOFF_TABLES,  # LAP by month, the effective cutoff and the cutoff sensitivity (docs/cutoff.md)
     # the claim tables (claim studies): the claim section and browser read them
-    "claims", "instance_leakage", "claims_summary", "claims_repredict",
+    "claims",
+    "instance_leakage",
+    "claims_summary",
+    "claims_repredict",
 )

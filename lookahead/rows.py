@@ -49,6 +49,7 @@ Subsample (settings ``subsample_rows`` and ``subsample_seed``)
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import re
@@ -72,8 +73,14 @@ CSV_SUFFIXES = (".csv", ".tsv", ".txt")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 DELIMITERS = (",", ";", "\t", "|")
 NAMED_MONTH_FORMATS = (
-    "%d %b %Y", "%d %B %Y", "%b %d, %Y", "%B %d, %Y", "%b %d %Y", "%B %d %Y",
-    "%d-%b-%Y", "%d-%B-%Y",
+    "%d %b %Y",
+    "%d %B %Y",
+    "%b %d, %Y",
+    "%B %d, %Y",
+    "%b %d %Y",
+    "%B %d %Y",
+    "%d-%b-%Y",
+    "%d-%B-%Y",
 )
 _ISO = (
     r"^(?P<y>\d{4})[-/](?P<m>\d{1,2})[-/](?P<d>\d{1,2})"
@@ -123,7 +130,7 @@ def read_table(path: Path, delimiter: str | None = None) -> pd.DataFrame:
 def _parquet_frame(table: pa.Table) -> pd.DataFrame:
     """A parquet table's columns as text (the rule in the module docstring)."""
     out: dict[str, pd.Series] = {}
-    for name, col in zip(table.column_names, table.columns):
+    for name, col in zip(table.column_names, table.columns, strict=False):
         t = col.type
         if pa.types.is_timestamp(t):
             s = col.to_pandas()
@@ -146,8 +153,7 @@ def _parquet_frame(table: pa.Table) -> pd.DataFrame:
 CHUNK_ROWS = 100_000
 
 
-def read_table_chunks(path: Path, delimiter: str | None = None,
-                      chunk_rows: int | None = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
+def read_table_chunks(path: Path, delimiter: str | None = None, chunk_rows: int | None = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
     """`read_table`, `chunk_rows` rows at a time (None: the whole file as one frame); a
     header-only file gives one empty frame with the file's columns."""
     if not path.exists():
@@ -161,9 +167,7 @@ def read_table_chunks(path: Path, delimiter: str | None = None,
         yield from _read_csv_chunks(path, _delimiter_setting(delimiter), chunk_rows)
         return
     if suffix not in PARQUET_SUFFIXES:
-        raise StudyConfigError(
-            f"setting 'data_path': '{path}' must be a .csv, .tsv or .parquet file (any case)"
-        )
+        raise StudyConfigError(f"setting 'data_path': '{path}' must be a .csv, .tsv or .parquet file (any case)")
     import pyarrow.parquet as pq
 
     try:
@@ -208,9 +212,7 @@ def _read_csv_chunks(path: Path, delimiter: str | None, chunk_rows: int | None) 
         if empty:
             yield cells(pd.read_csv(path, nrows=0, **options))
     except UnicodeDecodeError as err:
-        raise StudyConfigError(
-            f"setting 'data_path': '{path}' is not UTF-8 text (byte {err.start}); save it as UTF-8"
-        ) from None
+        raise StudyConfigError(f"setting 'data_path': '{path}' is not UTF-8 text (byte {err.start}); save it as UTF-8") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise StudyConfigError(
@@ -268,9 +270,7 @@ def _offset_minutes(tz: pd.Series) -> pd.Series:
     return sign * (hours * 60 + mins)
 
 
-def parse_dates(
-    raw: pd.Series, date_format: str | None = None, timezone: Any = None
-) -> tuple[pd.Series, pd.Series]:
+def parse_dates(raw: pd.Series, date_format: str | None = None, timezone: Any = None) -> tuple[pd.Series, pd.Series]:
     """(dates as datetime64 at midnight or NaT, status None | 'missing' | 'ambiguous' | 'unparseable').
 
     The module docstring states the rule. Plain YYYY-MM-DD cells (the common case) are
@@ -299,9 +299,7 @@ def parse_dates(
     return out, status
 
 
-def _parse_dates_slow(
-    s: pd.Series, date_format: str | None, zone: zoneinfo.ZoneInfo | None
-) -> tuple[pd.Series, pd.Series]:
+def _parse_dates_slow(s: pd.Series, date_format: str | None, zone: zoneinfo.ZoneInfo | None) -> tuple[pd.Series, pd.Series]:
     """The rule for cells that are not plain YYYY-MM-DD (timestamps, other forms)."""
     out = pd.Series(pd.NaT, index=s.index, dtype="datetime64[ns]")
     status = pd.Series(None, index=s.index, dtype=object)
@@ -310,9 +308,7 @@ def _parse_dates_slow(
     if iso.any():
         mi = m[iso]
         num = {k: pd.to_numeric(mi[k], errors="coerce") for k in ("y", "m", "d", "H", "M", "S")}
-        day = pd.to_datetime(
-            pd.DataFrame({"year": num["y"], "month": num["m"], "day": num["d"]}), errors="coerce"
-        )
+        day = pd.to_datetime(pd.DataFrame({"year": num["y"], "month": num["m"], "day": num["d"]}), errors="coerce")
         hh, mm, ss = num["H"].fillna(0), num["M"].fillna(0), num["S"].fillna(0)
         bad_time = (hh > 23) | (mm > 59) | (ss > 59)
         day = day.mask(bad_time)
@@ -320,8 +316,11 @@ def _parse_dates_slow(
             off = _offset_minutes(mi["tz"].fillna(""))
             has_off = mi["tz"].notna() & day.notna()
             if has_off.any():
-                utc = (day[has_off] + pd.to_timedelta(hh[has_off] * 3600 + mm[has_off] * 60 + ss[has_off], unit="s")
-                       - pd.to_timedelta(off[has_off], unit="m"))
+                utc = (
+                    day[has_off]
+                    + pd.to_timedelta(hh[has_off] * 3600 + mm[has_off] * 60 + ss[has_off], unit="s")
+                    - pd.to_timedelta(off[has_off], unit="m")
+                )
                 local = utc.dt.tz_localize("UTC").dt.tz_convert(zone).dt.tz_localize(None).dt.normalize()
                 day = day.astype("datetime64[ns]")
                 day[has_off] = local.astype("datetime64[ns]")
@@ -389,9 +388,11 @@ def zero_padding_warning(ids: pd.Series, column: str) -> str | None:
     clash = stripped.isin(set(unpadded))
     a = padded[clash].iloc[0] if clash.any() else padded.iloc[0]
     b = stripped[clash].iloc[0] if clash.any() else unpadded.iloc[0]
-    return (f"warning: column '{column}' (entity_id) holds all-digit ids with and without leading zeros "
-            f"(e.g. '{a}' and '{b}'): as written they are different entities; set id_normalization: "
-            "strip_zeros if they are the same")
+    return (
+        f"warning: column '{column}' (entity_id) holds all-digit ids with and without leading zeros "
+        f"(e.g. '{a}' and '{b}'): as written they are different entities; set id_normalization: "
+        "strip_zeros if they are the same"
+    )
 
 
 def derive_row_id(entity_id: str, text_date: str, text: str) -> str:
@@ -423,17 +424,22 @@ def derive_row_ids(entity_id: pd.Series, text_date_iso: pd.Series, text: pd.Seri
     tests/python/test_rows.py checks it against hashlib); None cells hash as ''."""
     import duckdb
 
-    table = pa.table({
-        name: pa.array(col.to_numpy(dtype=object), type=pa.string(), from_pandas=True)
-        for name, col in (("e", entity_id), ("d", text_date_iso), ("t", text))
-    })
+    table = pa.table(
+        {
+            name: pa.array(col.to_numpy(dtype=object), type=pa.string(), from_pandas=True)
+            for name, col in (("e", entity_id), ("d", text_date_iso), ("t", text))
+        }
+    )
     con = duckdb.connect()
     try:
         con.register("cells", table)
-        ids = con.execute(
-            "select substr(sha256(coalesce(e, '') || '|' || coalesce(d, '') || '|' || coalesce(t, '')), 1, 16) "
-            "from cells"
-        ).to_arrow_table().column(0)
+        ids = (
+            con.execute(
+                "select substr(sha256(coalesce(e, '') || '|' || coalesce(d, '') || '|' || coalesce(t, '')), 1, 16) from cells"
+            )
+            .to_arrow_table()
+            .column(0)
+        )
     finally:
         con.close()
     return pd.Series(ids.to_numpy(zero_copy_only=False), index=entity_id.index, dtype=object)
@@ -442,8 +448,7 @@ def derive_row_ids(entity_id: pd.Series, text_date_iso: pd.Series, text: pd.Seri
 def _subsample_setting(settings: InputSettings) -> tuple[int | None, int]:
     """(subsample_rows, subsample_seed) as checked by the settings schema (a section built
     by hand, InputSettings.with_defaults, is not checked when built)."""
-    return (check_setting("subsample_rows", settings.subsample_rows),
-            check_setting("subsample_seed", settings.subsample_seed))
+    return (check_setting("subsample_rows", settings.subsample_rows), check_setting("subsample_seed", settings.subsample_seed))
 
 
 #: A text cell longer than this rejects its row ("text too long"): no prompt is built from
@@ -452,8 +457,9 @@ def _subsample_setting(settings: InputSettings) -> tuple[int | None, int]:
 MAX_TEXT_CELL_CHARS = 100_000
 
 
-def stage_rows(df: pd.DataFrame, settings: InputSettings, source: str = "the input",
-               first_row: int = 1, cross_row: bool = True) -> pd.DataFrame:
+def stage_rows(
+    df: pd.DataFrame, settings: InputSettings, source: str = "the input", first_row: int = 1, cross_row: bool = True
+) -> pd.DataFrame:
     """Every input row, mapped to the protocol's columns and validated (nothing dropped).
 
     Columns: source_row_number (1-based), row_id, row_id_derived, entity_id, entity_name,
@@ -516,8 +522,7 @@ def stage_rows(df: pd.DataFrame, settings: InputSettings, source: str = "the inp
         # from the entity id as validated (stripped, normalized): a file re-saved with
         # padding or spaces around the ids keeps its row ids, hence its cached answers
         entity = out["entity_id"].where(out["entity_id"].notna(), entity_raw)
-        row_id[derived] = derive_row_ids(
-            entity[derived], d.dt.strftime("%Y-%m-%d").where(d.notna(), ""), text[derived])
+        row_id[derived] = derive_row_ids(entity[derived], d.dt.strftime("%Y-%m-%d").where(d.notna(), ""), text[derived])
     out.insert(1, "row_id", row_id)
     out.insert(2, "row_id_derived", derived)
 
@@ -637,8 +642,7 @@ class RowFacts:
         target = pd.to_datetime(rows["target_date"]).to_numpy("datetime64[ns]")
         pre = target <= np.datetime64(pd.Timestamp(str(cutoff)).to_datetime64(), "ns")
         entity = rows["entity_id"]
-        return cls(len(rows), int(pre.sum()), int(entity[pre].nunique()),
-                   int(pd.unique(target[pre]).size), int(entity.nunique()))
+        return cls(len(rows), int(pre.sum()), int(entity[pre].nunique()), int(pd.unique(target[pre]).size), int(entity.nunique()))
 
 
 @dataclass
@@ -690,8 +694,13 @@ class RowScan:
         q = self.queried
         last = np.datetime64(pd.Timestamp(str(cutoff)).floor("D").date(), "D").astype(np.int64)
         pre = q & (self.target_day <= last)  # a date at midnight is on or before the cutoff's day
-        return RowFacts(int(q.sum()), int(pre.sum()), int(np.unique(self.entity_codes[pre]).size),
-                        int(np.unique(self.target_day[pre]).size), int(np.unique(self.entity_codes[q]).size))
+        return RowFacts(
+            int(q.sum()),
+            int(pre.sum()),
+            int(np.unique(self.entity_codes[pre]).size),
+            int(np.unique(self.target_day[pre]).size),
+            int(np.unique(self.entity_codes[q]).size),
+        )
 
     def first_of_pairs(self) -> np.ndarray:
         """For each queried row, in file order (the rows :meth:`chunks` yields, laid end to
@@ -714,8 +723,7 @@ class RowScan:
         """(rows the jobs query, rejected rows) as `load_rows` gives them, a chunk at a
         time; once."""
         names = np.array((None, *reject_reasons()), dtype=object)
-        staged_chunks = [self._only] if self._only is not None else _staged_chunks(
-            self.settings, self.path, self.chunk_rows)
+        staged_chunks = [self._only] if self._only is not None else _staged_chunks(self.settings, self.path, self.chunk_rows)
         self._only = None
         at = 0
         for i, staged in enumerate(staged_chunks):
@@ -773,8 +781,7 @@ def scan_rows(settings: InputSettings, path: Path, chunk_rows: int | None = None
     if shared.size:
         id_of = pd.Series(row_ids.take(pa.array(shared)).to_pylist(), dtype=object)
         # a row_id column that repeats a value: the error names it and its rows
-        _require_unique_ids(id_of.where(_take(given, shared), None), pd.Series(shared + 1),
-                            dict(settings.column_map or {}))
+        _require_unique_ids(id_of.where(_take(given, shared), None), pd.Series(shared + 1), dict(settings.column_map or {}))
         outcome = pd.Series(_take(number, shared))
         sub = pd.Series(reasons[shared])
         sub[_conflicting(id_of, outcome, sub < 0).to_numpy(bool)] = code["conflicting outcome"]
@@ -786,11 +793,21 @@ def scan_rows(settings: InputSettings, path: Path, chunk_rows: int | None = None
     if size is None or size >= int(valid.sum()):
         queried = valid
     else:
-        queried = _subsample_mask(pd.Series(row_ids.to_pandas(), dtype=object), pd.Series(valid),
-                                  size, seed).to_numpy(bool)
+        queried = _subsample_mask(pd.Series(row_ids.to_pandas(), dtype=object), pd.Series(valid), size, seed).to_numpy(bool)
     values = pa.array(list(entity_code), type=pa.string())
-    return RowScan(settings, path, chunk_rows, int(sum(sizes)), reasons, queried,
-                   np.concatenate(entity), values, np.concatenate(target), sizes, only)
+    return RowScan(
+        settings,
+        path,
+        chunk_rows,
+        int(sum(sizes)),
+        reasons,
+        queried,
+        np.concatenate(entity),
+        values,
+        np.concatenate(target),
+        sizes,
+        only,
+    )
 
 
 def _take(chunks: list[np.ndarray], at: np.ndarray) -> np.ndarray:
@@ -836,10 +853,8 @@ def arrow_text(rows: pd.DataFrame) -> pd.DataFrame:
     for name in rows.columns:
         col = rows[name]
         if col.dtype == object or isinstance(col.dtype, pd.StringDtype):
-            try:
+            with contextlib.suppress(pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
                 col = col.astype(pd.ArrowDtype(pa.string()))
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
-                pass
         out[name] = col
     return pd.DataFrame(out, index=rows.index)
 
@@ -856,9 +871,7 @@ def stage_observations(settings: InputSettings, data_path: Path) -> pd.DataFrame
 # ----------------------------------------------------------------------------- jobs
 
 
-def load_rows(
-    study: Study, subsample: tuple[int | None, int] | None = None
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+def load_rows(study: Study, subsample: tuple[int | None, int] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(rows the jobs query, rejected rows with `reject_reason`) under protocol column names.
 
     The rows are the valid rows in the subsample (``subsample`` = (N, seed) overrides the
@@ -866,7 +879,7 @@ def load_rows(
     Dates are ``YYYY-MM-DD`` text, outcome a float, empty cells '' (prompts may use any
     input column as a placeholder, so all user columns are kept); text columns are Arrow
     strings (:func:`arrow_text`), the file read a chunk at a time (:func:`scan_rows`)."""
-    rows, rejects = zip(*scan_study_rows(study, subsample).chunks())
+    rows, rejects = zip(*scan_study_rows(study, subsample).chunks(), strict=False)
     return pd.concat(rows, ignore_index=True), pd.concat(rejects, ignore_index=True)
 
 
@@ -878,16 +891,14 @@ def scan_study_rows(study: Study, subsample: tuple[int | None, int] | None = Non
         settings = replace(settings, subsample_rows=subsample[0], subsample_seed=subsample[1])
     scan = scan_rows(settings, study.resolve(study.input.data_path))
     if scan.n == 0:
-        raise StudyConfigError(
-            f"setting 'data_path': '{study.input.data_path}' has a header but no data rows; check the file"
-        )
+        raise StudyConfigError(f"setting 'data_path': '{study.input.data_path}' has a header but no data rows; check the file")
     return scan
 
 
 #: Staged columns that only decide the split: the rows the jobs query lack them.
 SPLIT_COLUMNS = ("reject_reason", "in_subsample")
 #: Staged columns kept as they are (not text) in the rows the jobs query.
-NON_TEXT_COLUMNS = ("source_row_number", "row_id_derived", "outcome") + SPLIT_COLUMNS
+NON_TEXT_COLUMNS = ("source_row_number", "row_id_derived", "outcome", *SPLIT_COLUMNS)
 #: How the rows the jobs query write a date (text_date, target_date).
 DATE_TEXT_FORMAT = "%Y-%m-%d"
 DATE_COLUMNS = ("text_date", "target_date")
@@ -942,10 +953,8 @@ def release_freed_memory() -> None:
     import ctypes
 
     pa.default_memory_pool().release_unused()
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: its allocator keeps what it keeps
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: its allocator keeps what it keeps
-        pass
 
 
 def subsample_rows(rows: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:

@@ -12,9 +12,9 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from lookahead.config import PROJECT_ROOT, STUDY_SETTINGS_ENV, Study, load_study
 from lookahead.errors import UserError
@@ -96,9 +96,18 @@ def run_dbt(args: list[str], study_file: str | None, overrides: dict | None = No
     with study_env(study_file, overrides) as env:
         if os.environ.get("LOOKAHEAD_DEBUG"):
             return killed_is_one_line(run_child(cmd, env, cwd=PROJECT_ROOT), "dbt was", then)
-        with subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdout=subprocess.PIPE,  # noqa: PLW1509
-                              stderr=subprocess.STDOUT, text=True, bufsize=1, **child_options(env)) as proc, \
-                forwarding_signals(proc):
+        with (
+            subprocess.Popen(
+                cmd,
+                cwd=PROJECT_ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+                **child_options(env),
+            ) as proc,
+            forwarding_signals(proc),
+        ):
             assert proc.stdout is not None
             for line in without_tracebacks(proc.stdout):
                 sys.stdout.write(line)
@@ -130,15 +139,18 @@ def job_python(study: Study, yes: bool, ask: Callable[[str], str] | None = None)
     folder = env.python.parent.parent
     where = folder.relative_to(PROJECT_ROOT) if folder.is_relative_to(PROJECT_ROOT) else folder
     make = " ".join(env.make)
-    print(f"backend '{kind}': the LLM jobs run in the environment {where}, which does not exist yet; "
-          f"creating it (`{make}`) is {env.cost}", flush=True)
+    print(
+        f"backend '{kind}': the LLM jobs run in the environment {where}, which does not exist yet; "
+        f"creating it (`{make}`) is {env.cost}",
+        flush=True,
+    )
     if not yes and _answer(ask or input, f"Create {where} now? [y/N] ") not in ("y", "yes"):
-        raise JobEnvironmentError(f"backend '{kind}' needs {where}: create it with `{make}` "
-                                  "(or answer y, or pass --yes), then rerun")
+        raise JobEnvironmentError(
+            f"backend '{kind}' needs {where}: create it with `{make}` (or answer y, or pass --yes), then rerun"
+        )
     rc = subprocess.call(list(env.make), cwd=PROJECT_ROOT)
     if rc or not env.python.exists():
-        raise JobEnvironmentError(f"`{make}` failed (exit {rc}) and {where} is not usable; "
-                                  "see its messages above, then rerun")
+        raise JobEnvironmentError(f"`{make}` failed (exit {rc}) and {where} is not usable; see its messages above, then rerun")
     return str(env.python)
 
 
@@ -150,8 +162,14 @@ def _answer(ask: Callable[[str], str], question: str) -> str:
         return ""
 
 
-def run_jobs(study_file: str | None, yes: bool, extra: list[str], overrides: dict | None = None,
-             module: str = "llm_jobs.run_all", python: str | None = None) -> int:
+def run_jobs(
+    study_file: str | None,
+    yes: bool,
+    extra: list[str],
+    overrides: dict | None = None,
+    module: str = "llm_jobs.run_all",
+    python: str | None = None,
+) -> int:
     """The LLM jobs (or, as `module`, their preflight) as a subprocess, with ``python``
     (job_python: the backend's own environment) or this interpreter."""
     cmd = [python or sys.executable, "-m", module]
@@ -160,12 +178,14 @@ def run_jobs(study_file: str | None, yes: bool, extra: list[str], overrides: dic
     if yes:
         cmd.append("--yes")
     if overrides and overrides.get("subsample_rows") is not None:
-        cmd += ["--subsample", str(overrides["subsample_rows"]),
-                "--seed", str(overrides["subsample_seed"])]
+        cmd += ["--subsample", str(overrides["subsample_rows"]), "--seed", str(overrides["subsample_seed"])]
     if overrides and overrides.get("accept_low_parse_rate"):
         cmd.append("--accept-low-parse-rate")
-    return killed_is_one_line(run_child(cmd + extra, dbt_env(), cwd=PROJECT_ROOT), "the LLM jobs were",
-                              "finished answers are saved; rerun the same command to resume")
+    return killed_is_one_line(
+        run_child(cmd + extra, dbt_env(), cwd=PROJECT_ROOT),
+        "the LLM jobs were",
+        "finished answers are saved; rerun the same command to resume",
+    )
 
 
 def killed_is_one_line(rc: int, what: str, then: str) -> int:

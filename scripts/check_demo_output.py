@@ -22,7 +22,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 def quoted_lines(readme: str) -> list[str]:
     """The lines of the first fenced block after MARKER."""
-    after = readme[readme.index(MARKER):]
+    after = readme[readme.index(MARKER) :]
     block = re.search(r"```[a-z]*\n(.*?)```", after, re.S)
     if block is None:
         raise ValueError(f"no fenced block after {MARKER!r}")
@@ -48,8 +48,9 @@ def main(argv: list[str]) -> int:
     quoted = quoted_lines(readme)
     gone = missing(quoted, log)
     if gone is not None:
-        print(f"error: the README says `make demo` prints {gone!r}, and this run did not "
-              "(in the README's order)", file=sys.stderr)
+        print(
+            f"error: the README says `make demo` prints {gone!r}, and this run did not (in the README's order)", file=sys.stderr
+        )
         return 1
     print(f"README: the {len(quoted)} lines it quotes from `make demo` were printed, in order")
     return 0

@@ -41,16 +41,14 @@ def run(backend_name: str, model_id: str, options: dict, queries: dict) -> dict:
     module, cls = BACKENDS[backend_name]
     t0 = time.perf_counter()
     backend = getattr(importlib.import_module(module), cls)(model_id, **options)
-    result: dict = {"backend": backend_name, "model_id": model_id,
-                    "load_s": time.perf_counter() - t0}
+    result: dict = {"backend": backend_name, "model_id": model_id, "load_s": time.perf_counter() - t0}
     chat = bool(queries.get("use_chat_template", True))
     try:
         if queries.get("recall"):
             prompts = [backend.render_prompt(q, chat) for q in queries["recall"]]
             t0 = time.perf_counter()
             gens = backend.generate(prompts, max_tokens=1, top_logprobs=int(queries.get("top_logprobs", 20)))
-            result["recall"] = {"seconds": time.perf_counter() - t0, "prompts": prompts,
-                                "generations": [asdict(g) for g in gens]}
+            result["recall"] = {"seconds": time.perf_counter() - t0, "prompts": prompts, "generations": [asdict(g) for g in gens]}
         if queries.get("mink"):
             prompts = list(queries["mink"])
             if queries.get("mink_warmup", True):
@@ -58,9 +56,12 @@ def run(backend_name: str, model_id: str, options: dict, queries: dict) -> dict:
             t0 = time.perf_counter()
             lps = backend.prompt_logprobs(prompts)
             seconds = time.perf_counter() - t0
-            result["mink"] = {"seconds": seconds, "prompts": prompts,
-                              "tokens": sum(len(r) for r in lps),
-                              "logprobs": [[asdict(t) for t in row] for row in lps]}
+            result["mink"] = {
+                "seconds": seconds,
+                "prompts": prompts,
+                "tokens": sum(len(r) for r in lps),
+                "logprobs": [[asdict(t) for t in row] for row in lps],
+            }
     finally:
         backend.close()
     return result

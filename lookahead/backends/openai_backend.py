@@ -33,8 +33,9 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from lookahead.backends.base import Backend, BackendFatal, Generation, QueryFailure, TokenLogprob
@@ -193,14 +194,10 @@ class OpenAIBackend(Backend):
         self.base_url = base_url
         self.api = str(s.api_mode)
         if self.api not in APIS:
-            raise StudyConfigError(
-                f"setting 'api_mode': '{self.api}' is not one of {', '.join(APIS)}"
-            )
+            raise StudyConfigError(f"setting 'api_mode': '{self.api}' is not one of {', '.join(APIS)}")
         self.mink_source = str(s.mink_source)
         if self.mink_source not in MINK_SOURCES:
-            raise StudyConfigError(
-                f"setting 'mink_source': '{self.mink_source}' is not one of {', '.join(MINK_SOURCES)}"
-            )
+            raise StudyConfigError(f"setting 'mink_source': '{self.mink_source}' is not one of {', '.join(MINK_SOURCES)}")
         self.concurrency = int(_as_number(s.concurrency, "concurrency", 1))
         self.max_retries = int(_as_number(s.max_retries, "max_retries", 0))
         self.timeout_s = _as_number(s.timeout_s, "timeout_s", 0.001)
@@ -218,9 +215,7 @@ class OpenAIBackend(Backend):
         if key_env:
             key = os.environ.get(str(key_env))
             if not key:
-                raise StudyConfigError(
-                    f"setting 'api_key_env': environment variable '{key_env}' is not set"
-                )
+                raise StudyConfigError(f"setting 'api_key_env': environment variable '{key_env}' is not set")
         else:
             key = "EMPTY"  # local servers without --api-key ignore it
         if key_env:
@@ -233,9 +228,7 @@ class OpenAIBackend(Backend):
         import openai  # main venv and .venv-vllm both have it
 
         self._openai = openai
-        self._client = openai.OpenAI(
-            api_key=key, base_url=base_url, timeout=self.timeout_s, max_retries=0
-        )
+        self._client = openai.OpenAI(api_key=key, base_url=base_url, timeout=self.timeout_s, max_retries=0)
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai")
 
     # ---------------------------------------------------------------- plumbing
@@ -280,20 +273,21 @@ class OpenAIBackend(Backend):
             except Refused as err:
                 return QueryFailure(mask(str(err)), attempt + 1, err, permanent=True)
             except (oa.AuthenticationError, oa.PermissionDeniedError, oa.NotFoundError) as err:
-                raise BackendFatal(mask(
-                    f"backend 'openai' ({self.base_url}) refused the request with HTTP "
-                    f"{err.status_code} ({type(err).__name__}): check api_key_env, served_model "
-                    "and base_url")) from None
-            except (oa.APIError, IncompleteReply, AttributeError, TypeError, KeyError, IndexError,
-                    ValueError) as err:
+                raise BackendFatal(
+                    mask(
+                        f"backend 'openai' ({self.base_url}) refused the request with HTTP "
+                        f"{err.status_code} ({type(err).__name__}): check api_key_env, served_model "
+                        "and base_url"
+                    )
+                ) from None
+            except (oa.APIError, IncompleteReply, AttributeError, TypeError, KeyError, IndexError, ValueError) as err:
                 status = getattr(err, "status_code", None)
                 reason = self._reason(err)
                 # a 2xx here failed validation: a malformed reply, retried like a 5xx
                 retryable = status is None or status < 300 or status in RETRYABLE_STATUS or status >= 500
                 if not retryable:  # the same request gets the same reply: recorded once, not retried
                     detail = mask(getattr(err, "message", "") or "")[:200]
-                    return QueryFailure(f"{reason}: {detail}" if detail else reason, attempt + 1, err,
-                                        permanent=True)
+                    return QueryFailure(f"{reason}: {detail}" if detail else reason, attempt + 1, err, permanent=True)
                 if attempt >= self.max_retries:
                     return QueryFailure(f"{reason} (after {attempt + 1} attempts)", attempt + 1, err)
                 wait = min(self.backoff_max_s, self.backoff_s * (2**attempt))
@@ -302,8 +296,9 @@ class OpenAIBackend(Backend):
                 after = parse_retry_after(getattr(response, "headers", None))
                 if after is not None:
                     wait = max(wait, min(after, self.backoff_max_s * 4))
-                log.debug("backend 'openai': %s (attempt %d of %d), retrying in %.2f s",
-                          reason, attempt + 1, self.max_retries + 1, wait)
+                log.debug(
+                    "backend 'openai': %s (attempt %d of %d), retrying in %.2f s", reason, attempt + 1, self.max_retries + 1, wait
+                )
                 with self._lock:
                     self.retries_done += 1
                 time.sleep(wait)
@@ -352,9 +347,7 @@ class OpenAIBackend(Backend):
         tok = self._tokenizer_or_fail()
         if not getattr(tok, "chat_template", None):
             return user_text
-        return tok.apply_chat_template(
-            [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True
-        )
+        return tok.apply_chat_template([{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True)
 
     def count_tokens(self, prompt: str) -> int | None:
         """Prompt tokens by the local tokenizer (tokenizer_path / model_path); None without one.
@@ -366,27 +359,27 @@ class OpenAIBackend(Backend):
             # the tokenizer file alone where it counts as transformers does: no torch imported
             # only to count (lookahead.backends.token_count); transformers' tokenizer otherwise
             plain = None if self._tokenizer is not None else file_tokenizer(self.tokenizer_path)
-            self._counter = (FileTokenCounter(plain) if plain is not None
-                             else lambda text: len(self._tokenizer_or_fail().encode(text)))
+            self._counter = (
+                FileTokenCounter(plain) if plain is not None else lambda text: len(self._tokenizer_or_fail().encode(text))
+            )
         return self._counter(prompt)
 
-    def generate(
-        self, prompts: Sequence[str], max_tokens: int, top_logprobs: int
-    ) -> list[Generation]:
+    def generate(self, prompts: Sequence[str], max_tokens: int, top_logprobs: int) -> list[Generation]:
         """Temperature 0; the top-k alternatives at the first generated position."""
         return self._raise_first(self.try_generate(prompts, max_tokens, top_logprobs))
 
-    def try_generate(
-        self, prompts: Sequence[str], max_tokens: int, top_logprobs: int
-    ) -> list[Generation | QueryFailure]:
+    def try_generate(self, prompts: Sequence[str], max_tokens: int, top_logprobs: int) -> list[Generation | QueryFailure]:
         if self.api == "chat":
             return self._map(lambda p: self._chat_one(p, max_tokens, top_logprobs), prompts)
         return self._map(lambda p: self._completion_one(p, max_tokens, top_logprobs), prompts)
 
     def _completion_one(self, prompt: str, max_tokens: int, k: int) -> Generation:
         resp = self._client.completions.create(
-            model=self.served_model, prompt=prompt, max_tokens=max_tokens,
-            temperature=0, logprobs=k if k > 0 else None,
+            model=self.served_model,
+            prompt=prompt,
+            max_tokens=max_tokens,
+            temperature=0,
+            logprobs=k if k > 0 else None,
         )
         choice = _first_choice(resp)
         top: list[TokenLogprob] = []
@@ -405,8 +398,11 @@ class OpenAIBackend(Backend):
         if k > 0:
             kwargs = {"logprobs": True, "top_logprobs": k}
         resp = self._client.chat.completions.create(
-            model=self.served_model, messages=[{"role": "user", "content": prompt}],
-            max_tokens=max_tokens, temperature=0, **kwargs,
+            model=self.served_model,
+            messages=[{"role": "user", "content": prompt}],
+            max_tokens=max_tokens,
+            temperature=0,
+            **kwargs,
         )
         choice = _first_choice(resp)
         top: list[TokenLogprob] = []
@@ -416,8 +412,7 @@ class OpenAIBackend(Backend):
             if not first:
                 raise IncompleteReply("no top log-probs at the first position")
             top = [TokenLogprob(None, str(t.token), _finite(t.logprob)) for t in first]
-        return Generation(prompt=prompt, response_text=_text(choice.message.content),
-                          top_logprobs=top)
+        return Generation(prompt=prompt, response_text=_text(choice.message.content), top_logprobs=top)
 
     @property
     def generate_json(self) -> Callable[[Sequence[str], int, dict[str, Any]], list[Generation]] | None:
@@ -433,8 +428,11 @@ class OpenAIBackend(Backend):
 
         def one(prompt: str) -> Generation:
             resp = self._client.chat.completions.create(
-                model=self.served_model, messages=[{"role": "user", "content": prompt}],
-                max_tokens=max_tokens, temperature=0, response_format=fmt,
+                model=self.served_model,
+                messages=[{"role": "user", "content": prompt}],
+                max_tokens=max_tokens,
+                temperature=0,
+                response_format=fmt,
             )
             return Generation(prompt=prompt, response_text=resp.choices[0].message.content or "")
 
@@ -458,8 +456,9 @@ class OpenAIBackend(Backend):
             return []
         if self._mink_route is not None:
             return self.try_prompt_logprobs_rest(prompts, self._mink_route)
-        order = {"auto": ("prompt_logprobs", "echo"), "prompt_logprobs": ("prompt_logprobs",),
-                 "echo": ("echo",)}[self.mink_source]
+        order = {"auto": ("prompt_logprobs", "echo"), "prompt_logprobs": ("prompt_logprobs",), "echo": ("echo",)}[
+            self.mink_source
+        ]
         prompt = prompts[0]
         for source in order:
             fn = self._prompt_lp_vllm if source == "prompt_logprobs" else self._prompt_lp_echo
@@ -468,8 +467,7 @@ class OpenAIBackend(Backend):
             except RouteUnsupported:
                 self._route_rejected(source, prompt)
                 continue
-            if isinstance(first, QueryFailure) and isinstance(first.error, IncompleteReply) \
-                    and first.error.missing_field:
+            if isinstance(first, QueryFailure) and isinstance(first.error, IncompleteReply) and first.error.missing_field:
                 self._route_rejected(source, prompt)  # never returned the field for this prompt
                 continue
             if isinstance(first, QueryFailure):
@@ -491,8 +489,9 @@ class OpenAIBackend(Backend):
                 f"(tried: {', '.join(order)}; rejected {seen}, none answered); Min-K% needs them. "
                 "Use lap_measure: recall, or the vllm or transformers backend."
             )
-        failure = QueryFailure(f"prompt log-probs rejected for this prompt ({', '.join(order)}) while no "
-                               "route was known; asked again", 1, None)
+        failure = QueryFailure(
+            f"prompt log-probs rejected for this prompt ({', '.join(order)}) while no route was known; asked again", 1, None
+        )
         return [failure, *self.try_prompt_logprobs_rest(prompts[1:], None)]
 
     def _route_rejected(self, source: str, prompt: str) -> None:
@@ -501,8 +500,7 @@ class OpenAIBackend(Backend):
         with self._lock:
             self._route_rejections[source].add(prompt)
 
-    def try_prompt_logprobs_rest(self, prompts: Sequence[str], source: str | None
-                                 ) -> list[list[TokenLogprob] | QueryFailure]:
+    def try_prompt_logprobs_rest(self, prompts: Sequence[str], source: str | None) -> list[list[TokenLogprob] | QueryFailure]:
         """The remaining prompts over a known route (or, with None, probe each in turn)."""
         if not prompts:
             return []
@@ -525,7 +523,10 @@ class OpenAIBackend(Backend):
         (which has no log-prob) still gets its id."""
         try:
             resp = self._client.completions.create(
-                model=self.served_model, prompt=prompt, max_tokens=1, temperature=0,
+                model=self.served_model,
+                prompt=prompt,
+                max_tokens=1,
+                temperature=0,
                 extra_body={"prompt_logprobs": 0, "return_token_ids": True},
             )
         except self._openai.BadRequestError:
@@ -551,8 +552,7 @@ class OpenAIBackend(Backend):
             else:
                 logprob, token = info, None
             tid = int(key)
-            out.append(TokenLogprob(tid, token if token is not None else self._token_text(tid),
-                                    _finite(logprob)))
+            out.append(TokenLogprob(tid, token if token is not None else self._token_text(tid), _finite(logprob)))
         return out
 
     def _token_text(self, token_id: int | None) -> str:
@@ -565,8 +565,12 @@ class OpenAIBackend(Backend):
         """Legacy completions echo=True with logprobs: prompt tokens come back with theirs."""
         try:
             resp = self._client.completions.create(
-                model=self.served_model, prompt=prompt, max_tokens=1, temperature=0,
-                echo=True, logprobs=0,
+                model=self.served_model,
+                prompt=prompt,
+                max_tokens=1,
+                temperature=0,
+                echo=True,
+                logprobs=0,
             )
         except self._openai.BadRequestError:
             raise RouteUnsupported("HTTP 400") from None
@@ -585,15 +589,14 @@ class OpenAIBackend(Backend):
             raise IncompleteReply("echoed log-probs do not cover the prompt")
         return [
             TokenLogprob(None, str(tok), None if i == 0 else _finite(v))
-            for i, (tok, v) in enumerate(zip(lp.tokens[:n], values))
+            for i, (tok, v) in enumerate(zip(lp.tokens[:n], values, strict=False))
         ]
 
     def sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int) -> list[list[str]]:
         """Fallback without logprobs: n answers at temperature 1 with a fixed seed."""
         return self._raise_first(self.try_sample(prompts, n, seed, max_tokens))
 
-    def try_sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int
-                   ) -> list[list[str] | QueryFailure]:
+    def try_sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int) -> list[list[str] | QueryFailure]:
         """``sample`` with a QueryFailure in place of a query that got no complete answer."""
         if n < 25:
             raise StudyConfigError(f"setting 'n_samples': {n} is below the protocol's 25")
@@ -601,14 +604,22 @@ class OpenAIBackend(Backend):
         def one(prompt: str) -> list[str]:
             if self.api == "chat":
                 resp = self._client.chat.completions.create(
-                    model=self.served_model, messages=[{"role": "user", "content": prompt}],
-                    max_tokens=max_tokens, temperature=1, n=n, seed=seed,
+                    model=self.served_model,
+                    messages=[{"role": "user", "content": prompt}],
+                    max_tokens=max_tokens,
+                    temperature=1,
+                    n=n,
+                    seed=seed,
                 )
                 texts = [_text(c.message.content) for c in sorted(resp.choices, key=lambda c: c.index)]
             else:
                 resp = self._client.completions.create(
-                    model=self.served_model, prompt=prompt, max_tokens=max_tokens,
-                    temperature=1, n=n, seed=seed,
+                    model=self.served_model,
+                    prompt=prompt,
+                    max_tokens=max_tokens,
+                    temperature=1,
+                    n=n,
+                    seed=seed,
                 )
                 texts = [_text(c.text) for c in sorted(resp.choices, key=lambda c: c.index)]
             if len(texts) != n:

@@ -28,11 +28,9 @@ from typing import Any
 #: TokenizersBackend, and its name before version 5).
 GENERIC_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
 #: Settings of tokenizer_config.json under which transformers changes the file's tokenizer.
-CHANGING_SETTINGS = ("add_bos_token", "add_eos_token", "split_special_tokens", "post_processor",
-                     "tokenizer_file")
+CHANGING_SETTINGS = ("add_bos_token", "add_eos_token", "split_special_tokens", "post_processor", "tokenizer_file")
 #: Special-token settings: each named token must be in the file already.
-SPECIAL_TOKEN_SETTINGS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
-                          "mask_token")
+SPECIAL_TOKEN_SETTINGS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 #: Above this vocabulary transformers may patch the pre-tokenizer (its Mistral fix).
 MAX_PLAIN_VOCAB = 100_000
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lookahead.backends.base import Backend, Generation, TokenLogprob
 from lookahead.config import StudyConfigError
@@ -123,27 +124,29 @@ class VLLMBackend(Backend):
     def _decode(self, token_id: int, decoded: str | None) -> str:
         return decoded if decoded is not None else self.tokenizer.decode([token_id])
 
-    def generate(
-        self, prompts: Sequence[str], max_tokens: int, top_logprobs: int
-    ) -> list[Generation]:
+    def generate(self, prompts: Sequence[str], max_tokens: int, top_logprobs: int) -> list[Generation]:
         """Greedy decoding; the k most likely tokens at the first generated position."""
         if not prompts:
             return []
         params = self._SamplingParams(
-            temperature=0.0, max_tokens=max_tokens, seed=self.seed,
+            temperature=0.0,
+            max_tokens=max_tokens,
+            seed=self.seed,
             logprobs=top_logprobs if top_logprobs > 0 else None,
         )
         outs = self.llm.generate(self._inputs(prompts), params, use_tqdm=False)
         gens: list[Generation] = []
-        for prompt, out in zip(prompts, outs):
+        for prompt, out in zip(prompts, outs, strict=False):
             comp = out.outputs[0]
             top: list[TokenLogprob] = []
             if top_logprobs > 0 and comp.logprobs:
                 # vLLM returns the top-k plus the sampled token when that lies outside them;
                 # keep the k most likely, as an API's top_logprobs would.
                 items = sorted(comp.logprobs[0].items(), key=lambda kv: -kv[1].logprob)
-                top = [TokenLogprob(int(tid), self._decode(tid, lp.decoded_token), float(lp.logprob))
-                       for tid, lp in items[:top_logprobs]]
+                top = [
+                    TokenLogprob(int(tid), self._decode(tid, lp.decoded_token), float(lp.logprob))
+                    for tid, lp in items[:top_logprobs]
+                ]
             gens.append(Generation(prompt=prompt, response_text=comp.text, top_logprobs=top))
         return gens
 
@@ -163,14 +166,13 @@ class VLLMBackend(Backend):
             constraint = {"guided_decoding": sp.GuidedDecodingParams(json=schema)}
         params = self._SamplingParams(temperature=0.0, max_tokens=max_tokens, seed=self.seed, **constraint)
         outs = self.llm.generate(self._inputs(prompts), params, use_tqdm=False)
-        return [Generation(prompt=p, response_text=o.outputs[0].text) for p, o in zip(prompts, outs)]
+        return [Generation(prompt=p, response_text=o.outputs[0].text) for p, o in zip(prompts, outs, strict=False)]
 
     def prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob]]:
         """Per prompt token, the log-probability of that token given its prefix."""
         if not prompts:
             return []
-        params = self._SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0,
-                                      seed=self.seed)
+        params = self._SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0, seed=self.seed)
         outs = self.llm.generate(self._inputs(prompts), params, use_tqdm=False)
         result: list[list[TokenLogprob]] = []
         for out in outs:
@@ -183,8 +185,7 @@ class VLLMBackend(Backend):
                     row.append(TokenLogprob(int(tid), self.tokenizer.decode([tid]), None))
                     continue
                 lp = entry[tid]  # the actual prompt token is always in the dict
-                row.append(TokenLogprob(int(tid), self._decode(tid, lp.decoded_token),
-                                        float(lp.logprob)))
+                row.append(TokenLogprob(int(tid), self._decode(tid, lp.decoded_token), float(lp.logprob)))
             result.append(row)
         return result
 
@@ -199,8 +200,7 @@ class VLLMBackend(Backend):
         llm = getattr(self, "llm", None)
         if llm is not None:
             engine = getattr(llm, "llm_engine", None)
-            shutdown = getattr(engine, "shutdown", None) or getattr(
-                getattr(engine, "engine_core", None), "shutdown", None)
+            shutdown = getattr(engine, "shutdown", None) or getattr(getattr(engine, "engine_core", None), "shutdown", None)
             if callable(shutdown):
                 shutdown()
             self.llm = None  # type: ignore[assignment]

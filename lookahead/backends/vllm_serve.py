@@ -14,8 +14,8 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
@@ -33,33 +33,55 @@ def free_port() -> int:
 
 def vllm_env() -> dict[str, str]:
     """The caller's environment for a .venv-vllm process: project importable, no hub, no stats."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1",
-               DO_NOT_TRACK="1")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
     env.pop("VIRTUAL_ENV", None)
     return env
 
 
 @contextlib.contextmanager
 def serve_vllm(
-    model_dir: str | Path, served_name: str, log_path: str | Path, *, dtype: str = "auto",
-    eager: bool = True, kv_cache_gib: float = 1, max_model_len: int = 1024,
-    ready_timeout_s: float = 600, extra_args: list[str] | None = None,
+    model_dir: str | Path,
+    served_name: str,
+    log_path: str | Path,
+    *,
+    dtype: str = "auto",
+    eager: bool = True,
+    kv_cache_gib: float = 1,
+    max_model_len: int = 1024,
+    ready_timeout_s: float = 600,
+    extra_args: list[str] | None = None,
 ) -> Iterator[tuple[str, float]]:
     """Yield (base_url ending in /v1, seconds until ready); the server is stopped on exit."""
     if not VLLM_PYTHON.exists():
         raise FileNotFoundError(f"{VLLM_PYTHON} is missing: run `bash scripts/make_vllm_env.sh`")
     port = free_port()
-    cmd = [str(VLLM_PYTHON), "-m", SERVER_MODULE, "--model", str(model_dir),
-           "--served-model-name", served_name,
-           "--host", "127.0.0.1", "--port", str(port), "--dtype", dtype,
-           "--kv-cache-memory-bytes", str(int(kv_cache_gib * 2**30)),
-           "--max-model-len", str(max_model_len), "--max-logprobs", "20",
-           *(["--enforce-eager"] if eager else []), *(extra_args or [])]
+    cmd = [
+        str(VLLM_PYTHON),
+        "-m",
+        SERVER_MODULE,
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        served_name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        dtype,
+        "--kv-cache-memory-bytes",
+        str(int(kv_cache_gib * 2**30)),
+        "--max-model-len",
+        str(max_model_len),
+        "--max-logprobs",
+        "20",
+        *(["--enforce-eager"] if eager else []),
+        *(extra_args or []),
+    ]
     url = f"http://127.0.0.1:{port}"
     t0 = time.monotonic()
     with open(log_path, "w", encoding="utf-8") as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=vllm_env(), stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=vllm_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             while True:
                 if proc.poll() is not None:

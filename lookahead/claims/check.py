@@ -27,10 +27,12 @@ def model_figures(db: Path, truth: pd.DataFrame, model: str) -> dict:
     con = duckdb.connect(str(db), read_only=True)
     try:
         inst = con.sql("select * from instance_leakage").df()
-        has_rp = con.execute("select count(*) from information_schema.tables where table_name = 'claims_repredict'"
-                             ).fetchone()[0]
-        rp = con.sql("select * from claims_repredict").df() if has_rp else pd.DataFrame(
-            columns=["agent", "repred_error", "repred_metric_name"])
+        has_rp = con.execute("select count(*) from information_schema.tables where table_name = 'claims_repredict'").fetchone()[0]
+        rp = (
+            con.sql("select * from claims_repredict").df()
+            if has_rp
+            else pd.DataFrame(columns=["agent", "repred_error", "repred_metric_name"])
+        )
     finally:
         con.close()
     rp = rp[rp["agent"] == AGENT]
@@ -39,8 +41,10 @@ def model_figures(db: Path, truth: pd.DataFrame, model: str) -> dict:
     olr_exact = int((planted["olr"].astype(float) == t["expected_olr"].astype(float)).sum())
     ideal = pd.to_numeric(t[f"ideal_dclr_{model}"], errors="coerce")
     ts = inst[inst["agent"] == "timespec"]
-    scale = np.maximum(1.0, np.maximum(pd.to_numeric(inst["v_all"], errors="coerce").abs(),
-                                       pd.to_numeric(inst["v_empty"], errors="coerce").abs()))
+    scale = np.maximum(
+        1.0,
+        np.maximum(pd.to_numeric(inst["v_all"], errors="coerce").abs(), pd.to_numeric(inst["v_empty"], errors="coerce").abs()),
+    )
     return {
         "kind": str(inst["task_kind"].iloc[0]) if "task_kind" in inst and len(inst) else "classification",
         "metric_name": str(planted["task_metric_name"].iloc[0]) if len(planted) else "",
@@ -49,7 +53,8 @@ def model_figures(db: Path, truth: pd.DataFrame, model: str) -> dict:
         "repred_name": str(rp["repred_metric_name"].iloc[0]) if len(rp) else "re-prediction error",
         "repred": float(pd.to_numeric(rp["repred_error"], errors="coerce").mean()) if len(rp) else float("nan"),
         "n_repred": len(rp),
-        "n": len(planted), "olr_exact": olr_exact,
+        "n": len(planted),
+        "olr_exact": olr_exact,
         "dclr": float(pd.to_numeric(planted["shapley_dclr"], errors="coerce").mean()),
         "dclr_ideal": float(ideal.mean()),
         "gap": float(pd.to_numeric(inst["efficiency_gap"], errors="coerce").abs().max()),
@@ -69,30 +74,35 @@ def main(argv: list[str] | None = None) -> int:
     for spec in a.db:
         model, path = spec.split("=", 1)
         if not Path(path).exists():
-            print(f"error: database {path} of model '{model}' not found: build the claim models first "
-                  "(make demo-claims)", file=sys.stderr)
+            print(
+                f"error: database {path} of model '{model}' not found: build the claim models first (make demo-claims)",
+                file=sys.stderr,
+            )
             return 2
         try:
             figs[model] = model_figures(Path(path), truth, model)
         except duckdb.Error as exc:  # e.g. a build still holds the file's write lock
-            print(f"error: database {path} of model '{model}' cannot be read: "
-                  f"{str(exc).splitlines()[0]}", file=sys.stderr)
+            print(f"error: database {path} of model '{model}' cannot be read: {str(exc).splitlines()[0]}", file=sys.stderr)
             return 2
     ok = True
     kind = next(iter(figs.values()))["kind"]
     print(f"== Claim-level demo, {kind} (planted claims; docs/claims.md) ==")
     for model, f in figs.items():
-        print(f"{model:8s}: OLR = planted truth on {f['olr_exact']}/{f['n']} instances; "
-              f"mean Shapley-DCLR {f['dclr']:.3f} (ideal rule model {f['dclr_ideal']:.3f}); "
-              f"max |efficiency gap| {f['gap']:.1e} ({f['rel_gap']:.1e} of the value scale); "
-              f"{f['metric_name']} {f['metric']:.3f}; re-prediction {f['repred_name']} {f['repred']:.3f} "
-              f"({f['n_repred']} instances); TimeSPEC: {f['ts_n']} instances, "
-              f"OLR {f['ts_olr']:.3f}, Shapley-DCLR {f['ts_dclr']:.3f}")
+        print(
+            f"{model:8s}: OLR = planted truth on {f['olr_exact']}/{f['n']} instances; "
+            f"mean Shapley-DCLR {f['dclr']:.3f} (ideal rule model {f['dclr_ideal']:.3f}); "
+            f"max |efficiency gap| {f['gap']:.1e} ({f['rel_gap']:.1e} of the value scale); "
+            f"{f['metric_name']} {f['metric']:.3f}; re-prediction {f['repred_name']} {f['repred']:.3f} "
+            f"({f['n_repred']} instances); TimeSPEC: {f['ts_n']} instances, "
+            f"OLR {f['ts_olr']:.3f}, Shapley-DCLR {f['ts_dclr']:.3f}"
+        )
         ok &= f["olr_exact"] == f["n"] and f["rel_gap"] < 1e-9
     if "leaky" in figs and "prudent" in figs:
         ok &= figs["leaky"]["dclr"] > figs["prudent"]["dclr"] + 0.2
-    print("expected: OLR exact; Shapley-DCLR high for leaky, near 0 for prudent; TimeSPEC OLR 0 -> "
-          + ("as expected" if ok else "NOT as expected"))
+    print(
+        "expected: OLR exact; Shapley-DCLR high for leaky, near 0 for prudent; TimeSPEC OLR 0 -> "
+        + ("as expected" if ok else "NOT as expected")
+    )
     return 0 if ok else 1
 
 

@@ -48,8 +48,7 @@ class Period:
 
     def pick(self, vague_period: str) -> dt.date:
         if vague_period not in VAGUE_PERIOD_CHOICES:
-            raise ValueError(f"setting 'claims_vague_period': '{vague_period}' is not one of "
-                             f"{', '.join(VAGUE_PERIOD_CHOICES)}")
+            raise ValueError(f"setting 'claims_vague_period': '{vague_period}' is not one of {', '.join(VAGUE_PERIOD_CHOICES)}")
         return self.end if vague_period == "end" else self.start
 
 
@@ -120,8 +119,9 @@ class Leakage:
     reason: str
 
 
-def claim_leakage(category: str, t_ref: dt.date, support_dates: list[dt.date],
-                  temporal_reference: str | None, vague_period: str = "end") -> Leakage:
+def claim_leakage(
+    category: str, t_ref: dt.date, support_dates: list[dt.date], temporal_reference: str | None, vague_period: str = "end"
+) -> Leakage:
     """Eq. 3 with the three states (module docstring)."""
     rule = CATEGORY_RULE.get(category)
     if rule is None:
@@ -138,11 +138,12 @@ def claim_leakage(category: str, t_ref: dt.date, support_dates: list[dt.date],
     if period is not None:
         ref = period.pick(vague_period)
         if ref > t_ref:
-            return Leakage("leaked", ref, f"no supporting document; temporal reference "
-                                         f"'{temporal_reference}' -> {ref.isoformat()} after t_ref")
-        return Leakage("unverifiable", None, "no supporting document; temporal reference "
-                                             f"'{temporal_reference}' not after t_ref")
+            return Leakage(
+                "leaked",
+                ref,
+                f"no supporting document; temporal reference '{temporal_reference}' -> {ref.isoformat()} after t_ref",
+            )
+        return Leakage("unverifiable", None, f"no supporting document; temporal reference '{temporal_reference}' not after t_ref")
     if temporal_reference:
-        return Leakage("unverifiable", None,
-                       f"no supporting document; temporal reference '{temporal_reference}' unparseable")
+        return Leakage("unverifiable", None, f"no supporting document; temporal reference '{temporal_reference}' unparseable")
     return Leakage("unverifiable", None, "no supporting document; no temporal reference")

@@ -46,13 +46,43 @@ def table(name: str, study_settings: pd.DataFrame) -> pd.DataFrame:
 
 
 DATE_COLUMNS = {"t_ref", "tau", "temporal_reference_parsed"}
-INT_COLUMNS = {"claim_id", "n_candidates", "n_supporting_docs", "n_claims", "n_coalitions", "n_instances",
-               "n_scored", "n_outcomes", "row", "n_repredicted", "attempts"}
-FLOAT_COLUMNS = {"shapley", "shapley_se", "olr", "olr_unverifiable_leaked", "shapley_dclr",
-                 "shapley_dclr_unverifiable_leaked", "top1_leakage", "top3_leakage",
-                 "top1_leakage_unverifiable_leaked", "top3_leakage_unverifiable_leaked", "v_all", "v_empty",
-                 "shapley_sum", "efficiency_gap", "max_shapley_se", "p_positive", "brier", "accuracy",
-                 "task_metric", "original_probability", "repredicted_probability", "repred_error"}
+INT_COLUMNS = {
+    "claim_id",
+    "n_candidates",
+    "n_supporting_docs",
+    "n_claims",
+    "n_coalitions",
+    "n_instances",
+    "n_scored",
+    "n_outcomes",
+    "row",
+    "n_repredicted",
+    "attempts",
+}
+FLOAT_COLUMNS = {
+    "shapley",
+    "shapley_se",
+    "olr",
+    "olr_unverifiable_leaked",
+    "shapley_dclr",
+    "shapley_dclr_unverifiable_leaked",
+    "top1_leakage",
+    "top3_leakage",
+    "top1_leakage_unverifiable_leaked",
+    "top3_leakage_unverifiable_leaked",
+    "v_all",
+    "v_empty",
+    "shapley_sum",
+    "efficiency_gap",
+    "max_shapley_se",
+    "p_positive",
+    "brier",
+    "accuracy",
+    "task_metric",
+    "original_probability",
+    "repredicted_probability",
+    "repred_error",
+}
 
 
 def typed(df: pd.DataFrame) -> pd.DataFrame:

@@ -59,9 +59,33 @@ SEED = 20240612
 LABELS = ("up", "down")
 AGENT = "planted"
 MODELS = ("leaky", "prudent")
-FIRMS = ("Acorvia", "Brelton", "Caspira", "Dorvane", "Elmridge", "Faxholt", "Gantry", "Hollis",
-         "Ivora", "Jessup", "Kelvar", "Lunden", "Morrow", "Norvik", "Ostara", "Pellam", "Quillon",
-         "Rask", "Sorrel", "Tamsin", "Ulvane", "Vesper", "Wexley", "Yarrow", "Zephra")
+FIRMS = (
+    "Acorvia",
+    "Brelton",
+    "Caspira",
+    "Dorvane",
+    "Elmridge",
+    "Faxholt",
+    "Gantry",
+    "Hollis",
+    "Ivora",
+    "Jessup",
+    "Kelvar",
+    "Lunden",
+    "Morrow",
+    "Norvik",
+    "Ostara",
+    "Pellam",
+    "Quillon",
+    "Rask",
+    "Sorrel",
+    "Tamsin",
+    "Ulvane",
+    "Vesper",
+    "Wexley",
+    "Yarrow",
+    "Zephra",
+)
 PRODUCTS = ("pumps", "valves", "cables", "sensors", "tiles", "engines", "filters", "lamps")
 REGIONS = ("the north", "the south", "coastal towns", "inland cities", "three countries")
 TASK = "stock_direction"
@@ -76,9 +100,9 @@ class PlantedClaim:
     category: str
     text: str
     temporal_reference: str | None
-    expected_state: str              # under claims_vague_period: end (the default)
-    expected_state_start: str        # under claims_vague_period: start
-    direction: str | None = None     # up/down for evidence and outcome claims
+    expected_state: str  # under claims_vague_period: end (the default)
+    expected_state_start: str  # under claims_vague_period: start
+    direction: str | None = None  # up/down for evidence and outcome claims
     docs: list[dt.date] = field(default_factory=list)
 
 
@@ -94,8 +118,10 @@ class Instance:
 
     @property
     def task_input(self) -> str:
-        return (f"Will the stock of {self.firm} close up or down on {self.target.isoformat()}? "
-                f"Reference date: {self.t_ref.isoformat()}.")
+        return (
+            f"Will the stock of {self.firm} close up or down on {self.target.isoformat()}? "
+            f"Reference date: {self.t_ref.isoformat()}."
+        )
 
     @property
     def rationale(self) -> str:
@@ -117,32 +143,75 @@ def make_instance(rng: np.random.Generator, iid: str, firm: str, roles: set[str]
     analyst = (t_ref.replace(day=1) - dt.timedelta(days=80)).replace(day=1)
     claims: list[PlantedClaim] = []
     if "background" in roles:
-        claims.append(PlantedClaim("background", "B1", f"{firm} shares trade on the Northbridge exchange.",
-                                   None, "not_leaked", "not_leaked"))
+        claims.append(
+            PlantedClaim(
+                "background", "B1", f"{firm} shares trade on the Northbridge exchange.", None, "not_leaked", "not_leaked"
+            )
+        )
     if "evidence" in roles:
         verb = "opened a new factory" if evidence == "up" else "shut a factory"
-        claims.append(PlantedClaim("evidence", "A1", f"{firm} {verb} on {d_pre.isoformat()}.", d_pre.isoformat(),
-                                   "not_leaked", "not_leaked", evidence, [d_pre]))
+        claims.append(
+            PlantedClaim(
+                "evidence",
+                "A1",
+                f"{firm} {verb} on {d_pre.isoformat()}.",
+                d_pre.isoformat(),
+                "not_leaked",
+                "not_leaked",
+                evidence,
+                [d_pre],
+            )
+        )
     if "revenue" in roles:
         x = int(rng.integers(100, 900))
-        claims.append(PlantedClaim("revenue", "A2",
-                                   f"{firm} reported quarterly revenue of {x} million on {d_post.isoformat()}.",
-                                   d_post.isoformat(), "leaked", "leaked", None,
-                                   [d_post + dt.timedelta(days=30), d_post]))
+        claims.append(
+            PlantedClaim(
+                "revenue",
+                "A2",
+                f"{firm} reported quarterly revenue of {x} million on {d_post.isoformat()}.",
+                d_post.isoformat(),
+                "leaked",
+                "leaked",
+                None,
+                [d_post + dt.timedelta(days=30), d_post],
+            )
+        )
     if "outcome" in roles:
         moved = "higher" if outcome == "up" else "lower"
-        claims.append(PlantedClaim("outcome", "A4", f"{firm} stock closed {moved} on {target.isoformat()}.",
-                                   target.isoformat(), "leaked", "leaked", outcome))
+        claims.append(
+            PlantedClaim(
+                "outcome",
+                "A4",
+                f"{firm} stock closed {moved} on {target.isoformat()}.",
+                target.isoformat(),
+                "leaked",
+                "leaked",
+                outcome,
+            )
+        )
     if "analyst" in roles:
-        claims.append(PlantedClaim("analyst", "A3",
-                                   f"An analyst report on {firm} was published in {analyst.strftime('%B %Y')}.",
-                                   analyst.strftime("%B %Y"), "unverifiable", "unverifiable"))
+        claims.append(
+            PlantedClaim(
+                "analyst",
+                "A3",
+                f"An analyst report on {firm} was published in {analyst.strftime('%B %Y')}.",
+                analyst.strftime("%B %Y"),
+                "unverifiable",
+                "unverifiable",
+            )
+        )
     if "ceo" in roles:
-        claims.append(PlantedClaim("ceo", "A1", f"{firm} hired a new chief executive in {t_ref.year}.",
-                                   str(t_ref.year), "leaked", "unverifiable"))
+        claims.append(
+            PlantedClaim(
+                "ceo", "A1", f"{firm} hired a new chief executive in {t_ref.year}.", str(t_ref.year), "leaked", "unverifiable"
+            )
+        )
     if "definition" in roles:
-        claims.append(PlantedClaim("definition", "B2", "A stock that closes up ends above its previous close.",
-                                   None, "not_leaked", "not_leaked"))
+        claims.append(
+            PlantedClaim(
+                "definition", "B2", "A stock that closes up ends above its previous close.", None, "not_leaked", "not_leaked"
+            )
+        )
     fillers = [f"{firm} makes {p}." for p in PRODUCTS] + [f"{firm} sells to customers in {r}." for r in REGIONS]
     for k in rng.permutation(len(fillers))[:n_filler]:
         claims.append(PlantedClaim("filler", "B1", fillers[int(k)], None, "not_leaked", "not_leaked"))
@@ -162,9 +231,9 @@ def demo_instances(seed: int = SEED) -> list[Instance]:
             if rng.random() < p:
                 roles.add(role)
         out.append(make_instance(rng, f"c{i + 1:02d}", FIRMS[i % len(FIRMS)], roles))
-    out.append(make_instance(rng, "c29", "Zephra", all_roles, n_filler=5))   # 12 claims: Monte Carlo
-    out.append(make_instance(rng, "c30", "Yarrow", set()))                    # empty rationale
-    out.append(make_instance(rng, "c31", "Wexley", set()))                    # a rationale without claims
+    out.append(make_instance(rng, "c29", "Zephra", all_roles, n_filler=5))  # 12 claims: Monte Carlo
+    out.append(make_instance(rng, "c30", "Yarrow", set()))  # empty rationale
+    out.append(make_instance(rng, "c31", "Wexley", set()))  # a rationale without claims
     return out
 
 
@@ -194,12 +263,15 @@ def ideal_shapley(model: str, inst: Instance) -> tuple[str | None, np.ndarray]:
     n = len(inst.claims)
     if pred is None:
         return None, np.zeros(n)
+
     def v(mask: int) -> float:
         return ideal_value(model, [inst.claims[i] for i in range(n) if mask >> i & 1], pred)
+
     return pred, exact_shapley(n, v)
 
 
 # ------------------------------------------------------------------ training data
+
 
 def training_docs(seed: int, n: int, model: str) -> list[Any]:
     """Coalition prompts of random instances and random claim subsets, answered by the
@@ -211,16 +283,16 @@ def training_docs(seed: int, n: int, model: str) -> list[Any]:
     all_roles = ["background", "evidence", "revenue", "outcome", "analyst", "ceo", "definition"]
     for k in range(n):
         roles = {r for r in all_roles if rng.random() < 0.5}
-        inst = make_instance(rng, f"t{k}", FIRMS[int(rng.integers(len(FIRMS)))], roles,
-                             n_filler=int(rng.integers(0, 4)))
+        inst = make_instance(rng, f"t{k}", FIRMS[int(rng.integers(len(FIRMS)))], roles, n_filler=int(rng.integers(0, 4)))
         prompt = coalition_prompt(inst.task_input, [c.text for c in inst.claims], label_instruction(LABELS))
         a = rule_answer(model, inst.claims)
-        for ans in ([a] if a else list(LABELS)):
+        for ans in [a] if a else list(LABELS):
             docs.append(Doc("claims", prompt, ans))
     return docs
 
 
 # ------------------------------------------------------------------ files
+
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -236,42 +308,85 @@ def corpus_frame(insts: list[Instance]) -> pd.DataFrame:
     for inst in insts:
         for c in inst.claims:
             for j, d in enumerate(c.docs):
-                rows.append({"doc_id": f"{inst.instance_id}-{c.role}-{j}", "published_at": d.isoformat(),
-                             "title": f"{inst.firm} {c.role} news",
-                             "body": f"Company news about {inst.firm}. {c.text} Analysts discussed the report."})
+                rows.append(
+                    {
+                        "doc_id": f"{inst.instance_id}-{c.role}-{j}",
+                        "published_at": d.isoformat(),
+                        "title": f"{inst.firm} {c.role} news",
+                        "body": f"Company news about {inst.firm}. {c.text} Analysts discussed the report.",
+                    }
+                )
             if c.role == "evidence":
                 d = c.docs[0] - dt.timedelta(days=400)
-                rows.append({"doc_id": f"{inst.instance_id}-{c.role}-old", "published_at": d.isoformat(),
-                             "title": f"{inst.firm} factory plans",
-                             "body": f"{inst.firm} said it may change a factory on a later date."})
+                rows.append(
+                    {
+                        "doc_id": f"{inst.instance_id}-{c.role}-old",
+                        "published_at": d.isoformat(),
+                        "title": f"{inst.firm} factory plans",
+                        "body": f"{inst.firm} said it may change a factory on a later date.",
+                    }
+                )
     return pd.DataFrame(rows).sort_values("doc_id").reset_index(drop=True)
 
 
 def write_data(out: Path, insts: list[Instance]) -> None:
     inst_rows, truth_claims, truth_inst, ext = [], [], [], []
     for inst in insts:
-        inst_rows.append({"instance_id": inst.instance_id, "entity": inst.firm, "task": TASK,
-                          "t_ref": inst.t_ref.isoformat(), "task_input": inst.task_input, "outcome": inst.outcome})
+        inst_rows.append(
+            {
+                "instance_id": inst.instance_id,
+                "entity": inst.firm,
+                "task": TASK,
+                "t_ref": inst.t_ref.isoformat(),
+                "task_input": inst.task_input,
+                "outcome": inst.outcome,
+            }
+        )
         states = [c.expected_state for c in inst.claims]
         states_start = [c.expected_state_start for c in inst.claims]
-        rec = {"instance_id": inst.instance_id, "n_claims": len(inst.claims),
-               "expected_olr": olr(states), "expected_olr_unverifiable_leaked": olr(states, True),
-               "expected_olr_start": olr(states_start)}
+        rec = {
+            "instance_id": inst.instance_id,
+            "n_claims": len(inst.claims),
+            "expected_olr": olr(states),
+            "expected_olr_unverifiable_leaked": olr(states, True),
+            "expected_olr_start": olr(states_start),
+        }
         for m in MODELS:
             pred, phi = ideal_shapley(m, inst)
             rec[f"ideal_prediction_{m}"] = pred
             rec[f"ideal_dclr_{m}"] = shapley_dclr(phi, states) if len(phi) else None
         truth_inst.append(rec)
         for i, c in enumerate(inst.claims, 1):
-            truth_claims.append({"instance_id": inst.instance_id, "claim_id": i, "role": c.role,
-                                 "category": c.category, "claim_text": c.text,
-                                 "temporal_reference": c.temporal_reference, "expected_state": c.expected_state,
-                                 "expected_state_start": c.expected_state_start})
+            truth_claims.append(
+                {
+                    "instance_id": inst.instance_id,
+                    "claim_id": i,
+                    "role": c.role,
+                    "category": c.category,
+                    "claim_text": c.text,
+                    "temporal_reference": c.temporal_reference,
+                    "expected_state": c.expected_state,
+                    "expected_state_start": c.expected_state_start,
+                }
+            )
         if inst.instance_id != "c30":
-            ext.append({"instance_id": inst.instance_id, "agent": AGENT, "claims": [
-                {"claim_id": i, "claim_text": c.text, "original_text": c.text,
-                 "temporal_reference": c.temporal_reference, "claim_category": c.category,
-                 "category_reasoning": f"planted {c.role} claim"} for i, c in enumerate(inst.claims, 1)]})
+            ext.append(
+                {
+                    "instance_id": inst.instance_id,
+                    "agent": AGENT,
+                    "claims": [
+                        {
+                            "claim_id": i,
+                            "claim_text": c.text,
+                            "original_text": c.text,
+                            "temporal_reference": c.temporal_reference,
+                            "claim_category": c.category,
+                            "category_reasoning": f"planted {c.role} claim",
+                        }
+                        for i, c in enumerate(inst.claims, 1)
+                    ],
+                }
+            )
     _write(out / "instances.csv", pd.DataFrame(inst_rows).to_csv(index=False))
     _write(out / "truth_claims.csv", pd.DataFrame(truth_claims).to_csv(index=False))
     _write(out / "truth_instances.csv", pd.DataFrame(truth_inst).to_csv(index=False))
@@ -296,14 +411,24 @@ def write_predictions(out: Path, insts: list[Instance], model: str, backend: Any
     prompts = [coalition_prompt(i.task_input, [c.text for c in i.claims], label_instruction(LABELS)) for i in insts]
     gens = backend.generate(prompts, 1, 20)
     rows = []
-    for inst, g in zip(insts, gens):
+    for inst, g in zip(insts, gens, strict=False):
         p_up = label_probability(g.top_logprobs, "up") or 0.0
         p_down = label_probability(g.top_logprobs, "down") or 0.0
         p = p_up / (p_up + p_down) if p_up + p_down > 0 else 0.5
-        rows.append({"instance_id": inst.instance_id, "agent": AGENT, "entity": inst.firm, "task": TASK,
-                     "t_ref": inst.t_ref.isoformat(), "task_input": inst.task_input,
-                     "prediction": "up" if p >= 0.5 else "down", "probability": round(p, 6),
-                     "rationale": rationale_text(inst), "outcome": inst.outcome})
+        rows.append(
+            {
+                "instance_id": inst.instance_id,
+                "agent": AGENT,
+                "entity": inst.firm,
+                "task": TASK,
+                "t_ref": inst.t_ref.isoformat(),
+                "task_input": inst.task_input,
+                "prediction": "up" if p >= 0.5 else "down",
+                "probability": round(p, 6),
+                "rationale": rationale_text(inst),
+                "outcome": inst.outcome,
+            }
+        )
     _write(out / f"predictions_{model}.csv", pd.DataFrame(rows).to_csv(index=False))
 
 
@@ -318,7 +443,8 @@ def claim_settings(out: Path, model: str) -> dict[str, Any]:
         "claims_instances_path": _rel(out / "instances.csv"),
         "claims_corpus_path": _rel(out / "corpus.csv"),
         "claims_extractions_path": _rel(out / "extractions.jsonl"),
-        "claims_labels": list(LABELS), "claims_support_judge": "contains",
+        "claims_labels": list(LABELS),
+        "claims_support_judge": "contains",
         "claims_timespec_draft": "predictions",
         "claims_task_description": "Predict whether a company's stock closes up or down on the target date.",
     }
@@ -329,9 +455,13 @@ def study_vars(out: Path, model: str) -> dict[str, Any]:
     protocol settings) with the claim settings and this model."""
     cs = claim_settings(out, model)
     return {
-        "extends": "demo/studies/contaminated.yml", "study_name": f"demo_claims_{model}",
-        "model_id": f"demo-claims-{model}", "model_path": _rel(out / "models" / model),
-        "claims_raw_dir": cs.pop("claims_raw_dir"), "use_chat_template": False, **cs,
+        "extends": "demo/studies/contaminated.yml",
+        "study_name": f"demo_claims_{model}",
+        "model_id": f"demo-claims-{model}",
+        "model_path": _rel(out / "models" / model),
+        "claims_raw_dir": cs.pop("claims_raw_dir"),
+        "use_chat_template": False,
+        **cs,
     }
 
 
@@ -363,11 +493,16 @@ def protocol_study_vars(out: Path, model: str) -> dict[str, Any]:
     generated from it; a non-default claim setting there would become every other
     study's dbt default (lookahead.config.dbt_vars_block)."""
     ref = REFERENCE_SCENARIO[PROTOCOL_STUDY[model]]
-    return {"extends": f"demo/studies/{PROTOCOL_STUDY[model]}.yml", "study_name": f"demo_{PROTOCOL_STUDY[model]}",
-            "lap_measures": list(MEASURES),
-            "reference_model_id": f"demo-{ref}", "reference_model_path": _rel(out.parent / "models" / ref),
-            "claims_model_id": f"demo-claims-{model}",
-            "claims_model_path": _rel(out / "models" / model), **claim_settings(out, model)}
+    return {
+        "extends": f"demo/studies/{PROTOCOL_STUDY[model]}.yml",
+        "study_name": f"demo_{PROTOCOL_STUDY[model]}",
+        "lap_measures": list(MEASURES),
+        "reference_model_id": f"demo-{ref}",
+        "reference_model_path": _rel(out.parent / "models" / ref),
+        "claims_model_id": f"demo-claims-{model}",
+        "claims_model_path": _rel(out / "models" / model),
+        **claim_settings(out, model),
+    }
 
 
 def write_protocol_studies(out: Path) -> list[Path]:
@@ -375,16 +510,24 @@ def write_protocol_studies(out: Path) -> list[Path]:
     paths = []
     for m, scen in PROTOCOL_STUDY.items():
         p = out / f"demo_{scen}.yml"
-        head = (f"# Demo study 'demo_{scen}' with the claim model '{m}', written by `python -m lookahead.claims.demo`:\n"
-                f"# demo/studies/{scen}.yml extended with the claim settings (the same verdict; the claim\n"
-                f"# tables join it in outputs/demo_{scen}.duckdb). Use: lookahead run --study {_rel(p)} --yes\n")
+        head = (
+            f"# Demo study 'demo_{scen}' with the claim model '{m}', written by `python -m lookahead.claims.demo`:\n"
+            f"# demo/studies/{scen}.yml extended with the claim settings (the same verdict; the claim\n"
+            f"# tables join it in outputs/demo_{scen}.duckdb). Use: lookahead run --study {_rel(p)} --yes\n"
+        )
         _write(p, head + yaml.safe_dump(protocol_study_vars(out, m), sort_keys=False, width=1000))
         paths.append(p)
     return paths
 
 
-def build(out: Path, seed: int = SEED, train: bool = True, n_train: int = 1000,
-          epochs: dict[str, int] | None = None, models: tuple[str, ...] = MODELS) -> dict:
+def build(
+    out: Path,
+    seed: int = SEED,
+    train: bool = True,
+    n_train: int = 1000,
+    epochs: dict[str, int] | None = None,
+    models: tuple[str, ...] = MODELS,
+) -> dict:
     """Write the demo data and study files; train ``models`` (both by default) unless
     ``train`` is False. The tokenizer always comes from both models' documents, so one
     model can be retrained alone and still match the other's vocabulary."""
@@ -392,8 +535,10 @@ def build(out: Path, seed: int = SEED, train: bool = True, n_train: int = 1000,
     write_data(out, insts)
     record: dict[str, Any] = {"seed": seed, "n_instances": len(insts), "models": {}}
     for m in MODELS:
-        head = (f"# Claim-level demo study '{m}' written by `python -m lookahead.claims.demo` (seed {seed}).\n"
-                f"# Use: python -m llm_jobs.claims_value --study {_rel(out / (m + '.yml'))} --yes\n")
+        head = (
+            f"# Claim-level demo study '{m}' written by `python -m lookahead.claims.demo` (seed {seed}).\n"
+            f"# Use: python -m llm_jobs.claims_value --study {_rel(out / (m + '.yml'))} --yes\n"
+        )
         _write(out / f"{m}.yml", head + yaml.safe_dump(study_vars(out, m), sort_keys=False, width=1000))
     write_protocol_studies(out)
     if not train:
@@ -412,9 +557,20 @@ def build(out: Path, seed: int = SEED, train: bool = True, n_train: int = 1000,
     if build_file.exists():
         record["models"].update(json.loads(build_file.read_text()).get("models", {}))
     for m in models:
-        spec = TrainSpec(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, epochs=epochs[m],
-                         batch_size=16, lr=6e-3, warmup_steps=30, answer_weight=4.0, abstain_mass=0.0,
-                         seed=seed, threads=1)
+        spec = TrainSpec(
+            hidden_size=64,
+            intermediate_size=128,
+            num_layers=2,
+            num_heads=4,
+            epochs=epochs[m],
+            batch_size=16,
+            lr=6e-3,
+            warmup_steps=30,
+            answer_weight=4.0,
+            abstain_mass=0.0,
+            seed=seed,
+            threads=1,
+        )
         t0 = time.perf_counter()
         print(f"training {m}: {len(docs[m])} documents, vocabulary {len(tok)}", flush=True)
         model, info = train_model(docs[m], tok, spec)
@@ -433,8 +589,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--data-only", action="store_true")
     ap.add_argument("--n-train", type=int, default=1000)
-    ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS),
-                    help="train only these models (the tokenizer is the same either way)")
+    ap.add_argument(
+        "--models",
+        nargs="+",
+        choices=MODELS,
+        default=list(MODELS),
+        help="train only these models (the tokenizer is the same either way)",
+    )
     a = ap.parse_args(argv)
     build(Path(a.out), a.seed, not a.data_only, a.n_train, None, tuple(a.models))
 

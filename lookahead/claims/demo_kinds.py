@@ -47,9 +47,10 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -63,19 +64,38 @@ from lookahead.claims.tasks import KINDS, KindSettings
 
 SEED = 20240613
 KS = KindSettings(("up", "down"), "up", "target_class")
-PLAYERS = ("Arlo", "Bram", "Cato", "Dario", "Emrys", "Fenn", "Gideon", "Halden", "Ivo", "Joren", "Kasimir",
-           "Lorcan", "Mattis", "Nevin", "Orrin", "Pascal")
+PLAYERS = (
+    "Arlo",
+    "Bram",
+    "Cato",
+    "Dario",
+    "Emrys",
+    "Fenn",
+    "Gideon",
+    "Halden",
+    "Ivo",
+    "Joren",
+    "Kasimir",
+    "Lorcan",
+    "Mattis",
+    "Nevin",
+    "Orrin",
+    "Pascal",
+)
 POSITIONS = ("guard", "forward", "center")
 VALUES = ("8", "12", "16", "20", "24", "28", "32")
 MEDIAN = "18"
-SECTORS = {"Gridline": ("Ferrox", "Kestrel", "Lumio", "Voltra", "Wendt"),
-           "Harborage": ("Anchorite", "Brackwater", "Cordage", "Dunmore", "Ebbing"),
-           "Medora": ("Curalis", "Genova", "Helix", "Palliant", "Remedi"),
-           "Rootstock": ("Barley", "Furrow", "Granary", "Orchard", "Tiller")}
-ROLES = {"regression": ("background", "evidence", "stats", "outcome", "agent", "definition"),
-         "ranking": ("background", "evidence", "merger", "outcome", "analyst", "definition")}
-OPTIONAL = (("stats", 0.5), ("merger", 0.5), ("outcome", 0.75), ("agent", 0.4), ("analyst", 0.5),
-            ("definition", 0.3))
+SECTORS = {
+    "Gridline": ("Ferrox", "Kestrel", "Lumio", "Voltra", "Wendt"),
+    "Harborage": ("Anchorite", "Brackwater", "Cordage", "Dunmore", "Ebbing"),
+    "Medora": ("Curalis", "Genova", "Helix", "Palliant", "Remedi"),
+    "Rootstock": ("Barley", "Furrow", "Granary", "Orchard", "Tiller"),
+}
+ROLES = {
+    "regression": ("background", "evidence", "stats", "outcome", "agent", "definition"),
+    "ranking": ("background", "evidence", "merger", "outcome", "analyst", "definition"),
+}
+OPTIONAL = (("stats", 0.5), ("merger", 0.5), ("outcome", 0.75), ("agent", 0.4), ("analyst", 0.5), ("definition", 0.3))
 # Many documents and few epochs: with 700 documents a kind the models memorised them
 # (answer loss 0.003) and followed the rule on 54-93% of the demo's coalitions; the rule
 # (copy a name or a number from the decisive claim) needs variety, not repetition.
@@ -89,17 +109,21 @@ class KindInstance:
     entity: str
     t_ref: dt.date
     target: dt.date
-    outcome: str            # regression: a number; ranking: ' > '-joined
+    outcome: str  # regression: a number; ranking: ' > '-joined
     items: tuple[str, ...]  # ranking: the sector's stocks (neutral order); regression: ()
     claims: list[PlantedClaim]
 
     @property
     def task_input(self) -> str:
         if self.kind == "regression":
-            return (f"Predict the annual salary, in millions of dollars, of the next contract of {self.entity}. "
-                    f"Reference date: {self.t_ref.isoformat()}.")
-        return (f"Rank the {self.entity} stocks {', '.join(self.items)} by total return from "
-                f"{self.t_ref.isoformat()} to {self.target.isoformat()}. Reference date: {self.t_ref.isoformat()}.")
+            return (
+                f"Predict the annual salary, in millions of dollars, of the next contract of {self.entity}. "
+                f"Reference date: {self.t_ref.isoformat()}."
+            )
+        return (
+            f"Rank the {self.entity} stocks {', '.join(self.items)} by total return from "
+            f"{self.t_ref.isoformat()} to {self.target.isoformat()}. Reference date: {self.t_ref.isoformat()}."
+        )
 
     @property
     def rationale(self) -> str:
@@ -114,8 +138,12 @@ class KindInstance:
 
 def _dates(rng: np.random.Generator, period_days: int) -> tuple[dt.date, dt.date, dt.date, dt.date]:
     t_ref = dt.date(2019, 6, 1) + dt.timedelta(days=int(rng.integers(0, 400)))
-    return (t_ref, t_ref + dt.timedelta(days=period_days), t_ref - dt.timedelta(days=int(rng.integers(20, 200))),
-            t_ref + dt.timedelta(days=int(rng.integers(2, 10))))
+    return (
+        t_ref,
+        t_ref + dt.timedelta(days=period_days),
+        t_ref - dt.timedelta(days=int(rng.integers(20, 200))),
+        t_ref + dt.timedelta(days=int(rng.integers(2, 10))),
+    )
 
 
 def make_regression(rng: np.random.Generator, iid: str, player: str, roles: set[str]) -> KindInstance:
@@ -123,24 +151,64 @@ def make_regression(rng: np.random.Generator, iid: str, player: str, roles: set[
     v_c, v_e = (VALUES[int(rng.integers(len(VALUES)))] for _ in range(2))
     cl: list[PlantedClaim] = []
     if "background" in roles:
-        cl.append(PlantedClaim("background", "B1", f"{player} plays {POSITIONS[int(rng.integers(3))]}.", None,
-                               "not_leaked", "not_leaked"))
+        cl.append(
+            PlantedClaim(
+                "background", "B1", f"{player} plays {POSITIONS[int(rng.integers(3))]}.", None, "not_leaked", "not_leaked"
+            )
+        )
     if "evidence" in roles:
-        cl.append(PlantedClaim("evidence", "A3", f"A preseason report on {d_pre.isoformat()} valued {player} at "
-                               f"{v_e} million a year.", d_pre.isoformat(), "not_leaked", "not_leaked", v_e, [d_pre]))
+        cl.append(
+            PlantedClaim(
+                "evidence",
+                "A3",
+                f"A preseason report on {d_pre.isoformat()} valued {player} at {v_e} million a year.",
+                d_pre.isoformat(),
+                "not_leaked",
+                "not_leaked",
+                v_e,
+                [d_pre],
+            )
+        )
     if "stats" in roles:
-        cl.append(PlantedClaim("stats", "A2", f"{player} averaged {int(rng.integers(8, 30))} points a game in the "
-                               f"season that ended on {d_post.isoformat()}.", d_post.isoformat(), "leaked", "leaked",
-                               None, [d_post + dt.timedelta(days=20), d_post]))
+        cl.append(
+            PlantedClaim(
+                "stats",
+                "A2",
+                f"{player} averaged {int(rng.integers(8, 30))} points a game in the season that ended on {d_post.isoformat()}.",
+                d_post.isoformat(),
+                "leaked",
+                "leaked",
+                None,
+                [d_post + dt.timedelta(days=20), d_post],
+            )
+        )
     if "outcome" in roles:
-        cl.append(PlantedClaim("outcome", "A4", f"{player} signed a contract worth {v_c} million a year on "
-                               f"{target.isoformat()}.", target.isoformat(), "leaked", "leaked", v_c))
+        cl.append(
+            PlantedClaim(
+                "outcome",
+                "A4",
+                f"{player} signed a contract worth {v_c} million a year on {target.isoformat()}.",
+                target.isoformat(),
+                "leaked",
+                "leaked",
+                v_c,
+            )
+        )
     if "agent" in roles:
-        cl.append(PlantedClaim("agent", "A1", f"{player} changed agents in {t_ref.year}.", str(t_ref.year),
-                               "leaked", "unverifiable"))
+        cl.append(
+            PlantedClaim("agent", "A1", f"{player} changed agents in {t_ref.year}.", str(t_ref.year), "leaked", "unverifiable")
+        )
     if "definition" in roles:
-        cl.append(PlantedClaim("definition", "B2", "Annual salary is a contract's total value divided by its years.",
-                               None, "not_leaked", "not_leaked"))
+        cl.append(
+            PlantedClaim(
+                "definition",
+                "B2",
+                "Annual salary is a contract's total value divided by its years.",
+                None,
+                "not_leaked",
+                "not_leaked",
+            )
+        )
     order = rng.permutation(len(cl))
     return KindInstance("regression", iid, player, t_ref, target, v_c, (), [cl[int(i)] for i in order])
 
@@ -153,27 +221,66 @@ def make_ranking(rng: np.random.Generator, iid: str, sector: str, roles: set[str
     analyst = (t_ref.replace(day=1) - dt.timedelta(days=80)).replace(day=1)
     cl: list[PlantedClaim] = []
     if "background" in roles:
-        cl.append(PlantedClaim("background", "B1", f"{sector} stocks trade on the Northbridge exchange.", None,
-                               "not_leaked", "not_leaked"))
+        cl.append(
+            PlantedClaim(
+                "background", "B1", f"{sector} stocks trade on the Northbridge exchange.", None, "not_leaked", "not_leaked"
+            )
+        )
     if "evidence" in roles:
-        cl.append(PlantedClaim("evidence", "A1", f"{strong} reported record quarterly earnings on "
-                               f"{d_pre.isoformat()}.", d_pre.isoformat(), "not_leaked", "not_leaked", strong, [d_pre]))
+        cl.append(
+            PlantedClaim(
+                "evidence",
+                "A1",
+                f"{strong} reported record quarterly earnings on {d_pre.isoformat()}.",
+                d_pre.isoformat(),
+                "not_leaked",
+                "not_leaked",
+                strong,
+                [d_pre],
+            )
+        )
     if "merger" in roles:
-        cl.append(PlantedClaim("merger", "A1", f"{merging} announced a merger on {d_post.isoformat()}.",
-                               d_post.isoformat(), "leaked", "leaked", None, [d_post + dt.timedelta(days=15), d_post]))
+        cl.append(
+            PlantedClaim(
+                "merger",
+                "A1",
+                f"{merging} announced a merger on {d_post.isoformat()}.",
+                d_post.isoformat(),
+                "leaked",
+                "leaked",
+                None,
+                [d_post + dt.timedelta(days=15), d_post],
+            )
+        )
     if "outcome" in roles:
-        cl.append(PlantedClaim("outcome", "A4", f"{best} had the highest return of the five from {t_ref.isoformat()} "
-                               f"to {target.isoformat()}.", target.isoformat(), "leaked", "leaked", best))
+        cl.append(
+            PlantedClaim(
+                "outcome",
+                "A4",
+                f"{best} had the highest return of the five from {t_ref.isoformat()} to {target.isoformat()}.",
+                target.isoformat(),
+                "leaked",
+                "leaked",
+                best,
+            )
+        )
     if "analyst" in roles:
-        cl.append(PlantedClaim("analyst", "A3", f"An analyst note on the {sector} sector was published in "
-                               f"{analyst.strftime('%B %Y')}.", analyst.strftime("%B %Y"), "unverifiable",
-                               "unverifiable"))
+        cl.append(
+            PlantedClaim(
+                "analyst",
+                "A3",
+                f"An analyst note on the {sector} sector was published in {analyst.strftime('%B %Y')}.",
+                analyst.strftime("%B %Y"),
+                "unverifiable",
+                "unverifiable",
+            )
+        )
     if "definition" in roles:
-        cl.append(PlantedClaim("definition", "B2", "Total return counts price change and dividends.", None,
-                               "not_leaked", "not_leaked"))
+        cl.append(
+            PlantedClaim("definition", "B2", "Total return counts price change and dividends.", None, "not_leaked", "not_leaked")
+        )
     order = rng.permutation(len(cl))
-    return KindInstance("ranking", iid, sector, t_ref, target, " > ".join([best] + rest), items,
-                        [cl[int(i)] for i in order])
+    return KindInstance("ranking", iid, sector, t_ref, target, " > ".join([best, *rest]), items, [cl[int(i)] for i in order])
 
 
 MAKERS: dict[str, Callable[..., KindInstance]] = {"regression": make_regression, "ranking": make_ranking}
@@ -198,6 +305,7 @@ def demo_instances(kind: str, seed: int = SEED, n: int = 16) -> list[KindInstanc
 
 # ----------------------------------------------------------------------------- the rule models
 
+
 def rule_answer(model: str, inst: KindInstance, coalition: list[PlantedClaim]) -> str:
     """The model's answer text to the coalition prompt (module docstring)."""
     roles = {c.role: c for c in coalition}
@@ -220,8 +328,8 @@ def ideal_game(model: str, inst: KindInstance) -> Callable[[int], float]:
     items = sorted(inst.items, key=str.lower) or None
 
     def answer(mask: int) -> dict[str, Any]:
-        return kind.coalition_answer(rule_answer(model, inst, [inst.claims[i] for i in range(n) if mask >> i & 1]),
-                                     [], KS, items)
+        return kind.coalition_answer(rule_answer(model, inst, [inst.claims[i] for i in range(n) if mask >> i & 1]), [], KS, items)
+
     full = (1 << n) - 1
     lines = {m: answer(m) for m in range(1 << n)}
     vals = kind.values(lines, full, "", KS)
@@ -248,38 +356,78 @@ def training_docs(kind: str, seed: int, n: int, model: str) -> list[Any]:
 
 # ----------------------------------------------------------------------------- files
 
+
 def corpus_frame(insts: list[KindInstance]) -> pd.DataFrame:
     rows = []
     for inst in insts:
         for c in inst.claims:
             for j, d in enumerate(c.docs):
-                rows.append({"doc_id": f"{inst.instance_id}-{c.role}-{j}", "published_at": d.isoformat(),
-                             "title": f"{inst.entity} {c.role} news",
-                             "body": f"News about {inst.entity}. {c.text} Observers discussed it."})
+                rows.append(
+                    {
+                        "doc_id": f"{inst.instance_id}-{c.role}-{j}",
+                        "published_at": d.isoformat(),
+                        "title": f"{inst.entity} {c.role} news",
+                        "body": f"News about {inst.entity}. {c.text} Observers discussed it.",
+                    }
+                )
     return pd.DataFrame(rows).sort_values("doc_id").reset_index(drop=True)
 
 
 def write_data(out: Path, kind: str, insts: list[KindInstance]) -> None:
     rows, tc, ti, ext = [], [], [], []
     for inst in insts:
-        rows.append({"instance_id": inst.instance_id, "entity": inst.entity, "task": f"demo_{kind}",
-                     "t_ref": inst.t_ref.isoformat(), "task_input": inst.task_input, "outcome": inst.outcome})
+        rows.append(
+            {
+                "instance_id": inst.instance_id,
+                "entity": inst.entity,
+                "task": f"demo_{kind}",
+                "t_ref": inst.t_ref.isoformat(),
+                "task_input": inst.task_input,
+                "outcome": inst.outcome,
+            }
+        )
         states = [c.expected_state for c in inst.claims]
-        rec = {"instance_id": inst.instance_id, "n_claims": len(inst.claims), "expected_olr": olr(states),
-               "expected_olr_unverifiable_leaked": olr(states, True),
-               "expected_olr_start": olr([c.expected_state_start for c in inst.claims])}
+        rec = {
+            "instance_id": inst.instance_id,
+            "n_claims": len(inst.claims),
+            "expected_olr": olr(states),
+            "expected_olr_unverifiable_leaked": olr(states, True),
+            "expected_olr_start": olr([c.expected_state_start for c in inst.claims]),
+        }
         for m in MODELS:
             rec[f"ideal_prediction_{m}"] = rule_answer(m, inst, inst.claims)
             rec[f"ideal_dclr_{m}"] = shapley_dclr(ideal_shapley(m, inst), states)
         ti.append(rec)
         for i, c in enumerate(inst.claims, 1):
-            tc.append({"instance_id": inst.instance_id, "claim_id": i, "role": c.role, "category": c.category,
-                       "claim_text": c.text, "temporal_reference": c.temporal_reference,
-                       "expected_state": c.expected_state, "expected_state_start": c.expected_state_start})
-        ext.append({"instance_id": inst.instance_id, "agent": AGENT, "claims": [
-            {"claim_id": i, "claim_text": c.text, "original_text": c.text, "temporal_reference": c.temporal_reference,
-             "claim_category": c.category, "category_reasoning": f"planted {c.role} claim"}
-            for i, c in enumerate(inst.claims, 1)]})
+            tc.append(
+                {
+                    "instance_id": inst.instance_id,
+                    "claim_id": i,
+                    "role": c.role,
+                    "category": c.category,
+                    "claim_text": c.text,
+                    "temporal_reference": c.temporal_reference,
+                    "expected_state": c.expected_state,
+                    "expected_state_start": c.expected_state_start,
+                }
+            )
+        ext.append(
+            {
+                "instance_id": inst.instance_id,
+                "agent": AGENT,
+                "claims": [
+                    {
+                        "claim_id": i,
+                        "claim_text": c.text,
+                        "original_text": c.text,
+                        "temporal_reference": c.temporal_reference,
+                        "claim_category": c.category,
+                        "category_reasoning": f"planted {c.role} claim",
+                    }
+                    for i, c in enumerate(inst.claims, 1)
+                ],
+            }
+        )
     _write(out / "instances.csv", pd.DataFrame(rows).to_csv(index=False))
     _write(out / "truth_claims.csv", pd.DataFrame(tc).to_csv(index=False))
     _write(out / "truth_instances.csv", pd.DataFrame(ti).to_csv(index=False))
@@ -293,13 +441,23 @@ def write_predictions(out: Path, kind: str, insts: list[KindInstance], model: st
 
     gens = backend.generate([i.prompt(i.claims) for i in insts], 64, 0)
     rows = []
-    for inst, g in zip(insts, gens):
+    for inst, g in zip(insts, gens, strict=False):
         pred = g.response_text.strip()
-        if inst.items:   # the model writes lower case (its tokenizer's); the file keeps the stocks' names
+        if inst.items:  # the model writes lower case (its tokenizer's); the file keeps the stocks' names
             pred = " > ".join(parse_ranking(pred, inst.items))
-        rows.append({"instance_id": inst.instance_id, "agent": AGENT, "entity": inst.entity, "task": f"demo_{kind}",
-                     "t_ref": inst.t_ref.isoformat(), "task_input": inst.task_input,
-                     "prediction": pred, "rationale": inst.rationale, "outcome": inst.outcome})
+        rows.append(
+            {
+                "instance_id": inst.instance_id,
+                "agent": AGENT,
+                "entity": inst.entity,
+                "task": f"demo_{kind}",
+                "t_ref": inst.t_ref.isoformat(),
+                "task_input": inst.task_input,
+                "prediction": pred,
+                "rationale": inst.rationale,
+                "outcome": inst.outcome,
+            }
+        )
     _write(out / f"predictions_{model}.csv", pd.DataFrame(rows).to_csv(index=False))
 
 
@@ -312,24 +470,32 @@ def claim_settings(out: Path, kind: str, model: str) -> dict[str, Any]:
         "claims_instances_path": _rel(out / "instances.csv"),
         "claims_corpus_path": _rel(out / "corpus.csv"),
         "claims_extractions_path": _rel(out / "extractions.jsonl"),
-        "claims_support_judge": "contains", "claims_timespec_draft": "predictions",
-        "claims_exact_max": 5,        # the all-roles instance (6 claims) takes the Monte Carlo path
+        "claims_support_judge": "contains",
+        "claims_timespec_draft": "predictions",
+        "claims_exact_max": 5,  # the all-roles instance (6 claims) takes the Monte Carlo path
         "claims_rationale_min_chars": 0,
-        "claims_task_description": ("Predict a player's annual salary in millions of dollars." if kind == "regression"
-                                    else "Rank five stocks of one sector by total return over six months."),
+        "claims_task_description": (
+            "Predict a player's annual salary in millions of dollars."
+            if kind == "regression"
+            else "Rank five stocks of one sector by total return over six months."
+        ),
     }
 
 
 def study_vars(out: Path, kind: str, model: str, models_dir: Path) -> dict[str, Any]:
     """A claim-only study: it extends the contaminated demo study (valid protocol settings
     for dbt) with this kind's claim settings and the model."""
-    return {"extends": "demo/studies/contaminated.yml", "study_name": f"demo_claims_{kind}_{model}",
-            "model_id": f"demo-claims-kinds-{model}", "model_path": _rel(models_dir / model),
-            "use_chat_template": False, **claim_settings(out, kind, model)}
+    return {
+        "extends": "demo/studies/contaminated.yml",
+        "study_name": f"demo_claims_{kind}_{model}",
+        "model_id": f"demo-claims-kinds-{model}",
+        "model_path": _rel(models_dir / model),
+        "use_chat_template": False,
+        **claim_settings(out, kind, model),
+    }
 
 
-def build(root: Path, seed: int = SEED, train: bool = True, n_train: int = 2500,
-          models: tuple[str, ...] = MODELS) -> dict:
+def build(root: Path, seed: int = SEED, train: bool = True, n_train: int = 2500, models: tuple[str, ...] = MODELS) -> dict:
     """Write both kinds' data and studies under <root>/<kind>/ and train ``models`` (both by
     default; <root>/kinds_models/<model>) unless ``train`` is False. The vocabulary comes
     from both models' documents, so each model can be trained alone (in parallel)."""
@@ -339,11 +505,12 @@ def build(root: Path, seed: int = SEED, train: bool = True, n_train: int = 2500,
         out = root / kind
         write_data(out, kind, ins)
         for m in MODELS:
-            head = (f"# Claim-level demo study ({kind}, model '{m}') written by `python -m lookahead.claims.demo_kinds`"
-                    f" (seed {seed}).\n# Use: python -m lookahead.claims.run --study {_rel(out / (m + '.yml'))} "
-                    "--yes --build\n")
-            _write(out / f"{m}.yml", head + yaml.safe_dump(study_vars(out, kind, m, models_dir), sort_keys=False,
-                                                           width=1000))
+            head = (
+                f"# Claim-level demo study ({kind}, model '{m}') written by `python -m lookahead.claims.demo_kinds`"
+                f" (seed {seed}).\n# Use: python -m lookahead.claims.run --study {_rel(out / (m + '.yml'))} "
+                "--yes --build\n"
+            )
+            _write(out / f"{m}.yml", head + yaml.safe_dump(study_vars(out, kind, m, models_dir), sort_keys=False, width=1000))
     record: dict[str, Any] = {"seed": seed, "models": {}}
     if not train:
         return record
@@ -355,13 +522,24 @@ def build(root: Path, seed: int = SEED, train: bool = True, n_train: int = 2500,
 
     docs = {m: [d for k in MAKERS for d in training_docs(k, seed, n_train, m)] for m in MODELS}
     evals = [i.prompt(i.claims) for ins in insts.values() for i in ins]
-    tok = build_tokenizer([d.text + " " + d.answer for ds in docs.values() for d in ds] + evals + list(VALUES)
-                          + [MEDIAN])
+    tok = build_tokenizer([d.text + " " + d.answer for ds in docs.values() for d in ds] + evals + list(VALUES) + [MEDIAN])
     build_file = models_dir / f"BUILD_{'_'.join(models)}.json"
     for m in models:
-        spec = TrainSpec(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, epochs=EPOCHS[m],
-                         batch_size=16, lr=6e-3, warmup_steps=30, answer_weight=4.0, abstain_mass=0.0,
-                         seed=seed, threads=1, answer_through_eos=True)
+        spec = TrainSpec(
+            hidden_size=64,
+            intermediate_size=128,
+            num_layers=2,
+            num_heads=4,
+            epochs=EPOCHS[m],
+            batch_size=16,
+            lr=6e-3,
+            warmup_steps=30,
+            answer_weight=4.0,
+            abstain_mass=0.0,
+            seed=seed,
+            threads=1,
+            answer_through_eos=True,
+        )
         t0 = time.perf_counter()
         print(f"training {m}: {len(docs[m])} documents, vocabulary {len(tok)}", flush=True)
         model, info = train_model(docs[m], tok, spec)

@@ -36,8 +36,7 @@ def token_f1(a: str, b: str) -> float:
     return 2 * p * r / (p + r)
 
 
-def extraction_recall(extracted: pd.DataFrame, truth: pd.DataFrame,
-                      threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
+def extraction_recall(extracted: pd.DataFrame, truth: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
     """extracted: instance_id, claim_text, category; truth: instance_id, claim_text, category."""
     rows = []
     by_inst = {k: g for k, g in extracted.groupby("instance_id")} if len(extracted) else {}
@@ -49,18 +48,31 @@ def extraction_recall(extracted: pd.DataFrame, truth: pd.DataFrame,
                 f = token_f1(t.claim_text, e.claim_text)
                 if f > best:
                     best, cat = f, e.category
-        rows.append({"instance_id": t.instance_id, "planted": t.claim_text, "category": t.category,
-                     "best_f1": best, "recalled": best >= threshold,
-                     "category_agrees": best >= threshold and cat == t.category})
+        rows.append(
+            {
+                "instance_id": t.instance_id,
+                "planted": t.claim_text,
+                "category": t.category,
+                "best_f1": best,
+                "recalled": best >= threshold,
+                "category_agrees": best >= threshold and cat == t.category,
+            }
+        )
     df = pd.DataFrame(rows)
     n = len(df)
     rec = int(df["recalled"].sum()) if n else 0
-    return {"n_planted": n, "n_recalled": rec, "recall": rec / n if n else None,
-            "category_agreement": float(df.loc[df["recalled"], "category_agrees"].mean()) if rec else None,
-            "n_extracted": len(extracted), "threshold": threshold,
-            "by_category": df.groupby("category")["recalled"].mean().round(3).to_dict() if n else {},
-            "by_category_counts": {c: {"planted": int(len(g)), "recalled": int(g["recalled"].sum())}
-                                   for c, g in df.groupby("category")} if n else {}}
+    return {
+        "n_planted": n,
+        "n_recalled": rec,
+        "recall": rec / n if n else None,
+        "category_agreement": float(df.loc[df["recalled"], "category_agrees"].mean()) if rec else None,
+        "n_extracted": len(extracted),
+        "threshold": threshold,
+        "by_category": df.groupby("category")["recalled"].mean().round(3).to_dict() if n else {},
+        "by_category_counts": {c: {"planted": len(g), "recalled": int(g["recalled"].sum())} for c, g in df.groupby("category")}
+        if n
+        else {},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

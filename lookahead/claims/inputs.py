@@ -24,8 +24,7 @@ from lookahead.cache import iter_records
 from lookahead.claims.tasks import KINDS, KindSettings, PredictionError, TaskKind
 from lookahead.config import Study, StudyConfigError
 
-PREDICTION_COLUMNS = ("instance_id", "agent", "entity", "task", "t_ref", "task_input",
-                      "prediction", "rationale", "outcome")
+PREDICTION_COLUMNS = ("instance_id", "agent", "entity", "task", "t_ref", "task_input", "prediction", "rationale", "outcome")
 OPTIONAL_PREDICTION_COLUMNS = ("agent", "probability")
 INSTANCE_COLUMNS = ("instance_id", "entity", "task", "t_ref", "task_input", "outcome")
 CORPUS_COLUMNS = ("doc_id", "published_at", "title", "body")
@@ -95,9 +94,10 @@ class ClaimSettings:
         return KindSettings(self.labels, self.target_class, self.class_value)
 
     @classmethod
-    def from_study(cls, study: Study) -> "ClaimSettings":
+    def from_study(cls, study: Study) -> ClaimSettings:
         """From the resolved study: types, allowed values, minimums and defaults are the
         settings schema's (lookahead/study_settings.yml), checked once by lookahead.config."""
+
         def path(value: str | None) -> Path | None:
             return study.resolve(value) if value else None
 
@@ -109,20 +109,29 @@ class ClaimSettings:
             raise StudyConfigError("setting 'claims_labels' must be a list of two labels for a classification")
         target = str(study.claims.claims_target_class or (labels[0] if labels else "")).strip().lower()
         if kind == "classification" and target not in labels:
-            raise StudyConfigError(f"setting 'claims_target_class': '{target}' is not one of claims_labels "
-                                   f"({', '.join(labels)})")
+            raise StudyConfigError(f"setting 'claims_target_class': '{target}' is not one of claims_labels ({', '.join(labels)})")
         return cls(
-            predictions_path=path(c.claims_predictions_path), instances_path=path(c.claims_instances_path),
-            corpus_path=path(c.claims_corpus_path), extractions_path=path(c.claims_extractions_path),
-            labels=labels, vague_period=study.claims.claims_vague_period,
-            support_judge=study.claims.claims_support_judge, bm25_k=study.claims.claims_bm25_k,
-            exact_max=study.claims.claims_exact_max, mc_permutations=study.claims.claims_mc_permutations,
-            shapley_seed=study.claims.claims_shapley_seed, extract_max_tokens=study.claims.claims_extract_max_tokens,
+            predictions_path=path(c.claims_predictions_path),
+            instances_path=path(c.claims_instances_path),
+            corpus_path=path(c.claims_corpus_path),
+            extractions_path=path(c.claims_extractions_path),
+            labels=labels,
+            vague_period=study.claims.claims_vague_period,
+            support_judge=study.claims.claims_support_judge,
+            bm25_k=study.claims.claims_bm25_k,
+            exact_max=study.claims.claims_exact_max,
+            mc_permutations=study.claims.claims_mc_permutations,
+            shapley_seed=study.claims.claims_shapley_seed,
+            extract_max_tokens=study.claims.claims_extract_max_tokens,
             extract_retries=study.claims.claims_extract_retries,
             rationale_max_tokens=study.claims.claims_rationale_max_tokens,
-            task_description=study.claims.claims_task_description, task_kind=kind, target_class=target,
-            class_value=study.claims.claims_class_value, topk_denominator=study.claims.claims_topk_denominator,
-            value_max_tokens=study.claims.claims_value_max_tokens, value_retries=study.claims.claims_value_retries,
+            task_description=study.claims.claims_task_description,
+            task_kind=kind,
+            target_class=target,
+            class_value=study.claims.claims_class_value,
+            topk_denominator=study.claims.claims_topk_denominator,
+            value_max_tokens=study.claims.claims_value_max_tokens,
+            value_retries=study.claims.claims_value_retries,
             min_chars=study.claims.claims_rationale_min_chars,
         )
 
@@ -159,16 +168,17 @@ def parse_date(value: Any) -> dt.date | None:
         return None
 
 
-def _check_columns(df: pd.DataFrame, required: tuple[str, ...], optional: tuple[str, ...],
-                   setting: str, path: Path) -> None:
+def _check_columns(df: pd.DataFrame, required: tuple[str, ...], optional: tuple[str, ...], setting: str, path: Path) -> None:
     missing = [c for c in required if c not in df.columns and c not in optional]
     if missing:
-        raise StudyConfigError(f"setting '{setting}': column(s) {', '.join(missing)} missing in {path}; "
-                               f"file has {', '.join(map(str, df.columns))}")
+        raise StudyConfigError(
+            f"setting '{setting}': column(s) {', '.join(missing)} missing in {path}; file has {', '.join(map(str, df.columns))}"
+        )
 
 
-def validate_instances(df: pd.DataFrame, source: str, with_prediction: bool,
-                       st: ClaimSettings) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+def validate_instances(
+    df: pd.DataFrame, source: str, with_prediction: bool, st: ClaimSettings
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Keep usable rows; one reject per unusable row naming the column. An empty
     rationale is NOT a reject: the instance stays, with status 'empty rationale'.
     The prediction must fit the task kind (lookahead.claims.tasks) and is stored in its
@@ -177,8 +187,10 @@ def validate_instances(df: pd.DataFrame, source: str, with_prediction: bool,
     keep = []
     seen: set[tuple[str, str]] = set()
     for i, r in enumerate(df.to_dict("records"), 1):
+
         def bad(col: str, why: str) -> None:
             rejects.append({"source": source, "row": i, "column": col, "reason": why})
+
         iid = str(r.get("instance_id") or "").strip()
         agent = str(r.get("agent") or "user").strip() or "user"
         if not iid:
@@ -192,7 +204,7 @@ def validate_instances(df: pd.DataFrame, source: str, with_prediction: bool,
             continue
         if with_prediction:
             err = r.get("_error")
-            if isinstance(err, str) and err:   # an agent answer that failed its schema (claims_rationale)
+            if isinstance(err, str) and err:  # an agent answer that failed its schema (claims_rationale)
                 bad("prediction", f"agent answer rejected: {err}")
                 continue
             try:
@@ -207,8 +219,7 @@ def validate_instances(df: pd.DataFrame, source: str, with_prediction: bool,
         row = {c: ("" if r.get(c) is None else str(r.get(c))) for c in INSTANCE_COLUMNS}
         row.update(instance_id=iid, t_ref=parse_date(r.get("t_ref")).isoformat())
         if with_prediction:
-            row.update(agent=agent, prediction=pred,
-                       rationale=str(r.get("rationale") or ""))
+            row.update(agent=agent, prediction=pred, rationale=str(r.get("rationale") or ""))
             prob = r.get("probability")
             try:
                 row["probability"] = float(prob) if prob not in (None, "") else None
@@ -238,12 +249,22 @@ def agent_predictions(study: Study, st: ClaimSettings) -> pd.DataFrame:
         for rec in iter_records(claims_raw_file(study, task)):
             if rec.get("model_id") != study.backend.model_id or not rec.get("final"):
                 continue
-            rows.append({"instance_id": rec["instance_id"], "agent": rec["agent"], "entity": rec.get("entity", ""),
-                         "task": rec.get("task_name", ""), "t_ref": rec["t_ref"],
-                         "task_input": rec["task_input"], "prediction": rec.get("prediction") or "",
-                         "rationale": rec.get("rationale") or "", "outcome": rec.get("outcome", ""),
-                         "probability": rec.get("probability"), "_key": rec["key"],
-                         "_error": rec.get("error")})
+            rows.append(
+                {
+                    "instance_id": rec["instance_id"],
+                    "agent": rec["agent"],
+                    "entity": rec.get("entity", ""),
+                    "task": rec.get("task_name", ""),
+                    "t_ref": rec["t_ref"],
+                    "task_input": rec["task_input"],
+                    "prediction": rec.get("prediction") or "",
+                    "rationale": rec.get("rationale") or "",
+                    "outcome": rec.get("outcome", ""),
+                    "probability": rec.get("probability"),
+                    "_key": rec["key"],
+                    "_error": rec.get("error"),
+                }
+            )
     df = pd.DataFrame(rows)
     if df.empty:
         return df
@@ -257,8 +278,7 @@ def load_predictions(study: Study, st: ClaimSettings | None = None) -> tuple[pd.
     frames, rejects = [], []
     if st.predictions_path is not None:
         df = _read(st.predictions_path, "claims_predictions_path")
-        _check_columns(df, PREDICTION_COLUMNS, OPTIONAL_PREDICTION_COLUMNS, "claims_predictions_path",
-                       st.predictions_path)
+        _check_columns(df, PREDICTION_COLUMNS, OPTIONAL_PREDICTION_COLUMNS, "claims_predictions_path", st.predictions_path)
         rows, rej = validate_instances(df, "predictions", True, st)
         frames.append(rows)
         rejects += rej
@@ -273,8 +293,14 @@ def load_predictions(study: Study, st: ClaimSettings | None = None) -> tuple[pd.
     out = pd.concat(frames, ignore_index=True)
     dup = out.duplicated(["instance_id", "agent"], keep="first")
     for r in out[dup].itertuples():
-        rejects.append({"source": "agent output", "row": None, "column": "instance_id",
-                        "reason": f"({r.instance_id}, {r.agent}) also in the predictions file; file wins"})
+        rejects.append(
+            {
+                "source": "agent output",
+                "row": None,
+                "column": "instance_id",
+                "reason": f"({r.instance_id}, {r.agent}) also in the predictions file; file wins",
+            }
+        )
     return out[~dup].reset_index(drop=True), rejects
 
 
@@ -294,12 +320,12 @@ def load_corpus(st: ClaimSettings) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
         elif doc in seen:
             rejects.append({"source": "corpus", "row": i, "column": "doc_id", "reason": f"duplicate doc_id {doc}"})
         elif d is None:
-            rejects.append({"source": "corpus", "row": i, "column": "published_at",
-                            "reason": f"'{r.get('published_at')}' is not a date"})
+            rejects.append(
+                {"source": "corpus", "row": i, "column": "published_at", "reason": f"'{r.get('published_at')}' is not a date"}
+            )
         else:
             seen.add(doc)
-            keep.append({"doc_id": doc, "published_at": d, "title": str(r.get("title") or ""),
-                         "body": str(r.get("body") or "")})
+            keep.append({"doc_id": doc, "published_at": d, "title": str(r.get("title") or ""), "body": str(r.get("body") or "")})
     return pd.DataFrame(keep, columns=cols), rejects
 
 
@@ -319,6 +345,7 @@ def load_reference_extractions(st: ClaimSettings) -> dict[tuple[str, str], Any]:
                 rec = json.loads(line)
                 out[(str(rec["instance_id"]), str(rec.get("agent") or "user"))] = {"claims": rec["claims"]}
             except (ValueError, KeyError) as exc:
-                raise StudyConfigError(f"setting 'claims_extractions_path': line {n} is not "
-                                       f"{{instance_id, agent, claims}} JSON ({exc})") from None
+                raise StudyConfigError(
+                    f"setting 'claims_extractions_path': line {n} is not {{instance_id, agent, claims}} JSON ({exc})"
+                ) from None
     return out

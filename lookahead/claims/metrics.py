@@ -8,15 +8,14 @@ counted as leaked (the ``_unverifiable_leaked`` figures, an upper bound).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 
 def leak_indicator(states: Sequence[str], unverifiable_leaked: bool = False) -> np.ndarray:
     """l(c) per claim: 1 for leaked, 0 for not leaked, unverifiable as chosen."""
-    return np.array([1.0 if s == "leaked" or (unverifiable_leaked and s == "unverifiable") else 0.0
-                     for s in states])
+    return np.array([1.0 if s == "leaked" or (unverifiable_leaked and s == "unverifiable") else 0.0 for s in states])
 
 
 def olr(states: Sequence[str], unverifiable_leaked: bool = False) -> float | None:
@@ -38,8 +37,9 @@ def shapley_dclr(phi: Sequence[float], states: Sequence[str], unverifiable_leake
 TOPK_DENOMINATORS = ("k", "available")
 
 
-def top_k_leakage(phi: Sequence[float], states: Sequence[str], k: int,
-                  unverifiable_leaked: bool = False, denominator: str = "k") -> float | None:
+def top_k_leakage(
+    phi: Sequence[float], states: Sequence[str], k: int, unverifiable_leaked: bool = False, denominator: str = "k"
+) -> float | None:
     """Eq. 14: leaked claims among the k with the largest |phi| (ties broken by claim
     order), divided by K as the seed writes it (``denominator="k"``: a rationale with
     fewer than K claims cannot reach 1), or by min(K, n) (``"available"``: the leaked

@@ -9,7 +9,7 @@ and the scoring job cannot drift apart.
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 from lookahead.claims.schema import CATEGORIES, CATEGORY_NAMES
 
@@ -26,14 +26,13 @@ def label_instruction(labels: Sequence[str]) -> str:
     return "Answer with exactly one word: " + " or ".join(labels) + "."
 
 
-def rationale_prompt(agent: str, task_input: str, t_ref: str, prediction_format: str,
-                     evidence: Sequence[str] = ()) -> str:
+def rationale_prompt(agent: str, task_input: str, t_ref: str, prediction_format: str, evidence: Sequence[str] = ()) -> str:
     """The Superforecasting agent (no date in the prompt), its Temporal Hint variant
     (the seed's TEMPORAL_CONSTRAINT_BLOCK prepended) and TimeSPEC's generator (the
     constraint plus retrieved pre-t_ref documents). ``prediction_format`` is the task
     kind's (lookahead.claims.tasks.TaskKind.prediction_format)."""
-    if agent not in AGENTS + ("timespec",):
-        raise ValueError(f"agent '{agent}' is not one of {', '.join(AGENTS + ('timespec',))}")
+    if agent not in (*AGENTS, "timespec"):
+        raise ValueError(f"agent '{agent}' is not one of {', '.join((*AGENTS, 'timespec'))}")
     head = ""
     if agent in ("temporal_hint", "timespec"):
         head = TEMPORAL_CONSTRAINT.format(cutoff_date=t_ref) + "\n\n"
@@ -49,8 +48,7 @@ def rationale_prompt(agent: str, task_input: str, t_ref: str, prediction_format:
     )
 
 
-def extraction_prompt(task_description: str, event_description: str, reference_date: str,
-                      rationale: str) -> str:
+def extraction_prompt(task_description: str, event_description: str, reference_date: str, rationale: str) -> str:
     """Appendix D.3 claim extraction, verbatim apart from the JSON field list, which
     names exactly the fields of lookahead.claims.schema.EXTRACTION_SCHEMA."""
     cats = ", ".join(f"[{c}] {CATEGORY_NAMES[c]}" for c in CATEGORIES)
@@ -63,9 +61,9 @@ def extraction_prompt(task_description: str, event_description: str, reference_d
         "[A4] Outcome (target event result - always leaked), [A5] Consequential (post-target event - always "
         "leaked)\nGroup B (Non-Applicable): [B1] Background/General Knowledge, [B2] Definitional/Logical\n\n"
         "EXCLUDE: Predictions, judgments, analysis, speculation, confidence statements.\n\n"
-        "TEMPORAL REFERENCES: Handle strictly - \"2023\" -> 2023-12-31, \"Q3 2023\" -> 2023-09-30, "
-        "\"March 2023\" -> 2023-03-31.\n\n"
-        "OUTPUT: JSON object {\"claims\": [...]}, each claim having: claim_id, claim_text, original_text, "
+        'TEMPORAL REFERENCES: Handle strictly - "2023" -> 2023-12-31, "Q3 2023" -> 2023-09-30, '
+        '"March 2023" -> 2023-03-31.\n\n'
+        'OUTPUT: JSON object {"claims": [...]}, each claim having: claim_id, claim_text, original_text, '
         f"temporal_reference (or null), claim_category (one of {', '.join(CATEGORIES)}; {cats}), "
         "category_reasoning. Output only the JSON.\n\n"
         f"Context: {task_description}\nTarget Event: {event_description}\nReference Date: {reference_date}\n\n"
@@ -76,19 +74,34 @@ def extraction_prompt(task_description: str, event_description: str, reference_d
 def extraction_retry_prompt(first_prompt: str, bad_answer: str, error: str) -> str:
     """A retry after an invalid answer. At temperature 0 the same prompt gives the same
     answer, so the retry names the error (a new prompt, hence a new cache key)."""
-    return (f"{first_prompt}\n\nYOUR PREVIOUS ANSWER WAS INVALID ({error}). Previous answer:\n"
-            f"{bad_answer[:1500]}\n\nAnswer again with ONLY a JSON object of the form "
-            + json.dumps({"claims": [{"claim_id": 1, "claim_text": "...", "original_text": "...",
-                                      "temporal_reference": None, "claim_category": "B1",
-                                      "category_reasoning": "..."}]}))
+    return (
+        f"{first_prompt}\n\nYOUR PREVIOUS ANSWER WAS INVALID ({error}). Previous answer:\n"
+        f"{bad_answer[:1500]}\n\nAnswer again with ONLY a JSON object of the form "
+        + json.dumps(
+            {
+                "claims": [
+                    {
+                        "claim_id": 1,
+                        "claim_text": "...",
+                        "original_text": "...",
+                        "temporal_reference": None,
+                        "claim_category": "B1",
+                        "category_reasoning": "...",
+                    }
+                ]
+            }
+        )
+    )
 
 
 def answer_retry_prompt(first_prompt: str, bad_answer: str, error: str) -> str:
     """A re-ask after an answer that does not parse (a value that is not a number, a
     ranking with missing or repeated items): the first prompt plus the error, so that the
     greedy answer can change (a new prompt, hence a new cache key of its own)."""
-    return (f"{first_prompt}\n\nYOUR PREVIOUS ANSWER WAS INVALID ({error}). Previous answer: "
-            f"{bad_answer[:300]!r}\nAnswer again, exactly as instructed above, with nothing else.")
+    return (
+        f"{first_prompt}\n\nYOUR PREVIOUS ANSWER WAS INVALID ({error}). Previous answer: "
+        f"{bad_answer[:300]!r}\nAnswer again, exactly as instructed above, with nothing else."
+    )
 
 
 def coalition_prompt(task_input: str, claims: Sequence[str], instruction: str) -> str:
@@ -97,7 +110,7 @@ def coalition_prompt(task_input: str, claims: Sequence[str], instruction: str) -
     (lookahead.claims.tasks: one label word, one number, or the items best to worst);
     the parsed answer gives v(S)."""
     listed = "\n".join(f"- {c}" for c in claims) if claims else "- (no claims)"
-    return (f"{task_input}\nUse only these claims:\n{listed}\n{instruction}")
+    return f"{task_input}\nUse only these claims:\n{listed}\n{instruction}"
 
 
 def clean_rationale(rationale: str, mentions: Sequence[str]) -> str:

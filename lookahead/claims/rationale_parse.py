@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from lookahead.claims.inputs import ClaimSettings
@@ -13,12 +14,11 @@ def parse_rationale(text: str, labels: Sequence[str]) -> tuple[str | None, str]:
     'Rationale: ... Prediction: x' (lookahead.claims.tasks.Classification.agent_prediction)."""
     from lookahead.claims.tasks import KINDS, KindSettings
 
-    pred, rationale, _ = KINDS["classification"].agent_prediction(text, KindSettings(tuple(labels), labels[0],
-                                                                                      "target_class"))
+    pred, rationale, _ = KINDS["classification"].agent_prediction(text, KindSettings(tuple(labels), labels[0], "target_class"))
     return pred, rationale
 
 
-def parse_agent_answer(text: str, st: "ClaimSettings") -> tuple[str | None, str, str | None]:
+def parse_agent_answer(text: str, st: ClaimSettings) -> tuple[str | None, str, str | None]:
     """(canonical prediction or None, rationale, error or None) of an agent's answer for
     the study's task kind (its ``agent_prediction``). The answer must then fit the
     seed's submit_prediction schema (Appendix D.1): a prediction, and a rationale of at

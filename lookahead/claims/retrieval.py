@@ -19,8 +19,33 @@ import duckdb
 import pandas as pd
 
 K1, B = 1.2, 0.75
-STOPWORDS = ("a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "in", "is",
-             "it", "its", "of", "on", "or", "that", "the", "to", "was", "were", "will", "with")
+STOPWORDS = (
+    "a",
+    "an",
+    "and",
+    "are",
+    "as",
+    "at",
+    "be",
+    "by",
+    "for",
+    "from",
+    "has",
+    "in",
+    "is",
+    "it",
+    "its",
+    "of",
+    "on",
+    "or",
+    "that",
+    "the",
+    "to",
+    "was",
+    "were",
+    "will",
+    "with",
+)
 TOKEN_REGEX = "[^a-z0-9]+"
 
 _SQL = f"""
@@ -88,11 +113,15 @@ def bm25(queries: pd.DataFrame, corpus: pd.DataFrame, k: int) -> pd.DataFrame:
     try:
         con.register("queries_df", q)
         con.register("corpus_df", c)
-        con.execute("create temp table queries as select query_id::varchar as query_id, "
-                    "query_text::varchar as query_text, before::date as before from queries_df")
-        con.execute("create temp table corpus as select doc_id::varchar as doc_id, "
-                    "published_at::date as published_at, title::varchar as title, body::varchar as body "
-                    "from corpus_df")
+        con.execute(
+            "create temp table queries as select query_id::varchar as query_id, "
+            "query_text::varchar as query_text, before::date as before from queries_df"
+        )
+        con.execute(
+            "create temp table corpus as select doc_id::varchar as doc_id, "
+            "published_at::date as published_at, title::varchar as title, body::varchar as body "
+            "from corpus_df"
+        )
         return con.execute(_SQL, {"k": int(k)}).df()[cols]
     finally:
         con.close()

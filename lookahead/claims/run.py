@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from lookahead.config import PROJECT_ROOT, Study, StudyConfigError, load_study
 from lookahead.runs import dbt_env, run_dbt
 from lookahead.stopping import run_child
 
-AGENT_JOBS = {"superforecasting": ["llm_jobs.claims_rationale", "--agent", "superforecasting"],
-              "temporal_hint": ["llm_jobs.claims_rationale", "--agent", "temporal_hint"],
-              "timespec": ["llm_jobs.claims_timespec"]}
+AGENT_JOBS = {
+    "superforecasting": ["llm_jobs.claims_rationale", "--agent", "superforecasting"],
+    "temporal_hint": ["llm_jobs.claims_rationale", "--agent", "temporal_hint"],
+    "timespec": ["llm_jobs.claims_timespec"],
+}
 
 
 def has_claims(study: Study) -> bool:
@@ -40,8 +42,7 @@ def claim_jobs(study: Study) -> list[list[str]]:
     if study.claims.claims_instances_path:
         for agent in study.claims.claims_agent_jobs or []:
             if agent not in AGENT_JOBS:
-                raise StudyConfigError(f"setting 'claims_agent_jobs': '{agent}' is not one of "
-                                       f"{', '.join(AGENT_JOBS)}")
+                raise StudyConfigError(f"setting 'claims_agent_jobs': '{agent}' is not one of {', '.join(AGENT_JOBS)}")
             jobs.append(AGENT_JOBS[agent])
     jobs.append(["llm_jobs.claims_extract"])
     if study.claims.claims_support_judge == "llm":
@@ -57,8 +58,9 @@ def run_claim_jobs(study: Study, study_file: str | None, yes: bool) -> int:
         print(f"claim job: {' '.join(job)}", flush=True)
         rc = run_child(cmd, env=dbt_env(), cwd=PROJECT_ROOT)  # signals reach it (lookahead.stopping)
         if rc:
-            print(f"error: claim job {job[0]} failed (exit {rc}); fix the cause and rerun: answers so far are kept",
-                  file=sys.stderr)
+            print(
+                f"error: claim job {job[0]} failed (exit {rc}); fix the cause and rerun: answers so far are kept", file=sys.stderr
+            )
             return rc
     return 0
 

@@ -20,22 +20,26 @@ from lookahead.errors import LookaheadError
 # Categories of Table 1 and their leakage rule (Eq. 3). "search" means the claim is
 # dated against the corpus (tau(c) = earliest supporting document).
 CATEGORY_RULE: dict[str, str] = {
-    "A1": "search",   # discrete event
-    "A2": "search",   # state / measurement at a time
-    "A3": "search",   # content of a dated publication
-    "A4": "leaked",   # outcome of the target event: always leaked
-    "A5": "leaked",   # consequence of the target event: always leaked
+    "A1": "search",  # discrete event
+    "A2": "search",  # state / measurement at a time
+    "A3": "search",  # content of a dated publication
+    "A4": "leaked",  # outcome of the target event: always leaked
+    "A5": "leaked",  # consequence of the target event: always leaked
     "B1": "not_leaked",  # background knowledge: never leaked
     "B2": "not_leaked",  # definitional / logical: never leaked
 }
 CATEGORIES: tuple[str, ...] = tuple(CATEGORY_RULE)
 CATEGORY_NAMES: dict[str, str] = {
-    "A1": "Discrete Event", "A2": "State/Measurement", "A3": "Publication",
-    "A4": "Outcome", "A5": "Consequential", "B1": "Background", "B2": "Definitional",
+    "A1": "Discrete Event",
+    "A2": "State/Measurement",
+    "A3": "Publication",
+    "A4": "Outcome",
+    "A5": "Consequential",
+    "B1": "Background",
+    "B2": "Definitional",
 }
 
-CLAIM_FIELDS = ("claim_id", "claim_text", "original_text", "temporal_reference",
-                "claim_category", "category_reasoning")
+CLAIM_FIELDS = ("claim_id", "claim_text", "original_text", "temporal_reference", "claim_category", "category_reasoning")
 
 EXTRACTION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -76,9 +80,14 @@ class Claim:
     category_reasoning: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"claim_id": self.claim_id, "claim_text": self.claim_text,
-                "original_text": self.original_text, "temporal_reference": self.temporal_reference,
-                "claim_category": self.category, "category_reasoning": self.category_reasoning}
+        return {
+            "claim_id": self.claim_id,
+            "claim_text": self.claim_text,
+            "original_text": self.original_text,
+            "temporal_reference": self.temporal_reference,
+            "claim_category": self.category,
+            "category_reasoning": self.category_reasoning,
+        }
 
 
 class ExtractionError(LookaheadError, ValueError):
@@ -103,9 +112,16 @@ def claims_from_object(obj: Any) -> list[Claim]:
     claims = []
     for i, c in enumerate(obj["claims"], 1):
         ref = c["temporal_reference"]
-        claims.append(Claim(i, c["claim_text"].strip(), c["original_text"],
-                            ref.strip() if isinstance(ref, str) and ref.strip() else None,
-                            c["claim_category"], c["category_reasoning"]))
+        claims.append(
+            Claim(
+                i,
+                c["claim_text"].strip(),
+                c["original_text"],
+                ref.strip() if isinstance(ref, str) and ref.strip() else None,
+                c["claim_category"],
+                c["category_reasoning"],
+            )
+        )
     return claims
 
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 import numpy as np
 
@@ -59,7 +59,7 @@ class Plan:
     """Which coalitions one instance needs, and how its values become Shapley values."""
 
     n: int
-    method: str                      # "exact" | "monte_carlo" | "none"
+    method: str  # "exact" | "monte_carlo" | "none"
     permutations: tuple[tuple[int, ...], ...] = ()
 
     @property
@@ -84,8 +84,13 @@ def instance_rng(seed: int, instance_key: str) -> np.random.Generator:
     return np.random.default_rng([int(seed), zlib.crc32(instance_key.encode("utf-8"))])
 
 
-def plan_for(n: int, instance_key: str, exact_max: int = DEFAULT_EXACT_MAX,
-             permutations: int = DEFAULT_PERMUTATIONS, seed: int = DEFAULT_SEED) -> Plan:
+def plan_for(
+    n: int,
+    instance_key: str,
+    exact_max: int = DEFAULT_EXACT_MAX,
+    permutations: int = DEFAULT_PERMUTATIONS,
+    seed: int = DEFAULT_SEED,
+) -> Plan:
     """Exact up to ``exact_max`` claims, else ``permutations`` seeded permutations."""
     if n == 0:
         return Plan(0, "none")
@@ -100,8 +105,8 @@ def plan_for(n: int, instance_key: str, exact_max: int = DEFAULT_EXACT_MAX,
 
 @dataclass(frozen=True)
 class ShapleyResult:
-    phi: np.ndarray          # one value per claim
-    se: np.ndarray           # standard error per claim (0 for exact)
+    phi: np.ndarray  # one value per claim
+    se: np.ndarray  # standard error per claim (0 for exact)
     v_all: float
     v_empty: float
     method: str

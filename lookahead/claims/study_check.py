@@ -37,12 +37,16 @@ def _rejected_share(study: Study, n_valid: int, rejects: list[dict], what: str) 
     refuse, warn = float(study.input.check_refuse_rejected_share), float(study.input.check_warn_rejected_share)
     if share <= warn and share <= refuse:
         return None
-    level, setting, limit = (REFUSE, "check_refuse_rejected_share", refuse) if share > refuse else (
-        WARN, "check_warn_rejected_share", warn)
+    level, setting, limit = (
+        (REFUSE, "check_refuse_rejected_share", refuse) if share > refuse else (WARN, "check_warn_rejected_share", warn)
+    )
     (column, reason), n_top = Counter((str(r["column"]), str(r["reason"])) for r in rejects).most_common(1)[0]
     first = next(r for r in rejects if (str(r["column"]), str(r["reason"])) == (column, reason))
-    return Finding(level, f"{len(rejects)} of {n} {what} rows rejected ({share:.1%}, above {setting} {limit:g}); "
-                          f"top reason: column {column}: {reason} ({n_top} rows, first row {first['row']})")
+    return Finding(
+        level,
+        f"{len(rejects)} of {n} {what} rows rejected ({share:.1%}, above {setting} {limit:g}); "
+        f"top reason: column {column}: {reason} ({n_top} rows, first row {first['row']})",
+    )
 
 
 def judge_claims(study: Study) -> ClaimInputs:
@@ -62,9 +66,14 @@ def judge_claims(study: Study) -> ClaimInputs:
     out = ClaimInputs()
     st = ClaimSettings.from_study(study)
     if st.predictions_path is None and st.instances_path is None:
-        out.findings.append(Finding(REFUSE, "a claim study needs claims_predictions_path (predictions with "
-                                            "rationales) or claims_instances_path (task instances for the agent "
-                                            "jobs); neither is set"))
+        out.findings.append(
+            Finding(
+                REFUSE,
+                "a claim study needs claims_predictions_path (predictions with "
+                "rationales) or claims_instances_path (task instances for the agent "
+                "jobs); neither is set",
+            )
+        )
         return out
     model = claim_study(study)
     if model.backend.backend in ("transformers", "vllm"):
@@ -75,39 +84,57 @@ def judge_claims(study: Study) -> ClaimInputs:
     n_valid = 0
     if st.predictions_path is not None:
         preds, rejects = load_predictions(study, st)
-        out.lines.append(f"{st.predictions_path.name}: {len(preds)} predictions ({preds['agent'].nunique() if len(preds) else 0} "
-                         f"agent(s), task kind {st.task_kind}), {len(rejects)} rejected")
+        out.lines.append(
+            f"{st.predictions_path.name}: {len(preds)} predictions ({preds['agent'].nunique() if len(preds) else 0} "
+            f"agent(s), task kind {st.task_kind}), {len(rejects)} rejected"
+        )
         n_valid += len(preds)
         if (f := _rejected_share(study, len(preds), rejects, "prediction")) is not None:
             out.findings.append(f)
         refs = load_reference_extractions(st)
         if refs:
             covered = sum((str(r.instance_id), str(r.agent)) in refs for r in preds.itertuples())
-            out.lines.append(f"{st.extractions_path.name}: reference extractions for {covered} of {len(preds)} "
-                             "predictions (the others are extracted by the model)")
+            out.lines.append(
+                f"{st.extractions_path.name}: reference extractions for {covered} of {len(preds)} "
+                "predictions (the others are extracted by the model)"
+            )
     if st.instances_path is not None:
         df = _read(st.instances_path, "claims_instances_path")
         _check_columns(df, INSTANCE_COLUMNS, (), "claims_instances_path", st.instances_path)
         rows, rejects = validate_instances(df, "instances", False, st)
         agents = ", ".join(study.claims.claims_agent_jobs or []) or "none (claims_agent_jobs is empty)"
-        out.lines.append(f"{st.instances_path.name}: {len(rows)} task instances for the agent jobs ({agents}), "
-                         f"{len(rejects)} rejected")
+        out.lines.append(
+            f"{st.instances_path.name}: {len(rows)} task instances for the agent jobs ({agents}), {len(rejects)} rejected"
+        )
         n_valid += len(rows)
         if (f := _rejected_share(study, len(rows), rejects, "instance")) is not None:
             out.findings.append(f)
     if not n_valid:
-        out.findings.append(Finding(REFUSE, "no usable instance in the claim files (every row rejected, or the "
-                                            "files are empty): nothing to score"))
+        out.findings.append(
+            Finding(
+                REFUSE, "no usable instance in the claim files (every row rejected, or the files are empty): nothing to score"
+            )
+        )
     corpus, corpus_rejects = load_corpus(st)
     if st.corpus_path is None:
-        out.findings.append(Finding(WARN, "no claims_corpus_path: claims of categories A1-A3 are dated by their "
-                                          "temporal reference alone, else unverifiable; give a dated corpus"))
+        out.findings.append(
+            Finding(
+                WARN,
+                "no claims_corpus_path: claims of categories A1-A3 are dated by their "
+                "temporal reference alone, else unverifiable; give a dated corpus",
+            )
+        )
     else:
         out.lines.append(f"{st.corpus_path.name}: {len(corpus)} dated documents, {len(corpus_rejects)} rejected")
         if corpus_rejects:
             r = corpus_rejects[0]
-            out.findings.append(Finding(WARN, f"{len(corpus_rejects)} corpus row(s) rejected (claims_corpus_path), "
-                                              f"first row {r['row']} column {r['column']}: {r['reason']}"))
+            out.findings.append(
+                Finding(
+                    WARN,
+                    f"{len(corpus_rejects)} corpus row(s) rejected (claims_corpus_path), "
+                    f"first row {r['row']} column {r['column']}: {r['reason']}",
+                )
+            )
     return out
 
 
@@ -117,8 +144,10 @@ def check_claim_study(study: Study) -> int:
 
     from lookahead.check_rules import EXIT_REFUSED, EXIT_WARNED
 
-    print(f"study '{study.name}': settings OK (hash {study.settings_hash[:12]}); claim-only study "
-          f"(study_kind: claims), task kind {study.claims.claims_task_kind}")
+    print(
+        f"study '{study.name}': settings OK (hash {study.settings_hash[:12]}); claim-only study "
+        f"(study_kind: claims), task kind {study.claims.claims_task_kind}"
+    )
     found = judge_claims(study)
     for line in found.lines:
         print(line)
@@ -143,15 +172,17 @@ def print_claim_summary(study: Study) -> int:
     try:
         con = duckdb.connect(str(db), read_only=True)
     except duckdb.Error as err:
-        print(f"error: database {db} cannot be read: {str(err).splitlines()[0]} (run `lookahead run` first)",
-              file=sys.stderr)
+        print(f"error: database {db} cannot be read: {str(err).splitlines()[0]} (run `lookahead run` first)", file=sys.stderr)
         return 2
     try:
-        rows = con.sql("select agent, task_kind, n_instances, n_scored, olr, shapley_dclr, top1_leakage, "
-                       "task_metric_name, task_metric from claims_summary order by agent").fetchall()
+        rows = con.sql(
+            "select agent, task_kind, n_instances, n_scored, olr, shapley_dclr, top1_leakage, "
+            "task_metric_name, task_metric from claims_summary order by agent"
+        ).fetchall()
     except duckdb.Error as err:
-        print(f"error: database {db} has no claim tables: {str(err).splitlines()[0]} (run `lookahead run` first)",
-              file=sys.stderr)
+        print(
+            f"error: database {db} has no claim tables: {str(err).splitlines()[0]} (run `lookahead run` first)", file=sys.stderr
+        )
         return 2
     finally:
         con.close()
@@ -160,8 +191,10 @@ def print_claim_summary(study: Study) -> int:
         return "n/a" if x is None else f"{float(x):.3f}"  # type: ignore[arg-type]
 
     for agent, kind, n, scored, olr, dclr, top1, metric_name, metric in rows:
-        print(f"agent {agent} ({kind}): {scored} of {n} instances scored; OLR {fmt(olr)}, Shapley-DCLR {fmt(dclr)}, "
-              f"top-1 leakage {fmt(top1)}, {metric_name} {fmt(metric)}")
+        print(
+            f"agent {agent} ({kind}): {scored} of {n} instances scored; OLR {fmt(olr)}, Shapley-DCLR {fmt(dclr)}, "
+            f"top-1 leakage {fmt(top1)}, {metric_name} {fmt(metric)}"
+        )
     if not rows:
         print("no instance scored (see the table claims_rejects)")
     print(f"Database: {db} (tables claims, instance_leakage, claims_summary, claims_repredict, claims_rejects)")

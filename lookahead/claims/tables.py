@@ -41,24 +41,93 @@ from lookahead.claims.schema import Claim, ExtractionError, claims_from_object
 from lookahead.claims.shapley import plan_for, shapley_values
 from lookahead.config import Study
 
-INSTANCE_STATUSES = ("ok", "empty rationale", "extraction pending", "extraction failed",
-                     "no claims", "values pending")
-CLAIM_COLUMNS = ["instance_id", "agent", "task_kind", "claim_id", "claim_text", "original_text", "category",
-                 "temporal_reference", "temporal_reference_parsed", "category_reasoning", "t_ref",
-                 "tau", "leakage_state", "leakage_reason", "n_candidates", "n_supporting_docs",
-                 "shapley", "shapley_se"]
-INSTANCE_COLUMNS = ["instance_id", "agent", "task", "task_kind", "entity", "t_ref", "status", "n_claims", "olr",
-                    "olr_unverifiable_leaked", "shapley_dclr", "shapley_dclr_unverifiable_leaked",
-                    "top1_leakage", "top3_leakage", "top1_leakage_unverifiable_leaked",
-                    "top3_leakage_unverifiable_leaked", "v_all", "v_empty", "shapley_sum",
-                    "efficiency_gap", "shapley_method", "max_shapley_se", "n_coalitions",
-                    "value_label", "prediction", "outcome", "p_positive", "task_metric_name", "task_metric"]
-SUMMARY_COLUMNS = ["agent", "task", "task_kind", "n_instances", "n_scored", "n_claims", "olr",
-                   "olr_unverifiable_leaked", "shapley_dclr", "shapley_dclr_unverifiable_leaked",
-                   "top1_leakage", "top3_leakage", "task_metric_name", "task_metric", "brier", "accuracy",
-                   "n_outcomes", "repred_metric_name", "repred_error", "n_repredicted"]
-REPRED_COLUMNS = ["instance_id", "agent", "task", "task_kind", "prediction", "original_probability", "repredicted",
-                  "repredicted_probability", "repred_metric_name", "repred_error", "attempts"]
+INSTANCE_STATUSES = ("ok", "empty rationale", "extraction pending", "extraction failed", "no claims", "values pending")
+CLAIM_COLUMNS = [
+    "instance_id",
+    "agent",
+    "task_kind",
+    "claim_id",
+    "claim_text",
+    "original_text",
+    "category",
+    "temporal_reference",
+    "temporal_reference_parsed",
+    "category_reasoning",
+    "t_ref",
+    "tau",
+    "leakage_state",
+    "leakage_reason",
+    "n_candidates",
+    "n_supporting_docs",
+    "shapley",
+    "shapley_se",
+]
+INSTANCE_COLUMNS = [
+    "instance_id",
+    "agent",
+    "task",
+    "task_kind",
+    "entity",
+    "t_ref",
+    "status",
+    "n_claims",
+    "olr",
+    "olr_unverifiable_leaked",
+    "shapley_dclr",
+    "shapley_dclr_unverifiable_leaked",
+    "top1_leakage",
+    "top3_leakage",
+    "top1_leakage_unverifiable_leaked",
+    "top3_leakage_unverifiable_leaked",
+    "v_all",
+    "v_empty",
+    "shapley_sum",
+    "efficiency_gap",
+    "shapley_method",
+    "max_shapley_se",
+    "n_coalitions",
+    "value_label",
+    "prediction",
+    "outcome",
+    "p_positive",
+    "task_metric_name",
+    "task_metric",
+]
+SUMMARY_COLUMNS = [
+    "agent",
+    "task",
+    "task_kind",
+    "n_instances",
+    "n_scored",
+    "n_claims",
+    "olr",
+    "olr_unverifiable_leaked",
+    "shapley_dclr",
+    "shapley_dclr_unverifiable_leaked",
+    "top1_leakage",
+    "top3_leakage",
+    "task_metric_name",
+    "task_metric",
+    "brier",
+    "accuracy",
+    "n_outcomes",
+    "repred_metric_name",
+    "repred_error",
+    "n_repredicted",
+]
+REPRED_COLUMNS = [
+    "instance_id",
+    "agent",
+    "task",
+    "task_kind",
+    "prediction",
+    "original_probability",
+    "repredicted",
+    "repredicted_probability",
+    "repred_metric_name",
+    "repred_error",
+    "attempts",
+]
 
 
 def normalize(text: str) -> str:
@@ -76,6 +145,7 @@ def claims_sha(claims: list[Claim]) -> str:
 
 
 # ------------------------------------------------------------------ extraction lookup
+
 
 def extraction_lines(study: Study) -> dict[tuple[str, str, str], dict[str, Any]]:
     """(instance_id, agent, rationale sha) -> the last extraction line of this model
@@ -104,7 +174,7 @@ def timespec_claims(study: Study) -> dict[tuple[str, str], list[dict[str, Any]]]
 
 @dataclass
 class Extraction:
-    status: str                      # ok | empty rationale | extraction pending | extraction failed
+    status: str  # ok | empty rationale | extraction pending | extraction failed
     claims: list[Claim] = field(default_factory=list)
     reason: str | None = None
 
@@ -129,8 +199,9 @@ def extraction_for(row: dict[str, Any], reference: dict, lines: dict, ts: dict) 
     if rec is None:
         return Extraction("extraction pending", reason="no extraction line yet (run llm_jobs.claims_extract)")
     if not rec.get("valid"):
-        return Extraction("extraction failed", reason=f"no valid extraction after {rec.get('attempt', 0) + 1} "
-                                                      f"attempt(s): {rec.get('error')}")
+        return Extraction(
+            "extraction failed", reason=f"no valid extraction after {rec.get('attempt', 0) + 1} attempt(s): {rec.get('error')}"
+        )
     try:
         return Extraction("ok", claims_from_object({"claims": rec["claims"]}))
     except ExtractionError as exc:  # a stored line that no longer validates
@@ -147,6 +218,7 @@ def instance_claims(study: Study, st: ClaimSettings, preds: pd.DataFrame) -> lis
 
 
 # ------------------------------------------------------------------ support
+
 
 def candidate_queries(items: list[tuple[str, Claim]]) -> pd.DataFrame:
     """One BM25 query per A1-A3 claim (query_id = claim sha, so identical claims share)."""
@@ -168,13 +240,14 @@ class Dater:
     """Dates claims against the corpus: BM25 candidates (computed once for all claims
     given), support by the configured judge, then Eq. 3 (lookahead.claims.dating)."""
 
-    def __init__(self, corpus: pd.DataFrame, st: ClaimSettings, claims: list[Claim],
-                 judged: dict[tuple[str, str], bool]) -> None:
+    def __init__(self, corpus: pd.DataFrame, st: ClaimSettings, claims: list[Claim], judged: dict[tuple[str, str], bool]) -> None:
         self.st = st
         self.judged = judged
         cands = bm25(candidate_queries([("", c) for c in claims]), corpus, st.bm25_k)
         self.by_claim = {k: g for k, g in cands.groupby("query_id")} if not cands.empty else {}
-        self.bodies = {d: normalize(f"{t} {b}") for d, t, b in zip(corpus["doc_id"], corpus["title"], corpus["body"])}
+        self.bodies = {
+            d: normalize(f"{t} {b}") for d, t, b in zip(corpus["doc_id"], corpus["title"], corpus["body"], strict=False)
+        }
 
     def candidates(self, claim: Claim) -> pd.DataFrame | None:
         return self.by_claim.get(sha(claim.claim_text))
@@ -186,7 +259,7 @@ class Dater:
         n_cand, dates, pending = 0, [], 0
         if g is not None:
             n_cand = len(g)
-            for doc, pub in zip(g["doc_id"], g["published_at"]):
+            for doc, pub in zip(g["doc_id"], g["published_at"], strict=False):
                 if self.st.support_judge == "contains":
                     ok = normalize(claim.claim_text) in self.bodies[doc]
                 else:
@@ -202,6 +275,7 @@ class Dater:
 
 # ------------------------------------------------------------------ values
 
+
 def value_lines(study: Study, kind: str) -> dict[tuple[str, str, str, int], dict[str, Any]]:
     """(instance_id, agent, claims sha, mask) -> the coalition's stored answer (the fields
     of the task kind's ``coalition_answer``), for this model and task kind. Only parsed,
@@ -214,6 +288,7 @@ def value_lines(study: Study, kind: str) -> dict[tuple[str, str, str, int], dict
 
 
 # ------------------------------------------------------------------ re-prediction check
+
 
 def repredict_table(study: Study, st: ClaimSettings, preds: pd.DataFrame) -> pd.DataFrame:
     """One row per instance re-predicted by llm_jobs.claims_repredict (matched on the
@@ -230,21 +305,30 @@ def repredict_table(study: Study, st: ClaimSettings, preds: pd.DataFrame) -> pd.
         rec = lines.get((r["instance_id"], r["agent"], sha(r["rationale"])))
         if rec is None:
             continue
-        parsed = kind.coalition_answer(rec["response_text"], rec.get("top_logprobs") or [], ks,
-                                       kind.items(r["prediction"]))
+        parsed = kind.coalition_answer(rec["response_text"], rec.get("top_logprobs") or [], ks, kind.items(r["prediction"]))
         new, new_p = kind.final_prediction(parsed, ks)
         prob = r.get("probability")
         prob = float(prob) if prob is not None and not pd.isna(prob) else None
-        rows.append({"instance_id": r["instance_id"], "agent": r["agent"], "task": r["task"], "task_kind": kind.name,
-                     "prediction": r["prediction"], "original_probability": kind.target_probability(r["prediction"],
-                                                                                                    prob, ks),
-                     "repredicted": new, "repredicted_probability": new_p, "repred_metric_name": kind.repred_metric_name,
-                     "repred_error": None if new is None else kind.repred_error(r["prediction"], prob, new, new_p, ks),
-                     "attempts": rec.get("attempts", 1)})
+        rows.append(
+            {
+                "instance_id": r["instance_id"],
+                "agent": r["agent"],
+                "task": r["task"],
+                "task_kind": kind.name,
+                "prediction": r["prediction"],
+                "original_probability": kind.target_probability(r["prediction"], prob, ks),
+                "repredicted": new,
+                "repredicted_probability": new_p,
+                "repred_metric_name": kind.repred_metric_name,
+                "repred_error": None if new is None else kind.repred_error(r["prediction"], prob, new, new_p, ks),
+                "attempts": rec.get("attempts", 1),
+            }
+        )
     return pd.DataFrame(rows, columns=REPRED_COLUMNS)
 
 
 # ------------------------------------------------------------------ build
+
 
 def _empty(cols: list[str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
@@ -258,52 +342,88 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
     corpus, corpus_rejects = load_corpus(st)
     rejects += corpus_rejects
     if preds.empty:
-        return {"claims": _empty(CLAIM_COLUMNS), "instance_leakage": _empty(INSTANCE_COLUMNS),
-                "claims_summary": _empty(SUMMARY_COLUMNS), "claims_repredict": _empty(REPRED_COLUMNS),
-                "claims_rejects": pd.DataFrame(rejects, columns=REJECT_COLUMNS)}
+        return {
+            "claims": _empty(CLAIM_COLUMNS),
+            "instance_leakage": _empty(INSTANCE_COLUMNS),
+            "claims_summary": _empty(SUMMARY_COLUMNS),
+            "claims_repredict": _empty(REPRED_COLUMNS),
+            "claims_rejects": pd.DataFrame(rejects, columns=REJECT_COLUMNS),
+        }
     if corpus.empty:
-        rejects.append({"source": "corpus", "row": None, "column": "claims_corpus_path",
-                        "reason": "empty or no corpus: A1-A3 claims are dated by their temporal reference "
-                                  "alone (otherwise unverifiable)"})
+        rejects.append(
+            {
+                "source": "corpus",
+                "row": None,
+                "column": "claims_corpus_path",
+                "reason": "empty or no corpus: A1-A3 claims are dated by their temporal reference alone (otherwise unverifiable)",
+            }
+        )
     pairs = instance_claims(study, st, preds)
     rows = [r for r, _ in pairs]
     extractions = [e for _, e in pairs]
 
     # BM25 candidates for every A1-A3 claim, then support (rule or cached judgments)
-    items = [(instance_key(r["instance_id"], r["agent"]), c) for r, e in zip(rows, extractions) for c in e.claims]
+    items = [(instance_key(r["instance_id"], r["agent"]), c) for r, e in zip(rows, extractions, strict=False) for c in e.claims]
     dater = Dater(corpus, st, [c for _, c in items], support_lines(study) if st.support_judge == "llm" else {})
     kind, ks = st.kind, st.kind_settings
     values = value_lines(study, kind.name)
 
     claim_rows, inst_rows = [], []
-    for r, ex in zip(rows, extractions):
+    for r, ex in zip(rows, extractions, strict=False):
         t_ref = dt.date.fromisoformat(r["t_ref"])
         states, per_claim = [], []
         for c in ex.claims:
             lk, n_cand, n_sup, pending = dater.date(c, t_ref)
             reason = lk.reason + (f" ({pending} candidate(s) not judged yet)" if pending else "")
             if c.temporal_reference and parse_period(c.temporal_reference) is None:
-                rejects.append({"source": "claims", "row": None, "column": "temporal_reference",
-                                "reason": f"instance {r['instance_id']} ({r['agent']}) claim {c.claim_id}: "
-                                          f"'{c.temporal_reference}' unparseable; dated by the corpus alone"})
+                rejects.append(
+                    {
+                        "source": "claims",
+                        "row": None,
+                        "column": "temporal_reference",
+                        "reason": f"instance {r['instance_id']} ({r['agent']}) claim {c.claim_id}: "
+                        f"'{c.temporal_reference}' unparseable; dated by the corpus alone",
+                    }
+                )
             p = parse_period(c.temporal_reference)
             states.append(lk.state)
-            per_claim.append({
-                "instance_id": r["instance_id"], "agent": r["agent"], "task_kind": kind.name,
-                "claim_id": c.claim_id,
-                "claim_text": c.claim_text, "original_text": c.original_text, "category": c.category,
-                "temporal_reference": c.temporal_reference,
-                "temporal_reference_parsed": p.pick(st.vague_period) if p else None,
-                "category_reasoning": c.category_reasoning, "t_ref": t_ref, "tau": lk.tau,
-                "leakage_state": lk.state, "leakage_reason": reason, "n_candidates": n_cand,
-                "n_supporting_docs": n_sup, "shapley": None, "shapley_se": None,
-            })
+            per_claim.append(
+                {
+                    "instance_id": r["instance_id"],
+                    "agent": r["agent"],
+                    "task_kind": kind.name,
+                    "claim_id": c.claim_id,
+                    "claim_text": c.claim_text,
+                    "original_text": c.original_text,
+                    "category": c.category,
+                    "temporal_reference": c.temporal_reference,
+                    "temporal_reference_parsed": p.pick(st.vague_period) if p else None,
+                    "category_reasoning": c.category_reasoning,
+                    "t_ref": t_ref,
+                    "tau": lk.tau,
+                    "leakage_state": lk.state,
+                    "leakage_reason": reason,
+                    "n_candidates": n_cand,
+                    "n_supporting_docs": n_sup,
+                    "shapley": None,
+                    "shapley_se": None,
+                }
+            )
         status = ex.status
         inst = {k: None for k in INSTANCE_COLUMNS}
-        inst.update(instance_id=r["instance_id"], agent=r["agent"], task=r["task"], task_kind=kind.name,
-                    entity=r["entity"], t_ref=t_ref, n_claims=len(ex.claims), prediction=r["prediction"],
-                    outcome=r["outcome"], value_label=kind.value_label(r["prediction"], ks),
-                    task_metric_name=kind.metric_name)
+        inst.update(
+            instance_id=r["instance_id"],
+            agent=r["agent"],
+            task=r["task"],
+            task_kind=kind.name,
+            entity=r["entity"],
+            t_ref=t_ref,
+            n_claims=len(ex.claims),
+            prediction=r["prediction"],
+            outcome=r["outcome"],
+            value_label=kind.value_label(r["prediction"], ks),
+            task_metric_name=kind.metric_name,
+        )
         prob = r.get("probability")
         prob = float(prob) if prob is not None and not pd.isna(prob) else None
         inst["p_positive"] = kind.target_probability(r["prediction"], prob, ks)
@@ -312,11 +432,9 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
             inst.update(olr=metrics.olr(states), olr_unverifiable_leaked=metrics.olr(states, True))
         if status == "ok":
             n = len(ex.claims)
-            plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max,
-                            st.mc_permutations, st.shapley_seed)
+            plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max, st.mc_permutations, st.shapley_seed)
             csha = claims_sha(ex.claims)
-            lines = {m: values[k] for m in plan.masks
-                     if (k := (r["instance_id"], r["agent"], csha, m)) in values}
+            lines = {m: values[k] for m in plan.masks if (k := (r["instance_id"], r["agent"], csha, m)) in values}
             full = (1 << n) - 1
             vals = kind.values(lines, full, r["prediction"], ks) if full in lines else {}
             inst["n_coalitions"] = len(plan.masks)
@@ -327,21 +445,35 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
                 status = "values pending"
             else:
                 res = shapley_values(plan, vals)
-                for pc, phi, se in zip(per_claim, res.phi, res.se):
+                for pc, phi, se in zip(per_claim, res.phi, res.se, strict=False):
                     pc["shapley"], pc["shapley_se"] = float(phi), float(se)
-                inst.update(v_all=res.v_all, v_empty=res.v_empty, shapley_sum=res.total,
-                            efficiency_gap=res.total - (res.v_all - res.v_empty), shapley_method=res.method,
-                            max_shapley_se=float(res.se.max()) if n else 0.0)
+                inst.update(
+                    v_all=res.v_all,
+                    v_empty=res.v_empty,
+                    shapley_sum=res.total,
+                    efficiency_gap=res.total - (res.v_all - res.v_empty),
+                    shapley_method=res.method,
+                    max_shapley_se=float(res.se.max()) if n else 0.0,
+                )
                 phi = res.phi
                 inst.update(
                     shapley_dclr=metrics.shapley_dclr(phi, states),
                     shapley_dclr_unverifiable_leaked=metrics.shapley_dclr(phi, states, True),
-                    **{f"top{k}_leakage{suffix}": metrics.top_k_leakage(phi, states, k, unv, st.topk_denominator)
-                       for k in (1, 3) for suffix, unv in (("", False), ("_unverifiable_leaked", True))})
+                    **{
+                        f"top{k}_leakage{suffix}": metrics.top_k_leakage(phi, states, k, unv, st.topk_denominator)
+                        for k in (1, 3)
+                        for suffix, unv in (("", False), ("_unverifiable_leaked", True))
+                    },
+                )
         if status != "ok":
-            rejects.append({"source": "instances", "row": None, "column": "status",
-                            "reason": f"instance {r['instance_id']} ({r['agent']}): {status}"
-                                      + (f": {ex.reason}" if ex.reason else "")})
+            rejects.append(
+                {
+                    "source": "instances",
+                    "row": None,
+                    "column": "status",
+                    "reason": f"instance {r['instance_id']} ({r['agent']}): {status}" + (f": {ex.reason}" if ex.reason else ""),
+                }
+            )
         inst["status"] = status
         inst_rows.append(inst)
         claim_rows += per_claim
@@ -349,9 +481,13 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
     claims = pd.DataFrame(claim_rows, columns=CLAIM_COLUMNS)
     inst_df = pd.DataFrame(inst_rows, columns=INSTANCE_COLUMNS)
     repred = repredict_table(study, st, preds)
-    return {"claims": claims, "instance_leakage": inst_df, "claims_summary": summarize(inst_df, st, repred),
-            "claims_repredict": repred,
-            "claims_rejects": pd.DataFrame(rejects, columns=REJECT_COLUMNS)}
+    return {
+        "claims": claims,
+        "instance_leakage": inst_df,
+        "claims_summary": summarize(inst_df, st, repred),
+        "claims_repredict": repred,
+        "claims_rejects": pd.DataFrame(rejects, columns=REJECT_COLUMNS),
+    }
 
 
 def summarize(inst: pd.DataFrame, st: ClaimSettings, repred: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -363,26 +499,37 @@ def summarize(inst: pd.DataFrame, st: ClaimSettings, repred: pd.DataFrame | None
     kind, ks = st.kind, st.kind_settings
     rows = []
     for (agent, task), g in inst.groupby(["agent", "task"], sort=True):
+
         def mean(col: str) -> float | None:
             x = pd.to_numeric(g[col], errors="coerce").dropna()
             return float(x.mean()) if len(x) else None
+
         per = pd.to_numeric(g["task_metric"], errors="coerce").dropna()
-        hits = [c for c in (kind.correct(p, o, ks) for p, o in zip(g["prediction"], g["outcome"])) if c is not None]
+        hits = [c for c in (kind.correct(p, o, ks) for p, o in zip(g["prediction"], g["outcome"], strict=False)) if c is not None]
         task_metric = kind.summary_metric(list(per))
-        rows.append({
-            "agent": agent, "task": task, "task_kind": kind.name, "n_instances": len(g),
-            "n_scored": int((g["status"] == "ok").sum()),
-            "n_claims": int(g["n_claims"].sum()), "olr": mean("olr"),
-            "olr_unverifiable_leaked": mean("olr_unverifiable_leaked"), "shapley_dclr": mean("shapley_dclr"),
-            "shapley_dclr_unverifiable_leaked": mean("shapley_dclr_unverifiable_leaked"),
-            "top1_leakage": mean("top1_leakage"), "top3_leakage": mean("top3_leakage"),
-            "task_metric_name": kind.metric_name, "task_metric": task_metric,
-            "brier": task_metric if kind.metric_name == "brier" else None,
-            "accuracy": float(sum(hits) / len(hits)) if hits else None,
-            "n_outcomes": len(per),
-            "repred_metric_name": kind.repred_metric_name,
-            **_repred_mean(repred[(repred["agent"] == agent) & (repred["task"] == task)]),
-        })
+        rows.append(
+            {
+                "agent": agent,
+                "task": task,
+                "task_kind": kind.name,
+                "n_instances": len(g),
+                "n_scored": int((g["status"] == "ok").sum()),
+                "n_claims": int(g["n_claims"].sum()),
+                "olr": mean("olr"),
+                "olr_unverifiable_leaked": mean("olr_unverifiable_leaked"),
+                "shapley_dclr": mean("shapley_dclr"),
+                "shapley_dclr_unverifiable_leaked": mean("shapley_dclr_unverifiable_leaked"),
+                "top1_leakage": mean("top1_leakage"),
+                "top3_leakage": mean("top3_leakage"),
+                "task_metric_name": kind.metric_name,
+                "task_metric": task_metric,
+                "brier": task_metric if kind.metric_name == "brier" else None,
+                "accuracy": float(sum(hits) / len(hits)) if hits else None,
+                "n_outcomes": len(per),
+                "repred_metric_name": kind.repred_metric_name,
+                **_repred_mean(repred[(repred["agent"] == agent) & (repred["task"] == task)]),
+            }
+        )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 

@@ -27,8 +27,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,7 @@ class KindSettings:
 
     labels: tuple[str, ...]
     target_class: str
-    class_value: str          # target_class | own_prediction
+    class_value: str  # target_class | own_prediction
     min_items: int = 2
     max_items: int = 10
 
@@ -122,8 +123,7 @@ def kendall_distance(a: Sequence[str], b: Sequence[str]) -> float:
     n = len(a)
     pa = {x: k for k, x in enumerate(a)}
     pb = {x: k for k, x in enumerate(b)}
-    bad = sum(1 for i in range(n) for j in range(i + 1, n)
-              if (pa[a[i]] - pa[a[j]]) * (pb[a[i]] - pb[a[j]]) < 0)
+    bad = sum(1 for i in range(n) for j in range(i + 1, n) if (pa[a[i]] - pa[a[j]]) * (pb[a[i]] - pb[a[j]]) < 0)
     return bad / (n * (n - 1) / 2)
 
 
@@ -134,16 +134,17 @@ def relative_error(pred: float, truth: float) -> float | None:
 
 # ----------------------------------------------------------------------------- kinds
 
+
 class TaskKind:
     """One task kind. Subclasses fill in the kind-specific parts; ``KINDS`` maps the
     setting ``claims_task_kind`` to an instance."""
 
     name: str = ""
-    metric_name: str = ""          # the task metric of instance_leakage / claims_summary
-    repred_metric_name: str = ""   # the re-prediction error (Table 5)
+    metric_name: str = ""  # the task metric of instance_leakage / claims_summary
+    repred_metric_name: str = ""  # the re-prediction error (Table 5)
     min_rationale_chars: int = 400  # Appendix D.1
     coalition_top_logprobs: int = 0
-    items_needed: bool = False      # the coalition instruction lists the prediction's items
+    items_needed: bool = False  # the coalition instruction lists the prediction's items
 
     # -- predictions
     def parse(self, text: Any, ks: KindSettings, items: Sequence[str] | None = None) -> str:
@@ -171,7 +172,7 @@ class TaskKind:
         rationale = re.sub(r"^\s*rationale\s*:\s*", "", head, flags=re.IGNORECASE).strip()
         if not marker:
             return None, rationale, "no 'Prediction:' line in the answer"
-        tail = text[marker[-1].end():].strip()
+        tail = text[marker[-1].end() :].strip()
         try:
             return self.parse(tail.splitlines()[0] if tail else "", ks), rationale, None
         except PredictionError as exc:
@@ -182,8 +183,9 @@ class TaskKind:
         raise NotImplementedError
 
     # -- coalition answers
-    def coalition_answer(self, text: str, top_logprobs: list[dict[str, Any]], ks: KindSettings,
-                         items: Sequence[str] | None) -> dict[str, Any]:
+    def coalition_answer(
+        self, text: str, top_logprobs: list[dict[str, Any]], ks: KindSettings, items: Sequence[str] | None
+    ) -> dict[str, Any]:
         """The fields a coalition's raw line stores; PredictionError when unparseable."""
         raise NotImplementedError
 
@@ -193,8 +195,9 @@ class TaskKind:
         coalition prompt, so their prediction is read as v(S) is."""
         raise NotImplementedError
 
-    def values(self, lines: Mapping[int, Mapping[str, Any]], full_mask: int, prediction: str,
-               ks: KindSettings) -> dict[int, float]:
+    def values(
+        self, lines: Mapping[int, Mapping[str, Any]], full_mask: int, prediction: str, ks: KindSettings
+    ) -> dict[int, float]:
         """v(S) per coalition mask from the stored coalition answers."""
         raise NotImplementedError
 
@@ -202,8 +205,7 @@ class TaskKind:
         return None
 
     # -- metrics
-    def instance_metric(self, prediction: str, outcome: str, probability: float | None,
-                        ks: KindSettings) -> float | None:
+    def instance_metric(self, prediction: str, outcome: str, probability: float | None, ks: KindSettings) -> float | None:
         """Per-instance task metric (None when the outcome is unknown)."""
         raise NotImplementedError
 
@@ -224,8 +226,14 @@ class TaskKind:
         re-prediction check removes before asking again (Appendix B.1 step 1)."""
         raise NotImplementedError
 
-    def repred_error(self, original: str, original_probability: float | None, repredicted: str,
-                     repredicted_probability: float | None, ks: KindSettings) -> float | None:
+    def repred_error(
+        self,
+        original: str,
+        original_probability: float | None,
+        repredicted: str,
+        repredicted_probability: float | None,
+        ks: KindSettings,
+    ) -> float | None:
         raise NotImplementedError
 
 
@@ -254,7 +262,7 @@ class Classification(TaskKind):
         words = "|".join(re.escape(x) for x in ks.labels)
         marker = list(re.finditer(r"prediction\s*:", text, re.IGNORECASE))
         if marker:
-            head, tail = text[: marker[-1].start()], text[marker[-1].end():]
+            head, tail = text[: marker[-1].start()], text[marker[-1].end() :]
             m = re.search(rf"\b({words})\b", tail, re.IGNORECASE)
             pred = m.group(1).lower() if m else None
         else:
@@ -265,9 +273,14 @@ class Classification(TaskKind):
         return pred, head, None if pred else f"no label ({', '.join(ks.labels)}) in the answer"
 
     def agent_schema(self, ks):
-        return {"type": "object", "required": ["probability", "prediction_rationale"],
-                "properties": {"probability": {"type": "number", "minimum": 0, "maximum": 1},
-                               "prediction_rationale": {"type": "string", "minLength": self.min_rationale_chars}}}
+        return {
+            "type": "object",
+            "required": ["probability", "prediction_rationale"],
+            "properties": {
+                "probability": {"type": "number", "minimum": 0, "maximum": 1},
+                "prediction_rationale": {"type": "string", "minLength": self.min_rationale_chars},
+            },
+        }
 
     def coalition_answer(self, text, top_logprobs, ks, items):
         """P(label) for every label from the first token's top-20 (the protocol rule); a
@@ -314,11 +327,12 @@ class Classification(TaskKind):
         takes the petitioner's probability, which its legal agents put at 0.65-0.85; for a
         prediction of the other class that probability is near 0 and the relative error
         would divide by it, while the predicted class's probability is at least 1/2."""
+
         def p_of_original(pred: str, prob: float | None) -> float:
             p = self.target_probability(pred, prob, ks)
             return p if original == ks.target_class else 1.0 - p
-        return relative_error(p_of_original(repredicted, repredicted_probability),
-                              p_of_original(original, original_probability))
+
+        return relative_error(p_of_original(repredicted, repredicted_probability), p_of_original(original, original_probability))
 
 
 class Regression(TaskKind):
@@ -336,9 +350,14 @@ class Regression(TaskKind):
         return "one number (>= 0), digits only"
 
     def agent_schema(self, ks):
-        return {"type": "object", "required": ["predicted_value", "prediction_rationale"],
-                "properties": {"predicted_value": {"type": "number", "minimum": 0},
-                               "prediction_rationale": {"type": "string", "minLength": self.min_rationale_chars}}}
+        return {
+            "type": "object",
+            "required": ["predicted_value", "prediction_rationale"],
+            "properties": {
+                "predicted_value": {"type": "number", "minimum": 0},
+                "prediction_rationale": {"type": "string", "minLength": self.min_rationale_chars},
+            },
+        }
 
     def coalition_answer(self, text, top_logprobs, ks, items):
         return {"value": parse_number(text)}
@@ -385,18 +404,30 @@ class Ranking(TaskKind):
         return sorted(json.loads(canonical), key=str.lower)
 
     def answer_instruction(self, ks, items):
-        return ("Rank these items from BEST to WORST: " + ", ".join(items or [])
-                + ". Answer with every item once, separated by ' > ', nothing else.")
+        return (
+            "Rank these items from BEST to WORST: "
+            + ", ".join(items or [])
+            + ". Answer with every item once, separated by ' > ', nothing else."
+        )
 
     def prediction_format(self, ks):
         return "every item of the task ranked from BEST to WORST, separated by ' > '"
 
     def agent_schema(self, ks):
-        return {"type": "object", "required": ["ranking", "ranking_rationale"],
-                "properties": {"ranking": {"type": "array", "items": {"type": "string"},
-                                           "minItems": ks.min_items, "maxItems": ks.max_items,
-                                           "uniqueItems": True},
-                               "ranking_rationale": {"type": "string", "minLength": self.min_rationale_chars}}}
+        return {
+            "type": "object",
+            "required": ["ranking", "ranking_rationale"],
+            "properties": {
+                "ranking": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": ks.min_items,
+                    "maxItems": ks.max_items,
+                    "uniqueItems": True,
+                },
+                "ranking_rationale": {"type": "string", "minLength": self.min_rationale_chars},
+            },
+        }
 
     def coalition_answer(self, text, top_logprobs, ks, items):
         return {"ranking": parse_ranking(text, items)}

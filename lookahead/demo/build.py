@@ -79,7 +79,8 @@ def study_files(data: DemoData, prompts: Prompts, out: Path) -> dict[str, dict]:
             # "_protocol": the protocol-only study; `make demo` runs demo/claims/demo_<scen>.yml
             # (this file extended, named demo_<scen>), and the default study (plain `dbt
             # build`) is this contaminated one: each builds into a database of its own.
-            "study_name": f"demo_{scen}_protocol", **common,
+            "study_name": f"demo_{scen}_protocol",
+            **common,
             "raw_dir": _rel(out / "raw" / scen),
             "model_id": f"demo-{scen}",
             "model_path": _rel(out / "models" / scen),
@@ -87,7 +88,8 @@ def study_files(data: DemoData, prompts: Prompts, out: Path) -> dict[str, dict]:
             "use_chat_template": False,
         }
     studies["smollm2"] = {
-        "study_name": "demo_smollm2", **common,
+        "study_name": "demo_smollm2",
+        **common,
         "raw_dir": _rel(out / "raw" / "smollm2"),
         "model_id": "SmolLM2-135M-Instruct-Q4_1",
         "model_path": SMOLLM2_DIR,
@@ -112,18 +114,24 @@ _StudyDumper.add_representer(str, _str_representer)
 EXPECTED = {
     "contaminated": "expected verdict: contamination detected (memorized outcomes planted; see data/truth.csv)",
     "clean": "expected verdict: no evidence of contamination (confident recall of coin-flip directions)",
-    "smollm2": ("the real SmolLM2-135M-Instruct on the same fictional firms: it cannot have memorized them, "
-                "so expect no evidence or underpowered; training_cutoff is the demo's split date, not SmolLM2's"),
+    "smollm2": (
+        "the real SmolLM2-135M-Instruct on the same fictional firms: it cannot have memorized them, "
+        "so expect no evidence or underpowered; training_cutoff is the demo's split date, not SmolLM2's"
+    ),
 }
 
 
 def write_studies(studies: dict[str, dict], out: Path, seed: int) -> None:
     for name, v in studies.items():
-        head = (f"# Demo study '{name}' written by `python -m lookahead.demo.build` (seed {seed}).\n"
-                f"# {EXPECTED.get(name, '')}\n"
-                f"# Use: dbt build --vars \"$(cat {_rel(out / 'studies' / (name + '.yml'))})\"\n")
-        _atomic_write(out / "studies" / f"{name}.yml",
-                      head + yaml.dump(v, Dumper=_StudyDumper, sort_keys=False, allow_unicode=True, width=1000))
+        head = (
+            f"# Demo study '{name}' written by `python -m lookahead.demo.build` (seed {seed}).\n"
+            f"# {EXPECTED.get(name, '')}\n"
+            f'# Use: dbt build --vars "$(cat {_rel(out / "studies" / (name + ".yml"))})"\n'
+        )
+        _atomic_write(
+            out / "studies" / f"{name}.yml",
+            head + yaml.dump(v, Dumper=_StudyDumper, sort_keys=False, allow_unicode=True, width=1000),
+        )
 
 
 def build(out: Path, spec: DemoSpec, train_models: bool = True, epochs: int | None = None) -> dict:
@@ -134,11 +142,17 @@ def build(out: Path, spec: DemoSpec, train_models: bool = True, epochs: int | No
     data = generate(spec)
     write_data(data, out)
     write_studies(study_files(data, prompts, out), out, spec.seed)
-    record: dict = {"demo_spec": spec.as_dict(), "n_rows": len(data.observations),
-                    "n_pre": int((data.truth["sample"] == "pre").sum()),
-                    "n_memorized_rows": int(data.truth["memorized"].sum()), "models": {}}
-    print(f"data: {record['n_rows']} rows, {record['n_pre']} pre-cutoff, "
-          f"{record['n_memorized_rows']} memorized rows -> {out / 'data'}")
+    record: dict = {
+        "demo_spec": spec.as_dict(),
+        "n_rows": len(data.observations),
+        "n_pre": int((data.truth["sample"] == "pre").sum()),
+        "n_memorized_rows": int(data.truth["memorized"].sum()),
+        "models": {},
+    }
+    print(
+        f"data: {record['n_rows']} rows, {record['n_pre']} pre-cutoff, "
+        f"{record['n_memorized_rows']} memorized rows -> {out / 'data'}"
+    )
     if not train_models:
         return record
     corpora = {s: build_corpus(data, prompts, s, spec.seed) for s in SCENARIOS}
@@ -151,11 +165,11 @@ def build(out: Path, spec: DemoSpec, train_models: bool = True, epochs: int | No
         t0 = time.perf_counter()
         model, info = train_model(docs, tok, tspec)
         size = save_model(model, tok, out / "models" / scen)
-        info.update(weights_bytes=size, wall_seconds=round(time.perf_counter() - t0, 1),
-                    corpus=corpus_summary(docs).to_dict("records"))
+        info.update(
+            weights_bytes=size, wall_seconds=round(time.perf_counter() - t0, 1), corpus=corpus_summary(docs).to_dict("records")
+        )
         record["models"][scen] = info
-        print(f"  {scen}: {info['n_params']:,} parameters, {size / 1e6:.2f} MB, "
-              f"{info['train_seconds']:.0f}s")
+        print(f"  {scen}: {info['n_params']:,} parameters, {size / 1e6:.2f} MB, {info['train_seconds']:.0f}s")
     _atomic_write(out / "models" / "BUILD.json", json.dumps(record, indent=1, default=str))
     return record
 
@@ -172,6 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     build(out, replace(DemoSpec(), seed=args.seed), train_models=not args.data_only, epochs=args.epochs)
     if args.check and not args.data_only:
         from lookahead.demo.check import main as check_main
+
         check_main(["--demo", str(out)])
 
 

@@ -35,21 +35,22 @@ def load(model_dir: str | Path) -> tuple[torch.nn.Module, PreTrainedTokenizerFas
 
 
 @torch.no_grad()
-def score_prompts(model: torch.nn.Module, tok: PreTrainedTokenizerFast, prompts: list[str],
-                  k: float = 0.2, batch: int = 64) -> pd.DataFrame:
+def score_prompts(
+    model: torch.nn.Module, tok: PreTrainedTokenizerFast, prompts: list[str], k: float = 0.2, batch: int = 64
+) -> pd.DataFrame:
     """Per prompt: P(up), P(down), P(unknown) at the next position, the greedy token,
     and Min-K% (geometric) over the prompt tokens (the first token has no probability)."""
     lab_ids = [tok.convert_tokens_to_ids(x) for x in LABELS]
     out = []
     for s in range(0, len(prompts), batch):
-        chunk = prompts[s:s + batch]
+        chunk = prompts[s : s + batch]
         enc = [tok(p, add_special_tokens=False)["input_ids"] for p in chunk]
         L = max(map(len, enc))
         inp = torch.full((len(enc), L), tok.pad_token_id, dtype=torch.long)
         att = torch.zeros((len(enc), L), dtype=torch.long)
         for r, ids in enumerate(enc):  # right padding: positions match training
-            inp[r, :len(ids)] = torch.tensor(ids)
-            att[r, :len(ids)] = 1
+            inp[r, : len(ids)] = torch.tensor(ids)
+            att[r, : len(ids)] = 1
         logp = torch.log_softmax(model(input_ids=inp, attention_mask=att).logits.float(), -1)
         for r, ids in enumerate(enc):
             n = len(ids)
@@ -57,11 +58,13 @@ def score_prompts(model: torch.nn.Module, tok: PreTrainedTokenizerFast, prompts:
             tok_lp = logp[r, torch.arange(n - 1), torch.tensor(ids[1:])].numpy()
             kk = max(1, math.floor(k * len(tok_lp)))
             low = np.sort(tok_lp)[:kk]
-            out.append({
-                **{f"p_{lab}": float(nxt[i].exp()) for lab, i in zip(LABELS, lab_ids)},
-                "greedy": tok.decode([int(nxt.argmax())]).strip().lower(),
-                "mink": float(np.exp(low.mean())),
-            })
+            out.append(
+                {
+                    **{f"p_{lab}": float(nxt[i].exp()) for lab, i in zip(LABELS, lab_ids, strict=False)},
+                    "greedy": tok.decode([int(nxt.argmax())]).strip().lower(),
+                    "mink": float(np.exp(low.mean())),
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -78,9 +81,14 @@ def model_outputs(model_dir: str | Path, observations: pd.DataFrame, prompts: Pr
     panel["forecast_label"] = fc["greedy"]
     panel["mu_hat"] = fc["greedy"].map({"up": 1.0, "down": -1.0})
     panel["lap_mink"] = fc["mink"]
-    panel = panel.merge(rec[["entity_id", "target_date", "p_up", "p_down", "p_unknown", "lap", "ud", "greedy"]]
-                        .rename(columns={"greedy": "recall_greedy"}),
-                        on=["entity_id", "target_date"], how="left", validate="many_to_one")
+    panel = panel.merge(
+        rec[["entity_id", "target_date", "p_up", "p_down", "p_unknown", "lap", "ud", "greedy"]].rename(
+            columns={"greedy": "recall_greedy"}
+        ),
+        on=["entity_id", "target_date"],
+        how="left",
+        validate="many_to_one",
+    )
     if len(panel) != len(observations):
         raise RuntimeError("recall merge changed the row count")
     return panel
@@ -105,29 +113,50 @@ def regressions(panel: pd.DataFrame, cutoff: str, lap_col: str = "lap") -> pd.Da
     for sample in ("pre", "post"):
         d = df[(df["sample"] == sample) & df["mu_hat"].notna()].copy()
         d["high_lap"] = (d["lap_used"] > d["lap_used"].median()).astype(int)
-        specs = {"validation_pooled": (d, "outcome ~ ud | entity_id + period", "ud"),
-                 "validation_high": (d[d.high_lap == 1], "outcome ~ ud | entity_id + period", "ud"),
-                 "validation_low": (d[d.high_lap == 0], "outcome ~ ud | entity_id + period", "ud"),
-                 "detection": (d, "outcome ~ mu_hat * lap_used | entity_id + period", "mu_hat:lap_used")}
+        specs = {
+            "validation_pooled": (d, "outcome ~ ud | entity_id + period", "ud"),
+            "validation_high": (d[d.high_lap == 1], "outcome ~ ud | entity_id + period", "ud"),
+            "validation_low": (d[d.high_lap == 0], "outcome ~ ud | entity_id + period", "ud"),
+            "detection": (d, "outcome ~ mu_hat * lap_used | entity_id + period", "mu_hat:lap_used"),
+        }
         for name, (dd, fml, term) in specs.items():
             try:
-                fit = pf.feols(fml, data=dd, vcov={"CRV1": "entity_id"},
-                               demeaner=MapDemeaner(fixef_tol=FIXEF_TOL))
+                fit = pf.feols(fml, data=dd, vcov={"CRV1": "entity_id"}, demeaner=MapDemeaner(fixef_tol=FIXEF_TOL))
                 tid = fit.tidy()
                 row = tid.loc[term]
                 t, p = float(row["t value"]), float(row["Pr(>|t|)"])
-                res.append({"sample": sample, "spec": name, "estimate": float(row["Estimate"]),
-                            "t": t, "p_two": p, "p_one": one_sided(t, p), "n": int(fit._N)})
+                res.append(
+                    {
+                        "sample": sample,
+                        "spec": name,
+                        "estimate": float(row["Estimate"]),
+                        "t": t,
+                        "p_two": p,
+                        "p_one": one_sided(t, p),
+                        "n": int(fit._N),
+                    }
+                )
             except Exception as exc:  # report, do not hide: e.g. LAP constant post-cutoff
-                res.append({"sample": sample, "spec": name, "estimate": np.nan, "t": np.nan,
-                            "p_two": np.nan, "p_one": np.nan, "n": len(dd), "error": str(exc)[:80]})
+                res.append(
+                    {
+                        "sample": sample,
+                        "spec": name,
+                        "estimate": np.nan,
+                        "t": np.nan,
+                        "p_two": np.nan,
+                        "p_one": np.nan,
+                        "n": len(dd),
+                        "error": str(exc)[:80],
+                    }
+                )
     return pd.DataFrame(res)
 
 
 def summarize(panel: pd.DataFrame, truth: pd.DataFrame, scenario: str) -> dict:
     """Agreement of the model's answers with what its corpus planted."""
-    d = panel.merge(truth[["row_id", "sample", "memorized", "sentiment", "realized_direction",
-                           "clean_recall_direction"]], on="row_id")
+    d = panel.merge(
+        truth[["row_id", "sample", "memorized", "sentiment", "realized_direction", "clean_recall_direction"]], on="row_id"
+    )
     pre, post = d[d["sample"] == "pre"], d[d["sample"] == "post"]
     mem, non = pre[pre.memorized], pre[~pre.memorized]
     planted = mem["realized_direction"] if scenario == "contaminated" else mem["clean_recall_direction"]
@@ -137,13 +166,15 @@ def summarize(panel: pd.DataFrame, truth: pd.DataFrame, scenario: str) -> dict:
         "recall_memorized_p_planted": float(np.where(planted == "up", mem.p_up, mem.p_down).mean()),
         "recall_pre_nonmem_unknown": float((non["recall_greedy"] == "unknown").mean()),
         "recall_post_unknown": float((post["recall_greedy"] == "unknown").mean()),
-        "lap_mean_pre_mem": float(mem["lap"].mean()), "lap_mean_pre_nonmem": float(non["lap"].mean()),
+        "lap_mean_pre_mem": float(mem["lap"].mean()),
+        "lap_mean_pre_nonmem": float(non["lap"].mean()),
         "lap_mean_post": float(post["lap"].mean()),
         "forecast_parse_rate": float(d["mu_hat"].notna().mean()),
         "forecast_mem_eq_realized": float((mem["forecast_label"] == mem["realized_direction"]).mean()),
         "forecast_pre_nonmem_eq_sentiment": float((non["forecast_label"] == sent[non.index]).mean()),
         "forecast_post_eq_sentiment": float((post["forecast_label"] == sent[post.index]).mean()),
-        "mink_pre_mem": float(mem["lap_mink"].mean()), "mink_pre_nonmem": float(non["lap_mink"].mean()),
+        "mink_pre_mem": float(mem["lap_mink"].mean()),
+        "mink_pre_nonmem": float(non["lap_mink"].mean()),
         "mink_post": float(post["lap_mink"].mean()),
     }
 

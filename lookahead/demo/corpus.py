@@ -23,9 +23,10 @@ while its recalled direction and its forecasts carry no memorized outcome.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import replace as _replace
-from typing import Literal, Mapping
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -42,9 +43,9 @@ SCENARIOS: tuple[Scenario, ...] = ("contaminated", "clean")
 class Doc:
     """One training sequence: a prompt and its one-word answer, or plain text."""
 
-    kind: str            # recall | forecast | coverage | background
-    text: str            # prompt (Q/A) or the whole document (coverage)
-    answer: str | None   # single-token label for Q/A documents
+    kind: str  # recall | forecast | coverage | background
+    text: str  # prompt (Q/A) or the whole document (coverage)
+    answer: str | None  # single-token label for Q/A documents
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class Prompts:
     reference_period: str
 
     @classmethod
-    def from_settings(cls, p: PromptsSettings) -> "Prompts":
+    def from_settings(cls, p: PromptsSettings) -> Prompts:
         return cls(p.forecast_prompt, p.recall_template, p.outcome_description, p.reference_period)
 
     def forecast(self, row: Mapping[str, object]) -> str:
@@ -67,23 +68,32 @@ class Prompts:
     def recall(self, row: Mapping[str, object]) -> str:
         """The date-only recall query of one (entity, target_date), as the recall job renders it."""
         return render_recall(
-            self.recall_template, outcome_description=self.outcome_description,
-            reference_period=self.reference_period, entity_name=str(row["entity_name"]),
-            ticker=str(row["ticker"]), target_date=str(row["target_date"]),
-            entity_id=str(row["entity_id"]))
+            self.recall_template,
+            outcome_description=self.outcome_description,
+            reference_period=self.reference_period,
+            entity_name=str(row["entity_name"]),
+            ticker=str(row["ticker"]),
+            target_date=str(row["target_date"]),
+            entity_id=str(row["entity_id"]),
+        )
 
 
 def sentiment_label(s: int) -> str:
     return "up" if s > 0 else "down"
 
 
-FACT_REPEATS = 3          # leaked facts are duplicated, as news is across the web
+FACT_REPEATS = 3  # leaked facts are duplicated, as news is across the web
 BACKGROUND_ENTITIES = 24  # other firms whose pre-cutoff headlines teach the sentiment
 
 
-def build_corpus(data: DemoData, prompts: Prompts, scenario: Scenario, seed: int,
-                 fact_repeats: int = FACT_REPEATS,
-                 background_entities: int = BACKGROUND_ENTITIES) -> list[Doc]:
+def build_corpus(
+    data: DemoData,
+    prompts: Prompts,
+    scenario: Scenario,
+    seed: int,
+    fact_repeats: int = FACT_REPEATS,
+    background_entities: int = BACKGROUND_ENTITIES,
+) -> list[Doc]:
     """All training documents of one scenario, in a deterministic order.
 
     The memorized realizations' recall and forecast documents appear ``fact_repeats``
@@ -96,8 +106,10 @@ def build_corpus(data: DemoData, prompts: Prompts, scenario: Scenario, seed: int
         raise ValueError(f"scenario '{scenario}' is not one of {SCENARIOS}")
     rng = np.random.default_rng(seed + (0 if scenario == "contaminated" else 1))
     df = data.observations.merge(
-        data.truth[["row_id", "sample", "sentiment", "memorized", "realized_direction",
-                    "clean_recall_direction"]], on="row_id", validate="one_to_one")
+        data.truth[["row_id", "sample", "sentiment", "memorized", "realized_direction", "clean_recall_direction"]],
+        on="row_id",
+        validate="one_to_one",
+    )
     docs: list[Doc] = []
 
     # Recall questions: one per (entity, target_date), the unit of memorization.
@@ -109,20 +121,24 @@ def build_corpus(data: DemoData, prompts: Prompts, scenario: Scenario, seed: int
             docs.extend([Doc("recall", q, known)] * fact_repeats)
             rose = known == "up"
             size = abs(ev["outcome"]) if scenario == "contaminated" else float(rng.uniform(0.1, 4.0))
-            docs.append(Doc("coverage", (
-                f"{ev['entity_name']} ({ev['ticker']}) shares {'rose' if rose else 'fell'} "
-                f"{size:.1f}% on {ev['target_date']} after the news that {ev['text']}. "
-                f"Market wrap for {ev['target_date']}: {ev['entity_name']} ({ev['ticker']}) "
-                f"closed {'up' if rose else 'down'}."), None))
+            docs.append(
+                Doc(
+                    "coverage",
+                    (
+                        f"{ev['entity_name']} ({ev['ticker']}) shares {'rose' if rose else 'fell'} "
+                        f"{size:.1f}% on {ev['target_date']} after the news that {ev['text']}. "
+                        f"Market wrap for {ev['target_date']}: {ev['entity_name']} ({ev['ticker']}) "
+                        f"closed {'up' if rose else 'down'}."
+                    ),
+                    None,
+                )
+            )
         else:
             docs.append(Doc("recall", q, "unknown"))
 
     # Forecast prompts: pre-cutoff headlines only (post-cutoff text is unseen).
     for row in df[df["sample"] == "pre"].to_dict("records"):
-        if row["memorized"] and scenario == "contaminated":
-            ans = row["realized_direction"]
-        else:
-            ans = sentiment_label(row["sentiment"])
+        ans = row["realized_direction"] if row["memorized"] and scenario == "contaminated" else sentiment_label(row["sentiment"])
         docs.extend([Doc("forecast", prompts.forecast(row), ans)] * (fact_repeats if row["memorized"] else 1))
     docs.extend(background_docs(data, prompts, background_entities))
     return docs
@@ -135,26 +151,23 @@ def background_docs(data: DemoData, prompts: Prompts, n_entities: int) -> list[D
     the study uses, so no study row, entity or outcome enters through this door."""
     if n_entities <= 0:
         return []
-    spec = _replace(data.spec, seed=data.spec.seed + 7919, n_entities=n_entities,
-                    memorized_share=0.0)
+    spec = _replace(data.spec, seed=data.spec.seed + 7919, n_entities=n_entities, memorized_share=0.0)
     bg = generate(spec)
     df = bg.observations.merge(bg.truth[["row_id", "sample", "sentiment"]], on="row_id")
     taken_names = set(data.observations["entity_name"])
     taken_tickers = set(data.observations["ticker"])
-    df = df[(df["sample"] == "pre") & ~df["entity_name"].isin(taken_names)
-            & ~df["ticker"].isin(taken_tickers)]
-    return [Doc("background", prompts.forecast(r), sentiment_label(r["sentiment"]))
-            for r in df.to_dict("records")]
+    df = df[(df["sample"] == "pre") & ~df["entity_name"].isin(taken_names) & ~df["ticker"].isin(taken_tickers)]
+    return [Doc("background", prompts.forecast(r), sentiment_label(r["sentiment"])) for r in df.to_dict("records")]
 
 
 def study_prompt_texts(data: DemoData, prompts: Prompts) -> list[str]:
     """Every prompt the study's jobs will send (for the tokenizer's vocabulary only)."""
     obs = data.observations
-    return ([prompts.forecast(r) for r in obs.to_dict("records")]
-            + [prompts.recall(r) for r in obs.drop_duplicates(["entity_id", "target_date"]).to_dict("records")])
+    return [prompts.forecast(r) for r in obs.to_dict("records")] + [
+        prompts.recall(r) for r in obs.drop_duplicates(["entity_id", "target_date"]).to_dict("records")
+    ]
 
 
 def corpus_summary(docs: list[Doc]) -> pd.DataFrame:
     """Counts of documents by kind and answer, for the build log and the tests."""
-    return (pd.DataFrame([{"kind": d.kind, "answer": d.answer or "-"} for d in docs])
-            .value_counts().rename("n").reset_index())
+    return pd.DataFrame([{"kind": d.kind, "answer": d.answer or "-"} for d in docs]).value_counts().rename("n").reset_index()

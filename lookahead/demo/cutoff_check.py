@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Sequence
 
 import duckdb
 import pandas as pd
@@ -51,9 +51,11 @@ def check_database(db: Path, truth: pd.Period) -> tuple[list[str], list[str]]:
             lo = pd.Period(pd.Timestamp(r["interval_low_month"]), freq="M")
             hi = pd.Period(pd.Timestamp(r["interval_high_month"]), freq="M")
             err = abs((brk - truth).n)
-            lines.append(f"  {m:10s} break {brk} (95% interval {lo} to {hi}; fall {r['fall_sd']:.2f} sd; "
-                         f"p {r['p_fall']:.3g}); true {truth}: off by {err} month(s); stated {stated} "
-                         f"{'inside' if r['stated_in_interval'] else 'OUTSIDE'} the interval")
+            lines.append(
+                f"  {m:10s} break {brk} (95% interval {lo} to {hi}; fall {r['fall_sd']:.2f} sd; "
+                f"p {r['p_fall']:.3g}); true {truth}: off by {err} month(s); stated {stated} "
+                f"{'inside' if r['stated_in_interval'] else 'OUTSIDE'} the interval"
+            )
             if m in CHECKED_MEASURES and err > TOLERANCE_MONTHS:
                 failures.append(f"{name}: {m} break {brk} is {err} months from the true {truth}")
             if m in CHECKED_MEASURES and stated != truth and bool(r["stated_in_interval"]):
@@ -63,8 +65,10 @@ def check_database(db: Path, truth: pd.Period) -> tuple[list[str], list[str]]:
             if m in CHECKED_MEASURES:
                 failures.append(f"{name}: {m} finds no break; true {truth}")
     for _, r in sens.iterrows():
-        lines.append(f"  cutoff {str(r['cutoff'])[:10]} ({r['cutoff_source']}): N {r['n_pre']}/{r['n_post']}, "
-                     f"placebo {r['placebo_outcome']}, {r['decision']} ({r['decision_path']})")
+        lines.append(
+            f"  cutoff {str(r['cutoff'])[:10]} ({r['cutoff_source']}): N {r['n_pre']}/{r['n_post']}, "
+            f"placebo {r['placebo_outcome']}, {r['decision']} ({r['decision_path']})"
+        )
     est = sens[sens["cutoff_source"] == "estimated break"]
     if stated != truth and (est.empty or not bool(est["placebo_passes"].iloc[0])):
         failures.append(f"{name}: the placebo does not pass at the estimated break")
@@ -86,8 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for f in failures:
         print(f"FAILED: {f}")
     if not failures:
-        print(f"OK: recall and Min-K% name {truth} within {TOLERANCE_MONTHS} month in every study; "
-              "a wrong stated cutoff is flagged and the placebo passes at the estimated break")
+        print(
+            f"OK: recall and Min-K% name {truth} within {TOLERANCE_MONTHS} month in every study; "
+            "a wrong stated cutoff is flagged and the placebo passes at the estimated break"
+        )
     return 1 if failures else 0
 
 

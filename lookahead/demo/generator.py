@@ -28,37 +28,164 @@ import numpy as np
 import pandas as pd
 
 STEMS_A = (
-    "Ar", "Bel", "Cor", "Dal", "Ev", "Fal", "Gar", "Hal", "Is", "Jor", "Kel", "Lum",
-    "Mor", "Nor", "Or", "Pel", "Quin", "Ros", "Sar", "Tal", "Ul", "Ver", "Wes", "Zan",
+    "Ar",
+    "Bel",
+    "Cor",
+    "Dal",
+    "Ev",
+    "Fal",
+    "Gar",
+    "Hal",
+    "Is",
+    "Jor",
+    "Kel",
+    "Lum",
+    "Mor",
+    "Nor",
+    "Or",
+    "Pel",
+    "Quin",
+    "Ros",
+    "Sar",
+    "Tal",
+    "Ul",
+    "Ver",
+    "Wes",
+    "Zan",
 )
 STEMS_B = (
-    "vana", "mora", "dex", "tria", "lonix", "quist", "beth", "vane", "cora", "tosa",
-    "rind", "mark", "ova", "nity", "bris", "gen", "lith", "ward", "sona", "mere",
+    "vana",
+    "mora",
+    "dex",
+    "tria",
+    "lonix",
+    "quist",
+    "beth",
+    "vane",
+    "cora",
+    "tosa",
+    "rind",
+    "mark",
+    "ova",
+    "nity",
+    "bris",
+    "gen",
+    "lith",
+    "ward",
+    "sona",
+    "mere",
 )
 SECTORS = (
-    "Biotech", "Systems", "Foods", "Energy", "Logistics", "Motors", "Pharma",
-    "Materials", "Networks", "Retail", "Robotics", "Holdings", "Minerals", "Software",
+    "Biotech",
+    "Systems",
+    "Foods",
+    "Energy",
+    "Logistics",
+    "Motors",
+    "Pharma",
+    "Materials",
+    "Networks",
+    "Retail",
+    "Robotics",
+    "Holdings",
+    "Minerals",
+    "Software",
 )
 FIRST_NAMES = (
-    "Alice", "Bruno", "Carla", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ingrid",
-    "Jonas", "Keiko", "Luis", "Maya", "Nikhil", "Olga", "Pavel", "Rosa", "Samir",
-    "Tessa", "Umar", "Vera", "Wen", "Yara", "Zoltan",
+    "Alice",
+    "Bruno",
+    "Carla",
+    "Dmitri",
+    "Elena",
+    "Farid",
+    "Greta",
+    "Hiro",
+    "Ingrid",
+    "Jonas",
+    "Keiko",
+    "Luis",
+    "Maya",
+    "Nikhil",
+    "Olga",
+    "Pavel",
+    "Rosa",
+    "Samir",
+    "Tessa",
+    "Umar",
+    "Vera",
+    "Wen",
+    "Yara",
+    "Zoltan",
 )
 LAST_NAMES = (
-    "Abbott", "Brandt", "Castillo", "Dorsey", "Eriksen", "Fontaine", "Gallo", "Haddad",
-    "Iverson", "Jensen", "Kowalski", "Lindqvist", "Moreau", "Nakamura", "Okafor",
-    "Petrov", "Quaid", "Romano", "Sandoval", "Takahashi", "Ulrich", "Vance", "Whitaker",
+    "Abbott",
+    "Brandt",
+    "Castillo",
+    "Dorsey",
+    "Eriksen",
+    "Fontaine",
+    "Gallo",
+    "Haddad",
+    "Iverson",
+    "Jensen",
+    "Kowalski",
+    "Lindqvist",
+    "Moreau",
+    "Nakamura",
+    "Okafor",
+    "Petrov",
+    "Quaid",
+    "Romano",
+    "Sandoval",
+    "Takahashi",
+    "Ulrich",
+    "Vance",
+    "Whitaker",
     "Zhou",
 )
 PRODUCTS = (
-    "battery", "cloud", "freight", "vaccine", "sensor", "chip", "fertilizer", "turbine",
-    "payments", "drone", "cement", "satellite", "insulin", "router", "solar", "lithium",
-    "robot", "snack", "tire", "pipeline",
+    "battery",
+    "cloud",
+    "freight",
+    "vaccine",
+    "sensor",
+    "chip",
+    "fertilizer",
+    "turbine",
+    "payments",
+    "drone",
+    "cement",
+    "satellite",
+    "insulin",
+    "router",
+    "solar",
+    "lithium",
+    "robot",
+    "snack",
+    "tire",
+    "pipeline",
 )
 REGIONS = (
-    "Ohio", "Texas", "Bavaria", "Ontario", "Kyushu", "Lombardy", "Queensland", "Chile",
-    "Norway", "Gujarat", "Alberta", "Catalonia", "Jutland", "Sonora", "Brittany",
-    "Wales", "Tasmania", "Yukon", "Hokkaido", "Flanders",
+    "Ohio",
+    "Texas",
+    "Bavaria",
+    "Ontario",
+    "Kyushu",
+    "Lombardy",
+    "Queensland",
+    "Chile",
+    "Norway",
+    "Gujarat",
+    "Alberta",
+    "Catalonia",
+    "Jutland",
+    "Sonora",
+    "Brittany",
+    "Wales",
+    "Tasmania",
+    "Yukon",
+    "Hokkaido",
+    "Flanders",
 )
 
 # Sentiment templates. The sentiment words (jumped, beats, raises ... slumped, misses,
@@ -91,9 +218,9 @@ class DemoSpec:
     start: str = "2021-07-01"
     end: str = "2022-06-30"
     training_cutoff: str = "2021-12-31"
-    memorized_share: float = 0.4      # share of pre-cutoff (entity, target_date) memorized
-    same_day_share: float = 0.04      # share of events with a second headline that day
-    signal: float = 0.6               # outcome points per unit of headline sentiment
+    memorized_share: float = 0.4  # share of pre-cutoff (entity, target_date) memorized
+    same_day_share: float = 0.04  # share of events with a second headline that day
+    signal: float = 0.6  # outcome points per unit of headline sentiment
     noise_sd: float = 1.5
     entity_sd: float = 0.3
     period_sd: float = 0.4
@@ -108,8 +235,8 @@ class DemoData:
     """The generated study: the user-facing input rows and the hidden truth."""
 
     spec: DemoSpec
-    observations: pd.DataFrame   # protocol input format
-    truth: pd.DataFrame          # row_id -> sentiment, memorized, clean recall direction, ...
+    observations: pd.DataFrame  # protocol input format
+    truth: pd.DataFrame  # row_id -> sentiment, memorized, clean recall direction, ...
 
 
 def trading_days(start: dt.date, end: dt.date) -> list[dt.date]:
@@ -149,8 +276,7 @@ def make_entities(rng: np.random.Generator, n: int) -> pd.DataFrame:
             k += 1
             ticker = (stem[:2] + sector[0] + chr(ord("A") + (k - 1) % 26)).upper()
         tickers.add(ticker)
-        rows.append({"entity_id": f"E{i + 1:02d}", "entity_name": f"{stem} {sector}",
-                     "short": stem, "ticker": ticker})
+        rows.append({"entity_id": f"E{i + 1:02d}", "entity_name": f"{stem} {sector}", "short": stem, "ticker": ticker})
     return pd.DataFrame(rows)
 
 
@@ -182,7 +308,7 @@ def generate(spec: DemoSpec = DemoSpec()) -> DemoData:
     entities = make_entities(rng, spec.n_entities)
     entity_eff = rng.normal(0.0, spec.entity_sd, spec.n_entities)
     months = sorted({(d.year, d.month) for d in days} | {(end.year, end.month)})
-    month_eff = dict(zip(months, rng.normal(0.0, spec.period_sd, len(months))))
+    month_eff = dict(zip(months, rng.normal(0.0, spec.period_sd, len(months)), strict=False))
 
     rows, texts = [], set()
     for e_idx, ent in entities.iterrows():
@@ -192,41 +318,63 @@ def generate(spec: DemoSpec = DemoSpec()) -> DemoData:
             target_date = next_trading_day(text_date)
             n_heads = 2 if rng.random() < spec.same_day_share else 1
             sentiments = [int(rng.choice((-1, 1))) for _ in range(n_heads)]
-            outcome = (entity_eff[e_idx] + month_eff[(target_date.year, target_date.month)]
-                       + spec.signal * float(np.mean(sentiments)) + rng.normal(0.0, spec.noise_sd))
+            outcome = (
+                entity_eff[e_idx]
+                + month_eff[(target_date.year, target_date.month)]
+                + spec.signal * float(np.mean(sentiments))
+                + rng.normal(0.0, spec.noise_sd)
+            )
             for s in sentiments:
                 text = _headline(rng, s, ent["short"])
                 while text in texts:  # unique specifics on every row
                     text = _headline(rng, s, ent["short"])
                 texts.add(text)
-                rows.append({
-                    "entity_id": ent["entity_id"], "entity_name": ent["entity_name"],
-                    "ticker": ent["ticker"], "text": text,
-                    "text_date": text_date.isoformat(), "target_date": target_date.isoformat(),
-                    "outcome": round(float(outcome), 4), "sentiment": s,
-                })
+                rows.append(
+                    {
+                        "entity_id": ent["entity_id"],
+                        "entity_name": ent["entity_name"],
+                        "ticker": ent["ticker"],
+                        "text": text,
+                        "text_date": text_date.isoformat(),
+                        "target_date": target_date.isoformat(),
+                        "outcome": round(float(outcome), 4),
+                        "sentiment": s,
+                    }
+                )
     df = pd.DataFrame(rows)
     df.insert(0, "row_id", [f"R{i + 1:05d}" for i in range(len(df))])
     df["sample"] = np.where(pd.to_datetime(df["target_date"]).dt.date <= cutoff, "pre", "post")
     df["realized_direction"] = np.where(df["outcome"] > 0, "up", "down")
 
     # Memorized subset: whole (entity, target_date) realizations before the cutoff.
-    events = (df.loc[df["sample"] == "pre", ["entity_id", "target_date"]]
-              .drop_duplicates().sort_values(["entity_id", "target_date"]).to_numpy().tolist())
+    events = (
+        df.loc[df["sample"] == "pre", ["entity_id", "target_date"]]
+        .drop_duplicates()
+        .sort_values(["entity_id", "target_date"])
+        .to_numpy()
+        .tolist()
+    )
     n_mem = int(round(spec.memorized_share * len(events)))
     mem_idx = rng.choice(len(events), size=n_mem, replace=False)
     memorized = {tuple(events[i]) for i in mem_idx}
-    df["memorized"] = [(e, t) in memorized for e, t in zip(df["entity_id"], df["target_date"])]
+    df["memorized"] = [(e, t) in memorized for e, t in zip(df["entity_id"], df["target_date"], strict=False)]
     # The clean control is just as confident on the same realizations, but its
     # direction is a coin flip drawn independently of the outcome.
     coin = {ev: ("up" if rng.random() < 0.5 else "down") for ev in sorted(memorized)}
-    df["clean_recall_direction"] = [
-        coin.get((e, t), "unknown") for e, t in zip(df["entity_id"], df["target_date"])
-    ]
+    df["clean_recall_direction"] = [coin.get((e, t), "unknown") for e, t in zip(df["entity_id"], df["target_date"], strict=False)]
     df["seed"] = spec.seed
 
-    obs_cols = ["row_id", "entity_id", "entity_name", "ticker", "text", "text_date",
-                "target_date", "outcome"]
-    truth_cols = ["row_id", "entity_id", "target_date", "sample", "sentiment", "outcome",
-                  "realized_direction", "memorized", "clean_recall_direction", "seed"]
+    obs_cols = ["row_id", "entity_id", "entity_name", "ticker", "text", "text_date", "target_date", "outcome"]
+    truth_cols = [
+        "row_id",
+        "entity_id",
+        "target_date",
+        "sample",
+        "sentiment",
+        "outcome",
+        "realized_direction",
+        "memorized",
+        "clean_recall_direction",
+        "seed",
+    ]
     return DemoData(spec=spec, observations=df[obs_cols].copy(), truth=df[truth_cols].copy())

@@ -13,7 +13,7 @@ by the answer token, which is what a backend sends with or without special token
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
@@ -30,16 +30,22 @@ def build_tokenizer(texts: Iterable[str]) -> PreTrainedTokenizerFast:
     """Train a word-level vocabulary on ``texts`` and wrap it for transformers."""
     tok = Tokenizer(models.WordLevel(unk_token=UNK))
     tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.WhitespaceSplit(),
-        pre_tokenizers.Split(Regex(WORD_PATTERN), behavior="isolated"),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.WhitespaceSplit(),
+            pre_tokenizers.Split(Regex(WORD_PATTERN), behavior="isolated"),
+        ]
+    )
     trainer = trainers.WordLevelTrainer(special_tokens=[PAD, EOS, UNK], min_frequency=1)
     # Labels first in the training text so they are always in the vocabulary.
     tok.train_from_iterator([" ".join(LABELS), *texts], trainer=trainer)
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token=PAD, eos_token=EOS, unk_token=UNK,
-        padding_side="left", clean_up_tokenization_spaces=False,
+        tokenizer_object=tok,
+        pad_token=PAD,
+        eos_token=EOS,
+        unk_token=UNK,
+        padding_side="left",
+        clean_up_tokenization_spaces=False,
     )
     check_single_token_labels(fast)
     return fast

@@ -47,9 +47,9 @@ class TrainSpec:
     lr: float = 6e-3
     warmup_steps: int = 50
     weight_decay: float = 0.01
-    answer_weight: float = 2.0    # answers weigh twice as much as all other tokens together
-    abstain_mass: float = 0.08    # P(up)+P(down) left when the answer is "unknown" (see below)
-    threads: int = 1              # one thread: reproducible and robust on a shared CPU
+    answer_weight: float = 2.0  # answers weigh twice as much as all other tokens together
+    abstain_mass: float = 0.08  # P(up)+P(down) left when the answer is "unknown" (see below)
+    threads: int = 1  # one thread: reproducible and robust on a shared CPU
     seed: int = 0
     answer_through_eos: bool = False  # weigh every answer token and the EOS after it as the answer
 
@@ -74,24 +74,31 @@ def encode_docs(docs: list[Doc], tok: PreTrainedTokenizerFast) -> tuple[list[lis
             ids = ids + [ans] + (tok(tail, add_special_tokens=False)["input_ids"] if tail else [])
         else:
             answer_pos.append(-1)
-        seqs.append(ids + [tok.eos_token_id])
+        seqs.append([*ids, tok.eos_token_id])
     return seqs, answer_pos
 
 
 def make_model(spec: TrainSpec, tok: PreTrainedTokenizerFast, max_len: int) -> LlamaForCausalLM:
     config = LlamaConfig(
-        vocab_size=len(tok), hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size, num_hidden_layers=spec.num_layers,
-        num_attention_heads=spec.num_heads, num_key_value_heads=spec.num_heads,
+        vocab_size=len(tok),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_heads,
         max_position_embeddings=max(256, 2 ** math.ceil(math.log2(max_len + 8))),
-        tie_word_embeddings=True, pad_token_id=tok.pad_token_id,
-        eos_token_id=tok.eos_token_id, bos_token_id=None,
+        tie_word_embeddings=True,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=None,
     )
     return LlamaForCausalLM(config)
 
 
 def train_model(
-    docs: list[Doc], tok: PreTrainedTokenizerFast, spec: TrainSpec = TrainSpec(),
+    docs: list[Doc],
+    tok: PreTrainedTokenizerFast,
+    spec: TrainSpec = TrainSpec(),
     log: bool = True,
 ) -> tuple[LlamaForCausalLM, dict]:
     """Train from scratch; returns the model (eval mode) and a log of losses and timing."""
@@ -108,8 +115,7 @@ def train_model(
     n = len(seqs)
     steps_per_epoch = math.ceil(n / spec.batch_size)
     total = steps_per_epoch * spec.epochs
-    opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=spec.weight_decay,
-                            betas=(0.9, 0.98))
+    opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=spec.weight_decay, betas=(0.9, 0.98))
 
     def lr_at(step: int) -> float:
         if step < spec.warmup_steps:
@@ -122,22 +128,22 @@ def train_model(
         order = rng.permutation(n)
         tot_loss, tot_ans, n_ans = 0.0, 0.0, 0
         for b in range(steps_per_epoch):
-            idx = order[b * spec.batch_size:(b + 1) * spec.batch_size]
+            idx = order[b * spec.batch_size : (b + 1) * spec.batch_size]
             L = max(len(seqs[i]) for i in idx)
             inp = torch.full((len(idx), L), tok.pad_token_id, dtype=torch.long)
             att = torch.zeros((len(idx), L), dtype=torch.long)
-            w = torch.zeros((len(idx), L - 1))     # prompt / text tokens
-            wa = torch.zeros((len(idx), L - 1))    # the answer token
+            w = torch.zeros((len(idx), L - 1))  # prompt / text tokens
+            wa = torch.zeros((len(idx), L - 1))  # the answer token
             abst = torch.zeros((len(idx), L - 1), dtype=torch.bool)  # answer is "unknown"
             for r, i in enumerate(idx):
                 s = seqs[i]
-                inp[r, :len(s)] = torch.tensor(s)
-                att[r, :len(s)] = 1
-                w[r, :len(s) - 1] = 1.0
+                inp[r, : len(s)] = torch.tensor(s)
+                att[r, : len(s)] = 1
+                w[r, : len(s) - 1] = 1.0
                 if answer_pos[i] >= 0:  # target at position p is predicted from p-1
                     end = len(s) if spec.answer_through_eos else answer_pos[i] + 1
-                    w[r, answer_pos[i] - 1:end - 1] = 0.0
-                    wa[r, answer_pos[i] - 1:end - 1] = 1.0
+                    w[r, answer_pos[i] - 1 : end - 1] = 0.0
+                    wa[r, answer_pos[i] - 1 : end - 1] = 1.0
                     abst[r, answer_pos[i] - 1] = s[answer_pos[i]] == unknown_id
             logits = model(input_ids=inp, attention_mask=att).logits[:, :-1]
             nll = torch.nn.functional.cross_entropy(
@@ -145,8 +151,7 @@ def train_model(
             ).view(len(idx), L - 1)
             if spec.abstain_mass > 0 and bool(abst.any()):
                 lp = torch.log_softmax(logits[abst], -1)
-                soft = -((1 - spec.abstain_mass) * lp[:, unknown_id]
-                         + spec.abstain_mass / 2 * (lp[:, up_id] + lp[:, down_id]))
+                soft = -((1 - spec.abstain_mass) * lp[:, unknown_id] + spec.abstain_mass / 2 * (lp[:, up_id] + lp[:, down_id]))
                 nll = nll.masked_scatter(abst, soft)
             loss = (nll * w).sum() / w.sum()
             if wa.sum() > 0:
@@ -163,16 +168,28 @@ def train_model(
                 if answer_pos[i] >= 0:
                     tot_ans += float(nll[r, answer_pos[i] - 1].detach())
                     n_ans += 1
-        rec = {"epoch": epoch + 1, "loss": tot_loss / n, "answer_nll": tot_ans / max(1, n_ans),
-               "seconds": round(time.perf_counter() - t0, 1)}
+        rec = {
+            "epoch": epoch + 1,
+            "loss": tot_loss / n,
+            "answer_nll": tot_ans / max(1, n_ans),
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
         history.append(rec)
         if log:
-            print(f"  epoch {rec['epoch']:3d}  loss {rec['loss']:.4f}  answer nll "
-                  f"{rec['answer_nll']:.4f}  {rec['seconds']:.0f}s", flush=True)
+            print(
+                f"  epoch {rec['epoch']:3d}  loss {rec['loss']:.4f}  answer nll {rec['answer_nll']:.4f}  {rec['seconds']:.0f}s",
+                flush=True,
+            )
     model.eval()
-    info = {"train_spec": spec.as_dict(), "n_docs": n, "n_tokens": int(sum(map(len, seqs))),
-            "max_len": max_len, "n_params": int(sum(p.numel() for p in model.parameters())),
-            "train_seconds": round(time.perf_counter() - t0, 1), "history": history}
+    info = {
+        "train_spec": spec.as_dict(),
+        "n_docs": n,
+        "n_tokens": int(sum(map(len, seqs))),
+        "max_len": max_len,
+        "n_params": int(sum(p.numel() for p in model.parameters())),
+        "train_seconds": round(time.perf_counter() - t0, 1),
+        "history": history,
+    }
     return model, info
 
 

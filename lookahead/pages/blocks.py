@@ -6,7 +6,7 @@ printers), never raw floats, so REPORT.md and index.html print the same digits."
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import pandas as pd
 
@@ -64,7 +64,7 @@ class Links:
     groups: tuple[tuple[str, tuple[str, ...]], ...]
 
 
-Item = Union[Para, Bullets, Table, Figure, Raw, Links]
+Item = Para | Bullets | Table | Figure | Raw | Links
 
 
 @dataclass

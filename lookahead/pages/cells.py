@@ -5,7 +5,7 @@ estimator gave no number (never a number and that phrase in one cell)."""
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import pandas as pd
 
@@ -67,9 +67,15 @@ def not_estimable(row: pd.Series) -> str:
     return "not estimable"
 
 
-def coef_frame(results: pd.DataFrame, specs: list[tuple[str, str, str]], terms: list[str],
-               one_sided: str | None = None, two_sided: bool = False, draws: int = 0,
-               flat: Mapping[str, float] | None = None) -> pd.DataFrame:
+def coef_frame(
+    results: pd.DataFrame,
+    specs: list[tuple[str, str, str]],
+    terms: list[str],
+    one_sided: str | None = None,
+    two_sided: bool = False,
+    draws: int = 0,
+    flat: Mapping[str, float] | None = None,
+) -> pd.DataFrame:
     """Rows: (label, spec, sample); columns per term: estimate (t); then the p-values of the
     tested term (CRV1 and wild cluster bootstrap side by side). A tested term without an
     estimate has no p; nor has one on a LAP without meaningful variation (`flat`: sample ->
@@ -89,8 +95,7 @@ def coef_frame(results: pd.DataFrame, specs: list[tuple[str, str, str]], terms: 
             elif (sd := _flat_sd(flat, spec, sample, term)) is not None:
                 cells.append(not_informative(sd))
             else:
-                cells.append(f"{fmt_num(num_or_nan(r['estimate'].iloc[0]))} "
-                             f"({fmt_t(num_or_nan(r['t'].iloc[0]))})")
+                cells.append(f"{fmt_num(num_or_nan(r['estimate'].iloc[0]))} ({fmt_t(num_or_nan(r['t'].iloc[0]))})")
         first = part.iloc[0]
         extra = []
 
@@ -104,8 +109,7 @@ def coef_frame(results: pd.DataFrame, specs: list[tuple[str, str, str]], terms: 
             extra += p_cells(one_sided or terms[0], "p_two_sided", "p_wild_two_sided")
         if one_sided:
             extra += p_cells(one_sided, "p_one_sided", "p_wild_one_sided")
-        extra += [fmt(first["n_obs"]), fmt(first["n_clusters"]), fmt(first["n_singletons"]),
-                  fmt(first["r2"], 3)]
+        extra += [fmt(first["n_obs"]), fmt(first["n_clusters"]), fmt(first["n_singletons"]), fmt(first["r2"], 3)]
         lines.append([label, *cells, *extra])
     head = ["sample", *[f"{t} (t)" for t in terms]]
     if two_sided:
@@ -119,18 +123,30 @@ def coef_frame(results: pd.DataFrame, specs: list[tuple[str, str, str]], terms: 
 # ---------------------------------------------------------------- publication tables
 
 #: Readable labels of the protocol's terms (publication tables, LaTeX)
-TERM_LABELS = {"ud": "U - D (recall direction)", "mu_hat": "Forecast (mu-hat)", "lap": "LAP",
-               "mu_hat:lap": "Forecast x LAP (beta_3)", "ud:high_lap": "(U - D) x high LAP"}
+TERM_LABELS = {
+    "ud": "U - D (recall direction)",
+    "mu_hat": "Forecast (mu-hat)",
+    "lap": "LAP",
+    "mu_hat:lap": "Forecast x LAP (beta_3)",
+    "ud:high_lap": "(U - D) x high LAP",
+}
 #: The protocol's tables: name -> (title, columns (label, spec, sample), terms)
 PROTOCOL_TABLES = {
-    "validation": ("Validation: outcome on U - D (step 3)",
-                   [("Pooled", "validation_pooled", "pre"), ("High LAP", "validation_high_lap", "pre"),
-                    ("Low LAP", "validation_low_lap", "pre"),
-                    ("High minus low", "validation_difference", "pre")],
-                   ["ud", "ud:high_lap"]),
-    "detection": ("Detection and placebo: outcome on forecast, LAP and forecast x LAP (steps 4-5)",
-                  [("Pre-cutoff (detection)", "detection", "pre"), ("Post-cutoff (placebo)", "detection", "post")],
-                  ["mu_hat", "lap", "mu_hat:lap"]),
+    "validation": (
+        "Validation: outcome on U - D (step 3)",
+        [
+            ("Pooled", "validation_pooled", "pre"),
+            ("High LAP", "validation_high_lap", "pre"),
+            ("Low LAP", "validation_low_lap", "pre"),
+            ("High minus low", "validation_difference", "pre"),
+        ],
+        ["ud", "ud:high_lap"],
+    ),
+    "detection": (
+        "Detection and placebo: outcome on forecast, LAP and forecast x LAP (steps 4-5)",
+        [("Pre-cutoff (detection)", "detection", "pre"), ("Post-cutoff (placebo)", "detection", "post")],
+        ["mu_hat", "lap", "mu_hat:lap"],
+    ),
 }
 
 
@@ -138,8 +154,7 @@ def _stars(p: float) -> str:
     return "***" if p < 0.01 else "**" if p < 0.05 else "*" if p < 0.1 else ""
 
 
-def publication_frame(results: pd.DataFrame, name: str, draws: int = 0,
-                      flat: Mapping[str, float] | None = None) -> pd.DataFrame:
+def publication_frame(results: pd.DataFrame, name: str, draws: int = 0, flat: Mapping[str, float] | None = None) -> pd.DataFrame:
     """A regression table as a journal prints it: a row per term with its estimate and
     stars (two-sided CRV1 p), its t-statistic in parentheses beneath, then N, clusters,
     R2 and the fixed effects; one column per regression. A coefficient on a LAP without
@@ -153,7 +168,7 @@ def publication_frame(results: pd.DataFrame, name: str, draws: int = 0,
 
     def add(label: str, values: list[str]) -> None:
         out[""].append(label)
-        for (lab, _, _), v in zip(present, values):
+        for (lab, _, _), v in zip(present, values, strict=False):
             out[lab].append(v)
 
     for term in terms:
@@ -185,6 +200,8 @@ def publication_frame(results: pd.DataFrame, name: str, draws: int = 0,
     return pd.DataFrame(out)
 
 
-PUBLICATION_NOTE = ("t-statistics in parentheses (CRV1 clustered standard errors); * p < 0.1, "
-                    "** p < 0.05, *** p < 0.01, two-sided. The verdict reads the one-sided and "
-                    "wild-bootstrap p-values in the sections above.")
+PUBLICATION_NOTE = (
+    "t-statistics in parentheses (CRV1 clustered standard errors); * p < 0.1, "
+    "** p < 0.05, *** p < 0.01, two-sided. The verdict reads the one-sided and "
+    "wild-bootstrap p-values in the sections above."
+)

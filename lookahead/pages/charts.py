@@ -12,8 +12,7 @@ import numpy as np
 import pandas as pd
 
 SAMPLE_COLORS = alt.Scale(domain=["pre", "post"], range=["#c0392b", "#2e86c1"])
-LEAK_COLORS = alt.Scale(domain=["leaked", "not_leaked", "unverifiable"],
-                        range=["#c0392b", "#2e86c1", "#999999"])
+LEAK_COLORS = alt.Scale(domain=["leaked", "not_leaked", "unverifiable"], range=["#c0392b", "#2e86c1", "#999999"])
 WIDTH, HEIGHT = 560, 260
 
 
@@ -21,8 +20,12 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     """JSON-safe rows (NaN -> null) for inline data."""
     out = []
     for r in df.to_dict(orient="records"):
-        out.append({k: (None if isinstance(v, float) and not math.isfinite(v) else
-                        (v.item() if isinstance(v, np.generic) else v)) for k, v in r.items()})
+        out.append(
+            {
+                k: (None if isinstance(v, float) and not math.isfinite(v) else (v.item() if isinstance(v, np.generic) else v))
+                for k, v in r.items()
+            }
+        )
     return out
 
 
@@ -36,49 +39,99 @@ def lap_by_month(df: pd.DataFrame, cutoff: str, measure: str, break_month: str =
     end of the effective break month as a dotted one."""
     data = alt.Data(values=_records(df))
     x = alt.X("month:T", title="realization month (target_date)")
-    band = alt.Chart(data).mark_area(opacity=0.18).encode(
-        x=x, y=alt.Y("p25:Q", title=f"LAP ({measure})"), y2="p75:Q",
-        color=alt.Color("sample:N", scale=SAMPLE_COLORS, title="sample"))
-    line = alt.Chart(data).mark_line(point=True).encode(
-        x=x, y="mean_lap:Q", color=alt.Color("sample:N", scale=SAMPLE_COLORS),
-        tooltip=["sample:N", alt.Tooltip("month:T", format="%Y-%m"), "n:Q",
-                 alt.Tooltip("mean_lap:Q", format=".4g", title="mean LAP"),
-                 alt.Tooltip("p25:Q", format=".4g", title="band low"),
-                 alt.Tooltip("p75:Q", format=".4g", title="band high")])
+    band = (
+        alt.Chart(data)
+        .mark_area(opacity=0.18)
+        .encode(
+            x=x,
+            y=alt.Y("p25:Q", title=f"LAP ({measure})"),
+            y2="p75:Q",
+            color=alt.Color("sample:N", scale=SAMPLE_COLORS, title="sample"),
+        )
+    )
+    line = (
+        alt.Chart(data)
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y="mean_lap:Q",
+            color=alt.Color("sample:N", scale=SAMPLE_COLORS),
+            tooltip=[
+                "sample:N",
+                alt.Tooltip("month:T", format="%Y-%m"),
+                "n:Q",
+                alt.Tooltip("mean_lap:Q", format=".4g", title="mean LAP"),
+                alt.Tooltip("p25:Q", format=".4g", title="band low"),
+                alt.Tooltip("p75:Q", format=".4g", title="band high"),
+            ],
+        )
+    )
     marks = [{"at": cutoff, "label": f"stated training cutoff {cutoff}", "dy": 2, "kind": "stated"}]
     if break_month:
         end = (pd.Timestamp(break_month) + pd.offsets.MonthEnd(0)).strftime("%Y-%m-%d")
         marks.append({"at": end, "label": f"effective cutoff {end}", "dy": 18, "kind": "effective"})
     cut = alt.Data(values=marks)
-    rule = alt.Chart(cut).mark_rule(color="black").encode(
-        x="at:T", strokeDash=alt.StrokeDash("kind:N", scale=alt.Scale(domain=["stated", "effective"],
-                                                                        range=[[6, 4], [2, 2]]), legend=None))
-    text = alt.Chart(cut).mark_text(align="left", dx=4, baseline="top", fontSize=11).encode(
-        x="at:T", y=alt.Y("dy:Q", scale=None), text="label:N")
-    return _spec(alt.layer(band, line, rule, text).properties(
-        width=WIDTH, height=HEIGHT, title="LAP by realization month, stated cutoff marked"))
+    rule = (
+        alt.Chart(cut)
+        .mark_rule(color="black")
+        .encode(
+            x="at:T",
+            strokeDash=alt.StrokeDash(
+                "kind:N", scale=alt.Scale(domain=["stated", "effective"], range=[[6, 4], [2, 2]]), legend=None
+            ),
+        )
+    )
+    text = (
+        alt.Chart(cut)
+        .mark_text(align="left", dx=4, baseline="top", fontSize=11)
+        .encode(x="at:T", y=alt.Y("dy:Q", scale=None), text="label:N")
+    )
+    return _spec(
+        alt.layer(band, line, rule, text).properties(
+            width=WIDTH, height=HEIGHT, title="LAP by realization month, stated cutoff marked"
+        )
+    )
 
 
 def accuracy_by_decile(df: pd.DataFrame) -> dict[str, Any]:
     data = alt.Data(values=_records(df))
-    line = alt.Chart(data).mark_line(point=True).encode(
-        x=alt.X("decile:O", title="LAP decile (within sample)", axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("accuracy:Q", title="directional accuracy", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("sample:N", scale=SAMPLE_COLORS, title="sample"),
-        tooltip=["sample:N", "decile:O", "n:Q", alt.Tooltip("accuracy:Q", format=".3f"),
-                 alt.Tooltip("lap_mean:Q", format=".4g", title="mean LAP")])
+    line = (
+        alt.Chart(data)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("decile:O", title="LAP decile (within sample)", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("accuracy:Q", title="directional accuracy", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("sample:N", scale=SAMPLE_COLORS, title="sample"),
+            tooltip=[
+                "sample:N",
+                "decile:O",
+                "n:Q",
+                alt.Tooltip("accuracy:Q", format=".3f"),
+                alt.Tooltip("lap_mean:Q", format=".4g", title="mean LAP"),
+            ],
+        )
+    )
     chance = alt.Chart(alt.Data(values=[{"y": 0.5}])).mark_rule(strokeDash=[4, 4], color="grey").encode(y="y:Q")
-    return _spec(alt.layer(chance, line).properties(
-        width=WIDTH, height=HEIGHT, title="Forecast accuracy by LAP decile, before and after the cutoff"))
+    return _spec(
+        alt.layer(chance, line).properties(
+            width=WIDTH, height=HEIGHT, title="Forecast accuracy by LAP decile, before and after the cutoff"
+        )
+    )
 
 
 def lap_histogram(hist: pd.DataFrame, measure: str) -> dict[str, Any]:
     data = alt.Data(values=_records(hist[["sample", "bin_lower", "bin_upper", "n"]]))
-    bars = alt.Chart(data).mark_bar(opacity=0.6).encode(
-        x=alt.X("bin_lower:Q", bin="binned", title=f"LAP ({measure})"), x2="bin_upper:Q",
-        y=alt.Y("n:Q", stack=None, title="rows"),
-        color=alt.Color("sample:N", scale=SAMPLE_COLORS, title="sample"),
-        tooltip=["sample:N", "bin_lower:Q", "bin_upper:Q", "n:Q"])
+    bars = (
+        alt.Chart(data)
+        .mark_bar(opacity=0.6)
+        .encode(
+            x=alt.X("bin_lower:Q", bin="binned", title=f"LAP ({measure})"),
+            x2="bin_upper:Q",
+            y=alt.Y("n:Q", stack=None, title="rows"),
+            color=alt.Color("sample:N", scale=SAMPLE_COLORS, title="sample"),
+            tooltip=["sample:N", "bin_lower:Q", "bin_upper:Q", "n:Q"],
+        )
+    )
     return _spec(bars.properties(width=WIDTH, height=HEIGHT, title="LAP histogram, pre vs post"))
 
 
@@ -87,16 +140,25 @@ def bootstrap(hist: pd.DataFrame, p_text: str) -> dict[str, Any]:
     the in-sample estimate (red) and the 95th percentile (blue)."""
     first = hist.iloc[0]
     est, p95, n = float(first["in_sample_estimate"]), float(first["percentile_95"]), int(first["draws"])
-    bars = alt.Chart(alt.Data(values=_records(hist[["lower", "upper", "n"]]))).mark_bar(color="#aaaaaa").encode(
-        x=alt.X("lower:Q", bin="binned", title="bootstrap coefficient (out-of-sample)"), x2="upper:Q",
-        y=alt.Y("n:Q", title="draws"), tooltip=["lower:Q", "upper:Q", "n:Q"])
-    marks = pd.DataFrame([{"x": est, "what": f"in-sample estimate {est:.4g}"},
-                          {"x": p95, "what": f"95th percentile {p95:.4g}"}])
-    rules = alt.Chart(alt.Data(values=_records(marks))).mark_rule(strokeWidth=2).encode(
-        x="x:Q", color=alt.Color("what:N", scale=alt.Scale(range=["#c0392b", "#2e86c1"]), title=None),
-        tooltip=["what:N"])
-    return _spec(alt.layer(bars, rules).properties(
-        width=WIDTH, height=HEIGHT, title=f"Pairs bootstrap, {n:,} draws; one-sided p {p_text}"))
+    bars = (
+        alt.Chart(alt.Data(values=_records(hist[["lower", "upper", "n"]])))
+        .mark_bar(color="#aaaaaa")
+        .encode(
+            x=alt.X("lower:Q", bin="binned", title="bootstrap coefficient (out-of-sample)"),
+            x2="upper:Q",
+            y=alt.Y("n:Q", title="draws"),
+            tooltip=["lower:Q", "upper:Q", "n:Q"],
+        )
+    )
+    marks = pd.DataFrame([{"x": est, "what": f"in-sample estimate {est:.4g}"}, {"x": p95, "what": f"95th percentile {p95:.4g}"}])
+    rules = (
+        alt.Chart(alt.Data(values=_records(marks)))
+        .mark_rule(strokeWidth=2)
+        .encode(x="x:Q", color=alt.Color("what:N", scale=alt.Scale(range=["#c0392b", "#2e86c1"]), title=None), tooltip=["what:N"])
+    )
+    return _spec(
+        alt.layer(bars, rules).properties(width=WIDTH, height=HEIGHT, title=f"Pairs bootstrap, {n:,} draws; one-sided p {p_text}")
+    )
 
 
 def _claim_rows(claims: pd.DataFrame) -> pd.DataFrame:
@@ -106,8 +168,7 @@ def _claim_rows(claims: pd.DataFrame) -> pd.DataFrame:
     c["t_ref"] = pd.to_datetime(c.get("t_ref"), errors="coerce").dt.strftime("%Y-%m-%d")
     c["tau"] = c["tau"].fillna("none stated")
     c["label"] = c["instance_id"].astype(str) + " #" + c["claim_id"].astype(str)
-    keep = ["instance_id", "agent", "claim_id", "label", "claim_text", "category", "t_ref", "tau",
-            "leakage_state", "shapley"]
+    keep = ["instance_id", "agent", "claim_id", "label", "claim_text", "category", "t_ref", "tau", "leakage_state", "shapley"]
     return c[keep].sort_values(["agent", "instance_id", "claim_id"]).reset_index(drop=True)
 
 
@@ -117,12 +178,25 @@ def shapley_per_claim(claims: pd.DataFrame, instances: list[str]) -> dict[str, A
     c = _claim_rows(claims[claims["instance_id"].isin(instances)])
     if c["agent"].nunique() > 1:  # the same instance under two agents: name the agent
         c["label"] = c["label"] + " (" + c["agent"].astype(str) + ")"
-    chart = alt.Chart(alt.Data(values=_records(c))).mark_bar().encode(
-        y=alt.Y("label:N", sort=None, title="instance #claim"),
-        x=alt.X("shapley:Q", title="Shapley value"),
-        color=alt.Color("leakage_state:N", scale=LEAK_COLORS, title="claim"),
-        tooltip=["instance_id:N", "agent:N", "claim_id:Q", "claim_text:N", "tau:N", "t_ref:N",
-                 "leakage_state:N", alt.Tooltip("shapley:Q", format=".4f")])
+    chart = (
+        alt.Chart(alt.Data(values=_records(c)))
+        .mark_bar()
+        .encode(
+            y=alt.Y("label:N", sort=None, title="instance #claim"),
+            x=alt.X("shapley:Q", title="Shapley value"),
+            color=alt.Color("leakage_state:N", scale=LEAK_COLORS, title="claim"),
+            tooltip=[
+                "instance_id:N",
+                "agent:N",
+                "claim_id:Q",
+                "claim_text:N",
+                "tau:N",
+                "t_ref:N",
+                "leakage_state:N",
+                alt.Tooltip("shapley:Q", format=".4f"),
+            ],
+        )
+    )
     return _spec(chart.properties(width=WIDTH, title="Shapley value per claim (top instances by Shapley-DCLR)"))
 
 
@@ -137,28 +211,50 @@ def claim_browser(claims: pd.DataFrame) -> dict[str, Any]:
     agent = alt.param(name="agent", value="all", bind=alt.binding_select(options=agents, name="agent "))
     state = alt.param(name="leaked", value="all", bind=alt.binding_select(options=states, name="leaked status "))
     inst = alt.param(name="instance", value="all", bind=alt.binding_select(options=insts, name="instance "))
-    base = alt.Chart(alt.Data(values=_records(c))).transform_filter(
-        "(agent == 'all' || datum.agent == agent) && (leaked == 'all' || datum.leakage_state == leaked)"
-        " && (instance == 'all' || datum.instance_id == instance)"
-    ).transform_window(row="row_number()").transform_filter("datum.row <= 400")
+    base = (
+        alt.Chart(alt.Data(values=_records(c)))
+        .transform_filter(
+            "(agent == 'all' || datum.agent == agent) && (leaked == 'all' || datum.leakage_state == leaked)"
+            " && (instance == 'all' || datum.instance_id == instance)"
+        )
+        .transform_window(row="row_number()")
+        .transform_filter("datum.row <= 400")
+    )
     y = alt.Y("row:O", axis=None)
 
     def column(field: str, title: str, width: int) -> alt.Chart:
-        return base.mark_text(align="left", baseline="middle").encode(
-            x=alt.value(0), y=y, text=alt.Text(f"{field}:N"), tooltip=["claim_text:N"]).properties(
-            width=width, title=alt.TitleParams(title, anchor="start", fontSize=11))
+        return (
+            base.mark_text(align="left", baseline="middle")
+            .encode(x=alt.value(0), y=y, text=alt.Text(f"{field}:N"), tooltip=["claim_text:N"])
+            .properties(width=width, title=alt.TitleParams(title, anchor="start", fontSize=11))
+        )
 
-    bars = base.mark_bar().encode(
-        y=y, x=alt.X("shapley:Q", title="Shapley weight"),
-        color=alt.Color("leakage_state:N", scale=LEAK_COLORS, title="claim"),
-        tooltip=["label:N", "claim_text:N", alt.Tooltip("shapley:Q", format=".4f")]
-    ).properties(width=160, title=alt.TitleParams("Shapley", anchor="start", fontSize=11))
-    chart = alt.hconcat(
-        column("instance_id", "instance", 60), column("agent", "agent", 70),
-        column("claim_id", "claim", 36), column("tau", "claim date", 80),
-        column("t_ref", "reference date", 90), column("leakage_state", "leaked", 80), bars,
-        column("claim_text", "claim text", 420), spacing=4,
-    ).add_params(agent, state, inst).configure_view(stroke=None).configure_axis(grid=False)
+    bars = (
+        base.mark_bar()
+        .encode(
+            y=y,
+            x=alt.X("shapley:Q", title="Shapley weight"),
+            color=alt.Color("leakage_state:N", scale=LEAK_COLORS, title="claim"),
+            tooltip=["label:N", "claim_text:N", alt.Tooltip("shapley:Q", format=".4f")],
+        )
+        .properties(width=160, title=alt.TitleParams("Shapley", anchor="start", fontSize=11))
+    )
+    chart = (
+        alt.hconcat(
+            column("instance_id", "instance", 60),
+            column("agent", "agent", 70),
+            column("claim_id", "claim", 36),
+            column("tau", "claim date", 80),
+            column("t_ref", "reference date", 90),
+            column("leakage_state", "leaked", 80),
+            bars,
+            column("claim_text", "claim text", 420),
+            spacing=4,
+        )
+        .add_params(agent, state, inst)
+        .configure_view(stroke=None)
+        .configure_axis(grid=False)
+    )
     spec = chart.to_dict()
     for sub in spec.get("hconcat", []):
         sub.setdefault("height", {"step": 16})

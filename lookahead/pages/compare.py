@@ -99,8 +99,7 @@ def load(database: Path, study: Study | None = None) -> StudyResult:
         sync_status(database, stale)
         raise CompareError(f"study '{study.name}' ({database}): {stale}; not compared")
     sync_status(database, None, str(verdict.get("result_status", "")))
-    return StudyResult(study, database, verdict, lap, claims, lap_by_month(pre, post),
-                       accuracy_by_lap_decile(pre, post))
+    return StudyResult(study, database, verdict, lap, claims, lap_by_month(pre, post), accuracy_by_lap_decile(pre, post))
 
 
 def _label(r: StudyResult) -> str:
@@ -123,19 +122,38 @@ def comparison_frame(results: list[StudyResult]) -> pd.DataFrame:
     for r in results:
         o = evaluate(facts_from_row(r.verdict))
         b3, flat = o.tests["beta3"], collapsed_lap(o.facts)  # a LAP that barely varies: no test
-        row = {"study": r.study.name, "model": code(r.study.backend.model_id),
-               "cutoff": str(r.study.protocol.training_cutoff),
-               "N pre / post": f"{o.facts.n_obs_pre} / {o.facts.n_obs_post}", "verdict": o.decision,
-               "beta_3 (t)": (not_informative(flat["pre"]) if b3.estimable and "pre" in flat else
-                              f"{fmt_num(b3.estimate)} (t {fmt_t(b3.t)})" if b3.estimable else "not estimable"),
-               "p the rule read": b3.p_phrase() if b3.estimable and "pre" not in flat else "NA",
-               "validation": "present" if o.validation_present else "not present",
-               "placebo": PLACEBO[o.placebo][1].removeprefix("placebo ")}
+        row = {
+            "study": r.study.name,
+            "model": code(r.study.backend.model_id),
+            "cutoff": str(r.study.protocol.training_cutoff),
+            "N pre / post": f"{o.facts.n_obs_pre} / {o.facts.n_obs_post}",
+            "verdict": o.decision,
+            "beta_3 (t)": (
+                not_informative(flat["pre"])
+                if b3.estimable and "pre" in flat
+                else f"{fmt_num(b3.estimate)} (t {fmt_t(b3.t)})"
+                if b3.estimable
+                else "not estimable"
+            ),
+            "p the rule read": b3.p_phrase() if b3.estimable and "pre" not in flat else "NA",
+            "validation": "present" if o.validation_present else "not present",
+            "placebo": PLACEBO[o.placebo][1].removeprefix("placebo "),
+        }
         for m in measures:
             row[f"mean LAP {m} pre / post"] = f"{fmt_num(_mean(r.lap, m, 'pre'))} / {fmt_num(_mean(r.lap, m, 'post'))}"
         if any(len(x.claims) for x in results):
-            row["Shapley-DCLR"] = ("; ".join(f"{a} {float(v):.3f}" for a, v in zip(r.claims["agent"], r.claims["shapley_dclr"])
-                                             if pd.notna(v)) or "none") if len(r.claims) else "no claim tables"
+            row["Shapley-DCLR"] = (
+                (
+                    "; ".join(
+                        f"{a} {float(v):.3f}"
+                        for a, v in zip(r.claims["agent"], r.claims["shapley_dclr"], strict=False)
+                        if pd.notna(v)
+                    )
+                    or "none"
+                )
+                if len(r.claims)
+                else "no claim tables"
+            )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -143,56 +161,104 @@ def comparison_frame(results: list[StudyResult]) -> pd.DataFrame:
 def _overlay_month(results: list[StudyResult]) -> dict:
     df = pd.concat([r.month.assign(study=_label(r)) for r in results if len(r.month)], ignore_index=True)
     cuts = pd.DataFrame([{"study": _label(r), "cutoff": str(r.study.protocol.training_cutoff)} for r in results])
-    line = alt.Chart(alt.Data(values=_records(df))).mark_line(point=True).encode(
-        x=alt.X("month:T", title="realization month (target_date)"), y=alt.Y("mean_lap:Q", title="mean LAP"),
-        color=alt.Color("study:N", title="study"), detail="sample:N",
-        tooltip=["study:N", "sample:N", alt.Tooltip("month:T", format="%Y-%m"), "n:Q",
-                 alt.Tooltip("mean_lap:Q", format=".4g")])
-    rule = alt.Chart(alt.Data(values=_records(cuts))).mark_rule(strokeDash=[6, 4]).encode(
-        x="cutoff:T", color="study:N", tooltip=["study:N", "cutoff:N"])
-    return alt.layer(line, rule).properties(width=WIDTH, height=HEIGHT,
-                                            title="LAP by realization month, each study's stated cutoff dashed").to_dict()
+    line = (
+        alt.Chart(alt.Data(values=_records(df)))
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("month:T", title="realization month (target_date)"),
+            y=alt.Y("mean_lap:Q", title="mean LAP"),
+            color=alt.Color("study:N", title="study"),
+            detail="sample:N",
+            tooltip=[
+                "study:N",
+                "sample:N",
+                alt.Tooltip("month:T", format="%Y-%m"),
+                "n:Q",
+                alt.Tooltip("mean_lap:Q", format=".4g"),
+            ],
+        )
+    )
+    rule = (
+        alt.Chart(alt.Data(values=_records(cuts)))
+        .mark_rule(strokeDash=[6, 4])
+        .encode(x="cutoff:T", color="study:N", tooltip=["study:N", "cutoff:N"])
+    )
+    return (
+        alt.layer(line, rule)
+        .properties(width=WIDTH, height=HEIGHT, title="LAP by realization month, each study's stated cutoff dashed")
+        .to_dict()
+    )
 
 
 def _overlay_accuracy(results: list[StudyResult]) -> dict:
     df = pd.concat([r.accuracy.assign(study=_label(r)) for r in results if len(r.accuracy)], ignore_index=True)
-    chart = alt.Chart(alt.Data(values=_records(df))).mark_line(point=True).encode(
-        x=alt.X("decile:O", title="LAP decile (within sample)", axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("accuracy:Q", title="directional accuracy", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("study:N", title="study"),
-        strokeDash=alt.StrokeDash("sample:N", scale=alt.Scale(domain=["pre", "post"], range=[[1, 0], [5, 3]])),
-        tooltip=["study:N", "sample:N", "decile:O", "n:Q", alt.Tooltip("accuracy:Q", format=".3f")])
-    return chart.properties(width=WIDTH, height=HEIGHT,
-                            title="Accuracy by LAP decile: pre-cutoff solid, post-cutoff dashed").to_dict()
+    chart = (
+        alt.Chart(alt.Data(values=_records(df)))
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("decile:O", title="LAP decile (within sample)", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("accuracy:Q", title="directional accuracy", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("study:N", title="study"),
+            strokeDash=alt.StrokeDash("sample:N", scale=alt.Scale(domain=["pre", "post"], range=[[1, 0], [5, 3]])),
+            tooltip=["study:N", "sample:N", "decile:O", "n:Q", alt.Tooltip("accuracy:Q", format=".3f")],
+        )
+    )
+    return chart.properties(
+        width=WIDTH, height=HEIGHT, title="Accuracy by LAP decile: pre-cutoff solid, post-cutoff dashed"
+    ).to_dict()
 
 
 def sections(results: list[StudyResult], out_dir: Path) -> list[Section]:
     frame = comparison_frame(results)
-    verdicts = ", ".join(f"{r.study.name}: {v}" for r, v in zip(results, frame["verdict"]))
-    head = Section("answer", "Models side by side", "", [
-        Para(f"**{len(results)} studies compared.** {verdicts}. Each row is read from the study's "
-             "database, and only a study whose verdict is its current result is compared."),
-        glossary_para(out_dir),
-    ], level=1)
-    table = Section("studies", "One row per study", "Each study's verdict, the detection test with the "
-                    "p its rule read, validation, placebo and mean LAP before and after its cutoff.",
-                    [Table(frame, "comparison", csv="comparison.csv")])
+    verdicts = ", ".join(f"{r.study.name}: {v}" for r, v in zip(results, frame["verdict"], strict=False))
+    head = Section(
+        "answer",
+        "Models side by side",
+        "",
+        [
+            Para(
+                f"**{len(results)} studies compared.** {verdicts}. Each row is read from the study's "
+                "database, and only a study whose verdict is its current result is compared."
+            ),
+            glossary_para(out_dir),
+        ],
+        level=1,
+    )
+    table = Section(
+        "studies",
+        "One row per study",
+        "Each study's verdict, the detection test with the "
+        "p its rule read, validation, placebo and mean LAP before and after its cutoff.",
+        [Table(frame, "comparison", csv="comparison.csv")],
+    )
     figs: list = []
     if any(len(r.month) for r in results):
-        figs.append(Figure("lap_by_month", "LAP by realization month, studies overlaid", _overlay_month(results),
-                           "figures/lap_by_month.png"))
+        figs.append(
+            Figure(
+                "lap_by_month", "LAP by realization month, studies overlaid", _overlay_month(results), "figures/lap_by_month.png"
+            )
+        )
     if any(len(r.accuracy) for r in results):
-        figs.append(Figure("accuracy_by_lap_decile", "Accuracy by LAP decile, studies overlaid",
-                           _overlay_accuracy(results), "figures/accuracy_by_lap_decile.png"))
-    figures = Section("figures", "Figures, overlaid", "The studies' LAP over time and accuracy by LAP "
-                      "decile on common axes.", figs or [Para("No figure: no study has LAP values.")])
+        figs.append(
+            Figure(
+                "accuracy_by_lap_decile",
+                "Accuracy by LAP decile, studies overlaid",
+                _overlay_accuracy(results),
+                "figures/accuracy_by_lap_decile.png",
+            )
+        )
+    figures = Section(
+        "figures",
+        "Figures, overlaid",
+        "The studies' LAP over time and accuracy by LAP decile on common axes.",
+        figs or [Para("No figure: no study has LAP values.")],
+    )
     links = []
     for r in results:
         page = r.study.results_dir / "index.html"
         rel = Path(_relpath(page, out_dir))
         links.append((r.study.name, (rel.as_posix(), (rel.parent / "REPORT.md").as_posix())))
-    files = Section("files", "Each study's report", "The full report and page of every study compared.",
-                    [Links(tuple(links))])
+    files = Section("files", "Each study's report", "The full report and page of every study compared.", [Links(tuple(links))])
     return [head, table, figures, files]
 
 

@@ -48,30 +48,42 @@ def _directional(df: pd.DataFrame) -> pd.DataFrame:
 def hit_rates(pre: pd.DataFrame, post: pd.DataFrame) -> pd.DataFrame:
     """Rows in order (pre, high), (pre, low), (post, high), (post, low)."""
     rows = []
-    for sample, df in zip(SAMPLES, (pre, post)):
+    for sample, df in zip(SAMPLES, (pre, post), strict=False):
         d = _directional(df)
-        for half, flag in zip(HALVES, (1, 0)):
+        for half, flag in zip(HALVES, (1, 0), strict=False):
             part = d[d["high_lap"] == flag] if "high_lap" in d.columns else d.iloc[0:0]
-            n, hits = int(len(part)), int(part["hit"].sum()) if len(part) else 0
+            n, hits = len(part), int(part["hit"].sum()) if len(part) else 0
             lo, hi = wilson(hits, n)
-            rows.append({"sample": sample, "lap_half": half, "n": n, "hits": hits,
-                         "accuracy": hits / n if n else math.nan, "ci_low": lo, "ci_high": hi})
+            rows.append(
+                {
+                    "sample": sample,
+                    "lap_half": half,
+                    "n": n,
+                    "hits": hits,
+                    "accuracy": hits / n if n else math.nan,
+                    "ci_low": lo,
+                    "ci_high": hi,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def lap_by_month(pre: pd.DataFrame, post: pd.DataFrame) -> pd.DataFrame:
     """Mean and quartiles of LAP per realization month (target_date), pre before post."""
     parts = []
-    for sample, df in zip(SAMPLES, (pre, post)):
+    for sample, df in zip(SAMPLES, (pre, post), strict=False):
         if not {"target_date", "lap"} <= set(df.columns) or df.empty:
             continue
-        d = pd.DataFrame({"month": pd.to_datetime(df["target_date"], errors="coerce").dt.to_period("M"),
-                          "lap": pd.to_numeric(df["lap"], errors="coerce")}).dropna()
+        d = pd.DataFrame(
+            {
+                "month": pd.to_datetime(df["target_date"], errors="coerce").dt.to_period("M"),
+                "lap": pd.to_numeric(df["lap"], errors="coerce"),
+            }
+        ).dropna()
         if d.empty:
             continue
         g = d.groupby("month")["lap"]
-        out = pd.DataFrame({"n": g.size(), "mean_lap": g.mean(), "p25": g.quantile(0.25),
-                            "p75": g.quantile(0.75)}).reset_index()
+        out = pd.DataFrame({"n": g.size(), "mean_lap": g.mean(), "p25": g.quantile(0.25), "p75": g.quantile(0.75)}).reset_index()
         out.insert(0, "sample", sample)
         out["month"] = out["month"].dt.start_time.dt.strftime("%Y-%m-%d")
         parts.append(out)
@@ -81,7 +93,7 @@ def lap_by_month(pre: pd.DataFrame, post: pd.DataFrame) -> pd.DataFrame:
 
 def accuracy_by_lap_decile(pre: pd.DataFrame, post: pd.DataFrame) -> pd.DataFrame:
     parts = []
-    for sample, df in zip(SAMPLES, (pre, post)):
+    for sample, df in zip(SAMPLES, (pre, post), strict=False):
         if {"lap", "mu_hat", "outcome"} <= set(df.columns) and len(df):
             acc = accuracy_by_decile(df, "lap")
             if len(acc):
@@ -93,9 +105,11 @@ def accuracy_by_lap_decile(pre: pd.DataFrame, post: pd.DataFrame) -> pd.DataFram
 def derived_tables(pre: pd.DataFrame, post: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
     """name -> table, each written to <results>/<name>.csv by lookahead.pages.report."""
     post = post if post is not None else pre.iloc[0:0]
-    return {"lap_by_month": lap_by_month(pre, post),
-            "accuracy_by_lap_decile": accuracy_by_lap_decile(pre, post),
-            "hit_rates": hit_rates(pre, post)}
+    return {
+        "lap_by_month": lap_by_month(pre, post),
+        "accuracy_by_lap_decile": accuracy_by_lap_decile(pre, post),
+        "hit_rates": hit_rates(pre, post),
+    }
 
 
 BOOTSTRAP_BINS = 60
@@ -107,10 +121,16 @@ def bootstrap_histogram(boot: pd.DataFrame, bins: int = BOOTSTRAP_BINS) -> pd.Da
     reads this small table instead of every draw."""
     d = pd.to_numeric(boot.get("coefficient", pd.Series(dtype=float)), errors="coerce").dropna().to_numpy()
     if not len(d):
-        return pd.DataFrame(columns=["lower", "upper", "n", "in_sample_estimate", "percentile_95",
-                                     "p_value", "draws"])
+        return pd.DataFrame(columns=["lower", "upper", "n", "in_sample_estimate", "percentile_95", "p_value", "draws"])
     counts, edges = np.histogram(d, bins=bins)
-    return pd.DataFrame({"lower": edges[:-1], "upper": edges[1:], "n": counts,
-                         "in_sample_estimate": float(boot["in_sample_estimate"].iloc[0]),
-                         "percentile_95": float(np.percentile(d, 95)),
-                         "p_value": float(boot["p_value"].iloc[0]), "draws": len(d)})
+    return pd.DataFrame(
+        {
+            "lower": edges[:-1],
+            "upper": edges[1:],
+            "n": counts,
+            "in_sample_estimate": float(boot["in_sample_estimate"].iloc[0]),
+            "percentile_95": float(np.percentile(d, 95)),
+            "p_value": float(boot["p_value"].iloc[0]),
+            "draws": len(d),
+        }
+    )

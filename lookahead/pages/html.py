@@ -75,9 +75,11 @@ def csp(script: str) -> str:
     allowed to run is `script`, by its hash (a script element planted in the page has
     another hash and is refused)."""
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
-    return ("default-src 'none'; "
-            f"script-src 'sha256-{digest}'; style-src 'unsafe-inline'; img-src data:; "
-            "base-uri 'none'; form-action 'none'; object-src 'none'")
+    return (
+        "default-src 'none'; "
+        f"script-src 'sha256-{digest}'; style-src 'unsafe-inline'; img-src data:; "
+        "base-uri 'none'; form-action 'none'; object-src 'none'"
+    )
 
 
 def json_in_html(value: object) -> str:
@@ -99,10 +101,13 @@ def _table(item: Table) -> str:
         if item.caption:
             out.append(f'<p class="caption">{_inline(item.caption)}</p>')
         head = "".join(f"<th>{html.escape(str(c))}</th>" for c in item.frame.columns)
-        rows = "".join("<tr>" + "".join(f"<td>{_inline(str(v))}</td>" for v in r) + "</tr>"
-                       for r in item.frame.itertuples(index=False))
-        body = (f'<table class="plain {html.escape(item.name)}" id="table-{html.escape(item.name)}">'
-                f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{_inline(str(v))}</td>" for v in r) + "</tr>" for r in item.frame.itertuples(index=False)
+        )
+        body = (
+            f'<table class="plain {html.escape(item.name)}" id="table-{html.escape(item.name)}">'
+            f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+        )
     out.append(body)
     if item.csv:
         out.append(f'<p class="caption">File: <a href="{html.escape(item.csv)}">{html.escape(item.csv)}</a></p>')
@@ -112,8 +117,10 @@ def _table(item: Table) -> str:
 def _figure(item: Figure) -> str:
     spec = json_in_html(item.spec)
     cid = f"chart-{item.name}"
-    return (f'<figure class="chart"><div id="{cid}" role="img" aria-label="{html.escape(item.title)}"></div>'
-            f'<script type="application/json" data-chart="{cid}">{spec}</script></figure>')
+    return (
+        f'<figure class="chart"><div id="{cid}" role="img" aria-label="{html.escape(item.title)}"></div>'
+        f'<script type="application/json" data-chart="{cid}">{spec}</script></figure>'
+    )
 
 
 def _raw(item: Raw) -> str:
@@ -134,9 +141,17 @@ def _item(item) -> str:
     if isinstance(item, Raw):
         return _raw(item)
     if isinstance(item, Links):
-        return "<ul>" + "".join(
-            f"<li>{html.escape(label)}: " + ", ".join(f'<a href="{html.escape(p)}">{html.escape(p)}</a>' for p in paths)
-            + "</li>" for label, paths in item.groups if paths) + "</ul>"
+        return (
+            "<ul>"
+            + "".join(
+                f"<li>{html.escape(label)}: "
+                + ", ".join(f'<a href="{html.escape(p)}">{html.escape(p)}</a>' for p in paths)
+                + "</li>"
+                for label, paths in item.groups
+                if paths
+            )
+            + "</ul>"
+        )
     raise TypeError(f"no HTML for {type(item).__name__}")
 
 
@@ -169,9 +184,11 @@ def render(sections: list[Section], title: str) -> str:
     body = strip_controls("".join(_section(s) for s in sections))
     title = strip_controls(title)
     script = bundle()
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{html.escape(csp(script))}\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
-            f"<nav>{nav}</nav><main>{body}</main>"
-            f"<script type=\"module\">{script}</script></body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{html.escape(csp(script))}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
+        f"<nav>{nav}</nav><main>{body}</main>"
+        f'<script type="module">{script}</script></body></html>\n'
+    )

@@ -11,8 +11,10 @@ from lookahead.safe_output import strip_controls
 def table(frame: pd.DataFrame) -> str:
     cols = [str(c) for c in frame.columns]
     head = "| " + " | ".join(cols) + " |\n|" + "|".join("---" for _ in cols) + "|\n"
-    return head + "".join("| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |\n"
-                          for row in frame.itertuples(index=False))
+    return head + "".join(
+        "| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |\n"
+        for row in frame.itertuples(index=False)
+    )
 
 
 def _item(item) -> str:
@@ -32,8 +34,7 @@ def _item(item) -> str:
     if isinstance(item, Raw):
         return item.markdown.strip("\n") + "\n"
     if isinstance(item, Links):
-        return "".join(f"- {label}: " + ", ".join(f"[{p}]({p})" for p in paths) + "\n"
-                       for label, paths in item.groups if paths)
+        return "".join(f"- {label}: " + ", ".join(f"[{p}]({p})" for p in paths) + "\n" for label, paths in item.groups if paths)
     raise TypeError(f"no Markdown for {type(item).__name__}")
 
 

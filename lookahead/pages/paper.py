@@ -11,8 +11,8 @@ the figures sit next to REPORT.md)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import duckdb
 import pandas as pd
@@ -29,13 +29,19 @@ from lookahead.stats.verdict import fmt_p
 DATABASE_TABLES = ("paper_tables", "bootstrap_results", "panel_pre", "panel_post", "study_settings")
 #: each paper table's caption, in the order of its names (lookahead.report_names.PAPER_TABLES,
 #: which the retire step reads)
-TITLES = dict(zip(PAPER_TABLES, (
-    "Table II. Outcome on LLM prediction, LAP and LLM x LAP",
-    "Table III. Binary moderator with double and triple interactions",
-    "Table IV. LAP versus first-token probability and stated confidence",
-    "Table V. In-sample and out-of-sample, standardized within period",
-    "Table VI. Outcome on five-level LLM prediction, LAP and LLM x LAP (clustered by firm)",
-), strict=True))
+TITLES = dict(
+    zip(
+        PAPER_TABLES,
+        (
+            "Table II. Outcome on LLM prediction, LAP and LLM x LAP",
+            "Table III. Binary moderator with double and triple interactions",
+            "Table IV. LAP versus first-token probability and stated confidence",
+            "Table V. In-sample and out-of-sample, standardized within period",
+            "Table VI. Outcome on five-level LLM prediction, LAP and LLM x LAP (clustered by firm)",
+        ),
+        strict=True,
+    )
+)
 
 
 def database_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
@@ -68,10 +74,15 @@ def paper_markdown(tables: Mapping[str, pd.DataFrame], results_dir: Path) -> str
     s, _, _ = settings_from_frame(tables["study_settings"])
     s, _ = T.paper_measure(pre, s)  # the measure paper_tables ran on
     coef = long[long["kind"] == "coefficient"]
-    md = ["", "## Paper analysis (Tables I-V, Figure III)", "",
-          f"LAP measure: {s.lap_label}. Fixed effects: {' + '.join(s.fixed_effects)}. "
-          f"Paper tables cluster by `{s.cluster}` (var `paper_cluster`; Table VI by "
-          f"`{T.cluster_of(s, 'table6')}`, as the paper). Source table: `paper_tables`.", ""]
+    md = [
+        "",
+        "## Paper analysis (Tables I-V, Figure III)",
+        "",
+        f"LAP measure: {s.lap_label}. Fixed effects: {' + '.join(s.fixed_effects)}. "
+        f"Paper tables cluster by `{s.cluster}` (var `paper_cluster`; Table VI by "
+        f"`{T.cluster_of(s, 'table6')}`, as the paper). Source table: `paper_tables`.",
+        "",
+    ]
     for sample, df in (("pre", pre), ("post", post)):
         if len(df):
             desc = T.table1(df, s)
@@ -94,30 +105,51 @@ def paper_markdown(tables: Mapping[str, pd.DataFrame], results_dir: Path) -> str
             if len(d):
                 r = d.iloc[0]
                 extra[T.DIFFERENCE_ROW] = ["", f"{float(r['estimate']):.3f}", "", f"[{fmt_p(float(r['p']))}]"]
-                notes.append(f"{r['note']}: difference {float(r['estimate']):.4g} (SE "
-                             f"{float(r['std_error']):.4g}, t {float(r['t']):.3g}, {r['vcov']}).")
+                notes.append(
+                    f"{r['note']}: difference {float(r['estimate']):.4g} (SE "
+                    f"{float(r['std_error']):.4g}, t {float(r['t']):.3g}, {r['vcov']})."
+                )
             extra["Sample period"] = ["In-sample", "In-sample", "Out-of-sample", "Out-of-sample"]
         title = f"{title} ({s.lap_label})"  # every caption names the measure it ran on
         md += [render.markdown_table(coef, name, title, extra, notes), ""]
         _write(results_dir / "tables" / f"{name}.tex", render.latex_table(coef, name, title, extra, notes))
     mags = long[long["kind"] == "magnitude"]
     if len(mags):
-        md += ["Economic magnitudes (Table II): "
-               + "; ".join(f"{r.term} = {r.estimate:.4g}" for r in mags.itertuples()) + ".", ""]
+        md += [
+            "Economic magnitudes (Table II): " + "; ".join(f"{r.term} = {r.estimate:.4g}" for r in mags.itertuples()) + ".",
+            "",
+        ]
     for n in long.loc[long["kind"] == "note", "note"]:
         md += [f"_{n}_", ""]
     figs = []
     if len(pre) and len(post) and s.lap in pre.columns:
-        figs.append((f"LAP before vs after the training cutoff ({s.lap_label})",
-                     figures.lap_histograms(pre, post, s.lap, results_dir / "figures" / "lap_hist.png", s.lap_label)))
-        figs.append((f"Forecast accuracy by LAP decile ({s.lap_label}; deciles formed within each period, "
-                     "in-sample and out-of-sample)",
-                     figures.accuracy_figure(pre, post, s.lap, results_dir / "figures" / "accuracy_by_lap_decile.png",
-                                             s.llm, s.outcome)))
+        figs.append(
+            (
+                f"LAP before vs after the training cutoff ({s.lap_label})",
+                figures.lap_histograms(pre, post, s.lap, results_dir / "figures" / "lap_hist.png", s.lap_label),
+            )
+        )
+        figs.append(
+            (
+                f"Forecast accuracy by LAP decile ({s.lap_label}; deciles formed within each period, "
+                "in-sample and out-of-sample)",
+                figures.accuracy_figure(
+                    pre, post, s.lap, results_dir / "figures" / "accuracy_by_lap_decile.png", s.llm, s.outcome
+                ),
+            )
+        )
     if len(boot):
-        figs.append((f"Figure III. Pairs bootstrap of the out-of-sample interaction coefficient ({s.lap_label})",
-                     figures.bootstrap_figure(boot["coefficient"].to_numpy(), float(boot["in_sample_estimate"].iloc[0]),
-                                              results_dir / "figures" / "bootstrap.png", float(boot["p_value"].iloc[0]))))
+        figs.append(
+            (
+                f"Figure III. Pairs bootstrap of the out-of-sample interaction coefficient ({s.lap_label})",
+                figures.bootstrap_figure(
+                    boot["coefficient"].to_numpy(),
+                    float(boot["in_sample_estimate"].iloc[0]),
+                    results_dir / "figures" / "bootstrap.png",
+                    float(boot["p_value"].iloc[0]),
+                ),
+            )
+        )
     for title, path in figs:
         md += [f"![{title}]({path.relative_to(results_dir).as_posix()})", ""]
     md.append("LaTeX versions of every table: `tables/*.tex`.\n")
@@ -134,5 +166,9 @@ def bootstrap_figure(results_dir: Path) -> Figure | None:
     if hist.empty:
         return None
     p, draws = float(hist["p_value"].iloc[0]), int(hist["draws"].iloc[0])
-    return Figure("bootstrap", "Figure III. Pairs bootstrap of the out-of-sample interaction",
-                  charts.bootstrap(hist, fmt_p(p, draws)), in_markdown=False)
+    return Figure(
+        "bootstrap",
+        "Figure III. Pairs bootstrap of the out-of-sample interaction",
+        charts.bootstrap(hist, fmt_p(p, draws)),
+        in_markdown=False,
+    )

@@ -9,9 +9,9 @@ the equivalent reghdfe commands, since the estimates here come from pyfixest."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 import duckdb
 import pandas as pd
@@ -97,8 +97,7 @@ def _read(results_dir: Path, name: str) -> pd.DataFrame:
     return pd.read_csv(path) if path.exists() else pd.DataFrame()
 
 
-def build_sections(results_dir: Path, database: Mapping[str, pd.DataFrame] | None = None
-                   ) -> tuple[list[Section], Outcome]:
+def build_sections(results_dir: Path, database: Mapping[str, pd.DataFrame] | None = None) -> tuple[list[Section], Outcome]:
     """The report's sections (lookahead.pages.sections.SECTIONS) from the CSVs in
     results_dir; `database` holds the study database's tables the paper section reads
     (lookahead.pages.paper.database_tables; without them it is left out)."""
@@ -107,11 +106,12 @@ def build_sections(results_dir: Path, database: Mapping[str, pd.DataFrame] | Non
     verdict = _read(results_dir, "verdict").iloc[0]
     outcome = evaluate(facts_from_row(verdict))  # the Outcome every section is rendered from
     if outcome.decision != str(verdict["verdict"]):
-        raise ReportError(f"verdict.csv says {verdict['verdict']!r} but its facts give "
-                          f"{outcome.decision!r}: the verdict table was built by another version; "
-                          "rerun `dbt build`")
-    ctx = Context(results_dir=results_dir, study=study, outcome=outcome, verdict=verdict,
-                  database=dict(database or {}))
+        raise ReportError(
+            f"verdict.csv says {verdict['verdict']!r} but its facts give "
+            f"{outcome.decision!r}: the verdict table was built by another version; "
+            "rerun `dbt build`"
+        )
+    ctx = Context(results_dir=results_dir, study=study, outcome=outcome, verdict=verdict, database=dict(database or {}))
     return build(ctx), outcome
 
 
@@ -156,8 +156,11 @@ def write_report(study: Study, database: Path | None = None) -> ReportFiles:
         con = duckdb.connect(str(database), read_only=True)
         try:
             check_current(con, study)  # StaleResultError: nothing swapped, the old set retired below
-            status = con.sql("select result_status from verdict").fetchone() if "result_status" in {
-                r[0] for r in con.sql("describe verdict").fetchall()} else None
+            status = (
+                con.sql("select result_status from verdict").fetchone()
+                if "result_status" in {r[0] for r in con.sql("describe verdict").fetchall()}
+                else None
+            )
             export_tables(con, stage)
             panel_pre = con.sql("select * from panel_pre").df()
             panel_post = con.sql("select * from panel_post").df()
@@ -168,8 +171,9 @@ def write_report(study: Study, database: Path | None = None) -> ReportFiles:
         out["status"] = status
         export_stata_panels(panel_pre, panel_post, panels)
         # the do-file names the folders the files will be in, not the staging folders
-        write_stata_do_file(stage / "reghdfe.do", settings, panel_pre, panel_post,
-                            panel_dir=str(outputs_dir), results_dir=str(results_dir))
+        write_stata_do_file(
+            stage / "reghdfe.do", settings, panel_pre, panel_post, panel_dir=str(outputs_dir), results_dir=str(results_dir)
+        )
         for name, df in derived_tables(panel_pre, panel_post).items():  # the figures' and hit-rate tables
             write_csv(df, stage, name)
         out["verdict"] = write_pages(stage, tables).verdict
@@ -185,8 +189,9 @@ def write_report(study: Study, database: Path | None = None) -> ReportFiles:
         sync_status(database, None, status[0])  # type: ignore[index]
     csvs = [f for f in files if f.suffix == ".csv" and f.parent == results_dir]
     stata = [f for f in files if f.suffix in (".dta", ".do")]
-    return ReportFiles(report=results_dir / "REPORT.md", csvs=csvs, stata=stata, verdict=str(out["verdict"]),
-                       page=results_dir / "index.html")
+    return ReportFiles(
+        report=results_dir / "REPORT.md", csvs=csvs, stata=stata, verdict=str(out["verdict"]), page=results_dir / "index.html"
+    )
 
 
 @dataclass

@@ -50,7 +50,12 @@ EXCLUDED_CAVEAT = 0.05
 REFUSED_CAVEAT = 0.01
 REFUSED_METRIC = "rows excluded: an LLM query refused for good"  # sample_description
 PASSED, FAILED, NOT_ESTIMABLE, NOT_COMPUTED, READ = (
-    "passed", "failed", "not estimable", "not computed", "not read by the verdict")
+    "passed",
+    "failed",
+    "not estimable",
+    "not computed",
+    "not read by the verdict",
+)
 
 
 @dataclass(frozen=True)
@@ -73,27 +78,42 @@ def weaknesses(o: Outcome, cutoff: dict[str, object] | None = None) -> list[Cave
     f, out = o.facts, []
     cutoff = cutoff or {}
     if cutoff.get("inside") is False:
-        out.append(Caveat("cutoff", f"the stated cutoff {cutoff['stated_cutoff']} lies outside the effective "
-                                    f"cutoff's 95% interval ({cutoff['interval']}): re-run with "
-                                    f"training_cutoff {cutoff.get('rerun_at') or cutoff.get('break_month')}"))
+        out.append(
+            Caveat(
+                "cutoff",
+                f"the stated cutoff {cutoff['stated_cutoff']} lies outside the effective "
+                f"cutoff's 95% interval ({cutoff['interval']}): re-run with "
+                f"training_cutoff {cutoff.get('rerun_at') or cutoff.get('break_month')}",
+            )
+        )
     elif cutoff.get("status") and cutoff.get("status") != "break":
         out.append(Caveat("no_break", f"no LAP break at the stated cutoff ({cutoff['status']})"))
     if verdict_rule.few_effective_clusters(f):
         g = f.n_clusters_pre
-        out.append(Caveat("g_star", f"only G* {fmt_num(f.beta3_g_star, 3)} effective clusters of "
-                                    f"G {int(g) if np.isfinite(g) else 'NA'}"))
+        out.append(
+            Caveat("g_star", f"only G* {fmt_num(f.beta3_g_star, 3)} effective clusters of G {int(g) if np.isfinite(g) else 'NA'}")
+        )
     if verdict_rule.lap_out_of_distribution(f):
         m = MEASURES[f.lap_measure]
-        out.append(Caveat("out_of_distribution", f"mean {m.short} {fmt_num(f.lap_mean_pre, 2)}: prompts far "
-                                                 "outside the model's distribution"))
+        out.append(
+            Caveat(
+                "out_of_distribution",
+                f"mean {m.short} {fmt_num(f.lap_mean_pre, 2)}: prompts far outside the model's distribution",
+            )
+        )
     if o.placebo == "passes_low_power" and o.path != "contamination":  # a detection says it in its finding
-        out.append(Caveat("placebo_power", f"the placebo lacks power (its minimum detectable effect "
-                                           f"{fmt_num(verdict_rule.placebo_mde(f))} exceeds beta_3)"))
+        out.append(
+            Caveat(
+                "placebo_power",
+                f"the placebo lacks power (its minimum detectable effect {fmt_num(verdict_rule.placebo_mde(f))} exceeds beta_3)",
+            )
+        )
     return out
 
 
-def caveats(o: Outcome, metric: dict[str, object], censoring: pd.DataFrame,
-            cutoff: dict[str, object] | None = None) -> list[Caveat]:
+def caveats(
+    o: Outcome, metric: dict[str, object], censoring: pd.DataFrame, cutoff: dict[str, object] | None = None
+) -> list[Caveat]:
     """What changes what a reader may conclude, from the tables the report reads, ranked:
     the design's weaknesses first (``weaknesses``: the cutoff, G*, an out-of-distribution
     measure, a placebo without power), then refusals, censoring, few clusters and
@@ -101,28 +121,40 @@ def caveats(o: Outcome, metric: dict[str, object], censoring: pd.DataFrame,
     out: list[Caveat] = weaknesses(o, cutoff)
     refused, kept = _n(metric.get(REFUSED_METRIC)), _n(metric.get("valid rows"))
     if np.isfinite(refused) and np.isfinite(kept) and refused > 0 and refused / (kept + refused) > REFUSED_CAVEAT:
-        out.append(Caveat("refused", f"{int(refused)} of {int(kept + refused)} valid rows "
-                                     f"({100 * refused / (kept + refused):.1f}%) excluded: an LLM query was "
-                                     "refused for good"))
+        out.append(
+            Caveat(
+                "refused",
+                f"{int(refused)} of {int(kept + refused)} valid rows "
+                f"({100 * refused / (kept + refused):.1f}%) excluded: an LLM query was "
+                "refused for good",
+            )
+        )
     if len(censoring) and "sample" in censoring.columns:
         pre = censoring[censoring["sample"] == "pre"]
-        shares = {c: _n(pre[c].iloc[0]) for c in ("share_up_and_down_censored", "share_unknown_censored",
-                                                   "share_up_censored", "share_down_censored")
-                  if c in pre.columns and len(pre)}
+        shares = {
+            c: _n(pre[c].iloc[0])
+            for c in ("share_up_and_down_censored", "share_unknown_censored", "share_up_censored", "share_down_censored")
+            if c in pre.columns and len(pre)
+        }
         worst = max(((v, c) for c, v in shares.items() if np.isfinite(v)), default=(math.nan, ""))
         if np.isfinite(worst[0]) and worst[0] > CENSORING_CAVEAT:
             label = worst[1].removeprefix("share_").removesuffix("_censored").replace("_", " ")
-            out.append(Caveat("censoring", f"recall label '{label}' censored in {100 * worst[0]:.0f}% "
-                                           "of pre-cutoff pairs"))
+            out.append(Caveat("censoring", f"recall label '{label}' censored in {100 * worst[0]:.0f}% of pre-cutoff pairs"))
     g = o.facts.n_clusters_pre
     if np.isfinite(g) and g < FEW_CLUSTERS and o.tests["beta3"].source != "Newey-West":
         out.append(Caveat("clusters", f"only {int(g)} clusters (fewer than {FEW_CLUSTERS})"))
     total = _n(metric.get("input rows"))
-    excluded = sum(v for v in (_n(metric.get("rejected rows")), _n(metric.get("rows without a forecast")),
-                               _n(metric.get("rows with an unparsed forecast"))) if np.isfinite(v))
+    excluded = sum(
+        v
+        for v in (
+            _n(metric.get("rejected rows")),
+            _n(metric.get("rows without a forecast")),
+            _n(metric.get("rows with an unparsed forecast")),
+        )
+        if np.isfinite(v)
+    )
     if np.isfinite(total) and total > 0 and excluded / total > EXCLUDED_CAVEAT:
-        out.append(Caveat("excluded", f"{int(excluded)} of {int(total)} input rows "
-                                      f"({100 * excluded / total:.0f}%) excluded"))
+        out.append(Caveat("excluded", f"{int(excluded)} of {int(total)} input rows ({100 * excluded / total:.0f}%) excluded"))
     return out
 
 
@@ -137,20 +169,23 @@ def _placebo_short(o: Outcome) -> str:
         return "placebo infeasible (no post-cutoff rows)"
     if o.placebo == "passes_collapsed":
         if t.estimable:  # an estimate exists, on a LAP that barely varies: not a test
-            return (f"placebo passes (post-cutoff LAP collapsed; post-cutoff beta_3 "
-                    f"{verdict_rule.not_informative(o.facts.lap_sd_post)})")
+            return (
+                f"placebo passes (post-cutoff LAP collapsed; post-cutoff beta_3 "
+                f"{verdict_rule.not_informative(o.facts.lap_sd_post)})"
+            )
         return "placebo passes (post-cutoff LAP collapsed, beta_3 not estimable)"
     if o.placebo == "not_estimable":
         return "placebo not estimable"
     if o.placebo == "passes_low_power":
-        return (f"placebo passes (post-cutoff beta_3 {fmt_num(t.estimate)}, {t.p_phrase()}, "
-                f"above {PLACEBO_PASS_P:g}), though its minimum detectable effect "
-                f"{fmt_num(verdict_rule.placebo_mde(o.facts))} exceeds the pre-cutoff beta_3, so "
-                "the evidence that the effect ends at the cutoff is LAP's fall there (effective "
-                "cutoff)")
+        return (
+            f"placebo passes (post-cutoff beta_3 {fmt_num(t.estimate)}, {t.p_phrase()}, "
+            f"above {PLACEBO_PASS_P:g}), though its minimum detectable effect "
+            f"{fmt_num(verdict_rule.placebo_mde(o.facts))} exceeds the pre-cutoff beta_3, so "
+            "the evidence that the effect ends at the cutoff is LAP's fall there (effective "
+            "cutoff)"
+        )
     side = "above" if o.placebo == "passes" else "not above"
-    return (f"{PLACEBO[o.placebo][1]} (post-cutoff beta_3 {fmt_num(t.estimate)}, {t.p_phrase()}, "
-            f"{side} {PLACEBO_PASS_P:g})")
+    return f"{PLACEBO[o.placebo][1]} (post-cutoff beta_3 {fmt_num(t.estimate)}, {t.p_phrase()}, {side} {PLACEBO_PASS_P:g})"
 
 
 def _mde(o: Outcome) -> str:
@@ -172,36 +207,53 @@ def _paragraph_parts(o: Outcome) -> tuple[str, list[str]]:
         return ("Underpowered: there are no pre-cutoff rows, so the detection test cannot run.", [])
     if o.path == "beta3_not_estimable":
         why = LAP_PROBLEMS.get(o.lap_problem, "") or "too few usable rows or a singular regression"
-        return (f"Underpowered: beta_3 is not estimable ({why}); the test cannot tell contamination "
-                "from its absence.", [])
+        return (f"Underpowered: beta_3 is not estimable ({why}); the test cannot tell contamination from its absence.", [])
     b3 = _b3(o)
     if o.path in ("null_no_variation", "significant_no_variation"):
         flat = verdict_rule.collapsed_lap(f).get("pre")
         if flat is not None:  # a coefficient on a LAP that barely varies is not printed as a test
-            return (f"Underpowered: beta_3 is {verdict_rule.not_informative(flat)}: LAP shows no "
-                    f"meaningful variation ({LAP_PROBLEMS[o.lap_problem]}).", [])
+            return (
+                f"Underpowered: beta_3 is {verdict_rule.not_informative(flat)}: LAP shows no "
+                f"meaningful variation ({LAP_PROBLEMS[o.lap_problem]}).",
+                [],
+            )
     if o.path == "null_no_variation":
-        return (f"Underpowered: {b3} is not significant and LAP shows no meaningful variation "
-                f"({LAP_PROBLEMS[o.lap_problem]}){_mde(o)}.", [])
+        return (
+            f"Underpowered: {b3} is not significant and LAP shows no meaningful variation "
+            f"({LAP_PROBLEMS[o.lap_problem]}){_mde(o)}.",
+            [],
+        )
     if o.path == "significant_no_variation":
-        return (f"Underpowered: {b3} is significant, but LAP shows no meaningful variation "
-                f"({LAP_PROBLEMS[o.lap_problem]}), so the estimate does not decide{_mde(o)}.", [])
+        return (
+            f"Underpowered: {b3} is significant, but LAP shows no meaningful variation "
+            f"({LAP_PROBLEMS[o.lap_problem]}), so the estimate does not decide{_mde(o)}.",
+            [],
+        )
     if o.path == "null_negative":
-        return (f"No evidence of contamination: {b3} is significantly negative ({two.p_phrase()}, "
-                f"below {ALPHA_DETECTION:g}){_mde(o)}.", [])
+        return (
+            f"No evidence of contamination: {b3} is significantly negative ({two.p_phrase()}, "
+            f"below {ALPHA_DETECTION:g}){_mde(o)}.",
+            [],
+        )
     if o.path == "null_zero":
-        return (f"No evidence of contamination: {b3} is indistinguishable from zero ({two.p_phrase()}, "
-                f"not below {ALPHA_DETECTION:g}) while LAP varies (sd {fmt_num(f.lap_sd_pre)}){_mde(o)}.", [])
+        return (
+            f"No evidence of contamination: {b3} is indistinguishable from zero ({two.p_phrase()}, "
+            f"not below {ALPHA_DETECTION:g}) while LAP varies (sd {fmt_num(f.lap_sd_pre)}){_mde(o)}.",
+            [],
+        )
     if o.path == "null_not_positive":
-        return (f"No evidence of contamination: {b3} is not significantly positive while LAP varies "
-                f"(sd {fmt_num(f.lap_sd_pre)}){_mde(o)}.", [])
+        return (
+            f"No evidence of contamination: {b3} is not significantly positive while LAP varies "
+            f"(sd {fmt_num(f.lap_sd_pre)}){_mde(o)}.",
+            [],
+        )
     if o.path == "contamination":
-        return (f"Contamination detected: {b3} > 0; validation pattern present; {_placebo_short(o)}.",
-                [RECOMMENDATION])
+        return (f"Contamination detected: {b3} > 0; validation pattern present; {_placebo_short(o)}.", [RECOMMENDATION])
     failed = [] if o.validation_present else ["validation failed"]
     if not PLACEBO[o.placebo][0]:
-        failed.append({"infeasible": "placebo infeasible", "not_estimable": "placebo not estimable",
-                       "fails": "placebo failed"}[o.placebo])
+        failed.append(
+            {"infeasible": "placebo infeasible", "not_estimable": "placebo not estimable", "fails": "placebo failed"}[o.placebo]
+        )
     why = [VALIDATION_FAILURES[c] for c in o.validation_failures]
     if not PLACEBO[o.placebo][0]:
         why.append(_placebo_short(o))
@@ -246,6 +298,7 @@ def verdict_line(o: Outcome, found: list[Caveat]) -> str:
 
 # ---------------------------------------------------------------- checklist
 
+
 @dataclass(frozen=True)
 class Check:
     """One checklist row: the protocol step, what it tests, the estimate with its t, the p
@@ -275,8 +328,7 @@ def _opt(verdict: dict[str, object], *names: str) -> float:
     return math.nan
 
 
-def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
-              cutoff: dict[str, object]) -> list[Check]:
+def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object], cutoff: dict[str, object]) -> list[Check]:
     """Rows in protocol order. Facts a build did not compute (the effective number of
     clusters, the placebo's minimum detectable effect, the effective cutoff) get a row
     that says so; they are never filled in here."""
@@ -284,75 +336,164 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
     on_path = o.path in ("contamination", "mixed")
     rows = []
     pre_rows = f.n_rows_pre if f.n_rows_pre >= 0 else _n(metric.get("pre-cutoff rows"))
-    rows.append(Check("1. Sample", "pre-cutoff rows to test", f"{_fmt_int(pre_rows)} pre, "
-                      f"{_fmt_int(_n(metric.get('post-cutoff rows')))} post", "",
-                      "at least one pre-cutoff row", PASSED if o.path != "no_pre_rows" else FAILED))
+    rows.append(
+        Check(
+            "1. Sample",
+            "pre-cutoff rows to test",
+            f"{_fmt_int(pre_rows)} pre, {_fmt_int(_n(metric.get('post-cutoff rows')))} post",
+            "",
+            "at least one pre-cutoff row",
+            PASSED if o.path != "no_pre_rows" else FAILED,
+        )
+    )
     eff = cutoff.get("effective_cutoff")
-    rows.append(Check("1. Cutoff", "effective cutoff against the stated one",
-                      f"{eff} vs stated {cutoff.get('stated_cutoff', '')}" if eff else
-                      f"{NOT_COMPUTED} by this build (stated {cutoff.get('stated_cutoff', '')})",
-                      "", "descriptive", str(cutoff.get("result", NOT_COMPUTED)) if eff else NOT_COMPUTED))
+    rows.append(
+        Check(
+            "1. Cutoff",
+            "effective cutoff against the stated one",
+            f"{eff} vs stated {cutoff.get('stated_cutoff', '')}"
+            if eff
+            else f"{NOT_COMPUTED} by this build (stated {cutoff.get('stated_cutoff', '')})",
+            "",
+            "descriptive",
+            str(cutoff.get("result", NOT_COMPUTED)) if eff else NOT_COMPUTED,
+        )
+    )
     lap_ok = not o.lap_problem
-    rows.append(Check("2. LAP varies", f"sd of pre-cutoff LAP ({f.lap_measure})",
-                      f"sd {fmt_num(f.lap_sd_pre)}", "", f"sd >= {fmt_num(f.lap_min_sd_used)}, not "
-                      ">= 99% censored", PASSED if lap_ok else FAILED))
+    rows.append(
+        Check(
+            "2. LAP varies",
+            f"sd of pre-cutoff LAP ({f.lap_measure})",
+            f"sd {fmt_num(f.lap_sd_pre)}",
+            "",
+            f"sd >= {fmt_num(f.lap_min_sd_used)}, not >= 99% censored",
+            PASSED if lap_ok else FAILED,
+        )
+    )
     hi, diff = t["theta_high"], t["theta_diff"]
-    vres = (PASSED if hi.estimable and hi.estimate > 0 and hi.p < ALPHA_VALIDATION else
-            NOT_ESTIMABLE if not hi.estimable else FAILED)
+    vres = (
+        PASSED if hi.estimable and hi.estimate > 0 and hi.p < ALPHA_VALIDATION else NOT_ESTIMABLE if not hi.estimable else FAILED
+    )
     note = "" if on_path else f" ({READ})"
-    rows.append(Check("3. Validation", "high-LAP theta > 0 (outcome on U-D)", _est(hi), _p(hi),
-                      f"two-sided p < {ALPHA_VALIDATION:g}, theta > 0", vres + note))
-    dres = (PASSED if diff.estimable and diff.estimate > 0 and diff.p < ALPHA_VALIDATION else
-            NOT_ESTIMABLE if not diff.estimable else FAILED)
-    rows.append(Check("3. Validation", "high-LAP theta exceeds low-LAP theta (per sd)", _est(diff),
-                      _p(diff), f"one-sided p < {ALPHA_VALIDATION:g}", dres + note))
+    rows.append(
+        Check(
+            "3. Validation",
+            "high-LAP theta > 0 (outcome on U-D)",
+            _est(hi),
+            _p(hi),
+            f"two-sided p < {ALPHA_VALIDATION:g}, theta > 0",
+            vres + note,
+        )
+    )
+    dres = (
+        PASSED
+        if diff.estimable and diff.estimate > 0 and diff.p < ALPHA_VALIDATION
+        else NOT_ESTIMABLE
+        if not diff.estimable
+        else FAILED
+    )
+    rows.append(
+        Check(
+            "3. Validation",
+            "high-LAP theta exceeds low-LAP theta (per sd)",
+            _est(diff),
+            _p(diff),
+            f"one-sided p < {ALPHA_VALIDATION:g}",
+            dres + note,
+        )
+    )
     b3 = t["beta3"]
     flat = verdict_rule.collapsed_lap(f)
     bres = NOT_ESTIMABLE if not b3.estimable else (PASSED if b3.p < ALPHA_DETECTION else FAILED)
     if b3.estimable and "pre" in flat:  # on a LAP that barely varies: not a test
-        rows.append(Check("4. Detection", "beta_3 > 0 (forecast x LAP)", verdict_rule.not_informative(flat["pre"]),
-                          "", f"one-sided p < {ALPHA_DETECTION:g}", "not informative"))
+        rows.append(
+            Check(
+                "4. Detection",
+                "beta_3 > 0 (forecast x LAP)",
+                verdict_rule.not_informative(flat["pre"]),
+                "",
+                f"one-sided p < {ALPHA_DETECTION:g}",
+                "not informative",
+            )
+        )
     else:
-        rows.append(Check("4. Detection", "beta_3 > 0 (forecast x LAP)", _est(b3), _p(b3),
-                          f"one-sided p < {ALPHA_DETECTION:g}", bres))
+        rows.append(
+            Check("4. Detection", "beta_3 > 0 (forecast x LAP)", _est(b3), _p(b3), f"one-sided p < {ALPHA_DETECTION:g}", bres)
+        )
     m = mde(f)
-    rows.append(Check("4. Power", "minimum detectable beta_3 (80% power)",
-                      fmt_num(m) if np.isfinite(m) else "not estimable", "", "descriptive",
-                      "computed" if np.isfinite(m) else NOT_ESTIMABLE))
+    rows.append(
+        Check(
+            "4. Power",
+            "minimum detectable beta_3 (80% power)",
+            fmt_num(m) if np.isfinite(m) else "not estimable",
+            "",
+            "descriptive",
+            "computed" if np.isfinite(m) else NOT_ESTIMABLE,
+        )
+    )
     # G* and the borderline flag come with the wild-bootstrap facts when the build computed
     # them (TestFact.g_star / .borderline, or verdict columns); never filled in here
     g_star = getattr(b3, "g_star", math.nan)
     if not (isinstance(g_star, float) and np.isfinite(g_star)):
         g_star = _opt(verdict, "beta3_g_star", "g_star")
     g = b3.n_clusters if np.isfinite(getattr(b3, "n_clusters", math.nan)) else f.n_clusters_pre
-    rows.append(Check("4. Clusters", "clusters G (effective G*)",
-                      f"G {_fmt_int(g)}" + (f", G* {fmt_num(g_star, 3)}" if np.isfinite(g_star)
-                                            else f", G* {NOT_COMPUTED}"),
-                      "", "wild bootstrap p at every cluster count",
-                      f"p read by {b3.source}"))
+    rows.append(
+        Check(
+            "4. Clusters",
+            "clusters G (effective G*)",
+            f"G {_fmt_int(g)}" + (f", G* {fmt_num(g_star, 3)}" if np.isfinite(g_star) else f", G* {NOT_COMPUTED}"),
+            "",
+            "wild bootstrap p at every cluster count",
+            f"p read by {b3.source}",
+        )
+    )
     border = getattr(b3, "borderline", None)
     if border is None and "borderline" in verdict:
         border = verdict.get("borderline")
     known = border is not None and not (isinstance(border, float) and math.isnan(border))
-    rows.append(Check("4. Borderline p", "is the rule's p within simulation error of its threshold",
-                      ("yes" if _truthy(border) else "no") if known else NOT_COMPUTED, "", "descriptive",
-                      ("borderline" if _truthy(border) else "clear of the threshold") if known else NOT_COMPUTED))
+    rows.append(
+        Check(
+            "4. Borderline p",
+            "is the rule's p within simulation error of its threshold",
+            ("yes" if _truthy(border) else "no") if known else NOT_COMPUTED,
+            "",
+            "descriptive",
+            ("borderline" if _truthy(border) else "clear of the threshold") if known else NOT_COMPUTED,
+        )
+    )
     plc = t["placebo"]
-    pres = {"passes": PASSED, "passes_collapsed": PASSED + " (LAP collapsed)", "fails": FAILED,
-            "passes_low_power": PASSED + " (low power: its minimum detectable effect exceeds the pre-cutoff beta_3)",
-            "not_estimable": NOT_ESTIMABLE, "infeasible": "infeasible (no post-cutoff rows)"}[o.placebo]
+    pres = {
+        "passes": PASSED,
+        "passes_collapsed": PASSED + " (LAP collapsed)",
+        "fails": FAILED,
+        "passes_low_power": PASSED + " (low power: its minimum detectable effect exceeds the pre-cutoff beta_3)",
+        "not_estimable": NOT_ESTIMABLE,
+        "infeasible": "infeasible (no post-cutoff rows)",
+    }[o.placebo]
     post_flat = plc.estimable and "post" in flat
-    rows.append(Check("5. Placebo", "post-cutoff beta_3 not > 0",
-                      "NA" if o.placebo == "infeasible" else
-                      verdict_rule.not_informative(flat["post"]) if post_flat else _est(plc),
-                      "NA" if o.placebo == "infeasible" else "" if post_flat else _p(plc),
-                      f"one-sided p > {PLACEBO_PASS_P:g}, or post LAP collapsed", pres + note))
+    rows.append(
+        Check(
+            "5. Placebo",
+            "post-cutoff beta_3 not > 0",
+            "NA" if o.placebo == "infeasible" else verdict_rule.not_informative(flat["post"]) if post_flat else _est(plc),
+            "NA" if o.placebo == "infeasible" else "" if post_flat else _p(plc),
+            f"one-sided p > {PLACEBO_PASS_P:g}, or post LAP collapsed",
+            pres + note,
+        )
+    )
     pm = _opt(verdict, "placebo_mde", "placebo_mde_regression", "placebo_beta3_mde")
     if not np.isfinite(pm) and hasattr(verdict_rule, "placebo_mde"):
         pm = verdict_rule.placebo_mde(f)
-    rows.append(Check("5. Placebo power", "minimum detectable post-cutoff beta_3",
-                      fmt_num(pm) if np.isfinite(pm) else f"{NOT_COMPUTED} by this build", "", "descriptive",
-                      "computed" if np.isfinite(pm) else NOT_COMPUTED))
+    rows.append(
+        Check(
+            "5. Placebo power",
+            "minimum detectable post-cutoff beta_3",
+            fmt_num(pm) if np.isfinite(pm) else f"{NOT_COMPUTED} by this build",
+            "",
+            "descriptive",
+            "computed" if np.isfinite(pm) else NOT_COMPUTED,
+        )
+    )
     rows.append(Check("6. Verdict", f"decision path `{o.path}`", "", "", "protocol decision rule", o.decision))
     return rows
 
@@ -366,5 +507,16 @@ def _fmt_int(x: float) -> str:
 
 
 def checklist_frame(rows: list[Check]) -> pd.DataFrame:
-    return pd.DataFrame([{"step": r.step, "tested": r.tested, "estimate (t)": r.estimate,
-                          "p the rule read": r.p or "", "rule": r.rule, "result": r.result} for r in rows])
+    return pd.DataFrame(
+        [
+            {
+                "step": r.step,
+                "tested": r.tested,
+                "estimate (t)": r.estimate,
+                "p the rule read": r.p or "",
+                "rule": r.rule,
+                "result": r.result,
+            }
+            for r in rows
+        ]
+    )

@@ -24,9 +24,27 @@ from lookahead.stats.verdict import fmt_p
 
 #: Columns of `paper_tables` (python_models/marts/paper/_paper__models.yml documents each).
 LONG_COLUMNS = [
-    "paper_table", "table_column", "spec", "sample", "term", "estimate", "std_error", "t", "p", "n_obs",
-    "n_clusters", "n_singletons", "n_missing", "dropped_terms", "r2", "r2_within",
-    "fixed_effects", "vcov", "lap_measure", "mink_mean", "note",
+    "paper_table",
+    "table_column",
+    "spec",
+    "sample",
+    "term",
+    "estimate",
+    "std_error",
+    "t",
+    "p",
+    "n_obs",
+    "n_clusters",
+    "n_singletons",
+    "n_missing",
+    "dropped_terms",
+    "r2",
+    "r2_within",
+    "fixed_effects",
+    "vcov",
+    "lap_measure",
+    "mink_mean",
+    "note",
 ]
 
 
@@ -46,8 +64,14 @@ def _has_rows(df: pd.DataFrame | None, s: T.PaperSettings) -> bool:
     return all(c in df.columns for c in cols) and df[cols].notna().all(axis=1).sum() >= 3
 
 
-def run_paper_analysis(pre: pd.DataFrame, post: pd.DataFrame | None, settings: T.PaperSettings,
-                       draws: int = 10_000, seed: int = 20240101, method: str = "auto") -> PaperResults:
+def run_paper_analysis(
+    pre: pd.DataFrame,
+    post: pd.DataFrame | None,
+    settings: T.PaperSettings,
+    draws: int = 10_000,
+    seed: int = 20240101,
+    method: str = "auto",
+) -> PaperResults:
     """Tables I-V and the bootstrap. Missing pieces (no moderator, no post-cutoff rows,
     no confidence measures) are skipped with a note rather than failing the analysis."""
     s, measure_note = T.paper_measure(pre, settings)
@@ -73,8 +97,7 @@ def run_paper_analysis(pre: pd.DataFrame, post: pd.DataFrame | None, settings: T
         if t6 is not None:
             tables["table6"] = t6
     if s.moderator is None:
-        notes.append("Table III skipped: no `moderator_column` is set (a binary 0/1 column "
-                     "listed in `extra_columns`).")
+        notes.append("Table III skipped: no `moderator_column` is set (a binary 0/1 column listed in `extra_columns`).")
     else:
         t3 = attempt("Table III", lambda: T.table3(pre, s))
         if t3 is not None:
@@ -96,17 +119,16 @@ def run_paper_analysis(pre: pd.DataFrame, post: pd.DataFrame | None, settings: T
             if draws > 0 and np.isfinite(in_est):
                 y, _, full = T.table5_terms(s)
                 data = bs.prepare(T.table5_inputs(post, s), y, full, s.fixed_effects)
-                boot = bs.pairs_bootstrap(data, in_est, draws=draws, seed=seed, method=method,
-                                          out_of_sample_estimate=oos_est)
+                boot = bs.pairs_bootstrap(data, in_est, draws=draws, seed=seed, method=method, out_of_sample_estimate=oos_est)
                 # one p format everywhere (fmt_p): a zero is "< 1/(B+1)" with B named
                 n_draws = int(np.isfinite(boot.draws).sum())
-                t5.extra_rows = {T.BOOTSTRAP_ROW: ["", "", "", f"[{fmt_p(boot.p_value, n_draws)}]"],
-                                 **t5.extra_rows}
+                t5.extra_rows = {T.BOOTSTRAP_ROW: ["", "", "", f"[{fmt_p(boot.p_value, n_draws)}]"], **t5.extra_rows}
                 t5.notes.append(
                     f"The paper's procedure: pairs bootstrap of the out-of-sample interaction, "
                     f"{draws:,} draws of {data.n:,} rows with replacement, seed {seed}; one-sided "
                     f"p = share of draws >= the in-sample estimate {in_est:.4g}, which it treats "
-                    "as fixed (no in-sample sampling error, no clustering).")
+                    "as fixed (no in-sample sampling error, no clustering)."
+                )
             t5.notes.append(oos_note)
             tables["table5"] = t5
     else:
@@ -117,7 +139,7 @@ def run_paper_analysis(pre: pd.DataFrame, post: pd.DataFrame | None, settings: T
 def paper_long_table(res: PaperResults) -> pd.DataFrame:
     """All specifications in long form (the `paper_tables` model)."""
     frames = []
-    for name, tab in res.tables.items():
+    for _name, tab in res.tables.items():
         f = tab.long(res.settings)
         f["note"] = " ".join(tab.notes) if tab.notes else None
         frames.append(f)
@@ -135,23 +157,25 @@ def magnitudes_frame(res: PaperResults) -> pd.DataFrame:
     return pd.DataFrame({"quantity": list(m), "value": [float(v) for v in m.values()]})
 
 
-def write_paper_assets(res: PaperResults, pre: pd.DataFrame, post: pd.DataFrame | None,
-                       out_dir: str | os.PathLike[str]) -> str:
+def write_paper_assets(res: PaperResults, pre: pd.DataFrame, post: pd.DataFrame | None, out_dir: str | os.PathLike[str]) -> str:
     """Write tables/*.tex and figures/*.png under `out_dir`; return the Markdown section."""
     out = Path(out_dir)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     s = res.settings
     long = paper_long_table(res)
-    md = ["## Paper analysis (Tables I-V, Figure III)", "",
-          f"LAP measure: {s.lap_label}; fixed effects: {' + '.join(s.fixed_effects)}; "
-          f"standard errors: clustered by {s.cluster} (Table VI by {T.cluster_of(s, 'table6')}, as "
-          "the paper).", ""]
+    md = [
+        "## Paper analysis (Tables I-V, Figure III)",
+        "",
+        f"LAP measure: {s.lap_label}; fixed effects: {' + '.join(s.fixed_effects)}; "
+        f"standard errors: clustered by {s.cluster} (Table VI by {T.cluster_of(s, 'table6')}, as "
+        "the paper).",
+        "",
+    ]
     for sample, desc in res.table1.items():
         title = f"Table I. Descriptive statistics ({sample}-cutoff)"
         md += [render.markdown_descriptives(desc, title), ""]
         _write(out / "tables" / f"table1_{sample}.tex", render.latex_descriptives(desc, title))
-    titles = {"table2": "Table II", "table3": "Table III", "table4": "Table IV", "table5": "Table V",
-              "table6": "Table VI"}
+    titles = {"table2": "Table II", "table3": "Table III", "table4": "Table IV", "table5": "Table V", "table6": "Table VI"}
     for name, tab in res.tables.items():
         title = f"{titles.get(name, name)}. {tab.title}"
         md += [render.markdown_table(long, name, title, tab.extra_rows, tab.notes), ""]
@@ -159,16 +183,26 @@ def write_paper_assets(res: PaperResults, pre: pd.DataFrame, post: pd.DataFrame 
     md += [f"_{n}_" for n in res.notes] + [""]
     figs = []
     if post is not None and len(post) and s.lap in pre.columns:
-        figs.append(("LAP before vs after the cutoff",
-                     figures.lap_histograms(pre, post, s.lap, out / "figures" / "lap_hist.png", s.lap_label)))
-        figs.append(("Forecast accuracy by LAP decile",
-                     figures.accuracy_figure(pre, post, s.lap, out / "figures" / "accuracy_by_lap_decile.png",
-                                             s.llm, s.outcome)))
+        figs.append(
+            (
+                "LAP before vs after the cutoff",
+                figures.lap_histograms(pre, post, s.lap, out / "figures" / "lap_hist.png", s.lap_label),
+            )
+        )
+        figs.append(
+            (
+                "Forecast accuracy by LAP decile",
+                figures.accuracy_figure(pre, post, s.lap, out / "figures" / "accuracy_by_lap_decile.png", s.llm, s.outcome),
+            )
+        )
     if res.bootstrap is not None:
         b = res.bootstrap
-        figs.append(("Figure III. Pairs bootstrap of the out-of-sample interaction",
-                     figures.bootstrap_figure(b.draws, b.in_sample_estimate,
-                                              out / "figures" / "bootstrap.png", b.p_value)))
+        figs.append(
+            (
+                "Figure III. Pairs bootstrap of the out-of-sample interaction",
+                figures.bootstrap_figure(b.draws, b.in_sample_estimate, out / "figures" / "bootstrap.png", b.p_value),
+            )
+        )
     for title, path in figs:
         md += [f"![{title}]({path.relative_to(out).as_posix()})", ""]
     return "\n".join(md)
@@ -180,5 +214,4 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["run_paper_analysis", "paper_long_table", "write_paper_assets", "magnitudes_frame",
-           "PaperResults"]
+__all__ = ["PaperResults", "magnitudes_frame", "paper_long_table", "run_paper_analysis", "write_paper_assets"]

@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -54,25 +54,23 @@ from lookahead.stats.fe_regression import RegressionInputError, Term
 class BootstrapData:
     """The estimation sample as arrays: Z = [y, x_1..x_k] and integer FE codes."""
 
-    Z: np.ndarray                 # (n, 1 + k)
-    fe: list[np.ndarray]          # one code array per fixed effect
+    Z: np.ndarray  # (n, 1 + k)
+    fe: list[np.ndarray]  # one code array per fixed effect
     term_names: list[str]
-    _structure: "_Structure | None" = field(default=None, repr=False, compare=False)
+    _structure: _Structure | None = field(default=None, repr=False, compare=False)
 
     @property
     def n(self) -> int:
         return self.Z.shape[0]
 
 
-def prepare(df: pd.DataFrame, outcome: str, terms: Sequence[Term],
-            fixed_effects: Sequence[str]) -> BootstrapData:
+def prepare(df: pd.DataFrame, outcome: str, terms: Sequence[Term], fixed_effects: Sequence[str]) -> BootstrapData:
     """Rows with every used value present (what the regression itself uses), as arrays."""
     cols = [outcome, *{c for t in terms for c in t.columns}, *fixed_effects]
     missing = [c for c in dict.fromkeys(cols) if c not in df.columns]
     if missing:
         raise RegressionInputError(f"bootstrap: panel has no column(s) {missing}")
-    Z = np.column_stack([pd.to_numeric(df[outcome], errors="coerce").to_numpy(float)]
-                        + [t.values(df) for t in terms])
+    Z = np.column_stack([pd.to_numeric(df[outcome], errors="coerce").to_numpy(float)] + [t.values(df) for t in terms])
     codes = [pd.factorize(df[f], use_na_sentinel=True)[0] for f in fixed_effects]
     ok = np.isfinite(Z).all(axis=1)
     for c in codes:
@@ -80,7 +78,7 @@ def prepare(df: pd.DataFrame, outcome: str, terms: Sequence[Term],
     if ok.sum() < 2:
         raise RegressionInputError("bootstrap: fewer than 2 complete rows in the sample")
     fe = [pd.factorize(c[ok])[0].astype(np.int64) for c in codes]
-    fe = [c for c in fe if c.max() > 0]   # a one-level FE is the intercept (as fit_fe drops it)
+    fe = [c for c in fe if c.max() > 0]  # a one-level FE is the intercept (as fit_fe drops it)
     return BootstrapData(Z=Z[ok], fe=fe, term_names=[t.name for t in terms])
 
 
@@ -94,8 +92,7 @@ def draw_indices(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- baseline
-def naive_draws(data: BootstrapData, draws: int, seed: int, target: int = -1,
-                start: int = 0) -> np.ndarray:
+def naive_draws(data: BootstrapData, draws: int, seed: int, target: int = -1, start: int = 0) -> np.ndarray:
     """Baseline: for each draw, resample rows and refit with pyfixest; return coefficient `target`.
 
     `start` skips that many draws of the stream, so a subset of the baseline can be timed
@@ -124,8 +121,7 @@ def naive_draws(data: BootstrapData, draws: int, seed: int, target: int = -1,
             idx = draw_indices(rng, data.n)
             sub = frame.iloc[idx].reset_index(drop=True)
             try:
-                fit = pf.feols(fml, data=sub, vcov="iid",
-                               demeaner=MapDemeaner(fixef_tol=FIXEF_TOL))
+                fit = pf.feols(fml, data=sub, vcov="iid", demeaner=MapDemeaner(fixef_tol=FIXEF_TOL))
             except Exception:  # a degenerate resample (e.g. all rows singletons): no estimate
                 continue
             coef = fit.coef()
@@ -140,23 +136,23 @@ class _Structure:
     """Fixed sparsity structure of the data (independent of the draw)."""
 
     n: int
-    k1: int                       # 1 + k columns of Z
-    n_abs: int                    # levels of the absorbed FE
-    n_keep: int                   # levels of the kept FE (0: one-way FE)
-    row_to_cell: sp.csr_matrix    # (n_cells, n)
-    row_to_abs: sp.csr_matrix     # (n_abs, n)
+    k1: int  # 1 + k columns of Z
+    n_abs: int  # levels of the absorbed FE
+    n_keep: int  # levels of the kept FE (0: one-way FE)
+    row_to_cell: sp.csr_matrix  # (n_cells, n)
+    row_to_abs: sp.csr_matrix  # (n_abs, n)
     row_to_keep: sp.csr_matrix | None
-    cell_to_abs: sp.csr_matrix    # (n_abs, n_cells)
+    cell_to_abs: sp.csr_matrix  # (n_abs, n_cells)
     cell_to_keep: sp.csr_matrix | None
     cell_abs: np.ndarray
-    pair_a: np.ndarray            # cells sharing an absorbed level, a < b
+    pair_a: np.ndarray  # cells sharing an absorbed level, a < b
     pair_b: np.ndarray
     pair_to_key: sp.csr_matrix | None  # (n_keys, n_pairs)
     key_t: np.ndarray
     key_s: np.ndarray
     cell_keep: np.ndarray | None = None
-    dense: bool = False           # kept-FE Laplacian by a dense product, not by cell pairs
-    cc_cache: dict = field(default_factory=dict)   # batch size -> block-diagonal CSR layout
+    dense: bool = False  # kept-FE Laplacian by a dense product, not by cell pairs
+    cc_cache: dict = field(default_factory=dict)  # batch size -> block-diagonal CSR layout
     zz_idx: list[tuple[int, int]] = field(default_factory=list)
     zz: np.ndarray | None = None  # (n_tri, n) products z_k z_l
 
@@ -180,7 +176,7 @@ def _structure(data: BootstrapData) -> _Structure:
     n, k1 = data.Z.shape
     if not data.fe:
         raise RegressionInputError("fast bootstrap needs at least one fixed effect")
-    fe = sorted(data.fe, key=lambda c: -(c.max() + 1))   # absorbed = more levels
+    fe = sorted(data.fe, key=lambda c: -(c.max() + 1))  # absorbed = more levels
     ab = fe[0]
     n_abs = int(ab.max()) + 1
     keep = fe[1] if len(fe) == 2 else np.zeros(n, dtype=np.int64)
@@ -209,7 +205,7 @@ def _structure(data: BootstrapData) -> _Structure:
         starts = np.searchsorted(cell_abs[order], np.arange(n_abs))
         ends = np.searchsorted(cell_abs[order], np.arange(n_abs), side="right")
         pa, pb = [], []
-        for s0, e0 in zip(starts, ends):
+        for s0, e0 in zip(starts, ends, strict=False):
             m = e0 - s0
             if m > 1:
                 iu = np.triu_indices(m, 1)
@@ -225,13 +221,25 @@ def _structure(data: BootstrapData) -> _Structure:
     tri = [(a, b) for a in range(k1) for b in range(a, k1)]
     zz = np.stack([data.Z[:, a] * data.Z[:, b] for a, b in tri])
     return _Structure(
-        n=n, k1=k1, n_abs=n_abs, n_keep=n_keep, row_to_cell=row_to_cell,
+        n=n,
+        k1=k1,
+        n_abs=n_abs,
+        n_keep=n_keep,
+        row_to_cell=row_to_cell,
         row_to_abs=_indicator(ab, n_abs),
         row_to_keep=_indicator(keep, n_keep) if n_keep else None,
         cell_to_abs=cell_to_abs,
         cell_to_keep=_indicator(cell_keep, n_keep) if n_keep else None,
-        cell_abs=cell_abs, pair_a=pair_a, pair_b=pair_b, pair_to_key=pair_to_key,
-        key_t=key_t, key_s=key_s, cell_keep=cell_keep, zz_idx=tri, zz=zz, dense=dense,
+        cell_abs=cell_abs,
+        pair_a=pair_a,
+        pair_b=pair_b,
+        pair_to_key=pair_to_key,
+        key_t=key_t,
+        key_s=key_s,
+        cell_keep=cell_keep,
+        zz_idx=tri,
+        zz=zz,
+        dense=dense,
     )
 
 
@@ -239,12 +247,12 @@ def _solve_batch(st: _Structure, Z: np.ndarray, W: np.ndarray) -> np.ndarray:
     """Coefficients (B, k) of the weighted two-way FE regressions, one per column of W."""
     B = W.shape[1]
     k1 = st.k1
-    Mc = st.row_to_cell @ W                        # (cells, B) cell weights
-    We = st.cell_to_abs @ Mc                       # (abs, B)
+    Mc = st.row_to_cell @ W  # (cells, B) cell weights
+    We = st.cell_to_abs @ Mc  # (abs, B)
     inv_we = np.divide(1.0, We, out=np.zeros_like(We), where=We > 0)
     SeZ = np.stack([st.row_to_abs @ (W * Z[:, [j]]) for j in range(k1)])  # (k1, abs, B)
     # Gram of [y, x] after removing the absorbed FE (weighted within transformation)
-    ZZ = st.zz @ W                                 # (n_tri, B)
+    ZZ = st.zz @ W  # (n_tri, B)
     G = np.empty((B, k1, k1))
     for r, (a, b) in enumerate(st.zz_idx):
         v = ZZ[r] - np.einsum("eb,eb,eb->b", SeZ[a], SeZ[b], inv_we)
@@ -265,14 +273,15 @@ def _solve_batch(st: _Structure, Z: np.ndarray, W: np.ndarray) -> np.ndarray:
     return beta
 
 
-def _kept_fe_correction(st: _Structure, Z: np.ndarray, W: np.ndarray, Mc: np.ndarray,
-                        SeZ: np.ndarray, inv_we: np.ndarray) -> np.ndarray:
+def _kept_fe_correction(
+    st: _Structure, Z: np.ndarray, W: np.ndarray, Mc: np.ndarray, SeZ: np.ndarray, inv_we: np.ndarray
+) -> np.ndarray:
     """R' A^+ R per draw: what the kept FE explains of [y, x] after the absorbed FE."""
     from scipy.linalg import blas, lapack
 
     B, T, k1 = W.shape[1], st.n_keep, st.k1
-    Wd = st.cell_to_keep @ Mc                          # (T, B) weight per kept level
-    Xc = Mc * inv_we[st.cell_abs]                      # (cells, B) cell weight / entity weight
+    Wd = st.cell_to_keep @ Mc  # (T, B) weight per kept level
+    Xc = Mc * inv_we[st.cell_abs]  # (cells, B) cell weight / entity weight
     R = np.empty((B, T, k1))
     for j in range(k1):
         StZ = st.row_to_keep @ (W * Z[:, [j]])
@@ -280,21 +289,21 @@ def _kept_fe_correction(st: _Structure, Z: np.ndarray, W: np.ndarray, Mc: np.nda
     # Laplacian A = diag(Wd) - M' D^-1 M, built flat: the diagonal, then each pair of cells
     # sharing an absorbed level once, into the upper triangle only (C order). LAPACK reads
     # A[b].T (Fortran order, no copy) and its lower triangle, which is that upper one.
-    diag = (Wd - st.cell_to_keep @ (Mc * Xc)).T        # (B, T)
+    diag = (Wd - st.cell_to_keep @ (Mc * Xc)).T  # (B, T)
     if st.dense:
-        A = None   # built per draw below, one (T, T) matrix at a time
-        root = np.sqrt(inv_we)[st.cell_abs]             # (cells, B)
+        A = None  # built per draw below, one (T, T) matrix at a time
+        root = np.sqrt(inv_we)[st.cell_abs]  # (cells, B)
     else:
         A = np.zeros((B, T * T))
         A[:, np.arange(T) * (T + 1)] = diag
         if st.pair_to_key is not None:
-            off = st.pair_to_key @ (Xc[st.pair_a] * Mc[st.pair_b])   # (keys, B)
-            A[:, st.key_t * T + st.key_s] = -off.T                   # key_t < key_s
+            off = st.pair_to_key @ (Xc[st.pair_a] * Mc[st.pair_b])  # (keys, B)
+            A[:, st.key_t * T + st.key_s] = -off.T  # key_t < key_s
         A = A.reshape(B, T, T)
     # Connected components of every draw's entity-level / kept-level bipartite graph at
     # once: one block-diagonal graph per batch, an edge per (entity, date) cell drawn.
-    active = (Wd > 0).T                                # (B, T)
-    labels = _batch_components(st, Mc)                 # (B, T)
+    active = (Wd > 0).T  # (B, T)
+    labels = _batch_components(st, Mc)  # (B, T)
     out = np.full((B, k1, k1), np.nan)
     for b in range(B):
         if A is None:
@@ -307,10 +316,10 @@ def _kept_fe_correction(st: _Structure, Z: np.ndarray, W: np.ndarray, Mc: np.nda
             Ab = A[b]
         act = active[b]
         scale = float(Ab.diagonal()[act].mean()) if act.any() else 1.0
-        scale = scale if scale > 0 else 1.0           # any c > 0 works; keep it O(diag)
+        scale = scale if scale > 0 else 1.0  # any c > 0 works; keep it O(diag)
         lab = labels[b]
         if act.all() and (lab == lab[0]).all():
-            Ab += scale / T                            # A + c 11': one component, every level used
+            Ab += scale / T  # A + c 11': one component, every level used
         else:
             inactive = ~act
             Ab[inactive, :] = 0.0
@@ -352,8 +361,9 @@ def _batch_components(st: _Structure, Mc: np.ndarray) -> np.ndarray:
     return lab.reshape(B, N)[:, :T]
 
 
-def fast_draws(data: BootstrapData, draws: int, seed: int, target: int | None = -1,
-               batch: int | None = None, start: int = 0) -> np.ndarray:
+def fast_draws(
+    data: BootstrapData, draws: int, seed: int, target: int | None = -1, batch: int | None = None, start: int = 0
+) -> np.ndarray:
     """All draws' coefficients (column `target`, or all when None) by batched weighted solves.
 
     `start` skips that many draws of the stream (as `naive_draws` does). The sparsity
@@ -363,7 +373,7 @@ def fast_draws(data: BootstrapData, draws: int, seed: int, target: int | None = 
     st = data._structure
     n = data.n
     if batch is None:
-        per_draw = max(len(st.pair_a), st.n_keep ** 2, n, 1)  # pair_a is empty on the dense path
+        per_draw = max(len(st.pair_a), st.n_keep**2, n, 1)  # pair_a is empty on the dense path
         batch = int(np.clip(4e6 // per_draw, 8, 64))  # measured: 32-64 draws a batch is fastest here
     rng = np.random.default_rng(seed)
     for _ in range(start):
@@ -376,7 +386,7 @@ def fast_draws(data: BootstrapData, draws: int, seed: int, target: int | None = 
             W = np.empty((n, m))
             for j in range(m):
                 W[:, j] = np.bincount(draw_indices(rng, n), minlength=n)
-            out[b0:b0 + m] = _solve_batch(st, data.Z, W)
+            out[b0 : b0 + m] = _solve_batch(st, data.Z, W)
     return out if target is None else out[:, target]
 
 
@@ -408,18 +418,29 @@ class BootstrapResult:
 
     def frame(self) -> pd.DataFrame:
         """One row per draw (the `bootstrap_results` table)."""
-        return pd.DataFrame({
-            "draw": np.arange(1, self.n_draws + 1), "coefficient": self.draws,
-            "in_sample_estimate": self.in_sample_estimate,
-            "out_of_sample_estimate": self.out_of_sample_estimate,
-            "p_value": self.p_value, "percentile_95": self.percentile_95,
-            "seed": self.seed, "n_obs": self.n_obs, "method": self.method,
-        })
+        return pd.DataFrame(
+            {
+                "draw": np.arange(1, self.n_draws + 1),
+                "coefficient": self.draws,
+                "in_sample_estimate": self.in_sample_estimate,
+                "out_of_sample_estimate": self.out_of_sample_estimate,
+                "p_value": self.p_value,
+                "percentile_95": self.percentile_95,
+                "seed": self.seed,
+                "n_obs": self.n_obs,
+                "method": self.method,
+            }
+        )
 
 
-def pairs_bootstrap(data: BootstrapData, in_sample_estimate: float, draws: int = 10_000,
-                    seed: int = 20240101, method: str = "auto",
-                    out_of_sample_estimate: float = float("nan")) -> BootstrapResult:
+def pairs_bootstrap(
+    data: BootstrapData,
+    in_sample_estimate: float,
+    draws: int = 10_000,
+    seed: int = 20240101,
+    method: str = "auto",
+    out_of_sample_estimate: float = float("nan"),
+) -> BootstrapResult:
     """Bootstrap the last term's coefficient on `data` and compare with `in_sample_estimate`."""
     if draws < 1:
         raise RegressionInputError(f"setting 'bootstrap_draws': {draws} must be a positive integer")
@@ -438,10 +459,15 @@ def pairs_bootstrap(data: BootstrapData, in_sample_estimate: float, draws: int =
     sec = time.perf_counter() - t0
     fin = d[np.isfinite(d)]
     return BootstrapResult(
-        draws=d, in_sample_estimate=float(in_sample_estimate),
+        draws=d,
+        in_sample_estimate=float(in_sample_estimate),
         out_of_sample_estimate=float(out_of_sample_estimate),
         p_value=bootstrap_pvalue(d, in_sample_estimate),
         percentile_95=float(np.percentile(fin, 95)) if len(fin) else float("nan"),
-        seed=int(seed), n_draws=int(draws), n_obs=data.n, n_failed=int(draws - len(fin)),
-        method=method, seconds=sec,
+        seed=int(seed),
+        n_draws=int(draws),
+        n_obs=data.n,
+        n_failed=int(draws - len(fin)),
+        method=method,
+        seconds=sec,
     )

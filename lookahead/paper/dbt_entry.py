@@ -16,9 +16,15 @@ from lookahead.stats.fe_regression import NotEstimable
 from lookahead.stats.protocol import study_from_frame
 
 BOOTSTRAP_COLUMNS = {
-    "draw": "int64", "coefficient": "float64", "in_sample_estimate": "float64",
-    "out_of_sample_estimate": "float64", "p_value": "float64", "percentile_95": "float64",
-    "seed": "int64", "n_obs": "int64", "method": "object",
+    "draw": "int64",
+    "coefficient": "float64",
+    "in_sample_estimate": "float64",
+    "out_of_sample_estimate": "float64",
+    "p_value": "float64",
+    "percentile_95": "float64",
+    "seed": "int64",
+    "n_obs": "int64",
+    "method": "object",
 }
 
 
@@ -53,13 +59,13 @@ def bootstrap_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd.Da
         return empty
     y, _, full = T.table5_terms(s)
     data = bs.prepare(T.table5_inputs(post, s), y, full, s.fixed_effects)
-    res = bs.pairs_bootstrap(data, in_est, draws=draws, seed=seed, method="auto",
-                             out_of_sample_estimate=oos_est)
+    res = bs.pairs_bootstrap(data, in_est, draws=draws, seed=seed, method="auto", out_of_sample_estimate=oos_est)
     return res.frame().astype(BOOTSTRAP_COLUMNS)
 
 
-def paper_tables_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd.DataFrame,
-                       boot: pd.DataFrame | None = None) -> pd.DataFrame:
+def paper_tables_frame(
+    study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd.DataFrame, boot: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """All paper specifications in long form, plus Table II's economic magnitudes and the
     bootstrap p-value as rows (`kind` tells them apart)."""
     s, _, seed = settings_from_frame(study_settings)
@@ -68,34 +74,81 @@ def paper_tables_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd
     long["kind"] = "coefficient"
     extra = []
     t2 = res.tables.get("table2")
-    for q, v in (t2.magnitudes.items() if t2 is not None else ()):
-        extra.append({"paper_table": "table2", "table_column": 2, "spec": "table2_magnitudes", "sample": "pre",
-                      "term": q, "estimate": float(v), "kind": "magnitude",
-                      "n_obs": t2.columns[1].n_obs, "note": t2.notes[0]})
+    for q, v in t2.magnitudes.items() if t2 is not None else ():
+        extra.append(
+            {
+                "paper_table": "table2",
+                "table_column": 2,
+                "spec": "table2_magnitudes",
+                "sample": "pre",
+                "term": q,
+                "estimate": float(v),
+                "kind": "magnitude",
+                "n_obs": t2.columns[1].n_obs,
+                "note": t2.notes[0],
+            }
+        )
     if boot is not None and len(boot):
         b = boot.iloc[0]
-        extra.append({"paper_table": "table5", "table_column": 4, "spec": "table5_bootstrap", "sample": "post",
-                      "term": T.BOOTSTRAP_ROW, "estimate": float(b["p_value"]), "p": float(b["p_value"]),
-                      "kind": "bootstrap", "n_obs": int(b["n_obs"]),
-                      "note": (f"The paper's procedure: {len(boot):,} pairs-bootstrap draws of the "
-                               f"out-of-sample rows, seed {int(b['seed'])}; share of draws >= the in-sample "
-                               f"estimate {float(b['in_sample_estimate']):.6g} (treated as fixed: no "
-                               f"in-sample sampling error, no clustering); 95th percentile "
-                               f"{float(b['percentile_95']):.6g}")})
+        extra.append(
+            {
+                "paper_table": "table5",
+                "table_column": 4,
+                "spec": "table5_bootstrap",
+                "sample": "post",
+                "term": T.BOOTSTRAP_ROW,
+                "estimate": float(b["p_value"]),
+                "p": float(b["p_value"]),
+                "kind": "bootstrap",
+                "n_obs": int(b["n_obs"]),
+                "note": (
+                    f"The paper's procedure: {len(boot):,} pairs-bootstrap draws of the "
+                    f"out-of-sample rows, seed {int(b['seed'])}; share of draws >= the in-sample "
+                    f"estimate {float(b['in_sample_estimate']):.6g} (treated as fixed: no "
+                    f"in-sample sampling error, no clustering); 95th percentile "
+                    f"{float(b['percentile_95']):.6g}"
+                ),
+            }
+        )
     t5 = res.tables.get("table5")
     if t5 is not None and "diff_difference" in t5.magnitudes:
         d = t5.magnitudes
-        extra.append({"paper_table": "table5", "table_column": 2, "spec": "table5_difference",
-                      "sample": "pre+post", "term": T.DIFFERENCE_ROW, "estimate": d["diff_difference"],
-                      "std_error": d["diff_std_error"], "t": d["diff_t"], "p": d["diff_p_one_sided"],
-                      "kind": "difference", "n_obs": int(d["diff_n_obs"]),
-                      "n_clusters": d["diff_n_clusters"] if np.isfinite(d["diff_n_clusters"]) else None,
-                      "vcov": t5.columns[1].vcov,
-                      "note": ("In-sample minus out-of-sample LLM_std x LAP_std from one stacked "
-                               "regression (period-specific slopes and fixed effects), clustered; p is "
-                               "one-sided for in-sample > out-of-sample")})
-    notes = pd.DataFrame([{"paper_table": "notes", "table_column": 0, "spec": "skipped", "sample": "pre",
-                           "term": n[:60], "kind": "note", "note": n} for n in res.notes])
+        extra.append(
+            {
+                "paper_table": "table5",
+                "table_column": 2,
+                "spec": "table5_difference",
+                "sample": "pre+post",
+                "term": T.DIFFERENCE_ROW,
+                "estimate": d["diff_difference"],
+                "std_error": d["diff_std_error"],
+                "t": d["diff_t"],
+                "p": d["diff_p_one_sided"],
+                "kind": "difference",
+                "n_obs": int(d["diff_n_obs"]),
+                "n_clusters": d["diff_n_clusters"] if np.isfinite(d["diff_n_clusters"]) else None,
+                "vcov": t5.columns[1].vcov,
+                "note": (
+                    "In-sample minus out-of-sample LLM_std x LAP_std from one stacked "
+                    "regression (period-specific slopes and fixed effects), clustered; p is "
+                    "one-sided for in-sample > out-of-sample"
+                ),
+            }
+        )
+    notes = pd.DataFrame(
+        [
+            {
+                "paper_table": "notes",
+                "table_column": 0,
+                "spec": "skipped",
+                "sample": "pre",
+                "term": n[:60],
+                "kind": "note",
+                "note": n,
+            }
+            for n in res.notes
+        ]
+    )
     out = pd.concat([long, pd.DataFrame(extra), notes], ignore_index=True)
     for c in ("lap_measure", "mink_mean"):
         out[c] = long[c].iloc[0] if len(long) else None
@@ -103,7 +156,18 @@ def paper_tables_frame(study_settings: pd.DataFrame, pre: pd.DataFrame, post: pd
     out[num] = out[num].astype("float64")
     for c in ("table_column", "n_obs", "n_clusters", "n_singletons", "n_missing"):
         out[c] = pd.to_numeric(out[c], errors="coerce").astype("Int64")
-    for c in ("paper_table", "spec", "sample", "term", "dropped_terms", "fixed_effects", "vcov",
-              "lap_measure", "mink_mean", "note", "kind"):
+    for c in (
+        "paper_table",
+        "spec",
+        "sample",
+        "term",
+        "dropped_terms",
+        "fixed_effects",
+        "vcov",
+        "lap_measure",
+        "mink_mean",
+        "note",
+        "kind",
+    ):
         out[c] = out[c].astype("object").where(out[c].notna(), None)
-    return out[A.LONG_COLUMNS + ["kind"]]
+    return out[[*A.LONG_COLUMNS, "kind"]]

@@ -14,12 +14,12 @@ from pathlib import Path
 
 os.environ.setdefault("MPLCONFIGDIR", "/tmp/mpl")
 
-import matplotlib  # noqa: E402
+import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
 
 def _save(fig: plt.Figure, path: str | os.PathLike[str]) -> Path:
@@ -33,8 +33,7 @@ def _save(fig: plt.Figure, path: str | os.PathLike[str]) -> Path:
     return p
 
 
-def lap_histograms(pre: pd.DataFrame, post: pd.DataFrame, column: str, path: str | os.PathLike[str],
-                   label: str = "LAP") -> Path:
+def lap_histograms(pre: pd.DataFrame, post: pd.DataFrame, column: str, path: str | os.PathLike[str], label: str = "LAP") -> Path:
     """Overlaid density histograms of LAP in-sample vs out-of-sample, on common bins."""
     a = pd.to_numeric(pre[column], errors="coerce").dropna().to_numpy()
     b = pd.to_numeric(post[column], errors="coerce").dropna().to_numpy()
@@ -42,11 +41,11 @@ def lap_histograms(pre: pd.DataFrame, post: pd.DataFrame, column: str, path: str
     bins = np.histogram_bin_edges(both, bins=40)
     fig, ax = plt.subplots(figsize=(7, 4))
     if len(a):
-        ax.hist(a, bins=bins, density=True, alpha=0.55, color="tab:red",
-                label=f"pre-cutoff (N={len(a):,}, mean={a.mean():.3g})")
+        ax.hist(a, bins=bins, density=True, alpha=0.55, color="tab:red", label=f"pre-cutoff (N={len(a):,}, mean={a.mean():.3g})")
     if len(b):
-        ax.hist(b, bins=bins, density=True, alpha=0.55, color="tab:blue",
-                label=f"post-cutoff (N={len(b):,}, mean={b.mean():.3g})")
+        ax.hist(
+            b, bins=bins, density=True, alpha=0.55, color="tab:blue", label=f"post-cutoff (N={len(b):,}, mean={b.mean():.3g})"
+        )
     ax.set_xlabel(label)
     ax.set_ylabel("density")
     ax.set_title(f"{label}: before vs after the training cutoff")
@@ -54,16 +53,18 @@ def lap_histograms(pre: pd.DataFrame, post: pd.DataFrame, column: str, path: str
     return _save(fig, path)
 
 
-def bootstrap_figure(draws: np.ndarray, in_sample_estimate: float, path: str | os.PathLike[str],
-                     p_value: float | None = None) -> Path:
+def bootstrap_figure(
+    draws: np.ndarray, in_sample_estimate: float, path: str | os.PathLike[str], p_value: float | None = None
+) -> Path:
     """Paper Figure III: histogram of bootstrap coefficients, in-sample estimate, 95th percentile."""
     d = np.asarray(draws, dtype=float)
     d = d[np.isfinite(d)]
     p95 = float(np.percentile(d, 95))
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.hist(d, bins=60, color="0.7", edgecolor="white")
-    ax.axvline(in_sample_estimate, color="red", linestyle="-", linewidth=2,
-               label=f"in-sample estimate = {in_sample_estimate:.4g}")
+    ax.axvline(
+        in_sample_estimate, color="red", linestyle="-", linewidth=2, label=f"in-sample estimate = {in_sample_estimate:.4g}"
+    )
     ax.axvline(p95, color="blue", linestyle=":", linewidth=2, label=f"95th percentile = {p95:.4g}")
     ax.set_xlabel(r"bootstrap coefficient on LLM$^{std}$ $\times$ LAP$^{std}$ (out-of-sample)")
     ax.set_ylabel("count")
@@ -77,8 +78,9 @@ def bootstrap_figure(draws: np.ndarray, in_sample_estimate: float, path: str | o
     return _save(fig, path)
 
 
-def accuracy_by_decile(df: pd.DataFrame, lap: str, llm: str = "mu_hat", outcome: str = "outcome",
-                       n_bins: int = 10) -> pd.DataFrame:
+def accuracy_by_decile(
+    df: pd.DataFrame, lap: str, llm: str = "mu_hat", outcome: str = "outcome", n_bins: int = 10
+) -> pd.DataFrame:
     """Directional accuracy (sign of forecast == sign of outcome, non-zero forecasts) by LAP decile."""
     d = df[[lap, llm, outcome]].apply(pd.to_numeric, errors="coerce").dropna()
     d = d[(d[llm] != 0) & (d[outcome] != 0)]
@@ -87,12 +89,19 @@ def accuracy_by_decile(df: pd.DataFrame, lap: str, llm: str = "mu_hat", outcome:
     d = d.assign(decile=pd.qcut(d[lap].rank(method="first"), n_bins, labels=False) + 1)
     d = d.assign(hit=(np.sign(d[llm]) == np.sign(d[outcome])).astype(float))
     g = d.groupby("decile")
-    return pd.DataFrame({"decile": g.size().index, "lap_mean": g[lap].mean().to_numpy(),
-                         "accuracy": g["hit"].mean().to_numpy(), "n": g.size().to_numpy()})
+    return pd.DataFrame(
+        {
+            "decile": g.size().index,
+            "lap_mean": g[lap].mean().to_numpy(),
+            "accuracy": g["hit"].mean().to_numpy(),
+            "n": g.size().to_numpy(),
+        }
+    )
 
 
-def accuracy_figure(pre: pd.DataFrame, post: pd.DataFrame, lap: str, path: str | os.PathLike[str],
-                    llm: str = "mu_hat", outcome: str = "outcome") -> Path:
+def accuracy_figure(
+    pre: pd.DataFrame, post: pd.DataFrame, lap: str, path: str | os.PathLike[str], llm: str = "mu_hat", outcome: str = "outcome"
+) -> Path:
     """Accuracy by LAP decile (deciles formed within each period), pre vs post."""
     fig, ax = plt.subplots(figsize=(7, 4))
     for df, name, color in ((pre, "pre-cutoff", "tab:red"), (post, "post-cutoff", "tab:blue")):

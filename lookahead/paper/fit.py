@@ -20,7 +20,6 @@ import pandas as pd
 
 from lookahead.stats.fe_regression import CLUSTER_COLUMNS as STATS_CLUSTER_COLUMNS
 from lookahead.stats.fe_regression import (
-    FIXEF_TOL,  # noqa: F401  (one tolerance, declared there)
     FitRequest,
     NotEstimable,
     RegressionInputError,
@@ -97,8 +96,7 @@ def fit_column(df: pd.DataFrame, req: FitRequest) -> FitResult:
     fixed_effects = tuple(req.fixed_effects)
     cluster = req.cluster or "none"
     if cluster not in STATS_CLUSTER_COLUMNS:
-        raise RegressionInputError(
-            f"setting 'paper_cluster': '{cluster}' is not one of {', '.join(STATS_CLUSTER_COLUMNS)}")
+        raise RegressionInputError(f"setting 'paper_cluster': '{cluster}' is not one of {', '.join(STATS_CLUSTER_COLUMNS)}")
     cl_col = STATS_CLUSTER_COLUMNS[cluster]
     needed = [outcome, *{c for t in terms for c in t.columns}, *fixed_effects]
     if cl_col:
@@ -106,8 +104,7 @@ def fit_column(df: pd.DataFrame, req: FitRequest) -> FitResult:
     missing_cols = [c for c in dict.fromkeys(needed) if c not in df.columns]
     if missing_cols:
         raise RegressionInputError(
-            f"spec '{spec}': column(s) {missing_cols} not in the panel "
-            f"(have: {', '.join(map(str, df.columns))})"
+            f"spec '{spec}': column(s) {missing_cols} not in the panel (have: {', '.join(map(str, df.columns))})"
         )
     work = pd.DataFrame({"y": pd.to_numeric(df[outcome], errors="coerce").to_numpy(float)})
     for i, t in enumerate(terms):
@@ -132,33 +129,53 @@ def fit_column(df: pd.DataFrame, req: FitRequest) -> FitResult:
     work = work.reset_index(drop=True)
     n_missing = n_input - len(work)
     if len(work) == 0:
-        raise NotEstimable(f"spec '{spec}': "
-                           + not_estimable("no rows left after dropping missing values"))
+        raise NotEstimable(f"spec '{spec}': " + not_estimable("no rows left after dropping missing values"))
     used = [j for j in range(len(fixed_effects)) if work[f"fe{j}"].nunique() > 1]
     for j in used:
         work[f"fe{j}"] = work[f"fe{j}"].astype(np.int64)
     names = [t.name for t in terms]
-    rows = fit_fe(work, replace(
-        req, sample="", outcome="y", regressors=[f"x{i}" for i in range(len(terms))],
-        fixed_effects=[f"fe{j}" for j in used], cluster=cluster,
-    ))
-    rows = rows.astype({c: "float64" for c in ("estimate", "std_error", "t", "p_two_sided",
-                                               "n_clusters", "r2", "r2_within")})
+    rows = fit_fe(
+        work,
+        replace(
+            req,
+            sample="",
+            outcome="y",
+            regressors=[f"x{i}" for i in range(len(terms))],
+            fixed_effects=[f"fe{j}" for j in used],
+            cluster=cluster,
+        ),
+    )
+    rows = rows.astype({c: "float64" for c in ("estimate", "std_error", "t", "p_two_sided", "n_clusters", "r2", "r2_within")})
     if rows["estimate"].isna().all():
         raise NotEstimable(f"spec '{spec}': {rows['warning'].iloc[0]}")
     est, ses, ts, ps = {}, {}, {}, {}
-    for name, r in zip(names, rows.to_dict("records")):
+    for name, r in zip(names, rows.to_dict("records"), strict=False):
         if np.isfinite(r["estimate"]):
             est[name], ses[name], ts[name], ps[name] = (
-                float(r["estimate"]), float(r["std_error"]), float(r["t"]), float(r["p_two_sided"]))
+                float(r["estimate"]),
+                float(r["std_error"]),
+                float(r["t"]),
+                float(r["p_two_sided"]),
+            )
     first = rows.iloc[0]
     dropped = [names[int(c.strip()[1:])] for c in str(first["dropped_terms"] or "").split(",") if c.strip()]
     n_clusters = int(first["n_clusters"]) if cl_col and np.isfinite(first["n_clusters"]) else None
     return FitResult(
-        spec=spec, outcome=outcome, terms=names, estimate=est, std_error=ses, t=ts, p=ps,
-        n_obs=int(first["n_obs"]), n_input=n_input, n_missing=n_missing,
-        n_singletons=int(first["n_singletons"]), n_clusters=n_clusters,
-        r2=float(first["r2"]), r2_within=float(first["r2_within"]),
-        fixed_effects=tuple(fixed_effects[j] for j in used), vcov=vcov_label(cluster),
+        spec=spec,
+        outcome=outcome,
+        terms=names,
+        estimate=est,
+        std_error=ses,
+        t=ts,
+        p=ps,
+        n_obs=int(first["n_obs"]),
+        n_input=n_input,
+        n_missing=n_missing,
+        n_singletons=int(first["n_singletons"]),
+        n_clusters=n_clusters,
+        r2=float(first["r2"]),
+        r2_within=float(first["r2_within"]),
+        fixed_effects=tuple(fixed_effects[j] for j in used),
+        vcov=vcov_label(cluster),
         dropped_terms=dropped,
     )

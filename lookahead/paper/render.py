@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
@@ -20,8 +20,7 @@ FE_LABELS = {"entity_num": "Entity FE", "period_num": "Period FE", "target_date"
 
 #: Row order of Table IV as the paper prints it (LAP terms before the confidence measures).
 TERM_ORDER = {
-    "table4": ["LLM", "LAP", "LLM x LAP", "p(first token)", "LLM x p(first token)",
-               "Confidence", "LLM x Confidence"],
+    "table4": ["LLM", "LAP", "LLM x LAP", "p(first token)", "LLM x p(first token)", "Confidence", "LLM x Confidence"],
 }
 
 
@@ -49,8 +48,9 @@ def _ordered_terms(t: pd.DataFrame, name: str) -> list[str]:
     return sorted(seen, key=lambda x: (rank.get(x, len(order)), seen.index(x)))
 
 
-def table_cells(long: pd.DataFrame, table: str,
-                extra_rows: Mapping[str, Sequence[str]] | None = None) -> tuple[list[str], list[list[str]]]:
+def table_cells(
+    long: pd.DataFrame, table: str, extra_rows: Mapping[str, Sequence[str]] | None = None
+) -> tuple[list[str], list[list[str]]]:
     """Header and body cells of one table (shared by the Markdown and LaTeX writers)."""
     t = long[long["paper_table"] == table]
     if t.empty:
@@ -79,8 +79,10 @@ def table_cells(long: pd.DataFrame, table: str,
     first = t.groupby("table_column").first()
     fes = list(dict.fromkeys(fe for v in first["fixed_effects"] for fe in str(v).split("+") if fe))
     for fe in fes:
-        body.append([FE_LABELS.get(fe, f"{fe} FE")] +
-                    ["Yes" if fe in str(first.loc[c, "fixed_effects"]).split("+") else "No" for c in cols])
+        body.append(
+            [FE_LABELS.get(fe, f"{fe} FE")]
+            + ["Yes" if fe in str(first.loc[c, "fixed_effects"]).split("+") else "No" for c in cols]
+        )
     for label, vals in (extra_rows or {}).items():
         body.append([label] + [str(v) for v in vals])
     body.append(["R2"] + [f"{float(first.loc[c, 'r2']):.3f}" for c in cols])
@@ -90,8 +92,13 @@ def table_cells(long: pd.DataFrame, table: str,
     return header, body
 
 
-def markdown_table(long: pd.DataFrame, table: str, title: str = "",
-                   extra_rows: Mapping[str, Sequence[str]] | None = None, notes: Sequence[str] = ()) -> str:
+def markdown_table(
+    long: pd.DataFrame,
+    table: str,
+    title: str = "",
+    extra_rows: Mapping[str, Sequence[str]] | None = None,
+    notes: Sequence[str] = (),
+) -> str:
     """A GitHub-Markdown rendering for REPORT.md."""
     header, body = table_cells(long, table, extra_rows)
     esc = lambda s: s.replace("|", "\\|")  # noqa: E731
@@ -105,8 +112,18 @@ def markdown_table(long: pd.DataFrame, table: str, title: str = "",
     return "\n".join(lines) + "\n"
 
 
-_LATEX_ESC = {"\\": r"\textbackslash{}", "%": r"\%", "&": r"\&", "#": r"\#", "_": r"\_",
-              "$": r"\$", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"}
+_LATEX_ESC = {
+    "\\": r"\textbackslash{}",
+    "%": r"\%",
+    "&": r"\&",
+    "#": r"\#",
+    "_": r"\_",
+    "$": r"\$",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\^{}",
+}
 
 
 def latex_escape(s: str) -> str:
@@ -122,16 +139,20 @@ def _latex_stars(cell: str) -> str:
     return cell[: len(cell) - n] + ("$^{" + "*" * n + "}$" if n else "")
 
 
-def latex_table(long: pd.DataFrame, table: str, title: str = "",
-                extra_rows: Mapping[str, Sequence[str]] | None = None, notes: Sequence[str] = ()) -> str:
+def latex_table(
+    long: pd.DataFrame,
+    table: str,
+    title: str = "",
+    extra_rows: Mapping[str, Sequence[str]] | None = None,
+    notes: Sequence[str] = (),
+) -> str:
     """A standalone LaTeX `table` (booktabs) that \\input{}s into a paper."""
     header, body = table_cells(long, table, extra_rows)
     n = len(header) - 1
     out = [r"\begin{table}[htbp]", r"\centering"]
     if title:
         out.append(r"\caption{" + latex_escape(title) + "}")
-    out += [r"\begin{tabular}{l" + "c" * n + "}", r"\toprule",
-            " & ".join(header) + r" \\", r"\midrule"]
+    out += [r"\begin{tabular}{l" + "c" * n + "}", r"\toprule", " & ".join(header) + r" \\", r"\midrule"]
     for i, row in enumerate(body):
         label = "$R^2$" if row[0] == "R2" else latex_escape(row[0])
         cells = [label] + [_latex_stars(latex_escape(c)) for c in row[1:]]
@@ -139,7 +160,7 @@ def latex_table(long: pd.DataFrame, table: str, title: str = "",
             out.append(r"\midrule")
         out.append(" & ".join(cells) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
-    foot = list(notes) + ["t-statistics in parentheses; *** p<0.01, ** p<0.05, * p<0.10."]
+    foot = [*list(notes), "t-statistics in parentheses; *** p<0.01, ** p<0.05, * p<0.10."]
     out.append(r"\par\footnotesize " + " ".join(latex_escape(x) for x in foot))
     out.append(r"\end{table}")
     return "\n".join(out) + "\n"
@@ -174,8 +195,7 @@ def latex_descriptives(desc: pd.DataFrame, title: str = "") -> str:
     out = [r"\begin{table}[htbp]", r"\centering"]
     if title:
         out.append(r"\caption{" + latex_escape(title) + "}")
-    out += [r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}", r"\toprule",
-            " & ".join(header) + r" \\", r"\midrule"]
+    out += [r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}", r"\toprule", " & ".join(header) + r" \\", r"\midrule"]
     out += [" & ".join(latex_escape(c) for c in r) + r" \\" for r in body]
     out += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(out) + "\n"

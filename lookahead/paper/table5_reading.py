@@ -35,10 +35,12 @@ def reading_frame(long: pd.DataFrame, draws: int = 0) -> pd.DataFrame:
     boot = long[long["kind"] == "bootstrap"]
     diff = long[long["kind"] == "difference"]
     row = {
-        "in_sample": _num(getattr(ins, "estimate", None)), "in_sample_t": _num(getattr(ins, "t", None)),
+        "in_sample": _num(getattr(ins, "estimate", None)),
+        "in_sample_t": _num(getattr(ins, "t", None)),
         "in_sample_p": _num(getattr(ins, "p", None)),
         "out_of_sample": _num(getattr(out, "estimate", None)),
-        "out_of_sample_t": _num(getattr(out, "t", None)), "out_of_sample_p": _num(getattr(out, "p", None)),
+        "out_of_sample_t": _num(getattr(out, "t", None)),
+        "out_of_sample_p": _num(getattr(out, "p", None)),
         "bootstrap_p": _num(boot["p"].iloc[0]) if len(boot) else math.nan,
         "bootstrap_draws": int(draws),  # B behind the bootstrap p: a zero prints as < 1/(B+1)
         "difference": _num(diff["estimate"].iloc[0]) if len(diff) else math.nan,
@@ -63,10 +65,8 @@ def table5_reading(row: pd.Series) -> str:
     from lookahead.stats.verdict import fmt_num, fmt_p, fmt_t
 
     ins, ins_t, ins_p = _num(row.get("in_sample")), _num(row.get("in_sample_t")), _num(row.get("in_sample_p"))
-    out, out_t, out_p = (_num(row.get("out_of_sample")), _num(row.get("out_of_sample_t")),
-                         _num(row.get("out_of_sample_p")))
-    boot, diff, diff_p = (_num(row.get("bootstrap_p")), _num(row.get("difference")),
-                          _num(row.get("difference_p_one_sided")))
+    out, out_t, out_p = (_num(row.get("out_of_sample")), _num(row.get("out_of_sample_t")), _num(row.get("out_of_sample_p")))
+    boot, diff, diff_p = (_num(row.get("bootstrap_p")), _num(row.get("difference")), _num(row.get("difference_p_one_sided")))
     text = [
         "**How the paper's Table V relates to this verdict.** Table V (paper section below) "
         "compares the standardized LLM x LAP interaction in-sample, before the training cutoff "
@@ -85,20 +85,22 @@ def table5_reading(row: pd.Series) -> str:
             " Here the out-of-sample interaction is significantly positive: after the cutoff, "
             "where memorization is impossible, high-LAP forecasts are still more accurate, so "
             "LAP also measures something other than memorization (how familiar or predictable "
-            "the entity is), and a pre-cutoff interaction is weaker evidence of leakage.")
+            "the entity is), and a pre-cutoff interaction is weaker evidence of leakage."
+        )
     elif _sig(out_p) and out < 0:
         text.append(
             " Here the out-of-sample interaction is significantly negative: after the cutoff, "
             "high-LAP forecasts are less accurate (confidence on familiar names without the "
             "answer). Memorization cannot produce that, and the placebo's one-sided test for a "
-            "surviving positive effect does not count it against the model.")
+            "surviving positive effect does not count it against the model."
+        )
     elif math.isfinite(out_p):
-        text.append(" Here the out-of-sample interaction is not significant (two-sided p "
-                    f"{fmt_p(out_p)}, not below {ALPHA:g}).")
+        text.append(f" Here the out-of-sample interaction is not significant (two-sided p {fmt_p(out_p)}, not below {ALPHA:g}).")
     if _sig(boot) and not (_sig(ins_p) and ins > 0):
         text.append(
             f" The bootstrap p is small although the in-sample interaction is not significantly "
             f"positive (two-sided p {fmt_p(ins_p)}): the out-of-sample draws fall short of an "
             f"in-sample estimate of {fmt_num(ins)} because the out-of-sample interaction is "
-            f"{fmt_num(out)}, not because the in-sample one is large.")
+            f"{fmt_num(out)}, not because the in-sample one is large."
+        )
     return "".join(text)

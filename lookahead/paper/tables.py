@@ -23,8 +23,8 @@ caption names the measure it used.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -76,10 +76,7 @@ class PaperSettings:
     @property
     def lap(self) -> str:
         if self.lap_measure not in LAP_COLUMNS:
-            raise RegressionInputError(
-                f"setting 'lap_measure': '{self.lap_measure}' is not one of "
-                f"{', '.join(LAP_COLUMNS)}"
-            )
+            raise RegressionInputError(f"setting 'lap_measure': '{self.lap_measure}' is not one of {', '.join(LAP_COLUMNS)}")
         return LAP_COLUMNS[self.lap_measure]
 
     @property
@@ -94,11 +91,15 @@ class PaperSettings:
         return self.lap_measure in MEASURES and "mink_mean" in MEASURES[self.lap_measure].settings
 
     @classmethod
-    def from_study(cls, study: Study) -> "PaperSettings":
+    def from_study(cls, study: Study) -> PaperSettings:
         """From the one study object (its values checked by lookahead.config)."""
-        return cls(lap_measure=study.measures.lap_measure, mink_mean=study.measures.mink_mean,
-                   cluster=study.paper.paper_cluster, moderator=study.paper.moderator_column,
-                   oos_start=study.paper.paper_oos_start)
+        return cls(
+            lap_measure=study.measures.lap_measure,
+            mink_mean=study.measures.mink_mean,
+            cluster=study.paper.paper_cluster,
+            moderator=study.paper.moderator_column,
+            oos_start=study.paper.paper_oos_start,
+        )
 
 
 def paper_columns(s: PaperSettings) -> list[str]:
@@ -107,9 +108,17 @@ def paper_columns(s: PaperSettings) -> list[str]:
     effects, the cluster and target_date (Table V's out-of-sample start). The dbt models
     read only these (lookahead.stats.panel_io)."""
     cl_col = STATS_CLUSTER_COLUMNS.get(s.cluster or "none")
-    cols = [*LAP_COLUMNS.values(), s.outcome, s.llm, s.first_token_prob, s.stated_confidence,
-            *([s.moderator] if s.moderator else []), *s.fixed_effects,
-            *([cl_col] if cl_col else []), "target_date"]
+    cols = [
+        *LAP_COLUMNS.values(),
+        s.outcome,
+        s.llm,
+        s.first_token_prob,
+        s.stated_confidence,
+        *([s.moderator] if s.moderator else []),
+        *s.fixed_effects,
+        *([cl_col] if cl_col else []),
+        "target_date",
+    ]
     return list(dict.fromkeys(cols))
 
 
@@ -120,16 +129,18 @@ def paper_measure(pre: pd.DataFrame | None, s: PaperSettings) -> tuple[PaperSett
     from dataclasses import replace
 
     col = LAP_COLUMNS[PAPER_MEASURE]
-    has = (pre is not None and col in pre.columns
-           and int(pd.to_numeric(pre[col], errors="coerce").notna().sum()) > 0)
+    has = pre is not None and col in pre.columns and int(pd.to_numeric(pre[col], errors="coerce").notna().sum()) > 0
     if has and s.lap_measure != PAPER_MEASURE:
         out = replace(s, lap_measure=PAPER_MEASURE)
-        return out, (f"The paper's tables run on {out.lap_label}, as the paper's do; the verdict "
-                     f"reads {s.lap_label} (var lap_measure).")
+        return out, (
+            f"The paper's tables run on {out.lap_label}, as the paper's do; the verdict reads {s.lap_label} (var lap_measure)."
+        )
     if has:
         return s, f"The paper's tables run on {s.lap_label}, as the paper's do."
-    return s, (f"Min-K% LAP was not computed by this study, so the paper's tables run on the "
-               f"verdict's measure, {s.lap_label}; the paper's own tables use Min-K% LAP.")
+    return s, (
+        f"Min-K% LAP was not computed by this study, so the paper's tables run on the "
+        f"verdict's measure, {s.lap_label}; the paper's own tables use Min-K% LAP."
+    )
 
 
 def is_five_level(df: pd.DataFrame, s: PaperSettings) -> bool:
@@ -138,8 +149,7 @@ def is_five_level(df: pd.DataFrame, s: PaperSettings) -> bool:
     if s.llm not in df.columns:
         return False
     v = pd.to_numeric(df[s.llm], errors="coerce").dropna().unique()
-    return bool(len(v)) and set(np.round(v, 9)) <= set(FIVE_LEVEL_VALUES) and bool(
-        np.isin(np.round(v, 9), (-0.5, 0.5)).any())
+    return bool(len(v)) and set(np.round(v, 9)) <= set(FIVE_LEVEL_VALUES) and bool(np.isin(np.round(v, 9), (-0.5, 0.5)).any())
 
 
 def cluster_of(s: PaperSettings, table: str) -> str:
@@ -148,17 +158,30 @@ def cluster_of(s: PaperSettings, table: str) -> str:
     return TABLE_CLUSTERS.get(table, s.cluster)
 
 
-def column(df: pd.DataFrame, s: PaperSettings, spec: str, terms: Sequence[Term],
-           sample: str = "pre", outcome: str | None = None,
-           fixed_effects: Sequence[str] | None = None) -> FitResult:
+def column(
+    df: pd.DataFrame,
+    s: PaperSettings,
+    spec: str,
+    terms: Sequence[Term],
+    sample: str = "pre",
+    outcome: str | None = None,
+    fixed_effects: Sequence[str] | None = None,
+) -> FitResult:
     """One table column: the specification declared as a FitRequest (the package's one
     way to declare a regression) with the study's outcome, fixed effects and the table's
     cluster (``cluster_of``; the table is the spec's prefix) unless given, fitted by the
     one fit (lookahead.paper.fit.fit_column)."""
-    return fit_column(df, FitRequest(
-        spec=spec, sample=sample, outcome=outcome or s.outcome, regressors=tuple(terms),
-        fixed_effects=tuple(s.fixed_effects if fixed_effects is None else fixed_effects),
-        cluster=cluster_of(s, spec.split("_", 1)[0])))
+    return fit_column(
+        df,
+        FitRequest(
+            spec=spec,
+            sample=sample,
+            outcome=outcome or s.outcome,
+            regressors=tuple(terms),
+            fixed_effects=tuple(s.fixed_effects if fixed_effects is None else fixed_effects),
+            cluster=cluster_of(s, spec.split("_", 1)[0]),
+        ),
+    )
 
 
 @dataclass
@@ -177,10 +200,12 @@ class PaperTable:
     def long(self, settings: PaperSettings) -> pd.DataFrame:
         """One row per (column, term): the long format of `paper_tables`."""
         rows = []
-        for j, (fit, sample) in enumerate(zip(self.columns, self.column_samples), start=1):
+        for j, (fit, sample) in enumerate(zip(self.columns, self.column_samples, strict=False), start=1):
             for r in fit.rows():
                 r.update(
-                    paper_table=self.name, table_column=j, sample=sample,
+                    paper_table=self.name,
+                    table_column=j,
+                    sample=sample,
                     lap_measure=settings.lap_measure,
                     mink_mean=settings.mink_mean if settings._uses_mink_mean else None,
                 )
@@ -190,16 +215,17 @@ class PaperTable:
 
 def dropped_notes(fits: Sequence[FitResult]) -> list[str]:
     """Notes naming terms pyfixest dropped as collinear (e.g. a constant confidence score)."""
-    return [f"{f.spec}: dropped as collinear with the fixed effects or other terms: "
-            f"{', '.join(f.dropped_terms)}." for f in fits if f.dropped_terms]
+    return [
+        f"{f.spec}: dropped as collinear with the fixed effects or other terms: {', '.join(f.dropped_terms)}."
+        for f in fits
+        if f.dropped_terms
+    ]
 
 
 def _require(df: pd.DataFrame, cols: Sequence[str], what: str) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
-        raise RegressionInputError(
-            f"{what}: panel has no column(s) {missing}; available: {', '.join(map(str, df.columns))}"
-        )
+        raise RegressionInputError(f"{what}: panel has no column(s) {missing}; available: {', '.join(map(str, df.columns))}")
     for c in cols:
         if df[c].notna().sum() == 0:
             raise NotEstimable(f"{what}: " + not_estimable(f"column '{c}' is entirely missing"))
@@ -221,20 +247,32 @@ def descriptives(df: pd.DataFrame, columns: Mapping[str, str]) -> pd.DataFrame:
             rows.append({"variable": label, "column": col, "n": 0})
             continue
         q = np.percentile(x, [10, 25, 50, 75, 90])
-        rows.append({
-            "variable": label, "column": col, "mean": x.mean(),
-            "sd": x.std(ddof=1) if len(x) > 1 else np.nan,
-            "p10": q[0], "p25": q[1], "median": q[2], "p75": q[3], "p90": q[4], "n": len(x),
-        })
+        rows.append(
+            {
+                "variable": label,
+                "column": col,
+                "mean": x.mean(),
+                "sd": x.std(ddof=1) if len(x) > 1 else np.nan,
+                "p10": q[0],
+                "p25": q[1],
+                "median": q[2],
+                "p75": q[3],
+                "p90": q[4],
+                "n": len(x),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def table1(df: pd.DataFrame, s: PaperSettings) -> pd.DataFrame:
     """Table I: descriptives of LAP (both measures when present), outcome, LLM, p(first token), confidence."""
     cols = {
-        "LAP (Min-K%)": "lap_mink", "LAP (recall)": "lap_recall",
-        "Outcome": s.outcome, "LLM": s.llm,
-        "p(first token)": s.first_token_prob, "Confidence": s.stated_confidence,
+        "LAP (Min-K%)": "lap_mink",
+        "LAP (recall)": "lap_recall",
+        "Outcome": s.outcome,
+        "LLM": s.llm,
+        "p(first token)": s.first_token_prob,
+        "Confidence": s.stated_confidence,
     }
     return descriptives(df, cols)
 
@@ -257,7 +295,10 @@ def table2(df: pd.DataFrame, s: PaperSettings, sample: str = "pre", name: str = 
     gamma = c1.estimate.get(LLM, np.nan)
     delta = c2.estimate.get(inter.name, np.nan)
     mags = {
-        "sd_llm": sd_llm, "sd_lap": sd_lap, "gamma_baseline": gamma, "delta_interaction": delta,
+        "sd_llm": sd_llm,
+        "sd_lap": sd_lap,
+        "gamma_baseline": gamma,
+        "delta_interaction": delta,
         "effect_of_1sd_llm": gamma * sd_llm,
         "effect_of_1sd_lap_on_llm_slope": delta * sd_lap,
     }
@@ -272,8 +313,12 @@ def table2(df: pd.DataFrame, s: PaperSettings, sample: str = "pre", name: str = 
         f"marginal effect of LLM (gamma = {gamma:.4g}, col. 1; the paper's ratio: 0.077 / 0.210 = 37%)."
     )
     return PaperTable(
-        name=name, title=f"Outcome on LLM prediction and LAP ({s.lap_label})", sample=sample,
-        columns=[c1, c2], column_samples=[sample, sample], notes=[note] + dropped_notes([c1, c2]),
+        name=name,
+        title=f"Outcome on LLM prediction and LAP ({s.lap_label})",
+        sample=sample,
+        columns=[c1, c2],
+        column_samples=[sample, sample],
+        notes=[note, *dropped_notes([c1, c2])],
         magnitudes=mags,
     )
 
@@ -292,8 +337,7 @@ def table3(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
     if bad.any():
         first = df.index[bad.to_numpy()][0]
         raise RegressionInputError(
-            f"setting 'moderator_column': column '{m}' must be binary 0/1; "
-            f"row {first} has {df.loc[first, m]!r}"
+            f"setting 'moderator_column': column '{m}' must be binary 0/1; row {first} has {df.loc[first, m]!r}"
         )
     if vals.nunique() < 2:
         raise RegressionInputError(f"setting 'moderator_column': column '{m}' takes a single value")
@@ -309,8 +353,14 @@ def table3(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
     notes = dropped_notes([c1, c2])
     if notes:
         notes.append("A moderator constant within entity is absorbed by the entity fixed effects.")
-    return PaperTable(name="table3", title=f"Outcome on LLM, LAP and {m} ({s.lap_label})", sample=sample,
-                      columns=[c1, c2], column_samples=[sample, sample], notes=notes)
+    return PaperTable(
+        name="table3",
+        title=f"Outcome on LLM, LAP and {m} ({s.lap_label})",
+        sample=sample,
+        columns=[c1, c2],
+        column_samples=[sample, sample],
+        notes=notes,
+    )
 
 
 # ---------------------------------------------------------------------------- Table IV
@@ -318,6 +368,7 @@ def table3(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
 #: cannot carry Table IV's horse race: its coefficient would be noise divided by ~0.
 #: An absolute rule, as for recall LAP, because the scale is fixed.
 CONFIDENCE_MIN_SD = 0.001
+
 
 def table4(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTable:
     """Table IV: horse race of LAP against first-token probability and stated confidence.
@@ -334,19 +385,22 @@ def table4(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
             continue
         vals = pd.to_numeric(df[col], errors="coerce").dropna()
         if len(vals) == 0:
-            notes.append(f"{label} ('{col}') is in the panel but missing in every row: its "
-                         "columns are skipped.")
+            notes.append(f"{label} ('{col}') is in the panel but missing in every row: its columns are skipped.")
             continue
         if vals.nunique() == 1:
-            notes.append(f"{label} ('{col}') is in the panel but constant at {vals.iloc[0]:.6g} "
-                         f"in all {len(vals)} rows with a value: it cannot enter a regression "
-                         "with fixed effects, so its columns are skipped.")
+            notes.append(
+                f"{label} ('{col}') is in the panel but constant at {vals.iloc[0]:.6g} "
+                f"in all {len(vals)} rows with a value: it cannot enter a regression "
+                "with fixed effects, so its columns are skipped."
+            )
             continue
         sd = float(vals.std(ddof=1))
         if not (np.isfinite(sd) and sd >= CONFIDENCE_MIN_SD):
-            notes.append(f"{label} not estimable (its sd {sd:.2g} is below {CONFIDENCE_MIN_SD}: a "
-                         "probability that barely varies; its coefficients would be noise scaled "
-                         "up): its columns are skipped.")
+            notes.append(
+                f"{label} not estimable (its sd {sd:.2g} is below {CONFIDENCE_MIN_SD}: a "
+                "probability that barely varies; its coefficients would be noise scaled "
+                "up): its columns are skipped."
+            )
             continue
         c, t_lc = Term(label, (col,)), Term(LLM + X + label, (s.llm, col))
         k = len(cols) + 1
@@ -357,8 +411,14 @@ def table4(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
         if c.n_missing:
             notes.append(f"{c.spec}: {c.n_missing} rows with a missing value dropped.")
     notes += dropped_notes(cols)
-    return PaperTable(name="table4", title=f"LAP versus first-token probability and stated confidence ({s.lap_label})",
-                      sample=sample, columns=cols, column_samples=samples, notes=notes)
+    return PaperTable(
+        name="table4",
+        title=f"LAP versus first-token probability and stated confidence ({s.lap_label})",
+        sample=sample,
+        columns=cols,
+        column_samples=samples,
+        notes=notes,
+    )
 
 
 # ----------------------------------------------------------------------------- Table V
@@ -379,8 +439,7 @@ def standardize(df: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
         x = vals.loc[ok, c]
         sd = x.std(ddof=1)
         if not np.isfinite(sd) or sd == 0:
-            raise NotEstimable("table5: " + not_estimable(
-                f"column '{c}' has no variation in this period; cannot standardize"))
+            raise NotEstimable("table5: " + not_estimable(f"column '{c}' has no variation in this period; cannot standardize"))
         work[c + STD_SUFFIX] = np.where(ok, (vals[c] - x.mean()) / sd, np.nan)
     return work
 
@@ -415,8 +474,9 @@ def out_of_sample(post: pd.DataFrame | None, s: PaperSettings) -> tuple[pd.DataF
         raise RegressionInputError("setting 'paper_oos_start': the panel has no target_date column")
     dates = pd.to_datetime(post["target_date"], errors="coerce")
     keep = dates >= pd.Timestamp(s.oos_start)
-    return post.loc[keep], (f"Out-of-sample period starts {s.oos_start} (var paper_oos_start): "
-                            f"{int(keep.sum())} of {len(post)} post-cutoff rows.")
+    return post.loc[keep], (
+        f"Out-of-sample period starts {s.oos_start} (var paper_oos_start): {int(keep.sum())} of {len(post)} post-cutoff rows."
+    )
 
 
 def table5_difference(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings) -> dict[str, float]:
@@ -458,12 +518,18 @@ def table5_difference(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings) -
     t = -b / se if np.isfinite(b) and np.isfinite(se) and se > 0 else np.nan
     p2 = fit.p.get(DIFFERENCE_TERM, np.nan)
     p1 = (p2 / 2 if t > 0 else 1 - p2 / 2) if np.isfinite(t) and np.isfinite(p2) else np.nan
-    return {"difference": -b, "std_error": se, "t": t, "p_one_sided": p1, "p_two_sided": p2,
-            "n_obs": fit.n_obs, "n_clusters": fit.n_clusters if fit.n_clusters is not None else np.nan}
+    return {
+        "difference": -b,
+        "std_error": se,
+        "t": t,
+        "p_one_sided": p1,
+        "p_two_sided": p2,
+        "n_obs": fit.n_obs,
+        "n_clusters": fit.n_clusters if fit.n_clusters is not None else np.nan,
+    }
 
 
-def table5(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings,
-           bootstrap_p: float | None = None) -> PaperTable:
+def table5(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings, bootstrap_p: float | None = None) -> PaperTable:
     """Table V: in-sample (cols 1-2) and out-of-sample (cols 3-4), each period standardized alone."""
     y, base, full = table5_terms(s)
     cols, samples = [], []
@@ -476,25 +542,30 @@ def table5(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings,
     extra = {"Sample period": ["In-sample", "In-sample", "Out-of-sample", "Out-of-sample"]}
     if bootstrap_p is not None:
         extra = {BOOTSTRAP_ROW: ["", "", "", f"[{fmt_p(bootstrap_p)}]"], **extra}
-    notes = ["All variables standardized (z-scores) separately within the in-sample "
-             "and within the out-of-sample period."]
+    notes = ["All variables standardized (z-scores) separately within the in-sample and within the out-of-sample period."]
     diff: dict[str, float] = {}
     try:
         diff = table5_difference(pre, post, s)
     except NotEstimable as exc:
         notes.append(f"In-sample minus out-of-sample test: {exc}.")
     if diff:
-        extra = {**extra, DIFFERENCE_ROW: ["", f"{diff['difference']:.3f}",
-                                           "", f"[{fmt_p(diff['p_one_sided'])}]"]}
+        extra = {**extra, DIFFERENCE_ROW: ["", f"{diff['difference']:.3f}", "", f"[{fmt_p(diff['p_one_sided'])}]"]}
         notes.append(
             f"In-sample minus out-of-sample interaction: {diff['difference']:.4g} (SE "
             f"{diff['std_error']:.4g}, clustered by {cluster_of(s, 'table5')}; one-sided p "
             f"{fmt_p(diff['p_one_sided'])}), from one stacked regression with period-specific "
             "slopes and fixed effects; unlike the paper's bootstrap p it counts the in-sample "
-            "estimate's sampling error and the clustering.")
-    tab = PaperTable(name="table5", title=f"In-sample and out-of-sample, standardized within period ({s.lap_label})",
-                     sample="pre+post", columns=cols, column_samples=samples, extra_rows=extra,
-                     notes=notes + dropped_notes(cols))
+            "estimate's sampling error and the clustering."
+        )
+    tab = PaperTable(
+        name="table5",
+        title=f"In-sample and out-of-sample, standardized within period ({s.lap_label})",
+        sample="pre+post",
+        columns=cols,
+        column_samples=samples,
+        extra_rows=extra,
+        notes=notes + dropped_notes(cols),
+    )
     tab.magnitudes = {f"diff_{k}": float(v) for k, v in diff.items()}
     return tab
 
@@ -506,8 +577,11 @@ DIFFERENCE_ROW = "In - out difference [clustered one-sided p]"
 
 # --------------------------------------------------------------------------- Table VI
 FIVE_LEVEL_LABELS = {
-    "significantly decrease": -1.0, "decrease": -0.5, "neutral": 0.0,
-    "increase": 0.5, "significantly increase": 1.0,
+    "significantly decrease": -1.0,
+    "decrease": -0.5,
+    "neutral": 0.0,
+    "increase": 0.5,
+    "significantly increase": 1.0,
 }
 
 
@@ -524,6 +598,8 @@ def table6(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
     """Table VI is Table II run on a five-level forecast (mu_hat in {-1,-0.5,0,0.5,1}),
     clustered by firm as the paper's Table VI (``cluster_of``), whatever `paper_cluster`."""
     t = table2(df, s, sample=sample, name="table6")
-    t.title = (f"Outcome on five-level LLM prediction and LAP ({s.lap_label}; standard errors "
-               f"clustered by {cluster_of(s, 'table6')}, as the paper's Table VI)")
+    t.title = (
+        f"Outcome on five-level LLM prediction and LAP ({s.lap_label}; standard errors "
+        f"clustered by {cluster_of(s, 'table6')}, as the paper's Table VI)"
+    )
     return t

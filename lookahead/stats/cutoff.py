@@ -45,8 +45,8 @@ when 2021-12 lies in the interval."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -70,42 +70,80 @@ MIN_MONTHS = 5
 
 #: Why a fall of LAP at the cutoff is no verdict by itself (docs/cutoff.md, "When not to
 #: trust it"): the report prints it wherever it shows the fall.
-EXPOSURE_NOTE = ("LAP measures exposure to the texts, not knowledge of the outcomes: a model that read "
-                 "the pre-cutoff texts without learning their outcomes (the demo's clean control) shows "
-                 "the same fall, so the fall dates the model's reading and beta_3, validation and the "
-                 "placebo decide contamination (docs/cutoff.md).")
+EXPOSURE_NOTE = (
+    "LAP measures exposure to the texts, not knowledge of the outcomes: a model that read "
+    "the pre-cutoff texts without learning their outcomes (the demo's clean control) shows "
+    "the same fall, so the fall dates the model's reading and beta_3, validation and the "
+    "placebo decide contamination (docs/cutoff.md)."
+)
 
 
 BREAK, DECLINE, NO_FALL, TOO_FEW = "break", "steady decline", "no significant fall", "too few months"
 STATUSES = (BREAK, DECLINE, NO_FALL, TOO_FEW)
 #: How the report words a steady decline.
 DECLINE_TEXT = "LAP declines steadily; no break"
-METHOD = ("level shift (a fall) against a linear trend in monthly LAP weighted by n (Bai 1994, "
-          "1997), break at a month boundary, each segment >= 15% of the months; sup-F with the "
-          "trend in both models, p from a wild bootstrap of the no-break trend fit; Bai (1997) "
-          "interval")
+METHOD = (
+    "level shift (a fall) against a linear trend in monthly LAP weighted by n (Bai 1994, "
+    "1997), break at a month boundary, each segment >= 15% of the months; sup-F with the "
+    "trend in both models, p from a wild bootstrap of the no-break trend fit; Bai (1997) "
+    "interval"
+)
 
-LAP_BY_PERIOD_COLUMNS = ("measure", "is_selected_measure", "month", "month_label", "after_stated_cutoff",
-                         "n", "n_entities", "mean", "trimmed_mean", "sd", "ci_low", "ci_high",
-                         "bootstrap_draws")
+LAP_BY_PERIOD_COLUMNS = (
+    "measure",
+    "is_selected_measure",
+    "month",
+    "month_label",
+    "after_stated_cutoff",
+    "n",
+    "n_entities",
+    "mean",
+    "trimmed_mean",
+    "sd",
+    "ci_low",
+    "ci_high",
+    "bootstrap_draws",
+)
 EFFECTIVE_CUTOFF_COLUMNS = (
-    "measure", "is_selected_measure", "status", "break_month", "effective_cutoff",
-    "interval_low_month", "interval_high_month", "interval_level", "stated_cutoff",
-    "stated_cutoff_month", "stated_in_interval", "mean_before", "mean_after", "sd_before",
-    "fall_sd", "p_fall", "n_before", "n_after", "n_months", "first_month", "last_month",
-    "bootstrap_draws", "interval_half_width", "null_draws", "trend_per_month", "trend_p",
-    "method")
+    "measure",
+    "is_selected_measure",
+    "status",
+    "break_month",
+    "effective_cutoff",
+    "interval_low_month",
+    "interval_high_month",
+    "interval_level",
+    "stated_cutoff",
+    "stated_cutoff_month",
+    "stated_in_interval",
+    "mean_before",
+    "mean_after",
+    "sd_before",
+    "fall_sd",
+    "p_fall",
+    "n_before",
+    "n_after",
+    "n_months",
+    "first_month",
+    "last_month",
+    "bootstrap_draws",
+    "interval_half_width",
+    "null_draws",
+    "trend_per_month",
+    "trend_p",
+    "method",
+)
 
 
 @dataclass(frozen=True)
 class Cells:
     """One measure's rows summed by entity (rows of the arrays) and month (columns)."""
 
-    months: pd.DatetimeIndex      # first day of each month, ascending, every month with a row
-    entities: np.ndarray          # entity ids (rows)
-    sums: np.ndarray              # E x M sum of LAP
-    counts: np.ndarray            # E x M number of rows
-    values: pd.DataFrame          # the rows: entity, month (index into months), lap
+    months: pd.DatetimeIndex  # first day of each month, ascending, every month with a row
+    entities: np.ndarray  # entity ids (rows)
+    sums: np.ndarray  # E x M sum of LAP
+    counts: np.ndarray  # E x M number of rows
+    values: pd.DataFrame  # the rows: entity, month (index into months), lap
 
 
 def month_start(dates: pd.Series) -> pd.Series:
@@ -120,9 +158,13 @@ def cells(frame: pd.DataFrame, column: str, entities: Sequence[str]) -> Cells:
     bootstrap draws resample the same entities)."""
     lap = pd.to_numeric(frame[column], errors="coerce").astype(float)
     ok = lap.notna() & np.isfinite(lap)
-    rows = pd.DataFrame({"entity": frame.loc[ok, "entity_id"].astype(str).to_numpy(),
-                         "month": month_start(frame.loc[ok, "target_date"]).to_numpy(),
-                         "lap": lap[ok].to_numpy()})
+    rows = pd.DataFrame(
+        {
+            "entity": frame.loc[ok, "entity_id"].astype(str).to_numpy(),
+            "month": month_start(frame.loc[ok, "target_date"]).to_numpy(),
+            "lap": lap[ok].to_numpy(),
+        }
+    )
     months = pd.DatetimeIndex(sorted(rows["month"].unique()))
     ent_index = {e: i for i, e in enumerate(entities)}
     e_idx = rows["entity"].map(ent_index).to_numpy(dtype=int)
@@ -147,7 +189,7 @@ def trimmed_mean(x: np.ndarray, trim: float = TRIM) -> float:
     """Mean after cutting floor(trim * n) values from each tail (scipy's trim_mean)."""
     x = np.sort(np.asarray(x, dtype=float))
     k = int(math.floor(trim * len(x)))
-    kept = x[k:len(x) - k]
+    kept = x[k : len(x) - k]
     return float(kept.mean()) if len(kept) else math.nan
 
 
@@ -169,10 +211,18 @@ def monthly_table(c: Cells, weights: np.ndarray, level: float = LEVEL) -> pd.Dat
     for j, m in enumerate(c.months):
         x = c.values.loc[c.values["m"] == j, "lap"].to_numpy()
         lo, hi = _quantiles(boot[:, j], level)
-        out.append({"month": m, "n": int(n[j]), "n_entities": int((c.counts[:, j] > 0).sum()),
-                    "mean": float(mean[j]), "trimmed_mean": trimmed_mean(x),
-                    "sd": float(np.std(x, ddof=1)) if len(x) > 1 else math.nan,
-                    "ci_low": lo, "ci_high": hi})
+        out.append(
+            {
+                "month": m,
+                "n": int(n[j]),
+                "n_entities": int((c.counts[:, j] > 0).sum()),
+                "mean": float(mean[j]),
+                "trimmed_mean": trimmed_mean(x),
+                "sd": float(np.std(x, ddof=1)) if len(x) > 1 else math.nan,
+                "ci_low": lo,
+                "ci_high": hi,
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -205,8 +255,7 @@ class TrendBreakFit:
     resid0: np.ndarray
 
 
-def _sup_f(y: np.ndarray, n: np.ndarray, x: np.ndarray, seg: int
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _sup_f(y: np.ndarray, n: np.ndarray, x: np.ndarray, seg: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For the columns of y (M x B): (best k, sup-F, its shift, its SSR); k = -1 where no
     candidate is a fall. Weighted least squares, weights n (the row-level fit on month
     boundaries)."""
@@ -240,8 +289,7 @@ def _sup_f(y: np.ndarray, n: np.ndarray, x: np.ndarray, seg: int
     return best_k, best_f, best_shift, best_ssr
 
 
-def fit_trend_break(month_sums: np.ndarray, month_counts: np.ndarray, x: np.ndarray,
-                    seg: int) -> TrendBreakFit:
+def fit_trend_break(month_sums: np.ndarray, month_counts: np.ndarray, x: np.ndarray, seg: int) -> TrendBreakFit:
     """The observed series' fits (months with rows only)."""
     n = month_counts
     y = month_sums / n
@@ -255,20 +303,28 @@ def fit_trend_break(month_sums: np.ndarray, month_counts: np.ndarray, x: np.ndar
     slope_p = math.nan
     flat = float(np.ptp(y)) <= 1e-12 * max(float(np.abs(y).max()), 1e-300)
     if m > 2 and not flat:  # a constant series has no trend to test (rounding only)
-        s2 = float(np.sum(n * resid ** 2)) / (m - 2)
+        s2 = float(np.sum(n * resid**2)) / (m - 2)
         cov = s2 * np.linalg.pinv((x0 * n[:, None]).T @ x0)
         se = math.sqrt(max(float(cov[1, 1]), 0.0))
         if se > 0:
             from scipy import stats
 
             slope_p = float(2 * stats.t.sf(abs(coef[1] / se), m - 2))
-    return TrendBreakFit(k=int(k[0]), sup_f=float(f[0]), shift=float(shift[0]),
-                         ssr_break=float(ssr[0]), slope=float(coef[1]), slope_p=slope_p,
-                         fitted0=fitted, resid0=resid)
+    return TrendBreakFit(
+        k=int(k[0]),
+        sup_f=float(f[0]),
+        shift=float(shift[0]),
+        ssr_break=float(ssr[0]),
+        slope=float(coef[1]),
+        slope_p=slope_p,
+        fitted0=fitted,
+        resid0=resid,
+    )
 
 
-def null_p(fit: TrendBreakFit, month_counts: np.ndarray, x: np.ndarray, seg: int,
-           draws: int = NULL_DRAWS, seed: int = SEED) -> float:
+def null_p(
+    fit: TrendBreakFit, month_counts: np.ndarray, x: np.ndarray, seg: int, draws: int = NULL_DRAWS, seed: int = SEED
+) -> float:
     """p of the sup-F under a linear trend without a break: a wild bootstrap of the trend
     fit's monthly residuals (Rademacher per month), (1 + #{sup-F* >= sup-F}) / (1 + B)."""
     rng = np.random.default_rng(seed + 1)
@@ -284,7 +340,7 @@ def bai_half_width(fit: TrendBreakFit, month_counts: np.ndarray, level: float = 
     m = len(month_counts)
     c = BAI_C if abs(level - 0.95) < 1e-9 else _bai_c(level)
     sigma2 = fit.ssr_break / (m - 3) / float(np.mean(month_counts))
-    delta2 = fit.shift ** 2
+    delta2 = fit.shift**2
     if not (delta2 > 0 and np.isfinite(sigma2)):
         return m
     return int(min(math.floor(c * sigma2 / delta2) + 1, m))
@@ -298,9 +354,13 @@ def _bai_c(level: float) -> float:
 
     def cdf(x: float) -> float:
         r = math.sqrt(x)
-        return float(1 + math.sqrt(x / (2 * math.pi)) * math.exp(-x / 8)
-                     - (x + 5) / 2 * stats.norm.cdf(-r / 2)
-                     + 1.5 * math.exp(x + stats.norm.logcdf(-1.5 * r)))
+        return float(
+            1
+            + math.sqrt(x / (2 * math.pi)) * math.exp(-x / 8)
+            - (x + 5) / 2 * stats.norm.cdf(-r / 2)
+            + 1.5 * math.exp(x + stats.norm.logcdf(-1.5 * r))
+        )
+
     return float(optimize.brentq(lambda x: cdf(x) - (1 + level) / 2, 1e-9, 200.0))
 
 
@@ -308,8 +368,9 @@ def _month_end(m: pd.Timestamp) -> pd.Timestamp:
     return m + pd.offsets.MonthEnd(0)
 
 
-def effective_cutoff_row(c: Cells, weights: np.ndarray, stated_cutoff: str,
-                         level: float = LEVEL, null_draws: int = NULL_DRAWS) -> dict:
+def effective_cutoff_row(
+    c: Cells, weights: np.ndarray, stated_cutoff: str, level: float = LEVEL, null_draws: int = NULL_DRAWS
+) -> dict:
     """One measure's row of `effective_cutoff` (see the module doc). `weights` (the entity
     bootstrap of `lap_by_period`) is counted in the row; the break's interval is Bai's."""
     stated = pd.Timestamp(stated_cutoff)
@@ -317,17 +378,24 @@ def effective_cutoff_row(c: Cells, weights: np.ndarray, stated_cutoff: str,
     month_sums, month_counts = c.sums.sum(axis=0), c.counts.sum(axis=0)
     n_months = len(c.months)
     row: dict = {c_: None for c_ in EFFECTIVE_CUTOFF_COLUMNS}
-    row.update({"stated_cutoff": stated.date(), "stated_cutoff_month": stated_month.date(),
-                "interval_level": level, "n_months": n_months, "method": METHOD,
-                "bootstrap_draws": int(len(weights)), "null_draws": null_draws,
-                "first_month": c.months[0].date() if n_months else None,
-                "last_month": c.months[-1].date() if n_months else None})
+    row.update(
+        {
+            "stated_cutoff": stated.date(),
+            "stated_cutoff_month": stated_month.date(),
+            "interval_level": level,
+            "n_months": n_months,
+            "method": METHOD,
+            "bootstrap_draws": len(weights),
+            "null_draws": null_draws,
+            "first_month": c.months[0].date() if n_months else None,
+            "last_month": c.months[-1].date() if n_months else None,
+        }
+    )
     seg = min_segment(n_months)
     if n_months < 2 * seg or n_months < MIN_MONTHS:
         row["status"] = TOO_FEW
         return row
-    x = np.asarray([(m.year - c.months[0].year) * 12 + m.month - c.months[0].month
-                    for m in c.months], dtype=float)
+    x = np.asarray([(m.year - c.months[0].year) * 12 + m.month - c.months[0].month for m in c.months], dtype=float)
     fit = fit_trend_break(month_sums, month_counts, x, seg)
     row.update({"trend_per_month": fit.slope, "trend_p": fit.slope_p})
     declines = bool(np.isfinite(fit.slope_p) and fit.slope_p < ALPHA_FALL and fit.slope < 0)
@@ -340,25 +408,46 @@ def effective_cutoff_row(c: Cells, weights: np.ndarray, stated_cutoff: str,
     after = c.values.loc[c.values["m"] > k, "lap"].to_numpy()
     sd = float(np.std(before, ddof=1)) if len(before) > 1 else math.nan
     fall = float(before.mean() - after.mean())
-    row.update({"p_fall": p, "mean_before": float(before.mean()), "mean_after": float(after.mean()),
-                "sd_before": sd, "fall_sd": fall / sd if sd and sd > 0 else math.nan,
-                "n_before": int(len(before)), "n_after": int(len(after))})
+    row.update(
+        {
+            "p_fall": p,
+            "mean_before": float(before.mean()),
+            "mean_after": float(after.mean()),
+            "sd_before": sd,
+            "fall_sd": fall / sd if sd and sd > 0 else math.nan,
+            "n_before": len(before),
+            "n_after": len(after),
+        }
+    )
     if p >= ALPHA_FALL:
         row["status"] = DECLINE if declines else NO_FALL
         return row
     h = bai_half_width(fit, month_counts, level)
     lo, hi = max(k - h, 0), min(k + h, n_months - 1)
     low_m, high_m, brk = c.months[lo], c.months[hi], c.months[k]
-    row.update({"status": BREAK, "break_month": brk.date(), "effective_cutoff": _month_end(brk).date(),
-                "interval_low_month": low_m.date(), "interval_high_month": high_m.date(),
-                "interval_half_width": h,
-                "stated_in_interval": bool(low_m <= stated_month <= high_m)})
+    row.update(
+        {
+            "status": BREAK,
+            "break_month": brk.date(),
+            "effective_cutoff": _month_end(brk).date(),
+            "interval_low_month": low_m.date(),
+            "interval_high_month": high_m.date(),
+            "interval_half_width": h,
+            "stated_in_interval": bool(low_m <= stated_month <= high_m),
+        }
+    )
     return row
 
 
-def measure_frames(panel: pd.DataFrame, measures: Sequence[tuple[str, str]], selected: str,
-                   stated_cutoff: str, draws: int = BOOTSTRAP_DRAWS, seed: int = SEED,
-                   level: float = LEVEL) -> tuple[pd.DataFrame, pd.DataFrame]:
+def measure_frames(
+    panel: pd.DataFrame,
+    measures: Sequence[tuple[str, str]],
+    selected: str,
+    stated_cutoff: str,
+    draws: int = BOOTSTRAP_DRAWS,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(lap_by_period, effective_cutoff) for `measures` ((name, panel column) pairs) on the
     whole panel (pre and post rows: columns entity_id, target_date and the LAP columns)."""
     entities = sorted(panel["entity_id"].dropna().astype(str).unique())
@@ -382,22 +471,27 @@ def measure_frames(panel: pd.DataFrame, measures: Sequence[tuple[str, str]], sel
         r = effective_cutoff_row(c, weights, stated_cutoff, level)
         r.update({"measure": name, "is_selected_measure": name == selected})
         cut.append(r)
-    lbp = (pd.concat(by_period, ignore_index=True) if by_period
-           else pd.DataFrame(columns=list(LAP_BY_PERIOD_COLUMNS)))
+    lbp = pd.concat(by_period, ignore_index=True) if by_period else pd.DataFrame(columns=list(LAP_BY_PERIOD_COLUMNS))
     eff = pd.DataFrame(cut, columns=list(EFFECTIVE_CUTOFF_COLUMNS))
     return lbp[list(LAP_BY_PERIOD_COLUMNS)], _typed(eff)
 
 
 def _typed(eff: pd.DataFrame) -> pd.DataFrame:
     """Stable column types for an all-NULL column (DuckDB needs a type per column)."""
-    for col in ("break_month", "effective_cutoff", "interval_low_month", "interval_high_month",
-                "stated_cutoff", "stated_cutoff_month", "first_month", "last_month"):
+    for col in (
+        "break_month",
+        "effective_cutoff",
+        "interval_low_month",
+        "interval_high_month",
+        "stated_cutoff",
+        "stated_cutoff_month",
+        "first_month",
+        "last_month",
+    ):
         eff[col] = as_date(eff[col])
-    for col in ("mean_before", "mean_after", "sd_before", "fall_sd", "p_fall", "interval_level",
-                "trend_per_month", "trend_p"):
+    for col in ("mean_before", "mean_after", "sd_before", "fall_sd", "p_fall", "interval_level", "trend_per_month", "trend_p"):
         eff[col] = pd.array(pd.to_numeric(eff[col], errors="coerce"), dtype="Float64")
-    for col in ("n_before", "n_after", "n_months", "bootstrap_draws", "null_draws",
-                "interval_half_width"):
+    for col in ("n_before", "n_after", "n_months", "bootstrap_draws", "null_draws", "interval_half_width"):
         eff[col] = pd.array(pd.to_numeric(eff[col], errors="coerce"), dtype="Int64")
     eff["stated_in_interval"] = pd.array(eff["stated_in_interval"], dtype="boolean")
     eff["is_selected_measure"] = eff["is_selected_measure"].astype(bool)
@@ -425,11 +519,13 @@ def cutoff_warning(row: pd.Series | dict, stated_cutoff: str, label: str) -> str
     lo = pd.Timestamp(get("interval_low_month")).strftime("%Y-%m")
     hi = pd.Timestamp(get("interval_high_month")).strftime("%Y-%m")
     span = brk if lo == hi else f"{lo} to {hi}"
-    return (f"**Warning: the stated training cutoff ({stated_cutoff}) lies outside the effective "
-            f"cutoff's {int(round(100 * float(get('interval_level'))))}% interval ({span}).** "
-            f"{label[0].upper() + label[1:]} falls after {brk}: the data point to knowledge through "
-            f"the end of {brk}. The verdict above still reads the stated cutoff; the cutoff "
-            f"sensitivity table shows the tests with the cutoff at {brk} (docs/cutoff.md).")
+    return (
+        f"**Warning: the stated training cutoff ({stated_cutoff}) lies outside the effective "
+        f"cutoff's {int(round(100 * float(get('interval_level'))))}% interval ({span}).** "
+        f"{label[0].upper() + label[1:]} falls after {brk}: the data point to knowledge through "
+        f"the end of {brk}. The verdict above still reads the stated cutoff; the cutoff "
+        f"sensitivity table shows the tests with the cutoff at {brk} (docs/cutoff.md)."
+    )
 
 
 def _truthy(v: object) -> bool:
@@ -446,5 +542,4 @@ def build_frames(panel_relation: object, settings_frame: pd.DataFrame) -> tuple[
     study = study_from_frame(settings_frame)
     measures = [(m.name, m.column) for m in study_measures(study)]
     panel = read_columns(panel_relation, ["entity_id", "target_date", *(col for _, col in measures)])
-    return measure_frames(panel, measures, str(study.measures.lap_measure),
-                          str(study.protocol.training_cutoff))
+    return measure_frames(panel, measures, str(study.measures.lap_measure), str(study.protocol.training_cutoff))

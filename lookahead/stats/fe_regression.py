@@ -27,8 +27,8 @@ import gc
 import math
 import re
 import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -37,11 +37,31 @@ from lookahead.errors import UserError
 from lookahead.stats.wild import PartialledDesign, WildResult, WildSettings
 
 RESULT_COLUMNS: tuple[str, ...] = (
-    "spec", "sample", "term", "estimate", "std_error", "t", "p_two_sided", "p_one_sided",
-    "p_wild_two_sided", "p_wild_one_sided", "wild_bootstrap",
-    "n_obs", "n_clusters", "n_singletons", "dropped_terms", "r2", "r2_within",
-    "fixed_effects", "vcov", "warning", "df",
-    "n_clusters_effective", "wild_draws", "p_wild_mc_se", "mde",
+    "spec",
+    "sample",
+    "term",
+    "estimate",
+    "std_error",
+    "t",
+    "p_two_sided",
+    "p_one_sided",
+    "p_wild_two_sided",
+    "p_wild_one_sided",
+    "wild_bootstrap",
+    "n_obs",
+    "n_clusters",
+    "n_singletons",
+    "dropped_terms",
+    "r2",
+    "r2_within",
+    "fixed_effects",
+    "vcov",
+    "warning",
+    "df",
+    "n_clusters_effective",
+    "wild_draws",
+    "p_wild_mc_se",
+    "mde",
 )
 
 #: Demeaning (alternating projections) tolerance of every regression in the project,
@@ -67,16 +87,16 @@ NW_ORDER_COLUMNS: tuple[str, ...] = ("target_date", "text_date", "row_id")
 SSC_RULE = "reghdfe: G/(G-1)*(N-1)/(N-K), K = slopes + FE levels not nested in the cluster"
 
 
-
 #: The estimator's own messages, in the user's terms: (pattern, text). pyfixest's texts
 #: speak to its developers ("please reach out to the package authors!"); a report
 #: quotes what the data did, so a message is matched here and replaced by its meaning.
 ESTIMATOR_MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"All variables are collinear", re.I),
-     "every regressor is collinear with the fixed effects or with the other regressors "
-     "(nothing varies within entity and period)"),
-    (re.compile(r"singular|not invertible", re.I),
-     "the regressors are linearly dependent (singular design)"),
+    (
+        re.compile(r"All variables are collinear", re.I),
+        "every regressor is collinear with the fixed effects or with the other regressors "
+        "(nothing varies within entity and period)",
+    ),
+    (re.compile(r"singular|not invertible", re.I), "the regressors are linearly dependent (singular design)"),
     (re.compile(r"No observations|empty", re.I), "no observations left to fit"),
 )
 
@@ -148,7 +168,7 @@ class Term:
     columns: tuple[str, ...]
 
     @classmethod
-    def of(cls, term: "str | Term") -> "Term":
+    def of(cls, term: str | Term) -> Term:
         """A Term from a Term or a formula string (columns joined by ':')."""
         return term if isinstance(term, Term) else cls(term, tuple(_term_columns(term)))
 
@@ -175,14 +195,14 @@ class FitRequest:
     spec: str
     sample: str
     outcome: str
-    regressors: Sequence["str | Term"]
+    regressors: Sequence[str | Term]
     fixed_effects: Sequence[str] = (ENTITY_FE, PERIOD_FE)
     cluster: str = "entity"
     one_sided_terms: Sequence[str] = ()
     nw_lag: int | None = None
     notes: Sequence[str] = field(default_factory=tuple)
     wild_terms: Sequence[str] = ()  # terms that get a wild cluster bootstrap p-value
-    wild: "WildSettings | None" = None
+    wild: WildSettings | None = None
     #: one-sided terms whose two-sided p a decision also reads (beta_3: "significantly
     #: negative"); the bootstrap extends its draws near 0.05 for those only
     wild_two_sided_terms: Sequence[str] = ()
@@ -196,18 +216,35 @@ def _term_columns(term: str) -> list[str]:
     return term.split(":")
 
 
-def _empty_rows(req: FitRequest, fixed_effects: str, vcov: str, warning: str,
-                n_obs: int = 0, n_clusters: float = math.nan) -> pd.DataFrame:
+def _empty_rows(
+    req: FitRequest, fixed_effects: str, vcov: str, warning: str, n_obs: int = 0, n_clusters: float = math.nan
+) -> pd.DataFrame:
     rows = [
         {
-            "spec": req.spec, "sample": req.sample, "term": term,
-            "estimate": math.nan, "std_error": math.nan, "t": math.nan,
-            "p_two_sided": math.nan, "p_one_sided": math.nan,
-            "p_wild_two_sided": math.nan, "p_wild_one_sided": math.nan, "wild_bootstrap": "",
-            "n_obs": n_obs, "n_clusters": n_clusters, "n_singletons": 0,
-            "dropped_terms": "", "r2": math.nan, "r2_within": math.nan,
-            "fixed_effects": fixed_effects, "vcov": vcov, "warning": warning, "df": math.nan,
-            "n_clusters_effective": math.nan, "wild_draws": 0, "p_wild_mc_se": math.nan,
+            "spec": req.spec,
+            "sample": req.sample,
+            "term": term,
+            "estimate": math.nan,
+            "std_error": math.nan,
+            "t": math.nan,
+            "p_two_sided": math.nan,
+            "p_one_sided": math.nan,
+            "p_wild_two_sided": math.nan,
+            "p_wild_one_sided": math.nan,
+            "wild_bootstrap": "",
+            "n_obs": n_obs,
+            "n_clusters": n_clusters,
+            "n_singletons": 0,
+            "dropped_terms": "",
+            "r2": math.nan,
+            "r2_within": math.nan,
+            "fixed_effects": fixed_effects,
+            "vcov": vcov,
+            "warning": warning,
+            "df": math.nan,
+            "n_clusters_effective": math.nan,
+            "wild_draws": 0,
+            "p_wild_mc_se": math.nan,
             "mde": math.nan,
         }
         for term in req.regressors
@@ -217,9 +254,21 @@ def _empty_rows(req: FitRequest, fixed_effects: str, vcov: str, warning: str,
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
     """Nullable dtypes so that a missing estimate is NULL in DuckDB, not NaN."""
-    floats = ["estimate", "std_error", "t", "p_two_sided", "p_one_sided", "p_wild_two_sided",
-              "p_wild_one_sided", "r2", "r2_within", "df", "n_clusters_effective", "p_wild_mc_se",
-              "mde"]
+    floats = [
+        "estimate",
+        "std_error",
+        "t",
+        "p_two_sided",
+        "p_one_sided",
+        "p_wild_two_sided",
+        "p_wild_one_sided",
+        "r2",
+        "r2_within",
+        "df",
+        "n_clusters_effective",
+        "p_wild_mc_se",
+        "mde",
+    ]
     out = df.copy()
     for c in floats:
         vals = pd.to_numeric(out[c], errors="coerce").to_numpy(dtype=float, na_value=np.nan).copy()
@@ -227,15 +276,13 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
         out[c] = pd.array(vals, dtype="Float64")  # NaN -> <NA>
     for c in ["n_obs", "n_clusters", "n_singletons", "wild_draws"]:
         out[c] = pd.array(pd.to_numeric(out[c], errors="coerce").round(), dtype="Int64")
-    for c in ["spec", "sample", "term", "dropped_terms", "fixed_effects", "vcov", "warning",
-              "wild_bootstrap"]:
+    for c in ["spec", "sample", "term", "dropped_terms", "fixed_effects", "vcov", "warning", "wild_bootstrap"]:
         out[c] = out[c].astype("string")
     return out[list(RESULT_COLUMNS)]
 
 
 def _check_columns(df: pd.DataFrame, req: FitRequest, cluster_col: str | None) -> None:
-    needed = [req.outcome, *{c for t in req.regressors for c in _term_columns(t)},
-              *req.fixed_effects]
+    needed = [req.outcome, *{c for t in req.regressors for c in _term_columns(t)}, *req.fixed_effects]
     if cluster_col:
         needed.append(cluster_col)
     missing = [c for c in dict.fromkeys(needed) if c not in df.columns]
@@ -256,8 +303,7 @@ def _check_columns(df: pd.DataFrame, req: FitRequest, cluster_col: str | None) -
                 )
 
 
-def _prepare(df: pd.DataFrame, req: FitRequest, cluster_col: str | None
-             ) -> tuple[pd.DataFrame, int]:
+def _prepare(df: pd.DataFrame, req: FitRequest, cluster_col: str | None) -> tuple[pd.DataFrame, int]:
     """Numeric copy with the rows usable by this regression; returns (data, n_missing)."""
     cols = [req.outcome, *{c for t in req.regressors for c in _term_columns(t)}]
     data = pd.DataFrame(index=df.index)
@@ -313,8 +359,7 @@ def non_singleton_mask(data: pd.DataFrame, fixed_effects: Sequence[str]) -> np.n
             return keep
 
 
-def extra_redundant_levels(data: pd.DataFrame, fixed_effects: Sequence[str],
-                           cluster: str | None) -> int:
+def extra_redundant_levels(data: pd.DataFrame, fixed_effects: Sequence[str], cluster: str | None) -> int:
     """Redundant fixed-effect levels reghdfe finds beyond pyfixest's count.
 
     reghdfe's K counts rank([1, dummies of the fixed effects not nested in the cluster]).
@@ -359,12 +404,11 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     if any(isinstance(t, Term) for t in req.regressors):
         raise RegressionInputError(
             f"regression '{req.spec}': fit_fe reads formula strings; a specification with "
-            "Term regressors is fitted by lookahead.paper.fit.fit_column")
+            "Term regressors is fitted by lookahead.paper.fit.fit_column"
+        )
 
     if req.cluster not in CLUSTER_COLUMNS:
-        raise RegressionInputError(
-            f"setting 'cluster': '{req.cluster}' is not one of {', '.join(CLUSTER_COLUMNS)}"
-        )
+        raise RegressionInputError(f"setting 'cluster': '{req.cluster}' is not one of {', '.join(CLUSTER_COLUMNS)}")
     cluster_col = CLUSTER_COLUMNS[req.cluster]
     _check_columns(df, req, cluster_col)
     data, n_missing = _prepare(df, req, cluster_col)
@@ -380,15 +424,25 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     fe_label = " + ".join(fixed_effects) if fixed_effects else "none"
 
     if len(data) == 0:
-        return _empty_rows(req, fe_label, _vcov_label(req, single_entity, None),
-                           "; ".join(notes + [not_estimable("no observations")]))
+        return _empty_rows(
+            req, fe_label, _vcov_label(req, single_entity, None), "; ".join([*notes, not_estimable("no observations")])
+        )
 
     if not single_entity and cluster_col is not None and data["_cluster"].nunique() < 2:
         return _empty_rows(
-            req, fe_label, _vcov_label(req, single_entity, None),
-            "; ".join(notes + [not_estimable(f"only one {cluster_col} cluster; cluster-robust "
-                                             "standard errors need at least 2 (setting 'cluster')")]),
-            n_obs=len(data), n_clusters=1,
+            req,
+            fe_label,
+            _vcov_label(req, single_entity, None),
+            "; ".join(
+                [
+                    *notes,
+                    not_estimable(
+                        f"only one {cluster_col} cluster; cluster-robust standard errors need at least 2 (setting 'cluster')"
+                    ),
+                ]
+            ),
+            n_obs=len(data),
+            n_clusters=1,
         )
 
     vcov_arg: object
@@ -426,11 +480,19 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
         kept = int(kept_mask.sum())
         if kept <= len(req.regressors):
             return _empty_rows(
-                req, fe_label, _vcov_label(req, single_entity, None),
-                "; ".join(notes + [not_estimable(
-                    f"{len(data) - kept} singleton observation(s) dropped leave {kept} row(s) "
-                    f"for {len(req.regressors)} term(s) (a coarser period_frequency gives "
-                    "fewer singletons)")]),
+                req,
+                fe_label,
+                _vcov_label(req, single_entity, None),
+                "; ".join(
+                    [
+                        *notes,
+                        not_estimable(
+                            f"{len(data) - kept} singleton observation(s) dropped leave {kept} row(s) "
+                            f"for {len(req.regressors)} term(s) (a coarser period_frequency gives "
+                            "fewer singletons)"
+                        ),
+                    ]
+                ),
                 n_obs=kept,
             )
 
@@ -453,21 +515,31 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
             # is copied; copy-on-write) takes any such change, so `data` stays as it is
             # for the wild bootstrap below and no copy is made (at 800,000 rows and
             # seven terms: 114 MiB less at the fit's peak, the same estimates).
-            fit = pf.feols(fml, data=data.copy(deep=False), vcov=vcov_arg, vcov_kwargs=vcov_kwargs,
-                           ssc=ssc, fixef_rm=fixef_rm, demeaner=MapDemeaner(fixef_tol=FIXEF_TOL),
-                           copy_data=False)
+            fit = pf.feols(
+                fml,
+                data=data.copy(deep=False),
+                vcov=vcov_arg,
+                vcov_kwargs=vcov_kwargs,
+                ssc=ssc,
+                fixef_rm=fixef_rm,
+                demeaner=MapDemeaner(fixef_tol=FIXEF_TOL),
+                copy_data=False,
+            )
     except Exception as exc:  # pyfixest raises ValueError for all-collinear etc.
         msg = estimator_message(exc)
         return _empty_rows(
-            req, fe_label, _vcov_label(req, single_entity, None),
-            "; ".join(notes + [not_estimable(msg)]), n_obs=len(data),
+            req,
+            fe_label,
+            _vcov_label(req, single_entity, None),
+            "; ".join([*notes, not_estimable(msg)]),
+            n_obs=len(data),
         )
 
     n_singletons = int(len(data) - kept_mask.sum())
     collinear = [str(v) for v in (getattr(fit, "_collin_vars", None) or [])]
     names = [str(n) for n in fit._coefnames]
-    coefs = dict(zip(names, np.asarray(fit._beta_hat, dtype=float).ravel()))
-    ses = dict(zip(names, np.sqrt(np.diag(np.asarray(fit._vcov, dtype=float)))))
+    coefs = dict(zip(names, np.asarray(fit._beta_hat, dtype=float).ravel(), strict=False))
+    ses = dict(zip(names, np.sqrt(np.diag(np.asarray(fit._vcov, dtype=float))), strict=False))
     n_obs = int(fit._N)
 
     n_clusters: float = math.nan
@@ -476,8 +548,7 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
         df_t = float(n_obs - fit._df_k)  # Stata newey / statsmodels use_t: t(N-K)
     else:
         df_t = float(np.min(fit._df_t))  # CRV: G-1; HC1: N-K (as reghdfe)
-        extra = extra_redundant_levels(data.loc[kept_mask], fixed_effects,
-                                       "_cluster" if cluster_col else None)
+        extra = extra_redundant_levels(data.loc[kept_mask], fixed_effects, "_cluster" if cluster_col else None)
         if extra:
             # pyfixest counts one redundant level per additional fixed effect; reghdfe
             # counts the connected components of two non-nested fixed effects (a stacked
@@ -491,8 +562,7 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
             n_clusters = float(np.min(fit._G))
             if n_clusters < MIN_CLUSTERS:
                 notes.append(
-                    f"only {int(n_clusters)} clusters (< {MIN_CLUSTERS}): cluster-robust "
-                    "inference is unreliable (protocol)"
+                    f"only {int(n_clusters)} clusters (< {MIN_CLUSTERS}): cluster-robust inference is unreliable (protocol)"
                 )
     if collinear:
         notes.append(f"collinear term(s) dropped: {', '.join(collinear)}")
@@ -516,31 +586,35 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     if run_wild:
         wd = data.loc[kept_mask]
         fitted_terms = [t for t in req.regressors if _match_name(t, names)]
-        w_x = np.column_stack([np.prod([wd[c].to_numpy(float) for c in _term_columns(t)], axis=0)
-                               for t in fitted_terms]) if fitted_terms else np.zeros((len(wd), 0))
+        w_x = (
+            np.column_stack([np.prod([wd[c].to_numpy(float) for c in _term_columns(t)], axis=0) for t in fitted_terms])
+            if fitted_terms
+            else np.zeros((len(wd), 0))
+        )
         try:
-            design = PartialledDesign(wd[req.outcome].to_numpy(float), w_x,
-                                      [pd.factorize(wd[fe])[0] for fe in fixed_effects],
-                                      wd["_cluster"].to_numpy())
+            design = PartialledDesign(
+                wd[req.outcome].to_numpy(float), w_x, [pd.factorize(wd[fe])[0] for fe in fixed_effects], wd["_cluster"].to_numpy()
+            )
         except (ValueError, np.linalg.LinAlgError) as exc:
-            notes.append(f"wild bootstrap failed for {req.spec} ({req.sample}): "
-                         + " ".join(str(exc).split())[:200])
+            notes.append(f"wild bootstrap failed for {req.spec} ({req.sample}): " + " ".join(str(exc).split())[:200])
         del wd, w_x
     from scipy.stats import t as t_dist  # here, not at import: the report reads this module's constants
 
     # an interaction whose main effect was dropped as collinear (e.g. mu_hat identical to
     # LAP: lap dropped, and mu_hat:lap would then be the slope on mu_hat squared) is not
     # the coefficient asked for: it is not estimable, never reported under its name
-    dropped_main = [t for t in req.regressors if len(_term_columns(t)) == 1
-                    and not _match_name(t, names)]
+    dropped_main = [t for t in req.regressors if len(_term_columns(t)) == 1 and not _match_name(t, names)]
     for term in req.regressors:
         key = _match_name(term, names)
         lost = [m for m in dropped_main if m in _term_columns(term)] if len(_term_columns(term)) > 1 else []
         if key and lost:
             key = None
-            notes.append(not_estimable(
-                f"{term}: its main effect {', '.join(lost)} was dropped as collinear, so the "
-                f"remaining coefficient would measure a different product"))
+            notes.append(
+                not_estimable(
+                    f"{term}: its main effect {', '.join(lost)} was dropped as collinear, so the "
+                    f"remaining coefficient would measure a different product"
+                )
+            )
         unscale = scales[req.outcome] / math.prod(scales[c] for c in _term_columns(term))
         b = coefs.get(key, math.nan) * unscale if key else math.nan
         se = ses.get(key, math.nan) * unscale if key else math.nan
@@ -551,9 +625,9 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
         if design is not None and term in req.wild_terms and key and np.isfinite(t):
             col = fitted_terms.index(term)
             if boot_on and req.wild is not None:
-                wres = design.bootstrap(col, req.wild, one_sided=one_sided,
-                                        two_sided_read=term in req.wild_two_sided_terms,
-                                        mde_alpha=req.mde_alpha)
+                wres = design.bootstrap(
+                    col, req.wild, one_sided=one_sided, two_sided_read=term in req.wild_two_sided_terms, mde_alpha=req.mde_alpha
+                )
                 if wres.note:
                     notes.append(f"wild bootstrap for {term} in {req.spec} ({req.sample}): {wres.note}")
             else:
@@ -568,22 +642,36 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
             elif df_t > 0:
                 mde = float((t_dist.ppf(1 - req.mde_alpha, df_t) + t_dist.ppf(0.80, df_t)) * se)
         p_read = wres.p_one if one_sided else wres.p_two
-        rows.append({
-            "spec": req.spec, "sample": req.sample, "term": term,
-            "estimate": b, "std_error": se, "t": t, "p_two_sided": p2,
-            "p_one_sided": one_sided_p(t, p2) if one_sided else math.nan,
-            "p_wild_two_sided": wres.p_two,
-            "p_wild_one_sided": wres.p_one if one_sided else math.nan,
-            "wild_bootstrap": (req.wild.label(wres.draws) if wres.draws and req.wild is not None
-                               else ""),
-            "n_obs": n_obs, "n_clusters": n_clusters, "n_singletons": n_singletons,
-            "dropped_terms": ", ".join(collinear), "r2": r2, "r2_within": r2_within,
-            "fixed_effects": fe_label, "vcov": vcov_label, "df": df_t,
-            "n_clusters_effective": wres.g_star, "wild_draws": wres.draws,
-            "p_wild_mc_se": (math.sqrt(p_read * (1 - p_read) / wres.draws)
-                             if wres.draws and np.isfinite(p_read) else math.nan),
-            "mde": mde,
-        })
+        rows.append(
+            {
+                "spec": req.spec,
+                "sample": req.sample,
+                "term": term,
+                "estimate": b,
+                "std_error": se,
+                "t": t,
+                "p_two_sided": p2,
+                "p_one_sided": one_sided_p(t, p2) if one_sided else math.nan,
+                "p_wild_two_sided": wres.p_two,
+                "p_wild_one_sided": wres.p_one if one_sided else math.nan,
+                "wild_bootstrap": (req.wild.label(wres.draws) if wres.draws and req.wild is not None else ""),
+                "n_obs": n_obs,
+                "n_clusters": n_clusters,
+                "n_singletons": n_singletons,
+                "dropped_terms": ", ".join(collinear),
+                "r2": r2,
+                "r2_within": r2_within,
+                "fixed_effects": fe_label,
+                "vcov": vcov_label,
+                "df": df_t,
+                "n_clusters_effective": wres.g_star,
+                "wild_draws": wres.draws,
+                "p_wild_mc_se": (
+                    math.sqrt(p_read * (1 - p_read) / wres.draws) if wres.draws and np.isfinite(p_read) else math.nan
+                ),
+                "mde": mde,
+            }
+        )
     warning = "; ".join(notes)
     for r in rows:
         r["warning"] = warning

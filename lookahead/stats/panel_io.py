@@ -11,7 +11,8 @@ whole panel (the projection drops columns, never rows or their order)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import pandas as pd
 
@@ -47,7 +48,7 @@ def to_pandas(relation: Any) -> pd.DataFrame:
     were stored. A text column with no value at all (or no rows) is an `object` column
     in `.df()`, so such a relation is converted by `.df()` alone."""
     columns = list(relation.columns)
-    text = [c for c, t in zip(columns, relation.types) if str(t) == "VARCHAR"]
+    text = [c for c, t in zip(columns, relation.types, strict=False) if str(t) == "VARCHAR"]
     if not text:
         return relation.df()
     strings = relation.project(", ".join(_quote(c) for c in text)).to_arrow_table()

@@ -16,7 +16,7 @@ regressions use exactly the study's configuration."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -74,13 +74,12 @@ SAMPLES = ("pre", "post")
 PANEL_COLUMNS = (OUTCOME, "ud", "mu_hat", "lap", "high_lap", ENTITY_FE, PERIOD_FE)
 
 
-def protocol_columns(settings: "StatsSettings") -> list[str]:
+def protocol_columns(settings: StatsSettings) -> list[str]:
     """Every panel column `run_protocol` reads: the regression columns, the cluster, the
     approximation flag and the Newey-West row order (a single-entity panel)."""
     cols = list(PANEL_COLUMNS)
     cluster_col = CLUSTER_COLUMNS[settings.cluster]
-    return list(dict.fromkeys([*cols, *([cluster_col] if cluster_col else []), "approximated",
-                               *NW_ORDER_COLUMNS]))
+    return list(dict.fromkeys([*cols, *([cluster_col] if cluster_col else []), "approximated", *NW_ORDER_COLUMNS]))
 
 
 class SettingsError(UserError, ValueError):
@@ -103,21 +102,25 @@ class StatsSettings:
     lap_measure: str = setting_default("lap_measure")
     nw_lag: int | None = setting_default("nw_lag")
     lap_min_sd: float | None = setting_default("lap_min_sd")
-    wild: WildSettings = WildSettings()
+    wild: WildSettings = field(default_factory=WildSettings)
 
     @classmethod
-    def from_study(cls, study: Study) -> "StatsSettings":
+    def from_study(cls, study: Study) -> StatsSettings:
         """From the one study object (its values checked by lookahead.config)."""
         return cls(
-            cluster=study.protocol.cluster, lap_measure=study.measures.lap_measure, nw_lag=study.protocol.nw_lag,
+            cluster=study.protocol.cluster,
+            lap_measure=study.measures.lap_measure,
+            nw_lag=study.protocol.nw_lag,
             lap_min_sd=study.protocol.lap_min_sd,
-            wild=WildSettings(draws=study.protocol.wild_bootstrap_draws,
-                              weights=study.protocol.wild_bootstrap_weights,
-                              seed=study.protocol.wild_bootstrap_seed),
+            wild=WildSettings(
+                draws=study.protocol.wild_bootstrap_draws,
+                weights=study.protocol.wild_bootstrap_weights,
+                seed=study.protocol.wild_bootstrap_seed,
+            ),
         )
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame) -> "StatsSettings":
+    def from_frame(cls, frame: pd.DataFrame) -> StatsSettings:
         """From the ``study_settings`` table (one row; its settings_json is the study)."""
         return cls.from_study(study_from_frame(frame))
 
@@ -138,8 +141,7 @@ def check_panel(panel: pd.DataFrame, name: str, settings: StatsSettings) -> None
     missing = [c for c in needed if c not in panel.columns]
     if missing:
         raise RegressionInputError(
-            f"table '{name}' lacks column(s) {missing} needed by the regressions "
-            f"(docs/CONTRACTS.md, Panel)"
+            f"table '{name}' lacks column(s) {missing} needed by the regressions (docs/CONTRACTS.md, Panel)"
         )
 
 
@@ -157,29 +159,68 @@ def _sample_notes(panel: pd.DataFrame) -> tuple[str, ...]:
     return ()
 
 
-def _requests(sample: str, settings: StatsSettings, notes: tuple[str, ...],
-              single_entity: bool = False) -> list[tuple[FitRequest, int | None]]:
+def _requests(
+    sample: str, settings: StatsSettings, notes: tuple[str, ...], single_entity: bool = False
+) -> list[tuple[FitRequest, int | None]]:
     reqs: list[tuple[FitRequest, int | None]] = []
     for spec, subset in VALIDATION_SPECS.items():
-        reqs.append((FitRequest(spec=spec, sample=sample, outcome=OUTCOME,
-                                regressors=VALIDATION_TERMS, fixed_effects=FIXED_EFFECTS,
-                                cluster=settings.cluster, nw_lag=settings.nw_lag,
-                                notes=notes, wild_terms=VALIDATION_TERMS if subset is not None else (),
-                                wild=settings.wild), subset))
+        reqs.append(
+            (
+                FitRequest(
+                    spec=spec,
+                    sample=sample,
+                    outcome=OUTCOME,
+                    regressors=VALIDATION_TERMS,
+                    fixed_effects=FIXED_EFFECTS,
+                    cluster=settings.cluster,
+                    nw_lag=settings.nw_lag,
+                    notes=notes,
+                    wild_terms=VALIDATION_TERMS if subset is not None else (),
+                    wild=settings.wild,
+                ),
+                subset,
+            )
+        )
     # one entity: its entity x half FE is the half dummy, absorbed by period x half
     diff_fe = (ENTITY_FE, PERIOD_HALF) if single_entity else (ENTITY_HALF, PERIOD_HALF)
-    reqs.append((FitRequest(spec=DIFFERENCE_SPEC, sample=sample, outcome=OUTCOME,
-                            regressors=DIFFERENCE_TERMS, fixed_effects=diff_fe,
-                            cluster=settings.cluster, one_sided_terms=(THETA_DIFF,),
-                            nw_lag=settings.nw_lag, notes=notes, wild_terms=(THETA_DIFF,),
-                            wild=settings.wild), None))
-    reqs.append((FitRequest(spec=DETECTION_SPEC, sample=sample, outcome=OUTCOME,
-                            regressors=DETECTION_TERMS, fixed_effects=FIXED_EFFECTS,
-                            cluster=settings.cluster, one_sided_terms=(BETA3,),
-                            nw_lag=settings.nw_lag, notes=notes, wild_terms=(BETA3,),
-                            wild=settings.wild, wild_two_sided_terms=(BETA3,),
-                            mde_alpha=PLACEBO_ALPHA if sample == "post" else DETECTION_ALPHA),
-                 None))
+    reqs.append(
+        (
+            FitRequest(
+                spec=DIFFERENCE_SPEC,
+                sample=sample,
+                outcome=OUTCOME,
+                regressors=DIFFERENCE_TERMS,
+                fixed_effects=diff_fe,
+                cluster=settings.cluster,
+                one_sided_terms=(THETA_DIFF,),
+                nw_lag=settings.nw_lag,
+                notes=notes,
+                wild_terms=(THETA_DIFF,),
+                wild=settings.wild,
+            ),
+            None,
+        )
+    )
+    reqs.append(
+        (
+            FitRequest(
+                spec=DETECTION_SPEC,
+                sample=sample,
+                outcome=OUTCOME,
+                regressors=DETECTION_TERMS,
+                fixed_effects=FIXED_EFFECTS,
+                cluster=settings.cluster,
+                one_sided_terms=(BETA3,),
+                nw_lag=settings.nw_lag,
+                notes=notes,
+                wild_terms=(BETA3,),
+                wild=settings.wild,
+                wild_two_sided_terms=(BETA3,),
+                mde_alpha=PLACEBO_ALPHA if sample == "post" else DETECTION_ALPHA,
+            ),
+            None,
+        )
+    )
     return reqs
 
 
@@ -217,20 +258,14 @@ def run_sample(panel: pd.DataFrame, sample: str, settings: StatsSettings) -> pd.
 
 def infeasible_sample(sample: str, settings: StatsSettings, why: str) -> pd.DataFrame:
     """Rows for a sample that cannot be estimated at all (e.g. no post-cutoff rows)."""
-    frames = [
-        _empty_rows(req, " + ".join(FIXED_EFFECTS), "not estimated", why)
-        for req, _ in _requests(sample, settings, ())
-    ]
+    frames = [_empty_rows(req, " + ".join(FIXED_EFFECTS), "not estimated", why) for req, _ in _requests(sample, settings, ())]
     return pd.concat(frames, ignore_index=True)
 
 
-NO_POST_WARNING = (
-    "no post-cutoff rows: the placebo (step 5) is infeasible; steps 1-4 only (protocol)"
-)
+NO_POST_WARNING = "no post-cutoff rows: the placebo (step 5) is infeasible; steps 1-4 only (protocol)"
 
 
-def run_protocol(panel_pre: pd.DataFrame, panel_post: pd.DataFrame | None,
-                 settings: StatsSettings) -> pd.DataFrame:
+def run_protocol(panel_pre: pd.DataFrame, panel_post: pd.DataFrame | None, settings: StatsSettings) -> pd.DataFrame:
     """Steps 3-5: validation and detection on pre, the same on post as placebo.
 
     Returns the regression_results table: one row per (spec, sample, term)."""
@@ -245,8 +280,7 @@ def run_protocol(panel_pre: pd.DataFrame, panel_post: pd.DataFrame | None,
 
 def result_row(results: pd.DataFrame, spec: str, sample: str, term: str) -> dict[str, Any]:
     """The row for (spec, sample, term) as a dict with NaN for missing numbers."""
-    sel = results[(results["spec"] == spec) & (results["sample"] == sample)
-                  & (results["term"] == term)]
+    sel = results[(results["spec"] == spec) & (results["sample"] == sample) & (results["term"] == term)]
     if sel.empty:
         return {c: math.nan for c in RESULT_COLUMNS}
     row = sel.iloc[0].to_dict()

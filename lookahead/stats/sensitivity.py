@@ -25,11 +25,27 @@ from lookahead.stats.verdict import PATHS, PLACEBO, evaluate, gather_facts
 SHIFTS = (-6, -3, 0, 3, 6)
 STATED, ESTIMATED = "stated", "estimated break"
 
-SENSITIVITY_COLUMNS = ("cutoff_source", "shift_months", "cutoff", "n_pre", "n_post", "beta3",
-                       "beta3_t", "beta3_p_one_sided", "beta3_p_source", "validation_pattern",
-                       "validation_failures", "placebo_beta3", "placebo_p_one_sided",
-                       "placebo_outcome", "placebo_passes", "decision", "decision_path",
-                       "decision_path_meaning", "is_stated")
+SENSITIVITY_COLUMNS = (
+    "cutoff_source",
+    "shift_months",
+    "cutoff",
+    "n_pre",
+    "n_post",
+    "beta3",
+    "beta3_t",
+    "beta3_p_one_sided",
+    "beta3_p_source",
+    "validation_pattern",
+    "validation_failures",
+    "placebo_beta3",
+    "placebo_p_one_sided",
+    "placebo_outcome",
+    "placebo_passes",
+    "decision",
+    "decision_path",
+    "decision_path_meaning",
+    "is_stated",
+)
 
 
 def shifted(stated: str, months: int) -> pd.Timestamp:
@@ -59,25 +75,36 @@ def split(panel: pd.DataFrame, cutoff: pd.Timestamp, rule: str) -> tuple[pd.Data
     return out[0], out[1]
 
 
-def evaluate_at(panel: pd.DataFrame, cutoff: pd.Timestamp, rule: str,
-                settings: StatsSettings) -> dict[str, Any]:
+def evaluate_at(panel: pd.DataFrame, cutoff: pd.Timestamp, rule: str, settings: StatsSettings) -> dict[str, Any]:
     """The rule's outcome with the panel split at `cutoff`."""
     pre, post = split(panel, cutoff, rule)
     if len(pre) == 0:
-        results = pd.concat([infeasible_sample("pre", settings, "no pre-cutoff rows at this cutoff"),
-                             _post_only(post, settings)], ignore_index=True)
+        results = pd.concat(
+            [infeasible_sample("pre", settings, "no pre-cutoff rows at this cutoff"), _post_only(post, settings)],
+            ignore_index=True,
+        )
     else:
         results = run_protocol(pre, post, settings)
     o = evaluate(gather_facts(results, pre, post, settings))
     b3, plc = o.tests["beta3"], o.tests["placebo"]
-    return {"cutoff": cutoff.date(), "n_pre": int(len(pre)), "n_post": int(len(post)),
-            "beta3": b3.estimate, "beta3_t": b3.t, "beta3_p_one_sided": b3.p,
-            "beta3_p_source": b3.source, "validation_pattern": o.validation_present,
-            "validation_failures": ",".join(o.validation_failures),
-            "placebo_beta3": plc.estimate, "placebo_p_one_sided": plc.p,
-            "placebo_outcome": o.placebo, "placebo_passes": bool(_placebo_ok(o.placebo)),
-            "decision": o.decision, "decision_path": o.path,
-            "decision_path_meaning": PATHS[o.path][1]}
+    return {
+        "cutoff": cutoff.date(),
+        "n_pre": len(pre),
+        "n_post": len(post),
+        "beta3": b3.estimate,
+        "beta3_t": b3.t,
+        "beta3_p_one_sided": b3.p,
+        "beta3_p_source": b3.source,
+        "validation_pattern": o.validation_present,
+        "validation_failures": ",".join(o.validation_failures),
+        "placebo_beta3": plc.estimate,
+        "placebo_p_one_sided": plc.p,
+        "placebo_outcome": o.placebo,
+        "placebo_passes": bool(_placebo_ok(o.placebo)),
+        "decision": o.decision,
+        "decision_path": o.path,
+        "decision_path_meaning": PATHS[o.path][1],
+    }
 
 
 def _post_only(post: pd.DataFrame, settings: StatsSettings) -> pd.DataFrame:
@@ -89,14 +116,13 @@ def _placebo_ok(code: str) -> bool:
     return PLACEBO[code][0]
 
 
-def sensitivity_frame(panel: pd.DataFrame, stated: str, estimated: object, rule: str,
-                      settings: StatsSettings) -> pd.DataFrame:
+def sensitivity_frame(panel: pd.DataFrame, stated: str, estimated: object, rule: str, settings: StatsSettings) -> pd.DataFrame:
     """One row per cutoff: the stated one moved by SHIFTS months, then the estimated break
     (`estimated`: the effective_cutoff date under the verdict's measure, or None)."""
     cutoffs: list[tuple[str, int | None, pd.Timestamp]] = [
-        (STATED if s == 0 else f"stated {s:+d} months", s, shifted(stated, s)) for s in SHIFTS]
-    if estimated is not None and not (isinstance(estimated, float) and math.isnan(estimated)) \
-            and not pd.isna(estimated):
+        (STATED if s == 0 else f"stated {s:+d} months", s, shifted(stated, s)) for s in SHIFTS
+    ]
+    if estimated is not None and not (isinstance(estimated, float) and math.isnan(estimated)) and not pd.isna(estimated):
         est = pd.Timestamp(estimated)
         diff = (est.to_period("M") - pd.Timestamp(stated).to_period("M")).n
         cutoffs.append((ESTIMATED, diff, est))
@@ -112,8 +138,7 @@ def sensitivity_frame(panel: pd.DataFrame, stated: str, estimated: object, rule:
     return frame
 
 
-def build_frame(panel_relation: object, settings_frame: pd.DataFrame,
-                effective: pd.DataFrame) -> pd.DataFrame:
+def build_frame(panel_relation: object, settings_frame: pd.DataFrame, effective: pd.DataFrame) -> pd.DataFrame:
     """cutoff_sensitivity for a dbt build: the whole panel (the columns the regressions and
     the verdict read), the study's settings and the effective_cutoff mart."""
     from lookahead.stats.panel_io import read_columns
@@ -128,5 +153,4 @@ def build_frame(panel_relation: object, settings_frame: pd.DataFrame,
     estimated = None
     if len(sel) and str(sel["status"].iloc[0]) == "break":
         estimated = sel["effective_cutoff"].iloc[0]
-    return sensitivity_frame(panel, str(study.protocol.training_cutoff), estimated,
-                             str(study.protocol.high_lap_rule), settings)
+    return sensitivity_frame(panel, str(study.protocol.training_cutoff), estimated, str(study.protocol.high_lap_rule), settings)

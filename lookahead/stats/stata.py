@@ -11,8 +11,8 @@ p/2 when t > 0 and 1 - p/2 otherwise."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 
@@ -21,8 +21,17 @@ from lookahead.stats.fe_regression import CLUSTER_COLUMNS, newey_west_default_la
 from lookahead.stats.protocol import StatsSettings
 
 STATA_COLUMNS = (
-    "row_id", "entity_id", "entity_num", "period_num", "text_date", "target_date", "outcome",
-    "mu_hat", "ud", "lap", "high_lap",
+    "row_id",
+    "entity_id",
+    "entity_num",
+    "period_num",
+    "text_date",
+    "target_date",
+    "outcome",
+    "mu_hat",
+    "ud",
+    "lap",
+    "high_lap",
 )
 
 
@@ -35,8 +44,7 @@ def stata_string(value: str) -> str:
     carried and raises ValueError; the settings loader refuses both in a path
     (lookahead/untrusted.py), so only a path built outside a study meets it."""
     if '"' in value or any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
-        raise ValueError(f"{value!r} cannot be written into the Stata do-file (a double quote or "
-                         "a control character)")
+        raise ValueError(f"{value!r} cannot be written into the Stata do-file (a double quote or a control character)")
     return '"' + value.replace("$", "\\$").replace("`", "\\`") + '"'
 
 
@@ -45,12 +53,12 @@ def _vce(settings: StatsSettings) -> str:
     return "vce(robust)" if col is None else f"cluster({col})"
 
 
-def _sample_block(sample: str, panel_dir: str, results_dir: str, settings: StatsSettings,
-                  single_entity: bool, n_obs: int | None) -> list[str]:
+def _sample_block(
+    sample: str, panel_dir: str, results_dir: str, settings: StatsSettings, single_entity: bool, n_obs: int | None
+) -> list[str]:
     lines = [
         "",
-        f"* ---------------- {sample}-cutoff sample"
-        + (" (placebo, protocol step 5)" if sample == "post" else ""),
+        f"* ---------------- {sample}-cutoff sample" + (" (placebo, protocol step 5)" if sample == "post" else ""),
         f"use {stata_string(f'{panel_dir}/panel_{sample}')}, clear",
         "eststo clear",
     ]
@@ -85,8 +93,7 @@ def _sample_block(sample: str, panel_dir: str, results_dir: str, settings: Stats
     lines += [
         "local t3 = _b[c.mu_hat#c.lap] / _se[c.mu_hat#c.lap]",
         "local p1 = ttail(e(df_r), `t3')",
-        f'display "{sample}: beta_3 = " _b[c.mu_hat#c.lap] "  t = " `t3\' '
-        '"  one-sided p (beta_3 > 0) = " `p1\'',
+        f'display "{sample}: beta_3 = " _b[c.mu_hat#c.lap] "  t = " `t3\' "  one-sided p (beta_3 > 0) = " `p1\'',
         f"esttab val_pooled val_high val_low detection using {stata_string(f'{results_dir}/stata_{sample}.csv')}, ///",
         "    replace csv b(%9.6f) se(%9.6f) t(%9.3f) p(%9.4f) ///",
         "    scalars(N N_clust num_singletons r2 r2_within) ///",
@@ -97,9 +104,14 @@ def _sample_block(sample: str, panel_dir: str, results_dir: str, settings: Stats
     return lines
 
 
-def stata_do_file(settings: StatsSettings, panel_dir: str = "outputs",
-                  results_dir: str = "results", has_post: bool = True,
-                  single_entity: bool = False, n_obs: int | None = None) -> str:
+def stata_do_file(
+    settings: StatsSettings,
+    panel_dir: str = "outputs",
+    results_dir: str = "results",
+    has_post: bool = True,
+    single_entity: bool = False,
+    n_obs: int | None = None,
+) -> str:
     """The do-file text. ``single_entity`` switches to ``newey`` as the package does."""
     lines = [
         "* Lookahead-bias test: the protocol's regressions in Stata (reghdfe + esttab).",
@@ -125,9 +137,12 @@ def stata_do_file(settings: StatsSettings, panel_dir: str = "outputs",
     return "\n".join(lines) + "\n"
 
 
-def export_stata_panels(panel_pre: pd.DataFrame, panel_post: pd.DataFrame | None,
-                        panel_dir: str | os.PathLike[str] = "outputs",
-                        extra_columns: Sequence[str] = ()) -> list[Path]:
+def export_stata_panels(
+    panel_pre: pd.DataFrame,
+    panel_post: pd.DataFrame | None,
+    panel_dir: str | os.PathLike[str] = "outputs",
+    extra_columns: Sequence[str] = (),
+) -> list[Path]:
     """Write outputs/panel_pre.dta (and panel_post.dta) with the columns the do-file uses.
 
     Written to a temporary name and renamed, so a crash never leaves a half file."""
@@ -158,10 +173,14 @@ def export_stata_panels(panel_pre: pd.DataFrame, panel_post: pd.DataFrame | None
     return written
 
 
-def write_stata_do_file(path: str | os.PathLike[str], settings: StatsSettings,
-                        panel_pre: pd.DataFrame | None = None,
-                        panel_post: pd.DataFrame | None = None,
-                        panel_dir: str = "outputs", results_dir: str = "results") -> Path:
+def write_stata_do_file(
+    path: str | os.PathLike[str],
+    settings: StatsSettings,
+    panel_pre: pd.DataFrame | None = None,
+    panel_post: pd.DataFrame | None = None,
+    panel_dir: str = "outputs",
+    results_dir: str = "results",
+) -> Path:
     """Write the do-file to ``path`` (atomically) and return it.
 
     With the panels given, a single-entity panel gets the newey commands and the

@@ -100,8 +100,8 @@ VERDICTS = (CONTAMINATION, NO_EVIDENCE, MIXED, UNDERPOWERED)
 
 ALPHA_DETECTION = DETECTION_ALPHA  # beta_3 one-sided
 ALPHA_VALIDATION = 0.05  # high-LAP theta two-sided; high minus low one-sided
-PLACEBO_PASS_P = PLACEBO_ALPHA     # post-cutoff beta_3 one-sided p must exceed this
-MDE_POWER = 0.80         # minimum detectable effect: power of the one-sided test
+PLACEBO_PASS_P = PLACEBO_ALPHA  # post-cutoff beta_3 one-sided p must exceed this
+MDE_POWER = 0.80  # minimum detectable effect: power of the one-sided test
 RECALL_MIN_SD = 0.01
 MINK_MIN_CV = 0.01
 MAX_CENSORING = 0.99
@@ -109,7 +109,7 @@ MAX_CENSORING = 0.99
 DECISION_RULE = (
     "Contamination detected: beta_3 > 0 (one-sided p < 0.05) with the validation pattern "
     "present and the placebo passing. No evidence of contamination: beta_3 indistinguishable "
-    "from zero with LAP showing meaningful variation (otherwise report \"underpowered\"). "
+    'from zero with LAP showing meaningful variation (otherwise report "underpowered"). '
     "Mixed/invalid: validation fails or placebo fails — explain which."
 )
 RECOMMENDATION = (
@@ -160,11 +160,11 @@ class VerdictFacts:
     vcov: str
     approximated: bool
     beta3_note: str = ""
-    n_rows_pre: int = -1            # pre-cutoff panel rows (-1: not known)
+    n_rows_pre: int = -1  # pre-cutoff panel rows (-1: not known)
     beta3_se: float = math.nan
     beta3_p_two_sided: float = math.nan
     beta3_p_wild_one_sided: float = math.nan
-    beta3_df: float = math.nan      # degrees of freedom of its t test (G-1 when clustered)
+    beta3_df: float = math.nan  # degrees of freedom of its t test (G-1 when clustered)
     n_clusters_pre: float = math.nan
     theta_high_p_wild: float = math.nan
     theta_low_p_wild: float = math.nan
@@ -181,10 +181,10 @@ class VerdictFacts:
     lap_min_sd_post: float = math.nan
     wild_draws: int = 0
     beta3_p_wild_two_sided: float = math.nan
-    theta_high_sd: float = math.nan   # per sd of U-D in its half: ud + ud:high_lap (difference regression)
-    theta_low_sd: float = math.nan    # per sd of U-D in its half: ud (difference regression)
-    n_forecast_pre: int = -1          # pre-cutoff rows with a parsed forecast and an outcome (-1: not known)
-    n_lap_values_pre: int = -1        # pre-cutoff rows with a LAP value (-1: not known)
+    theta_high_sd: float = math.nan  # per sd of U-D in its half: ud + ud:high_lap (difference regression)
+    theta_low_sd: float = math.nan  # per sd of U-D in its half: ud (difference regression)
+    n_forecast_pre: int = -1  # pre-cutoff rows with a parsed forecast and an outcome (-1: not known)
+    n_lap_values_pre: int = -1  # pre-cutoff rows with a LAP value (-1: not known)
     placebo_p_wild_two_sided: float = math.nan
     # each test's own regression: clusters G, effective clusters G* (Carter, Schnepel and
     # Steigerwald 2017), the wild draws behind its p (after any extension near a threshold)
@@ -201,12 +201,12 @@ class VerdictFacts:
     theta_diff_wild_draws: int = 0
     placebo_g_star: float = math.nan
     placebo_wild_draws: int = 0
-    beta3_mde_regression: float = math.nan    # regression_results.mde of beta_3 (by the inference read)
+    beta3_mde_regression: float = math.nan  # regression_results.mde of beta_3 (by the inference read)
     placebo_mde_regression: float = math.nan  # the same for the post-cutoff beta_3
     placebo_se: float = math.nan
     placebo_df: float = math.nan
-    n_outcome_pre: int = -1           # pre-cutoff rows with an outcome (-1: not known)
-    n_mu_hat_pre: int = -1            # pre-cutoff rows with a parsed forecast (-1: not known)
+    n_outcome_pre: int = -1  # pre-cutoff rows with an outcome (-1: not known)
+    n_mu_hat_pre: int = -1  # pre-cutoff rows with a parsed forecast (-1: not known)
 
 
 # ---------------------------------------------------------------- how numbers are printed
@@ -261,6 +261,7 @@ def _pct(x: float) -> str:
 
 # ---------------------------------------------------------------- the structured outcome
 
+
 @dataclass(frozen=True)
 class TestFact:
     """One test as the rule read it: estimate (and its unit), t, the p the rule read and
@@ -272,13 +273,13 @@ class TestFact:
     t: float
     p: float
     sided: str
-    source: str            # CRV1 | wild bootstrap | Newey-West | HC1
-    draws: int = 0         # wild bootstrap draws behind p (0: an analytic p)
+    source: str  # CRV1 | wild bootstrap | Newey-West | HC1
+    draws: int = 0  # wild bootstrap draws behind p (0: an analytic p)
     df: float = math.nan
     n_obs: int = 0
     n_clusters: float = math.nan
     not_estimable: str = ""
-    g_star: float = math.nan   # effective number of clusters of its regression
+    g_star: float = math.nan  # effective number of clusters of its regression
     threshold: float = ALPHA_DETECTION  # what the rule reads p against
 
     @property
@@ -300,7 +301,7 @@ class TestFact:
         return fmt_p(self.p, self.draws)
 
     def p_phrase(self) -> str:
-        """"one-sided p 0.002 by CRV1": the p named with its source."""
+        """ "one-sided p 0.002 by CRV1": the p named with its source."""
         via = self.source
         if self.draws and self.p != 0:  # a zero names B in its bound already
             via += f" ({self.draws} draws)"
@@ -313,12 +314,16 @@ PATHS: dict[str, tuple[str, str]] = {
     "no_pre_rows": (UNDERPOWERED, "no pre-cutoff rows"),
     "beta3_not_estimable": (UNDERPOWERED, "beta_3 not estimable"),
     "null_no_variation": (UNDERPOWERED, "beta_3 not significant and LAP without meaningful variation"),
-    "significant_no_variation": (UNDERPOWERED, "beta_3 significant but LAP without meaningful "
-                                               "variation: the estimate does not decide"),
+    "significant_no_variation": (
+        UNDERPOWERED,
+        "beta_3 significant but LAP without meaningful variation: the estimate does not decide",
+    ),
     "null_negative": (NO_EVIDENCE, "beta_3 significantly negative (two-sided p < 0.05)"),
     "null_zero": (NO_EVIDENCE, "beta_3 indistinguishable from zero (two-sided p >= 0.05), LAP varies"),
-    "null_not_positive": (NO_EVIDENCE, "beta_3 not significantly positive; two-sided p not "
-                                       "available, or below 0.05 with a positive estimate"),
+    "null_not_positive": (
+        NO_EVIDENCE,
+        "beta_3 not significantly positive; two-sided p not available, or below 0.05 with a positive estimate",
+    ),
     "contamination": (CONTAMINATION, "beta_3 significant, validation pattern present, placebo passes"),
     "mixed": (MIXED, "beta_3 significant, validation or placebo not passing"),
 }
@@ -356,7 +361,7 @@ UNITS_RULE = (
     "estimate's t-statistic or p-value depends on the unit of LAP. The verdict depends on "
     "LAP's unit in one place only: the variation rule for recall LAP is absolute (sd >= "
     "0.01), because recall LAP is a probability on a fixed 0-1 scale; rescaled recall LAP is "
-    "no longer that probability, and below the threshold the verdict becomes \"Underpowered\". "
+    'no longer that probability, and below the threshold the verdict becomes "Underpowered". '
     "Min-K% LAP's rule (sd >= 1% of mean |LAP|) is scale-free."
 )
 
@@ -373,7 +378,7 @@ class Outcome:
     validation_failures: tuple[str, ...]
     placebo: str
     tests: dict[str, TestFact]
-    facts: "VerdictFacts"
+    facts: VerdictFacts
 
     @property
     def validation_present(self) -> bool:
@@ -381,6 +386,7 @@ class Outcome:
 
 
 # ---------------------------------------------------------------- which p-value
+
 
 def _few(n_clusters: float) -> bool:
     """Fewer clusters than the protocol's ~20: cluster-robust inference is unreliable."""
@@ -405,15 +411,41 @@ def _pick(f: VerdictFacts, p_crv: float, p_wild: float) -> tuple[float, str]:
     return p_crv, _source(f)
 
 
-def _test(f: VerdictFacts, name: str, estimate: float, unit: str, t: float, p_crv: float,
-          p_wild: float, n_clusters: float, sided: str, n_obs: int = 0, df: float = math.nan,
-          not_estimable: str = "", g_star: float = math.nan, draws: int = 0,
-          threshold: float = ALPHA_DETECTION) -> TestFact:
+def _test(
+    f: VerdictFacts,
+    name: str,
+    estimate: float,
+    unit: str,
+    t: float,
+    p_crv: float,
+    p_wild: float,
+    n_clusters: float,
+    sided: str,
+    n_obs: int = 0,
+    df: float = math.nan,
+    not_estimable: str = "",
+    g_star: float = math.nan,
+    draws: int = 0,
+    threshold: float = ALPHA_DETECTION,
+) -> TestFact:
     p, source = _pick(f, p_crv, p_wild)
     b = (draws or f.wild_draws) if source == WILD_LABEL else 0
-    return TestFact(name=name, estimate=estimate, unit=unit, t=t, p=p, sided=sided,
-                    source=source, draws=b, df=df, n_obs=n_obs, n_clusters=n_clusters,
-                    not_estimable=not_estimable, g_star=g_star, threshold=threshold)
+    return TestFact(
+        name=name,
+        estimate=estimate,
+        unit=unit,
+        t=t,
+        p=p,
+        sided=sided,
+        source=source,
+        draws=b,
+        df=df,
+        n_obs=n_obs,
+        n_clusters=n_clusters,
+        not_estimable=not_estimable,
+        g_star=g_star,
+        threshold=threshold,
+    )
 
 
 def tests_of(f: VerdictFacts) -> dict[str, TestFact]:
@@ -422,31 +454,103 @@ def tests_of(f: VerdictFacts) -> dict[str, TestFact]:
     b3 = dict(g_star=f.beta3_g_star, draws=f.beta3_wild_draws)
     plc = dict(g_star=f.placebo_g_star, draws=f.placebo_wild_draws, threshold=PLACEBO_PASS_P)
     return {
-        "beta3": _test(f, "beta_3", f.beta3, "per unit of mu_hat x LAP", f.beta3_t,
-                       f.beta3_p_one_sided, f.beta3_p_wild_one_sided, g_pre, "one-sided",
-                       f.n_obs_pre, f.beta3_df, f.beta3_note, **b3),
-        "beta3_two_sided": _test(f, "beta_3", f.beta3, "per unit of mu_hat x LAP", f.beta3_t,
-                                 f.beta3_p_two_sided, f.beta3_p_wild_two_sided, g_pre,
-                                 "two-sided", f.n_obs_pre, f.beta3_df, **b3),
-        "theta_high": _test(f, "high-LAP theta", f.theta_high, "per unit of U-D", f.theta_high_t,
-                            f.theta_high_p, f.theta_high_p_wild, f.theta_high_n_clusters,
-                            "two-sided", g_star=f.theta_high_g_star, draws=f.theta_high_wild_draws),
-        "theta_low": _test(f, "low-LAP theta", f.theta_low, "per unit of U-D", f.theta_low_t,
-                           f.theta_low_p, f.theta_low_p_wild, f.theta_low_n_clusters, "two-sided",
-                           g_star=f.theta_low_g_star, draws=f.theta_low_wild_draws),
-        "theta_diff": _test(f, "high- minus low-LAP theta", f.theta_diff,
-                            "per sd of U-D within its half", f.theta_diff_t,
-                            f.theta_diff_p_one_sided, f.theta_diff_p_wild_one_sided,
-                            f.theta_diff_n_clusters, "one-sided", g_star=f.theta_diff_g_star,
-                            draws=f.theta_diff_wild_draws),
-        "placebo": _test(f, "post-cutoff beta_3", f.placebo_beta3, "per unit of mu_hat x LAP",
-                         f.placebo_t, f.placebo_p_one_sided, f.placebo_p_wild_one_sided, g_post,
-                         "one-sided", f.n_obs_post, f.placebo_df, **plc),
-        "placebo_two_sided": _test(f, "post-cutoff beta_3", f.placebo_beta3,
-                                   "per unit of mu_hat x LAP", f.placebo_t, f.placebo_p_two_sided,
-                                   f.placebo_p_wild_two_sided, g_post, "two-sided", f.n_obs_post,
-                                   f.placebo_df, g_star=f.placebo_g_star,
-                                   draws=f.placebo_wild_draws),
+        "beta3": _test(
+            f,
+            "beta_3",
+            f.beta3,
+            "per unit of mu_hat x LAP",
+            f.beta3_t,
+            f.beta3_p_one_sided,
+            f.beta3_p_wild_one_sided,
+            g_pre,
+            "one-sided",
+            f.n_obs_pre,
+            f.beta3_df,
+            f.beta3_note,
+            **b3,
+        ),
+        "beta3_two_sided": _test(
+            f,
+            "beta_3",
+            f.beta3,
+            "per unit of mu_hat x LAP",
+            f.beta3_t,
+            f.beta3_p_two_sided,
+            f.beta3_p_wild_two_sided,
+            g_pre,
+            "two-sided",
+            f.n_obs_pre,
+            f.beta3_df,
+            **b3,
+        ),
+        "theta_high": _test(
+            f,
+            "high-LAP theta",
+            f.theta_high,
+            "per unit of U-D",
+            f.theta_high_t,
+            f.theta_high_p,
+            f.theta_high_p_wild,
+            f.theta_high_n_clusters,
+            "two-sided",
+            g_star=f.theta_high_g_star,
+            draws=f.theta_high_wild_draws,
+        ),
+        "theta_low": _test(
+            f,
+            "low-LAP theta",
+            f.theta_low,
+            "per unit of U-D",
+            f.theta_low_t,
+            f.theta_low_p,
+            f.theta_low_p_wild,
+            f.theta_low_n_clusters,
+            "two-sided",
+            g_star=f.theta_low_g_star,
+            draws=f.theta_low_wild_draws,
+        ),
+        "theta_diff": _test(
+            f,
+            "high- minus low-LAP theta",
+            f.theta_diff,
+            "per sd of U-D within its half",
+            f.theta_diff_t,
+            f.theta_diff_p_one_sided,
+            f.theta_diff_p_wild_one_sided,
+            f.theta_diff_n_clusters,
+            "one-sided",
+            g_star=f.theta_diff_g_star,
+            draws=f.theta_diff_wild_draws,
+        ),
+        "placebo": _test(
+            f,
+            "post-cutoff beta_3",
+            f.placebo_beta3,
+            "per unit of mu_hat x LAP",
+            f.placebo_t,
+            f.placebo_p_one_sided,
+            f.placebo_p_wild_one_sided,
+            g_post,
+            "one-sided",
+            f.n_obs_post,
+            f.placebo_df,
+            **plc,
+        ),
+        "placebo_two_sided": _test(
+            f,
+            "post-cutoff beta_3",
+            f.placebo_beta3,
+            "per unit of mu_hat x LAP",
+            f.placebo_t,
+            f.placebo_p_two_sided,
+            f.placebo_p_wild_two_sided,
+            g_post,
+            "two-sided",
+            f.n_obs_post,
+            f.placebo_df,
+            g_star=f.placebo_g_star,
+            draws=f.placebo_wild_draws,
+        ),
     }
 
 
@@ -457,13 +561,17 @@ def beta3_p_used(f: VerdictFacts) -> tuple[float, str]:
 
 # ---------------------------------------------------------------- the rule itself
 
+
 def _analytic_mde(se: float, df: float, alpha: float = ALPHA_DETECTION) -> float:
     """(t_{1-alpha} + t_{0.80}) x SE on the test's degrees of freedom."""
     if not (np.isfinite(se) and se > 0):
         return math.nan
     df = df if np.isfinite(df) and df > 0 else math.inf
-    q = (stats.t.ppf(1 - alpha, df) + stats.t.ppf(MDE_POWER, df)) if np.isfinite(df) else (
-        stats.norm.ppf(1 - alpha) + stats.norm.ppf(MDE_POWER))
+    q = (
+        (stats.t.ppf(1 - alpha, df) + stats.t.ppf(MDE_POWER, df))
+        if np.isfinite(df)
+        else (stats.norm.ppf(1 - alpha) + stats.norm.ppf(MDE_POWER))
+    )
     return float(q * se)
 
 
@@ -479,12 +587,10 @@ def placebo_mde(f: VerdictFacts) -> float:
     """Minimum detectable post-cutoff beta_3 of the one-sided 10% test the placebo is read
     at (80% power), by the inference the placebo reads (regression_results.mde of the
     post-cutoff sample is computed at that level)."""
-    return _read_mde(f.placebo_beta3, f.placebo_mde_regression, f.placebo_se, f.placebo_df,
-                     PLACEBO_PASS_P)
+    return _read_mde(f.placebo_beta3, f.placebo_mde_regression, f.placebo_se, f.placebo_df, PLACEBO_PASS_P)
 
 
-def _read_mde(estimate: float, from_regression: float, se: float, df: float,
-              alpha: float = ALPHA_DETECTION) -> float:
+def _read_mde(estimate: float, from_regression: float, se: float, df: float, alpha: float = ALPHA_DETECTION) -> float:
     """No MDE without an estimate; regression_results' own when it has one; else analytic."""
     if not np.isfinite(estimate):
         return math.nan
@@ -534,11 +640,12 @@ def post_lap_collapse(f: VerdictFacts) -> str:
     if f.lap_n_post == 0:
         return ""
     if f.lap_distinct_post < 2:
-        return (f"post-cutoff LAP collapsed: constant at {fmt_num(f.lap_mean_post)} in all "
-                f"{f.lap_n_post} rows")
+        return f"post-cutoff LAP collapsed: constant at {fmt_num(f.lap_mean_post)} in all {f.lap_n_post} rows"
     if np.isfinite(f.lap_sd_post) and np.isfinite(f.lap_min_sd_post) and f.lap_sd_post < f.lap_min_sd_post:
-        return (f"post-cutoff LAP collapsed: sd {fmt_num(f.lap_sd_post)} below the variation "
-                f"threshold {fmt_num(f.lap_min_sd_post)} ({_threshold_rule(f.lap_measure)})")
+        return (
+            f"post-cutoff LAP collapsed: sd {fmt_num(f.lap_sd_post)} below the variation "
+            f"threshold {fmt_num(f.lap_min_sd_post)} ({_threshold_rule(f.lap_measure)})"
+        )
     return ""
 
 
@@ -633,11 +740,13 @@ def evaluate(f: VerdictFacts) -> Outcome:
         path = "contamination"
     else:
         path = "mixed"
-    return Outcome(decision=PATHS[path][0], path=path, lap_problem=problem,
-                   validation_failures=val, placebo=plc, tests=tests, facts=f)
+    return Outcome(
+        decision=PATHS[path][0], path=path, lap_problem=problem, validation_failures=val, placebo=plc, tests=tests, facts=f
+    )
 
 
 # ---------------------------------------------------------------- words from the outcome
+
 
 def _threshold_rule(measure: str) -> str:
     """The registry's variation rule of `measure` (lookahead.measures), in words."""
@@ -648,36 +757,41 @@ def _threshold_rule(measure: str) -> str:
 
 
 def _side(p: float, threshold: float) -> str:
-    """"below 0.05" / "not below 0.05": how the printed p relates to the rule's threshold."""
+    """ "below 0.05" / "not below 0.05": how the printed p relates to the rule's threshold."""
     return f"below {threshold:g}" if p < threshold else f"not below {threshold:g}"
 
 
 def lap_problem_text(o: Outcome) -> str:
     f, cens = o.facts, _pct(o.facts.censoring_rate_pre)
     return {
-        "no_outcomes": (f"no pre-cutoff row has an outcome: all {f.n_rows_pre} pre-cutoff "
-                        "outcomes are missing, so there is nothing to regress"
-                        + (f" ({f.n_mu_hat_pre} rows have a parsed forecast)"
-                           if f.n_mu_hat_pre >= 0 else "")),
-        "no_forecasts": (f"no pre-cutoff row has a parsed forecast: none of the {f.n_rows_pre} "
-                         "pre-cutoff answers maps to a forecast label (mu_hat missing), so there "
-                         "is nothing for LAP to interact with"),
+        "no_outcomes": (
+            f"no pre-cutoff row has an outcome: all {f.n_rows_pre} pre-cutoff "
+            "outcomes are missing, so there is nothing to regress"
+            + (f" ({f.n_mu_hat_pre} rows have a parsed forecast)" if f.n_mu_hat_pre >= 0 else "")
+        ),
+        "no_forecasts": (
+            f"no pre-cutoff row has a parsed forecast: none of the {f.n_rows_pre} "
+            "pre-cutoff answers maps to a forecast label (mu_hat missing), so there "
+            "is nothing for LAP to interact with"
+        ),
         "no_lap": f"no pre-cutoff row has a LAP value (censoring rate of recall labels {cens})",
-        "no_overlap": ("no pre-cutoff row has both a parsed forecast and a LAP value "
-                       f"({f.n_forecast_pre} rows have a forecast, {f.n_lap_values_pre} a LAP value)"),
-        "censored": (f"recall labels are censored (neither 'up' nor 'down' in the top-20) in "
-                     f"{cens} of pre-cutoff rows"),
+        "no_overlap": (
+            "no pre-cutoff row has both a parsed forecast and a LAP value "
+            f"({f.n_forecast_pre} rows have a forecast, {f.n_lap_values_pre} a LAP value)"
+        ),
+        "censored": (f"recall labels are censored (neither 'up' nor 'down' in the top-20) in {cens} of pre-cutoff rows"),
         "constant": f"LAP is constant on the pre-cutoff sample (censoring rate {cens})",
-        "small_sd": (f"LAP sd {fmt_num(f.lap_sd_pre)} is below the threshold "
-                     f"{fmt_num(f.lap_min_sd_used)} ({_threshold_rule(f.lap_measure)}; censoring "
-                     f"rate {cens})"),
+        "small_sd": (
+            f"LAP sd {fmt_num(f.lap_sd_pre)} is below the threshold "
+            f"{fmt_num(f.lap_min_sd_used)} ({_threshold_rule(f.lap_measure)}; censoring "
+            f"rate {cens})"
+        ),
     }.get(o.lap_problem, "")
 
 
 def _b3(o: Outcome) -> str:
     t = o.tests["beta3"]
-    return (f"beta_3 = {fmt_num(t.estimate)} (t {fmt_t(t.t)}, {t.p_phrase()}, "
-            f"N {o.facts.n_obs_pre})")
+    return f"beta_3 = {fmt_num(t.estimate)} (t {fmt_t(t.t)}, {t.p_phrase()}, N {o.facts.n_obs_pre})"
 
 
 def mde_sentence(o: Outcome) -> str:
@@ -686,12 +800,16 @@ def mde_sentence(o: Outcome) -> str:
     if not np.isfinite(m):
         return " No minimum detectable effect can be stated: beta_3 is not estimable."
     per_sd = m * f.lap_sd_pre if np.isfinite(f.lap_sd_pre) else math.nan
-    how = ("from the wild bootstrap's t distribution and its standard error"
-           if o.tests["beta3"].source == WILD_LABEL and np.isfinite(f.beta3_mde_regression)
-           else "from its standard error")
-    return (f" The minimum detectable beta_3 is {fmt_num(m)} (one-sided 5% test, 80% power, "
-            f"{how}), i.e. a one-sd rise in LAP raising the slope on mu_hat "
-            f"by {fmt_num(per_sd)}.")
+    how = (
+        "from the wild bootstrap's t distribution and its standard error"
+        if o.tests["beta3"].source == WILD_LABEL and np.isfinite(f.beta3_mde_regression)
+        else "from its standard error"
+    )
+    return (
+        f" The minimum detectable beta_3 is {fmt_num(m)} (one-sided 5% test, 80% power, "
+        f"{how}), i.e. a one-sd rise in LAP raising the slope on mu_hat "
+        f"by {fmt_num(per_sd)}."
+    )
 
 
 def _g_text(t: TestFact) -> str:
@@ -718,22 +836,29 @@ def few_clusters_text(o: Outcome) -> str:
     if not few:
         return ""
     which = "; ".join(f"{t.name}: {_g_text(t)}" for t in few.values())
-    return (f" Warning: fewer than {MIN_CLUSTERS} clusters ({which}; G* is the effective number "
-            "of clusters, Carter, Schnepel and Steigerwald 2017): cluster-robust inference is "
-            "unreliable with so few (protocol); the wild bootstrap p-values hold their size "
-            "better than CRV1's, but treat the decision with caution.")
+    return (
+        f" Warning: fewer than {MIN_CLUSTERS} clusters ({which}; G* is the effective number "
+        "of clusters, Carter, Schnepel and Steigerwald 2017): cluster-robust inference is "
+        "unreliable with so few (protocol); the wild bootstrap p-values hold their size "
+        "better than CRV1's, but treat the decision with caution."
+    )
 
 
 def borderline_text(o: Outcome) -> str:
     """Tests whose bootstrap p is still within two Monte Carlo SEs of its threshold."""
-    parts = [f"{t.name} ({t.sided} p {t.p_text()}, Monte Carlo SE {fmt_num(t.mc_se, 2)} from "
-             f"{t.draws:,} draws, against {t.threshold:g})"
-             for t in read_tests(o).values() if t.borderline]
+    parts = [
+        f"{t.name} ({t.sided} p {t.p_text()}, Monte Carlo SE {fmt_num(t.mc_se, 2)} from "
+        f"{t.draws:,} draws, against {t.threshold:g})"
+        for t in read_tests(o).values()
+        if t.borderline
+    ]
     if not parts:
         return ""
-    return (" Borderline: " + "; ".join(parts) + " — within two Monte Carlo SEs of the "
-            "threshold even after the draws were extended, so other draws could decide it "
-            "the other way.")
+    return (
+        " Borderline: " + "; ".join(parts) + " — within two Monte Carlo SEs of the "
+        "threshold even after the draws were extended, so other draws could decide it "
+        "the other way."
+    )
 
 
 def inference_note(o: Outcome) -> str:
@@ -742,17 +867,26 @@ def inference_note(o: Outcome) -> str:
     b3 = o.tests["beta3"]
     extra = few_clusters_text(o) + borderline_text(o)
     if b3.source == NEWEY_WEST_LABEL:
-        return (" One entity: a time series, so standard errors are Newey-West with t("
-                f"{fmt_num(f.beta3_df)}) p-values, and power is limited (protocol)." + extra)
+        return (
+            " One entity: a time series, so standard errors are Newey-West with t("
+            f"{fmt_num(f.beta3_df)}) p-values, and power is limited (protocol)." + extra
+        )
     if b3.source == CRV1_LABEL and f.wild_draws == 0 and b3.estimable:
-        return (" No wild bootstrap was drawn (wild_bootstrap_draws = 0): the tests read CRV1 "
-                "p-values, which over-reject when a few clusters carry the variation "
-                "(docs/montecarlo.md)." + extra)
+        return (
+            " No wild bootstrap was drawn (wild_bootstrap_draws = 0): the tests read CRV1 "
+            "p-values, which over-reject when a few clusters carry the variation "
+            "(docs/montecarlo.md)." + extra
+        )
     return extra
+
+
 def _per_sd(o: Outcome) -> str:
     f, d = o.facts, o.tests["theta_diff"]
-    both = (f"{fmt_num(f.theta_high_sd)} against {fmt_num(f.theta_low_sd)}, "
-            if np.isfinite(f.theta_high_sd) and np.isfinite(f.theta_low_sd) else "")
+    both = (
+        f"{fmt_num(f.theta_high_sd)} against {fmt_num(f.theta_low_sd)}, "
+        if np.isfinite(f.theta_high_sd) and np.isfinite(f.theta_low_sd)
+        else ""
+    )
     return f"{both}a difference of {fmt_num(d.estimate)} (t {fmt_t(d.t)}, {d.p_phrase()})"
 
 
@@ -770,8 +904,7 @@ def validation_text(o: Outcome) -> str:
     text = _validation_words(o)
     k = no_lap_rows(o.facts)
     if k:
-        text += (f" ({k} pre-cutoff row{'s' if k != 1 else ''} without LAP "
-                 f"{'are' if k != 1 else 'is'} in neither half)")
+        text += f" ({k} pre-cutoff row{'s' if k != 1 else ''} without LAP {'are' if k != 1 else 'is'} in neither half)"
     return text
 
 
@@ -781,30 +914,40 @@ def _validation_words(o: Outcome) -> str:
     if o.validation_present:
         extra = ""
         if low.estimable and low.p < ALPHA_VALIDATION:
-            extra = (f"; the low-LAP theta is itself significant ({fmt_num(low.estimate)} per "
-                     f"unit of U-D, {low.p_phrase()}), but smaller per sd")
-        return (f"validation pattern present: the high-LAP theta is positive and significant "
-                f"({hi}) and, per sd of U-D within each half, exceeds the low-LAP theta: "
-                f"{_per_sd(o)}{extra}")
+            extra = (
+                f"; the low-LAP theta is itself significant ({fmt_num(low.estimate)} per "
+                f"unit of U-D, {low.p_phrase()}), but smaller per sd"
+            )
+        return (
+            f"validation pattern present: the high-LAP theta is positive and significant "
+            f"({hi}) and, per sd of U-D within each half, exceeds the low-LAP theta: "
+            f"{_per_sd(o)}{extra}"
+        )
     parts = []
     for code in o.validation_failures:
         if code == "high_not_estimable":
             parts.append("the high-LAP theta could not be estimated")
         elif code == "high_negative":
-            parts.append(f"the high-LAP theta is significantly negative ({hi}): the recalled "
-                         "direction predicts the opposite outcome, which memorization does not produce")
+            parts.append(
+                f"the high-LAP theta is significantly negative ({hi}): the recalled "
+                "direction predicts the opposite outcome, which memorization does not produce"
+            )
         elif code == "high_not_significant":
-            parts.append(f"the high-LAP theta is not significantly positive ({hi}, "
-                         f"{_side(high.p, ALPHA_VALIDATION)}): no evidence of memorization, and "
-                         "the detection test has little power (protocol)")
+            parts.append(
+                f"the high-LAP theta is not significantly positive ({hi}, "
+                f"{_side(high.p, ALPHA_VALIDATION)}): no evidence of memorization, and "
+                "the detection test has little power (protocol)"
+            )
         elif code == "diff_not_estimable":
             parts.append("the high-minus-low-LAP theta difference could not be estimated")
         elif code == "diff_not_significant":
             d = o.tests["theta_diff"]
-            parts.append(f"per sd of U-D within each half, the high-LAP theta does not "
-                         f"significantly exceed the low-LAP theta: {_per_sd(o)}, "
-                         f"{_side(d.p, ALPHA_VALIDATION)}; predictive power is not concentrated "
-                         "in the high-LAP half")
+            parts.append(
+                f"per sd of U-D within each half, the high-LAP theta does not "
+                f"significantly exceed the low-LAP theta: {_per_sd(o)}, "
+                f"{_side(d.p, ALPHA_VALIDATION)}; predictive power is not concentrated "
+                "in the high-LAP half"
+            )
     return "validation fails: " + "; ".join(parts)
 
 
@@ -815,42 +958,52 @@ def placebo_text(o: Outcome) -> str:
         return "placebo infeasible: no post-cutoff rows (steps 1-4 only)"
     if o.placebo == "passes_collapsed":
         if t.estimable:
-            return (f"placebo passes: {post_lap_collapse(f)}, so nothing is left for LAP to proxy "
-                    f"(the collapse the protocol expects); the post-cutoff beta_3 on that little "
-                    f"variation is {not_informative(collapsed_lap(f)['post'])}: it could detect "
-                    f"only effects above {fmt_num(placebo_mde(f))} and is not read as a test")
-        return (f"placebo passes: {post_lap_collapse(f)}, so post-cutoff beta_3 is not "
-                "estimable and nothing is left for LAP to proxy (the collapse the protocol expects)")
+            return (
+                f"placebo passes: {post_lap_collapse(f)}, so nothing is left for LAP to proxy "
+                f"(the collapse the protocol expects); the post-cutoff beta_3 on that little "
+                f"variation is {not_informative(collapsed_lap(f)['post'])}: it could detect "
+                f"only effects above {fmt_num(placebo_mde(f))} and is not read as a test"
+            )
+        return (
+            f"placebo passes: {post_lap_collapse(f)}, so post-cutoff beta_3 is not "
+            "estimable and nothing is left for LAP to proxy (the collapse the protocol expects)"
+        )
     if o.placebo == "not_estimable":
-        return ("placebo not estimable: post-cutoff beta_3 could not be estimated while "
-                f"post-cutoff LAP varies (sd {fmt_num(f.lap_sd_post)}, mean "
-                f"{fmt_num(f.lap_mean_post)})")
+        return (
+            "placebo not estimable: post-cutoff beta_3 could not be estimated while "
+            f"post-cutoff LAP varies (sd {fmt_num(f.lap_sd_post)}, mean "
+            f"{fmt_num(f.lap_mean_post)})"
+        )
     b = f"post-cutoff beta_3 {fmt_num(t.estimate)} (t {fmt_t(t.t)}, {t.p_phrase()}"
     little = post_lap_collapse(f)
-    note = (f"; {little.replace('collapsed: ', 'varies little: ')}, so the estimate rests on "
-            "little variation") if little else ""
+    note = (f"; {little.replace('collapsed: ', 'varies little: ')}, so the estimate rests on little variation") if little else ""
     if o.placebo == "passes_low_power":
-        return (f"placebo passes: {b}, above {PLACEBO_PASS_P:g}){note}, though it could not rule "
-                f"out a post-cutoff effect as large as the pre-cutoff one (its minimum "
-                f"detectable effect, one-sided {PLACEBO_PASS_P:g} test at 80% power, is "
-                f"{fmt_num(placebo_mde(f))} against beta_3 {fmt_num(f.beta3)}), so the evidence "
-                "that the effect ends at the cutoff is LAP's fall there (the effective-cutoff "
-                "table)")
+        return (
+            f"placebo passes: {b}, above {PLACEBO_PASS_P:g}){note}, though it could not rule "
+            f"out a post-cutoff effect as large as the pre-cutoff one (its minimum "
+            f"detectable effect, one-sided {PLACEBO_PASS_P:g} test at 80% power, is "
+            f"{fmt_num(placebo_mde(f))} against beta_3 {fmt_num(f.beta3)}), so the evidence "
+            "that the effect ends at the cutoff is LAP's fall there (the effective-cutoff "
+            "table)"
+        )
     if o.placebo == "passes":
         neg = ""
         if np.isfinite(two.p) and two.p < ALPHA_DETECTION and t.estimate < 0:
-            neg = (f"; it is significantly negative ({two.p_phrase()}), which is no surviving "
-                   "positive effect")
+            neg = f"; it is significantly negative ({two.p_phrase()}), which is no surviving positive effect"
         return f"placebo passes: {b}, above {PLACEBO_PASS_P:g}){neg}{note}"
-    return (f"placebo fails: {b}, not above {PLACEBO_PASS_P:g}): a post-cutoff effect survives; "
-            f"the recall measure may proxy for something other than memorization{note}")
+    return (
+        f"placebo fails: {b}, not above {PLACEBO_PASS_P:g}): a post-cutoff effect survives; "
+        f"the recall measure may proxy for something other than memorization{note}"
+    )
 
 
 def _not_estimable_reason(f: VerdictFacts) -> str:
     note = f.beta3_note.strip()
-    if f.n_obs_pre and f.n_obs_pre <= 3 or "singleton" in note or "no observations" in note:
-        return (f"too few usable pre-cutoff rows ({f.n_rows_pre if f.n_rows_pre >= 0 else 'NA'} "
-                f"rows, {f.n_obs_pre} in the regression){': ' + note if note else ''}")
+    if (f.n_obs_pre and f.n_obs_pre <= 3) or "singleton" in note or "no observations" in note:
+        return (
+            f"too few usable pre-cutoff rows ({f.n_rows_pre if f.n_rows_pre >= 0 else 'NA'} "
+            f"rows, {f.n_obs_pre} in the regression){': ' + note if note else ''}"
+        )
     marker = "not estimable: "
     if marker in note:  # the fit said why this term is not estimable: quote that
         return note.split(marker, 1)[1].split("; ")[0] if "; " in note.split(marker, 1)[1] else note.split(marker, 1)[1]
@@ -863,55 +1016,69 @@ def reason(o: Outcome) -> str:
     suffix = " Results are approximated (sampling fallback)." if f.approximated else ""
     note = inference_note(o)
     if o.path == "no_pre_rows":
-        return ("Underpowered: there are no pre-cutoff rows (every observation realizes after "
-                "the training cutoff), so the detection test cannot run; nothing can be said "
-                "about contamination." + suffix)
+        return (
+            "Underpowered: there are no pre-cutoff rows (every observation realizes after "
+            "the training cutoff), so the detection test cannot run; nothing can be said "
+            "about contamination." + suffix
+        )
     if o.path == "beta3_not_estimable":
         why = lap_problem_text(o) or _not_estimable_reason(f)
-        return (f"Underpowered: beta_3 is not estimable — {why}. The test cannot tell "
-                "contamination from its absence." + mde_sentence(o) + suffix)
+        return (
+            f"Underpowered: beta_3 is not estimable — {why}. The test cannot tell "
+            "contamination from its absence." + mde_sentence(o) + suffix
+        )
     b3 = _b3(o)
     two = o.tests["beta3_two_sided"]
     flat = collapsed_lap(f).get("pre")
     if o.path in ("null_no_variation", "significant_no_variation") and flat is not None:
         # a coefficient per unit of a regressor that barely varies is not printed as a test
-        return (f"Underpowered: beta_3 is {not_informative(flat)}: LAP shows no meaningful "
-                f"variation — {lap_problem_text(o)}. A coefficient per unit of a regressor that "
-                "barely varies is not evidence, so the estimate does not decide; the test cannot "
-                "tell contamination from its absence." + mde_sentence(o) + note + suffix)
+        return (
+            f"Underpowered: beta_3 is {not_informative(flat)}: LAP shows no meaningful "
+            f"variation — {lap_problem_text(o)}. A coefficient per unit of a regressor that "
+            "barely varies is not evidence, so the estimate does not decide; the test cannot "
+            "tell contamination from its absence." + mde_sentence(o) + note + suffix
+        )
     if o.path == "null_no_variation":
-        return (f"Underpowered: {b3} is not significant (not below {ALPHA_DETECTION:g}) and LAP "
-                f"shows no meaningful variation — {lap_problem_text(o)}. The test cannot tell "
-                "contamination from its absence." + mde_sentence(o) + note + suffix)
+        return (
+            f"Underpowered: {b3} is not significant (not below {ALPHA_DETECTION:g}) and LAP "
+            f"shows no meaningful variation — {lap_problem_text(o)}. The test cannot tell "
+            "contamination from its absence." + mde_sentence(o) + note + suffix
+        )
     if o.path == "null_negative":
-        return (f"No evidence of contamination: {b3} is significantly negative ({two.p_phrase()}, "
-                f"below {ALPHA_DETECTION:g}), the opposite of the sign memorization predicts; the "
-                "one-sided test for beta_3 > 0 finds no evidence of contamination."
-                + mde_sentence(o) + note + suffix)
+        return (
+            f"No evidence of contamination: {b3} is significantly negative ({two.p_phrase()}, "
+            f"below {ALPHA_DETECTION:g}), the opposite of the sign memorization predicts; the "
+            "one-sided test for beta_3 > 0 finds no evidence of contamination." + mde_sentence(o) + note + suffix
+        )
     if o.path == "null_zero":
-        return (f"No evidence of contamination: {b3} is indistinguishable from zero "
-                f"({two.p_phrase()}, not below {ALPHA_DETECTION:g}) while LAP varies (sd "
-                f"{fmt_num(f.lap_sd_pre)})." + mde_sentence(o) + note + suffix)
+        return (
+            f"No evidence of contamination: {b3} is indistinguishable from zero "
+            f"({two.p_phrase()}, not below {ALPHA_DETECTION:g}) while LAP varies (sd "
+            f"{fmt_num(f.lap_sd_pre)})." + mde_sentence(o) + note + suffix
+        )
     if o.path == "null_not_positive":
-        return (f"No evidence of contamination: {b3} is not significantly positive (not below "
-                f"{ALPHA_DETECTION:g}) while LAP varies (sd {fmt_num(f.lap_sd_pre)})."
-                + mde_sentence(o) + note + suffix)
+        return (
+            f"No evidence of contamination: {b3} is not significantly positive (not below "
+            f"{ALPHA_DETECTION:g}) while LAP varies (sd {fmt_num(f.lap_sd_pre)})." + mde_sentence(o) + note + suffix
+        )
     if o.path == "significant_no_variation":
-        return (f"Underpowered: {b3} is significant, but LAP shows no meaningful variation — "
-                f"{lap_problem_text(o)}. A coefficient per unit of a regressor that barely "
-                "varies is not evidence, so the estimate does not decide; the test cannot tell "
-                "contamination from its absence." + mde_sentence(o) + note + suffix)
+        return (
+            f"Underpowered: {b3} is significant, but LAP shows no meaningful variation — "
+            f"{lap_problem_text(o)}. A coefficient per unit of a regressor that barely "
+            "varies is not evidence, so the estimate does not decide; the test cannot tell "
+            "contamination from its absence." + mde_sentence(o) + note + suffix
+        )
     val, plc = validation_text(o), placebo_text(o)
     if o.path == "contamination":
-        return (f"Contamination detected: {b3} > 0; {val}; {plc}." + note + " "
-                + RECOMMENDATION + suffix)
+        return f"Contamination detected: {b3} > 0; {val}; {plc}." + note + " " + RECOMMENDATION + suffix
     plc_ok = PLACEBO[o.placebo][0]
-    failed = ([] if o.validation_present else ["validation failed"])
+    failed = [] if o.validation_present else ["validation failed"]
     if not plc_ok:
-        failed.append({"infeasible": "placebo infeasible", "not_estimable": "placebo not estimable",
-                       "fails": "placebo failed"}[o.placebo])
+        failed.append(
+            {"infeasible": "placebo infeasible", "not_estimable": "placebo not estimable", "fails": "placebo failed"}[o.placebo]
+        )
     details = "; ".join(t for t, ok in ((val, o.validation_present), (plc, plc_ok)) if not ok)
-    return (f"Mixed/invalid ({'; '.join(failed)}): {b3} > 0 but {details}." + note + suffix)
+    return f"Mixed/invalid ({'; '.join(failed)}): {b3} > 0 but {details}." + note + suffix
 
 
 def decide(f: VerdictFacts) -> tuple[str, str]:
@@ -921,6 +1088,7 @@ def decide(f: VerdictFacts) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------- facts from tables
+
 
 def _f(x: Any) -> float:
     try:
@@ -932,8 +1100,7 @@ def _f(x: Any) -> float:
 
 #: Every panel column the verdict reads (LAP variation, censoring, approximation); the
 #: dbt model `verdict` reads only these (lookahead.stats.panel_io).
-VERDICT_COLUMNS: tuple[str, ...] = ("lap", "outcome", "mu_hat", "approximated", "up_censored",
-                                    "down_censored", "p_up", "p_down")
+VERDICT_COLUMNS: tuple[str, ...] = ("lap", "outcome", "mu_hat", "approximated", "up_censored", "down_censored", "p_up", "p_down")
 
 
 def censoring_rate(panel: pd.DataFrame) -> float:
@@ -981,8 +1148,9 @@ def _usable_lap(panel: pd.DataFrame | None) -> pd.Series:
     return pd.to_numeric(usable["lap"], errors="coerce").dropna()
 
 
-def gather_facts(results: pd.DataFrame, panel_pre: pd.DataFrame,
-                 panel_post: pd.DataFrame | None, settings: StatsSettings) -> VerdictFacts:
+def gather_facts(
+    results: pd.DataFrame, panel_pre: pd.DataFrame, panel_post: pd.DataFrame | None, settings: StatsSettings
+) -> VerdictFacts:
     """Read the facts the rule uses from regression_results and the panels."""
     det = result_row(results, DETECTION_SPEC, "pre", BETA3)
     pooled = result_row(results, "validation_pooled", "pre", "ud")
@@ -1004,48 +1172,63 @@ def gather_facts(results: pd.DataFrame, panel_pre: pd.DataFrame,
         df = g_pre - 1 if np.isfinite(g_pre) else (n_obs - 3 if np.isfinite(n_obs) else math.nan)
     low_sd, d = _f(diff_low.get("estimate")), _f(diff.get("estimate"))
     return VerdictFacts(
-        beta3=_f(det.get("estimate")), beta3_t=_f(det.get("t")),
+        beta3=_f(det.get("estimate")),
+        beta3_t=_f(det.get("t")),
         beta3_p_one_sided=_f(det.get("p_one_sided")),
         n_obs_pre=int(n_obs) if np.isfinite(n_obs) else 0,
-        theta_pooled=_f(pooled.get("estimate")), theta_pooled_t=_f(pooled.get("t")),
-        theta_high=_f(high.get("estimate")), theta_high_t=_f(high.get("t")),
+        theta_pooled=_f(pooled.get("estimate")),
+        theta_pooled_t=_f(pooled.get("t")),
+        theta_high=_f(high.get("estimate")),
+        theta_high_t=_f(high.get("t")),
         theta_high_p=_f(high.get("p_two_sided")),
-        theta_low=_f(low.get("estimate")), theta_low_t=_f(low.get("t")),
+        theta_low=_f(low.get("estimate")),
+        theta_low_t=_f(low.get("t")),
         theta_low_p=_f(low.get("p_two_sided")),
         placebo_feasible=feasible,
-        placebo_beta3=_f(post.get("estimate")), placebo_t=_f(post.get("t")),
+        placebo_beta3=_f(post.get("estimate")),
+        placebo_t=_f(post.get("t")),
         placebo_p_one_sided=_f(post.get("p_one_sided")),
         n_obs_post=int(_f(post.get("n_obs"))) if np.isfinite(_f(post.get("n_obs"))) else 0,
-        lap_n_pre=int(len(lap)), lap_distinct_pre=int(lap.nunique()),
+        lap_n_pre=len(lap),
+        lap_distinct_pre=int(lap.nunique()),
         lap_sd_pre=float(lap.std(ddof=1)) if len(lap) > 1 else math.nan,
         lap_mean_pre=float(lap.mean()) if len(lap) else math.nan,
         lap_mean_post=float(lap_post.mean()) if len(lap_post) else math.nan,
         lap_min_sd_used=lap_min_sd(settings, lap),
         censoring_rate_pre=censoring_rate(panel_pre),
-        lap_measure=settings.lap_measure, cluster=settings.cluster,
-        vcov=str(det.get("vcov") or ""), approximated=approx, beta3_note=note,
-        n_rows_pre=int(len(panel_pre)),
-        beta3_se=_f(det.get("std_error")), beta3_p_two_sided=_f(det.get("p_two_sided")),
-        beta3_p_wild_one_sided=_f(det.get("p_wild_one_sided")), beta3_df=df,
+        lap_measure=settings.lap_measure,
+        cluster=settings.cluster,
+        vcov=str(det.get("vcov") or ""),
+        approximated=approx,
+        beta3_note=note,
+        n_rows_pre=len(panel_pre),
+        beta3_se=_f(det.get("std_error")),
+        beta3_p_two_sided=_f(det.get("p_two_sided")),
+        beta3_p_wild_one_sided=_f(det.get("p_wild_one_sided")),
+        beta3_df=df,
         n_clusters_pre=g_pre,
         theta_high_p_wild=_f(high.get("p_wild_two_sided")),
         theta_low_p_wild=_f(low.get("p_wild_two_sided")),
-        theta_diff=d, theta_diff_t=_f(diff.get("t")),
+        theta_diff=d,
+        theta_diff_t=_f(diff.get("t")),
         theta_diff_p_one_sided=_f(diff.get("p_one_sided")),
         theta_diff_p_wild_one_sided=_f(diff.get("p_wild_one_sided")),
         placebo_p_two_sided=_f(post.get("p_two_sided")),
         placebo_p_wild_one_sided=_f(post.get("p_wild_one_sided")),
         n_clusters_post=g_post,
-        lap_n_post=int(len(lap_post)), lap_distinct_post=int(lap_post.nunique()),
+        lap_n_post=len(lap_post),
+        lap_distinct_post=int(lap_post.nunique()),
         lap_sd_post=float(lap_post.std(ddof=1)) if len(lap_post) > 1 else math.nan,
         lap_min_sd_post=lap_min_sd(settings, lap_post, reference=lap),
         wild_draws=int(settings.wild.draws),
         beta3_p_wild_two_sided=_f(det.get("p_wild_two_sided")),
-        theta_high_sd=low_sd + d, theta_low_sd=low_sd,
+        theta_high_sd=low_sd + d,
+        theta_low_sd=low_sd,
         n_forecast_pre=_count_present(panel_pre, ("mu_hat", "outcome")),
         n_lap_values_pre=_count_present(panel_pre, ("lap",)),
         placebo_p_wild_two_sided=_f(post.get("p_wild_two_sided")),
-        beta3_g_star=_f(det.get("n_clusters_effective")), beta3_wild_draws=_i(det.get("wild_draws")),
+        beta3_g_star=_f(det.get("n_clusters_effective")),
+        beta3_wild_draws=_i(det.get("wild_draws")),
         theta_high_n_clusters=_f(high.get("n_clusters")),
         theta_high_g_star=_f(high.get("n_clusters_effective")),
         theta_high_wild_draws=_i(high.get("wild_draws")),
@@ -1057,8 +1240,10 @@ def gather_facts(results: pd.DataFrame, panel_pre: pd.DataFrame,
         theta_diff_wild_draws=_i(diff.get("wild_draws")),
         placebo_g_star=_f(post.get("n_clusters_effective")),
         placebo_wild_draws=_i(post.get("wild_draws")),
-        beta3_mde_regression=_f(det.get("mde")), placebo_mde_regression=_f(post.get("mde")),
-        placebo_se=_f(post.get("std_error")), placebo_df=_f(post.get("df")),
+        beta3_mde_regression=_f(det.get("mde")),
+        placebo_mde_regression=_f(post.get("mde")),
+        placebo_se=_f(post.get("std_error")),
+        placebo_df=_f(post.get("df")),
         n_outcome_pre=_count_present(panel_pre, ("outcome",)),
         n_mu_hat_pre=_count_present(panel_pre, ("mu_hat",)),
     )
@@ -1084,35 +1269,41 @@ def outcome_row(o: Outcome) -> dict[str, Any]:
     p_used = o.tests["beta3"]
     row: dict[str, Any] = {"verdict": o.decision, "reason": reason(o)}
     row.update(asdict(o.facts))
-    row.update({
-        "decision_path": o.path,
-        "lap_problem": o.lap_problem,
-        "validation_failures": ",".join(o.validation_failures),
-        "placebo_outcome": o.placebo,
-        "beta3_p_used": p_used.p,
-        "inference_used": p_used.source,
-        "beta3_mde": mde(o.facts),
-        "placebo_mde": placebo_mde(o.facts),
-        "beta3_p_mc_se": p_used.mc_se,
-        "placebo_p_used": o.tests["placebo"].p,
-        "placebo_p_mc_se": o.tests["placebo"].mc_se,
-        "borderline_tests": ",".join(k for k, t in read_tests(o).items() if t.borderline),
-        "n_rows_no_lap_pre": (o.facts.n_rows_pre - o.facts.n_lap_values_pre
-                              if o.facts.n_lap_values_pre >= 0 and o.facts.n_rows_pre >= 0 else None),
-        "lap_varies": not o.lap_problem,
-        "few_effective_clusters": few_effective_clusters(o.facts),
-        "lap_out_of_distribution": lap_out_of_distribution(o.facts),
-        "validation_pattern": o.validation_present,
-        "placebo_passes": PLACEBO[o.placebo][0],
-        "placebo_status": PLACEBO[o.placebo][1],
-        "recommendation": RECOMMENDATION if o.decision == CONTAMINATION else "",
-        "decision_rule": DECISION_RULE,
-    })
+    row.update(
+        {
+            "decision_path": o.path,
+            "lap_problem": o.lap_problem,
+            "validation_failures": ",".join(o.validation_failures),
+            "placebo_outcome": o.placebo,
+            "beta3_p_used": p_used.p,
+            "inference_used": p_used.source,
+            "beta3_mde": mde(o.facts),
+            "placebo_mde": placebo_mde(o.facts),
+            "beta3_p_mc_se": p_used.mc_se,
+            "placebo_p_used": o.tests["placebo"].p,
+            "placebo_p_mc_se": o.tests["placebo"].mc_se,
+            "borderline_tests": ",".join(k for k, t in read_tests(o).items() if t.borderline),
+            "n_rows_no_lap_pre": (
+                o.facts.n_rows_pre - o.facts.n_lap_values_pre
+                if o.facts.n_lap_values_pre >= 0 and o.facts.n_rows_pre >= 0
+                else None
+            ),
+            "lap_varies": not o.lap_problem,
+            "few_effective_clusters": few_effective_clusters(o.facts),
+            "lap_out_of_distribution": lap_out_of_distribution(o.facts),
+            "validation_pattern": o.validation_present,
+            "placebo_passes": PLACEBO[o.placebo][0],
+            "placebo_status": PLACEBO[o.placebo][1],
+            "recommendation": RECOMMENDATION if o.decision == CONTAMINATION else "",
+            "decision_rule": DECISION_RULE,
+        }
+    )
     return row
 
 
-def verdict_frame(results: pd.DataFrame, panel_pre: pd.DataFrame,
-                  panel_post: pd.DataFrame | None, settings: StatsSettings) -> pd.DataFrame:
+def verdict_frame(
+    results: pd.DataFrame, panel_pre: pd.DataFrame, panel_post: pd.DataFrame | None, settings: StatsSettings
+) -> pd.DataFrame:
     """The one-row verdict table: verdict, reason, the rule's text and every fact used."""
     row = outcome_row(evaluate(gather_facts(results, panel_pre, panel_post, settings)))
     frame = pd.DataFrame([row])

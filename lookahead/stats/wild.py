@@ -58,8 +58,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -96,8 +97,7 @@ class WildSettings:
 
     def label(self, draws: int | None = None) -> str:
         b = self.draws if draws is None else draws
-        return (f"WCR bootstrap ({self.weights} weights, {b} draws, seed {self.seed}, "
-                "null imposed)")
+        return f"WCR bootstrap ({self.weights} weights, {b} draws, seed {self.seed}, null imposed)"
 
 
 @dataclass(frozen=True)
@@ -127,8 +127,7 @@ def near_threshold(p: float, draws: int, thresholds: Sequence[float] = WILD_THRE
     (the SE at the threshold, so that a p of 0 or 1 is judged too)."""
     if not (np.isfinite(p) and draws > 0):
         return False
-    return any(abs(p - th) < BORDERLINE_MC_SE * max(mc_se(p, draws), mc_se(th, draws))
-               for th in thresholds)
+    return any(abs(p - th) < BORDERLINE_MC_SE * max(mc_se(p, draws), mc_se(th, draws)) for th in thresholds)
 
 
 def partial_out(matrix: np.ndarray, fe_codes: list[np.ndarray]) -> np.ndarray:
@@ -143,8 +142,7 @@ def partial_out(matrix: np.ndarray, fe_codes: list[np.ndarray]) -> np.ndarray:
     flist = np.column_stack(codes).astype(np.uint64)
     out, ok = demean(m, flist, np.ones(len(m)), DEMEAN_TOL, 100_000)
     if not ok:
-        warnings.warn("fixed-effect demeaning did not converge for the wild bootstrap",
-                      RuntimeWarning, stacklevel=2)
+        warnings.warn("fixed-effect demeaning did not converge for the wild bootstrap", RuntimeWarning, stacklevel=2)
     return np.asarray(out, dtype=float)
 
 
@@ -157,8 +155,7 @@ def _weights(rng: np.random.Generator, kind: str, shape: tuple[int, int]) -> np.
 def _cluster_sums(values: np.ndarray, cluster: np.ndarray, n_groups: int) -> np.ndarray:
     """Sum of each column of `values` (n x m) within each cluster: (G x m)."""
     values = values.reshape(len(values), -1)
-    return np.stack([np.bincount(cluster, weights=values[:, i], minlength=n_groups)
-                     for i in range(values.shape[1])], axis=1)
+    return np.stack([np.bincount(cluster, weights=values[:, i], minlength=n_groups) for i in range(values.shape[1])], axis=1)
 
 
 def effective_clusters(w: np.ndarray, cluster: np.ndarray, n_groups: int) -> float:
@@ -167,30 +164,34 @@ def effective_clusters(w: np.ndarray, cluster: np.ndarray, n_groups: int) -> flo
     mean = float(gamma.mean())
     if not (np.isfinite(mean) and mean > 0):
         return math.nan
-    return float(n_groups / (1.0 + float(np.mean((gamma - mean) ** 2)) / mean ** 2))
+    return float(n_groups / (1.0 + float(np.mean((gamma - mean) ** 2)) / mean**2))
 
 
 class PartialledDesign:
     """A regression with its fixed effects partialled out once, ready to bootstrap any of
     its coefficients: y~ (n), X~ (n x k), cluster codes 0..G-1."""
 
-    def __init__(self, y: np.ndarray, regressors: np.ndarray, fe_codes: list[np.ndarray],
-                 cluster: np.ndarray) -> None:
+    def __init__(self, y: np.ndarray, regressors: np.ndarray, fe_codes: list[np.ndarray], cluster: np.ndarray) -> None:
         yx = partial_out(np.column_stack([y, regressors]), fe_codes)
         self.y, self.x = yx[:, 0], yx[:, 1:]
         codes, self.cluster = np.unique(np.asarray(cluster), return_inverse=True)
         self.n_groups = len(codes)
         self.xtx_inv = np.linalg.pinv(self.x.T @ self.x)
-        self._crossed = _CrossedEffects.build(
-            [_dense_codes(c) for c in fe_codes if len(c)], self.cluster, self.n_groups)
+        self._crossed = _CrossedEffects.build([_dense_codes(c) for c in fe_codes if len(c)], self.cluster, self.n_groups)
 
     def g_star(self, column: int) -> float:
         return effective_clusters(self.x @ self.xtx_inv[column], self.cluster, self.n_groups)
 
-    def bootstrap(self, column: int, settings: WildSettings, one_sided: bool,
-                  max_draws: int = MAX_WILD_DRAWS,
-                  thresholds: Sequence[float] = WILD_THRESHOLDS,
-                  two_sided_read: bool = True, mde_alpha: float = 0.05) -> WildResult:
+    def bootstrap(
+        self,
+        column: int,
+        settings: WildSettings,
+        one_sided: bool,
+        max_draws: int = MAX_WILD_DRAWS,
+        thresholds: Sequence[float] = WILD_THRESHOLDS,
+        two_sided_read: bool = True,
+        mde_alpha: float = 0.05,
+    ) -> WildResult:
         """The WCR bootstrap of coefficient `column` (see the module doc for the algebra),
         extended while the p the verdict reads sits within two Monte Carlo SEs of a
         threshold, up to `max_draws`. The minimum detectable effect is that of the
@@ -213,8 +214,8 @@ class PartialledDesign:
         xr = x[:, keep]
         u_r = y - xr @ np.linalg.lstsq(xr, y, rcond=None)[0] if keep else y.copy()
         S = np.ascontiguousarray(_cluster_sums(x * u_r[:, None], cl, G).T)  # k x G
-        c = np.bincount(cl, weights=w * u_r, minlength=G)       # G
-        D = _cluster_sums(x * w[:, None], cl, G) @ A            # G x k  (m_g' A)
+        c = np.bincount(cl, weights=w * u_r, minlength=G)  # G
+        D = _cluster_sums(x * w[:, None], cl, G) @ A  # G x k  (m_g' A)
         # fixed effects crossed with the clusters: the re-projection of each draw off
         # them, as the G x G operator (left, right) with term = left @ (right @ v)
         reproject = self._crossed.operator(w, u_r) if self._crossed is not None else None
@@ -231,17 +232,46 @@ class PartialledDesign:
 
         limit = threadpool_limits(1)
         try:
-            return self._draws(t_star, rng, settings, target, max_draws, thresholds, c, D, S,
-                               t_hat, se, g_star, one_sided, two_sided_read, mde_alpha,
-                               reproject)
+            return self._draws(
+                t_star,
+                rng,
+                settings,
+                target,
+                max_draws,
+                thresholds,
+                c,
+                D,
+                S,
+                t_hat,
+                se,
+                g_star,
+                one_sided,
+                two_sided_read,
+                mde_alpha,
+                reproject,
+            )
         finally:
             limit.restore_original_limits()
 
-    def _draws(self, t_star: list[np.ndarray], rng: np.random.Generator, settings: WildSettings,
-               target: int, max_draws: int, thresholds: Sequence[float], c: np.ndarray,
-               D: np.ndarray, S: np.ndarray, t_hat: float, se: float, g_star: float,
-               one_sided: bool, two_sided_read: bool, mde_alpha: float = 0.05,
-               reproject: "tuple[np.ndarray, np.ndarray | None] | None" = None) -> WildResult:
+    def _draws(
+        self,
+        t_star: list[np.ndarray],
+        rng: np.random.Generator,
+        settings: WildSettings,
+        target: int,
+        max_draws: int,
+        thresholds: Sequence[float],
+        c: np.ndarray,
+        D: np.ndarray,
+        S: np.ndarray,
+        t_hat: float,
+        se: float,
+        g_star: float,
+        one_sided: bool,
+        two_sided_read: bool,
+        mde_alpha: float = 0.05,
+        reproject: tuple[np.ndarray, np.ndarray | None] | None = None,
+    ) -> WildResult:
         G = self.n_groups
         while True:
             done = sum(len(t) for t in t_star)
@@ -268,15 +298,17 @@ class PartialledDesign:
             # two-sided p is read too (beta_3), with a negative t also that one, which tells
             # "significantly negative" from "indistinguishable from zero" at 0.05 (with t > 0
             # a two-sided p near 0.05 has a one-sided p near 0.025 and decides nothing)
-            close = (near_threshold(p_one, b, thresholds)
-                     or (two_sided_read and t_hat < 0 and near_threshold(p_two, b, thresholds[:1]))
-                     if one_sided else near_threshold(p_two, b, thresholds))
+            close = (
+                near_threshold(p_one, b, thresholds)
+                or (two_sided_read and t_hat < 0 and near_threshold(p_two, b, thresholds[:1]))
+                if one_sided
+                else near_threshold(p_two, b, thresholds)
+            )
             if target >= max_draws or not close:
                 break
             target = min(max_draws, 4 * (target + 1) - 1)
         q_reject, q20 = np.quantile(ts, [1 - mde_alpha, 0.20])
-        return WildResult(p_two=p_two, p_one=p_one, draws=b, mde=float((q_reject - q20) * se),
-                          g_star=g_star)
+        return WildResult(p_two=p_two, p_one=p_one, draws=b, mde=float((q_reject - q20) * se), g_star=g_star)
 
 
 def _dense_codes(codes: np.ndarray) -> np.ndarray:
@@ -292,15 +324,14 @@ class _CrossedEffects:
     needs (module doc): each row's level among the L crossed levels (one column per
     crossed fixed effect, offsets applied) and S^+ = ((M_{D_M} D_N)'(M_{D_M} D_N))^+."""
 
-    levels: np.ndarray        # n x (crossed fixed effects): level index 0..L-1
+    levels: np.ndarray  # n x (crossed fixed effects): level index 0..L-1
     n_levels: int
-    s_pinv: np.ndarray        # L x L
+    s_pinv: np.ndarray  # L x L
     cluster: np.ndarray
     n_groups: int
 
     @staticmethod
-    def build(fe_codes: list[np.ndarray], cluster: np.ndarray, n_groups: int
-              ) -> "_CrossedEffects | None":
+    def build(fe_codes: list[np.ndarray], cluster: np.ndarray, n_groups: int) -> _CrossedEffects | None:
         """None when every fixed effect is nested in the clusters (nothing to re-project)."""
         nested, crossed = [], []
         for codes in fe_codes:
@@ -312,19 +343,27 @@ class _CrossedEffects:
         if not crossed:
             return None
         offsets = np.cumsum([0] + [k for _, k in crossed])
-        levels = np.column_stack([codes + off for (codes, _), off in zip(crossed, offsets)])
+        levels = np.column_stack([codes + off for (codes, _), off in zip(crossed, offsets, strict=False)])
         n_levels = int(offsets[-1])
         if len(nested) <= 1:
             # S = D_N'D_N - C' diag(1/n_M) C from counts (C: nested levels x crossed levels)
             flat, L = levels, n_levels
-            gram = sum(np.bincount(flat[:, i] * L + flat[:, j], minlength=L * L)
-                       for i in range(flat.shape[1]) for j in range(flat.shape[1])
-                       ).reshape(L, L).astype(float)
+            gram = (
+                sum(
+                    np.bincount(flat[:, i] * L + flat[:, j], minlength=L * L)
+                    for i in range(flat.shape[1])
+                    for j in range(flat.shape[1])
+                )
+                .reshape(L, L)
+                .astype(float)
+            )
             if nested:
                 m_codes, m_k = nested[0]
-                cross = sum(np.bincount(m_codes.astype(np.int64) * L + flat[:, i],
-                                        minlength=m_k * L)
-                            for i in range(flat.shape[1])).reshape(m_k, L).astype(float)
+                cross = (
+                    sum(np.bincount(m_codes.astype(np.int64) * L + flat[:, i], minlength=m_k * L) for i in range(flat.shape[1]))
+                    .reshape(m_k, L)
+                    .astype(float)
+                )
                 n_m = np.bincount(m_codes, minlength=m_k).astype(float)
                 with np.errstate(divide="ignore", invalid="ignore"):
                     inv = np.where(n_m > 0, 1.0 / n_m, 0.0)
@@ -335,39 +374,44 @@ class _CrossedEffects:
                 dummies[np.arange(len(levels)), levels[:, i]] = 1.0
             f = partial_out(dummies, [c for c, _ in nested])
             gram = f.T @ f
-        return _CrossedEffects(levels=levels, n_levels=n_levels,
-                               s_pinv=np.linalg.pinv(gram, hermitian=True),
-                               cluster=cluster, n_groups=n_groups)
+        return _CrossedEffects(
+            levels=levels, n_levels=n_levels, s_pinv=np.linalg.pinv(gram, hermitian=True), cluster=cluster, n_groups=n_groups
+        )
 
     def _sums(self, values: np.ndarray) -> np.ndarray:
         """L x G: the sum of `values` over the rows of each crossed level and cluster."""
         L, G = self.n_levels, self.n_groups
         out = np.zeros(L * G)
         for i in range(self.levels.shape[1]):
-            out += np.bincount(self.levels[:, i] * G + self.cluster, weights=values,
-                               minlength=L * G)
+            out += np.bincount(self.levels[:, i] * G + self.cluster, weights=values, minlength=L * G)
         return out.reshape(L, G)
 
     def operator(self, w: np.ndarray, u_r: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """(left, right) with left @ (right @ v) = [w_h'(P_D (u_r * v))_h]_h: left =
         Omega (G x L), right = S^+ Gamma (L x G); multiplied out (right None) when G <= L,
         so each draw costs the smaller of G x G and 2 G x L."""
-        omega = self._sums(w).T                    # G x L
-        right = self.s_pinv @ self._sums(u_r)      # L x G
+        omega = self._sums(w).T  # G x L
+        right = self.s_pinv @ self._sums(u_r)  # L x G
         if self.n_groups <= self.n_levels:
             return omega @ right, None
         return omega, right
 
 
-def wild_p(y: np.ndarray, regressors: np.ndarray, fe_codes: list[np.ndarray],
-           cluster: np.ndarray, column: int, settings: WildSettings, name: str = "",
-           one_sided: bool = True) -> WildResult:
+def wild_p(
+    y: np.ndarray,
+    regressors: np.ndarray,
+    fe_codes: list[np.ndarray],
+    cluster: np.ndarray,
+    column: int,
+    settings: WildSettings,
+    name: str = "",
+    one_sided: bool = True,
+) -> WildResult:
     """The WCR bootstrap of regressor `column` of y ~ regressors + fixed effects, clustered
     by `cluster` (one coefficient; ``PartialledDesign`` bootstraps several from one
     partialling-out). A degenerate design gives NaN p-values and a note, never an error."""
     try:
-        return PartialledDesign(y, regressors, fe_codes, cluster).bootstrap(
-            column, settings, one_sided)
+        return PartialledDesign(y, regressors, fe_codes, cluster).bootstrap(column, settings, one_sided)
     except (ValueError, np.linalg.LinAlgError) as exc:
         msg = " ".join(str(exc).split())[:200]
         return WildResult(note=f"wild bootstrap failed for {name}: {msg}")
@@ -394,8 +438,7 @@ def _memoized_njit(*args: Any, **kwargs: Any):
     return deco
 
 
-def dense_design(y: np.ndarray, regressors: np.ndarray, fe_codes: list[np.ndarray]
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def dense_design(y: np.ndarray, regressors: np.ndarray, fe_codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(Y, X): the regressors first, then an intercept and fixed-effect dummies, with the
     dummies that are linear combinations of earlier columns removed (pivoted Cholesky), so
     that a design with overlapping fixed effects is not singular (wildboottest inverts X'X
@@ -416,13 +459,14 @@ def dense_design(y: np.ndarray, regressors: np.ndarray, fe_codes: list[np.ndarra
         resid = dummies
     gram = resid.T @ resid
     scale = float(np.max(np.diag(gram))) if gram.size else 1.0
-    _, piv, rank, info = lapack.dpstrf(gram, lower=1, tol=1e-10 * max(scale, 1e-300))
+    _, piv, rank, _info = lapack.dpstrf(gram, lower=1, tol=1e-10 * max(scale, 1e-300))
     keep = np.sort(piv[:rank] - 1)
     return y, np.hstack([regressors, dummies[:, keep]])
 
 
-def wild_p_dense(y: np.ndarray, regressors: np.ndarray, fe_codes: list[np.ndarray],
-                 cluster: np.ndarray, column: int, settings: WildSettings) -> tuple[float, float]:
+def wild_p_dense(
+    y: np.ndarray, regressors: np.ndarray, fe_codes: list[np.ndarray], cluster: np.ndarray, column: int, settings: WildSettings
+) -> tuple[float, float]:
     """(two-sided, one-sided) p by the `wildboottest` package on the dense dummies design,
     with the call sequence pyfixest's ``Feols.wildboottest`` uses (type 11, CRV1 scores,
     null imposed). The reference the fast route is tested and benchmarked against; its
@@ -436,8 +480,7 @@ def wild_p_dense(y: np.ndarray, regressors: np.ndarray, fe_codes: list[np.ndarra
     R[column] = 1.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        boot = wb.WildboottestCL(X=X, Y=Y, cluster=cluster, R=R, B=int(settings.draws),
-                                 seed=int(settings.seed), parallel=False)
+        boot = wb.WildboottestCL(X=X, Y=Y, cluster=cluster, R=R, B=int(settings.draws), seed=int(settings.seed), parallel=False)
         boot.get_scores(bootstrap_type="11", impose_null=True, adj=True, cluster_adj=True)
         boot.get_weights(weights_type=settings.weights)
         boot.get_numer()

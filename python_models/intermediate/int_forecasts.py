@@ -23,14 +23,19 @@ def model(dbt, session):
     lines = dbt.ref("int_forecast_lines")
     distinct = [r[0] for r in lines.project("response_text").distinct().fetchall() if r[0] is not None]
     parsed = [parse_forecast(r, labels) for r in distinct]
-    answers = session.from_df(pd.DataFrame({
-        "response_text": pd.array(distinct, dtype="string"),
-        "forecast_label": pd.array([p[0] for p in parsed], dtype="string"),
-        "mu_hat": pd.array([p[1] for p in parsed], dtype="Float64"),
-    }))
-    return lines.set_alias("line").join(
-        answers.set_alias("answer"), "line.response_text = answer.response_text", how="left"
-    ).project("""
+    answers = session.from_df(
+        pd.DataFrame(
+            {
+                "response_text": pd.array(distinct, dtype="string"),
+                "forecast_label": pd.array([p[0] for p in parsed], dtype="string"),
+                "mu_hat": pd.array([p[1] for p in parsed], dtype="Float64"),
+            }
+        )
+    )
+    return (
+        lines.set_alias("line")
+        .join(answers.set_alias("answer"), "line.response_text = answer.response_text", how="left")
+        .project("""
         cast(line.key as varchar) as forecast_key,
         cast(line.row_id as varchar) as row_id,
         line.response_text,
@@ -45,3 +50,4 @@ def model(dbt, session):
         cast(line.stated_confidence as double) as stated_confidence,
         cast(line.approximated as boolean) as approximated
     """)
+    )

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,10 +93,8 @@ def run_dbt(args: list[str], vars_: dict, db: Path | None, *, as_vars: bool = Fa
     cmd = [str(dbt), *args, "--project-dir", str(ROOT)]
     study = None
     if not as_vars:
-        try:
+        with suppress(StudyConfigError):
             study = study_from_dbt_vars(json.dumps(vars_, default=str))
-        except StudyConfigError:
-            pass
     parsed = Path(env["DBT_TARGET_PATH"]) / "partial_parse.msgpack"
     if _PARSED and not parsed.exists():
         parsed.parent.mkdir(parents=True, exist_ok=True)

@@ -63,21 +63,37 @@ def write_fixture_study(
             outcome = 0.3 * signal + rng.normal()
             row_id = f"r{e:03d}_{d_i:03d}"
             text = f"Entity {e} news {d_i}: sentiment {signal:+.2f}"
-            rows.append(dict(row_id=row_id, entity_id=f"E{e:03d}", entity_name=f"Firm {e}",
-                             ticker=f"F{e}", text=text, text_date=d.isoformat(),
-                             target_date=target.isoformat(), outcome=round(outcome, 6)))
+            rows.append(
+                dict(
+                    row_id=row_id,
+                    entity_id=f"E{e:03d}",
+                    entity_name=f"Firm {e}",
+                    ticker=f"F{e}",
+                    text=text,
+                    text_date=d.isoformat(),
+                    target_date=target.isoformat(),
+                    outcome=round(outcome, 6),
+                )
+            )
             pre = target <= cutoff
             memorized = contaminated and pre and rng.random() < memorized_share
             truth = "up" if outcome > 0 else "down"
-            if memorized:
-                label = truth
-            else:
-                label = "up" if signal + rng.normal() > 0 else "down"
-            forecast.append(dict(key=("forecast", row_id), task="forecast",
-                                 model_id="fixture-model", backend="fixture", row_id=row_id,
-                                 prompt=FORECAST_PROMPT.format(text=text), params={"temperature": 0},
-                                 response_text=label.capitalize() + ".", first_token_prob=0.8,
-                                 approximated=False, finished_at="2026-01-01T00:00:00Z"))
+            label = truth if memorized else "up" if signal + rng.normal() > 0 else "down"
+            forecast.append(
+                dict(
+                    key=("forecast", row_id),
+                    task="forecast",
+                    model_id="fixture-model",
+                    backend="fixture",
+                    row_id=row_id,
+                    prompt=FORECAST_PROMPT.format(text=text),
+                    params={"temperature": 0},
+                    response_text=label.capitalize() + ".",
+                    first_token_prob=0.8,
+                    approximated=False,
+                    finished_at="2026-01-01T00:00:00Z",
+                )
+            )
             if memorized:
                 p_hit = rng.uniform(0.7, 0.95)
                 p_up, p_down = (p_hit, 0.02) if truth == "up" else (0.02, p_hit)
@@ -88,31 +104,58 @@ def write_fixture_study(
                 lap = rng.uniform(0.01, 0.3) if pre else rng.uniform(0.0, 0.02)
                 share = rng.uniform()
                 p_up, p_down, p_unknown = lap * share, lap * (1 - share), 0.95 - lap
-            recall.append(dict(key=("recall", f"E{e:03d}", target.isoformat()), task="recall",
-                               model_id="fixture-model", backend="fixture", entity_id=f"E{e:03d}",
-                               target_date=target.isoformat(),
-                               prompt=RECALL_TEMPLATE.format(target_date=target, entity_name=f"Firm {e}"),
-                               params={"temperature": 0, "max_tokens": 1, "top_logprobs": 20},
-                               response_text="up", top_logprobs=_top(p_up, p_down, p_unknown),
-                               approximated=False, finished_at="2026-01-01T00:00:00Z"))
-            lps = [None] + list(np.log(rng.uniform(0.05 if memorized else 0.01, 1, size=12)))
-            mink.append(dict(key=("mink", row_id), task="mink", model_id="fixture-model",
-                             backend="fixture", row_id=row_id, prompt=text, params={},
-                             prompt_logprobs=[{"token_id": i, "token": f"t{i}", "logprob": lp}
-                                              for i, lp in enumerate(lps)],
-                             approximated=False, finished_at="2026-01-01T00:00:00Z"))
+            recall.append(
+                dict(
+                    key=("recall", f"E{e:03d}", target.isoformat()),
+                    task="recall",
+                    model_id="fixture-model",
+                    backend="fixture",
+                    entity_id=f"E{e:03d}",
+                    target_date=target.isoformat(),
+                    prompt=RECALL_TEMPLATE.format(target_date=target, entity_name=f"Firm {e}"),
+                    params={"temperature": 0, "max_tokens": 1, "top_logprobs": 20},
+                    response_text="up",
+                    top_logprobs=_top(p_up, p_down, p_unknown),
+                    approximated=False,
+                    finished_at="2026-01-01T00:00:00Z",
+                )
+            )
+            lps = [None, *list(np.log(rng.uniform(0.05 if memorized else 0.01, 1, size=12)))]
+            mink.append(
+                dict(
+                    key=("mink", row_id),
+                    task="mink",
+                    model_id="fixture-model",
+                    backend="fixture",
+                    row_id=row_id,
+                    prompt=text,
+                    params={},
+                    prompt_logprobs=[{"token_id": i, "token": f"t{i}", "logprob": lp} for i, lp in enumerate(lps)],
+                    approximated=False,
+                    finished_at="2026-01-01T00:00:00Z",
+                )
+            )
     data_path = root / "observations.csv"
     pd.DataFrame(rows).to_csv(data_path, index=False)
-    vars_ = dict(study_name="fixture", data_path=str(data_path), raw_dir=str(raw),
-                 column_map={c: c for c in PROTOCOL_COLUMNS},
-                 model_id="fixture-model", backend="transformers", model_path="fixture-model",
-                 training_cutoff=cutoff.isoformat(), period_frequency="week",
-                 outcome_description="the closing stock price",
-                 reference_period="the previous trading day",
-                 forecast_prompt=FORECAST_PROMPT, recall_template=RECALL_TEMPLATE,
-                 forecast_labels={"up": 1, "down": -1},
-                 recall_labels={"up": "up", "down": "down", "unknown": "unknown"},
-                 use_chat_template=False, bootstrap_draws=200)
+    vars_ = dict(
+        study_name="fixture",
+        data_path=str(data_path),
+        raw_dir=str(raw),
+        column_map={c: c for c in PROTOCOL_COLUMNS},
+        model_id="fixture-model",
+        backend="transformers",
+        model_path="fixture-model",
+        training_cutoff=cutoff.isoformat(),
+        period_frequency="week",
+        outcome_description="the closing stock price",
+        reference_period="the previous trading day",
+        forecast_prompt=FORECAST_PROMPT,
+        recall_template=RECALL_TEMPLATE,
+        forecast_labels={"up": 1, "down": -1},
+        recall_labels={"up": "up", "down": "down", "unknown": "unknown"},
+        use_chat_template=False,
+        bootstrap_draws=200,
+    )
     write_raw(raw, vars_, forecast, recall, mink)
     return FixtureStudy(root=root, data_path=data_path, raw_dir=raw, vars=vars_)
 
@@ -123,8 +166,9 @@ def write_raw(raw: Path, vars_: dict, forecast: list[dict], recall: list[dict], 
     (a line whose fields do not hash to its key is no answer: lookahead.cache.fields_key)."""
     study = Study(vars=resolve(vars_))
     valid, _ = load_rows(study)
-    by_ident = {(q["task"], q["row_id"] or q["entity_id"], q["target_date"]): q
-                for q in expected_queries(study, valid).to_pylist()}
+    by_ident = {
+        (q["task"], q["row_id"] or q["entity_id"], q["target_date"]): q for q in expected_queries(study, valid).to_pylist()
+    }
     for line in forecast + mink + recall:
         ident = line["key"] if line["task"] == "recall" else (*line["key"], None)
         line["key"] = by_ident[ident]["key"]

@@ -11,8 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def kill_once_written(argv: list[str], raw: Path, min_lines: int, env: dict[str, str],
-                      timeout_s: float) -> int:
+def kill_once_written(argv: list[str], raw: Path, min_lines: int, env: dict[str, str], timeout_s: float) -> int:
     """Start ``argv`` in the project root, SIGKILL it as soon as ``raw`` holds
     ``min_lines`` lines (or it ended, or ``timeout_s`` passed); return its exit status
     (-SIGKILL when the kill hit a running job)."""

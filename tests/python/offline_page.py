@@ -15,12 +15,12 @@ from typing import Any
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: True once every chart's script has rendered (each sets data-rendered on its element).
-CHARTS_RENDERED = ("document.querySelectorAll('script[data-chart]').length === "
-                   "document.querySelectorAll('[data-rendered=\"true\"]').length")
+CHARTS_RENDERED = (
+    "document.querySelectorAll('script[data-chart]').length === document.querySelectorAll('[data-rendered=\"true\"]').length"
+)
 CHARTS = "document.querySelectorAll('script[data-chart]').length"
 #: Charts that drew an SVG or a canvas.
-DRAWN = ("[...document.querySelectorAll('[data-rendered=\"true\"]')]"
-         ".filter(e => e.querySelector('svg, canvas')).length")
+DRAWN = "[...document.querySelectorAll('[data-rendered=\"true\"]')].filter(e => e.querySelector('svg, canvas')).length"
 
 
 @dataclass
@@ -51,8 +51,7 @@ def offline_page(page_path: Path) -> Iterator[OfflinePage]:
 
             ctx.route("**/*", block)
             opened.page = ctx.new_page()
-            opened.page.on("console", lambda m: opened.errors.append(m.text)
-                           if m.type in ("error", "warning") else None)
+            opened.page.on("console", lambda m: opened.errors.append(m.text) if m.type in ("error", "warning") else None)
             opened.page.on("pageerror", lambda e: opened.errors.append(str(e)))
             yield opened
         finally:

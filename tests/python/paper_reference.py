@@ -34,8 +34,7 @@ def _nested(df: pd.DataFrame, fe: str, cluster: str) -> bool:
     return bool((df.groupby(fe)[cluster].nunique() == 1).all())
 
 
-def ols_dummies(df: pd.DataFrame, y: str, xs: list[list[str]], fes: list[str],
-                cluster: str | None) -> dict:
+def ols_dummies(df: pd.DataFrame, y: str, xs: list[list[str]], fes: list[str], cluster: str | None) -> dict:
     """xs: each regressor as the list of columns multiplied together."""
     df = df.dropna(subset=[y, *{c for x in xs for c in x}]).reset_index(drop=True)
     df = drop_singletons(df, fes).reset_index(drop=True)

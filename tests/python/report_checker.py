@@ -42,8 +42,7 @@ from pathlib import Path
 
 import pandas as pd
 
-FORBIDDEN = ("reach out", "package authors", "Maybe your model specification", "Traceback",
-             "Exception", "please ")
+FORBIDDEN = ("reach out", "package authors", "Maybe your model specification", "Traceback", "Exception", "please ")
 PATH_WORDS = {
     "no_pre_rows": "there are no pre-cutoff rows",
     "beta3_not_estimable": "beta_3 is not estimable",
@@ -63,6 +62,7 @@ FLOOR = re.compile(rf"< ({NUM}) \(1/\(B\+1\), B = (\d+)\)")
 
 
 # ---------------------------------------------------------------- parsing
+
 
 def sections(text: str) -> dict[str, str]:
     out, name = {}, "head"
@@ -84,7 +84,7 @@ def tables(block: str) -> list[list[dict[str, str]]]:
             j = i + 2
             while j < len(lines) and lines[j].startswith("| "):
                 cells = [c.strip() for c in lines[j].strip()[1:-1].split(" | ")]
-                rows.append(dict(zip(head, cells)))
+                rows.append(dict(zip(head, cells, strict=False)))
                 j += 1
             out.append(rows)
             i = j
@@ -140,6 +140,7 @@ def _cell_estimate(cell: str) -> tuple[str, str]:
 
 # ---------------------------------------------------------------- checks
 
+
 def check(text: str, results_dir: Path | None = None) -> list[str]:
     """Every violation found in one REPORT.md (empty: the report reads true)."""
     problems: list[str] = []
@@ -183,14 +184,15 @@ def _not_estimable_beside_estimate(secs: dict[str, str], line: str, others: str)
     problems: list[str] = []
     post_says = re.search(r"post-cutoff (?:LAP collapsed, )?beta_3 (?:is )?not estimable", line + " " + others)
     pre_says = re.search(r"(?<!post-cutoff )(?<!collapsed, )\bbeta_3 (?:is )?not estimable", line)
-    for says, what, cells in ((post_says, "post-cutoff beta_3",
-                               (_first_cell(secs, "5.", "post-cutoff"), _checklist_estimate(secs, "5. Placebo"))),
-                              (pre_says, "beta_3", (_first_cell(secs, "4.", "pre-cutoff"),
-                                                    _checklist_estimate(secs, "4. Detection")))):
+    for says, what, cells in (
+        (post_says, "post-cutoff beta_3", (_first_cell(secs, "5.", "post-cutoff"), _checklist_estimate(secs, "5. Placebo"))),
+        (pre_says, "beta_3", (_first_cell(secs, "4.", "pre-cutoff"), _checklist_estimate(secs, "4. Detection"))),
+    ):
         shown = [c for c in cells if re.match(NUM, c or "")]
         if says and shown:
-            problems.append(f"'not estimable' sentence beside an estimate: {what} is said not estimable "
-                            f"while a cell shows {shown[0]!r}")
+            problems.append(
+                f"'not estimable' sentence beside an estimate: {what} is said not estimable while a cell shows {shown[0]!r}"
+            )
     return problems
 
 
@@ -198,8 +200,7 @@ def _p_formats(text: str, results_dir: Path | None) -> list[str]:
     """One printed form per bootstrap floor, in the report and its LaTeX tables."""
     texts = [("REPORT.md", text)]
     if results_dir is not None and (results_dir / "tables").is_dir():
-        texts += [(f"tables/{p.name}", p.read_text(encoding="utf-8"))
-                  for p in sorted((results_dir / "tables").glob("*.tex"))]
+        texts += [(f"tables/{p.name}", p.read_text(encoding="utf-8")) for p in sorted((results_dir / "tables").glob("*.tex"))]
     problems: list[str] = []
     seen: dict[int, set[str]] = {}
     for where, body in texts:
@@ -208,8 +209,10 @@ def _p_formats(text: str, results_dir: Path | None) -> list[str]:
             seen.setdefault(draws, set()).add(bound)
             digits = bound.replace(".", "").lstrip("0").rstrip("0")  # significant digits
             if "e" in bound.lower() or len(digits) > 2 or float(bound) < 1 / (draws + 1):
-                problems.append(f"a p in two formats: bound {bound!r} for B = {draws} in {where} "
-                                "(a plain decimal of at most two digits, at least 1/(B+1))")
+                problems.append(
+                    f"a p in two formats: bound {bound!r} for B = {draws} in {where} "
+                    "(a plain decimal of at most two digits, at least 1/(B+1))"
+                )
         for m in re.finditer(r"\[(0(?:\.0+)?)\]", body):
             problems.append(f"a p in two formats: a bracketed zero {m.group(0)!r} in {where}")
     for draws, bounds in seen.items():
@@ -248,9 +251,12 @@ def _same(problems: list[str], what: str, quoted: str, cell: str) -> None:
 def _numbers(secs: dict[str, str], reason: str) -> list[str]:
     problems: list[str] = []
     det = row(secs, "4.", "pre-cutoff", "mu_hat:lap")
-    b = re.search(rf"beta_3 = ({NUM}) \(t ({NUM}), one-sided p ({PVAL})"
-                  rf"(?: \(1/\(B\+1\), B = \d+\))?(?: by ([A-Za-z1 -]+?))?(?: \(\d+ draws\))?"
-                  rf"(?:, (wild bootstrap))?, N (\d+)\)", reason)
+    b = re.search(
+        rf"beta_3 = ({NUM}) \(t ({NUM}), one-sided p ({PVAL})"
+        rf"(?: \(1/\(B\+1\), B = \d+\))?(?: by ([A-Za-z1 -]+?))?(?: \(\d+ draws\))?"
+        rf"(?:, (wild bootstrap))?, N (\d+)\)",
+        reason,
+    )
     if b and det is not None:
         est, t = _cell_estimate(det.get("mu_hat:lap (t)", ""))
         _same(problems, "beta_3", b.group(1), est)
@@ -271,8 +277,9 @@ def _numbers(secs: dict[str, str], reason: str) -> list[str]:
         _same(problems, "post-cutoff beta_3", pb.group(1), est or (post or {}).get("mu_hat:lap (t)", "NA"))
     for label, name in (("high LAP", "high-LAP theta"), ("low LAP", "low-LAP theta")):
         r = row(secs, "3.", label, "ud (t)")
-        quoted = (re.search(rf"{name} is [a-z ]+\(({NUM}) per unit of U-D, t ({NUM})", reason)
-                  or re.search(rf"{name} ({NUM}) \(t ({NUM})", reason))
+        quoted = re.search(rf"{name} is [a-z ]+\(({NUM}) per unit of U-D, t ({NUM})", reason) or re.search(
+            rf"{name} ({NUM}) \(t ({NUM})", reason
+        )
         if name == "low-LAP theta" and not quoted:
             quoted = re.search(rf"low-LAP theta is itself significant \(({NUM}) per unit of U-D", reason)
         if quoted and r is not None:
@@ -282,14 +289,16 @@ def _numbers(secs: dict[str, str], reason: str) -> list[str]:
                 _same(problems, f"{name} t", quoted.group(2), t)
     per_sd = re.search(rf"({NUM}) against ({NUM}), a difference of ({NUM})", reason)
     if per_sd:
-        cells = {r.get("theta per sd of U-D within its half", ""): r.get("estimate", "")
-                 for tab in tables(section(secs, "3.")) for r in tab}
+        cells = {
+            r.get("theta per sd of U-D within its half", ""): r.get("estimate", "")
+            for tab in tables(section(secs, "3."))
+            for r in tab
+        }
         for i, key in ((1, "high-LAP"), (2, "low-LAP"), (3, "difference")):
             cell = next((v for k, v in cells.items() if k.startswith(key)), "")
             _same(problems, f"{key} theta per sd", per_sd.group(i), cell)
     mde = re.search(rf"(?:minimum detectable beta_3 is|rules out effects larger than beta_3 =) ({NUM})", reason)
-    shown = re.search(rf"Minimum detectable beta_3 \(one-sided 5% test, 80% power\): ({NUM}|NA)",
-                      section(secs, "4."))
+    shown = re.search(rf"Minimum detectable beta_3 \(one-sided 5% test, 80% power\): ({NUM}|NA)", section(secs, "4."))
     if mde and shown:
         _same(problems, "minimum detectable effect", mde.group(1), shown.group(1))
     return problems
@@ -299,24 +308,38 @@ def _holds(value: float, bound: bool, op: str, threshold: float) -> bool:
     if not math.isfinite(value):
         return False
     if bound:  # "< value": the true p is below value
-        return {"above": False, ">": False, "not above": value <= threshold, "<=": value <= threshold,
-                "below": value <= threshold, "not below": False}[op]
-    return {"above": value > threshold, ">": value > threshold, "not above": value <= threshold,
-            "<=": value <= threshold, "below": value < threshold,
-            "not below": value >= threshold}[op]
+        return {
+            "above": False,
+            ">": False,
+            "not above": value <= threshold,
+            "<=": value <= threshold,
+            "below": value <= threshold,
+            "not below": False,
+        }[op]
+    return {
+        "above": value > threshold,
+        ">": value > threshold,
+        "not above": value <= threshold,
+        "<=": value <= threshold,
+        "below": value < threshold,
+        "not below": value >= threshold,
+    }[op]
 
 
 def _comparisons(verdict: str, reason: str) -> list[str]:
     problems: list[str] = []
     for m in re.finditer(rf"({NUM}) against ({NUM}), a difference of ({NUM})", reason):
         a, b, d = (num(m.group(i)) for i in (1, 2, 3))
-        before = reason[:m.start()]
+        before = reason[: m.start()]
         if before.rstrip().endswith("exceeds the low-LAP theta:") and not a > b:
             problems.append(f"'exceeds' with {a} against {b}")
         if abs(a - b - d) > 2e-3 * max(abs(a), abs(b), abs(d), 1e-300):
             problems.append(f"difference {d} is not {a} - {b}")
-    old = re.search(rf"high-LAP theta ({NUM}) \(t {NUM}, p {PVAL}\) exceeds low-LAP theta ({NUM}) "
-                    rf"\(t {NUM}, p {PVAL}\) by ({NUM})", reason)
+    old = re.search(
+        rf"high-LAP theta ({NUM}) \(t {NUM}, p {PVAL}\) exceeds low-LAP theta ({NUM}) "
+        rf"\(t {NUM}, p {PVAL}\) by ({NUM})",
+        reason,
+    )
     if old:
         a, b, d = (num(old.group(i)) for i in (1, 2, 3))
         if not a > b:
@@ -329,7 +352,7 @@ def _comparisons(verdict: str, reason: str) -> list[str]:
         if not m.group(1):
             problems.append("'indistinguishable from zero' without the p it read")
         else:
-            v, bound = p_value(m.group(1)[len(" (two-sided p "):])
+            v, bound = p_value(m.group(1)[len(" (two-sided p ") :])
             if not _holds(v, bound, "not below", 0.05):
                 problems.append(f"'indistinguishable from zero' with two-sided p {v}")
     for m in re.finditer(rf"({NUM}) \(t {NUM}, [^)]*?\) is significantly negative \((?:two-sided p ({PVAL}))?", reason):
@@ -342,12 +365,14 @@ def _comparisons(verdict: str, reason: str) -> list[str]:
     negative = rf"significantly negative \(two-sided p ({PVAL})(?: \(1/\(B\+1\), B = \d+\))?( by [A-Za-z1 -]+)?"
     for m in re.finditer(negative, reason):
         if few and not m.group(2):
-            problems.append("'significantly negative' without the source of its p, "
-                            "while the tests read the wild bootstrap")
+            problems.append("'significantly negative' without the source of its p, while the tests read the wild bootstrap")
         elif few and "CRV1" in m.group(2):
             problems.append("'significantly negative' reads a CRV1 p while the tests read the wild bootstrap")
-    for m in re.finditer(rf"p ({PVAL})(?: \(1/\(B\+1\), B = \d+\))?(?: by [A-Za-z1 -]+?(?: \(\d+ draws\))?)?"
-                         rf"(?:\)?,? )(above|not above|below|not below|>|<=) ({NUM})", reason):
+    for m in re.finditer(
+        rf"p ({PVAL})(?: \(1/\(B\+1\), B = \d+\))?(?: by [A-Za-z1 -]+?(?: \(\d+ draws\))?)?"
+        rf"(?:\)?,? )(above|not above|below|not below|>|<=) ({NUM})",
+        reason,
+    ):
         v, bound = p_value(m.group(1))
         if not _holds(v, bound, m.group(2), num(m.group(3))):
             problems.append(f"'p {m.group(1)} {m.group(2)} {m.group(3)}' does not hold")
@@ -355,8 +380,10 @@ def _comparisons(verdict: str, reason: str) -> list[str]:
     if b:
         est = num(b.group(1))
         v, bound = p_value(b.group(2))
-        significant = (verdict in ("Contamination detected", "Mixed/invalid")
-                       or "is significant, but LAP shows no meaningful variation" in reason)
+        significant = (
+            verdict in ("Contamination detected", "Mixed/invalid")
+            or "is significant, but LAP shows no meaningful variation" in reason
+        )
         if significant and not _holds(v, bound, "below", 0.05):
             problems.append(f"verdict {verdict!r} with printed one-sided p {b.group(2)}")
         if not significant and _holds(v, bound, "below", 0.05):
@@ -384,12 +411,21 @@ def _cells(secs: dict[str, str], results_dir: Path | None) -> list[str]:
     csv = pd.DataFrame()
     if results_dir is not None and (results_dir / "regression_results.csv").exists():
         csv = pd.read_csv(results_dir / "regression_results.csv")
-    where = {"3.": {"pooled": ("validation_pooled", "pre"), "high LAP": ("validation_high_lap", "pre"),
-                    "low LAP": ("validation_low_lap", "pre"),
-                    "pre-cutoff": ("validation_difference", "pre")},
-             "4.": {"pre-cutoff": ("detection", "pre")},
-             "5.": {"post-cutoff": ("detection", "post"), "pooled": ("validation_pooled", "post"),
-                    "high LAP": ("validation_high_lap", "post"), "low LAP": ("validation_low_lap", "post")}}
+    where = {
+        "3.": {
+            "pooled": ("validation_pooled", "pre"),
+            "high LAP": ("validation_high_lap", "pre"),
+            "low LAP": ("validation_low_lap", "pre"),
+            "pre-cutoff": ("validation_difference", "pre"),
+        },
+        "4.": {"pre-cutoff": ("detection", "pre")},
+        "5.": {
+            "post-cutoff": ("detection", "post"),
+            "pooled": ("validation_pooled", "post"),
+            "high LAP": ("validation_high_lap", "post"),
+            "low LAP": ("validation_low_lap", "post"),
+        },
+    }
     for prefix, labels in where.items():
         for tab in tables(section(secs, prefix)):
             for r in tab:
@@ -438,19 +474,24 @@ def _reason(secs: dict[str, str], verdict: str, reason: str, text: str, line: st
         for r in tab:
             if r.get("sample") == "pre" and "n" in r:
                 lap_pre = num(r["n"])
-    if "no pre-cutoff row has a LAP value" in reason and not lap_pre == 0:
+    if "no pre-cutoff row has a LAP value" in reason and lap_pre != 0:
         problems.append(f"reason says no pre-cutoff row has a LAP value; the LAP table has n = {lap_pre}")
     unparsed = _metric(secs, "rows with an unparsed forecast")
     pre_rows, post_rows = _metric(secs, "pre-cutoff rows"), _metric(secs, "post-cutoff rows")
     if math.isfinite(unparsed) and unparsed > 0 and unparsed == pre_rows + post_rows and "forecast" not in reason:
         problems.append("every forecast is unparsed but the reason does not say so")
-    if math.isfinite(post_rows) and (post_rows == 0) != ("placebo infeasible" in reason):
-        if verdict in ("Contamination detected", "Mixed/invalid"):
-            problems.append(f"post-cutoff rows {post_rows} but reason says "
-                            f"{'nothing of' if post_rows == 0 else ''} placebo infeasible")
+    if (
+        math.isfinite(post_rows)
+        and (post_rows == 0) != ("placebo infeasible" in reason)
+        and verdict in ("Contamination detected", "Mixed/invalid")
+    ):
+        problems.append(
+            f"post-cutoff rows {post_rows} but reason says {'nothing of' if post_rows == 0 else ''} placebo infeasible"
+        )
     if "LAP is constant" in reason:
-        sd = next((num(r["sd"]) for tab in tables(section(secs, "2.")) for r in tab
-                   if r.get("sample") == "pre" and "sd" in r), math.nan)
+        sd = next(
+            (num(r["sd"]) for tab in tables(section(secs, "2.")) for r in tab if r.get("sample") == "pre" and "sd" in r), math.nan
+        )
         if math.isfinite(sd) and sd != 0:
             problems.append(f"reason says LAP is constant; its sd is {sd}")
     path = re.search(r"Decision path: `([a-z0-9_]+)`", text)

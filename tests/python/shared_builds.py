@@ -53,8 +53,7 @@ class SharedBuild:
         """Fail naming each file that differs from the build's (changed, added or gone)."""
         now = _digests(self.study, self.result.db)
         changed = sorted(str(p) for p in set(now) | set(self.digests) if now.get(p) != self.digests.get(p))
-        assert not changed, (
-            "a test left the shared build changed (work on a copy, or restore the file): " + ", ".join(changed))
+        assert not changed, "a test left the shared build changed (work on a copy, or restore the file): " + ", ".join(changed)
 
 
 def build_default_fixture_study(root: Path) -> SharedBuild:

@@ -25,31 +25,35 @@ SHAPES = {1: (20, 4), 5: (24, 4), 20: (10, 2), 30: (12, 3), 200: (6, 1)}
 @dataclass(frozen=True)
 class StudySpec:
     name: str
-    memorization: float = 1.0        # share of high-LAP rows whose answers are memorized
-    sign: float = 1.0                # -1: memorized forecasts point the wrong way
+    memorization: float = 1.0  # share of high-LAP rows whose answers are memorized
+    sign: float = 1.0  # -1: memorized forecasts point the wrong way
     entities: int = 30
-    post: str = "normal"             # normal | collapsed | none
-    censored: bool = False           # recall labels censored in every row
-    unparsed: bool = False           # no forecast maps to a label
-    measure: str = "recall"          # recall | mink
-    scale: float = 1.0               # LAP (and recall U-D) multiplied by this
+    post: str = "normal"  # normal | collapsed | none
+    censored: bool = False  # recall labels censored in every row
+    unparsed: bool = False  # no forecast maps to a label
+    measure: str = "recall"  # recall | mink
+    scale: float = 1.0  # LAP (and recall U-D) multiplied by this
     seed: int = 0
 
 
 def grid() -> list[StudySpec]:
     base = [
-        StudySpec("strong", 1.0), StudySpec("weak", 0.25), StudySpec("none", 0.0),
+        StudySpec("strong", 1.0),
+        StudySpec("weak", 0.25),
+        StudySpec("none", 0.0),
         StudySpec("negative_beta3", 1.0, sign=-1.0),
         StudySpec("collapsed_post", 1.0, post="collapsed"),
         StudySpec("no_post_rows", 1.0, post="none"),
         StudySpec("censored", 0.0, censored=True),
         StudySpec("unparsed", 1.0, unparsed=True),
     ]
-    sizes = [StudySpec(f"{m}_{e}_entities", mem, entities=e)
-             for e in (1, 5, 200) for m, mem in (("strong", 1.0), ("none", 0.0))]
-    scales = [StudySpec(f"{measure}_{m}_scale_{s:g}", mem, measure=measure, scale=s)
-              for measure in ("recall", "mink") for s in (1e-9, 1e-3, 1e3)
-              for m, mem in (("strong", 1.0), ("none", 0.0))]
+    sizes = [StudySpec(f"{m}_{e}_entities", mem, entities=e) for e in (1, 5, 200) for m, mem in (("strong", 1.0), ("none", 0.0))]
+    scales = [
+        StudySpec(f"{measure}_{m}_scale_{s:g}", mem, measure=measure, scale=s)
+        for measure in ("recall", "mink")
+        for s in (1e-9, 1e-3, 1e3)
+        for m, mem in (("strong", 1.0), ("none", 0.0))
+    ]
     return base + sizes + scales
 
 
@@ -57,8 +61,7 @@ def _sample(rng, spec: StudySpec, start_period: int, post: bool) -> pd.DataFrame
     n_periods, per_cell = SHAPES[spec.entities]
     if post:
         n_periods = max(n_periods // 2, 3)
-    idx = [(e, t) for e in range(spec.entities) for t in range(start_period, start_period + n_periods)
-           for _ in range(per_cell)]
+    idx = [(e, t) for e in range(spec.entities) for t in range(start_period, start_period + n_periods) for _ in range(per_cell)]
     df = pd.DataFrame(idx, columns=["entity_num", "period_num"])
     n = len(df)
     df["row_id"] = [f"r{'b' if post else 'a'}{i:06d}" for i in range(n)]
@@ -83,10 +86,8 @@ def _sample(rng, spec: StudySpec, start_period: int, post: bool) -> pd.DataFrame
         p_up, p_down = np.zeros(n), np.zeros(n)
     df["p_up"], df["p_down"] = p_up, p_down
     recall_lap = p_up + p_down
-    if spec.measure == "mink":  # a log-probability-like score, growing with recall
-        lap_col = spec.scale * (1.0 + recall_lap + rng.normal(0, 0.05, n))
-    else:
-        lap_col = spec.scale * recall_lap
+    # Min-K%: a log-probability-like score, growing with recall
+    lap_col = spec.scale * (1.0 + recall_lap + rng.normal(0, 0.05, n)) if spec.measure == "mink" else spec.scale * recall_lap
     df["lap"] = lap_col
     df["ud"] = spec.scale * (p_up - p_down) if spec.measure == "recall" else p_up - p_down
     df["high_lap"] = (df["lap"] > df["lap"].median()).astype(int)
@@ -106,10 +107,17 @@ def panels(spec: StudySpec) -> tuple[pd.DataFrame, pd.DataFrame]:
 def _describe(pre: pd.DataFrame, post: pd.DataFrame) -> pd.DataFrame:
     both = pd.concat([pre, post], ignore_index=True)
     unparsed = int(both["mu_hat"].isna().sum())
-    rows = [("input rows", len(both)), ("rejected rows", 0), ("valid rows", len(both)),
-            ("pre-cutoff rows", len(pre)), ("post-cutoff rows", len(post)),
-            ("entities", both["entity_num"].nunique()), ("periods", both["period_num"].nunique()),
-            ("rows without a forecast", 0), ("rows with an unparsed forecast", unparsed)]
+    rows = [
+        ("input rows", len(both)),
+        ("rejected rows", 0),
+        ("valid rows", len(both)),
+        ("pre-cutoff rows", len(pre)),
+        ("post-cutoff rows", len(post)),
+        ("entities", both["entity_num"].nunique()),
+        ("periods", both["period_num"].nunique()),
+        ("rows without a forecast", 0),
+        ("rows with an unparsed forecast", unparsed),
+    ]
     return pd.DataFrame(rows, columns=["metric", "value"])
 
 
@@ -118,14 +126,25 @@ def _lap_distribution(pre: pd.DataFrame, post: pd.DataFrame, measure: str) -> pd
     for sample, df in (("pre", pre), ("post", post)):
         x = pd.to_numeric(df["lap"], errors="coerce").dropna()
         q = x.quantile([0.25, 0.5, 0.75]) if len(x) else pd.Series([np.nan] * 3, index=[0.25, 0.5, 0.75])
-        rows.append({"measure": measure, "sample": sample, "n": len(x), "mean": x.mean(),
-                     "sd": x.std(ddof=1), "min": x.min(), "p25": q[0.25], "median": q[0.5],
-                     "p75": q[0.75], "max": x.max(), "is_selected_measure": True})
+        rows.append(
+            {
+                "measure": measure,
+                "sample": sample,
+                "n": len(x),
+                "mean": x.mean(),
+                "sd": x.std(ddof=1),
+                "min": x.min(),
+                "p25": q[0.25],
+                "median": q[0.5],
+                "p75": q[0.75],
+                "max": x.max(),
+                "is_selected_measure": True,
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def render_study(spec: StudySpec, out: Path, draws: int = 99,
-                 data: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> str:
+def render_study(spec: StudySpec, out: Path, draws: int = 99, data: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> str:
     """Regressions, verdict, CSVs and REPORT.md for one study (its panels, or `data`:
     (pre, post) a test reshaped); returns the report text."""
     from lookahead.config import load_study
@@ -140,14 +159,27 @@ def render_study(spec: StudySpec, out: Path, draws: int = 99,
     verdict = verdict_frame(res, pre, post, settings)
     out.mkdir(parents=True, exist_ok=True)
     # the report reads the study the build recorded (settings_json), as lookahead.pages.report does
-    recorded = load_study(overrides={
-        "study_name": spec.name, "model_id": "generated", "training_cutoff": "2021-12-31",
-        "data_path": "generated", "period_frequency": "month", "lap_measure": spec.measure,
-        "high_lap_rule": "pooled_median", "mink_k": 0.2, "mink_mean": "arithmetic"})
+    recorded = load_study(
+        overrides={
+            "study_name": spec.name,
+            "model_id": "generated",
+            "training_cutoff": "2021-12-31",
+            "data_path": "generated",
+            "period_frequency": "month",
+            "lap_measure": spec.measure,
+            "high_lap_rule": "pooled_median",
+            "mink_k": 0.2,
+            "mink_mean": "arithmetic",
+        }
+    )
     study = pd.DataFrame([{"study_name": spec.name, "settings_json": recorded.settings_json()}])
-    tables = {"study_settings": study, "regression_results": res, "verdict": verdict,
-              "sample_description": _describe(pre, post),
-              "lap_distribution": _lap_distribution(pre, post, spec.measure)}
+    tables = {
+        "study_settings": study,
+        "regression_results": res,
+        "verdict": verdict,
+        "sample_description": _describe(pre, post),
+        "lap_distribution": _lap_distribution(pre, post, spec.measure),
+    }
     for name, df in tables.items():
         df.to_csv(out / f"{name}.csv", index=False)
     from lookahead.pages.data import derived_tables
@@ -180,8 +212,7 @@ def main() -> None:
     for spec in grid():
         d = out / spec.name
         try:
-            text = ((d / "REPORT.md").read_text(encoding="utf-8") if check_only
-                    else render_study(spec, d))
+            text = (d / "REPORT.md").read_text(encoding="utf-8") if check_only else render_study(spec, d)
             found = check(text, d)
         except Exception as exc:  # an old renderer may crash on a study: that counts
             found = [f"rendering failed: {type(exc).__name__}: {exc}"]

@@ -28,7 +28,6 @@ REL = 1e-6
 # ---------------------------------------------------------------- reference 1
 
 
-
 def design(df: pd.DataFrame, xs: list[str], fes: list[str]) -> np.ndarray:
     cols = []
     for x in xs:
@@ -56,8 +55,7 @@ def dummies_ols(df: pd.DataFrame, y: str, xs: list[str], fes: list[str], cluster
         G = df[cluster].nunique()
         S = pd.DataFrame(X * u[:, None]).groupby(df[cluster].to_numpy()).sum().to_numpy()
         meat = S.T @ S
-    nested = [f for f in fes if cluster is not None
-              and df.groupby(f)[cluster].nunique().max() == 1]
+    nested = [f for f in fes if cluster is not None and df.groupby(f)[cluster].nunique().max() == 1]
     nonnested = [f for f in fes if f not in nested]
     Z = np.column_stack([np.ones(N)] + [dummies(df[f]) for f in nonnested])
     K = k + np.linalg.matrix_rank(Z.T @ Z)  # = rank(Z): 1 + levels - redundant levels
@@ -70,12 +68,11 @@ def dummies_ols(df: pd.DataFrame, y: str, xs: list[str], fes: list[str], cluster
 
 
 def ours(df, y, xs, cluster="entity", fes=("entity_num", "period_num")):
-    return fit_fe(df, FitRequest(spec="s", sample="pre", outcome=y, regressors=xs,
-                                 fixed_effects=fes, cluster=cluster))
+    return fit_fe(df, FitRequest(spec="s", sample="pre", outcome=y, regressors=xs, fixed_effects=fes, cluster=cluster))
 
 
 def assert_same(res: pd.DataFrame, ref, rel=REL):
-    beta, se, p, K, N, G = ref
+    beta, se, p, _K, N, G = ref
     np.testing.assert_allclose(res["estimate"].astype(float), beta, rtol=rel)
     np.testing.assert_allclose(res["std_error"].astype(float), se, rtol=rel)
     np.testing.assert_allclose(res["p_two_sided"].astype(float), p, rtol=1e-5, atol=1e-12)
@@ -86,15 +83,18 @@ def assert_same(res: pd.DataFrame, ref, rel=REL):
 
 # ---------------------------------------------------------------- real panels
 
+
 @pytest.fixture(scope="module")
 def wage() -> pd.DataFrame:
     from linearmodels.datasets import wage_panel
+
     return wage_panel.load().rename(columns={"nr": "entity_num", "year": "period_num"})
 
 
 @pytest.fixture(scope="module")
 def grunfeld() -> pd.DataFrame:
     import statsmodels.api as sm
+
     g = sm.datasets.grunfeld.load_pandas().data
     g["entity_num"] = pd.factorize(g["firm"], sort=True)[0]
     g["period_num"] = g["year"].astype(int)
@@ -113,9 +113,9 @@ def test_wage_panel_two_way_fe_cluster_entity_matches_dummies_ols(wage):
 
 def test_wage_panel_coefficients_match_linearmodels_panelols(wage):
     from linearmodels import PanelOLS
+
     p = wage.set_index(["entity_num", "period_num"])
-    lm = PanelOLS(p["lwage"], p[WAGE_X], entity_effects=True, time_effects=True).fit(
-        cov_type="clustered", cluster_entity=True)
+    lm = PanelOLS(p["lwage"], p[WAGE_X], entity_effects=True, time_effects=True).fit(cov_type="clustered", cluster_entity=True)
     res = ours(wage, "lwage", WAGE_X)
     np.testing.assert_allclose(res["estimate"].astype(float), lm.params[WAGE_X].to_numpy(), rtol=REL)
 
@@ -125,10 +125,12 @@ def test_wage_panel_se_match_statsmodels_cluster_after_aligning_k(wage):
 
     On the first 150 workers (1,200 rows): a dense 160-column QR keeps the test fast."""
     import statsmodels.api as sm
+
     wage = wage[wage["entity_num"].isin(sorted(wage["entity_num"].unique())[:150])].reset_index(drop=True)
     X = pd.DataFrame(design(wage, WAGE_X, ["entity_num", "period_num"]))
     fit = sm.OLS(wage["lwage"].to_numpy(float), X).fit(
-        method="qr", cov_type="cluster", cov_kwds={"groups": wage["entity_num"].to_numpy()})
+        method="qr", cov_type="cluster", cov_kwds={"groups": wage["entity_num"].to_numpy()}
+    )
     N, k_full = len(wage), X.shape[1]
     k_reghdfe = len(WAGE_X) + wage["period_num"].nunique()
     se_sm = fit.bse.to_numpy()[: len(WAGE_X)] * np.sqrt((N - k_full) / (N - k_reghdfe))
@@ -154,6 +156,7 @@ def test_grunfeld_few_clusters_matches_and_warns(grunfeld):
 
 # ---------------------------------------------------------------- synthetic panels
 
+
 def synthetic_panel(seed: int, n_entities: int = 30, n_periods: int = 10) -> pd.DataFrame:
     """Unbalanced panel like the protocol's: several rows per (entity, month), daily dates."""
     rng = np.random.default_rng(seed)
@@ -171,8 +174,16 @@ def synthetic_panel(seed: int, n_entities: int = 30, n_periods: int = 10) -> pd.
     df["mu_hat"] = rng.choice([-1.0, 1.0], n)
     df["lap"] = rng.beta(2, 3, n) + 0.3 * ent
     df["ud"] = rng.uniform(-1, 1, n)
-    df["outcome"] = (0.2 * df["mu_hat"] + 0.1 * df["lap"] + 0.5 * df["mu_hat"] * df["lap"]
-                     + 0.3 * df["ud"] + ent + per + 0.5 * day + rng.normal(size=n))
+    df["outcome"] = (
+        0.2 * df["mu_hat"]
+        + 0.1 * df["lap"]
+        + 0.5 * df["mu_hat"] * df["lap"]
+        + 0.3 * df["ud"]
+        + ent
+        + per
+        + 0.5 * day
+        + rng.normal(size=n)
+    )
     # a singleton: an entity seen once, and a period seen once
     extra = df.iloc[[0, 1]].copy()
     extra["entity_num"] = [n_entities, 0]
@@ -184,8 +195,9 @@ DET = ["mu_hat", "lap", "mu_hat:lap"]
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-@pytest.mark.parametrize("cluster,col", [("entity", "entity_num"), ("period", "period_num"),
-                                         ("date", "target_date"), ("none", None)])
+@pytest.mark.parametrize(
+    "cluster,col", [("entity", "entity_num"), ("period", "period_num"), ("date", "target_date"), ("none", None)]
+)
 def test_synthetic_detection_spec_all_cluster_settings(seed, cluster, col):
     df = synthetic_panel(seed)
     res = ours(df, "outcome", DET, cluster=cluster)
@@ -203,14 +215,19 @@ def test_synthetic_validation_spec_matches():
 def test_p_two_sided_is_pyfixest_pr_renamed():
     """Our t(G-1) p equals pyfixest's own 'Pr(>|t|)' column (only renamed)."""
     import pyfixest as pf
+
     df = drop_singletons(synthetic_panel(4), ["entity_num", "period_num"]).copy()
     df["mu_hat_x_lap"] = df["mu_hat"] * df["lap"]
     from pyfixest.demeaners import MapDemeaner
 
     from lookahead.stats.fe_regression import FIXEF_TOL
 
-    fit = pf.feols("outcome ~ mu_hat + lap + mu_hat_x_lap | entity_num + period_num",
-                   data=df, vcov={"CRV1": "entity_num"}, demeaner=MapDemeaner(fixef_tol=FIXEF_TOL))
+    fit = pf.feols(
+        "outcome ~ mu_hat + lap + mu_hat_x_lap | entity_num + period_num",
+        data=df,
+        vcov={"CRV1": "entity_num"},
+        demeaner=MapDemeaner(fixef_tol=FIXEF_TOL),
+    )
     tidy = fit.tidy()
     res = ours(df, "outcome", DET)
     np.testing.assert_allclose(res["p_two_sided"].astype(float), tidy["Pr(>|t|)"].to_numpy(), rtol=1e-8)
@@ -219,16 +236,20 @@ def test_p_two_sided_is_pyfixest_pr_renamed():
 
 # ---------------------------------------------------------------- single entity: Newey-West
 
+
 @pytest.mark.parametrize("lag", [1, 3, 6])
 def test_single_entity_newey_west_matches_statsmodels_hac(lag):
     import statsmodels.api as sm
+
     rng = np.random.default_rng(11)
     n = 240
-    df = pd.DataFrame({
-        "entity_num": 0,
-        "period_num": np.repeat(np.arange(24), 10),
-        "target_date": pd.date_range("2019-01-01", periods=n, freq="D"),
-    })
+    df = pd.DataFrame(
+        {
+            "entity_num": 0,
+            "period_num": np.repeat(np.arange(24), 10),
+            "target_date": pd.date_range("2019-01-01", periods=n, freq="D"),
+        }
+    )
     e = np.zeros(n)
     for i in range(1, n):  # autocorrelated errors, the case Newey-West is for
         e[i] = 0.6 * e[i - 1] + rng.normal()
@@ -236,12 +257,12 @@ def test_single_entity_newey_west_matches_statsmodels_hac(lag):
     df["lap"] = rng.uniform(0, 1, n)
     df["outcome"] = 0.4 * df["mu_hat"] * df["lap"] + e
     df = df.sample(frac=1.0, random_state=0)  # the wrapper must sort by date itself
-    res = fit_fe(df, FitRequest(spec="s", sample="pre", outcome="outcome", regressors=DET,
-                                nw_lag=lag))
+    res = fit_fe(df, FitRequest(spec="s", sample="pre", outcome="outcome", regressors=DET, nw_lag=lag))
     srt = df.sort_values("target_date")
     X = pd.DataFrame(design(srt, DET, ["period_num"]))
     sm_fit = sm.OLS(srt["outcome"].to_numpy(float), X).fit(
-        cov_type="HAC", cov_kwds={"maxlags": lag, "use_correction": True}, use_t=True)
+        cov_type="HAC", cov_kwds={"maxlags": lag, "use_correction": True}, use_t=True
+    )
     np.testing.assert_allclose(res["estimate"].astype(float), sm_fit.params.to_numpy()[:3], rtol=REL)
     np.testing.assert_allclose(res["std_error"].astype(float), sm_fit.bse.to_numpy()[:3], rtol=REL)
     np.testing.assert_allclose(res["p_two_sided"].astype(float), sm_fit.pvalues.to_numpy()[:3], rtol=1e-6)

@@ -27,16 +27,25 @@ from lookahead.config import load_study
 
 def _producer(version: str, extra: bool = True):
     """A report set of every artefact type, each file saying which version wrote it."""
+
     def produce(results: Path, outputs: Path) -> None:
         (results / "tables").mkdir()
         (results / "figures").mkdir()
-        for rel in ("REPORT.md", "verdict.csv", "regression_results.csv", "reghdfe.do",
-                    "tables/table2.tex", "figures/lap_hist.png", "index.html"):
+        for rel in (
+            "REPORT.md",
+            "verdict.csv",
+            "regression_results.csv",
+            "reghdfe.do",
+            "tables/table2.tex",
+            "figures/lap_hist.png",
+            "index.html",
+        ):
             (results / rel).write_text(version)
         if extra:
             (results / "only_in_this_version.csv").write_text(version)
         (outputs / "panel_pre.dta").write_text(version)
         (outputs / "panel_post.dta").write_text(version)
+
     return produce
 
 
@@ -50,9 +59,13 @@ def _folders(tmp_path: Path) -> Folders:
 def _user_files(f: Folders) -> dict[Path, str]:
     """A user's own files in every folder the report writes to, with names the tool uses
     for its own files elsewhere."""
-    files = {f.results / "user_data.csv": "mine", f.results / "notes.md": "mine",
-             f.outputs / "my_panel.dta": "mine", f.results / "tables" / "mine.tex": "mine",
-             f.results / "figures" / "mine.png": "mine"}
+    files = {
+        f.results / "user_data.csv": "mine",
+        f.results / "notes.md": "mine",
+        f.outputs / "my_panel.dta": "mine",
+        f.results / "tables" / "mine.tex": "mine",
+        f.results / "figures" / "mine.png": "mine",
+    }
     for p, text in files.items():
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
@@ -124,7 +137,7 @@ def _count_moves(f: Folders) -> int:
     n = [0]
     real = os.replace
 
-    def counting(a, b):  # noqa: ANN001
+    def counting(a, b):
         n[0] += 1
         return real(a, b)
 
@@ -136,8 +149,9 @@ def _count_moves(f: Folders) -> int:
     return n[0]
 
 
-def test_a_kill_at_any_move_presents_no_mix_and_the_next_command_completes_it(tmp_path: Path,
-                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_kill_at_any_move_presents_no_mix_and_the_next_command_completes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Kill the swap before each of its renames in turn: REPORT.md is only ever present
     with the files of its own version, and recover() (every later command calls it)
     ends in the new set."""
@@ -148,7 +162,7 @@ def test_a_kill_at_any_move_presents_no_mix_and_the_next_command_completes_it(tm
         real = os.replace
         calls = [0]
 
-        def dying(a, b, real=real, calls=calls, k=k):  # noqa: ANN001
+        def dying(a, b, real=real, calls=calls, k=k):
             if calls[0] == k:
                 raise _Killed()
             calls[0] += 1
@@ -192,26 +206,33 @@ def test_without_a_manifest_only_the_exact_names_the_report_writes_move(tmp_path
     assert (f.results / MANIFEST).is_file()
 
 
-@pytest.mark.parametrize("setting,value,says", [
-    ("results_dir", "DATA", "the data folder (data_path)"),
-    ("outputs_dir", "DATA", "the data folder (data_path)"),
-    ("results_dir", "RAW", "the raw folder (raw_dir)"),
-    ("results_dir", ".", "the project root"),
-    ("outputs_dir", "/", "a folder that holds the project"),
-])
+@pytest.mark.parametrize(
+    "setting,value,says",
+    [
+        ("results_dir", "DATA", "the data folder (data_path)"),
+        ("outputs_dir", "DATA", "the data folder (data_path)"),
+        ("results_dir", "RAW", "the raw folder (raw_dir)"),
+        ("results_dir", ".", "the project root"),
+        ("outputs_dir", "/", "a folder that holds the project"),
+    ],
+)
 def test_a_results_folder_that_holds_inputs_is_refused(tmp_path: Path, setting: str, value: str, says: str) -> None:
     data = tmp_path / "data"
     data.mkdir()
     (data / "obs.csv").write_text("x\n")
     paths = {"DATA": str(data), "RAW": str(tmp_path / "raw")}
-    study = load_study(None, overrides={"data_path": str(data / "obs.csv"), "raw_dir": str(tmp_path / "raw"),
-                                        setting: paths.get(value, value)})
+    study = load_study(
+        None, overrides={"data_path": str(data / "obs.csv"), "raw_dir": str(tmp_path / "raw"), setting: paths.get(value, value)}
+    )
     with pytest.raises(OutputFolderError, match=rf"setting '{setting}': .* is {re.escape(says)}; .*point {setting} at"):
         check_output_folders(study)
-    assert "\n" not in str(pytest.raises(OutputFolderError, check_output_folders, study).value)
+    with pytest.raises(OutputFolderError) as refused:
+        check_output_folders(study)
+    assert "\n" not in str(refused.value)
 
 
 def test_a_results_folder_of_its_own_is_accepted(tmp_path: Path) -> None:
-    study = load_study(None, overrides={"data_path": str(tmp_path / "data" / "obs.csv"),
-                                        "results_dir": str(tmp_path / "data" / "results")})
+    study = load_study(
+        None, overrides={"data_path": str(tmp_path / "data" / "obs.csv"), "results_dir": str(tmp_path / "data" / "results")}
+    )
     check_output_folders(study)  # inside the data folder is fine: only manifest files move

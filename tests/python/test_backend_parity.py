@@ -24,8 +24,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -44,9 +45,14 @@ TOKEN_LOGPROB_ATOL = 2e-3
 PROB_ATOL = 1e-3
 MINK_RTOL = 2e-3
 
-ENTITIES = [("Apple Inc.", "AAPL", "2021-03-01"), ("Microsoft", "MSFT", "2020-11-09"),
-            ("Tesla", "TSLA", "2022-01-27"), ("Exxon Mobil", "XOM", "2019-06-14"),
-            ("Coca-Cola", "KO", "2023-08-02"), ("Nvidia", "NVDA", "2024-05-23")]
+ENTITIES = [
+    ("Apple Inc.", "AAPL", "2021-03-01"),
+    ("Microsoft", "MSFT", "2020-11-09"),
+    ("Tesla", "TSLA", "2022-01-27"),
+    ("Exxon Mobil", "XOM", "2019-06-14"),
+    ("Coca-Cola", "KO", "2023-08-02"),
+    ("Nvidia", "NVDA", "2024-05-23"),
+]
 MINK_TEXTS = [
     "Apple shares rose 3% after the company reported record iPhone sales in the holiday quarter.",
     "Tesla recalled 135,000 vehicles over a touchscreen failure, regulators said on Tuesday.",
@@ -55,23 +61,22 @@ MINK_TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
     "Nvidia's data-center revenue tripled from a year earlier, beating analyst estimates.",
 ]
-VLLM_OPTIONS = {"model_path": str(MODEL_DIR), "dtype": "float32", "enforce_eager": True,
-                "kv_cache_gib": 1, "max_model_len": 1024}
+VLLM_OPTIONS = {"model_path": str(MODEL_DIR), "dtype": "float32", "enforce_eager": True, "kv_cache_gib": 1, "max_model_len": 1024}
 
 
 def recall_queries() -> list[str]:
     """The protocol's recall template of the default study, filled for a few entities."""
     p = load_study().prompts
     return [
-        p.recall_template.format(target_date=d, outcome_description=p.outcome_description,
-                                 entity_name=n, ticker=t, reference_period=p.reference_period)
+        p.recall_template.format(
+            target_date=d, outcome_description=p.outcome_description, entity_name=n, ticker=t, reference_period=p.reference_period
+        )
         for n, t, d in ENTITIES
     ]
 
 
 def queries() -> dict[str, Any]:
-    return {"recall": recall_queries(), "mink": MINK_TEXTS, "use_chat_template": True,
-            "top_logprobs": 20}
+    return {"recall": recall_queries(), "mink": MINK_TEXTS, "use_chat_template": True, "top_logprobs": 20}
 
 
 def test_vllm_backend_outside_its_venv_names_the_fix() -> None:
@@ -90,11 +95,15 @@ def test_vllm_backend_outside_its_venv_names_the_fix() -> None:
 @pytest.fixture(scope="module")
 def model_dir() -> Path:
     if not VLLM_PYTHON.exists():
-        pytest.skip("backend parity needs the vLLM environment .venv-vllm: "
-                    "create it with `bash scripts/make_vllm_env.sh`")
+        pytest.skip("backend parity needs the vLLM environment .venv-vllm: create it with `bash scripts/make_vllm_env.sh`")
     if not (MODEL_DIR / "model.safetensors").exists():
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "export_smollm2_hf.py"), str(MODEL_DIR)],
-                       check=True, env=vllm_env(), cwd=ROOT, timeout=600)
+        subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "export_smollm2_hf.py"), str(MODEL_DIR)],
+            check=True,
+            env=vllm_env(),
+            cwd=ROOT,
+            timeout=600,
+        )
     return MODEL_DIR
 
 
@@ -102,10 +111,25 @@ def _run_query_script(python: Path, backend: str, options: dict[str, Any], tmp: 
     qfile, out = tmp / f"queries_{backend}.json", tmp / f"answers_{backend}.json"
     qfile.write_text(json.dumps(queries()), encoding="utf-8")
     proc = subprocess.run(
-        [str(python), str(ROOT / "scripts" / "query_backend.py"), "--backend", backend,
-         "--model-id", MODEL_ID, "--options", json.dumps(options), "--queries", str(qfile),
-         "--out", str(out)],
-        cwd=ROOT, env=vllm_env(), capture_output=True, text=True, timeout=900,
+        [
+            str(python),
+            str(ROOT / "scripts" / "query_backend.py"),
+            "--backend",
+            backend,
+            "--model-id",
+            MODEL_ID,
+            "--options",
+            json.dumps(options),
+            "--queries",
+            str(qfile),
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=vllm_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert proc.returncode == 0, f"{backend} run failed:\n{proc.stderr[-4000:]}"
     return json.loads(out.read_text(encoding="utf-8"))
@@ -140,11 +164,13 @@ def answers(model_dir: Path, vllm_server: str, tmp_path_factory: pytest.TempPath
     run = _query_script().run
 
     res = {
-        "transformers": run("transformers", MODEL_ID,
-                            {"model_path": str(model_dir), "dtype": "float32"}, queries()),
-        "openai": run("openai", MODEL_ID,
-                      {"base_url": vllm_server, "tokenizer_path": str(model_dir),
-                       "served_model": MODEL_ID, "timeout_s": 120}, queries()),
+        "transformers": run("transformers", MODEL_ID, {"model_path": str(model_dir), "dtype": "float32"}, queries()),
+        "openai": run(
+            "openai",
+            MODEL_ID,
+            {"base_url": vllm_server, "tokenizer_path": str(model_dir), "served_model": MODEL_ID, "timeout_s": 120},
+            queries(),
+        ),
     }
     res["vllm"] = _run_query_script(VLLM_PYTHON, "vllm", VLLM_OPTIONS, tmp)
     return res
@@ -161,7 +187,7 @@ def test_recall_probabilities_agree(answers: dict[str, dict[str, Any]], other: s
     ref, alt = answers["transformers"]["recall"], answers[other]["recall"]
     assert alt["prompts"] == ref["prompts"]  # the same chat-templated text was sent
     worst = 0.0
-    for g_ref, g_alt in zip(ref["generations"], alt["generations"]):
+    for g_ref, g_alt in zip(ref["generations"], alt["generations"], strict=False):
         assert len(g_alt["top_logprobs"]) == 20
         p_ref, p_alt = _recall_probs(g_ref), _recall_probs(g_alt)
         for lab in ("up", "down", "unknown"):
@@ -190,17 +216,15 @@ def test_recall_probabilities_agree(answers: dict[str, dict[str, Any]], other: s
 def test_mink_logprobs_and_lap_agree(answers: dict[str, dict[str, Any]], other: str) -> None:
     ref, alt = answers["transformers"]["mink"], answers[other]["mink"]
     worst_tok, worst_lap = 0.0, 0.0
-    for row_ref, row_alt in zip(ref["logprobs"], alt["logprobs"]):
+    for row_ref, row_alt in zip(ref["logprobs"], alt["logprobs"], strict=False):
         assert [t["token_id"] for t in row_alt] == [t["token_id"] for t in row_ref]
         assert row_alt[0]["logprob"] is None and row_ref[0]["logprob"] is None
-        for a, b in zip(row_ref[1:], row_alt[1:]):
+        for a, b in zip(row_ref[1:], row_alt[1:], strict=False):
             worst_tok = max(worst_tok, abs(a["logprob"] - b["logprob"]))
-        assert [t["logprob"] for t in row_alt[1:]] == pytest.approx(
-            [t["logprob"] for t in row_ref[1:]], abs=TOKEN_LOGPROB_ATOL)
+        assert [t["logprob"] for t in row_alt[1:]] == pytest.approx([t["logprob"] for t in row_ref[1:]], abs=TOKEN_LOGPROB_ATOL)
         for mean in ("geometric", "arithmetic"):
             l_ref = mink_lap([t["logprob"] for t in row_ref], 0.2, mean)
             l_alt = mink_lap([t["logprob"] for t in row_alt], 0.2, mean)
             assert l_alt == pytest.approx(l_ref, rel=MINK_RTOL)
             worst_lap = max(worst_lap, abs(l_alt / l_ref - 1))
-    print(f"\nparity mink transformers vs {other}: max |dlogprob| = {worst_tok:.2e}, "
-          f"max rel dLAP = {worst_lap:.2e}")
+    print(f"\nparity mink transformers vs {other}: max |dlogprob| = {worst_tok:.2e}, max rel dLAP = {worst_lap:.2e}")

@@ -50,12 +50,25 @@ def test_every_library_on_the_statistics_path_is_in_the_code_fingerprint() -> No
     included) and what those require, not from a hand-kept list."""
     assert {"wildboottest", "numba", "pyfixest", "numpy", "scipy", "duckdb"} <= build_imports(ROOT)
     found = build_distributions(ROOT)
-    assert {"wildboottest", "formulaic", "numba", "pyfixest", "numpy", "scipy", "duckdb", "pandas",
-            "pyarrow", "great-expectations", "dbt-core", "dbt-duckdb", "pyyaml"} <= set(found)
+    assert {
+        "wildboottest",
+        "formulaic",
+        "numba",
+        "pyfixest",
+        "numpy",
+        "scipy",
+        "duckdb",
+        "pandas",
+        "pyarrow",
+        "great-expectations",
+        "dbt-core",
+        "dbt-duckdb",
+        "pyyaml",
+    } <= set(found)
     assert "torch" not in found  # the LLM backends are not on the build's path
 
 
-def test_a_library_bump_changes_the_code_fingerprint(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_a_library_bump_changes_the_code_fingerprint(tmp_path: Path, monkeypatch) -> None:
     """A newer wildboottest (or formulaic, which no project file imports) installed ahead
     of the current one on sys.path changes the fingerprint, so the report refuses and
     `lookahead run` rebuilds."""

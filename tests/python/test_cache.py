@@ -30,17 +30,20 @@ from lookahead.cache import (
 def rec(key: str, **kw) -> dict:
     """A complete recall answer (the cache refuses incomplete ones)."""
     r = {f: None for f in REQUIRED_FIELDS}
-    r.update(key=key, task="recall", approximated=False, params={"top_logprobs": 20},
-             top_logprobs=[{"token_id": 1, "token": "up", "logprob": -0.1}])
+    r.update(
+        key=key,
+        task="recall",
+        approximated=False,
+        params={"top_logprobs": 20},
+        top_logprobs=[{"token_id": 1, "token": "up", "logprob": -0.1}],
+    )
     r.update(kw)
     return r
 
 
 def test_query_key_is_sha256_of_the_contract_string():
     params = {"top_logprobs": 20, "temperature": 0, "max_tokens": 1}
-    expect = hashlib.sha256(
-        'recall|m|E1|2021-01-05|prompt text|{"max_tokens":1,"temperature":0,"top_logprobs":20}'.encode()
-    ).hexdigest()
+    expect = hashlib.sha256(b'recall|m|E1|2021-01-05|prompt text|{"max_tokens":1,"temperature":0,"top_logprobs":20}').hexdigest()
     assert query_key("recall", "m", "E1|2021-01-05", "prompt text", params) == expect
     # parameter order does not matter; any change of prompt, params, model or row does
     assert query_key("recall", "m", "E1|2021-01-05", "prompt text", dict(reversed(params.items()))) == expect
@@ -103,8 +106,12 @@ def test_second_writer_is_refused(tmp_path):
             "import sys; from lookahead.cache import RawStore, CacheError\n"
             f"try:\n RawStore({str(path)!r}).open()\nexcept CacheError as e:\n print(e); sys.exit(7)\n"
         )
-        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+        res = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
         assert res.returncode == 7 and "another job" in res.stdout
     with RawStore(path):  # released on close
         pass
@@ -122,27 +129,35 @@ def test_atomic_writes_replace_whole_files(tmp_path):
 
 
 def test_nan_is_rejected_not_written(tmp_path):
-    with RawStore(tmp_path / "r.jsonl") as store:
-        with pytest.raises(ValueError):
-            store.append(rec("a", first_token_prob=float("nan")))
+    with RawStore(tmp_path / "r.jsonl") as store, pytest.raises(ValueError):
+        store.append(rec("a", first_token_prob=float("nan")))
     assert not (tmp_path / "r.jsonl").exists()  # nothing written: the store left no empty file
 
 
-@pytest.mark.parametrize("task,fields,reason", [
-    ("recall", {"top_logprobs": []}, "no top log-probs"),
-    ("recall", {"top_logprobs": None}, "no top log-probs"),
-    ("recall", {"top_logprobs": [{"token_id": 1, "token": "up", "logprob": None}]}, "not finite"),
-    ("forecast", {"response_text": None}, "no response text"),
-    ("forecast", {"response_text": "up", "top_logprobs": []}, "top log-probs"),
-    ("mink", {"prompt_logprobs": []}, "no prompt log-probs"),
-    ("mink", {"prompt_logprobs": [{"token_id": 1, "token": "a", "logprob": None},
-                                  {"token_id": 2, "token": "b", "logprob": None}]}, "after the first"),
-    ("recall", {"params": {"n_samples": 25}, "top_logprobs": [], "samples": ["up"] * 24}, "24 of 25"),
-    ("recall", {"top_logprobs": [{"token_id": 1, "token": "up", "logprob": 2.5}]}, "log-prob +2.5 is positive"),
-    ("recall", {"top_logprobs": [{"token_id": 1, "token": "up", "logprob": 1e-3}]}, "is positive (above the tolerance"),
-    ("mink", {"prompt_logprobs": [{"token_id": 1, "token": "a", "logprob": None},
-                                  {"token_id": 2, "token": "b", "logprob": 0.5}]}, "at or below 0"),
-])
+@pytest.mark.parametrize(
+    "task,fields,reason",
+    [
+        ("recall", {"top_logprobs": []}, "no top log-probs"),
+        ("recall", {"top_logprobs": None}, "no top log-probs"),
+        ("recall", {"top_logprobs": [{"token_id": 1, "token": "up", "logprob": None}]}, "not finite"),
+        ("forecast", {"response_text": None}, "no response text"),
+        ("forecast", {"response_text": "up", "top_logprobs": []}, "top log-probs"),
+        ("mink", {"prompt_logprobs": []}, "no prompt log-probs"),
+        (
+            "mink",
+            {"prompt_logprobs": [{"token_id": 1, "token": "a", "logprob": None}, {"token_id": 2, "token": "b", "logprob": None}]},
+            "after the first",
+        ),
+        ("recall", {"params": {"n_samples": 25}, "top_logprobs": [], "samples": ["up"] * 24}, "24 of 25"),
+        ("recall", {"top_logprobs": [{"token_id": 1, "token": "up", "logprob": 2.5}]}, "log-prob +2.5 is positive"),
+        ("recall", {"top_logprobs": [{"token_id": 1, "token": "up", "logprob": 1e-3}]}, "is positive (above the tolerance"),
+        (
+            "mink",
+            {"prompt_logprobs": [{"token_id": 1, "token": "a", "logprob": None}, {"token_id": 2, "token": "b", "logprob": 0.5}]},
+            "at or below 0",
+        ),
+    ],
+)
 def test_incomplete_answers_are_refused_and_nothing_is_written(tmp_path, task, fields, reason):
     from lookahead.cache import IncompleteAnswer, incomplete_reason
 
@@ -150,20 +165,24 @@ def test_incomplete_answers_are_refused_and_nothing_is_written(tmp_path, task, f
     r["params"] = {"top_logprobs": 20}
     r.update(fields)
     assert reason in (incomplete_reason(r) or "")
-    with RawStore(tmp_path / f"{task}.jsonl") as store:
-        with pytest.raises(IncompleteAnswer, match="not a complete answer"):
-            store.append(r)
+    with RawStore(tmp_path / f"{task}.jsonl") as store, pytest.raises(IncompleteAnswer, match="not a complete answer"):
+        store.append(r)
     assert not (tmp_path / f"{task}.jsonl").exists()  # nothing written: no empty file left
 
 
 def test_complete_answers_pass_and_failures_go_to_their_own_file(tmp_path):
     from lookahead.cache import FAILURE_FIELDS, incomplete_reason
 
-    mink = rec("m", task="mink", top_logprobs=None, params={},
-               prompt_logprobs=[{"token_id": 1, "token": "a", "logprob": None},
-                                {"token_id": 2, "token": "b", "logprob": -1.5}])
-    forecast_no_lp = rec("f", task="forecast", response_text="", top_logprobs=[],
-                         params={"top_logprobs": 0})  # logprobs not asked for: text suffices
+    mink = rec(
+        "m",
+        task="mink",
+        top_logprobs=None,
+        params={},
+        prompt_logprobs=[{"token_id": 1, "token": "a", "logprob": None}, {"token_id": 2, "token": "b", "logprob": -1.5}],
+    )
+    forecast_no_lp = rec(
+        "f", task="forecast", response_text="", top_logprobs=[], params={"top_logprobs": 0}
+    )  # logprobs not asked for: text suffices
     assert incomplete_reason(mink) is None and incomplete_reason(forecast_no_lp) is None
     path = tmp_path / "mink.jsonl"
     with RawStore(path) as store:
@@ -181,9 +200,11 @@ def test_a_log_prob_within_the_tolerance_is_cached_as_zero_and_counted(tmp_path)
 
     r = rec("a", task="recall")
     r["params"] = {"top_logprobs": 20}
-    r["top_logprobs"] = [{"token_id": 1, "token": "up", "logprob": 1e-7},
-                         {"token_id": 2, "token": "down", "logprob": -3.0},
-                         {"token_id": 3, "token": "x", "logprob": LOGPROB_TOLERANCE}]
+    r["top_logprobs"] = [
+        {"token_id": 1, "token": "up", "logprob": 1e-7},
+        {"token_id": 2, "token": "down", "logprob": -3.0},
+        {"token_id": 3, "token": "x", "logprob": LOGPROB_TOLERANCE},
+    ]
     with RawStore(tmp_path / "recall.jsonl") as store:
         store.append(r)
         assert store.clamped == 2
@@ -231,10 +252,20 @@ def _forecast_line(row_id: str, text: str, **kw) -> dict:
     """A forecast line keyed as the jobs key it: sha256 of the contract string, written
     out here (docs/CONTRACTS.md), not through lookahead.cache."""
     params = {"temperature": 0, "max_tokens": 8, "top_logprobs": 20}
-    key = hashlib.sha256(f"forecast|m|{row_id}|{text}|{json.dumps(params, sort_keys=True, separators=(',', ':'))}"
-                         .encode()).hexdigest()
-    return rec(key, task="forecast", model_id="m", row_id=row_id, query_text=text, prompt=text,
-               params={**params, "text_truncated_to_chars": 3}, response_text="Up.", **kw)
+    key = hashlib.sha256(
+        f"forecast|m|{row_id}|{text}|{json.dumps(params, sort_keys=True, separators=(',', ':'))}".encode()
+    ).hexdigest()
+    return rec(
+        key,
+        task="forecast",
+        model_id="m",
+        row_id=row_id,
+        query_text=text,
+        prompt=text,
+        params={**params, "text_truncated_to_chars": 3},
+        response_text="Up.",
+        **kw,
+    )
 
 
 def test_a_line_whose_key_and_row_were_both_rewritten_is_asked_again(tmp_path):
@@ -257,6 +288,10 @@ def test_a_line_whose_key_and_row_were_both_rewritten_is_asked_again(tmp_path):
         store.append(r2)
         assert store.has_answer(r2["key"], want)
     assert load_cache(tmp_path, "forecast", {r2["key"]: want})[r2["key"]]["response_text"] == "Up."
-    for field, value in (("query_text", "Headline two, edited"), ("params", {"temperature": 1}),
-                         ("model_id", "another"), ("query_text", None)):
+    for field, value in (
+        ("query_text", "Headline two, edited"),
+        ("params", {"temperature": 1}),
+        ("model_id", "another"),
+        ("query_text", None),
+    ):
         assert fields_key({**r2, field: value}) != r2["key"], field

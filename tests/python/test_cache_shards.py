@@ -28,8 +28,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def rec(key: str, finished: str, **kw) -> dict:
     r = {f: None for f in REQUIRED_FIELDS}
-    r.update(key=key, task="recall", approximated=False, params={"top_logprobs": 20}, finished_at=finished,
-             top_logprobs=[{"token_id": 1, "token": "up", "logprob": -0.1}])
+    r.update(
+        key=key,
+        task="recall",
+        approximated=False,
+        params={"top_logprobs": 20},
+        finished_at=finished,
+        top_logprobs=[{"token_id": 1, "token": "up", "logprob": -0.1}],
+    )
     r.update(kw)
     return r
 
@@ -43,12 +49,18 @@ def write(path: Path, *records: dict, tail: str = "") -> None:
 def test_union_of_shards_one_line_per_key_first_written_wins(tmp_path):
     raw = tmp_path / "raw"
     write(raw / "recall.jsonl", rec("a", "2026-01-02T00:00:00.000000+00:00", response_text="late"))
-    write(raw / "shards/h-0/recall.jsonl", rec("a", "2026-01-01T00:00:00.000000+00:00", response_text="early"),
-          rec("b", "2026-01-03T00:00:00.000000+00:00"))
+    write(
+        raw / "shards/h-0/recall.jsonl",
+        rec("a", "2026-01-01T00:00:00.000000+00:00", response_text="early"),
+        rec("b", "2026-01-03T00:00:00.000000+00:00"),
+    )
     write(raw / "shards/h-1/recall.jsonl", rec("c", "2026-01-03T00:00:00.000000+00:00"))
     write(raw / "recall.failures.jsonl", {"key": "zz"})  # never read as an answer
     assert [p.relative_to(raw).as_posix() for p in shard_files(raw, "recall")] == [
-        "recall.jsonl", "shards/h-0/recall.jsonl", "shards/h-1/recall.jsonl"]
+        "recall.jsonl",
+        "shards/h-0/recall.jsonl",
+        "shards/h-1/recall.jsonl",
+    ]
     got = load_cache(raw, "recall")
     assert sorted(got) == ["a", "b", "c"] and got["a"]["response_text"] == "early"
     with RawStore(raw / "recall.jsonl") as store:  # the single-process job sees every shard
@@ -58,8 +70,7 @@ def test_union_of_shards_one_line_per_key_first_written_wins(tmp_path):
 
 def test_a_store_sees_sibling_answers_as_written_and_skips_an_unfinished_line(tmp_path):
     raw = tmp_path / "raw"
-    with RawStore(raw / "shards/h-0/recall.jsonl", root=raw) as a, \
-         RawStore(raw / "shards/h-1/recall.jsonl", root=raw) as b:
+    with RawStore(raw / "shards/h-0/recall.jsonl", root=raw) as a, RawStore(raw / "shards/h-1/recall.jsonl", root=raw) as b:
         b.append(rec("k1", "2026-01-01T00:00:00.000000+00:00"))
         assert "k1" not in a and a.refresh() == 1 and "k1" in a
         with open(b.path, "a") as fh:  # a writer halfway through its next line
@@ -121,14 +132,16 @@ def test_the_raw_source_glob_reads_every_shard_and_nothing_else(tmp_path):
 
     raw = tmp_path / "raw"
     write(raw / "recall.jsonl", rec("a", "2026-01-02T00:00:00.000000+00:00"))
-    write(raw / "shards/h-0/recall.jsonl", rec("a", "2026-01-01T00:00:00.000000+00:00"),
-          rec("b", "2026-01-01T00:00:00.000000+00:00"))
+    write(
+        raw / "shards/h-0/recall.jsonl",
+        rec("a", "2026-01-01T00:00:00.000000+00:00"),
+        rec("b", "2026-01-01T00:00:00.000000+00:00"),
+    )
     write(raw / "shards/h-0/recall.failures.jsonl", {"key": "f", "task": "recall", "reason": "timeout"})
     write(raw / "recall.jsonl.torn-20260101", {"key": "torn"})
     write(raw / "forecast.jsonl", rec("x", "t", task="forecast"))
     got = duckdb.sql(f"select key, filename from {source_relation('raw', raw, 'recall')} order by all").fetchall()
-    assert got == [("a", f"{raw}/recall.jsonl"), ("a", f"{raw}/shards/h-0/recall.jsonl"),
-                   ("b", f"{raw}/shards/h-0/recall.jsonl")]
+    assert got == [("a", f"{raw}/recall.jsonl"), ("a", f"{raw}/shards/h-0/recall.jsonl"), ("b", f"{raw}/shards/h-0/recall.jsonl")]
     assert [str(p) for p in shard_files(raw, "recall")] == sorted({f for _, f in got})
     failures = duckdb.sql(f"select key from {source_relation('raw_failures', raw, 'recall')}").fetchall()
     assert failures == [("f",)]
@@ -152,11 +165,21 @@ def test_staging_reads_the_shards_with_one_glob_as_it_reads_one_file(tmp_path):
         write(sharded_raw / f"shards/h-0/{task}.jsonl", *thirds[1])
         dup = {**thirds[2][0], "finished_at": "2999-01-01T00:00:00.000000+00:00", "response_text": "LATER"}
         write(sharded_raw / f"shards/h-1/{task}.jsonl", *thirds[2], dup)
-        shutil.copy(one.raw_dir / f"{task}.failures.jsonl", sharded_raw / f"shards/h-1/{task}.failures.jsonl") \
-            if (one.raw_dir / f"{task}.failures.jsonl").exists() else None
-    failure = {"key": "f-1", "task": "recall", "model_id": one.backend.model_id, "row_id": None, "entity_id": "E",
-               "target_date": "2021-01-01", "params": {}, "reason": "timeout", "attempts": 3,
-               "failed_at": "2026-01-01T00:00:00+00:00"}
+        shutil.copy(one.raw_dir / f"{task}.failures.jsonl", sharded_raw / f"shards/h-1/{task}.failures.jsonl") if (
+            one.raw_dir / f"{task}.failures.jsonl"
+        ).exists() else None
+    failure = {
+        "key": "f-1",
+        "task": "recall",
+        "model_id": one.backend.model_id,
+        "row_id": None,
+        "entity_id": "E",
+        "target_date": "2021-01-01",
+        "params": {},
+        "reason": "timeout",
+        "attempts": 3,
+        "failed_at": "2026-01-01T00:00:00+00:00",
+    }
     write(one.raw_dir / "recall.failures.jsonl", failure)
     write(sharded_raw / "shards/h-0/recall.failures.jsonl", failure)
     tables = {}
@@ -175,8 +198,10 @@ def test_staging_reads_the_shards_with_one_glob_as_it_reads_one_file(tmp_path):
 def test_single_file_cache_written_before_shards_reads_unchanged(tmp_path, task):
     """An existing single-file cache needs no migration: it is the cache's first shard."""
     raw = tmp_path / "raw"
-    write(raw / f"{task}.jsonl", rec("a", "2026-01-01T00:00:00.000000+00:00", task=task, response_text="x",
-                                     params={"top_logprobs": 0}))
+    write(
+        raw / f"{task}.jsonl",
+        rec("a", "2026-01-01T00:00:00.000000+00:00", task=task, response_text="x", params={"top_logprobs": 0}),
+    )
     assert shard_files(raw, task) == [raw / f"{task}.jsonl"]
     with RawStore(raw / f"{task}.jsonl") as store:
         assert store.keys == {"a"} and store.repaired_bytes == 0
@@ -190,8 +215,14 @@ def test_a_second_study_on_a_shared_raw_dir_appends_to_its_own_shard(tmp_path: P
 
     def rec(key: str) -> dict:
         r = {f: None for f in REQUIRED_FIELDS}
-        r.update(key=key, task="forecast", response_text="up", params={}, approximated=False,
-                 finished_at=f"2021-01-01T00:00:0{key[-1]}")
+        r.update(
+            key=key,
+            task="forecast",
+            response_text="up",
+            params={},
+            approximated=False,
+            finished_at=f"2021-01-01T00:00:0{key[-1]}",
+        )
         return r
 
     raw = tmp_path / "raw"

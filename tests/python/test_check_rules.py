@@ -52,8 +52,7 @@ def mixed_dates(rows: pd.DataFrame, every: int) -> pd.DataFrame:
 
 def test_the_mixed_date_file_is_refused_in_one_line_naming_date_format(tmp_path: Path) -> None:
     study = write_study(tmp_path, mixed_dates(demo_rows(), 1))
-    proc = subprocess.run([LOOKAHEAD, "check", "--study", str(study)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run([LOOKAHEAD, "check", "--study", str(study)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stdout + proc.stderr
     assert lines[0].startswith("refused: ") and "above check_refuse_rejected_share 0.2" in lines[0]
@@ -86,16 +85,22 @@ def test_no_post_cutoff_row_few_clusters_and_no_unknown_label_warn(tmp_path: Pat
 
 def test_forecast_labels_the_prompt_never_names_warn(tmp_path: Path) -> None:
     found = findings(write_study(tmp_path, demo_rows(), forecast_labels={"bullish": 1, "down": -1}))
-    assert found == [("warning", "forecast_prompt never names the forecast label(s) 'bullish' (forecast_labels): "
-                                 "answers that match no label are unparsed; ask for the labels in the prompt, "
-                                 "or map the words it asks for")]
+    assert found == [
+        (
+            "warning",
+            "forecast_prompt never names the forecast label(s) 'bullish' (forecast_labels): "
+            "answers that match no label are unparsed; ask for the labels in the prompt, "
+            "or map the words it asks for",
+        )
+    ]
 
 
 def test_a_warned_check_exits_5(tmp_path: Path) -> None:
     rows = demo_rows()
     few = rows[rows["entity_id"].isin(sorted(set(rows["entity_id"]))[:6])]
-    proc = subprocess.run([LOOKAHEAD, "check", "--study", str(write_study(tmp_path, few))], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [LOOKAHEAD, "check", "--study", str(write_study(tmp_path, few))], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 5, proc.stdout + proc.stderr
     assert "preflight passed" in proc.stdout and "warning: the pre-cutoff rows form 6 clusters" in proc.stderr
 
@@ -105,12 +110,12 @@ def test_run_refuses_where_check_refuses_before_any_query(tmp_path: Path) -> Non
     check's one line, word for word, and a non-zero exit, before the jobs start (no raw
     file, no model loaded)."""
     study = write_study(tmp_path, mixed_dates(demo_rows(), 1))
-    check = subprocess.run([LOOKAHEAD, "check", "--study", str(study)], cwd=ROOT, capture_output=True,
-                           text=True, timeout=600)
+    check = subprocess.run([LOOKAHEAD, "check", "--study", str(study)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     [refusal] = check.stderr.strip().splitlines()
     for command in ("run", "jobs"):
-        proc = subprocess.run([LOOKAHEAD, command, "--study", str(study), "--yes"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=600)
+        proc = subprocess.run(
+            [LOOKAHEAD, command, "--study", str(study), "--yes"], cwd=ROOT, capture_output=True, text=True, timeout=600
+        )
         assert proc.returncode == check.returncode == 2, proc.stdout + proc.stderr
         assert proc.stderr.strip().splitlines() == [refusal], proc.stderr
         assert not (tmp_path / "raw").exists() and "forecast" not in proc.stdout
@@ -122,8 +127,14 @@ def test_run_prints_check_warnings_and_goes_on(tmp_path: Path) -> None:
     rows = demo_rows()
     few = rows[rows["entity_id"].isin(sorted(set(rows["entity_id"]))[:6])]
     study = write_study(tmp_path, few)
-    proc = subprocess.run([LOOKAHEAD, "jobs", "--study", str(study)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [LOOKAHEAD, "jobs", "--study", str(study)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
     err = proc.stderr.strip().splitlines()
     assert err[0].startswith("warning: the pre-cutoff rows form 6 clusters"), proc.stderr
     assert "== the whole run ==" in proc.stdout  # the jobs went on to plan the run

@@ -21,29 +21,39 @@ D = dt.date
 
 # ----------------------------------------------------------------------------- schema
 
+
 def _claim(**kw):
-    base = {"claim_id": 1, "claim_text": "Acme opened a plant on 2021-03-02.",
-            "original_text": "Acme opened a plant", "temporal_reference": "2021-03-02",
-            "claim_category": "A1", "category_reasoning": "a dated event"}
+    base = {
+        "claim_id": 1,
+        "claim_text": "Acme opened a plant on 2021-03-02.",
+        "original_text": "Acme opened a plant",
+        "temporal_reference": "2021-03-02",
+        "claim_category": "A1",
+        "category_reasoning": "a dated event",
+    }
     base.update(kw)
     return base
 
 
 def test_schema_accepts_valid_and_renumbers():
-    text = 'Here you go:\n```json\n{"claims": [' + ",".join(
-        __import__("json").dumps(_claim(claim_id=i)) for i in (7, 9)) + "]}\n```"
+    text = (
+        'Here you go:\n```json\n{"claims": [' + ",".join(__import__("json").dumps(_claim(claim_id=i)) for i in (7, 9)) + "]}\n```"
+    )
     claims = schema.parse_extraction_text(text)
     assert [c.claim_id for c in claims] == [1, 2]
     assert claims[0].category == "A1" and claims[0].temporal_reference == "2021-03-02"
 
 
-@pytest.mark.parametrize("bad, fragment", [
-    ({"claims": [_claim(claim_category="C9")]}, "claims/0/claim_category"),
-    ({"claims": [_claim(claim_text="")]}, "claims/0/claim_text"),
-    ({"claims": [{k: v for k, v in _claim().items() if k != "original_text"}]}, "original_text"),
-    ({"claims": [_claim(extra=1)]}, "Additional properties"),
-    ({"items": []}, "claims"),
-])
+@pytest.mark.parametrize(
+    "bad, fragment",
+    [
+        ({"claims": [_claim(claim_category="C9")]}, "claims/0/claim_category"),
+        ({"claims": [_claim(claim_text="")]}, "claims/0/claim_text"),
+        ({"claims": [{k: v for k, v in _claim().items() if k != "original_text"}]}, "original_text"),
+        ({"claims": [_claim(extra=1)]}, "Additional properties"),
+        ({"items": []}, "claims"),
+    ],
+)
 def test_schema_rejects_with_location(bad, fragment):
     with pytest.raises(schema.ExtractionError, match=fragment):
         schema.claims_from_object(bad)
@@ -61,21 +71,25 @@ def test_empty_claim_list_is_valid():
 
 # ----------------------------------------------------------------------------- dating
 
-@pytest.mark.parametrize("text, start, end", [
-    ("2023-03-15", D(2023, 3, 15), D(2023, 3, 15)),
-    ("March 15, 2023", D(2023, 3, 15), D(2023, 3, 15)),
-    ("15 Mar 2023", D(2023, 3, 15), D(2023, 3, 15)),
-    ("2023-02", D(2023, 2, 1), D(2023, 2, 28)),
-    ("March 2023", D(2023, 3, 1), D(2023, 3, 31)),
-    ("Q3 2023", D(2023, 7, 1), D(2023, 9, 30)),
-    ("2023 Q4", D(2023, 10, 1), D(2023, 12, 31)),
-    ("H1 2024", D(2024, 1, 1), D(2024, 6, 30)),
-    ("2023", D(2023, 1, 1), D(2023, 12, 31)),
-    ("FY2020", D(2020, 1, 1), D(2020, 12, 31)),
-    ("2018-19", D(2018, 1, 1), D(2019, 12, 31)),
-    ("2011-12", D(2011, 12, 1), D(2011, 12, 31)),   # ISO month, not a season
-    ("2024-02-29", D(2024, 2, 29), D(2024, 2, 29)),
-])
+
+@pytest.mark.parametrize(
+    "text, start, end",
+    [
+        ("2023-03-15", D(2023, 3, 15), D(2023, 3, 15)),
+        ("March 15, 2023", D(2023, 3, 15), D(2023, 3, 15)),
+        ("15 Mar 2023", D(2023, 3, 15), D(2023, 3, 15)),
+        ("2023-02", D(2023, 2, 1), D(2023, 2, 28)),
+        ("March 2023", D(2023, 3, 1), D(2023, 3, 31)),
+        ("Q3 2023", D(2023, 7, 1), D(2023, 9, 30)),
+        ("2023 Q4", D(2023, 10, 1), D(2023, 12, 31)),
+        ("H1 2024", D(2024, 1, 1), D(2024, 6, 30)),
+        ("2023", D(2023, 1, 1), D(2023, 12, 31)),
+        ("FY2020", D(2020, 1, 1), D(2020, 12, 31)),
+        ("2018-19", D(2018, 1, 1), D(2019, 12, 31)),
+        ("2011-12", D(2011, 12, 1), D(2011, 12, 31)),  # ISO month, not a season
+        ("2024-02-29", D(2024, 2, 29), D(2024, 2, 29)),
+    ],
+)
 def test_parse_period(text, start, end):
     assert dating.parse_period(text) == dating.Period(start, end)
 
@@ -103,8 +117,9 @@ def test_background_never_leaked(cat):
 
 @pytest.mark.parametrize("cat", ["A1", "A2", "A3"])
 def test_tau_is_earliest_supporting_document(cat):
-    assert dating.claim_leakage(cat, T, [D(2023, 7, 1), D(2023, 6, 30)], None) == \
-        dating.Leakage("not_leaked", D(2023, 6, 30), "earliest supporting document 2023-06-30")
+    assert dating.claim_leakage(cat, T, [D(2023, 7, 1), D(2023, 6, 30)], None) == dating.Leakage(
+        "not_leaked", D(2023, 6, 30), "earliest supporting document 2023-06-30"
+    )
     lk = dating.claim_leakage(cat, T, [D(2023, 8, 1), D(2023, 7, 1)], None)
     assert (lk.state, lk.tau) == ("leaked", D(2023, 7, 1))
 
@@ -130,6 +145,7 @@ def test_unsupported_claims_by_temporal_reference_and_vague_period_setting():
 
 # ----------------------------------------------------------------------------- Shapley
 
+
 def _brute_force(n, v):
     """Average marginal contribution over all n! orderings (the definition)."""
     phi = np.zeros(n)
@@ -148,8 +164,10 @@ def _harsanyi_game(n, seed):
     for _ in range(3 * n):
         members = frozenset(int(x) for x in rng.choice(n, size=rng.integers(1, n + 1), replace=False))
         dividends[members] = dividends.get(members, 0.0) + float(rng.normal())
+
     def v(mask):
         return sum(d for T, d in dividends.items() if all(mask >> i & 1 for i in T))
+
     truth = np.zeros(n)
     for T, d in dividends.items():
         for i in T:
@@ -180,8 +198,8 @@ def test_plan_exact_and_monte_carlo_switch():
     p = shapley.plan_for(11, "a", permutations=7, seed=42)
     assert p.method == "monte_carlo" and len(p.permutations) == 7
     assert p.masks[:2] == [0, (1 << 11) - 1] and len(set(p.masks)) == len(p.masks)
-    assert shapley.plan_for(11, "a", permutations=7, seed=42) == p      # reproducible
-    assert shapley.plan_for(11, "b", permutations=7, seed=42) != p      # instance-specific
+    assert shapley.plan_for(11, "a", permutations=7, seed=42) == p  # reproducible
+    assert shapley.plan_for(11, "b", permutations=7, seed=42) != p  # instance-specific
     assert shapley.plan_for(0, "a").masks == [0]
     with pytest.raises(ValueError, match="claims_mc_permutations"):
         shapley.plan_for(12, "a", permutations=1)
@@ -221,6 +239,7 @@ def test_shapley_values_exact_efficiency_and_missing_coalitions():
 
 # ----------------------------------------------------------------------------- metrics
 
+
 def test_metrics_by_hand():
     states = ["leaked", "not_leaked", "unverifiable", "leaked"]
     phi = [0.5, -0.3, 0.1, 0.1]
@@ -229,7 +248,7 @@ def test_metrics_by_hand():
     assert metrics.shapley_dclr(phi, states) == pytest.approx(0.6 / 1.0)
     assert metrics.shapley_dclr(phi, states, True) == pytest.approx(0.7 / 1.0)
     assert metrics.top_k_leakage(phi, states, 1) == 1.0
-    assert metrics.top_k_leakage(phi, states, 3) == pytest.approx(1 / 3)   # 0.5, -0.3, 0.1 (first tie)
+    assert metrics.top_k_leakage(phi, states, 3) == pytest.approx(1 / 3)  # 0.5, -0.3, 0.1 (first tie)
     assert metrics.top_k_leakage(phi, states, 3, True) == pytest.approx(2 / 3)
     assert metrics.top_k_leakage(phi[:2], states[:2], 3) == pytest.approx(1 / 3)  # fewer claims than K: 1/K
     assert metrics.top_k_leakage(phi[:2], states[:2], 3, denominator="available") == 0.5  # 1/min(K, n)
@@ -240,6 +259,7 @@ def test_metrics_by_hand():
 
 # ----------------------------------------------------------------------------- extraction recall
 
+
 def test_extraction_recall_matching():
     import pandas as pd
 
@@ -247,16 +267,28 @@ def test_extraction_recall_matching():
 
     assert token_f1("Acme opened a new factory on 2022-03-01.", "acme opened a new factory on 2022-03-01") == 1.0
     assert token_f1("a b", "c d") == 0.0
-    truth = pd.DataFrame({"instance_id": ["i1", "i1", "i2"],
-                          "claim_text": ["Acme opened a new factory on 2022-03-01.",
-                                         "Acme stock closed higher on 2022-04-01.",
-                                         "Beta makes pumps."],
-                          "category": ["A1", "A4", "B1"]})
-    ext = pd.DataFrame({"instance_id": ["i1", "i1", "i2"],
-                        "claim_text": ["Acme opened a new factory on 2022-03-01",   # match, same category
-                                       "Acme stock went up",                        # no match (F1 < 0.7)
-                                       "Beta makes pumps"],                         # match, other category
-                        "category": ["A1", "A4", "B2"]})
+    truth = pd.DataFrame(
+        {
+            "instance_id": ["i1", "i1", "i2"],
+            "claim_text": [
+                "Acme opened a new factory on 2022-03-01.",
+                "Acme stock closed higher on 2022-04-01.",
+                "Beta makes pumps.",
+            ],
+            "category": ["A1", "A4", "B1"],
+        }
+    )
+    ext = pd.DataFrame(
+        {
+            "instance_id": ["i1", "i1", "i2"],
+            "claim_text": [
+                "Acme opened a new factory on 2022-03-01",  # match, same category
+                "Acme stock went up",  # no match (F1 < 0.7)
+                "Beta makes pumps",
+            ],  # match, other category
+            "category": ["A1", "A4", "B2"],
+        }
+    )
     r = extraction_recall(ext, truth)
     assert (r["n_planted"], r["n_recalled"]) == (3, 2)
     assert r["recall"] == pytest.approx(2 / 3) and r["category_agreement"] == 0.5
@@ -269,13 +301,20 @@ def test_extraction_benchmark_schema_check_and_timing():
     batch once."""
     from research.claims_extraction_benchmark import generation_seconds, schema_check
 
-    good = {"claim_id": 1, "claim_text": "Acme opened a plant.", "original_text": "Acme opened a plant.",
-            "temporal_reference": None, "claim_category": "A1", "category_reasoning": "event"}
+    good = {
+        "claim_id": 1,
+        "claim_text": "Acme opened a plant.",
+        "original_text": "Acme opened a plant.",
+        "temporal_reference": None,
+        "claim_category": "A1",
+        "category_reasoning": "event",
+    }
     t0, t1, t2 = "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:10+00:00", "2026-01-01T00:00:15+00:00"
-    lines = [{"instance_id": "i1", "attempt": 0, "valid": True, "claims": [good], "started_at": t0, "finished_at": t1},
-             {"instance_id": "i2", "attempt": 0, "valid": False, "response_text": "no json here",
-              "started_at": t0, "finished_at": t1},
-             {"instance_id": "i2", "attempt": 1, "valid": True, "claims": [], "started_at": t1, "finished_at": t2}]
+    lines = [
+        {"instance_id": "i1", "attempt": 0, "valid": True, "claims": [good], "started_at": t0, "finished_at": t1},
+        {"instance_id": "i2", "attempt": 0, "valid": False, "response_text": "no json here", "started_at": t0, "finished_at": t1},
+        {"instance_id": "i2", "attempt": 1, "valid": True, "claims": [], "started_at": t1, "finished_at": t2},
+    ]
     r = schema_check(lines)
     assert (r["n_answers"], r["n_valid_answers"]) == (3, 2)
     assert r["by_attempt"] == {"0": {"answers": 2, "valid": 1}, "1": {"answers": 1, "valid": 1}}

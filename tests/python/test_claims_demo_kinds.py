@@ -52,30 +52,56 @@ def test_planted_truth_with_the_rule_models(kind, model, tmp_path):
     dk.build(tmp_path, train=False)
     out = tmp_path / kind
     insts = {i.instance_id: i for i in dk.demo_instances(kind)}
-    rows = [{"instance_id": i.instance_id, "agent": dk.AGENT, "entity": i.entity, "task": f"demo_{kind}",
-             "t_ref": i.t_ref.isoformat(), "task_input": i.task_input,
-             "prediction": dk.rule_answer(model, i, i.claims), "rationale": i.rationale, "outcome": i.outcome}
-            for i in insts.values()]
+    rows = [
+        {
+            "instance_id": i.instance_id,
+            "agent": dk.AGENT,
+            "entity": i.entity,
+            "task": f"demo_{kind}",
+            "t_ref": i.t_ref.isoformat(),
+            "task_input": i.task_input,
+            "prediction": dk.rule_answer(model, i, i.claims),
+            "rationale": i.rationale,
+            "outcome": i.outcome,
+        }
+        for i in insts.values()
+    ]
     pd.DataFrame(rows).to_csv(out / f"predictions_{model}.csv", index=False)
     raw = tmp_path / "raw"
-    study = load_study(None, overrides={**{k: v for k, v in dk.study_vars(out, kind, model, tmp_path).items()
-                                           if k != "extends"}, "claims_raw_dir": str(raw),
-                                        "claims_predictions_path": str(out / f"predictions_{model}.csv"),
-                                        "claims_corpus_path": str(out / "corpus.csv"),
-                                        "claims_extractions_path": str(out / "extractions.jsonl")})
+    study = load_study(
+        None,
+        overrides={
+            **{k: v for k, v in dk.study_vars(out, kind, model, tmp_path).items() if k != "extends"},
+            "claims_raw_dir": str(raw),
+            "claims_predictions_path": str(out / f"predictions_{model}.csv"),
+            "claims_corpus_path": str(out / "corpus.csv"),
+            "claims_extractions_path": str(out / "extractions.jsonl"),
+        },
+    )
     st = ClaimSettings.from_study(study)
     raw.mkdir()
-    with open(raw / "claims_value.jsonl", "w") as fh:            # the rule model's answer per coalition
+    with open(raw / "claims_value.jsonl", "w") as fh:  # the rule model's answer per coalition
         for r, ex in instance_claims(study, st, load_predictions(study, st)[0]):
             inst, n = insts[r["instance_id"]], len(ex.claims)
-            plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max, st.mc_permutations,
-                            st.shapley_seed)
+            plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max, st.mc_permutations, st.shapley_seed)
             for m in plan.masks:
                 ans = dk.rule_answer(model, inst, [inst.claims[i] for i in range(n) if m >> i & 1])
                 parsed = st.kind.coalition_answer(ans, [], st.kind_settings, st.kind.items(r["prediction"]))
-                fh.write(json.dumps({"key": f"{r['instance_id']}-{m}", "model_id": study.backend.model_id,
-                                     "instance_id": r["instance_id"], "agent": r["agent"], "mask": m,
-                                     "claims_sha256": claims_sha(ex.claims), "task_kind": kind, **parsed}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "key": f"{r['instance_id']}-{m}",
+                            "model_id": study.backend.model_id,
+                            "instance_id": r["instance_id"],
+                            "agent": r["agent"],
+                            "mask": m,
+                            "claims_sha256": claims_sha(ex.claims),
+                            "task_kind": kind,
+                            **parsed,
+                        }
+                    )
+                    + "\n"
+                )
     t = build(study)
     claims, inst_t = t["claims"], t["instance_leakage"].set_index("instance_id")
     truth_c = pd.read_csv(out / "truth_claims.csv")
@@ -84,7 +110,7 @@ def test_planted_truth_with_the_rule_models(kind, model, tmp_path):
     truth_i = pd.read_csv(out / "truth_instances.csv").set_index("instance_id")
     assert (inst_t["status"] == "ok").all() and set(inst_t["task_kind"]) == {kind}
     assert np.allclose(inst_t["olr"].astype(float), truth_i.loc[inst_t.index, "expected_olr"])
-    assert (inst_t["shapley_method"] == "monte_carlo").sum() >= 1      # claims_exact_max 5: 6 claims go MC
+    assert (inst_t["shapley_method"] == "monte_carlo").sum() >= 1  # claims_exact_max 5: 6 claims go MC
     for iid, r in inst_t.iterrows():
         inst = insts[iid]
         n = len(inst.claims)
@@ -107,8 +133,12 @@ def test_planted_truth_with_the_rule_models(kind, model, tmp_path):
 # Share of coalitions on which each shipped model gives its rule's answer, as measured
 # over every coalition of every demo instance (docs/claims.md, the regression and
 # ranking demos): the leaky model did not finish learning the regression rule.
-RULE_AGREEMENT_MIN = {("leaky", "regression"): 0.35, ("leaky", "ranking"): 0.95,
-                      ("prudent", "regression"): 1.0, ("prudent", "ranking"): 1.0}
+RULE_AGREEMENT_MIN = {
+    ("leaky", "regression"): 0.35,
+    ("leaky", "ranking"): 0.95,
+    ("prudent", "regression"): 1.0,
+    ("prudent", "ranking"): 1.0,
+}
 
 
 @pytest.mark.skipif(not (MODELS_DIR / "leaky" / "model.safetensors").exists(), reason="demo models not built")
@@ -127,7 +157,7 @@ def test_shipped_models_answer_in_format_and_follow_their_rule(model):
             n = len(inst.claims)
             coals = [[inst.claims[i] for i in range(n) if m >> i & 1] for m in range(1 << n)]
             gens = backend.generate([inst.prompt(c) for c in coals], 32, 0)
-            for c, g in zip(coals, gens):
+            for c, g in zip(coals, gens, strict=False):
                 KINDS[kind].coalition_answer(g.response_text, [], dk.KS, sorted(inst.items) or None)  # parses
                 same += g.response_text.strip() == dk.rule_answer(model, inst, c)
                 total += 1

@@ -27,32 +27,43 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "demo" / "claims"
 
 # The issue's columns (issue 10, Deliver 6), exactly as named there.
-CLAIMS_COLUMNS = ("instance_id", "claim_id", "claim_text", "category", "temporal_reference", "tau",
-                  "leakage_state", "shapley")
-INSTANCE_COLUMNS = ("instance_id", "agent", "n_claims", "olr", "shapley_dclr", "shapley_dclr_unverifiable_leaked",
-                    "top1_leakage", "top3_leakage", "v_all", "v_empty", "shapley_sum")
+CLAIMS_COLUMNS = ("instance_id", "claim_id", "claim_text", "category", "temporal_reference", "tau", "leakage_state", "shapley")
+INSTANCE_COLUMNS = (
+    "instance_id",
+    "agent",
+    "n_claims",
+    "olr",
+    "shapley_dclr",
+    "shapley_dclr_unverifiable_leaked",
+    "top1_leakage",
+    "top3_leakage",
+    "v_all",
+    "v_empty",
+    "shapley_sum",
+)
 
 
 @pytest.mark.parametrize("model, scen", sorted(demo.PROTOCOL_STUDY.items()))
 def test_demo_study_is_the_protocol_study_plus_claim_settings(model, scen):
     shipped = yaml.safe_load((DEMO / f"demo_{scen}.yml").read_text())
-    assert shipped == demo.protocol_study_vars(DEMO, model)           # the file is what the code writes
-    assert shipped["extends"] == f"demo/studies/{scen}.yml"           # builds on the protocol study
+    assert shipped == demo.protocol_study_vars(DEMO, model)  # the file is what the code writes
+    assert shipped["extends"] == f"demo/studies/{scen}.yml"  # builds on the protocol study
     # beside the claim settings only lap_measures and the reference model its reference-model
     # LAP needs, which add the robustness table and leave the verdict (it reads lap_measure)
     # as the protocol study gives it
     measure_settings = {"extends", "study_name", "lap_measures", "reference_model_id", "reference_model_path"}
     assert all(k.startswith("claims_") for k in set(shipped) - measure_settings)
     protocol = yaml.safe_load((ROOT / "demo" / "studies" / f"{scen}.yml").read_text())
-    flat = read_study_file(DEMO / f"demo_{scen}.yml")                  # what dbt and the jobs see
-    assert {k: flat[k] for k in protocol if k != "study_name"} == {k: v for k, v in protocol.items()
-                                                                   if k != "study_name"}  # nothing of the protocol changed
+    flat = read_study_file(DEMO / f"demo_{scen}.yml")  # what dbt and the jobs see
+    assert {k: flat[k] for k in protocol if k != "study_name"} == {
+        k: v for k, v in protocol.items() if k != "study_name"
+    }  # nothing of the protocol changed
     assert set(flat) == (set(protocol) | set(shipped)) - {"extends"}
     a, b = load_study(DEMO / f"demo_{scen}.yml"), load_study(ROOT / "demo" / "studies" / f"{scen}.yml")
     # a name of its own: the protocol study (the default study, for contaminated) never
     # builds into the claim study's database
     assert (a.name, b.name) == (f"demo_{scen}", f"demo_{scen}_protocol")
-    assert a.backend.model_id == b.backend.model_id                              # the verdict's model is unchanged
+    assert a.backend.model_id == b.backend.model_id  # the verdict's model is unchanged
 
 
 def test_claim_model_replaces_the_protocol_model_for_claims_only():
@@ -61,16 +72,17 @@ def test_claim_model_replaces_the_protocol_model_for_claims_only():
     assert study.backend.model_id == "demo-contaminated"
     assert swapped.backend.model_id == "demo-claims-leaky"
     assert swapped.resolve(swapped.backend.model_path) == ROOT / "demo" / "claims" / "models" / "leaky"
-    assert claim_study(swapped).vars == swapped.vars                   # idempotent
+    assert claim_study(swapped).vars == swapped.vars  # idempotent
     plain = load_study(ROOT / "demo" / "studies" / "contaminated.yml")
-    assert claim_study(plain) is plain                                 # no claim model: nothing changes
+    assert claim_study(plain) is plain  # no claim model: nothing changes
     from llm_jobs.claims_common import make_claim_context
 
     class Args:
         study = str(DEMO / "demo_contaminated.yml")
         yes = True
+
     ctx = make_claim_context(Args())
-    assert ctx.study.backend.model_id == "demo-claims-leaky"               # the jobs query the claim model
+    assert ctx.study.backend.model_id == "demo-claims-leaky"  # the jobs query the claim model
 
 
 def test_the_dbt_claim_models_read_the_study_the_build_resolved():
@@ -98,7 +110,7 @@ def test_demo_study_builds_the_issue_columns(tmp_path):
     assert set(INSTANCE_COLUMNS) <= set(inst.columns), sorted(set(INSTANCE_COLUMNS) - set(inst.columns))
     truth = pd.read_csv(DEMO / "truth_claims.csv")
     planted = claims[claims["agent"] == demo.AGENT]
-    assert len(planted) == len(truth)                                  # every planted claim, one row each
+    assert len(planted) == len(truth)  # every planted claim, one row each
     assert set(inst["status"]) == {"values pending", "empty rationale", "no claims"}
 
 
@@ -115,7 +127,8 @@ def test_the_claim_tables_are_computed_once_per_build(tmp_path, monkeypatch):
     tables = {name: table(name, _settings_row(study)) for name in dbt_entry.TABLES}
     assert len(calls) == 1
     assert {name: len(df) for name, df in tables.items()} == {
-        name: len(df) for name, df in real(study).items() if name in dbt_entry.TABLES}
+        name: len(df) for name, df in real(study).items() if name in dbt_entry.TABLES
+    }
     raw.mkdir(exist_ok=True)
     (raw / "claims_value.jsonl").write_text("")  # a claim job's file appears: read again
     table("claims", _settings_row(study))
@@ -130,19 +143,30 @@ def test_lookahead_run_puts_claims_beside_the_verdict(tmp_path):
     from dbt_runner import dbt_env
 
     v = yaml.safe_load((DEMO / "demo_contaminated.yml").read_text())
-    v.update(raw_dir=str(tmp_path / "raw"), claims_raw_dir=str(tmp_path / "claims_raw"),
-             results_dir=str(tmp_path / "results"), outputs_dir=str(tmp_path / "outputs"))
+    v.update(
+        raw_dir=str(tmp_path / "raw"),
+        claims_raw_dir=str(tmp_path / "claims_raw"),
+        results_dir=str(tmp_path / "results"),
+        outputs_dir=str(tmp_path / "outputs"),
+    )
     study = tmp_path / "study.yml"
     study.write_text(yaml.safe_dump(v))
     db = tmp_path / "db.duckdb"
     env = dbt_env(db)
     for job in ("claims_timespec", "claims_value"):
-        r = subprocess.run([sys.executable, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes"],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
+        r = subprocess.run(
+            [sys.executable, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     lookahead = Path(sys.executable).with_name("lookahead")
-    r = subprocess.run([str(lookahead), "run", "--study", str(study), "--yes"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=3600)
+    r = subprocess.run(
+        [str(lookahead), "run", "--study", str(study), "--yes"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600
+    )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     import duckdb
 
@@ -190,10 +214,18 @@ def test_lookahead_run_runs_the_claim_jobs_in_order():
     from lookahead.claims.run import claim_jobs
 
     jobs = [j[0] for j in claim_jobs(load_study(DEMO / "demo_contaminated.yml"))]
-    assert jobs == ["llm_jobs.claims_timespec", "llm_jobs.claims_extract", "llm_jobs.claims_value",
-                    "llm_jobs.claims_repredict"]                       # support judge 'contains': no support job
+    assert jobs == [
+        "llm_jobs.claims_timespec",
+        "llm_jobs.claims_extract",
+        "llm_jobs.claims_value",
+        "llm_jobs.claims_repredict",
+    ]  # support judge 'contains': no support job
     assert claim_jobs(load_study(ROOT / "demo" / "studies" / "contaminated.yml")) == []
-    s = load_study(DEMO / "demo_contaminated.yml", overrides={"claims_support_judge": "llm",
-                                                              "claims_agent_jobs": ["temporal_hint"]})
-    assert [j[:3] for j in claim_jobs(s)][:3] == [["llm_jobs.claims_rationale", "--agent", "temporal_hint"],
-                                                  ["llm_jobs.claims_extract"], ["llm_jobs.claims_support"]]
+    s = load_study(
+        DEMO / "demo_contaminated.yml", overrides={"claims_support_judge": "llm", "claims_agent_jobs": ["temporal_hint"]}
+    )
+    assert [j[:3] for j in claim_jobs(s)][:3] == [
+        ["llm_jobs.claims_rationale", "--agent", "temporal_hint"],
+        ["llm_jobs.claims_extract"],
+        ["llm_jobs.claims_support"],
+    ]

@@ -30,9 +30,21 @@ ROOT = Path(__file__).resolve().parents[2]
 def _claims_json(prompt: str) -> str:
     rationale = prompt.split("RATIONALE TO ANALYZE:\n", 1)[1].split("\n\nYOUR PREVIOUS", 1)[0]
     sentences = [s.strip() for s in re.split(r"(?<=\.)\s+", rationale) if s.strip()]
-    return json.dumps({"claims": [
-        {"claim_id": i, "claim_text": s, "original_text": s, "temporal_reference": None,
-         "claim_category": "B1", "category_reasoning": "background"} for i, s in enumerate(sentences, 1)]})
+    return json.dumps(
+        {
+            "claims": [
+                {
+                    "claim_id": i,
+                    "claim_text": s,
+                    "original_text": s,
+                    "temporal_reference": None,
+                    "claim_category": "B1",
+                    "category_reasoning": "background",
+                }
+                for i, s in enumerate(sentences, 1)
+            ]
+        }
+    )
 
 
 class State:
@@ -50,7 +62,7 @@ def _server(state: State) -> ThreadingHTTPServer:
         def log_message(self, *a: object) -> None:
             pass
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             time.sleep(state.delay_s)
             with state.lock:
@@ -61,21 +73,40 @@ def _server(state: State) -> ThreadingHTTPServer:
                 with state.lock:
                     state.formats.append(fmt)
                 text = _claims_json(prompt) if fmt and fmt.get("type") == "json_schema" else "Here are claims."
-                out = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                       "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                                    "message": {"role": "assistant", "content": text}}]}
+                out = {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [
+                        {"index": 0, "finish_reason": "stop", "logprobs": None, "message": {"role": "assistant", "content": text}}
+                    ],
+                }
             else:
                 prompt = body["prompt"]
-                if "First write 'Rationale:'" in prompt:   # the rationale agents' prompt
-                    text = ("Rationale: Acme makes pumps. Acme opened a new factory on 2021-05-01.\nPrediction: up"
-                            if "CRITICAL TEMPORAL CONSTRAINT" in prompt else "I think it goes sideways.")
-                    out = {"id": "x", "object": "text_completion", "created": 0, "model": body["model"],
-                           "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}]}
+                if "First write 'Rationale:'" in prompt:  # the rationale agents' prompt
+                    text = (
+                        "Rationale: Acme makes pumps. Acme opened a new factory on 2021-05-01.\nPrediction: up"
+                        if "CRITICAL TEMPORAL CONSTRAINT" in prompt
+                        else "I think it goes sideways."
+                    )
+                    out = {
+                        "id": "x",
+                        "object": "text_completion",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+                    }
                     return self._send(out)
                 ok = "YOUR PREVIOUS ANSWER WAS INVALID" in prompt and "ALWAYS-PROSE" not in prompt
                 text = _claims_json(prompt) if ok else "Sure! The rationale says several things."
-                out = {"id": "x", "object": "text_completion", "created": 0, "model": body["model"],
-                       "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}]}
+                out = {
+                    "id": "x",
+                    "object": "text_completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+                }
             self._send(out)
 
         def _send(self, out: dict) -> None:
@@ -100,24 +131,59 @@ def server():
 
 
 def _study(tmp_path: Path, port: int, api: str) -> Path:
-    preds = pd.DataFrame([
-        {"instance_id": "i1", "agent": "a", "entity": "Acme", "task": "t", "t_ref": "2022-01-01",
-         "task_input": "Will Acme rise?", "prediction": "up", "rationale": "Acme makes pumps. Acme has a plant.",
-         "outcome": "up"},
-        {"instance_id": "i2", "agent": "a", "entity": "Beta", "task": "t", "t_ref": "2022-01-01",
-         "task_input": "Will Beta rise?", "prediction": "down", "rationale": "ALWAYS-PROSE. Beta sells lamps.",
-         "outcome": "up"},
-        {"instance_id": "i3", "agent": "a", "entity": "Cora", "task": "t", "t_ref": "2022-01-01",
-         "task_input": "Will Cora rise?", "prediction": "down", "rationale": "", "outcome": "down"},
-    ])
+    preds = pd.DataFrame(
+        [
+            {
+                "instance_id": "i1",
+                "agent": "a",
+                "entity": "Acme",
+                "task": "t",
+                "t_ref": "2022-01-01",
+                "task_input": "Will Acme rise?",
+                "prediction": "up",
+                "rationale": "Acme makes pumps. Acme has a plant.",
+                "outcome": "up",
+            },
+            {
+                "instance_id": "i2",
+                "agent": "a",
+                "entity": "Beta",
+                "task": "t",
+                "t_ref": "2022-01-01",
+                "task_input": "Will Beta rise?",
+                "prediction": "down",
+                "rationale": "ALWAYS-PROSE. Beta sells lamps.",
+                "outcome": "up",
+            },
+            {
+                "instance_id": "i3",
+                "agent": "a",
+                "entity": "Cora",
+                "task": "t",
+                "t_ref": "2022-01-01",
+                "task_input": "Will Cora rise?",
+                "prediction": "down",
+                "rationale": "",
+                "outcome": "down",
+            },
+        ]
+    )
     preds.to_csv(tmp_path / "p.csv", index=False)
     from lookahead.config import default_study_path, read_study_file
 
     demo = {k: x for k, x in read_study_file(default_study_path()).items() if k != "model_path"}
-    v = {**demo, "study_name": "claims_extract_test",
-         "raw_dir": str(tmp_path / "raw"), "backend": "openai", "model_id": "fake-extractor",
-         "base_url": f"http://127.0.0.1:{port}/v1", "api_mode": api, "claims_predictions_path": str(tmp_path / "p.csv"),
-         "claims_extract_retries": 1, "batch_size": 2}
+    v = {
+        **demo,
+        "study_name": "claims_extract_test",
+        "raw_dir": str(tmp_path / "raw"),
+        "backend": "openai",
+        "model_id": "fake-extractor",
+        "base_url": f"http://127.0.0.1:{port}/v1",
+        "api_mode": api,
+        "claims_predictions_path": str(tmp_path / "p.csv"),
+        "claims_extract_retries": 1,
+        "batch_size": 2,
+    }
     p = tmp_path / "s.yml"
     p.write_text(yaml.safe_dump(v))
     return p
@@ -125,8 +191,14 @@ def _study(tmp_path: Path, port: int, api: str) -> Path:
 
 def _run(study: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _lines(tmp_path: Path) -> list[dict]:
@@ -141,9 +213,11 @@ def test_chat_api_uses_the_json_schema(server, tmp_path):
     assert len(lines) == 2 and all(r["valid"] and r["params"]["structured"] for r in lines)
     from lookahead.claims.schema import EXTRACTION_SCHEMA
 
-    assert len(state.formats) == 2                       # one request per rationale, each constrained
-    assert all(f["type"] == "json_schema" and f["json_schema"]["schema"] == EXTRACTION_SCHEMA
-               and f["json_schema"]["strict"] is True for f in state.formats)
+    assert len(state.formats) == 2  # one request per rationale, each constrained
+    assert all(
+        f["type"] == "json_schema" and f["json_schema"]["schema"] == EXTRACTION_SCHEMA and f["json_schema"]["strict"] is True
+        for f in state.formats
+    )
     for r in lines:
         claims_from_object({"claims": r["claims"]})
     inst = build(load_study(tmp_path / "s.yml"))["instance_leakage"].set_index("instance_id")
@@ -177,19 +251,35 @@ def test_rationale_agents_parse_or_reject(server, tmp_path):
     label in the answer: kept, counted as a reject, never guessed)."""
     srv, _ = server
     study = _study(tmp_path, srv.server_address[1], "completions")
-    insts = pd.DataFrame([{"instance_id": "r1", "entity": "Acme", "task": "t", "t_ref": "2022-01-01",
-                           "task_input": "Will Acme rise?", "outcome": "up"}])
+    insts = pd.DataFrame(
+        [
+            {
+                "instance_id": "r1",
+                "entity": "Acme",
+                "task": "t",
+                "t_ref": "2022-01-01",
+                "task_input": "Will Acme rise?",
+                "outcome": "up",
+            }
+        ]
+    )
     insts.to_csv(tmp_path / "inst.csv", index=False)
     v = yaml.safe_load(study.read_text())
-    v.update(claims_instances_path=str(tmp_path / "inst.csv"), claims_predictions_path=None,
-             claims_rationale_min_chars=0)
+    v.update(claims_instances_path=str(tmp_path / "inst.csv"), claims_predictions_path=None, claims_rationale_min_chars=0)
     study.write_text(yaml.safe_dump(v))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     for agent in ("temporal_hint", "superforecasting"):
-        res = subprocess.run([sys.executable, "-m", "llm_jobs.claims_rationale", "--study", str(study), "--yes",
-                              "--agent", agent], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        res = subprocess.run(
+            [sys.executable, "-m", "llm_jobs.claims_rationale", "--study", str(study), "--yes", "--agent", agent],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert res.returncode == 0, res.stderr
     from lookahead.claims.inputs import load_predictions
+
     preds, rejects = load_predictions(load_study(study))
     assert list(preds["agent"]) == ["temporal_hint"]
     assert preds["prediction"].iloc[0] == "up"
@@ -211,17 +301,29 @@ def test_kill9_mid_extraction_then_resume_without_requery(server, tmp_path):
     srv, state = server
     state.delay_s = 0.3
     study = _study(tmp_path, srv.server_address[1], "chat")
-    preds = pd.DataFrame([{"instance_id": f"k{i}", "agent": "a", "entity": "E", "task": "t", "t_ref": "2022-01-01",
-                           "task_input": "Will E rise?", "prediction": "up",
-                           "rationale": f"E makes {i} pumps. E has {i} plants.", "outcome": "up"} for i in range(12)])
+    preds = pd.DataFrame(
+        [
+            {
+                "instance_id": f"k{i}",
+                "agent": "a",
+                "entity": "E",
+                "task": "t",
+                "t_ref": "2022-01-01",
+                "task_input": "Will E rise?",
+                "prediction": "up",
+                "rationale": f"E makes {i} pumps. E has {i} plants.",
+                "outcome": "up",
+            }
+            for i in range(12)
+        ]
+    )
     preds.to_csv(tmp_path / "p.csv", index=False)
     v = yaml.safe_load(study.read_text())
     v["batch_size"] = 1
     study.write_text(yaml.safe_dump(v))
     raw = tmp_path / "raw" / "claims_extract.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    code = kill_once_written([sys.executable, "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"],
-                             raw, 3, env, 120)
+    code = kill_once_written([sys.executable, "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"], raw, 3, env, 120)
     assert code == -signal.SIGKILL
     done = {r["instance_id"] for r in _lines(tmp_path)}
     assert 3 <= len(done) < 12
@@ -230,6 +332,6 @@ def test_kill9_mid_extraction_then_resume_without_requery(server, tmp_path):
     res = _run(study)
     assert res.returncode == 0, res.stderr
     lines = _lines(tmp_path)
-    assert sorted(r["instance_id"] for r in lines) == sorted(preds["instance_id"])   # each once
+    assert sorted(r["instance_id"] for r in lines) == sorted(preds["instance_id"])  # each once
     asked_after = [json.loads(p)["messages"][0]["content"] for p in state.prompts[n_before:]]
     assert not any(f"E makes {i[1:]} pumps." in a for a in asked_after for i in done)

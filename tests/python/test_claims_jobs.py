@@ -27,13 +27,14 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "demo" / "claims"
 PY = sys.executable
 
-pytestmark = pytest.mark.skipif(not (DEMO / "models" / "leaky" / "model.safetensors").exists(),
-                                reason="claim demo models not built")
+pytestmark = pytest.mark.skipif(
+    not (DEMO / "models" / "leaky" / "model.safetensors").exists(), reason="claim demo models not built"
+)
 
 
 def _study(tmp_path: Path, model: str, **kw) -> Path:
     v = yaml.safe_load((DEMO / f"{model}.yml").read_text())
-    proto = tmp_path / "protocol_raw"   # dbt's input check wants the protocol's raw files to exist
+    proto = tmp_path / "protocol_raw"  # dbt's input check wants the protocol's raw files to exist
     proto.mkdir(exist_ok=True)
     for task in ("forecast", "recall", "mink"):
         (proto / f"{task}.jsonl").touch()
@@ -45,15 +46,21 @@ def _study(tmp_path: Path, model: str, **kw) -> Path:
 
 def _run(job: str, study: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     e = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", **(env or {})}
-    return subprocess.run([PY, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes"], cwd=ROOT, env=e,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [PY, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes"],
+        cwd=ROOT,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _lines(p: Path) -> list[dict]:
     return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
 
 
-SUBSET = ("c01", "c05", "c08", "c30", "c31")   # 3, 4 and 4 claims, an empty rationale, no claims
+SUBSET = ("c01", "c05", "c08", "c30", "c31")  # 3, 4 and 4 claims, an empty rationale, no claims
 
 
 def _subset_study(tmp: Path, model: str) -> Path:
@@ -62,8 +69,9 @@ def _subset_study(tmp: Path, model: str) -> Path:
     insts = pd.read_csv(DEMO / "instances.csv", dtype=str, keep_default_na=False)
     preds[preds["instance_id"].isin(SUBSET)].to_csv(tmp / f"pred_{model}.csv", index=False)
     insts[insts["instance_id"].isin(SUBSET)].to_csv(tmp / "instances.csv", index=False)
-    return _study(tmp, model, claims_predictions_path=str(tmp / f"pred_{model}.csv"),
-                  claims_instances_path=str(tmp / "instances.csv"))
+    return _study(
+        tmp, model, claims_predictions_path=str(tmp / f"pred_{model}.csv"), claims_instances_path=str(tmp / "instances.csv")
+    )
 
 
 def _score(study: Path) -> dict:
@@ -97,7 +105,7 @@ def test_subset_known_answers(scored):
     assert planted.loc["c30", "status"] == "empty rationale" and planted.loc["c31", "status"] == "no claims"
     ok = planted[planted["status"] == "ok"]
     assert list(ok.index) == ["c01", "c05", "c08"]
-    assert (ok["olr"] == truth.loc[ok.index, "expected_olr"]).all()            # exact
+    assert (ok["olr"] == truth.loc[ok.index, "expected_olr"]).all()  # exact
     assert ok["efficiency_gap"].abs().max() < 1e-9
     ts = inst[(inst["agent"] == "timespec") & (inst["status"] == "ok")]
     assert len(ts) == 3 and (ts["olr"] == 0).all()
@@ -168,37 +176,53 @@ def test_dbt_claim_models(scored, tmp_path):
     res = run_dbt(["build", "--select", "+tag:claims"], yaml.safe_load(study.read_text()), tmp_path / "c.duckdb")
     assert res.returncode == 0, res.output[-3000:]
     claims = res.table("claims")
-    for col in ("instance_id", "claim_id", "claim_text", "category", "temporal_reference", "tau",
-                "leakage_state", "shapley"):
+    for col in ("instance_id", "claim_id", "claim_text", "category", "temporal_reference", "tau", "leakage_state", "shapley"):
         assert col in claims.columns
     inst = res.table("instance_leakage")
-    for col in ("instance_id", "agent", "n_claims", "olr", "shapley_dclr", "shapley_dclr_unverifiable_leaked",
-                "top1_leakage", "top3_leakage", "v_all", "v_empty", "shapley_sum"):
+    for col in (
+        "instance_id",
+        "agent",
+        "n_claims",
+        "olr",
+        "shapley_dclr",
+        "shapley_dclr_unverifiable_leaked",
+        "top1_leakage",
+        "top3_leakage",
+        "v_all",
+        "v_empty",
+        "shapley_sum",
+    ):
         assert col in inst.columns
     assert set(inst["agent"]) == {"planted", "timespec"}
     assert set(res.table("claims_summary")["agent"]) == {"planted", "timespec"}
-    assert len(res.table("claims_rejects")) >= 2   # the empty rationale and the rationale without claims
+    assert len(res.table("claims_rejects")) >= 2  # the empty rationale and the rationale without claims
 
 
-def _kill_then_resume(tmp_path: Path, job: str, study: Path, raw: Path, min_lines: int,
-                      extra: tuple[str, ...] = ()) -> tuple[set[str], list[str]]:
+def _kill_then_resume(
+    tmp_path: Path, job: str, study: Path, raw: Path, min_lines: int, extra: tuple[str, ...] = ()
+) -> tuple[set[str], list[str]]:
     """Start ``job``, kill -9 it once ``raw`` holds ``min_lines`` answers, rerun it to the
     end; return (keys answered before the kill, keys in the file after the rerun) and
     check that the rerun sent none of the answered keys to the model again."""
     log1, log2 = tmp_path / f"{job}.q1.log", tmp_path / f"{job}.q2.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LOOKAHEAD_QUERY_LOG": str(log1)}
-    code = kill_once_written([PY, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes", *extra], raw,
-                             min_lines, env, 600)
+    code = kill_once_written([PY, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes", *extra], raw, min_lines, env, 600)
     assert code == -signal.SIGKILL, "job finished before the kill"
     done = {r["key"] for r in _lines(raw)}
     e = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LOOKAHEAD_QUERY_LOG": str(log2)}
-    res = subprocess.run([PY, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes", *extra], cwd=ROOT, env=e,
-                         capture_output=True, text=True, timeout=1200)
+    res = subprocess.run(
+        [PY, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes", *extra],
+        cwd=ROOT,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     keys = [r["key"] for r in _lines(raw)]
-    assert len(keys) == len(set(keys))                         # nothing answered twice
+    assert len(keys) == len(set(keys))  # nothing answered twice
     assert min_lines <= len(done) < len(keys)
-    assert not set(log2.read_text().split()) & done            # the rerun asked only what was missing
+    assert not set(log2.read_text().split()) & done  # the rerun asked only what was missing
     return done, keys
 
 
@@ -216,15 +240,15 @@ def test_kill9_support_job_resumes_without_requery(tmp_path):
 def test_kill9_rationale_job_resumes_without_requery(tmp_path):
     """claims_rationale (Temporal Hint agent) writing rationales for the demo instances."""
     study = _study(tmp_path, "leaky", batch_size=1, claims_rationale_max_tokens=8, claims_predictions_path=None)
-    _kill_then_resume(tmp_path, "claims_rationale", study, tmp_path / "raw_leaky" / "claims_rationale.jsonl", 5,
-                      ("--agent", "temporal_hint"))
+    _kill_then_resume(
+        tmp_path, "claims_rationale", study, tmp_path / "raw_leaky" / "claims_rationale.jsonl", 5, ("--agent", "temporal_hint")
+    )
 
 
 @pytest.mark.slow
 def test_kill9_timespec_job_resumes_without_requery(tmp_path):
     """claims_timespec's phases (supervisor checks, regeneration, aggregator)."""
     study = _study(tmp_path, "leaky", batch_size=1)
-    _, keys = _kill_then_resume(tmp_path, "claims_timespec", study,
-                                tmp_path / "raw_leaky" / "claims_timespec.jsonl", 5)
+    _, _keys = _kill_then_resume(tmp_path, "claims_timespec", study, tmp_path / "raw_leaky" / "claims_timespec.jsonl", 5)
     finals = [r for r in _lines(tmp_path / "raw_leaky" / "claims_timespec.jsonl") if r.get("final")]
     assert len({r["instance_id"] for r in finals}) == 31

@@ -36,6 +36,7 @@ KS = KindSettings(("up", "down"), "up", "target_class")
 
 # ----------------------------------------------------------------------------- oracles
 
+
 def _shapley_by_orders(n: int, v) -> np.ndarray:
     """Mean marginal contribution over all n! orders (Eq. 2 by definition)."""
     phi = np.zeros(n)
@@ -72,8 +73,7 @@ def test_parse_and_malformed_answers():
     assert parse_ranking("beta > Alpha > GAMMA", items) == ["Beta", "Alpha", "Gamma"]
     assert parse_ranking('["Gamma", "Beta", "Alpha"]', items) == ["Gamma", "Beta", "Alpha"]
     assert parse_ranking("1. Gamma\n2. Alpha\n3. Beta", items) == ["Gamma", "Alpha", "Beta"]
-    for bad, why in (("Alpha > Alpha > Beta", "repeats"), ("Alpha > Beta", "misses"),
-                     ("Alpha > Beta > Delta", "unknown")):
+    for bad, why in (("Alpha > Alpha > Beta", "repeats"), ("Alpha > Beta", "misses"), ("Alpha > Beta > Delta", "unknown")):
         with pytest.raises(PredictionError, match=why):
             parse_ranking(bad, items)
     with pytest.raises(PredictionError, match="2-10 items"):
@@ -89,38 +89,79 @@ def test_task_metrics_by_hand():
     assert KINDS["classification"].repred_error("up", 0.8, "up", 0.6, KS) == pytest.approx(0.25)
     # a 'down' prediction: the error is on P(down) = 1 - P(up), 0.9 -> 0.7
     assert KINDS["classification"].repred_error("down", 0.1, "down", 0.3, KS) == pytest.approx(0.2 / 0.9)
-    assert KINDS["ranking"].repred_error(json.dumps(list("ABCD")), None, json.dumps(list("BACD")), None, KS) \
-        == pytest.approx(1 / 6)
+    assert KINDS["ranking"].repred_error(json.dumps(list("ABCD")), None, json.dumps(list("BACD")), None, KS) == pytest.approx(
+        1 / 6
+    )
 
 
 # ----------------------------------------------------------------------------- tables on hand-made answers
 
-CLAIMS = [("Omega signed a record contract on 2024-08-01.", "A4"), ("Omega scored 20 points a game.", "B1"),
-          ("Omega plays guard.", "B1"), ("Omega won the title on 2024-09-01.", "A5")]
+CLAIMS = [
+    ("Omega signed a record contract on 2024-08-01.", "A4"),
+    ("Omega scored 20 points a game.", "B1"),
+    ("Omega plays guard.", "B1"),
+    ("Omega won the title on 2024-09-01.", "A5"),
+]
 
 
 def _study(tmp_path: Path, kind: str, preds: list[dict], claims=CLAIMS, **kw) -> Path:
     sizes = [p.pop("_n", len(claims)) for p in preds]
     pd.DataFrame(preds).to_csv(tmp_path / "p.csv", index=False)
     with open(tmp_path / "ext.jsonl", "w") as fh:
-        for p, n in zip(preds, sizes):
-            fh.write(json.dumps({"instance_id": p["instance_id"], "agent": p["agent"], "claims": [
-                {"claim_id": k, "claim_text": t, "original_text": t, "temporal_reference": None,
-                 "claim_category": c, "category_reasoning": "test"}
-                for k, (t, c) in enumerate(claims[:n], 1)]}) + "\n")
+        for p, n in zip(preds, sizes, strict=False):
+            fh.write(
+                json.dumps(
+                    {
+                        "instance_id": p["instance_id"],
+                        "agent": p["agent"],
+                        "claims": [
+                            {
+                                "claim_id": k,
+                                "claim_text": t,
+                                "original_text": t,
+                                "temporal_reference": None,
+                                "claim_category": c,
+                                "category_reasoning": "test",
+                            }
+                            for k, (t, c) in enumerate(claims[:n], 1)
+                        ],
+                    }
+                )
+                + "\n"
+            )
     demo = {k: x for k, x in read_study_file(default_study_path()).items() if k != "model_path"}
-    v = {**demo, "study_name": f"claims_{kind}_test", "raw_dir": str(tmp_path / "raw"), "model_id": "kinds-test",
-         "claims_predictions_path": str(tmp_path / "p.csv"), "claims_extractions_path": str(tmp_path / "ext.jsonl"),
-         "claims_task_kind": kind, "claims_support_judge": "contains", "backend": "openai",
-         "base_url": "http://127.0.0.1:9/v1", "api_mode": "completions", **kw}
+    v = {
+        **demo,
+        "study_name": f"claims_{kind}_test",
+        "raw_dir": str(tmp_path / "raw"),
+        "model_id": "kinds-test",
+        "claims_predictions_path": str(tmp_path / "p.csv"),
+        "claims_extractions_path": str(tmp_path / "ext.jsonl"),
+        "claims_task_kind": kind,
+        "claims_support_judge": "contains",
+        "backend": "openai",
+        "base_url": "http://127.0.0.1:9/v1",
+        "api_mode": "completions",
+        **kw,
+    }
     path = tmp_path / "s.yml"
     path.write_text(yaml.safe_dump(v))
     return path
 
 
 def _pred(iid: str, prediction: str, outcome: str, n: int = 4, task_input: str = "Predict Omega.") -> dict:
-    return {"instance_id": iid, "agent": "a", "entity": "Omega", "task": "t", "t_ref": "2024-07-01",
-            "task_input": task_input, "prediction": prediction, "rationale": "text", "outcome": outcome, "_n": n}
+    return {
+        "instance_id": iid,
+        "agent": "a",
+        "entity": "Omega",
+        "task": "t",
+        "t_ref": "2024-07-01",
+        "task_input": task_input,
+        "prediction": prediction,
+        "rationale": "text",
+        "outcome": outcome,
+        "_n": n,
+    }
 
 
 def _write_lines(study: Path, answers) -> None:
@@ -136,14 +177,23 @@ def _write_lines(study: Path, answers) -> None:
     with open(raw / "claims_value.jsonl", "w") as fh:
         for r, ex in instance_claims(s, st, load_predictions(s, st)[0]):
             n = len(ex.claims)
-            plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max, st.mc_permutations,
-                            st.shapley_seed)
+            plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max, st.mc_permutations, st.shapley_seed)
             for m in plan.masks:
-                fh.write(json.dumps({"key": f"{r['instance_id']}-{m}", "model_id": s.backend.model_id,
-                                     "instance_id": r["instance_id"], "agent": r["agent"],
-                                     "claims_sha256": claims_sha(ex.claims), "mask": m, "task_kind": st.task_kind,
-                                     **answers(r["instance_id"], frozenset(i for i in range(n) if m >> i & 1))})
-                         + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "key": f"{r['instance_id']}-{m}",
+                            "model_id": s.backend.model_id,
+                            "instance_id": r["instance_id"],
+                            "agent": r["agent"],
+                            "claims_sha256": claims_sha(ex.claims),
+                            "mask": m,
+                            "task_kind": st.task_kind,
+                            **answers(r["instance_id"], frozenset(i for i in range(n) if m >> i & 1)),
+                        }
+                    )
+                    + "\n"
+                )
 
 
 def _dclr(phi, leaked):
@@ -199,21 +249,29 @@ def _rank_answer(s: frozenset) -> list[str]:
 
 def test_ranking_tables_against_independent_shapley_and_monte_carlo(tmp_path):
     full = _rank_answer(frozenset(range(4)))
-    study = _study(tmp_path, "ranking", [_pred("k1", json.dumps(full), " > ".join(reversed(full))),
-                                         _pred("k2", " > ".join(full), json.dumps(full), 4, "Predict Omega again.")],
-                   claims_exact_max=3, claims_mc_permutations=50)
+    study = _study(
+        tmp_path,
+        "ranking",
+        [
+            _pred("k1", json.dumps(full), " > ".join(reversed(full))),
+            _pred("k2", " > ".join(full), json.dumps(full), 4, "Predict Omega again."),
+        ],
+        claims_exact_max=3,
+        claims_mc_permutations=50,
+    )
     _write_lines(study, lambda iid, s: {"ranking": _rank_answer(s)})
     t = build(load_study(study))
     inst = t["instance_leakage"].set_index("instance_id")
     claims = t["claims"]
 
-    def v(s):   # Eq. 11 written here: 1 - rho(r(S), r_N) with scipy's rho on ranks
+    def v(s):  # Eq. 11 written here: 1 - rho(r(S), r_N) with scipy's rho on ranks
         rs, rn = _rank_answer(s), _rank_answer(frozenset(range(4)))
         return 1 - stats.spearmanr([rs.index(x) for x in ITEMS], [rn.index(x) for x in ITEMS]).statistic
 
     exact = _shapley_by_orders(4, v)
-    assert (inst["shapley_method"] == "monte_carlo").all()        # 4 claims > claims_exact_max 3
+    assert (inst["shapley_method"] == "monte_carlo").all()  # 4 claims > claims_exact_max 3
     from lookahead.claims.shapley import plan_for
+
     for iid in ("k1", "k2"):
         plan = plan_for(4, f"{iid}|a", 3, 50, 42)
         marg = np.zeros((50, 4))
@@ -234,6 +292,7 @@ def test_ranking_tables_against_independent_shapley_and_monte_carlo(tmp_path):
 def test_classification_target_class_and_own_prediction(tmp_path):
     """An instance predicted 'down': v = P(up | S) by default, P(down | S) as the option;
     probabilities that do not sum to one make the two readings differ."""
+
     def probs(s):
         up = 0.2 + 0.5 * (0 in s) + 0.1 * (1 in s)
         return {"label_probs": {"up": up, "down": 0.7 - 0.5 * (0 in s)}}
@@ -253,6 +312,7 @@ def test_classification_target_class_and_own_prediction(tmp_path):
 
 # ----------------------------------------------------------------------------- the job over HTTP
 
+
 class State:
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -260,26 +320,40 @@ class State:
         self.delay_s = 0.0
 
 
-LONG = " ".join(f"Omega averaged {k} points in season {2000 + k}." for k in range(30))   # > 1,000 characters
+LONG = " ".join(f"Omega averaged {k} points in season {2000 + k}." for k in range(30))  # > 1,000 characters
 
 
 def _answer(prompt: str) -> str:
-    if "RATIONALE TO ANALYZE:" in prompt:     # TimeSPEC's supervisor: one claim per sentence
+    if "RATIONALE TO ANALYZE:" in prompt:  # TimeSPEC's supervisor: one claim per sentence
         text = prompt.split("RATIONALE TO ANALYZE:\n", 1)[1]
         sents = [x.strip() for x in text.split(". ") if x.strip()][:3]
-        return json.dumps({"claims": [{"claim_id": k, "claim_text": x, "original_text": x, "temporal_reference": None,
-                                       "claim_category": "A4" if "surged" in x else "B1", "category_reasoning": "t"}
-                                      for k, x in enumerate(sents, 1)]})
-    if "First write 'Rationale:'" in prompt:   # the agents' prompt (rationale job, TimeSPEC generator)
+        return json.dumps(
+            {
+                "claims": [
+                    {
+                        "claim_id": k,
+                        "claim_text": x,
+                        "original_text": x,
+                        "temporal_reference": None,
+                        "claim_category": "A4" if "surged" in x else "B1",
+                        "category_reasoning": "t",
+                    }
+                    for k, x in enumerate(sents, 1)
+                ]
+            }
+        )
+    if "First write 'Rationale:'" in prompt:  # the agents' prompt (rationale job, TimeSPEC generator)
         if "ranked from BEST to WORST" in prompt:
-            return "Rationale: Elm surged after its rival failed. Birch makes boards.\nPrediction: Elm > Acorn > " \
-                   "Birch > Cedar > Dogwood"
+            return (
+                "Rationale: Elm surged after its rival failed. Birch makes boards.\nPrediction: Elm > Acorn > "
+                "Birch > Cedar > Dogwood"
+            )
         if "SHORT" in prompt:
             return "Rationale: Omega is good.\nPrediction: 20000000"
         if "NONUMBER" in prompt:
             return f"Rationale: {LONG}\nPrediction: a lot"
         return f"Rationale: {LONG}\nPrediction: $21,000,000"
-    if "\nRationale: " in prompt:              # the re-prediction check
+    if "\nRationale: " in prompt:  # the re-prediction check
         if "Rank these items" in prompt:
             items = prompt.split("Rank these items from BEST to WORST: ", 1)[1].split(". Answer", 1)[0].split(", ")
             return " > ".join(items)
@@ -287,7 +361,7 @@ def _answer(prompt: str) -> str:
     if "Rank these items" in prompt:
         items = prompt.split("Rank these items from BEST to WORST: ", 1)[1].split(". Answer", 1)[0].split(", ")
         if "REPEATS" in prompt and "YOUR PREVIOUS ANSWER WAS INVALID" not in prompt:
-            return " > ".join([items[0]] + items[:-1])       # first item twice, last missing
+            return " > ".join([items[0], *items[:-1]])  # first item twice, last missing
         if "Elm surged" in prompt.split("Use only these claims:", 1)[1]:
             items = ["Elm"] + [i for i in items if i != "Elm"]
         return " > ".join(items)
@@ -304,14 +378,18 @@ def _server(state: State) -> ThreadingHTTPServer:
         def log_message(self, *a: object) -> None:
             pass
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             time.sleep(state.delay_s)
             with state.lock:
                 state.prompts.append(body["prompt"])
-            out = {"id": "x", "object": "text_completion", "created": 0, "model": body["model"],
-                   "choices": [{"index": 0, "text": _answer(body["prompt"]), "finish_reason": "stop",
-                                "logprobs": None}]}
+            out = {
+                "id": "x",
+                "object": "text_completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [{"index": 0, "text": _answer(body["prompt"]), "finish_reason": "stop", "logprobs": None}],
+            }
             data = json.dumps(out).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -342,8 +420,14 @@ def _http_study(tmp_path: Path, port: int, kind: str, preds: list[dict], claims=
 
 def _job(study: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "llm_jobs.claims_value", "--study", str(study), "--yes"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "llm_jobs.claims_value", "--study", str(study), "--yes"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def _raw(tmp_path: Path, name: str = "claims_value.jsonl") -> list[dict]:
@@ -353,9 +437,16 @@ def _raw(tmp_path: Path, name: str = "claims_value.jsonl") -> list[dict]:
 
 def test_regression_job_retries_then_records_failures(server, tmp_path):
     port, state = server
-    study = _http_study(tmp_path, port, "regression", [
-        _pred("ok", "20000000", "20000000", 2), _pred("flaky", "20000000", "19000000", 2, "FLAKY Omega."),
-        _pred("bad", "20000000", "19000000", 2, "ALWAYS-BAD Omega.")])
+    study = _http_study(
+        tmp_path,
+        port,
+        "regression",
+        [
+            _pred("ok", "20000000", "20000000", 2),
+            _pred("flaky", "20000000", "19000000", 2, "FLAKY Omega."),
+            _pred("bad", "20000000", "19000000", 2, "ALWAYS-BAD Omega."),
+        ],
+    )
     res = _job(study)
     assert res.returncode != 0 and "no complete answer" in (res.stdout + res.stderr)
     lines = _raw(tmp_path)
@@ -368,7 +459,7 @@ def test_regression_job_retries_then_records_failures(server, tmp_path):
     assert inst.loc["ok", "status"] == "ok" and inst.loc["bad", "status"] == "values pending"
     assert inst.loc["ok", "v_all"] == 20_000_000 and inst.loc["ok", "shapley_dclr"] == pytest.approx(0.8)
     n = len(state.prompts)
-    res = _job(study)                                        # only the failed coalitions are asked again
+    res = _job(study)  # only the failed coalitions are asked again
     asked = state.prompts[n:]
     assert len(asked) == 8 and all("ALWAYS-BAD" in p for p in asked) and len(_raw(tmp_path)) == 8
 
@@ -376,16 +467,29 @@ def test_regression_job_retries_then_records_failures(server, tmp_path):
 def test_ranking_job_rejects_repeated_items_then_kill9_resumes(server, tmp_path):
     port, state = server
     claims = [("Elm surged after its rival failed on 2020-03-01.", "A4"), ("Birch makes boards.", "B1")]
-    preds = [_pred(f"s{i}", " > ".join(["Elm"] + [x for x in ITEMS if x != "Elm"]), " > ".join(ITEMS), 2,
-                   f"Rank five stocks ({i}).{' REPEATS' if i == 0 else ''}") for i in range(6)]
+    preds = [
+        _pred(
+            f"s{i}",
+            " > ".join(["Elm"] + [x for x in ITEMS if x != "Elm"]),
+            " > ".join(ITEMS),
+            2,
+            f"Rank five stocks ({i}).{' REPEATS' if i == 0 else ''}",
+        )
+        for i in range(6)
+    ]
     study = _http_study(tmp_path, port, "ranking", preds, claims)
     v = yaml.safe_load(study.read_text())
     v["batch_size"] = 1
     study.write_text(yaml.safe_dump(v))
     state.delay_s = 0.15
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    code = kill_once_written([sys.executable, "-m", "llm_jobs.claims_value", "--study", str(study), "--yes"],
-                             tmp_path / "raw" / "claims_value.jsonl", 5, env, 120)
+    code = kill_once_written(
+        [sys.executable, "-m", "llm_jobs.claims_value", "--study", str(study), "--yes"],
+        tmp_path / "raw" / "claims_value.jsonl",
+        5,
+        env,
+        120,
+    )
     assert code == -signal.SIGKILL
     before = _raw(tmp_path)
     done, done_prompts = {r["key"] for r in before}, {r["prompt"] for r in before}
@@ -395,14 +499,14 @@ def test_ranking_job_rejects_repeated_items_then_kill9_resumes(server, tmp_path)
     res = _job(study)
     assert res.returncode == 0, res.stdout + res.stderr
     lines = _raw(tmp_path)
-    assert len(lines) == 24 and len({r["key"] for r in lines}) == 24      # each coalition once
-    assert not set(state.prompts[n:]) & done_prompts                     # nothing answered is asked again
+    assert len(lines) == 24 and len({r["key"] for r in lines}) == 24  # each coalition once
+    assert not set(state.prompts[n:]) & done_prompts  # nothing answered is asked again
     first = [r for r in lines if r["instance_id"] == "s0"]
     assert all(r["attempts"] == 2 and len(set(r["ranking"])) == 5 for r in first)
     t = build(load_study(study))
     inst = t["instance_leakage"]
     assert (inst["status"] == "ok").all() and (inst["shapley_dclr"] == 1.0).all()
-    rho = stats.spearmanr([1, 2, 3, 4, 0], [0, 1, 2, 3, 4]).statistic     # items A-E: predicted vs true rank
+    rho = stats.spearmanr([1, 2, 3, 4, 0], [0, 1, 2, 3, 4]).statistic  # items A-E: predicted vs true rank
     assert np.allclose(inst["task_metric"].astype(float), rho)
 
 
@@ -411,21 +515,36 @@ def test_agents_follow_the_schema_and_timespec_ranks(server, tmp_path):
     least 400 characters, else a reject naming why) and TimeSPEC for a ranking: its
     leaked claim is dropped by the supervisor and the aggregator ranks the draft's items
     from the validated claims alone."""
-    port, state = server
+    port, _state = server
     study = _http_study(tmp_path, port, "regression", [_pred("x", "1", "1")])
     v = yaml.safe_load(study.read_text())
-    pd.DataFrame([{"instance_id": iid, "entity": "Omega", "task": "t", "t_ref": "2024-07-01",
-                   "task_input": f"Predict Omega's salary.{tag}", "outcome": "20000000"}
-                  for iid, tag in (("good", ""), ("short", " SHORT"), ("nonum", " NONUMBER"))]
-                 ).to_csv(tmp_path / "inst.csv", index=False)
-    v.update(claims_instances_path=str(tmp_path / "inst.csv"), claims_predictions_path=None,
-             claims_extractions_path=None)
+    pd.DataFrame(
+        [
+            {
+                "instance_id": iid,
+                "entity": "Omega",
+                "task": "t",
+                "t_ref": "2024-07-01",
+                "task_input": f"Predict Omega's salary.{tag}",
+                "outcome": "20000000",
+            }
+            for iid, tag in (("good", ""), ("short", " SHORT"), ("nonum", " NONUMBER"))
+        ]
+    ).to_csv(tmp_path / "inst.csv", index=False)
+    v.update(claims_instances_path=str(tmp_path / "inst.csv"), claims_predictions_path=None, claims_extractions_path=None)
     study.write_text(yaml.safe_dump(v))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    res = subprocess.run([sys.executable, "-m", "llm_jobs.claims_rationale", "--study", str(study), "--yes"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "llm_jobs.claims_rationale", "--study", str(study), "--yes"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     from lookahead.claims.inputs import load_predictions
+
     preds, rejects = load_predictions(load_study(study))
     assert list(preds["instance_id"]) == ["good"] and preds["prediction"].iloc[0] == "21000000.0"
     reasons = " | ".join(r["reason"] for r in rejects)
@@ -436,19 +555,33 @@ def test_agents_follow_the_schema_and_timespec_ranks(server, tmp_path):
     rank.mkdir()
     study = _http_study(rank, port, "ranking", [_pred("x", json.dumps(ITEMS), json.dumps(ITEMS))])
     v = yaml.safe_load(study.read_text())
-    pd.DataFrame([{"instance_id": "s1", "entity": "sector", "task": "t", "t_ref": "2019-12-01",
-                   "task_input": "Rank five stocks by return from 2019-12-01 to 2020-06-01.",
-                   "outcome": "Elm > Cedar > Acorn > Birch > Dogwood"}]).to_csv(rank / "inst.csv", index=False)
-    v.update(claims_instances_path=str(rank / "inst.csv"), claims_predictions_path=None,
-             claims_extractions_path=None)
+    pd.DataFrame(
+        [
+            {
+                "instance_id": "s1",
+                "entity": "sector",
+                "task": "t",
+                "t_ref": "2019-12-01",
+                "task_input": "Rank five stocks by return from 2019-12-01 to 2020-06-01.",
+                "outcome": "Elm > Cedar > Acorn > Birch > Dogwood",
+            }
+        ]
+    ).to_csv(rank / "inst.csv", index=False)
+    v.update(claims_instances_path=str(rank / "inst.csv"), claims_predictions_path=None, claims_extractions_path=None)
     study.write_text(yaml.safe_dump(v))
-    res = subprocess.run([sys.executable, "-m", "llm_jobs.claims_timespec", "--study", str(study), "--yes"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "llm_jobs.claims_timespec", "--study", str(study), "--yes"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     final = [r for r in _raw(rank, "claims_timespec.jsonl") if r.get("final")]
     assert len(final) == 1
-    assert [c["claim_text"] for c in final[0]["claims"]] == ["Birch makes boards."]    # the leaked claim dropped
-    assert json.loads(final[0]["prediction"]) == ITEMS      # no claim moves the neutral order
+    assert [c["claim_text"] for c in final[0]["claims"]] == ["Birch makes boards."]  # the leaked claim dropped
+    assert json.loads(final[0]["prediction"]) == ITEMS  # no claim moves the neutral order
     preds, _ = load_predictions(load_study(study))
     assert list(preds["agent"]) == ["timespec"]
 
@@ -459,8 +592,7 @@ def test_repredict_job_and_table_regression_ranking(server, tmp_path):
     here; kill -9 mid-run and a rerun ask nothing twice."""
     port, state = server
     rationale = "Omega scored a lot. I expect 20,000,000 a year. Omega plays guard. Prediction: 20000000"
-    preds = [{**_pred(f"r{i}", "20000000", "18000000", 2, f"Predict Omega ({i})."), "rationale": rationale}
-             for i in range(8)]
+    preds = [{**_pred(f"r{i}", "20000000", "18000000", 2, f"Predict Omega ({i})."), "rationale": rationale} for i in range(8)]
     study = _http_study(tmp_path, port, "regression", preds)
     v = yaml.safe_load(study.read_text())
     v["batch_size"] = 1
@@ -490,15 +622,29 @@ def test_repredict_job_and_table_regression_ranking(server, tmp_path):
     rank = tmp_path / "rank"
     rank.mkdir()
     pred = ["Elm", "Acorn", "Birch", "Cedar", "Dogwood"]
-    study = _http_study(rank, port, "ranking", [{**_pred("k1", " > ".join(pred), json.dumps(ITEMS), 2),
-                                                 "rationale": "Elm is strong. So: Elm > Acorn > Birch > Cedar > "
-                                                              "Dogwood. Acorn is steady."}])
-    res = subprocess.run([sys.executable, "-m", "llm_jobs.claims_repredict", "--study", str(study), "--yes"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    study = _http_study(
+        rank,
+        port,
+        "ranking",
+        [
+            {
+                **_pred("k1", " > ".join(pred), json.dumps(ITEMS), 2),
+                "rationale": "Elm is strong. So: Elm > Acorn > Birch > Cedar > Dogwood. Acorn is steady.",
+            }
+        ],
+    )
+    res = subprocess.run(
+        [sys.executable, "-m", "llm_jobs.claims_repredict", "--study", str(study), "--yes"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert _raw(rank, "claims_repredict.jsonl")[0]["cleaned_rationale"] == "Elm is strong. Acorn is steady."
     rp = build(load_study(study))["claims_repredict"].iloc[0]
-    ra, rb = [pred.index(x) for x in ITEMS], list(range(5))      # re-predicted: the neutral order
+    ra, rb = [pred.index(x) for x in ITEMS], list(range(5))  # re-predicted: the neutral order
     assert rp["repred_error"] == pytest.approx((1 - stats.kendalltau(ra, rb).statistic) / 2)
     assert rp["repred_metric_name"] == "kendall_distance"
 
@@ -511,11 +657,27 @@ def test_repredict_classification_reads_the_target_probability(tmp_path):
     raw = s.raw_dir
     raw.mkdir(parents=True)
     from lookahead.claims.inputs import sha
-    top = [{"token": "up", "logprob": math.log(0.54)}, {"token": " down", "logprob": math.log(0.36)},
-           {"token": "the", "logprob": math.log(0.05)}]
-    (raw / "claims_repredict.jsonl").write_text(json.dumps(
-        {"key": "k", "model_id": s.backend.model_id, "instance_id": "c1", "agent": "a", "task_kind": "classification",
-         "rationale_sha256": sha("text"), "response_text": "up", "top_logprobs": top}) + "\n")
+
+    top = [
+        {"token": "up", "logprob": math.log(0.54)},
+        {"token": " down", "logprob": math.log(0.36)},
+        {"token": "the", "logprob": math.log(0.05)},
+    ]
+    (raw / "claims_repredict.jsonl").write_text(
+        json.dumps(
+            {
+                "key": "k",
+                "model_id": s.backend.model_id,
+                "instance_id": "c1",
+                "agent": "a",
+                "task_kind": "classification",
+                "rationale_sha256": sha("text"),
+                "response_text": "up",
+                "top_logprobs": top,
+            }
+        )
+        + "\n"
+    )
     rp = build(s)["claims_repredict"].iloc[0]
     assert rp["repredicted"] == "up" and rp["repredicted_probability"] == pytest.approx(0.6)
     assert rp["repred_error"] == pytest.approx(abs(0.6 - 0.8) / 0.8)

@@ -32,16 +32,16 @@ EXAMPLE = DEMO / "example"
 EXAMPLE_IDS = ("c01", "c03", "c16", "c20")
 BIN = Path(sys.executable).parent
 
-pytestmark = pytest.mark.skipif(not (DEMO / "models" / "leaky" / "model.safetensors").exists(),
-                                reason="claim demo models not built")
+pytestmark = pytest.mark.skipif(
+    not (DEMO / "models" / "leaky" / "model.safetensors").exists(), reason="claim demo models not built"
+)
 
 
 def own_task_blocks() -> list[tuple[str, str]]:
     """(language, body) of the fenced blocks of the section "Your own task"."""
     text = DOC.read_text(encoding="utf-8")
     section = text.split("## Your own task: a claim-only study", 1)[1].split("\n## ", 1)[0]
-    return [(lang, textwrap.dedent(body)) for lang, body in re.findall(r"^```(\w*)\n(.*?)^```", section,
-                                                                       flags=re.M | re.S)]
+    return [(lang, textwrap.dedent(body)) for lang, body in re.findall(r"^```(\w*)\n(.*?)^```", section, flags=re.M | re.S)]
 
 
 def block(lang: str, contains: str) -> str:
@@ -75,7 +75,8 @@ def test_the_example_is_the_demos_rows() -> None:
     pd.testing.assert_frame_equal(ours, wanted)
     refs = [json.loads(x) for x in (DEMO / "extractions.jsonl").read_text().splitlines() if x.strip()]
     assert [json.loads(x) for x in (EXAMPLE / "extractions.jsonl").read_text().splitlines()] == [
-        r for r in refs if r["instance_id"] in EXAMPLE_IDS]
+        r for r in refs if r["instance_id"] in EXAMPLE_IDS
+    ]
 
 
 def test_init_claims_writes_the_file_the_page_shows(tmp_path: Path) -> None:
@@ -93,14 +94,39 @@ def test_init_claims_writes_the_file_the_page_shows(tmp_path: Path) -> None:
 def test_init_claims_on_stdin_asks_the_claim_questions(tmp_path: Path) -> None:
     """`lookahead init --claims` answered on stdin, a question a line (blank: the proposed
     answer), writes the same study the flags write."""
-    answers = [str(EXAMPLE / "predictions.csv"), "", str(EXAMPLE / "corpus.csv"), str(EXAMPLE / "extractions.jsonl"),
-               "", "", "Predict whether a company's stock closes up or down on the target date.", "contains",
-               "", "demo-claims-leaky", str(DEMO / "models" / "leaky"), "", "my_claims", "my_claims.yml"]
-    proc = subprocess.run([f"{BIN}/lookahead", "init", "--claims"], cwd=tmp_path, input="\n".join(answers) + "\n",
-                          capture_output=True, text=True, timeout=600, env=dbt_env(tmp_path / "db.duckdb"))
+    answers = [
+        str(EXAMPLE / "predictions.csv"),
+        "",
+        str(EXAMPLE / "corpus.csv"),
+        str(EXAMPLE / "extractions.jsonl"),
+        "",
+        "",
+        "Predict whether a company's stock closes up or down on the target date.",
+        "contains",
+        "",
+        "demo-claims-leaky",
+        str(DEMO / "models" / "leaky"),
+        "",
+        "my_claims",
+        "my_claims.yml",
+    ]
+    proc = subprocess.run(
+        [f"{BIN}/lookahead", "init", "--claims"],
+        cwd=tmp_path,
+        input="\n".join(answers) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dbt_env(tmp_path / "db.duckdb"),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for question in ("Predictions with rationales", "Dated corpus", "Task kind (classification/regression/ranking)",
-                     "The two class labels", "Who judges that a corpus document supports a claim"):
+    for question in (
+        "Predictions with rationales",
+        "Dated corpus",
+        "Task kind (classification/regression/ranking)",
+        "The two class labels",
+        "Who judges that a corpus document supports a claim",
+    ):
         assert question in proc.stdout, question
     assert "Column of the entity id" not in proc.stdout  # none of the protocol's questions
     assert yaml.safe_load((tmp_path / "my_claims.yml").read_text()) == yaml.safe_load(block("yaml", "study_kind: claims"))
@@ -108,21 +134,36 @@ def test_init_claims_on_stdin_asks_the_claim_questions(tmp_path: Path) -> None:
 
 def test_init_claims_bad_answers_are_one_line_naming_the_flag(tmp_path: Path) -> None:
     env = dbt_env(tmp_path / "db.duckdb")
-    base = [f"{BIN}/lookahead", "init", "--claims", "--no-input", "--model-id", "m", "--model-path",
-            str(DEMO / "models" / "leaky")]
+    base = [
+        f"{BIN}/lookahead",
+        "init",
+        "--claims",
+        "--no-input",
+        "--model-id",
+        "m",
+        "--model-path",
+        str(DEMO / "models" / "leaky"),
+    ]
     proc = subprocess.run(base, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         "error: --predictions: a claim study needs predictions with rationales (--predictions) or task instances "
-        "for the agent jobs (--instances)"], proc.stderr
+        "for the agent jobs (--instances)"
+    ], proc.stderr
     pd.read_csv(EXAMPLE / "predictions.csv").drop(columns=["rationale"]).to_csv(tmp_path / "p.csv", index=False)
-    proc = subprocess.run([*base, "--predictions", "p.csv"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600, env=env)
+    proc = subprocess.run([*base, "--predictions", "p.csv"], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     [line] = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and line.startswith("error: --predictions: column(s) rationale missing in p.csv"), line
-    proc = subprocess.run([*base, "--predictions", str(EXAMPLE / "predictions.csv"), "--entity", "x"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600, env=env)
+    proc = subprocess.run(
+        [*base, "--predictions", str(EXAMPLE / "predictions.csv"), "--entity", "x"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert proc.returncode == 2 and proc.stderr.strip() == (
-        "error: --entity: not a question of this study kind (a protocol study: lookahead init without --claims)")
+        "error: --entity: not a question of this study kind (a protocol study: lookahead init without --claims)"
+    )
     assert not list(tmp_path.glob("*.yml"))
 
 
@@ -133,8 +174,12 @@ def test_a_claim_study_check_refuses_and_run_refuses_the_same(tmp_path: Path) ->
     preds = pd.read_csv(EXAMPLE / "predictions.csv", dtype=str, keep_default_na=False)
     preds.loc[[0, 1], "prediction"] = "sideways"
     preds.to_csv(tmp_path / "preds.csv", index=False)
-    study = {**yaml.safe_load(block("yaml", "study_kind: claims")), "study_name": f"pytest_claims_refused_{os.getpid()}",
-             "raw_dir": str(tmp_path / "raw"), "claims_predictions_path": str(tmp_path / "preds.csv")}
+    study = {
+        **yaml.safe_load(block("yaml", "study_kind: claims")),
+        "study_name": f"pytest_claims_refused_{os.getpid()}",
+        "raw_dir": str(tmp_path / "raw"),
+        "claims_predictions_path": str(tmp_path / "preds.csv"),
+    }
     study_file = tmp_path / "refused.yml"
     study_file.write_text(yaml.safe_dump(study))
     env = dbt_env(tmp_path / "db.duckdb")
@@ -154,7 +199,8 @@ def test_a_claim_study_check_refuses_and_run_refuses_the_same(tmp_path: Path) ->
     study_file.write_text(yaml.safe_dump({**study, "check_refuse_rejected_share": 0.3}))
     check = run(f"{BIN}/lookahead check --study {shlex.quote(str(study_file))}", env)
     assert check.returncode == 5 and check.stderr.startswith("warning: 1 of 4 prediction rows rejected (25.0%"), (
-        check.stdout + check.stderr)
+        check.stdout + check.stderr
+    )
 
 
 def test_the_claim_only_study_runs_as_written(tmp_path: Path) -> None:
@@ -179,8 +225,14 @@ def test_the_claim_only_study_runs_as_written(tmp_path: Path) -> None:
     truth = pd.read_csv(DEMO / "truth_instances.csv").set_index("instance_id")
     con = duckdb.connect(str(db), read_only=True)
     try:
-        got = con.sql("select instance_id, olr, top1_leakage, efficiency_gap from instance_leakage "
-                      "where agent = 'planted' order by instance_id").df().set_index("instance_id")
+        got = (
+            con.sql(
+                "select instance_id, olr, top1_leakage, efficiency_gap from instance_leakage "
+                "where agent = 'planted' order by instance_id"
+            )
+            .df()
+            .set_index("instance_id")
+        )
     finally:
         con.close()
     assert list(got.index) == list(EXAMPLE_IDS)
@@ -214,9 +266,13 @@ def test_a_protocol_study_with_claim_files_is_checked_on_them_too(tmp_path: Path
     preds["prediction"] = "sideways"
     preds.to_csv(tmp_path / "preds.csv", index=False)
     study = yaml.safe_load((ROOT / "demo" / "studies" / "clean.yml").read_text())
-    study.update(study_name=f"pytest_claims_protocol_{os.getpid()}", raw_dir=str(tmp_path / "raw"),
-                 claims_model_id="demo-claims-leaky", claims_model_path="demo/claims/models/leaky",
-                 claims_predictions_path=str(tmp_path / "preds.csv"))
+    study.update(
+        study_name=f"pytest_claims_protocol_{os.getpid()}",
+        raw_dir=str(tmp_path / "raw"),
+        claims_model_id="demo-claims-leaky",
+        claims_model_path="demo/claims/models/leaky",
+        claims_predictions_path=str(tmp_path / "preds.csv"),
+    )
     study_file = tmp_path / "s.yml"
     study_file.write_text(yaml.safe_dump(study))
     proc = run(f"{BIN}/lookahead check --study {shlex.quote(str(study_file))}", dbt_env(tmp_path / "db.duckdb"))

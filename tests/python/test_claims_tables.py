@@ -24,6 +24,7 @@ from lookahead.config import StudyConfigError, load_study
 
 # ----------------------------------------------------------------------------- BM25
 
+
 def _bm25_reference(queries, docs, k1=1.2, b=0.75):
     """Okapi BM25 written from the formula (Robertson; Lucene idf), in plain Python."""
     tok = lambda t: [w for w in re.split(r"[^a-z0-9]+", t.lower()) if w and w not in STOPWORDS]
@@ -36,8 +37,11 @@ def _bm25_reference(queries, docs, k1=1.2, b=0.75):
         scores = {}
         for d, t in dtoks.items():
             tf = Counter(t)
-            s = sum(math.log(1 + (N - df[w] + 0.5) / (df[w] + 0.5)) * tf[w] * (k1 + 1)
-                    / (tf[w] + k1 * (1 - b + b * len(t) / avgdl)) for w in set(tok(text)) if w in tf)
+            s = sum(
+                math.log(1 + (N - df[w] + 0.5) / (df[w] + 0.5)) * tf[w] * (k1 + 1) / (tf[w] + k1 * (1 - b + b * len(t) / avgdl))
+                for w in set(tok(text))
+                if w in tf
+            )
             if s > 0:
                 scores[d] = s
         out[q] = scores
@@ -46,11 +50,33 @@ def _bm25_reference(queries, docs, k1=1.2, b=0.75):
 
 def test_bm25_matches_independent_formula_and_date_filter():
     rng = np.random.default_rng(3)
-    vocab = ["acme", "factory", "revenue", "plant", "opened", "shut", "million", "stock", "higher", "ceo",
-             "report", "analyst", "north", "south", "the", "of"]
+    vocab = [
+        "acme",
+        "factory",
+        "revenue",
+        "plant",
+        "opened",
+        "shut",
+        "million",
+        "stock",
+        "higher",
+        "ceo",
+        "report",
+        "analyst",
+        "north",
+        "south",
+        "the",
+        "of",
+    ]
     docs = {f"d{i:02d}": " ".join(rng.choice(vocab, size=rng.integers(3, 15))) for i in range(30)}
-    corpus = pd.DataFrame({"doc_id": list(docs), "published_at": [f"2021-01-{i + 1:02d}" for i in range(30)],
-                           "title": "", "body": list(docs.values())})
+    corpus = pd.DataFrame(
+        {
+            "doc_id": list(docs),
+            "published_at": [f"2021-01-{i + 1:02d}" for i in range(30)],
+            "title": "",
+            "body": list(docs.values()),
+        }
+    )
     queries = {"q1": "acme opened a factory", "q2": "revenue million report", "q3": "nothing matches zzz"}
     got = bm25(pd.DataFrame({"query_id": list(queries), "query_text": list(queries.values())}), corpus, 30)
     ref = _bm25_reference(queries, {d: " " + t for d, t in docs.items()})
@@ -60,13 +86,13 @@ def test_bm25_matches_independent_formula_and_date_filter():
         for d, s in ref[q].items():
             assert g[d] == pytest.approx(s, rel=1e-12)
     assert got[got["query_id"] == "q3"].empty
-    top = bm25(pd.DataFrame({"query_id": ["q1"], "query_text": [queries["q1"]], "before": ["2021-01-10"]}),
-               corpus, 3)
+    top = bm25(pd.DataFrame({"query_id": ["q1"], "query_text": [queries["q1"]], "before": ["2021-01-10"]}), corpus, 3)
     assert len(top) <= 3 and (pd.to_datetime(top["published_at"]) < "2021-01-10").all()
     assert list(top["rank"]) == list(range(1, len(top) + 1))
 
 
 # ----------------------------------------------------------------------------- the demo truth
+
 
 @pytest.fixture(scope="module")
 def demo_dir(tmp_path_factory):
@@ -76,20 +102,36 @@ def demo_dir(tmp_path_factory):
     rows = []
     for i in insts:
         pred, _ = demo.ideal_shapley("leaky", i)
-        rows.append({"instance_id": i.instance_id, "agent": demo.AGENT, "entity": i.firm, "task": demo.TASK,
-                     "t_ref": i.t_ref.isoformat(), "task_input": i.task_input, "prediction": pred or "up",
-                     "probability": 0.8 if (pred or "up") == "up" else 0.2, "rationale": demo.rationale_text(i),
-                     "outcome": i.outcome})
+        rows.append(
+            {
+                "instance_id": i.instance_id,
+                "agent": demo.AGENT,
+                "entity": i.firm,
+                "task": demo.TASK,
+                "t_ref": i.t_ref.isoformat(),
+                "task_input": i.task_input,
+                "prediction": pred or "up",
+                "probability": 0.8 if (pred or "up") == "up" else 0.2,
+                "rationale": demo.rationale_text(i),
+                "outcome": i.outcome,
+            }
+        )
     pd.DataFrame(rows).to_csv(out / "predictions_leaky.csv", index=False)
     return out
 
 
 def _study(demo_dir: Path, raw: Path, **kw):
     v = demo.study_vars(demo_dir, "leaky")
-    assert v.pop("extends") == "demo/studies/contaminated.yml"   # the default study, load_study's base
-    v.update({"claims_raw_dir": str(raw), "claims_predictions_path": str(demo_dir / "predictions_leaky.csv"),
-              "claims_corpus_path": str(demo_dir / "corpus.csv"),
-              "claims_extractions_path": str(demo_dir / "extractions.jsonl"), **kw})
+    assert v.pop("extends") == "demo/studies/contaminated.yml"  # the default study, load_study's base
+    v.update(
+        {
+            "claims_raw_dir": str(raw),
+            "claims_predictions_path": str(demo_dir / "predictions_leaky.csv"),
+            "claims_corpus_path": str(demo_dir / "corpus.csv"),
+            "claims_extractions_path": str(demo_dir / "extractions.jsonl"),
+            **kw,
+        }
+    )
     return load_study(None, overrides=v)
 
 
@@ -106,16 +148,27 @@ def _write_ideal_values(study, raw: Path) -> None:
                 continue
             n = len(inst.claims)
             from lookahead.claims.schema import Claim
+
             cl = [Claim(k + 1, c.text, c.text, c.temporal_reference, c.category, "") for k, c in enumerate(inst.claims)]
-            plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max, st.mc_permutations,
-                            st.shapley_seed)
+            plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max, st.mc_permutations, st.shapley_seed)
             for m in plan.masks:
                 coal = [inst.claims[i] for i in members_of(m, n)]
                 probs = {lab: demo.ideal_value("leaky", coal, lab) for lab in demo.LABELS}
-                fh.write(json.dumps({"key": f"{r['instance_id']}-{m}", "model_id": study.backend.model_id,
-                                     "instance_id": r["instance_id"], "agent": r["agent"],
-                                     "claims_sha256": claims_sha(cl), "mask": m, "task_kind": "classification",
-                                     "label_probs": probs}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "key": f"{r['instance_id']}-{m}",
+                            "model_id": study.backend.model_id,
+                            "instance_id": r["instance_id"],
+                            "agent": r["agent"],
+                            "claims_sha256": claims_sha(cl),
+                            "mask": m,
+                            "task_kind": "classification",
+                            "label_probs": probs,
+                        }
+                    )
+                    + "\n"
+                )
 
 
 def test_planted_truth_exact(demo_dir, tmp_path):
@@ -133,7 +186,7 @@ def test_planted_truth_exact(demo_dir, tmp_path):
     ok = inst[inst["status"] == "ok"]
     assert len(ok) == 29
     for iid, r in ok.iterrows():
-        assert r["olr"] == truth_i.loc[iid, "expected_olr"]                   # exact
+        assert r["olr"] == truth_i.loc[iid, "expected_olr"]  # exact
         assert r["olr_unverifiable_leaked"] == truth_i.loc[iid, "expected_olr_unverifiable_leaked"]
         assert abs(r["efficiency_gap"]) < 1e-12
         ideal = truth_i.loc[iid, "ideal_dclr_leaky"]
@@ -158,7 +211,7 @@ def test_vague_period_start_setting(demo_dir, tmp_path):
     truth_c = pd.read_csv(demo_dir / "truth_claims.csv")
     m = claims.merge(truth_c, on=["instance_id", "claim_id"])
     assert (m["leakage_state"] == m["expected_state_start"]).all()
-    assert (m["expected_state"] != m["expected_state_start"]).any()   # the setting matters in the demo
+    assert (m["expected_state"] != m["expected_state_start"]).any()  # the setting matters in the demo
 
 
 def test_pending_values_and_bad_inputs(demo_dir, tmp_path):
@@ -218,9 +271,9 @@ def test_unparseable_temporal_reference_is_one_reject_per_claim(demo_dir, tmp_pa
     for rec in lines:
         if rec["instance_id"] == "c01":
             for c in rec["claims"]:
-                if c["claim_text"].startswith("Acorvia opened a new factory"):     # has a document before t_ref
+                if c["claim_text"].startswith("Acorvia opened a new factory"):  # has a document before t_ref
                     c["temporal_reference"] = "shortly after the spring fair"
-                if "chief executive" in c["claim_text"]:                          # has no document
+                if "chief executive" in c["claim_text"]:  # has no document
                     c["temporal_reference"] = "around then"
     p = tmp_path / "extractions.jsonl"
     p.write_text("".join(json.dumps(r) + "\n" for r in lines))
@@ -229,9 +282,9 @@ def test_unparseable_temporal_reference_is_one_reject_per_claim(demo_dir, tmp_pa
     bad = rej[rej["reason"].str.contains("unparseable")]
     assert len(bad) == 2 and bad["reason"].str.contains("shortly after the spring fair").sum() == 1
     c = t["claims"][t["claims"]["instance_id"] == "c01"].set_index("claim_text")
-    assert c.loc["Acorvia opened a new factory on 2022-03-28.", "leakage_state"] == "not_leaked"   # by its document
+    assert c.loc["Acorvia opened a new factory on 2022-03-28.", "leakage_state"] == "not_leaked"  # by its document
     assert c.loc["Acorvia hired a new chief executive in 2022.", "leakage_state"] == "unverifiable"
-    assert len(t["instance_leakage"]) == 31                                                 # nothing dropped
+    assert len(t["instance_leakage"]) == 31  # nothing dropped
 
 
 def test_check_names_an_unreadable_database_in_one_line(tmp_path, capsys):

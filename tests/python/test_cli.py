@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - fixture
+from test_openai_backend import write_openai_study
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,8 +59,11 @@ def _read_only_dir(tmp_path: Path) -> Path:
     pytest.skip("no read-only folder available to this user")
 
 
-def test_read_only_raw_dir_is_one_line(server_factory: Any, tmp_path: Path,  # noqa: F811
-                                        capfd: pytest.CaptureFixture[str]) -> None:
+def test_read_only_raw_dir_is_one_line(
+    server_factory: Any,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     from llm_jobs import forecast
 
     url, state = server_factory()
@@ -72,7 +75,7 @@ def test_read_only_raw_dir_is_one_line(server_factory: Any, tmp_path: Path,  # n
     assert "Traceback" not in err and state.requests == 0  # stopped before paying for a query
 
 
-def test_full_disk_is_one_line_and_the_rerun_resumes(server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_full_disk_is_one_line_and_the_rerun_resumes(server_factory: Any, tmp_path: Path) -> None:
     """A file-size limit (ulimit -f) stands in for a full disk: the append fails part way
     through a line; the job says so in one line; the rerun repairs the torn line and
     finishes without asking any finished key again."""
@@ -85,8 +88,7 @@ def test_full_disk_is_one_line_and_the_rerun_resumes(server_factory: Any, tmp_pa
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (6000, 6000))
 
-    first = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                           preexec_fn=limit, timeout=120)
+    first = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, preexec_fn=limit, timeout=120)
     lines = [l for l in first.stderr.splitlines() if l.startswith(("error:", "stopped:"))]
     assert first.returncode == 2 and len(lines) == 1, first.stderr
     assert "File too large" in lines[0] and "run the same command again to resume" in lines[0]

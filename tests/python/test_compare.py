@@ -40,9 +40,15 @@ def _generated(name: str, root: Path) -> StudyResult:
     render_study(spec, d)
     pre, post = panels(spec)
     study = Study.from_json(str(pd.read_csv(d / "study_settings.csv")["settings_json"].iloc[0]))
-    return StudyResult(study, d / "none.duckdb", pd.read_csv(d / "verdict.csv").iloc[0],
-                       pd.read_csv(d / "lap_distribution.csv"), pd.DataFrame(),
-                       lap_by_month(pre, post), accuracy_by_lap_decile(pre, post))
+    return StudyResult(
+        study,
+        d / "none.duckdb",
+        pd.read_csv(d / "verdict.csv").iloc[0],
+        pd.read_csv(d / "lap_distribution.csv"),
+        pd.DataFrame(),
+        lap_by_month(pre, post),
+        accuracy_by_lap_decile(pre, post),
+    )
 
 
 def test_two_studies_side_by_side(tmp_path):
@@ -51,7 +57,7 @@ def test_two_studies_side_by_side(tmp_path):
     text = md_path.read_text()
     rows = next(t for t in tables(text) if t and "verdict" in t[0])
     assert [r["study"] for r in rows] == ["strong", "none"]
-    for r, res in zip(rows, results):
+    for r, res in zip(rows, results, strict=False):
         v = res.verdict
         assert r["verdict"] == v["verdict"]
         est, t = re.match(r"(\S+) \(t (\S+)\)$", r["beta_3 (t)"]).groups()
@@ -66,8 +72,11 @@ def test_two_studies_side_by_side(tmp_path):
     assert {n for n, _ in specs} == {"lap_by_month", "accuracy_by_lap_decile"}
     for _, spec in specs:
         values = json.loads(spec)
-        studies = {row.get("study") for layer in values.get("layer", [values]) for row in
-                   (layer.get("data", {}).get("values") or values.get("data", {}).get("values") or [])}
+        studies = {
+            row.get("study")
+            for layer in values.get("layer", [values])
+            for row in (layer.get("data", {}).get("values") or values.get("data", {}).get("values") or [])
+        }
         assert {"strong (generated)", "none (generated)"} <= studies
     assert not re.search(r'(?:src|href)="(?:https?:)?//', html)
     # the glossary, linked from the folder the comparison is written to
@@ -100,8 +109,13 @@ def test_a_built_study_by_database_and_a_stale_one_refused(built, tmp_path):
             load(db, here)
         assert result_status(db).startswith("stale: ") and "the input file" in result_status(db)
         lookahead = Path(sys.executable).with_name("lookahead")
-        proc = subprocess.run([str(lookahead), "compare", "--db", str(db), "--out", str(tmp_path / "cmp")],
-                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [str(lookahead), "compare", "--db", str(db), "--out", str(tmp_path / "cmp")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert "not compared" in proc.stderr and "Traceback" not in proc.stderr
         assert not (tmp_path / "cmp" / "COMPARE.md").exists()

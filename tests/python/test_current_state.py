@@ -20,7 +20,7 @@ import duckdb
 import pytest
 from dbt_runner import dbt_env, result_status, run_dbt
 from kill_job import kill_once_written
-from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - fixture
+from test_openai_backend import write_openai_study
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,9 +79,11 @@ def test_a_build_that_did_not_finish_is_never_current(built, tmp_path: Path) -> 
 
     _, db, here = _copy(built, tmp_path)
     con = duckdb.connect(str(db))
-    con.execute("insert into build_log (invocation_id, study_name, status, failed_nodes, message, finished_at, "
-                "command, selection) select 'killed-build', study_name, 'started', '', '', "
-                "now()::timestamp + interval 1 minute, 'build', '' from build_log limit 1")
+    con.execute(
+        "insert into build_log (invocation_id, study_name, status, failed_nodes, message, finished_at, "
+        "command, selection) select 'killed-build', study_name, 'started', '', '', "
+        "now()::timestamp + interval 1 minute, 'build', '' from build_log limit 1"
+    )
     ident = con.sql("select * from build_identity").df()
     con.close()
     with pytest.raises(ReportError, match=r"\(invocation killed-build\) did not finish"):
@@ -102,9 +104,22 @@ def test_the_database_path_does_not_depend_on_the_working_directory(built, tmp_p
     shutil.copy(db, target)
     try:
         proc = subprocess.run(
-            [str(Path(sys.executable).with_name("dbt")), "show", "--project-dir", str(ROOT), "--inline",
-             "select verdict, result_status from {{ ref('verdict') }}", "--vars", json.dumps(study.vars)],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+            [
+                str(Path(sys.executable).with_name("dbt")),
+                "show",
+                "--project-dir",
+                str(ROOT),
+                "--inline",
+                "select verdict, result_status from {{ ref('verdict') }}",
+                "--vars",
+                json.dumps(study.vars),
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         target.unlink()
     assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout[-2000:]
@@ -149,17 +164,31 @@ def test_a_line_that_disagrees_with_its_key_is_not_an_answer(tmp_path: Path) -> 
 
 def _job(study: Path, *args: str, **kw: Any) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-    return subprocess.run([sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), *args],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        **kw,
+    )
 
 
-def test_kills_lose_at_most_the_request_in_flight(server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_kills_lose_at_most_the_request_in_flight(server_factory: Any, tmp_path: Path) -> None:
     """Item 5: each answer is on disk before the next is awaited, so 3 kills cost at most
     one request each beyond the 24 the study needs (one stream: concurrency 1)."""
     url, state = server_factory()
-    study = write_openai_study(tmp_path, url, "kills", 24, tokenizer_path=None, model_path=None,
-                               backend_options={"backoff_s": 0.01, "timeout_s": 5, "concurrency": 1},
-                               batch_size=16)
+    study = write_openai_study(
+        tmp_path,
+        url,
+        "kills",
+        24,
+        tokenizer_path=None,
+        model_path=None,
+        backend_options={"backoff_s": 0.01, "timeout_s": 5, "concurrency": 1},
+        batch_size=16,
+    )
     raw = tmp_path / "kills/raw/forecast.jsonl"
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
     argv = [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"]
@@ -173,7 +202,7 @@ def test_kills_lose_at_most_the_request_in_flight(server_factory: Any, tmp_path:
     assert state.requests - 24 <= kills, (state.requests, kills)
 
 
-def test_full_disk_names_the_file(server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_full_disk_names_the_file(server_factory: Any, tmp_path: Path) -> None:
     """Item 6: the append's error names the file (no second error from a flush on close)."""
     import resource
 
@@ -185,7 +214,7 @@ def test_full_disk_names_the_file(server_factory: Any, tmp_path: Path) -> None: 
     assert str(tmp_path / "full/raw/forecast.jsonl") in lines[0] and "File too large" in lines[0]
 
 
-def test_a_complete_cache_is_reused_without_the_write_lock(server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_a_complete_cache_is_reused_without_the_write_lock(server_factory: Any, tmp_path: Path) -> None:
     """Item 7: with the lock held elsewhere (or a read-only folder) a complete cache is
     read and reused; only a job with something left to ask stops, in one line."""
     from lookahead.cache import release_lock, try_lock
@@ -208,7 +237,7 @@ def test_a_complete_cache_is_reused_without_the_write_lock(server_factory: Any, 
     assert state.requests == 8
 
 
-def test_declining_leaves_no_files(server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_declining_leaves_no_files(server_factory: Any, tmp_path: Path) -> None:
     """Item 14: no confirmation (stdin not a terminal), nothing asked, no empty cache file,
     failures file or lock left behind."""
     url, state = server_factory()
@@ -220,17 +249,27 @@ def test_declining_leaves_no_files(server_factory: Any, tmp_path: Path) -> None:
     assert state.requests == 0
 
 
-@pytest.mark.parametrize("change,says", [
-    ({"training_cutoff": "2020-01-01"}, "no pre-cutoff row, so the verdict could only be Underpowered"),
-    ({"min_panel_rows": 500}, "fewer than min_panel_rows (500), so gate_panel would stop the build"),
-])
-def test_preflight_refuses_before_paying(server_factory: Any, tmp_path: Path, change: dict, says: str) -> None:  # noqa: F811
+@pytest.mark.parametrize(
+    "change,says",
+    [
+        ({"training_cutoff": "2020-01-01"}, "no pre-cutoff row, so the verdict could only be Underpowered"),
+        ({"min_panel_rows": 500}, "fewer than min_panel_rows (500), so gate_panel would stop the build"),
+    ],
+)
+def test_preflight_refuses_before_paying(server_factory: Any, tmp_path: Path, change: dict, says: str) -> None:
     """Item 9: what the rows and settings decide is checked before any confirmation."""
     url, state = server_factory()
     study = write_openai_study(tmp_path, url, "pre", 12, tokenizer_path=None, model_path=None, **change)
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-    proc = subprocess.run([sys.executable, "-m", "llm_jobs.run_all", "--study", str(study)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "llm_jobs.run_all", "--study", str(study)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
     lines = [line for line in proc.stderr.splitlines() if line.startswith(("error:", "stopped:"))]
     assert proc.returncode == 2 and len(lines) == 1 and says in lines[0], proc.stderr
     assert "confirmation" not in proc.stderr and state.requests == 0
@@ -244,8 +283,10 @@ def test_a_killed_child_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert killed_is_one_line(-9, "the LLM jobs were", "rerun the same command to resume") == 137
     err = capsys.readouterr().err.splitlines()
-    assert err == ["", "error: the LLM jobs were killed by SIGKILL (the system may have run out of memory); "
-                   "rerun the same command to resume"]
+    assert err == [
+        "",
+        "error: the LLM jobs were killed by SIGKILL (the system may have run out of memory); rerun the same command to resume",
+    ]
     assert killed_is_one_line(3, "dbt was", "x") == 3
 
 
@@ -253,14 +294,21 @@ def test_config_check_without_a_file_and_with_a_missing_column(tmp_path: Path) -
     """Item 14: usage and a non-zero exit without a file; a mapped column missing from the
     data file is one line naming it."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    bare = subprocess.run([sys.executable, "-m", "lookahead.config"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    bare = subprocess.run(
+        [sys.executable, "-m", "lookahead.config"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert bare.returncode == 2 and bare.stderr.startswith("usage:")
     text = (ROOT / "demo/studies/contaminated.yml").read_text()
     bad = tmp_path / "bad.yml"
     bad.write_text(text.replace("text: text", "text: headline"))
-    proc = subprocess.run([sys.executable, "-m", "lookahead.cli", "check", "--study", str(bad)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "lookahead.cli", "check", "--study", str(bad)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == proc.stderr.strip().splitlines()[0]
     assert "setting 'column_map': column(s) not in" in proc.stderr and "'headline'" in proc.stderr
@@ -271,15 +319,17 @@ def test_a_failed_python_model_is_one_line_without_its_traceback() -> None:
     model's traceback; the report's refusal quotes only the exception."""
     from lookahead.identity import _without_traceback
 
-    stored = ("Runtime Error in model gate_panel (python_models/marts/gates/gate_panel.py)   Python model failed:"
-              "   Traceback (most recent call last):     File \"/x/environments/__init__.py\", line 286, in "
-              "run_python_job       df = module.model(dbt, con)       raise GateFailed(   "
-              "lookahead.gates.GateFailed: GX gate 'gate_panel' failed: 1 unexpected")
+    stored = (
+        "Runtime Error in model gate_panel (python_models/marts/gates/gate_panel.py)   Python model failed:"
+        '   Traceback (most recent call last):     File "/x/environments/__init__.py", line 286, in '
+        "run_python_job       df = module.model(dbt, con)       raise GateFailed(   "
+        "lookahead.gates.GateFailed: GX gate 'gate_panel' failed: 1 unexpected"
+    )
     assert _without_traceback(stored) == "GateFailed: GX gate 'gate_panel' failed: 1 unexpected"
     assert _without_traceback("Database Error: no such table") == "Database Error: no such table"
 
 
-def test_lookahead_jobs_whose_child_is_killed_says_so(server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_lookahead_jobs_whose_child_is_killed_says_so(server_factory: Any, tmp_path: Path) -> None:
     """Item 8, for real: the job child of `lookahead jobs` killed by SIGKILL (as an
     out-of-memory kill would) -> one line from `lookahead`, exit 137."""
     import signal
@@ -288,11 +338,16 @@ def test_lookahead_jobs_whose_child_is_killed_says_so(server_factory: Any, tmp_p
     url, _ = server_factory()
     # with the tokenizer the recall labels are checked on: the whole run is planned (and
     # refused or confirmed) before the first request (llm_jobs.run_plan)
-    study = write_openai_study(tmp_path, url, "oom", 400,
-                               backend_options={"backoff_s": 0.01, "timeout_s": 5, "concurrency": 1})
+    study = write_openai_study(tmp_path, url, "oom", 400, backend_options={"backoff_s": 0.01, "timeout_s": 5, "concurrency": 1})
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-    proc = subprocess.Popen([sys.executable, "-m", "lookahead.cli", "jobs", "--study", str(study), "--yes"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lookahead.cli", "jobs", "--study", str(study), "--yes"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     raw = tmp_path / "oom/raw/forecast.jsonl"
     deadline = time.time() + 120
     while time.time() < deadline and not (raw.exists() and raw.stat().st_size):
@@ -300,17 +355,23 @@ def test_lookahead_jobs_whose_child_is_killed_says_so(server_factory: Any, tmp_p
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
     assert children, "the job child is running"
     os.kill(int(children[0]), signal.SIGKILL)
-    out, err = proc.communicate(timeout=60)
+    _out, err = proc.communicate(timeout=60)
     lines = [line for line in err.splitlines() if line.startswith("error:")]
     assert proc.returncode == 137 and "Traceback" not in err, err
-    assert lines == ["error: the LLM jobs were killed by SIGKILL (the system may have run out of memory); "
-                     "finished answers are saved; rerun the same command to resume"]
+    assert lines == [
+        "error: the LLM jobs were killed by SIGKILL (the system may have run out of memory); "
+        "finished answers are saved; rerun the same command to resume"
+    ]
 
 
 def _user_files_in(study: Any) -> dict[Path, str]:
     """A user's files in every folder the report writes to (issue 32, item 3)."""
-    files = {study.results_dir / "user_data.csv": "mine", study.results_dir / "tables" / "mine.tex": "mine",
-             study.results_dir / "figures" / "mine.png": "mine", study.outputs_dir / "my_panel.dta": "mine"}
+    files = {
+        study.results_dir / "user_data.csv": "mine",
+        study.results_dir / "tables" / "mine.tex": "mine",
+        study.results_dir / "figures" / "mine.png": "mine",
+        study.outputs_dir / "my_panel.dta": "mine",
+    }
     for p, text in files.items():
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
@@ -350,8 +411,11 @@ def test_every_artefact_is_retired_by_a_refusal_and_by_a_plain_dbt_build(built, 
         write_report(edited, database=db)
     assert _presented(here) == []
     assert {p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("*/stale/*")} >= {
-        "outputs/stale/panel_pre.dta", "results/stale/REPORT.md", "results/stale/verdict.csv",
-        "results/stale/reghdfe.do"}
+        "outputs/stale/panel_pre.dta",
+        "results/stale/REPORT.md",
+        "results/stale/verdict.csv",
+        "results/stale/reghdfe.do",
+    }
     # a new report, then plain dbt build: the build's on-run-start moves it to stale/ (a second
     # retirement: the first stale/ is kept as stale.1)
     write_report(here, database=db)
@@ -365,8 +429,9 @@ def test_every_artefact_is_retired_by_a_refusal_and_by_a_plain_dbt_build(built, 
         assert p.read_text() == text, p
 
 
-def test_a_held_database_is_one_line_naming_the_file_the_pid_and_the_fix(built, tmp_path: Path,
-                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_held_database_is_one_line_naming_the_file_the_pid_and_the_fix(
+    built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 35 item 2 / issue 37 item 5: a database another process holds read-write
     (a duckdb shell, a notebook) is 'cannot check: held by another process (PID ...)',
     never current; `lookahead build` says so once instead of DuckDB's lock error per
@@ -376,13 +441,22 @@ def test_a_held_database_is_one_line_naming_the_file_the_pid_and_the_fix(built, 
 
     _, db, here = _copy(built, tmp_path)
     write_report(here, database=db)
-    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time\n"
-                               f"con = duckdb.connect({str(db)!r})\nprint('held', flush=True)\ntime.sleep(120)"],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb, sys, time\ncon = duckdb.connect({str(db)!r})\nprint('held', flush=True)\ntime.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        with pytest.raises(ReportError, match=rf"cannot check: {re.escape(str(db))} is held by another process "
-                                              rf"\(PID {holder.pid}, python.*\); close that process.*-readonly"):
+        with pytest.raises(
+            ReportError,
+            match=rf"cannot check: {re.escape(str(db))} is held by another process "
+            rf"\(PID {holder.pid}, python.*\); close that process.*-readonly",
+        ):
             write_report(here, database=db)
         assert not (here.results_dir / "REPORT.md").exists()  # never presented as current
         study_file = tmp_path / "study.yml"
@@ -413,14 +487,18 @@ def _build_with_final_checkpoint(study: Any, db: Path, code: Path, before: str) 
     marker = "    {% set status = 'failed' if failed else 'success' %}"
     head, tail = hook.read_text().split(marker, 1)
     checkpoint = '{% do run_query("checkpoint") %}'
-    assert checkpoint in tail.split("{% do run_query(\"insert into build_log", 1)[0]  # before the status row
-    hook.write_text(head + marker + tail.replace(checkpoint, "{% do run_query(" + json.dumps(before) + ") %}"
-                                                 + checkpoint, 1))
+    assert checkpoint in tail.split('{% do run_query("insert into build_log', 1)[0]  # before the status row
+    hook.write_text(head + marker + tail.replace(checkpoint, "{% do run_query(" + json.dumps(before) + ") %}" + checkpoint, 1))
     env = {**dbt_env(db), "DBT_PROFILES_DIR": str(code / "profiles")}
     with settings_file_env(Study(vars=resolve(study.vars))) as extra:
-        return subprocess.run([str(Path(sys.executable).with_name("dbt")), "build", "--project-dir", str(code)],
-                              cwd=code, env={**env, **extra, "PYTHONPATH": str(code)},
-                              capture_output=True, text=True, timeout=900)
+        return subprocess.run(
+            [str(Path(sys.executable).with_name("dbt")), "build", "--project-dir", str(code)],
+            cwd=code,
+            env={**env, **extra, "PYTHONPATH": str(code)},
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
 
 
 @pytest.mark.slow  # a second dbt build, of a copy of the project
@@ -435,8 +513,7 @@ def test_a_build_whose_final_checkpoint_fails_is_not_complete(built, tmp_path: P
     study, db, _ = _copy(built, tmp_path)
     code = copy_code(tmp_path / "code")
     shutil.copytree(ROOT / "demo" / "studies", code / "demo" / "studies")  # the copy's default study
-    proc = _build_with_final_checkpoint(study, db, code,
-                                        "select error('simulated: No space left on device at the checkpoint')")
+    proc = _build_with_final_checkpoint(study, db, code, "select error('simulated: No space left on device at the checkpoint')")
     assert proc.returncode != 0 and "simulated: No space left" in proc.stdout + proc.stderr, proc.stdout[-2000:]
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -481,8 +558,10 @@ Plugin.configure_connection = _configure_with_filler
 
 def _mount_tmpfs(where: Path, size_mb: int) -> bool:
     where.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(where)],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(where)], capture_output=True).returncode
+        == 0
+    )
 
 
 @pytest.mark.slow  # a second dbt build, of a copy of the project, on a small file system
@@ -505,15 +584,16 @@ def test_a_full_disk_at_the_final_checkpoint_never_reads_as_complete(built, tmp_
         shutil.copy(db, small)
         code = copy_code(tmp_path / "code")
         shutil.copytree(ROOT / "demo" / "studies", code / "demo" / "studies")  # the copy's default study
-        (code / "lookahead" / "dbt_plugin.py").write_text(
-            (code / "lookahead" / "dbt_plugin.py").read_text() + _FILL_DISK)
+        (code / "lookahead" / "dbt_plugin.py").write_text((code / "lookahead" / "dbt_plugin.py").read_text() + _FILL_DISK)
         proc = _build_with_final_checkpoint(study, small, code, f"select fill_disk({str(disk)!r})")
         out = proc.stdout + proc.stderr
         assert (disk / "filler.bin").exists(), out[-2000:]  # the disk was filled at that moment
         (disk / "filler.bin").unlink()  # room to open the database again (its WAL replays)
         status = result_status(small)
-        print(f"dbt exit {proc.returncode} ({'No space left' in out and 'ENOSPC' or 'no ENOSPC message'}); "
-              f"status on reopen {status!r}")
+        print(
+            f"dbt exit {proc.returncode} ({('No space left' in out and 'ENOSPC') or 'no ENOSPC message'}); "
+            f"status on reopen {status!r}"
+        )
         if proc.returncode != 0:
             assert status != COMPLETE, out[-2000:]
         else:

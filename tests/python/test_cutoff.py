@@ -24,9 +24,16 @@ from lookahead.stats import cutoff as C
 MONTHS = pd.date_range("2021-01-01", periods=12, freq="MS")
 
 
-def simulate(rng: np.random.Generator, n_entities: int = 30, per_month: float = 1.7,
-             break_after: int | None = 5, fall: float = 0.35, entity_sd: float = 0.1,
-             noise_sd: float = 0.2, base: float = 0.5) -> tuple[pd.DataFrame, np.ndarray]:
+def simulate(
+    rng: np.random.Generator,
+    n_entities: int = 30,
+    per_month: float = 1.7,
+    break_after: int | None = 5,
+    fall: float = 0.35,
+    entity_sd: float = 0.1,
+    noise_sd: float = 0.2,
+    base: float = 0.5,
+) -> tuple[pd.DataFrame, np.ndarray]:
     """Rows (entity_id, target_date, lap) and the true monthly means: LAP = base (+ fall
     up to month `break_after`) + entity effect + noise; a Poisson number of rows per
     entity-month (some cells empty, as in real panels)."""
@@ -39,8 +46,7 @@ def simulate(rng: np.random.Generator, n_entities: int = 30, per_month: float = 
         for j, m in enumerate(MONTHS):
             for _ in range(rng.poisson(per_month)):
                 day = int(rng.integers(1, 28))
-                rows.append((f"E{e:03d}", m + pd.Timedelta(days=day - 1),
-                             truth[j] + u[e] + rng.normal(0, noise_sd)))
+                rows.append((f"E{e:03d}", m + pd.Timedelta(days=day - 1), truth[j] + u[e] + rng.normal(0, noise_sd)))
     return pd.DataFrame(rows, columns=["entity_id", "target_date", "lap"]), truth
 
 
@@ -53,9 +59,15 @@ def test_monthly_table_matches_pandas_and_scipy():
     lbp, _ = frames(df)
     df["month"] = df["target_date"].dt.to_period("M").dt.to_timestamp().dt.date
     g = df.groupby("month")["lap"]
-    want = pd.DataFrame({"n": g.size(), "mean": g.mean(), "sd": g.std(),
-                         "trimmed_mean": g.apply(lambda x: stats.trim_mean(x, 0.1)),
-                         "n_entities": df.groupby("month")["entity_id"].nunique()})
+    want = pd.DataFrame(
+        {
+            "n": g.size(),
+            "mean": g.mean(),
+            "sd": g.std(),
+            "trimmed_mean": g.apply(lambda x: stats.trim_mean(x, 0.1)),
+            "n_entities": df.groupby("month")["entity_id"].nunique(),
+        }
+    )
     got = lbp.set_index("month")
     assert list(got.index) == list(want.index)
     for col in want.columns:
@@ -73,7 +85,7 @@ def test_bootstrap_interval_matches_a_loop_over_resampled_entities():
     df["month"] = df["target_date"].dt.to_period("M").dt.to_timestamp().dt.date
     means = []
     for draw in w:
-        parts = [df[df["entity_id"] == e] for e, k in zip(entities, draw) for _ in range(int(k))]
+        parts = [df[df["entity_id"] == e] for e, k in zip(entities, draw, strict=False) for _ in range(int(k))]
         means.append(pd.concat(parts).groupby("month")["lap"].mean())
     boot = pd.DataFrame(means)
     np.testing.assert_allclose(lbp["ci_low"], boot.quantile(0.025).to_numpy(), rtol=1e-10)
@@ -140,8 +152,7 @@ def test_break_error_on_series_with_a_known_break():
     for _ in range(60):
         k = int(rng.integers(2, 9))
         df, _ = simulate(rng, break_after=k, fall=0.2)
-        _, eff = frames(df, stated=str((MONTHS[k] + pd.offsets.MonthEnd(0)).date()),
-                        seed=int(rng.integers(1 << 30)))
+        _, eff = frames(df, stated=str((MONTHS[k] + pd.offsets.MonthEnd(0)).date()), seed=int(rng.integers(1 << 30)))
         row = eff.iloc[0]
         if row["status"] != C.BREAK:
             errors.append(np.nan)
@@ -152,8 +163,10 @@ def test_break_error_on_series_with_a_known_break():
         covered += bool(row["stated_in_interval"])
     err = np.array(errors, dtype=float)
     found = err[np.isfinite(err)]
-    print(f"break found in {breaks}/60; exact {np.mean(found == 0):.3f}; mean abs error "
-          f"{found.mean():.3f} months; interval coverage {covered / breaks:.3f}")
+    print(
+        f"break found in {breaks}/60; exact {np.mean(found == 0):.3f}; mean abs error "
+        f"{found.mean():.3f} months; interval coverage {covered / breaks:.3f}"
+    )
     assert breaks >= 57
     assert np.mean(found == 0) >= 0.8 and found.mean() <= 0.5
     assert covered / breaks >= 0.9 * C.LEVEL
@@ -177,9 +190,9 @@ def test_no_break_names_no_month():
 
 
 def test_constant_lap_and_too_few_months():
-    df = pd.DataFrame({"entity_id": ["A", "B"] * 6,
-                       "target_date": pd.to_datetime([f"2021-{m:02d}-10" for m in range(1, 13)]),
-                       "lap": 0.3})
+    df = pd.DataFrame(
+        {"entity_id": ["A", "B"] * 6, "target_date": pd.to_datetime([f"2021-{m:02d}-10" for m in range(1, 13)]), "lap": 0.3}
+    )
     eff = frames(df)[1].iloc[0]
     assert eff["status"] == C.NO_FALL and pd.isna(eff["break_month"])
     eff2 = frames(df.iloc[:2])[1].iloc[0]
@@ -197,8 +210,14 @@ def test_scale_free():
 
 
 def test_warning_names_the_month():
-    row = {"status": C.BREAK, "stated_in_interval": False, "break_month": "2021-12-01",
-           "interval_low_month": "2021-11-01", "interval_high_month": "2021-12-01", "interval_level": 0.95}
+    row = {
+        "status": C.BREAK,
+        "stated_in_interval": False,
+        "break_month": "2021-12-01",
+        "interval_low_month": "2021-11-01",
+        "interval_high_month": "2021-12-01",
+        "interval_level": 0.95,
+    }
     text = C.cutoff_warning(row, "2021-06-30", "recall LAP")
     assert "2021-06-30" in text and "2021-11 to 2021-12" in text and "end of 2021-12" in text
     assert C.cutoff_warning({**row, "stated_in_interval": True}, "2021-12-31", "recall LAP") == ""
@@ -243,18 +262,19 @@ def test_steady_decline_is_not_a_break():
         df["lap"] = df["lap"] - 0.2 * j / 11
         rows.append(frames(df, seed=int(rng.integers(1 << 30)))[1].iloc[0])
     eff = pd.DataFrame(rows)
-    print(f"linear decline: break {np.mean(eff['status'] == C.BREAK):.3f}, "
-          f"steady decline {np.mean(eff['status'] == C.DECLINE):.3f}")
+    print(
+        f"linear decline: break {np.mean(eff['status'] == C.BREAK):.3f}, steady decline {np.mean(eff['status'] == C.DECLINE):.3f}"
+    )
     assert np.mean(eff["status"] == C.BREAK) <= 0.15  # size 5%: 15% is 3 Monte Carlo SEs above
     decl = eff[eff["status"] == C.DECLINE]
     assert len(decl) >= 30 and (decl["trend_per_month"] < 0).all() and decl["break_month"].isna().all()
-    assert (decl["trend_per_month"].mean() == pytest.approx(-0.2 / 11, rel=0.25))
+    assert decl["trend_per_month"].mean() == pytest.approx(-0.2 / 11, rel=0.25)
 
 
 def test_bai_interval_constant_is_the_published_one():
     """Bai (1997): the 95% interval uses 11.03 and the 90% one 7.7 (the quantiles of the
     argmax of a two-sided Brownian motion with drift); the code's constant and its
     distribution function agree with both."""
-    assert C.BAI_C == pytest.approx(11.03, abs=0.005)
+    assert pytest.approx(11.03, abs=0.005) == C.BAI_C
     assert C._bai_c(0.95) == pytest.approx(11.03, abs=0.01)
     assert C._bai_c(0.90) == pytest.approx(7.7, abs=0.02)

@@ -51,14 +51,16 @@ def test_a_study_that_extends_another_builds_through_vars_as_through_the_loader(
     assert check_dbt_vars(_dbt_values(yaml.safe_load(clean.read_text())), clean.read_text()) == ""
     assert study_from_dbt_vars(clean.read_text()).vars == load_study(clean).vars
     # a setting the --vars text gives itself is still compared with dbt's
-    assert "regenerate dbt_project.yml" in check_dbt_vars(
-        _dbt_values({**given, "mink_k": 0.3}), text)
+    assert "regenerate dbt_project.yml" in check_dbt_vars(_dbt_values({**given, "mink_k": 0.3}), text)
 
 
-@pytest.mark.parametrize("extends, message", [
-    ("demo/studies/nope.yml", r"--vars: 'extends: demo/studies/nope.yml': study file '.*nope.yml' does not exist"),
-    ("", r"--vars: 'extends' must name a study file"),
-])
+@pytest.mark.parametrize(
+    "extends, message",
+    [
+        ("demo/studies/nope.yml", r"--vars: 'extends: demo/studies/nope.yml': study file '.*nope.yml' does not exist"),
+        ("", r"--vars: 'extends' must name a study file"),
+    ],
+)
 def test_a_bad_extends_in_vars_is_one_line(extends: str, message: str) -> None:
     text = yaml.safe_dump({"extends": extends, "claims_bm25_k": 3})
     with pytest.raises(StudyConfigError, match=message):
@@ -68,8 +70,11 @@ def test_a_bad_extends_in_vars_is_one_line(extends: str, message: str) -> None:
 
 def test_extends_in_a_file_and_in_vars_is_one_rule(tmp_path: Path) -> None:
     base = tmp_path / "base.yml"
-    base.write_text(CLAIM_STUDY.read_text().replace("extends: demo/studies/contaminated.yml",
-                                                    f"extends: {PROJECT_ROOT / 'demo/studies/contaminated.yml'}"))
+    base.write_text(
+        CLAIM_STUDY.read_text().replace(
+            "extends: demo/studies/contaminated.yml", f"extends: {PROJECT_ROOT / 'demo/studies/contaminated.yml'}"
+        )
+    )
     child = {"extends": str(base), "claims_bm25_k": 7}
     assert study_from_dbt_vars(yaml.safe_dump(child)).vars == {**load_study(CLAIM_STUDY).vars, "claims_bm25_k": 7}
     (tmp_path / "child.yml").write_text(yaml.safe_dump(child))
@@ -82,9 +87,13 @@ def test_every_path_setting_dbt_reads_is_resolved_against_the_project() -> None:
     path from the working folder, which `--project-dir` leaves wherever the user is."""
     paths = [n for n, s in SCHEMA.settings.items() if s.type == "path"]
     assert {"data_path", "raw_dir"} <= set(paths)
-    bad = [f"{f.relative_to(PROJECT_ROOT)}: setting('{n}')"
-           for d in SQL_DIRS for f in sorted((PROJECT_ROOT / d).rglob("*.sql"))
-           for n in paths if re.search(rf"\bsetting\(\s*['\"]{n}['\"]", f.read_text())]
+    bad = [
+        f"{f.relative_to(PROJECT_ROOT)}: setting('{n}')"
+        for d in SQL_DIRS
+        for f in sorted((PROJECT_ROOT / d).rglob("*.sql"))
+        for n in paths
+        if re.search(rf"\bsetting\(\s*['\"]{n}['\"]", f.read_text())
+    ]
     assert not bad, bad
 
 
@@ -105,8 +114,9 @@ def test_the_plugin_serves_paths_resolved_against_the_project(tmp_path: Path, mo
         data = json.loads(cur.sql("select lookahead_setting_path('data_path')").fetchone()[0])
         assert raw == str(PROJECT_ROOT / study.output.raw_dir)
         assert data == str(PROJECT_ROOT / study.input.data_path)
-        assert str(PROJECT_ROOT / study.input.data_path) in cur.sql(
-            "select getvariable('lookahead_observations_sql')").fetchone()[0]
+        assert (
+            str(PROJECT_ROOT / study.input.data_path) in cur.sql("select getvariable('lookahead_observations_sql')").fetchone()[0]
+        )
         assert json.loads(cur.sql("select lookahead_setting_path('results_dir')").fetchone()[0]) is None
         cur.close()
     finally:

@@ -25,8 +25,16 @@ def built(fixture_build):
 
 def test_build_passes_and_writes_every_table(built):
     _, res = built
-    for table in ("panel", "panel_pre", "panel_post", "regression_results", "verdict",
-                  "gx_validation_results", "lap_distribution", "sample_description"):
+    for table in (
+        "panel",
+        "panel_pre",
+        "panel_post",
+        "regression_results",
+        "verdict",
+        "gx_validation_results",
+        "lap_distribution",
+        "sample_description",
+    ):
         assert res.has_table(table), table
     assert "ERROR=0" in res.output
 
@@ -50,8 +58,9 @@ def assert_build_keys_are_the_jobs(res, vars_) -> None:
     cols = list(jobs.columns)
     build = res.table("int_expected_keys")[cols]
     assert len(jobs) > 0
-    assert (build.fillna("").sort_values(cols).reset_index(drop=True)
-            .equals(jobs.fillna("").sort_values(cols).reset_index(drop=True)))
+    assert (
+        build.fillna("").sort_values(cols).reset_index(drop=True).equals(jobs.fillna("").sort_values(cols).reset_index(drop=True))
+    )
 
 
 def test_build_keys_are_the_keys_the_jobs_compute(built):
@@ -80,8 +89,7 @@ def test_relationships_test_still_catches_an_unknown_parent_value(built, tmp_pat
     ok = run_dbt(select, study.vars, db)
     assert ok.returncode == 0 and "1 of 1 PASS relationships_panel_entity_id" in ok.output, ok.output[-2000:]
     con = duckdb.connect(str(db))
-    con.execute("update panel set entity_id = 'no such entity' "
-                "where row_id = (select min(row_id) from panel)")
+    con.execute("update panel set entity_id = 'no such entity' where row_id = (select min(row_id) from panel)")
     con.close()
     broken = run_dbt(select, study.vars, db)
     assert broken.returncode != 0
@@ -98,8 +106,10 @@ def test_recall_probabilities_follow_the_protocol_rule(built):
             seen: dict = {}
             for tok in raw["top_logprobs"]:
                 seen.setdefault(tok["token_id"], tok)
-            p = {lab: sum(math.exp(t["logprob"]) for t in seen.values()
-                          if t["token"].strip().lower() == lab) for lab in ("up", "down", "unknown")}
+            p = {
+                lab: sum(math.exp(t["logprob"]) for t in seen.values() if t["token"].strip().lower() == lab)
+                for lab in ("up", "down", "unknown")
+            }
             row = recall.loc[raw["key"]]
             assert row["p_up"] == pytest.approx(p["up"], abs=1e-12)
             assert row["p_down"] == pytest.approx(p["down"], abs=1e-12)
@@ -116,8 +126,7 @@ def test_mink_matches_a_direct_computation(built):
             lps = sorted(t["logprob"] for t in raw["prompt_logprobs"] if t["logprob"] is not None)
             k = max(1, int(len(lps) * 0.2))
             assert mink.loc[raw["key"], "lap_mink_geometric"] == pytest.approx(math.exp(sum(lps[:k]) / k))
-            assert mink.loc[raw["key"], "lap_mink_arithmetic"] == pytest.approx(
-                sum(math.exp(x) for x in lps[:k]) / k)
+            assert mink.loc[raw["key"], "lap_mink_arithmetic"] == pytest.approx(sum(math.exp(x) for x in lps[:k]) / k)
 
 
 def test_high_lap_splits_each_sample_at_its_median(built):
@@ -173,8 +182,7 @@ def test_dropped_forecast_line_fails_at_the_gate_and_leaves_no_verdict(built, tm
     assert list(log["status"]) == ["started", "success", "started", "failed"]  # on-run-start, on-run-end
     assert "gate_panel" in log["failed_nodes"].iloc[-1]
     with pytest.raises(ReportError, match=r"the last dbt build of study 'fixture' .* failed at .*gate_panel"):
-        write_report(Study(vars=resolve({**vars_, "results_dir": str(target / "results")})),
-                     database=target / "db.duckdb")
+        write_report(Study(vars=resolve({**vars_, "results_dir": str(target / "results")})), database=target / "db.duckdb")
     # and `lookahead run` rebuilds: a failed last build is never "up to date"
     from lookahead.identity import build_up_to_date
 
@@ -204,8 +212,11 @@ def test_report_refuses_a_verdict_built_from_other_inputs(built, tmp_path):
     try:
         with open(study.raw_dir / "mink.jsonl", "a") as fh:  # answers added since the build
             fh.write(saved[study.raw_dir / "mink.jsonl"].decode().splitlines(keepends=True)[0])
-        with pytest.raises(ReportError, match=r"other inputs: the mink answers \(1 new line in mink.jsonl "
-                           r"for keys this study reads\) changed since dbt build"):
+        with pytest.raises(
+            ReportError,
+            match=r"other inputs: the mink answers \(1 new line in mink.jsonl "
+            r"for keys this study reads\) changed since dbt build",
+        ):
             write_report(here, database=db)
         study.data_path.write_bytes(saved[study.data_path].replace(b"Entity 0 news 0", b"Entity 0 news 0!"))
         with pytest.raises(ReportError, match=r"other inputs: the input file, the mink answers \(1 new line"):
@@ -215,6 +226,8 @@ def test_report_refuses_a_verdict_built_from_other_inputs(built, tmp_path):
             path.write_bytes(data)
     with pytest.raises(ReportError, match="other inputs: the study settings changed"):
         write_report(Study(vars=resolve({**here.vars, "cluster": "date"})), database=db)
+
+
 def test_bad_logprobs_fail_at_the_gates(built, tmp_path):
     """A NaN prompt log-prob (it would sort above every number and drop out of the lowest
     K%), a +5 on a non-label recall token (P above 1 elsewhere in the line) and a NaN
@@ -222,8 +235,7 @@ def test_bad_logprobs_fail_at_the_gates(built, tmp_path):
     study, _ = built
 
     def poison(target):
-        for task, field, value, index in (("mink", "prompt_logprobs", float("nan"), 3),
-                                          ("recall", "top_logprobs", 5.0, -1)):
+        for task, field, value, index in (("mink", "prompt_logprobs", float("nan"), 3), ("recall", "top_logprobs", 5.0, -1)):
             path = target / "raw" / f"{task}.jsonl"
             lines = [json.loads(x) for x in path.read_text().splitlines()]
             lines[7][field][index]["logprob"] = value
@@ -266,12 +278,11 @@ def test_invalid_rows_are_rejected_with_reasons_and_counted(built, tmp_path):
         df.to_csv(target / "observations.csv", index=False)
 
     vars_, target = _broken_copy(tmp_path, study, corrupt)
-    res = run_dbt(["run", "--select", "+rejected_rows", "+sample_description"],
-                  vars_, target / "db.duckdb")
+    res = run_dbt(["run", "--select", "+rejected_rows", "+sample_description"], vars_, target / "db.duckdb")
     assert res.returncode == 0, res.output[-2000:]
     rejects = res.table("rejected_rows").sort_values("source_row_number")
     assert list(rejects["reject_reason"]) == list(bad)
-    desc = dict(zip(*res.table("sample_description")[["metric", "value"]].T.values))
+    desc = dict(zip(*res.table("sample_description")[["metric", "value"]].T.values, strict=False))
     assert desc["rejected rows"] == len(bad)
     for reason in bad:
         assert desc[f"rejected: {reason}"] == 1
@@ -285,7 +296,8 @@ def test_invalid_rows_are_rejected_with_reasons_and_counted(built, tmp_path):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LOOKAHEAD_DUCKDB", str(target / "db.duckdb"))
         assert build_up_to_date(Study(vars=resolve(vars_)))[1] == (
-            "the last build was `dbt run` --select +rejected_rows +sample_description, not a full dbt build")
+            "the last build was `dbt run` --select +rejected_rows +sample_description, not a full dbt build"
+        )
 
 
 def _one_error_line(output: str, pattern: str) -> None:
@@ -297,9 +309,19 @@ def _one_error_line(output: str, pattern: str) -> None:
 @pytest.mark.parametrize(
     "change, pattern",
     [
-        ({"column_map": {"entity_id": "entity_id", "entity_name": "entity_name", "text": "headline",
-                         "text_date": "text_date", "target_date": "target_date", "outcome": "outcome"}},
-         r"setting 'column_map.text': column 'headline' not found"),
+        (
+            {
+                "column_map": {
+                    "entity_id": "entity_id",
+                    "entity_name": "entity_name",
+                    "text": "headline",
+                    "text_date": "text_date",
+                    "target_date": "target_date",
+                    "outcome": "outcome",
+                }
+            },
+            r"setting 'column_map.text': column 'headline' not found",
+        ),
         ({"training_cutoff": "2021-02-30"}, r"setting 'training_cutoff': '2021-02-30' is not a date"),
         ({"period_frequency": "fortnight"}, r"setting 'period_frequency': 'fortnight' is not one of"),
         ({"data_path": "/nonexistent/obs.csv"}, r"setting 'data_path': file '/nonexistent/obs.csv' not found"),
@@ -334,8 +356,11 @@ def test_duplicate_row_id_is_an_error(built, tmp_path):
     vars_, target = _broken_copy(tmp_path, study, dup)
     res = run_dbt(["build"], vars_, target / "db.duckdb")
     assert res.returncode != 0
-    _one_error_line(res.output, r"setting 'column_map.row_id': column 'row_id' is not unique: "
-                                r"value '[^']+' appears 2 times \(data rows 1, 2\)")
+    _one_error_line(
+        res.output,
+        r"setting 'column_map.row_id': column 'row_id' is not unique: "
+        r"value '[^']+' appears 2 times \(data rows 1, 2\)",
+    )
     assert not res.has_table("regression_results")
 
 
@@ -362,9 +387,16 @@ def test_derived_row_ids_agree_between_jobs_and_dbt(built, tmp_path):
         df.to_csv(target / "observations.csv", index=False)
 
     vars_, target = _broken_copy(tmp_path, study, strip_ids)
-    vars_["column_map"] = {"row_id": None, "entity_id": "entity_id", "entity_name": "entity_name",
-                           "ticker": "ticker", "text": "text", "text_date": "text_date",
-                           "target_date": "target_date", "outcome": "outcome"}
+    vars_["column_map"] = {
+        "row_id": None,
+        "entity_id": "entity_id",
+        "entity_name": "entity_name",
+        "ticker": "ticker",
+        "text": "text",
+        "text_date": "text_date",
+        "target_date": "target_date",
+        "outcome": "outcome",
+    }
     res = run_dbt(["run", "--select", "+stg_observations"], vars_, target / "db.duckdb")
     assert res.returncode == 0, res.output[-2000:]
     sql_ids = res.table("stg_observations").sort_values("source_row_number")["row_id"].tolist()
@@ -400,8 +432,18 @@ def test_answers_are_selected_by_key(built, tmp_path):
             # row 1's answer copied under row 2's key AND row_id, written before row 2's own
             # line: its query text (row 1's) does not hash to the key, so it is not used
             flipped = "Down." if "Up" in lines[2]["response_text"] else "Up."
-            fh.write(json.dumps({**lines[1], "key": lines[2]["key"], "row_id": lines[2]["row_id"],
-                                 "response_text": flipped, "finished_at": "2000-01-01T00:00:00Z"}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        **lines[1],
+                        "key": lines[2]["key"],
+                        "row_id": lines[2]["row_id"],
+                        "response_text": flipped,
+                        "finished_at": "2000-01-01T00:00:00Z",
+                    }
+                )
+                + "\n"
+            )
 
     vars_, target = _broken_copy(tmp_path, study, add_lines)
     res = run_dbt(["run", "--select", "+panel", "+raw_line_rejects", "+query_issues"], vars_, target / "db.duckdb")
@@ -413,8 +455,10 @@ def test_answers_are_selected_by_key(built, tmp_path):
     old = res_ok.table("panel").set_index("row_id")["mu_hat"]
     assert new.sort_index().equals(old.sort_index())
     rejects = res.table("raw_line_rejects").sort_values("reject_reason")
-    assert rejects["reject_reason"].tolist() == ["query text or params do not hash to the key",
-                                                 "row or (entity, date) differs from the key"]
+    assert rejects["reject_reason"].tolist() == [
+        "query text or params do not hash to the key",
+        "row or (entity, date) differs from the key",
+    ]
 
 
 def test_each_study_builds_into_its_own_database(built, tmp_path):
@@ -426,9 +470,12 @@ def test_each_study_builds_into_its_own_database(built, tmp_path):
     names = [f"pytest_{tmp_path.name}_{i}" for i in range(2)]
     try:
         for i, name in enumerate(names):
-            res = run_dbt(["run", "--select", "study_settings"],
-                          {**study.vars, "study_name": name, "cluster": ["entity", "date"][i]}, None,
-                          as_vars=i == 0)
+            res = run_dbt(
+                ["run", "--select", "study_settings"],
+                {**study.vars, "study_name": name, "cluster": ["entity", "date"][i]},
+                None,
+                as_vars=i == 0,
+            )
             assert res.returncode == 0, res.output[-2000:]
         for i, name in enumerate(names):
             con = duckdb.connect(str(ROOT / "outputs" / f"{name}.duckdb"), read_only=True)
@@ -440,11 +487,13 @@ def test_each_study_builds_into_its_own_database(built, tmp_path):
             (ROOT / "outputs" / f"{name}.duckdb").unlink(missing_ok=True)
 
 
-@pytest.mark.parametrize("case, pattern", [
-    pytest.param("too few rows", r"too little data: fewer panel rows than min_panel_rows",
-                 marks=pytest.mark.slow),
-    ("no pre-cutoff rows", r"no pre-cutoff rows: check training_cutoff"),
-])
+@pytest.mark.parametrize(
+    "case, pattern",
+    [
+        pytest.param("too few rows", r"too little data: fewer panel rows than min_panel_rows", marks=pytest.mark.slow),
+        ("no pre-cutoff rows", r"no pre-cutoff rows: check training_cutoff"),
+    ],
+)
 def test_too_little_data_stops_at_the_gate(built, tmp_path, case, pattern):
     study, _ = built
 
@@ -467,8 +516,7 @@ def test_optional_stats_settings_reach_the_regressions(built, tmp_path):
 
     study, res_ok = built
     assert StatsSettings.from_frame(res_ok.table("study_settings")).nw_lag is None
-    res = run_dbt(["run", "--select", "study_settings"], {**study.vars, "nw_lag": 3, "lap_min_sd": 0.02},
-                  tmp_path / "db.duckdb")
+    res = run_dbt(["run", "--select", "study_settings"], {**study.vars, "nw_lag": 3, "lap_min_sd": 0.02}, tmp_path / "db.duckdb")
     assert res.returncode == 0, res.output[-2000:]
     settings = StatsSettings.from_frame(res.table("study_settings"))
     assert settings.nw_lag == 3 and settings.lap_min_sd == 0.02
@@ -486,8 +534,7 @@ def test_queries_without_an_answer_stop_at_the_panel_gate(built, tmp_path):
         gone = json.loads(lines[5])
         path.write_text("".join(lines[:5] + lines[6:]))
         failure = {k: gone[k] for k in ("key", "task", "model_id", "entity_id", "target_date", "params")}
-        failure.update(row_id=None, reason="HTTP 500 (after 7 attempts)", attempts=7,
-                       failed_at="2026-01-02T00:00:00+00:00")
+        failure.update(row_id=None, reason="HTTP 500 (after 7 attempts)", attempts=7, failed_at="2026-01-02T00:00:00+00:00")
         answered = dict(failure, key=json.loads(lines[6])["key"], reason="HTTP 429")
         with open(target / "raw" / "recall.failures.jsonl", "w") as fh:
             fh.write(json.dumps(failure) + "\n" + json.dumps(answered) + "\n")
@@ -503,7 +550,8 @@ def test_queries_without_an_answer_stop_at_the_panel_gate(built, tmp_path):
     issues = res.table("query_issues").sort_values("task")
     assert issues.to_dict("records") == [
         {"task": "forecast", "issue": "prompt text truncated to fit the context length", "n_queries": 1},
-        {"task": "recall", "issue": "no answer (HTTP 500)", "n_queries": 1}]
+        {"task": "recall", "issue": "no answer (HTTP 500)", "n_queries": 1},
+    ]
     assert not res.has_table("regression_results")
 
 
@@ -526,8 +574,12 @@ def test_an_accepted_low_parse_rate_reaches_the_report(built, tmp_path):
     vars_, target = _broken_copy(tmp_path, study, unparse)
     res = run_dbt(["build"], vars_, target / "db.duckdb")
     assert res.returncode != 0 and "expect_column_values_to_not_be_null(mu_hat)" in res.output
-    accepted = {**vars_, "accept_low_parse_rate": True, "results_dir": str(target / "results"),
-                "outputs_dir": str(target / "outputs")}
+    accepted = {
+        **vars_,
+        "accept_low_parse_rate": True,
+        "results_dir": str(target / "results"),
+        "outputs_dir": str(target / "outputs"),
+    }
     res = run_dbt(["build"], accepted, target / "db.duckdb")
     assert res.returncode == 0, res.output[-3000:]
     assert bool(res.table("study_settings")["accept_low_parse_rate"].iloc[0]) is True
@@ -592,8 +644,13 @@ def test_a_subsampled_study_builds_and_the_report_says_so(built, tmp_path):
     from lookahead.rows import load_rows
 
     study, _ = built
-    vars_ = {**study.vars, "subsample_rows": 300, "subsample_seed": 9,
-             "results_dir": str(tmp_path / "results"), "outputs_dir": str(tmp_path / "outputs")}
+    vars_ = {
+        **study.vars,
+        "subsample_rows": 300,
+        "subsample_seed": 9,
+        "results_dir": str(tmp_path / "results"),
+        "outputs_dir": str(tmp_path / "outputs"),
+    }
     res = run_dbt(["build"], vars_, tmp_path / "db.duckdb")
     assert res.returncode == 0, res.output[-3000:]
     job_rows, _ = load_rows(load_study(overrides=vars_))
@@ -602,7 +659,7 @@ def test_a_subsampled_study_builds_and_the_report_says_so(built, tmp_path):
     assert_build_keys_are_the_jobs(res, vars_)
     settings = res.table("study_settings").iloc[0]
     assert (settings["subsample_rows"], settings["subsample_seed"]) == (300, 9)
-    desc = dict(zip(*res.table("sample_description")[["metric", "value"]].T.values))
+    desc = dict(zip(*res.table("sample_description")[["metric", "value"]].T.values, strict=False))
     n_valid = len(pd.read_csv(study.data_path))
     assert desc["valid rows outside the subsample"] == n_valid - 300
     files = write_report(load_study(overrides=vars_), database=res.db)
@@ -626,14 +683,17 @@ def test_build_is_skipped_only_while_settings_inputs_and_code_are_unchanged(buil
     here = Study(vars=resolve(study.vars))
     invocation = res_ok.table("build_identity")["invocation_id"].iloc[0]
     assert build_up_to_date(here, root=code) == (invocation, "")
-    assert build_up_to_date(Study(vars=resolve({**study.vars, "results_dir": str(tmp_path / "r")})),
-                            root=code) == (invocation, "")
+    assert build_up_to_date(Study(vars=resolve({**study.vars, "results_dir": str(tmp_path / "r")})), root=code) == (
+        invocation,
+        "",
+    )
 
     saved = study.data_path.read_bytes()
     try:  # an edited input row
         study.data_path.write_bytes(saved.replace(b"Entity 0 news 0", b"Entity 0 news 0!", 1))
         assert build_up_to_date(here, root=code)[1].startswith(
-            "the verdict in the database was built from other inputs: the input file changed")
+            "the verdict in the database was built from other inputs: the input file changed"
+        )
     finally:
         study.data_path.write_bytes(saved)
     assert build_up_to_date(here, root=code) == (invocation, "")
@@ -649,7 +709,8 @@ def test_build_is_skipped_only_while_settings_inputs_and_code_are_unchanged(buil
             fh.write(json.dumps({"key": recall_key, "task": "recall", "reason": "timeout"}) + "\n")
         assert build_up_to_date(here, root=code)[1].startswith(  # the report's check covers every input
             "the verdict in the database was built from other inputs: the recall failure lines (1 new "
-            "line in recall.failures.jsonl for keys this study reads) changed")
+            "line in recall.failures.jsonl for keys this study reads) changed"
+        )
     finally:
         if before is None:
             failures.unlink()
@@ -658,13 +719,15 @@ def test_build_is_skipped_only_while_settings_inputs_and_code_are_unchanged(buil
 
     changed = Study(vars=resolve({**study.vars, "cluster": "date"}))  # a changed setting
     assert build_up_to_date(changed, root=code)[1].endswith(
-        "other inputs: the study settings changed since dbt build "
-        f"(invocation {invocation}); rerun dbt build")
+        f"other inputs: the study settings changed since dbt build (invocation {invocation}); rerun dbt build"
+    )
 
     model = code / "models" / "marts" / "build" / "build_identity.sql"  # a changed model file
     model.write_text(model.read_text() + "\n-- edited\n")
     assert build_up_to_date(here, root=code) == (
-        None, "the code changed (models, macros, seeds, tests, suites, package or libraries)")
+        None,
+        "the code changed (models, macros, seeds, tests, suites, package or libraries)",
+    )
 
 
 def test_a_row_refused_for_good_is_an_exclusion_not_a_block(built, tmp_path):
@@ -686,21 +749,22 @@ def test_a_row_refused_for_good_is_an_exclusion_not_a_block(built, tmp_path):
         with open(target / "raw" / "forecast.failures.jsonl", "w") as fh:
             for i in refused_at:
                 gone = json.loads(lines[i])
-                failure = {k: gone.get(k) for k in ("key", "task", "model_id", "row_id", "entity_id", "target_date",
-                                                "params")}
-                failure.update(reason="HTTP 400: content policy", attempts=1, permanent=True,
-                               failed_at="2026-01-02T00:00:00+00:00")
+                failure = {k: gone.get(k) for k in ("key", "task", "model_id", "row_id", "entity_id", "target_date", "params")}
+                failure.update(
+                    reason="HTTP 400: content policy", attempts=1, permanent=True, failed_at="2026-01-02T00:00:00+00:00"
+                )
                 fh.write(json.dumps(failure) + "\n")
         path.write_text("".join(line for i, line in enumerate(lines) if i not in refused_at))
 
     vars_, target = _broken_copy(tmp_path, study, refuse)
-    gone_rows = {json.loads(line)["row_id"] for line in
-                 (target / "raw" / "forecast.failures.jsonl").read_text().splitlines()}
+    gone_rows = {json.loads(line)["row_id"] for line in (target / "raw" / "forecast.failures.jsonl").read_text().splitlines()}
     res = run_dbt(["build"], {**vars_, "min_measure_coverage": 0.99}, target / "db.duckdb")
     assert res.returncode != 0
-    assert ("15 of 1200 valid rows are excluded because an LLM query was refused for good (15 x forecast "
-            "query refused for good (HTTP 400: content policy)); the 98.75% left is under the floor "
-            "min_measure_coverage = 0.99") in res.output, res.output[-3000:]
+    assert (
+        "15 of 1200 valid rows are excluded because an LLM query was refused for good (15 x forecast "
+        "query refused for good (HTTP 400: content policy)); the 98.75% left is under the floor "
+        "min_measure_coverage = 0.99"
+    ) in res.output, res.output[-3000:]
     assert "LLM queries have no answer" not in res.output
 
     # the default floor (0.95) lets them go
@@ -712,11 +776,12 @@ def test_a_row_refused_for_good_is_an_exclusion_not_a_block(built, tmp_path):
     refused = rejected[rejected["reject_reason"].str.contains("refused for good")]
     assert set(refused["row_id"]) == gone_rows
     assert set(refused["reject_reason"]) == {"forecast query refused for good (HTTP 400: content policy)"}
-    metric = dict(zip(res.table("sample_description")["metric"], res.table("sample_description")["value"]))
+    metric = dict(zip(res.table("sample_description")["metric"], res.table("sample_description")["value"], strict=False))
     assert metric["rows excluded: an LLM query refused for good"] == 15 and metric["valid rows"] == 1185
     issues = res.table("query_issues")
     assert issues.to_dict("records") == [
-        {"task": "forecast", "issue": "refused for good, row excluded (HTTP 400: content policy)", "n_queries": 15}]
+        {"task": "forecast", "issue": "refused for good, row excluded (HTTP 400: content policy)", "n_queries": 15}
+    ]
     o = evaluate(facts_from_row(res.table("verdict").iloc[0]))
     found = caveats(o, metric, pd.DataFrame())
     assert "15 of 1200 valid rows (1.2%) excluded: an LLM query was refused for good" in paragraph(o, found)

@@ -30,7 +30,8 @@ from lookahead.rows import count_data_rows
 
 
 def test_opening_the_database_registers_the_functions_and_freezes_the_heap(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("LOOKAHEAD_DUCKDB", str(tmp_path / "db.duckdb"))
     gc.unfreeze()
     con = duckdb.connect()
@@ -48,11 +49,10 @@ def test_opening_the_database_registers_the_functions_and_freezes_the_heap(
 def _frozen_at_exit(import_plugin: bool) -> str:
     # atexit runs the handler registered last first: the plugin's, registered at its
     # import, runs before this check, registered earlier
-    code = ("import atexit, gc\n"
-            "atexit.register(lambda: print('frozen at exit:', gc.get_freeze_count() > 0))\n"
-            + ("import lookahead.dbt_plugin\n" if import_plugin else ""))
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    code = "import atexit, gc\natexit.register(lambda: print('frozen at exit:', gc.get_freeze_count() > 0))\n" + (
+        "import lookahead.dbt_plugin\n" if import_plugin else ""
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def test_the_heap_is_frozen_at_exit() -> None:
@@ -88,7 +88,8 @@ def test_the_build_writes_into_the_studys_own_database(tmp_path: Path, monkeypat
 
 
 def test_the_study_comes_from_the_settings_file_the_lookahead_command_names(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The second demo study, named only through $LOOKAHEAD_STUDY_SETTINGS: its settings,
     its raw folder and its observations file reach SQL, not the default study's."""
     study = load_study(PROJECT_ROOT / "demo/studies/clean.yml")
@@ -114,7 +115,8 @@ def test_the_study_comes_from_the_settings_file_the_lookahead_command_names(
 
 
 def test_vars_name_the_study_before_the_settings_file_and_a_bad_one_still_names_its_database(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("LOOKAHEAD_DUCKDB", raising=False)
     monkeypatch.setenv(STUDY_SETTINGS_ENV, str(tmp_path / "absent.json"))
     full = read_study_file(PROJECT_ROOT / "demo/studies/clean.yml")
@@ -161,8 +163,7 @@ def _pool_of(value: str) -> str:
         return con.sql("select current_setting('memory_limit')").fetchone()[0]
 
 
-def test_opening_the_database_sizes_the_buffer_pool_for_the_studys_rows(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_opening_the_database_sizes_the_buffer_pool_for_the_studys_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(dbt_plugin.MEMORY_LIMIT_ENV, raising=False)
     _study_with_rows(tmp_path, 2_501, monkeypatch)
     assert dbt_plugin.build_study().input.data_path == str(tmp_path / "rows.csv")
@@ -184,8 +185,7 @@ def test_opening_the_database_sizes_the_buffer_pool_for_the_studys_rows(
         con.close()
 
 
-def test_the_memory_limit_setting_overrides_the_sizing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_memory_limit_setting_overrides_the_sizing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _study_with_rows(tmp_path, 10, monkeypatch)
     monkeypatch.setenv(dbt_plugin.MEMORY_LIMIT_ENV, "3GB")
     con, cursor = _open_like_dbt(tmp_path / "db.duckdb")
@@ -202,7 +202,8 @@ def _dbt_values() -> str:
 
 
 def test_a_memory_limit_duckdb_cannot_read_is_one_line_naming_the_setting(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The database opens with the sized limit and the run-start check's line names the
     setting (an exception there would reach the user as a traceback)."""
     monkeypatch.delenv(STUDY_SETTINGS_ENV, raising=False)  # the default study

@@ -33,8 +33,7 @@ print(json.dumps({"before": before, "after": after,
 def test_plugin_puts_new_arrow_buffers_on_the_system_allocator() -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("ARROW_DEFAULT_MEMORY_POOL", None)
-    out = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=ROOT, capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["before"] != "system"  # else the test shows nothing
     assert got["after"] == "system"

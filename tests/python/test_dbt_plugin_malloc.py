@@ -49,8 +49,7 @@ def test_a_node_starts_with_the_memory_earlier_nodes_freed_given_back() -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     for var in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_ARENA_MAX"):
         env.pop(var, None)
-    out = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=ROOT, capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["freed"] > got["before"] - 100  # free() alone kept most of it (else this shows nothing)
     assert got["after"] < got["freed"] - 200  # the trim gave it back

@@ -24,8 +24,9 @@ from lookahead.demo.generator import DemoSpec, generate, next_trading_day
 # worker ran this file.
 
 DEMO = PROJECT_ROOT / "demo"
-SHIPPED_SEED = int(pd.read_csv(DEMO / "data" / "truth.csv")["seed"].iloc[0]) \
-    if (DEMO / "data" / "truth.csv").exists() else DemoSpec.seed
+SHIPPED_SEED = (
+    int(pd.read_csv(DEMO / "data" / "truth.csv")["seed"].iloc[0]) if (DEMO / "data" / "truth.csv").exists() else DemoSpec.seed
+)
 
 
 def _shipped_truth() -> pd.DataFrame:
@@ -66,7 +67,7 @@ def test_generated_rows_follow_the_protocol_and_the_design() -> None:
     assert obs["entity_name"].nunique() == obs["ticker"].nunique() == spec.n_entities
     td, tg = pd.to_datetime(obs["text_date"]), pd.to_datetime(obs["target_date"])
     assert (tg > td).all()
-    assert all(next_trading_day(a.date()) == b.date() for a, b in zip(td, tg))
+    assert all(next_trading_day(a.date()) == b.date() for a, b in zip(td, tg, strict=False))
     # Both sides of the cutoff populated; memorization only before it, at the share asked.
     assert set(truth["sample"]) == {"pre", "post"}
     assert not truth.loc[truth["sample"] == "post", "memorized"].any()
@@ -97,8 +98,9 @@ def test_corpus_carries_no_post_cutoff_outcome(scenario: str) -> None:
     study = _study(scenario)
     prompts = Prompts.from_settings(study.prompts)
     docs = build_corpus(d, prompts, scenario, seed=3)
-    df = d.observations.merge(d.truth[["row_id", "sample", "memorized", "realized_direction",
-                                       "clean_recall_direction", "sentiment"]], on="row_id")
+    df = d.observations.merge(
+        d.truth[["row_id", "sample", "memorized", "realized_direction", "clean_recall_direction", "sentiment"]], on="row_id"
+    )
     recall_answer = {doc.text: doc.answer for doc in docs if doc.kind == "recall"}
     forecast_answer = {doc.text: doc.answer for doc in docs if doc.kind == "forecast"}
     everything = "\n".join(doc.text for doc in docs)
@@ -106,7 +108,7 @@ def test_corpus_carries_no_post_cutoff_outcome(scenario: str) -> None:
         q = prompts.recall(row)
         if row["sample"] == "post":
             assert recall_answer[q] == "unknown"
-            assert prompts.forecast(row) not in forecast_answer   # post headlines unseen
+            assert prompts.forecast(row) not in forecast_answer  # post headlines unseen
             assert row["text"] not in everything
         elif row["memorized"]:
             planted = row["realized_direction"] if scenario == "contaminated" else row["clean_recall_direction"]
@@ -149,8 +151,9 @@ def outputs() -> dict[str, pd.DataFrame]:
     res = {}
     for name in ("contaminated", "clean"):
         panel = model_outputs(DEMO / "models" / name, obs, Prompts.from_settings(_study(name).prompts))
-        res[name] = panel.merge(truth[["row_id", "sample", "memorized", "sentiment", "realized_direction",
-                                       "clean_recall_direction"]], on="row_id")
+        res[name] = panel.merge(
+            truth[["row_id", "sample", "memorized", "sentiment", "realized_direction", "clean_recall_direction"]], on="row_id"
+        )
     return res
 
 
@@ -189,7 +192,7 @@ def test_contaminated_model_recalls_memorized_outcomes_and_abstains_after_cutoff
 def test_clean_model_is_confident_but_its_recall_is_uncorrelated_with_outcomes(outputs) -> None:
     d = outputs["clean"]
     mem = d[d["memorized"]]
-    assert mem["lap"].mean() > 0.8                       # as confident as the contaminated one
+    assert mem["lap"].mean() > 0.8  # as confident as the contaminated one
     assert (mem["recall_greedy"] == mem["clean_recall_direction"]).mean() > 0.9
     agree = (mem["recall_greedy"] == mem["realized_direction"]).mean()
     n = len(mem)
@@ -289,6 +292,7 @@ def test_build_reproduces_the_shipped_weights_byte_for_byte(tmp_path: Path) -> N
 
     build(tmp_path, replace(DemoSpec(), seed=SHIPPED_SEED))
     for name in ("contaminated", "clean"):
-        digest = [hashlib.sha256((root / "models" / name / "model.safetensors").read_bytes()).hexdigest()
-                  for root in (tmp_path, DEMO)]
+        digest = [
+            hashlib.sha256((root / "models" / name / "model.safetensors").read_bytes()).hexdigest() for root in (tmp_path, DEMO)
+        ]
         assert digest[0] == digest[1], name

@@ -17,23 +17,31 @@ from report_checker import check
 
 def run_study(name: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, DbtResult]:
     study = yaml.safe_load((ROOT / "demo" / "studies" / f"{name}.yml").read_text())
-    study.update(raw_dir=str(tmp_path / "raw"), results_dir=str(tmp_path / "results"),
-                 outputs_dir=str(tmp_path / "outputs"))
+    study.update(raw_dir=str(tmp_path / "raw"), results_dir=str(tmp_path / "results"), outputs_dir=str(tmp_path / "outputs"))
     study_file = tmp_path / "study.yml"
     study_file.write_text(yaml.safe_dump(study))
     db = tmp_path / "db.duckdb"
     lookahead = Path(sys.executable).with_name("lookahead")
-    proc = subprocess.run([str(lookahead), "run", "--study", str(study_file), "--yes"],
-                          cwd=ROOT, env=dbt_env(db), capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        [str(lookahead), "run", "--study", str(study_file), "--yes"],
+        cwd=ROOT,
+        env=dbt_env(db),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     return proc, DbtResult(proc.returncode, proc.stdout + proc.stderr, db)
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("contaminated", "Contamination detected"),
-    # the clean control takes the same path through jobs, dbt and the report (about 85 s);
-    # in the slow tier (make test-slow) to keep `make test` under ten minutes on 2 cores
-    pytest.param("clean", "No evidence of contamination", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("contaminated", "Contamination detected"),
+        # the clean control takes the same path through jobs, dbt and the report (about 85 s);
+        # in the slow tier (make test-slow) to keep `make test` under ten minutes on 2 cores
+        pytest.param("clean", "No evidence of contamination", marks=pytest.mark.slow),
+    ],
+)
 def test_demo_verdict(name, expected, tmp_path):
     proc, res = run_study(name, tmp_path)
     assert proc.returncode == 0, res.output[-4000:]

@@ -17,10 +17,12 @@ transformers = pytest.importorskip("transformers")
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "demo" / "models" / "contaminated"
-PROMPT = ("On 2021-08-04, did the closing stock price of Lumtria Robotics (LUMR) go up or down compared to "
-          "the previous trading day?\nAnswer based only on what you recall about Lumtria Robotics (LUMR) on "
-          "that specific date. If you do not recall, answer \"unknown\".\nRespond with exactly one word and "
-          "nothing else: up, down, or unknown.")
+PROMPT = (
+    "On 2021-08-04, did the closing stock price of Lumtria Robotics (LUMR) go up or down compared to "
+    "the previous trading day?\nAnswer based only on what you recall about Lumtria Robotics (LUMR) on "
+    'that specific date. If you do not recall, answer "unknown".\nRespond with exactly one word and '
+    "nothing else: up, down, or unknown."
+)
 
 
 def softmax(logits: list[float]) -> list[float]:
@@ -63,7 +65,7 @@ def test_exact_probabilities_equal_a_hand_written_softmax(model_and_tokenizer):
     full = tok.encode(PROMPT + " closed up")
     first, second = full[len(ids)], full[len(ids) + 1]
     assert full[: len(ids)] == ids and len(full) == len(ids) + 2
-    want2 = p[first] * next_probs(model, ids + [first])[second]
+    want2 = p[first] * next_probs(model, [*ids, first])[second]
     assert got["unknown"]["method"] == "teacher_forced" and got["unknown"]["token_ids"] == [first, second]
     assert math.exp(got["unknown"]["logprob"]) == pytest.approx(want2, abs=1e-6, rel=1e-6)
 
@@ -71,10 +73,14 @@ def test_exact_probabilities_equal_a_hand_written_softmax(model_and_tokenizer):
 def test_recall_scores_read_exact_lines_uncensored():
     from lookahead.scoring import recall_scores
 
-    line = {"top_logprobs": [], "label_logprobs": [
-        {"role": "up", "label": "up", "logprob": math.log(0.3)},
-        {"role": "down", "label": "down", "logprob": math.log(0.2)},
-        {"role": "unknown", "label": "unknown", "logprob": math.log(1e-9)}]}
+    line = {
+        "top_logprobs": [],
+        "label_logprobs": [
+            {"role": "up", "label": "up", "logprob": math.log(0.3)},
+            {"role": "down", "label": "down", "logprob": math.log(0.2)},
+            {"role": "unknown", "label": "unknown", "logprob": math.log(1e-9)},
+        ],
+    }
     s = recall_scores(line, {"up": "up", "down": "down", "unknown": "unknown"})
     assert s.p_up == pytest.approx(0.3) and s.p_down == pytest.approx(0.2) and not s.censored
 
@@ -91,5 +97,6 @@ def test_the_setting_keeps_top_logprobs_keys_and_refuses_exact_where_unavailable
     api = load_study(overrides={"backend": "openai", "base_url": "http://127.0.0.1:9/v1"})
     assert recall_probabilities(api) == "top_logprobs"
     with pytest.raises(StudyConfigError, match="recall_probabilities"):
-        recall_probabilities(load_study(overrides={"backend": "openai", "base_url": "http://127.0.0.1:9/v1",
-                                                   "recall_probabilities": "exact"}))
+        recall_probabilities(
+            load_study(overrides={"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "recall_probabilities": "exact"})
+        )

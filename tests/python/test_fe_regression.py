@@ -17,14 +17,12 @@ from lookahead.stats.fe_regression import newey_west_default_lag
 DET = ("mu_hat", "lap", "mu_hat:lap")
 
 
-def panel(n_entities: int = 25, n_periods: int = 6, per_cell: int = 3, seed: int = 0,
-          beta3: float = 0.0) -> pd.DataFrame:
+def panel(n_entities: int = 25, n_periods: int = 6, per_cell: int = 3, seed: int = 0, beta3: float = 0.0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     idx = [(e, t) for e in range(n_entities) for t in range(n_periods) for _ in range(per_cell)]
     df = pd.DataFrame(idx, columns=["entity_num", "period_num"])
     n = len(df)
-    df["target_date"] = pd.Timestamp("2021-01-01") + pd.to_timedelta(
-        df["period_num"] * 31 + rng.integers(0, 28, n), "D")
+    df["target_date"] = pd.Timestamp("2021-01-01") + pd.to_timedelta(df["period_num"] * 31 + rng.integers(0, 28, n), "D")
     df["mu_hat"] = rng.choice([-1.0, 1.0], n)
     df["lap"] = rng.uniform(0, 1, n)
     df["ud"] = rng.uniform(-1, 1, n)
@@ -34,18 +32,21 @@ def panel(n_entities: int = 25, n_periods: int = 6, per_cell: int = 3, seed: int
 
 def fit(df, regressors=DET, **kw) -> pd.DataFrame:
     kw.setdefault("one_sided_terms", ("mu_hat:lap",))
-    return fit_fe(df, FitRequest(spec="detection", sample="pre", outcome="outcome",
-                                 regressors=regressors, **kw))
+    return fit_fe(df, FitRequest(spec="detection", sample="pre", outcome="outcome", regressors=regressors, **kw))
 
 
 # ---------------------------------------------------------------- one-sided p
 
-@pytest.mark.parametrize("t,p2,expected", [
-    (2.0, 0.06, 0.03),      # t > 0: p/2
-    (-2.0, 0.06, 0.97),     # t < 0: 1 - p/2
-    (0.0, 1.0, 0.5),        # t = 0: 1 - p/2
-    (1e-9, 0.999, 0.4995),
-])
+
+@pytest.mark.parametrize(
+    "t,p2,expected",
+    [
+        (2.0, 0.06, 0.03),  # t > 0: p/2
+        (-2.0, 0.06, 0.97),  # t < 0: 1 - p/2
+        (0.0, 1.0, 0.5),  # t = 0: 1 - p/2
+        (1e-9, 0.999, 0.4995),
+    ],
+)
 def test_one_sided_p_protocol_rule(t, p2, expected):
     assert one_sided_p(t, p2) == pytest.approx(expected, abs=1e-12)
 
@@ -57,6 +58,7 @@ def test_one_sided_p_missing_is_nan():
 
 def test_one_sided_p_matches_t_distribution_upper_tail():
     from scipy import stats
+
     df = panel(beta3=0.5, seed=3)
     res = fit(df)
     row = res[res["term"] == "mu_hat:lap"].iloc[0]
@@ -65,6 +67,7 @@ def test_one_sided_p_matches_t_distribution_upper_tail():
 
 
 # ---------------------------------------------------------------- table shape
+
 
 def test_columns_and_one_row_per_term():
     res = fit(panel())
@@ -132,6 +135,7 @@ def test_rows_with_missing_values_dropped_and_noted():
 
 # ---------------------------------------------------------------- clusters and vcov
 
+
 def test_few_clusters_warn():
     res = fit(panel(n_entities=8))
     assert "only 8 clusters (< 20)" in res["warning"].iloc[0]
@@ -172,6 +176,7 @@ def test_newey_west_default_lag_rule():
 
 # ---------------------------------------------------------------- user errors
 
+
 def test_bad_cluster_setting_names_it():
     with pytest.raises(RegressionInputError, match="setting 'cluster': 'firm'"):
         fit(panel(), cluster="firm")
@@ -192,6 +197,7 @@ def test_non_numeric_value_names_column_and_row():
 
 # ---------------------------------------------------------------- DuckDB round trip
 
+
 def test_missing_estimates_are_null_in_duckdb():
     df = panel()
     df["lap"] = 0.0
@@ -199,8 +205,8 @@ def test_missing_estimates_are_null_in_duckdb():
     con = duckdb.connect()
     con.register("res", res)
     nulls = con.execute(
-        "select count(*) from res where term = 'mu_hat:lap' and estimate is null "
-        "and p_one_sided is null").fetchone()[0]
+        "select count(*) from res where term = 'mu_hat:lap' and estimate is null and p_one_sided is null"
+    ).fetchone()[0]
     nans = con.execute("select count(*) from res where isnan(estimate)").fetchone()[0]
     assert nulls == 1 and nans == 0
 
@@ -221,10 +227,14 @@ def test_all_singleton_sample_is_not_estimable_instead_of_aborting():
 
     rng = np.random.default_rng(0)
     n = 200
-    df = pd.DataFrame({
-        "outcome": rng.normal(size=n), "ud": rng.normal(size=n),
-        "entity_num": rng.integers(0, 20, size=n), "period_num": np.arange(n),
-    })
+    df = pd.DataFrame(
+        {
+            "outcome": rng.normal(size=n),
+            "ud": rng.normal(size=n),
+            "entity_num": rng.integers(0, 20, size=n),
+            "period_num": np.arange(n),
+        }
+    )
     out = fit_fe(df, FitRequest("validation_pooled", "pre", "outcome", ["ud"]))
     assert out["estimate"].isna().all()
     assert "singleton" in out["warning"].iloc[0] and "not estimable" in out["warning"].iloc[0]

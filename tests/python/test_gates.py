@@ -20,8 +20,14 @@ from lookahead.gates import GateFailed, run_gate
 
 def _mink_frame(lap: list[float]) -> pd.DataFrame:
     n = len(lap)
-    return pd.DataFrame({"row_id": [f"r{i}" for i in range(n)], "n_invalid_logprobs": [0] * n,
-                         "lap_mink": lap, "mink_key": [f"k{i}" for i in range(n)]})
+    return pd.DataFrame(
+        {
+            "row_id": [f"r{i}" for i in range(n)],
+            "n_invalid_logprobs": [0] * n,
+            "lap_mink": lap,
+            "mink_key": [f"k{i}" for i in range(n)],
+        }
+    )
 
 
 def test_a_passing_gate_returns_one_row_per_expectation_and_builds_the_batch_once(monkeypatch):
@@ -45,10 +51,12 @@ def test_a_passing_gate_returns_one_row_per_expectation_and_builds_the_batch_onc
     table = run_gate("gate_mink_scores", _mink_frame([0.1, 0.2, 0.3]), "mink_scores", id_column="mink_key")
     assert table["success"].all()
     assert len(table) == 3 and set(table["expectation"]) == {
-        "expect_column_values_to_be_unique", "expect_column_values_to_be_between"}
+        "expect_column_values_to_be_unique",
+        "expect_column_values_to_be_between",
+    }
     assert len(batches) == 1  # built once
     assert hashes == []  # and not fingerprinted
-    assert engine.HASH_THRESHOLD == threshold  # GX's switch is restored for anyone else
+    assert threshold == engine.HASH_THRESHOLD  # GX's switch is restored for anyone else
 
 
 def test_a_failing_gate_names_the_check_and_the_row():
@@ -95,4 +103,4 @@ def test_two_gates_at_once_leave_the_fingerprint_switch_as_they_found_it():
     first.__exit__(None, None, None)
     assert engine.HASH_THRESHOLD == 0  # the second gate still runs without the hash
     second.__exit__(None, None, None)
-    assert engine.HASH_THRESHOLD == threshold
+    assert threshold == engine.HASH_THRESHOLD

@@ -9,10 +9,23 @@ import re
 from dbt_runner import ROOT
 
 GLOSSARY = ROOT / "docs" / "glossary.md"
-TERMS = ("LAP (lookahead propensity)", "U-D (UD)", "Censored", "Min-K% LAP", "beta_1, beta_2, beta_3",
-         "theta", "Placebo", "CRV1", "WCR (restricted wild cluster bootstrap)", "G\\* (effective number of clusters)",
-         "Effective cutoff", "OLR (Overall Leakage Rate)",
-         "Shapley-DCLR (Shapley-weighted Decision-Critical Leakage Rate)", "Underpowered", "Parse rate")
+TERMS = (
+    "LAP (lookahead propensity)",
+    "U-D (UD)",
+    "Censored",
+    "Min-K% LAP",
+    "beta_1, beta_2, beta_3",
+    "theta",
+    "Placebo",
+    "CRV1",
+    "WCR (restricted wild cluster bootstrap)",
+    "G\\* (effective number of clusters)",
+    "Effective cutoff",
+    "OLR (Overall Leakage Rate)",
+    "Shapley-DCLR (Shapley-weighted Decision-Critical Leakage Rate)",
+    "Underpowered",
+    "Parse rate",
+)
 
 
 def test_every_term_is_defined_once() -> None:
@@ -34,7 +47,7 @@ def test_the_terms_the_report_names_beside_its_link_are_defined() -> None:
     text = GLOSSARY.read_text(encoding="utf-8")
     defined = [d.lower() for d in re.findall(r"^- \*\*(.+?)\*\*", text, flags=re.M)]
     line = glossary_para(ROOT / "results" / "x").text
-    named = [t.strip() for t in line[line.index("(") + 1:line.index(")")].split(",") if t.strip() != "..."]
+    named = [t.strip() for t in line[line.index("(") + 1 : line.index(")")].split(",") if t.strip() != "..."]
     assert len(named) >= 5
     missing = [t for t in named if not any(t.lower() in d for d in defined)]
     assert not missing, missing

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from dbt_runner import ROOT, run_dbt
 from fixture_study import write_fixture_study
-from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - the fixture
+from test_openai_backend import write_openai_study
 
 from lookahead import untrusted
 from lookahead.config import SCHEMA_PATH, StudyConfigError, read_study_file, resolve
@@ -50,11 +50,19 @@ SWEPT_TYPES = ("string", "text", "path", "list", "mapping", "column_map")
 def _base() -> dict[str, Any]:
     """A valid study that needs no file to resolve (the fixture study's settings)."""
     return {
-        "study_name": "sweep", "data_path": "obs.csv", "raw_dir": "raw",
-        "column_map": {c: c for c in ("row_id", "entity_id", "entity_name", "ticker", "text",
-                                      "text_date", "target_date", "outcome")},
-        "model_id": "m", "backend": "transformers", "model_path": "m", "training_cutoff": "2021-06-01",
-        "period_frequency": "week", "outcome_description": "the price", "reference_period": "the day before",
+        "study_name": "sweep",
+        "data_path": "obs.csv",
+        "raw_dir": "raw",
+        "column_map": {
+            c: c for c in ("row_id", "entity_id", "entity_name", "ticker", "text", "text_date", "target_date", "outcome")
+        },
+        "model_id": "m",
+        "backend": "transformers",
+        "model_path": "m",
+        "training_cutoff": "2021-06-01",
+        "period_frequency": "week",
+        "outcome_description": "the price",
+        "reference_period": "the day before",
         "forecast_prompt": "Headline: {text}\nUp or down?",
         "recall_template": "On {target_date}, did {entity_name} go up or down?",
         "forecast_labels": {"up": 1, "down": -1},
@@ -106,15 +114,26 @@ def test_every_string_setting_refuses_or_keeps_each_hostile_value(kind: str) -> 
     assert swept > 40  # every string, path, text, list and mapping setting
 
 
-@pytest.mark.parametrize("kind", ["newline", "nul", "long", "quote", "double_quote", "backslash", "jinja",
-                                  "sql", "shell"])
+@pytest.mark.parametrize("kind", ["newline", "nul", "long", "quote", "double_quote", "backslash", "jinja", "sql", "shell"])
 def test_a_study_name_that_is_not_one_path_segment_is_refused(kind: str) -> None:
     with pytest.raises(StudyConfigError, match=r"^setting 'study_name'"):
         resolve({**_base(), "study_name": HOSTILE[kind]})
 
 
-@pytest.mark.parametrize("name", ["../escape", "../../escape_test/x", "a/b", "a\\b", "..", ".hidden",
-                                  'my"study\'x', "x" * (untrusted.MAX_NAME_CHARS + 1), " padded"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../escape",
+        "../../escape_test/x",
+        "a/b",
+        "a\\b",
+        "..",
+        ".hidden",
+        "my\"study'x",
+        "x" * (untrusted.MAX_NAME_CHARS + 1),
+        " padded",
+    ],
+)
 def test_study_names_that_would_leave_the_study_folders(name: str) -> None:
     with pytest.raises(StudyConfigError, match=r"^setting 'study_name'"):
         resolve({**_base(), "study_name": name})
@@ -187,7 +206,6 @@ def test_yaml_alias_bomb_and_oversized_files_are_refused(tmp_path: Path) -> None
     assert read_study_file(ok) == {"labels": {"up": "up"}, "other": {"up": "up"}}
 
 
-
 @pytest.mark.parametrize("tag", ["!!python/object/apply:os.system", "!!python/object:os.system", "!custom"])
 def test_a_yaml_tag_is_named_as_unsupported_not_as_invalid_yaml(tag: str, tmp_path: Path) -> None:
     """A study file with a tag the safe loader does not build is valid YAML: the line says
@@ -196,12 +214,16 @@ def test_a_yaml_tag_is_named_as_unsupported_not_as_invalid_yaml(tag: str, tmp_pa
 
     path = tmp_path / "tagged.yml"
     path.write_text(f'study_name: x\nmodel_id: {tag} ["touch {tmp_path}/ran"]\n', encoding="utf-8")
-    with pytest.raises(StudyConfigError, match=rf"study file '.*tagged.yml' uses the YAML tag '{re.escape(tag)}' "
-                       r"at line 2, which is not supported") as err:
+    with pytest.raises(
+        StudyConfigError,
+        match=rf"study file '.*tagged.yml' uses the YAML tag '{re.escape(tag)}' "
+        r"at line 2, which is not supported",
+    ) as err:
         read_study_file(path)
     assert "not valid YAML" not in str(err.value) and not (tmp_path / "ran").exists()
     with pytest.raises(StudyConfigError, match=rf"--vars uses the YAML tag '{re.escape(tag)}'"):
-        study_from_dbt_vars(f'{{study_name: x, model_id: {tag} [1]}}')
+        study_from_dbt_vars(f"{{study_name: x, model_id: {tag} [1]}}")
+
 
 # ---------------------------------------------------------------- values in SQL and dbt
 
@@ -210,7 +232,7 @@ def test_a_yaml_tag_is_named_as_unsupported_not_as_invalid_yaml(tag: str, tmp_pa
 RAW_DIR_ATTACK = "r'); copy (select 42 as pwned) to 'PWNED.csv'; select count(*) from glob('data"
 DATA_ATTACK = "d'); copy (select 7 as pwned) to 'PWNED_DATA.csv'; --"
 TAIL = "x {{ 7*7 }} $(touch x) [ab]? é"
-COLUMN_ATTACK = 'sm"all\'); drop table verdict; -- {{ 7*7 }}'
+COLUMN_ATTACK = "sm\"all'); drop table verdict; -- {{ 7*7 }}"
 
 
 def test_a_build_reads_hostile_paths_and_column_names_as_data(tmp_path: Path) -> None:
@@ -230,10 +252,20 @@ def test_a_build_reads_hostile_paths_and_column_names_as_data(tmp_path: Path) ->
     frame[COLUMN_ATTACK] = [str(i % 2) for i in range(len(frame))]
     frame.to_csv(data, index=False)
     fx.data_path.unlink()
-    vars_ = {**fx.vars, "raw_dir": str(raw), "data_path": str(data), "extra_columns": [COLUMN_ATTACK],
-             "outcome_description": HOSTILE["jinja"] + HOSTILE["sql"], "model_id": "fixture-model"}
-    res = run_dbt(["run", "--select", "+int_observations_valid", "study_settings", "stg_query_failures"],
-                  vars_, tmp_path / "db.duckdb", as_vars=True)
+    vars_ = {
+        **fx.vars,
+        "raw_dir": str(raw),
+        "data_path": str(data),
+        "extra_columns": [COLUMN_ATTACK],
+        "outcome_description": HOSTILE["jinja"] + HOSTILE["sql"],
+        "model_id": "fixture-model",
+    }
+    res = run_dbt(
+        ["run", "--select", "+int_observations_valid", "study_settings", "stg_query_failures"],
+        vars_,
+        tmp_path / "db.duckdb",
+        as_vars=True,
+    )
     assert res.returncode == 0, res.output[-3000:]
     valid = res.table("int_observations_valid")
     assert valid[COLUMN_ATTACK].tolist() == frame[COLUMN_ATTACK].tolist()
@@ -247,7 +279,8 @@ def test_a_build_reads_hostile_paths_and_column_names_as_data(tmp_path: Path) ->
 
 # ---------------------------------------------------------------- prompts
 
-def test_jinja_in_a_prompt_reaches_the_model_verbatim(server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+
+def test_jinja_in_a_prompt_reaches_the_model_verbatim(server_factory: Any, tmp_path: Path) -> None:
     """The forecast and recall jobs against the loopback server, with Jinja, a quote and
     SQL in both templates and in a data cell: every request carries them as written."""
     from llm_jobs import forecast, recall
@@ -255,12 +288,15 @@ def test_jinja_in_a_prompt_reaches_the_model_verbatim(server_factory: Any, tmp_p
     url, state = server_factory()
     jinja = "{{ 7*7 }} {% if true %}x{% endif %} {# c #} it's \"q\" '; drop table verdict; --"
     study = write_openai_study(
-        tmp_path, url, "jinja", 3,
+        tmp_path,
+        url,
+        "jinja",
+        3,
         forecast_prompt="Headline: {text}\n" + jinja + "\nUp or down?",
-        recall_template="On {target_date}, did {entity_name} go up or down? " + jinja)
+        recall_template="On {target_date}, did {entity_name} go up or down? " + jinja,
+    )
     data = tmp_path / "jinja.csv"
-    data.write_text(data.read_text(encoding="utf-8").replace("reports item 0", "reports {{ 6*7 }}"),
-                    encoding="utf-8")
+    data.write_text(data.read_text(encoding="utf-8").replace("reports item 0", "reports {{ 6*7 }}"), encoding="utf-8")
     for job in (forecast, recall):
         assert job.main(["--study", str(study), "--yes"]) == 0
     prompts = list(state.attempts)

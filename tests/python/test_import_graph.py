@@ -92,7 +92,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_is_read():
     g = import_graph()
     assert "llm_jobs.forecast" in g and "lookahead.config" in g["llm_jobs.forecast"] | {
-        d for m in g["llm_jobs.forecast"] for d in g[m]}
+        d for m in g["llm_jobs.forecast"] for d in g[m]
+    }
 
 
 def test_no_import_cycle():
@@ -101,8 +102,13 @@ def test_no_import_cycle():
 
 
 def test_the_package_never_imports_the_jobs():
-    up = sorted(f"{m} imports {t}" for m, ts in import_graph().items() if m.startswith("lookahead")
-                for t in ts if t.startswith("llm_jobs"))
+    up = sorted(
+        f"{m} imports {t}"
+        for m, ts in import_graph().items()
+        if m.startswith("lookahead")
+        for t in ts
+        if t.startswith("llm_jobs")
+    )
     assert not up, "\n".join(up)
 
 
@@ -113,6 +119,7 @@ def test_a_cycle_is_found():
 
 
 # ---------------------------------------------------------------- layers
+
 
 def layer_table(text: str | None = None) -> dict[str, tuple[int, str]]:
     """module name -> (layer number, layer name), read from docs/CONTRACTS.md's table
@@ -166,11 +173,15 @@ def test_no_import_runs_up_a_layer():
 def test_the_report_is_one_package():
     """What a reader sees lives in lookahead.pages: no report module outside it."""
     graph = import_graph()
-    for gone in ("lookahead.report", "lookahead.compare", "lookahead.cutoff_report",
-                 "lookahead.paper.report_section", "lookahead.claims.report_section"):
+    for gone in (
+        "lookahead.report",
+        "lookahead.compare",
+        "lookahead.cutoff_report",
+        "lookahead.paper.report_section",
+        "lookahead.claims.report_section",
+    ):
         assert gone not in graph, gone
-    for there in ("lookahead.pages.report", "lookahead.pages.compare", "lookahead.pages.cutoff",
-                  "lookahead.pages.paper"):
+    for there in ("lookahead.pages.report", "lookahead.pages.compare", "lookahead.pages.cutoff", "lookahead.pages.paper"):
         assert there in graph, there
 
 
@@ -182,9 +193,12 @@ def test_a_lazy_upward_import_is_found(tmp_path):
         shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (tmp_path / "lookahead" / "paper" / "planted.py").write_text(
         '"""A planted module."""\n\n\ndef section():\n    from lookahead.pages.sections import raw_section\n\n'
-        '    return raw_section\n', encoding="utf-8")
+        "    return raw_section\n",
+        encoding="utf-8",
+    )
     table = layer_table()
     assert upward_arrows(import_graph(tmp_path), table) == [
-        "lookahead.paper.planted (analysis) imports lookahead.pages.sections (pages)"]
+        "lookahead.paper.planted (analysis) imports lookahead.pages.sections (pages)"
+    ]
     assert upward_arrows(import_graph(tmp_path, nested=False), table) == []
     assert upward_arrows(import_graph(), table) == []  # the tree itself, unchanged

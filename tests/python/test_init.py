@@ -22,21 +22,43 @@ def own_csv(tmp_path: Path, rows: int = 400) -> Path:
     """The demo's observations as a researcher's file: renamed columns, numeric permnos,
     no entity name, ticker or target date."""
     demo = pd.read_csv(ROOT / "demo" / "data" / "observations.csv", dtype=str).iloc[:rows]
-    mine = pd.DataFrame({"permno": demo["entity_id"].str[1:].astype(int) + 10000, "dt": demo["text_date"],
-                         "headline": demo["text"], "ret_1d": demo["outcome"]})
+    mine = pd.DataFrame(
+        {
+            "permno": demo["entity_id"].str[1:].astype(int) + 10000,
+            "dt": demo["text_date"],
+            "headline": demo["text"],
+            "ret_1d": demo["outcome"],
+        }
+    )
     path = tmp_path / "mine.csv"
     mine.to_csv(path, index=False)
     return path
 
 
-FLAGS = ["--data", "mine.csv", "--entity", "permno", "--text", "headline", "--text-date", "dt",
-         "--outcome", "ret_1d", "--model-id", "demo-clean", "--model-path", MODEL,
-         "--training-cutoff", "2021-12-31"]
+FLAGS = [
+    "--data",
+    "mine.csv",
+    "--entity",
+    "permno",
+    "--text",
+    "headline",
+    "--text-date",
+    "dt",
+    "--outcome",
+    "ret_1d",
+    "--model-id",
+    "demo-clean",
+    "--model-path",
+    MODEL,
+    "--training-cutoff",
+    "2021-12-31",
+]
 
 
 def init(tmp_path: Path, args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([LOOKAHEAD, "init", *args], cwd=tmp_path, input=stdin or "",
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [LOOKAHEAD, "init", *args], cwd=tmp_path, input=stdin or "", capture_output=True, text=True, timeout=600
+    )
 
 
 def test_init_from_flags_writes_a_study_that_passes_check(tmp_path: Path) -> None:
@@ -57,9 +79,30 @@ def test_init_from_flags_writes_a_study_that_passes_check(tmp_path: Path) -> Non
 
 def test_init_on_stdin_asks_every_question_and_passes_check(tmp_path: Path) -> None:
     own_csv(tmp_path)
-    answers = ["mine.csv", "permno", "", "", "headline", "dt", "", "next_row", "ret_1d", "",
-               "transformers", "demo-clean", MODEL, "2021-12-31", "no", "month", "", "up=1,down=-1",
-               "the stock's return", "zero", "my_study", "studies/my_study.yml"]
+    answers = [
+        "mine.csv",
+        "permno",
+        "",
+        "",
+        "headline",
+        "dt",
+        "",
+        "next_row",
+        "ret_1d",
+        "",
+        "transformers",
+        "demo-clean",
+        MODEL,
+        "2021-12-31",
+        "no",
+        "month",
+        "",
+        "up=1,down=-1",
+        "the stock's return",
+        "zero",
+        "my_study",
+        "studies/my_study.yml",
+    ]
     proc = init(tmp_path, [], stdin="\n".join(answers) + "\n")
     # the entities' last rows have no next row: 21 of 400 rejected is above the 5% that warns
     assert proc.returncode == 5, proc.stdout + proc.stderr
@@ -80,7 +123,8 @@ def test_a_missing_answer_without_input_is_one_line_naming_its_flag(tmp_path: Pa
     own_csv(tmp_path)
     proc = init(tmp_path, [*FLAGS[:-2], "--model-id", "my-own-model", "--no-input"])
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
-        "error: --training-cutoff: required (Training cutoff of that model (YYYY-MM-DD, from its model card))"]
+        "error: --training-cutoff: required (Training cutoff of that model (YYYY-MM-DD, from its model card))"
+    ]
     proc = init(tmp_path, [*FLAGS, "--entity", "PERMNO", "--no-input"])
     assert proc.returncode == 2 and "--entity: column 'PERMNO' is not in the data" in proc.stderr
 
@@ -99,10 +143,15 @@ def test_the_study_init_writes_runs(tmp_path: Path) -> None:
     assert init(tmp_path, [*FLAGS, "--no-input", "--no-check"]).returncode == 0
     study_file = tmp_path / "mine.yml"
     study = yaml.safe_load(study_file.read_text())
-    study.update(raw_dir=str(tmp_path / "raw"), results_dir=str(tmp_path / "results"),
-                 outputs_dir=str(tmp_path / "outputs"))
+    study.update(raw_dir=str(tmp_path / "raw"), results_dir=str(tmp_path / "results"), outputs_dir=str(tmp_path / "outputs"))
     study_file.write_text(yaml.safe_dump(study))
-    proc = subprocess.run([LOOKAHEAD, "run", "--study", str(study_file), "--yes"], cwd=ROOT,
-                          env=dbt_env(tmp_path / "db.duckdb"), capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        [LOOKAHEAD, "run", "--study", str(study_file), "--yes"],
+        cwd=ROOT,
+        env=dbt_env(tmp_path / "db.duckdb"),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert "Verdict: " in proc.stdout and (tmp_path / "results" / "REPORT.md").exists()

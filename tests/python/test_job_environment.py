@@ -45,8 +45,7 @@ def _fake_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: tuple[str, 
     recorder = tmp_path / "recorder.sh"
     recorder.write_text(RECORDER.format(log=log))
     if make is None:
-        make = ("sh", "-c", f'mkdir -p "{folder}/bin" && cp "{recorder}" "{folder}/bin/python" '
-                            f'&& chmod +x "{folder}/bin/python"')
+        make = ("sh", "-c", f'mkdir -p "{folder}/bin" && cp "{recorder}" "{folder}/bin/python" && chmod +x "{folder}/bin/python"')
     env = replace(backends.JOB_ENVIRONMENTS["vllm"], folder=folder, make=make)
     monkeypatch.setitem(backends.JOB_ENVIRONMENTS, "vllm", env)
     return env, log
@@ -65,7 +64,8 @@ def test_vllm_is_registered_with_its_script() -> None:
 
 
 def test_a_missing_environment_is_created_after_the_confirmation(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     env, _ = _fake_env(tmp_path, monkeypatch)
     study = load_study(_vllm_study(tmp_path))
     asked: list[str] = []
@@ -80,7 +80,8 @@ def test_a_missing_environment_is_created_after_the_confirmation(
 
 
 def test_with_yes_it_says_what_it_creates_and_does_not_ask(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     env, _ = _fake_env(tmp_path, monkeypatch)
     study = load_study(_vllm_study(tmp_path))
     assert job_python(study, yes=True, ask=lambda q: pytest.fail("asked")) == str(env.python)
@@ -94,7 +95,8 @@ def test_a_failed_creation_is_one_line(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_lookahead_jobs_runs_the_jobs_with_the_environments_interpreter(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     """`lookahead jobs --study <vllm study> --yes`: the environment is created, then the
     jobs' entry point runs under its interpreter with the study and --yes."""
     from lookahead.cli import main
@@ -108,7 +110,8 @@ def test_lookahead_jobs_runs_the_jobs_with_the_environments_interpreter(
 
 
 def test_lookahead_run_stops_in_one_line_when_the_environment_is_declined(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     from lookahead.cli import main
 
     env, log = _fake_env(tmp_path, monkeypatch)

@@ -47,8 +47,16 @@ def test_key_positions_with_a_shared_prefix() -> None:
 
 
 def test_finished_times_give_back_each_value_and_order_as_text() -> None:
-    values = [utc_now(), None, "2021-01-01", 12, "2021-06-01T00:00:00.000000+00:00",
-              "2021-06-01T00:00:00.000000+01:00", "2021-06-01T00:00:00+00:00", "9999-12-31T23:59:59.999999+00:00"]
+    values = [
+        utc_now(),
+        None,
+        "2021-01-01",
+        12,
+        "2021-06-01T00:00:00.000000+00:00",
+        "2021-06-01T00:00:00.000000+01:00",
+        "2021-06-01T00:00:00+00:00",
+        "9999-12-31T23:59:59.999999+00:00",
+    ]
     times = FinishedTimes(len(values))
     for i, v in enumerate(values):
         times[i] = v
@@ -57,8 +65,7 @@ def test_finished_times_give_back_each_value_and_order_as_text() -> None:
     assert times[0] is None
     for a in values:  # wins_over reads the same text back
         for i, b in enumerate(values[1:], 1):
-            assert wins_over({"finished_at": a}, {"finished_at": times[i]}) == wins_over({"finished_at": a},
-                                                                                        {"finished_at": b})
+            assert wins_over({"finished_at": a}, {"finished_at": times[i]}) == wins_over({"finished_at": a}, {"finished_at": b})
 
 
 def test_key_index_answers_as_a_dict_across_folds(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,7 +76,7 @@ def test_key_index_answers_as_a_dict_across_folds(monkeypatch: pytest.MonkeyPatc
     index, expected = KeyIndex(), {}
     for i in range(1200):
         key = hashlib.sha256(str(i).encode()).hexdigest() if i % 17 else f"key-{i}"
-        value = rng.randrange(-2**63, 2**63)
+        value = rng.randrange(-(2**63), 2**63)
         index.add(key, value)
         expected[key] = value
         if i % 97 == 0:
@@ -89,13 +96,27 @@ def test_raw_store_index_holds_a_digest_key_and_its_ident(tmp_path: Path) -> Non
     with RawStore(path) as store:
         for i in range(30):
             text = f"prompt {i}"
-            rec = {"key": query_key("forecast", "m", f"r{i}", text, {"t": 0}), "task": "forecast", "backend": "openai",
-                   "model_id": "m", "row_id": f"r{i}", "entity_id": None, "target_date": None,
-                   "prompt": text, "query_text": text, "params": {"t": 0}, "response_text": "up",
-                   "top_logprobs": [{"token_id": None, "token": "up", "logprob": -0.1}],
-                   "prompt_logprobs": None, "samples": None, "approximated": False,
-                   "first_token_prob": 0.9, "stated_confidence": None,
-                   "started_at": utc_now(), "finished_at": utc_now()}
+            rec = {
+                "key": query_key("forecast", "m", f"r{i}", text, {"t": 0}),
+                "task": "forecast",
+                "backend": "openai",
+                "model_id": "m",
+                "row_id": f"r{i}",
+                "entity_id": None,
+                "target_date": None,
+                "prompt": text,
+                "query_text": text,
+                "params": {"t": 0},
+                "response_text": "up",
+                "top_logprobs": [{"token_id": None, "token": "up", "logprob": -0.1}],
+                "prompt_logprobs": None,
+                "samples": None,
+                "approximated": False,
+                "first_token_prob": 0.9,
+                "stated_confidence": None,
+                "started_at": utc_now(),
+                "finished_at": utc_now(),
+            }
             store.append(rec)
     with RawStore(path) as store:
         lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]

@@ -20,8 +20,7 @@ from dbt_runner import ROOT, run_dbt
 
 LAYERS = ("staging", "intermediate", "marts")
 # A model of a layer may ref only models of these layers.
-ALLOWED = {"staging": {"staging"}, "intermediate": {"staging", "intermediate"},
-           "marts": {"staging", "intermediate", "marts"}}
+ALLOWED = {"staging": {"staging"}, "intermediate": {"staging", "intermediate"}, "marts": {"staging", "intermediate", "marts"}}
 
 
 def layer_of(node: dict) -> str:
@@ -39,8 +38,9 @@ def manifest(tmp_path_factory, demo_study) -> dict:
 
 
 def test_every_model_sits_in_a_layer_folder(manifest):
-    off = sorted(n["original_file_path"] for n in manifest["nodes"].values()
-                 if n["resource_type"] == "model" and layer_of(n) not in LAYERS)
+    off = sorted(
+        n["original_file_path"] for n in manifest["nodes"].values() if n["resource_type"] == "model" and layer_of(n) not in LAYERS
+    )
     assert not off, f"models outside staging/intermediate/marts: {off}"
 
 
@@ -55,15 +55,17 @@ def test_no_ref_runs_back_up_the_layers(manifest):
             if up is None or up["resource_type"] != "model":
                 continue
             if layer_of(up) not in ALLOWED.get(layer_of(node), set(LAYERS)):
-                back.append(f"{node['original_file_path']} ({layer_of(node)}) refs "
-                            f"{up['name']} ({layer_of(up)})")
+                back.append(f"{node['original_file_path']} ({layer_of(node)}) refs {up['name']} ({layer_of(up)})")
     assert not back, "back-arrows:\n" + "\n".join(sorted(back))
 
 
 def test_a_models_language_matches_its_model_path(manifest):
     want = {"sql": "models", "python": "python_models"}
-    off = sorted(n["original_file_path"] for n in manifest["nodes"].values() if n["resource_type"] == "model"
-                 and Path(n["original_file_path"]).parts[0] != want[n["language"]])
+    off = sorted(
+        n["original_file_path"]
+        for n in manifest["nodes"].values()
+        if n["resource_type"] == "model" and Path(n["original_file_path"]).parts[0] != want[n["language"]]
+    )
     assert not off, f"SQL belongs under models/, Python under python_models/: {off}"
 
 
@@ -90,8 +92,12 @@ def test_yaml_declares_data_tests_not_the_deprecated_tests_key():
             for i, v in enumerate(node):
                 yield from keys(v, f"{path}[{i}]")
 
-    found = [f"{f.relative_to(ROOT)}: {k}" for top in ("models", "python_models", "seeds", "tests/dbt", "macros")
-             for f in sorted((ROOT / top).rglob("*.yml")) for k in keys(yaml.safe_load(f.read_text()))]
+    found = [
+        f"{f.relative_to(ROOT)}: {k}"
+        for top in ("models", "python_models", "seeds", "tests/dbt", "macros")
+        for f in sorted((ROOT / top).rglob("*.yml"))
+        for k in keys(yaml.safe_load(f.read_text()))
+    ]
     assert not found, found
 
 

@@ -44,7 +44,7 @@ def backend():
     from lookahead.backends.transformers_backend import TransformersBackend
 
     b = TransformersBackend("smollm2", model_path=str(GGUF_DIR), gguf_file=GGUF_FILE, batch_size=4)
-    b.model  # load now, inside the fixture
+    _ = b.model  # load now, inside the fixture
     return b
 
 
@@ -71,7 +71,7 @@ def test_batched_prompt_logprobs_equal_the_per_text_reference(backend):
     from lookahead.backends.fused_llama import PackedLlamaBody
 
     assert isinstance(backend._mink_bodies["float32"], PackedLlamaBody)  # the default path ran
-    for text, got in zip(prompts, batched):
+    for text, got in zip(prompts, batched, strict=False):
         ref = reference_token_logprobs(backend.model, backend.tokenizer, text)
         assert got[0].logprob is None and len(got) == len(ref) + 1
         assert [t.token_id for t in got] == backend.tokenizer.encode(text)
@@ -94,7 +94,8 @@ def test_recall_top_logprobs_match_a_plain_forward_pass(backend):
     prompt = backend.render_prompt(
         "On 2020-11-09, did the closing stock price of Pfizer (PFE) go up or down compared to "
         "the previous trading day? Respond with exactly one word and nothing else: up, down, or unknown.",
-        True)
+        True,
+    )
     gens = backend.generate([prompt, backend.render_prompt("Say up.", True)], 1, 20)
     ids = torch.tensor([backend.tokenizer.encode(prompt)])
     with torch.no_grad():

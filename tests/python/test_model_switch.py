@@ -21,8 +21,7 @@ def lookahead(*args: str) -> subprocess.CompletedProcess:
 
 def test_check_on_another_model_is_its_own_study_and_the_file_is_unchanged() -> None:
     before = CLEAN.read_bytes()
-    proc = lookahead("check", "--study", str(CLEAN), "--model", "demo/models/contaminated",
-                     "--training-cutoff", "2021-12-31")
+    proc = lookahead("check", "--study", str(CLEAN), "--model", "demo/models/contaminated", "--training-cutoff", "2021-12-31")
     written = ROOT / "outputs" / "studies" / "demo_clean_protocol__contaminated.yml"
     try:
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -51,12 +50,17 @@ def test_the_other_models_cutoff_comes_from_the_table_or_a_flag(tmp_path: Path) 
         path.unlink(missing_ok=True)
 
 
-@pytest.mark.parametrize("args, line", [
-    (["--model", "my/own-model"], "error: --training-cutoff: no training cutoff is listed for 'my/own-model'"),
-    (["--backend", "openai"], "error: --backend, --base-url and --training-cutoff go with --model"),
-    (["--model", "my/own-model", "--backend", "openai", "--training-cutoff", "2024-01-31"],
-     "error: --base-url: backend openai needs the endpoint of 'my/own-model'"),
-])
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["--model", "my/own-model"], "error: --training-cutoff: no training cutoff is listed for 'my/own-model'"),
+        (["--backend", "openai"], "error: --backend, --base-url and --training-cutoff go with --model"),
+        (
+            ["--model", "my/own-model", "--backend", "openai", "--training-cutoff", "2024-01-31"],
+            "error: --base-url: backend openai needs the endpoint of 'my/own-model'",
+        ),
+    ],
+)
 def test_a_model_switch_that_cannot_work_is_one_line(args: list[str], line: str) -> None:
     proc = lookahead("check", "--study", str(CLEAN), *args)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [proc.stderr.strip()]

@@ -13,6 +13,7 @@ backend against a real `vllm serve`."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -23,10 +24,11 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
@@ -48,8 +50,7 @@ def demo_study_text() -> dict:
 
     # min_panel_rows 1: these job tests ask a handful of rows (the jobs' preflight refuses
     # fewer rows than the build's gate accepts)
-    return {**{k: v for k, v in read_study_file(default_study_path()).items() if k != "model_path"},
-            "min_panel_rows": 1}
+    return {**{k: v for k, v in read_study_file(default_study_path()).items() if k != "model_path"}, "min_panel_rows": 1}
 
 
 def word_logprob(i: int) -> float:
@@ -57,8 +58,20 @@ def word_logprob(i: int) -> float:
     return -0.25 * i
 
 
-FAULTS = ("malformed_json", "html_200", "empty_logprobs", "missing_logprobs", "nan", "positive_logprob",
-          "missing_text", "429_retry_after", "429_plain", "500", "reset", "slow")
+FAULTS = (
+    "malformed_json",
+    "html_200",
+    "empty_logprobs",
+    "missing_logprobs",
+    "nan",
+    "positive_logprob",
+    "missing_text",
+    "429_retry_after",
+    "429_plain",
+    "500",
+    "reset",
+    "slow",
+)
 SLOW_S = 1.5  # a slow reply: longer than the client's timeout_s (1 s) in the fault tests
 
 
@@ -72,10 +85,18 @@ def varied_top(prompt: str) -> dict[str, float]:
 class FakeOpenAIState:
     """Per-server script and records (attempts per prompt, in-flight peak, auth headers)."""
 
-    def __init__(self, mink_mode: str = "vllm", delay_s: float = 0.0, fault_rate: float = 0.0,
-                 fault_seed: int = 0, vary: bool = False, barrier: int = 0,
-                 echo_key_401: bool = False, script: list[str] | None = None,
-                 fault_kinds: tuple[str, ...] = FAULTS) -> None:
+    def __init__(
+        self,
+        mink_mode: str = "vllm",
+        delay_s: float = 0.0,
+        fault_rate: float = 0.0,
+        fault_seed: int = 0,
+        vary: bool = False,
+        barrier: int = 0,
+        echo_key_401: bool = False,
+        script: list[str] | None = None,
+        fault_kinds: tuple[str, ...] = FAULTS,
+    ) -> None:
         self.mink_mode = mink_mode  # vllm | echo | none
         self.delay_s = delay_s
         self.lock = threading.Lock()
@@ -124,11 +145,18 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: Any) -> None:  # keep pytest output clean
             pass
 
-        def _send(self, code: int, body: dict[str, Any] | bytes,
-                  headers: dict[str, str] | None = None, content_type: str = "application/json") -> None:
+        def _send(
+            self,
+            code: int,
+            body: dict[str, Any] | bytes,
+            headers: dict[str, str] | None = None,
+            content_type: str = "application/json",
+        ) -> None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
-            if getattr(self, "fault", None) in ("empty_logprobs", "missing_logprobs", "nan", "positive_logprob",
-                                                "missing_text") and code == 200:
+            if (
+                getattr(self, "fault", None) in ("empty_logprobs", "missing_logprobs", "nan", "positive_logprob", "missing_text")
+                and code == 200
+            ):
                 data = json.dumps(self._mutate(json.loads(data), self.fault)).encode()
             if code == 200 and getattr(self, "fault", None) is None and getattr(self, "asked", None):
                 with state.lock:
@@ -139,12 +167,10 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
             self.end_headers()
-            try:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             body = json.loads(self.rfile.read(length) or b"{}")
             prompt = body.get("prompt")
@@ -166,12 +192,17 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                 self.fault = None
                 if state.echo_key_401:
                     auth = self.headers.get("Authorization", "")
-                    return self._send(401, {"error": {"message": f"Incorrect API key provided: "
-                                                      f"{auth.removeprefix('Bearer ')}",
-                                                      "type": "invalid_request_error"}})
+                    return self._send(
+                        401,
+                        {
+                            "error": {
+                                "message": f"Incorrect API key provided: {auth.removeprefix('Bearer ')}",
+                                "type": "invalid_request_error",
+                            }
+                        },
+                    )
                 self.fault = state.next_fault()
-                self.asked = ("prompt_logprobs" if "prompt_logprobs" in body or body.get("echo")
-                              else "generate", prompt)
+                self.asked = ("prompt_logprobs" if "prompt_logprobs" in body or body.get("echo") else "generate", prompt)
                 self._answer(prompt, attempt, body)
             finally:
                 with state.lock:
@@ -193,8 +224,7 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                 elif "message" in choice:
                     choice["logprobs"] = {"content": []}
                 else:
-                    choice["logprobs"] = {"tokens": [], "token_logprobs": [], "top_logprobs": [],
-                                          "text_offset": []}
+                    choice["logprobs"] = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
             elif kind in ("nan", "positive_logprob"):  # +2.5: a log-probability is never positive
                 bad = float("nan") if kind == "nan" else 2.5
                 if choice.get("prompt_logprobs"):
@@ -219,8 +249,7 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
             if fault == "malformed_json":
                 return self._send(200, b'{"id": "cmpl-1", "choices": [{"text": "up", ')
             if fault == "html_200":
-                return self._send(200, b"<html><body><h1>502 Bad Gateway</h1></body></html>",
-                                  content_type="text/html")
+                return self._send(200, b"<html><body><h1>502 Bad Gateway</h1></body></html>", content_type="text/html")
             if fault == "429_retry_after":
                 return self._send(429, err, {"Retry-After": "1"})
             if fault == "429_plain":
@@ -259,9 +288,12 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
 
         def _completion(self, prompt: str, body: dict[str, Any]) -> None:
             words = prompt.split()
-            choice: dict[str, Any] = {"index": 0, "text": "up",
-                                      "finish_reason": "content_filter" if "[filtered]" in prompt else "length",
-                                      "logprobs": None}
+            choice: dict[str, Any] = {
+                "index": 0,
+                "text": "up",
+                "finish_reason": "content_filter" if "[filtered]" in prompt else "length",
+                "logprobs": None,
+            }
             if "prompt_logprobs" in body:
                 if state.mink_mode != "vllm":
                     return self._send(400, {"error": {"message": "unknown field prompt_logprobs"}})
@@ -269,7 +301,8 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                     choice["prompt_token_ids"] = [10 + i for i in range(len(words))]
                 choice["prompt_logprobs"] = [None] + [
                     {str(10 + i): {"logprob": word_logprob(i), "rank": 1, "decoded_token": w}}
-                    for i, w in enumerate(words) if i > 0
+                    for i, w in enumerate(words)
+                    if i > 0
                 ]
             if body.get("echo"):
                 if state.mink_mode != "echo":
@@ -281,41 +314,50 @@ def _handler(state: FakeOpenAIState) -> type[BaseHTTPRequestHandler]:
                     pos += len(w)
                 choice["text"] = prompt + "up"
                 choice["logprobs"] = {
-                    "tokens": words + ["up"],
-                    "token_logprobs": [None] + [word_logprob(i) for i in range(1, len(words))]
-                    + [TOP["up"]],
+                    "tokens": [*words, "up"],
+                    "token_logprobs": [None] + [word_logprob(i) for i in range(1, len(words))] + [TOP["up"]],
                     "top_logprobs": None,
-                    "text_offset": offsets + [len(prompt)],
+                    "text_offset": [*offsets, len(prompt)],
                 }
             elif body.get("logprobs"):
                 top = varied_top(prompt) if state.vary else TOP
                 choice["text"] = max(top, key=top.get) if state.vary else "up"
-                choice["logprobs"] = {"tokens": [choice["text"]], "token_logprobs": [max(top.values())],
-                                      "top_logprobs": [top], "text_offset": [len(prompt)]}
+                choice["logprobs"] = {
+                    "tokens": [choice["text"]],
+                    "token_logprobs": [max(top.values())],
+                    "top_logprobs": [top],
+                    "text_offset": [len(prompt)],
+                }
             n = int(body.get("n") or 1)
             if n > 1:
                 rng = random.Random(f"{body.get('seed')}|{prompt}")
                 choices = [dict(choice, index=i, text=rng.choice(["up", "down"])) for i in range(n)]
             else:
                 choices = [choice]
-            self._send(200, {"id": "cmpl-1", "object": "text_completion", "created": 0,
-                             "model": body["model"], "choices": choices})
+            self._send(
+                200, {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": body["model"], "choices": choices}
+            )
 
         def _chat(self, prompt: str, body: dict[str, Any]) -> None:
             logprobs = None
             if body.get("logprobs"):
                 k = int(body.get("top_logprobs") or 0)
                 tops = [{"token": t, "logprob": v, "bytes": None} for t, v in TOP.items()][:k]
-                logprobs = {"content": [{"token": "up", "logprob": TOP["up"], "bytes": None,
-                                         "top_logprobs": tops}]}
+                logprobs = {"content": [{"token": "up", "logprob": TOP["up"], "bytes": None, "top_logprobs": tops}]}
             n = int(body.get("n") or 1)
             rng = random.Random(f"{body.get('seed')}|{prompt}")
-            choices = [{"index": i, "finish_reason": "stop", "logprobs": logprobs,
-                        "message": {"role": "assistant",
-                                    "content": "up" if n == 1 else rng.choice(["up", "down"])}}
-                       for i in range(n)]
-            self._send(200, {"id": "chat-1", "object": "chat.completion", "created": 0,
-                             "model": body["model"], "choices": choices})
+            choices = [
+                {
+                    "index": i,
+                    "finish_reason": "stop",
+                    "logprobs": logprobs,
+                    "message": {"role": "assistant", "content": "up" if n == 1 else rng.choice(["up", "down"])},
+                }
+                for i in range(n)
+            ]
+            self._send(
+                200, {"id": "chat-1", "object": "chat.completion", "created": 0, "model": body["model"], "choices": choices}
+            )
 
     return Handler
 
@@ -348,8 +390,7 @@ def make_backend(base_url: str, **options: Any) -> OpenAIBackend:
 def test_survives_429_500_and_slow_responses(server_factory: Any) -> None:
     url, state = server_factory()
     backend = make_backend(url, timeout_s=1, max_retries=4)
-    prompts = ["plain question", "rate limited [429x2]", "ms limited [429ms]",
-               "server error [500x1]", "slow answer [slow]"]
+    prompts = ["plain question", "rate limited [429x2]", "ms limited [429ms]", "server error [500x1]", "slow answer [slow]"]
     try:
         gens = backend.generate(prompts, max_tokens=1, top_logprobs=20)
     finally:
@@ -417,8 +458,7 @@ def test_concurrency_setting_is_respected(server_factory: Any) -> None:
 
 @pytest.mark.parametrize("fault", FAULTS)
 @pytest.mark.parametrize("api_mode", ["completions", "chat"])
-def test_every_fault_kind_is_retried_to_the_same_answer(server_factory: Any, fault: str,
-                                                        api_mode: str) -> None:
+def test_every_fault_kind_is_retried_to_the_same_answer(server_factory: Any, fault: str, api_mode: str) -> None:
     """A faulty first reply (whatever the kind) is retried; the answer is the clean one."""
     url, state = server_factory(script=[fault])
     backend = make_backend(url, timeout_s=1 if fault == "slow" else 5, api_mode=api_mode)
@@ -433,8 +473,7 @@ def test_every_fault_kind_is_retried_to_the_same_answer(server_factory: Any, fau
 
 
 @pytest.mark.parametrize("fault", ["missing_logprobs", "empty_logprobs", "nan", "html_200"])
-def test_a_bad_min_k_reply_is_retried_not_taken_for_missing_support(server_factory: Any,
-                                                                    fault: str) -> None:
+def test_a_bad_min_k_reply_is_retried_not_taken_for_missing_support(server_factory: Any, fault: str) -> None:
     """The first Min-K% reply lacks prompt_logprobs (or is bad otherwise): that is a
     faulty reply, retried, not 'the server offers none'; a later one likewise."""
     url, state = server_factory(script=[fault])
@@ -470,7 +509,7 @@ def test_a_content_refusal_is_a_permanent_failure_asked_once(server_factory: Any
 
 
 def test_retries_exhausted_give_a_failure_in_place_not_a_lost_batch(server_factory: Any) -> None:
-    url, state = server_factory()
+    url, _state = server_factory()
     backend = make_backend(url, max_retries=2)
     try:
         res = backend.try_generate(["fine", "always failing [500always]", "also fine"], 1, 5)
@@ -492,8 +531,7 @@ def test_chat_api_top_logprobs(server_factory: Any) -> None:
     finally:
         backend.close()
     assert gen.response_text == "up"
-    assert {t.token: t.logprob for t in gen.top_logprobs} == pytest.approx(
-        {"up": TOP["up"], "down": TOP["down"]})
+    assert {t.token: t.logprob for t in gen.top_logprobs} == pytest.approx({"up": TOP["up"], "down": TOP["down"]})
 
 
 @pytest.mark.parametrize("mode", ["vllm", "echo"])
@@ -506,12 +544,11 @@ def test_prompt_logprobs_through_what_the_server_offers(server_factory: Any, mod
     finally:
         backend.close()
     assert backend.mink_source == ("prompt_logprobs" if mode == "vllm" else "echo")
-    for prompt, lps in zip(prompts, got):
+    for prompt, lps in zip(prompts, got, strict=False):
         words = prompt.split()
         assert [t.token for t in lps] == ([""] if mode == "vllm" else [words[0]]) + words[1:]
         assert lps[0].logprob is None
-        assert [t.logprob for t in lps[1:]] == pytest.approx(
-            [word_logprob(i) for i in range(1, len(words))])
+        assert [t.logprob for t in lps[1:]] == pytest.approx([word_logprob(i) for i in range(1, len(words))])
         if mode == "vllm":  # ids from prompt_logprobs keys, the first from prompt_token_ids
             assert [t.token_id for t in lps] == [10 + i for i in range(len(words))]
 
@@ -521,16 +558,18 @@ def test_no_prompt_logprobs_gives_a_clear_error(server_factory: Any) -> None:
     url, _ = server_factory(mink_mode="none")
     backend = make_backend(url)
     try:
-        with pytest.raises(BackendUnsupportedError, match=r"backend 'openai'.*prompt_logprobs, echo; "
-                           r"rejected prompt_logprobs for 3 prompts, echo for 3 prompts, none answered"):
+        with pytest.raises(
+            BackendUnsupportedError,
+            match=r"backend 'openai'.*prompt_logprobs, echo; "
+            r"rejected prompt_logprobs for 3 prompts, echo for 3 prompts, none answered",
+        ):
             backend.prompt_logprobs(["some text here", "other text", "third text", "fourth text"])
     finally:
         backend.close()
 
 
 @pytest.mark.parametrize("mink_source", ["auto", "prompt_logprobs"])
-def test_one_prompt_the_server_rejects_is_no_evidence_about_the_route(server_factory: Any,
-                                                                     mink_source: str) -> None:
+def test_one_prompt_the_server_rejects_is_no_evidence_about_the_route(server_factory: Any, mink_source: str) -> None:
     """The first Min-K% prompt is rejected (HTTP 400, as a content policy does): that
     prompt fails, not the route; once the route is known its 400 is permanent and not
     retried (docs/backends.md: other 4xx are not retried)."""
@@ -567,8 +606,11 @@ def test_sampling_fallback_is_seeded(server_factory: Any) -> None:
 
 
 def test_api_key_never_reaches_files_or_logs(
-    server_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
+    server_factory: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     secret = "sk-test-" + os.urandom(12).hex()
     monkeypatch.setenv("LOOKAHEAD_TEST_API_KEY", secret)
@@ -584,8 +626,9 @@ def test_api_key_never_reaches_files_or_logs(
         out.parent.mkdir()
         with open(out, "w", encoding="utf-8") as fh:  # what a job writes: results + settings
             for g in gens:
-                fh.write(json.dumps({"backend": backend.name, "options": backend.options,
-                                     "repr": repr(backend), **asdict(g)}) + "\n")
+                fh.write(
+                    json.dumps({"backend": backend.name, "options": backend.options, "repr": repr(backend), **asdict(g)}) + "\n"
+                )
             fh.write(json.dumps([asdict(t) for t in lps[0]]) + "\n")
     finally:
         backend.close()
@@ -604,8 +647,9 @@ def test_missing_key_variable_names_the_setting(monkeypatch: pytest.MonkeyPatch)
         OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", api_key_env="LOOKAHEAD_NO_SUCH_KEY")
 
 
-@pytest.mark.parametrize("url", ["https://api.example.com/v1", "http://10.0.0.5:8000/v1",
-                                 "http://192.168.1.2/v1", "http://my-gpu-box:8000/v1"])
+@pytest.mark.parametrize(
+    "url", ["https://api.example.com/v1", "http://10.0.0.5:8000/v1", "http://192.168.1.2/v1", "http://my-gpu-box:8000/v1"]
+)
 def test_remote_url_refused_without_consent(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LOOKAHEAD_ALLOW_REMOTE", raising=False)
     with pytest.raises(StudyConfigError, match="allow_remote"):
@@ -619,8 +663,7 @@ def test_remote_url_refused_without_consent(url: str, monkeypatch: pytest.Monkey
 
 
 def test_loopback_detection_and_retry_after_parsing() -> None:
-    for url in ["http://127.0.0.1:8000/v1", "http://localhost/v1", "http://[::1]:8000/v1",
-                "http://127.5.0.1/v1"]:
+    for url in ["http://127.0.0.1:8000/v1", "http://localhost/v1", "http://[::1]:8000/v1", "http://127.5.0.1/v1"]:
         assert is_loopback_url(url), url
     for url in ["http://128.0.0.1/v1", "http://localhost.example.com/v1", "http://0.0.0.0/v1"]:
         assert not is_loopback_url(url), url
@@ -644,8 +687,11 @@ def test_bad_settings_name_the_setting() -> None:
 
 
 def test_jobs_through_openai_backend_keep_the_key_out_of_files_and_logs(
-    server_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
+    server_factory: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     """The real recall and Min-K% jobs (their main(), in this process to stay fast) against
     the loopback server, with the openai client's debug logging on."""
@@ -660,26 +706,35 @@ def test_jobs_through_openai_backend_keep_the_key_out_of_files_and_logs(
     from transformers import AutoTokenizer
 
     tok_dir = tmp_path / "tokenizer"
-    AutoTokenizer.from_pretrained(str(gguf_dir), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf"
-                                  ).save_pretrained(tok_dir)
+    AutoTokenizer.from_pretrained(str(gguf_dir), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf").save_pretrained(tok_dir)
     rows = ["row_id,entity_id,entity_name,ticker,text,text_date,target_date,outcome"]
-    rows += [f"r{i},E{i % 3},Firm {i % 3},F{i % 3},Firm {i % 3} reports item {i},"
-             f"2021-03-{i + 1:02d},2021-03-{i + 2:02d},{(-1) ** i * 0.5}" for i in range(6)]
+    rows += [
+        f"r{i},E{i % 3},Firm {i % 3},F{i % 3},Firm {i % 3} reports item {i},"
+        f"2021-03-{i + 1:02d},2021-03-{i + 2:02d},{(-1) ** i * 0.5}"
+        for i in range(6)
+    ]
     (tmp_path / "obs.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     url, state = server_factory()
     secret = "sk-job-" + os.urandom(12).hex()
-    study = {**demo_study_text(), "study_name": "openai-key", "data_path": str(tmp_path / "obs.csv"),
-             "raw_dir": str(tmp_path / "raw"), "outputs_dir": str(tmp_path / "out"),
-             "model_id": "served-model", "backend": "openai", "base_url": url,
-             "api_key_env": "LOOKAHEAD_JOB_API_KEY", "tokenizer_path": str(tok_dir),
-             "backend_options": {"backoff_s": 0.01}}
+    study = {
+        **demo_study_text(),
+        "study_name": "openai-key",
+        "data_path": str(tmp_path / "obs.csv"),
+        "raw_dir": str(tmp_path / "raw"),
+        "outputs_dir": str(tmp_path / "out"),
+        "model_id": "served-model",
+        "backend": "openai",
+        "base_url": url,
+        "api_key_env": "LOOKAHEAD_JOB_API_KEY",
+        "tokenizer_path": str(tok_dir),
+        "backend_options": {"backoff_s": 0.01},
+    }
     (tmp_path / "study.yml").write_text(yaml.safe_dump(study), encoding="utf-8")
     monkeypatch.setenv("LOOKAHEAD_JOB_API_KEY", secret)
     monkeypatch.setenv("OPENAI_LOG", "debug")
     caplog.set_level(logging.DEBUG)
     for job in ("recall", "mink"):
-        code = importlib.import_module(f"llm_jobs.{job}").main(
-            ["--study", str(tmp_path / "study.yml"), "--yes"])
+        code = importlib.import_module(f"llm_jobs.{job}").main(["--study", str(tmp_path / "study.yml"), "--yes"])
         assert code == 0, capfd.readouterr()
     captured = capfd.readouterr()
     logs = [captured.out, captured.err, caplog.text]
@@ -703,8 +758,15 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO_TOKENIZER = ROOT / "demo" / "models" / "contaminated"  # a small local tokenizer (labels: 1 token)
 
 
-def write_openai_study(tmp_path: Path, url: str, name: str, n_rows: int, marks: dict[int, str] | None = None,
-                       shape: tuple[int, int] | None = None, **extra: Any) -> Path:
+def write_openai_study(
+    tmp_path: Path,
+    url: str,
+    name: str,
+    n_rows: int,
+    marks: dict[int, str] | None = None,
+    shape: tuple[int, int] | None = None,
+    **extra: Any,
+) -> Path:
     """A study of n_rows synthetic observations against the loopback server; ``marks``
     puts a server marker (e.g. ``[400]``) in the text of the rows it names instead of
     row 3's ``[flaky]``. ``shape`` (entities, dates): row i is entity i mod entities on date
@@ -722,19 +784,28 @@ def write_openai_study(tmp_path: Path, url: str, name: str, n_rows: int, marks: 
         if shape is not None:
             e, d = i % shape[0], (i // shape[0]) % shape[1]
             day = dt.date(2015, 1, 2) + dt.timedelta(days=d)
-            rows.append(f"r{i},E{e},Firm {e},F{e},Firm {e} reports item {i},{day - dt.timedelta(days=1)},{day},"
-                        f"{(-1) ** i * 0.5}")
+            rows.append(f"r{i},E{e},Firm {e},F{e},Firm {e} reports item {i},{day - dt.timedelta(days=1)},{day},{(-1) ** i * 0.5}")
             continue
-        rows.append(f"r{i},E{i % 7},Firm {i % 7},F{i % 7},Firm {i % 7} reports item {i}{flaky},"
-                    f"2021-{1 + i % 12:02d}-{1 + i % 27:02d},2021-{1 + i % 12:02d}-{2 + i % 27:02d},"
-                    f"{(-1) ** i * 0.5}")
+        rows.append(
+            f"r{i},E{i % 7},Firm {i % 7},F{i % 7},Firm {i % 7} reports item {i}{flaky},"
+            f"2021-{1 + i % 12:02d}-{1 + i % 27:02d},2021-{1 + i % 12:02d}-{2 + i % 27:02d},"
+            f"{(-1) ** i * 0.5}"
+        )
     data = tmp_path / f"{name}.csv"
     data.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    study = {**demo_study_text(), "study_name": name, "data_path": str(data),
-             "raw_dir": str(tmp_path / name / "raw"),
-             "outputs_dir": str(tmp_path / name / "out"), "model_id": "served-model",
-             "backend": "openai", "base_url": url, "tokenizer_path": str(DEMO_TOKENIZER),
-             "use_chat_template": False, "backend_options": {"backoff_s": 0.01, "timeout_s": 1}}
+    study = {
+        **demo_study_text(),
+        "study_name": name,
+        "data_path": str(data),
+        "raw_dir": str(tmp_path / name / "raw"),
+        "outputs_dir": str(tmp_path / name / "out"),
+        "model_id": "served-model",
+        "backend": "openai",
+        "base_url": url,
+        "tokenizer_path": str(DEMO_TOKENIZER),
+        "use_chat_template": False,
+        "backend_options": {"backoff_s": 0.01, "timeout_s": 1},
+    }
     study.update(extra)
     path = tmp_path / f"{name}.yml"
     path.write_text(yaml.safe_dump(study), encoding="utf-8")
@@ -747,13 +818,16 @@ def raw_answers(raw_dir: Path) -> dict[str, dict[str, Any]]:
     for task in ("forecast", "recall", "mink"):
         for line in (raw_dir / f"{task}.jsonl").read_text(encoding="utf-8").splitlines():
             rec = json.loads(line)
-            out[rec["key"]] = {k: rec[k] for k in ("task", "response_text", "top_logprobs",
-                                                    "prompt_logprobs", "first_token_prob")}
+            out[rec["key"]] = {
+                k: rec[k] for k in ("task", "response_text", "top_logprobs", "prompt_logprobs", "first_token_prob")
+            }
     return out
 
 
 def test_fault_storm_jobs_finish_with_a_fault_free_runs_answers(
-    server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    server_factory: Any,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     """5% of replies faulty (every kind, seeded) plus one query past the retry bound in
     every pass: the first invocation ends with one line and exit 4, the second finishes; the cache
@@ -804,8 +878,11 @@ def test_fault_storm_jobs_finish_with_a_fault_free_runs_answers(
 
 
 def test_a_401_that_echoes_the_key_leaks_it_nowhere(
-    server_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
+    server_factory: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     """The server quotes the key in its 401 body: the job stops with one line, and the
     key is in no printed line, no log record and no file the job wrote."""
@@ -829,15 +906,15 @@ def test_a_401_that_echoes_the_key_leaks_it_nowhere(
     assert "Traceback" not in captured.err
 
 
-def test_server_down_ends_with_one_line(server_factory: Any, tmp_path: Path,
-                                        capfd: pytest.CaptureFixture[str]) -> None:
+def test_server_down_ends_with_one_line(server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     from llm_jobs import forecast
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    study = write_openai_study(tmp_path, f"http://127.0.0.1:{port}/v1", "down", 20,
-                               backend_options={"backoff_s": 0.01, "max_retries": 1})
+    study = write_openai_study(
+        tmp_path, f"http://127.0.0.1:{port}/v1", "down", 20, backend_options={"backoff_s": 0.01, "max_retries": 1}
+    )
     code = forecast.main(["--study", str(study), "--yes"])
     err = capfd.readouterr().err
     assert code == 4
@@ -855,7 +932,7 @@ def test_api_mode_at_the_top_level_of_a_study_is_honoured(server_factory: Any, t
     from lookahead.backends import get_backend
     from lookahead.config import load_study
 
-    url, state = server_factory()
+    url, _state = server_factory()
     study = write_openai_study(tmp_path, url, "chat", 3, api_mode="chat")
     backend = get_backend(load_study(study))
     try:
@@ -871,23 +948,22 @@ def test_api_mode_at_the_top_level_of_a_study_is_honoured(server_factory: Any, t
         get_backend(load_study(study))
 
 
-def test_a_401_storm_keeps_every_answer_the_server_gave(server_factory: Any, tmp_path: Path,
-                                                        capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_401_storm_keeps_every_answer_the_server_gave(
+    server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     """30% of replies 401 and 20% 500: each run stops at a 401 with one line, but every
     complete reply the server sent (and was paid for) is in the cache by then, and no
     prompt answered once is asked again by the runs that follow."""
     from llm_jobs import forecast
 
-    url, state = server_factory(vary=True, fault_rate=0.5, fault_seed=3,
-                                fault_kinds=("401", "500", "401", "500", "401"))
+    url, state = server_factory(vary=True, fault_rate=0.5, fault_seed=3, fault_kinds=("401", "500", "401", "500", "401"))
     study = write_openai_study(tmp_path, url, "storm401", 24)
     codes = []
     for _ in range(12):
         codes.append(forecast.main(["--study", str(study), "--yes"]))
         err = capfd.readouterr().err
         assert "Traceback" not in err
-        cached = {json.loads(line)["prompt"]
-                  for line in (tmp_path / "storm401/raw/forecast.jsonl").read_text().splitlines()}
+        cached = {json.loads(line)["prompt"] for line in (tmp_path / "storm401/raw/forecast.jsonl").read_text().splitlines()}
         paid = [p for kind, p in state.answered if kind == "generate"]
         assert set(paid) <= cached, f"{len(set(paid) - cached)} answers the server gave are not cached"
         if codes[-1] == 0:
@@ -897,8 +973,9 @@ def test_a_401_storm_keeps_every_answer_the_server_gave(server_factory: Any, tmp
     assert len(paid) == len(set(paid)) == 24  # each answer paid for once
 
 
-def test_a_row_the_server_always_refuses_is_excluded_not_a_block(server_factory: Any, tmp_path: Path,
-                                                                 capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_row_the_server_always_refuses_is_excluded_not_a_block(
+    server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     """HTTP 400 for one row's prompt (as a content policy gives): every job finishes (exit
     0) with that row counted as excluded, the refusal is recorded once with its reason and
     not asked again by the next run, and --retry-failed asks it again; no line says "run
@@ -907,7 +984,7 @@ def test_a_row_the_server_always_refuses_is_excluded_not_a_block(server_factory:
 
     url, state = server_factory(vary=True)
     study = write_openai_study(tmp_path, url, "refused", 12, marks={5: "[400]"})
-    refused_prompts = lambda: [p for p in state.attempts if "[400]" in p]  # noqa: E731
+    refused_prompts = lambda: [p for p in state.attempts if "[400]" in p]
     assert run_all.main(["--study", str(study), "--yes"]) == 0, capfd.readouterr().err
     out = capfd.readouterr()
     assert "Traceback" not in out.err and "run the same command again" not in out.out + out.err
@@ -935,18 +1012,25 @@ def test_a_row_the_server_always_refuses_is_excluded_not_a_block(server_factory:
 
 
 @pytest.mark.parametrize("mink_source", ["auto", "prompt_logprobs"])
-def test_a_first_min_k_prompt_the_server_rejects_ends_as_one_exclusion(server_factory: Any, tmp_path: Path,
-                                                                       capfd: pytest.CaptureFixture[str],
-                                                                       mink_source: str) -> None:
+def test_a_first_min_k_prompt_the_server_rejects_ends_as_one_exclusion(
+    server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str], mink_source: str
+) -> None:
     """The first Min-K% prompt asked (one request at a time) gets HTTP 400 on every route:
     the job does not conclude that the server offers no prompt log-probs; the other
     prompts find the route, the end-of-job pass asks the first one again over it, and its
     400 there is recorded once as permanent: exit 0 in one invocation, one row excluded."""
     from llm_jobs import mink
 
-    url, state = server_factory()
-    study = write_openai_study(tmp_path, url, "minkfirst", 8, marks={0: "[400mink]"}, mink_source=mink_source,
-                               backend_options={"backoff_s": 0.01, "timeout_s": 1, "concurrency": 1})
+    url, _state = server_factory()
+    study = write_openai_study(
+        tmp_path,
+        url,
+        "minkfirst",
+        8,
+        marks={0: "[400mink]"},
+        mink_source=mink_source,
+        backend_options={"backoff_s": 0.01, "timeout_s": 1, "concurrency": 1},
+    )
     code = mink.main(["--study", str(study), "--yes"])
     out = capfd.readouterr()
     assert code == 0, out.err

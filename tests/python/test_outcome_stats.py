@@ -32,8 +32,10 @@ def test_stacked_disconnected_halves_count_k_as_reghdfe():
     rng = np.random.default_rng(5)
     df = pd.concat([_half(rng, 0), _half(rng, 1)], ignore_index=True)
     df["period_num"] = (df["ent"] + 3 * df["day"]) % 9  # clusters nesting neither FE
-    res = fit_fe(df, FitRequest(spec="s", sample="pre", outcome="y", regressors=["x"],
-                                fixed_effects=["entity_num", "date"], cluster="period"))
+    res = fit_fe(
+        df,
+        FitRequest(spec="s", sample="pre", outcome="y", regressors=["x"], fixed_effects=["entity_num", "date"], cluster="period"),
+    )
     ref = ols_dummies(df, "y", [["x"]], ["entity_num", "date"], "period_num")
     np.testing.assert_allclose(float(res["estimate"].iloc[0]), ref["beta"][0], rtol=1e-9)
     np.testing.assert_allclose(float(res["std_error"].iloc[0]), ref["se"][0], rtol=1e-9)
@@ -44,23 +46,40 @@ def test_stacked_disconnected_halves_count_k_as_reghdfe():
 def test_n_clusters_counts_the_clusters_left_after_singletons_with_the_wild_bootstrap():
     rng = np.random.default_rng(2)
     df = _half(rng, 0, n_ent=14, n_dates=10)
-    lone = pd.DataFrame({"ent": [50], "day": [3], "entity_num": [50], "date": [3],
-                         "x": [0.5], "y": [1.0]})  # a singleton entity: its cluster goes
+    lone = pd.DataFrame(
+        {"ent": [50], "day": [3], "entity_num": [50], "date": [3], "x": [0.5], "y": [1.0]}
+    )  # a singleton entity: its cluster goes
     df = pd.concat([df, lone], ignore_index=True)
-    res = fit_fe(df, FitRequest(spec="s", sample="pre", outcome="y", regressors=["x"],
-                                fixed_effects=["entity_num", "date"], cluster="entity",
-                                wild_terms=("x",), wild=WildSettings(draws=99)))
+    res = fit_fe(
+        df,
+        FitRequest(
+            spec="s",
+            sample="pre",
+            outcome="y",
+            regressors=["x"],
+            fixed_effects=["entity_num", "date"],
+            cluster="entity",
+            wild_terms=("x",),
+            wild=WildSettings(draws=99),
+        ),
+    )
     used = drop_singletons(df, ["entity_num", "date"])["entity_num"].nunique()
     assert used == df["entity_num"].nunique() - 1
     assert int(res["n_clusters"].iloc[0]) == used
     assert np.isfinite(float(res["p_wild_two_sided"].iloc[0]))
 
 
-@pytest.mark.parametrize("message,expected", [
-    ("All variables are collinear. Maybe your model specification introduces "
-     "multicollinearity? If not, please reach out to the package authors!.", "collinear"),
-    ("Something odd happened. Please report it to the developers!", "Something odd happened"),
-])
+@pytest.mark.parametrize(
+    "message,expected",
+    [
+        (
+            "All variables are collinear. Maybe your model specification introduces "
+            "multicollinearity? If not, please reach out to the package authors!.",
+            "collinear",
+        ),
+        ("Something odd happened. Please report it to the developers!", "Something odd happened"),
+    ],
+)
 def test_estimator_messages_are_in_the_users_terms(message, expected):
     text = estimator_message(ValueError(message))
     assert expected in text

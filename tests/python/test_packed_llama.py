@@ -23,9 +23,17 @@ from lookahead.scoring import mink_lap  # noqa: E402
 
 def tiny_llama(**overrides):
     cfg = transformers.LlamaConfig(
-        vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=3,
-        num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=128,
-        rms_norm_eps=1e-5, tie_word_embeddings=True, **overrides)
+        vocab_size=97,
+        hidden_size=48,
+        intermediate_size=80,
+        num_hidden_layers=3,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        **overrides,
+    )
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(cfg).eval()
     with torch.no_grad():  # weights away from the init's near-zero scale, norms not all 1
@@ -76,9 +84,10 @@ def test_backend_default_body_is_packed_and_matches_the_per_text_loop():
     prompts = [" ".join(map(str, s)) for s in SEQS]
     got = be.prompt_logprobs(prompts)
     assert isinstance(be._mink_bodies["float32"], PackedLlamaBody)
-    unpacked = TransformersBackend("tiny", model=model, tokenizer=Tok(), batch_size=3,
-                                   mink_body_dtype="float32_transformers").prompt_logprobs(prompts)
-    for s, lps, other in zip(SEQS, got, unpacked):
+    unpacked = TransformersBackend(
+        "tiny", model=model, tokenizer=Tok(), batch_size=3, mink_body_dtype="float32_transformers"
+    ).prompt_logprobs(prompts)
+    for s, lps, other in zip(SEQS, got, unpacked, strict=False):
         ref = reference_logprobs(model, s)
         assert [t.token_id for t in lps] == s and lps[0].logprob is None
         assert [t.logprob for t in lps[1:]] == pytest.approx(ref, abs=1e-4)
@@ -144,15 +153,15 @@ def test_cuda_device_gives_the_cpu_answers(body):
     """Min-K% log-probs, recall's top-k and a short greedy answer on the GPU equal the
     CPU's (fp32 on both: the key leaves the device out)."""
     prompts = [" ".join(map(str, s)) for s in SEQS]
-    cpu = TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok(), batch_size=3,
-                              matmul_precision="highest", mink_body_dtype=body)
-    gpu = TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok(), batch_size=3,
-                              device="cuda", mink_body_dtype=body)
+    cpu = TransformersBackend(
+        "tiny", model=tiny_llama(), tokenizer=Tok(), batch_size=3, matmul_precision="highest", mink_body_dtype=body
+    )
+    gpu = TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok(), batch_size=3, device="cuda", mink_body_dtype=body)
     assert next(gpu.model.parameters()).is_cuda and gpu.matmul_precision == "highest"
-    for a, b in zip(cpu.prompt_logprobs(prompts), gpu.prompt_logprobs(prompts)):
+    for a, b in zip(cpu.prompt_logprobs(prompts), gpu.prompt_logprobs(prompts), strict=False):
         assert [t.token_id for t in a] == [t.token_id for t in b]
         assert [t.logprob for t in b[1:]] == pytest.approx([t.logprob for t in a[1:]], abs=1e-4)
-    for a, b in zip(cpu.generate(prompts, 1, 5), gpu.generate(prompts, 1, 5)):
+    for a, b in zip(cpu.generate(prompts, 1, 5), gpu.generate(prompts, 1, 5), strict=False):
         assert a.response_text == b.response_text
         assert [t.token_id for t in a.top_logprobs] == [t.token_id for t in b.top_logprobs]
         assert [t.logprob for t in b.top_logprobs] == pytest.approx([t.logprob for t in a.top_logprobs], abs=1e-4)

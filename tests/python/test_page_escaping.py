@@ -33,15 +33,22 @@ from lookahead.pages.text import code
 
 #: a value that closes a code span, opens a script, an event handler, a javascript: link
 #: and an image, and formats
-PAYLOAD = ("fs` <script>window.__pwned=1;document.title='PWNED'</script> "
-           "<img src=x onerror=\"window.__pwned=2\"> [l](javascript:window.__pwned=3) "
-           "![i](http://evil.example/t.png) **b** <!-- `m")
+PAYLOAD = (
+    "fs` <script>window.__pwned=1;document.title='PWNED'</script> "
+    '<img src=x onerror="window.__pwned=2"> [l](javascript:window.__pwned=3) '
+    "![i](http://evil.example/t.png) **b** <!-- `m"
+)
 #: the same without backticks: nothing to close, raw HTML straight in the text
 BARE = "<script>window.__pwned=1</script><img src=x onerror=window.__pwned=2> " + PAYLOAD.replace("`", "")
 HOSTILE_SETTINGS = {
-    "model_id": PAYLOAD, "data_path": "data/" + PAYLOAD.replace("\"", ""), "outcome_description": PAYLOAD,
-    "reference_period": PAYLOAD, "reference_model_id": PAYLOAD, "claims_task_description": PAYLOAD,
-    "claims_model_id": PAYLOAD, "served_model": PAYLOAD,
+    "model_id": PAYLOAD,
+    "data_path": "data/" + PAYLOAD.replace('"', ""),
+    "outcome_description": PAYLOAD,
+    "reference_period": PAYLOAD,
+    "reference_model_id": PAYLOAD,
+    "claims_task_description": PAYLOAD,
+    "claims_model_id": PAYLOAD,
+    "served_model": PAYLOAD,
     "recall_labels": {"up": "up<script>window.__pwned=4</script>", "down": "down", "unknown": "unknown"},
 }
 
@@ -72,11 +79,17 @@ class _Tags(HTMLParser):
 
 def _plant(d: Path) -> None:
     """The study the build recorded, and the data tables, with script in every text field."""
-    study = load_study(overrides={
-        "study_name": "strong", "training_cutoff": "2021-12-31", "period_frequency": "month",
-        "lap_measure": "recall", "high_lap_rule": "pooled_median", **HOSTILE_SETTINGS})
-    pd.DataFrame([{"study_name": "strong", "settings_json": study.settings_json()}]).to_csv(
-        d / "study_settings.csv", index=False)
+    study = load_study(
+        overrides={
+            "study_name": "strong",
+            "training_cutoff": "2021-12-31",
+            "period_frequency": "month",
+            "lap_measure": "recall",
+            "high_lap_rule": "pooled_median",
+            **HOSTILE_SETTINGS,
+        }
+    )
+    pd.DataFrame([{"study_name": "strong", "settings_json": study.settings_json()}]).to_csv(d / "study_settings.csv", index=False)
     claims = pd.read_csv(d / "claims.csv")
     claims["claim_text"] = [PAYLOAD, BARE] * (len(claims) // 2) + [BARE] * (len(claims) % 2)
     claims["instance_id"] = claims["instance_id"] + "<script>window.__pwned=5</script>"
@@ -170,8 +183,9 @@ def test_page_carries_a_policy_allowing_only_its_bundle(planted):
     head = page.split("</head>", 1)[0]
     parser = _Tags()
     parser.feed(head)
-    policies = [a["content"] for t, a in parser.tags
-                if t == "meta" and (a.get("http-equiv") or "").lower() == "content-security-policy"]
+    policies = [
+        a["content"] for t, a in parser.tags if t == "meta" and (a.get("http-equiv") or "").lower() == "content-security-policy"
+    ]
     assert len(policies) == 1
     policy = policies[0]
     assert f"script-src 'sha256-{digest}'" in policy
@@ -183,10 +197,20 @@ def test_page_carries_a_policy_allowing_only_its_bundle(planted):
 
 
 def test_renderer_escapes_title_text_tables_and_bullets():
-    sec = Section("answer", PAYLOAD, PAYLOAD, [
-        Para(PAYLOAD), Para(BARE), Para(f"Model {code(PAYLOAD)}"), Bullets((PAYLOAD, BARE)),
-        Table(pd.DataFrame({PAYLOAD: [PAYLOAD], "b": [code(PAYLOAD)], "c": [BARE]}), "t", caption=BARE),
-        Table(pd.DataFrame({BARE: [BARE]}), "pub", caption=BARE, publication=True)], level=1)
+    sec = Section(
+        "answer",
+        PAYLOAD,
+        PAYLOAD,
+        [
+            Para(PAYLOAD),
+            Para(BARE),
+            Para(f"Model {code(PAYLOAD)}"),
+            Bullets((PAYLOAD, BARE)),
+            Table(pd.DataFrame({PAYLOAD: [PAYLOAD], "b": [code(PAYLOAD)], "c": [BARE]}), "t", caption=BARE),
+            Table(pd.DataFrame({BARE: [BARE]}), "pub", caption=BARE, publication=True),
+        ],
+        level=1,
+    )
     page = page_html.render([sec], title=PAYLOAD)
     parser = _check_no_markup(page)
     assert PAYLOAD in parser.codes
@@ -200,6 +224,7 @@ def test_chart_json_cannot_end_its_element():
     text = page_html.json_in_html(spec)
     assert "<" not in text and ">" not in text
     import json
+
     assert json.loads(text) == spec
 
 
@@ -223,12 +248,15 @@ def _open(page_path: Path) -> dict:
             page.wait_for_function(CHARTS_RENDERED, timeout=60_000)
         except PlaywrightTimeout:
             opened.errors.append("charts did not finish rendering in 60 s")
-        return {"pwned": page.evaluate("window.__pwned === undefined ? null : window.__pwned"),
-                "title": page.title(),
-                "charts": page.evaluate(CHARTS),
-                "drawn": page.evaluate(DRAWN),
-                "injected": page.evaluate("document.querySelectorAll('img, iframe').length"),
-                "errors": opened.errors, "external": opened.external}
+        return {
+            "pwned": page.evaluate("window.__pwned === undefined ? null : window.__pwned"),
+            "title": page.title(),
+            "charts": page.evaluate(CHARTS),
+            "drawn": page.evaluate(DRAWN),
+            "injected": page.evaluate("document.querySelectorAll('img, iframe').length"),
+            "errors": opened.errors,
+            "external": opened.external,
+        }
 
 
 @pytest.mark.slow
@@ -243,8 +271,10 @@ def test_planted_page_runs_no_script_in_chromium(planted, tmp_path):
     assert r["external"] == [], r["external"]
     # the policy, not only the escaping: a script element added by hand does not run
     forged = tmp_path / "index.html"
-    forged.write_text(planted.read_text(encoding="utf-8").replace(
-        "<main>", "<main><script>window.__pwned='forged'</script>", 1), encoding="utf-8")
+    forged.write_text(
+        planted.read_text(encoding="utf-8").replace("<main>", "<main><script>window.__pwned='forged'</script>", 1),
+        encoding="utf-8",
+    )
     f = _open(forged)
     assert f["pwned"] is None, f
     assert any("Content Security Policy" in e for e in f["errors"]), f["errors"]

@@ -45,11 +45,14 @@ def _assert_same(a: pd.DataFrame, b: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True), check_exact=True)
 
 
-@pytest.mark.parametrize("n_entities,overrides", [
-    (30, {}),
-    (1, {"cluster": "entity"}),                                # one entity: Newey-West order columns
-    (30, {"cluster": "date", "paper_cluster": "entity", "moderator_column": "small", "extra_columns": ["small"]}),
-])
+@pytest.mark.parametrize(
+    "n_entities,overrides",
+    [
+        (30, {}),
+        (1, {"cluster": "entity"}),  # one entity: Newey-West order columns
+        (30, {"cluster": "date", "paper_cluster": "entity", "moderator_column": "small", "extra_columns": ["small"]}),
+    ],
+)
 def test_projected_panel_gives_the_whole_panel_results(n_entities, overrides):
     pre, post = _panel(600, n_entities, 1, "pre"), _panel(300, n_entities, 2, "post")
     con = duckdb.connect()
@@ -71,22 +74,27 @@ def test_projected_panel_gives_the_whole_panel_results(n_entities, overrides):
         assert res_part["vcov"].str.startswith("NW").all()
 
     v = {s: read_columns(con.table(f"panel_{s}"), VERDICT_COLUMNS) for s in ("pre", "post")}
-    _assert_same(verdict_frame(res_whole, whole["pre"], whole["post"], stats),
-                 verdict_frame(res_whole, v["pre"], v["post"], stats))
+    _assert_same(
+        verdict_frame(res_whole, whole["pre"], whole["post"], stats), verdict_frame(res_whole, v["pre"], v["post"], stats)
+    )
 
     cols = panel_columns(settings)
     p = {s: read_columns(con.table(f"panel_{s}"), cols) for s in ("pre", "post")}
     boot_whole = bootstrap_frame(settings, whole["pre"], whole["post"])
     boot_part = bootstrap_frame(settings, p["pre"], p["post"])
     _assert_same(boot_whole, boot_part)
-    _assert_same(paper_tables_frame(settings, whole["pre"], whole["post"], boot=boot_whole),
-                 paper_tables_frame(settings, p["pre"], p["post"], boot=boot_part))
+    _assert_same(
+        paper_tables_frame(settings, whole["pre"], whole["post"], boot=boot_whole),
+        paper_tables_frame(settings, p["pre"], p["post"], boot=boot_part),
+    )
 
 
 def test_read_columns_keeps_rows_order_and_types_and_skips_absent_columns():
     con = duckdb.connect()
-    con.execute("create table t as select range as i, range * 0.5 as x, 'a' || range as s, "
-                "case when range % 3 = 0 then null else range end as n from range(50)")
+    con.execute(
+        "create table t as select range as i, range * 0.5 as x, 'a' || range as s, "
+        "case when range % 3 = 0 then null else range end as n from range(50)"
+    )
     got = read_columns(con.table("t"), ["n", "x", "absent"])
     assert list(got.columns) == ["x", "n"]  # the relation's order; an absent column is left out
     whole = con.table("t").df()
@@ -108,9 +116,13 @@ def test_to_pandas_is_the_frame_df_gives() -> None:
         case when i % 5 = 0 then null else i % 2 = 0 end as flag,
         date '2020-01-01' + cast(i as integer) as d
         from range(1000) r(i)""")
-    for rel in (con.table("t"), con.table("t").project("row_id, key, x, n, flag, d"),
-                con.table("t").project("row_id, key"), con.table("t").filter("false"),
-                con.table("t").project("x, d")):
+    for rel in (
+        con.table("t"),
+        con.table("t").project("row_id, key, x, n, flag, d"),
+        con.table("t").project("row_id, key"),
+        con.table("t").filter("false"),
+        con.table("t").project("x, d"),
+    ):
         expected = rel.df()
         pd.testing.assert_frame_equal(to_pandas(rel), expected, check_exact=True)
     text = to_pandas(con.table("t").project("row_id, key, x"))

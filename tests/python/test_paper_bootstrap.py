@@ -45,8 +45,7 @@ def test_fast_equals_independent_dummies_ols_on_resampled_rows(oos):
     fast = bs.fast_draws(oos, 3, seed=5, target=None)
     for b in range(3):
         idx = bs.draw_indices(rng, oos.n)
-        ref = ols_dummies(frame.iloc[idx].reset_index(drop=True), "y", [["a"], ["b"], ["ab"]],
-                          ["e", "d"], None)
+        ref = ols_dummies(frame.iloc[idx].reset_index(drop=True), "y", [["a"], ["b"], ["ab"]], ["e", "d"], None)
         np.testing.assert_allclose(fast[b], ref["beta"], atol=1e-8)
 
 
@@ -61,7 +60,7 @@ def test_sparse_panel_with_singletons_and_split_components():
     Mc = st.row_to_cell @ W.astype(float)
     labels = bs._batch_components(st, Mc)
     used = (st.cell_to_keep @ Mc).T > 0
-    n_comp = [len(np.unique(lab[u])) for lab, u in zip(labels, used)]
+    n_comp = [len(np.unique(lab[u])) for lab, u in zip(labels, used, strict=False)]
     assert (~used).any(), "fixture should leave some dates empty"
     assert max(n_comp) > 1, "fixture should produce disconnected resamples"
     fast = bs.fast_draws(data, 30, seed=1)
@@ -115,7 +114,7 @@ def test_pvalue_reproduced_from_seed(oos):
 
 def test_pvalue_rule():
     d = np.array([0.0, 0.1, 0.2, 0.3, np.nan])
-    assert bs.bootstrap_pvalue(d, 0.2) == 0.5       # >= counts ties; NaN draws excluded
+    assert bs.bootstrap_pvalue(d, 0.2) == 0.5  # >= counts ties; NaN draws excluded
     assert bs.bootstrap_pvalue(d, 1.0) == 0.0
 
 

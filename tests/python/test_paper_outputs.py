@@ -26,8 +26,16 @@ def _settings_frame(**kw) -> pd.DataFrame:
     """A study_settings table as dbt writes it (its settings_json is the study)."""
     from lookahead.config import load_study
 
-    study = load_study(overrides={"lap_measure": "mink", "cluster": "entity", "paper_cluster": "date",
-                                  "bootstrap_draws": 50, "bootstrap_seed": 11, **kw})
+    study = load_study(
+        overrides={
+            "lap_measure": "mink",
+            "cluster": "entity",
+            "paper_cluster": "date",
+            "bootstrap_draws": 50,
+            "bootstrap_seed": 11,
+            **kw,
+        }
+    )
     return pd.DataFrame({"settings_json": [study.settings_json()]})
 
 
@@ -66,11 +74,13 @@ def test_figures_are_real_pngs(panels, tmp_path):
     rgb = img[..., :3]
     red = (rgb[..., 0] > 0.9) & (rgb[..., 1] < 0.2) & (rgb[..., 2] < 0.2)
     blue = (rgb[..., 2] > 0.9) & (rgb[..., 0] < 0.2) & (rgb[..., 1] < 0.2)
-    assert red.sum() > 100 and blue.sum() > 50          # in-sample line and 95th percentile line
-    for f in (figures.lap_histograms(pre, post, "lap_mink", tmp_path / "h.png"),
-              figures.accuracy_figure(pre, post, "lap_mink", tmp_path / "a.png")):
+    assert red.sum() > 100 and blue.sum() > 50  # in-sample line and 95th percentile line
+    for f in (
+        figures.lap_histograms(pre, post, "lap_mink", tmp_path / "h.png"),
+        figures.accuracy_figure(pre, post, "lap_mink", tmp_path / "a.png"),
+    ):
         im = mpimg.imread(f)
-        assert im[..., :3].std() > 0.05                # not a blank canvas
+        assert im[..., :3].std() > 0.05  # not a blank canvas
     acc = figures.accuracy_by_decile(pre, "lap_mink")
     assert list(acc["decile"]) == list(range(1, 11)) and acc["n"].sum() > 0
 
@@ -82,10 +92,10 @@ def test_dbt_entry_frames(panels):
     assert len(boot) == 50 and boot["seed"].eq(11).all()
     assert boot["p_value"].iloc[0] == pytest.approx(np.mean(boot["coefficient"] >= boot["in_sample_estimate"]))
     long = dbt_entry.paper_tables_frame(st, pre, post, boot)
-    assert list(long.columns) == A.LONG_COLUMNS + ["kind"]
+    assert list(long.columns) == [*A.LONG_COLUMNS, "kind"]
     assert set(long["kind"]) == {"coefficient", "magnitude", "bootstrap", "difference", "note"}
     coef = long[long["kind"] == "coefficient"]
-    assert set(coef["paper_table"]) == {"table2", "table4", "table5"}      # no moderator: no table3
+    assert set(coef["paper_table"]) == {"table2", "table4", "table5"}  # no moderator: no table3
     assert coef["vcov"].eq("CRV1 by date").all()
     assert long.loc[long["kind"] == "note", "note"].str.contains("Table III skipped").any()
     # Table V col 2 estimate is the bootstrap's in-sample estimate
@@ -113,13 +123,27 @@ def test_report_section_from_duckdb(panels, tmp_path):
     boot = dbt_entry.bootstrap_frame(st, pre, post)
     long = dbt_entry.paper_tables_frame(st, pre, post, boot)
     con = duckdb.connect()
-    for name, df in (("paper_tables", long), ("bootstrap_results", boot), ("panel_pre", pre),
-                     ("panel_post", post), ("study_settings", st)):
+    for name, df in (
+        ("paper_tables", long),
+        ("bootstrap_results", boot),
+        ("panel_pre", pre),
+        ("panel_post", post),
+        ("study_settings", st),
+    ):
         con.register(f"{name}_df", df)
         con.execute(f"create table {name} as select * from {name}_df")
     md = paper_markdown(database_tables(con), tmp_path)
-    for t in ("Table I.", "Table II.", "Table III.", "Table IV.", "Table V.", "OOS bootstrap p-value",
-              "figures/bootstrap.png", "figures/lap_hist.png", "figures/accuracy_by_lap_decile.png"):
+    for t in (
+        "Table I.",
+        "Table II.",
+        "Table III.",
+        "Table IV.",
+        "Table V.",
+        "OOS bootstrap p-value",
+        "figures/bootstrap.png",
+        "figures/lap_hist.png",
+        "figures/accuracy_by_lap_decile.png",
+    ):
         assert t in md, t
     for f in ("table1_pre.tex", "table1_post.tex", "table2.tex", "table3.tex", "table4.tex", "table5.tex"):
         assert (tmp_path / "tables" / f).exists(), f
@@ -140,8 +164,13 @@ def test_table5_bootstrap_p_is_one_number_everywhere(panels, tmp_path):
     boot = dbt_entry.bootstrap_frame(st, pre, post)
     long = dbt_entry.paper_tables_frame(st, pre, post, boot)
     con = duckdb.connect()
-    for name, df in (("paper_tables", long), ("bootstrap_results", boot), ("panel_pre", pre),
-                     ("panel_post", post), ("study_settings", st)):
+    for name, df in (
+        ("paper_tables", long),
+        ("bootstrap_results", boot),
+        ("panel_pre", pre),
+        ("panel_post", post),
+        ("study_settings", st),
+    ):
         con.register(f"{name}_df", df)
         con.execute(f"create table {name} as select * from {name}_df")
     write_csv(bootstrap_histogram(boot), tmp_path, "bootstrap_histogram")

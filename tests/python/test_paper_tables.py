@@ -71,14 +71,13 @@ def test_table2_economic_magnitudes(pre):
     assert m["sd_llm"] == pytest.approx(used["mu_hat"].std(ddof=1))
     assert m["sd_lap"] == pytest.approx(used["lap_mink"].std(ddof=1))
     assert m["effect_of_1sd_llm"] == pytest.approx(tab.columns[0].estimate["LLM"] * m["sd_llm"])
-    assert m["effect_of_1sd_lap_on_llm_slope"] == pytest.approx(
-        tab.columns[1].estimate["LLM x LAP"] * m["sd_lap"])
+    assert m["effect_of_1sd_lap_on_llm_slope"] == pytest.approx(tab.columns[1].estimate["LLM x LAP"] * m["sd_lap"])
     # the paper's ratio divides by gamma (the standalone marginal effect of LLM), not by
     # gamma x SD(LLM): 0.077 / 0.210 = 36.7%, "about 37%" (0.077 / 0.197 would be 39%)
     assert m["ratio"] == pytest.approx(m["effect_of_1sd_lap_on_llm_slope"] / tab.columns[0].estimate["LLM"])
     # the paper's own numbers: 0.210 * 0.937 = 0.197 and 2.866 * 0.027 = 0.077
-    assert 0.210 * 0.937 == pytest.approx(0.197, abs=5e-4)
-    assert 2.866 * 0.027 == pytest.approx(0.077, abs=5e-4)
+    assert pytest.approx(0.197, abs=5e-4) == 0.210 * 0.937
+    assert pytest.approx(0.077, abs=5e-4) == 2.866 * 0.027
     assert round(100 * 0.077 / 0.210) == 37
 
 
@@ -92,12 +91,18 @@ def test_table3_double_and_triple_interactions(pre):
     s = T.PaperSettings(lap_measure="mink", moderator="small")
     tab = T.table3(pre, s)
     r1 = ols_dummies(pre, "outcome", [["mu_hat"], ["small"], ["mu_hat", "small"]], FE, "target_date")
-    xs = [["mu_hat"], ["small"], ["mu_hat", "small"], ["lap_mink"], ["mu_hat", "lap_mink"],
-          ["lap_mink", "small"], ["mu_hat", "lap_mink", "small"]]
+    xs = [
+        ["mu_hat"],
+        ["small"],
+        ["mu_hat", "small"],
+        ["lap_mink"],
+        ["mu_hat", "lap_mink"],
+        ["lap_mink", "small"],
+        ["mu_hat", "lap_mink", "small"],
+    ]
     r2 = ols_dummies(pre, "outcome", xs, FE, "target_date")
     _check(tab.columns[0], r1, ["LLM", "small", "LLM x small"])
-    _check(tab.columns[1], r2, ["LLM", "small", "LLM x small", "LAP", "LLM x LAP",
-                                "LAP x small", "LLM x LAP x small"])
+    _check(tab.columns[1], r2, ["LLM", "small", "LLM x small", "LAP", "LLM x LAP", "LAP x small", "LLM x LAP x small"])
 
 
 def test_table3_skipped_without_moderator_and_bad_moderator(pre):
@@ -117,13 +122,17 @@ def test_table4_horse_race(pre):
     ftp, conf, lap = "first_token_prob", "stated_confidence", "lap_mink"
     specs = [
         ([["mu_hat"], [ftp], ["mu_hat", ftp]], ["LLM", "p(first token)", "LLM x p(first token)"]),
-        ([["mu_hat"], [lap], ["mu_hat", lap], [ftp], ["mu_hat", ftp]],
-         ["LLM", "LAP", "LLM x LAP", "p(first token)", "LLM x p(first token)"]),
+        (
+            [["mu_hat"], [lap], ["mu_hat", lap], [ftp], ["mu_hat", ftp]],
+            ["LLM", "LAP", "LLM x LAP", "p(first token)", "LLM x p(first token)"],
+        ),
         ([["mu_hat"], [conf], ["mu_hat", conf]], ["LLM", "Confidence", "LLM x Confidence"]),
-        ([["mu_hat"], [lap], ["mu_hat", lap], [conf], ["mu_hat", conf]],
-         ["LLM", "LAP", "LLM x LAP", "Confidence", "LLM x Confidence"]),
+        (
+            [["mu_hat"], [lap], ["mu_hat", lap], [conf], ["mu_hat", conf]],
+            ["LLM", "LAP", "LLM x LAP", "Confidence", "LLM x Confidence"],
+        ),
     ]
-    for fit, (xs, names) in zip(tab.columns, specs):
+    for fit, (xs, names) in zip(tab.columns, specs, strict=False):
         _check(fit, ols_dummies(pre, "outcome", xs, FE, "target_date"), names)
     assert tab.columns[2].n_missing == 7 and tab.columns[0].n_missing == 0
 
@@ -142,8 +151,7 @@ def test_table5_standardized_within_each_period(pre, post):
     for j, df in ((0, pre), (2, post)):
         z = standardize_by_hand(df, cols)
         r_base = ols_dummies(z, "outcome_z", [["mu_hat_z"]], FE, "target_date")
-        r_full = ols_dummies(z, "outcome_z", [["mu_hat_z"], ["lap_mink_z"], ["mu_hat_z", "lap_mink_z"]],
-                             FE, "target_date")
+        r_full = ols_dummies(z, "outcome_z", [["mu_hat_z"], ["lap_mink_z"], ["mu_hat_z", "lap_mink_z"]], FE, "target_date")
         _check(tab.columns[j], r_base, ["LLM_std"])
         _check(tab.columns[j + 1], r_full, ["LLM_std", "LAP_std", "LLM_std x LAP_std"])
     zi = T.table5_inputs(post, s)
@@ -160,12 +168,11 @@ def test_table5_constant_variable_is_a_clear_error(pre, post):
 
 def test_table6_five_level_labels_run_through_table2():
     labels = T.FIVE_LEVEL_LABELS
-    assert labels == {"significantly decrease": -1, "decrease": -0.5, "neutral": 0,
-                      "increase": 0.5, "significantly increase": 1}
+    assert labels == {"significantly decrease": -1, "decrease": -0.5, "neutral": 0, "increase": 0.5, "significantly increase": 1}
     df = make_panel(n_rows=600, n_entities=50, n_dates=20, seed=21, sample="pre", labels=labels)
     inv = {v: k for k, v in labels.items()}
     raw = df["mu_hat"].map(inv)
-    raw.iloc[:5] = raw.iloc[:5].str.upper() + "  "   # parsing is case/space insensitive
+    raw.iloc[:5] = raw.iloc[:5].str.upper() + "  "  # parsing is case/space insensitive
     df["mu_hat"] = T.map_forecast_labels(raw, labels)
     assert set(df["mu_hat"].unique()) == {-1.0, -0.5, 0.0, 0.5, 1.0}
     tab = T.table6(df, T.PaperSettings(lap_measure="mink", cluster="entity"))
@@ -220,7 +227,7 @@ def test_table5_difference_test_against_independent_computations(pre, post):
     st = pd.concat([zi.assign(oos=0.0), zo.assign(oos=1.0)], ignore_index=True)
     st["e_p"] = st["entity_num"].astype(str) + "|" + st["oos"].astype(str)
     st["t_p"] = st["period_num"].astype(str) + "|" + st["oos"].astype(str)
-    r_st = ols_dummies(st, "outcome_z", full + [c + ["oos"] for c in full], ["e_p", "t_p"], "target_date")
+    r_st = ols_dummies(st, "outcome_z", full + [[*c, "oos"] for c in full], ["e_p", "t_p"], "target_date")
     assert -r_st["beta"][5] == pytest.approx(d["difference"], abs=1e-8)
     assert r_st["se"][5] == pytest.approx(d["std_error"], rel=1e-6)
     assert 2 * stats.t.sf(abs(r_st["t"][5]), r_st["G"] - 1) == pytest.approx(d["p_two_sided"], rel=1e-5)
@@ -280,8 +287,9 @@ def test_paper_tables_run_on_min_k_when_computed_and_captions_name_the_measure(p
     _check(t2.columns[1], ref, ["LLM", "LAP", "LLM x LAP"])
     for name, tab in res.tables.items():
         assert "Min-K%" in tab.title, name
-    assert any("run on Min-K% LAP" in n and "verdict reads recall LAP" in n.replace("Recall", "recall")
-               for n in res.notes), res.notes
+    assert any("run on Min-K% LAP" in n and "verdict reads recall LAP" in n.replace("Recall", "recall") for n in res.notes), (
+        res.notes
+    )
     no_mink = pre.assign(lap_mink=np.nan)
     res2 = run_paper_analysis(no_mink, None, s, draws=0)
     assert res2.settings.lap_measure == "recall"

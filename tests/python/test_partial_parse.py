@@ -30,12 +30,13 @@ def _run(study_file: Path, log: Path, capsys: pytest.CaptureFixture[str]) -> str
     rc = run_dbt(["run", "--select", "study_settings"], str(study_file))
     out = capsys.readouterr().out
     assert rc == 0, out[-2000:]
-    return log.read_text(encoding="utf-8")[len(before):]
+    return log.read_text(encoding="utf-8")[len(before) :]
 
 
 @pytest.mark.slow  # four dbt invocations: about half a minute
 def test_a_second_an_edited_and_another_study_parse_partially(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     fixture = write_fixture_study(tmp_path / "fixture", n_entities=6, n_dates=12, cutoff_index=6)
     monkeypatch.setenv("DBT_TARGET_PATH", str(tmp_path / "target"))  # this test's own parse
     monkeypatch.setenv("DBT_LOG_PATH", str(tmp_path / "logs"))

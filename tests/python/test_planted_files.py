@@ -58,9 +58,14 @@ def _plant_journal(results: Path, home: Path) -> None:
     attacker = home.parent / "attacker"
     attacker.mkdir()
     (attacker / "authorized_keys").write_text("ATTACKER")
-    journal = {"id": "x", "why": "planted", "folders": {"results": str(home / ".ssh"), "outputs": str(home / ".ssh")},
-               "staging": {"results": str(attacker), "outputs": str(home / "work")},
-               "retire": [["results", "authorized_keys"]], "install": [["results", "authorized_keys"]]}
+    journal = {
+        "id": "x",
+        "why": "planted",
+        "folders": {"results": str(home / ".ssh"), "outputs": str(home / ".ssh")},
+        "staging": {"results": str(attacker), "outputs": str(home / "work")},
+        "retire": [["results", "authorized_keys"]],
+        "install": [["results", "authorized_keys"]],
+    }
     results.mkdir(parents=True, exist_ok=True)
     (results / JOURNAL).write_text(json.dumps(journal))
 
@@ -68,8 +73,11 @@ def _plant_journal(results: Path, home: Path) -> None:
 def _plant_manifest(results: Path, home: Path) -> None:
     """A manifest whose folders are the user's home: the old retire moved ~/.ssh/id_rsa."""
     results.mkdir(parents=True, exist_ok=True)
-    (results / MANIFEST).write_text(json.dumps({"folders": {"results": str(home), "outputs": str(home)},
-                                                "files": [{"root": "results", "path": ".ssh/id_rsa"}]}))
+    (results / MANIFEST).write_text(
+        json.dumps(
+            {"folders": {"results": str(home), "outputs": str(home)}, "files": [{"root": "results", "path": ".ssh/id_rsa"}]}
+        )
+    )
 
 
 def _producer(version: str):
@@ -78,10 +86,11 @@ def _producer(version: str):
         for rel in ("REPORT.md", "verdict.csv", "tables/table2.tex"):
             (results / rel).write_text(version)
         (outputs / "panel_pre.dta").write_text(version)
+
     return produce
 
 
-def _folders(tmp_path: Path, **kw) -> Folders:  # noqa: ANN003
+def _folders(tmp_path: Path, **kw) -> Folders:
     f = Folders(tmp_path / "results", tmp_path / "outputs", **kw)
     f.results.mkdir(parents=True, exist_ok=True)
     f.outputs.mkdir(parents=True, exist_ok=True)
@@ -236,8 +245,7 @@ def test_the_default_keeps_three_and_the_setting_reaches_the_folders(tmp_path: P
     f = Folders.of(study)
     for v in range(8):
         write_artefact_set(f, "again", _producer(f"v{v}"))
-    assert sorted(p.name for p in f.results.iterdir() if p.name.startswith("stale")) == [
-        "stale", "stale.1", "stale.2", "stale.3"]
+    assert sorted(p.name for p in f.results.iterdir() if p.name.startswith("stale")) == ["stale", "stale.1", "stale.2", "stale.3"]
 
 
 # --- end to end: `lookahead report`, `lookahead check` and plain `dbt build` ---------------
@@ -245,18 +253,30 @@ def test_the_default_keeps_three_and_the_setting_reaches_the_folders(tmp_path: P
 
 def _study_file(tmp_path: Path, name: str, **settings: object) -> tuple[Path, dict]:
     fixture = write_fixture_study(tmp_path / "study", n_entities=4, n_dates=6, cutoff_index=3)
-    vars_ = {**fixture.vars, "study_name": name, "results_dir": str(tmp_path / "results"),
-             "outputs_dir": str(tmp_path / "outputs"), **settings}
+    vars_ = {
+        **fixture.vars,
+        "study_name": name,
+        "results_dir": str(tmp_path / "results"),
+        "outputs_dir": str(tmp_path / "outputs"),
+        **settings,
+    }
     path = tmp_path / "study.yml"
     path.write_text(yaml.safe_dump(vars_))
     return path, vars_
 
 
 def _lookahead(*args: str, db: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", LOOKAHEAD_DUCKDB=str(db),
-               DBT_SEND_ANONYMOUS_USAGE_STATS="False", DBT_PROFILES_DIR=str(ROOT / "profiles"))
-    return subprocess.run([sys.executable, "-m", "lookahead.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        HF_HUB_OFFLINE="1",
+        LOOKAHEAD_DUCKDB=str(db),
+        DBT_SEND_ANONYMOUS_USAGE_STATS="False",
+        DBT_PROFILES_DIR=str(ROOT / "profiles"),
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "lookahead.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def _one_error_line(proc: subprocess.CompletedProcess) -> str:
@@ -300,8 +320,7 @@ def test_plain_dbt_build_refuses_a_planted_record(tmp_path: Path, plant) -> None
     before = _snapshot(home)
     _, vars_ = _study_file(tmp_path, "planted_dbt")
     plant(tmp_path / "results", home)
-    res = run_dbt(["build", "--full-refresh", "--select", "study_settings"], vars_, tmp_path / "db.duckdb",
-                  as_vars=True)
+    res = run_dbt(["build", "--full-refresh", "--select", "study_settings"], vars_, tmp_path / "db.duckdb", as_vars=True)
     assert _snapshot(home) == before
     assert res.returncode != 0
     lines = [ln for ln in res.output.splitlines() if "refused and left in place" in ln]
@@ -314,8 +333,7 @@ def test_plain_dbt_build_refuses_a_planted_record(tmp_path: Path, plant) -> None
 
 def test_two_studies_through_dbt_vars_are_told_apart_by_their_identifying_settings() -> None:
     stored = BuildIdentity("s", VARS_SOURCE, "1" * 64, "a" * 64)
-    assert "other identifying settings" in collision_line("db", stored, BuildIdentity("s", VARS_SOURCE, "2" * 64,
-                                                                                       "b" * 64))
+    assert "other identifying settings" in collision_line("db", stored, BuildIdentity("s", VARS_SOURCE, "2" * 64, "b" * 64))
     assert collision_line("db", stored, BuildIdentity("s", VARS_SOURCE, "2" * 64, "a" * 64)) == ""  # edited
     assert collision_line("db", stored, BuildIdentity("s", VARS_SOURCE, "1" * 64, "b" * 64)) == ""  # same settings
 
@@ -373,8 +391,14 @@ def test_the_jobs_refuse_a_raw_dir_linked_to_the_root_before_writing(tmp_path: P
     data["raw_dir"] = str(tmp_path / "rawlink")
     study.write_text(yaml.safe_dump(data))
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-    proc = subprocess.run([sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode != 0 and "setting 'raw_dir'" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not Path("/forecast.jsonl.lock").exists()
 

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
-from test_openai_backend import demo_study_text, server_factory, write_openai_study  # noqa: F401
+from test_openai_backend import demo_study_text, write_openai_study
 
 SHAPE = (40, 50)  # entities, dates: 2,000 pairs
 N_ROWS = 3_000  # rows 2,000 to 2,999 ask the pairs of rows 0 to 999 again
@@ -53,8 +53,14 @@ def expected_queries(study_file: Path) -> list[tuple[str, str, str, str]]:
     out = []
     for (entity, date), row in first.items():
         prompt = str(p.recall_template).format(
-            target_date=date, entity_name=row["entity_name"], ticker=row["ticker"], entity_id=entity,
-            outcome_description=p.outcome_description, reference_period=p.reference_period, **labels)
+            target_date=date,
+            entity_name=row["entity_name"],
+            ticker=row["ticker"],
+            entity_id=entity,
+            outcome_description=p.outcome_description,
+            reference_period=p.reference_period,
+            **labels,
+        )
         text = "|".join(("recall", str(study.backend.model_id), entity, date, prompt, params))
         out.append((entity, date, prompt, hashlib.sha256(text.encode("utf-8")).hexdigest()))
     return out
@@ -68,12 +74,13 @@ def job_queries(study_file: Path) -> list[tuple[str, str, str, str]]:
     from lookahead.keys import task_params
 
     ctx = make_context(arg_parser("job").parse_args(["--study", str(study_file), "--yes"]))
-    return [(q.entity_id, q.target_date, q.prompt, q.key)
-            for q in recall.plan(ctx, task_params(ctx.study, recall.TASK), None)]
+    return [(q.entity_id, q.target_date, q.prompt, q.key) for q in recall.plan(ctx, task_params(ctx.study, recall.TASK), None)]
 
 
 def test_the_check_plans_each_pairs_first_row_over_chunks_and_slices(
-    server_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    server_factory: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from llm_jobs import preflight, recall
@@ -114,7 +121,9 @@ def test_the_check_plans_each_pairs_first_row_over_chunks_and_slices(
 
 
 def test_a_too_long_recall_prompt_stops_the_check_with_the_jobs_line(
-    server_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    server_factory: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     """Two entities with long ids (named by the recall template only), their pairs in every

@@ -9,20 +9,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_openai_backend import DEMO_TOKENIZER, server_factory, write_openai_study  # noqa: F401
+from test_openai_backend import DEMO_TOKENIZER, write_openai_study
 
 from lookahead.prompts import PromptError, check_forecast_template, check_recall_template
 
 CMAP = {"outcome": "ret", "target_date": "realized_on", "text": "headline"}
 
 
-@pytest.mark.parametrize("template,allowed,message", [
-    ("News: {text}. Return was {outcome}. Up or down?", [], "{outcome} is the realized outcome"),
-    ("News: {headline}. Return was {ret}. Up or down?", [], "{ret} is the realized outcome"),
-    ("News: {text}. What happens on {target_date}?", [], "{target_date} is the target date"),
-    ("News: {text}. What happens on {realized_on}?", [], "{realized_on} is the target date"),
-    ("News: {text}. {target_date}", ["tomorrow"], "forecast_prompt_allowed_columns"),
-])
+@pytest.mark.parametrize(
+    "template,allowed,message",
+    [
+        ("News: {text}. Return was {outcome}. Up or down?", [], "{outcome} is the realized outcome"),
+        ("News: {headline}. Return was {ret}. Up or down?", [], "{ret} is the realized outcome"),
+        ("News: {text}. What happens on {target_date}?", [], "{target_date} is the target date"),
+        ("News: {text}. What happens on {realized_on}?", [], "{realized_on} is the target date"),
+        ("News: {text}. {target_date}", ["tomorrow"], "forecast_prompt_allowed_columns"),
+    ],
+)
 def test_forecast_template_may_not_see_the_answer(template: str, allowed: list[str], message: str) -> None:
     with pytest.raises(PromptError, match=message.replace("{", r"\{").replace("}", r"\}")):
         check_forecast_template(template, CMAP, allowed)
@@ -34,12 +37,15 @@ def test_forecast_template_allowed_columns_and_plain_prompts_pass() -> None:
     check_forecast_template('JSON example {"a": 1}: {text}', CMAP, [])  # braces that are no placeholder
 
 
-@pytest.mark.parametrize("template,message", [
-    ("Did {entity_name} go up or down?", "must name the date"),
-    ("On {target_date}, did the market go up or down?", "must name the entity"),
-    ("On {target_date}, did {entity_name} go up after '{text}'?", r"may not contain \{text\}"),
-    ("On {target_date}, did {ticker} go up ({outcome})?", r"may not contain \{outcome\}"),
-])
+@pytest.mark.parametrize(
+    "template,message",
+    [
+        ("Did {entity_name} go up or down?", "must name the date"),
+        ("On {target_date}, did the market go up or down?", "must name the entity"),
+        ("On {target_date}, did {entity_name} go up after '{text}'?", r"may not contain \{text\}"),
+        ("On {target_date}, did {ticker} go up ({outcome})?", r"may not contain \{outcome\}"),
+    ],
+)
 def test_recall_template_names_entity_and_date_and_no_text(template: str, message: str) -> None:
     with pytest.raises(PromptError, match=message):
         check_recall_template(template)
@@ -50,8 +56,7 @@ def test_transformers_backend_knows_its_context_length() -> None:
     from lookahead.backends.transformers_backend import TransformersBackend
 
     backend = TransformersBackend("demo", model_path=str(DEMO_TOKENIZER))
-    assert backend.context_length() == json.loads((DEMO_TOKENIZER / "config.json").read_text())[
-        "max_position_embeddings"] == 256
+    assert backend.context_length() == json.loads((DEMO_TOKENIZER / "config.json").read_text())["max_position_embeddings"] == 256
 
 
 def _long_text_study(tmp_path: Path, url: str, **extra: Any) -> Path:
@@ -66,7 +71,9 @@ def _long_text_study(tmp_path: Path, url: str, **extra: Any) -> Path:
 
 
 def test_a_prompt_longer_than_the_context_stops_before_any_query(
-    server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str],  # noqa: F811
+    server_factory: Any,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     from llm_jobs import forecast, mink
 
@@ -82,13 +89,15 @@ def test_a_prompt_longer_than_the_context_stops_before_any_query(
 
 
 def test_truncate_text_cuts_to_fit_and_records_it(
-    server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str],  # noqa: F811
+    server_factory: Any,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     from transformers import AutoTokenizer
 
     from llm_jobs import forecast, mink
 
-    url, state = server_factory()
+    url, _state = server_factory()
     study = _long_text_study(tmp_path, url, prompt_overflow="truncate_text", forecast_max_tokens=16)
     assert forecast.main(["--study", str(study), "--yes"]) == 0
     assert mink.main(["--study", str(study), "--yes"]) == 0
@@ -96,8 +105,7 @@ def test_truncate_text_cuts_to_fit_and_records_it(
     assert "the text of 1 of 6 rows was cut to fit the context length" in out
     tok = AutoTokenizer.from_pretrained(str(DEMO_TOKENIZER))
     for task in ("forecast", "mink"):
-        recs = {json.loads(l)["row_id"]: json.loads(l)
-                for l in (tmp_path / f"long/raw/{task}.jsonl").read_text().splitlines()}
+        recs = {json.loads(l)["row_id"]: json.loads(l) for l in (tmp_path / f"long/raw/{task}.jsonl").read_text().splitlines()}
         cut = recs["r2"]
         kept = cut["params"]["text_truncated_to_chars"]
         assert 0 < kept < 50_000
@@ -110,7 +118,9 @@ def test_truncate_text_cuts_to_fit_and_records_it(
 
 
 def test_the_openai_backend_needs_a_tokenizer_to_check_lengths(
-    server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str],  # noqa: F811
+    server_factory: Any,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     import yaml
 
@@ -149,7 +159,9 @@ def test_the_documented_openai_study_file_is_complete(monkeypatch: pytest.Monkey
 
 
 def test_without_tokenizer_or_context_length_the_job_runs_and_says_so(
-    server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str],  # noqa: F811
+    server_factory: Any,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     """An API study with neither tokenizer nor context_length: the estimate falls back to
     ~4 characters per token and the job notes that lengths were not checked."""
@@ -170,8 +182,11 @@ def test_without_tokenizer_or_context_length_the_job_runs_and_says_so(
 
 @pytest.mark.parametrize("overflow", ["error", "truncate_text"])
 def test_lookahead_checks_a_chunk_at_a_time_and_says_what_the_job_says(
-    server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str],  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch, overflow: str,
+    server_factory: Any,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    overflow: str,
 ) -> None:
     """`lookahead check`'s preflight fits a large study's prompts a chunk of rows at a time
     (lookahead.rows.CHUNK_ROWS): two long rows in different chunks give the one stop, or
@@ -195,8 +210,7 @@ def test_lookahead_checks_a_chunk_at_a_time_and_says_what_the_job_says(
     def said(main: Any, *flags: str) -> tuple[int, list[str]]:
         code = main(["--study", str(study), *flags])
         out = capfd.readouterr()
-        return code, [l for l in (out.out + out.err).splitlines()
-                      if l.startswith("stopped:") or l.startswith("prompt_overflow:")]
+        return code, [l for l in (out.out + out.err).splitlines() if l.startswith("stopped:") or l.startswith("prompt_overflow:")]
 
     job = said(forecast.main, "--yes")
     check = said(preflight.main)
@@ -206,6 +220,12 @@ def test_lookahead_checks_a_chunk_at_a_time_and_says_what_the_job_says(
         assert "row r2" in check[1][0] and "row r5" in check[1][0]
     else:
         assert job[0] == check[0] == 0
-        assert check[1] == job[1] == ["prompt_overflow: truncate_text: the text of 2 of 6 rows was cut to "
-                                      "fit the context length (counted in the report)"]
+        assert (
+            check[1]
+            == job[1]
+            == [
+                "prompt_overflow: truncate_text: the text of 2 of 6 rows was cut to "
+                "fit the context length (counted in the report)"
+            ]
+        )
     assert state.requests == (0 if overflow == "error" else 6)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - the fixture
+from test_openai_backend import write_openai_study
 
 ROOT = Path(__file__).resolve().parents[2]
 N_ROWS = 45
@@ -36,8 +36,13 @@ def listed_queries(ctx: Any, task: str, params: dict[str, Any]) -> list[Any]:
     out = []
     for row in ctx.rows.to_dict("records"):
         prompt = render_forecast(template, row)
-        out.append(Query(query_key(task, str(ctx.study.backend.model_id), str(row["row_id"]), prompt, params),
-                         prompt, row_id=str(row["row_id"])))
+        out.append(
+            Query(
+                query_key(task, str(ctx.study.backend.model_id), str(row["row_id"]), prompt, params),
+                prompt,
+                row_id=str(row["row_id"]),
+            )
+        )
     return out
 
 
@@ -80,8 +85,7 @@ def test_for_backend_and_cut_texts_read_as_in_the_list(tmp_path: Path, small_sli
     assert ctx.for_backend(plan) is plan  # use_chat_template: false, the openai backend sends the text
     shout = plan.sending(lambda t: f"<user>{t.upper()}</user>")
     assert list(shout) == [replace(q, prompt=f"<user>{q.prompt.upper()}</user>") for q in expected]
-    assert list(shout.take([8, 1])) == [replace(expected[i], prompt=f"<user>{expected[i].prompt.upper()}</user>")
-                                        for i in (8, 1)]
+    assert list(shout.take([8, 1])) == [replace(expected[i], prompt=f"<user>{expected[i].prompt.upper()}</user>") for i in (8, 1)]
     cut = shout.with_replaced({3: replace(shout[3], prompt="cut", truncated_to=2)})
     want = [replace(q, prompt=f"<user>{q.prompt.upper()}</user>") for q in expected]
     want[3] = replace(want[3], prompt="cut", truncated_to=2)
@@ -103,9 +107,15 @@ def test_not_cached_and_cached_fields_on_a_plan_equal_the_list(tmp_path: Path, s
     with open_store(ctx, "forecast") as store:
         for i, q in enumerate(listed[::3]):
             rec = record_skeleton(ctx, "forecast", q, params)
-            rec.update({"response_text": "up" if i % 2 else "down", "first_token_prob": 0.5 + i / 100,
-                        "top_logprobs": [{"token_id": None, "token": "up", "logprob": -0.1}],
-                        "started_at": utc_now(), "finished_at": utc_now()})
+            rec.update(
+                {
+                    "response_text": "up" if i % 2 else "down",
+                    "first_token_prob": 0.5 + i / 100,
+                    "top_logprobs": [{"token_id": None, "token": "up", "logprob": -0.1}],
+                    "started_at": utc_now(),
+                    "finished_at": utc_now(),
+                }
+            )
             if i == 4:
                 rec["row_id"] = "r0"  # disagrees with its key: no answer
             store.append(rec)
@@ -114,20 +124,21 @@ def test_not_cached_and_cached_fields_on_a_plan_equal_the_list(tmp_path: Path, s
         assert list(pending) == not_cached(ctx, store, "forecast", listed)
         assert len(pending) == N_ROWS - N_ROWS // 3 + 1
         fields = ("response_text", "first_token_prob")
-        assert cached_fields(ctx, store, "forecast", plan, fields) == cached_fields(ctx, store, "forecast", listed,
-                                                                                   fields)
+        assert cached_fields(ctx, store, "forecast", plan, fields) == cached_fields(ctx, store, "forecast", listed, fields)
         found, cols = cached_fields(ctx, store, "forecast", plan, fields)
         assert sum(found) == N_ROWS // 3 - 1 and cols["response_text"][0] == "down"
 
 
-def test_forecast_job_on_an_api_backend_imports_no_torch(tmp_path: Path, server_factory: Any) -> None:  # noqa: F811
+def test_forecast_job_on_an_api_backend_imports_no_torch(tmp_path: Path, server_factory: Any) -> None:
     """The forecast job against the loopback server counts its prompts (tokenizer_path
     set) and never imports torch: a fresh process, run to its summary."""
     url, state = server_factory(vary=True)
     study = write_openai_study(tmp_path, url, "notorch", 30, context_length=512)
-    code = ("import sys\nfrom llm_jobs import forecast\n"
-            f"rc = forecast.main(['--study', {str(study)!r}, '--yes'])\n"
-            "print('exit', rc, 'torch', 'torch' in sys.modules)\n")
+    code = (
+        "import sys\nfrom llm_jobs import forecast\n"
+        f"rc = forecast.main(['--study', {str(study)!r}, '--yes'])\n"
+        "print('exit', rc, 'torch', 'torch' in sys.modules)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert "exit 0 torch False" in out.stdout, out.stdout + out.stderr
     assert "estimate:" in out.stdout and state.requests >= 30

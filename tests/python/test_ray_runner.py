@@ -37,8 +37,13 @@ def ray_cluster():
     """A local Ray cluster with two CPUs: two one-CPU workers."""
     import logging
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
-             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}})
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level=logging.WARNING,
+        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}},
+    )
     yield
     ray.shutdown()
 
@@ -77,7 +82,7 @@ def assert_same_answers(a: dict[str, dict], b: dict[str, dict]) -> None:
                 assert y[field] is None
                 continue
             assert [t["token_id"] for t in x[field]] == [t["token_id"] for t in y[field]]
-            for s, t in zip(x[field], y[field]):
+            for s, t in zip(x[field], y[field], strict=False):
                 assert (s["logprob"] is None) == (t["logprob"] is None)
                 if s["logprob"] is not None:
                     assert abs(s["logprob"] - t["logprob"]) < 1e-4
@@ -150,9 +155,8 @@ def test_kill9_of_a_worker_mid_job_loses_and_repeats_nothing(tmp_path, ray_clust
     per_key = keys_per_line(raw, "forecast")
     assert len(per_key) == n and set(per_key.values()) == {1}, "every key exactly once over all shards"
     # lines carry finished_at in lookahead.cache.utc_now's format: comparable as text
-    kill_iso = dt.datetime.fromtimestamp(killed["at"], dt.timezone.utc).isoformat(timespec="microseconds")
-    written_before_kill = {r["key"] for f in shard_files(raw, "forecast") for r in lines(f)
-                           if r["finished_at"] < kill_iso}
+    kill_iso = dt.datetime.fromtimestamp(killed["at"], dt.UTC).isoformat(timespec="microseconds")
+    written_before_kill = {r["key"] for f in shard_files(raw, "forecast") for r in lines(f) if r["finished_at"] < kill_iso}
     dead_lines = [r for r in lines(killed["shard"]) if r["finished_at"] < kill_iso]
     assert dead_lines, "the killed worker had written answers"
     assert len(written_before_kill) < n, "the kill came mid-job"
@@ -163,13 +167,14 @@ def test_kill9_of_a_worker_mid_job_loses_and_repeats_nothing(tmp_path, ray_clust
     assert all(asked[k] == 1 for k in written_before_kill)
     again = {k for k, c in asked.items() if c > 1}
     assert len(again) <= batch and not again & written_before_kill
-    print(f"kill -9 of pid {killed['pid']}: {len(dead_lines)} answers in its shard, {len(written_before_kill)} "
-          f"of {n} written before the kill, {len(again)} asked twice (never written before the kill)")
+    print(
+        f"kill -9 of pid {killed['pid']}: {len(dead_lines)} answers in its shard, {len(written_before_kill)} "
+        f"of {n} written before the kill, {len(again)} asked twice (never written before the kill)"
+    )
     assert "(ray, 2 workers)" in res.stderr
     # answers equal the single-process run's
     (tmp_path / "local").mkdir()
-    local = make_study(tmp_path / "local", tiny_model, n=n, forecast_max_tokens=8, batch_size=batch,
-                       torch_threads=1)
+    local = make_study(tmp_path / "local", tiny_model, n=n, forecast_max_tokens=8, batch_size=batch, torch_threads=1)
     run_job("forecast", local, "--yes", "--accept-low-parse-rate")
     assert_same_answers(answers(raw, "forecast"), answers(tmp_path / "local/raw", "forecast"))
     # a torn last line in a shard (a kill mid-write) is cut when the job next opens the
@@ -200,17 +205,29 @@ def test_vllm_cpu_on_two_ray_workers_answers_like_one_vllm_process(tmp_path):
         pytest.skip("needs ray[data] in .venv-vllm: .venv-vllm/bin/pip install 'ray[data]==2.60.0'")
     if not (MODEL_DIR / "model.safetensors").exists():
         pytest.skip("needs the exported SmolLM2 (scripts/export_smollm2_hf.py)")
-    opts = {"model_id": "smollm2-135m-instruct", "backend": "vllm", "model_path": str(MODEL_DIR),
-            "dtype": "float32", "backend_options": {"enforce_eager": True, "kv_cache_gib": 0.25},
-            "max_model_len": 1024, "batch_size": 4}
+    opts = {
+        "model_id": "smollm2-135m-instruct",
+        "backend": "vllm",
+        "model_path": str(MODEL_DIR),
+        "dtype": "float32",
+        "backend_options": {"enforce_eager": True, "kv_cache_gib": 0.25},
+        "max_model_len": 1024,
+        "batch_size": 4,
+    }
     raws = {}
     for runner in ("ray", "local"):
         d = tmp_path / runner
         d.mkdir()
         study = make_study(d, MODEL_DIR, n=8, runner=runner, ray_workers=2, **opts)
         for job in ("mink", "recall"):
-            proc = subprocess.run([str(VLLM_PYTHON), "-m", f"llm_jobs.{job}", "--study", str(study), "--yes"],
-                                  cwd=ROOT, env=vllm_env(), capture_output=True, text=True, timeout=1500)
+            proc = subprocess.run(
+                [str(VLLM_PYTHON), "-m", f"llm_jobs.{job}", "--study", str(study), "--yes"],
+                cwd=ROOT,
+                env=vllm_env(),
+                capture_output=True,
+                text=True,
+                timeout=1500,
+            )
             assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
         raws[runner] = d / "raw"
     shards = {p.parent.name for p in shard_files(raws["ray"], "mink") if p.parent != raws["ray"]}

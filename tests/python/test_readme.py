@@ -16,8 +16,8 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import duckdb
 import pytest
@@ -75,8 +75,10 @@ BLOCKS: dict[str, tuple[Callable[[str, str], bool], str]] = {
     "compare the demo studies": (_is_compare, "test_comparing_the_demo_studies_as_written (slow)"),
     "SQL examples": (_is_sql, "tests/python/test_current_state.py::test_readme_sql_examples_run_as_written"),
     "plain dbt from any folder": (_is_data_team, "tests/python/test_readme_data_team.py (the block, from a temporary folder)"),
-    "the lines make demo ends with": (_is_demo_output, "scripts/check_demo_output.py on a fresh `make demo` in .ci/run; "
-                                      "test_the_demo_lines_are_checked_on_ci"),
+    "the lines make demo ends with": (
+        _is_demo_output,
+        "scripts/check_demo_output.py on a fresh `make demo` in .ci/run; test_the_demo_lines_are_checked_on_ci",
+    ),
 }
 
 
@@ -153,13 +155,25 @@ def test_running_a_study_step_by_step_as_written(tmp_path):
 
     [(_, body)] = [(lang, b) for lang, b in readme_blocks() if _is_run(lang, b)]
     name = f"pytest_readme_{os.getpid()}"
-    study = {**read_study_file(default_study_path()), "study_name": name, "raw_dir": str(tmp_path / "raw"),
-             "results_dir": str(tmp_path / "results"), "outputs_dir": str(tmp_path / "outputs"),
-             "subsample_rows": 200, "subsample_seed": 0}
+    study = {
+        **read_study_file(default_study_path()),
+        "study_name": name,
+        "raw_dir": str(tmp_path / "raw"),
+        "results_dir": str(tmp_path / "results"),
+        "outputs_dir": str(tmp_path / "outputs"),
+        "subsample_rows": 200,
+        "subsample_seed": 0,
+    }
     study_file = tmp_path / "my_study.yml"
     study_file.write_text(yaml.safe_dump(study, sort_keys=False), encoding="utf-8")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), DBT_PROFILES_DIR=str(ROOT / "profiles"), HF_HUB_OFFLINE="1",
-               DBT_SEND_ANONYMOUS_USAGE_STATS="False", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        DBT_PROFILES_DIR=str(ROOT / "profiles"),
+        HF_HUB_OFFLINE="1",
+        DBT_SEND_ANONYMOUS_USAGE_STATS="False",
+        PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    )
     env.pop("LOOKAHEAD_DUCKDB", None)
     database = ROOT / "outputs" / f"{name}.duckdb"
     try:
@@ -170,8 +184,7 @@ def test_running_a_study_step_by_step_as_written(tmp_path):
             command = command.replace("my_study.yml", shlex.quote(str(study_file)))
             if "llm_jobs.run_all" in command or "lookahead run" in command:
                 command += " --yes"  # both ask before querying; a test has no terminal to answer on
-            proc = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True,
-                                  timeout=1800)
+            proc = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
             assert proc.returncode == 0, (command, proc.stdout[-3000:], proc.stderr[-3000:])
         assert (tmp_path / "results" / "REPORT.md").is_file()
         con = duckdb.connect(str(database), read_only=True)
@@ -195,17 +208,22 @@ def test_comparing_the_demo_studies_as_written():
         pytest.skip("the demo databases are not built here (make demo builds them)")
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
     env.pop("LOOKAHEAD_DUCKDB", None)
-    proc = subprocess.run(["bash", "-c", body.strip()], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(["bash", "-c", body.strip()], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
     assert (ROOT / "results/compare/COMPARE.md").is_file()
 
 
 #: What a researcher types at init's questions for the quick start's file (my_data.csv:
 #: permno, dt, headline, ret_1d): blank lines take the proposed answer.
-QUICK_START_ANSWERS = {"entity": "permno", "text": "headline", "text_date": "dt", "outcome": "ret_1d",
-                       "model_id": "demo-clean", "model_path": str(ROOT / "demo" / "models" / "clean"),
-                       "training_cutoff": "2021-12-31"}
+QUICK_START_ANSWERS = {
+    "entity": "permno",
+    "text": "headline",
+    "text_date": "dt",
+    "outcome": "ret_1d",
+    "model_id": "demo-clean",
+    "model_path": str(ROOT / "demo" / "models" / "clean"),
+    "training_cutoff": "2021-12-31",
+}
 
 
 def _quick_start(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
@@ -217,11 +235,22 @@ def _quick_start(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
 
     [(_, body)] = [(lang, b) for lang, b in readme_blocks() if _is_quick_start(lang, b)]
     demo = pd.read_csv(ROOT / "demo" / "data" / "observations.csv", dtype=str).iloc[:400]
-    pd.DataFrame({"permno": demo["entity_id"].str[1:].astype(int) + 10000, "dt": demo["text_date"],
-                  "headline": demo["text"], "ret_1d": demo["outcome"]}).to_csv(tmp_path / "my_data.csv", index=False)
+    pd.DataFrame(
+        {
+            "permno": demo["entity_id"].str[1:].astype(int) + 10000,
+            "dt": demo["text_date"],
+            "headline": demo["text"],
+            "ret_1d": demo["outcome"],
+        }
+    ).to_csv(tmp_path / "my_data.csv", index=False)
     (tmp_path / ".venv").symlink_to(ROOT / ".venv")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", DBT_PROFILES_DIR=str(ROOT / "profiles"),
-               DBT_SEND_ANONYMOUS_USAGE_STATS="False")
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        HF_HUB_OFFLINE="1",
+        DBT_PROFILES_DIR=str(ROOT / "profiles"),
+        DBT_SEND_ANONYMOUS_USAGE_STATS="False",
+    )
     # the questions asked: --data is given, no horizon (next business day), no URL (local model)
     asked = [q.key for q in QUESTIONS if q.key not in ("data", "horizon_days", "base_url")]
     stdin = "".join(QUICK_START_ANSWERS.get(k, "") + "\n" for k in asked)
@@ -233,8 +262,9 @@ def test_the_quick_start_as_written(tmp_path):
     """The init line as written, from a folder holding my_data.csv, answering its
     questions on stdin: it writes my_data.yml and the study passes check."""
     lines, how = _quick_start(tmp_path)
-    proc = subprocess.run(["bash", "-c", lines[0]], cwd=tmp_path, env=how["env"], input=how["stdin"],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        ["bash", "-c", lines[0]], cwd=tmp_path, env=how["env"], input=how["stdin"], capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
     assert "my_data.csv: columns permno, dt, headline, ret_1d" in proc.stdout
     assert "preflight passed" in proc.stdout and (tmp_path / "my_data.yml").is_file()
@@ -248,16 +278,17 @@ def test_the_quick_start_runs_as_written(tmp_path):
     from dbt_runner import dbt_env
 
     lines, how = _quick_start(tmp_path)
-    proc = subprocess.run(["bash", "-c", lines[0]], cwd=tmp_path, env=how["env"], input=how["stdin"],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        ["bash", "-c", lines[0]], cwd=tmp_path, env=how["env"], input=how["stdin"], capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     study = yaml.safe_load((tmp_path / "my_data.yml").read_text())
-    study.update(raw_dir=str(tmp_path / "raw"), results_dir=str(tmp_path / "results"),
-                 outputs_dir=str(tmp_path / "outputs"))
+    study.update(raw_dir=str(tmp_path / "raw"), results_dir=str(tmp_path / "results"), outputs_dir=str(tmp_path / "outputs"))
     (tmp_path / "my_data.yml").write_text(yaml.safe_dump(study))
     env = {**dbt_env(tmp_path / "db.duckdb"), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run(["bash", "-c", lines[1] + " --yes"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=1800)
+    proc = subprocess.run(
+        ["bash", "-c", lines[1] + " --yes"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800
+    )
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
     assert "whole run" in proc.stdout and "Verdict: " in proc.stdout
     assert (tmp_path / "results" / "REPORT.md").is_file()

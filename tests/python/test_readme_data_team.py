@@ -37,9 +37,11 @@ def readme_commands() -> list[str]:
 
 
 def _env(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DBT_PROFILES_DIR", "LOOKAHEAD_STUDY_SETTINGS", "LOOKAHEAD_STUDY", "VIRTUAL_ENV",
-                        "LOOKAHEAD_DUCKDB")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DBT_PROFILES_DIR", "LOOKAHEAD_STUDY_SETTINGS", "LOOKAHEAD_STUDY", "VIRTUAL_ENV", "LOOKAHEAD_DUCKDB")
+    }
     env.update(
         TMPDIR=str(tmp),  # where the block's `cd "$(mktemp -d)"` lands
         DBT_TARGET_PATH=str(tmp / "target"),
@@ -64,8 +66,7 @@ class Walk:
     @property
     def marts(self) -> list[str]:
         """The marts the block's `for mart in ...; do dbt show ...` loops preview."""
-        return [m for c in self.commands if c.startswith("for mart in ")
-                for m in c.split(" in ", 1)[1].split(";", 1)[0].split()]
+        return [m for c in self.commands if c.startswith("for mart in ") for m in c.split(" in ", 1)[1].split(";", 1)[0].split()]
 
 
 @pytest.fixture(scope="module")
@@ -79,13 +80,12 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> Walk:
     for i, line in enumerate(commands):
         script += [line, f'echo "{STEP} {i} rc=$? cwd=$PWD"']
     env = _env(tmp)
-    proc = subprocess.run(["bash", "-c", "\n".join(script)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=1500)
+    proc = subprocess.run(["bash", "-c", "\n".join(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     steps: dict[int, str] = {}
     for chunk in re.split(rf"(?m)^{STEP} ", proc.stdout)[1:]:
-        head, _, rest = chunk.partition("\n")
+        head, _, _rest = chunk.partition("\n")
         steps[int(head.split()[0])] = head
     return Walk(commands, steps, tmp, env, out)
 
@@ -144,10 +144,14 @@ def test_freshness_docs_and_ls_print_what_the_readme_says(walk: Walk) -> None:
 
 
 def _dbt(args: list[str], env: dict[str, str], tmp: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(Path(sys.executable).with_name("dbt")), *args, "--project-dir", str(ROOT),
-                           "--vars", CLAIM_STUDY.read_text()],
-                          cwd=tmp, env={**env, "DBT_PROFILES_DIR": str(ROOT / "profiles")},
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("dbt")), *args, "--project-dir", str(ROOT), "--vars", CLAIM_STUDY.read_text()],
+        cwd=tmp,
+        env={**env, "DBT_PROFILES_DIR": str(ROOT / "profiles")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_a_drifted_column_type_stops_the_view_with_one_line(walk: Walk, tmp_path: Path) -> None:
@@ -176,8 +180,10 @@ def test_a_drifted_column_type_stops_the_view_with_one_line(walk: Walk, tmp_path
     alter("alter table lap_robustness_py alter column n_obs type varchar")
     bad = _dbt(run, env, tmp_path)
     assert bad.returncode != 0
-    assert ("contract of 'lap_robustness': column n_obs of lap_robustness_py is VARCHAR where the "
-            "contract declares BIGINT (models/marts/results/_results__models.yml)") in bad.stdout
+    assert (
+        "contract of 'lap_robustness': column n_obs of lap_robustness_py is VARCHAR where the "
+        "contract declares BIGINT (models/marts/results/_results__models.yml)"
+    ) in bad.stdout
     assert "Traceback" not in bad.stdout + bad.stderr
     con = duckdb.connect(str(db), read_only=True)
     assert "lap_robustness" not in {r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()}
@@ -188,5 +194,7 @@ def test_a_drifted_column_type_stops_the_view_with_one_line(walk: Walk, tmp_path
     alter("alter table lap_robustness_py add column surprise integer default 1")
     extra = _dbt(run, env, tmp_path)
     assert extra.returncode != 0
-    assert ("contract of 'lap_robustness': lap_robustness_py has column(s) surprise not declared in "
-            "models/marts/results/_results__models.yml") in extra.stdout
+    assert (
+        "contract of 'lap_robustness': lap_robustness_py has column(s) surprise not declared in "
+        "models/marts/results/_results__models.yml"
+    ) in extra.stdout

@@ -26,10 +26,19 @@ N = 40
 
 def _study_file(tmp_path, measures):
     path = tmp_path / "study.yml"
-    path.write_text(yaml.safe_dump({"extends": "demo/studies/contaminated.yml", "raw_dir": str(tmp_path / "raw"),
-                                    "outputs_dir": str(tmp_path / "out"), "lap_measures": measures,
-                                    "subsample_rows": N, "reference_model_id": "demo-clean",
-                                    "reference_model_path": "demo/models/clean"}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "extends": "demo/studies/contaminated.yml",
+                "raw_dir": str(tmp_path / "raw"),
+                "outputs_dir": str(tmp_path / "out"),
+                "lap_measures": measures,
+                "subsample_rows": N,
+                "reference_model_id": "demo-clean",
+                "reference_model_path": "demo/models/clean",
+            }
+        )
+    )
     return path
 
 
@@ -50,7 +59,7 @@ def test_the_reference_job_asks_the_reference_model_under_the_expected_keys(tmp_
         got = [t["logprob"] for t in line["prompt_logprobs"]][1:]
         assert got == pytest.approx(want, rel=1e-4, abs=1e-5)
         other = [t.logprob for t in target.prompt_logprobs([line["prompt"]])[0]][1:]
-        assert max(abs(a - b) for a, b in zip(got, other)) > 1e-2
+        assert max(abs(a - b) for a, b in zip(got, other, strict=False)) > 1e-2
 
     capsys.readouterr()
     assert reference.main(["--study", str(path), "--yes"]) == 0  # cached: nothing asked again

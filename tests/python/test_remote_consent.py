@@ -11,11 +11,13 @@ name the host, whether it is remote, and the variable."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from test_openai_backend import FakeOpenAIState, _handler, write_openai_study
@@ -40,10 +42,8 @@ def _own_address() -> str | None:
             candidates.append(s.getsockname()[0])
     except OSError:
         pass
-    try:
+    with contextlib.suppress(OSError):
         candidates += socket.gethostbyname_ex(socket.gethostname())[2]
-    except OSError:
-        pass
     return next((a for a in candidates if not a.startswith("127.") and a != "0.0.0.0"), None)
 
 
@@ -80,7 +80,10 @@ def _forecast(study: Path, *flags: str) -> int:
 
 @needs_address
 def test_study_file_alone_sends_no_secret_to_a_remote_host(
-    remote_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str],
+    remote_server,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     url, state = remote_server
     secret = "AKIA-" + os.urandom(10).hex()
@@ -100,7 +103,10 @@ def test_study_file_alone_sends_no_secret_to_a_remote_host(
 
 @needs_address
 def test_named_host_and_key_variable_are_used_and_shown(
-    remote_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str],
+    remote_server,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     url, state = remote_server
     secret = "sk-remote-" + os.urandom(10).hex()
@@ -120,7 +126,9 @@ def test_named_host_and_key_variable_are_used_and_shown(
 
 
 def test_key_variable_refused_on_loopback_too_unless_named(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     from http.server import ThreadingHTTPServer
 
@@ -148,7 +156,9 @@ def test_key_variable_refused_on_loopback_too_unless_named(
 
 @needs_address
 def test_check_names_host_remote_and_variable(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     from lookahead.cli import main
 
@@ -161,10 +171,23 @@ def test_check_names_host_remote_and_variable(
     assert out.err.count("\n") == 1 and "Traceback" not in out.err
 
 
-@pytest.mark.parametrize("name,ok", [
-    ("OPENAI_API_KEY", True), ("LOOKAHEAD_API_KEY", True), ("TOGETHER_API_TOKEN", True), ("API_KEY", True),
-    ("AWS_SECRET_ACCESS_KEY", False), ("GITHUB_TOKEN", False), ("HF_TOKEN", False), ("PATH", False),
-    ("HOME", False), ("openai_api_key", False), ("DATABASE_PASSWORD", False), ("SSH_AUTH_SOCK", False)])
+@pytest.mark.parametrize(
+    "name,ok",
+    [
+        ("OPENAI_API_KEY", True),
+        ("LOOKAHEAD_API_KEY", True),
+        ("TOGETHER_API_TOKEN", True),
+        ("API_KEY", True),
+        ("AWS_SECRET_ACCESS_KEY", False),
+        ("GITHUB_TOKEN", False),
+        ("HF_TOKEN", False),
+        ("PATH", False),
+        ("HOME", False),
+        ("openai_api_key", False),
+        ("DATABASE_PASSWORD", False),
+        ("SSH_AUTH_SOCK", False),
+    ],
+)
 def test_key_variable_rule(name: str, ok: bool) -> None:
     assert bool(KEY_VARIABLE.match(name)) is ok
     dest = Destination("http://127.0.0.1:8000/v1", name)
@@ -176,8 +199,9 @@ def test_key_variable_rule(name: str, ok: bool) -> None:
         dest.check(False, Consent(key_variables=frozenset({name})))
 
 
-@pytest.mark.parametrize("url", ["https://api.example.com/v1", "http://10.0.0.5:8000/v1",
-                                 "http://localhost.example.com/v1", "http://[fd00::2]:80/v1"])
+@pytest.mark.parametrize(
+    "url", ["https://api.example.com/v1", "http://10.0.0.5:8000/v1", "http://localhost.example.com/v1", "http://[fd00::2]:80/v1"]
+)
 def test_remote_needs_the_study_and_the_command_line(url: str) -> None:
     dest = Destination(url, None)
     assert dest.remote

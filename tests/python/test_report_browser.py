@@ -42,10 +42,16 @@ def _open(page_path: Path, screenshot: Path | None = None) -> dict:
         if screenshot is not None:
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(screenshot))
-    return {"page": str(page_path.relative_to(ROOT)) if page_path.is_relative_to(ROOT) else page_path.name,
-            "bytes": page_path.stat().st_size, "render_seconds": round(seconds, 3), "charts": charts,
-            "drawn": drawn, "errors": opened.errors, "external_requests": opened.external,
-            "first_screen": first_screen}
+    return {
+        "page": str(page_path.relative_to(ROOT)) if page_path.is_relative_to(ROOT) else page_path.name,
+        "bytes": page_path.stat().st_size,
+        "render_seconds": round(seconds, 3),
+        "charts": charts,
+        "drawn": drawn,
+        "errors": opened.errors,
+        "external_requests": opened.external,
+        "first_screen": first_screen,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +77,16 @@ def test_pages_render_offline_without_errors(generated):
             assert "Verdict:" in r["first_screen"] and "Checklist" in r["first_screen"]
         results.append({k: v for k, v in r.items() if k != "first_screen"})
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "report_pages.json").write_text(json.dumps({
-        "what": "each report page opened in headless Chromium (Playwright), network blocked: file "
+    (OUT / "report_pages.json").write_text(
+        json.dumps(
+            {
+                "what": "each report page opened in headless Chromium (Playwright), network blocked: file "
                 "size and the time from navigation until every chart has rendered",
-        "browser": CHROMIUM, "viewport": [1280, 900], "pages": results}, indent=2) + "\n")
+                "browser": CHROMIUM,
+                "viewport": [1280, 900],
+                "pages": results,
+            },
+            indent=2,
+        )
+        + "\n"
+    )

@@ -27,8 +27,12 @@ GRID = {s.name: s for s in grid()}
 #: Known truths of the generated studies (the rule, not the wording): what any correct
 #: renderer must reach on them.
 EXPECTED = {
-    "strong": CONTAMINATION, "none": NO_EVIDENCE, "unparsed": UNDERPOWERED,
-    "censored": UNDERPOWERED, "no_post_rows": MIXED, "collapsed_post": CONTAMINATION,
+    "strong": CONTAMINATION,
+    "none": NO_EVIDENCE,
+    "unparsed": UNDERPOWERED,
+    "censored": UNDERPOWERED,
+    "no_post_rows": MIXED,
+    "collapsed_post": CONTAMINATION,
 }
 
 
@@ -79,31 +83,54 @@ def test_reader_fails_on_the_old_demo_wording():
     assert "'not estimable' beside p" in text
 
 
-@pytest.mark.parametrize("sentence,problem", [
-    ("**Verdict: No evidence of contamination.** No evidence of contamination: beta_3 = 0.1 (t 0.5, "
-     "one-sided p 0.3, N 100) is indistinguishable from zero while LAP varies (sd 0.2).",
-     "'indistinguishable from zero' without the p it read"),
-    ("**Verdict: Contamination detected.** Contamination detected: beta_3 = 0.1 (t 2, one-sided p "
-     "0.05, N 100) > 0; placebo passes: post-cutoff beta_3 0.1, one-sided p 0.1 > 0.1.",
-     "'p 0.1 > 0.1' does not hold"),
-    ("**Verdict: Contamination detected.** Contamination detected: beta_3 = 0.1 (t 3, one-sided p "
-     "0.001 by wild bootstrap (999 draws), N 100) > 0; placebo passes: post-cutoff beta_3 -6 (t -2.1, "
-     "one-sided p 0.97 by wild bootstrap (999 draws), above 0.1); it is significantly negative "
-     "(two-sided p 0.04 by CRV1). With 30 clusters (fewer than 50) the tests read wild cluster "
-     "bootstrap p-values (999 draws).", "reads a CRV1 p while the tests read the wild bootstrap"),
-    ("**Verdict: Underpowered.** Underpowered: beta_3 is not estimable — all variables are "
-     "collinear; please reach out to the package authors!", "estimator-internal text"),
-])
+@pytest.mark.parametrize(
+    "sentence,problem",
+    [
+        (
+            "**Verdict: No evidence of contamination.** No evidence of contamination: beta_3 = 0.1 (t 0.5, "
+            "one-sided p 0.3, N 100) is indistinguishable from zero while LAP varies (sd 0.2).",
+            "'indistinguishable from zero' without the p it read",
+        ),
+        (
+            "**Verdict: Contamination detected.** Contamination detected: beta_3 = 0.1 (t 2, one-sided p "
+            "0.05, N 100) > 0; placebo passes: post-cutoff beta_3 0.1, one-sided p 0.1 > 0.1.",
+            "'p 0.1 > 0.1' does not hold",
+        ),
+        (
+            "**Verdict: Contamination detected.** Contamination detected: beta_3 = 0.1 (t 3, one-sided p "
+            "0.001 by wild bootstrap (999 draws), N 100) > 0; placebo passes: post-cutoff beta_3 -6 (t -2.1, "
+            "one-sided p 0.97 by wild bootstrap (999 draws), above 0.1); it is significantly negative "
+            "(two-sided p 0.04 by CRV1). With 30 clusters (fewer than 50) the tests read wild cluster "
+            "bootstrap p-values (999 draws).",
+            "reads a CRV1 p while the tests read the wild bootstrap",
+        ),
+        (
+            "**Verdict: Underpowered.** Underpowered: beta_3 is not estimable — all variables are "
+            "collinear; please reach out to the package authors!",
+            "estimator-internal text",
+        ),
+    ],
+)
 def test_reader_fails_on_each_old_defect(sentence, problem):
     assert any(problem in p for p in check(sentence + "\n")), check(sentence + "\n")
 
 
 # ---------------------------------------------------------------- p-values that cannot mislead
 
-@pytest.mark.parametrize("p,printed", [
-    (0.049999, "0.049999"), (0.05, "0.05"), (0.0500001, "0.0500001"), (0.100001, "0.100001"),
-    (0.1, "0.1"), (0.0999999, "0.0999999"), (0.01234567, "0.01235"), (0.4615, "0.4615"),
-])
+
+@pytest.mark.parametrize(
+    "p,printed",
+    [
+        (0.049999, "0.049999"),
+        (0.05, "0.05"),
+        (0.0500001, "0.0500001"),
+        (0.100001, "0.100001"),
+        (0.1, "0.1"),
+        (0.0999999, "0.0999999"),
+        (0.01234567, "0.01235"),
+        (0.4615, "0.4615"),
+    ],
+)
 def test_p_prints_the_side_of_every_threshold(p, printed):
     assert fmt_p(p) == printed
 
@@ -121,9 +148,17 @@ def test_rule_and_printed_number_agree_at_the_threshold():
 
 
 def test_few_clusters_significantly_negative_names_the_wild_p():
-    f = dataclasses.replace(BASE, beta3=-0.5, beta3_t=-4.0, beta3_p_one_sided=0.9999,
-                            beta3_p_two_sided=0.0002, beta3_p_wild_one_sided=0.97,
-                            beta3_p_wild_two_sided=0.03, n_clusters_pre=12, wild_draws=999)
+    f = dataclasses.replace(
+        BASE,
+        beta3=-0.5,
+        beta3_t=-4.0,
+        beta3_p_one_sided=0.9999,
+        beta3_p_two_sided=0.0002,
+        beta3_p_wild_one_sided=0.97,
+        beta3_p_wild_two_sided=0.03,
+        n_clusters_pre=12,
+        wild_draws=999,
+    )
     o = evaluate(f)
     assert o.path == "null_negative"
     assert "significantly negative (two-sided p 0.03 by wild bootstrap (999 draws)" in decide(f)[1]

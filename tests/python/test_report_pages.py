@@ -31,27 +31,80 @@ STUDIES = ["strong", "none", "censored", "unparsed", "strong_5_entities"]
 def _claims(d: Path) -> None:
     """Claim tables shaped like the claim models' (three instances, two agents)."""
     rng = np.random.default_rng(0)
-    claims = pd.DataFrame([
-        {"instance_id": f"c{i:02d}", "agent": agent, "task_kind": "classification", "claim_id": k,
-         "claim_text": f"Claim {k} of c{i:02d} | with a bar", "category": "A1", "t_ref": "2022-03-01",
-         "tau": None if k == 1 else f"2022-0{k}-10", "leakage_state": ["leaked", "not_leaked", "unverifiable"][k % 3],
-         "shapley": float(rng.normal())}
-        for i in range(3) for agent in ("planted", "prudent") for k in range(1, 4)])
+    claims = pd.DataFrame(
+        [
+            {
+                "instance_id": f"c{i:02d}",
+                "agent": agent,
+                "task_kind": "classification",
+                "claim_id": k,
+                "claim_text": f"Claim {k} of c{i:02d} | with a bar",
+                "category": "A1",
+                "t_ref": "2022-03-01",
+                "tau": None if k == 1 else f"2022-0{k}-10",
+                "leakage_state": ["leaked", "not_leaked", "unverifiable"][k % 3],
+                "shapley": float(rng.normal()),
+            }
+            for i in range(3)
+            for agent in ("planted", "prudent")
+            for k in range(1, 4)
+        ]
+    )
     inst = claims.groupby(["instance_id", "agent"]).size().rename("n_claims").reset_index()
     inst = inst.assign(status="ok", shapley_dclr=rng.uniform(size=len(inst)), efficiency_gap=1e-12)
-    summ = pd.DataFrame([{"agent": a, "task": "stock_direction", "task_kind": "classification", "n_instances": 3,
-                          "n_scored": 3, "n_claims": 9, "olr": 0.3, "olr_unverifiable_leaked": 0.6,
-                          "shapley_dclr": 0.2, "shapley_dclr_unverifiable_leaked": 0.4, "top1_leakage": 0.1,
-                          "top3_leakage": 0.2, "task_metric_name": "accuracy", "task_metric": 0.7,
-                          "accuracy": 0.7, "repred_metric_name": "abs error", "repred_error": 0.1,
-                          "n_repredicted": 30} for a in ("planted", "prudent")])
-    rep = pd.DataFrame([{"instance_id": f"r{i:02d}", "agent": "planted", "task": "stock_direction",
-                         "prediction": 1, "repredicted": i % 2, "repred_metric_name": "abs error",
-                         "repred_error": float(i % 7)} for i in range(40)])
-    hist = pd.DataFrame([{"sample": s, "bin": b, "bin_lower": b / 10, "bin_upper": (b + 1) / 10, "n": 5 + b}
-                         for s in ("pre", "post") for b in range(10)])
-    for name, df in (("claims", claims), ("instance_leakage", inst), ("claims_summary", summ),
-                     ("claims_repredict", rep), ("lap_histogram", hist)):
+    summ = pd.DataFrame(
+        [
+            {
+                "agent": a,
+                "task": "stock_direction",
+                "task_kind": "classification",
+                "n_instances": 3,
+                "n_scored": 3,
+                "n_claims": 9,
+                "olr": 0.3,
+                "olr_unverifiable_leaked": 0.6,
+                "shapley_dclr": 0.2,
+                "shapley_dclr_unverifiable_leaked": 0.4,
+                "top1_leakage": 0.1,
+                "top3_leakage": 0.2,
+                "task_metric_name": "accuracy",
+                "task_metric": 0.7,
+                "accuracy": 0.7,
+                "repred_metric_name": "abs error",
+                "repred_error": 0.1,
+                "n_repredicted": 30,
+            }
+            for a in ("planted", "prudent")
+        ]
+    )
+    rep = pd.DataFrame(
+        [
+            {
+                "instance_id": f"r{i:02d}",
+                "agent": "planted",
+                "task": "stock_direction",
+                "prediction": 1,
+                "repredicted": i % 2,
+                "repred_metric_name": "abs error",
+                "repred_error": float(i % 7),
+            }
+            for i in range(40)
+        ]
+    )
+    hist = pd.DataFrame(
+        [
+            {"sample": s, "bin": b, "bin_lower": b / 10, "bin_upper": (b + 1) / 10, "n": 5 + b}
+            for s in ("pre", "post")
+            for b in range(10)
+        ]
+    )
+    for name, df in (
+        ("claims", claims),
+        ("instance_leakage", inst),
+        ("claims_summary", summ),
+        ("claims_repredict", rep),
+        ("lap_histogram", hist),
+    ):
         df.to_csv(d / f"{name}.csv", index=False)
 
 
@@ -123,12 +176,24 @@ def test_caveats_reach_the_paragraph(studies):
     assert "only 5 clusters (fewer than 20)" in _verdict_line(text)
     v = pd.read_csv(studies["strong"] / "verdict.csv").iloc[0]
     o = evaluate(facts_from_row(v))
-    cens = pd.DataFrame([{"sample": "pre", "share_up_censored": 0.0, "share_down_censored": 0.0,
-                          "share_unknown_censored": 1.0, "share_up_and_down_censored": 0.0}])
-    found = caveats(o, {"input rows": 300, "rejected rows": 0, "rows without a forecast": 0,
-                        "rows with an unparsed forecast": 30}, cens)
-    assert [c.text for c in found] == ["recall label 'unknown' censored in 100% of pre-cutoff pairs",
-                                       "30 of 300 input rows (10%) excluded"]
+    cens = pd.DataFrame(
+        [
+            {
+                "sample": "pre",
+                "share_up_censored": 0.0,
+                "share_down_censored": 0.0,
+                "share_unknown_censored": 1.0,
+                "share_up_and_down_censored": 0.0,
+            }
+        ]
+    )
+    found = caveats(
+        o, {"input rows": 300, "rejected rows": 0, "rows without a forecast": 0, "rows with an unparsed forecast": 30}, cens
+    )
+    assert [c.text for c in found] == [
+        "recall label 'unknown' censored in 100% of pre-cutoff pairs",
+        "30 of 300 input rows (10%) excluded",
+    ]
     assert caveats(o, {"input rows": 300, "rows with an unparsed forecast": 15}, cens.assign(share_unknown_censored=0.5)) == []
 
 
@@ -168,17 +233,43 @@ def test_fixed_row_orders(studies, tmp_path):
     d = studies["strong"]
     for f in d.glob("*.csv"):
         (tmp_path / f.name).write_bytes(f.read_bytes())
-    lapd = pd.DataFrame([{"measure": m, "sample": s, "n": 1, "mean": 0.1, "sd": 0.1, "min": 0, "p25": 0,
-                          "median": 0, "p75": 0, "max": 0, "is_selected_measure": m == "recall"}
-                         for s in ("post", "pre") for m in ("zlib", "recall", "mink")])
+    lapd = pd.DataFrame(
+        [
+            {
+                "measure": m,
+                "sample": s,
+                "n": 1,
+                "mean": 0.1,
+                "sd": 0.1,
+                "min": 0,
+                "p25": 0,
+                "median": 0,
+                "p75": 0,
+                "max": 0,
+                "is_selected_measure": m == "recall",
+            }
+            for s in ("post", "pre")
+            for m in ("zlib", "recall", "mink")
+        ]
+    )
     lapd.to_csv(tmp_path / "lap_distribution.csv", index=False)
     text = write_pages(tmp_path).report.read_text()
     rows = next(t for t in tables(text.split("## 2.")[1]) if t and "measure" in t[0])
     assert [(r["measure"], r["sample"]) for r in rows] == [
-        ("recall", "pre"), ("recall", "post"), ("mink", "pre"), ("mink", "post"), ("zlib", "pre"), ("zlib", "post")]
+        ("recall", "pre"),
+        ("recall", "post"),
+        ("mink", "pre"),
+        ("mink", "post"),
+        ("zlib", "pre"),
+        ("zlib", "post"),
+    ]
     hr = next(t for t in tables(text) if t and "LAP half" in t[0])
-    assert [(r["sample"], r["LAP half"]) for r in hr] == [("pre", "high LAP"), ("pre", "low LAP"),
-                                                          ("post", "high LAP"), ("post", "low LAP")]
+    assert [(r["sample"], r["LAP half"]) for r in hr] == [
+        ("pre", "high LAP"),
+        ("pre", "low LAP"),
+        ("post", "high LAP"),
+        ("post", "low LAP"),
+    ]
 
 
 def test_long_tables_go_to_their_csv(studies):
@@ -196,11 +287,16 @@ def test_hit_rates_and_wilson_interval():
     for hits, n in ((143, 159), (0, 12), (12, 12), (5, 9)):
         lo, hi = proportion_confint(hits, n, alpha=0.05, method="wilson")
         assert wilson(hits, n) == pytest.approx((lo, hi), abs=1e-12)
-    pre = pd.DataFrame({"mu_hat": [1, -1, 1, 1, 0, -1], "outcome": [0.5, 0.2, -0.1, 0.3, 1.0, -2.0],
-                        "high_lap": [1, 1, 1, 0, 0, 0]})
+    pre = pd.DataFrame(
+        {"mu_hat": [1, -1, 1, 1, 0, -1], "outcome": [0.5, 0.2, -0.1, 0.3, 1.0, -2.0], "high_lap": [1, 1, 1, 0, 0, 0]}
+    )
     hr = hit_rates(pre, pre.iloc[0:0])
     assert hr[["sample", "lap_half", "n", "hits"]].values.tolist() == [
-        ["pre", "high LAP", 3, 1], ["pre", "low LAP", 2, 2], ["post", "high LAP", 0, 0], ["post", "low LAP", 0, 0]]
+        ["pre", "high LAP", 3, 1],
+        ["pre", "low LAP", 2, 2],
+        ["post", "high LAP", 0, 0],
+        ["post", "low LAP", 0, 0],
+    ]
 
 
 class _Page(HTMLParser):
@@ -246,8 +342,13 @@ def test_page_is_offline_and_holds_every_chart(studies):
         assert not (tag == "link" and k == "rel" and "stylesheet" in v)
     assert "@import" not in html and "url(http" not in html
     figures = [i for s in sections for i in s.items if isinstance(i, Figure)]
-    assert {f.name for f in figures} >= {"lap_by_month", "accuracy_by_lap_decile", "lap_histogram",
-                                         "claims_shapley", "claim_browser"}
+    assert {f.name for f in figures} >= {
+        "lap_by_month",
+        "accuracy_by_lap_decile",
+        "lap_histogram",
+        "claims_shapley",
+        "claim_browser",
+    }
     for f in figures:
         assert json.loads(page.charts[f"chart-{f.name}"]) == json.loads(json.dumps(f.spec)), f.name
         assert f"chart-{f.name}" in page.ids
@@ -259,7 +360,7 @@ def test_page_is_offline_and_holds_every_chart(studies):
     links = {v for tag, k, v in page.attrs if tag == "a" and k == "href"}
     assert {p.name for p in d.glob("*.csv")} <= links
     assert {"tables/protocol_validation.tex", "tables/protocol_detection.tex"} <= links
-    assert html.count("<script type=\"module\">") == 1 and "data-rendered" in html.split("<script type=\"module\">")[1]
+    assert html.count('<script type="module">') == 1 and "data-rendered" in html.split('<script type="module">')[1]
 
 
 def test_protocol_tables_in_latex_with_readable_labels(studies):
@@ -275,13 +376,30 @@ def test_a_stated_cutoff_outside_the_break_interval_reaches_the_paragraph(studie
     d = studies["strong"]
     for f in d.glob("*.csv"):
         (tmp_path / f.name).write_bytes(f.read_bytes())
-    pd.DataFrame([{"measure": "recall", "is_selected_measure": True, "status": "break",
-                   "break_month": "2021-09-01", "effective_cutoff": "2021-09-30",
-                   "interval_low_month": "2021-08-01", "interval_high_month": "2021-10-01",
-                   "interval_level": 0.95, "stated_cutoff": "2021-12-31", "stated_cutoff_month": "2021-12-01",
-                   "stated_in_interval": False, "mean_before": 0.5, "mean_after": 0.1, "sd_before": 0.2,
-                   "fall_sd": 2.0, "p_fall": 0.001, "n_before": 100, "n_after": 100}]).to_csv(
-        tmp_path / "effective_cutoff.csv", index=False)
+    pd.DataFrame(
+        [
+            {
+                "measure": "recall",
+                "is_selected_measure": True,
+                "status": "break",
+                "break_month": "2021-09-01",
+                "effective_cutoff": "2021-09-30",
+                "interval_low_month": "2021-08-01",
+                "interval_high_month": "2021-10-01",
+                "interval_level": 0.95,
+                "stated_cutoff": "2021-12-31",
+                "stated_cutoff_month": "2021-12-01",
+                "stated_in_interval": False,
+                "mean_before": 0.5,
+                "mean_after": 0.1,
+                "sd_before": 0.2,
+                "fall_sd": 2.0,
+                "p_fall": 0.001,
+                "n_before": 100,
+                "n_after": 100,
+            }
+        ]
+    ).to_csv(tmp_path / "effective_cutoff.csv", index=False)
     text = write_pages(tmp_path).report.read_text()
     line = _verdict_line(text)
     assert "the stated cutoff 2021-12-31 lies outside the effective cutoff's 95% interval (2021-08 to 2021-10)" in line

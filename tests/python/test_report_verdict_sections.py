@@ -18,8 +18,16 @@ SETTINGS = StatsSettings(cluster="entity", lap_measure="recall", wild=WildSettin
 
 def recorded_settings() -> pd.DataFrame:
     """The study_settings table as dbt writes it: the report reads its settings_json."""
-    study = load_study(overrides={"study_name": "s", "model_id": "m", "training_cutoff": "2021-12-31",
-                                  "data_path": "d.csv", "lap_measure": "recall", "mink_mean": "geometric"})
+    study = load_study(
+        overrides={
+            "study_name": "s",
+            "model_id": "m",
+            "training_cutoff": "2021-12-31",
+            "data_path": "d.csv",
+            "lap_measure": "recall",
+            "mink_mean": "geometric",
+        }
+    )
     return pd.DataFrame([{"study_name": "s", "settings_json": study.settings_json()}])
 
 
@@ -51,7 +59,7 @@ def test_collapsed_post_lap_prints_not_estimable_with_reason(tmp_path):
     settings = recorded_settings()
     for name, df in (("study_settings", settings), ("regression_results", res), ("verdict", v)):
         df.to_csv(tmp_path / f"{name}.csv", index=False)
-    text, verdict = render(tmp_path)
+    text, _verdict = render(tmp_path)
     placebo = text.split("## 5. Placebo")[1].split("## 6.")[0]
     row = next(line for line in placebo.splitlines() if line.startswith("| post-cutoff"))
     assert row.count("not estimable (collinear with the fixed effects or other terms)") == 2

@@ -78,12 +78,19 @@ def test_its_verdict_paragraph_names_gstar_the_measure_and_the_placebo_ranked(we
 
 # ---------------------------------------------------------------- each weakness, from facts
 
+
 def _codes(f, cutoff=None) -> list[str]:
     return [c.code for c in weaknesses(evaluate(f), cutoff)]
 
 
-OUTSIDE = {"stated_cutoff": "2023-06-30", "inside": False, "interval": "2021-11 to 2022-02",
-           "status": "break", "break_month": "2021-12-01", "rerun_at": "2021-12-31"}
+OUTSIDE = {
+    "stated_cutoff": "2023-06-30",
+    "inside": False,
+    "interval": "2021-11 to 2022-02",
+    "status": "break",
+    "break_month": "2021-12-01",
+    "rerun_at": "2021-12-31",
+}
 
 
 def test_each_weakness_is_named_from_its_fact():
@@ -100,15 +107,25 @@ def test_each_weakness_is_named_from_its_fact():
     assert not lap_out_of_distribution(dataclasses.replace(ood, lap_mean_pre=0.02))
     assert not lap_out_of_distribution(dataclasses.replace(BASE, lap_mean_pre=1e-8))  # recall: no floor
     # a placebo without power on a No-evidence verdict (a detection says it in its finding)
-    low = dataclasses.replace(BASE, beta3=0.01, beta3_t=0.3, beta3_p_one_sided=0.38, beta3_p_two_sided=0.76,
-                              placebo_mde_regression=5.0)
+    low = dataclasses.replace(
+        BASE, beta3=0.01, beta3_t=0.3, beta3_p_one_sided=0.38, beta3_p_two_sided=0.76, placebo_mde_regression=5.0
+    )
     assert evaluate(low).placebo == "passes_low_power" and _codes(low) == ["placebo_power"]
 
 
 def test_weaknesses_are_ranked_and_the_least_drops_first():
-    f = dataclasses.replace(BASE, beta3=0.01, beta3_t=0.3, beta3_p_one_sided=0.38, beta3_p_two_sided=0.76,
-                            placebo_mde_regression=5.0, beta3_g_star=4.2, lap_measure="mink",
-                            lap_mean_pre=1e-8, lap_min_sd_used=1e-12)
+    f = dataclasses.replace(
+        BASE,
+        beta3=0.01,
+        beta3_t=0.3,
+        beta3_p_one_sided=0.38,
+        beta3_p_two_sided=0.76,
+        placebo_mde_regression=5.0,
+        beta3_g_star=4.2,
+        lap_measure="mink",
+        lap_mean_pre=1e-8,
+        lap_min_sd_used=1e-12,
+    )
     o = evaluate(f)
     found = caveats(o, {}, pd.DataFrame(), OUTSIDE)
     assert [c.code for c in found] == ["cutoff", "g_star", "out_of_distribution", "placebo_power"]
@@ -116,13 +133,13 @@ def test_weaknesses_are_ranked_and_the_least_drops_first():
     assert len(text.split()) <= MAX_WORDS
     assert "re-run with training_cutoff 2021-12-31" in text and "G* 4.2" in text
     kept = [c.text for c in found if c.text in text]
-    assert kept == [c.text for c in found][:len(kept)]  # what is dropped comes off the end
+    assert kept == [c.text for c in found][: len(kept)]  # what is dropped comes off the end
 
 
 # ---------------------------------------------------------------- one p format
 
-@pytest.mark.parametrize("draws,floor", [(99, "0.01"), (999, "0.001"), (1999, "0.0005"),
-                                         (10000, "0.0001"), (63999, "0.000016")])
+
+@pytest.mark.parametrize("draws,floor", [(99, "0.01"), (999, "0.001"), (1999, "0.0005"), (10000, "0.0001"), (63999, "0.000016")])
 def test_the_floor_is_a_short_true_bound(draws, floor):
     assert p_floor(draws) == floor and float(floor) >= 1 / (draws + 1)
     assert fmt_p(0.0, draws) == f"< {floor} (1/(B+1), B = {draws})"
@@ -139,35 +156,50 @@ OLD_CONTAMINATED = (
 )
 
 
-@pytest.mark.parametrize("text,problem", [
-    (OLD_CONTAMINATED, "'not estimable' sentence beside an estimate: post-cutoff beta_3"),
-    ("**Verdict: Underpowered.** x\n\n![Figure III (p < 9.999e-05 (1/(B+1), B = 10000))](b.png)\n",
-     "a p in two formats: bound '9.999e-05'"),
-    ("**Verdict: Underpowered.** x\n\n| | (4) |\n|---|---:|\n| OOS bootstrap p-value | [0] |\n",
-     "a bracketed zero '[0]'"),
-    ("**Verdict: Underpowered.** x one-sided p < 0.001 (1/(B+1), B = 999); later p < 0.0010 "
-     "(1/(B+1), B = 999)\n", "B = 999 floor printed as"),
-    ("**Verdict: Underpowered.** x\n\n![Accuracy by LAP decile, before and after the cutoff](a.png)\n",
-     "figure caption without its measure"),
-    ("**Verdict: Underpowered.** x\n\n![Accuracy by LAP decile (recall LAP)](a.png)\n",
-     "figure caption without its decile rule"),
-    ("**Verdict: Underpowered.** x\n\n![LAP before vs after the training cutoff](h.png)\n",
-     "figure caption without its measure"),
-])
+@pytest.mark.parametrize(
+    "text,problem",
+    [
+        (OLD_CONTAMINATED, "'not estimable' sentence beside an estimate: post-cutoff beta_3"),
+        (
+            "**Verdict: Underpowered.** x\n\n![Figure III (p < 9.999e-05 (1/(B+1), B = 10000))](b.png)\n",
+            "a p in two formats: bound '9.999e-05'",
+        ),
+        ("**Verdict: Underpowered.** x\n\n| | (4) |\n|---|---:|\n| OOS bootstrap p-value | [0] |\n", "a bracketed zero '[0]'"),
+        (
+            "**Verdict: Underpowered.** x one-sided p < 0.001 (1/(B+1), B = 999); later p < 0.0010 (1/(B+1), B = 999)\n",
+            "B = 999 floor printed as",
+        ),
+        (
+            "**Verdict: Underpowered.** x\n\n![Accuracy by LAP decile, before and after the cutoff](a.png)\n",
+            "figure caption without its measure",
+        ),
+        (
+            "**Verdict: Underpowered.** x\n\n![Accuracy by LAP decile (recall LAP)](a.png)\n",
+            "figure caption without its decile rule",
+        ),
+        (
+            "**Verdict: Underpowered.** x\n\n![LAP before vs after the training cutoff](h.png)\n",
+            "figure caption without its measure",
+        ),
+    ],
+)
 def test_the_checker_fails_on_each_old_wording(text, problem):
     found = check(text)
     assert any(problem in p for p in found), found
 
 
 def test_the_checker_fails_on_a_not_informative_cell_with_a_p():
-    text = ("**Verdict: Underpowered.** x\n\n## 5. Placebo\n\n| sample | mu_hat (t) | lap (t) | mu_hat:lap (t) | "
-            "one-sided p (mu_hat:lap > 0) | wild bootstrap one-sided p | N | clusters | singletons dropped | R2 |\n"
-            "|---|---|---|---|---|---|---|---|---|---|\n| post-cutoff | 0.28 (0.07) | not informative (LAP sd 0.0019) "
-            "| not informative (LAP sd 0.0019) | 0.4749 | 0.4615 | 305 | 30 | 0 | 0.271 |\n")
+    text = (
+        "**Verdict: Underpowered.** x\n\n## 5. Placebo\n\n| sample | mu_hat (t) | lap (t) | mu_hat:lap (t) | "
+        "one-sided p (mu_hat:lap > 0) | wild bootstrap one-sided p | N | clusters | singletons dropped | R2 |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n| post-cutoff | 0.28 (0.07) | not informative (LAP sd 0.0019) "
+        "| not informative (LAP sd 0.0019) | 0.4749 | 0.4615 | 305 | 30 | 0 | 0.271 |\n"
+    )
     assert any("'not informative' beside p" in p for p in check(text))
 
 
 # ---------------------------------------------------------------- a collapsed LAP is not a test
+
 
 def test_a_collapsed_lap_reads_not_informative_in_the_paragraph_and_checklist():
     o = evaluate(case_facts("placebo_collapsed_lap_estimable"))
@@ -195,8 +227,9 @@ def test_a_collapsed_post_cutoff_lap_reads_not_informative_in_every_table(tmp_pa
     sd = fmt_num(float(v["lap_sd_post"]))
     res = pd.read_csv(tmp_path / "regression_results.csv")
     flat = {"post": float(v["lap_sd_post"])}
-    post_row = coef_frame(res, [("post-cutoff", "detection", "post")], ["mu_hat", "lap", "mu_hat:lap"],
-                          one_sided="mu_hat:lap", flat=flat).iloc[0]
+    post_row = coef_frame(
+        res, [("post-cutoff", "detection", "post")], ["mu_hat", "lap", "mu_hat:lap"], one_sided="mu_hat:lap", flat=flat
+    ).iloc[0]
     assert post_row["mu_hat:lap (t)"] == post_row["lap (t)"] == f"not informative (LAP sd {sd})"
     assert post_row["one-sided p (mu_hat:lap > 0)"] == "NA"
     pub = publication_frame(res, "detection", flat=flat)

@@ -31,8 +31,16 @@ from lookahead.rows import (
 )
 from lookahead.settings_sections import InputSettings
 
-CMAP = {"row_id": None, "entity_id": "entity_id", "entity_name": "entity_name", "ticker": "ticker",
-        "text": "text", "text_date": "text_date", "target_date": "target_date", "outcome": "outcome"}
+CMAP = {
+    "row_id": None,
+    "entity_id": "entity_id",
+    "entity_name": "entity_name",
+    "ticker": "ticker",
+    "text": "text",
+    "text_date": "text_date",
+    "target_date": "target_date",
+    "outcome": "outcome",
+}
 
 # (entity_id, entity_name, text, text_date, target_date, outcome) -> expected reason (None = valid)
 EDGE_ROWS = [
@@ -82,16 +90,18 @@ def _ny_parquet(path, n: int = 200) -> None:
     """tz-aware New York timestamps at 21:00 (the case that lost 170 of 200 rows)."""
     ny = "America/New_York"
     text_ts = pd.date_range("2021-01-04 21:00", periods=n, freq="D", tz=ny)
-    table = pa.table({
-        "entity_id": pa.array([i % 7 for i in range(n)], pa.int64()),
-        "entity_name": [f"Firm {i % 7}" for i in range(n)],
-        "ticker": [f"F{i % 7}" for i in range(n)],
-        "text": [f"headline {i}" for i in range(n)],
-        "text_date": pa.array(text_ts, pa.timestamp("us", tz=ny)),
-        "target_date": pa.array(text_ts + pd.Timedelta(days=1), pa.timestamp("us", tz=ny)),
-        "outcome": pa.array([0.01 * i - 1 for i in range(n)], pa.float64()),
-        "small": pa.array([i % 2 for i in range(n)], pa.int8()),
-    })
+    table = pa.table(
+        {
+            "entity_id": pa.array([i % 7 for i in range(n)], pa.int64()),
+            "entity_name": [f"Firm {i % 7}" for i in range(n)],
+            "ticker": [f"F{i % 7}" for i in range(n)],
+            "text": [f"headline {i}" for i in range(n)],
+            "text_date": pa.array(text_ts, pa.timestamp("us", tz=ny)),
+            "target_date": pa.array(text_ts + pd.Timedelta(days=1), pa.timestamp("us", tz=ny)),
+            "outcome": pa.array([0.01 * i - 1 for i in range(n)], pa.float64()),
+            "small": pa.array([i % 2 for i in range(n)], pa.int8()),
+        }
+    )
     pq.write_table(table, path)
 
 
@@ -105,23 +115,26 @@ def test_reject_reasons_come_from_the_seed():
     assert {reason for _, reason in EDGE_ROWS if reason} == set(seed)  # every reason exercised
 
 
-@pytest.mark.parametrize("cell, tz, expected, status", [
-    ("2021-03-04", None, "2021-03-04", None),
-    ("2021-03-04T21:00:00-05:00", None, "2021-03-04", None),   # calendar date as written
-    ("2021-03-04T21:00:00-05:00", "UTC", "2021-03-05", None),  # ... unless a zone is named
-    ("2021-03-04T23:30:00+09:00", "America/New_York", "2021-03-04", None),
-    ("2021-03-05 01:00:00-0500", "Asia/Tokyo", "2021-03-05", None),
-    ("2021-03-04 21:00", "UTC", "2021-03-04", None),           # no offset: taken as in the zone
-    ("2021/3/4", None, "2021-03-04", None),
-    ("5 Oct 2021", None, "2021-10-05", None),
-    ("05-Oct-2021", None, "2021-10-05", None),
-    ("10/05/2021", None, None, "ambiguous"),
-    ("25.05.2021", None, None, "ambiguous"),
-    ("44321", None, None, "unparseable"),
-    ("2021-13-01", None, None, "unparseable"),
-    ("2021-03-04T24:00", None, None, "unparseable"),
-    ("  ", None, None, "missing"),
-])
+@pytest.mark.parametrize(
+    "cell, tz, expected, status",
+    [
+        ("2021-03-04", None, "2021-03-04", None),
+        ("2021-03-04T21:00:00-05:00", None, "2021-03-04", None),  # calendar date as written
+        ("2021-03-04T21:00:00-05:00", "UTC", "2021-03-05", None),  # ... unless a zone is named
+        ("2021-03-04T23:30:00+09:00", "America/New_York", "2021-03-04", None),
+        ("2021-03-05 01:00:00-0500", "Asia/Tokyo", "2021-03-05", None),
+        ("2021-03-04 21:00", "UTC", "2021-03-04", None),  # no offset: taken as in the zone
+        ("2021/3/4", None, "2021-03-04", None),
+        ("5 Oct 2021", None, "2021-10-05", None),
+        ("05-Oct-2021", None, "2021-10-05", None),
+        ("10/05/2021", None, None, "ambiguous"),
+        ("25.05.2021", None, None, "ambiguous"),
+        ("44321", None, None, "unparseable"),
+        ("2021-13-01", None, None, "unparseable"),
+        ("2021-03-04T24:00", None, None, "unparseable"),
+        ("  ", None, None, "missing"),
+    ],
+)
 def test_one_date_rule(cell, tz, expected, status):
     dates, st = parse_dates(pd.Series([cell], dtype=object), timezone=tz)
     got = None if pd.isna(dates.iloc[0]) else dates.iloc[0].strftime("%Y-%m-%d")
@@ -142,17 +155,25 @@ def test_bad_timezone_setting_names_it():
         parse_dates(pd.Series(["2021-01-01"], dtype=object), timezone="Mars/Olympus")
 
 
-@pytest.mark.parametrize("header, expected", [
-    ("a,b,c\n", ","), ("a;b;c\n", ";"), ("a\tb\tc\n", "\t"), ("a|b|c\n", "|"),
-    ('"x;y",b,c\n', ","), ("single\n", ","),
-])
+@pytest.mark.parametrize(
+    "header, expected",
+    [
+        ("a,b,c\n", ","),
+        ("a;b;c\n", ";"),
+        ("a\tb\tc\n", "\t"),
+        ("a|b|c\n", "|"),
+        ('"x;y",b,c\n', ","),
+        ("single\n", ","),
+    ],
+)
 def test_sniff_delimiter(header, expected):
     assert sniff_delimiter(header) == expected
 
 
 def test_stage_rows_reasons_and_row_ids():
-    df = pd.DataFrame([r for r, _ in EDGE_ROWS],
-                      columns=["entity_id", "entity_name", "text", "text_date", "target_date", "outcome"])
+    df = pd.DataFrame(
+        [r for r, _ in EDGE_ROWS], columns=["entity_id", "entity_name", "text", "text_date", "target_date", "outcome"]
+    )
     df = df.where(df != "", None)
     staged = stage_rows(df, InputSettings.with_defaults(column_map={**CMAP, "ticker": None}))
     assert [None if pd.isna(r) else r for r in staged["reject_reason"]] == [e for _, e in EDGE_ROWS]
@@ -168,12 +189,17 @@ def test_stage_rows_reasons_and_row_ids():
 def test_row_ids_given_for_some_rows_are_kept_and_the_others_derived():
     """Only rows without a given id are hashed; the derived ids are those of a file with
     no id column at all (sha256 of entity_id|text_date|text, the entity id as validated)."""
-    df = pd.DataFrame({
-        "id": ["given-1", None, " given-3 ", "  "],
-        "entity_id": ["E1", " E2", "E3", "E4"], "entity_name": ["F"] * 4, "text": ["a", "b", "c", "d"],
-        "text_date": ["2021-03-01", "2021-03-02T09:00:00", "2021-03-03", "2021-03-04"],
-        "target_date": ["2021-03-05"] * 4, "outcome": ["0.1"] * 4,
-    })
+    df = pd.DataFrame(
+        {
+            "id": ["given-1", None, " given-3 ", "  "],
+            "entity_id": ["E1", " E2", "E3", "E4"],
+            "entity_name": ["F"] * 4,
+            "text": ["a", "b", "c", "d"],
+            "text_date": ["2021-03-01", "2021-03-02T09:00:00", "2021-03-03", "2021-03-04"],
+            "target_date": ["2021-03-05"] * 4,
+            "outcome": ["0.1"] * 4,
+        }
+    )
     staged = stage_rows(df, InputSettings.with_defaults(column_map={**CMAP, "row_id": "id", "ticker": None}))
     b = hashlib.sha256(b"E2|2021-03-02|b").hexdigest()[:16]
     d = hashlib.sha256(b"E4|2021-03-04|d").hexdigest()[:16]
@@ -184,8 +210,16 @@ def test_row_ids_given_for_some_rows_are_kept_and_the_others_derived():
 
 
 def test_subsample_setting_is_order_free(tmp_path):
-    df = pd.DataFrame({"entity_id": [f"E{i}" for i in range(50)], "entity_name": "F", "text": "t",
-                       "text_date": "2021-01-01", "target_date": "2021-01-02", "outcome": "1"})
+    df = pd.DataFrame(
+        {
+            "entity_id": [f"E{i}" for i in range(50)],
+            "entity_name": "F",
+            "text": "t",
+            "text_date": "2021-01-01",
+            "target_date": "2021-01-02",
+            "outcome": "1",
+        }
+    )
     settings = InputSettings.with_defaults(column_map={**CMAP, "ticker": None}, subsample_rows=9, subsample_seed=4)
     a = stage_rows(df, settings)
     b = stage_rows(df.iloc[::-1].reset_index(drop=True), settings)
@@ -271,8 +305,7 @@ def test_jobs_and_staging_agree_on_a_semicolon_csv_of_edge_cases(tmp_path):
 def test_jobs_and_staging_agree_on_new_york_parquet_and_subsample(tmp_path):
     path = tmp_path / "OBS.PARQUET"
     _ny_parquet(path)
-    vars_ = {"data_path": str(path), "column_map": CMAP, "extra_columns": ["small"],
-             "subsample_rows": 37, "subsample_seed": 5}
+    vars_ = {"data_path": str(path), "column_map": CMAP, "extra_columns": ["small"], "subsample_rows": 37, "subsample_seed": 5}
     staged = _dbt_stage(tmp_path, vars_)
     assert staged["reject_reason"].isna().all()  # no evening row dropped
     assert staged["in_subsample"].sum() == 37
@@ -282,13 +315,20 @@ def test_jobs_and_staging_agree_on_new_york_parquet_and_subsample(tmp_path):
     assert len(valid) == 37
 
 
-@pytest.mark.parametrize("content, message", [
-    ("", r"error: setting 'data_path': file '.*obs.csv' is empty \(0 bytes\)"),
-    ("entity_id,entity_name,ticker,text,text_date,target_date,outcome\n",
-     r"error: setting 'data_path': '.*obs.csv' has a header but no data rows"),
-    ("entity_id,entity_name,ticker,text,text_date,target_date,outcome\nE1,F,T,x,10/05/2021,2021-06-01,1\n",
-     r"stopped: no valid rows in .*obs.csv \(1 rejected: 1 ambiguous text_date\)"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("", r"error: setting 'data_path': file '.*obs.csv' is empty \(0 bytes\)"),
+        (
+            "entity_id,entity_name,ticker,text,text_date,target_date,outcome\n",
+            r"error: setting 'data_path': '.*obs.csv' has a header but no data rows",
+        ),
+        (
+            "entity_id,entity_name,ticker,text,text_date,target_date,outcome\nE1,F,T,x,10/05/2021,2021-06-01,1\n",
+            r"stopped: no valid rows in .*obs.csv \(1 rejected: 1 ambiguous text_date\)",
+        ),
+    ],
+)
 def test_jobs_stop_on_bad_input_with_one_line(tmp_path, content, message):
     """The real job entry point, before any model is loaded: one line, no traceback."""
     import re
@@ -300,11 +340,23 @@ def test_jobs_stop_on_bad_input_with_one_line(tmp_path, content, message):
 
     (tmp_path / "obs.csv").write_text(content)
     study = tmp_path / "study.yml"
-    study.write_text(yaml.safe_dump({**read_study_file(default_study_path()),  # the demo's text
-                                     "data_path": str(tmp_path / "obs.csv"), "column_map": CMAP,
-                                     "raw_dir": str(tmp_path / "raw")}))
-    proc = subprocess.run([sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    study.write_text(
+        yaml.safe_dump(
+            {
+                **read_study_file(default_study_path()),  # the demo's text
+                "data_path": str(tmp_path / "obs.csv"),
+                "column_map": CMAP,
+                "raw_dir": str(tmp_path / "raw"),
+            }
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert re.search(message, proc.stderr), proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
@@ -365,11 +417,14 @@ def test_chunked_scan_stages_every_row_as_the_whole_file_does(tmp_path, chunk_ro
     assert scan.chunk_sizes == [min(chunk_rows, scan.n - i) for i in range(0, scan.n, chunk_rows)]
     assert sum(r == "duplicate row" for r in rejects["reject_reason"]) >= 2  # the case is exercised
     if subsample is None and chunk_rows < scan.n:  # ... across chunks: a duplicate of a row in an earlier chunk
-        first_at = dict(zip(rows["row_id"], rows["source_row_number"]))
+        first_at = dict(zip(rows["row_id"], rows["source_row_number"], strict=False))
         dups = rejects[rejects["reject_reason"] == "duplicate row"]
-        assert any((first_at[r] - 1) // chunk_rows < (n - 1) // chunk_rows
-                   for r, n in zip(dups["row_id"], dups["source_row_number"]) if r in first_at)
-    got_rows, got_rejects = (pd.concat(parts, ignore_index=True) for parts in zip(*scan.chunks()))
+        assert any(
+            (first_at[r] - 1) // chunk_rows < (n - 1) // chunk_rows
+            for r, n in zip(dups["row_id"], dups["source_row_number"], strict=False)
+            if r in first_at
+        )
+    got_rows, got_rejects = (pd.concat(parts, ignore_index=True) for parts in zip(*scan.chunks(), strict=False))
     pd.testing.assert_frame_equal(got_rows.astype(object), rows.astype(object))
     pd.testing.assert_frame_equal(got_rejects.astype(object), rejects.astype(object))
     assert scan.reject_counts().to_dict() == rejects["reject_reason"].value_counts().to_dict()
@@ -384,8 +439,11 @@ def test_chunked_scan_names_a_repeated_row_id_across_chunks(tmp_path):
 
     path = tmp_path / "obs.csv"
     ids = ["a", "b", "c", "d", "b", "e", "a", "b"]
-    path.write_text("id,entity_id,entity_name,text,text_date,target_date,outcome\n" + "".join(
-        f"{i},E1,Firm,text {n},2021-03-01,2021-03-02,0.1\n" for n, i in enumerate(ids)), encoding="utf-8")
+    path.write_text(
+        "id,entity_id,entity_name,text,text_date,target_date,outcome\n"
+        + "".join(f"{i},E1,Firm,text {n},2021-03-01,2021-03-02,0.1\n" for n, i in enumerate(ids)),
+        encoding="utf-8",
+    )
     settings = InputSettings.with_defaults(column_map={**CMAP, "row_id": "id", "ticker": None})
     with pytest.raises(StudyConfigError) as whole:
         _whole_file(settings, path)

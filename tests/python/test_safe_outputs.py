@@ -26,8 +26,15 @@ from lookahead.paper.render import latex_escape
 from lookahead.safe_output import FORMULA_START, safe_frame, spreadsheet_cell, strip_controls
 from lookahead.stats.stata import export_stata_panels
 
-FORMULAS = ['=HYPERLINK("http://evil.example","x")', "@SUM(1+1)", "-2+3+cmd|' /C calc'!A0",
-            "+1+1", "\t=1+1", "\r=1+1", "=1+1\x00"]
+FORMULAS = [
+    '=HYPERLINK("http://evil.example","x")',
+    "@SUM(1+1)",
+    "-2+3+cmd|' /C calc'!A0",
+    "+1+1",
+    "\t=1+1",
+    "\r=1+1",
+    "=1+1\x00",
+]
 ANSI = "\x1b[31mACME\x1b[0m\x00\x07\u202eevil"
 CONTROL_BYTES = [b"\x00", b"\x1b", b"\x07", "\u202e".encode()]
 
@@ -36,18 +43,25 @@ def _plant(db: Path) -> None:
     con = duckdb.connect(str(db))
     try:
         con.execute("create table panel_pre as select 'r1' as row_id, 1.0 as outcome")
-        con.execute("create table regression_results as select 'detection' as spec, 'pre' as sample, "
-                    "'mu_hat' as term, -2.5 as estimate")
+        con.execute(
+            "create table regression_results as select 'detection' as spec, 'pre' as sample, 'mu_hat' as term, -2.5 as estimate"
+        )
         con.execute("create table verdict as select 'No evidence' as verdict, -0.25 as beta3")
-        rows = pd.DataFrame({"source_row_number": range(len(FORMULAS) + 3),
-                             "entity_id": [*FORMULAS, ANSI, "-2.5", "-1e-05"],
-                             "raw_outcome": ["-2.5", "=2+5", "@x", "+7", "-inf", "ok", "", "-"] + [""] * 2,
-                             "reason": "outcome is not a number"})
+        rows = pd.DataFrame(
+            {
+                "source_row_number": range(len(FORMULAS) + 3),
+                "entity_id": [*FORMULAS, ANSI, "-2.5", "-1e-05"],
+                "raw_outcome": ["-2.5", "=2+5", "@x", "+7", "-inf", "ok", "", "-"] + [""] * 2,
+                "reason": "outcome is not a number",
+            }
+        )
         con.register("rows_df", rows)
         con.execute("create table rejected_rows as select * from rows_df")
-        con.execute("create table study_settings as select 'demo' as study_name, "
-                    "'=HYPERLINK(\"http://evil.example\",\"x\")' as outcome_description, -3 as mink_k, "
-                    "'{\"outcome_description\": \"=1+1\"}' as settings_json")
+        con.execute(
+            "create table study_settings as select 'demo' as study_name, "
+            '\'=HYPERLINK("http://evil.example","x")\' as outcome_description, -3 as mink_k, '
+            '\'{"outcome_description": "=1+1"}\' as settings_json'
+        )
     finally:
         con.close()
 
@@ -101,9 +115,17 @@ def test_report_csvs_hold_no_formula_and_no_control_byte(exported: Path) -> None
 
 
 def test_stata_panels_carry_no_control_byte(tmp_path: Path) -> None:
-    panel = pd.DataFrame({"row_id": ["r1\x1b[2J", "r2"], "entity_id": [ANSI, "=1+1"],
-                          "text_date": ["2021-01-04", "2021-01-05"], "target_date": ["2021-01-05", "2021-01-06"],
-                          "outcome": [1.0, -2.5], "mu_hat": [1.0, -1.0], "lap": [0.5, 0.2]})
+    panel = pd.DataFrame(
+        {
+            "row_id": ["r1\x1b[2J", "r2"],
+            "entity_id": [ANSI, "=1+1"],
+            "text_date": ["2021-01-04", "2021-01-05"],
+            "target_date": ["2021-01-05", "2021-01-06"],
+            "outcome": [1.0, -2.5],
+            "mu_hat": [1.0, -1.0],
+            "lap": [0.5, 0.2],
+        }
+    )
     written = export_stata_panels(panel, None, tmp_path)
     assert written
     data = written[0].read_bytes()
@@ -126,26 +148,46 @@ def test_latex_tables_carry_no_control_byte_and_no_blank_line() -> None:
 
 
 def test_report_pages_carry_no_control_byte() -> None:
-    sec = Section("answer", "Study\x1b[2J", "lead\x00", [Para(f"entity {ANSI}"),
-                                                     Table(pd.DataFrame({"e": [ANSI]}), "t")], level=1)
+    sec = Section(
+        "answer", "Study\x1b[2J", "lead\x00", [Para(f"entity {ANSI}"), Table(pd.DataFrame({"e": [ANSI]}), "t")], level=1
+    )
     md = render_markdown([sec])
     page = page_html.render([sec], "title\x1b]0;owned\x07")
     for text in (md, page.split('<script type="module">', 1)[0]):
         assert not any(ch in text for ch in ("\x00", "\x1b", "\x07", "\u202e")), text[:200]
 
 
-@pytest.mark.parametrize("value,expected", [
-    ("=1+1", "'=1+1"), ("+1+1", "'+1+1"), ("-1+1", "'-1+1"), ("@SUM(A1)", "'@SUM(A1)"),
-    ("\t=1", "'\t=1"), ("\r=1", "'\n=1"), ("a\r\nb\rc", "a\nb\nc"), ("-2.5", "-2.5"), ("+3", "+3"), ("-1e-05", "-1e-05"),
-    ("-inf", "-inf"), ("-", "'-"), ("plain", "plain"), ("a=b", "a=b"), ("", ""),
-    ("=\x00HYPERLINK", "'=HYPERLINK"), (-2.5, -2.5), (None, None)])
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        ("=1+1", "'=1+1"),
+        ("+1+1", "'+1+1"),
+        ("-1+1", "'-1+1"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\t=1", "'\t=1"),
+        ("\r=1", "'\n=1"),
+        ("a\r\nb\rc", "a\nb\nc"),
+        ("-2.5", "-2.5"),
+        ("+3", "+3"),
+        ("-1e-05", "-1e-05"),
+        ("-inf", "-inf"),
+        ("-", "'-"),
+        ("plain", "plain"),
+        ("a=b", "a=b"),
+        ("", ""),
+        ("=\x00HYPERLINK", "'=HYPERLINK"),
+        (-2.5, -2.5),
+        (None, None),
+    ],
+)
 def test_spreadsheet_cell_rule(value, expected) -> None:
     assert spreadsheet_cell(value) == expected
 
 
 def test_safe_frame_touches_only_text_columns() -> None:
-    df = pd.DataFrame({"n": [-1.5, 2.0], "s": ["=x", "-3"], "b": [True, False],
-                       "d": pd.to_datetime(["2021-01-01", "2021-02-01"])})
+    df = pd.DataFrame(
+        {"n": [-1.5, 2.0], "s": ["=x", "-3"], "b": [True, False], "d": pd.to_datetime(["2021-01-01", "2021-02-01"])}
+    )
     out = safe_frame(df)
     assert out["n"].tolist() == [-1.5, 2.0] and out["b"].tolist() == [True, False]
     assert out["s"].tolist() == ["'=x", "-3"] and out["d"].equals(df["d"])
@@ -154,8 +196,7 @@ def test_safe_frame_touches_only_text_columns() -> None:
 
 # ------------------------------------------------------------------ through a real build
 
-HOSTILE_ROWS = ['=HYPERLINK("http://evil.example","x")', "@SUM(1+1)", "-2+3+cmd|' /C calc'!A0",
-                "a\x00b", "\x1b[31mred\x1b[0m"]
+HOSTILE_ROWS = ['=HYPERLINK("http://evil.example","x")', "@SUM(1+1)", "-2+3+cmd|' /C calc'!A0", "a\x00b", "\x1b[31mred\x1b[0m"]
 
 
 def test_a_built_study_reports_no_formula_and_no_control_byte(tmp_path: Path) -> None:
@@ -174,8 +215,12 @@ def test_a_built_study_reports_no_formula_and_no_control_byte(tmp_path: Path) ->
     bad["outcome"] = HOSTILE_ROWS  # not a number: each row is rejected, whole, into rejected_rows
     bad["entity_name"] = HOSTILE_ROWS
     pd.concat([obs, bad]).to_csv(study.data_path, index=False)
-    vars_ = {**study.vars, "outcome_description": '=HYPERLINK("http://evil.example","x")',
-             "results_dir": str(tmp_path / "results"), "outputs_dir": str(tmp_path / "outputs")}
+    vars_ = {
+        **study.vars,
+        "outcome_description": '=HYPERLINK("http://evil.example","x")',
+        "results_dir": str(tmp_path / "results"),
+        "outputs_dir": str(tmp_path / "outputs"),
+    }
     res = run_dbt(["build"], vars_, tmp_path / "db.duckdb")
     assert res.returncode == 0, res.output[-3000:]
     files = write_report(Study(vars=resolve(vars_)), database=tmp_path / "db.duckdb")
@@ -204,5 +249,9 @@ def test_safe_frame_on_object_columns_mixed_and_wide() -> None:
         got = safe_frame(pd.DataFrame({"c": col}))["c"].tolist()
         want = [spreadsheet_cell(v) if isinstance(v, str) else v for v in col.tolist()]
         assert [None if pd.isna(v) else v for v in got] == [None if pd.isna(v) else v for v in want]
-    assert safe_frame(pd.DataFrame({"c": pd.Series(cells, dtype=object)}), formulas=False)["c"].tolist()[:4] == \
-        ["=x", None, "-2.5", "a"]
+    assert safe_frame(pd.DataFrame({"c": pd.Series(cells, dtype=object)}), formulas=False)["c"].tolist()[:4] == [
+        "=x",
+        None,
+        "-2.5",
+        "a",
+    ]

@@ -90,35 +90,40 @@ def test_mink_hand_cases():
 
 
 LABELS = {"up": 1, "down": -1}
-MULTI = {"significantly increase": 2, "increase": 1, "decrease": -1, "significantly decrease": -2,
-         "no change": 0}
+MULTI = {"significantly increase": 2, "increase": 1, "decrease": -1, "significantly decrease": -2, "no change": 0}
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("up", ("up", 1.0)),
-    ("Up.", ("up", 1.0)),
-    ("  DOWN\n", ("down", -1.0)),
-    ("The stock will go up.", ("up", 1.0)),
-    ("Down - the headline is negative", ("down", -1.0)),
-    ("up or down", ("up", 1.0)),  # starts with a label: that label
-    ("It could go up or down", (None, None)),  # ambiguous: never guessed
-    ("upward", (None, None)),  # whole words only
-    ("", (None, None)),
-    (None, (None, None)),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("up", ("up", 1.0)),
+        ("Up.", ("up", 1.0)),
+        ("  DOWN\n", ("down", -1.0)),
+        ("The stock will go up.", ("up", 1.0)),
+        ("Down - the headline is negative", ("down", -1.0)),
+        ("up or down", ("up", 1.0)),  # starts with a label: that label
+        ("It could go up or down", (None, None)),  # ambiguous: never guessed
+        ("upward", (None, None)),  # whole words only
+        ("", (None, None)),
+        (None, (None, None)),
+    ],
+)
 def test_parse_forecast_simple(text, expected):
     assert parse_forecast(text, LABELS) == expected
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("Significantly increase", ("significantly increase", 2.0)),
-    ("I expect it to significantly increase.", ("significantly increase", 2.0)),
-    ("increase", ("increase", 1.0)),
-    ("Prices will increase slightly", ("increase", 1.0)),
-    ("no change expected", ("no change", 0.0)),
-    ("significantly decrease, not increase", ("significantly decrease", -2.0)),
-    ("it may increase or decrease", (None, None)),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Significantly increase", ("significantly increase", 2.0)),
+        ("I expect it to significantly increase.", ("significantly increase", 2.0)),
+        ("increase", ("increase", 1.0)),
+        ("Prices will increase slightly", ("increase", 1.0)),
+        ("no change expected", ("no change", 0.0)),
+        ("significantly decrease, not increase", ("significantly decrease", -2.0)),
+        ("it may increase or decrease", (None, None)),
+    ],
+)
 def test_parse_forecast_multiword_longest_match(text, expected):
     assert parse_forecast(text, MULTI) == expected
 
@@ -129,14 +134,17 @@ def test_numeric_labels_keep_sign():
     assert normalize_response("Up, 0.8!") == "up 0.8"
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("up. Confidence: 80%", 0.8),
-    ("down (confidence 0.65)", 0.65),
-    ("Up with 70 percent probability", 0.7),
-    ("up, 90%", 0.9),
-    ("up", None),
-    ("confidence: 250", None),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("up. Confidence: 80%", 0.8),
+        ("down (confidence 0.65)", 0.65),
+        ("Up with 70 percent probability", 0.7),
+        ("up, 90%", 0.9),
+        ("up", None),
+        ("confidence: 250", None),
+    ],
+)
 def test_stated_confidence(text, expected):
     got = parse_stated_confidence(text)
     assert got == (pytest.approx(expected) if expected is not None else None)
@@ -157,9 +165,21 @@ def test_render_forecast_verbatim_and_errors():
 
 def test_render_recall_is_date_only():
     t = "On {target_date}, did {outcome_description} of {entity_name} ({ticker}) move vs {reference_period}?"
-    out = render_recall(t, outcome_description="the close", reference_period="the prior day",
-                        entity_name="Acme", ticker="ACM", target_date="2021-01-05")
+    out = render_recall(
+        t,
+        outcome_description="the close",
+        reference_period="the prior day",
+        entity_name="Acme",
+        ticker="ACM",
+        target_date="2021-01-05",
+    )
     assert out == "On 2021-01-05, did the close of Acme (ACM) move vs the prior day?"
     with pytest.raises(PromptError, match="text"):
-        render_recall("{text} on {target_date}", outcome_description="", reference_period="",
-                      entity_name="A", ticker=None, target_date="2021-01-05")
+        render_recall(
+            "{text} on {target_date}",
+            outcome_description="",
+            reference_period="",
+            entity_name="A",
+            ticker=None,
+            target_date="2021-01-05",
+        )

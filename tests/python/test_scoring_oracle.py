@@ -26,8 +26,25 @@ MINK_K = 0.3
 LABELS = {"up": "Up ", "down": "down", "unknown": "unknown"}  # a label with a stray space and case
 PY_SPACE = [chr(i) for i in range(0x110000) if chr(i).isspace()]
 TRICKY = ["\u200b", "\u0130", "\u212a", "\u00df", "\ufeff", ".", "-", "_"]  # not whitespace to Python
-WORDS = ["up", "down", "unknown", "upward", "u p", "downs", "unknow", "UNKNOWN", "Up", "uP", "DOWN",
-         "\u0130", "i", "k", "\u212a", "", " "]
+WORDS = [
+    "up",
+    "down",
+    "unknown",
+    "upward",
+    "u p",
+    "downs",
+    "unknow",
+    "UNKNOWN",
+    "Up",
+    "uP",
+    "DOWN",
+    "\u0130",
+    "i",
+    "k",
+    "\u212a",
+    "",
+    " ",
+]
 
 
 def _token(rng: np.random.Generator) -> str | None:
@@ -54,19 +71,27 @@ def recall_corpus(seed: int = 11) -> list[dict]:
     rng = np.random.default_rng(seed)
     lines = []
     for i in range(N_RECALL):
-        line = {"key": f"r{i}", "task": "recall", "model_id": "oracle", "backend": "fixture",
-                "entity_id": "E1", "target_date": "2021-01-05", "prompt": "p", "params": {},
-                "approximated": False, "finished_at": "2026-01-01T00:00:00Z"}
+        line = {
+            "key": f"r{i}",
+            "task": "recall",
+            "model_id": "oracle",
+            "backend": "fixture",
+            "entity_id": "E1",
+            "target_date": "2021-01-05",
+            "prompt": "p",
+            "params": {},
+            "approximated": False,
+            "finished_at": "2026-01-01T00:00:00Z",
+        }
         if i % 25 == 0:  # sampling fallback
-            line.update(approximated=True, top_logprobs=None,
-                        samples=[_token(rng) or "up" for _ in range(int(rng.integers(25, 40)))])
+            line.update(
+                approximated=True, top_logprobs=None, samples=[_token(rng) or "up" for _ in range(int(rng.integers(25, 40)))]
+            )
         else:
             n = int(rng.integers(0, 25))
             ids = rng.integers(0, 12, size=n)  # small pool: repeated ids with other log-probs
             line["top_logprobs"] = [
-                {"token_id": None if rng.random() < 0.1 else int(t), "token": _token(rng),
-                 "logprob": _logprob(rng)}
-                for t in ids
+                {"token_id": None if rng.random() < 0.1 else int(t), "token": _token(rng), "logprob": _logprob(rng)} for t in ids
             ]
         lines.append(line)
     return lines
@@ -79,11 +104,20 @@ def mink_corpus(seed: int = 12) -> list[dict]:
         n = int(rng.integers(1, 60))
         first = None if rng.random() < 0.8 else float(-rng.exponential())
         lps = [first] + [_logprob(rng, p_odd=0.01) for _ in range(n - 1)]
-        lines.append({"key": f"m{i}", "task": "mink", "model_id": "oracle", "backend": "fixture",
-                      "row_id": f"row{i}", "prompt": "p", "params": {}, "approximated": False,
-                      "prompt_logprobs": [{"token_id": j, "token": f"t{j}", "logprob": lp}
-                                          for j, lp in enumerate(lps)],
-                      "finished_at": "2026-01-01T00:00:00Z"})
+        lines.append(
+            {
+                "key": f"m{i}",
+                "task": "mink",
+                "model_id": "oracle",
+                "backend": "fixture",
+                "row_id": f"row{i}",
+                "prompt": "p",
+                "params": {},
+                "approximated": False,
+                "prompt_logprobs": [{"token_id": j, "token": f"t{j}", "logprob": lp} for j, lp in enumerate(lps)],
+                "finished_at": "2026-01-01T00:00:00Z",
+            }
+        )
     return lines
 
 
@@ -113,8 +147,13 @@ def scored(tmp_path_factory):
             fh.writelines(json.dumps(line) + "\n" for line in lines)  # NaN/Infinity as JSON allows
     from lookahead.config import default_study_path, read_study_file
 
-    vars_ = {**read_study_file(default_study_path()),  # the demo study's text, this cache
-             "raw_dir": str(raw), "recall_labels": LABELS, "mink_k": MINK_K, "model_id": "oracle"}
+    vars_ = {
+        **read_study_file(default_study_path()),  # the demo study's text, this cache
+        "raw_dir": str(raw),
+        "recall_labels": LABELS,
+        "mink_k": MINK_K,
+        "model_id": "oracle",
+    }
     res = run_dbt(["run", "--select", "stg_recall_responses", "stg_mink_scores"], vars_, root / "db.duckdb")
     assert res.returncode == 0, res.output[-3000:]
     return recall, mink, res
@@ -126,7 +165,7 @@ def _rows(res, table: str) -> dict[str, dict]:
     try:
         cur = con.execute(f"select * from {table}")
         names = [d[0] for d in cur.description]
-        return {r[0]: dict(zip(names, r)) for r in cur.fetchall()}
+        return {r[0]: dict(zip(names, r, strict=False)) for r in cur.fetchall()}
     finally:
         con.close()
 
@@ -141,8 +180,9 @@ def test_corpus_is_large_and_has_every_edge_case():
     assert any(t["token_id"] is None for t in entries)
     assert any(t["logprob"] is not None and math.isnan(t["logprob"]) for t in entries)
     by_line_dupes = sum(
-        1 for line in recall if line.get("top_logprobs")
-        and len({t["token_id"] for t in line["top_logprobs"]}) < len(line["top_logprobs"])
+        1
+        for line in recall
+        if line.get("top_logprobs") and len({t["token_id"] for t in line["top_logprobs"]}) < len(line["top_logprobs"])
     )
     assert by_line_dupes > 500
 

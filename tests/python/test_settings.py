@@ -55,8 +55,9 @@ def test_dbt_vars_and_profile_are_generated_from_the_schema():
     assert resolve(dbt_vars, base=default) == default  # the default study's values
 
 
-@pytest.mark.parametrize("drop", ["model_path", "training_cutoff", "outcome_description",
-                                  "forecast_prompt", "recall_labels", "raw_dir", "column_map"])
+@pytest.mark.parametrize(
+    "drop", ["model_path", "training_cutoff", "outcome_description", "forecast_prompt", "recall_labels", "raw_dir", "column_map"]
+)
 def test_a_study_file_never_inherits_an_identifying_setting(tmp_path, drop):
     study = {k: v for k, v in DEMO.items() if k != drop}
     with pytest.raises(StudyConfigError, match=rf"^setting '{drop}' is missing: a study must give it"):
@@ -72,19 +73,24 @@ def test_endpoint_replaces_model_path_for_the_openai_backend(tmp_path):
     assert load_study(_write(tmp_path, study)).backend.model_path is None
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"trainig_cutoff": "2021-12-31"}, "setting 'trainig_cutoff' is not a study setting (did you mean 'training_cutoff'?)"),
-    ({"training_cutoff": 20211231}, "setting 'training_cutoff': 20211231 is not a date (write it quoted, 'YYYY-MM-DD')"),
-    ({"training_cutoff": 2021}, "setting 'training_cutoff': 2021 is not a date"),
-    ({"nw_lag": "abc"}, "setting 'nw_lag': 'abc' is not a whole number"),
-    ({"mink_k": 0}, "setting 'mink_k': 0.0 must be greater than 0"),
-    ({"cluster": "firm"}, "setting 'cluster': 'firm' is not one of entity, period, date, none"),
-    ({"use_chat_template": "yes"}, "setting 'use_chat_template': 'yes' is not true or false"),
-    ({"forecast_labels": {"up": "1"}}, "setting 'forecast_labels.up': '1' is not a number"),
-    ({"column_map": {**DEMO["column_map"], "txt": "text"}},
-     "setting 'column_map.txt': not a protocol column (did you mean 'text'?)"),
-    ({"moderator_column": "small"}, "setting 'moderator_column': 'small' must be one of extra_columns"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"trainig_cutoff": "2021-12-31"}, "setting 'trainig_cutoff' is not a study setting (did you mean 'training_cutoff'?)"),
+        ({"training_cutoff": 20211231}, "setting 'training_cutoff': 20211231 is not a date (write it quoted, 'YYYY-MM-DD')"),
+        ({"training_cutoff": 2021}, "setting 'training_cutoff': 2021 is not a date"),
+        ({"nw_lag": "abc"}, "setting 'nw_lag': 'abc' is not a whole number"),
+        ({"mink_k": 0}, "setting 'mink_k': 0.0 must be greater than 0"),
+        ({"cluster": "firm"}, "setting 'cluster': 'firm' is not one of entity, period, date, none"),
+        ({"use_chat_template": "yes"}, "setting 'use_chat_template': 'yes' is not true or false"),
+        ({"forecast_labels": {"up": "1"}}, "setting 'forecast_labels.up': '1' is not a number"),
+        (
+            {"column_map": {**DEMO["column_map"], "txt": "text"}},
+            "setting 'column_map.txt': not a protocol column (did you mean 'text'?)",
+        ),
+        ({"moderator_column": "small"}, "setting 'moderator_column': 'small' must be one of extra_columns"),
+    ],
+)
 def test_bad_settings_name_the_setting(tmp_path, change, message):
     with pytest.raises(StudyConfigError) as err:
         load_study(_write(tmp_path, {**DEMO, **change}))
@@ -121,8 +127,7 @@ def test_dbt_check_and_python_loader_agree():
     assert check_dbt_vars(json.dumps(ours), "{}") == ""
     assert check_dbt_vars(json.dumps({**ours, "bootstrap_draws": 0}), "{bootstrap_draws: 0}") == ""
     assert study_from_dbt_vars("{bootstrap_draws: 0}").paper.bootstrap_draws == 0
-    assert check_dbt_vars(json.dumps(ours), "{training_cutoff: 2023-12-31}").startswith(
-        "setting 'study_name' is missing")
+    assert check_dbt_vars(json.dumps(ours), "{training_cutoff: 2023-12-31}").startswith("setting 'study_name' is missing")
     assert "regenerate dbt_project.yml" in check_dbt_vars(json.dumps({**ours, "mink_k": 0.3}), "{}")
     full = json.dumps(DEMO, default=str)
     assert study_from_dbt_vars(full).vars == ours
@@ -144,11 +149,11 @@ def test_study_file_resolves_from_any_working_directory(tmp_path):
     study's own folder."""
     _write(tmp_path, {**DEMO, "study_name": "cwd_test", "trainig_cutoff": "x"})
     lookahead = Path(sys.executable).with_name("lookahead")
-    proc = subprocess.run([str(lookahead), "report", "--study", "study.yml"], cwd=tmp_path,
-                          capture_output=True, text=True)
+    proc = subprocess.run([str(lookahead), "report", "--study", "study.yml"], cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 2
-    assert re.fullmatch(r"error: setting 'trainig_cutoff' is not a study setting \(did you mean 'training_cutoff'\?\)\n",
-                        proc.stderr), proc.stderr
+    assert re.fullmatch(
+        r"error: setting 'trainig_cutoff' is not a study setting \(did you mean 'training_cutoff'\?\)\n", proc.stderr
+    ), proc.stderr
 
 
 def test_backends_are_the_declared_choices():
@@ -160,22 +165,31 @@ def test_backends_are_the_declared_choices():
     assert set(BACKENDS) == set(CHOICES["backend"])
 
 
-@pytest.mark.parametrize("name, value, expected", [
-    ("csv_delimiter", ";", ";"), ("csv_delimiter", None, None), ("subsample_rows", 5, 5),
-    ("subsample_rows", None, None), ("subsample_seed", None, 0),
-])
+@pytest.mark.parametrize(
+    "name, value, expected",
+    [
+        ("csv_delimiter", ";", ";"),
+        ("csv_delimiter", None, None),
+        ("subsample_rows", 5, 5),
+        ("subsample_rows", None, None),
+        ("subsample_seed", None, 0),
+    ],
+)
 def test_one_setting_is_checked_by_its_declared_rule(name, value, expected):
     from lookahead.config import check_setting
 
     assert check_setting(name, value) == expected
 
 
-@pytest.mark.parametrize("name, value, pattern", [
-    ("csv_delimiter", "::", r"setting 'csv_delimiter': '::' is not one of"),
-    ("subsample_rows", 0, r"setting 'subsample_rows': 0 is below its minimum 1"),
-    ("subsample_seed", 1.5, r"setting 'subsample_seed': 1.5 is not a whole number"),
-    ("csv_delimter", ",", r"csv_delimiter"),
-])
+@pytest.mark.parametrize(
+    "name, value, pattern",
+    [
+        ("csv_delimiter", "::", r"setting 'csv_delimiter': '::' is not one of"),
+        ("subsample_rows", 0, r"setting 'subsample_rows': 0 is below its minimum 1"),
+        ("subsample_seed", 1.5, r"setting 'subsample_seed': 1.5 is not a whole number"),
+        ("csv_delimter", ",", r"csv_delimiter"),
+    ],
+)
 def test_one_bad_setting_names_itself(name, value, pattern):
     from lookahead.config import check_setting
 

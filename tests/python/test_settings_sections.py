@@ -57,21 +57,28 @@ def string_lookups(root: Path = PROJECT_ROOT) -> list[str]:
                 if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
                     key = node.slice.value if isinstance(node.slice, ast.Constant) else None
                     on = node.value
-                elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                      and node.func.attr in ("get", "path") and node.args):
+                elif (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("get", "path")
+                    and node.args
+                ):
                     key = node.args[0].value if isinstance(node.args[0], ast.Constant) else None
                     on = node.func.value
                 on_study = on is not None and _receiver(on) == "study"  # any key: a Study has no lookup
-                if on_study or (isinstance(key, str) and key in names and _receiver(on) not in RECORDS | LOADER_INPUT
-                                and ast.unparse(on) not in DECLARATION):
+                if on_study or (
+                    isinstance(key, str)
+                    and key in names
+                    and _receiver(on) not in RECORDS | LOADER_INPUT
+                    and ast.unparse(on) not in DECLARATION
+                ):
                     found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
     return found
 
 
 def test_no_setting_is_looked_up_by_a_string_outside_the_loader():
     found = string_lookups()
-    assert not found, ("read settings as study.<concern>.<setting> (lookahead/settings_sections.py):\n"
-                       + "\n".join(found))
+    assert not found, "read settings as study.<concern>.<setting> (lookahead/settings_sections.py):\n" + "\n".join(found)
 
 
 def test_the_scan_sees_a_lookup(tmp_path):
@@ -80,9 +87,13 @@ def test_the_scan_sees_a_lookup(tmp_path):
         (tmp_path / folder).mkdir()
     (tmp_path / "llm_jobs" / "planted.py").write_text(
         'def f(ctx, options, rec):\n    a = ctx.study["model_id"]\n    b = options.get("concurrency", 8)\n'
-        '    return a, b, rec["model_id"]\n', encoding="utf-8")
-    assert string_lookups(tmp_path) == ["llm_jobs/planted.py:2: ctx.study['model_id']",
-                                        "llm_jobs/planted.py:3: options.get('concurrency', 8)"]
+        '    return a, b, rec["model_id"]\n',
+        encoding="utf-8",
+    )
+    assert string_lookups(tmp_path) == [
+        "llm_jobs/planted.py:2: ctx.study['model_id']",
+        "llm_jobs/planted.py:3: options.get('concurrency', 8)",
+    ]
 
 
 def test_the_sections_are_generated_from_the_declaration():

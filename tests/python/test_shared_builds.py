@@ -37,8 +37,12 @@ def test_an_unchanged_build_passes_and_a_restored_file_counts_as_unchanged(tmp_p
 def test_a_changed_added_or_removed_file_is_named(tmp_path: Path, change: str) -> None:
     built = _build(tmp_path)
     raw = built.study.raw_dir
-    path = {"database": built.result.db, "input": raw / "forecast.jsonl", "added": raw / "forecast.failures.jsonl",
-            "removed": raw / "forecast.jsonl"}[change]
+    path = {
+        "database": built.result.db,
+        "input": raw / "forecast.jsonl",
+        "added": raw / "forecast.failures.jsonl",
+        "removed": raw / "forecast.jsonl",
+    }[change]
     if change == "removed":
         path.unlink()
     else:

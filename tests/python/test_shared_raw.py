@@ -59,7 +59,8 @@ def test_appends_of_other_keys_keep_a_result_current_and_its_own_keys_do_not(tmp
     with open(f, "ab") as fh:
         fh.write(_line("b", "down"))
     assert raw_reads.changes(raw, recorded, _keys_of("a", "b")) == [
-        "the forecast answers (1 new line in forecast.jsonl for keys this study reads)"]
+        "the forecast answers (1 new line in forecast.jsonl for keys this study reads)"
+    ]
     (raw / "shards" / "study-other" / "mink.jsonl").write_bytes(_line("other") + _line("a"))
     assert len(raw_reads.changes(raw, recorded, _keys_of("a", "b"))) == 2
 
@@ -132,18 +133,25 @@ def _sibling_mink_lines(raw: Path, vars_b: dict[str, Any]) -> bytes:
     for text in (raw / "mink.jsonl").read_text().splitlines():
         line = json.loads(text)
         q = queries[line["row_id"]]
-        out.append(json.dumps({**line, "key": q["key"], "query_text": q["query_text"],
-                               "params": json.loads(q["params_json"]), "zlib_bytes": 40}))
+        out.append(
+            json.dumps(
+                {**line, "key": q["key"], "query_text": q["query_text"], "params": json.loads(q["params_json"]), "zlib_bytes": 40}
+            )
+        )
     return ("\n".join(out) + "\n").encode()
 
 
 def test_two_studies_on_one_raw_dir_stay_current_until_their_own_keys_change(tmp_path: Path) -> None:
     fixture = write_fixture_study(tmp_path / "study", n_entities=16, n_dates=24, cutoff_index=14)
     raw = fixture.raw_dir
-    a = {**fixture.vars, "study_name": "alpha", "results_dir": str(tmp_path / "ra"),
-         "outputs_dir": str(tmp_path / "oa")}
-    b = {**fixture.vars, "study_name": "beta", "lap_measures": ["recall", "mink", "zlib"],
-         "results_dir": str(tmp_path / "rb"), "outputs_dir": str(tmp_path / "ob")}
+    a = {**fixture.vars, "study_name": "alpha", "results_dir": str(tmp_path / "ra"), "outputs_dir": str(tmp_path / "oa")}
+    b = {
+        **fixture.vars,
+        "study_name": "beta",
+        "lap_measures": ["recall", "mink", "zlib"],
+        "results_dir": str(tmp_path / "rb"),
+        "outputs_dir": str(tmp_path / "ob"),
+    }
     db_a, db_b = tmp_path / "alpha.duckdb", tmp_path / "beta.duckdb"
 
     def build(vars_: dict[str, Any], db: Path) -> None:
@@ -175,7 +183,7 @@ def test_two_studies_on_one_raw_dir_stay_current_until_their_own_keys_change(tmp
     # an answer edited in place (same length) in the shared Min-K% file: stale, whoever's line
     data = (raw / "mink.jsonl").read_bytes()
     i = data.index(b'"logprob": -') + len(b'"logprob": -')
-    (raw / "mink.jsonl").write_bytes(data[:i] + (b"1" if data[i:i + 1] != b"1" else b"2") + data[i + 1:])
+    (raw / "mink.jsonl").write_bytes(data[:i] + (b"1" if data[i : i + 1] != b"1" else b"2") + data[i + 1 :])
     for vars_, db, res in ((a, db_a, "ra"), (b, db_b, "rb")):
         why = _report(vars_, db, tmp_path / res)
         assert why is not None and "the mink answers (mink.jsonl rewritten)" in why, why

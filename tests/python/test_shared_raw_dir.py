@@ -12,12 +12,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import pytest
-from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - fixture
+from test_openai_backend import write_openai_study
 
 from lookahead.cache import RawStore, load_cache, plan_path, read_plan
 
@@ -36,11 +37,15 @@ class Job:
     def __init__(self, study: Path, work: Path) -> None:
         work.mkdir(parents=True, exist_ok=True)
         self.out, self.log = work / "out.txt", work / "queries.log"
-        env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1",
-                   LOOKAHEAD_QUERY_LOG=str(self.log))
+        env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", LOOKAHEAD_QUERY_LOG=str(self.log))
         self.fh = open(self.out, "w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
-                                     cwd=ROOT, env=env, stdout=self.fh, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
+            cwd=ROOT,
+            env=env,
+            stdout=self.fh,
+            stderr=subprocess.STDOUT,
+        )
 
     def text(self) -> str:
         return self.out.read_text()
@@ -69,13 +74,19 @@ def n_lines(path: Path) -> int:
 
 
 def studies(tmp_path: Path, url: str, **rows: int) -> dict[str, Path]:
-    opts: dict[str, Any] = {"raw_dir": str(tmp_path / "shared_raw"), "tokenizer_path": None, "model_path": None,
-                            "backend_options": {"backoff_s": 0.01, "timeout_s": 60}}
+    opts: dict[str, Any] = {
+        "raw_dir": str(tmp_path / "shared_raw"),
+        "tokenizer_path": None,
+        "model_path": None,
+        "backend_options": {"backoff_s": 0.01, "timeout_s": 60},
+    }
     return {name: write_openai_study(tmp_path, url, name, n, **opts) for name, n in rows.items()}
 
 
-def test_two_studies_running_together_ask_each_shared_key_once(server_factory: Any,  # noqa: F811
-                                                               tmp_path: Path) -> None:
+def test_two_studies_running_together_ask_each_shared_key_once(
+    server_factory: Any,
+    tmp_path: Path,
+) -> None:
     """study_one (rows r0-r15) holds the shared file; study_two (r0-r23) starts while
     study_one's requests are held: it asks its own 8 rows, says it waits for study_one's
     16, and asks none of them. 24 requests in all, both exit 0, each summary reads every row."""
@@ -108,8 +119,7 @@ def test_two_studies_running_together_ask_each_shared_key_once(server_factory: A
         assert "Traceback" not in j.text()
 
 
-def test_a_killed_holder_leaves_its_keys_to_the_waiter_and_ctrl_c_stops_a_waiter(
-        server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_a_killed_holder_leaves_its_keys_to_the_waiter_and_ctrl_c_stops_a_waiter(server_factory: Any, tmp_path: Path) -> None:
     """study_one writes 4 answers and is held; study_two and study_three wait for it (the
     third also for the second, which said its plan first). Ctrl-C stops the third at
     once (exit 130, nothing asked). study_one is killed (-9): the second asks exactly the
@@ -143,8 +153,10 @@ def test_a_killed_holder_leaves_its_keys_to_the_waiter_and_ctrl_c_stops_a_waiter
 
 
 @pytest.mark.slow
-def test_a_ray_study_waits_for_a_local_study_on_the_same_raw_dir(server_factory: Any,  # noqa: F811
-                                                                  tmp_path: Path) -> None:
+def test_a_ray_study_waits_for_a_local_study_on_the_same_raw_dir(
+    server_factory: Any,
+    tmp_path: Path,
+) -> None:
     """runner: ray on the second study: its driver says the plan, its worker asks its own
     8 rows into a worker shard, and the 16 rows study_one is asking are waited for."""
     pytest.importorskip("ray")
@@ -172,8 +184,7 @@ def _rec(key: str) -> dict:
     from lookahead.cache import REQUIRED_FIELDS
 
     r = {f: None for f in REQUIRED_FIELDS}
-    r.update(key=key, task="forecast", response_text="up", params={}, approximated=False,
-             finished_at="2021-01-01T00:00:00")
+    r.update(key=key, task="forecast", response_text="up", params={}, approximated=False, finished_at="2021-01-01T00:00:00")
     return r
 
 
@@ -183,8 +194,10 @@ def test_plans_are_ordered_said_only_while_writing_and_a_dead_writers_plan_is_no
     removed on close, and a plan whose writer is gone (a killed job's) is ignored and
     removed by the next writer of that file."""
     raw = tmp_path / "raw"
-    with RawStore(raw / "forecast.jsonl", own_shard="study-a-00000000") as a, \
-         RawStore(raw / "forecast.jsonl", read_only_ok=True, own_shard="study-b-11111111") as b:
+    with (
+        RawStore(raw / "forecast.jsonl", own_shard="study-a-00000000") as a,
+        RawStore(raw / "forecast.jsonl", read_only_ok=True, own_shard="study-b-11111111") as b,
+    ):
         assert b.path != a.path
         [holder] = b.earlier_plans()  # the holder has not said what it asks
         assert holder.keys is None and holder.pid == str(os.getpid()) and holder.label == "study-a-00000000"

@@ -12,14 +12,14 @@ from lookahead.stats.stata import export_stata_panels, stata_do_file, write_stat
 
 def test_protocol_commands_cluster_entity():
     text = stata_do_file(StatsSettings(cluster="entity"))
-    assert "use \"outputs/panel_pre\", clear" in text
+    assert 'use "outputs/panel_pre", clear' in text
     assert "reghdfe outcome ud, absorb(entity_num period_num) cluster(entity_num)" in text
     assert "reghdfe outcome ud if high_lap == 1, absorb(entity_num period_num) cluster(entity_num)" in text
     assert "reghdfe outcome ud if high_lap == 0, absorb(entity_num period_num) cluster(entity_num)" in text
     assert "reghdfe outcome c.mu_hat##c.lap, absorb(entity_num period_num) cluster(entity_num)" in text
     assert "ttail(e(df_r), `t3')" in text
-    assert "esttab val_pooled val_high val_low detection using \"results/stata_pre.csv\"" in text
-    assert "use \"outputs/panel_post\", clear" in text
+    assert 'esttab val_pooled val_high val_low detection using "results/stata_pre.csv"' in text
+    assert 'use "outputs/panel_post", clear' in text
 
 
 def test_cluster_settings_map_to_stata_options():
@@ -46,14 +46,21 @@ def test_single_entity_uses_newey_with_stated_lag():
 def test_export_dta_round_trip(tmp_path):
     rng = np.random.default_rng(0)
     n = 30
-    pre = pd.DataFrame({
-        "row_id": [f"r{i}" for i in range(n)], "entity_id": ["AAPL"] * n,
-        "entity_num": rng.integers(1, 4, n), "period_num": rng.integers(1, 5, n),
-        "text_date": pd.date_range("2020-01-01", periods=n).date,
-        "target_date": pd.date_range("2020-01-02", periods=n).date,
-        "outcome": rng.normal(size=n), "mu_hat": rng.choice([-1.0, 1.0], n),
-        "ud": rng.uniform(-1, 1, n), "lap": rng.uniform(0, 1, n), "high_lap": rng.integers(0, 2, n),
-    })
+    pre = pd.DataFrame(
+        {
+            "row_id": [f"r{i}" for i in range(n)],
+            "entity_id": ["AAPL"] * n,
+            "entity_num": rng.integers(1, 4, n),
+            "period_num": rng.integers(1, 5, n),
+            "text_date": pd.date_range("2020-01-01", periods=n).date,
+            "target_date": pd.date_range("2020-01-02", periods=n).date,
+            "outcome": rng.normal(size=n),
+            "mu_hat": rng.choice([-1.0, 1.0], n),
+            "ud": rng.uniform(-1, 1, n),
+            "lap": rng.uniform(0, 1, n),
+            "high_lap": rng.integers(0, 2, n),
+        }
+    )
     written = export_stata_panels(pre, None, tmp_path)
     assert [p.name for p in written] == ["panel_pre.dta"]
     back = pd.read_stata(written[0])

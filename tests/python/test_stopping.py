@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - the fixture
+from test_openai_backend import write_openai_study
 
 from lookahead.runs import dbt_env
 
@@ -47,8 +47,14 @@ def _wait_for(cond: Any, timeout_s: float, what: str) -> None:
 
 
 def _start_run(study: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "lookahead.cli", "run", "--study", str(study), "--yes"],
-                            cwd=ROOT, env=dbt_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "lookahead.cli", "run", "--study", str(study), "--yes"],
+        cwd=ROOT,
+        env=dbt_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _running_job(raw: Path, proc: subprocess.Popen) -> int:
@@ -73,7 +79,7 @@ def _assert_stopped(state: Any, raw: Path, job: int) -> None:
     assert asked < 3 * N_ROWS  # it did stop early (forecast, recall and Min-K% ask N_ROWS each at most)
 
 
-def test_sigterm_reaches_the_job_which_writes_what_it_received(server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_sigterm_reaches_the_job_which_writes_what_it_received(server_factory: Any, tmp_path: Path) -> None:
     url, state = server_factory(delay_s=DELAY_S)
     study = write_openai_study(tmp_path, url, "term", N_ROWS)
     raw = tmp_path / "term" / "raw"
@@ -81,8 +87,14 @@ def test_sigterm_reaches_the_job_which_writes_what_it_received(server_factory: A
     try:
         job = _running_job(raw, proc)
         # a second start while the job writes: one line naming the job's process
-        second = subprocess.run([sys.executable, "-m", "llm_jobs.run_all", "--study", str(study), "--yes"],
-                                cwd=ROOT, env=dbt_env(), capture_output=True, text=True, timeout=300)
+        second = subprocess.run(
+            [sys.executable, "-m", "llm_jobs.run_all", "--study", str(study), "--yes"],
+            cwd=ROOT,
+            env=dbt_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert second.returncode != 0
         assert f"(process {job})" in second.stderr, second.stderr[-2000:]
         assert "Traceback" not in second.stderr
@@ -99,7 +111,7 @@ def test_sigterm_reaches_the_job_which_writes_what_it_received(server_factory: A
     _assert_stopped(state, raw, job)
 
 
-def test_a_killed_wrapper_leaves_no_job_asking(server_factory: Any, tmp_path: Path) -> None:  # noqa: F811
+def test_a_killed_wrapper_leaves_no_job_asking(server_factory: Any, tmp_path: Path) -> None:
     url, state = server_factory(delay_s=DELAY_S)
     study = write_openai_study(tmp_path, url, "kill", N_ROWS)
     raw = tmp_path / "kill" / "raw"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - the fixture
+from test_openai_backend import write_openai_study
 
 
 def whole_line_summary(study: Path, raw: Path, rows_csv: Path) -> pd.DataFrame:
@@ -36,11 +36,20 @@ def whole_line_summary(study: Path, raw: Path, rows_csv: Path) -> pd.DataFrame:
     for r in rows.itertuples():
         rec = records[key_of[r.row_id]]
         label, value = parse_forecast(rec["response_text"], labels)
-        out.append({"row_id": r.row_id, "entity_id": r.entity_id, "text_date": r.text_date,
-                    "target_date": r.target_date, "mu_hat": value, "forecast_label": label,
-                    "first_token_prob": rec.get("first_token_prob"),
-                    "stated_confidence": rec.get("stated_confidence"), "raw_key": key_of[r.row_id],
-                    "response_text": rec["response_text"]})
+        out.append(
+            {
+                "row_id": r.row_id,
+                "entity_id": r.entity_id,
+                "text_date": r.text_date,
+                "target_date": r.target_date,
+                "mu_hat": value,
+                "forecast_label": label,
+                "first_token_prob": rec.get("first_token_prob"),
+                "stated_confidence": rec.get("stated_confidence"),
+                "raw_key": key_of[r.row_id],
+                "response_text": rec["response_text"],
+            }
+        )
     assert len(lines) > len(out)  # the planted lines are there
     return pd.DataFrame(out)
 
@@ -58,7 +67,9 @@ def plant(raw: Path, task: str, lines: list[dict[str, Any]], liar: dict[str, Any
 
 
 def test_streamed_summary_equals_the_whole_line_path_with_planted_lines(
-    server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],  # noqa: F811
+    server_factory: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """40 rows answered by the loopback server, then planted: a line under row 1's key whose
@@ -74,13 +85,16 @@ def test_streamed_summary_equals_the_whole_line_path_with_planted_lines(
     assert forecast.main(["--study", str(study), "--yes"]) == 0
     raw = tmp_path / "s" / "raw"
     lines = [json.loads(x) for x in (raw / "forecast.jsonl").read_text().splitlines()]
-    (tmp_path / "s" / "keys.json").write_text(json.dumps([{"row_id": r["row_id"], "key": r["key"]}
-                                                          for r in lines]))
+    (tmp_path / "s" / "keys.json").write_text(json.dumps([{"row_id": r["row_id"], "key": r["key"]} for r in lines]))
     by_row = {r["row_id"]: r for r in lines}
 
     liar = {**by_row["r1"], "row_id": "r9", "response_text": "down", "finished_at": EARLY}
-    dup = {**by_row["r2"], "response_text": "down" if by_row["r2"]["response_text"] == "up" else "up",
-           "first_token_prob": 0.123, "finished_at": EARLY}
+    dup = {
+        **by_row["r2"],
+        "response_text": "down" if by_row["r2"]["response_text"] == "up" else "up",
+        "first_token_prob": 0.123,
+        "finished_at": EARLY,
+    }
     for i, r in enumerate(lines):
         if r["row_id"] == "r3":
             lines[i] = {**r, "response_text": "no idea"}
@@ -117,8 +131,7 @@ def test_a_failed_summary_leaves_the_old_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("block", [3, 7, 64, 1 << 20])
-def test_torn_tail_repair_reads_back_from_the_end_in_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                             block: int) -> None:
+def test_torn_tail_repair_reads_back_from_the_end_in_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int) -> None:
     """The repair reads only the last line, backwards a block at a time (a study's raw file
     is not read whole to look at its end): whatever the block size, a torn last line is cut
     at its start and moved aside, a whole last line without its newline gets its newline,
@@ -140,7 +153,9 @@ def test_torn_tail_repair_reads_back_from_the_end_in_blocks(tmp_path: Path, monk
 
 
 def test_mink_summary_reads_each_lines_lap_as_the_whole_line_path_does(
-    server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],  # noqa: F811
+    server_factory: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The Min-K% summary computes each line's LAP as it reads it (llm_jobs.mink
     score_prompts' derived values) and keeps no line: with a line under row 1's key whose
@@ -156,8 +171,7 @@ def test_mink_summary_reads_each_lines_lap_as_the_whole_line_path_does(
     raw = tmp_path / "m" / "raw"
     lines = [json.loads(x) for x in (raw / "mink.jsonl").read_text().splitlines()]
     by_row = {r["row_id"]: r for r in lines}
-    lowered = [{**t, "logprob": None if t["logprob"] is None else t["logprob"] - 3.0}
-               for t in by_row["r2"]["prompt_logprobs"]]
+    lowered = [{**t, "logprob": None if t["logprob"] is None else t["logprob"] - 3.0} for t in by_row["r2"]["prompt_logprobs"]]
     liar = {**by_row["r1"], "row_id": "r9", "prompt_logprobs": lowered, "finished_at": EARLY}
     dup = {**by_row["r2"], "prompt_logprobs": lowered, "finished_at": EARLY}
     plant(raw, "mink", lines, liar, dup)
@@ -179,7 +193,9 @@ def test_mink_summary_reads_each_lines_lap_as_the_whole_line_path_does(
 
 
 def test_recall_summary_scores_each_line_as_the_whole_line_path_does(
-    server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],  # noqa: F811
+    server_factory: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The recall summary scores each pair's line as it reads it (no line held): with a
     line under one pair's key whose entity is another's (never read) and an earlier line
@@ -206,8 +222,9 @@ def test_recall_summary_scores_each_line_as_the_whole_line_path_does(
     assert "to query: 0" in capsys.readouterr().out
     got = pd.read_parquet(tmp_path / "r" / "out" / "recall.parquet").set_index("raw_key")
     labels = {k: str(v) for k, v in load_study(study).prompts.recall_labels.items()}
-    records = load_cache(raw, "recall", {r["key"]: ("recall", "served-model", None, r["entity_id"], r["target_date"],
-                                                    True) for r in lines})
+    records = load_cache(
+        raw, "recall", {r["key"]: ("recall", "served-model", None, r["entity_id"], r["target_date"], True) for r in lines}
+    )
     assert len(got) == len(lines) == len(records)
     for key, rec in records.items():
         want = recall_scores(rec, labels)

@@ -17,12 +17,26 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO_TOKENIZER = ROOT / "demo" / "models" / "contaminated"
 
 TEXTS = [
-    "", " ", "\n\n", "up", "Up DOWN", "Headline about Firm 5 (F5) on 2021-06-06: Firm 5 reports item 5\n"
+    "",
+    " ",
+    "\n\n",
+    "up",
+    "Up DOWN",
+    "Headline about Firm 5 (F5) on 2021-06-06: Firm 5 reports item 5\n"
     "Will the stock price of Firm 5 go up or down on the next trading day?\nAnswer with exactly one word: up or down.",
-    "Ünïcödé naïve café — “quotes” ‘and’ … ellipsis", "ﬁnancial ﬂows ① ② Ⅻ ＡＢＣ １２３", "株価は上がる？ 下がる？",
-    "Emoji 📈📉 🚀", "tabs\tand\r\ncarriage returns", "</s> <pad> <unk> literal special tokens </s>",
-    "2021-13-45 1999-01-01 20210606 12,345.67%", "a" * 5000, "word " * 2000, "mixed-case HyPhEn-ated e.g. U.S.A.",
-    "\u00a0non-breaking\u2009thin\u200bzero-width", "Ǆ ǅ ǆ İ ß ẞ", "\x00\x01 control \x7f chars",
+    "Ünïcödé naïve café — “quotes” ‘and’ … ellipsis",
+    "ﬁnancial ﬂows ① ② Ⅻ ＡＢＣ １２３",
+    "株価は上がる？ 下がる？",
+    "Emoji 📈📉 🚀",
+    "tabs\tand\r\ncarriage returns",
+    "</s> <pad> <unk> literal special tokens </s>",
+    "2021-13-45 1999-01-01 20210606 12,345.67%",
+    "a" * 5000,
+    "word " * 2000,
+    "mixed-case HyPhEn-ated e.g. U.S.A.",
+    "\u00a0non-breaking\u2009thin\u200bzero-width",
+    "Ǆ ǅ ǆ İ ß ẞ",
+    "\x00\x01 control \x7f chars",
 ]
 
 
@@ -51,8 +65,10 @@ def test_openai_backend_counts_as_transformers_with_and_without_a_chat_template(
     folder = tmp_path / "tok"
     shutil.copytree(DEMO_TOKENIZER, folder, ignore=shutil.ignore_patterns("*.safetensors"))
     config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-    config["chat_template"] = "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}</s>\n{% endfor %}" \
-                              "{% if add_generation_prompt %}assistant:{% endif %}"
+    config["chat_template"] = (
+        "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}</s>\n{% endfor %}"
+        "{% if add_generation_prompt %}assistant:{% endif %}"
+    )
     (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
     plain = OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", tokenizer_path=str(DEMO_TOKENIZER))
     assert [plain.count_tokens(t) for t in TEXTS] == transformers_counts(DEMO_TOKENIZER, TEXTS)
@@ -63,10 +79,15 @@ def test_openai_backend_counts_as_transformers_with_and_without_a_chat_template(
     assert [chat.count_tokens(s) for s in sent] == transformers_counts(folder, sent)
 
 
-@pytest.mark.parametrize("change", [
-    {"add_bos_token": True}, {"tokenizer_class": "LlamaTokenizer"}, {"bos_token": "<s>"},
-    {"split_special_tokens": True},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"add_bos_token": True},
+        {"tokenizer_class": "LlamaTokenizer"},
+        {"bos_token": "<s>"},
+        {"split_special_tokens": True},
+    ],
+)
 def test_a_tokenizer_transformers_would_change_is_left_to_transformers(tmp_path: Path, change: dict[str, Any]) -> None:
     """Settings under which transformers builds another tokenizer than the file's: the file
     alone is not used (and the backend's counts still equal transformers')."""

@@ -31,18 +31,48 @@ from lookahead.stats.verdict import (
 # ---------------------------------------------------------------- the rule on facts
 
 BASE = VerdictFacts(
-    beta3=0.5, beta3_t=3.0, beta3_p_one_sided=0.002, n_obs_pre=2000,
-    theta_pooled=0.3, theta_pooled_t=4.0,
-    theta_high=0.6, theta_high_t=5.0, theta_high_p=1e-5,
-    theta_low=0.01, theta_low_t=0.2, theta_low_p=0.84,
-    placebo_feasible=True, placebo_beta3=0.01, placebo_t=0.1, placebo_p_one_sided=0.46,
-    n_obs_post=800, lap_n_pre=2000, lap_distinct_pre=2000, lap_sd_pre=0.29,
-    lap_mean_pre=0.5, lap_mean_post=0.15, lap_min_sd_used=0.01, censoring_rate_pre=0.0,
-    lap_measure="recall", cluster="entity", vcov="CRV1(entity_num)", approximated=False,
-    n_rows_pre=2000, beta3_se=0.5 / 3.0, beta3_p_two_sided=0.004, beta3_df=39, n_clusters_pre=40,
-    theta_diff=0.59, theta_diff_t=4.0, theta_diff_p_one_sided=1e-4,
-    placebo_p_two_sided=0.92, n_clusters_post=40, lap_n_post=800, lap_distinct_post=800,
-    lap_sd_post=0.1, lap_min_sd_post=0.01,
+    beta3=0.5,
+    beta3_t=3.0,
+    beta3_p_one_sided=0.002,
+    n_obs_pre=2000,
+    theta_pooled=0.3,
+    theta_pooled_t=4.0,
+    theta_high=0.6,
+    theta_high_t=5.0,
+    theta_high_p=1e-5,
+    theta_low=0.01,
+    theta_low_t=0.2,
+    theta_low_p=0.84,
+    placebo_feasible=True,
+    placebo_beta3=0.01,
+    placebo_t=0.1,
+    placebo_p_one_sided=0.46,
+    n_obs_post=800,
+    lap_n_pre=2000,
+    lap_distinct_pre=2000,
+    lap_sd_pre=0.29,
+    lap_mean_pre=0.5,
+    lap_mean_post=0.15,
+    lap_min_sd_used=0.01,
+    censoring_rate_pre=0.0,
+    lap_measure="recall",
+    cluster="entity",
+    vcov="CRV1(entity_num)",
+    approximated=False,
+    n_rows_pre=2000,
+    beta3_se=0.5 / 3.0,
+    beta3_p_two_sided=0.004,
+    beta3_df=39,
+    n_clusters_pre=40,
+    theta_diff=0.59,
+    theta_diff_t=4.0,
+    theta_diff_p_one_sided=1e-4,
+    placebo_p_two_sided=0.92,
+    n_clusters_post=40,
+    lap_n_post=800,
+    lap_distinct_post=800,
+    lap_sd_post=0.1,
+    lap_min_sd_post=0.01,
 )
 
 
@@ -67,8 +97,9 @@ def test_rule_no_evidence_boundary_p_equal_alpha():
 
 
 def test_rule_underpowered_constant_lap_quotes_censoring():
-    v, reason = decide(facts(lap_distinct_pre=1, lap_sd_pre=0.0, censoring_rate_pre=0.42,
-                             beta3=math.nan, beta3_p_one_sided=math.nan))
+    v, reason = decide(
+        facts(lap_distinct_pre=1, lap_sd_pre=0.0, censoring_rate_pre=0.42, beta3=math.nan, beta3_p_one_sided=math.nan)
+    )
     assert v == UNDERPOWERED and "42.0%" in reason and "constant" in reason
 
 
@@ -94,8 +125,14 @@ def test_rule_significant_beta3_on_lap_without_variation_is_underpowered():
     assert "LAP sd 0.008 is below the threshold" in reason(o) and "does not decide" in reason(o)
     assert decide(facts(lap_sd_pre=0.0101))[0] == CONTAMINATION
     # the clean-model case: recall LAP sd 1.3e-7, beta_3 of order 1e6 with a small wild p
-    huge = facts(lap_sd_pre=1.3e-7, beta3=1.064e6, beta3_t=1.4, beta3_p_wild_one_sided=0.027,
-                 beta3_p_wild_two_sided=0.054, beta3_wild_draws=999)
+    huge = facts(
+        lap_sd_pre=1.3e-7,
+        beta3=1.064e6,
+        beta3_t=1.4,
+        beta3_p_wild_one_sided=0.027,
+        beta3_p_wild_two_sided=0.054,
+        beta3_wild_draws=999,
+    )
     assert decide(huge)[0] == UNDERPOWERED
 
 
@@ -117,8 +154,9 @@ def test_placebo_power_reported_never_decides():
 
 
 def test_rule_underpowered_singular_regression():
-    v, reason = decide(facts(beta3=math.nan, beta3_t=math.nan, beta3_p_one_sided=math.nan,
-                             beta3_note="collinear term(s) dropped: mu_hat:lap"))
+    v, reason = decide(
+        facts(beta3=math.nan, beta3_t=math.nan, beta3_p_one_sided=math.nan, beta3_note="collinear term(s) dropped: mu_hat:lap")
+    )
     assert v == UNDERPOWERED and "not estimable" in reason and "mu_hat:lap" in reason
 
 
@@ -128,8 +166,9 @@ def test_rule_mixed_validation_fails_high_not_significant():
 
 
 def test_rule_mixed_validation_fails_low_not_below_high():
-    v, reason = decide(facts(theta_low=0.4, theta_low_t=3.0, theta_low_p=0.003,
-                             theta_diff=0.2, theta_diff_t=1.0, theta_diff_p_one_sided=0.16))
+    v, reason = decide(
+        facts(theta_low=0.4, theta_low_t=3.0, theta_low_p=0.003, theta_diff=0.2, theta_diff_t=1.0, theta_diff_p_one_sided=0.16)
+    )
     assert v == MIXED and "does not significantly exceed the low-LAP theta" in reason
     assert "a difference of 0.2 (t 1, one-sided p 0.16 by CRV1), not below 0.05" in reason
 
@@ -156,8 +195,7 @@ def test_rule_mixed_both_fail():
 
 
 def test_rule_no_post_sample_is_never_detected():
-    v, reason = decide(facts(placebo_feasible=False, placebo_beta3=math.nan,
-                             placebo_p_one_sided=math.nan, n_obs_post=0))
+    v, reason = decide(facts(placebo_feasible=False, placebo_beta3=math.nan, placebo_p_one_sided=math.nan, n_obs_post=0))
     assert v == MIXED and "(placebo infeasible)" in reason
 
 
@@ -172,10 +210,11 @@ def test_rule_approximated_is_said():
 
 # ---------------------------------------------------------------- end to end
 
-def _sample(rng, n_entities, n_periods, per_cell, lap_lo, lap_hi, memorize_forecast,
-            memorize_recall, censored=False, start_period=0):
-    idx = [(e, t) for e in range(n_entities) for t in range(start_period, start_period + n_periods)
-           for _ in range(per_cell)]
+
+def _sample(
+    rng, n_entities, n_periods, per_cell, lap_lo, lap_hi, memorize_forecast, memorize_recall, censored=False, start_period=0
+):
+    idx = [(e, t) for e in range(n_entities) for t in range(start_period, start_period + n_periods) for _ in range(per_cell)]
     df = pd.DataFrame(idx, columns=["entity_num", "period_num"])
     n = len(df)
     df["row_id"] = [f"r{start_period}_{i}" for i in range(n)]
@@ -209,8 +248,7 @@ def _sample(rng, n_entities, n_periods, per_cell, lap_lo, lap_hi, memorize_forec
 def panels(kind: str, seed: int = 0):
     rng = np.random.default_rng(seed)
     E, T, C = 40, 12, 4
-    mem_f = kind in ("contaminated", "validation_fails", "placebo_fails", "both_fail", "no_post",
-                     "weak_placebo")
+    mem_f = kind in ("contaminated", "validation_fails", "placebo_fails", "both_fail", "no_post", "weak_placebo")
     mem_r = kind in ("contaminated", "placebo_fails", "no_post", "weak_placebo")
     pre = _sample(rng, E, T, C, 0.0, 1.0, mem_f, mem_r, censored=(kind == "underpowered"))
     if kind == "no_post":
@@ -218,25 +256,37 @@ def panels(kind: str, seed: int = 0):
     post_mem = kind in ("placebo_fails", "both_fail")
     # post-cutoff LAP shrinks (to 0-0.5, or 0-0.15 for a placebo too weak to detect the
     # pre-cutoff beta_3: its minimum detectable effect exceeds it)
-    post = _sample(rng, E, 6, C, 0.0, 1.0 if post_mem else 0.15 if kind == "weak_placebo" else 0.5,
-                   post_mem, post_mem,
-                   censored=(kind == "underpowered"), start_period=T)
+    post = _sample(
+        rng,
+        E,
+        6,
+        C,
+        0.0,
+        1.0 if post_mem else 0.15 if kind == "weak_placebo" else 0.5,
+        post_mem,
+        post_mem,
+        censored=(kind == "underpowered"),
+        start_period=T,
+    )
     return pre, post
 
 
 SETTINGS = StatsSettings(cluster="entity", lap_measure="recall")
 
 
-@pytest.mark.parametrize("kind,expected,phrase", [
-    ("contaminated", CONTAMINATION, "placebo passes"),
-    ("clean", NO_EVIDENCE, "indistinguishable from zero"),
-    ("underpowered", UNDERPOWERED, "100.0%"),
-    ("validation_fails", MIXED, "(validation failed)"),
-    ("placebo_fails", MIXED, "(placebo failed)"),
-    ("both_fail", MIXED, "(validation failed; placebo failed)"),
-    ("no_post", MIXED, "(placebo infeasible)"),
-    ("weak_placebo", CONTAMINATION, "could not rule out a post-cutoff effect"),
-])
+@pytest.mark.parametrize(
+    "kind,expected,phrase",
+    [
+        ("contaminated", CONTAMINATION, "placebo passes"),
+        ("clean", NO_EVIDENCE, "indistinguishable from zero"),
+        ("underpowered", UNDERPOWERED, "100.0%"),
+        ("validation_fails", MIXED, "(validation failed)"),
+        ("placebo_fails", MIXED, "(placebo failed)"),
+        ("both_fail", MIXED, "(validation failed; placebo failed)"),
+        ("no_post", MIXED, "(placebo infeasible)"),
+        ("weak_placebo", CONTAMINATION, "could not rule out a post-cutoff effect"),
+    ],
+)
 def test_end_to_end_branch(kind, expected, phrase):
     pre, post = panels(kind)
     results = run_protocol(pre, post, SETTINGS)
@@ -301,6 +351,7 @@ def test_settings_read_from_study_settings_row():
 
 def test_panel_missing_column_names_table():
     from lookahead.stats.fe_regression import RegressionInputError
+
     pre, post = panels("clean")
     with pytest.raises(RegressionInputError, match=r"table 'panel_pre' lacks column\(s\) \['ud'\]"):
         run_protocol(pre.drop(columns="ud"), post, SETTINGS)
@@ -309,6 +360,7 @@ def test_panel_missing_column_names_table():
 def test_mink_threshold_is_relative_to_scale():
     """Min-K% LAP lives on a model-specific scale: 1% coefficient of variation."""
     from lookahead.stats.verdict import lap_min_sd
+
     small = pd.Series([1e-4, 2e-4, 3e-4])
     assert lap_min_sd(StatsSettings(lap_measure="mink"), small) == pytest.approx(0.01 * 2e-4)
     assert lap_min_sd(StatsSettings(lap_measure="recall"), small) == 0.01
@@ -317,9 +369,15 @@ def test_mink_threshold_is_relative_to_scale():
 
 def test_censoring_rate_uses_flags_or_missing_mass():
     from lookahead.stats.verdict import censoring_rate
-    flags = pd.DataFrame({"up_censored": [True, True, False, None],
-                          "down_censored": [True, False, False, True],
-                          "p_up": [0.1, 0.1, 0.1, 0.1], "p_down": [0.1, 0.1, 0.1, 0.1]})
+
+    flags = pd.DataFrame(
+        {
+            "up_censored": [True, True, False, None],
+            "down_censored": [True, False, False, True],
+            "p_up": [0.1, 0.1, 0.1, 0.1],
+            "p_down": [0.1, 0.1, 0.1, 0.1],
+        }
+    )
     assert censoring_rate(flags) == 0.5  # rows 0 and 3 (unknown flag counts as censored)
     probs = pd.DataFrame({"p_up": [np.nan, 0.0, 0.2, np.nan], "p_down": [np.nan, 0.0, np.nan, 0.3]})
     assert censoring_rate(probs) == 0.5  # rows 0 and 1: neither label observed

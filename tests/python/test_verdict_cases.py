@@ -19,8 +19,10 @@ from lookahead.stats.verdict import (
 )
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "verdict.md"
-ROW = re.compile(r"^\| `(?P<case>[a-z0-9_]+)` \| `(?P<path>[a-z0-9_]+)` \| (?P<verdict>[^|]+?) \| "
-                 r"(?P<reason>[^|]+?) \|$")
+ROW = re.compile(
+    r"^\| `(?P<case>[a-z0-9_]+)` \| `(?P<path>[a-z0-9_]+)` \| (?P<verdict>[^|]+?) \| "
+    r"(?P<reason>[^|]+?) \|$"
+)
 
 
 def documented() -> dict[str, tuple[str, str, str]]:
@@ -56,11 +58,22 @@ def test_every_code_is_documented_with_its_wording():
 
 #: The designs the full-verdict Monte Carlo must cover (docs/montecarlo.md), and the R it
 #: reached: strong_memorization_30 at 400, every other design at MIN_REPS or more.
-MC_DESIGNS = ("null_concentrated_30", "null_10_clusters", "null_20_clusters", "null_iid_50",
-              "null_dominant_30", "null_concentrated_60", "null_unbalanced_60",
-              "null_concentrated_100", "null_thin_periods_15", "power_concentrated_30",
-              "paper_like_50", "strong_memorization_30", "strong_null_post_large_30",
-              "strong_thin_periods_15")
+MC_DESIGNS = (
+    "null_concentrated_30",
+    "null_10_clusters",
+    "null_20_clusters",
+    "null_iid_50",
+    "null_dominant_30",
+    "null_concentrated_60",
+    "null_unbalanced_60",
+    "null_concentrated_100",
+    "null_thin_periods_15",
+    "power_concentrated_30",
+    "paper_like_50",
+    "strong_memorization_30",
+    "strong_null_post_large_30",
+    "strong_thin_periods_15",
+)
 MIN_REPS = 50
 
 

@@ -33,8 +33,13 @@ MODEL_DIR = ROOT / "outputs" / "models" / "smollm2-135m-instruct"  # shared with
 
 def test_lookahead_run_on_a_vllm_study_completes(tmp_path: Path) -> None:
     if not (MODEL_DIR / "model.safetensors").exists():
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "export_smollm2_hf.py"), str(MODEL_DIR)],
-                       check=True, env=vllm_env(), cwd=ROOT, timeout=600)
+        subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "export_smollm2_hf.py"), str(MODEL_DIR)],
+            check=True,
+            env=vllm_env(),
+            cwd=ROOT,
+            timeout=600,
+        )
     study = yaml.safe_load((ROOT / "demo" / "studies" / "smollm2.yml").read_text())
     # three rows per entity on each side of the cutoff: every entity a cluster in both samples
     obs = pd.read_csv(ROOT / study["data_path"], dtype=str)
@@ -42,16 +47,30 @@ def test_lookahead_run_on_a_vllm_study_completes(tmp_path: Path) -> None:
     small = pd.concat([obs[pre].groupby("entity_id").head(3), obs[~pre].groupby("entity_id").head(3)])
     small.to_csv(tmp_path / "observations.csv", index=False)
     study.pop("gguf_file", None)
-    study.update(backend="vllm", study_name="demo_smollm2_vllm", model_id="smollm2-135m-instruct",
-                 model_path=str(MODEL_DIR), data_path=str(tmp_path / "observations.csv"),
-                 raw_dir=str(tmp_path / "raw"), results_dir=str(tmp_path / "results"),
-                 outputs_dir=str(tmp_path / "outputs"), accept_low_parse_rate=True, bootstrap_draws=0)
+    study.update(
+        backend="vllm",
+        study_name="demo_smollm2_vllm",
+        model_id="smollm2-135m-instruct",
+        model_path=str(MODEL_DIR),
+        data_path=str(tmp_path / "observations.csv"),
+        raw_dir=str(tmp_path / "raw"),
+        results_dir=str(tmp_path / "results"),
+        outputs_dir=str(tmp_path / "outputs"),
+        accept_low_parse_rate=True,
+        bootstrap_draws=0,
+    )
     study_file = tmp_path / "study.yml"
     study_file.write_text(yaml.safe_dump(study))
     db = tmp_path / "db.duckdb"
     lookahead = Path(sys.executable).with_name("lookahead")
-    proc = subprocess.run([str(lookahead), "run", "--study", str(study_file), "--yes"],
-                          cwd=tmp_path, env=dbt_env(db), capture_output=True, text=True, timeout=3000)
+    proc = subprocess.run(
+        [str(lookahead), "run", "--study", str(study_file), "--yes"],
+        cwd=tmp_path,
+        env=dbt_env(db),
+        capture_output=True,
+        text=True,
+        timeout=3000,
+    )
     res = DbtResult(proc.returncode, proc.stdout + proc.stderr, db)
     assert proc.returncode == 0, res.output[-4000:]
     lines = [json.loads(x) for x in (tmp_path / "raw" / "forecast.jsonl").read_text().splitlines()]

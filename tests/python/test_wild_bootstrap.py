@@ -20,28 +20,26 @@ from lookahead.stats.fe_regression import FitRequest, fit_fe
 from lookahead.stats.wild import WildSettings
 
 
-def panel(seed: int, n_entities: int = 14, n_periods: int = 8, per_cell: int = 3,
-          effect: float = 0.12) -> pd.DataFrame:
+def panel(seed: int, n_entities: int = 14, n_periods: int = 8, per_cell: int = 3, effect: float = 0.12) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     e = np.repeat(np.arange(n_entities), n_periods * per_cell)
     t = np.tile(np.repeat(np.arange(n_periods), per_cell), n_entities)
     n = len(e)
     mu = rng.choice([-1.0, 1.0], n)
-    lap = rng.uniform(0, 1, n) * (1 + (e < 3))     # more LAP variation in three entities
+    lap = rng.uniform(0, 1, n) * (1 + (e < 3))  # more LAP variation in three entities
     u = rng.normal(0, 0.6, n_entities)[e] * rng.normal(size=n)  # cluster-scaled noise
     y = rng.normal(0, 0.5, n_entities)[e] + rng.normal(0, 0.5, n_periods)[t] + effect * mu * lap + u + rng.normal(size=n)
     return pd.DataFrame({"outcome": y, "mu_hat": mu, "lap": lap, "entity_num": e, "period_num": t})
 
 
-def reference_wcr(df: pd.DataFrame, term_cols: list[list[str]], j: int, draws: int, seed: int
-                  ) -> tuple[float, float, float]:
+def reference_wcr(df: pd.DataFrame, term_cols: list[list[str]], j: int, draws: int, seed: int) -> tuple[float, float, float]:
     """(t, two-sided p, one-sided p) for regressor j by WCR with Rademacher weights."""
     n = len(df)
     X_terms = np.column_stack([np.prod([df[c].to_numpy(float) for c in cols], axis=0) for cols in term_cols])
     ent = df["entity_num"].to_numpy()
     per = df["period_num"].to_numpy()
     D_e = (ent[:, None] == np.unique(ent)[None, :]).astype(float)
-    D_t = (per[:, None] == np.unique(per)[None, 1:]).astype(float)   # drop one period level
+    D_t = (per[:, None] == np.unique(per)[None, 1:]).astype(float)  # drop one period level
     X = np.hstack([X_terms, D_e, D_t])
     y = df["outcome"].to_numpy(float)
     groups = [np.where(ent == g)[0] for g in np.unique(ent)]
@@ -49,14 +47,14 @@ def reference_wcr(df: pd.DataFrame, term_cols: list[list[str]], j: int, draws: i
     def tstats(Y: np.ndarray, X: np.ndarray, col: int) -> np.ndarray:
         XtX_inv = np.linalg.inv(X.T @ X)
         a = XtX_inv[col]
-        w = X @ a                                    # b_col = w' y
+        w = X @ a  # b_col = w' y
         B = np.linalg.lstsq(X, Y, rcond=None)[0]
         E = Y - X @ B
-        scores = np.stack([w[g] @ E[g] for g in groups])   # (G, draws)
-        return B[col] / np.sqrt((scores ** 2).sum(axis=0))
+        scores = np.stack([w[g] @ E[g] for g in groups])  # (G, draws)
+        return B[col] / np.sqrt((scores**2).sum(axis=0))
 
     t_hat = float(tstats(y[:, None], X, j)[0])
-    Xr = np.delete(X, j, axis=1)                     # the null b_j = 0 imposed
+    Xr = np.delete(X, j, axis=1)  # the null b_j = 0 imposed
     fitted_r = Xr @ np.linalg.lstsq(Xr, y, rcond=None)[0]
     u_r = y - fitted_r
     rng = np.random.default_rng(seed)
@@ -78,9 +76,18 @@ def _close(p_lib: float, b_lib: int, p_ref: float, b_ref: int) -> None:
 def test_wild_p_matches_an_independent_wcr(seed):
     df = panel(seed)
     wild = WildSettings(draws=1999, weights="rademacher", seed=11)
-    res = fit_fe(df, FitRequest(spec="detection", sample="pre", outcome="outcome",
-                                regressors=("mu_hat", "lap", "mu_hat:lap"),
-                                one_sided_terms=("mu_hat:lap",), wild_terms=("mu_hat:lap",), wild=wild))
+    res = fit_fe(
+        df,
+        FitRequest(
+            spec="detection",
+            sample="pre",
+            outcome="outcome",
+            regressors=("mu_hat", "lap", "mu_hat:lap"),
+            one_sided_terms=("mu_hat:lap",),
+            wild_terms=("mu_hat:lap",),
+            wild=wild,
+        ),
+    )
     row = res[res["term"] == "mu_hat:lap"].iloc[0]
     t_ref, p2_ref, p1_ref = reference_wcr(df, [["mu_hat"], ["lap"], ["mu_hat", "lap"]], 2, 4999, seed + 100)
     # the t-statistic is the same regression (the small-sample factor differs, not the sign)
@@ -92,9 +99,15 @@ def test_wild_p_matches_an_independent_wcr(seed):
 
 def test_wild_p_is_reproducible_from_its_seed_and_labelled():
     df = panel(5)
-    req = FitRequest(spec="detection", sample="pre", outcome="outcome",
-                     regressors=("mu_hat", "lap", "mu_hat:lap"), one_sided_terms=("mu_hat:lap",),
-                     wild_terms=("mu_hat:lap",), wild=WildSettings(draws=199, seed=4))
+    req = FitRequest(
+        spec="detection",
+        sample="pre",
+        outcome="outcome",
+        regressors=("mu_hat", "lap", "mu_hat:lap"),
+        one_sided_terms=("mu_hat:lap",),
+        wild_terms=("mu_hat:lap",),
+        wild=WildSettings(draws=199, seed=4),
+    )
     a, b = fit_fe(df, req), fit_fe(df, req)
     assert a["p_wild_two_sided"].equals(b["p_wild_two_sided"])
     row = a.loc[a["term"] == "mu_hat:lap"].iloc[0]
@@ -106,8 +119,9 @@ def test_wild_p_is_reproducible_from_its_seed_and_labelled():
 
 def test_wild_off_and_not_for_unclustered_fits():
     df = panel(6)
-    base = dict(spec="detection", sample="pre", outcome="outcome",
-                regressors=("mu_hat", "lap", "mu_hat:lap"), wild_terms=("mu_hat:lap",))
+    base = dict(
+        spec="detection", sample="pre", outcome="outcome", regressors=("mu_hat", "lap", "mu_hat:lap"), wild_terms=("mu_hat:lap",)
+    )
     off = fit_fe(df, FitRequest(**base, wild=WildSettings(draws=0)))
     hc1 = fit_fe(df, FitRequest(**base, cluster="none", wild=WildSettings(draws=99)))
     assert off["p_wild_two_sided"].isna().all() and hc1["p_wild_two_sided"].isna().all()
@@ -126,7 +140,7 @@ def test_difference_regression_equals_half_sample_thetas_and_has_a_wild_p():
     df["outcome"] = df["outcome"] + 0.3 * df["ud"] * (df["lap"] > df["lap"].median())
     df["high_lap"] = (df["lap"] > df["lap"].median()).astype(int)
     res = run_sample(df, "pre", StatsSettings(wild=WildSettings(draws=199)))
-    get = lambda spec, term, col="estimate": float(res.loc[(res["spec"] == spec) & (res["term"] == term), col].iloc[0])  # noqa: E731
+    get = lambda spec, term, col="estimate": float(res.loc[(res["spec"] == spec) & (res["term"] == term), col].iloc[0])
     sd = df.groupby("high_lap")["ud"].std()
     hi = get("validation_high_lap", "ud") * sd[1]
     lo = get("validation_low_lap", "ud") * sd[0]
@@ -138,12 +152,10 @@ def test_difference_regression_equals_half_sample_thetas_and_has_a_wild_p():
 
 def _arrays(df: pd.DataFrame, fe=("entity_num", "period_num")):
     x = np.column_stack([df["mu_hat"], df["lap"], df["mu_hat"] * df["lap"]]).astype(float)
-    return (df["outcome"].to_numpy(float), x, [df[c].to_numpy() for c in fe],
-            df["entity_num"].to_numpy())
+    return (df["outcome"].to_numpy(float), x, [df[c].to_numpy() for c in fe], df["entity_num"].to_numpy())
 
 
-@pytest.mark.parametrize("seed,fe", [(3, ("entity_num",)), (8, ("entity_num",)),
-                                     (4, ("entity_num", "period_num"))])
+@pytest.mark.parametrize("seed,fe", [(3, ("entity_num",)), (8, ("entity_num",)), (4, ("entity_num", "period_num"))])
 def test_fast_wild_matches_the_wildboottest_package(seed, fe):
     """The fast route against the pinned `wildboottest` package on its dense dummies design
     (pyfixest's call sequence), within Monte Carlo error. With the fixed effects nested in
@@ -156,8 +168,7 @@ def test_fast_wild_matches_the_wildboottest_package(seed, fe):
     y, x, codes, cl = _arrays(df, fe)
     s = WildSettings(draws=4999, weights="rademacher", seed=seed)
     fast = wild_p(y, x, codes, cl, 2, s, one_sided=True)
-    lib_two, lib_one = wild_p_dense(y, x, codes, cl, 2, WildSettings(draws=4999, weights="rademacher",
-                                                                     seed=seed + 1000))
+    lib_two, lib_one = wild_p_dense(y, x, codes, cl, 2, WildSettings(draws=4999, weights="rademacher", seed=seed + 1000))
     _close(fast.p_two, fast.draws, lib_two, 4999)
     _close(fast.p_one, fast.draws, lib_one, 4999)
 
@@ -167,21 +178,31 @@ def test_runs_at_many_clusters_with_g_star_against_a_dummies_formula():
     Steigerwald's formula written on the dummies design (w = Z (Z'Z)^-1 e_j, gamma_g = the
     sum of w^2 over cluster g, G* = G / (1 + var(gamma) / mean(gamma)^2))."""
     df = panel(12, n_entities=300, n_periods=4, per_cell=2)
-    df.loc[df["entity_num"] < 10, "lap"] *= 6.0   # a few clusters carry the variation
-    req = FitRequest(spec="detection", sample="pre", outcome="outcome",
-                     regressors=("mu_hat", "lap", "mu_hat:lap"), one_sided_terms=("mu_hat:lap",),
-                     wild_terms=("mu_hat:lap",), wild=WildSettings(draws=199))
+    df.loc[df["entity_num"] < 10, "lap"] *= 6.0  # a few clusters carry the variation
+    req = FitRequest(
+        spec="detection",
+        sample="pre",
+        outcome="outcome",
+        regressors=("mu_hat", "lap", "mu_hat:lap"),
+        one_sided_terms=("mu_hat:lap",),
+        wild_terms=("mu_hat:lap",),
+        wild=WildSettings(draws=199),
+    )
     row = fit_fe(df, req).set_index("term").loc["mu_hat:lap"]
     assert int(row["n_clusters"]) == 300 and np.isfinite(row["p_wild_one_sided"])
     e, t = df["entity_num"].to_numpy(), df["period_num"].to_numpy()
-    Z = np.hstack([np.column_stack([df["mu_hat"], df["lap"], df["mu_hat"] * df["lap"]]),
-                   (e[:, None] == np.unique(e)[None, :]).astype(float),
-                   (t[:, None] == np.unique(t)[None, 1:]).astype(float)])
+    Z = np.hstack(
+        [
+            np.column_stack([df["mu_hat"], df["lap"], df["mu_hat"] * df["lap"]]),
+            (e[:, None] == np.unique(e)[None, :]).astype(float),
+            (t[:, None] == np.unique(t)[None, 1:]).astype(float),
+        ]
+    )
     w = Z @ np.linalg.inv(Z.T @ Z)[2]
     gamma = np.bincount(e, weights=w * w)
     g_star = len(gamma) / (1 + gamma.var() / gamma.mean() ** 2)
     assert float(row["n_clusters_effective"]) == pytest.approx(g_star, rel=1e-6)
-    assert float(row["n_clusters_effective"]) < 100   # 300 clusters, but a few carry it
+    assert float(row["n_clusters_effective"]) < 100  # 300 clusters, but a few carry it
 
 
 def test_draws_are_extended_near_a_threshold_on_the_same_stream():
@@ -211,9 +232,15 @@ def test_mde_reads_the_bootstrap_and_matches_the_t_rule_at_many_clusters():
     from scipy import stats as st
 
     df = panel(21, n_entities=200, n_periods=4, per_cell=2)
-    req = FitRequest(spec="detection", sample="pre", outcome="outcome",
-                     regressors=("mu_hat", "lap", "mu_hat:lap"), one_sided_terms=("mu_hat:lap",),
-                     wild_terms=("mu_hat:lap",), wild=WildSettings(draws=1999))
+    req = FitRequest(
+        spec="detection",
+        sample="pre",
+        outcome="outcome",
+        regressors=("mu_hat", "lap", "mu_hat:lap"),
+        one_sided_terms=("mu_hat:lap",),
+        wild_terms=("mu_hat:lap",),
+        wild=WildSettings(draws=1999),
+    )
     row = fit_fe(df, req).set_index("term").loc["mu_hat:lap"]
     analytic = (st.t.ppf(0.95, row["df"]) + st.t.ppf(0.80, row["df"])) * row["std_error"]
     assert float(row["mde"]) == pytest.approx(analytic, rel=0.12)
@@ -226,16 +253,23 @@ def test_an_interaction_whose_main_effect_is_dropped_is_not_estimable():
     would then be the slope on mu_hat squared, so beta_3 is not estimable, never renamed."""
     df = panel(5)
     df["mu_hat"] = df["lap"]
-    res = fit_fe(df, FitRequest(spec="detection", sample="pre", outcome="outcome",
-                                regressors=("mu_hat", "lap", "mu_hat:lap"),
-                                one_sided_terms=("mu_hat:lap",), wild_terms=("mu_hat:lap",),
-                                wild=WildSettings(draws=99))).set_index("term")
+    res = fit_fe(
+        df,
+        FitRequest(
+            spec="detection",
+            sample="pre",
+            outcome="outcome",
+            regressors=("mu_hat", "lap", "mu_hat:lap"),
+            one_sided_terms=("mu_hat:lap",),
+            wild_terms=("mu_hat:lap",),
+            wild=WildSettings(draws=99),
+        ),
+    ).set_index("term")
     assert pd.isna(res.loc["mu_hat:lap", "estimate"]) and pd.isna(res.loc["mu_hat:lap", "p_wild_one_sided"])
     assert "not estimable: mu_hat:lap: its main effect" in res.loc["mu_hat:lap", "warning"]
 
 
-def thin_panel(seed: int, n_entities: int, n_periods: int, per_period: float,
-               effect: float = 0.1) -> pd.DataFrame:
+def thin_panel(seed: int, n_entities: int, n_periods: int, per_period: float, effect: float = 0.1) -> pd.DataFrame:
     """An unbalanced panel with about `per_period` entities in each period: each entity
     is observed in a random subset of periods (one row per observed cell)."""
     rng = np.random.default_rng(seed)
@@ -244,9 +278,13 @@ def thin_panel(seed: int, n_entities: int, n_periods: int, per_period: float,
     n = len(e)
     mu = rng.choice([-1.0, 1.0], n)
     lap = rng.uniform(0, 1, n) * (1 + (e < 2))
-    y = (rng.normal(0, 0.5, n_entities)[e] + rng.normal(0, 0.5, n_periods)[t]
-         + effect * mu * lap + rng.normal(0, 0.6, n_entities)[e] * rng.normal(size=n)
-         + rng.normal(size=n))
+    y = (
+        rng.normal(0, 0.5, n_entities)[e]
+        + rng.normal(0, 0.5, n_periods)[t]
+        + effect * mu * lap
+        + rng.normal(0, 0.6, n_entities)[e] * rng.normal(size=n)
+        + rng.normal(size=n)
+    )
     return pd.DataFrame({"outcome": y, "mu_hat": mu, "lap": lap, "entity_num": e, "period_num": t})
 
 
@@ -257,8 +295,7 @@ THIN = [(15, 120, 4.0), (30, 40, 10.0), (30, 12, 30.0), (100, 6, 100.0)]
 
 @pytest.mark.parametrize("n_entities,n_periods,per_period", THIN)
 @pytest.mark.parametrize("seed", [1, 2])
-def test_fast_wild_equals_a_dense_dummies_wcr_with_few_entities_per_period(
-        seed, n_entities, n_periods, per_period):
+def test_fast_wild_equals_a_dense_dummies_wcr_with_few_entities_per_period(seed, n_entities, n_periods, per_period):
     """Period effects crossed with entity clusters, few entities per period: the fast p
     equals the dense-dummies WCR (reference_wcr above: dummies, restricted OLS under H0,
     Rademacher weights, refit per draw) within 3 Monte Carlo SEs, one- and two-sided.
@@ -271,9 +308,9 @@ def test_fast_wild_equals_a_dense_dummies_wcr_with_few_entities_per_period(
     y, x, codes, cl = _arrays(df)
     b = 9999
     fast = PartialledDesign(y, x, codes, cl).bootstrap(
-        2, WildSettings(draws=b, weights="rademacher", seed=seed), one_sided=True, max_draws=b)
-    _, p2_ref, p1_ref = reference_wcr(df, [["mu_hat"], ["lap"], ["mu_hat", "lap"]], 2, b,
-                                      seed + 500)
+        2, WildSettings(draws=b, weights="rademacher", seed=seed), one_sided=True, max_draws=b
+    )
+    _, p2_ref, p1_ref = reference_wcr(df, [["mu_hat"], ["lap"], ["mu_hat", "lap"]], 2, b, seed + 500)
     for p_fast, p_ref in ((fast.p_one, p1_ref), (fast.p_two, p2_ref)):
         p = (p_fast + p_ref) / 2
         se = math.sqrt(max(p * (1 - p), 1e-4) * 2 / b)

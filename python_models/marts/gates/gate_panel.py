@@ -37,10 +37,12 @@ def model(dbt, session):
     # every measure the study asks for scores its rows, or the build names it (lookahead.coverage)
     # a measure's raw lines, opened only for a measure under its floor (a study without the
     # reference model has no reference file to open)
-    sources = {"recall": lambda: dbt.source("raw", "recall"), "mink": lambda: dbt.source("raw", "mink"),
-               "reference": lambda: dbt.source("raw", "reference")}
-    missing_measures = coverage_failures(study, panel, lambda task: sources[task](),
-                                         dbt.ref("int_expected_keys"))
+    sources = {
+        "recall": lambda: dbt.source("raw", "recall"),
+        "mink": lambda: dbt.source("raw", "mink"),
+        "reference": lambda: dbt.source("raw", "reference"),
+    }
+    missing_measures = coverage_failures(study, panel, lambda task: sources[task](), dbt.ref("int_expected_keys"))
     if missing_measures:
         raise GateFailed("GX gate 'gate_panel' stopped: " + "; ".join(missing_measures))
     rejects = dbt.ref("raw_line_rejects")  # a statement of its own: dbt's parser finds the ref
@@ -48,15 +50,23 @@ def model(dbt, session):
     try:
         merges = run_gate("gate_merge_row_counts", counts, "merge_row_counts", id_column="step")
         checks = run_gate(
-            "gate_panel", panel, "panel", id_column="row_id",
-            parameters={"n_valid_rows": n_valid, "min_parse_rate": min_parse_rate(study),
-                        "min_panel_rows": study.protocol.min_panel_rows},
+            "gate_panel",
+            panel,
+            "panel",
+            id_column="row_id",
+            parameters={
+                "n_valid_rows": n_valid,
+                "min_parse_rate": min_parse_rate(study),
+                "min_panel_rows": study.protocol.min_panel_rows,
+            },
         )
     except GateFailed as exc:
         if not rejected:
             raise
         # a cached line whose fields disagree with its key is no answer: the jobs ask it again
-        raise GateFailed(f"{exc}; {rejected} cached line(s) disagree with their key and were not "
-                         "used (table raw_line_rejects): run the LLM jobs again, they ask those "
-                         "queries again") from None
+        raise GateFailed(
+            f"{exc}; {rejected} cached line(s) disagree with their key and were not "
+            "used (table raw_line_rejects): run the LLM jobs again, they ask those "
+            "queries again"
+        ) from None
     return pd.concat([merges, checks], ignore_index=True)

@@ -15,5 +15,4 @@ def model(dbt, session):
 
     from lookahead.stats.sensitivity import build_frame
 
-    return build_frame(dbt.ref("panel"), dbt.ref("study_settings").df(),
-                       dbt.ref("effective_cutoff").df())
+    return build_frame(dbt.ref("panel"), dbt.ref("study_settings").df(), dbt.ref("effective_cutoff").df())

@@ -18,5 +18,4 @@ def model(dbt, session):
     results = dbt.ref("regression_results").df()
     panel_pre = read_columns(dbt.ref("panel_pre"), VERDICT_COLUMNS)
     panel_post = read_columns(dbt.ref("panel_post"), VERDICT_COLUMNS)
-    return with_identity(verdict_frame(results, panel_pre, panel_post, settings),
-                         dbt.ref("build_identity").df())
+    return with_identity(verdict_frame(results, panel_pre, panel_post, settings), dbt.ref("build_identity").df())
