@@ -16,11 +16,12 @@ import pandas as pd
 import pyarrow as pa
 
 from lookahead.backends import Backend, get_backend
-from lookahead.cache import Ident, KeyPositions, RawStore, load_fields
+from lookahead.cache import Ident, KeyPositions, RawStore, load_fields, needs_bits
 from lookahead.config import Study, load_study
 from lookahead.consent import Destination
 from lookahead.guard import JobStop
 from lookahead.keys import sampling_fallback
+from lookahead.measures import line_extras
 from lookahead.rows import RowFacts, RowScan, release_freed_memory, scan_study_rows, subsample_rows
 
 LARGE_STUDY_ROWS = 10_000
@@ -393,22 +394,42 @@ def query_ident(ctx: JobContext, task: str, q: Query) -> Ident:
     return (task, str(ctx.study.backend.model_id), q.row_id, q.entity_id, q.target_date, True)
 
 
+def line_needs(study: Any, task: str) -> tuple[str, ...]:
+    """The extras a `task` line must carry to answer the study (lookahead.measures
+    line_extras: the vocabulary moments for Min-K%++, the zlib length for zlib); a line
+    without them is the same forward pass but not enough, so its row is asked again."""
+    return tuple(line_extras(study, task))
+
+
 def not_cached(ctx: JobContext, store: RawStore, task: str, queries: Sequence[Query]) -> Sequence[Query]:
-    """The queries without an answer in the cache: no line under their key, or only lines
+    """The queries without an answer in the cache: no line under their key, only lines
     whose fields disagree with it (the build lists those in raw_line_rejects), which the
-    job says in one line before asking them again."""
+    job says in one line before asking them again, or only lines without the extras the
+    study needs (:func:`line_needs`), also said in one line."""
+    needs = needs_bits(line_needs(ctx.study, task))
     if isinstance(queries, QueryPlan):  # a slice's keys looked up together, no prompt rendered
         at = []
         for a in range(0, len(queries), QueryPlan.SLICE_ROWS):
             b = min(len(queries), a + QueryPlan.SLICE_ROWS)
             idents = [query_ident(ctx, task, Query("", "", row_id=r)) for r in queries.row_ids(a, b)]
-            found = store.has_answers(queries.keys[a:b].to_pylist(), idents)
+            found = store.has_answers(queries.keys[a:b].to_pylist(), idents, needs)
             at += [a + i for i, ok in enumerate(found) if not ok]
     else:
-        at = [i for i, q in enumerate(queries) if not store.has_answer(q.key, query_ident(ctx, task, q))]
+        at = [i for i, q in enumerate(queries) if not store.has_answer(q.key, query_ident(ctx, task, q), needs)]
     # a plan stays a plan (its columns, no Query object a row); a list keeps its objects
     pending = queries.take(at) if isinstance(queries, QueryPlan) else [queries[i] for i in at]
-    disagreeing = sum(1 for key in keys_of(pending) if key in store)  # no prompt rendered a query
+    if needs:
+        if isinstance(pending, QueryPlan):
+            idents = [query_ident(ctx, task, Query("", "", row_id=r)) for r in pending.row_ids(0, len(pending))]
+        else:
+            idents = [query_ident(ctx, task, q) for q in pending]
+        lacking = sum(store.has_answers(list(keys_of(pending)), idents))
+        if lacking:
+            print(f"{task}: {lacking} cached line(s) lack what the study's measures need "
+                  f"({', '.join(line_needs(ctx.study, task))}): those rows are asked again")
+    else:
+        lacking = 0
+    disagreeing = sum(1 for key in keys_of(pending) if key in store) - lacking  # no prompt rendered a query
     if disagreeing:
         print(f"{task}: {disagreeing} cached line(s) disagree with their key (another row, task or model, "
               "or query text or params that do not hash to it): not used, asked again; the build lists "
@@ -440,7 +461,8 @@ def cached_fields(ctx: JobContext, store: RawStore, task: str, queries: Sequence
     else:
         def expect(i: int) -> Ident:
             return query_ident(ctx, task, queries[i])
-    found, cols = load_fields(store.root, store.task, position, fields, expect, n=len(queries), derived=derived)
+    found, cols = load_fields(store.root, store.task, position, fields, expect, n=len(queries), derived=derived,
+                              needs=line_needs(ctx.study, task))
     for i, j in position.duplicates:  # a key asked twice: each asks for the same line
         found[i] = found[j]
         for col in cols.values():

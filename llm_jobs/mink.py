@@ -28,7 +28,7 @@ from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache import atomic_write_parquet
 from lookahead.guard import EXIT_OK, JobStop
 from lookahead.keys import sampling_fallback, task_params
-from lookahead.measures import VOCAB_MOMENTS, ZLIB_BYTES, zlib_bytes
+from lookahead.measures import VOCAB_MOMENTS, ZLIB_BYTES, line_extras, zlib_bytes
 from lookahead.scoring import mink_lap
 
 TASK = "mink"
@@ -83,7 +83,7 @@ def score_prompts(ctx: JobContext, task: str, params: dict[str, Any],
         if pending:
             confirm(f"score {len(pending)} prompts?", ctx.args.yes, ctx.destination)
 
-            answer = functools.partial(mink_answer, extras=tuple(params.get("line_extras", ())))
+            answer = functools.partial(mink_answer, extras=line_writes(ctx, task))
             tally = query_all(ctx, store, pending, task, answer, params)
             require_complete(tally, store)
         store.forget()  # the summary reads the lines themselves: the key index goes first
@@ -98,6 +98,19 @@ def score_prompts(ctx: JobContext, task: str, params: dict[str, Any],
         print(f"{task}: {found.count(False)} of {len(found)} prompts excluded: the server refused them "
               "for good (counted in the report's exclusions)")
     return queries, values
+
+
+def line_writes(ctx: JobContext, task: str) -> tuple[str, ...]:
+    """The extras a `task` line is written with (lookahead.cache LINE_EXTRA_BITS): what the
+    study's measures need, the zlib length always (it reads the prompt text only), and
+    what the backend computes at almost no cost from the same pass (Backend.free_extras:
+    the vocabulary moments on transformers, BENCHMARKS.md), so that a measure added later
+    finds them in the line with nothing asked again. The reference model's lines carry
+    none (only their log-probs are read)."""
+    if task != TASK:
+        return ()
+    free = tuple(getattr(ctx.backend, "free_extras", ()))  # loaded by now: it fitted the prompts
+    return tuple(sorted({*line_extras(ctx.study, task), ZLIB_BYTES, *free}))
 
 
 def mink_answer(backend: Backend, batch: list[Query], extras: tuple[str, ...] = ()) -> list[dict[str, Any] | QueryFailure]:

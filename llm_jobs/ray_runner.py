@@ -38,10 +38,11 @@ from llm_jobs.context import JobContext, Query
 from llm_jobs.failures import STOP_AFTER_FAILURES_IN_A_ROW, QueryTally, too_many_failures
 from llm_jobs.query_loop import QUERY_LOG_ENV, Answer, answer_each, answer_streams, progress_bar, settle
 from lookahead.backends.base import BackendFatal, QueryFailure
-from lookahead.cache import SHARDS_DIR, CacheLocked, RawStore, ident_of, repair_idle_shard, shard_files
+from lookahead.cache import SHARDS_DIR, CacheLocked, RawStore, ident_of, needs_bits, repair_idle_shard, shard_files
 from lookahead.config import PROJECT_ROOT, Study
 from lookahead.guard import EXIT_INCOMPLETE, EXIT_USER_ERROR, RESUME, JobStop
 from lookahead.masking import mask
+from lookahead.measures import line_extras
 
 RAY_PIN = "ray[data]==2.60.0"  # requirements.txt pins the same
 MAX_SHARD_SLOTS = 4096
@@ -100,7 +101,8 @@ class ShardWorker:
             return out
         self.store.refresh()  # what every shard gained: a key written anywhere is not asked again
         recs = [json.loads(str(r)) for r in batch["record"]]
-        todo = [i for i, r in enumerate(recs) if not self.store.has_answer(r["key"], ident_of(r))]
+        needs = needs_bits(line_extras(self.study, self.task))  # a line without them is asked again
+        todo = [i for i, r in enumerate(recs) if not self.store.has_answer(r["key"], ident_of(r), needs)]
         if not todo:
             return out
         queries = [Query(recs[i]["key"], str(batch["prompt"][i]), row_id=recs[i]["row_id"],

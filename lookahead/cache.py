@@ -52,7 +52,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lookahead.measures import REFERENCE_TASK
+from lookahead.measures import REFERENCE_TASK, VOCAB_MOMENTS, ZLIB_BYTES
 
 REQUIRED_FIELDS = (
     "key", "task", "model_id", "backend", "row_id", "entity_id", "target_date", "prompt",
@@ -170,17 +170,88 @@ def incomplete_reason(record: Mapping[str, Any]) -> str | None:
 
 
 def _line_extras_problem(record: dict[str, Any], extras: Sequence[str]) -> str | None:
-    """What a Min-K% line lacks of the extras its key asked for (lookahead.measures)."""
-    if "zlib_bytes" in extras and not (isinstance(record.get("zlib_bytes"), int) and record["zlib_bytes"] > 0):
-        return "no zlib_bytes"
-    if "vocab_moments" in extras:
-        for t in (record.get("prompt_logprobs") or [])[1:]:
-            mu, var = t.get("vocab_mean"), t.get("vocab_var")
-            if not (isinstance(mu, (int, float)) and isinstance(var, (int, float))
-                    and math.isfinite(mu) and math.isfinite(var) and var >= 0):
-                return "a prompt token after the first has no finite vocabulary moments"
-        return None
+    """What a Min-K% line lacks of the extras its key asked for (a line written when the
+    extras joined the key: its params name them, :data:`KEY_FREE_PARAMS`)."""
+    for name in extras:
+        bit_check = LINE_EXTRA_BITS.get(name)
+        if bit_check is not None and not bit_check[1](record):
+            return EXTRA_LACKS[name]
     return None
+
+
+def _has_zlib_bytes(record: Mapping[str, Any]) -> bool:
+    value = record.get("zlib_bytes")
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _has_vocab_moments(record: Mapping[str, Any]) -> bool:
+    tokens = record.get("prompt_logprobs") or []
+    if len(tokens) < 2:
+        return False
+    for t in tokens[1:]:
+        mu, var = (t.get("vocab_mean"), t.get("vocab_var")) if isinstance(t, Mapping) else (None, None)
+        if not (isinstance(mu, (int, float)) and isinstance(var, (int, float))
+                and math.isfinite(mu) and math.isfinite(var) and var >= 0):
+            return False
+    return True
+
+
+#: What a prompt-scoring line may carry beside its log-probs (lookahead.measures
+#: LINE_EXTRAS, a measure's `needs`), each with its bit in the line's extras mask and the
+#: test that a line holds it. Why a mask and not part of the key: the key stands for the
+#: forward pass (task, model, prompt, decoding parameters), and the same pass serves a study that needs
+#: all of these and one that needs none; the mask says which studies a line serves.
+LINE_EXTRA_BITS: dict[str, tuple[int, Callable[[Mapping[str, Any]], bool]]] = {
+    ZLIB_BYTES: (1, _has_zlib_bytes),
+    VOCAB_MOMENTS: (2, _has_vocab_moments),
+}
+EXTRA_LACKS = {ZLIB_BYTES: "no zlib_bytes",
+               VOCAB_MOMENTS: "a prompt token after the first has no finite vocabulary moments"}
+EXTRAS_MASK = 3  # the low bits of an ident hash that hold a line's extras (RawStore)
+#: The tasks whose lines carry extras (a prompt scored token by token).
+PROMPT_TASKS = ("mink", REFERENCE_TASK)
+#: Query parameters that joined a Min-K% line's key before the key stood for the forward
+#: pass alone (lookahead.keys): a line whose params hold them was keyed with them and is
+#: found by the key its fields hash to without them (:func:`line_key`), so an older cache
+#: serves every study it can with nothing asked again.
+KEY_FREE_PARAMS = ("line_extras",)
+
+
+def extras_bits(record: Mapping[str, Any]) -> int:
+    """The extras a line carries (:data:`LINE_EXTRA_BITS`) as a bit mask; 0 for a task that
+    carries none."""
+    if record.get("task") not in PROMPT_TASKS:
+        return 0
+    return sum(bit for bit, holds in LINE_EXTRA_BITS.values() if holds(record))
+
+
+def needs_bits(extras: Iterable[str]) -> int:
+    """The bit mask of the named extras (one clear error for a name not in LINE_EXTRA_BITS)."""
+    out = 0
+    for name in extras:
+        if name not in LINE_EXTRA_BITS:
+            raise ValueError(f"unknown line extra {name!r}; one of {', '.join(LINE_EXTRA_BITS)}")
+        out |= LINE_EXTRA_BITS[name][0]
+    return out
+
+
+def extras_rank(bits: int) -> int:
+    """How many extras a mask holds: among a key's lines the richest wins (same pass)."""
+    return bin(bits).count("1")
+
+
+def line_key(record: Mapping[str, Any]) -> str:
+    """The key of the forward pass a line holds: its own key, or, for a line written when
+    its params' extras (:data:`KEY_FREE_PARAMS`) joined the key and whose fields hash to
+    that key, the key its fields hash to without them (the key a study asks for now).
+    A line whose fields do not hash to its key keeps its key (it answers nothing)."""
+    params = record.get("params")
+    if not isinstance(params, dict) or not any(p in params for p in KEY_FREE_PARAMS):
+        return record["key"]
+    if fields_key(record) != record.get("key"):
+        return record["key"]
+    bare = {k: v for k, v in params.items() if k not in KEY_FREE_PARAMS}
+    return fields_key({**record, "params": bare}) or record["key"]
 
 
 def failures_path(raw_path: str | os.PathLike[str]) -> Path:
@@ -449,29 +520,44 @@ def shard_files(raw_dir: str | os.PathLike[str], task: str) -> list[Path]:
 
 
 def wins_over(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Whether line ``a`` wins over an earlier-read line ``b`` of the same key: first
-    write wins, by ``finished_at`` (lines are read in path, then line order, so a tie
-    keeps the one read first)."""
-    fa, fb = a.get("finished_at"), b.get("finished_at")
+    """Whether line ``a`` wins over an earlier-read line ``b`` of the same key: the line
+    carrying more extras (:func:`extras_rank`: the same forward pass, more of it kept), then
+    first write wins, by ``finished_at`` (lines are read in path, then line order, so a tie
+    keeps the one read first). The staging models rank by the same rule
+    (macros/study_helpers.sql first_written_line)."""
+    ra, rb = extras_rank(extras_bits(a)), extras_rank(extras_bits(b))
+    if ra != rb:
+        return ra > rb
+    return _earlier(a.get("finished_at"), b.get("finished_at"))
+
+
+def _earlier(fa: Any, fb: Any) -> bool:
+    """Whether finished_at ``fa`` is before ``fb`` (a missing time sorts last)."""
     if not isinstance(fa, str):
         return False  # a line without a time sorts last (as SQL's nulls last)
     return not isinstance(fb, str) or fa < fb
 
 
 def load_cache(raw_dir: str | os.PathLike[str], task: str,
-               wanted: set[str] | Mapping[str, Ident] | None = None) -> dict[str, dict[str, Any]]:
-    """key -> record over every shard of a task's cache, one record per key (wins_over).
+               wanted: set[str] | Mapping[str, Ident] | None = None,
+               needs: Iterable[str] = ()) -> dict[str, dict[str, Any]]:
+    """key -> record over every shard of a task's cache, one record per key (wins_over);
+    a line is found by the forward pass it holds (:func:`line_key`).
 
     ``wanted`` as a mapping key -> expected ident (:func:`ident_of`) also skips a line whose
-    fields disagree with its key, as the build does (int_*_lines, raw_line_rejects)."""
+    fields disagree with its key, as the build does (int_*_lines, raw_line_rejects).
+    ``needs``: the extras a line must carry (:data:`LINE_EXTRA_BITS`) to answer."""
     out: dict[str, dict[str, Any]] = {}
     expect = wanted if isinstance(wanted, Mapping) else None
+    need = needs_bits(needs)
     for path in shard_files(raw_dir, task):
         for rec in iter_records(path, complete_only=True):
-            k = rec["key"]
+            k = line_key(rec)
             if wanted is not None and k not in wanted:
                 continue
             if expect is not None and ident_of(rec) != expect[k]:
+                continue
+            if need and extras_bits(rec) & need != need:
                 continue
             if k not in out or wins_over(rec, out[k]):
                 out[k] = rec
@@ -481,6 +567,7 @@ def load_cache(raw_dir: str | os.PathLike[str], task: str,
 def load_fields(raw_dir: str | os.PathLike[str], task: str, wanted: Mapping[str, int], fields: Sequence[str],
                 expect: Callable[[int], Ident] | None = None, n: int | None = None,
                 derived: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
+                needs: Iterable[str] = (),
                 ) -> tuple[list[bool], dict[str, list[Any]]]:
     """The named ``fields`` of each wanted key's line, as columns: ``wanted`` maps a key to
     its position (0 to n-1; n defaults to the largest position + 1); returns (found,
@@ -493,20 +580,29 @@ def load_fields(raw_dir: str | os.PathLike[str], task: str, wanted: Mapping[str,
     The kept line's finished_at (for wins_over, when a key has a second line) is held
     as a number where it is written as utc_now writes it (:class:`FinishedTimes`).
     ``derived`` names values computed from the kept line as it is read (a Min-K% line's
-    LAP from its prompt log-probs): the line itself is let go."""
+    LAP from its prompt log-probs): the line itself is let go. ``needs``: the extras a
+    line must carry to answer (:func:`load_cache`)."""
     if n is None:
         n = max(wanted.values(), default=-1) + 1
     found = [False] * n
     finished = FinishedTimes(n)  # the kept line's finished_at, for wins_over
+    ranks = bytearray(n)  # the kept line's extras_rank, for wins_over
+    need = needs_bits(needs)
     cols: dict[str, list[Any]] = {f: [None] * n for f in (*fields, *(derived or {}))}
     for path in shard_files(raw_dir, task):
         for rec in iter_records(path, complete_only=True):
-            i = wanted.get(rec["key"])
+            i = wanted.get(line_key(rec))
             if i is None or (expect is not None and ident_of(rec) != expect(i)):
                 continue
-            if found[i] and not wins_over(rec, {"finished_at": finished[i]}):
+            bits = extras_bits(rec)
+            if need and bits & need != need:
+                continue
+            rank = extras_rank(bits)
+            if found[i] and (rank < ranks[i] or (rank == ranks[i]
+                                                 and not _earlier(rec.get("finished_at"), finished[i]))):
                 continue
             found[i] = True
+            ranks[i] = rank
             finished[i] = rec.get("finished_at")
             for f in fields:
                 value = rec.get(f)
@@ -1011,11 +1107,13 @@ class RawStore:
             raise CacheError(f"{self.read_only} ({n_pending} queries are not cached yet)")
 
     def _note(self, rec: Mapping[str, Any]) -> bool:
-        """Record a line's key and ident; False when the key already had a line."""
-        key, full = rec["key"], ident_of(rec)
+        """Record a line under the key of the forward pass it holds (:func:`line_key`) with
+        its ident, the ident hash's low bits holding the extras it carries
+        (:func:`extras_bits`); False when the key already had a line."""
+        key, full = line_key(rec), ident_of(rec)
         if not full[-1]:
             self.unhashed += 1
-        ident = hash(full)
+        ident = (hash(full) & ~EXTRAS_MASK) | extras_bits(rec)
         if key in self.idents:
             self.duplicates += 1
             self._more_idents.setdefault(key, []).append(ident)
@@ -1023,25 +1121,27 @@ class RawStore:
         self.idents.add(key, ident)
         return True
 
-    def has_answer(self, key: str, ident: Ident | None = None) -> bool:
+    def has_answer(self, key: str, ident: Ident | None = None, needs: int = 0) -> bool:
         """Whether the cache holds a line for ``key`` (whose fields agree with ``ident``,
-        when given): only such a line answers the query, so only it counts as cached."""
-        return self._answers(key, self.idents.get(key), ident)
+        when given, and that carries the extras of mask ``needs``, :func:`needs_bits`): only
+        such a line answers the query, so only it counts as cached."""
+        return self._answers(key, self.idents.get(key), ident, needs)
 
-    def has_answers(self, keys: Sequence[str], idents: Sequence[Ident]) -> list[bool]:
+    def has_answers(self, keys: Sequence[str], idents: Sequence[Ident], needs: int = 0) -> list[bool]:
         """:meth:`has_answer` of each (key, ident), the keys looked up together."""
-        return [self._answers(key, first, ident)
+        return [self._answers(key, first, ident, needs)
                 for key, first, ident in zip(keys, self.idents.get_many(keys), idents)]
 
-    def _answers(self, key: str, first: int | None, ident: Ident | None) -> bool:
+    def _answers(self, key: str, first: int | None, ident: Ident | None, needs: int = 0) -> bool:
         """Whether a line of ``key`` (``first``: the hash of its first line's ident, None
-        when the key has none) agrees with ``ident``."""
+        when the key has none) agrees with ``ident`` and carries the extras ``needs``."""
         if first is None:
             return False
-        if ident is None:
+        if ident is None and not needs:
             return True
-        digest = hash(ident)
-        return first == digest or digest in self._more_idents.get(key, ())
+        digest = None if ident is None else hash(ident) & ~EXTRAS_MASK
+        return any((digest is None or v & ~EXTRAS_MASK == digest) and v & needs == needs
+                   for v in (first, *self._more_idents.get(key, ())))
 
     def refresh(self) -> int:
         """Read the lines appended to any shard since the last look (streamed: Min-K%
@@ -1164,7 +1264,9 @@ class RawStore:
         missing = [f for f in REQUIRED_FIELDS if f not in record]
         if missing:
             raise ValueError(f"raw record lacks field(s) {missing}")
-        if self.has_answer(record["key"], ident_of(record)):
+        if self.has_answer(line_key(record), ident_of(record), extras_bits(record)):
+            # a second line of a key only when it carries extras no line of it has (a
+            # study that needs them asked that row again)
             raise CacheError(f"key {record['key']} is already in {self.path}; refusing a duplicate line")
         self.clamped += clamp_near_zero(record)  # type: ignore[arg-type]
         reason = incomplete_reason(record)

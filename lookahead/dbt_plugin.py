@@ -245,6 +245,9 @@ def use_study(cursor: Any) -> None:
                    ["select * from " + observations_sql(data_path, study.input.csv_delimiter)])
     for task, params in key_params(study).items():
         cursor.execute(f"set variable {KEY_PARAMS_VARIABLE}{task} = ?", [params])
+    for task, lines in line_variables(study).items():
+        for prefix, values in lines.items():
+            cursor.execute(f"set variable {prefix}{task} = cast(? as varchar[])", [values])
 
 
 #: `<prefix><task>` holds the params_json a task's keys hash (macros/study_helpers.sql
@@ -263,6 +266,32 @@ def key_params(study: "Study") -> dict[str, str]:
     for task in TASKS:
         try:
             out[task] = params_json(task_params(study, task))
+        except ValueError:  # StudyConfigError
+            continue
+    return out
+
+
+#: `<prefix><task>` holds the params JSON a task's lines were keyed with before the key
+#: stood for the forward pass alone (lookahead.keys.legacy_key_params): `fields_match`
+#: accepts a line hashing to one of them, read under the key of the pass it holds.
+LEGACY_KEY_PARAMS_VARIABLE = "lookahead_legacy_key_params_"
+#: `<prefix><task>` holds the extras the study's measures need in a task's lines
+#: (lookahead.measures.line_extras): a line carrying them wins (first_written_line).
+LINE_NEEDS_VARIABLE = "lookahead_line_needs_"
+
+
+def line_variables(study: "Study") -> dict[str, dict[str, list[str]]]:
+    """task -> {variable prefix: values} for the prompt-scoring tasks: the legacy key
+    params and the extras the study needs ([] when none); a task a bad setting prevents
+    is left out (the run-start check names the setting)."""
+    from lookahead.keys import legacy_key_params
+    from lookahead.measures import line_extras
+
+    out = {}
+    for task in ("mink",):
+        try:
+            out[task] = {LEGACY_KEY_PARAMS_VARIABLE: legacy_key_params(study, task),
+                         LINE_NEEDS_VARIABLE: line_extras(study, task)}
         except ValueError:  # StudyConfigError
             continue
     return out

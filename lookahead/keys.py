@@ -22,9 +22,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lookahead.cache import params_json, query_keys, recall_idents
+from lookahead.cache import KEY_FREE_PARAMS, params_json, query_keys, recall_idents
 from lookahead.config import Study
-from lookahead.measures import REFERENCE_TASK, computes, line_extras
+from lookahead.measures import LINE_EXTRAS, REFERENCE_TASK, computes
 from lookahead.prompts import Template, check_recall_template, recall_prompt_columns, text_column
 from lookahead.rows import PAIR_COLUMNS, SPLIT_COLUMNS, split_staged_arrow, unique_pairs
 
@@ -102,17 +102,31 @@ def _task_params(study: Study, task: str) -> dict[str, Any]:
         # same answers, so the same key); a bf16 body moves LAP by ~5-15%: another answer.
         if study.backend.mink_body_dtype == "bfloat16":
             params["mink_body_dtype"] = "bfloat16"
-        # What the study's other prompt measures need in the same line (lookahead.measures);
-        # absent when none does, so a Min-K%-only study keeps its keys.
-        if extras := line_extras(study, task):
-            params["line_extras"] = extras
+        # The key stands for the forward pass alone: what the study's other prompt
+        # measures need in the same line (lookahead.measures line_extras) is not part of it,
+        # so one line serves every study it carries enough for (lookahead.cache LINE_EXTRA_BITS).
         return _with_overflow(study, params)
     if task == REFERENCE_TASK:
         # The Min-K% prompt scored by the reference model: the same query without the
         # target's line extras (only the log-probs are read); the reference's identity
         # is its model_id (reference_study), hashed into every key like the target's.
-        return {k: v for k, v in _task_params(study, "mink").items() if k != "line_extras"}
+        return _task_params(study, "mink")
     raise ValueError(f"unknown task {task!r}")
+
+
+def legacy_key_params(study: Study, task: str) -> list[str]:
+    """The params JSON a `task` line was keyed with before its key stood for the forward
+    pass alone: the study's params with each set of extras that once joined them
+    (``line_extras``, a sorted non-empty subset of lookahead.measures.LINE_EXTRAS); [] for a
+    task whose key never held them. The build reads such a line under the key its fields
+    hash to without them (macros/study_helpers.sql fields_match; lookahead.cache.line_key),
+    so a cache written before serves the study with nothing asked again."""
+    if task != "mink":
+        return []
+    base = task_params(study, task)
+    names = sorted(LINE_EXTRAS)
+    subsets = [[n for i, n in enumerate(names) if mask >> i & 1] for mask in range(1, 1 << len(names))]
+    return [params_json({**base, KEY_FREE_PARAMS[0]: sub}) for sub in subsets]
 
 
 def _with_overflow(study: Study, params: dict[str, Any]) -> dict[str, Any]:

@@ -59,6 +59,10 @@ class Backend(ABC):
     """A loaded model. ``name`` goes into every raw line."""
 
     name: str = "base"
+    #: What a Min-K% line carries from this backend beside its log-probs even when the
+    #: study's measures do not need it (lookahead.cache LINE_EXTRAS), because the same pass
+    #: gives it at almost no cost: a measure added later then asks nothing again.
+    free_extras: tuple[str, ...] = ()
 
     def __init__(self, model_id: str, **options: object) -> None:
         self.model_id = model_id

@@ -78,6 +78,9 @@ class TransformersBackend(Backend):
 
     name = "transformers"
     supports_logprobs = True
+    #: The vocabulary moments cost FREE_MOMENTS_RATIO of the log-probs alone (BENCHMARKS.md,
+    #: "Min-K%++ moments in every line"), so every Min-K% line carries them.
+    free_extras = ("vocab_moments",)
 
     def __init__(self, model_id: str, **options: Any) -> None:
         super().__init__(model_id, **options)

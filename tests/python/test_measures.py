@@ -144,11 +144,12 @@ def test_every_measure_has_its_model_docs_and_settings():
         assert set(m.needs) <= set(measures.LINE_EXTRAS)
 
 
-def test_a_study_asking_for_prompt_measures_keys_one_line_per_prompt_with_their_extras():
+def test_a_min_k_line_is_keyed_by_its_forward_pass_never_by_the_measures_read_from_it():
     base = task_params(load_study(overrides={"lap_measures": ["recall", "mink"]}), "mink")
-    assert "line_extras" not in base  # recall and Min-K% only: the keys stay as they were
     all_ = task_params(load_study(overrides={"lap_measures": list(measures.MEASURES), "reference_model_id": "r"}), "mink")
-    assert all_["line_extras"] == ["vocab_moments", "zlib_bytes"]
+    assert "line_extras" not in base and all_ == base  # one pass, one key, whatever is read from it
+    assert measures.line_extras(load_study(overrides={"lap_measures": list(measures.MEASURES),
+                                                      "reference_model_id": "r"}), "mink") == ["vocab_moments", "zlib_bytes"]
 
 
 @pytest.mark.parametrize("backend", ["openai", "vllm"])

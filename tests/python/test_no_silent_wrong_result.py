@@ -187,10 +187,10 @@ def test_a_refused_build_retires_no_report_and_marks_no_verdict(built, tmp_path)
 
 
 def test_a_measure_under_another_key_fails_the_build_naming_the_setting(built, tmp_path, monkeypatch):
-    """Min-K% answers cached under the key of lap_measures [recall, mink]; the study now
-    also computes zlib, whose line extra joins the Min-K% key: no Min-K% line is the
-    study's, and the build stops naming the measure and lap_measures (it used to pass
-    with lap_mink null in every row)."""
+    """Min-K% answers cached under the key of the fp32 body; the study now scores with the
+    bf16 body (setting mink_body_dtype joins the Min-K% key: another answer): no Min-K%
+    line is the study's, and the build stops naming the measure and the setting (it used
+    to pass with lap_mink null in every row)."""
     from lookahead.keys import task_params
 
     vars_, target = _copy(built, tmp_path)
@@ -201,12 +201,32 @@ def test_a_measure_under_another_key_fails_the_build_naming_the_setting(built, t
         line["params"] = task_params(old, "mink")
     mink.write_text("".join(json.dumps(x) + "\n" for x in lines))
     monkeypatch.setenv(SOURCE_ENV, DEMO_SOURCE)  # the same study file, edited
-    res = run_dbt(["build", "--select", "+gate_panel"], {**vars_, "lap_measures": ["recall", "mink", "zlib"]},
+    res = run_dbt(["build", "--select", "+gate_panel"], {**vars_, "mink_body_dtype": "bfloat16"},
                   target / "db.duckdb")
     assert res.returncode != 0
     assert re.search(r"LAP measure 'mink' \(Min-K%\) has a score on 0 of \d+ panel rows", res.output), \
         res.output[-3000:]
-    assert "setting 'lap_measures' changed the key" in res.output
+    assert "setting 'mink_body_dtype' changed the key" in res.output
+
+
+def test_a_measure_whose_lines_lack_what_it_reads_fails_the_build_naming_it(built, tmp_path, monkeypatch):
+    """Adding zlib to lap_measures keeps the Min-K% key (the same forward pass): the lines
+    are the study's, Min-K% scores every row, and where they lack zlib_bytes (written by a
+    backend that did not add it) the build stops naming the measure and what the lines
+    lack, not a setting that changed no key."""
+    vars_, target = _copy(built, tmp_path)
+    mink = target / "raw" / "mink.jsonl"
+    lines = [json.loads(x) for x in mink.read_text().splitlines()]
+    for line in lines:
+        line.pop("zlib_bytes", None)
+    mink.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    monkeypatch.setenv(SOURCE_ENV, DEMO_SOURCE)
+    res = run_dbt(["build", "--select", "+gate_panel"], {**vars_, "lap_measures": ["recall", "mink", "zlib"]},
+                  target / "db.duckdb")
+    assert res.returncode != 0
+    assert re.search(r"LAP measure 'zlib' \(zlib LAP\) has a score on 0 of (\d+) panel rows.*: \1 of the rows "
+                     r"have their mink line, but it lacks zlib_bytes", res.output), res.output[-3000:]
+    assert "LAP measure 'mink'" not in res.output and "changed the key" not in res.output
 
 
 def test_the_robustness_table_never_prints_a_measure_without_scores_as_a_result(tmp_path):
