@@ -36,6 +36,7 @@ from llm_jobs.context import (
 from llm_jobs.failures import refused_keys, require_complete, skip_refused
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
 from llm_jobs.query_loop import logprob_dicts
+from llm_jobs.run_plan import not_answered_elsewhere
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache import atomic_parquet_writer
@@ -87,6 +88,7 @@ def run(ctx: JobContext) -> int:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         uncached = skip_refused(TASK, store, not_cached(ctx, store, TASK, queries), retry_failed(ctx))
+        uncached = not_answered_elsewhere(TASK, uncached)  # the plan counts a shared pass once (llm_jobs.fused)
         store.require_writable(len(uncached))  # before the model loads: nothing to ask, no lock needed
         store.claim(keys_of(uncached))  # another study sharing raw_dir waits for these (llm_jobs.sharing)
         pending = fit_forecast_prompts(ctx, ctx.for_backend(uncached))

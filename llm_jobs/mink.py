@@ -23,6 +23,7 @@ from llm_jobs.context import JobContext, Query, QueryPlan, cached_fields, keys_o
 from llm_jobs.failures import refused_keys, require_complete, skip_refused
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
 from llm_jobs.query_loop import logprob_dicts
+from llm_jobs.run_plan import not_answered_elsewhere
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache import atomic_write_parquet
@@ -76,6 +77,7 @@ def score_prompts(ctx: JobContext, task: str, params: dict[str, Any],
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         uncached = skip_refused(task, store, not_cached(ctx, store, task, queries),
                                 bool(getattr(ctx.args, "retry_failed", False)))
+        uncached = not_answered_elsewhere(task, uncached)  # the plan counts a shared pass once (llm_jobs.fused)
         store.require_writable(len(uncached))  # before the model loads: nothing to ask, no lock needed
         store.claim(keys_of(uncached))  # another study sharing raw_dir waits for these (llm_jobs.sharing)
         pending = fit_forecast_prompts(ctx, ctx.for_backend(uncached))

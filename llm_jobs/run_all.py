@@ -1,5 +1,6 @@
-"""The LLM jobs in order (forecast, recall, Min-K%, and the reference model's prompt
-log-probs when the study computes the reference-model LAP), the target model loaded once.
+"""The LLM jobs in order (forecast and Min-K% from one pass where the backend shares it,
+then forecast, recall, Min-K%, and the reference model's prompt log-probs when the study
+computes the reference-model LAP), the target model loaded once.
 
 Run: ``python -m llm_jobs.run_all --study FILE --yes``
 
@@ -15,14 +16,17 @@ import functools
 import sys
 from typing import Sequence
 
-from llm_jobs import forecast, mink, recall, reference, run_plan
+from llm_jobs import forecast, fused, mink, recall, reference, run_plan
 from llm_jobs.cli import arg_parser
 from llm_jobs.context import JobContext, make_context
 from llm_jobs.planning import confirm
 from lookahead.guard import EXIT_OK, guarded
 from lookahead.keys import task_params
 
-JOBS = (("forecast", forecast.run), ("recall", recall.run), ("mink", mink.run), ("reference", reference.run))
+#: forecast+mink first: one pass answers and scores each row that misses both lines
+#: (llm_jobs.fused); the forecast and Min-K% jobs then ask what is left and summarise.
+JOBS = (("forecast+mink", fused.run), ("forecast", forecast.run), ("recall", recall.run), ("mink", mink.run),
+        ("reference", reference.run))
 
 
 def run(ctx: JobContext) -> int:

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from lookahead.cache import KEY_FREE_PARAMS, params_json, query_keys, recall_idents
 from lookahead.config import Study
-from lookahead.measures import LINE_EXTRAS, REFERENCE_TASK, computes
+from lookahead.measures import LINE_EXTRAS, REFERENCE_TASK, computes, study_measures
 from lookahead.prompts import Template, check_recall_template, recall_prompt_columns, text_column
 from lookahead.rows import PAIR_COLUMNS, SPLIT_COLUMNS, split_staged_arrow, unique_pairs
 
@@ -102,6 +102,7 @@ def _task_params(study: Study, task: str) -> dict[str, Any]:
         # same answers, so the same key); a bf16 body moves LAP by ~5-15%: another answer.
         if study.backend.mink_body_dtype == "bfloat16":
             params["mink_body_dtype"] = "bfloat16"
+        study_measures(study)  # a measure the backend cannot give stops here, before any query
         # The key stands for the forward pass alone: what the study's other prompt
         # measures need in the same line (lookahead.measures line_extras) is not part of it,
         # so one line serves every study it carries enough for (lookahead.cache LINE_EXTRA_BITS).

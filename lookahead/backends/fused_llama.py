@@ -68,9 +68,13 @@ class PackedLlamaBody:
                 mlp.down_proj.weight.detach().float().t(),
             ))
 
-    def __call__(self, seqs: Sequence[Sequence[int]]) -> Any:
+    def __call__(self, seqs: Sequence[Sequence[int]], kv: list[tuple[Any, Any]] | None = None) -> Any:
         """Final hidden states (after the last norm) of every token of every sequence,
-        packed in order: ``[sum(len), hidden]``, fp32."""
+        packed in order: ``[sum(len), hidden]``, fp32. With ``kv`` (a list), appends each
+        layer's keys (after the rotary embedding) and values as transformers' attention
+        caches them, ``[batch, kv heads, longest, head_dim]`` each, right-padded (zeros
+        after a sequence's tokens): the cache a generation continues from
+        (TransformersBackend.generate_scored)."""
         torch = self.torch
         F = torch.nn.functional
         lens = [len(s) for s in seqs]
@@ -99,6 +103,9 @@ class PackedLlamaBody:
             padded[flat, n_qk * hd :] = qkv[:, n_qk * hd :]
             heads = padded.view(batch, width, nh + 2 * nkv, hd).transpose(1, 2)
             q, k, v = heads[:, :nh], heads[:, nh:n_qk], heads[:, n_qk:]
+            if kv is not None:  # `padded` is written again by the next layer: copies
+                kv.append((k.clone(memory_format=torch.contiguous_format),
+                           v.clone(memory_format=torch.contiguous_format)))
             att = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=nkv != nh)
             att = att.transpose(1, 2).reshape(batch * width, nh * hd)[flat]
             h = torch.addmm(h, att, w_o)

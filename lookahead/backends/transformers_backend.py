@@ -404,9 +404,14 @@ class TransformersBackend(Backend):
         return mu, vecdot(p, lp.sub_(mu.unsqueeze(-1)).square_())
 
     def _batch_token_logprobs(self, seqs: Sequence[Sequence[int]],
-                              moments: list[list[tuple[float, float]]] | None = None) -> list[list[float]]:
+                              moments: list[list[tuple[float, float]]] | None = None,
+                              fused: dict[str, Any] | None = None) -> list[list[float]]:
         """Per sequence, the log-probs of tokens 2..n (floats); with `moments` (a list),
-        appends per sequence the (vocab_mean, vocab_var) of each of those positions."""
+        appends per sequence the (vocab_mean, vocab_var) of each of those positions. With
+        `fused` (a dict; only on the packed body, :meth:`fused_scoring`), also the same
+        pass's next-token logits after each full prompt (``fused["last"]``, [batch,
+        vocab] fp32) and its keys and values (``fused["kv"]``), which the answer continues
+        from (:meth:`generate_scored`)."""
         torch = self._torch
         ids, mask = self._right_padded(seqs)
         target_mask = mask[:, 1:].bool()
@@ -417,12 +422,17 @@ class TransformersBackend(Backend):
             # causal attention: measured here, SDPA without a mask was slower, not faster.
             body = self._mink_base(model)
             if isinstance(body, PackedLlamaBody):
-                packed = body(seqs)  # [sum(len), hidden]: every token of every sequence
+                kv: list[tuple[Any, Any]] | None = [] if fused is not None else None
+                packed = body(seqs, kv)  # [sum(len), hidden]: every token of every sequence
                 starts = [0]
                 for s in seqs[:-1]:
                     starts.append(starts[-1] + len(s))
                 keep = torch.cat([torch.arange(a, a + len(s) - 1) for a, s in zip(starts, seqs)]).to(self.device)
                 h = packed[keep].to(self.dtype)
+                if fused is not None:
+                    ends = torch.tensor([a + len(s) - 1 for a, s in zip(starts, seqs)], device=self.device)
+                    fused["last"] = model.get_output_embeddings()(packed[ends].to(self.dtype)).float()
+                    fused["kv"] = kv
             else:
                 hidden = body(input_ids=ids, attention_mask=mask).last_hidden_state
                 h = hidden[:, :-1][target_mask].to(self.dtype)
@@ -458,6 +468,98 @@ class TransformersBackend(Backend):
             res.append(values[pos : pos + n])
             pos += n
         return res
+
+    def fused_scoring(self) -> bool:
+        """Whether one pass can score a prompt's tokens and answer it
+        (:meth:`generate_scored`): when Min-K% runs the packed fp32 body (a plain Llama
+        model in float32 weights, mink_body_dtype float32), whose keys and values the
+        answer continues from. Elsewhere (another architecture, reduced weights, a bf16
+        body) the answer and the scores come from two passes, as each is asked alone.
+        Loads the model."""
+        return isinstance(self._mink_base(self.model), PackedLlamaBody)
+
+    def generate_scored(self, prompts: Sequence[str], max_tokens: int, top_logprobs: int,
+                        vocab_moments: bool = False) -> list[tuple[Generation, list[TokenLogprob]]]:
+        """One forward pass over each prompt gives its token log-probs (as
+        :meth:`prompt_logprobs`, with the vocabulary moments when asked) and the next-token
+        distribution after it; the greedy answer continues from that pass's keys and
+        values (:meth:`generate`'s answer, the top-k at its first position), so the prompt
+        is read once, not once per task. Only where :meth:`fused_scoring` holds.
+
+        Precision, decided here (docs/backends.md): the prompt pass is Min-K%'s, the packed
+        fp32 body at the study's matmul_precision, so the Min-K% line equals the one the
+        Min-K% job writes alone; the first answer token's distribution comes from the same
+        pass (on the CPU at 'medium' precision its log-probs move by under 1e-4 from
+        :meth:`generate`'s, which runs at torch's default), and the answer's later tokens
+        run through the model's own layers at torch's default precision, as in
+        :meth:`generate`."""
+        torch = self._torch
+        seqs = [self.encode(p) for p in prompts]
+        out: list[tuple[Generation, list[TokenLogprob]] | None] = [None] * len(prompts)
+        with torch.inference_mode():
+            for batch in self._batches([len(s) for s in seqs]):
+                bseqs = [seqs[i] for i in batch]
+                moments: list[list[tuple[float, float]]] | None = [] if vocab_moments else None
+                fused: dict[str, Any] = {}
+                saved = torch.get_float32_matmul_precision()
+                torch.set_float32_matmul_precision(self.matmul_precision)
+                try:
+                    lps = self._batch_token_logprobs(bseqs, moments, fused)
+                finally:
+                    torch.set_float32_matmul_precision(saved)
+                answers = self._continue_greedy(bseqs, fused["kv"], fused["last"], max_tokens, top_logprobs)
+                for row, i in enumerate(batch):
+                    s = seqs[i]
+                    entries = [TokenLogprob(int(s[0]), self._token_text(s[0]), None)]
+                    entries += [
+                        TokenLogprob(int(t), self._token_text(t), max(v, LOGPROB_FLOOR),
+                                     *(moments[row][j] if moments is not None else ()))
+                        for j, (t, v) in enumerate(zip(s[1:], lps[row]))
+                    ]
+                    text, top = answers[row]
+                    out[i] = (Generation(prompts[i], text, top), entries)
+        return [o for o in out if o is not None]
+
+    def _continue_greedy(self, seqs: Sequence[Sequence[int]], kv: list[tuple[Any, Any]], first: Any,
+                         max_tokens: int, top_logprobs: int) -> list[tuple[str, list[TokenLogprob]]]:
+        """Greedy decoding of up to `max_tokens` tokens after each prompt, from the prompt
+        pass's next-token logits `first` and its right-padded keys and values `kv`: each
+        step feeds every row's last token at its own position, the padding masked out, and
+        a row stops at the end-of-sequence token (as transformers' generate does)."""
+        from transformers import DynamicCache
+
+        torch = self._torch
+        n = len(seqs)
+        lens = torch.tensor([len(s) for s in seqs], dtype=torch.long, device=self.device)
+        width = int(lens.max())
+        mask = (torch.arange(width, device=self.device)[None, :] < lens[:, None]).long()
+        cache = DynamicCache(config=self.model.config)
+        for layer, (k, v) in enumerate(kv):
+            cache.update(k.to(self.dtype), v.to(self.dtype), layer)
+        eos = self.tokenizer.eos_token_id
+        eos_ids = torch.tensor(eos if isinstance(eos, list) else [eos], device=self.device)
+        tops = [self._top_k(first[r], top_logprobs) if top_logprobs > 0 else [] for r in range(n)]
+        tok = first.argmax(-1)
+        done = torch.isin(tok, eos_ids)
+        steps = [tok]
+        pos = lens.clone()
+        for _ in range(1, max_tokens):
+            if bool(done.all()):
+                break
+            mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long, device=self.device)], dim=1)
+            logits = self.model(input_ids=tok[:, None], attention_mask=mask, position_ids=pos[:, None],
+                                past_key_values=cache, use_cache=True).logits[:, -1].float()
+            tok = torch.where(done, torch.full_like(tok, self.pad_id), logits.argmax(-1))
+            steps.append(tok)
+            done = done | torch.isin(tok, eos_ids)
+            pos = pos + 1
+        ids = torch.stack(steps, dim=1).tolist()
+        out = []
+        for r in range(n):
+            row = ids[r]
+            cut = next((j + 1 for j, t in enumerate(row) if t in eos_ids.tolist()), len(row))
+            out.append((self.tokenizer.decode(row[:cut], skip_special_tokens=True), tops[r]))
+        return out
 
     def _mink_base(self, model: Any) -> Any:
         """The decoder body Min-K% runs (see MINK_BODY_DTYPE): the packed fp32 body, the
