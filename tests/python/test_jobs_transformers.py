@@ -434,7 +434,9 @@ def test_fully_cached_run_imports_no_heavy_library(tmp_path, model_dirs):
     study = make_study(tmp_path, model_dirs["up"], n=8, forecast_max_tokens=1,
                        forecast_prompt="{text} ({ticker}). Up or down?")
     first = run_job("run_all", study, "--yes")
-    assert "to query: 0" not in first.stdout
+    # the forecast and Min-K% of each row from one pass (llm_jobs.fused), recall on its own
+    assert "forecast+mink: 8 rows; cached (identical key): 0; to query: 8" in first.stdout
+    assert "recall: 7 unique pairs; cached (identical key): 0" in first.stdout
     probe = ("import json, sys\n"
              "from llm_jobs import run_all\n"
              f"code = run_all.main(['--study', {str(study)!r}, '--yes'])\n"

@@ -32,18 +32,19 @@ def test_run_asks_once_with_the_summed_cost(tmp_path: Path, monkeypatch: pytest.
     assert run_all.main(["--study", str(study(tmp_path)), "--subsample", "40"]) == 0
     out = capsys.readouterr().out
     assert len(asked) == 1 and re.fullmatch(r"run [\d,]+ requests for \$[\d.]+\? \[y/N\] ", asked[0]), asked
-    rows = {m[0]: m[1:] for m in re.findall(r"^(forecast|recall|mink|whole run) +([\d,]+) +([\d,]+) +([\d,]+) +\$([\d.,]+)$",
-                                            out, re.M)}
-    assert set(rows) == {"forecast", "recall", "mink", "whole run"}, out
+    rows = {m[0]: m[1:] for m in re.findall(
+        r"^(forecast\+mink|forecast|recall|mink|whole run) +([\d,]+) +([\d,]+) +([\d,]+) +\$([\d.,]+)$", out, re.M)}
+    # the forecast and Min-K% of a row from one pass (llm_jobs.fused): one request a row, counted once
+    assert set(rows) == {"forecast+mink", "recall", "whole run"}, out
     jobs = [r for k, r in rows.items() if k != "whole run"]
     for col in range(3):  # requests, prompt tokens, output tokens: the sum of the jobs'
         assert int(rows["whole run"][col].replace(",", "")) == sum(int(r[col].replace(",", "")) for r in jobs)
-    assert rows["forecast"][0] == "40"
+    assert rows["forecast+mink"][0] == "40"
     assert abs(float(rows["whole run"][3]) - sum(float(r[3]) for r in jobs)) < 0.015
     # the price: 0.5 per 1k tokens of the whole run
     tokens = int(rows["whole run"][1].replace(",", "")) + int(rows["whole run"][2].replace(",", ""))
     assert abs(float(rows["whole run"][3]) - tokens / 1000 * 0.5) < 0.006
-    assert out.count("yes (the whole run was confirmed above)") == 3
+    assert out.count("yes (the whole run was confirmed above)") == 2
     assert asked[0].startswith(f"run {rows['whole run'][0]} requests for ${rows['whole run'][3]}?")
 
 
