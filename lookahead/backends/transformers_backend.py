@@ -78,8 +78,9 @@ class TransformersBackend(Backend):
 
     name = "transformers"
     supports_logprobs = True
-    #: The vocabulary moments cost FREE_MOMENTS_RATIO of the log-probs alone (BENCHMARKS.md,
-    #: "Min-K%++ moments in every line"), so every Min-K% line carries them.
+    #: The vocabulary moments cost 1.02-1.16x the log-probs alone, in the same pass
+    #: (BENCHMARKS.md, "Four prompt measures from one pass"), so every Min-K% line carries
+    #: them and adding Min-K%++ later asks nothing again (docs/measures.md).
     free_extras = ("vocab_moments",)
 
     def __init__(self, model_id: str, **options: Any) -> None:
