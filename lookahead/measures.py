@@ -15,8 +15,10 @@ numbers that reach the regressions come from the SQL models.
 Why one forward pass serves four measures: Min-K%, loss, zlib ratio and Min-K%++ all
 read the prompt-token log-probs of the `mink` task's line; zlib adds the text's
 compressed length and Min-K%++ the mean and variance of the log-prob over the
-vocabulary at each position, both written into the same line when a study asks for
-them (`line_extras`), so a study asking for several measures queries each prompt once.
+vocabulary at each position, both written into the same line (`line_extras`: what a
+study's measures need; on transformers every line carries both), so a study asking for
+several measures queries each prompt once. Which extras a line carries is no part of its
+key (lookahead.cache.LINE_EXTRA_BITS): one line serves every study it carries enough for.
 """
 
 from __future__ import annotations
