@@ -16,11 +16,12 @@ import pandas as pd
 import pyarrow as pa
 
 from lookahead.backends import Backend, get_backend
-from lookahead.cache import Ident, KeyPositions, RawStore, load_fields
+from lookahead.cache import Ident, KeyPositions, RawStore, load_fields, needs_bits
 from lookahead.config import Study, load_study
 from lookahead.consent import Destination
 from lookahead.guard import JobStop
 from lookahead.keys import sampling_fallback
+from lookahead.measures import line_extras
 from lookahead.rows import RowFacts, RowScan, release_freed_memory, scan_study_rows, subsample_rows
 
 LARGE_STUDY_ROWS = 10_000
@@ -72,15 +73,17 @@ class JobContext:
     def batch_size(self) -> int:
         return int(self.study.backend.batch_size)
 
-    def for_backend(self, queries: Sequence["Query"]) -> list["Query"]:
+    def for_backend(self, queries: Sequence[Query]) -> list[Query]:
         """The queries with the exact text the backend is sent (its chat template applied
         when the study asks): the backend, and so the model, is loaded only here, when
         something is left to query."""
         if not queries:
             return []
         if not sampling_fallback(self.study) and not getattr(self.backend, "supports_logprobs", True):
-            raise JobStop(f"backend '{self.study.backend.backend}' returns no logprobs: set "
-                          "logprobs_available: false (recall then uses the sampling fallback)")
+            raise JobStop(
+                f"backend '{self.study.backend.backend}' returns no logprobs: set "
+                "logprobs_available: false (recall then uses the sampling fallback)"
+            )
         chat = self.use_chat_template
         if isinstance(queries, QueryPlan):  # kept as columns (a plan of a million rows)
             return queries.sending(lambda text: self.backend.render_prompt(text, chat))  # type: ignore[return-value]
@@ -112,8 +115,10 @@ def make_context(args: argparse.Namespace, backend: Backend | None = None) -> Jo
             seed = int(study.input.subsample_seed or 0)
             rows = subsample_rows(rows, int(answer), seed)
             facts = RowFacts.of(rows, study.protocol.training_cutoff)
-            print(f"subsample: {len(rows)} rows (seed {seed}); put 'subsample_rows: "
-                  f"{answer}' in the study file so dbt build analyses these same rows")
+            print(
+                f"subsample: {len(rows)} rows (seed {seed}); put 'subsample_rows: "
+                f"{answer}' in the study file so dbt build analyses these same rows"
+            )
     n_rejected = scan.n_rejected
     del scan
     preflight(study, facts)
@@ -152,20 +157,26 @@ def scan_context_rows(args: argparse.Namespace) -> tuple[Study, RowScan, bool]:
     n_rows, n_rejected = scan.n_queried, scan.n_rejected
     detail = "; ".join(f"{n} {reason}" for reason, n in scan.reject_counts().items())
     if n_rows == 0:
-        raise JobStop(f"no valid rows in {study.input.data_path} ({n_rejected} rejected"
-                      + (f": {detail}" if detail else "") + "); see seeds/reject_reasons.csv")
+        raise JobStop(
+            f"no valid rows in {study.input.data_path} ({n_rejected} rejected"
+            + (f": {detail}" if detail else "")
+            + "); see seeds/reject_reasons.csv"
+        )
     # valid rows, not "rows to query": how many are asked (the rest cached) is each job's plan
-    print(f"study '{study.output.study_name}': {n_rows} valid rows, {n_rejected} rejected"
-          + (f" ({detail})" if detail else ""))
+    print(f"study '{study.output.study_name}': {n_rows} valid rows, {n_rejected} rejected" + (f" ({detail})" if detail else ""))
     size, seed = subsample or study_sub
     if size is not None:
         print(f"subsample: {n_rows} rows (subsample_rows {size}, seed {seed})")
         if subsample is not None and subsample != study_sub:
-            print(f"note: dbt build and the report follow the study file: put 'subsample_rows: {size}' "
-                  f"and 'subsample_seed: {seed}' in it so they analyse these same rows")
+            print(
+                f"note: dbt build and the report follow the study file: put 'subsample_rows: {size}' "
+                f"and 'subsample_seed: {seed}' in it so they analyse these same rows"
+            )
     elif n_rows > LARGE_STUDY_ROWS:
-        print(f"note: {n_rows} rows is a large study; consider a seeded random subsample first "
-              f"(subsample_rows: 2000 and subsample_seed: 0 in the study file).")
+        print(
+            f"note: {n_rows} rows is a large study; consider a seeded random subsample first "
+            f"(subsample_rows: 2000 and subsample_seed: 0 in the study file)."
+        )
         return study, scan, True
     return study, scan, False
 
@@ -179,27 +190,35 @@ def preflight(study: Study, facts: RowFacts) -> None:
     before its confirmation. ``facts`` (lookahead.rows.RowFacts) are counts of the rows
     to query, so that the check needs no copy of them."""
     n_pre, n_post = facts.n_pre, facts.n_rows - facts.n_pre
-    counts = (f"{facts.n_rows} valid rows ({n_pre} pre-cutoff, {n_post} post-cutoff, "
-              f"training_cutoff {study.protocol.training_cutoff})")
+    counts = (
+        f"{facts.n_rows} valid rows ({n_pre} pre-cutoff, {n_post} post-cutoff, training_cutoff {study.protocol.training_cutoff})"
+    )
     print(f"preflight: {counts}")
     fix = "nothing was queried; add rows, or check training_cutoff and the date columns"
     if facts.n_rows < int(study.protocol.min_panel_rows):
-        raise JobStop(f"{counts}: fewer than min_panel_rows ({study.protocol.min_panel_rows}), so gate_panel "
-                      f"would stop the build and no verdict could be reached; {fix}")
+        raise JobStop(
+            f"{counts}: fewer than min_panel_rows ({study.protocol.min_panel_rows}), so gate_panel "
+            f"would stop the build and no verdict could be reached; {fix}"
+        )
     if n_pre == 0:
-        raise JobStop(f"{counts}: no pre-cutoff row, so the verdict could only be Underpowered "
-                      f"(the detection test cannot run); {fix}")
+        raise JobStop(
+            f"{counts}: no pre-cutoff row, so the verdict could only be Underpowered (the detection test cannot run); {fix}"
+        )
     cluster = str(study.protocol.cluster)
     n_clusters = {"entity": facts.pre_entities, "date": facts.pre_dates}.get(cluster)
     if n_clusters is not None and n_clusters < 2:
         if cluster == "entity" and facts.entities == 1:
             # a single entity is a time series: the protocol's regression for it drops the
             # entity effect and uses Newey-West, which cluster: none asks for
-            fix = ("nothing was queried; a single entity is a time series: set cluster: none (no entity "
-                   "fixed effect, Newey-West standard errors), or add entities")
-        raise JobStop(f"{counts}: the pre-cutoff rows form {n_clusters} cluster(s) (cluster: "
-                      f"{cluster}), so beta_3's clustered test cannot run and the verdict could only be "
-                      f"Underpowered; {fix}")
+            fix = (
+                "nothing was queried; a single entity is a time series: set cluster: none (no entity "
+                "fixed effect, Newey-West standard errors), or add entities"
+            )
+        raise JobStop(
+            f"{counts}: the pre-cutoff rows form {n_clusters} cluster(s) (cluster: "
+            f"{cluster}), so beta_3's clustered test cannot run and the verdict could only be "
+            f"Underpowered; {fix}"
+        )
 
 
 @dataclass(slots=True)
@@ -245,9 +264,16 @@ class QueryPlan(Sequence[Query]):
     #: Queries made at a time when the plan is iterated.
     SLICE_ROWS = 4096
 
-    def __init__(self, keys: pa.Array, rows: pd.DataFrame, render: Callable[[pd.DataFrame], pa.Array],
-                 positions: np.ndarray | None = None, start: int = 0, sent: pa.Array | None = None,
-                 replaced: dict[int, Query] | None = None) -> None:
+    def __init__(
+        self,
+        keys: pa.Array,
+        rows: pd.DataFrame,
+        render: Callable[[pd.DataFrame], pa.Array],
+        positions: np.ndarray | None = None,
+        start: int = 0,
+        sent: pa.Array | None = None,
+        replaced: dict[int, Query] | None = None,
+    ) -> None:
         self.keys = keys
         self._rows = rows
         self._render = render
@@ -269,10 +295,15 @@ class QueryPlan(Sequence[Query]):
             if step != 1:
                 return self.take(np.arange(a, b, step))
             b = max(a, b)
-            return QueryPlan(self.keys[a:b], self._rows, self._render,
-                             None if self._positions is None else self._positions[a:b], self._start + a,
-                             None if self._sent is None else self._sent[a:b],
-                             {i - a: q for i, q in self._replaced.items() if a <= i < b})
+            return QueryPlan(
+                self.keys[a:b],
+                self._rows,
+                self._render,
+                None if self._positions is None else self._positions[a:b],
+                self._start + a,
+                None if self._sent is None else self._sent[a:b],
+                {i - a: q for i, q in self._replaced.items() if a <= i < b},
+            )
         i = int(at)
         if i < 0:
             i += len(self)
@@ -284,14 +315,19 @@ class QueryPlan(Sequence[Query]):
         for a in range(0, len(self), self.SLICE_ROWS):
             yield from self._make(a, min(len(self), a + self.SLICE_ROWS))
 
-    def take(self, indices: Sequence[int] | np.ndarray) -> "QueryPlan":
+    def take(self, indices: Sequence[int] | np.ndarray) -> QueryPlan:
         """The queries at ``indices``, in that order (a plan of its own)."""
         at = np.asarray(indices, dtype=np.int64)
         where = {int(i): n for n, i in enumerate(at)} if self._replaced else {}
-        return QueryPlan(self.keys.take(pa.array(at, type=pa.int64())), self._rows, self._render,
-                         self.row_positions()[at], 0,
-                         None if self._sent is None else self._sent.take(pa.array(at, type=pa.int64())),
-                         {where[i]: q for i, q in self._replaced.items() if i in where})
+        return QueryPlan(
+            self.keys.take(pa.array(at, type=pa.int64())),
+            self._rows,
+            self._render,
+            self.row_positions()[at],
+            0,
+            None if self._sent is None else self._sent.take(pa.array(at, type=pa.int64())),
+            {where[i]: q for i, q in self._replaced.items() if i in where},
+        )
 
     def row_positions(self, a: int = 0, b: int | None = None) -> np.ndarray:
         """Where the rows of queries a to b are in ``rows``."""
@@ -322,7 +358,7 @@ class QueryPlan(Sequence[Query]):
         """The rendered text of queries a to b (the text the key hashes, before any cut)."""
         return self._render(self.rows(a, b)).to_pylist()
 
-    def sending(self, send: Callable[[str], str]) -> "QueryPlan":
+    def sending(self, send: Callable[[str], str]) -> QueryPlan:
         """The plan with the text ``send`` makes of each rendered text (JobContext.for_backend):
         the same plan when it sends every text as it is, else one with the sent texts as a
         column (a model's chat template is applied once, not at every read)."""
@@ -338,10 +374,11 @@ class QueryPlan(Sequence[Query]):
         column = pa.chunked_array(chunks, type=pa.large_string()).combine_chunks()
         return QueryPlan(self.keys, self._rows, self._render, self._positions, self._start, column, self._replaced)
 
-    def with_replaced(self, replaced: dict[int, Query]) -> "QueryPlan":
+    def with_replaced(self, replaced: dict[int, Query]) -> QueryPlan:
         """The plan with query i read as ``replaced[i]`` (a text cut to fit the context)."""
-        return QueryPlan(self.keys, self._rows, self._render, self._positions, self._start, self._sent,
-                         {**self._replaced, **replaced})
+        return QueryPlan(
+            self.keys, self._rows, self._render, self._positions, self._start, self._sent, {**self._replaced, **replaced}
+        )
 
     def _make(self, a: int, b: int) -> list[Query]:
         keys = self.keys[a:b].to_pylist()
@@ -350,12 +387,11 @@ class QueryPlan(Sequence[Query]):
         row_ids = [str(r) for r in rows["row_id"]]
         sent = self._sent[a:b].to_pylist() if self._sent is not None else None
         out = []
-        for i, (key, text, row_id) in enumerate(zip(keys, texts, row_ids)):
+        for i, (key, text, row_id) in enumerate(zip(keys, texts, row_ids, strict=False)):
             q = self._replaced.get(a + i)
             if q is None:
                 prompt = text if sent is None else sent[i]
-                q = Query(key, prompt, row_id=row_id) if prompt == text else Query(key, prompt, row_id=row_id,
-                                                                                  text=text)
+                q = Query(key, prompt, row_id=row_id) if prompt == text else Query(key, prompt, row_id=row_id, text=text)
             out.append(q)
         return out
 
@@ -393,38 +429,66 @@ def query_ident(ctx: JobContext, task: str, q: Query) -> Ident:
     return (task, str(ctx.study.backend.model_id), q.row_id, q.entity_id, q.target_date, True)
 
 
+def line_needs(study: Any, task: str) -> tuple[str, ...]:
+    """The extras a `task` line must carry to answer the study (lookahead.measures
+    line_extras: the vocabulary moments for Min-K%++, the zlib length for zlib); a line
+    without them is the same forward pass but not enough, so its row is asked again."""
+    return tuple(line_extras(study, task))
+
+
 def not_cached(ctx: JobContext, store: RawStore, task: str, queries: Sequence[Query]) -> Sequence[Query]:
-    """The queries without an answer in the cache: no line under their key, or only lines
+    """The queries without an answer in the cache: no line under their key, only lines
     whose fields disagree with it (the build lists those in raw_line_rejects), which the
-    job says in one line before asking them again."""
+    job says in one line before asking them again, or only lines without the extras the
+    study needs (:func:`line_needs`), also said in one line."""
+    needs = needs_bits(line_needs(ctx.study, task))
     if isinstance(queries, QueryPlan):  # a slice's keys looked up together, no prompt rendered
         at = []
         for a in range(0, len(queries), QueryPlan.SLICE_ROWS):
             b = min(len(queries), a + QueryPlan.SLICE_ROWS)
             idents = [query_ident(ctx, task, Query("", "", row_id=r)) for r in queries.row_ids(a, b)]
-            found = store.has_answers(queries.keys[a:b].to_pylist(), idents)
+            found = store.has_answers(queries.keys[a:b].to_pylist(), idents, needs)
             at += [a + i for i, ok in enumerate(found) if not ok]
     else:
-        at = [i for i, q in enumerate(queries) if not store.has_answer(q.key, query_ident(ctx, task, q))]
+        at = [i for i, q in enumerate(queries) if not store.has_answer(q.key, query_ident(ctx, task, q), needs)]
     # a plan stays a plan (its columns, no Query object a row); a list keeps its objects
     pending = queries.take(at) if isinstance(queries, QueryPlan) else [queries[i] for i in at]
-    disagreeing = sum(1 for key in keys_of(pending) if key in store)  # no prompt rendered a query
+    if needs:
+        if isinstance(pending, QueryPlan):
+            idents = [query_ident(ctx, task, Query("", "", row_id=r)) for r in pending.row_ids(0, len(pending))]
+        else:
+            idents = [query_ident(ctx, task, q) for q in pending]
+        lacking = sum(store.has_answers(list(keys_of(pending)), idents))
+        if lacking:
+            print(
+                f"{task}: {lacking} cached line(s) lack what the study's measures need "
+                f"({', '.join(line_needs(ctx.study, task))}): those rows are asked again"
+            )
+    else:
+        lacking = 0
+    disagreeing = sum(1 for key in keys_of(pending) if key in store) - lacking  # no prompt rendered a query
     if disagreeing:
-        print(f"{task}: {disagreeing} cached line(s) disagree with their key (another row, task or model, "
-              "or query text or params that do not hash to it): not used, asked again; the build lists "
-              "them in raw_line_rejects")
+        print(
+            f"{task}: {disagreeing} cached line(s) disagree with their key (another row, task or model, "
+            "or query text or params that do not hash to it): not used, asked again; the build lists "
+            "them in raw_line_rejects"
+        )
     return pending
 
 
-def cached_records(ctx: JobContext, store: RawStore, task: str,
-                   queries: Sequence[Query]) -> dict[str, dict[str, Any]]:
+def cached_records(ctx: JobContext, store: RawStore, task: str, queries: Sequence[Query]) -> dict[str, dict[str, Any]]:
     """key -> the answer line of each query (only lines that agree with their key)."""
     return store.load({q.key: query_ident(ctx, task, q) for q in queries})
 
 
-def cached_fields(ctx: JobContext, store: RawStore, task: str, queries: Sequence[Query],
-                  fields: Sequence[str], derived: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
-                  ) -> tuple[list[bool], dict[str, list[Any]]]:
+def cached_fields(
+    ctx: JobContext,
+    store: RawStore,
+    task: str,
+    queries: Sequence[Query],
+    fields: Sequence[str],
+    derived: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
+) -> tuple[list[bool], dict[str, list[Any]]]:
     """The named fields of each query's answer line, in the order of ``queries``: (found,
     {field: values}), the line :func:`cached_records` would give (only lines that agree with
     their key; first written wins). A summary reads these instead of every whole line, so
@@ -438,9 +502,13 @@ def cached_fields(ctx: JobContext, store: RawStore, task: str, queries: Sequence
         def expect(i: int) -> Ident:
             return query_ident(ctx, task, Query("", "", row_id=plan.row_id_at(i)))
     else:
+
         def expect(i: int) -> Ident:
             return query_ident(ctx, task, queries[i])
-    found, cols = load_fields(store.root, store.task, position, fields, expect, n=len(queries), derived=derived)
+
+    found, cols = load_fields(
+        store.root, store.task, position, fields, expect, n=len(queries), derived=derived, needs=line_needs(ctx.study, task)
+    )
     for i, j in position.duplicates:  # a key asked twice: each asks for the same line
         found[i] = found[j]
         for col in cols.values():

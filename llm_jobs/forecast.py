@@ -17,7 +17,8 @@ from __future__ import annotations
 import functools
 import sys
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -36,6 +37,7 @@ from llm_jobs.context import (
 from llm_jobs.failures import refused_keys, require_complete, skip_refused
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
 from llm_jobs.query_loop import logprob_dicts
+from llm_jobs.run_plan import not_answered_elsewhere
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache import atomic_parquet_writer
@@ -70,7 +72,8 @@ def early_parse_stop(labels: dict[str, Any], records: Sequence[dict[str, Any]], 
         f"({', '.join(map(str, labels))}), under the {MIN_PARSE_RATE:.0%} parse-rate floor: stopped after "
         f"{len(texts)} of {total} forecasts, e.g. {shown}; those answers are cached. Check forecast_labels "
         "against the prompt (or set accept_low_parse_rate: true to keep the prompt as the object under test)",
-        EXIT_PARSE_RATE)
+        EXIT_PARSE_RATE,
+    )
 
 
 def plan(ctx: JobContext) -> tuple[QueryPlan, dict[str, Any]]:
@@ -87,6 +90,7 @@ def run(ctx: JobContext) -> int:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         uncached = skip_refused(TASK, store, not_cached(ctx, store, TASK, queries), retry_failed(ctx))
+        uncached = not_answered_elsewhere(TASK, uncached)  # the plan counts a shared pass once (llm_jobs.fused)
         store.require_writable(len(uncached))  # before the model loads: nothing to ask, no lock needed
         store.claim(keys_of(uncached))  # another study sharing raw_dir waits for these (llm_jobs.sharing)
         pending = fit_forecast_prompts(ctx, ctx.for_backend(uncached))
@@ -94,15 +98,17 @@ def run(ctx: JobContext) -> int:
         if pending:
             confirm(f"query {len(pending)} forecasts?", ctx.args.yes, ctx.destination)
 
-            answer = functools.partial(forecast_answer, max_tokens=params["max_tokens"],
-                                       top_logprobs=params["top_logprobs"], asks_conf=asks_conf)
+            answer = functools.partial(
+                forecast_answer, max_tokens=params["max_tokens"], top_logprobs=params["top_logprobs"], asks_conf=asks_conf
+            )
             early = not (accepts_low_parse_rate(ctx) or ctx.args.accept_low_parse_rate)
             head = pending[:EARLY_PARSE_ANSWERS] if early else pending
             tally = query_all(ctx, store, head, TASK, answer, params)
             if len(head) < len(pending):  # the first answers decide whether the rest are asked
-                early_parse_stop(ctx.study.prompts.forecast_labels,
-                                 list(cached_records(ctx, store, TASK, head).values()), len(pending))
-                tally.add(query_all(ctx, store, pending[len(head):], TASK, answer, params))
+                early_parse_stop(
+                    ctx.study.prompts.forecast_labels, list(cached_records(ctx, store, TASK, head).values()), len(pending)
+                )
+                tally.add(query_all(ctx, store, pending[len(head) :], TASK, answer, params))
             require_complete(tally, store)
         store.forget()  # the summary reads the lines themselves: the key index goes first
         release_freed_memory()  # and what the asking freed (the answers in flight)
@@ -116,8 +122,9 @@ def retry_failed(ctx: JobContext) -> bool:
     return bool(getattr(ctx.args, "retry_failed", False))
 
 
-def forecast_answer(backend: Backend, batch: list[Query], *, max_tokens: int, top_logprobs: int,
-                    asks_conf: bool) -> list[dict[str, Any] | QueryFailure]:
+def forecast_answer(
+    backend: Backend, batch: list[Query], *, max_tokens: int, top_logprobs: int, asks_conf: bool
+) -> list[dict[str, Any] | QueryFailure]:
     """One batch of forecasts: the answer text, the top log-probs at its first position,
     and the stated confidence when the prompt asks for one (llm_jobs.query_loop.Answer)."""
     gens = backend.try_generate([q.prompt for q in batch], max_tokens, top_logprobs)
@@ -127,11 +134,14 @@ def forecast_answer(backend: Backend, batch: list[Query], *, max_tokens: int, to
             out.append(g)
             continue
         top = logprob_dicts(g.top_logprobs)
-        out.append({
-            "response_text": g.response_text, "top_logprobs": top,
-            "first_token_prob": first_token_prob(top),
-            "stated_confidence": parse_stated_confidence(g.response_text) if asks_conf else None,
-        })
+        out.append(
+            {
+                "response_text": g.response_text,
+                "top_logprobs": top,
+                "first_token_prob": first_token_prob(top),
+                "stated_confidence": parse_stated_confidence(g.response_text) if asks_conf else None,
+            }
+        )
     return out
 
 
@@ -143,20 +153,32 @@ SUMMARY_FIELDS = ("response_text", "first_token_prob", "stated_confidence")
 SUMMARY_CHUNK_ROWS = 65_536
 #: forecast.parquet's columns, typed once so that every chunk is written under one schema
 #: (a chunk whose stated confidences are all missing is still a column of doubles).
-FORECAST_SCHEMA = pa.schema([
-    ("row_id", pa.string()), ("entity_id", pa.string()), ("text_date", pa.string()),
-    ("target_date", pa.string()), ("mu_hat", pa.float64()), ("forecast_label", pa.string()),
-    ("first_token_prob", pa.float64()), ("stated_confidence", pa.float64()), ("raw_key", pa.string()),
-    ("response_text", pa.string()),
-])
+FORECAST_SCHEMA = pa.schema(
+    [
+        ("row_id", pa.string()),
+        ("entity_id", pa.string()),
+        ("text_date", pa.string()),
+        ("target_date", pa.string()),
+        ("mu_hat", pa.float64()),
+        ("forecast_label", pa.string()),
+        ("first_token_prob", pa.float64()),
+        ("stated_confidence", pa.float64()),
+        ("raw_key", pa.string()),
+        ("response_text", pa.string()),
+    ]
+)
 #: The columns of forecast.parquet copied from the input row.
 ROW_COLUMNS = ("entity_id", "text_date", "target_date")
 #: Unparsed answers shown when the parse rate is under the floor.
 SHOWN_UNPARSED = 10
 
 
-def summarize(ctx: JobContext, queries: Sequence[Query], answers: tuple[list[bool], dict[str, list[Any]]],
-              refused: dict[str, str] | None = None) -> int:
+def summarize(
+    ctx: JobContext,
+    queries: Sequence[Query],
+    answers: tuple[list[bool], dict[str, list[Any]]],
+    refused: dict[str, str] | None = None,
+) -> int:
     """Parse every answer with the user's labels, write outputs/<study>/forecast.parquet,
     enforce the 95% parse-rate rule.
 
@@ -173,8 +195,10 @@ def summarize(ctx: JobContext, queries: Sequence[Query], answers: tuple[list[boo
     excluded = {i for i, ok in enumerate(found) if not ok and refused and keys[i] in refused}
     missing = [i for i, ok in enumerate(found) if not ok and i not in excluded]
     if missing:
-        raise JobStop(f"forecast: {len(missing)} rows have no answer in the cache (e.g. row_id "
-                      f"{queries[missing[0]].row_id}); run the same command again to ask them")
+        raise JobStop(
+            f"forecast: {len(missing)} rows have no answer in the cache (e.g. row_id "
+            f"{queries[missing[0]].row_id}); run the same command again to ask them"
+        )
     parse = functools.lru_cache(maxsize=4096)(lambda text: parse_forecast(text, labels))
     counts: Counter[str] = Counter()
     n_parsed = 0
@@ -185,7 +209,7 @@ def summarize(ctx: JobContext, queries: Sequence[Query], answers: tuple[list[boo
             row_ids, keys, rows = chunk_rows(ctx, queries, a, b)
             texts = cols["response_text"][a:b]
             parsed = [parse(t) for t in texts]
-            for i, ((label, _), row_id, t) in enumerate(zip(parsed, row_ids, texts), start=a):
+            for i, ((label, _), row_id, t) in enumerate(zip(parsed, row_ids, texts, strict=False), start=a):
                 if i in excluded:
                     continue
                 if label is None:
@@ -194,40 +218,58 @@ def summarize(ctx: JobContext, queries: Sequence[Query], answers: tuple[list[boo
                 else:
                     n_parsed += 1
                     counts[label] += 1
-            writer.write_table(pa.table({
-                "row_id": row_ids, **{c: rows[c].astype(str).tolist() for c in ROW_COLUMNS},
-                "mu_hat": [v for _, v in parsed], "forecast_label": [lab for lab, _ in parsed],
-                "first_token_prob": cols["first_token_prob"][a:b],
-                "stated_confidence": cols["stated_confidence"][a:b],
-                "raw_key": keys, "response_text": texts,
-            }, schema=FORECAST_SCHEMA))
+            writer.write_table(
+                pa.table(
+                    {
+                        "row_id": row_ids,
+                        **{c: rows[c].astype(str).tolist() for c in ROW_COLUMNS},
+                        "mu_hat": [v for _, v in parsed],
+                        "forecast_label": [lab for lab, _ in parsed],
+                        "first_token_prob": cols["first_token_prob"][a:b],
+                        "stated_confidence": cols["stated_confidence"][a:b],
+                        "raw_key": keys,
+                        "response_text": texts,
+                    },
+                    schema=FORECAST_SCHEMA,
+                )
+            )
     if excluded:
-        print(f"forecast: {len(excluded)} of {len(queries)} rows excluded: the server refused their "
-              "forecast for good (counted in the report's exclusions)")
+        print(
+            f"forecast: {len(excluded)} of {len(queries)} rows excluded: the server refused their "
+            "forecast for good (counted in the report's exclusions)"
+        )
     n = len(queries) - len(excluded)
     rate = n_parsed / n if n else 0.0
     print(f"forecast parse rate: {rate:.1%} ({n_parsed}/{n}); labels: {dict(counts.most_common())}")
     if rate < MIN_PARSE_RATE:
         n_unparsed = n - n_parsed
-        print(f"parse rate below {MIN_PARSE_RATE:.0%}; {n_unparsed} unparsed answers"
-              + (f", the first {min(SHOWN_UNPARSED, n_unparsed)}:" if n_unparsed > SHOWN_UNPARSED else ":"),
-              file=sys.stderr)
+        print(
+            f"parse rate below {MIN_PARSE_RATE:.0%}; {n_unparsed} unparsed answers"
+            + (f", the first {min(SHOWN_UNPARSED, n_unparsed)}:" if n_unparsed > SHOWN_UNPARSED else ":"),
+            file=sys.stderr,
+        )
         for row_id, text in unparsed:
             print(f"  row_id {row_id}: {text!r}", file=sys.stderr)
         accepted = accepts_low_parse_rate(ctx)
         if ctx.args.accept_low_parse_rate and not accepted:
             accepted = True  # this run only: the study file is never edited
-            print("accepted for this run (--accept-low-parse-rate); dbt build needs the same "
-                  "acceptance: `lookahead run --accept-low-parse-rate`, which records it in the "
-                  "build (study_settings) and the report")
+            print(
+                "accepted for this run (--accept-low-parse-rate); dbt build needs the same "
+                "acceptance: `lookahead run --accept-low-parse-rate`, which records it in the "
+                "build (study_settings) and the report"
+            )
         if not accepted:
             raise JobStop(
                 "forecast parse rate below 95%: the prompt and parser are not changed automatically "
                 "(protocol step 1). Decide how to proceed; 'accept_low_parse_rate: true' in the "
                 "study keeps the prompt as the object under test (the report then excludes and "
-                "counts the unparsed rows).", EXIT_PARSE_RATE)
-        print(f"continuing below 95% (accept_low_parse_rate: true): {n_unparsed} unparsed "
-              "rows will be excluded from the regressions and counted in the report")
+                "counts the unparsed rows).",
+                EXIT_PARSE_RATE,
+            )
+        print(
+            f"continuing below 95% (accept_low_parse_rate: true): {n_unparsed} unparsed "
+            "rows will be excluded from the regressions and counted in the report"
+        )
     return EXIT_OK
 
 

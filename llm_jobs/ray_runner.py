@@ -31,18 +31,20 @@ import math
 import os
 import re
 import socket
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from llm_jobs.context import JobContext, Query
 from llm_jobs.failures import STOP_AFTER_FAILURES_IN_A_ROW, QueryTally, too_many_failures
 from llm_jobs.query_loop import QUERY_LOG_ENV, Answer, answer_each, answer_streams, progress_bar, settle
 from lookahead.backends.base import BackendFatal, QueryFailure
-from lookahead.cache import SHARDS_DIR, CacheLocked, RawStore, ident_of, repair_idle_shard, shard_files
+from lookahead.cache import SHARDS_DIR, CacheLocked, RawStore, ident_of, needs_bits, repair_idle_shard, shard_files
 from lookahead.config import PROJECT_ROOT, Study
 from lookahead.errors import RESUME
 from lookahead.guard import EXIT_INCOMPLETE, EXIT_USER_ERROR, JobStop
 from lookahead.masking import mask
+from lookahead.measures import line_extras
 
 RAY_PIN = "ray[data]==2.60.0"  # requirements.txt pins the same
 MAX_SHARD_SLOTS = 4096
@@ -75,8 +77,7 @@ class ShardWorker:
     """A Ray Data actor: one backend, one shard. Called with a batch of pending queries
     (key, prompt, the line's skeleton as JSON); returns one status row per key."""
 
-    def __init__(self, study_json: str, root: str, task: str, answer: Answer, raw_dir: str,
-                 query_log: str | None = None) -> None:
+    def __init__(self, study_json: str, root: str, task: str, answer: Answer, raw_dir: str, query_log: str | None = None) -> None:
         self.task = task
         self.answer = answer
         self.query_log = query_log
@@ -87,27 +88,41 @@ class ShardWorker:
             from lookahead.backends import get_backend
 
             self.backend = get_backend(self.study)
-        except Exception as exc:  # noqa: BLE001 - reported by the driver as one line
+        except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         keys = [str(k) for k in batch["key"]]
         status, reasons = [CACHED] * len(keys), [""] * len(keys)
-        out = {"key": keys, "status": status, "reason": reasons, "pid": [os.getpid()] * len(keys),
-               "shard": [str(getattr(getattr(self, "store", None), "path", ""))] * len(keys)}
+        out = {
+            "key": keys,
+            "status": status,
+            "reason": reasons,
+            "pid": [os.getpid()] * len(keys),
+            "shard": [str(getattr(getattr(self, "store", None), "path", ""))] * len(keys),
+        }
         if self.error:
             out["status"] = [FATAL] * len(keys)
             out["reason"] = [mask(f"worker could not start: {self.error}")] * len(keys)
             return out
         self.store.refresh()  # what every shard gained: a key written anywhere is not asked again
         recs = [json.loads(str(r)) for r in batch["record"]]
-        todo = [i for i, r in enumerate(recs) if not self.store.has_answer(r["key"], ident_of(r))]
+        needs = needs_bits(line_extras(self.study, self.task))  # a line without them is asked again
+        todo = [i for i, r in enumerate(recs) if not self.store.has_answer(r["key"], ident_of(r), needs)]
         if not todo:
             return out
-        queries = [Query(recs[i]["key"], str(batch["prompt"][i]), row_id=recs[i]["row_id"],
-                         entity_id=recs[i]["entity_id"], target_date=recs[i]["target_date"],
-                         text=recs[i]["query_text"]) for i in todo]
-        index = {q.key: i for q, i in zip(queries, todo)}
+        queries = [
+            Query(
+                recs[i]["key"],
+                str(batch["prompt"][i]),
+                row_id=recs[i]["row_id"],
+                entity_id=recs[i]["entity_id"],
+                target_date=recs[i]["target_date"],
+                text=recs[i]["query_text"],
+            )
+            for i in todo
+        ]
+        index = {q.key: i for q, i in zip(queries, todo, strict=False)}
         settled: set[int] = set()
 
         def on_answer(q: Query, res: Any, started: str, finished: str) -> bool:
@@ -119,8 +134,14 @@ class ShardWorker:
             return True
 
         try:
-            answer_each(lambda b: self.answer(self.backend, b), queries, len(queries),
-                        answer_streams(self.backend), on_answer, self.query_log)
+            answer_each(
+                lambda b: self.answer(self.backend, b),
+                queries,
+                len(queries),
+                answer_streams(self.backend),
+                on_answer,
+                self.query_log,
+            )
         except BackendFatal as exc:
             for i in todo:
                 if i not in settled:
@@ -131,10 +152,9 @@ class ShardWorker:
 def import_ray() -> Any:
     try:
         import ray
-        import ray.data  # noqa: F401
+        import ray.data
     except ImportError:
-        raise JobStop(f"setting 'runner': 'ray' needs Ray Data: pip install '{RAY_PIN}'",
-                      EXIT_USER_ERROR) from None
+        raise JobStop(f"setting 'runner': 'ray' needs Ray Data: pip install '{RAY_PIN}'", EXIT_USER_ERROR) from None
     return ray
 
 
@@ -145,16 +165,19 @@ def start_ray(ray: Any, study: Study) -> bool:
         return False
     import logging
 
-    kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING,
-                          "configure_logging": True}
+    kw: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": logging.WARNING,
+        "configure_logging": True,
+    }
     address = study.runner.ray_address
     if address:
         ray.init(address=str(address), **kw)
     else:
         # local workers import this checkout, whatever is installed
         path = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
-        ray.init(num_cpus=int(study.runner.ray_workers), num_gpus=None,
-                 runtime_env={"env_vars": {"PYTHONPATH": path}}, **kw)
+        ray.init(num_cpus=int(study.runner.ray_workers), num_gpus=None, runtime_env={"env_vars": {"PYTHONPATH": path}}, **kw)
     return True
 
 
@@ -162,14 +185,20 @@ def worker_error(exc: BaseException) -> str:
     """The last line of what went wrong inside a worker (a Ray error wraps the worker's
     traceback; the job prints one line)."""
     cause: BaseException | None = exc
-    while getattr(cause, "cause", None) is not None and cause is not getattr(cause, "cause"):
-        cause = getattr(cause, "cause")
+    while getattr(cause, "cause", None) is not None and cause is not cause.cause:
+        cause = cause.cause
     lines = [x.strip() for x in str(cause).strip().splitlines() if x.strip()]
     return mask(lines[-1] if lines else type(exc).__name__)
 
 
-def run_queries_ray(ctx: JobContext, store: RawStore, pending: Sequence[Query], task: str, answer: Answer,
-                    base_record: Callable[[Query], dict[str, Any]]) -> QueryTally:
+def run_queries_ray(
+    ctx: JobContext,
+    store: RawStore,
+    pending: Sequence[Query],
+    task: str,
+    answer: Answer,
+    base_record: Callable[[Query], dict[str, Any]],
+) -> QueryTally:
     """Ask the pending queries on Ray Data workers; return the same tally as the local loop.
 
     ``store`` is the driver's (the single-process file, locked for the run); after the
@@ -180,8 +209,9 @@ def run_queries_ray(ctx: JobContext, store: RawStore, pending: Sequence[Query], 
     try:
         tally = _run(ray, ctx, store, pending, task, answer, base_record)
     except ray.exceptions.RayError as exc:
-        raise JobStop(f"{task}: a Ray worker failed ({worker_error(exc)}); finished answers are saved; "
-                      f"{RESUME}", EXIT_INCOMPLETE) from None
+        raise JobStop(
+            f"{task}: a Ray worker failed ({worker_error(exc)}); finished answers are saved; {RESUME}", EXIT_INCOMPLETE
+        ) from None
     finally:
         if started_here:
             ray.shutdown()
@@ -192,29 +222,45 @@ def run_queries_ray(ctx: JobContext, store: RawStore, pending: Sequence[Query], 
     return tally
 
 
-def _run(ray: Any, ctx: JobContext, store: RawStore, pending: Sequence[Query], task: str, answer: Answer,
-         base_record: Callable[[Query], dict[str, Any]]) -> QueryTally:
+def _run(
+    ray: Any,
+    ctx: JobContext,
+    store: RawStore,
+    pending: Sequence[Query],
+    task: str,
+    answer: Answer,
+    base_record: Callable[[Query], dict[str, Any]],
+) -> QueryTally:
     from ray.data import ActorPoolStrategy, DataContext
 
     dctx = DataContext.get_current()
     dctx.enable_progress_bars = False  # the job's own bar counts the answers
     dctx.print_on_execution_start = False
     workers = int(ctx.study.runner.ray_workers)
-    items = [{"key": q.key, "prompt": q.prompt, "record": json.dumps(base_record(q), ensure_ascii=False)}
-             for q in pending]
+    items = [{"key": q.key, "prompt": q.prompt, "record": json.dumps(base_record(q), ensure_ascii=False)} for q in pending]
     batch = ctx.batch_size
     ds = ray.data.from_items(items, override_num_blocks=max(1, math.ceil(len(items) / batch)))
     ds = ds.map_batches(
-        ShardWorker, batch_size=batch, batch_format="numpy", compute=ActorPoolStrategy(size=workers),
-        fn_constructor_kwargs={"study_json": ctx.study.settings_json(), "root": str(ctx.study.root),
-                               "task": task, "answer": answer,
-                               "raw_dir": str(store.root), "query_log": os.environ.get(QUERY_LOG_ENV)},
-        num_cpus=1, num_gpus=float(ctx.study.runner.ray_gpus_per_worker) or None)
+        ShardWorker,
+        batch_size=batch,
+        batch_format="numpy",
+        compute=ActorPoolStrategy(size=workers),
+        fn_constructor_kwargs={
+            "study_json": ctx.study.settings_json(),
+            "root": str(ctx.study.root),
+            "task": task,
+            "answer": answer,
+            "raw_dir": str(store.root),
+            "query_log": os.environ.get(QUERY_LOG_ENV),
+        },
+        num_cpus=1,
+        num_gpus=float(ctx.study.runner.ray_gpus_per_worker) or None,
+    )
     tally = QueryTally(task, len(pending))
     in_a_row = 0
     with progress_bar(len(pending), f"{task} (ray, {workers} workers)") as bar:
         for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
-            for status, reason in zip(out["status"], out["reason"]):
+            for status, reason in zip(out["status"], out["reason"], strict=False):
                 if status == FATAL:
                     raise BackendFatal(str(reason))
                 if status == REFUSED:

@@ -1,5 +1,6 @@
-"""The LLM jobs in order (forecast, recall, Min-K%, and the reference model's prompt
-log-probs when the study computes the reference-model LAP), the target model loaded once.
+"""The LLM jobs in order (forecast and Min-K% from one pass where the backend shares it,
+then forecast, recall, Min-K%, and the reference model's prompt log-probs when the study
+computes the reference-model LAP), the target model loaded once.
 
 Run: ``python -m llm_jobs.run_all --study FILE --yes``
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from llm_jobs import (
     claims_extract,
@@ -31,6 +32,7 @@ from llm_jobs import (
     claims_timespec,
     claims_value,
     forecast,
+    fused,
     mink,
     recall,
     reference,
@@ -45,13 +47,26 @@ from lookahead.config import Study, load_study
 from lookahead.guard import EXIT_OK, JobStop, guarded
 from lookahead.keys import task_params
 
-JOBS = (("forecast", forecast.run), ("recall", recall.run), ("mink", mink.run), ("reference", reference.run))
+#: forecast+mink first: one pass answers and scores each row that misses both lines
+#: (llm_jobs.fused); the forecast and Min-K% jobs then ask what is left and summarise.
+JOBS = (
+    ("forecast+mink", fused.run),
+    ("forecast", forecast.run),
+    ("recall", recall.run),
+    ("mink", mink.run),
+    ("reference", reference.run),
+)
 
 #: The claim jobs' modules (lookahead.claims.run.claim_jobs names them, in the
 #: pipeline's order) -> the function that runs one on its context.
-CLAIM_JOB_RUNS = {"llm_jobs.claims_rationale": claims_rationale.run, "llm_jobs.claims_timespec": claims_timespec.run,
-                  "llm_jobs.claims_extract": claims_extract.run, "llm_jobs.claims_support": claims_support.run,
-                  "llm_jobs.claims_value": claims_value.run, "llm_jobs.claims_repredict": claims_repredict.run}
+CLAIM_JOB_RUNS = {
+    "llm_jobs.claims_rationale": claims_rationale.run,
+    "llm_jobs.claims_timespec": claims_timespec.run,
+    "llm_jobs.claims_extract": claims_extract.run,
+    "llm_jobs.claims_support": claims_support.run,
+    "llm_jobs.claims_value": claims_value.run,
+    "llm_jobs.claims_repredict": claims_repredict.run,
+}
 
 Job = tuple[str, Callable[[], int]]
 
@@ -76,8 +91,7 @@ def _claim_job(run: Callable, ns: argparse.Namespace, made: dict) -> int:
     return run(made["ctx"])
 
 
-def run(ctx: JobContext | None, claims: Sequence[Job] = (), max_cost: float | None = None,
-        yes: bool = False) -> int:
+def run(ctx: JobContext | None, claims: Sequence[Job] = (), max_cost: float | None = None, yes: bool = False) -> int:
     """Every job planned, one table, one question; then the jobs. ``ctx`` is None for a
     claim-only study (no protocol jobs)."""
     protocol: list[Job] = []
@@ -93,8 +107,9 @@ def run(ctx: JobContext | None, claims: Sequence[Job] = (), max_cost: float | No
     questions: dict[str, str] = {}
     claim_names = [name for name, _ in claims]
     uncounted: list[str] = []
-    planned_claims = [(name, functools.partial(_plan_claim_job, name, job, claim_names, questions, uncounted))
-                      for name, job in claims]
+    planned_claims = [
+        (name, functools.partial(_plan_claim_job, name, job, claim_names, questions, uncounted)) for name, job in claims
+    ]
     found, finished, code = run_plan.planning_pass([*protocol, *planned_claims], questions)
     if code != EXIT_OK:
         return code
@@ -115,12 +130,13 @@ def run(ctx: JobContext | None, claims: Sequence[Job] = (), max_cost: float | No
         return _run_jobs(claims, finished - set(later))
 
 
-def _plan_claim_job(name: str, job: Callable[[], int], claim_names: Sequence[str], questions: dict[str, str],
-                    uncounted: list[str]) -> int:
+def _plan_claim_job(
+    name: str, job: Callable[[], int], claim_names: Sequence[str], questions: dict[str, str], uncounted: list[str]
+) -> int:
     """A claim job in the planning pass. After a claim job that has queries to ask, one
     that cannot plan yet (no predictions before the agents answer) is left uncounted, not
     a stop: it plans and asks when it runs."""
-    if not any(n in questions for n in claim_names[:claim_names.index(name)]):
+    if not any(n in questions for n in claim_names[: claim_names.index(name)]):
         return job()
     try:
         return job()
@@ -134,11 +150,10 @@ def _later_claim_jobs(found: Sequence[run_plan.Estimate], claim_names: Sequence[
     """The claim jobs after the first that has queries to ask: they read what it is about
     to answer, so what they will ask is known only when they run."""
     pending = [n for n in claim_names if any(e.job == n and e.requests for e in found)]
-    return claim_names[claim_names.index(pending[0]) + 1:] if pending else []
+    return claim_names[claim_names.index(pending[0]) + 1 :] if pending else []
 
 
-def _later_claim_note(found: Sequence[run_plan.Estimate], claim_names: Sequence[str],
-                      uncounted: Sequence[str]) -> list[str]:
+def _later_claim_note(found: Sequence[run_plan.Estimate], claim_names: Sequence[str], uncounted: Sequence[str]) -> list[str]:
     """A line under the table when a claim job reads what an earlier claim job of this run
     has yet to answer: its row counts only what can be known now."""
     later = _later_claim_jobs(found, claim_names)
@@ -146,9 +161,11 @@ def _later_claim_note(found: Sequence[run_plan.Estimate], claim_names: Sequence[
         return []
     first = claim_names[claim_names.index(later[0]) - 1]
     none_yet = f" ({', '.join(uncounted)}: nothing yet)" if uncounted else ""
-    return [f"note: {', '.join(later)} come after {first}, which has queries to ask and may give them more "
-            f"to do: counted from the answers there are now{none_yet}; each asks again when it runs only if it "
-            "then has more to ask"]
+    return [
+        f"note: {', '.join(later)} come after {first}, which has queries to ask and may give them more "
+        f"to do: counted from the answers there are now{none_yet}; each asks again when it runs only if it "
+        "then has more to ask"
+    ]
 
 
 def _run_jobs(jobs: Sequence[Job], finished: set[str]) -> int:
@@ -175,8 +192,9 @@ def run_study(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = arg_parser("Run the forecast, recall, Min-K% (and reference-model) jobs for one study, "
-                      "then its claim jobs.").parse_args(argv)
+    args = arg_parser(
+        "Run the forecast, recall, Min-K% (and reference-model) jobs for one study, then its claim jobs."
+    ).parse_args(argv)
     return guarded(lambda: run_study(args))
 
 

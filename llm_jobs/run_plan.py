@@ -19,6 +19,7 @@ import dataclasses
 import io
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from lookahead.errors import LookaheadError
 from lookahead.guard import EXIT_OK, JobStop
@@ -42,6 +43,9 @@ class Planned(LookaheadError):
 
 #: None outside the planning pass; the estimates recorded so far inside it.
 _estimates: contextvars.ContextVar[list[Estimate] | None] = contextvars.ContextVar("estimates", default=None)
+#: None outside the planning pass; inside it, task -> the keys an earlier job of the run
+#: will answer (llm_jobs.fused writes forecast and Min-K% lines from one pass).
+_elsewhere: contextvars.ContextVar[dict[str, set[str]] | None] = contextvars.ContextVar("elsewhere", default=None)
 #: True while the jobs run after the whole run was confirmed once.
 _confirmed: contextvars.ContextVar[bool] = contextvars.ContextVar("confirmed", default=False)
 #: While jobs run under a confirmation of some of their questions only (the claim jobs):
@@ -54,6 +58,33 @@ def record(estimate: Estimate) -> None:
     found = _estimates.get()
     if found is not None:
         found.append(estimate)
+
+
+def answered_elsewhere(task: str, keys: Iterable[str]) -> None:
+    """Called by a job that answers `task`'s queries ``keys`` for another task's job: in the
+    planning pass that job then counts none of them (:func:`not_answered_elsewhere`), so
+    the table counts each request once, as it will be sent."""
+    found = _elsewhere.get()
+    if found is not None:
+        found.setdefault(task, set()).update(keys)
+
+
+def not_answered_elsewhere(task: str, queries: Sequence[Any]) -> Sequence[Any]:
+    """``queries`` (a job's queries left to ask) without those an earlier job of the run
+    answers (:func:`answered_elsewhere`); all of them outside the planning pass, where the
+    earlier job has written its answers before this one looks. When that leaves none, the
+    job's planning ends here (:class:`Planned`): it runs, and summarises, after that job."""
+    found = (_elsewhere.get() or {}).get(task)
+    if not found:
+        return queries
+    from llm_jobs.context import QueryPlan, keys_of
+
+    at = [i for i, k in enumerate(keys_of(queries)) if k not in found]
+    if len(at) == len(queries):
+        return queries
+    if not at:  # all of them: the job runs after that one, not here (it would find no answers yet)
+        raise Planned(f"{task}: every query is answered by an earlier job of the run")
+    return queries.take(at) if isinstance(queries, QueryPlan) else [queries[i] for i in at]
 
 
 def at_confirmation(question: str) -> bool:
@@ -70,8 +101,9 @@ def at_confirmation(question: str) -> bool:
     return False
 
 
-def planning_pass(jobs: Sequence[tuple[str, Callable[[], int]]],
-                  questions: dict[str, str] | None = None) -> tuple[list[Estimate], set[str], int]:
+def planning_pass(
+    jobs: Sequence[tuple[str, Callable[[], int]]], questions: dict[str, str] | None = None
+) -> tuple[list[Estimate], set[str], int]:
     """(every job's estimate, the jobs already finished, exit code): each job run up to its
     confirmation, its output held back (it prints its plan again when it runs). A job with
     nothing to ask finishes here, as it would in the run, and its output is shown: the run
@@ -82,6 +114,7 @@ def planning_pass(jobs: Sequence[tuple[str, Callable[[], int]]],
     found: list[Estimate] = []
     finished: set[str] = set()
     token = _estimates.set(found)
+    elsewhere = _elsewhere.set({})
     try:
         for name, job in jobs:
             held = io.StringIO()
@@ -101,6 +134,7 @@ def planning_pass(jobs: Sequence[tuple[str, Callable[[], int]]],
             finished.add(name)
     finally:
         _estimates.reset(token)
+        _elsewhere.reset(elsewhere)
     return found, finished, EXIT_OK
 
 
@@ -124,11 +158,12 @@ def check_max_cost(total: float | None, max_cost: float | None) -> None:
     if max_cost is None:
         return
     if total is None:
-        raise JobStop(f"--max-cost {max_cost:g}: the run's cost is unknown (set price_per_1k_tokens); "
-                      "nothing was queried")
+        raise JobStop(f"--max-cost {max_cost:g}: the run's cost is unknown (set price_per_1k_tokens); nothing was queried")
     if total > max_cost:
-        raise JobStop(f"--max-cost {max_cost:g}: the run's estimated cost ${total:,.2f} is above it; "
-                      "nothing was queried (a subsample, --subsample N, costs less)")
+        raise JobStop(
+            f"--max-cost {max_cost:g}: the run's estimated cost ${total:,.2f} is above it; "
+            "nothing was queried (a subsample, --subsample N, costs less)"
+        )
 
 
 @contextlib.contextmanager

@@ -43,28 +43,53 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from operator import methodcaller
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lookahead.errors import UserError
-from lookahead.measures import REFERENCE_TASK
+from lookahead.measures import REFERENCE_TASK, VOCAB_MOMENTS, ZLIB_BYTES
 
 REQUIRED_FIELDS = (
-    "key", "task", "model_id", "backend", "row_id", "entity_id", "target_date", "prompt",
-    "query_text", "params", "response_text", "top_logprobs", "prompt_logprobs", "samples", "approximated",
-    "first_token_prob", "stated_confidence", "started_at", "finished_at",
+    "key",
+    "task",
+    "model_id",
+    "backend",
+    "row_id",
+    "entity_id",
+    "target_date",
+    "prompt",
+    "query_text",
+    "params",
+    "response_text",
+    "top_logprobs",
+    "prompt_logprobs",
+    "samples",
+    "approximated",
+    "first_token_prob",
+    "stated_confidence",
+    "started_at",
+    "finished_at",
 )
 
 
 FAILURE_FIELDS = (
-    "key", "task", "model_id", "row_id", "entity_id", "target_date", "params", "reason",
-    "attempts", "failed_at",
+    "key",
+    "task",
+    "model_id",
+    "row_id",
+    "entity_id",
+    "target_date",
+    "params",
+    "reason",
+    "attempts",
+    "failed_at",
 )
 
 
@@ -99,8 +124,7 @@ LOGPROB_TOLERANCE = 1e-4
 
 def _finite_logprob(entry: Any) -> bool:
     value = entry.get("logprob") if isinstance(entry, Mapping) else None
-    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            and value <= LOGPROB_TOLERANCE)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value <= LOGPROB_TOLERANCE
 
 
 def positive_logprob_reason(value: float) -> str:
@@ -139,8 +163,14 @@ def incomplete_reason(record: Mapping[str, Any]) -> str | None:
     params = record.get("params") or {}
     top = record.get("top_logprobs")
     if top and not all(_finite_logprob(t) for t in top):
-        worst = max((t.get("logprob") for t in top if isinstance(t, Mapping) and isinstance(t.get("logprob"), float)
-                     and math.isfinite(t["logprob"])), default=None)
+        worst = max(
+            (
+                t.get("logprob")
+                for t in top
+                if isinstance(t, Mapping) and isinstance(t.get("logprob"), float) and math.isfinite(t["logprob"])
+            ),
+            default=None,
+        )
         if worst is not None and worst > LOGPROB_TOLERANCE:
             return positive_logprob_reason(worst)
         return "a top log-prob is missing or not finite"
@@ -171,24 +201,98 @@ def incomplete_reason(record: Mapping[str, Any]) -> str | None:
 
 
 def _line_extras_problem(record: dict[str, Any], extras: Sequence[str]) -> str | None:
-    """What a Min-K% line lacks of the extras its key asked for (lookahead.measures)."""
-    if "zlib_bytes" in extras and not (isinstance(record.get("zlib_bytes"), int) and record["zlib_bytes"] > 0):
-        return "no zlib_bytes"
-    if "vocab_moments" in extras:
-        for t in (record.get("prompt_logprobs") or [])[1:]:
-            mu, var = t.get("vocab_mean"), t.get("vocab_var")
-            if not (isinstance(mu, (int, float)) and isinstance(var, (int, float))
-                    and math.isfinite(mu) and math.isfinite(var) and var >= 0):
-                return "a prompt token after the first has no finite vocabulary moments"
-        return None
+    """What a Min-K% line lacks of the extras its key asked for (a line written when the
+    extras joined the key: its params name them, :data:`KEY_FREE_PARAMS`)."""
+    for name in extras:
+        bit_check = LINE_EXTRA_BITS.get(name)
+        if bit_check is not None and not bit_check[1](record):
+            return EXTRA_LACKS[name]
     return None
+
+
+def _has_zlib_bytes(record: Mapping[str, Any]) -> bool:
+    value = record.get("zlib_bytes")
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _has_vocab_moments(record: Mapping[str, Any]) -> bool:
+    tokens = record.get("prompt_logprobs") or []
+    if len(tokens) < 2:
+        return False
+    for t in tokens[1:]:
+        mu, var = (t.get("vocab_mean"), t.get("vocab_var")) if isinstance(t, Mapping) else (None, None)
+        if not (
+            isinstance(mu, (int, float))
+            and isinstance(var, (int, float))
+            and math.isfinite(mu)
+            and math.isfinite(var)
+            and var >= 0
+        ):
+            return False
+    return True
+
+
+#: What a prompt-scoring line may carry beside its log-probs (lookahead.measures
+#: LINE_EXTRAS, a measure's `needs`), each with its bit in the line's extras mask and the
+#: test that a line holds it. Why a mask and not part of the key: the key stands for the
+#: forward pass (task, model, prompt, decoding parameters), and the same pass serves a study that needs
+#: all of these and one that needs none; the mask says which studies a line serves.
+LINE_EXTRA_BITS: dict[str, tuple[int, Callable[[Mapping[str, Any]], bool]]] = {
+    ZLIB_BYTES: (1, _has_zlib_bytes),
+    VOCAB_MOMENTS: (2, _has_vocab_moments),
+}
+EXTRA_LACKS = {ZLIB_BYTES: "no zlib_bytes", VOCAB_MOMENTS: "a prompt token after the first has no finite vocabulary moments"}
+EXTRAS_MASK = 3  # the low bits of an ident hash that hold a line's extras (RawStore)
+#: The tasks whose lines carry extras (a prompt scored token by token).
+PROMPT_TASKS = ("mink", REFERENCE_TASK)
+#: Query parameters that joined a Min-K% line's key before the key stood for the forward
+#: pass alone (lookahead.keys): a line whose params hold them was keyed with them and is
+#: found by the key its fields hash to without them (:func:`line_key`), so an older cache
+#: serves every study it can with nothing asked again.
+KEY_FREE_PARAMS = ("line_extras",)
+
+
+def extras_bits(record: Mapping[str, Any]) -> int:
+    """The extras a line carries (:data:`LINE_EXTRA_BITS`) as a bit mask; 0 for a task that
+    carries none."""
+    if record.get("task") not in PROMPT_TASKS:
+        return 0
+    return sum(bit for bit, holds in LINE_EXTRA_BITS.values() if holds(record))
+
+
+def needs_bits(extras: Iterable[str]) -> int:
+    """The bit mask of the named extras (one clear error for a name not in LINE_EXTRA_BITS)."""
+    out = 0
+    for name in extras:
+        if name not in LINE_EXTRA_BITS:
+            raise ValueError(f"unknown line extra {name!r}; one of {', '.join(LINE_EXTRA_BITS)}")
+        out |= LINE_EXTRA_BITS[name][0]
+    return out
+
+
+def extras_rank(bits: int) -> int:
+    """How many extras a mask holds: among a key's lines the richest wins (same pass)."""
+    return bin(bits).count("1")
+
+
+def line_key(record: Mapping[str, Any]) -> str:
+    """The key of the forward pass a line holds: its own key, or, for a line written when
+    its params' extras (:data:`KEY_FREE_PARAMS`) joined the key and whose fields hash to
+    that key, the key its fields hash to without them (the key a study asks for now).
+    A line whose fields do not hash to its key keeps its key (it answers nothing)."""
+    params = record.get("params")
+    if not isinstance(params, dict) or not any(p in params for p in KEY_FREE_PARAMS):
+        return record["key"]
+    if fields_key(record) != record.get("key"):
+        return record["key"]
+    bare = {k: v for k, v in params.items() if k not in KEY_FREE_PARAMS}
+    return fields_key({**record, "params": bare}) or record["key"]
 
 
 def failures_path(raw_path: str | os.PathLike[str]) -> Path:
     """``<raw_dir>/<task>.failures.jsonl`` beside ``<raw_dir>/<task>.jsonl``."""
     p = Path(raw_path)
-    return p.with_name(p.name[: -len(".jsonl")] + ".failures.jsonl" if p.name.endswith(".jsonl")
-                       else p.name + ".failures.jsonl")
+    return p.with_name(p.name[: -len(".jsonl")] + ".failures.jsonl" if p.name.endswith(".jsonl") else p.name + ".failures.jsonl")
 
 
 def params_json(params: Mapping[str, Any]) -> str:
@@ -210,12 +314,10 @@ def query_key(task: str, model_id: str, ident: str, prompt: str, params: Mapping
     ident is the row_id (forecast, Min-K%) or ``entity_id|target_date`` (recall).
     ``params`` may be given as its ``params_json`` text already. One key is `query_keys`
     on one-element columns, so the jobs' keys and a build's are made by one rule."""
-    return query_keys(task, model_id, pa.array([ident], pa.string()), pa.array([prompt], pa.string()),
-                      params)[0].as_py()
+    return query_keys(task, model_id, pa.array([ident], pa.string()), pa.array([prompt], pa.string()), params)[0].as_py()
 
 
-def query_keys(task: str, model_id: str, idents: pa.Array, prompts: pa.Array,
-               params: Mapping[str, Any] | str) -> pa.Array:
+def query_keys(task: str, model_id: str, idents: pa.Array, prompts: pa.Array, params: Mapping[str, Any] | str) -> pa.Array:
     """`query_key` of every (ident, prompt) pair, column-wise (Arrow strings in, out).
 
     Why column-wise: a build keys every row of a study (millions of keys) and a Python
@@ -224,15 +326,17 @@ def query_keys(task: str, model_id: str, idents: pa.Array, prompts: pa.Array,
     as large strings: the key texts of 5,000,000 recall pairs (2,000 entities by 2,500
     dates) are 2.3 GB, past the 2 GiB an Arrow string array holds, and the joined texts
     of a slice are all that is held at a time."""
-    text = {"task": task, "model_id": model_id,
-            "params_json": params if isinstance(params, str) else params_json(params)}
+    text = {"task": task, "model_id": model_id, "params_json": params if isinstance(params, str) else params_json(params)}
     parts = []
     for start in range(0, len(idents), KEY_SLICE):
-        fields = {**{k: pa.scalar(v, pa.large_string()) for k, v in text.items()},
-                  "ident": idents.slice(start, KEY_SLICE).cast(pa.large_string()),
-                  "prompt": prompts.slice(start, KEY_SLICE).cast(pa.large_string())}
-        parts.append(sha256_hex(pc.binary_join_element_wise(*(fields[f] for f in KEY_FIELDS),
-                                                            pa.scalar(KEY_SEPARATOR, pa.large_string()))))
+        fields = {
+            **{k: pa.scalar(v, pa.large_string()) for k, v in text.items()},
+            "ident": idents.slice(start, KEY_SLICE).cast(pa.large_string()),
+            "prompt": prompts.slice(start, KEY_SLICE).cast(pa.large_string()),
+        }
+        parts.append(
+            sha256_hex(pc.binary_join_element_wise(*(fields[f] for f in KEY_FIELDS), pa.scalar(KEY_SEPARATOR, pa.large_string())))
+        )
     return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
 
 
@@ -263,7 +367,7 @@ HASH_SLICE = 16384  # keys hashed between two chances for another thread: about 
 
 def utc_now() -> str:
     """ISO-8601 UTC timestamp with microseconds (orders lines written in one second)."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
 
 
 def repair_torn_tail(path: Path) -> int:
@@ -301,7 +405,7 @@ def repair_torn_tail(path: Path) -> int:
             return 0
         fh.seek(cut)
         torn = fh.read()
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
     with open(path.with_name(f"{path.name}.torn-{stamp}"), "wb") as fh:
         fh.write(torn)
         fh.flush()
@@ -382,8 +486,7 @@ def _records_from(path: Path, offset: int, complete_only: bool) -> Iterator[tupl
             try:
                 rec = json.loads(raw.decode("utf-8"))  # UTF-8 as written: no encoding guessed from NULs
             except ValueError as exc:
-                what = ("is NUL bytes, not JSON (a disk or copy error)" if b"\x00" in raw
-                        else f"is not valid JSON ({exc})")
+                what = "is NUL bytes, not JSON (a disk or copy error)" if b"\x00" in raw else f"is not valid JSON ({exc})"
                 raise CacheError(
                     f"{path}: line {lineno} {what}; only a torn last line can be repaired "
                     "automatically: move that line out of the file, then rerun"
@@ -421,8 +524,7 @@ def fields_key(record: Mapping[str, Any]) -> str | None:
     `fields_match`. hashlib on one text, not `query_key`: this runs for every line a
     store reads, and an Arrow array per line cost ten times as much."""
     task, model_id, text, params = (record.get(f) for f in ("task", "model_id", "query_text", "params"))
-    ident = (f"{record.get('entity_id')}{KEY_SEPARATOR}{record.get('target_date')}" if task == "recall"
-             else record.get("row_id"))
+    ident = f"{record.get('entity_id')}{KEY_SEPARATOR}{record.get('target_date')}" if task == "recall" else record.get("row_id")
     if not all(isinstance(v, str) for v in (task, model_id, ident, text)) or not isinstance(params, dict):
         return None
     keyed = {k: v for k, v in params.items() if k not in UNKEYED_PARAMS}
@@ -450,39 +552,60 @@ def shard_files(raw_dir: str | os.PathLike[str], task: str) -> list[Path]:
 
 
 def wins_over(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Whether line ``a`` wins over an earlier-read line ``b`` of the same key: first
-    write wins, by ``finished_at`` (lines are read in path, then line order, so a tie
-    keeps the one read first)."""
-    fa, fb = a.get("finished_at"), b.get("finished_at")
+    """Whether line ``a`` wins over an earlier-read line ``b`` of the same key: the line
+    carrying more extras (:func:`extras_rank`: the same forward pass, more of it kept), then
+    first write wins, by ``finished_at`` (lines are read in path, then line order, so a tie
+    keeps the one read first). The staging models rank by the same rule
+    (macros/study_helpers.sql first_written_line)."""
+    ra, rb = extras_rank(extras_bits(a)), extras_rank(extras_bits(b))
+    if ra != rb:
+        return ra > rb
+    return _earlier(a.get("finished_at"), b.get("finished_at"))
+
+
+def _earlier(fa: Any, fb: Any) -> bool:
+    """Whether finished_at ``fa`` is before ``fb`` (a missing time sorts last)."""
     if not isinstance(fa, str):
         return False  # a line without a time sorts last (as SQL's nulls last)
     return not isinstance(fb, str) or fa < fb
 
 
-def load_cache(raw_dir: str | os.PathLike[str], task: str,
-               wanted: set[str] | Mapping[str, Ident] | None = None) -> dict[str, dict[str, Any]]:
-    """key -> record over every shard of a task's cache, one record per key (wins_over).
+def load_cache(
+    raw_dir: str | os.PathLike[str], task: str, wanted: set[str] | Mapping[str, Ident] | None = None, needs: Iterable[str] = ()
+) -> dict[str, dict[str, Any]]:
+    """key -> record over every shard of a task's cache, one record per key (wins_over);
+    a line is found by the forward pass it holds (:func:`line_key`).
 
     ``wanted`` as a mapping key -> expected ident (:func:`ident_of`) also skips a line whose
-    fields disagree with its key, as the build does (int_*_lines, raw_line_rejects)."""
+    fields disagree with its key, as the build does (int_*_lines, raw_line_rejects).
+    ``needs``: the extras a line must carry (:data:`LINE_EXTRA_BITS`) to answer."""
     out: dict[str, dict[str, Any]] = {}
     expect = wanted if isinstance(wanted, Mapping) else None
+    need = needs_bits(needs)
     for path in shard_files(raw_dir, task):
         for rec in iter_records(path, complete_only=True):
-            k = rec["key"]
+            k = line_key(rec)
             if wanted is not None and k not in wanted:
                 continue
             if expect is not None and ident_of(rec) != expect[k]:
+                continue
+            if need and extras_bits(rec) & need != need:
                 continue
             if k not in out or wins_over(rec, out[k]):
                 out[k] = rec
     return out
 
 
-def load_fields(raw_dir: str | os.PathLike[str], task: str, wanted: Mapping[str, int], fields: Sequence[str],
-                expect: Callable[[int], Ident] | None = None, n: int | None = None,
-                derived: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
-                ) -> tuple[list[bool], dict[str, list[Any]]]:
+def load_fields(
+    raw_dir: str | os.PathLike[str],
+    task: str,
+    wanted: Mapping[str, int],
+    fields: Sequence[str],
+    expect: Callable[[int], Ident] | None = None,
+    n: int | None = None,
+    derived: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
+    needs: Iterable[str] = (),
+) -> tuple[list[bool], dict[str, list[Any]]]:
     """The named ``fields`` of each wanted key's line, as columns: ``wanted`` maps a key to
     its position (0 to n-1; n defaults to the largest position + 1); returns (found,
     {field: n values}), None where nothing answers.
@@ -494,20 +617,28 @@ def load_fields(raw_dir: str | os.PathLike[str], task: str, wanted: Mapping[str,
     The kept line's finished_at (for wins_over, when a key has a second line) is held
     as a number where it is written as utc_now writes it (:class:`FinishedTimes`).
     ``derived`` names values computed from the kept line as it is read (a Min-K% line's
-    LAP from its prompt log-probs): the line itself is let go."""
+    LAP from its prompt log-probs): the line itself is let go. ``needs``: the extras a
+    line must carry to answer (:func:`load_cache`)."""
     if n is None:
         n = max(wanted.values(), default=-1) + 1
     found = [False] * n
     finished = FinishedTimes(n)  # the kept line's finished_at, for wins_over
+    ranks = bytearray(n)  # the kept line's extras_rank, for wins_over
+    need = needs_bits(needs)
     cols: dict[str, list[Any]] = {f: [None] * n for f in (*fields, *(derived or {}))}
     for path in shard_files(raw_dir, task):
         for rec in iter_records(path, complete_only=True):
-            i = wanted.get(rec["key"])
+            i = wanted.get(line_key(rec))
             if i is None or (expect is not None and ident_of(rec) != expect(i)):
                 continue
-            if found[i] and not wins_over(rec, {"finished_at": finished[i]}):
+            bits = extras_bits(rec)
+            if need and bits & need != need:
+                continue
+            rank = extras_rank(bits)
+            if found[i] and (rank < ranks[i] or (rank == ranks[i] and not _earlier(rec.get("finished_at"), finished[i]))):
                 continue
             found[i] = True
+            ranks[i] = rank
             finished[i] = rec.get("finished_at")
             for f in fields:
                 value = rec.get(f)
@@ -518,7 +649,7 @@ def load_fields(raw_dir: str | os.PathLike[str], task: str, wanted: Mapping[str,
     return found, cols
 
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MICROSECOND = dt.timedelta(microseconds=1)
 
 
@@ -650,8 +781,8 @@ class KeyPositions(Mapping[str, int]):
                 blob += bytes.fromhex("".join(chunk))
             else:
                 at.append(n + np.flatnonzero(mask).astype(np.int64))
-                blob += bytes.fromhex("".join(k for k, m in zip(chunk, mask) if m))
-                for i, (k, is_hex) in enumerate(zip(chunk, mask)):
+                blob += bytes.fromhex("".join(k for k, m in zip(chunk, mask, strict=False) if m))
+                for i, (k, is_hex) in enumerate(zip(chunk, mask, strict=False)):
                     if not is_hex:
                         if k in self._other:
                             self.duplicates.append((n + i, self._other[k]))
@@ -899,8 +1030,13 @@ class RawStore:
     (:meth:`require_writable`). A store that wrote nothing removes the empty files and
     lock it created (a declined confirmation leaves the folder as it was)."""
 
-    def __init__(self, path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None,
-                 read_only_ok: bool = False, own_shard: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        root: str | os.PathLike[str] | None = None,
+        read_only_ok: bool = False,
+        own_shard: str | None = None,
+    ) -> None:
         self.path = Path(path)
         # where this writer appends when another process writes `path` (another study
         # sharing raw_dir): <root>/shards/<own_shard>/<task>.jsonl, read by every reader
@@ -930,7 +1066,7 @@ class RawStore:
         self._offsets: dict[Path, int] = {}
         self._created: list[Path] = []
 
-    def __enter__(self) -> "RawStore":
+    def __enter__(self) -> RawStore:
         self.open()
         return self
 
@@ -955,8 +1091,7 @@ class RawStore:
             self._move_to_own_shard()
         if self._lock is None:
             if not self.read_only_ok:
-                raise CacheLocked(f"{self.path} is being written by another job{lock_holder(self.path)}; "
-                                  "wait for it to finish")
+                raise CacheLocked(f"{self.path} is being written by another job{lock_holder(self.path)}; wait for it to finish")
             self._open_read_only(None)
             return
         plan_path(self.path).unlink(missing_ok=True)  # a killed writer's plan: nobody asks it now
@@ -995,12 +1130,13 @@ class RawStore:
         """Read every shard's complete lines, write nothing (no lock, no repair)."""
         self._created = []
         if exc is None:
-            self.read_only = (f"{self.path} is being written by another job{lock_holder(self.path)}; "
-                              "wait for it to finish")
+            self.read_only = f"{self.path} is being written by another job{lock_holder(self.path)}; wait for it to finish"
         else:
             where = exc.filename or self.path.parent
-            self.read_only = (f"cannot use {where}: {exc.strerror or type(exc).__name__}; make the "
-                              "folder writable or point raw_dir at one that is")
+            self.read_only = (
+                f"cannot use {where}: {exc.strerror or type(exc).__name__}; make the "
+                "folder writable or point raw_dir at one that is"
+            )
         self._reset()
         if self.root.is_dir():
             self.refresh()
@@ -1012,11 +1148,13 @@ class RawStore:
             raise CacheError(f"{self.read_only} ({n_pending} queries are not cached yet)")
 
     def _note(self, rec: Mapping[str, Any]) -> bool:
-        """Record a line's key and ident; False when the key already had a line."""
-        key, full = rec["key"], ident_of(rec)
+        """Record a line under the key of the forward pass it holds (:func:`line_key`) with
+        its ident, the ident hash's low bits holding the extras it carries
+        (:func:`extras_bits`); False when the key already had a line."""
+        key, full = line_key(rec), ident_of(rec)
         if not full[-1]:
             self.unhashed += 1
-        ident = hash(full)
+        ident = (hash(full) & ~EXTRAS_MASK) | extras_bits(rec)
         if key in self.idents:
             self.duplicates += 1
             self._more_idents.setdefault(key, []).append(ident)
@@ -1024,25 +1162,31 @@ class RawStore:
         self.idents.add(key, ident)
         return True
 
-    def has_answer(self, key: str, ident: Ident | None = None) -> bool:
+    def has_answer(self, key: str, ident: Ident | None = None, needs: int = 0) -> bool:
         """Whether the cache holds a line for ``key`` (whose fields agree with ``ident``,
-        when given): only such a line answers the query, so only it counts as cached."""
-        return self._answers(key, self.idents.get(key), ident)
+        when given, and that carries the extras of mask ``needs``, :func:`needs_bits`): only
+        such a line answers the query, so only it counts as cached."""
+        return self._answers(key, self.idents.get(key), ident, needs)
 
-    def has_answers(self, keys: Sequence[str], idents: Sequence[Ident]) -> list[bool]:
+    def has_answers(self, keys: Sequence[str], idents: Sequence[Ident], needs: int = 0) -> list[bool]:
         """:meth:`has_answer` of each (key, ident), the keys looked up together."""
-        return [self._answers(key, first, ident)
-                for key, first, ident in zip(keys, self.idents.get_many(keys), idents)]
+        return [
+            self._answers(key, first, ident, needs)
+            for key, first, ident in zip(keys, self.idents.get_many(keys), idents, strict=False)
+        ]
 
-    def _answers(self, key: str, first: int | None, ident: Ident | None) -> bool:
+    def _answers(self, key: str, first: int | None, ident: Ident | None, needs: int = 0) -> bool:
         """Whether a line of ``key`` (``first``: the hash of its first line's ident, None
-        when the key has none) agrees with ``ident``."""
+        when the key has none) agrees with ``ident`` and carries the extras ``needs``."""
         if first is None:
             return False
-        if ident is None:
+        if ident is None and not needs:
             return True
-        digest = hash(ident)
-        return first == digest or digest in self._more_idents.get(key, ())
+        digest = None if ident is None else hash(ident) & ~EXTRAS_MASK
+        return any(
+            (digest is None or v & ~EXTRAS_MASK == digest) and v & needs == needs
+            for v in (first, *self._more_idents.get(key, ()))
+        )
 
     def refresh(self) -> int:
         """Read the lines appended to any shard since the last look (streamed: Min-K%
@@ -1096,8 +1240,7 @@ class RawStore:
                 out.append(plan)
         if not said_shared and self.path != self.shared_path and lock_is_held(self.shared_path):
             writer = lock_writer(self.shared_path)
-            out.append(Plan(plan_path(self.shared_path), writer[0] if writer else "", " ".join(writer[1:]),
-                            (0, ""), None))
+            out.append(Plan(plan_path(self.shared_path), writer[0] if writer else "", " ".join(writer[1:]), (0, ""), None))
         return out
 
     def _read_plan(self, path: Path) -> Plan | None:
@@ -1116,8 +1259,7 @@ class RawStore:
         if self._lock is not None:  # its plan is void once it stops writing
             plan_path(self.path).unlink(missing_ok=True)
             self._plan_order = None
-        wrote_nothing = all(not p.exists() or p.stat().st_size == 0
-                            for p in (self.path, self.failures_path))
+        wrote_nothing = all(not p.exists() or p.stat().st_size == 0 for p in (self.path, self.failures_path))
         if self._fh is not None:
             self._fh.close()
             self._fh = None
@@ -1165,7 +1307,9 @@ class RawStore:
         missing = [f for f in REQUIRED_FIELDS if f not in record]
         if missing:
             raise ValueError(f"raw record lacks field(s) {missing}")
-        if self.has_answer(record["key"], ident_of(record)):
+        if self.has_answer(line_key(record), ident_of(record), extras_bits(record)):
+            # a second line of a key only when it carries extras no line of it has (a
+            # study that needs them asked that row again)
             raise CacheError(f"key {record['key']} is already in {self.path}; refusing a duplicate line")
         self.clamped += clamp_near_zero(record)  # type: ignore[arg-type]
         reason = incomplete_reason(record)
@@ -1177,7 +1321,8 @@ class RawStore:
             raise IncompleteAnswer(
                 f"key {record['key']}: the answer's line is {size:,} bytes, over the {MAX_LINE_BYTES:,} bytes "
                 "dbt's read_json reads in one object (DuckDB's maximum_object_size); not cached. Lower the "
-                "setting context_length (or prompt_overflow: truncate_text) so a prompt's log-probs fit")
+                "setting context_length (or prompt_overflow: truncate_text) so a prompt's log-probs fit"
+            )
         _write_line(self._fh, line, self.path)
         self._note(record)
         self._offsets[self.path] = os.fstat(self._fh.fileno()).st_size  # refresh() skips our own lines
@@ -1205,7 +1350,7 @@ def _write_line(fh: Any, line: str, path: Path) -> None:
     data = memoryview((line + "\n").encode("utf-8"))
     try:
         while data:
-            data = data[fh.write(data):]
+            data = data[fh.write(data) :]
         os.fsync(fh.fileno())
     except OSError as exc:
         if exc.filename:

@@ -29,6 +29,7 @@ next node starts (:func:`release_free_memory`, :func:`limit_malloc_arenas`)."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import functools
 import gc
@@ -60,8 +61,7 @@ def _check_settings(dbt_values_json: str, cli_vars: str) -> str:
     could not take (size_buffer_pool), else ''."""
     from lookahead.config import check_dbt_vars
 
-    return (check_dbt_vars(dbt_values_json, cli_vars) or _output_folder_error()
-            or next(iter(_BUFFER_POOL_ERRORS), ""))
+    return check_dbt_vars(dbt_values_json, cli_vars) or _output_folder_error() or next(iter(_BUFFER_POOL_ERRORS), "")
 
 
 def _output_folder_error() -> str:
@@ -96,7 +96,7 @@ def _cli_vars() -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=8)
-def _resolved(cli_vars_json: str, settings_file: str) -> "Study":
+def _resolved(cli_vars_json: str, settings_file: str) -> Study:
     """The study for these --vars and this $LOOKAHEAD_STUDY_SETTINGS (the arguments key the
     cache, so each dbt invocation of a process gets its own)."""
     from lookahead.config import dbt_study
@@ -104,13 +104,12 @@ def _resolved(cli_vars_json: str, settings_file: str) -> "Study":
     return dbt_study(json.loads(cli_vars_json))
 
 
-def build_study() -> "Study":
+def build_study() -> Study:
     """The study this dbt invocation builds (lookahead.config.dbt_study); raises
     StudyConfigError for a bad setting, which the run-start check reports first."""
     from lookahead.config import STUDY_SETTINGS_ENV
 
-    return _resolved(json.dumps(_cli_vars(), sort_keys=True, default=str),
-                     os.environ.get(STUDY_SETTINGS_ENV, ""))
+    return _resolved(json.dumps(_cli_vars(), sort_keys=True, default=str), os.environ.get(STUDY_SETTINGS_ENV, ""))
 
 
 def _study_json() -> str:
@@ -153,9 +152,11 @@ def _collision(stored_name: str, stored_source: str, stored_hash: str, stored_id
     from lookahead.config import database_path
 
     study = build_study()
-    return collision_line(str(database_path(study.name)),
-                          BuildIdentity(stored_name, stored_source, stored_hash, stored_identity),
-                          BuildIdentity(study.name, _study_source(), study.settings_hash, study.identity_hash))
+    return collision_line(
+        str(database_path(study.name)),
+        BuildIdentity(stored_name, stored_source, stored_hash, stored_identity),
+        BuildIdentity(study.name, _study_source(), study.settings_hash, study.identity_hash),
+    )
 
 
 def _identity_hash() -> str:
@@ -173,9 +174,13 @@ def _identity_is_current(settings_hash: str, inputs: str, code: str, raw_reads_j
 
     study = build_study()
     recorded = raw_reads.from_json(raw_reads_json)
-    return (settings_hash == study.settings_hash and inputs == inputs_fingerprint(study)
-            and code == code_fingerprint() and recorded is not None
-            and not raw_reads.changes(study.raw_dir, recorded, lambda keys: keys))
+    return (
+        settings_hash == study.settings_hash
+        and inputs == inputs_fingerprint(study)
+        and code == code_fingerprint()
+        and recorded is not None
+        and not raw_reads.changes(study.raw_dir, recorded, lambda keys: keys)
+    )
 
 
 def _raw_reads(raw_dir: str) -> str:
@@ -242,10 +247,15 @@ def use_study(cursor: Any) -> None:
     if study.input.data_path:  # a claim-only study (study_kind: claims) has no observations file
         data_path = str(study.resolve(study.input.data_path))
         cursor.execute("set variable lookahead_data_path = ?", [glob_literal(data_path)])
-        cursor.execute("set variable lookahead_observations_sql = ?",
-                       ["select * from " + observations_sql(data_path, study.input.csv_delimiter)])
+        cursor.execute(
+            "set variable lookahead_observations_sql = ?",
+            ["select * from " + observations_sql(data_path, study.input.csv_delimiter)],
+        )
     for task, params in key_params(study).items():
         cursor.execute(f"set variable {KEY_PARAMS_VARIABLE}{task} = ?", [params])
+    for task, lines in line_variables(study).items():
+        for prefix, values in lines.items():
+            cursor.execute(f"set variable {prefix}{task} = cast(? as varchar[])", [values])
 
 
 #: `<prefix><task>` holds the params_json a task's keys hash (macros/study_helpers.sql
@@ -253,7 +263,7 @@ def use_study(cursor: Any) -> None:
 KEY_PARAMS_VARIABLE = "lookahead_key_params_"
 
 
-def key_params(study: "Study") -> dict[str, str]:
+def key_params(study: Study) -> dict[str, str]:
     """task -> the canonical params JSON the study's keys of that task hash
     (lookahead.keys.task_params); a task whose params a bad setting prevents is left
     out (its lines then match no key, and the run-start check names the setting)."""
@@ -264,6 +274,34 @@ def key_params(study: "Study") -> dict[str, str]:
     for task in TASKS:
         try:
             out[task] = params_json(task_params(study, task))
+        except ValueError:  # StudyConfigError
+            continue
+    return out
+
+
+#: `<prefix><task>` holds the params JSON a task's lines were keyed with before the key
+#: stood for the forward pass alone (lookahead.keys.legacy_key_params): `fields_match`
+#: accepts a line hashing to one of them, read under the key of the pass it holds.
+LEGACY_KEY_PARAMS_VARIABLE = "lookahead_legacy_key_params_"
+#: `<prefix><task>` holds the extras the study's measures need in a task's lines
+#: (lookahead.measures.line_extras): a line carrying them wins (first_written_line).
+LINE_NEEDS_VARIABLE = "lookahead_line_needs_"
+
+
+def line_variables(study: Study) -> dict[str, dict[str, list[str]]]:
+    """task -> {variable prefix: values} for the prompt-scoring tasks: the legacy key
+    params and the extras the study needs ([] when none); a task a bad setting prevents
+    is left out (the run-start check names the setting)."""
+    from lookahead.keys import legacy_key_params
+    from lookahead.measures import line_extras
+
+    out = {}
+    for task in ("mink",):
+        try:
+            out[task] = {
+                LEGACY_KEY_PARAMS_VARIABLE: legacy_key_params(study, task),
+                LINE_NEEDS_VARIABLE: line_extras(study, task),
+            }
         except ValueError:  # StudyConfigError
             continue
     return out
@@ -331,8 +369,9 @@ def size_buffer_pool(conn: Any) -> str:
     try:
         conn.execute(f"set memory_limit = {_sql_text(value)}")
     except duckdb.Error as err:  # dbt would print a traceback: the run-start check says it
-        _BUFFER_POOL_ERRORS[:] = [f"${MEMORY_LIMIT_ENV}={value!r} is not a memory size DuckDB reads "
-                                  f"(e.g. 8GB): {str(err).splitlines()[0]}"]
+        _BUFFER_POOL_ERRORS[:] = [
+            f"${MEMORY_LIMIT_ENV}={value!r} is not a memory size DuckDB reads (e.g. 8GB): {str(err).splitlines()[0]}"
+        ]
         conn.execute(f"set memory_limit = {_sql_text(sized)}")
         return sized
     _BUFFER_POOL_ERRORS.clear()
@@ -493,10 +532,8 @@ _GX_IMPORT: list[threading.Thread] = []
 def _import_gx() -> None:
     from lookahead.gates import import_gx
 
-    try:
+    with contextlib.suppress(Exception):
         import_gx()
-    except Exception:  # noqa: BLE001 - the first gate imports it again and reports the error
-        pass
 
 
 def import_gx_in_background() -> None:
@@ -546,36 +583,33 @@ class Plugin(BasePlugin):
         _BUFFER_POOL[:] = [size_buffer_pool(conn)]
         attach_study(conn)
         import_gx_in_background()
-        conn.create_function("lookahead_setting_names", _setting_names, [], "VARCHAR",
-                             side_effects=False)
-        conn.create_function("lookahead_check_settings", _check_settings, ["VARCHAR", "VARCHAR"],
-                             "VARCHAR", side_effects=False)
-        conn.create_function("lookahead_retire_report", _retire_report, ["VARCHAR"], "VARCHAR",
-                             side_effects=True)
+        conn.create_function("lookahead_setting_names", _setting_names, [], "VARCHAR", side_effects=False)
+        conn.create_function("lookahead_check_settings", _check_settings, ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
+        conn.create_function("lookahead_retire_report", _retire_report, ["VARCHAR"], "VARCHAR", side_effects=True)
         conn.create_function("lookahead_study_json", _study_json, [], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_setting", _setting, ["VARCHAR"], "VARCHAR", side_effects=False)
-        conn.create_function("lookahead_setting_path", _setting_path, ["VARCHAR"], "VARCHAR",
-                             side_effects=False)
+        conn.create_function("lookahead_setting_path", _setting_path, ["VARCHAR"], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_study_name", _study_name, [], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_study_source", _study_source, [], "VARCHAR", side_effects=False)
-        conn.create_function("lookahead_identity_is_current", _identity_is_current,
-                             ["VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"], "BOOLEAN", side_effects=True,
-                             null_handling="special")
+        conn.create_function(
+            "lookahead_identity_is_current",
+            _identity_is_current,
+            ["VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"],
+            "BOOLEAN",
+            side_effects=True,
+            null_handling="special",
+        )
         conn.create_function("lookahead_raw_reads", _raw_reads, ["VARCHAR"], "VARCHAR", side_effects=True)
-        conn.create_function("lookahead_study_collision", _collision,
-                             ["VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
+        conn.create_function(
+            "lookahead_study_collision", _collision, ["VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False
+        )
         conn.create_function("lookahead_identity_hash", _identity_hash, [], "VARCHAR", side_effects=False)
-        conn.create_function("lookahead_settings_hash", _settings_hash, ["VARCHAR"], "VARCHAR",
-                             side_effects=False)
-        conn.create_function("lookahead_result_tables", _result_tables, [], "VARCHAR",
-                             side_effects=False)
-        conn.create_function("lookahead_verdict_mark", _verdict_mark, ["VARCHAR"], "VARCHAR",
-                             side_effects=False)
-        conn.create_function("lookahead_fingerprint", _fingerprint, ["VARCHAR"], "VARCHAR",
-                             side_effects=True)
-        conn.create_function("lookahead_inputs_fingerprint", _inputs_fingerprint, ["VARCHAR"],
-                             "VARCHAR", side_effects=True)
-        conn.create_function("lookahead_code_fingerprint", _code_fingerprint, [], "VARCHAR",
-                             side_effects=True)
-        conn.create_function("lookahead_cache_fingerprint", _cache_fingerprint, ["VARCHAR", "VARCHAR"],
-                             "VARCHAR", side_effects=True)
+        conn.create_function("lookahead_settings_hash", _settings_hash, ["VARCHAR"], "VARCHAR", side_effects=False)
+        conn.create_function("lookahead_result_tables", _result_tables, [], "VARCHAR", side_effects=False)
+        conn.create_function("lookahead_verdict_mark", _verdict_mark, ["VARCHAR"], "VARCHAR", side_effects=False)
+        conn.create_function("lookahead_fingerprint", _fingerprint, ["VARCHAR"], "VARCHAR", side_effects=True)
+        conn.create_function("lookahead_inputs_fingerprint", _inputs_fingerprint, ["VARCHAR"], "VARCHAR", side_effects=True)
+        conn.create_function("lookahead_code_fingerprint", _code_fingerprint, [], "VARCHAR", side_effects=True)
+        conn.create_function(
+            "lookahead_cache_fingerprint", _cache_fingerprint, ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=True
+        )

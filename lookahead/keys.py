@@ -16,21 +16,22 @@ is stored in each line's `prompt` field.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lookahead.cache import params_json, query_keys, recall_idents
+from lookahead.cache import KEY_FREE_PARAMS, params_json, query_keys, recall_idents
 from lookahead.config import Study
-from lookahead.measures import REFERENCE_TASK, computes, line_extras
+from lookahead.measures import LINE_EXTRAS, REFERENCE_TASK, computes, study_measures
 from lookahead.prompts import Template, check_recall_template, recall_prompt_columns, text_column
 from lookahead.rows import PAIR_COLUMNS, SPLIT_COLUMNS, split_staged_arrow, unique_pairs
 
 TASKS = ("forecast", "recall", "mink", REFERENCE_TASK)
 TOP_LOGPROBS = 20  # the protocol: top-20 log-probs at the answer position
-MIN_SAMPLES = 25   # the protocol's floor for the sampling fallback
+MIN_SAMPLES = 25  # the protocol's floor for the sampling fallback
 KEY_COLUMNS = ("task", "key", "row_id", "entity_id", "target_date")
 
 
@@ -43,8 +44,10 @@ EXACT, TOP_LOGPROBS_RULE = "exact", "top_logprobs"
 #: Why a backend cannot give exact label probabilities (docs/cutoff.md); a backend not
 #: listed reads them from the full next-token distribution.
 NO_EXACT_RECALL: dict[str, str] = {
-    "vllm": ("the vLLM backend asks for the top-20 log-probs of the answer token; exact scoring "
-             "through prompt log-probs of prompt+label is not implemented yet"),
+    "vllm": (
+        "the vLLM backend asks for the top-20 log-probs of the answer token; exact scoring "
+        "through prompt log-probs of prompt+label is not implemented yet"
+    ),
     "openai": "an OpenAI-compatible API returns at most the top-20 log-probs of the answer token",
 }
 
@@ -57,8 +60,10 @@ def recall_probabilities(study: Study) -> str:
     asked = study.backend.recall_probabilities
     backend = str(study.backend.backend)
     if asked == EXACT and backend in NO_EXACT_RECALL:
-        raise StudyConfigError(f"setting 'recall_probabilities': 'exact' is unavailable on backend "
-                               f"'{backend}': {NO_EXACT_RECALL[backend]}; use top_logprobs")
+        raise StudyConfigError(
+            f"setting 'recall_probabilities': 'exact' is unavailable on backend "
+            f"'{backend}': {NO_EXACT_RECALL[backend]}; use top_logprobs"
+        )
     if asked is None:
         return TOP_LOGPROBS_RULE if backend in NO_EXACT_RECALL else EXACT
     return str(asked)
@@ -79,40 +84,80 @@ def _with_weights_dtype(study: Study, params: dict[str, Any]) -> dict[str, Any]:
 def _task_params(study: Study, task: str) -> dict[str, Any]:
     chat = bool(study.prompts.use_chat_template)
     if task == "forecast":
-        return _with_overflow(study, {
-            "temperature": 0, "max_tokens": int(study.prompts.forecast_max_tokens),
-            "top_logprobs": 0 if sampling_fallback(study) else TOP_LOGPROBS, "seed": 0,
-            "n_samples": None, "chat_template": chat})
+        return _with_overflow(
+            study,
+            {
+                "temperature": 0,
+                "max_tokens": int(study.prompts.forecast_max_tokens),
+                "top_logprobs": 0 if sampling_fallback(study) else TOP_LOGPROBS,
+                "seed": 0,
+                "n_samples": None,
+                "chat_template": chat,
+            },
+        )
     if task == "recall":
         if sampling_fallback(study):
-            return {"temperature": 1, "max_tokens": 1, "top_logprobs": None,
-                    "seed": int(study.runner.sampling_seed),
-                    "n_samples": max(MIN_SAMPLES, int(study.runner.n_samples)), "chat_template": chat}
-        params = {"temperature": 0, "max_tokens": 1, "top_logprobs": TOP_LOGPROBS, "seed": 0,
-                  "n_samples": None, "chat_template": chat,
-                  "label_synonyms": study.prompts.recall_label_synonyms or {}}
+            return {
+                "temperature": 1,
+                "max_tokens": 1,
+                "top_logprobs": None,
+                "seed": int(study.runner.sampling_seed),
+                "n_samples": max(MIN_SAMPLES, int(study.runner.n_samples)),
+                "chat_template": chat,
+            }
+        params = {
+            "temperature": 0,
+            "max_tokens": 1,
+            "top_logprobs": TOP_LOGPROBS,
+            "seed": 0,
+            "n_samples": None,
+            "chat_template": chat,
+            "label_synonyms": study.prompts.recall_label_synonyms or {},
+        }
         # Exact probabilities are another answer (another key); top_logprobs studies keep theirs.
         if recall_probabilities(study) == EXACT:
             params["recall_probabilities"] = EXACT
         return params
     if task == "mink":
-        params = {"temperature": 0, "max_tokens": 0, "top_logprobs": 0, "seed": 0,
-                  "n_samples": None, "chat_template": chat, "prompt_logprobs": True}
+        params = {
+            "temperature": 0,
+            "max_tokens": 0,
+            "top_logprobs": 0,
+            "seed": 0,
+            "n_samples": None,
+            "chat_template": chat,
+            "prompt_logprobs": True,
+        }
         # The fp32 bodies agree with the fp32 per-text loop within 2e-5 relative LAP (the
         # same answers, so the same key); a bf16 body moves LAP by ~5-15%: another answer.
         if study.backend.mink_body_dtype == "bfloat16":
             params["mink_body_dtype"] = "bfloat16"
-        # What the study's other prompt measures need in the same line (lookahead.measures);
-        # absent when none does, so a Min-K%-only study keeps its keys.
-        if extras := line_extras(study, task):
-            params["line_extras"] = extras
+        study_measures(study)  # a measure the backend cannot give stops here, before any query
+        # The key stands for the forward pass alone: what the study's other prompt
+        # measures need in the same line (lookahead.measures line_extras) is not part of it,
+        # so one line serves every study it carries enough for (lookahead.cache LINE_EXTRA_BITS).
         return _with_overflow(study, params)
     if task == REFERENCE_TASK:
         # The Min-K% prompt scored by the reference model: the same query without the
         # target's line extras (only the log-probs are read); the reference's identity
         # is its model_id (reference_study), hashed into every key like the target's.
-        return {k: v for k, v in _task_params(study, "mink").items() if k != "line_extras"}
+        return _task_params(study, "mink")
     raise ValueError(f"unknown task {task!r}")
+
+
+def legacy_key_params(study: Study, task: str) -> list[str]:
+    """The params JSON a `task` line was keyed with before its key stood for the forward
+    pass alone: the study's params with each set of extras that once joined them
+    (``line_extras``, a sorted non-empty subset of lookahead.measures.LINE_EXTRAS); [] for a
+    task whose key never held them. The build reads such a line under the key its fields
+    hash to without them (macros/study_helpers.sql fields_match; lookahead.cache.line_key),
+    so a cache written before serves the study with nothing asked again."""
+    if task != "mink":
+        return []
+    base = task_params(study, task)
+    names = sorted(LINE_EXTRAS)
+    subsets = [[n for i, n in enumerate(names) if mask >> i & 1] for mask in range(1, 1 << len(names))]
+    return [params_json({**base, KEY_FREE_PARAMS[0]: sub}) for sub in subsets]
 
 
 def _with_overflow(study: Study, params: dict[str, Any]) -> dict[str, Any]:
@@ -128,9 +173,13 @@ def recall_prompt_column(study: Study, pairs: Any, labels: dict[str, str] | None
     DataFrame, an Arrow table or a dict of lists) as Arrow strings, with the study's
     labels unless given."""
     return recall_prompt_columns(
-        str(study.prompts.recall_template), outcome_description=str(study.prompts.outcome_description),
-        reference_period=str(study.prompts.reference_period), entity_names=pairs["entity_name"],
-        tickers=pairs["ticker"], target_dates=pairs["target_date"], entity_ids=pairs["entity_id"],
+        str(study.prompts.recall_template),
+        outcome_description=str(study.prompts.outcome_description),
+        reference_period=str(study.prompts.reference_period),
+        entity_names=pairs["entity_name"],
+        tickers=pairs["ticker"],
+        target_dates=pairs["target_date"],
+        entity_ids=pairs["entity_id"],
         labels=labels or {k: str(v) for k, v in study.prompts.recall_labels.items()},
     )
 
@@ -142,8 +191,7 @@ def forecast_prompt_column(study: Study, rows: Any) -> pa.Array:
     return template.render_columns({c: rows[c] for c in template.columns()}, _length(rows))
 
 
-def row_keys(study: Study, task: str, rows: Any, params: dict[str, Any] | str,
-             prompts: pa.Array | None = None) -> pa.Array:
+def row_keys(study: Study, task: str, rows: Any, params: dict[str, Any] | str, prompts: pa.Array | None = None) -> pa.Array:
     """Keys of a forecast or Min-K% query per row (both score the forecast prompt);
     `prompts` when the caller rendered them already (`forecast_prompt_column`)."""
     if prompts is None:
@@ -193,10 +241,15 @@ def reference_study(study: Study) -> Study:
     study) serve it unchanged. Swapped rather than overwritten so that it is still a
     valid study (its reference is not itself)."""
     target, reference = study.backend, study.measures
-    return study.with_settings(**{
-        **dict.fromkeys(_TARGET_MODEL_SETTINGS),
-        "model_id": reference.reference_model_id, "reference_model_id": target.model_id,
-        "model_path": reference.reference_model_path, "reference_model_path": target.model_path})
+    return study.with_settings(
+        **{
+            **dict.fromkeys(_TARGET_MODEL_SETTINGS),
+            "model_id": reference.reference_model_id,
+            "reference_model_id": target.model_id,
+            "model_path": reference.reference_model_path,
+            "reference_model_path": target.model_path,
+        }
+    )
 
 
 def expected_keys(study: Study, rows: pd.DataFrame | pa.Table) -> pa.Table:
@@ -227,11 +280,17 @@ def expected_keys(study: Study, rows: pd.DataFrame | pa.Table) -> pa.Table:
     pairs = unique_pairs(rows)
     r_params = params_json(task_params(study, "recall"))
     for chunk in _chunks(pairs):
-        parts["recall"].append(_key_table("recall", pair_keys(study, chunk, r_params),
-                                          entity_id=text_column(chunk["entity_id"]),
-                                          target_date=text_column(chunk["target_date"])))
-    return pa.concat_tables([_key_table("forecast", pa.array([], pa.string()))]
-                            + [t for tables in parts.values() for t in tables])
+        parts["recall"].append(
+            _key_table(
+                "recall",
+                pair_keys(study, chunk, r_params),
+                entity_id=text_column(chunk["entity_id"]),
+                target_date=text_column(chunk["target_date"]),
+            )
+        )
+    return pa.concat_tables(
+        [_key_table("forecast", pa.array([], pa.string()))] + [t for tables in parts.values() for t in tables]
+    )
 
 
 def expected_queries(study: Study, rows: pd.DataFrame | pa.Table) -> pa.Table:
@@ -244,17 +303,17 @@ def expected_queries(study: Study, rows: pd.DataFrame | pa.Table) -> pa.Table:
     prompts = forecast_prompt_column(study, rows)
     row_tasks = ["forecast", "mink"] + ([REFERENCE_TASK] if computes(study, "reference") else [])
     texts = [prompts] * len(row_tasks) + [recall_prompt_column(study, unique_pairs(rows))]
-    params = [pa.repeat(pa.scalar(params_json(task_params(study, t)), pa.string()), len(text))
-              for t, text in zip([*row_tasks, "recall"], texts)]
-    return keys.append_column("query_text", pa.concat_arrays(texts)).append_column(
-        "params_json", pa.concat_arrays(params))
+    params = [
+        pa.repeat(pa.scalar(params_json(task_params(study, t)), pa.string()), len(text))
+        for t, text in zip([*row_tasks, "recall"], texts, strict=False)
+    ]
+    return keys.append_column("query_text", pa.concat_arrays(texts)).append_column("params_json", pa.concat_arrays(params))
 
 
 def _chunks(rows: pd.DataFrame | pa.Table) -> Iterator[pd.DataFrame | pa.Table]:
     """KEY_CHUNK_ROWS rows at a time, of a DataFrame or an Arrow table."""
     for start in range(0, len(rows), KEY_CHUNK_ROWS):
-        yield rows.iloc[start:start + KEY_CHUNK_ROWS] if isinstance(rows, pd.DataFrame) else \
-            rows.slice(start, KEY_CHUNK_ROWS)
+        yield rows.iloc[start : start + KEY_CHUNK_ROWS] if isinstance(rows, pd.DataFrame) else rows.slice(start, KEY_CHUNK_ROWS)
 
 
 def _key_table(task: str, keys: pa.Array, **idents: pa.Array) -> pa.Table:

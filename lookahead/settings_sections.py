@@ -11,9 +11,10 @@ rest."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cached_property
-from typing import Any, Literal, Mapping, TypeVar
+from typing import Any, Literal, TypeVar
 
 S = TypeVar("S", bound="Section")
 

@@ -73,12 +73,12 @@
     clause of a staging model's final select, on the raw columns of `relation` (its last
     CTE), so the ranking carries the scored columns only: ranking the raw lines with their
     log-prob lists took a fifth of staging's time at 1M lines. -#}
-{% macro first_written_line(relation) -%}
+{% macro first_written_line(relation, prefer=none) -%}
 qualify row_number() over (
     partition by {% for c in ['key', 'task', 'model_id', 'row_id', 'entity_id', 'target_date', 'fields_match'] -%}
         {{ relation }}.{{ c }}{{ ', ' if not loop.last }}
     {%- endfor %}
-    order by {{ relation }}.finished_at, {{ relation }}.filename
+    order by {{ (prefer ~ ', ') if prefer }}{{ relation }}.finished_at, {{ relation }}.filename
 ) = 1
 {%- endmacro %}
 
@@ -95,6 +95,61 @@ qualify row_number() over (
     written, and the rewritten line stays for raw_line_rejects). The study's params rather than
     the line's: DuckDB has no canonical JSON writer to rebuild params_json from the line
     (the jobs' check, in Python, hashes the line's own). -#}
+{#- The raw lines of a prompt-scoring task (`relation`, its source), each under the key of
+    the forward pass it holds (lookahead.cache.line_key): a line keyed when its params also
+    named the extras it carries (lookahead.keys.legacy_key_params; the plugin sets
+    lookahead_legacy_key_params_<task>) is read under the key its fields hash to without
+    them, so a cache written before serves the study with nothing asked again. Every raw
+    column, `key` replaced, plus fields_match (the rule of `fields_match` below, either
+    params accepted). The older params are hashed only for a line whose key is not the
+    study's (a CASE evaluates a branch only on the rows that reach it). -#}
+{% macro forward_pass_lines(task, relation) -%}
+    select
+        * exclude (key_text, fields_key, legacy_match) replace (
+            case when legacy_match then fields_key else key end as key),
+        key = fields_key or legacy_match as fields_match
+    from (
+        select
+            *,
+            case when key = fields_key then false
+                else coalesce(list_contains(list_transform(
+                    getvariable({{ sql_string('lookahead_legacy_key_params_' ~ task) }}),
+                    lambda p: sha256(key_text || p)), key), false)
+            end as legacy_match
+        from (
+            select *, sha256(key_text || getvariable({{ sql_string('lookahead_key_params_' ~ task) }})) as fields_key
+            from (
+                select *, coalesce(task || '|' || model_id || '|' || row_id || '|' || query_text || '|', '') as key_text
+                from {{ relation }}
+                where key is not null
+            ) as texts
+        ) as hashed
+    ) as matched
+{%- endmacro %}
+
+
+{#- Whether a token list (a line's prompt tokens after the first) carries the vocabulary
+    moments at every position (lookahead.cache LINE_EXTRAS, the same test). -#}
+{% macro has_vocab_moments(tokens) -%}
+    (len({{ tokens }}) > 0 and not coalesce(list_bool_or(list_transform({{ tokens }},
+        lambda t: t.vocab_mean is null or t.vocab_var is null or not isfinite(t.vocab_mean)
+            or not isfinite(t.vocab_var) or t.vocab_var < 0)), true))
+{%- endmacro %}
+
+
+{#- How `first_written_line` ranks a prompt-scoring task's lines of one key before the
+    first written (lookahead.cache.wins_over): a line carrying the extras the study needs
+    (the plugin's lookahead_line_needs_<task>) first, then the line carrying more of
+    them (the same forward pass, more of it kept). `has_zlib` and `has_moments` are
+    boolean columns of the ranked relation. -#}
+{% macro extras_preference(task, relation) -%}
+    {%- set needs = "getvariable(" ~ sql_string('lookahead_line_needs_' ~ task) ~ ")" -%}
+    (coalesce(list_contains({{ needs }}, 'zlib_bytes'), false) and not {{ relation }}.has_zlib
+        or coalesce(list_contains({{ needs }}, 'vocab_moments'), false) and not {{ relation }}.has_moments),
+    {{ relation }}.has_zlib::int + {{ relation }}.has_moments::int desc
+{%- endmacro %}
+
+
 {% macro fields_match(task) -%}
   coalesce(key = sha256(
       task || '|' || model_id || '|'

@@ -6,8 +6,8 @@ numbers whichever backend runs them (the parity tests check that)."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from lookahead.errors import RESUME, UserError
 
@@ -18,7 +18,7 @@ class TokenLogprob:
     token: str
     logprob: float | None
     vocab_mean: float | None = None  # sum_v p_v log p_v at this position (Min-K%++)
-    vocab_var: float | None = None   # sum_v p_v (log p_v)^2 - vocab_mean^2
+    vocab_var: float | None = None  # sum_v p_v (log p_v)^2 - vocab_mean^2
 
 
 @dataclass
@@ -69,6 +69,10 @@ class Backend(ABC):
     """A loaded model. ``name`` goes into every raw line."""
 
     name: str = "base"
+    #: What a Min-K% line carries from this backend beside its log-probs even when the
+    #: study's measures do not need it (lookahead.cache LINE_EXTRAS), because the same pass
+    #: gives it at almost no cost: a measure added later then asks nothing again.
+    free_extras: tuple[str, ...] = ()
 
     def __init__(self, model_id: str, **options: object) -> None:
         self.model_id = model_id
@@ -79,9 +83,7 @@ class Backend(ABC):
         """The exact text that will be sent (chat template applied when asked and available)."""
 
     @abstractmethod
-    def generate(
-        self, prompts: Sequence[str], max_tokens: int, top_logprobs: int
-    ) -> list[Generation]:
+    def generate(self, prompts: Sequence[str], max_tokens: int, top_logprobs: int) -> list[Generation]:
         """Greedy (temperature 0) generation with top-k logprobs at the first position."""
 
     @abstractmethod
@@ -93,17 +95,14 @@ class Backend(ABC):
         the study setting context_length then has to say)."""
         return None
 
-    def try_generate(
-        self, prompts: Sequence[str], max_tokens: int, top_logprobs: int
-    ) -> list[Generation | QueryFailure]:
+    def try_generate(self, prompts: Sequence[str], max_tokens: int, top_logprobs: int) -> list[Generation | QueryFailure]:
         """Like ``generate`` but a failed query comes back as a QueryFailure in its place.
 
         Local backends either answer the whole batch or raise (a bug or out of memory,
         not a transient fault), so the default simply calls ``generate``."""
         return list(self.generate(prompts, max_tokens, top_logprobs))
 
-    def try_prompt_logprobs(self, prompts: Sequence[str], vocab_moments: bool = False
-                            ) -> list[list[TokenLogprob] | QueryFailure]:
+    def try_prompt_logprobs(self, prompts: Sequence[str], vocab_moments: bool = False) -> list[list[TokenLogprob] | QueryFailure]:
         """Like ``prompt_logprobs`` with per-query failures (see ``try_generate``).
         ``vocab_moments``: also the mean and variance of log p over the vocabulary at each
         position (Min-K%++; only a backend that sees the full distribution has them, and
@@ -112,8 +111,7 @@ class Backend(ABC):
             return list(self.prompt_logprobs(prompts, vocab_moments=True))  # type: ignore[call-arg]
         return list(self.prompt_logprobs(prompts))
 
-    def try_sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int
-                   ) -> list[list[str] | QueryFailure]:
+    def try_sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int) -> list[list[str] | QueryFailure]:
         """Like ``sample`` with per-query failures (see ``try_generate``)."""
         return list(self.sample(prompts, n, seed, max_tokens))
 
@@ -121,5 +119,5 @@ class Backend(ABC):
         """Sampling fallback (temperature 1) for backends without logprobs."""
         raise NotImplementedError(f"backend '{self.name}' does not implement sampling")
 
-    def close(self) -> None:  # pragma: no cover - optional
-        pass
+    def close(self) -> None:  # noqa: B027 - optional, on purpose not abstract  # pragma: no cover
+        """Free what the backend holds (most hold nothing a process exit does not free)."""

@@ -20,7 +20,8 @@ transformers body up to fp32 reassociation. Only plain Llama layers qualify (see
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 def supports(model: Any) -> bool:
@@ -59,18 +60,24 @@ class PackedLlamaBody:
         self.layers = []
         for layer in base.layers:
             att, mlp = layer.self_attn, layer.mlp
-            self.layers.append((
-                layer.input_layernorm.weight.detach().float(),
-                torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight]).detach().float().t(),
-                att.o_proj.weight.detach().float().t(),
-                layer.post_attention_layernorm.weight.detach().float(),
-                torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach().float().t(),
-                mlp.down_proj.weight.detach().float().t(),
-            ))
+            self.layers.append(
+                (
+                    layer.input_layernorm.weight.detach().float(),
+                    torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight]).detach().float().t(),
+                    att.o_proj.weight.detach().float().t(),
+                    layer.post_attention_layernorm.weight.detach().float(),
+                    torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach().float().t(),
+                    mlp.down_proj.weight.detach().float().t(),
+                )
+            )
 
-    def __call__(self, seqs: Sequence[Sequence[int]]) -> Any:
+    def __call__(self, seqs: Sequence[Sequence[int]], kv: list[tuple[Any, Any]] | None = None) -> Any:
         """Final hidden states (after the last norm) of every token of every sequence,
-        packed in order: ``[sum(len), hidden]``, fp32."""
+        packed in order: ``[sum(len), hidden]``, fp32. With ``kv`` (a list), appends each
+        layer's keys (after the rotary embedding) and values as transformers' attention
+        caches them, ``[batch, kv heads, longest, head_dim]`` each, right-padded (zeros
+        after a sequence's tokens): the cache a generation continues from
+        (TransformersBackend.generate_scored)."""
         torch = self.torch
         F = torch.nn.functional
         lens = [len(s) for s in seqs]
@@ -99,6 +106,8 @@ class PackedLlamaBody:
             padded[flat, n_qk * hd :] = qkv[:, n_qk * hd :]
             heads = padded.view(batch, width, nh + 2 * nkv, hd).transpose(1, 2)
             q, k, v = heads[:, :nh], heads[:, nh:n_qk], heads[:, n_qk:]
+            if kv is not None:  # `padded` is written again by the next layer: copies
+                kv.append((k.clone(memory_format=torch.contiguous_format), v.clone(memory_format=torch.contiguous_format)))
             att = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=nkv != nh)
             att = att.transpose(1, 2).reshape(batch * width, nh * hd)[flat]
             h = torch.addmm(h, att, w_o)

@@ -12,8 +12,9 @@ tensor is never materialised.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from lookahead.backends.base import Backend, Generation, TokenLogprob
 from lookahead.backends.fused_llama import PackedLlamaBody
@@ -24,9 +25,16 @@ from lookahead.settings_sections import BackendSettings
 # Architectures whose logits are exactly lm_head(final hidden state): the chunked path
 # is exact for them. Others (logit soft-capping, scaling) use the plain full forward.
 _PLAIN_HEAD = {
-    "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-    "GPT2LMHeadModel", "GPTNeoXForCausalLM", "PhiForCausalLM", "Phi3ForCausalLM",
-    "OPTForCausalLM", "SmolLM3ForCausalLM",
+    "LlamaForCausalLM",
+    "MistralForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM",
+    "GPT2LMHeadModel",
+    "GPTNeoXForCausalLM",
+    "PhiForCausalLM",
+    "Phi3ForCausalLM",
+    "OPTForCausalLM",
+    "SmolLM3ForCausalLM",
 }
 # The decoder body (every layer before the output head) Min-K% runs; the head,
 # log-softmax and gather are fp32 from the upcast hidden states in every case.
@@ -78,6 +86,10 @@ class TransformersBackend(Backend):
 
     name = "transformers"
     supports_logprobs = True
+    #: The vocabulary moments cost 1.02-1.16x the log-probs alone, in the same pass
+    #: (BENCHMARKS.md, "Four prompt measures from one pass"), so every Min-K% line carries
+    #: them and adding Min-K%++ later asks nothing again (docs/measures.md).
+    free_extras = ("vocab_moments",)
 
     def __init__(self, model_id: str, **options: Any) -> None:
         super().__init__(model_id, **options)
@@ -90,20 +102,16 @@ class TransformersBackend(Backend):
         self._dtype_name = str(s.dtype or "float32")
         self.mink_body_dtype = str(s.mink_body_dtype or MINK_BODY_DTYPE)
         self._mink_bodies: dict[str, Any] = {}  # mink_body_dtype -> the body built for it
-        self._location, self._gguf = _resolve_location(
-            model_id, s.model_path, s.gguf_file
-        )
+        self._location, self._gguf = _resolve_location(model_id, s.model_path, s.gguf_file)
         self._model = options.get("model")
         if self._model is not None:
             self._model.eval()
             if self.device != DEVICE:
-                self._torch  # the one-line error when the device is missing
+                _ = self._torch  # the one-line error when the device is missing
                 self._model.to(self.device)
         self._tokenizer = options.get("tokenizer")
         if self._tokenizer is None and self._gguf is None and not os.path.exists(self._location):
-            raise FileNotFoundError(
-                f"setting 'model_path': '{self._location}' does not exist (no model hub here)"
-            )
+            raise FileNotFoundError(f"setting 'model_path': '{self._location}' does not exist (no model hub here)")
         self._token_cache: dict[int, str] = {}
 
     # ------------------------------------------------------------------ loading
@@ -133,7 +141,7 @@ class TransformersBackend(Backend):
         if self._tokenizer is None:
             from transformers import AutoTokenizer
 
-            self._torch  # apply the thread setting before any kernel runs
+            _ = self._torch  # apply the thread setting before any kernel runs
             kw = {"gguf_file": self._gguf} if self._gguf else {}
             self._tokenizer = AutoTokenizer.from_pretrained(self._location, **kw)
         return self._tokenizer
@@ -227,7 +235,7 @@ class TransformersBackend(Backend):
         vals, idx = lp.topk(k)
         return [
             TokenLogprob(int(t), self._token_text(int(t)), max(float(v), LOGPROB_FLOOR))
-            for v, t in zip(vals.tolist(), idx.tolist())
+            for v, t in zip(vals.tolist(), idx.tolist(), strict=False)
         ]
 
     def generate(self, prompts: Sequence[str], max_tokens: int, top_logprobs: int) -> list[Generation]:
@@ -248,7 +256,7 @@ class TransformersBackend(Backend):
                         out[i] = Generation(prompts[i], text, top)
                 else:
                     gens = self._generate_batch([seqs[i] for i in batch], max_tokens, top_logprobs)
-                    for (text, top), i in zip(gens, batch):
+                    for (text, top), i in zip(gens, batch, strict=False):
                         out[i] = Generation(prompts[i], text, top)
         return [g for g in out if g is not None]
 
@@ -289,8 +297,7 @@ class TransformersBackend(Backend):
                         ids = vocab[role]
                         if ids:
                             lp = float(torch.logsumexp(lps[row, ids], dim=0))
-                            out[i].append({"role": role, "label": label, "logprob": lp,
-                                           "method": "vocabulary", "token_ids": ids})
+                            out[i].append({"role": role, "label": label, "logprob": lp, "method": "vocabulary", "token_ids": ids})
             for i, prompt in enumerate(prompts):
                 for role, label in labels.items():
                     if vocab[role]:
@@ -305,8 +312,15 @@ class TransformersBackend(Backend):
                     logits = self.model(input_ids=ids_t).logits[0].double()
                     lp_all = torch.log_softmax(logits, dim=-1)
                     lp = float(sum(lp_all[j - 1, full[j]] for j in range(common, len(full))))
-                    out[i].append({"role": role, "label": label, "logprob": lp,
-                                   "method": "teacher_forced", "token_ids": list(full[common:])})
+                    out[i].append(
+                        {
+                            "role": role,
+                            "label": label,
+                            "logprob": lp,
+                            "method": "teacher_forced",
+                            "token_ids": list(full[common:]),
+                        }
+                    )
         return out
 
     def _last_position_logits(self, seqs: Sequence[Sequence[int]]) -> Any:
@@ -341,15 +355,15 @@ class TransformersBackend(Backend):
         self, seqs: Sequence[Sequence[int]], max_tokens: int, top_logprobs: int
     ) -> list[tuple[str, list[TokenLogprob]]]:
         ids, mask = self._left_padded(seqs)
-        cfg = self._gen_config(
-            do_sample=False, max_new_tokens=max_tokens, output_logits=True, return_dict_in_generate=True
-        )
+        cfg = self._gen_config(do_sample=False, max_new_tokens=max_tokens, output_logits=True, return_dict_in_generate=True)
         res = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
         first = res.logits[0]
         new = res.sequences[:, ids.shape[1] :]
         return [
-            (self.tokenizer.decode(new[r], skip_special_tokens=True),
-             self._top_k(first[r], top_logprobs) if top_logprobs > 0 else [])
+            (
+                self.tokenizer.decode(new[r], skip_special_tokens=True),
+                self._top_k(first[r], top_logprobs) if top_logprobs > 0 else [],
+            )
             for r in range(len(seqs))
         ]
 
@@ -371,8 +385,9 @@ class TransformersBackend(Backend):
             torch.set_float32_matmul_precision(saved)
         return [o for o in out if o is not None]
 
-    def _prompt_logprobs_into(self, seqs: list[list[int]], out: list[list[TokenLogprob] | None],
-                              vocab_moments: bool = False) -> None:
+    def _prompt_logprobs_into(
+        self, seqs: list[list[int]], out: list[list[TokenLogprob] | None], vocab_moments: bool = False
+    ) -> None:
         torch = self._torch
         with torch.inference_mode():
             for batch in self._batches([len(s) for s in seqs]):
@@ -383,9 +398,10 @@ class TransformersBackend(Backend):
                     s = seqs[i]
                     entries = [TokenLogprob(int(s[0]), self._token_text(s[0]), None)]
                     entries += [
-                        TokenLogprob(int(t), self._token_text(t), max(v, LOGPROB_FLOOR),
-                                     *(moments[row][j] if moments is not None else ()))
-                        for j, (t, v) in enumerate(zip(s[1:], lps[row]))
+                        TokenLogprob(
+                            int(t), self._token_text(t), max(v, LOGPROB_FLOOR), *(moments[row][j] if moments is not None else ())
+                        )
+                        for j, (t, v) in enumerate(zip(s[1:], lps[row], strict=False))
                     ]
                     out[i] = entries
 
@@ -400,10 +416,18 @@ class TransformersBackend(Backend):
         mu = vecdot(p, lp)
         return mu, vecdot(p, lp.sub_(mu.unsqueeze(-1)).square_())
 
-    def _batch_token_logprobs(self, seqs: Sequence[Sequence[int]],
-                              moments: list[list[tuple[float, float]]] | None = None) -> list[list[float]]:
+    def _batch_token_logprobs(
+        self,
+        seqs: Sequence[Sequence[int]],
+        moments: list[list[tuple[float, float]]] | None = None,
+        fused: dict[str, Any] | None = None,
+    ) -> list[list[float]]:
         """Per sequence, the log-probs of tokens 2..n (floats); with `moments` (a list),
-        appends per sequence the (vocab_mean, vocab_var) of each of those positions."""
+        appends per sequence the (vocab_mean, vocab_var) of each of those positions. With
+        `fused` (a dict; only on the packed body, :meth:`fused_scoring`), also the same
+        pass's next-token logits after each full prompt (``fused["last"]``, [batch,
+        vocab] fp32) and its keys and values (``fused["kv"]``), which the answer continues
+        from (:meth:`generate_scored`)."""
         torch = self._torch
         ids, mask = self._right_padded(seqs)
         target_mask = mask[:, 1:].bool()
@@ -414,12 +438,17 @@ class TransformersBackend(Backend):
             # causal attention: measured here, SDPA without a mask was slower, not faster.
             body = self._mink_base(model)
             if isinstance(body, PackedLlamaBody):
-                packed = body(seqs)  # [sum(len), hidden]: every token of every sequence
+                kv: list[tuple[Any, Any]] | None = [] if fused is not None else None
+                packed = body(seqs, kv)  # [sum(len), hidden]: every token of every sequence
                 starts = [0]
                 for s in seqs[:-1]:
                     starts.append(starts[-1] + len(s))
-                keep = torch.cat([torch.arange(a, a + len(s) - 1) for a, s in zip(starts, seqs)]).to(self.device)
+                keep = torch.cat([torch.arange(a, a + len(s) - 1) for a, s in zip(starts, seqs, strict=False)]).to(self.device)
                 h = packed[keep].to(self.dtype)
+                if fused is not None:
+                    ends = torch.tensor([a + len(s) - 1 for a, s in zip(starts, seqs, strict=False)], device=self.device)
+                    fused["last"] = model.get_output_embeddings()(packed[ends].to(self.dtype)).float()
+                    fused["kv"] = kv
             else:
                 hidden = body(input_ids=ids, attention_mask=mask).last_hidden_state
                 h = hidden[:, :-1][target_mask].to(self.dtype)
@@ -433,8 +462,9 @@ class TransformersBackend(Backend):
                 lse = torch.logsumexp(logits, dim=-1)
                 flat[a : a + self.logit_chunk] = logits.gather(1, t[:, None]).squeeze(1) - lse
                 if moments is not None:
-                    mu_flat[a : a + self.logit_chunk], var_flat[a : a + self.logit_chunk] = \
-                        self._moments(logits.sub_(lse[:, None]))
+                    mu_flat[a : a + self.logit_chunk], var_flat[a : a + self.logit_chunk] = self._moments(
+                        logits.sub_(lse[:, None])
+                    )
         else:
             logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
             lp = torch.log_softmax(logits, dim=-1)
@@ -443,7 +473,7 @@ class TransformersBackend(Backend):
                 mu, var = self._moments(lp)
                 mu_flat, var_flat = mu[target_mask], var[target_mask]
         if moments is not None:
-            pairs = list(zip(mu_flat.tolist(), var_flat.tolist()))
+            pairs = list(zip(mu_flat.tolist(), var_flat.tolist(), strict=False))
             pos = 0
             for s in seqs:
                 moments.append(pairs[pos : pos + len(s) - 1])
@@ -455,6 +485,106 @@ class TransformersBackend(Backend):
             res.append(values[pos : pos + n])
             pos += n
         return res
+
+    def fused_scoring(self) -> bool:
+        """Whether one pass can score a prompt's tokens and answer it
+        (:meth:`generate_scored`): when Min-K% runs the packed fp32 body (a plain Llama
+        model in float32 weights, mink_body_dtype float32), whose keys and values the
+        answer continues from. Elsewhere (another architecture, reduced weights, a bf16
+        body) the answer and the scores come from two passes, as each is asked alone.
+        Loads the model."""
+        return isinstance(self._mink_base(self.model), PackedLlamaBody)
+
+    def generate_scored(
+        self, prompts: Sequence[str], max_tokens: int, top_logprobs: int, vocab_moments: bool = False
+    ) -> list[tuple[Generation, list[TokenLogprob]]]:
+        """One forward pass over each prompt gives its token log-probs (as
+        :meth:`prompt_logprobs`, with the vocabulary moments when asked) and the next-token
+        distribution after it; the greedy answer continues from that pass's keys and
+        values (:meth:`generate`'s answer, the top-k at its first position), so the prompt
+        is read once, not once per task. Only where :meth:`fused_scoring` holds.
+
+        Precision, decided here (docs/backends.md): the prompt pass is Min-K%'s, the packed
+        fp32 body at the study's matmul_precision, so the Min-K% line equals the one the
+        Min-K% job writes alone; the first answer token's distribution comes from the same
+        pass (on the CPU at 'medium' precision its log-probs move by under 1e-4 from
+        :meth:`generate`'s, which runs at torch's default), and the answer's later tokens
+        run through the model's own layers at torch's default precision, as in
+        :meth:`generate`."""
+        torch = self._torch
+        seqs = [self.encode(p) for p in prompts]
+        out: list[tuple[Generation, list[TokenLogprob]] | None] = [None] * len(prompts)
+        with torch.inference_mode():
+            for batch in self._batches([len(s) for s in seqs]):
+                bseqs = [seqs[i] for i in batch]
+                moments: list[list[tuple[float, float]]] | None = [] if vocab_moments else None
+                fused: dict[str, Any] = {}
+                saved = torch.get_float32_matmul_precision()
+                torch.set_float32_matmul_precision(self.matmul_precision)
+                try:
+                    lps = self._batch_token_logprobs(bseqs, moments, fused)
+                finally:
+                    torch.set_float32_matmul_precision(saved)
+                answers = self._continue_greedy(bseqs, fused["kv"], fused["last"], max_tokens, top_logprobs)
+                for row, i in enumerate(batch):
+                    s = seqs[i]
+                    entries = [TokenLogprob(int(s[0]), self._token_text(s[0]), None)]
+                    entries += [
+                        TokenLogprob(
+                            int(t), self._token_text(t), max(v, LOGPROB_FLOOR), *(moments[row][j] if moments is not None else ())
+                        )
+                        for j, (t, v) in enumerate(zip(s[1:], lps[row], strict=False))
+                    ]
+                    text, top = answers[row]
+                    out[i] = (Generation(prompts[i], text, top), entries)
+        return [o for o in out if o is not None]
+
+    def _continue_greedy(
+        self, seqs: Sequence[Sequence[int]], kv: list[tuple[Any, Any]], first: Any, max_tokens: int, top_logprobs: int
+    ) -> list[tuple[str, list[TokenLogprob]]]:
+        """Greedy decoding of up to `max_tokens` tokens after each prompt, from the prompt
+        pass's next-token logits `first` and its right-padded keys and values `kv`: each
+        step feeds every row's last token at its own position, the padding masked out, and
+        a row stops at the end-of-sequence token (as transformers' generate does)."""
+        from transformers import DynamicCache
+
+        torch = self._torch
+        n = len(seqs)
+        lens = torch.tensor([len(s) for s in seqs], dtype=torch.long, device=self.device)
+        width = int(lens.max())
+        mask = (torch.arange(width, device=self.device)[None, :] < lens[:, None]).long()
+        cache = DynamicCache(config=self.model.config)
+        for layer, (k, v) in enumerate(kv):
+            cache.update(k.to(self.dtype), v.to(self.dtype), layer)
+        eos = self.tokenizer.eos_token_id
+        eos_ids = torch.tensor(eos if isinstance(eos, list) else [eos], device=self.device)
+        tops = [self._top_k(first[r], top_logprobs) if top_logprobs > 0 else [] for r in range(n)]
+        tok = first.argmax(-1)
+        done = torch.isin(tok, eos_ids)
+        steps = [tok]
+        pos = lens.clone()
+        for _ in range(1, max_tokens):
+            if bool(done.all()):
+                break
+            mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long, device=self.device)], dim=1)
+            logits = (
+                self.model(
+                    input_ids=tok[:, None], attention_mask=mask, position_ids=pos[:, None], past_key_values=cache, use_cache=True
+                )
+                .logits[:, -1]
+                .float()
+            )
+            tok = torch.where(done, torch.full_like(tok, self.pad_id), logits.argmax(-1))
+            steps.append(tok)
+            done = done | torch.isin(tok, eos_ids)
+            pos = pos + 1
+        ids = torch.stack(steps, dim=1).tolist()
+        out = []
+        for r in range(n):
+            row = ids[r]
+            cut = next((j + 1 for j, t in enumerate(row) if t in eos_ids.tolist()), len(row))
+            out.append((self.tokenizer.decode(row[:cut], skip_special_tokens=True), tops[r]))
+        return out
 
     def _mink_base(self, model: Any) -> Any:
         """The decoder body Min-K% runs (see MINK_BODY_DTYPE): the packed fp32 body, the
@@ -480,7 +610,11 @@ class TransformersBackend(Backend):
         so a prompt's samples do not depend on which other prompts ran with it."""
         torch = self._torch
         cfg = self._gen_config(
-            do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=max_tokens,
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            max_new_tokens=max_tokens,
             num_return_sequences=n,
         )
         res: list[list[str]] = []
@@ -488,10 +622,7 @@ class TransformersBackend(Backend):
             for p in prompts:
                 torch.manual_seed(seed)
                 ids = torch.tensor([self.encode(p)], dtype=torch.long, device=self.device)
-                seq = self.model.generate(
-                    input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=cfg
-                )
+                seq = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=cfg)
                 new = seq[:, ids.shape[1] :]
                 res.append([self.tokenizer.decode(r, skip_special_tokens=True) for r in new])
         return res
-

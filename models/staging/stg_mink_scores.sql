@@ -17,13 +17,13 @@
 -- and zlib_bytes; their int_lap_* models select them. Why not keep the token lists for
 -- those models: at 1,000,000 rows writing them took 43% of this model's time, and each
 -- measure's model read them back (BENCHMARKS.md, issue 26).
+-- A line is read under the key of the forward pass it holds (macros/study_helpers.sql
+-- forward_pass_lines: a line keyed with the extras it carries, as the jobs wrote them
+-- before, serves the study), and among one key's lines the one carrying the extras the
+-- study needs, then the richer, then the first written (extras_preference).
 with source as (
 
-    select
-        *,
-        {{ fields_match('mink') }} as fields_match
-    from {{ source('raw', 'mink') }}
-    where key is not null
+    {{ forward_pass_lines('mink', source('raw', 'mink')) }}
 
 ),
 
@@ -85,6 +85,8 @@ scores as (
         {{ mean_token_logprob('after_first') }} as lap_loss,
         {{ minkpp_score('after_first') }} as lap_minkpp,
         zlib_bytes,
+        coalesce(zlib_bytes > 0, false) as has_zlib,
+        {{ has_vocab_moments('after_first') }} as has_moments,
         coalesce(clamped_logprobs, 0) as clamped_logprobs,
         entity_id,
         target_date,
@@ -114,4 +116,4 @@ select
     fields_match,
     try_cast(finished_at as timestamp) as finished_at
 from scores
-{{ first_written_line('scores') }}
+{{ first_written_line('scores', extras_preference('mink', 'scores')) }}

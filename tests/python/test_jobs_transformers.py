@@ -44,9 +44,15 @@ def _tiny_model(tok, always: str | None = None):
 
     torch.manual_seed(0)
     cfg = LlamaConfig(
-        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-        tie_word_embeddings=always is None, bos_token_id=tok.bos_token_id,
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        tie_word_embeddings=always is None,
+        bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,
     )
     model = LlamaForCausalLM(cfg)
@@ -84,12 +90,18 @@ def make_data(path: Path, n: int, n_entities: int = 5) -> pd.DataFrame:
         e = i % n_entities
         day = 1 + (i // (2 * n_entities)) % 27
         year = 2021 if i % 3 else 2023
-        rows.append({
-            "row_id": f"r{i:04d}", "entity_id": f"E{e}", "entity_name": f"Firm {e}",
-            "ticker": f"F{e}", "text": f"Firm {e} reports item {i} of quarter",
-            "text_date": f"{year}-03-{day:02d}", "target_date": f"{year}-03-{day + 1:02d}",
-            "outcome": (-1) ** i * 0.5,
-        })
+        rows.append(
+            {
+                "row_id": f"r{i:04d}",
+                "entity_id": f"E{e}",
+                "entity_name": f"Firm {e}",
+                "ticker": f"F{e}",
+                "text": f"Firm {e} reports item {i} of quarter",
+                "text_date": f"{year}-03-{day:02d}",
+                "target_date": f"{year}-03-{day + 1:02d}",
+                "outcome": (-1) ** i * 0.5,
+            }
+        )
     rows.append({**rows[0], "row_id": "bad1", "target_date": rows[0]["text_date"]})
     rows.append({**rows[1], "row_id": "bad2", "outcome": "n/a"})
     df = pd.DataFrame(rows)
@@ -104,9 +116,15 @@ def make_study(tmp: Path, model_dir: Path, n: int = 20, **overrides) -> Path:
     make_data(tmp / "obs.csv", n)
     study = {
         **read_study_file(default_study_path()),
-        "study_name": "jobtest", "data_path": str(tmp / "obs.csv"), "raw_dir": str(tmp / "raw"),
-        "outputs_dir": str(tmp / "out"), "model_id": "tiny-random", "backend": "transformers",
-        "model_path": str(model_dir), "batch_size": 4, "min_panel_rows": 1,  # a few rows: preflight
+        "study_name": "jobtest",
+        "data_path": str(tmp / "obs.csv"),
+        "raw_dir": str(tmp / "raw"),
+        "outputs_dir": str(tmp / "out"),
+        "model_id": "tiny-random",
+        "backend": "transformers",
+        "model_path": str(model_dir),
+        "batch_size": 4,
+        "min_panel_rows": 1,  # a few rows: preflight
         "use_chat_template": True,  # the SmolLM2 tokenizer has one: test that path
     }
     study.update(overrides)
@@ -149,9 +167,25 @@ def lines(path: Path) -> list[dict]:
 
 
 CONTRACT_FIELDS = {
-    "key", "task", "model_id", "backend", "row_id", "entity_id", "target_date", "prompt",
-    "query_text", "params", "response_text", "top_logprobs", "prompt_logprobs", "samples", "approximated",
-    "first_token_prob", "stated_confidence", "started_at", "finished_at",
+    "key",
+    "task",
+    "model_id",
+    "backend",
+    "row_id",
+    "entity_id",
+    "target_date",
+    "prompt",
+    "query_text",
+    "params",
+    "response_text",
+    "top_logprobs",
+    "prompt_logprobs",
+    "samples",
+    "approximated",
+    "first_token_prob",
+    "stated_confidence",
+    "started_at",
+    "finished_at",
 }
 
 
@@ -170,7 +204,7 @@ def test_recall_job_dedupes_writes_contract_lines_and_resumes(tmp_path, model_di
     res = run_job("recall", study, "--yes")
     recs = lines(tmp_path / "raw/recall.jsonl")
     data = pd.read_csv(tmp_path / "obs.csv").iloc[:20]
-    pairs = set(zip(data.entity_id, data.target_date))
+    pairs = set(zip(data.entity_id, data.target_date, strict=False))
     assert len(recs) == len(pairs) < 20  # one query per unique (entity_id, target_date)
     assert {(r["entity_id"], r["target_date"]) for r in recs} == pairs
     for r in recs:
@@ -233,8 +267,7 @@ def test_multi_token_label_stops_or_uses_synonym(tmp_path, model_dirs):
     recs = lines(tmp_path / "raw/recall.jsonl")
     assert recs and all(r["probability_method"] == "exact" for r in recs)
     up = [e for r in recs for e in r["label_logprobs"] if e["role"] == "up"]
-    assert up and all(e["label"] == "skyrocketed" and e["method"] == "teacher_forced"
-                      and len(e["token_ids"]) > 1 for e in up)
+    assert up and all(e["label"] == "skyrocketed" and e["method"] == "teacher_forced" and len(e["token_ids"]) > 1 for e in up)
     (tmp_path / "raw/recall.jsonl").unlink()
     labels_top = {"recall_labels": labels, "recall_probabilities": "top_logprobs"}
     study = make_study(tmp_path, model_dirs["random"], n=4, **labels_top)
@@ -246,10 +279,10 @@ def test_multi_token_label_stops_or_uses_synonym(tmp_path, model_dirs):
     study = make_study(tmp_path, model_dirs["random"], n=4, recall_label_synonyms=syn, **labels_top)
     res = run_job("recall", study, "--yes", check=False)  # default template still asks for "up"
     assert res.returncode == 2 and "recall_template" in res.stderr and "rose" in res.stderr
-    template = ("On {target_date}, did {entity_name} go {label_up} or {label_down}? "
-                "Answer {label_up}, {label_down}, or {label_unknown}.")
-    study = make_study(tmp_path, model_dirs["random"], n=4, recall_label_synonyms=syn,
-                       recall_template=template, **labels_top)
+    template = (
+        "On {target_date}, did {entity_name} go {label_up} or {label_down}? Answer {label_up}, {label_down}, or {label_unknown}."
+    )
+    study = make_study(tmp_path, model_dirs["random"], n=4, recall_label_synonyms=syn, recall_template=template, **labels_top)
     res = run_job("recall", study, "--yes")
     assert "using synonym 'rose'" in res.stdout
     recs = lines(tmp_path / "raw/recall.jsonl")
@@ -274,8 +307,12 @@ def test_forecast_low_parse_rate_stops_with_ten_examples(tmp_path, model_dirs):
 
 def test_forecast_parses_mu_hat_and_first_token_prob(tmp_path, model_dirs):
     study = make_study(
-        tmp_path, model_dirs["up"], n=8, forecast_max_tokens=1,
-        forecast_prompt="{text} ({ticker}). Up or down? Give your confidence.")
+        tmp_path,
+        model_dirs["up"],
+        n=8,
+        forecast_max_tokens=1,
+        forecast_prompt="{text} ({ticker}). Up or down? Give your confidence.",
+    )
     res = run_job("forecast", study, "--yes")
     assert "parse rate: 100.0%" in res.stdout
     df = pd.read_parquet(tmp_path / "out/forecast.parquet")
@@ -313,8 +350,9 @@ def test_kill9_mid_run_then_resume_queries_each_key_once(tmp_path, model_dirs):
     raw = tmp_path / "raw/forecast.jsonl"
     log1, log2 = tmp_path / "q1.log", tmp_path / "q2.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LOOKAHEAD_QUERY_LOG": str(log1)}
-    code = kill_once_written([PY, "-m", "llm_jobs.forecast", "--study", str(study), "--yes",
-                              "--accept-low-parse-rate"], raw, 5, env, 120)
+    code = kill_once_written(
+        [PY, "-m", "llm_jobs.forecast", "--study", str(study), "--yes", "--accept-low-parse-rate"], raw, 5, env, 120
+    )
     assert code == -signal.SIGKILL
     done_before = {r["key"] for r in lines(raw)}
     assert 5 <= len(done_before) < 60, "job finished before the kill: make it slower"
@@ -324,8 +362,7 @@ def test_kill9_mid_run_then_resume_queries_each_key_once(tmp_path, model_dirs):
     y = yaml.safe_load(study.read_text())
     y["batch_size"] = 32  # not part of the key: the rerun may batch differently
     study.write_text(yaml.safe_dump(y))
-    res = run_job("forecast", study, "--yes", "--accept-low-parse-rate",
-                  env={"LOOKAHEAD_QUERY_LOG": str(log2)})
+    res = run_job("forecast", study, "--yes", "--accept-low-parse-rate", env={"LOOKAHEAD_QUERY_LOG": str(log2)})
     assert "repaired a torn last line" in res.stdout
     assert f"cached (identical key): {len(done_before)}" in res.stdout
     recs = lines(raw)
@@ -391,13 +428,11 @@ def test_row_id_derivation_and_validation(tmp_path):
 def test_label_check_on_exact_tokenizer(tokenizer):
     from lookahead.prompts import PromptError, check_recall_labels
 
-    ok = check_recall_labels(tokenizer, {"up": "up", "down": "down", "unknown": "unknown"},
-                             sample_prompt="...assistant\n")
+    ok = check_recall_labels(tokenizer, {"up": "up", "down": "down", "unknown": "unknown"}, sample_prompt="...assistant\n")
     assert ok.labels == {"up": "up", "down": "down", "unknown": "unknown"} and ok.emitted_form == "bare"
     with pytest.raises(PromptError, match="recall_labels.unknown"):
         check_recall_labels(tokenizer, {"up": "up", "down": "down", "unknown": "undeterminable"})
-    res = check_recall_labels(tokenizer, {"up": "up", "down": "down", "unknown": "undeterminable"},
-                              {"unknown": ["unknown"]})
+    res = check_recall_labels(tokenizer, {"up": "up", "down": "down", "unknown": "undeterminable"}, {"unknown": ["unknown"]})
     assert res.labels["unknown"] == "unknown" and res.notes
 
 
@@ -431,17 +466,21 @@ def test_fully_cached_run_imports_no_heavy_library(tmp_path, model_dirs):
     """Every key cached: the jobs read the caches and write the summaries without loading
     the model, its config or its tokenizer, so neither torch nor transformers is imported
     (a cached re-run of a study costs the jobs about a second, not the torch import)."""
-    study = make_study(tmp_path, model_dirs["up"], n=8, forecast_max_tokens=1,
-                       forecast_prompt="{text} ({ticker}). Up or down?")
+    study = make_study(tmp_path, model_dirs["up"], n=8, forecast_max_tokens=1, forecast_prompt="{text} ({ticker}). Up or down?")
     first = run_job("run_all", study, "--yes")
-    assert "to query: 0" not in first.stdout
-    probe = ("import json, sys\n"
-             "from llm_jobs import run_all\n"
-             f"code = run_all.main(['--study', {str(study)!r}, '--yes'])\n"
-             f"print('HEAVY', json.dumps([m for m in {HEAVY_MODULES!r} if m in sys.modules]))\n"
-             "sys.exit(code)\n")
-    proc = subprocess.run([PY, "-c", probe], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    # the forecast and Min-K% of each row from one pass (llm_jobs.fused), recall on its own
+    assert "forecast+mink: 8 rows; cached (identical key): 0; to query: 8" in first.stdout
+    assert "recall: 7 unique pairs; cached (identical key): 0" in first.stdout
+    probe = (
+        "import json, sys\n"
+        "from llm_jobs import run_all\n"
+        f"code = run_all.main(['--study', {str(study)!r}, '--yes'])\n"
+        f"print('HEAVY', json.dumps([m for m in {HEAVY_MODULES!r} if m in sys.modules]))\n"
+        "sys.exit(code)\n"
+    )
+    proc = subprocess.run(
+        [PY, "-c", probe], cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for task in ("forecast", "recall", "mink"):
         assert f"{task}: " in proc.stdout and proc.stdout.count("to query: 0") == 3
@@ -451,7 +490,8 @@ def test_fully_cached_run_imports_no_heavy_library(tmp_path, model_dirs):
     y = yaml.safe_load(study.read_text())
     y["forecast_prompt"] = "{text} ({ticker}, {entity_name}). Up or down?"
     study.write_text(yaml.safe_dump(y))
-    proc = subprocess.run([PY, "-c", probe], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [PY, "-c", probe], cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "torch" in json.loads(proc.stdout.split("HEAVY ", 1)[1].splitlines()[0])

@@ -41,19 +41,25 @@ def _line(rng: np.random.Generator, key: str, row_id: str, prompt: str) -> tuple
         p = np.exp(logp)
         tok = int(rng.integers(VOCAB))
         mu = float(np.sum(p * logp))
-        var = float(np.sum(p * logp ** 2) - mu ** 2)
-        entries.append({"token_id": tok, "token": "t", "logprob": float(logp[tok]),
-                        "vocab_mean": mu, "vocab_var": var})
+        var = float(np.sum(p * logp**2) - mu**2)
+        entries.append({"token_id": tok, "token": "t", "logprob": float(logp[tok]), "vocab_mean": mu, "vocab_var": var})
         lps.append(float(logp[tok]))
         zs.append((float(logp[tok]) - mu) / math.sqrt(var))
     loss = sum(lps) / len(lps)
     low = sorted(zs)[: max(1, math.floor(len(zs) * K))]
-    expect = {"lap_loss": loss, "lap_zlib": loss / len(zlib.compress(prompt.encode("utf-8"))),
-              "lap_minkpp": sum(low) / len(low)}
-    line = {"key": key, "task": "mink", "model_id": "oracle", "backend": "transformers",
-            "row_id": row_id, "prompt": prompt, "params": {}, "prompt_logprobs": entries,
-            "zlib_bytes": len(zlib.compress(prompt.encode("utf-8"))),
-            "finished_at": "2026-01-01T00:00:00Z"}
+    expect = {"lap_loss": loss, "lap_zlib": loss / len(zlib.compress(prompt.encode("utf-8"))), "lap_minkpp": sum(low) / len(low)}
+    line = {
+        "key": key,
+        "task": "mink",
+        "model_id": "oracle",
+        "backend": "transformers",
+        "row_id": row_id,
+        "prompt": prompt,
+        "params": {},
+        "prompt_logprobs": entries,
+        "zlib_bytes": len(zlib.compress(prompt.encode("utf-8"))),
+        "finished_at": "2026-01-01T00:00:00Z",
+    }
     return line, expect
 
 
@@ -62,11 +68,18 @@ def _reference_line(rng: np.random.Generator, key: str, row_id: str, model_id: s
     give) and its mean log-prob after the first token."""
     n = int(rng.integers(2, 30))
     lps = [float(x) for x in -rng.gamma(2.0, 1.5, n - 1)]
-    entries = [{"token_id": 0, "token": "t", "logprob": None}] + [
-        {"token_id": 1, "token": "t", "logprob": lp} for lp in lps]
-    line = {"key": key, "task": REFERENCE_TASK, "model_id": model_id, "backend": "transformers",
-            "row_id": row_id, "prompt": "p", "params": {}, "prompt_logprobs": entries,
-            "finished_at": finished_at}
+    entries = [{"token_id": 0, "token": "t", "logprob": None}] + [{"token_id": 1, "token": "t", "logprob": lp} for lp in lps]
+    line = {
+        "key": key,
+        "task": REFERENCE_TASK,
+        "model_id": model_id,
+        "backend": "transformers",
+        "row_id": row_id,
+        "prompt": "p",
+        "params": {},
+        "prompt_logprobs": entries,
+        "finished_at": finished_at,
+    }
     return line, sum(lps) / len(lps)
 
 
@@ -75,9 +88,14 @@ def scored(tmp_path_factory):
     root = tmp_path_factory.mktemp("measures")
     raw = root / "raw"
     raw.mkdir()
-    vars_ = {**read_study_file(default_study_path()),  # the demo study's rows, this cache
-             "raw_dir": str(raw), "model_id": "oracle", "mink_k": K, "lap_measures": list(measures.MEASURES),
-             "reference_model_id": "oracle-reference"}
+    vars_ = {
+        **read_study_file(default_study_path()),  # the demo study's rows, this cache
+        "raw_dir": str(raw),
+        "model_id": "oracle",
+        "mink_k": K,
+        "lap_measures": list(measures.MEASURES),
+        "reference_model_id": "oracle-reference",
+    }
     study = load_study(overrides=vars_)
     keys = expected_keys(study, load_rows(study)[0]).to_pandas()
     rng = np.random.default_rng(25)
@@ -89,8 +107,7 @@ def scored(tmp_path_factory):
     # the reference model's lines, after lines of an older reference model written first
     # (other keys: the reference's model_id is hashed into them), which must not be read
     ref_lines = []
-    old = expected_keys(load_study(overrides={**vars_, "reference_model_id": "old-reference"}),
-                        load_rows(study)[0]).to_pandas()
+    old = expected_keys(load_study(overrides={**vars_, "reference_model_id": "old-reference"}), load_rows(study)[0]).to_pandas()
     for key, row_id in old.loc[old["task"] == REFERENCE_TASK, ["key", "row_id"]].itertuples(index=False):
         ref_lines.append(_reference_line(rng, key, row_id, "old-reference", "2025-01-01T00:00:00Z")[0])
     for key, row_id in keys.loc[keys["task"] == REFERENCE_TASK, ["key", "row_id"]].itertuples(index=False):
@@ -100,8 +117,9 @@ def scored(tmp_path_factory):
     with_key_fields(lines + ref_lines, study, load_rows(study)[0])
     for name, content in (("mink", lines), ("forecast", []), ("recall", []), (REFERENCE_TASK, ref_lines)):
         (raw / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in content), encoding="utf-8")
-    res = run_dbt(["run", "--select", "+int_lap_loss", "+int_lap_zlib", "+int_lap_minkpp", "+int_lap_reference"],
-                  vars_, root / "db.duckdb")
+    res = run_dbt(
+        ["run", "--select", "+int_lap_loss", "+int_lap_zlib", "+int_lap_minkpp", "+int_lap_reference"], vars_, root / "db.duckdb"
+    )
     assert res.returncode == 0, res.output[-3000:]
     return expected, res
 
@@ -128,8 +146,9 @@ def test_python_oracles_equal_the_published_formula():
 
 
 def test_dbt_macro_is_the_registry():
-    assert measures.MACRO_PATH.read_text(encoding="utf-8") == measures.macro_text(), \
+    assert measures.MACRO_PATH.read_text(encoding="utf-8") == measures.macro_text(), (
         "run python -m lookahead.measures --write-macro"
+    )
 
 
 def test_every_measure_has_its_model_docs_and_settings():
@@ -144,11 +163,13 @@ def test_every_measure_has_its_model_docs_and_settings():
         assert set(m.needs) <= set(measures.LINE_EXTRAS)
 
 
-def test_a_study_asking_for_prompt_measures_keys_one_line_per_prompt_with_their_extras():
+def test_a_min_k_line_is_keyed_by_its_forward_pass_never_by_the_measures_read_from_it():
     base = task_params(load_study(overrides={"lap_measures": ["recall", "mink"]}), "mink")
-    assert "line_extras" not in base  # recall and Min-K% only: the keys stay as they were
     all_ = task_params(load_study(overrides={"lap_measures": list(measures.MEASURES), "reference_model_id": "r"}), "mink")
-    assert all_["line_extras"] == ["vocab_moments", "zlib_bytes"]
+    assert "line_extras" not in base and all_ == base  # one pass, one key, whatever is read from it
+    assert measures.line_extras(
+        load_study(overrides={"lap_measures": list(measures.MEASURES), "reference_model_id": "r"}), "mink"
+    ) == ["vocab_moments", "zlib_bytes"]
 
 
 @pytest.mark.parametrize("backend", ["openai", "vllm"])
@@ -176,14 +197,14 @@ def test_transformers_moments_are_the_vocabulary_mean_and_variance_of_the_forwar
     prompts = ["Headline about Lumtria Robotics on 2021-07-21: orders jumped", "up or down?"]
     got = backend.prompt_logprobs(prompts, vocab_moments=True)
     plain = backend.prompt_logprobs(prompts)
-    for prompt, entries, base in zip(prompts, got, plain):
+    for prompt, entries, base in zip(prompts, got, plain, strict=False):
         assert [e.logprob for e in entries] == [e.logprob for e in base]  # the same pass
         ids = torch.tensor([backend.encode(prompt)])
         with torch.inference_mode():
             logp = torch.log_softmax(backend.model(input_ids=ids).logits[0, :-1].double(), -1)
         p = logp.exp()
         mu = (p * logp).sum(-1)
-        var = (p * logp ** 2).sum(-1) - mu ** 2
+        var = (p * logp**2).sum(-1) - mu**2
         for j, e in enumerate(entries[1:]):
             assert e.vocab_mean == pytest.approx(float(mu[j]), rel=1e-4, abs=1e-5)
             assert e.vocab_var == pytest.approx(float(var[j]), rel=1e-4, abs=1e-5)
@@ -193,6 +214,7 @@ def test_the_reference_task_is_keyed_by_the_reference_model_only_when_computed()
     """The reference model's identity is in its keys: a changed reference asks anew, the
     target's keys stay, and the reference's keys never equal the target's Min-K% keys,
     even for a reference named like a model whose Min-K% lines are cached."""
+
     def keys(**over):
         study = load_study(overrides={"lap_measures": list(measures.MEASURES), **over})
         k = expected_keys(study, load_rows(study)[0]).to_pandas()
@@ -208,22 +230,32 @@ def test_the_reference_task_is_keyed_by_the_reference_model_only_when_computed()
 
 
 def test_the_reference_study_swaps_the_models_and_nothing_else():
-    study = load_study(overrides={"lap_measures": ["reference"], "gguf_file": "target.gguf",
-                                  "reference_model_id": "ref", "reference_model_path": "demo/models/clean"})
+    study = load_study(
+        overrides={
+            "lap_measures": ["reference"],
+            "gguf_file": "target.gguf",
+            "reference_model_id": "ref",
+            "reference_model_path": "demo/models/clean",
+        }
+    )
     ref = keys.reference_study(study)
     assert (ref.backend.model_id, ref.backend.model_path, ref.backend.gguf_file) == ("ref", "demo/models/clean", None)
     assert (ref.measures.reference_model_id, ref.measures.reference_model_path) == (
-        study.backend.model_id, study.backend.model_path)
+        study.backend.model_id,
+        study.backend.model_path,
+    )
     swapped = ("model_id", "model_path", "gguf_file", "reference_model_id", "reference_model_path")
-    assert {k: v for k, v in ref.vars.items() if k not in swapped} == \
-        {k: v for k, v in study.vars.items() if k not in swapped}
+    assert {k: v for k, v in ref.vars.items() if k not in swapped} == {k: v for k, v in study.vars.items() if k not in swapped}
     assert Study.from_json(ref.settings_json()).vars == ref.vars  # still a valid study (a Ray worker re-reads it)
 
 
-@pytest.mark.parametrize(("over", "message"), [
-    ({"reference_model_id": None}, r"setting 'reference_model_id' is required when the study computes the 'reference'"),
-    ({"reference_model_id": "demo-contaminated"}, r"setting 'reference_model_id': it names the target model itself"),
-])
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        ({"reference_model_id": None}, r"setting 'reference_model_id' is required when the study computes the 'reference'"),
+        ({"reference_model_id": "demo-contaminated"}, r"setting 'reference_model_id': it names the target model itself"),
+    ],
+)
 def test_a_reference_study_without_a_usable_reference_is_one_clear_line(over, message):
     with pytest.raises(StudyConfigError, match=message):
         load_study(overrides={"lap_measures": ["recall", "reference"], "reference_model_id": "r", **over})
@@ -234,8 +266,12 @@ def test_a_build_computing_the_reference_lap_without_its_raw_file_stops_in_one_l
     raw.mkdir()
     for name in ("mink", "forecast", "recall"):
         (raw / f"{name}.jsonl").write_text("", encoding="utf-8")
-    vars_ = {**read_study_file(default_study_path()), "raw_dir": str(raw), "lap_measures": ["recall", "reference"],
-             "reference_model_id": "demo-clean"}
+    vars_ = {
+        **read_study_file(default_study_path()),
+        "raw_dir": str(raw),
+        "lap_measures": ["recall", "reference"],
+        "reference_model_id": "demo-clean",
+    }
     res = run_dbt(["run", "--select", "study_settings"], vars_, tmp_path / "db.duckdb")
     assert res.returncode != 0
     assert "setting 'lap_measures': the study computes 'reference' but no raw file" in res.output

@@ -39,8 +39,9 @@ def built(tmp_path_factory):
 def _row_counts(db: Path) -> dict[str, int]:
     con = duckdb.connect(str(db), read_only=True)
     try:
-        tables = [r[0] for r in con.sql("select table_name from information_schema.tables "
-                                         "where table_type = 'BASE TABLE'").fetchall()]
+        tables = [
+            r[0] for r in con.sql("select table_name from information_schema.tables where table_type = 'BASE TABLE'").fetchall()
+        ]
         return {t: con.sql(f'select count(*) from "{t}"').fetchone()[0] for t in tables}
     finally:
         con.close()
@@ -56,6 +57,7 @@ def _copy(built, tmp_path: Path) -> tuple[dict, Path]:
 
 
 # --- the default study ---------------------------------------------------------------
+
 
 def _demo_study_files() -> list[Path]:
     """Every study file `make demo` runs (its recipe's --study arguments, loops expanded)."""
@@ -93,7 +95,7 @@ def test_collision_line_names_both_studies_and_lets_an_edited_study_through():
     assert "\n" not in line
     assert collision_line("db", stored, ("s", "a.yml", "2" * 64)) == ""  # the same file, edited
     assert collision_line("db", stored, ("s", "b.yml", "1" * 64)) == ""  # another route, same settings
-    assert collision_line("db", ("", "", ""), here) == ""                # a database without a source
+    assert collision_line("db", ("", "", ""), here) == ""  # a database without a source
 
 
 def test_study_source_follows_how_dbt_got_the_study(monkeypatch):
@@ -174,8 +176,14 @@ def test_a_refused_build_retires_no_report_and_marks_no_verdict(built, tmp_path)
     study_file = tmp_path / "other.yml"
     study_file.write_text(json.dumps(other))
     env = {**dbt_env(db), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "lookahead.cli", "build", "--study", str(study_file)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "lookahead.cli", "build", "--study", str(study_file)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
     assert (folders.results / "REPORT.md").is_file() and not (folders.results / "stale").exists(), proc.stderr
     assert _verdict_status(db) == status
@@ -187,10 +195,10 @@ def test_a_refused_build_retires_no_report_and_marks_no_verdict(built, tmp_path)
 
 
 def test_a_measure_under_another_key_fails_the_build_naming_the_setting(built, tmp_path, monkeypatch):
-    """Min-K% answers cached under the key of lap_measures [recall, mink]; the study now
-    also computes zlib, whose line extra joins the Min-K% key: no Min-K% line is the
-    study's, and the build stops naming the measure and lap_measures (it used to pass
-    with lap_mink null in every row)."""
+    """Min-K% answers cached under the key of the fp32 body; the study now scores with the
+    bf16 body (setting mink_body_dtype joins the Min-K% key: another answer): no Min-K%
+    line is the study's, and the build stops naming the measure and the setting (it used
+    to pass with lap_mink null in every row)."""
     from lookahead.keys import task_params
 
     vars_, target = _copy(built, tmp_path)
@@ -201,12 +209,34 @@ def test_a_measure_under_another_key_fails_the_build_naming_the_setting(built, t
         line["params"] = task_params(old, "mink")
     mink.write_text("".join(json.dumps(x) + "\n" for x in lines))
     monkeypatch.setenv(SOURCE_ENV, DEMO_SOURCE)  # the same study file, edited
-    res = run_dbt(["build", "--select", "+gate_panel"], {**vars_, "lap_measures": ["recall", "mink", "zlib"]},
-                  target / "db.duckdb")
+    res = run_dbt(["build", "--select", "+gate_panel"], {**vars_, "mink_body_dtype": "bfloat16"}, target / "db.duckdb")
     assert res.returncode != 0
-    assert re.search(r"LAP measure 'mink' \(Min-K%\) has a score on 0 of \d+ panel rows", res.output), \
-        res.output[-3000:]
-    assert "setting 'lap_measures' changed the key" in res.output
+    assert re.search(r"LAP measure 'mink' \(Min-K%\) has a score on 0 of \d+ panel rows", res.output), res.output[-3000:]
+    assert "setting 'mink_body_dtype' changed the key" in res.output
+
+
+def test_a_measure_whose_lines_lack_what_it_reads_fails_the_build_naming_it(built, tmp_path, monkeypatch):
+    """Adding zlib to lap_measures keeps the Min-K% key (the same forward pass): the lines
+    are the study's, Min-K% scores every row, and where they lack zlib_bytes (written by a
+    backend that did not add it) the build stops naming the measure and what the lines
+    lack, not a setting that changed no key."""
+    vars_, target = _copy(built, tmp_path)
+    mink = target / "raw" / "mink.jsonl"
+    lines = [json.loads(x) for x in mink.read_text().splitlines()]
+    for line in lines:
+        line.pop("zlib_bytes", None)
+    mink.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    monkeypatch.setenv(SOURCE_ENV, DEMO_SOURCE)
+    res = run_dbt(
+        ["build", "--select", "+gate_panel"], {**vars_, "lap_measures": ["recall", "mink", "zlib"]}, target / "db.duckdb"
+    )
+    assert res.returncode != 0
+    assert re.search(
+        r"LAP measure 'zlib' \(zlib LAP\) has a score on 0 of (\d+) panel rows.*: \1 of the rows "
+        r"have their mink line, but it lacks zlib_bytes",
+        res.output,
+    ), res.output[-3000:]
+    assert "LAP measure 'mink'" not in res.output and "changed the key" not in res.output
 
 
 def test_the_robustness_table_never_prints_a_measure_without_scores_as_a_result(tmp_path):
@@ -215,11 +245,20 @@ def test_the_robustness_table_never_prints_a_measure_without_scores_as_a_result(
     from lookahead.pages.blocks import Para, Table
     from lookahead.pages.sections import Context, _robustness
 
-    pd.DataFrame({"lap_measure": ["recall", "mink"], "is_verdict_measure": [True, False],
-                  "beta3": [0.5, float("nan")], "t": [3.0, float("nan")], "p_one_sided": [0.001, float("nan")],
-                  "p_draws": [0, 0], "p_source": ["CRV1", "CRV1"], "n_obs": [500, 0],
-                  "lap_varies": [True, False], "detects": [True, True]}).to_csv(tmp_path / "lap_robustness.csv",
-                                                                                index=False)
+    pd.DataFrame(
+        {
+            "lap_measure": ["recall", "mink"],
+            "is_verdict_measure": [True, False],
+            "beta3": [0.5, float("nan")],
+            "t": [3.0, float("nan")],
+            "p_one_sided": [0.001, float("nan")],
+            "p_draws": [0, 0],
+            "p_source": ["CRV1", "CRV1"],
+            "n_obs": [500, 0],
+            "lap_varies": [True, False],
+            "detects": [True, True],
+        }
+    ).to_csv(tmp_path / "lap_robustness.csv", index=False)
     ctx = Context(tmp_path, load_study(default_study_path()), outcome=None, verdict=pd.Series(dtype=object))
     items = _robustness(ctx)
     frame = next(i for i in items if isinstance(i, Table)).frame
@@ -229,6 +268,7 @@ def test_the_robustness_table_never_prints_a_measure_without_scores_as_a_result(
 
 
 # --- partial builds keep the verdict's status true -----------------------------------
+
 
 def _verdict_state(db: Path) -> tuple[str, str, str]:
     """(the verdict's invocation id, its result_status, the last build's invocation id)."""
@@ -241,11 +281,14 @@ def _verdict_state(db: Path) -> tuple[str, str, str]:
         con.close()
 
 
-@pytest.mark.parametrize("selection, verdict_rebuilt", [
-    (["--select", "panel+"], True),
-    (["--select", "stg_forecast_responses"], False),
-    (["--select", "state:modified+", "--state", "{state}"], False),
-])
+@pytest.mark.parametrize(
+    "selection, verdict_rebuilt",
+    [
+        (["--select", "panel+"], True),
+        (["--select", "stg_forecast_responses"], False),
+        (["--select", "state:modified+", "--state", "{state}"], False),
+    ],
+)
 def test_a_selected_build_keeps_the_verdicts_status_true(built, tmp_path, monkeypatch, selection, verdict_rebuilt):
     """`--select panel+` rebuilds the verdict: it records this build's id and is complete,
     the nodes it did not rebuild being current by fingerprint (and `lookahead report`'s
@@ -277,6 +320,7 @@ def test_a_selected_build_keeps_the_verdicts_status_true(built, tmp_path, monkey
 
 # --- `lookahead check` is the preflight ----------------------------------------------
 
+
 def _check(tmp_path: Path, name: str, **settings) -> subprocess.CompletedProcess:
     import os
     import sys
@@ -284,11 +328,18 @@ def _check(tmp_path: Path, name: str, **settings) -> subprocess.CompletedProcess
     import yaml
 
     path = tmp_path / f"{name}.yml"
-    path.write_text(yaml.safe_dump({"extends": str(ROOT / "demo/studies/contaminated.yml"),
-                                    "raw_dir": str(tmp_path / "raw"), **settings}))
+    path.write_text(
+        yaml.safe_dump({"extends": str(ROOT / "demo/studies/contaminated.yml"), "raw_dir": str(tmp_path / "raw"), **settings})
+    )
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-    return subprocess.run([sys.executable, "-m", "lookahead.cli", "check", "--study", str(path)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "lookahead.cli", "check", "--study", str(path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_check_refuses_what_run_refuses_before_its_first_query(tmp_path):
@@ -305,8 +356,10 @@ def test_check_refuses_what_run_refuses_before_its_first_query(tmp_path):
         "placeholder": ({"forecast_prompt": forecast_prompt + " Sector: {sector}."}, r"sector"),
         "context": ({"context_length": 24}, r"exceed the model's context length \(24 tokens"),
         "no_pre": ({"training_cutoff": "2001-01-01"}, r"no pre-cutoff row"),
-        "one_cluster": ({"data_path": str(one), "min_panel_rows": 1},
-                        r"form 1 cluster\(s\) \(cluster: entity\).*set cluster: none"),
+        "one_cluster": (
+            {"data_path": str(one), "min_panel_rows": 1},
+            r"form 1 cluster\(s\) \(cluster: entity\).*set cluster: none",
+        ),
     }
     for name, (settings, says) in cases.items():
         proc = _check(tmp_path, name, **settings)
@@ -335,13 +388,26 @@ def test_labels_that_match_nothing_stop_the_forecasts_after_the_first_answers(se
     from llm_jobs.forecast import EARLY_PARSE_ANSWERS
 
     url, state = server_factory()
-    study = write_openai_study(tmp_path, url, "labels", 120, tokenizer_path=None, model_path=None,
-                               forecast_labels={"rise": 1, "fall": -1},
-                               forecast_prompt="Headline about {entity_name}: {text}\nrise or fall?",
-                               backend_options={"backoff_s": 0.01, "timeout_s": 5, "concurrency": 2})
+    study = write_openai_study(
+        tmp_path,
+        url,
+        "labels",
+        120,
+        tokenizer_path=None,
+        model_path=None,
+        forecast_labels={"rise": 1, "fall": -1},
+        forecast_prompt="Headline about {entity_name}: {text}\nrise or fall?",
+        backend_options={"backoff_s": 0.01, "timeout_s": 5, "concurrency": 2},
+    )
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-    proc = subprocess.run([sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 3, (proc.stdout[-2000:], proc.stderr[-2000:])
     assert re.search(r"0 of the first \d+ answers match a label of forecast_labels \((rise, fall|fall, rise)\)", proc.stderr)
     assert state.requests == EARLY_PARSE_ANSWERS, state.requests
@@ -351,15 +417,31 @@ def test_labels_that_match_nothing_stop_the_forecasts_after_the_first_answers(se
 
 # --- ids -----------------------------------------------------------------------------
 
-ID_CMAP = {"row_id": None, "entity_id": "permno", "entity_name": "name", "ticker": None, "text": "text",
-           "text_date": "text_date", "target_date": "target_date", "outcome": "ret"}
+ID_CMAP = {
+    "row_id": None,
+    "entity_id": "permno",
+    "entity_name": "name",
+    "ticker": None,
+    "text": "text",
+    "text_date": "text_date",
+    "target_date": "target_date",
+    "outcome": "ret",
+}
 
 
 def _frame(ids: list[str]):
     import pandas as pd
 
-    return pd.DataFrame({"permno": ids, "name": [f"Firm {i}" for i in ids], "text": [f"news {i}" for i in range(len(ids))],
-                         "text_date": "2021-03-01", "target_date": "2021-03-02", "ret": "0.1"})
+    return pd.DataFrame(
+        {
+            "permno": ids,
+            "name": [f"Firm {i}" for i in ids],
+            "text": [f"news {i}" for i in range(len(ids))],
+            "text_date": "2021-03-01",
+            "target_date": "2021-03-02",
+            "ret": "0.1",
+        }
+    )
 
 
 def test_the_derived_row_id_comes_from_the_validated_entity_id():
