@@ -94,19 +94,22 @@ def test_the_claim_jobs_are_in_the_one_table(
     rows = {
         m[0]: [int(x.replace(",", "")) for x in m[1:4]] + [float(m[4])]
         for m in re.findall(
-            r"^(forecast|recall|mink|claims_value|claims_repredict|whole run) +([\d,]+) +([\d,]+) +([\d,]+) +\$([\d.,]+)$",
+            r"^(forecast\+mink|forecast|recall|mink|claims_value|claims_repredict|whole run) +([\d,]+) +([\d,]+) +([\d,]+)"
+            r" +\$([\d.,]+)$",
             out,
             re.M,
         )
     }
-    assert set(rows) == {"forecast", "recall", "mink", "claims_value", "claims_repredict", "whole run"}, out
+    # one pass a row answers the forecast and scores Min-K% (llm_jobs.fused): one row for both
+    assert set(rows) == {"forecast+mink", "recall", "claims_value", "claims_repredict", "whole run"}, out
     # the example: 4 instances of 3 claims each, 2^3 coalitions each, and 4 re-predictions
     assert rows["claims_value"][0] == 32 and rows["claims_repredict"][0] == 4
     jobs = [r for k, r in rows.items() if k != "whole run"]
     for col in range(3):
         assert rows["whole run"][col] == sum(r[col] for r in jobs)
     assert asked[0].startswith(f"run {rows['whole run'][0]:,} requests for ")
-    assert out.count("yes (the whole run was confirmed above)") == 5  # 3 protocol jobs, 2 claim jobs
+    # forecast+mink and recall, then 2 claim jobs (the forecast and Min-K% jobs find nothing left)
+    assert out.count("yes (the whole run was confirmed above)") == 4
     assert len((tmp_path / "claims_raw" / "claims_value.jsonl").read_text().splitlines()) == 32
 
 
