@@ -20,6 +20,7 @@ import pandas as pd
 
 from lookahead.stats.fe_regression import CLUSTER_COLUMNS as STATS_CLUSTER_COLUMNS
 from lookahead.stats.fe_regression import (
+    FIXEF_TOL,  # noqa: F401  (one tolerance, declared there)
     FitRequest,
     NotEstimable,
     RegressionInputError,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_openai_backend import write_openai_study
+from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - server_factory is a fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,7 @@ import duckdb
 import pytest
 from dbt_runner import dbt_env, result_status, run_dbt
 from kill_job import kill_once_written
-from test_openai_backend import write_openai_study
+from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - server_factory is a fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from dbt_runner import ROOT, run_dbt
 from fixture_study import write_fixture_study
-from test_openai_backend import write_openai_study
+from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - server_factory is a fixture
 
 from lookahead import untrusted
 from lookahead.config import SCHEMA_PATH, StudyConfigError, read_study_file, resolve

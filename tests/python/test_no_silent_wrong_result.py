@@ -378,7 +378,7 @@ def yaml_value(text: str, key: str) -> str:
 from test_openai_backend import server_factory, write_openai_study  # noqa: E402,F401 - fixture
 
 
-def test_labels_that_match_nothing_stop_the_forecasts_after_the_first_answers(server_factory, tmp_path):  # noqa: F811
+def test_labels_that_match_nothing_stop_the_forecasts_after_the_first_answers(server_factory, tmp_path):
     """The server answers 'up'; the study's labels are rise/fall. The job stops after the
     first EARLY_PARSE_ANSWERS answers (plus those in flight), not after all 120 were paid
     for; the answers it got are cached."""

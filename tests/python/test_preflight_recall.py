@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
-from test_openai_backend import demo_study_text, write_openai_study
+from test_openai_backend import demo_study_text, server_factory, write_openai_study  # noqa: F401 - server_factory is a fixture
 
 SHAPE = (40, 50)  # entities, dates: 2,000 pairs
 N_ROWS = 3_000  # rows 2,000 to 2,999 ask the pairs of rows 0 to 999 again

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_openai_backend import DEMO_TOKENIZER, write_openai_study
+from test_openai_backend import DEMO_TOKENIZER, server_factory, write_openai_study  # noqa: F401 - server_factory is a fixture
 
 from lookahead.prompts import PromptError, check_forecast_template, check_recall_template
 

@@ -124,8 +124,9 @@ def _report(vars_: dict[str, Any], db: Path, results: Path) -> str | None:
 
 
 def _sibling_mink_lines(raw: Path, vars_b: dict[str, Any]) -> bytes:
-    """Study B's Min-K% lines: B asks for another measure list, so its Min-K% key differs
-    (the line carries the zlib length B's measure needs), as its jobs would write them."""
+    """Study B's Min-K% lines as its jobs would write them: B asks for another measure list,
+    whose zlib length A's lines lack, so B asks those rows again under the same key (a line
+    is keyed by the forward pass it holds, not by the measures read from it)."""
     study = Study(vars=resolve(vars_b))
     valid, _ = load_rows(study)
     queries = {q["row_id"]: q for q in expected_queries(study, valid).to_pylist() if q["task"] == "mink"}
@@ -160,9 +161,13 @@ def test_two_studies_on_one_raw_dir_stay_current_until_their_own_keys_change(tmp
 
     build(a, db_a)
     assert _report(a, db_a, tmp_path / "ra") is None
-    # study B's jobs append its own Min-K% lines to the shared file: A stays current
+    # study B's jobs append Min-K% lines for the keys A reads too (the same forward pass, now
+    # with the zlib length): A's answers changed, so A is stale, naming them, until rebuilt
     with open(raw / "mink.jsonl", "ab") as fh:
         fh.write(_sibling_mink_lines(raw, b))
+    why = _report(a, db_a, tmp_path / "ra")
+    assert why is not None and "the mink answers" in why, why
+    build(a, db_a)
     assert _report(a, db_a, tmp_path / "ra") is None
     build(b, db_b)
     assert _report(b, db_b, tmp_path / "rb") is None

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from test_openai_backend import write_openai_study
+from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - server_factory is a fixture
 
 from lookahead.cache import RawStore, load_cache, plan_path, read_plan
 

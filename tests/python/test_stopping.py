@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from test_openai_backend import write_openai_study
+from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - server_factory is a fixture
 
 from lookahead.runs import dbt_env
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from test_openai_backend import write_openai_study
+from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - server_factory is a fixture
 
 
 def whole_line_summary(study: Path, raw: Path, rows_csv: Path) -> pd.DataFrame:
