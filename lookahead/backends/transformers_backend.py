@@ -11,8 +11,9 @@ tensor is never materialised.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -374,16 +375,35 @@ class TransformersBackend(Backend):
 
         Batched over length-sorted prompts with right padding (pads sit after the real
         tokens, so causal attention keeps real positions exact)."""
-        torch = self._torch
         seqs = [self.encode(p) for p in prompts]
         out: list[list[TokenLogprob] | None] = [None] * len(prompts)
+        with self._scoring_precision():
+            self._prompt_logprobs_into(seqs, out, vocab_moments)
+        return [o for o in out if o is not None]
+
+    @contextlib.contextmanager
+    def _scoring_precision(self) -> Iterator[None]:
+        """Prompt scoring at the study's matmul_precision (the Min-K% job's, and the fused
+        pass's prompt half, so both write the same line), torch's own setting restored after."""
+        torch = self._torch
         saved = torch.get_float32_matmul_precision()
         torch.set_float32_matmul_precision(self.matmul_precision)
         try:
-            self._prompt_logprobs_into(seqs, out, vocab_moments)
+            yield
         finally:
             torch.set_float32_matmul_precision(saved)
-        return [o for o in out if o is not None]
+
+    def _prompt_entries(
+        self, seq: Sequence[int], lps: Sequence[float], moments: Sequence[tuple[float, float]] | None
+    ) -> list[TokenLogprob]:
+        """One prompt's entries: its first token without a log-prob, then each later token's
+        floored log-prob (and its position's vocabulary moments when computed)."""
+        entries = [TokenLogprob(int(seq[0]), self._token_text(seq[0]), None)]
+        entries += [
+            TokenLogprob(int(t), self._token_text(t), max(v, LOGPROB_FLOOR), *(moments[j] if moments is not None else ()))
+            for j, (t, v) in enumerate(zip(seq[1:], lps, strict=False))
+        ]
+        return entries
 
     def _prompt_logprobs_into(
         self, seqs: list[list[int]], out: list[list[TokenLogprob] | None], vocab_moments: bool = False
@@ -395,15 +415,7 @@ class TransformersBackend(Backend):
                 moments: list[list[tuple[float, float]]] | None = [] if vocab_moments else None
                 lps = self._batch_token_logprobs(bseqs, moments)
                 for row, i in enumerate(batch):
-                    s = seqs[i]
-                    entries = [TokenLogprob(int(s[0]), self._token_text(s[0]), None)]
-                    entries += [
-                        TokenLogprob(
-                            int(t), self._token_text(t), max(v, LOGPROB_FLOOR), *(moments[row][j] if moments is not None else ())
-                        )
-                        for j, (t, v) in enumerate(zip(s[1:], lps[row], strict=False))
-                    ]
-                    out[i] = entries
+                    out[i] = self._prompt_entries(seqs[i], lps[row], moments[row] if moments is not None else None)
 
     def _moments(self, lp: Any) -> tuple[Any, Any]:
         """Mean and variance of log p under p over the last axis (log-softmaxed `lp`,
@@ -519,23 +531,12 @@ class TransformersBackend(Backend):
                 bseqs = [seqs[i] for i in batch]
                 moments: list[list[tuple[float, float]]] | None = [] if vocab_moments else None
                 fused: dict[str, Any] = {}
-                saved = torch.get_float32_matmul_precision()
-                torch.set_float32_matmul_precision(self.matmul_precision)
-                try:
+                with self._scoring_precision():
                     lps = self._batch_token_logprobs(bseqs, moments, fused)
-                finally:
-                    torch.set_float32_matmul_precision(saved)
                 answers = self._continue_greedy(bseqs, fused["kv"], fused["last"], max_tokens, top_logprobs)
                 for row, i in enumerate(batch):
-                    s = seqs[i]
-                    entries = [TokenLogprob(int(s[0]), self._token_text(s[0]), None)]
-                    entries += [
-                        TokenLogprob(
-                            int(t), self._token_text(t), max(v, LOGPROB_FLOOR), *(moments[row][j] if moments is not None else ())
-                        )
-                        for j, (t, v) in enumerate(zip(s[1:], lps[row], strict=False))
-                    ]
                     text, top = answers[row]
+                    entries = self._prompt_entries(seqs[i], lps[row], moments[row] if moments is not None else None)
                     out[i] = (Generation(prompts[i], text, top), entries)
         return [o for o in out if o is not None]
 
