@@ -32,7 +32,7 @@ class JobStop(UserError):
 
     def __init__(self, message: str, code: int = EXIT_USER_ERROR) -> None:
         super().__init__(message)
-        self.code = self.exit_code = code
+        self.exit_code = code
 
 
 @contextlib.contextmanager
