@@ -42,15 +42,16 @@ install: $(VENV)/.installed
 ## the protocol study with a claim model (docs/claims.md), and `lookahead run` runs the
 ## protocol jobs, the claim jobs (TimeSPEC, coalition values, re-prediction) and one dbt
 ## build, so the claim tables and the claim section join the verdict in the same database
-## and report. The regression and ranking demos are claim-only studies: their claim jobs
-## and the claim models alone (python -m lookahead.claims.run --build).
+## and report. The regression and ranking demos are claim-only studies (study_kind: claims):
+## `lookahead run` runs their claim jobs, the claim models alone and their report
+## (results/<study>/, the claim section and page).
 demo: install
 	$(VENV)/bin/lookahead run --study demo/claims/demo_clean.yml --yes
 	$(VENV)/bin/lookahead run --study demo/claims/demo_contaminated.yml --yes
 	$(VENV)/bin/lookahead run --study demo/studies/contaminated_early_cutoff.yml --yes
 	@for k in regression ranking; do for m in leaky prudent; do \
 	  echo; echo "== Claim-only demo: $$k, claim model '$$m' (demo/claims/$$k/$$m.yml) =="; \
-	  $(PY) -m lookahead.claims.run --study demo/claims/$$k/$$m.yml --yes --build 2>&1 | $(DBT_NODE_LINES_OFF) \
+	  $(VENV)/bin/lookahead run --study demo/claims/$$k/$$m.yml --yes 2>&1 | $(DBT_NODE_LINES_OFF) \
 	    || exit 1; \
 	done; done
 	@echo; echo "== Demo verdicts (from the reports) =="
@@ -70,14 +71,14 @@ demo: install
 	done
 
 ## Claim-level leakage alone, as claim-only studies (docs/claims.md): the claim jobs for
-## the two claim models and the claim models into each claim study's own database
-## (outputs/demo_claims_leaky.duckdb, outputs/demo_claims_prudent.duckdb), then the
-## headline against the planted truth.
+## the two claim models, the claim models into each claim study's own database
+## (outputs/demo_claims_leaky.duckdb, outputs/demo_claims_prudent.duckdb) and each
+## study's report, then the headline against the planted truth.
 demo-claims: install
 	@mkdir -p outputs
 	@for m in leaky prudent; do \
 	  echo "== Claim-only demo: claim model '$$m' (demo/claims/$$m.yml) =="; \
-	  $(PY) -m lookahead.claims.run --study demo/claims/$$m.yml --yes --build 2>&1 | $(DBT_NODE_LINES_OFF) \
+	  $(VENV)/bin/lookahead run --study demo/claims/$$m.yml --yes 2>&1 | $(DBT_NODE_LINES_OFF) \
 	    || exit 1; \
 	done
 	@echo

@@ -84,11 +84,15 @@ def report(study: Study) -> int:
 
     files = write_report(study)  # a refused journal, manifest or symlinked folder: one line (UserError)
     print(f"Verdict: {files.verdict}")
-    for label, path in (("Report", files.report), ("Page", files.page)):
+    _print_where(files.report, files.page, study)
+    return 0
+
+
+def _print_where(report: Path, page: Path | None, study: Study, tables: str = "") -> None:
+    for label, path in (("Report", report), ("Page", page)):
         if path is not None:
             print(f"{label}: {path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path}")
-    print(f"Database: {study.database}")
-    return 0
+    print(f"Database: {study.database}" + (f" (tables {tables})" if tables else ""))
 
 
 # --- what each kind of study runs (the setting study_kind) ----------------------------
@@ -142,9 +146,15 @@ def _claims_findings(study: Study) -> list[Finding]:
 
 
 def _claims_report(study: Study) -> int:
-    from lookahead.claims.study_check import print_claim_summary
+    """A claim-only study's report (lookahead.pages.claims_report): its line per agent,
+    then where the report, page and database are. No instance scored: one line, exit 2."""
+    from lookahead.pages.claims_report import CLAIM_TABLES, write_claim_report
 
-    return print_claim_summary(study)
+    files, lines = write_claim_report(study)  # nothing scored, or not current: one line (UserError)
+    for line in lines:
+        print(line)
+    _print_where(files.report, files.page, study, ", ".join(CLAIM_TABLES[:-1]))
+    return 0
 
 
 STUDY_KINDS: dict[str, StudyKind] = {

@@ -451,11 +451,13 @@ def claim_settings(out: Path, model: str) -> dict[str, Any]:
 
 
 def study_vars(out: Path, model: str) -> dict[str, Any]:
-    """The claims study: it extends the contaminated demo study (so `dbt build` sees valid
-    protocol settings) with the claim settings and this model."""
+    """The claim-only study (``study_kind: claims``): it extends the contaminated demo
+    study for the settings a claim study shares with it (raw folder, backend) with the
+    claim settings and this model."""
     cs = claim_settings(out, model)
     return {
         "extends": "demo/studies/contaminated.yml",
+        "study_kind": "claims",
         "study_name": f"demo_claims_{model}",
         "model_id": f"demo-claims-{model}",
         "model_path": _rel(out / "models" / model),
@@ -537,7 +539,7 @@ def build(
     for m in MODELS:
         head = (
             f"# Claim-level demo study '{m}' written by `python -m lookahead.claims.demo` (seed {seed}).\n"
-            f"# Use: python -m llm_jobs.claims_value --study {_rel(out / (m + '.yml'))} --yes\n"
+            f"# Use: lookahead run --study {_rel(out / (m + '.yml'))} --yes\n"
         )
         _write(out / f"{m}.yml", head + yaml.safe_dump(study_vars(out, m), sort_keys=False, width=1000))
     write_protocol_studies(out)

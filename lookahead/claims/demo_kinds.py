@@ -483,10 +483,13 @@ def claim_settings(out: Path, kind: str, model: str) -> dict[str, Any]:
 
 
 def study_vars(out: Path, kind: str, model: str, models_dir: Path) -> dict[str, Any]:
-    """A claim-only study: it extends the contaminated demo study (valid protocol settings
-    for dbt) with this kind's claim settings and the model."""
+    """A claim-only study (``study_kind: claims``: `lookahead run` runs its claim jobs,
+    builds the claim models and writes its report): it extends the contaminated demo study
+    for the settings a claim study shares with it (raw folder, backend) with this kind's
+    claim settings and the model."""
     return {
         "extends": "demo/studies/contaminated.yml",
+        "study_kind": "claims",
         "study_name": f"demo_claims_{kind}_{model}",
         "model_id": f"demo-claims-kinds-{model}",
         "model_path": _rel(models_dir / model),
@@ -507,8 +510,7 @@ def build(root: Path, seed: int = SEED, train: bool = True, n_train: int = 2500,
         for m in MODELS:
             head = (
                 f"# Claim-level demo study ({kind}, model '{m}') written by `python -m lookahead.claims.demo_kinds`"
-                f" (seed {seed}).\n# Use: python -m lookahead.claims.run --study {_rel(out / (m + '.yml'))} "
-                "--yes --build\n"
+                f" (seed {seed}).\n# Use: lookahead run --study {_rel(out / (m + '.yml'))} --yes\n"
             )
             _write(out / f"{m}.yml", head + yaml.safe_dump(study_vars(out, kind, m, models_dir), sort_keys=False, width=1000))
     record: dict[str, Any] = {"seed": seed, "models": {}}

@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import quote
 
 import pandas as pd
@@ -831,7 +832,14 @@ def paper_section(ctx: Context) -> Section | None:
 # ---------------------------------------------------------------- claims (from the exported CSVs)
 
 
-def claims_section(ctx: Context) -> Section | None:
+class TableSource(Protocol):
+    """What the claims section reads: a results folder's CSVs by name. A protocol
+    report's Context is one; so is a claim-only study's (lookahead.pages.claims_report)."""
+
+    def table(self, name: str) -> pd.DataFrame: ...
+
+
+def claims_section(ctx: TableSource) -> Section | None:
     inst, claims, summ = ctx.table("instance_leakage"), ctx.table("claims"), ctx.table("claims_summary")
     if inst.empty or claims.empty:
         return None

@@ -208,7 +208,13 @@ def test_the_claim_only_study_runs_as_written(tmp_path: Path) -> None:
     re-predictions on the tiny model, then the claim models): the page's output line, and
     each instance's OLR and top-1 leakage against the planted truth."""
     study = yaml.safe_load(block("yaml", "study_kind: claims"))
-    study.update(study_name=f"pytest_my_claims_{os.getpid()}", raw_dir=str(tmp_path / "raw"))
+    results = tmp_path / "results"
+    study.update(
+        study_name=f"pytest_my_claims_{os.getpid()}",
+        raw_dir=str(tmp_path / "raw"),
+        results_dir=str(results),
+        outputs_dir=str(tmp_path / "outputs"),
+    )
     study_file = tmp_path / "my_claims.yml"
     study_file.write_text(yaml.safe_dump(study, sort_keys=False))
     db = tmp_path / "db.duckdb"
@@ -240,6 +246,40 @@ def test_the_claim_only_study_runs_as_written(tmp_path: Path) -> None:
     # the leaky model follows the planted outcome claim (A4) where there is one: c03, c16, c20
     assert got["top1_leakage"].to_dict() == {"c01": 0.0, "c03": 1.0, "c16": 1.0, "c20": 1.0}
     assert got["efficiency_gap"].abs().max() < 1e-9
+    # the report: the same line at the head of REPORT.md and the page, the claim tables as
+    # CSVs equal to the database's, and the run's output names where they are
+    report = (results / "REPORT.md").read_text(encoding="utf-8")
+    assert f"# Claim-level leakage: {study['study_name']}" in report and quoted + "." in report.splitlines()
+    assert quoted in (results / "index.html").read_text(encoding="utf-8")
+    assert f"Report: {results / 'REPORT.md'}" in outputs[1].splitlines()
+    csv = pd.read_csv(results / "instance_leakage.csv").set_index("instance_id").loc[list(EXAMPLE_IDS)]
+    assert (csv["olr"] - got["olr"]).abs().max() == 0 and (results / "figures" / "claims_shapley.png").is_file()
+    assert_no_result_when_nothing_scored(tmp_path, study_file, db, results)
+
+
+def assert_no_result_when_nothing_scored(tmp_path: Path, study_file: Path, db: Path, results: Path) -> None:
+    """The same build with every instance rejected (as when every extraction fails): the
+    report ends non-zero with one line giving the count and the first reason, writes
+    nothing, and retires the report set written before."""
+    con = duckdb.connect(str(db))
+    try:
+        # the claim models' tables under the contracted views of the same names
+        con.execute("update claims_summary_py set n_scored = 0")
+        con.execute("delete from claims_rejects_py")
+        con.execute(
+            'insert into claims_rejects_py (source, "row", "column", reason) values '
+            "('instances', null, 'status', 'instance c01 (planted): extraction failed: no JSON object found')"
+        )
+    finally:
+        con.close()
+    proc = run(f"{BIN}/lookahead report --study {shlex.quote(str(study_file))}", dbt_env(db))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: no instance could be scored (4 of 4 rejected; first: instance c01 (planted): extraction failed: "
+        "no JSON object found); see the table claims_rejects in the study database; no report written "
+        f"(the old report moved to {results / 'stale'})"
+    ], proc.stderr
+    assert not (results / "REPORT.md").exists()
 
 
 def test_study_kinds_one_entry_each_and_what_each_requires(tmp_path: Path) -> None:
