@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import functools
 import hashlib
 import json
 import math
@@ -475,8 +476,16 @@ class Study(StudySections):
 
     @classmethod
     def from_json(cls, text: str, root: Path = PROJECT_ROOT) -> Study:
-        """The study a dbt build recorded (table `study_settings`, column settings_json)."""
-        return cls(vars=resolve(json.loads(text)), root=root)
+        """The study a dbt build recorded (table `study_settings`, column settings_json).
+
+        Decoded once per process and text: every dbt Python model of a build reads the same
+        row, and a Study is immutable, so the models share one object (:func:`_decoded`)."""
+        return _decoded(text, root)
+
+
+@functools.lru_cache(maxsize=16)
+def _decoded(text: str, root: Path) -> Study:
+    return Study(vars=resolve(json.loads(text)), root=root)
 
 
 def load_study(
@@ -484,14 +493,10 @@ def load_study(
     overrides: Mapping[str, Any] | None = None,
     root: Path = PROJECT_ROOT,
 ) -> Study:
-    """The study from a file (or $LOOKAHEAD_STUDY, or the default study) plus overrides."""
+    """The study from a file (or $LOOKAHEAD_STUDY, or the default study) plus overrides.
+    The default study is read only when no file is named (a study never falls back to it)."""
     study_file = study_file or os.environ.get("LOOKAHEAD_STUDY") or None
-    default = read_study_file(default_study_path(root))
-    if study_file:
-        explicit = read_study_file(study_file)
-        base = resolve(explicit)
-    else:
-        base = resolve(default)
+    base = resolve(read_study_file(study_file or default_study_path(root)))
     merged = resolve(dict(overrides), base=base) if overrides else base
     return Study(vars=merged, root=root)
 

@@ -15,11 +15,11 @@ import pandas as pd
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    from lookahead.config import Study
     from lookahead.scoring import parse_forecast
+    from lookahead.stats.protocol import study_from_frame
 
     settings = dbt.ref("study_settings").df()
-    labels = Study.from_json(str(settings["settings_json"].iloc[0])).prompts.forecast_labels
+    labels = study_from_frame(settings).prompts.forecast_labels
     lines = dbt.ref("int_forecast_lines")
     distinct = [r[0] for r in lines.project("response_text").distinct().fetchall() if r[0] is not None]
     parsed = [parse_forecast(r, labels) for r in distinct]

@@ -10,8 +10,8 @@ def model(dbt, session):
 
     import pyarrow as pa
 
-    from lookahead.config import Study
     from lookahead.rows import stage_observations
+    from lookahead.stats.protocol import study_from_frame
 
     dbt.source("study", "observations")  # lineage: the file this model reads
     with contextlib.suppress(
@@ -19,7 +19,7 @@ def model(dbt, session):
     ):  # lineage: the reasons a row can carry (the package reads seeds/reject_reasons.csv itself)
         dbt.ref("reject_reasons")
     settings = dbt.ref("study_settings").df()
-    study = Study.from_json(str(settings["settings_json"].iloc[0]))
+    study = study_from_frame(settings)
     staged = stage_observations(study.input, study.resolve(study.input.data_path))
     for col in ("text_date", "target_date"):  # DATE columns (midnight datetimes -> days)
         staged[col] = staged[col].to_numpy().astype("datetime64[D]")

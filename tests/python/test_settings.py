@@ -195,3 +195,32 @@ def test_one_bad_setting_names_itself(name, value, pattern):
 
     with pytest.raises(StudyConfigError, match=pattern):
         check_setting(name, value)
+
+
+def test_a_study_is_read_once_per_process_and_never_through_the_default(monkeypatch, tmp_path) -> None:
+    """Loading a named study file reads that file (and its extends chain) only, never the
+    default study; the settings a build recorded decode once per process and text, so the
+    dbt Python models of one build share one Study (the same object, equal to a fresh
+    decode)."""
+    from lookahead import config
+
+    read: list[Path] = []
+    real = config.read_study_file
+
+    def counting(path, *args, **kwargs):
+        read.append(Path(path).resolve())
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(config, "read_study_file", counting)
+    monkeypatch.delenv("LOOKAHEAD_STUDY", raising=False)
+    named = PROJECT_ROOT / "demo" / "studies" / "clean.yml"
+    study = config.load_study(str(named))
+    assert read[0] == named.resolve() and default_study_path().resolve() not in read
+    config.load_study(None)  # no file named: the default study, read once
+    assert read[1:] == [default_study_path().resolve()]
+    text = study.settings_json()
+    first = Study.from_json(text)
+    assert Study.from_json(text) is first
+    assert first == Study(vars=resolve(json.loads(text)))
+    other = Study.from_json(study.with_settings(nw_lag=3).settings_json())
+    assert other is not first and other.protocol.nw_lag == 3 and first.protocol.nw_lag == study.protocol.nw_lag

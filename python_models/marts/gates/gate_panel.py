@@ -13,9 +13,9 @@ while raw_line_rejects holds lines says so: those answers were not used."""
 
 import pandas as pd
 
-from lookahead.config import Study
 from lookahead.coverage import coverage_failures
 from lookahead.gates import GateFailed, check_exclusions, check_no_missing_answers, min_parse_rate, run_gate
+from lookahead.stats.protocol import study_from_frame
 
 
 def model(dbt, session):
@@ -28,7 +28,7 @@ def model(dbt, session):
     settings = dbt.ref("study_settings").df()
     counts = dbt.ref("merge_row_counts").df()
     panel = dbt.ref("panel")  # a relation: run_gate converts only the checked columns
-    study = Study.from_json(str(settings["settings_json"].iloc[0]))
+    study = study_from_frame(settings)
     # rows with an LLM query refused for good are excluded, not a block: the share left is
     # held against min_measure_coverage, and the panel keeps the valid rows less those
     n_valid = int(counts.loc[counts["step"] == "valid rows", "n_rows"].iloc[0])
