@@ -33,6 +33,7 @@ from lookahead.pages.cells import (
 )
 from lookahead.pages.summary import REFUSED_METRIC, caveats, checklist, checklist_frame, verdict_line
 from lookahead.pages.text import code
+from lookahead.paper.figures import DECILE_RULE
 from lookahead.paper.table5_reading import table5_reading
 from lookahead.report_names import TABLE5_READING
 from lookahead.stats.cutoff import EXPOSURE_NOTE
@@ -59,8 +60,6 @@ from lookahead.stats.verdict import (
 )
 
 MAX_ROWS = 25
-#: How the report's accuracy-by-decile figure forms its deciles (lookahead.pages.data)
-DECILE_RULE = "deciles formed within each sample, pre and post"
 #: where every term the report uses is defined, once (README, "Glossary")
 GLOSSARY = PROJECT_ROOT / "docs" / "glossary.md"
 SAMPLE_ORDER = {"pre": 0, "post": 1}
@@ -246,6 +245,7 @@ def key_figures(ctx: Context) -> Section:
                     str(ctx.study.protocol.training_cutoff),
                     ctx.study.measures.lap_measure,
                     str(cut.get("break_month", "")),
+                    label,
                 ),
                 "figures/lap_by_month.png",
             )
@@ -258,7 +258,7 @@ def key_figures(ctx: Context) -> Section:
             Figure(
                 "accuracy_by_lap_decile",
                 f"Accuracy by LAP decile ({label}; {DECILE_RULE}), before and after the cutoff",
-                charts.accuracy_by_decile(_by_sample(acc)),
+                charts.accuracy_by_decile(_by_sample(acc), label),
                 "figures/accuracy_by_lap_decile_prepost.png",
             )
         )
@@ -447,8 +447,8 @@ def lap_section(ctx: Context) -> Section:
         items.append(
             Figure(
                 "lap_histogram",
-                "LAP histogram, pre vs post",
-                charts.lap_histogram(_by_sample(hist), s.measures.lap_measure),
+                f"{MEASURES[s.measures.lap_measure].label} histogram, pre vs post",
+                charts.lap_histogram(_by_sample(hist), s.measures.lap_measure, MEASURES[s.measures.lap_measure].label),
                 in_markdown=False,
             )
         )
@@ -819,8 +819,9 @@ def paper_section(ctx: Context) -> Section | None:
     sec = raw_section(
         "paper",
         paper.paper_markdown(ctx.database, ctx.results_dir),
-        lead="The paper's Tables I-V and Figure III on this study's data; Table V is "
-        "not the contamination test (section 6 says why).",
+        lead="The paper's Tables I-VI that this study's data allow (the heading names them, the "
+        "first line says why any is absent) and Figure III; Table V is not the contamination test "
+        "(section 6 says why).",
     )
     figure = paper.bootstrap_figure(ctx.results_dir) if sec is not None else None
     if sec is not None and figure is not None:
@@ -879,7 +880,7 @@ def claims_section(ctx: Context) -> Section | None:
         items.append(
             Figure(
                 "claims_shapley",
-                "Shapley value per claim, leaked claims red",
+                "Shapley value per claim, leaked claims red and hatched (claim text on hover in the page)",
                 charts.shapley_per_claim(claims.merge(top[["instance_id", "agent"]]), list(top["instance_id"])),
                 "figures/claims_shapley.png",
             )
