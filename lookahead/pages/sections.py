@@ -46,7 +46,6 @@ from lookahead.stats.verdict import (
     PATHS,
     PLACEBO_PASS_P,
     UNDERPOWERED,
-    UNITS_RULE,
     VALIDATION_FAILURES,
     Outcome,
     collapsed_lap,
@@ -62,6 +61,10 @@ from lookahead.stats.verdict import (
 MAX_ROWS = 25
 #: where every term the report uses is defined, once (README, "Glossary")
 GLOSSARY = PROJECT_ROOT / "docs" / "glossary.md"
+#: what every report shares (the order of its sections, how its figures are drawn, the
+#: choices where the protocol is silent, the claim method), written once and linked from
+#: each report instead of repeated in it
+READING = PROJECT_ROOT / "docs" / "reading.md"
 SAMPLE_ORDER = {"pre": 0, "post": 1}
 #: The clause of the protocol's decision rule each verdict applies (DECISION_RULE, split)
 RULE_CLAUSE = {
@@ -114,24 +117,37 @@ def _by_sample(df: pd.DataFrame, *first: str) -> pd.DataFrame:
     return df.assign(_s=df["sample"].map(SAMPLE_ORDER).fillna(9)).sort_values(keys, kind="stable").drop(columns="_s")
 
 
-def glossary_link(folder: Path) -> str:
-    """The glossary's address as read from `folder`, where the page is opened: relative
+def doc_link(doc: Path, folder: Path) -> str:
+    """A document's address as read from `folder`, where the page is opened: relative
     (results/<study>/ -> ../../docs/glossary.md), so the link works in a checkout, a copy
     of it or a browser on the file; percent-encoded, so a space or a parenthesis in a
     folder name does not end the Markdown link. A file URL where no relative path exists
     (another drive)."""
     try:
-        rel = os.path.relpath(GLOSSARY, Path(folder).resolve())
+        rel = os.path.relpath(doc, Path(folder).resolve())
     except ValueError:
-        return GLOSSARY.as_uri()
+        return doc.as_uri()
     return quote(Path(rel).as_posix(), safe="/._-~")
 
 
+def glossary_link(folder: Path) -> str:
+    """The glossary's address as read from `folder` (doc_link)."""
+    return doc_link(GLOSSARY, folder)
+
+
+def reading_link(folder: Path) -> str:
+    """How to read this report (docs/reading.md), as read from `folder` (doc_link)."""
+    return doc_link(READING, folder)
+
+
 def glossary_para(folder: Path) -> Para:
-    """The line that links the glossary, for a page that will be read in `folder`."""
+    """The line that links the glossary and How to read this report, for a page that will
+    be read in `folder`."""
     return Para(
         "Every term this report uses (LAP, U-D, beta_3, theta, CRV1, WCR, G\\*, placebo, ...) "
-        f"is defined once in the [glossary]({glossary_link(folder)})."
+        f"is defined once in the [glossary]({glossary_link(folder)}); what every report shares "
+        "(the order of its sections, how its figures are drawn, the choices where the protocol "
+        f"is silent) is written once in [How to read this report]({reading_link(folder)})."
     )
 
 
@@ -739,12 +755,8 @@ def verdict_section(ctx: Context) -> Section:
     items.append(Para(f"Rule applied (protocol, word for word): {RULE_CLAUSE[o.decision]} The full rule: docs/verdict.md."))
     items.append(
         Para(
-            "Choices where the protocol is silent (docs/verdict.md): the LAP-variation rule "
-            "qualifies only a null result; meaningful variation is sd >= 0.01 for recall LAP "
-            "and sd >= 1% of mean |LAP| for Min-K% LAP; the validation pattern tests "
-            "high-LAP minus low-LAP theta per sd of U-D; a collapsed post-cutoff LAP passes "
-            "the placebo; with few clusters the tests use the wild cluster bootstrap "
-            f"p-values. Units: {UNITS_RULE}"
+            "Choices where the protocol is silent, and how LAP's unit enters the verdict: "
+            f"[How to read this report]({reading_link(ctx.study.results_dir)}) (each with its reason: docs/verdict.md)."
         )
     )
     t5 = ctx.table(TABLE5_READING)
@@ -861,10 +873,8 @@ def claims_section(ctx: Context) -> Section | None:
     )
     items: list = [
         Para(
-            "Rationales split into atomic claims, each dated against the corpus and weighted by its Shapley "
-            "value for the task kind's v(S) (seed 002 Eq. 11; docs/claims.md). Unverifiable claims counted as "
-            "not leaked; the `_unverifiable_leaked` columns of `instance_leakage` count them as leaked. "
-            "Tables: `claims`, `instance_leakage`, `claims_summary`, `claims_rejects`."
+            "Unverifiable claims counted as not leaked (the `_unverifiable_leaked` columns count them as "
+            f"leaked); the method and its tables: [How to read this report]({reading_link(ctx.study.results_dir)})."
         ),
         Table(table, "claims_summary", csv="claims_summary.csv"),
     ]
@@ -877,14 +887,7 @@ def claims_section(ctx: Context) -> Section | None:
     if len(scored):
         scored["order"] = pd.to_numeric(scored["shapley_dclr"], errors="coerce").fillna(-1)
         top = scored.sort_values(["order", "instance_id"], ascending=[False, True]).head(6)
-        items.append(
-            Figure(
-                "claims_shapley",
-                "Shapley value per claim, leaked claims red and hatched (claim text on hover in the page)",
-                charts.shapley_per_claim(claims.merge(top[["instance_id", "agent"]]), list(top["instance_id"])),
-                "figures/claims_shapley.png",
-            )
-        )
+        # the browser first: its filters on the screen the section opens on (the figure is tall)
         items.append(
             Figure(
                 "claim_browser",
@@ -892,6 +895,15 @@ def claims_section(ctx: Context) -> Section | None:
                 "its Shapley weight (filter by agent, leaked status, instance)",
                 charts.claim_browser(claims),
                 in_markdown=False,
+                list_view=True,
+            )
+        )
+        items.append(
+            Figure(
+                "claims_shapley",
+                "Shapley value per claim, leaked claims red and hatched (claim text on hover in the page)",
+                charts.shapley_per_claim(claims.merge(top[["instance_id", "agent"]]), list(top["instance_id"])),
+                "figures/claims_shapley.png",
             )
         )
     rp = ctx.table("claims_repredict")

@@ -144,6 +144,32 @@ def test_the_report_links_the_glossary(studies, tmp_path):
     assert not re.search(r"[\s()]", link) and (odd / unquote(link)).resolve() == GLOSSARY.resolve()
 
 
+def test_what_every_report_shares_is_written_once_and_linked(studies):
+    """The choices where the protocol is silent, the units rule and the claim method are in
+    docs/reading.md ("How to read this report"), which every report links from its head and
+    from the verdict and claim sections, and no report repeats them."""
+    from urllib.parse import unquote
+
+    from lookahead.config import Study
+    from lookahead.pages.sections import READING
+    from lookahead.stats.verdict import UNITS_RULE
+
+    doc = " ".join(READING.read_text(encoding="utf-8").split())
+    assert " ".join(UNITS_RULE.split()) in doc
+    for heading in ("## Choices where the protocol is silent", "## The figures", "## Claim-level leakage"):
+        assert heading in doc, heading
+    for name, d in studies.items():
+        text = (d / "REPORT.md").read_text()
+        study = Study.from_json(str(pd.read_csv(d / "study_settings.csv").iloc[0]["settings_json"]))
+        links = re.findall(r"\[How to read this report\]\(([^)\s]+)\)", text)
+        assert len(links) >= 2, (name, links)  # the head and the verdict section (and the claim section)
+        assert {(study.results_dir / unquote(h)).resolve() for h in links} == {READING.resolve()}
+        assert UNITS_RULE[:60] not in text and "Choices where the protocol is silent (docs/verdict.md)" not in text
+        assert "Rationales split into atomic claims" not in text
+        html = (d / "index.html").read_text()
+        assert f'<a href="{links[0]}">How to read this report</a>' in html
+
+
 def _verdict_line(text: str) -> str:
     return re.search(r"^\*\*Verdict: .+$", text, re.M).group(0)
 
