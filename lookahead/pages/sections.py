@@ -728,11 +728,10 @@ def _robustness(ctx: Context) -> list:
     lm = ctx.study.measures.lap_measure
     return [
         Para(
-            "Robustness across LAP measures (the detection regression with LAP replaced by each "
-            "measure the study computed, setting `lap_measures`, rows in registry order; "
-            f"docs/measures.md). The verdict reads only `{lm}`, the measure the study named in "
-            "`lap_measure` before seeing results: this table does not choose a measure (no measure "
-            "shopping)."
+            "Robustness across LAP measures (the detection regression under each measure the study "
+            f"computed, `lap_measures`, registry order). The verdict reads only `{lm}`, named in "
+            f"`lap_measure` before the results: this table does not choose a measure ([How to read this "
+            f"report]({reading_link(ctx.study.results_dir)}) says why)."
         ),
         Table(rows, "lap_robustness", csv="lap_robustness.csv"),
         Para(

@@ -90,6 +90,9 @@ def test_two_studies_side_by_side(tmp_path):
             for row in (layer.get("data", {}).get("values") or values.get("data", {}).get("values") or [])
         }
         assert {"strong (generated)", "none (generated)"} <= studies
+        # legends never cut a study's name; pre and post are told apart by marker too
+        enc = next(layer["encoding"] for layer in values.get("layer", [values]) if "shape" in layer.get("encoding", {}))
+        assert enc["color"]["legend"]["labelLimit"] == 0 and enc["shape"]["field"] == "sample"
     assert not re.search(r'(?:src|href)="(?:https?:)?//', html)
     # the glossary, linked from the folder the comparison is written to
     from urllib.parse import unquote

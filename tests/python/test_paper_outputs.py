@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import matplotlib.image as mpimg
 import numpy as np
@@ -220,3 +222,36 @@ def test_the_section_names_the_tables_it_prints_and_why_others_are_absent(panels
     assert "## Paper analysis (Tables I, II, III, IV, V, VI, Figure III)" in md
     assert "Printed: I, II, III, IV, V, VI." in md and "Not printed" not in md
     assert "Table VI." in md
+
+
+def test_paper_figures_keep_legends_off_the_data_and_name_measure_and_deciles(panels, tmp_path, monkeypatch):
+    """Figure III, the LAP histogram and the accuracy figure draw their legends right of the
+    axes, never over the bars (Figure III's covered the histogram's peak); the accuracy
+    figure names its measure and its decile rule, and marks post apart from pre."""
+    pre, post = panels
+    seen: dict[str, object] = {}
+    save = figures._save
+
+    def keep(fig, path):
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        r = fig.canvas.get_renderer()
+        seen[Path(path).stem] = (
+            ax.get_legend().get_window_extent(r),
+            ax.get_window_extent(r),
+            ax.get_title(),
+            ax.get_xlabel(),
+            [line.get_marker() for line in ax.get_lines() if line.get_label().endswith("cutoff")],
+        )
+        return save(fig, path)
+
+    monkeypatch.setattr(figures, "_save", keep)
+    figures.lap_histograms(pre, post, "lap", tmp_path / "h.png", "Min-K% LAP")
+    figures.accuracy_figure(pre, post, "lap", tmp_path / "a.png", label="Min-K% LAP")
+    figures.bootstrap_figure(np.random.default_rng(0).normal(size=500), 0.1, tmp_path / "b.png", 0.002)
+    assert set(seen) == {"h", "a", "b"}
+    for name, (legend, axes, *_) in seen.items():
+        assert legend.x0 >= axes.x1, name  # wholly right of the plotting area
+    _, _, title, xlabel, markers = seen["a"]
+    assert "Min-K% LAP" in title and figures.DECILE_RULE in xlabel
+    assert len(set(markers)) == 2
