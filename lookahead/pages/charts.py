@@ -153,16 +153,17 @@ def lap_histogram(hist: pd.DataFrame, measure: str, label: str = "") -> dict[str
     return _spec(bars.properties(width=WIDTH, height=HEIGHT, title=f"{label} histogram, pre vs post"))
 
 
-def bootstrap(hist: pd.DataFrame, p_text: str) -> dict[str, Any]:
+def bootstrap(hist: pd.DataFrame, p_text: str, label: str = "LAP") -> dict[str, Any]:
     """Paper Figure III from the binned draws (lookahead.pages.data.bootstrap_histogram):
-    the in-sample estimate (red) and the 95th percentile (blue)."""
+    the in-sample estimate (red) and the 95th percentile (blue); `label` names the LAP
+    measure of the interaction."""
     first = hist.iloc[0]
     est, p95, n = float(first["in_sample_estimate"]), float(first["percentile_95"]), int(first["draws"])
     bars = (
         alt.Chart(alt.Data(values=_records(hist[["lower", "upper", "n"]])))
         .mark_bar(color="#aaaaaa")
         .encode(
-            x=alt.X("lower:Q", bin="binned", title="bootstrap coefficient (out-of-sample)"),
+            x=alt.X("lower:Q", bin="binned", title=f"bootstrap coefficient on LLM x LAP, standardized ({label}; out-of-sample)"),
             x2="upper:Q",
             y=alt.Y("n:Q", title="draws"),
             tooltip=["lower:Q", "upper:Q", "n:Q"],

@@ -90,6 +90,15 @@ def tables_shown(long: pd.DataFrame, pre: pd.DataFrame, s: T.PaperSettings) -> t
     return shown, absent
 
 
+def measure_label(tables: Mapping[str, pd.DataFrame]) -> str:
+    """The LAP measure the paper's tables ran on, as their captions name it ("LAP" when the
+    paper's models were not built)."""
+    if "study_settings" not in tables or "panel_pre" not in tables:
+        return "LAP"
+    s, _, _ = settings_from_frame(tables["study_settings"])
+    return T.paper_measure(tables["panel_pre"], s)[0].lap_label
+
+
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -195,9 +204,10 @@ def paper_markdown(tables: Mapping[str, pd.DataFrame], results_dir: Path) -> str
     return "\n".join(md)
 
 
-def bootstrap_figure(results_dir: Path) -> Figure | None:
+def bootstrap_figure(results_dir: Path, label: str = "LAP") -> Figure | None:
     """Figure III for the HTML page: the pairs bootstrap's distribution, interactive, read
-    from `bootstrap_histogram.csv` (None without one)."""
+    from `bootstrap_histogram.csv` (None without one); `label` names the paper tables'
+    LAP measure (measure_label)."""
     hist_path = Path(results_dir) / "bootstrap_histogram.csv"
     if not hist_path.exists():
         return None
@@ -207,7 +217,7 @@ def bootstrap_figure(results_dir: Path) -> Figure | None:
     p, draws = float(hist["p_value"].iloc[0]), int(hist["draws"].iloc[0])
     return Figure(
         "bootstrap",
-        "Figure III. Pairs bootstrap of the out-of-sample interaction",
-        charts.bootstrap(hist, fmt_p(p, draws)),
+        f"Figure III. Pairs bootstrap of the out-of-sample interaction ({label})",
+        charts.bootstrap(hist, fmt_p(p, draws), label),
         in_markdown=False,
     )

@@ -834,7 +834,7 @@ def paper_section(ctx: Context) -> Section | None:
         "first line says why any is absent) and Figure III; Table V is not the contamination test "
         "(section 6 says why).",
     )
-    figure = paper.bootstrap_figure(ctx.results_dir) if sec is not None else None
+    figure = paper.bootstrap_figure(ctx.results_dir, paper.measure_label(ctx.database)) if sec is not None else None
     if sec is not None and figure is not None:
         sec.items.append(figure)
     return sec

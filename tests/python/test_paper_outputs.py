@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lookahead.pages.paper import bootstrap_figure, database_tables, paper_markdown
+from lookahead.pages.paper import bootstrap_figure, database_tables, measure_label, paper_markdown
 from lookahead.paper import analysis as A
 from lookahead.paper import dbt_entry, figures, render
 from lookahead.paper import tables as T
@@ -184,6 +184,11 @@ def test_table5_bootstrap_p_is_one_number_everywhere(panels, tmp_path):
     assert f"Its bootstrap p ({fmt_p(p, b)})" in table5_reading(reading_frame(long, b).iloc[0])
     fig = bootstrap_figure(tmp_path)
     assert fig.spec["title"].endswith(f"one-sided p {fmt_p(p, len(boot))}")
+    # the page's Figure III names the measure the paper's tables ran on, as their captions
+    label = measure_label(database_tables(con))
+    assert label.startswith("Min-K%") and f"({label})" in md
+    fig = bootstrap_figure(tmp_path, label)
+    assert label in fig.title and label in fig.spec["layer"][0]["encoding"]["x"]["title"]
 
 
 def _section(pre: pd.DataFrame, post: pd.DataFrame, st: pd.DataFrame, tmp_path) -> str:
