@@ -40,13 +40,17 @@ class Table:
 class Figure:
     """A Vega-Lite chart: REPORT.md shows its PNG (`png`, relative to the results folder,
     rendered from the same spec by vl-convert); index.html embeds the spec interactively.
-    `in_markdown` False: an interactive view only (the claim browser)."""
+    `in_markdown` False: an interactive view only (the claim browser). `list_view`: a long
+    list with filters (the claim browser): the page shows the filters above the rows and
+    the rows in a box of their own height, so the filters are on the screen the list
+    starts on and the rest of the page does not move down by the list's length."""
 
     name: str
     title: str
     spec: dict[str, Any]
     png: str = ""
     in_markdown: bool = True
+    list_view: bool = False
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,15 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from lookahead.paper.figures import DECILE_RULE
+
 SAMPLE_COLORS = alt.Scale(domain=["pre", "post"], range=["#c0392b", "#2e86c1"])
+#: pre and post also differ by marker, so the two read apart without colour (and in grey print)
+SAMPLE_SHAPES = alt.Scale(domain=["pre", "post"], range=["circle", "triangle-up"])
+#: month axes carry the year: "2021-07", never a bare "July"
+MONTH_AXIS = alt.Axis(format="%Y-%m", labelAngle=-40, labelOverlap=True)
+#: a legend never cuts a label short ("demo-conta..."): Vega-Lite's default limit is 160 px
+LEGEND = alt.Legend(labelLimit=0, orient="right")
 LEAK_COLORS = alt.Scale(domain=["leaked", "not_leaked", "unverifiable"], range=["#c0392b", "#2e86c1", "#999999"])
 WIDTH, HEIGHT = 560, 260
 
@@ -33,29 +41,32 @@ def _spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
     return chart.to_dict()
 
 
-def lap_by_month(df: pd.DataFrame, cutoff: str, measure: str, break_month: str = "") -> dict[str, Any]:
-    """Mean LAP per realization month with its band (p25..p75 columns), pre red / post
-    blue, the stated training cutoff as a dashed rule and, when the build found one, the
-    end of the effective break month as a dotted one."""
+def lap_by_month(df: pd.DataFrame, cutoff: str, measure: str, break_month: str = "", label: str = "") -> dict[str, Any]:
+    """Mean LAP per realization month with its band (p25..p75 columns), pre red circles /
+    post blue triangles, the stated training cutoff as a dashed rule and, when the build
+    found one, the end of the effective break month as a dotted one. `label` is the
+    measure's name as the report prints it (the title names what is plotted)."""
     data = alt.Data(values=_records(df))
-    x = alt.X("month:T", title="realization month (target_date)")
+    label = label or f"LAP ({measure})"
+    x = alt.X("month:T", title="realization month (target_date, year-month)", axis=MONTH_AXIS)
     band = (
         alt.Chart(data)
         .mark_area(opacity=0.18)
         .encode(
             x=x,
-            y=alt.Y("p25:Q", title=f"LAP ({measure})"),
+            y=alt.Y("p25:Q", title=label),
             y2="p75:Q",
-            color=alt.Color("sample:N", scale=SAMPLE_COLORS, title="sample"),
+            color=alt.Color("sample:N", scale=SAMPLE_COLORS, title="sample", legend=LEGEND),
         )
     )
     line = (
         alt.Chart(data)
-        .mark_line(point=True)
+        .mark_line(point=alt.OverlayMarkDef(size=45, filled=True))
         .encode(
             x=x,
             y="mean_lap:Q",
             color=alt.Color("sample:N", scale=SAMPLE_COLORS),
+            shape=alt.Shape("sample:N", scale=SAMPLE_SHAPES, title="sample", legend=LEGEND),
             tooltip=[
                 "sample:N",
                 alt.Tooltip("month:T", format="%Y-%m"),
@@ -88,20 +99,23 @@ def lap_by_month(df: pd.DataFrame, cutoff: str, measure: str, break_month: str =
     )
     return _spec(
         alt.layer(band, line, rule, text).properties(
-            width=WIDTH, height=HEIGHT, title="LAP by realization month, stated cutoff marked"
+            width=WIDTH, height=HEIGHT, title=f"{label} by realization month, stated cutoff marked"
         )
     )
 
 
-def accuracy_by_decile(df: pd.DataFrame) -> dict[str, Any]:
+def accuracy_by_decile(df: pd.DataFrame, label: str = "LAP") -> dict[str, Any]:
+    """Directional accuracy by LAP decile, pre and post; `label` names the measure, so
+    this figure and the paper section's (which may run on another measure) read apart."""
     data = alt.Data(values=_records(df))
     line = (
         alt.Chart(data)
-        .mark_line(point=True)
+        .mark_line(point=alt.OverlayMarkDef(size=45, filled=True))
         .encode(
-            x=alt.X("decile:O", title="LAP decile (within sample)", axis=alt.Axis(labelAngle=0)),
+            x=alt.X("decile:O", title=f"{label} decile ({DECILE_RULE})", axis=alt.Axis(labelAngle=0)),
             y=alt.Y("accuracy:Q", title="directional accuracy", scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("sample:N", scale=SAMPLE_COLORS, title="sample"),
+            color=alt.Color("sample:N", scale=SAMPLE_COLORS, title="sample", legend=LEGEND),
+            shape=alt.Shape("sample:N", scale=SAMPLE_SHAPES, title="sample", legend=LEGEND),
             tooltip=[
                 "sample:N",
                 "decile:O",
@@ -114,37 +128,42 @@ def accuracy_by_decile(df: pd.DataFrame) -> dict[str, Any]:
     chance = alt.Chart(alt.Data(values=[{"y": 0.5}])).mark_rule(strokeDash=[4, 4], color="grey").encode(y="y:Q")
     return _spec(
         alt.layer(chance, line).properties(
-            width=WIDTH, height=HEIGHT, title="Forecast accuracy by LAP decile, before and after the cutoff"
+            width=WIDTH,
+            height=HEIGHT,
+            title=[f"Forecast accuracy by {label} decile, before and after the cutoff", f"({DECILE_RULE})"],
         )
     )
 
 
-def lap_histogram(hist: pd.DataFrame, measure: str) -> dict[str, Any]:
+def lap_histogram(hist: pd.DataFrame, measure: str, label: str = "") -> dict[str, Any]:
+    """Rows per LAP bin, pre and post overlaid; `label` names the measure."""
+    label = label or f"LAP ({measure})"
     data = alt.Data(values=_records(hist[["sample", "bin_lower", "bin_upper", "n"]]))
     bars = (
         alt.Chart(data)
         .mark_bar(opacity=0.6)
         .encode(
-            x=alt.X("bin_lower:Q", bin="binned", title=f"LAP ({measure})"),
+            x=alt.X("bin_lower:Q", bin="binned", title=label),
             x2="bin_upper:Q",
             y=alt.Y("n:Q", stack=None, title="rows"),
-            color=alt.Color("sample:N", scale=SAMPLE_COLORS, title="sample"),
+            color=alt.Color("sample:N", scale=SAMPLE_COLORS, title="sample", legend=LEGEND),
             tooltip=["sample:N", "bin_lower:Q", "bin_upper:Q", "n:Q"],
         )
     )
-    return _spec(bars.properties(width=WIDTH, height=HEIGHT, title="LAP histogram, pre vs post"))
+    return _spec(bars.properties(width=WIDTH, height=HEIGHT, title=f"{label} histogram, pre vs post"))
 
 
-def bootstrap(hist: pd.DataFrame, p_text: str) -> dict[str, Any]:
+def bootstrap(hist: pd.DataFrame, p_text: str, label: str = "LAP") -> dict[str, Any]:
     """Paper Figure III from the binned draws (lookahead.pages.data.bootstrap_histogram):
-    the in-sample estimate (red) and the 95th percentile (blue)."""
+    the in-sample estimate (red) and the 95th percentile (blue); `label` names the LAP
+    measure of the interaction."""
     first = hist.iloc[0]
     est, p95, n = float(first["in_sample_estimate"]), float(first["percentile_95"]), int(first["draws"])
     bars = (
         alt.Chart(alt.Data(values=_records(hist[["lower", "upper", "n"]])))
         .mark_bar(color="#aaaaaa")
         .encode(
-            x=alt.X("lower:Q", bin="binned", title="bootstrap coefficient (out-of-sample)"),
+            x=alt.X("lower:Q", bin="binned", title=f"bootstrap coefficient on LLM x LAP, standardized ({label}; out-of-sample)"),
             x2="upper:Q",
             y=alt.Y("n:Q", title="draws"),
             tooltip=["lower:Q", "upper:Q", "n:Q"],
@@ -172,32 +191,65 @@ def _claim_rows(claims: pd.DataFrame) -> pd.DataFrame:
     return c[keep].sort_values(["agent", "instance_id", "claim_id"]).reset_index(drop=True)
 
 
+#: The claim text an axis label carries after "instance #claim" (the whole text is on hover)
+CLAIM_LABEL_CHARS = 48
+
+
+def _hatch(color: str, pale: str, stripes: int = 60) -> dict[str, Any]:
+    """A diagonal hatching as a Vega linear gradient of hard stops: Vega-Lite has no fill
+    pattern, and a gradient draws the same in the page's SVG and in vl-convert's PNG. The
+    stripes are fractions of the bar, so a longer bar has wider stripes."""
+    stops: list[dict[str, Any]] = []
+    for i in range(stripes):
+        c = color if i % 2 == 0 else pale
+        stops += [{"offset": i / stripes, "color": c}, {"offset": (i + 1) / stripes, "color": c}]
+    return {"gradient": "linear", "x1": 0, "y1": 0, "x2": 1, "y2": 1, "stops": stops}
+
+
 def shapley_per_claim(claims: pd.DataFrame, instances: list[str]) -> dict[str, Any]:
     """Shapley value per claim for the named instances (the most leakage-weighted),
-    leaked red, not leaked blue, unverifiable grey."""
+    leaked red and hatched (docs/claims.md), not leaked blue, unverifiable grey; each
+    label carries the claim's first words, and the page shows its whole text on hover."""
     c = _claim_rows(claims[claims["instance_id"].isin(instances)])
     if c["agent"].nunique() > 1:  # the same instance under two agents: name the agent
         c["label"] = c["label"] + " (" + c["agent"].astype(str) + ")"
-    chart = (
-        alt.Chart(alt.Data(values=_records(c)))
+    text = c["claim_text"].fillna("").astype(str).str.replace(r"\s+", " ", regex=True).str.strip()
+    short = text.where(text.str.len() <= CLAIM_LABEL_CHARS, text.str.slice(0, CLAIM_LABEL_CHARS - 1) + "\u2026")
+    c["label"] = c["label"] + ": " + short
+    data = alt.Data(values=_records(c))
+    y = alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=0))
+    x = alt.X("shapley:Q", title="Shapley value")
+    tooltip = [
+        "instance_id:N",
+        "agent:N",
+        "claim_id:Q",
+        "claim_text:N",
+        "tau:N",
+        "t_ref:N",
+        "leakage_state:N",
+        alt.Tooltip("shapley:Q", format=".4f"),
+    ]
+    bars = (
+        alt.Chart(data)
         .mark_bar()
         .encode(
-            y=alt.Y("label:N", sort=None, title="instance #claim"),
-            x=alt.X("shapley:Q", title="Shapley value"),
-            color=alt.Color("leakage_state:N", scale=LEAK_COLORS, title="claim"),
-            tooltip=[
-                "instance_id:N",
-                "agent:N",
-                "claim_id:Q",
-                "claim_text:N",
-                "tau:N",
-                "t_ref:N",
-                "leakage_state:N",
-                alt.Tooltip("shapley:Q", format=".4f"),
-            ],
+            y=y,
+            x=x,
+            color=alt.Color("leakage_state:N", scale=LEAK_COLORS, title="claim (leaked: hatched)", legend=LEGEND),
+            tooltip=tooltip,
         )
     )
-    return _spec(chart.properties(width=WIDTH, title="Shapley value per claim (top instances by Shapley-DCLR)"))
+    hatched = (
+        alt.Chart(data)
+        .transform_filter("datum.leakage_state == 'leaked'")
+        .mark_bar(fill=_hatch("#c0392b", "#f5b7b1"))
+        .encode(y=y, x=x, tooltip=tooltip)
+    )
+    return _spec(
+        alt.layer(bars, hatched).properties(
+            width=WIDTH, title=["Shapley value per claim (top instances by Shapley-DCLR)", "rows: instance #claim: claim text"]
+        )
+    )
 
 
 def claim_browser(claims: pd.DataFrame) -> dict[str, Any]:

@@ -27,11 +27,12 @@ from lookahead.measures import MEASURES
 from lookahead.pages import assets
 from lookahead.pages import html as page_html
 from lookahead.pages.blocks import Figure, Links, Para, Section, Table
-from lookahead.pages.charts import HEIGHT, WIDTH, _records
+from lookahead.pages.charts import HEIGHT, LEGEND, MONTH_AXIS, SAMPLE_SHAPES, WIDTH, _records
 from lookahead.pages.data import accuracy_by_lap_decile, lap_by_month
 from lookahead.pages.markdown import render as render_markdown
 from lookahead.pages.sections import glossary_para
 from lookahead.pages.text import code
+from lookahead.paper.figures import DECILE_RULE
 from lookahead.safe_output import write_csv as safe_csv
 from lookahead.stats.verdict import (
     PLACEBO,
@@ -124,9 +125,6 @@ def comparison_frame(results: list[StudyResult]) -> pd.DataFrame:
         b3, flat = o.tests["beta3"], collapsed_lap(o.facts)  # a LAP that barely varies: no test
         row = {
             "study": r.study.name,
-            "model": code(r.study.backend.model_id),
-            "cutoff": str(r.study.protocol.training_cutoff),
-            "N pre / post": f"{o.facts.n_obs_pre} / {o.facts.n_obs_post}",
             "verdict": o.decision,
             "beta_3 (t)": (
                 not_informative(flat["pre"])
@@ -136,11 +134,8 @@ def comparison_frame(results: list[StudyResult]) -> pd.DataFrame:
                 else "not estimable"
             ),
             "p the rule read": b3.p_phrase() if b3.estimable and "pre" not in flat else "NA",
-            "validation": "present" if o.validation_present else "not present",
             "placebo": PLACEBO[o.placebo][1].removeprefix("placebo "),
         }
-        for m in measures:
-            row[f"mean LAP {m} pre / post"] = f"{fmt_num(_mean(r.lap, m, 'pre'))} / {fmt_num(_mean(r.lap, m, 'post'))}"
         if any(len(x.claims) for x in results):
             row["Shapley-DCLR"] = (
                 (
@@ -154,8 +149,60 @@ def comparison_frame(results: list[StudyResult]) -> pd.DataFrame:
                 if len(r.claims)
                 else "no claim tables"
             )
+        row |= {
+            "validation": "present" if o.validation_present else "not present",
+            "model": code(r.study.backend.model_id),
+            "cutoff": str(r.study.protocol.training_cutoff),
+            "N pre / post": f"{o.facts.n_obs_pre} / {o.facts.n_obs_post}",
+        }
+        for m in measures:
+            row[f"mean LAP {m} pre / post"] = f"{fmt_num(_mean(r.lap, m, 'pre'))} / {fmt_num(_mean(r.lap, m, 'post'))}"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+#: The columns of the page's and COMPARE.md's one-row-per-study table, in order: the
+#: answer and what decides it first (Shapley-DCLR among them), the study's identity after.
+#: The mean LAP of every measure goes to a table of its own (lap_frame); comparison.csv
+#: keeps every column.
+KEY_COLUMNS = (
+    "study",
+    "verdict",
+    "beta_3 (t)",
+    "p the rule read",
+    "placebo",
+    "Shapley-DCLR",
+    "validation",
+    "model",
+    "cutoff",
+    "N pre / post",
+)
+
+
+def key_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """comparison_frame's KEY_COLUMNS (Shapley-DCLR only when a study has claim tables)."""
+    return frame[[c for c in KEY_COLUMNS if c in frame.columns]]
+
+
+def lap_frame(results: list[StudyResult]) -> pd.DataFrame:
+    """Mean LAP before and after the cutoff, one row per study and measure (registry
+    order), the measure each verdict reads marked: the comparison's per-study rows, where
+    a column per measure would make the study table too wide to read."""
+    measures = [m for m in MEASURES if any((r.lap["measure"] == m).any() for r in results if len(r.lap))]
+    rows = []
+    for r in results:
+        for m in measures:
+            if len(r.lap) and (r.lap["measure"] == m).any():
+                rows.append(
+                    {
+                        "study": r.study.name,
+                        "measure": MEASURES[m].label,
+                        "verdict reads it": "yes" if m == r.study.measures.lap_measure else "",
+                        "mean LAP pre": fmt_num(_mean(r.lap, m, "pre")),
+                        "mean LAP post": fmt_num(_mean(r.lap, m, "post")),
+                    }
+                )
+    return pd.DataFrame(rows, columns=["study", "measure", "verdict reads it", "mean LAP pre", "mean LAP post"])
 
 
 def _overlay_month(results: list[StudyResult]) -> dict:
@@ -163,11 +210,12 @@ def _overlay_month(results: list[StudyResult]) -> dict:
     cuts = pd.DataFrame([{"study": _label(r), "cutoff": str(r.study.protocol.training_cutoff)} for r in results])
     line = (
         alt.Chart(alt.Data(values=_records(df)))
-        .mark_line(point=True)
+        .mark_line(point=alt.OverlayMarkDef(size=45, filled=True))
         .encode(
-            x=alt.X("month:T", title="realization month (target_date)"),
-            y=alt.Y("mean_lap:Q", title="mean LAP"),
-            color=alt.Color("study:N", title="study"),
+            x=alt.X("month:T", title="realization month (target_date, year-month)", axis=MONTH_AXIS),
+            y=alt.Y("mean_lap:Q", title="mean LAP (each study's verdict measure)"),
+            color=alt.Color("study:N", title="study", legend=LEGEND),
+            shape=alt.Shape("sample:N", scale=SAMPLE_SHAPES, title="sample", legend=LEGEND),
             detail="sample:N",
             tooltip=[
                 "study:N",
@@ -185,7 +233,11 @@ def _overlay_month(results: list[StudyResult]) -> dict:
     )
     return (
         alt.layer(line, rule)
-        .properties(width=WIDTH, height=HEIGHT, title="LAP by realization month, each study's stated cutoff dashed")
+        .properties(
+            width=WIDTH,
+            height=HEIGHT,
+            title=["Mean LAP by realization month (each study's verdict measure)", "each study's stated cutoff dashed"],
+        )
         .to_dict()
     )
 
@@ -194,17 +246,22 @@ def _overlay_accuracy(results: list[StudyResult]) -> dict:
     df = pd.concat([r.accuracy.assign(study=_label(r)) for r in results if len(r.accuracy)], ignore_index=True)
     chart = (
         alt.Chart(alt.Data(values=_records(df)))
-        .mark_line(point=True)
+        .mark_line(point=alt.OverlayMarkDef(size=45, filled=True))
         .encode(
-            x=alt.X("decile:O", title="LAP decile (within sample)", axis=alt.Axis(labelAngle=0)),
+            x=alt.X("decile:O", title=f"LAP decile ({DECILE_RULE})", axis=alt.Axis(labelAngle=0)),
             y=alt.Y("accuracy:Q", title="directional accuracy", scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("study:N", title="study"),
-            strokeDash=alt.StrokeDash("sample:N", scale=alt.Scale(domain=["pre", "post"], range=[[1, 0], [5, 3]])),
+            color=alt.Color("study:N", title="study", legend=LEGEND),
+            shape=alt.Shape("sample:N", scale=SAMPLE_SHAPES, title="sample", legend=LEGEND),
+            strokeDash=alt.StrokeDash(
+                "sample:N", scale=alt.Scale(domain=["pre", "post"], range=[[1, 0], [5, 3]]), title="sample", legend=LEGEND
+            ),
             tooltip=["study:N", "sample:N", "decile:O", "n:Q", alt.Tooltip("accuracy:Q", format=".3f")],
         )
     )
     return chart.properties(
-        width=WIDTH, height=HEIGHT, title="Accuracy by LAP decile: pre-cutoff solid, post-cutoff dashed"
+        width=WIDTH,
+        height=HEIGHT,
+        title=["Accuracy by LAP decile (each study's verdict measure)", "pre-cutoff solid circles, post-cutoff dashed triangles"],
     ).to_dict()
 
 
@@ -224,25 +281,41 @@ def sections(results: list[StudyResult], out_dir: Path) -> list[Section]:
         ],
         level=1,
     )
+    laps = lap_frame(results)
     table = Section(
         "studies",
         "One row per study",
-        "Each study's verdict, the detection test with the "
-        "p its rule read, validation, placebo and mean LAP before and after its cutoff.",
-        [Table(frame, "comparison", csv="comparison.csv")],
+        "Each study's verdict, the detection test with the p its rule read, the placebo, "
+        "Shapley-DCLR where the study has claims, and validation; then each study's mean LAP "
+        "before and after its cutoff, one row per measure.",
+        [
+            Table(key_frame(frame), "comparison", csv="comparison.csv"),
+            Table(
+                laps,
+                "comparison_lap",
+                caption="Mean LAP before and after each study's stated cutoff, per measure "
+                "(docs/measures.md); the verdict reads the marked one. Reference-model LAP may rise after the "
+                "cutoff where the others fall: it is a difference against another model (docs/measures.md says why).",
+            )
+            if len(laps)
+            else Para("No study has LAP values."),
+        ],
     )
     figs: list = []
     if any(len(r.month) for r in results):
         figs.append(
             Figure(
-                "lap_by_month", "LAP by realization month, studies overlaid", _overlay_month(results), "figures/lap_by_month.png"
+                "lap_by_month",
+                f"Mean LAP by realization month, studies overlaid ({_measures_named(results)})",
+                _overlay_month(results),
+                "figures/lap_by_month.png",
             )
         )
     if any(len(r.accuracy) for r in results):
         figs.append(
             Figure(
                 "accuracy_by_lap_decile",
-                "Accuracy by LAP decile, studies overlaid",
+                f"Accuracy by LAP decile, studies overlaid ({_measures_named(results)}; {DECILE_RULE})",
                 _overlay_accuracy(results),
                 "figures/accuracy_by_lap_decile.png",
             )
@@ -260,6 +333,11 @@ def sections(results: list[StudyResult], out_dir: Path) -> list[Section]:
         links.append((r.study.name, (rel.as_posix(), (rel.parent / "REPORT.md").as_posix())))
     files = Section("files", "Each study's report", "The full report and page of every study compared.", [Links(tuple(links))])
     return [head, table, figures, files]
+
+
+def _measures_named(results: list[StudyResult]) -> str:
+    """Which measure each overlaid study plots: its verdict's."""
+    return "; ".join(f"{r.study.name}: {MEASURES[r.study.measures.lap_measure].label}" for r in results)
 
 
 def _relpath(path: Path, start: Path) -> str:

@@ -56,6 +56,13 @@ table.checklist td:last-child{font-weight:600}
 .chart{margin:10px 0;overflow-x:auto}
 section{overflow-x:auto}
 .figures{display:flex;flex-wrap:wrap;gap:14px}
+figure.list{max-height:620px;overflow:auto;border:1px solid #ddd;padding:0 6px}
+figure.list .vega-embed{display:flex;flex-direction:column}
+figure.list .vega-bindings{order:-1;position:sticky;top:0;z-index:2;background:#fff;padding:6px 0;
+ border-bottom:1px solid #ddd;display:flex;flex-wrap:wrap;gap:4px 16px}
+table.comparison{width:100%}
+table.comparison td{overflow-wrap:break-word}
+section{scroll-margin-top:56px}
 code{background:#f0f2f5;padding:0 3px;border-radius:3px}
 """
 
@@ -117,8 +124,9 @@ def _table(item: Table) -> str:
 def _figure(item: Figure) -> str:
     spec = json_in_html(item.spec)
     cid = f"chart-{item.name}"
+    kind = "chart list" if item.list_view else "chart"  # a list: filters above, rows in their own box
     return (
-        f'<figure class="chart"><div id="{cid}" role="img" aria-label="{html.escape(item.title)}"></div>'
+        f'<figure class="{kind}"><div id="{cid}" role="img" aria-label="{html.escape(item.title)}"></div>'
         f'<script type="application/json" data-chart="{cid}">{spec}</script></figure>'
     )
 

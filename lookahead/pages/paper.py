@@ -1,4 +1,6 @@
-"""The paper's section of the report: Tables I-VI and Figure III on the study's data.
+"""The paper's section of the report: Tables I-VI and Figure III on the study's data, as
+far as the data allow: the section's heading names the tables it prints, and a line names
+each absent one with the reason (tables_shown).
 
 The other sections read the CSVs in the results folder; this one reads tables of the
 study database (DATABASE_TABLES: `paper_tables`, `bootstrap_results`, the panels and
@@ -55,6 +57,48 @@ def database_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
     return {t: con.sql(f"select * from {t}").df() for t in held}
 
 
+#: Why a paper table is absent when its build left no note saying so (each reason is the
+#: condition lookahead.paper.analysis runs the table under; README, "paper analysis")
+ABSENT_REASON = {
+    "II": "not estimated on this study's data",
+    "III": "needs a binary `moderator_column`",
+    "IV": "needs a varying first-token probability or stated confidence",
+    "V": "needs rows before and after the cutoff",
+    "VI": "needs a five-level forecast (-1, -0.5, 0, 0.5, 1), as the paper's capital-expenditure study",
+}
+ROMAN = {"table2": "II", "table3": "III", "table4": "IV", "table5": "V", "table6": "VI"}
+
+
+def tables_shown(long: pd.DataFrame, pre: pd.DataFrame, s: T.PaperSettings) -> tuple[list[str], dict[str, str]]:
+    """(the paper's tables this study prints, in the paper's order; {absent table: why}).
+    Table I needs pre-cutoff rows; II-VI are printed when `paper_tables` holds their
+    coefficients. An absent table's reason is its build note where there is one, else
+    ABSENT_REASON."""
+    held = set(long.loc[long["kind"] == "coefficient", "paper_table"])
+    notes = [str(n) for n in long.loc[long["kind"] == "note", "note"]]
+    shown = ["I"] if len(pre) else []
+    absent: dict[str, str] = {} if len(pre) else {"I": "no pre-cutoff rows"}
+    for name, roman in ROMAN.items():
+        if name in held:
+            shown.append(roman)
+            continue
+        note = next((n for n in notes if n.startswith(f"Table {roman} ")), "")
+        if roman == "VI" and not T.is_five_level(pre, s):
+            absent[roman] = ABSENT_REASON["VI"] + "; this study's forecast is not five-level"
+        else:
+            absent[roman] = ABSENT_REASON[roman] + ("; the note below says what this study lacks" if note else "")
+    return shown, absent
+
+
+def measure_label(tables: Mapping[str, pd.DataFrame]) -> str:
+    """The LAP measure the paper's tables ran on, as their captions name it ("LAP" when the
+    paper's models were not built)."""
+    if "study_settings" not in tables or "panel_pre" not in tables:
+        return "LAP"
+    s, _, _ = settings_from_frame(tables["study_settings"])
+    return T.paper_measure(tables["panel_pre"], s)[0].lap_label
+
+
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -74,13 +118,17 @@ def paper_markdown(tables: Mapping[str, pd.DataFrame], results_dir: Path) -> str
     s, _, _ = settings_from_frame(tables["study_settings"])
     s, _ = T.paper_measure(pre, s)  # the measure paper_tables ran on
     coef = long[long["kind"] == "coefficient"]
+    shown, absent = tables_shown(long, pre, s)
     md = [
         "",
-        "## Paper analysis (Tables I-V, Figure III)",
+        f"## Paper analysis (Tables {', '.join(shown)}{', Figure III' if len(boot) else ''})",
         "",
         f"LAP measure: {s.lap_label}. Fixed effects: {' + '.join(s.fixed_effects)}. "
         f"Paper tables cluster by `{s.cluster}` (var `paper_cluster`; Table VI by "
         f"`{T.cluster_of(s, 'table6')}`, as the paper). Source table: `paper_tables`.",
+        "",
+        f"**Which of the paper's six tables this study gives.** Printed: {', '.join(shown)}."
+        + (f" Not printed: {'; '.join(f'{k} ({why})' for k, why in absent.items())}." if absent else ""),
         "",
     ]
     for sample, df in (("pre", pre), ("post", post)):
@@ -131,10 +179,10 @@ def paper_markdown(tables: Mapping[str, pd.DataFrame], results_dir: Path) -> str
         )
         figs.append(
             (
-                f"Forecast accuracy by LAP decile ({s.lap_label}; deciles formed within each period, "
-                "in-sample and out-of-sample)",
+                f"Forecast accuracy by LAP decile ({s.lap_label}; {figures.DECILE_RULE}; the paper "
+                "section's measure: the key figure draws the verdict's measure, so the two differ where the measures do)",
                 figures.accuracy_figure(
-                    pre, post, s.lap, results_dir / "figures" / "accuracy_by_lap_decile.png", s.llm, s.outcome
+                    pre, post, s.lap, results_dir / "figures" / "accuracy_by_lap_decile.png", s.llm, s.outcome, s.lap_label
                 ),
             )
         )
@@ -156,9 +204,10 @@ def paper_markdown(tables: Mapping[str, pd.DataFrame], results_dir: Path) -> str
     return "\n".join(md)
 
 
-def bootstrap_figure(results_dir: Path) -> Figure | None:
+def bootstrap_figure(results_dir: Path, label: str = "LAP") -> Figure | None:
     """Figure III for the HTML page: the pairs bootstrap's distribution, interactive, read
-    from `bootstrap_histogram.csv` (None without one)."""
+    from `bootstrap_histogram.csv` (None without one); `label` names the paper tables'
+    LAP measure (measure_label)."""
     hist_path = Path(results_dir) / "bootstrap_histogram.csv"
     if not hist_path.exists():
         return None
@@ -168,7 +217,7 @@ def bootstrap_figure(results_dir: Path) -> Figure | None:
     p, draws = float(hist["p_value"].iloc[0]), int(hist["draws"].iloc[0])
     return Figure(
         "bootstrap",
-        "Figure III. Pairs bootstrap of the out-of-sample interaction",
-        charts.bootstrap(hist, fmt_p(p, draws)),
+        f"Figure III. Pairs bootstrap of the out-of-sample interaction ({label})",
+        charts.bootstrap(hist, fmt_p(p, draws), label),
         in_markdown=False,
     )

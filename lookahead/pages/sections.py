@@ -34,6 +34,7 @@ from lookahead.pages.cells import (
 )
 from lookahead.pages.summary import REFUSED_METRIC, caveats, checklist, checklist_frame, verdict_line
 from lookahead.pages.text import code
+from lookahead.paper.figures import DECILE_RULE
 from lookahead.paper.table5_reading import table5_reading
 from lookahead.report_names import TABLE5_READING
 from lookahead.stats.cutoff import EXPOSURE_NOTE
@@ -46,7 +47,6 @@ from lookahead.stats.verdict import (
     PATHS,
     PLACEBO_PASS_P,
     UNDERPOWERED,
-    UNITS_RULE,
     VALIDATION_FAILURES,
     Outcome,
     collapsed_lap,
@@ -60,10 +60,12 @@ from lookahead.stats.verdict import (
 )
 
 MAX_ROWS = 25
-#: How the report's accuracy-by-decile figure forms its deciles (lookahead.pages.data)
-DECILE_RULE = "deciles formed within each sample, pre and post"
 #: where every term the report uses is defined, once (README, "Glossary")
 GLOSSARY = PROJECT_ROOT / "docs" / "glossary.md"
+#: what every report shares (the order of its sections, how its figures are drawn, the
+#: choices where the protocol is silent, the claim method), written once and linked from
+#: each report instead of repeated in it
+READING = PROJECT_ROOT / "docs" / "reading.md"
 SAMPLE_ORDER = {"pre": 0, "post": 1}
 #: The clause of the protocol's decision rule each verdict applies (DECISION_RULE, split)
 RULE_CLAUSE = {
@@ -116,24 +118,37 @@ def _by_sample(df: pd.DataFrame, *first: str) -> pd.DataFrame:
     return df.assign(_s=df["sample"].map(SAMPLE_ORDER).fillna(9)).sort_values(keys, kind="stable").drop(columns="_s")
 
 
-def glossary_link(folder: Path) -> str:
-    """The glossary's address as read from `folder`, where the page is opened: relative
+def doc_link(doc: Path, folder: Path) -> str:
+    """A document's address as read from `folder`, where the page is opened: relative
     (results/<study>/ -> ../../docs/glossary.md), so the link works in a checkout, a copy
     of it or a browser on the file; percent-encoded, so a space or a parenthesis in a
     folder name does not end the Markdown link. A file URL where no relative path exists
     (another drive)."""
     try:
-        rel = os.path.relpath(GLOSSARY, Path(folder).resolve())
+        rel = os.path.relpath(doc, Path(folder).resolve())
     except ValueError:
-        return GLOSSARY.as_uri()
+        return doc.as_uri()
     return quote(Path(rel).as_posix(), safe="/._-~")
 
 
+def glossary_link(folder: Path) -> str:
+    """The glossary's address as read from `folder` (doc_link)."""
+    return doc_link(GLOSSARY, folder)
+
+
+def reading_link(folder: Path) -> str:
+    """How to read this report (docs/reading.md), as read from `folder` (doc_link)."""
+    return doc_link(READING, folder)
+
+
 def glossary_para(folder: Path) -> Para:
-    """The line that links the glossary, for a page that will be read in `folder`."""
+    """The line that links the glossary and How to read this report, for a page that will
+    be read in `folder`."""
     return Para(
         "Every term this report uses (LAP, U-D, beta_3, theta, CRV1, WCR, G\\*, placebo, ...) "
-        f"is defined once in the [glossary]({glossary_link(folder)})."
+        f"is defined once in the [glossary]({glossary_link(folder)}); what every report shares "
+        "(the order of its sections, how its figures are drawn, the choices where the protocol "
+        f"is silent) is written once in [How to read this report]({reading_link(folder)})."
     )
 
 
@@ -247,6 +262,7 @@ def key_figures(ctx: Context) -> Section:
                     str(ctx.study.protocol.training_cutoff),
                     ctx.study.measures.lap_measure,
                     str(cut.get("break_month", "")),
+                    label,
                 ),
                 "figures/lap_by_month.png",
             )
@@ -259,7 +275,7 @@ def key_figures(ctx: Context) -> Section:
             Figure(
                 "accuracy_by_lap_decile",
                 f"Accuracy by LAP decile ({label}; {DECILE_RULE}), before and after the cutoff",
-                charts.accuracy_by_decile(_by_sample(acc)),
+                charts.accuracy_by_decile(_by_sample(acc), label),
                 "figures/accuracy_by_lap_decile_prepost.png",
             )
         )
@@ -448,8 +464,8 @@ def lap_section(ctx: Context) -> Section:
         items.append(
             Figure(
                 "lap_histogram",
-                "LAP histogram, pre vs post",
-                charts.lap_histogram(_by_sample(hist), s.measures.lap_measure),
+                f"{MEASURES[s.measures.lap_measure].label} histogram, pre vs post",
+                charts.lap_histogram(_by_sample(hist), s.measures.lap_measure, MEASURES[s.measures.lap_measure].label),
                 in_markdown=False,
             )
         )
@@ -713,11 +729,10 @@ def _robustness(ctx: Context) -> list:
     lm = ctx.study.measures.lap_measure
     return [
         Para(
-            "Robustness across LAP measures (the detection regression with LAP replaced by each "
-            "measure the study computed, setting `lap_measures`, rows in registry order; "
-            f"docs/measures.md). The verdict reads only `{lm}`, the measure the study named in "
-            "`lap_measure` before seeing results: this table does not choose a measure (no measure "
-            "shopping)."
+            "Robustness across LAP measures (the detection regression under each measure the study "
+            f"computed, `lap_measures`, registry order). The verdict reads only `{lm}`, named in "
+            f"`lap_measure` before the results: this table does not choose a measure ([How to read this "
+            f"report]({reading_link(ctx.study.results_dir)}) says why)."
         ),
         Table(rows, "lap_robustness", csv="lap_robustness.csv"),
         Para(
@@ -740,12 +755,8 @@ def verdict_section(ctx: Context) -> Section:
     items.append(Para(f"Rule applied (protocol, word for word): {RULE_CLAUSE[o.decision]} The full rule: docs/verdict.md."))
     items.append(
         Para(
-            "Choices where the protocol is silent (docs/verdict.md): the LAP-variation rule "
-            "qualifies only a null result; meaningful variation is sd >= 0.01 for recall LAP "
-            "and sd >= 1% of mean |LAP| for Min-K% LAP; the validation pattern tests "
-            "high-LAP minus low-LAP theta per sd of U-D; a collapsed post-cutoff LAP passes "
-            "the placebo; with few clusters the tests use the wild cluster bootstrap "
-            f"p-values. Units: {UNITS_RULE}"
+            "Choices where the protocol is silent, and how LAP's unit enters the verdict: "
+            f"[How to read this report]({reading_link(ctx.study.results_dir)}) (each with its reason: docs/verdict.md)."
         )
     )
     t5 = ctx.table(TABLE5_READING)
@@ -820,10 +831,11 @@ def paper_section(ctx: Context) -> Section | None:
     sec = raw_section(
         "paper",
         paper.paper_markdown(ctx.database, ctx.results_dir),
-        lead="The paper's Tables I-V and Figure III on this study's data; Table V is "
-        "not the contamination test (section 6 says why).",
+        lead="The paper's Tables I-VI that this study's data allow (the heading names them, the "
+        "first line says why any is absent) and Figure III; Table V is not the contamination test "
+        "(section 6 says why).",
     )
-    figure = paper.bootstrap_figure(ctx.results_dir) if sec is not None else None
+    figure = paper.bootstrap_figure(ctx.results_dir, paper.measure_label(ctx.database)) if sec is not None else None
     if sec is not None and figure is not None:
         sec.items.append(figure)
     return sec
@@ -868,10 +880,8 @@ def claims_section(ctx: TableSource) -> Section | None:
     )
     items: list = [
         Para(
-            "Rationales split into atomic claims, each dated against the corpus and weighted by its Shapley "
-            "value for the task kind's v(S) (seed 002 Eq. 11; docs/claims.md). Unverifiable claims counted as "
-            "not leaked; the `_unverifiable_leaked` columns of `instance_leakage` count them as leaked. "
-            "Tables: `claims`, `instance_leakage`, `claims_summary`, `claims_rejects`."
+            "Unverifiable claims counted as not leaked (the `_unverifiable_leaked` columns count them as "
+            f"leaked); the method and its tables: [How to read this report]({reading_link(ctx.study.results_dir)})."
         ),
         Table(table, "claims_summary", csv="claims_summary.csv"),
     ]
@@ -884,14 +894,7 @@ def claims_section(ctx: TableSource) -> Section | None:
     if len(scored):
         scored["order"] = pd.to_numeric(scored["shapley_dclr"], errors="coerce").fillna(-1)
         top = scored.sort_values(["order", "instance_id"], ascending=[False, True]).head(6)
-        items.append(
-            Figure(
-                "claims_shapley",
-                "Shapley value per claim, leaked claims red",
-                charts.shapley_per_claim(claims.merge(top[["instance_id", "agent"]]), list(top["instance_id"])),
-                "figures/claims_shapley.png",
-            )
-        )
+        # the browser first: its filters on the screen the section opens on (the figure is tall)
         items.append(
             Figure(
                 "claim_browser",
@@ -899,6 +902,15 @@ def claims_section(ctx: TableSource) -> Section | None:
                 "its Shapley weight (filter by agent, leaked status, instance)",
                 charts.claim_browser(claims),
                 in_markdown=False,
+                list_view=True,
+            )
+        )
+        items.append(
+            Figure(
+                "claims_shapley",
+                "Shapley value per claim, leaked claims red and hatched (claim text on hover in the page)",
+                charts.shapley_per_claim(claims.merge(top[["instance_id", "agent"]]), list(top["instance_id"])),
+                "figures/claims_shapley.png",
             )
         )
     rp = ctx.table("claims_repredict")

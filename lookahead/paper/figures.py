@@ -21,6 +21,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+#: How the accuracy figures form their deciles, in their titles and captions: the report's
+#: key figure, the paper section's and the comparison's all form them this way, so two of
+#: them with other numbers differ by measure (each names its own), never by rule.
+DECILE_RULE = "deciles formed within each sample, pre and post"
+#: A legend sits outside the axes, right of them, so it never covers the data.
+LEGEND_OUTSIDE = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}
+
 
 def _save(fig: plt.Figure, path: str | os.PathLike[str]) -> Path:
     """Write via a temp name and rename, so a reader never sees half a PNG."""
@@ -49,7 +56,7 @@ def lap_histograms(pre: pd.DataFrame, post: pd.DataFrame, column: str, path: str
     ax.set_xlabel(label)
     ax.set_ylabel("density")
     ax.set_title(f"{label}: before vs after the training cutoff")
-    ax.legend(frameon=False)
+    ax.legend(frameon=False, **LEGEND_OUTSIDE)
     return _save(fig, path)
 
 
@@ -74,7 +81,7 @@ def bootstrap_figure(
 
         t += f"; one-sided p {fmt_p(p_value, len(d))}"
     ax.set_title(t)
-    ax.legend(loc="upper left", framealpha=0.9)
+    ax.legend(frameon=False, **LEGEND_OUTSIDE)
     return _save(fig, path)
 
 
@@ -100,18 +107,26 @@ def accuracy_by_decile(
 
 
 def accuracy_figure(
-    pre: pd.DataFrame, post: pd.DataFrame, lap: str, path: str | os.PathLike[str], llm: str = "mu_hat", outcome: str = "outcome"
+    pre: pd.DataFrame,
+    post: pd.DataFrame,
+    lap: str,
+    path: str | os.PathLike[str],
+    llm: str = "mu_hat",
+    outcome: str = "outcome",
+    label: str = "LAP",
 ) -> Path:
-    """Accuracy by LAP decile (deciles formed within each period), pre vs post."""
+    """Accuracy by LAP decile (DECILE_RULE), pre (red circles) vs post (blue triangles);
+    `label` names the measure in the title and the axis, so the figure reads apart from
+    another accuracy figure drawn on another measure."""
     fig, ax = plt.subplots(figsize=(7, 4))
-    for df, name, color in ((pre, "pre-cutoff", "tab:red"), (post, "post-cutoff", "tab:blue")):
+    for df, name, color, marker in ((pre, "pre-cutoff", "tab:red", "o"), (post, "post-cutoff", "tab:blue", "^")):
         acc = accuracy_by_decile(df, lap, llm, outcome)
         if len(acc):
-            ax.plot(acc["decile"], acc["accuracy"], marker="o", color=color, label=name)
+            ax.plot(acc["decile"], acc["accuracy"], marker=marker, color=color, label=name)
     ax.axhline(0.5, color="0.5", linestyle="--", linewidth=1)
-    ax.set_xlabel("LAP decile (within period)")
+    ax.set_xlabel(f"{label} decile ({DECILE_RULE})")
     ax.set_ylabel("directional accuracy")
     ax.set_xticks(range(1, 11))
-    ax.set_title("Forecast accuracy by LAP decile")
-    ax.legend(frameon=False)
+    ax.set_title(f"Forecast accuracy by {label} decile")
+    ax.legend(frameon=False, **LEGEND_OUTSIDE)
     return _save(fig, path)

@@ -354,7 +354,7 @@ VALIDATION_FAILURES: dict[str, str] = {
     "diff_not_estimable": "high-minus-low difference not estimable",
     "diff_not_significant": "high-LAP theta does not significantly exceed the low-LAP theta",
 }
-#: The one statement of how LAP's unit enters (docs/verdict.md, the report and README
+#: The one statement of how LAP's unit enters (docs/verdict.md, docs/reading.md and README
 #: quote it as it is written here).
 UNITS_RULE = (
     "Every regression is fitted on unit-sd columns and reported on the data's scale, so no "

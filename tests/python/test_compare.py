@@ -62,10 +62,22 @@ def test_two_studies_side_by_side(tmp_path):
         assert r["verdict"] == v["verdict"]
         est, t = re.match(r"(\S+) \(t (\S+)\)$", r["beta_3 (t)"]).groups()
         assert sig_equal(est, repr(float(v["beta3"]))) and sig_equal(t, repr(float(v["beta3_t"])))
-        pre, post = r["mean LAP recall pre / post"].split(" / ")
-        lap = res.lap.set_index("sample")["mean"]
-        assert sig_equal(pre, repr(float(lap["pre"]))) and sig_equal(post, repr(float(lap["post"])))
         assert r["N pre / post"] == f"{int(v['n_obs_pre'])} / {int(v['n_obs_post'])}"
+    # the key columns first, and no column per measure in the study table (it must fit a screen)
+    assert list(rows[0])[:5] == ["study", "verdict", "beta_3 (t)", "p the rule read", "placebo"]
+    assert not any(k.startswith("mean LAP") for k in rows[0])
+    # the mean LAP per measure: one row per study and measure, the verdict's measure marked
+    laps = next(t for t in tables(text) if t and "measure" in t[0])
+    for res in results:
+        mine = [r for r in laps if r["study"] == res.study.name]
+        marked = [r for r in mine if r["verdict reads it"] == "yes"]
+        assert len(marked) == 1 and marked[0]["measure"].startswith("recall LAP")
+        lap = res.lap.set_index("sample")["mean"]
+        assert sig_equal(marked[0]["mean LAP pre"], repr(float(lap["pre"])))
+        assert sig_equal(marked[0]["mean LAP post"], repr(float(lap["post"])))
+    # comparison.csv keeps every column
+    full = pd.read_csv(tmp_path / "results" / "compare" / "comparison.csv")
+    assert "mean LAP recall pre / post" in full.columns
     assert (tmp_path / "results" / "compare" / "comparison.csv").exists()
     html = page.read_text()
     specs = re.findall(r'data-chart="chart-([a-z_]+)">(.*?)</script>', html, re.S)
@@ -78,6 +90,9 @@ def test_two_studies_side_by_side(tmp_path):
             for row in (layer.get("data", {}).get("values") or values.get("data", {}).get("values") or [])
         }
         assert {"strong (generated)", "none (generated)"} <= studies
+        # legends never cut a study's name; pre and post are told apart by marker too
+        enc = next(layer["encoding"] for layer in values.get("layer", [values]) if "shape" in layer.get("encoding", {}))
+        assert enc["color"]["legend"]["labelLimit"] == 0 and enc["shape"]["field"] == "sample"
     assert not re.search(r'(?:src|href)="(?:https?:)?//', html)
     # the glossary, linked from the folder the comparison is written to
     from urllib.parse import unquote

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import matplotlib.image as mpimg
 import numpy as np
 import pandas as pd
 import pytest
 
-from lookahead.pages.paper import bootstrap_figure, database_tables, paper_markdown
+from lookahead.pages.paper import bootstrap_figure, database_tables, measure_label, paper_markdown
 from lookahead.paper import analysis as A
 from lookahead.paper import dbt_entry, figures, render
 from lookahead.paper import tables as T
@@ -182,3 +184,79 @@ def test_table5_bootstrap_p_is_one_number_everywhere(panels, tmp_path):
     assert f"Its bootstrap p ({fmt_p(p, b)})" in table5_reading(reading_frame(long, b).iloc[0])
     fig = bootstrap_figure(tmp_path)
     assert fig.spec["title"].endswith(f"one-sided p {fmt_p(p, len(boot))}")
+    # the page's Figure III names the measure the paper's tables ran on, as their captions
+    label = measure_label(database_tables(con))
+    assert label.startswith("Min-K%") and f"({label})" in md
+    fig = bootstrap_figure(tmp_path, label)
+    assert label in fig.title and label in fig.spec["layer"][0]["encoding"]["x"]["title"]
+
+
+def _section(pre: pd.DataFrame, post: pd.DataFrame, st: pd.DataFrame, tmp_path) -> str:
+    """The paper section's Markdown from a database built of these frames."""
+    boot = dbt_entry.bootstrap_frame(st, pre, post)
+    long = dbt_entry.paper_tables_frame(st, pre, post, boot)
+    con = duckdb.connect()
+    for name, df in (
+        ("paper_tables", long),
+        ("bootstrap_results", boot),
+        ("panel_pre", pre),
+        ("panel_post", post),
+        ("study_settings", st),
+    ):
+        con.register(f"{name}_df", df)
+        con.execute(f"create table {name} as select * from {name}_df")
+    return paper_markdown(database_tables(con), tmp_path)
+
+
+def test_the_section_names_the_tables_it_prints_and_why_others_are_absent(panels, tmp_path):
+    """The heading lists the paper's tables the study prints; the first line names each
+    absent one with its reason (README: which of the six, and why)."""
+    pre, post = panels
+    md = _section(pre, post, _settings_frame(), tmp_path / "a")
+    assert "## Paper analysis (Tables I, II, IV, V, Figure III)" in md
+    line = next(x for x in md.splitlines() if x.startswith("**Which of the paper's six tables"))
+    assert "Printed: I, II, IV, V." in line
+    assert "III (needs a binary `moderator_column`; the note below says" in line
+    assert "VI (needs a five-level forecast" in line and "not five-level" in line
+    assert "Table VI." not in md and "Table III." not in md
+    # a five-level forecast and a moderator: all six
+    levels = dict(zip(("sd", "d", "n", "u", "su"), T.FIVE_LEVEL_VALUES, strict=True))
+    five = make_panel(n_rows=800, n_entities=80, n_dates=30, delta=3.0, seed=31, sample="pre", labels=levels)
+    assert set(five["mu_hat"].unique()) >= {-0.5, 0.5}
+    md = _section(five, post, _settings_frame(moderator_column="small", extra_columns=["small"]), tmp_path / "b")
+    assert "## Paper analysis (Tables I, II, III, IV, V, VI, Figure III)" in md
+    assert "Printed: I, II, III, IV, V, VI." in md and "Not printed" not in md
+    assert "Table VI." in md
+
+
+def test_paper_figures_keep_legends_off_the_data_and_name_measure_and_deciles(panels, tmp_path, monkeypatch):
+    """Figure III, the LAP histogram and the accuracy figure draw their legends right of the
+    axes, never over the bars (Figure III's covered the histogram's peak); the accuracy
+    figure names its measure and its decile rule, and marks post apart from pre."""
+    pre, post = panels
+    seen: dict[str, object] = {}
+    save = figures._save
+
+    def keep(fig, path):
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        r = fig.canvas.get_renderer()
+        seen[Path(path).stem] = (
+            ax.get_legend().get_window_extent(r),
+            ax.get_window_extent(r),
+            ax.get_title(),
+            ax.get_xlabel(),
+            [line.get_marker() for line in ax.get_lines() if line.get_label().endswith("cutoff")],
+        )
+        return save(fig, path)
+
+    monkeypatch.setattr(figures, "_save", keep)
+    figures.lap_histograms(pre, post, "lap", tmp_path / "h.png", "Min-K% LAP")
+    figures.accuracy_figure(pre, post, "lap", tmp_path / "a.png", label="Min-K% LAP")
+    figures.bootstrap_figure(np.random.default_rng(0).normal(size=500), 0.1, tmp_path / "b.png", 0.002)
+    assert set(seen) == {"h", "a", "b"}
+    for name, (legend, axes, *_) in seen.items():
+        assert legend.x0 >= axes.x1, name  # wholly right of the plotting area
+    _, _, title, xlabel, markers = seen["a"]
+    assert "Min-K% LAP" in title and figures.DECILE_RULE in xlabel
+    assert len(set(markers)) == 2

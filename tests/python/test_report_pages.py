@@ -144,6 +144,76 @@ def test_the_report_links_the_glossary(studies, tmp_path):
     assert not re.search(r"[\s()]", link) and (odd / unquote(link)).resolve() == GLOSSARY.resolve()
 
 
+def test_what_every_report_shares_is_written_once_and_linked(studies):
+    """The choices where the protocol is silent, the units rule and the claim method are in
+    docs/reading.md ("How to read this report"), which every report links from its head and
+    from the verdict and claim sections, and no report repeats them."""
+    from urllib.parse import unquote
+
+    from lookahead.config import Study
+    from lookahead.pages.sections import READING
+    from lookahead.stats.verdict import UNITS_RULE
+
+    doc = " ".join(READING.read_text(encoding="utf-8").split())
+    assert " ".join(UNITS_RULE.split()) in doc
+    for heading in ("## Choices where the protocol is silent", "## The figures", "## Claim-level leakage"):
+        assert heading in doc, heading
+    for name, d in studies.items():
+        text = (d / "REPORT.md").read_text()
+        study = Study.from_json(str(pd.read_csv(d / "study_settings.csv").iloc[0]["settings_json"]))
+        links = re.findall(r"\[How to read this report\]\(([^)\s]+)\)", text)
+        assert len(links) >= 2, (name, links)  # the head and the verdict section (and the claim section)
+        assert {(study.results_dir / unquote(h)).resolve() for h in links} == {READING.resolve()}
+        assert UNITS_RULE[:60] not in text and "Choices where the protocol is silent (docs/verdict.md)" not in text
+        assert "Rationales split into atomic claims" not in text
+        html = (d / "index.html").read_text()
+        assert f'<a href="{links[0]}">How to read this report</a>' in html
+
+
+def _layers(spec: dict) -> list[dict]:
+    return spec.get("layer", [spec])
+
+
+def _title(spec: dict) -> str:
+    t = spec.get("title", "")
+    return " ".join(t) if isinstance(t, list) else str(t)
+
+
+def test_every_figure_says_what_it_plots(studies):
+    """Each chart's title names the measure it draws (the registry's label) and, for
+    deciles, the rule that formed them; month axes carry the year; pre and post differ by
+    marker as well as colour; no legend cuts a label; the claims figure hatches leaked
+    claims, labels each bar with the claim's first words and shows the whole text on hover."""
+    from lookahead.measures import MEASURES
+    from lookahead.paper.figures import DECILE_RULE
+
+    d = studies["strong"]
+    sections, _ = build_sections(d)
+    figs = {i.name: i for s in sections for i in s.items if isinstance(i, Figure)}
+    label = MEASURES["recall"].label
+    for name in ("lap_by_month", "accuracy_by_lap_decile", "lap_histogram"):
+        assert label in _title(figs[name].spec), (name, _title(figs[name].spec))
+    assert DECILE_RULE in _title(figs["accuracy_by_lap_decile"].spec)
+    assert DECILE_RULE in figs["accuracy_by_lap_decile"].title
+    month = next(layer for layer in _layers(figs["lap_by_month"].spec) if layer["mark"].get("type", layer["mark"]) == "line")
+    assert month["encoding"]["x"]["axis"]["format"] == "%Y-%m"
+    for name in ("lap_by_month", "accuracy_by_lap_decile"):
+        line = next(layer for layer in _layers(figs[name].spec) if "shape" in layer.get("encoding", {}))
+        assert line["encoding"]["shape"]["field"] == "sample"
+        assert line["encoding"]["shape"]["scale"]["range"][0] != line["encoding"]["shape"]["scale"]["range"][1]
+        legend = next(x for x in _layers(figs[name].spec) if "legend" in x.get("encoding", {}).get("color", {}))
+        assert legend["encoding"]["color"]["legend"]["labelLimit"] == 0  # no label cut short
+    bars, hatched = _layers(figs["claims_shapley"].spec)
+    assert hatched["mark"]["fill"]["gradient"] == "linear" and len(hatched["mark"]["fill"]["stops"]) > 20
+    assert hatched["transform"] == [{"filter": "datum.leakage_state == 'leaked'"}]
+    assert any(t.get("field") == "claim_text" for t in bars["encoding"]["tooltip"])
+    values = (bars.get("data") or figs["claims_shapley"].spec["data"])["values"]
+    assert {v["leakage_state"] for v in values} >= {"leaked", "not_leaked"}
+    for v in values:  # "instance #claim: first words of the claim"
+        head, words = v["label"].split(": ", 1)
+        assert head.startswith(f"{v['instance_id']} #{v['claim_id']}") and v["claim_text"].startswith(words.rstrip("\u2026"))
+
+
 def _verdict_line(text: str) -> str:
     return re.search(r"^\*\*Verdict: .+$", text, re.M).group(0)
 
