@@ -44,9 +44,11 @@ CLAIM_TABLES = ("claims_summary", "instance_leakage", "claims", "claims_repredic
 
 @dataclass
 class ClaimTables:
-    """The exported CSVs of a claim report, as the claims section reads them (by name)."""
+    """The exported CSVs of a claim report, as the claims section reads them (by name),
+    and the study they are of."""
 
     results_dir: Path
+    study: Study
     _cache: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     def table(self, name: str) -> pd.DataFrame:
@@ -161,7 +163,7 @@ def write_claim_report(study: Study) -> tuple[ReportFiles, list[str]]:
             raise ReportError(why)
         for name, df in frames.items():
             write_csv(df, stage, name)
-        tables = ClaimTables(stage)
+        tables = ClaimTables(stage, study)
         sections = [sec for make in CLAIM_SECTIONS if (sec := make(study, tables)) is not None]
         assets.write(sections, stage)
         _write_text(stage / "REPORT.md", render_markdown(sections))

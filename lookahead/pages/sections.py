@@ -845,8 +845,11 @@ def paper_section(ctx: Context) -> Section | None:
 
 
 class TableSource(Protocol):
-    """What the claims section reads: a results folder's CSVs by name. A protocol
-    report's Context is one; so is a claim-only study's (lookahead.pages.claims_report)."""
+    """What the claims section reads: a results folder's CSVs by name and the study. A
+    protocol report's Context is one; so is a claim-only study's (lookahead.pages.
+    claims_report)."""
+
+    study: Study
 
     def table(self, name: str) -> pd.DataFrame: ...
 
