@@ -16,9 +16,10 @@ from typing import Any
 import pandas as pd
 
 from llm_jobs.cli import arg_parser
-from llm_jobs.context import JobContext, Query, check_study_links
+from llm_jobs.context import JobContext, check_study_links
 from llm_jobs.failures import require_complete
 from llm_jobs.planning import confirm, print_plan
+from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, record_skeleton, run_queries
 from lookahead.backends.base import QueryFailure
 from lookahead.cache import RawStore

@@ -38,8 +38,8 @@ from typing import Any
 import pandas as pd
 
 from llm_jobs.claims_common import ClaimContext, ask_parsed, claim_main, claim_record
-from llm_jobs.context import Query
 from llm_jobs.planning import confirm, print_plan
+from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, run_queries
 from lookahead.cache import RawStore, query_key
 from lookahead.claims.inputs import (

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_main, predictions, run_parsed
-from llm_jobs.context import Query
+from llm_jobs.queries import Query
 from lookahead.cache import query_key
 from lookahead.claims.prompts import coalition_prompt
 from lookahead.claims.shapley import members_of, plan_for

@@ -18,8 +18,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from llm_jobs.context import JobContext, Query
+from llm_jobs.context import JobContext
 from llm_jobs.failures import STOP_AFTER_FAILURES_IN_A_ROW, QueryTally, failure_record, too_many_failures
+from llm_jobs.queries import Query
 from lookahead.backends import Backend
 from lookahead.backends.base import QueryFailure
 from lookahead.cache import LOGPROB_TOLERANCE, IncompleteAnswer, RawStore, incomplete_reason, utc_now

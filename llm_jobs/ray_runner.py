@@ -35,8 +35,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from llm_jobs.context import JobContext, Query
+from llm_jobs.context import JobContext
 from llm_jobs.failures import STOP_AFTER_FAILURES_IN_A_ROW, QueryTally, too_many_failures
+from llm_jobs.queries import Query
 from llm_jobs.query_loop import QUERY_LOG_ENV, Answer, answer_each, answer_streams, progress_bar, settle
 from lookahead.backends.base import BackendFatal, QueryFailure
 from lookahead.cache import SHARDS_DIR, CacheLocked, RawStore, ident_of, needs_bits, repair_idle_shard, shard_files

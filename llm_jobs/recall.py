@@ -21,9 +21,10 @@ from typing import Any
 import pandas as pd
 
 from llm_jobs.cli import run_main
-from llm_jobs.context import JobContext, Query, cached_fields, not_cached, open_store
+from llm_jobs.context import JobContext, cached_fields, not_cached, open_store
 from llm_jobs.failures import refused_keys, require_complete, skip_refused
 from llm_jobs.planning import confirm, print_plan, prompt_token_limit, too_long_stop
+from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure

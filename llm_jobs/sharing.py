@@ -20,8 +20,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from llm_jobs.context import JobContext, Query, not_cached
+from llm_jobs.context import JobContext, not_cached
 from llm_jobs.failures import QueryTally
+from llm_jobs.queries import Query
 from lookahead.cache import Plan, RawStore
 from lookahead.stopping import STOP, draining, raise_if_stopped, should_stop
 
@@ -64,7 +65,7 @@ def ask_unclaimed(
     Ctrl-C or SIGTERM while waiting stops the job as in the query loop
     (lookahead.stopping: finished answers are saved)."""
     tally = QueryTally(task, len(pending))
-    waiting = pending  # a plan stays one (llm_jobs.context.QueryPlan): no Query object a row
+    waiting = pending  # a plan stays one (llm_jobs.queries.QueryPlan): no Query object a row
     by_others = 0
     said: list[tuple[str, bool]] = []
     with draining():
