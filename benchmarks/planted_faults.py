@@ -261,7 +261,8 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
 
     from test_openai_backend import FakeOpenAIState, _handler, write_openai_study
 
-    from lookahead.cache import LOGPROB_TOLERANCE, ident_of, load_cache
+    from lookahead.cache import ident_of, load_cache
+    from lookahead.tasks import LOGPROB_TOLERANCE
 
     work.mkdir(parents=True, exist_ok=True)
     servers = []

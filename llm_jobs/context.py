@@ -15,13 +15,14 @@ import pandas as pd
 
 from llm_jobs.queries import Query, QueryPlan, keys_of
 from lookahead.backends import Backend, get_backend
-from lookahead.cache import Ident, KeyPositions, RawStore, load_fields, needs_bits
+from lookahead.cache import Ident, KeyPositions, RawStore, load_fields
 from lookahead.config import Study, load_study
 from lookahead.consent import Destination
 from lookahead.guard import JobStop
 from lookahead.keys import sampling_fallback
 from lookahead.measures import line_extras
 from lookahead.rows import RowFacts, RowScan, release_freed_memory, scan_study_rows, subsample_rows
+from lookahead.tasks import needs_bits
 
 LARGE_STUDY_ROWS = 10_000
 

@@ -112,7 +112,7 @@ def score_prompts(
 
 
 def line_writes(ctx: JobContext, task: str) -> tuple[str, ...]:
-    """The extras a `task` line is written with (lookahead.cache LINE_EXTRA_BITS): what the
+    """The extras a `task` line is written with (lookahead.tasks LINE_EXTRA_BITS): what the
     study's measures need, the zlib length always (it reads the prompt text only), and
     what the backend computes at almost no cost from the same pass (Backend.free_extras:
     the vocabulary moments on transformers, BENCHMARKS.md), so that a measure added later

@@ -40,12 +40,13 @@ from llm_jobs.failures import STOP_AFTER_FAILURES_IN_A_ROW, QueryTally, too_many
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import QUERY_LOG_ENV, Answer, answer_each, answer_streams, progress_bar, settle
 from lookahead.backends.base import BackendFatal, QueryFailure
-from lookahead.cache import SHARDS_DIR, CacheLocked, RawStore, ident_of, needs_bits, repair_idle_shard, shard_files
+from lookahead.cache import SHARDS_DIR, CacheLocked, RawStore, ident_of, repair_idle_shard, shard_files
 from lookahead.config import PROJECT_ROOT, Study
 from lookahead.errors import RESUME
 from lookahead.guard import EXIT_INCOMPLETE, EXIT_USER_ERROR, JobStop
 from lookahead.masking import mask
 from lookahead.measures import line_extras
+from lookahead.tasks import needs_bits
 
 RAY_PIN = "ray[data]==2.60.0"  # requirements.txt pins the same
 MAX_SHARD_SLOTS = 4096

@@ -37,7 +37,6 @@ import fcntl
 import hashlib
 import itertools
 import json
-import math
 import os
 import re
 import sys
@@ -54,7 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lookahead.errors import UserError
-from lookahead.measures import REFERENCE_TASK, VOCAB_MOMENTS, ZLIB_BYTES
+from lookahead.tasks import clamp_near_zero, extras_bits, extras_rank, incomplete_reason, needs_bits
 
 REQUIRED_FIELDS = (
     "key",
@@ -115,164 +114,12 @@ class IncompleteAnswer(CacheError):
     """A record that is no complete answer was offered to the cache (it is refused)."""
 
 
-#: How far above 0 a log-prob may be and still be read as 0 (a log-probability is never
-#: positive; a server that rounds a near-certain token may send +1e-7). Above it, the
-#: answer is no answer: the backend asks again with the reason, the cache refuses it, and
-#: after the retry bound the query is recorded as a failure (a +2.5 would give P > 1).
-LOGPROB_TOLERANCE = 1e-4
-
-
-def _finite_logprob(entry: Any) -> bool:
-    value = entry.get("logprob") if isinstance(entry, Mapping) else None
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value <= LOGPROB_TOLERANCE
-
-
-def positive_logprob_reason(value: float) -> str:
-    """The reason a log-prob above LOGPROB_TOLERANCE is not an answer (one wording)."""
-    return f"log-prob {value:+g} is positive (above the tolerance {LOGPROB_TOLERANCE:g}; a log-probability is <= 0)"
-
-
-def clamp_near_zero(record: dict[str, Any]) -> int:
-    """Set every log-prob in (0, LOGPROB_TOLERANCE] to 0 in place (top and prompt
-    log-probs) and return how many; the count is kept in the line as
-    ``clamped_logprobs`` (absent when none), so the study can say how many it read as 0."""
-    n = 0
-    for field in ("top_logprobs", "prompt_logprobs"):
-        for entry in record.get(field) or ():
-            value = entry.get("logprob") if isinstance(entry, dict) else None
-            if isinstance(value, float) and 0 < value <= LOGPROB_TOLERANCE:
-                entry["logprob"] = 0.0
-                n += 1
-    if n:
-        record["clamped_logprobs"] = n
-    return n
-
-
-def incomplete_reason(record: Mapping[str, Any]) -> str | None:
-    """Why ``record`` is not a complete answer for its task, or None when it is.
-
-    The rule the cache enforces, so that a half answer is never read later as a real
-    one (an empty top-k would read as a censored recall, LAP 0):
-    - forecast: response text, and top log-probs at the first position when they were
-      asked for (params.top_logprobs > 0);
-    - recall: top log-probs (or, in the sampling fallback, all n_samples answers);
-    - mink (and reference, the same prompt scored by the reference model): a finite
-      log-prob for every prompt token after the first.
-    Every log-prob present must be finite and at most LOGPROB_TOLERANCE."""
-    task = record.get("task")
-    params = record.get("params") or {}
-    top = record.get("top_logprobs")
-    if top and not all(_finite_logprob(t) for t in top):
-        worst = max(
-            (
-                t.get("logprob")
-                for t in top
-                if isinstance(t, Mapping) and isinstance(t.get("logprob"), float) and math.isfinite(t["logprob"])
-            ),
-            default=None,
-        )
-        if worst is not None and worst > LOGPROB_TOLERANCE:
-            return positive_logprob_reason(worst)
-        return "a top log-prob is missing or not finite"
-    if task == "forecast":
-        if not isinstance(record.get("response_text"), str):
-            return "no response text"
-        if (params.get("top_logprobs") or 0) > 0 and not top:
-            return "no top log-probs at the first position"
-        return None
-    if task == "recall":
-        n = params.get("n_samples")
-        if n:
-            samples = record.get("samples") or []
-            if len(samples) != int(n) or not all(isinstance(x, str) for x in samples):
-                return f"{len(samples)} of {n} samples"
-            return None
-        if not top:
-            return "no top log-probs"
-        return None
-    if task in ("mink", REFERENCE_TASK):  # the reference model's line is a Min-K% line
-        lps = record.get("prompt_logprobs") or []
-        if not lps:
-            return "no prompt log-probs"
-        if not all(_finite_logprob(t) for t in lps[1:]):
-            return "a prompt token after the first has no finite log-prob at or below 0"
-        return _line_extras_problem(record, params.get("line_extras") or ())
-    return None
-
-
-def _line_extras_problem(record: dict[str, Any], extras: Sequence[str]) -> str | None:
-    """What a Min-K% line lacks of the extras its key asked for (a line written when the
-    extras joined the key: its params name them, :data:`KEY_FREE_PARAMS`)."""
-    for name in extras:
-        bit_check = LINE_EXTRA_BITS.get(name)
-        if bit_check is not None and not bit_check[1](record):
-            return EXTRA_LACKS[name]
-    return None
-
-
-def _has_zlib_bytes(record: Mapping[str, Any]) -> bool:
-    value = record.get("zlib_bytes")
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def _has_vocab_moments(record: Mapping[str, Any]) -> bool:
-    tokens = record.get("prompt_logprobs") or []
-    if len(tokens) < 2:
-        return False
-    for t in tokens[1:]:
-        mu, var = (t.get("vocab_mean"), t.get("vocab_var")) if isinstance(t, Mapping) else (None, None)
-        if not (
-            isinstance(mu, (int, float))
-            and isinstance(var, (int, float))
-            and math.isfinite(mu)
-            and math.isfinite(var)
-            and var >= 0
-        ):
-            return False
-    return True
-
-
-#: What a prompt-scoring line may carry beside its log-probs (lookahead.measures
-#: LINE_EXTRAS, a measure's `needs`), each with its bit in the line's extras mask and the
-#: test that a line holds it. Why a mask and not part of the key: the key stands for the
-#: forward pass (task, model, prompt, decoding parameters), and the same pass serves a study that needs
-#: all of these and one that needs none; the mask says which studies a line serves.
-LINE_EXTRA_BITS: dict[str, tuple[int, Callable[[Mapping[str, Any]], bool]]] = {
-    ZLIB_BYTES: (1, _has_zlib_bytes),
-    VOCAB_MOMENTS: (2, _has_vocab_moments),
-}
-EXTRA_LACKS = {ZLIB_BYTES: "no zlib_bytes", VOCAB_MOMENTS: "a prompt token after the first has no finite vocabulary moments"}
 EXTRAS_MASK = 3  # the low bits of an ident hash that hold a line's extras (RawStore)
-#: The tasks whose lines carry extras (a prompt scored token by token).
-PROMPT_TASKS = ("mink", REFERENCE_TASK)
 #: Query parameters that joined a Min-K% line's key before the key stood for the forward
 #: pass alone (lookahead.keys): a line whose params hold them was keyed with them and is
 #: found by the key its fields hash to without them (:func:`line_key`), so an older cache
 #: serves every study it can with nothing asked again.
 KEY_FREE_PARAMS = ("line_extras",)
-
-
-def extras_bits(record: Mapping[str, Any]) -> int:
-    """The extras a line carries (:data:`LINE_EXTRA_BITS`) as a bit mask; 0 for a task that
-    carries none."""
-    if record.get("task") not in PROMPT_TASKS:
-        return 0
-    return sum(bit for bit, holds in LINE_EXTRA_BITS.values() if holds(record))
-
-
-def needs_bits(extras: Iterable[str]) -> int:
-    """The bit mask of the named extras (one clear error for a name not in LINE_EXTRA_BITS)."""
-    out = 0
-    for name in extras:
-        if name not in LINE_EXTRA_BITS:
-            raise ValueError(f"unknown line extra {name!r}; one of {', '.join(LINE_EXTRA_BITS)}")
-        out |= LINE_EXTRA_BITS[name][0]
-    return out
-
-
-def extras_rank(bits: int) -> int:
-    """How many extras a mask holds: among a key's lines the richest wins (same pass)."""
-    return bin(bits).count("1")
 
 
 def line_key(record: Mapping[str, Any]) -> str:
@@ -553,7 +400,7 @@ def shard_files(raw_dir: str | os.PathLike[str], task: str) -> list[Path]:
 
 def wins_over(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """Whether line ``a`` wins over an earlier-read line ``b`` of the same key: the line
-    carrying more extras (:func:`extras_rank`: the same forward pass, more of it kept), then
+    carrying more extras (:func:`lookahead.tasks.extras_rank`: the same forward pass, more of it kept), then
     first write wins, by ``finished_at`` (lines are read in path, then line order, so a tie
     keeps the one read first). The staging models rank by the same rule
     (macros/study_helpers.sql first_written_line)."""
@@ -578,7 +425,7 @@ def load_cache(
 
     ``wanted`` as a mapping key -> expected ident (:func:`ident_of`) also skips a line whose
     fields disagree with its key, as the build does (int_*_lines, raw_line_rejects).
-    ``needs``: the extras a line must carry (:data:`LINE_EXTRA_BITS`) to answer."""
+    ``needs``: the extras a line must carry (:data:`lookahead.tasks.LINE_EXTRA_BITS`) to answer."""
     out: dict[str, dict[str, Any]] = {}
     expect = wanted if isinstance(wanted, Mapping) else None
     need = needs_bits(needs)
@@ -1150,7 +997,7 @@ class RawStore:
     def _note(self, rec: Mapping[str, Any]) -> bool:
         """Record a line under the key of the forward pass it holds (:func:`line_key`) with
         its ident, the ident hash's low bits holding the extras it carries
-        (:func:`extras_bits`); False when the key already had a line."""
+        (:func:`lookahead.tasks.extras_bits`); False when the key already had a line."""
         key, full = line_key(rec), ident_of(rec)
         if not full[-1]:
             self.unhashed += 1
@@ -1164,7 +1011,7 @@ class RawStore:
 
     def has_answer(self, key: str, ident: Ident | None = None, needs: int = 0) -> bool:
         """Whether the cache holds a line for ``key`` (whose fields agree with ``ident``,
-        when given, and that carries the extras of mask ``needs``, :func:`needs_bits`): only
+        when given, and that carries the extras of mask ``needs``, :func:`lookahead.tasks.needs_bits`): only
         such a line answers the query, so only it counts as cached."""
         return self._answers(key, self.idents.get(key), ident, needs)
 

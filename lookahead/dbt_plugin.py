@@ -268,7 +268,8 @@ def key_params(study: Study) -> dict[str, str]:
     (lookahead.keys.task_params); a task whose params a bad setting prevents is left
     out (its lines then match no key, and the run-start check names the setting)."""
     from lookahead.cache import params_json
-    from lookahead.keys import TASKS, task_params
+    from lookahead.keys import task_params
+    from lookahead.tasks import TASKS
 
     out = {}
     for task in TASKS:

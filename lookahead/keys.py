@@ -29,7 +29,6 @@ from lookahead.measures import LINE_EXTRAS, REFERENCE_TASK, computes, study_meas
 from lookahead.prompts import Template, check_recall_template, recall_prompt_columns, text_column
 from lookahead.rows import PAIR_COLUMNS, SPLIT_COLUMNS, split_staged_arrow, unique_pairs
 
-TASKS = ("forecast", "recall", "mink", REFERENCE_TASK)
 TOP_LOGPROBS = 20  # the protocol: top-20 log-probs at the answer position
 MIN_SAMPLES = 25  # the protocol's floor for the sampling fallback
 KEY_COLUMNS = ("task", "key", "row_id", "entity_id", "target_date")
@@ -135,7 +134,7 @@ def _task_params(study: Study, task: str) -> dict[str, Any]:
         study_measures(study)  # a measure the backend cannot give stops here, before any query
         # The key stands for the forward pass alone: what the study's other prompt
         # measures need in the same line (lookahead.measures line_extras) is not part of it,
-        # so one line serves every study it carries enough for (lookahead.cache LINE_EXTRA_BITS).
+        # so one line serves every study it carries enough for (lookahead.tasks LINE_EXTRA_BITS).
         return _with_overflow(study, params)
     if task == REFERENCE_TASK:
         # The Min-K% prompt scored by the reference model: the same query without the

@@ -129,7 +129,7 @@ qualify row_number() over (
 
 
 {#- Whether a token list (a line's prompt tokens after the first) carries the vocabulary
-    moments at every position (lookahead.cache LINE_EXTRAS, the same test). -#}
+    moments at every position (lookahead.tasks LINE_EXTRA_BITS, the same test). -#}
 {% macro has_vocab_moments(tokens) -%}
     (len({{ tokens }}) > 0 and not coalesce(list_bool_or(list_transform({{ tokens }},
         lambda t: t.vocab_mean is null or t.vocab_var is null or not isfinite(t.vocab_mean)

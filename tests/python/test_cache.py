@@ -159,7 +159,8 @@ def test_nan_is_rejected_not_written(tmp_path):
     ],
 )
 def test_incomplete_answers_are_refused_and_nothing_is_written(tmp_path, task, fields, reason):
-    from lookahead.cache import IncompleteAnswer, incomplete_reason
+    from lookahead.cache import IncompleteAnswer
+    from lookahead.tasks import incomplete_reason
 
     r = rec("a", task=task)
     r["params"] = {"top_logprobs": 20}
@@ -171,7 +172,8 @@ def test_incomplete_answers_are_refused_and_nothing_is_written(tmp_path, task, f
 
 
 def test_complete_answers_pass_and_failures_go_to_their_own_file(tmp_path):
-    from lookahead.cache import FAILURE_FIELDS, incomplete_reason
+    from lookahead.cache import FAILURE_FIELDS
+    from lookahead.tasks import incomplete_reason
 
     mink = rec(
         "m",
@@ -193,10 +195,27 @@ def test_complete_answers_pass_and_failures_go_to_their_own_file(tmp_path):
         assert "m" in store and "x" not in store
 
 
+def test_every_task_the_jobs_write_has_its_answer_rule_in_the_registry():
+    """The task registry (lookahead.tasks) names each raw task the jobs write, with its
+    answer rule; a claim-level line has none and is complete as written, and a line whose
+    task is not text is checked for its log-probs alone."""
+    from llm_jobs import claims_extract, forecast, mink, recall, reference
+    from lookahead.tasks import ANSWER_RULES, TASKS, incomplete_reason
+
+    assert TASKS == tuple(ANSWER_RULES) == ("forecast", "recall", "mink", "reference")
+    assert {forecast.TASK, recall.TASK, mink.TASK, reference.TASK} == set(TASKS)
+    assert claims_extract.TASK not in ANSWER_RULES
+    assert incomplete_reason(rec("c", task=claims_extract.TASK, top_logprobs=None)) is None
+    assert incomplete_reason(rec("c", task=["recall"], top_logprobs=None)) is None
+    assert "not finite" in incomplete_reason(rec("c", task=None, top_logprobs=[{"logprob": None}]))
+    assert incomplete_reason(rec("r", top_logprobs=None)) == "no top log-probs"  # the rule does fail
+
+
 def test_a_log_prob_within_the_tolerance_is_cached_as_zero_and_counted(tmp_path):
     """Issue 35, item 4: a server that rounds a near-certain token to +1e-7 does not block
     the study; the value is read as 0 and each line says how many it had."""
-    from lookahead.cache import LOGPROB_TOLERANCE, iter_records
+    from lookahead.cache import iter_records
+    from lookahead.tasks import LOGPROB_TOLERANCE
 
     r = rec("a", task="recall")
     r["params"] = {"top_logprobs": 20}

@@ -13,14 +13,7 @@ import yaml
 from dbt_runner import run_dbt
 from fixture_study import write_fixture_study
 
-from lookahead.cache import (
-    REQUIRED_FIELDS,
-    SHARD_PATTERN,
-    RawStore,
-    load_cache,
-    shard_files,
-    try_lock,
-)
+from lookahead.cache import REQUIRED_FIELDS, SHARD_PATTERN, RawStore, load_cache, shard_files, try_lock
 from lookahead.identity import cache_fingerprint, fingerprint
 
 ROOT = Path(__file__).resolve().parents[2]
