@@ -102,7 +102,7 @@ def plan(ctx: JobContext, params: dict[str, Any], labels: dict[str, str] | None)
     sent uses ``labels`` (the tokenizer-checked ones, when they differ from the study's);
     the key hashes the prompt with the study's labels (the swap is fixed by the model and
     label_synonyms, both in the key), and that is the line's query_text, so that a line's
-    fields hash to its key (lookahead.cache.fields_key)."""
+    fields hash to its key (lookahead.keys.fields_key)."""
     pairs = unique_pairs(ctx.rows)  # every pair at once: a study may have millions
     keys = pair_keys(ctx.study, pairs, params).to_pylist()
     texts = recall_prompt_column(ctx.study, pairs).to_pylist()

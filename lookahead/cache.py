@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
-import hashlib
 import itertools
 import json
 import os
@@ -44,15 +43,17 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lookahead.errors import UserError
+from lookahead.keys import (
+    fields_key,
+    line_key,
+)
 from lookahead.tasks import clamp_near_zero, extras_bits, extras_rank, incomplete_reason, needs_bits
 
 REQUIRED_FIELDS = (
@@ -115,101 +116,12 @@ class IncompleteAnswer(CacheError):
 
 
 EXTRAS_MASK = 3  # the low bits of an ident hash that hold a line's extras (RawStore)
-#: Query parameters that joined a Min-K% line's key before the key stood for the forward
-#: pass alone (lookahead.keys): a line whose params hold them was keyed with them and is
-#: found by the key its fields hash to without them (:func:`line_key`), so an older cache
-#: serves every study it can with nothing asked again.
-KEY_FREE_PARAMS = ("line_extras",)
-
-
-def line_key(record: Mapping[str, Any]) -> str:
-    """The key of the forward pass a line holds: its own key, or, for a line written when
-    its params' extras (:data:`KEY_FREE_PARAMS`) joined the key and whose fields hash to
-    that key, the key its fields hash to without them (the key a study asks for now).
-    A line whose fields do not hash to its key keeps its key (it answers nothing)."""
-    params = record.get("params")
-    if not isinstance(params, dict) or not any(p in params for p in KEY_FREE_PARAMS):
-        return record["key"]
-    if fields_key(record) != record.get("key"):
-        return record["key"]
-    bare = {k: v for k, v in params.items() if k not in KEY_FREE_PARAMS}
-    return fields_key({**record, "params": bare}) or record["key"]
 
 
 def failures_path(raw_path: str | os.PathLike[str]) -> Path:
     """``<raw_dir>/<task>.failures.jsonl`` beside ``<raw_dir>/<task>.jsonl``."""
     p = Path(raw_path)
     return p.with_name(p.name[: -len(".jsonl")] + ".failures.jsonl" if p.name.endswith(".jsonl") else p.name + ".failures.jsonl")
-
-
-def params_json(params: Mapping[str, Any]) -> str:
-    """Canonical JSON of the query parameters (sorted keys, no spaces)."""
-    return json.dumps(params, sort_keys=True, separators=(",", ":"))
-
-
-#: The key text is these fields in this order, joined by KEY_SEPARATOR (docs/CONTRACTS.md);
-#: a recall ident is ``entity_id|target_date``, joined by the same separator.
-KEY_FIELDS = ("task", "model_id", "ident", "prompt", "params_json")
-KEY_SEPARATOR = "|"
-#: Rows keyed at a time by `query_keys` (their joined texts are what it holds).
-KEY_SLICE = 262_144
-
-
-def query_key(task: str, model_id: str, ident: str, prompt: str, params: Mapping[str, Any] | str) -> str:
-    """sha256 hex of ``task|model_id|ident|prompt|params_json`` (docs/CONTRACTS.md).
-
-    ident is the row_id (forecast, Min-K%) or ``entity_id|target_date`` (recall).
-    ``params`` may be given as its ``params_json`` text already. One key is `query_keys`
-    on one-element columns, so the jobs' keys and a build's are made by one rule."""
-    return query_keys(task, model_id, pa.array([ident], pa.string()), pa.array([prompt], pa.string()), params)[0].as_py()
-
-
-def query_keys(task: str, model_id: str, idents: pa.Array, prompts: pa.Array, params: Mapping[str, Any] | str) -> pa.Array:
-    """`query_key` of every (ident, prompt) pair, column-wise (Arrow strings in, out).
-
-    Why column-wise: a build keys every row of a study (millions of keys) and a Python
-    loop over the key texts was most of its time; the texts are joined by Arrow and
-    hashed with no Python code per key (`sha256_hex`). Why in slices of KEY_SLICE rows,
-    as large strings: the key texts of 5,000,000 recall pairs (2,000 entities by 2,500
-    dates) are 2.3 GB, past the 2 GiB an Arrow string array holds, and the joined texts
-    of a slice are all that is held at a time."""
-    text = {"task": task, "model_id": model_id, "params_json": params if isinstance(params, str) else params_json(params)}
-    parts = []
-    for start in range(0, len(idents), KEY_SLICE):
-        fields = {
-            **{k: pa.scalar(v, pa.large_string()) for k, v in text.items()},
-            "ident": idents.slice(start, KEY_SLICE).cast(pa.large_string()),
-            "prompt": prompts.slice(start, KEY_SLICE).cast(pa.large_string()),
-        }
-        parts.append(
-            sha256_hex(pc.binary_join_element_wise(*(fields[f] for f in KEY_FIELDS), pa.scalar(KEY_SEPARATOR, pa.large_string())))
-        )
-    return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
-
-
-def recall_idents(entity_ids: pa.Array, target_dates: pa.Array) -> pa.Array:
-    """The ident of recall keys: ``entity_id|target_date`` (text columns)."""
-    return pc.binary_join_element_wise(entity_ids, target_dates, KEY_SEPARATOR)
-
-
-def sha256_hex(texts: pa.Array) -> pa.Array:
-    """Lowercase hex sha256 of the UTF-8 bytes of each text (hashlib's ``hexdigest``).
-
-    hashlib (OpenSSL, with the CPU's SHA instructions) mapped over the texts' bytes, no
-    Python code per key: about a microsecond a key, most of a build's keying time. DuckDB's
-    vectorised ``sha256`` gives the same digests but took about three times as long.
-    The texts go in slices of HASH_SLICE: a map over C functions never gives up the
-    interpreter lock, so one map over a million keys stalled the other dbt thread (a
-    Python model, or the hashing of build_identity) for a second at a time."""
-    parts = []
-    for start in range(0, len(texts), HASH_SLICE):
-        data = texts.slice(start, HASH_SLICE).cast(pa.binary()).to_pylist()
-        parts.append(pa.array(list(map(_HEXDIGEST, map(hashlib.sha256, data))), pa.string()))
-    return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
-
-
-_HEXDIGEST = methodcaller("hexdigest")
-HASH_SLICE = 16384  # keys hashed between two chances for another thread: about 15 ms
 
 
 def utc_now() -> str:
@@ -347,36 +259,16 @@ def _records_from(path: Path, offset: int, complete_only: bool) -> Iterator[tupl
 #: whose key is right but whose task, model, row or (entity, date) is not is no answer to
 #: that query (it is listed in the build's raw_line_rejects and the query is asked again).
 IDENT_FIELDS = ("task", "model_id", "row_id", "entity_id", "target_date")
-#: params a line records beside the key's own (docs/CONTRACTS.md): not hashed into the key.
-UNKEYED_PARAMS = ("text_truncated_to_chars",)
 Ident = tuple[Any, ...]
 
 
 def ident_of(record: Mapping[str, Any]) -> Ident:
     """The line's identifying fields, as text (None stays None), then whether its fields
-    hash to its key (:func:`fields_key`): a query's ident ends in True
+    hash to its key (:func:`lookahead.keys.fields_key`): a query's ident ends in True
     (llm_jobs.context.query_ident), so a line whose key was rewritten with its row, or
     whose query text or params were edited, is no answer however its ident reads."""
     fields = tuple(None if record.get(f) is None else str(record.get(f)) for f in IDENT_FIELDS)
     return (*fields, fields_key(record) == record.get("key"))
-
-
-def fields_key(record: Mapping[str, Any]) -> str | None:
-    """The key a line's own fields hash to (`query_key` of its task, model_id, ident,
-    query_text and params less UNKEYED_PARAMS); None when a field is missing.
-
-    Why on read: a line is trusted by its key, and the key alone cannot show that the
-    answer beside it is that query's (a line copied under another row's key and row_id
-    read as that row's answer). The same rule in SQL is macros/study_helpers.sql's
-    `fields_match`. hashlib on one text, not `query_key`: this runs for every line a
-    store reads, and an Arrow array per line cost ten times as much."""
-    task, model_id, text, params = (record.get(f) for f in ("task", "model_id", "query_text", "params"))
-    ident = f"{record.get('entity_id')}{KEY_SEPARATOR}{record.get('target_date')}" if task == "recall" else record.get("row_id")
-    if not all(isinstance(v, str) for v in (task, model_id, ident, text)) or not isinstance(params, dict):
-        return None
-    keyed = {k: v for k, v in params.items() if k not in UNKEYED_PARAMS}
-    text = KEY_SEPARATOR.join((task, model_id, ident, text, params_json(keyed)))  # type: ignore[arg-type]
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def load_records(path: Path, wanted: set[str] | None = None) -> dict[str, dict[str, Any]]:
@@ -421,7 +313,7 @@ def load_cache(
     raw_dir: str | os.PathLike[str], task: str, wanted: set[str] | Mapping[str, Ident] | None = None, needs: Iterable[str] = ()
 ) -> dict[str, dict[str, Any]]:
     """key -> record over every shard of a task's cache, one record per key (wins_over);
-    a line is found by the forward pass it holds (:func:`line_key`).
+    a line is found by the forward pass it holds (:func:`lookahead.keys.line_key`).
 
     ``wanted`` as a mapping key -> expected ident (:func:`ident_of`) also skips a line whose
     fields disagree with its key, as the build does (int_*_lines, raw_line_rejects).
@@ -995,7 +887,7 @@ class RawStore:
             raise CacheError(f"{self.read_only} ({n_pending} queries are not cached yet)")
 
     def _note(self, rec: Mapping[str, Any]) -> bool:
-        """Record a line under the key of the forward pass it holds (:func:`line_key`) with
+        """Record a line under the key of the forward pass it holds (:func:`lookahead.keys.line_key`) with
         its ident, the ident hash's low bits holding the extras it carries
         (:func:`lookahead.tasks.extras_bits`); False when the key already had a line."""
         key, full = line_key(rec), ident_of(rec)

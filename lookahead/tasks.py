@@ -51,7 +51,7 @@ def clamp_near_zero(record: dict[str, Any]) -> int:
 
 def _line_extras_problem(record: Mapping[str, Any], extras: Sequence[str]) -> str | None:
     """What a Min-K% line lacks of the extras its key asked for (a line written when the
-    extras joined the key: its params name them, lookahead.cache KEY_FREE_PARAMS)."""
+    extras joined the key: its params name them, lookahead.keys KEY_FREE_PARAMS)."""
     for name in extras:
         bit_check = LINE_EXTRA_BITS.get(name)
         if bit_check is not None and not bit_check[1](record):

@@ -83,7 +83,7 @@ qualify row_number() over (
 {%- endmacro %}
 
 
-{#- Whether a raw line's own fields hash to its key (lookahead.cache.fields_key): sha256
+{#- Whether a raw line's own fields hash to its key (lookahead.keys.fields_key): sha256
     of task|model_id|ident|query_text|params, ident the row_id (entity_id|target_date for
     recall), params the study's own for `task` (the plugin sets lookahead_key_params_<task>
     from lookahead.keys.task_params), never null. Why: a line is selected by its key, and
@@ -96,7 +96,7 @@ qualify row_number() over (
     the line's: DuckDB has no canonical JSON writer to rebuild params_json from the line
     (the jobs' check, in Python, hashes the line's own). -#}
 {#- The raw lines of a prompt-scoring task (`relation`, its source), each under the key of
-    the forward pass it holds (lookahead.cache.line_key): a line keyed when its params also
+    the forward pass it holds (lookahead.keys.line_key): a line keyed when its params also
     named the extras it carries (lookahead.keys.legacy_key_params; the plugin sets
     lookahead_legacy_key_params_<task>) is read under the key its fields hash to without
     them, so a cache written before serves the study with nothing asked again. Every raw

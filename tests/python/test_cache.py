@@ -18,13 +18,12 @@ from lookahead.cache import (
     RawStore,
     atomic_write_parquet,
     atomic_write_text,
-    fields_key,
     ident_of,
     load_cache,
     load_records,
-    query_key,
     repair_torn_tail,
 )
+from lookahead.keys import fields_key, query_key
 
 
 def rec(key: str, **kw) -> dict:

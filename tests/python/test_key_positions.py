@@ -90,7 +90,8 @@ def test_key_index_answers_as_a_dict_across_folds(monkeypatch: pytest.MonkeyPatc
 
 def test_raw_store_index_holds_a_digest_key_and_its_ident(tmp_path: Path) -> None:
     """A store reads digest keys back into its index and answers has_answer by ident."""
-    from lookahead.cache import RawStore, ident_of, query_key
+    from lookahead.cache import RawStore, ident_of
+    from lookahead.keys import query_key
 
     path = tmp_path / "forecast.jsonl"
     with RawStore(path) as store:

@@ -29,7 +29,7 @@ def listed_queries(ctx: Any, task: str, params: dict[str, Any]) -> list[Any]:
     """The plan as a list, built one row at a time: each key by query_key on the row's
     rendered prompt (not the plan's column-wise keying)."""
     from llm_jobs.queries import Query
-    from lookahead.cache import query_key
+    from lookahead.keys import query_key
     from lookahead.prompts import render_forecast
 
     template = str(ctx.study.prompts.forecast_prompt)
