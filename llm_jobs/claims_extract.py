@@ -21,7 +21,7 @@ from llm_jobs.claims_common import ClaimContext, claim_main, claim_record, predi
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import run_queries
-from lookahead.cache import RawStore
+from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import claims_raw_file, load_reference_extractions, sha
 from lookahead.claims.prompts import extraction_prompt, extraction_retry_prompt
 from lookahead.claims.schema import EXTRACTION_SCHEMA, ExtractionError, parse_extraction_text

@@ -20,7 +20,7 @@ from llm_jobs.claims_common import ClaimContext, claim_main, claim_record, predi
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, run_queries
-from lookahead.cache import RawStore
+from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import claims_raw_file, load_corpus
 from lookahead.claims.prompts import support_prompt
 from lookahead.claims.retrieval import bm25

@@ -15,7 +15,9 @@ import pandas as pd
 
 from llm_jobs.queries import Query, QueryPlan, keys_of
 from lookahead.backends import Backend, get_backend
-from lookahead.cache import Ident, KeyPositions, RawStore, load_fields
+from lookahead.cache.index import KeyPositions
+from lookahead.cache.lookup import Ident, load_fields
+from lookahead.cache.store import RawStore
 from lookahead.config import Study, load_study
 from lookahead.consent import Destination
 from lookahead.guard import JobStop
@@ -223,7 +225,7 @@ def preflight(study: Study, facts: RowFacts) -> None:
 
 def study_shard(study_name: str) -> str:
     """The shard folder a study's job appends to when another process writes the shared
-    file (lookahead.cache.RawStore own_shard): one path segment, named after the study."""
+    file (lookahead.cache.store.RawStore own_shard): one path segment, named after the study."""
     import hashlib
     import re
 
@@ -240,7 +242,7 @@ def open_store(ctx: JobContext, task: str) -> RawStore:
 
 
 def query_ident(ctx: JobContext, task: str, q: Query) -> Ident:
-    """The fields a cached line must share with query ``q`` (lookahead.cache.ident_of),
+    """The fields a cached line must share with query ``q`` (lookahead.cache.lookup.ident_of),
     its fields hashing to its key included."""
     return (task, str(ctx.study.backend.model_id), q.row_id, q.entity_id, q.target_date, True)
 
@@ -308,9 +310,9 @@ def cached_fields(
     """The named fields of each query's answer line, in the order of ``queries``: (found,
     {field: values}), the line :func:`cached_records` would give (only lines that agree with
     their key; first written wins). A summary reads these instead of every whole line, so
-    its memory is a few values a row (lookahead.cache.load_fields); the expected fields of a
+    its memory is a few values a row (lookahead.cache.lookup.load_fields); the expected fields of a
     key are made only for the lines read, not held for the whole study. ``derived``:
-    values computed from each line as it is read (lookahead.cache.load_fields)."""
+    values computed from each line as it is read (lookahead.cache.lookup.load_fields)."""
     position = KeyPositions(keys_of(queries))  # a key's first position; numpy, not a dict of strings
     if isinstance(queries, QueryPlan):  # the ident needs the row_id only: no prompt rendered a line
         plan = queries

@@ -31,7 +31,7 @@ from llm_jobs.query_loop import logprob_dicts
 from llm_jobs.run_plan import not_answered_elsewhere
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
-from lookahead.cache import atomic_parquet_writer
+from lookahead.cache.atomic import atomic_parquet_writer
 from lookahead.guard import EXIT_OK, EXIT_PARSE_RATE, JobStop
 from lookahead.keys import task_params
 from lookahead.scoring import (

@@ -34,7 +34,8 @@ from llm_jobs.query_loop import logprob_dicts, record_skeleton, settle
 from llm_jobs.run_plan import answered_elsewhere
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
-from lookahead.cache import RawStore, utc_now
+from lookahead.cache.files import utc_now
+from lookahead.cache.store import RawStore
 from lookahead.guard import EXIT_OK
 from lookahead.keys import sampling_fallback, task_params
 from lookahead.measures import VOCAB_MOMENTS, ZLIB_BYTES, zlib_bytes

@@ -27,7 +27,7 @@ from llm_jobs.query_loop import logprob_dicts
 from llm_jobs.run_plan import not_answered_elsewhere
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
-from lookahead.cache import atomic_write_parquet
+from lookahead.cache.atomic import atomic_write_parquet
 from lookahead.guard import EXIT_OK, JobStop
 from lookahead.keys import sampling_fallback, task_params
 from lookahead.measures import VOCAB_MOMENTS, ZLIB_BYTES, line_extras, zlib_bytes

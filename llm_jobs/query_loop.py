@@ -23,7 +23,8 @@ from llm_jobs.failures import STOP_AFTER_FAILURES_IN_A_ROW, QueryTally, failure_
 from llm_jobs.queries import Query
 from lookahead.backends import Backend
 from lookahead.backends.base import QueryFailure
-from lookahead.cache import IncompleteAnswer, RawStore, utc_now
+from lookahead.cache.files import utc_now
+from lookahead.cache.store import IncompleteAnswer, RawStore
 from lookahead.masking import mask
 from lookahead.stopping import draining, raise_if_stopped, should_stop
 from lookahead.tasks import LOGPROB_TOLERANCE, incomplete_reason

@@ -28,7 +28,7 @@ from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
-from lookahead.cache import atomic_write_parquet
+from lookahead.cache.atomic import atomic_write_parquet
 from lookahead.guard import EXIT_OK, JobStop
 from lookahead.keys import (
     EXACT,

@@ -384,12 +384,12 @@ def code_fingerprint(root: Path = PROJECT_ROOT) -> str:
 
 
 def cache_fingerprint(raw_dir: str | Path, task: str) -> str:
-    """Fingerprint of a task's whole cache, every shard (lookahead.cache.shard_files).
+    """Fingerprint of a task's whole cache, every shard (lookahead.cache.files.shard_files).
 
     A cache that is just the single-process file keeps that file's own fingerprint, so
     databases built before sharding stay current; with shards it is the sha256 of each
     shard's path (relative to raw_dir) and fingerprint, in path order."""
-    from lookahead.cache import shard_files
+    from lookahead.cache.files import shard_files
 
     root = Path(raw_dir)
     files = shard_files(root, task)

@@ -2,7 +2,7 @@
 complete answer to each: one registry entry a task (:data:`ANSWER_RULES`), whose keys are
 the tasks (:data:`TASKS`).
 
-Why here, apart from the cache that enforces them (lookahead.cache, RawStore.append)
+Why here, apart from the cache that enforces them (lookahead.cache.store, RawStore.append)
 and the keys that name the queries (lookahead.keys): a task's answer rule is part of what
 the task is, and a new task is added in one place, its rule beside its name. The claim-level
 tasks are lookahead.claims.tasks; their lines have no answer rule here (every line counts).

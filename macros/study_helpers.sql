@@ -67,7 +67,7 @@
 
 
 {#- One line per answer: the same answer in several shards counts once, the first
-    written (lookahead.cache.wins_over: earliest finished_at, then the shard's path). A
+    written (lookahead.cache.lookup.wins_over: earliest finished_at, then the shard's path). A
     line whose fields disagree with its key stays, for raw_line_rejects to name, beside
     the matching line of the same key and row (fields_match is part of the answer). The last
     clause of a staging model's final select, on the raw columns of `relation` (its last
@@ -138,7 +138,7 @@ qualify row_number() over (
 
 
 {#- How `first_written_line` ranks a prompt-scoring task's lines of one key before the
-    first written (lookahead.cache.wins_over): a line carrying the extras the study needs
+    first written (lookahead.cache.lookup.wins_over): a line carrying the extras the study needs
     (the plugin's lookahead_line_needs_<task>) first, then the line carrying more of
     them (the same forward pass, more of it kept). `has_zlib` and `has_moments` are
     boolean columns of the ranked relation. -#}

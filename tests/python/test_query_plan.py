@@ -100,7 +100,7 @@ def test_not_cached_and_cached_fields_on_a_plan_equal_the_list(tmp_path: Path, s
     from llm_jobs.context import cached_fields, not_cached, open_store
     from llm_jobs.queries import QueryPlan
     from llm_jobs.query_loop import record_skeleton
-    from lookahead.cache import utc_now
+    from lookahead.cache.files import utc_now
 
     ctx = context(tmp_path)
     plan, params = forecast.plan(ctx)
