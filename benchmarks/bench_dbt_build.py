@@ -105,7 +105,7 @@ def generate(out: Path, n_rows: int, n_entities: int = 1587, n_dates: int = 3000
     }
     study = Study(vars=resolve(vars_))
     # with the query text and params each key hashes: a line whose fields do not hash to
-    # its key is no answer (lookahead.cache.fields_key, staging's fields_match)
+    # its key is no answer (lookahead.keys.fields_key, staging's fields_match)
     keys = expected_queries(study, load_rows(study)[0])  # noqa: F841
     con.execute("create table keys as select * from keys")
     con.execute(f"""

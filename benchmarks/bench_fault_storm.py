@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tests" / "python"))
 from test_openai_backend import FakeOpenAIState, _handler, raw_answers, write_openai_study  # noqa: E402
 
 from llm_jobs import run_all  # noqa: E402
-from lookahead.cache import incomplete_reason  # noqa: E402
+from lookahead.tasks import incomplete_reason  # noqa: E402
 
 
 def serve(**kwargs: object) -> tuple[str, FakeOpenAIState]:

@@ -201,7 +201,7 @@ def prefill(study: Path, share: float, task: str = "forecast") -> int:
     from llm_jobs.cli import arg_parser
     from llm_jobs.context import make_context
     from llm_jobs.query_loop import record_skeleton
-    from lookahead.cache import utc_now
+    from lookahead.cache.files import utc_now
     from lookahead.scoring import first_token_prob
 
     ctx = make_context(arg_parser("prefill").parse_args(["--study", str(study), "--yes"]))

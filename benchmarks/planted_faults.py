@@ -261,7 +261,8 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
 
     from test_openai_backend import FakeOpenAIState, _handler, write_openai_study
 
-    from lookahead.cache import LOGPROB_TOLERANCE, ident_of, load_cache
+    from lookahead.cache.lookup import ident_of, load_cache
+    from lookahead.tasks import LOGPROB_TOLERANCE
 
     work.mkdir(parents=True, exist_ok=True)
     servers = []
@@ -349,7 +350,7 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
             rerun, asked_again = edited_rerun("rewritten", forge)
             # the answer read for r9's key, as the jobs and the build read it: the first
             # written of the lines that agree with the key, their fields hashing to it
-            # (lookahead.cache.load_cache; staging's fields_match)
+            # (lookahead.cache.lookup.load_cache; staging's fields_match)
             used = load_cache(work / "rewritten" / "raw", "forecast", {victim["key"]: ident_of(victim)})
             # bad: the answer read for r9's key is r0's (its prompt is r0's)
             bad = int(used.get(victim["key"], {}).get("prompt") == forged["prompt"] != victim["prompt"])

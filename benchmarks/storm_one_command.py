@@ -33,7 +33,7 @@ sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests" / "python"), str(RO
 from bench_fault_storm import quiet_run, serve  # noqa: E402
 from test_openai_backend import raw_answers, write_openai_study  # noqa: E402
 
-from lookahead.cache import incomplete_reason  # noqa: E402
+from lookahead.tasks import incomplete_reason  # noqa: E402
 
 TRANSPORT = ("429_retry_after", "429_plain", "500", "reset", "slow")
 CONTENT = ("malformed_json", "html_200", "empty_logprobs", "missing_logprobs", "nan", "positive_logprob", "missing_text")

@@ -16,12 +16,13 @@ from typing import Any
 import pandas as pd
 
 from llm_jobs.cli import arg_parser
-from llm_jobs.context import JobContext, Query, check_study_links
+from llm_jobs.context import JobContext, check_study_links
 from llm_jobs.failures import require_complete
 from llm_jobs.planning import confirm, print_plan
+from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, record_skeleton, run_queries
 from lookahead.backends.base import QueryFailure
-from lookahead.cache import RawStore
+from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import ClaimSettings, claim_study, claims_raw_file, load_predictions
 from lookahead.claims.prompts import answer_retry_prompt
 from lookahead.claims.tasks import PredictionError

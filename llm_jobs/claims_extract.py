@@ -18,14 +18,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_main, claim_record, predictions
-from llm_jobs.context import Query
 from llm_jobs.planning import confirm, print_plan
+from llm_jobs.queries import Query
 from llm_jobs.query_loop import run_queries
-from lookahead.cache import RawStore, query_key
+from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import claims_raw_file, load_reference_extractions, sha
 from lookahead.claims.prompts import extraction_prompt, extraction_retry_prompt
 from lookahead.claims.schema import EXTRACTION_SCHEMA, ExtractionError, parse_extraction_text
 from lookahead.guard import EXIT_OK
+from lookahead.keys import query_key
 
 TASK = "claims_extract"
 

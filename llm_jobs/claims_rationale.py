@@ -20,14 +20,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_main, claim_record
-from llm_jobs.context import Query
 from llm_jobs.planning import confirm, print_plan
+from llm_jobs.queries import Query
 from llm_jobs.query_loop import run_queries
-from lookahead.cache import RawStore, query_key
+from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import claims_raw_file, load_instances
 from lookahead.claims.prompts import AGENTS, rationale_prompt
 from lookahead.claims.rationale_parse import parse_agent_answer
 from lookahead.guard import EXIT_OK
+from lookahead.keys import query_key
 
 TASK = "claims_rationale"
 

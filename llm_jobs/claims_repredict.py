@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_main, predictions, run_parsed
-from llm_jobs.context import Query
-from lookahead.cache import query_key
+from llm_jobs.queries import Query
 from lookahead.claims.inputs import sha
 from lookahead.claims.prompts import clean_rationale, repredict_prompt
+from lookahead.keys import query_key
 
 TASK = "claims_repredict"
 

@@ -17,15 +17,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_main, claim_record, predictions
-from llm_jobs.context import Query
 from llm_jobs.planning import confirm, print_plan
+from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, run_queries
-from lookahead.cache import RawStore, query_key
+from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import claims_raw_file, load_corpus
 from lookahead.claims.prompts import support_prompt
 from lookahead.claims.retrieval import bm25
 from lookahead.claims.tables import candidate_queries, instance_claims, instance_key
 from lookahead.guard import EXIT_OK
+from lookahead.keys import query_key
 from lookahead.scoring import label_probability
 
 TASK = "claims_support"

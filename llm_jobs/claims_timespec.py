@@ -38,10 +38,10 @@ from typing import Any
 import pandas as pd
 
 from llm_jobs.claims_common import ClaimContext, ask_parsed, claim_main, claim_record
-from llm_jobs.context import Query
 from llm_jobs.planning import confirm, print_plan
+from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, run_queries
-from lookahead.cache import RawStore, query_key
+from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import (
     claims_raw_file,
     load_corpus,
@@ -56,6 +56,7 @@ from lookahead.claims.schema import EXTRACTION_SCHEMA, Claim, ExtractionError, c
 from lookahead.claims.tables import Dater, support_lines
 from lookahead.config import StudyConfigError
 from lookahead.guard import EXIT_OK
+from lookahead.keys import query_key
 
 TASK = "claims_timespec"
 AGENT = "timespec"

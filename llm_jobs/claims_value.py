@@ -32,11 +32,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_main, predictions, run_parsed
-from llm_jobs.context import Query
-from lookahead.cache import query_key
+from llm_jobs.queries import Query
 from lookahead.claims.prompts import coalition_prompt
 from lookahead.claims.shapley import members_of, plan_for
 from lookahead.claims.tables import claims_sha, instance_claims, instance_key
+from lookahead.keys import query_key
 
 TASK = "claims_value"
 

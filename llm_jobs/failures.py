@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_jobs.context import Query, QueryPlan, keys_of
-from lookahead.cache import RawStore, utc_now
+from llm_jobs.queries import Query, QueryPlan, keys_of
+from lookahead.cache.files import utc_now
+from lookahead.cache.store import RawStore
 from lookahead.errors import RESUME
 from lookahead.guard import EXIT_INCOMPLETE, JobStop
 from lookahead.masking import mask

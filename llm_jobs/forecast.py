@@ -23,24 +23,15 @@ from typing import Any
 import pyarrow as pa
 
 from llm_jobs.cli import run_main
-from llm_jobs.context import (
-    JobContext,
-    Query,
-    QueryPlan,
-    cached_fields,
-    cached_records,
-    keys_of,
-    not_cached,
-    open_store,
-    release_freed_memory,
-)
+from llm_jobs.context import JobContext, cached_fields, cached_records, not_cached, open_store, release_freed_memory
 from llm_jobs.failures import refused_keys, require_complete, skip_refused
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
+from llm_jobs.queries import Query, QueryPlan, keys_of
 from llm_jobs.query_loop import logprob_dicts
 from llm_jobs.run_plan import not_answered_elsewhere
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
-from lookahead.cache import atomic_parquet_writer
+from lookahead.cache.atomic import atomic_parquet_writer
 from lookahead.guard import EXIT_OK, EXIT_PARSE_RATE, JobStop
 from lookahead.keys import task_params
 from lookahead.scoring import (

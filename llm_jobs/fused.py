@@ -26,14 +26,16 @@ from dataclasses import replace
 from typing import Any
 
 from llm_jobs import forecast, mink
-from llm_jobs.context import JobContext, Query, QueryPlan, cached_records, keys_of, not_cached, open_store
+from llm_jobs.context import JobContext, cached_records, not_cached, open_store
 from llm_jobs.failures import require_complete, skip_refused
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan
+from llm_jobs.queries import Query, QueryPlan, keys_of
 from llm_jobs.query_loop import logprob_dicts, record_skeleton, settle
 from llm_jobs.run_plan import answered_elsewhere
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
-from lookahead.cache import RawStore, utc_now
+from lookahead.cache.files import utc_now
+from lookahead.cache.store import RawStore
 from lookahead.guard import EXIT_OK
 from lookahead.keys import sampling_fallback, task_params
 from lookahead.measures import VOCAB_MOMENTS, ZLIB_BYTES, zlib_bytes

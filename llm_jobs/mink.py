@@ -19,14 +19,15 @@ from typing import Any
 import pandas as pd
 
 from llm_jobs.cli import run_main
-from llm_jobs.context import JobContext, Query, QueryPlan, cached_fields, keys_of, not_cached, open_store
+from llm_jobs.context import JobContext, cached_fields, not_cached, open_store
 from llm_jobs.failures import refused_keys, require_complete, skip_refused
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
+from llm_jobs.queries import Query, QueryPlan, keys_of
 from llm_jobs.query_loop import logprob_dicts
 from llm_jobs.run_plan import not_answered_elsewhere
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
-from lookahead.cache import atomic_write_parquet
+from lookahead.cache.atomic import atomic_write_parquet
 from lookahead.guard import EXIT_OK, JobStop
 from lookahead.keys import sampling_fallback, task_params
 from lookahead.measures import VOCAB_MOMENTS, ZLIB_BYTES, line_extras, zlib_bytes
@@ -111,7 +112,7 @@ def score_prompts(
 
 
 def line_writes(ctx: JobContext, task: str) -> tuple[str, ...]:
-    """The extras a `task` line is written with (lookahead.cache LINE_EXTRA_BITS): what the
+    """The extras a `task` line is written with (lookahead.tasks LINE_EXTRA_BITS): what the
     study's measures need, the zlib length always (it reads the prompt text only), and
     what the backend computes at almost no cost from the same pass (Backend.free_extras:
     the vocabulary moments on transformers, BENCHMARKS.md), so that a measure added later

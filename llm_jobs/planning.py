@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from llm_jobs.context import JobContext, Query, QueryPlan
+from llm_jobs.context import JobContext
+from llm_jobs.queries import Query, QueryPlan
 from lookahead.backends import Backend
 from lookahead.config import StudyConfigError
 from lookahead.consent import Destination
@@ -104,7 +105,7 @@ def row_queries(ctx: JobContext, task: str, params: dict[str, Any]) -> QueryPlan
     """One query per row over its forecast prompt (forecast and Min-K% ask the same prompt),
     keyed by lookahead.keys; the template guard runs first (no outcome, no target date).
 
-    The plan is a :class:`~llm_jobs.context.QueryPlan`: the keys as one Arrow column, the
+    The plan is a :class:`~llm_jobs.queries.QueryPlan`: the keys as one Arrow column, the
     prompt rendered again from its row when a slice is read, so a million rows' plan is
     their keys (about 70 MB), not a million Query objects (about 480 MB)."""
     import pyarrow as pa

@@ -18,13 +18,16 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from llm_jobs.context import JobContext, Query
+from llm_jobs.context import JobContext
 from llm_jobs.failures import STOP_AFTER_FAILURES_IN_A_ROW, QueryTally, failure_record, too_many_failures
+from llm_jobs.queries import Query
 from lookahead.backends import Backend
 from lookahead.backends.base import QueryFailure
-from lookahead.cache import LOGPROB_TOLERANCE, IncompleteAnswer, RawStore, incomplete_reason, utc_now
+from lookahead.cache.files import utc_now
+from lookahead.cache.store import IncompleteAnswer, RawStore
 from lookahead.masking import mask
 from lookahead.stopping import draining, raise_if_stopped, should_stop
+from lookahead.tasks import LOGPROB_TOLERANCE, incomplete_reason
 
 QUERY_LOG_ENV = "LOOKAHEAD_QUERY_LOG"  # optional: one line per key sent to the model
 
@@ -220,7 +223,7 @@ def run_queries(
     """Ask every pending query (:func:`answer_each`); append each complete answer, record
     each failure, each as it arrives.
 
-    Only complete answers reach the cache (lookahead.cache.incomplete_reason); a query
+    Only complete answers reach the cache (lookahead.tasks.incomplete_reason); a query
     that got none within the backend's retry bound goes to ``<task>.failures.jsonl``
     and stays pending, so the next run asks it again. When the last
     STOP_AFTER_FAILURES_IN_A_ROW queries all failed the server is taken to be down and

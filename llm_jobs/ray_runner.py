@@ -20,7 +20,7 @@ crash-safety contract, and this runner keeps it across workers and restarts.
   never asked again once it is written; a key that was being answered but not written
   is asked again. A later run of the job resumes the same way, from every shard.
 - Reading the cache, dbt's staging models and the jobs take the union of the shards,
-  one line per key (lookahead.cache.load_cache), so a duplicate could never count twice
+  one line per key (lookahead.cache.lookup.load_cache), so a duplicate could never count twice
   even if one were written.
 """
 
@@ -35,16 +35,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from llm_jobs.context import JobContext, Query
+from llm_jobs.context import JobContext
 from llm_jobs.failures import STOP_AFTER_FAILURES_IN_A_ROW, QueryTally, too_many_failures
+from llm_jobs.queries import Query
 from llm_jobs.query_loop import QUERY_LOG_ENV, Answer, answer_each, answer_streams, progress_bar, settle
 from lookahead.backends.base import BackendFatal, QueryFailure
-from lookahead.cache import SHARDS_DIR, CacheLocked, RawStore, ident_of, needs_bits, repair_idle_shard, shard_files
+from lookahead.cache.files import SHARDS_DIR, repair_idle_shard, shard_files
+from lookahead.cache.lookup import ident_of
+from lookahead.cache.store import CacheLocked, RawStore
 from lookahead.config import PROJECT_ROOT, Study
 from lookahead.errors import RESUME
 from lookahead.guard import EXIT_INCOMPLETE, EXIT_USER_ERROR, JobStop
 from lookahead.masking import mask
 from lookahead.measures import line_extras
+from lookahead.tasks import needs_bits
 
 RAY_PIN = "ray[data]==2.60.0"  # requirements.txt pins the same
 MAX_SHARD_SLOTS = 4096

@@ -21,13 +21,14 @@ from typing import Any
 import pandas as pd
 
 from llm_jobs.cli import run_main
-from llm_jobs.context import JobContext, Query, cached_fields, not_cached, open_store
+from llm_jobs.context import JobContext, cached_fields, not_cached, open_store
 from llm_jobs.failures import refused_keys, require_complete, skip_refused
 from llm_jobs.planning import confirm, print_plan, prompt_token_limit, too_long_stop
+from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
-from lookahead.cache import atomic_write_parquet
+from lookahead.cache.atomic import atomic_write_parquet
 from lookahead.guard import EXIT_OK, JobStop
 from lookahead.keys import (
     EXACT,
@@ -101,7 +102,7 @@ def plan(ctx: JobContext, params: dict[str, Any], labels: dict[str, str] | None)
     sent uses ``labels`` (the tokenizer-checked ones, when they differ from the study's);
     the key hashes the prompt with the study's labels (the swap is fixed by the model and
     label_synonyms, both in the key), and that is the line's query_text, so that a line's
-    fields hash to its key (lookahead.cache.fields_key)."""
+    fields hash to its key (lookahead.keys.fields_key)."""
     pairs = unique_pairs(ctx.rows)  # every pair at once: a study may have millions
     keys = pair_keys(ctx.study, pairs, params).to_pylist()
     texts = recall_prompt_column(ctx.study, pairs).to_pylist()

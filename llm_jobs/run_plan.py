@@ -77,7 +77,7 @@ def not_answered_elsewhere(task: str, queries: Sequence[Any]) -> Sequence[Any]:
     found = (_elsewhere.get() or {}).get(task)
     if not found:
         return queries
-    from llm_jobs.context import QueryPlan, keys_of
+    from llm_jobs.queries import QueryPlan, keys_of
 
     at = [i for i, k in enumerate(keys_of(queries)) if k not in found]
     if len(at) == len(queries):

@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from llm_jobs.context import JobContext, Query, not_cached
+from llm_jobs.context import JobContext, not_cached
 from llm_jobs.failures import QueryTally, without_refused
+from llm_jobs.queries import Query
 from llm_jobs.query_loop import Answer, record_skeleton, run_queries
 from llm_jobs.ray_runner import run_queries_ray
 from llm_jobs.sharing import ask_unclaimed
-from lookahead.cache import RawStore
+from lookahead.cache.store import RawStore
 from lookahead.stopping import should_stop
 
 Runner = Callable[[JobContext, RawStore, Sequence[Query], str, Answer, Callable[[Query], dict[str, Any]]], QueryTally]

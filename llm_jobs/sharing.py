@@ -3,7 +3,7 @@
 Why: studies that share a raw_dir share answers (a key covers task, model, row, exact
 prompt and parameters, not the study), and a query costs money. One job holds
 ``<raw_dir>/<task>.jsonl``; a job of another study appends to its own shard
-(lookahead.cache.RawStore, ``shards/study-<name>-<hash>/``). Appending apart is not
+(lookahead.cache.store.RawStore, ``shards/study-<name>-<hash>/``). Appending apart is not
 enough: both would ask the keys their studies share. So each job says which keys it is
 about to ask (RawStore.claim: ``<its file>.plan``), and :func:`ask_unclaimed` asks its
 own keys first, then waits for the answers to keys an earlier job said it asks, reading
@@ -20,9 +20,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from llm_jobs.context import JobContext, Query, not_cached
+from llm_jobs.context import JobContext, not_cached
 from llm_jobs.failures import QueryTally
-from lookahead.cache import Plan, RawStore
+from llm_jobs.queries import Query
+from lookahead.cache.locks import Plan
+from lookahead.cache.store import RawStore
 from lookahead.stopping import STOP, draining, raise_if_stopped, should_stop
 
 #: How often a waiting job looks for the answers it waits for (a refresh reads only what
@@ -64,7 +66,7 @@ def ask_unclaimed(
     Ctrl-C or SIGTERM while waiting stops the job as in the query loop
     (lookahead.stopping: finished answers are saved)."""
     tally = QueryTally(task, len(pending))
-    waiting = pending  # a plan stays one (llm_jobs.context.QueryPlan): no Query object a row
+    waiting = pending  # a plan stays one (llm_jobs.queries.QueryPlan): no Query object a row
     by_others = 0
     said: list[tuple[str, bool]] = []
     with draining():

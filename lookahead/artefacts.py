@@ -186,7 +186,7 @@ def _link_out_of(folder: Path) -> Path | None:
     """The first entry of a raw folder (its files, and its shards/ folders and their
     files) that is a symbolic link leading out of it, or None: the jobs open these files
     to append and lock, which a link would redirect to any file."""
-    from lookahead.cache import SHARDS_DIR
+    from lookahead.cache.files import SHARDS_DIR
 
     if not folder.is_dir():
         return None

@@ -24,8 +24,8 @@ from typing import Any
 
 import duckdb
 
-from lookahead.cache import KEY_FREE_PARAMS
 from lookahead.config import Study
+from lookahead.keys import KEY_FREE_PARAMS
 from lookahead.measures import REFERENCE_TASK, Measure, study_measures
 
 #: A query parameter (lookahead.keys._task_params) -> the setting that decides it, so a

@@ -267,8 +267,8 @@ def key_params(study: Study) -> dict[str, str]:
     """task -> the canonical params JSON the study's keys of that task hash
     (lookahead.keys.task_params); a task whose params a bad setting prevents is left
     out (its lines then match no key, and the run-start check names the setting)."""
-    from lookahead.cache import params_json
-    from lookahead.keys import TASKS, task_params
+    from lookahead.keys import params_json, task_params
+    from lookahead.tasks import TASKS
 
     out = {}
     for task in TASKS:

@@ -90,7 +90,7 @@ def _fingerprint(path: str, size: int, mtime_ns: int, inode: int) -> str:
     interpreter lock, but taking it back between blocks waits until the other dbt thread
     lets go of it, which a Python model busy in C code can hold for a long time: with
     1 MiB blocks, the 3.7 GB of a 1,000,000-row study took 147 s beside a thread hashing
-    keys 100,000 per `map` (3 s alone); with 32 MiB blocks 9 s (lookahead.cache.sha256_hex
+    keys 100,000 per `map` (3 s alone); with 32 MiB blocks 9 s (lookahead.keys.sha256_hex
     now lets go every 16,384 keys as well)."""
     h = hashlib.sha256()
     buffer = bytearray(min(FINGERPRINT_BLOCK, max(size, 1)))  # no 32 MiB for a small file
@@ -384,12 +384,12 @@ def code_fingerprint(root: Path = PROJECT_ROOT) -> str:
 
 
 def cache_fingerprint(raw_dir: str | Path, task: str) -> str:
-    """Fingerprint of a task's whole cache, every shard (lookahead.cache.shard_files).
+    """Fingerprint of a task's whole cache, every shard (lookahead.cache.files.shard_files).
 
     A cache that is just the single-process file keeps that file's own fingerprint, so
     databases built before sharding stay current; with shards it is the sha256 of each
     shard's path (relative to raw_dir) and fingerprint, in path order."""
-    from lookahead.cache import shard_files
+    from lookahead.cache.files import shard_files
 
     root = Path(raw_dir)
     files = shard_files(root, task)

@@ -12,27 +12,148 @@ backend's chat template: the chat template is a fixed function of the model (mod
 and of the `chat_template` flag in params, and leaving it out lets dbt (and a cached
 rerun) compute every key without loading a tokenizer. The exact text sent to the model
 is stored in each line's `prompt` field.
+
+This module is the one home of the key rule: the key text (:data:`KEY_FIELDS` joined by
+:data:`KEY_SEPARATOR`) and its hash (:func:`query_keys`, :func:`query_key`), the key a
+line's own fields hash to (:func:`fields_key`) and the key a line is found under
+(:func:`line_key`). The cache (lookahead.cache) reads and writes lines by these keys and
+holds no rule of its own; the same formula in SQL is macros/study_helpers.sql's
+`fields_match`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from operator import methodcaller
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lookahead.cache import KEY_FREE_PARAMS, params_json, query_keys, recall_idents
 from lookahead.config import Study
 from lookahead.measures import LINE_EXTRAS, REFERENCE_TASK, computes, study_measures
 from lookahead.prompts import Template, check_recall_template, recall_prompt_columns, text_column
 from lookahead.rows import PAIR_COLUMNS, SPLIT_COLUMNS, split_staged_arrow, unique_pairs
 
-TASKS = ("forecast", "recall", "mink", REFERENCE_TASK)
 TOP_LOGPROBS = 20  # the protocol: top-20 log-probs at the answer position
 MIN_SAMPLES = 25  # the protocol's floor for the sampling fallback
 KEY_COLUMNS = ("task", "key", "row_id", "entity_id", "target_date")
+
+
+def params_json(params: Mapping[str, Any]) -> str:
+    """Canonical JSON of the query parameters (sorted keys, no spaces)."""
+    return json.dumps(params, sort_keys=True, separators=(",", ":"))
+
+
+#: The key text is these fields in this order, joined by KEY_SEPARATOR (docs/CONTRACTS.md);
+#: a recall ident is ``entity_id|target_date``, joined by the same separator.
+KEY_FIELDS = ("task", "model_id", "ident", "prompt", "params_json")
+KEY_SEPARATOR = "|"
+#: Rows keyed at a time by `query_keys` (their joined texts are what it holds).
+KEY_SLICE = 262_144
+
+
+def query_key(task: str, model_id: str, ident: str, prompt: str, params: Mapping[str, Any] | str) -> str:
+    """sha256 hex of ``task|model_id|ident|prompt|params_json`` (docs/CONTRACTS.md).
+
+    ident is the row_id (forecast, Min-K%) or ``entity_id|target_date`` (recall).
+    ``params`` may be given as its ``params_json`` text already. One key is `query_keys`
+    on one-element columns, so the jobs' keys and a build's are made by one rule."""
+    return query_keys(task, model_id, pa.array([ident], pa.string()), pa.array([prompt], pa.string()), params)[0].as_py()
+
+
+def query_keys(task: str, model_id: str, idents: pa.Array, prompts: pa.Array, params: Mapping[str, Any] | str) -> pa.Array:
+    """`query_key` of every (ident, prompt) pair, column-wise (Arrow strings in, out).
+
+    Why column-wise: a build keys every row of a study (millions of keys) and a Python
+    loop over the key texts was most of its time; the texts are joined by Arrow and
+    hashed with no Python code per key (`sha256_hex`). Why in slices of KEY_SLICE rows,
+    as large strings: the key texts of 5,000,000 recall pairs (2,000 entities by 2,500
+    dates) are 2.3 GB, past the 2 GiB an Arrow string array holds, and the joined texts
+    of a slice are all that is held at a time."""
+    text = {"task": task, "model_id": model_id, "params_json": params if isinstance(params, str) else params_json(params)}
+    parts = []
+    for start in range(0, len(idents), KEY_SLICE):
+        fields = {
+            **{k: pa.scalar(v, pa.large_string()) for k, v in text.items()},
+            "ident": idents.slice(start, KEY_SLICE).cast(pa.large_string()),
+            "prompt": prompts.slice(start, KEY_SLICE).cast(pa.large_string()),
+        }
+        parts.append(
+            sha256_hex(pc.binary_join_element_wise(*(fields[f] for f in KEY_FIELDS), pa.scalar(KEY_SEPARATOR, pa.large_string())))
+        )
+    return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+
+
+def recall_idents(entity_ids: pa.Array, target_dates: pa.Array) -> pa.Array:
+    """The ident of recall keys: ``entity_id|target_date`` (text columns)."""
+    return pc.binary_join_element_wise(entity_ids, target_dates, KEY_SEPARATOR)
+
+
+def sha256_hex(texts: pa.Array) -> pa.Array:
+    """Lowercase hex sha256 of the UTF-8 bytes of each text (hashlib's ``hexdigest``).
+
+    hashlib (OpenSSL, with the CPU's SHA instructions) mapped over the texts' bytes, no
+    Python code per key: about a microsecond a key, most of a build's keying time. DuckDB's
+    vectorised ``sha256`` gives the same digests but took about three times as long.
+    The texts go in slices of HASH_SLICE: a map over C functions never gives up the
+    interpreter lock, so one map over a million keys stalled the other dbt thread (a
+    Python model, or the hashing of build_identity) for a second at a time."""
+    parts = []
+    for start in range(0, len(texts), HASH_SLICE):
+        data = texts.slice(start, HASH_SLICE).cast(pa.binary()).to_pylist()
+        parts.append(pa.array(list(map(_HEXDIGEST, map(hashlib.sha256, data))), pa.string()))
+    return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+
+
+_HEXDIGEST = methodcaller("hexdigest")
+HASH_SLICE = 16384  # keys hashed between two chances for another thread: about 15 ms
+
+
+#: params a line records beside the key's own (docs/CONTRACTS.md): not hashed into the key.
+UNKEYED_PARAMS = ("text_truncated_to_chars",)
+
+
+def fields_key(record: Mapping[str, Any]) -> str | None:
+    """The key a line's own fields hash to (`query_key` of its task, model_id, ident,
+    query_text and params less UNKEYED_PARAMS); None when a field is missing.
+
+    Why on read: a line is trusted by its key, and the key alone cannot show that the
+    answer beside it is that query's (a line copied under another row's key and row_id
+    read as that row's answer). The same rule in SQL is macros/study_helpers.sql's
+    `fields_match`. hashlib on one text, not `query_key`: this runs for every line a
+    store reads, and an Arrow array per line cost ten times as much."""
+    task, model_id, text, params = (record.get(f) for f in ("task", "model_id", "query_text", "params"))
+    ident = f"{record.get('entity_id')}{KEY_SEPARATOR}{record.get('target_date')}" if task == "recall" else record.get("row_id")
+    if not all(isinstance(v, str) for v in (task, model_id, ident, text)) or not isinstance(params, dict):
+        return None
+    keyed = {k: v for k, v in params.items() if k not in UNKEYED_PARAMS}
+    text = KEY_SEPARATOR.join((task, model_id, ident, text, params_json(keyed)))  # type: ignore[arg-type]
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+#: Query parameters that joined a Min-K% line's key before the key stood for the forward
+#: pass alone: a line whose params hold them was keyed with them and is
+#: found by the key its fields hash to without them (:func:`line_key`), so an older cache
+#: serves every study it can with nothing asked again.
+KEY_FREE_PARAMS = ("line_extras",)
+
+
+def line_key(record: Mapping[str, Any]) -> str:
+    """The key of the forward pass a line holds: its own key, or, for a line written when
+    its params' extras (:data:`KEY_FREE_PARAMS`) joined the key and whose fields hash to
+    that key, the key its fields hash to without them (the key a study asks for now).
+    A line whose fields do not hash to its key keeps its key (it answers nothing)."""
+    params = record.get("params")
+    if not isinstance(params, dict) or not any(p in params for p in KEY_FREE_PARAMS):
+        return record["key"]
+    if fields_key(record) != record.get("key"):
+        return record["key"]
+    bare = {k: v for k, v in params.items() if k not in KEY_FREE_PARAMS}
+    return fields_key({**record, "params": bare}) or record["key"]
 
 
 def sampling_fallback(study: Study) -> bool:
@@ -135,7 +256,7 @@ def _task_params(study: Study, task: str) -> dict[str, Any]:
         study_measures(study)  # a measure the backend cannot give stops here, before any query
         # The key stands for the forward pass alone: what the study's other prompt
         # measures need in the same line (lookahead.measures line_extras) is not part of it,
-        # so one line serves every study it carries enough for (lookahead.cache LINE_EXTRA_BITS).
+        # so one line serves every study it carries enough for (lookahead.tasks LINE_EXTRA_BITS).
         return _with_overflow(study, params)
     if task == REFERENCE_TASK:
         # The Min-K% prompt scored by the reference model: the same query without the
@@ -150,7 +271,7 @@ def legacy_key_params(study: Study, task: str) -> list[str]:
     pass alone: the study's params with each set of extras that once joined them
     (``line_extras``, a sorted non-empty subset of lookahead.measures.LINE_EXTRAS); [] for a
     task whose key never held them. The build reads such a line under the key its fields
-    hash to without them (macros/study_helpers.sql fields_match; lookahead.cache.line_key),
+    hash to without them (macros/study_helpers.sql fields_match; :func:`line_key`),
     so a cache written before serves the study with nothing asked again."""
     if task != "mink":
         return []
@@ -296,7 +417,7 @@ def expected_keys(study: Study, rows: pd.DataFrame | pa.Table) -> pa.Table:
 def expected_queries(study: Study, rows: pd.DataFrame | pa.Table) -> pa.Table:
     """`expected_keys` with what each key hashes beside its ident: ``query_text`` (the
     prompt rendered from the study's template) and ``params_json``. A line written with
-    them hashes to its key (lookahead.cache.fields_key), as a line the jobs write does;
+    them hashes to its key (:func:`fields_key`), as a line the jobs write does;
     for code that writes lines without the jobs (test fixtures, benchmarks at a million
     rows), in one pass over the rows (the keys' order: expected_keys')."""
     keys = expected_keys(study, rows)

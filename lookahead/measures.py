@@ -18,7 +18,7 @@ compressed length and Min-K%++ the mean and variance of the log-prob over the
 vocabulary at each position, both written into the same line (`line_extras`: what a
 study's measures need; on transformers every line carries both), so a study asking for
 several measures queries each prompt once. Which extras a line carries is no part of its
-key (lookahead.cache.LINE_EXTRA_BITS): one line serves every study it carries enough for.
+key (lookahead.tasks.LINE_EXTRA_BITS): one line serves every study it carries enough for.
 """
 
 from __future__ import annotations

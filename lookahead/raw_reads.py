@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 #: The files the build reads under raw_dir: every task's answers and failure lines, in
-#: the single-process file and the workers' shards (lookahead.cache.SHARD_PATTERN).
+#: the single-process file and the workers' shards (lookahead.cache.files.SHARD_PATTERN).
 RAW_GLOB = "**/*.jsonl"
 #: Bytes read and hashed at a time.
 BLOCK = 1 << 22

@@ -67,7 +67,7 @@
 
 
 {#- One line per answer: the same answer in several shards counts once, the first
-    written (lookahead.cache.wins_over: earliest finished_at, then the shard's path). A
+    written (lookahead.cache.lookup.wins_over: earliest finished_at, then the shard's path). A
     line whose fields disagree with its key stays, for raw_line_rejects to name, beside
     the matching line of the same key and row (fields_match is part of the answer). The last
     clause of a staging model's final select, on the raw columns of `relation` (its last
@@ -83,7 +83,7 @@ qualify row_number() over (
 {%- endmacro %}
 
 
-{#- Whether a raw line's own fields hash to its key (lookahead.cache.fields_key): sha256
+{#- Whether a raw line's own fields hash to its key (lookahead.keys.fields_key): sha256
     of task|model_id|ident|query_text|params, ident the row_id (entity_id|target_date for
     recall), params the study's own for `task` (the plugin sets lookahead_key_params_<task>
     from lookahead.keys.task_params), never null. Why: a line is selected by its key, and
@@ -96,7 +96,7 @@ qualify row_number() over (
     the line's: DuckDB has no canonical JSON writer to rebuild params_json from the line
     (the jobs' check, in Python, hashes the line's own). -#}
 {#- The raw lines of a prompt-scoring task (`relation`, its source), each under the key of
-    the forward pass it holds (lookahead.cache.line_key): a line keyed when its params also
+    the forward pass it holds (lookahead.keys.line_key): a line keyed when its params also
     named the extras it carries (lookahead.keys.legacy_key_params; the plugin sets
     lookahead_legacy_key_params_<task>) is read under the key its fields hash to without
     them, so a cache written before serves the study with nothing asked again. Every raw
@@ -129,7 +129,7 @@ qualify row_number() over (
 
 
 {#- Whether a token list (a line's prompt tokens after the first) carries the vocabulary
-    moments at every position (lookahead.cache LINE_EXTRAS, the same test). -#}
+    moments at every position (lookahead.tasks LINE_EXTRA_BITS, the same test). -#}
 {% macro has_vocab_moments(tokens) -%}
     (len({{ tokens }}) > 0 and not coalesce(list_bool_or(list_transform({{ tokens }},
         lambda t: t.vocab_mean is null or t.vocab_var is null or not isfinite(t.vocab_mean)
@@ -138,7 +138,7 @@ qualify row_number() over (
 
 
 {#- How `first_written_line` ranks a prompt-scoring task's lines of one key before the
-    first written (lookahead.cache.wins_over): a line carrying the extras the study needs
+    first written (lookahead.cache.lookup.wins_over): a line carrying the extras the study needs
     (the plugin's lookahead_line_needs_<task>) first, then the line carrying more of
     them (the same forward pass, more of it kept). `has_zlib` and `has_moments` are
     boolean columns of the ranked relation. -#}

@@ -70,7 +70,7 @@ class Backend(ABC):
 
     name: str = "base"
     #: What a Min-K% line carries from this backend beside its log-probs even when the
-    #: study's measures do not need it (lookahead.cache LINE_EXTRAS), because the same pass
+    #: study's measures do not need it (lookahead.tasks LINE_EXTRA_BITS), because the same pass
     #: gives it at almost no cost: a measure added later then asks nothing again.
     free_extras: tuple[str, ...] = ()
 

@@ -40,12 +40,12 @@ from urllib.parse import urlparse
 
 from lookahead.backends.base import Backend, BackendFatal, Generation, QueryFailure, TokenLogprob
 from lookahead.backends.token_count import FileTokenCounter, file_tokenizer
-from lookahead.cache import LOGPROB_TOLERANCE, positive_logprob_reason
 from lookahead.config import StudyConfigError
 from lookahead.consent import Destination
 from lookahead.errors import LookaheadError
 from lookahead.masking import install_log_filter, mask, register_secret
 from lookahead.settings_sections import BackendSettings
+from lookahead.tasks import LOGPROB_TOLERANCE, positive_logprob_reason
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from lookahead.cache import iter_records
+from lookahead.cache.files import iter_records
 from lookahead.claims.tasks import KINDS, KindSettings, PredictionError, TaskKind
 from lookahead.config import Study, StudyConfigError
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from lookahead.cache import iter_records
+from lookahead.cache.files import iter_records
 from lookahead.claims import metrics
 from lookahead.claims.dating import claim_leakage, parse_period
 from lookahead.claims.inputs import (

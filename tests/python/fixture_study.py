@@ -163,7 +163,7 @@ def write_fixture_study(
 def write_raw(raw: Path, vars_: dict, forecast: list[dict], recall: list[dict], mink: list[dict]) -> None:
     """The raw files, each line under the key the study computes for it (lookahead.keys),
     with the query text and params that key hashes, as the jobs would have written them
-    (a line whose fields do not hash to its key is no answer: lookahead.cache.fields_key)."""
+    (a line whose fields do not hash to its key is no answer: lookahead.keys.fields_key)."""
     study = Study(vars=resolve(vars_))
     valid, _ = load_rows(study)
     by_ident = {

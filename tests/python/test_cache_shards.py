@@ -13,14 +13,10 @@ import yaml
 from dbt_runner import run_dbt
 from fixture_study import write_fixture_study
 
-from lookahead.cache import (
-    REQUIRED_FIELDS,
-    SHARD_PATTERN,
-    RawStore,
-    load_cache,
-    shard_files,
-    try_lock,
-)
+from lookahead.cache.files import SHARD_PATTERN, shard_files
+from lookahead.cache.locks import try_lock
+from lookahead.cache.lookup import load_cache
+from lookahead.cache.store import REQUIRED_FIELDS, RawStore
 from lookahead.identity import cache_fingerprint, fingerprint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -211,7 +207,8 @@ def test_a_second_study_on_a_shared_raw_dir_appends_to_its_own_shard(tmp_path: P
     """Issue 35, item 5: while one job writes <raw_dir>/forecast.jsonl, a job of another
     study on the same raw_dir appends to shards/<its shard>/ instead of stopping; each
     sees the other's answers, and the cache reads both."""
-    from lookahead.cache import REQUIRED_FIELDS, RawStore, load_cache
+    from lookahead.cache.lookup import load_cache
+    from lookahead.cache.store import REQUIRED_FIELDS, RawStore
 
     def rec(key: str) -> dict:
         r = {f: None for f in REQUIRED_FIELDS}

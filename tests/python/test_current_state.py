@@ -149,7 +149,8 @@ def test_a_line_that_disagrees_with_its_key_is_not_an_answer(tmp_path: Path) -> 
     again and its answer is the one read back."""
     from test_cache import rec
 
-    from lookahead.cache import RawStore, ident_of
+    from lookahead.cache.lookup import ident_of
+    from lookahead.cache.store import RawStore
 
     bad = rec("k1", row_id="another-row", task="forecast", response_text="down")
     (tmp_path / "forecast.jsonl").write_text(json.dumps(bad) + "\n")
@@ -217,7 +218,7 @@ def test_full_disk_names_the_file(server_factory: Any, tmp_path: Path) -> None:
 def test_a_complete_cache_is_reused_without_the_write_lock(server_factory: Any, tmp_path: Path) -> None:
     """Item 7: with the lock held elsewhere (or a read-only folder) a complete cache is
     read and reused; only a job with something left to ask stops, in one line."""
-    from lookahead.cache import release_lock, try_lock
+    from lookahead.cache.locks import release_lock, try_lock
 
     url, state = server_factory()
     study = write_openai_study(tmp_path, url, "locked", 8, tokenizer_path=None, model_path=None)

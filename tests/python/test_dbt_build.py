@@ -410,7 +410,8 @@ def test_answers_are_selected_by_key(built, tmp_path):
     (other keys) stay cached but unused, and a line whose fields disagree with its key is
     rejected (raw_line_rejects), not trusted: one under another row, and one whose key and
     row_id were both rewritten (its query text does not hash to the key)."""
-    from lookahead.cache import LOGPROB_TOLERANCE, query_key
+    from lookahead.keys import query_key
+    from lookahead.tasks import LOGPROB_TOLERANCE
 
     study, res_ok = built
 

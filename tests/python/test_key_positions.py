@@ -1,4 +1,4 @@
-"""The summary's key lookup without a Python string a key (lookahead.cache.KeyPositions)
+"""The summary's key lookup without a Python string a key (lookahead.cache.index.KeyPositions)
 and its compact finished_at (FinishedTimes) answer as the dict and list they replace."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from lookahead.cache import FinishedTimes, KeyIndex, KeyPositions, utc_now, wins_over
+from lookahead.cache.files import utc_now
+from lookahead.cache.index import KeyIndex, KeyPositions
+from lookahead.cache.lookup import FinishedTimes, wins_over
 
 
 def test_key_positions_equal_a_dict_of_first_positions() -> None:
@@ -69,7 +71,7 @@ def test_finished_times_give_back_each_value_and_order_as_text() -> None:
 
 
 def test_key_index_answers_as_a_dict_across_folds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """RawStore's key index (lookahead.cache.KeyIndex): every key added, digest or not,
+    """RawStore's key index (lookahead.cache.index.KeyIndex): every key added, digest or not,
     reads back its value after the recent keys were folded into the sorted block."""
     monkeypatch.setattr(KeyIndex, "FOLD_AT", 50)
     rng = random.Random(5)
@@ -90,7 +92,9 @@ def test_key_index_answers_as_a_dict_across_folds(monkeypatch: pytest.MonkeyPatc
 
 def test_raw_store_index_holds_a_digest_key_and_its_ident(tmp_path: Path) -> None:
     """A store reads digest keys back into its index and answers has_answer by ident."""
-    from lookahead.cache import RawStore, ident_of, query_key
+    from lookahead.cache.lookup import ident_of
+    from lookahead.cache.store import RawStore
+    from lookahead.keys import query_key
 
     path = tmp_path / "forecast.jsonl"
     with RawStore(path) as store:

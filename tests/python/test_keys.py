@@ -16,9 +16,17 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from lookahead.cache import HASH_SLICE, query_key, sha256_hex
 from lookahead.config import Study, default_study_path, read_study_file, resolve
-from lookahead.keys import expected_keys, expected_keys_for_build, pair_key, row_key, task_params
+from lookahead.keys import (
+    HASH_SLICE,
+    expected_keys,
+    expected_keys_for_build,
+    pair_key,
+    query_key,
+    row_key,
+    sha256_hex,
+    task_params,
+)
 from lookahead.prompts import PromptError, Template, fill
 from lookahead.rows import load_rows, stage_observations, unique_pairs
 
@@ -255,13 +263,13 @@ def test_keys_made_in_slices_equal_each_key_made_alone(monkeypatch) -> None:
     slice boundary, from chunked columns, are each the key query_key gives alone."""
     import pyarrow as pa
 
-    from lookahead import cache
+    from lookahead import keys as key_rule
 
-    monkeypatch.setattr(cache, "KEY_SLICE", 3)
+    monkeypatch.setattr(key_rule, "KEY_SLICE", 3)
     idents = pa.chunked_array([pa.array(["r0", "r1"]), pa.array(["r2", "r3", "r4", "r5", "r6"])])
     prompts = pa.chunked_array([pa.array([f"prompt {i}" for i in range(4)]), pa.array(["a", "b", "é"])])
-    keys = cache.query_keys("forecast", "m", idents, prompts, {"max_tokens": 16})
+    keys = key_rule.query_keys("forecast", "m", idents, prompts, {"max_tokens": 16})
     assert keys.to_pylist() == [
-        cache.query_key("forecast", "m", i, p, {"max_tokens": 16})
+        key_rule.query_key("forecast", "m", i, p, {"max_tokens": 16})
         for i, p in zip(idents.to_pylist(), prompts.to_pylist(), strict=False)
     ]

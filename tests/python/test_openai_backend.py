@@ -833,7 +833,7 @@ def test_fault_storm_jobs_finish_with_a_fault_free_runs_answers(
     every pass: the first invocation ends with one line and exit 4, the second finishes; the cache
     holds only complete answers, equal to a fault-free run's; no traceback anywhere."""
     from llm_jobs import run_all
-    from lookahead.cache import incomplete_reason
+    from lookahead.tasks import incomplete_reason
 
     n = 60
     clean_url, _ = server_factory(vary=True)

@@ -37,9 +37,8 @@ def shaped_study(tmp_path: Path, url: str, **extra: Any) -> Path:
 def expected_queries(study_file: Path) -> list[tuple[str, str, str, str]]:
     """(entity_id, target_date, prompt, key) of each pair's first valid row, in file order,
     by the rule of docs/CONTRACTS.md: sha256 of task|model_id|entity_id|target_date|prompt|params_json."""
-    from lookahead.cache import params_json
     from lookahead.config import load_study
-    from lookahead.keys import task_params
+    from lookahead.keys import params_json, task_params
 
     study = load_study(str(study_file))
     df = pd.read_csv(study.input.data_path, dtype=str, keep_default_na=False)

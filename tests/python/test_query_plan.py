@@ -1,4 +1,4 @@
-"""The forecast and Min-K% plan held as columns (llm_jobs.context.QueryPlan) reads as the
+"""The forecast and Min-K% plan held as columns (llm_jobs.queries.QueryPlan) reads as the
 list of Query objects it replaced, row for row, through every way a job reads it; and the
 openai-backend forecast job runs without importing torch."""
 
@@ -28,8 +28,8 @@ def context(tmp_path: Path, **extra: Any) -> Any:
 def listed_queries(ctx: Any, task: str, params: dict[str, Any]) -> list[Any]:
     """The plan as a list, built one row at a time: each key by query_key on the row's
     rendered prompt (not the plan's column-wise keying)."""
-    from llm_jobs.context import Query
-    from lookahead.cache import query_key
+    from llm_jobs.queries import Query
+    from lookahead.keys import query_key
     from lookahead.prompts import render_forecast
 
     template = str(ctx.study.prompts.forecast_prompt)
@@ -48,14 +48,14 @@ def listed_queries(ctx: Any, task: str, params: dict[str, Any]) -> list[Any]:
 
 @pytest.fixture
 def small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
-    from llm_jobs.context import QueryPlan
+    from llm_jobs.queries import QueryPlan
 
     monkeypatch.setattr(QueryPlan, "SLICE_ROWS", 7)  # slice edges inside the plan
 
 
 def test_plan_reads_as_the_list_of_queries(tmp_path: Path, small_slices: None) -> None:
     from llm_jobs import forecast
-    from llm_jobs.context import QueryPlan, keys_of
+    from llm_jobs.queries import QueryPlan, keys_of
 
     ctx = context(tmp_path)
     plan, params = forecast.plan(ctx)
@@ -97,9 +97,10 @@ def test_not_cached_and_cached_fields_on_a_plan_equal_the_list(tmp_path: Path, s
     for the list (answers written for a third of the rows, one of them under a key whose
     fields disagree)."""
     from llm_jobs import forecast
-    from llm_jobs.context import QueryPlan, cached_fields, not_cached, open_store
+    from llm_jobs.context import cached_fields, not_cached, open_store
+    from llm_jobs.queries import QueryPlan
     from llm_jobs.query_loop import record_skeleton
-    from lookahead.cache import utc_now
+    from lookahead.cache.files import utc_now
 
     ctx = context(tmp_path)
     plan, params = forecast.plan(ctx)

@@ -26,7 +26,8 @@ import pytest
 import yaml
 from test_jobs_transformers import lines, make_study, run_job
 
-from lookahead.cache import load_cache, shard_files
+from lookahead.cache.files import shard_files
+from lookahead.cache.lookup import load_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 ray = pytest.importorskip("ray")
@@ -154,7 +155,7 @@ def test_kill9_of_a_worker_mid_job_loses_and_repeats_nothing(tmp_path, ray_clust
     # the job went on: Ray restarted the worker and retried its batch
     per_key = keys_per_line(raw, "forecast")
     assert len(per_key) == n and set(per_key.values()) == {1}, "every key exactly once over all shards"
-    # lines carry finished_at in lookahead.cache.utc_now's format: comparable as text
+    # lines carry finished_at in lookahead.cache.files.utc_now's format: comparable as text
     kill_iso = dt.datetime.fromtimestamp(killed["at"], dt.UTC).isoformat(timespec="microseconds")
     written_before_kill = {r["key"] for f in shard_files(raw, "forecast") for r in lines(f) if r["finished_at"] < kill_iso}
     dead_lines = [r for r in lines(killed["shard"]) if r["finished_at"] < kill_iso]

@@ -20,7 +20,9 @@ import pandas as pd
 import pytest
 from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - server_factory is a fixture
 
-from lookahead.cache import RawStore, load_cache, plan_path, read_plan
+from lookahead.cache.locks import plan_path, read_plan
+from lookahead.cache.lookup import load_cache
+from lookahead.cache.store import RawStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -181,7 +183,7 @@ def test_a_ray_study_waits_for_a_local_study_on_the_same_raw_dir(
 
 
 def _rec(key: str) -> dict:
-    from lookahead.cache import REQUIRED_FIELDS
+    from lookahead.cache.store import REQUIRED_FIELDS
 
     r = {f: None for f in REQUIRED_FIELDS}
     r.update(key=key, task="forecast", response_text="up", params={}, approximated=False, finished_at="2021-01-01T00:00:00")

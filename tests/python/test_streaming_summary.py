@@ -4,7 +4,7 @@ path wrote: the same line per key (only lines that agree with their key, first w
 wins over every shard), the same parse, the same parquet.
 
 The reference below is the path the summary replaced, kept here as an independent
-implementation: every whole line loaded (lookahead.cache.load_cache), one dict per row."""
+implementation: every whole line loaded (lookahead.cache.lookup.load_cache), one dict per row."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from test_openai_backend import server_factory, write_openai_study  # noqa: F401
 def whole_line_summary(study: Path, raw: Path, rows_csv: Path) -> pd.DataFrame:
     """forecast.parquet as the whole-line path built it: load_cache with each key's
     expected ident, then one dict per query in row order."""
-    from lookahead.cache import load_cache
+    from lookahead.cache.lookup import load_cache
     from lookahead.config import load_study
     from lookahead.scoring import parse_forecast
 
@@ -117,7 +117,7 @@ def test_a_failed_summary_leaves_the_old_file(tmp_path: Path) -> None:
     leaves the old file as it was and no temporary file behind."""
     import pyarrow as pa
 
-    from lookahead.cache import atomic_parquet_writer
+    from lookahead.cache.atomic import atomic_parquet_writer
 
     schema = pa.schema([("x", pa.int64())])
     path = tmp_path / "f.parquet"
@@ -136,20 +136,20 @@ def test_torn_tail_repair_reads_back_from_the_end_in_blocks(tmp_path: Path, monk
     is not read whole to look at its end): whatever the block size, a torn last line is cut
     at its start and moved aside, a whole last line without its newline gets its newline,
     and a whole file is left as it is."""
-    from lookahead import cache
+    from lookahead.cache import files
 
-    monkeypatch.setattr(cache, "TAIL_BLOCK", block)
+    monkeypatch.setattr(files, "TAIL_BLOCK", block)
     lines = [json.dumps({"key": f"k{i}", "response_text": "up" * i}) + "\n" for i in range(5)]
     path = tmp_path / "forecast.jsonl"
     path.write_text("".join(lines) + '{"key": "k5", "resp')
-    assert cache.repair_torn_tail(path) == len('{"key": "k5", "resp')
+    assert files.repair_torn_tail(path) == len('{"key": "k5", "resp')
     assert path.read_text() == "".join(lines)
     assert [p.read_text() for p in tmp_path.glob("forecast.jsonl.torn-*")] == ['{"key": "k5", "resp']
     path.write_text("".join(lines) + lines[0].rstrip("\n"))
-    assert cache.repair_torn_tail(path) == 0 and path.read_text() == "".join(lines) + lines[0]
-    assert cache.repair_torn_tail(path) == 0 and path.read_text() == "".join(lines) + lines[0]
+    assert files.repair_torn_tail(path) == 0 and path.read_text() == "".join(lines) + lines[0]
+    assert files.repair_torn_tail(path) == 0 and path.read_text() == "".join(lines) + lines[0]
     path.write_text('{"key": "only", "torn')  # the only line, torn: the file is cut to nothing
-    assert cache.repair_torn_tail(path) == len('{"key": "only", "torn') and path.read_text() == ""
+    assert files.repair_torn_tail(path) == len('{"key": "only", "torn') and path.read_text() == ""
 
 
 def test_mink_summary_reads_each_lines_lap_as_the_whole_line_path_does(
@@ -162,7 +162,7 @@ def test_mink_summary_reads_each_lines_lap_as_the_whole_line_path_does(
     row_id is another row's (never read) and an earlier line of row 2's key in another
     shard (it wins), mink.parquet equals the LAPs of the lines load_cache picks."""
     from llm_jobs import mink
-    from lookahead.cache import load_cache
+    from lookahead.cache.lookup import load_cache
     from lookahead.scoring import mink_lap
 
     url, _ = server_factory(vary=True)
@@ -202,7 +202,7 @@ def test_recall_summary_scores_each_line_as_the_whole_line_path_does(
     of a second pair's key in another shard (it wins), recall.parquet equals the scores of
     the lines load_cache picks."""
     from llm_jobs import recall
-    from lookahead.cache import load_cache
+    from lookahead.cache.lookup import load_cache
     from lookahead.config import load_study
     from lookahead.scoring import recall_scores
 
