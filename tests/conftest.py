@@ -39,21 +39,35 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-#: The test files that take longest (a dbt build or a demo run in their fixtures), longest
-#: first: `make test` hands whole files to its workers in collection order
+#: The test files that take longest (a dbt build, a demo run or an LLM job in most of their
+#: tests), longest first: `make test` hands whole files to its workers in collection order
 #: (`--dist loadfile --no-loadscope-reorder`), so these start first and the short files
-#: fill in around them; by default xdist starts the files with the most tests first, and a
-#: long file with few tests (test_readme_data_team's setup alone takes about 3 minutes)
-#: started last kept one worker busy alone at the end. Order only: no test depends on it.
+#: fill in around them. xdist gives each worker one work unit, then keeps two queued on
+#: each (pytest-xdist 3.8, LoadScopeScheduling._reschedule), so what decides the wall time
+#: is that no long file is left for the end, where it kept one worker busy alone while the
+#: other had finished (test_shared_raw.py, about 2 minutes, used to start among the last
+#: files by its name). By default xdist starts the files with the most tests first, which
+#: left long files with few tests last. The seconds: each file's tests among the 40
+#: slowest of a CI-like run (2 workers, 886 s in all), a floor on the file's time; for the
+#: order only: no test depends on it. The files of one shared build (SHARED_BUILDS)
+#: are one unit, placed where the first of them is.
 LONGEST_FIRST = (
-    "test_readme_data_team.py",
-    "test_demo_end_to_end.py",
-    "test_dbt_build.py",
+    "test_readme_data_team.py",  # 198 s: the README's commands, two demo studies' jobs and builds
+    "test_dbt_build.py",  # 248 s, with test_current_state (55 s) and test_compare one unit
     "test_current_state.py",
-    "test_no_silent_wrong_result.py",
     "test_compare.py",
-    "test_paper_dbt.py",
+    "test_no_silent_wrong_result.py",  # 185 s: a build, then refused or selected builds on copies
+    "test_shared_raw.py",  # 119 s: three builds of two studies on one raw_dir
+    "test_jobs_transformers.py",  # about 20 job runs on a tiny model
+    "test_demo_end_to_end.py",  # 74 s: `lookahead run` on the demo, twice
     "test_ray_runner.py",
+    "test_safe_outputs.py",
+    "test_line_serves_every_study.py",
+    "test_fused_pass.py",
+    "test_paper_dbt.py",
+    "test_stopping.py",
+    "test_claims_own_task.py",
+    "test_planted_files.py",
 )
 
 
