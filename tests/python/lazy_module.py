@@ -2,7 +2,7 @@
 file is collected.
 
 Why: each xdist worker collects every test file, so a file that imports torch at its top
-(about 9 s with transformers) costs that on both workers, even on the one that never runs
+(seconds, with transformers) costs that on both workers, even on the one that never runs
 it. ``torch = lazy_module("torch")`` keeps the file's code as it was (``torch.tensor``...)
 and moves the import into the first test that needs it. Without the library that test is
 skipped, with pytest.importorskip's reason, as a top-level importorskip skipped the file.
