@@ -331,7 +331,11 @@ LIBRARY_CACHE = Path("target") / "lookahead_library_versions.json"
 def _installed_key(root: Path) -> str:
     """What library_versions depends on, cheaply: the build's Python sources (their
     fingerprints) and the names of every installed distribution's metadata folder on
-    sys.path (the names carry the versions: wildboottest-0.3.2.dist-info)."""
+    sys.path (the names carry the versions: wildboottest-0.3.2.dist-info). A folder on
+    the path that holds no metadata folder (the script's folder, the working folder, a
+    test's helper folder) adds no distribution and is left out: with it in, dbt, the
+    lookahead command and a Python session each had a key of their own and derived the
+    versions again by turns, a second or more each time."""
     import sys
 
     h = hashlib.sha256(platform.python_version().encode())
@@ -344,7 +348,8 @@ def _installed_key(root: Path) -> str:
             names = sorted(n for n in os.listdir(folder or ".") if n.endswith((".dist-info", ".egg-info")))
         except OSError:
             continue
-        h.update(f"{folder}\0{','.join(names)}\n".encode())
+        if names:
+            h.update(f"{folder}\0{','.join(names)}\n".encode())
     return h.hexdigest()
 
 

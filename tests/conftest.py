@@ -5,7 +5,8 @@ Tiers (markers, declared in pyproject.toml; `--strict-markers` rejects any other
 - ``slow``: minutes of CPU or a real model; left out of `make test`, run by `make test-slow`.
 - ``vllm``: needs the vLLM environment `.venv-vllm` (bash scripts/make_vllm_env.sh); without
   it the test is skipped with that fix as the reason.
-- ``gpu``: needs a CUDA GPU that torch sees; skipped without one.
+- ``gpu``: needs a CUDA GPU that torch sees; skipped without one, when the test is about
+  to run (pytest_runtest_setup: the question imports torch).
 A resource tier is skipped here, in one place, rather than by a `skipif` in each file.
 
 The helper modules beside the tests (tests/python/dbt_runner.py, fixture_study.py, ...)
@@ -15,6 +16,7 @@ are importable by name because pyproject.toml puts tests/python on pytest's `pyt
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Iterator
@@ -31,7 +33,11 @@ ROOT = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 
 
+@functools.cache
 def _cuda_available() -> bool:
+    """Whether torch sees a CUDA GPU: asked once per process, when the first test of the
+    ``gpu`` tier is about to run (importing torch costs seconds: not at collection, which
+    every xdist worker pays for every file)."""
     try:
         import torch
     except ImportError:
@@ -39,21 +45,35 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-#: The test files that take longest (a dbt build or a demo run in their fixtures), longest
-#: first: `make test` hands whole files to its workers in collection order
+#: The test files that take longest (a dbt build, a demo run or an LLM job in most of their
+#: tests), longest first: `make test` hands whole files to its workers in collection order
 #: (`--dist loadfile --no-loadscope-reorder`), so these start first and the short files
-#: fill in around them; by default xdist starts the files with the most tests first, and a
-#: long file with few tests (test_readme_data_team's setup alone takes about 3 minutes)
-#: started last kept one worker busy alone at the end. Order only: no test depends on it.
+#: fill in around them. xdist gives each worker one work unit, then keeps two queued on
+#: each (pytest-xdist 3.8, LoadScopeScheduling._reschedule), so what decides the wall time
+#: is that no long file is left for the end, where it kept one worker busy alone while the
+#: other had finished (test_shared_raw.py, about 2 minutes, used to start among the last
+#: files by its name). By default xdist starts the files with the most tests first, which
+#: left long files with few tests last. The seconds: each file's tests among the 40
+#: slowest of a CI-like run (2 workers, 886 s in all), a floor on the file's time; for the
+#: order only: no test depends on it. The files of one shared build (SHARED_BUILDS)
+#: are one unit, placed where the first of them is.
 LONGEST_FIRST = (
-    "test_readme_data_team.py",
-    "test_demo_end_to_end.py",
-    "test_dbt_build.py",
+    "test_readme_data_team.py",  # 198 s: the README's commands, two demo studies' jobs and builds
+    "test_dbt_build.py",  # 248 s, with test_current_state (55 s) and test_compare one unit
     "test_current_state.py",
-    "test_no_silent_wrong_result.py",
     "test_compare.py",
-    "test_paper_dbt.py",
+    "test_no_silent_wrong_result.py",  # 185 s: a build, then refused or selected builds on copies
+    "test_shared_raw.py",  # 119 s: three builds of two studies on one raw_dir
+    "test_jobs_transformers.py",  # about 20 job runs on a tiny model
+    "test_demo_end_to_end.py",  # 74 s: `lookahead run` on the demo, twice
     "test_ray_runner.py",
+    "test_safe_outputs.py",
+    "test_line_serves_every_study.py",
+    "test_fused_pass.py",
+    "test_paper_dbt.py",
+    "test_stopping.py",
+    "test_claims_own_task.py",
+    "test_planted_files.py",
 )
 
 
@@ -93,10 +113,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the resource tiers whose resource this machine lacks (checked once, and only
-    when a collected test asks for it: importing torch costs seconds); put the longest
-    files first (LONGEST_FIRST); refuse a shared build read from a file SHARED_BUILDS does
-    not list for it (it would be built again in another worker)."""
+    """Skip the vLLM tier where .venv-vllm is missing (the gpu tier is asked for at setup:
+    pytest_runtest_setup); put the longest files first (LONGEST_FIRST); refuse a shared
+    build read from a file SHARED_BUILDS does not list for it (it would be built again in
+    another worker)."""
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's own order kept
     for item in items:
@@ -106,21 +126,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     f"{item.path.name} reads the shared build {name!r}: add the file to "
                     f"SHARED_BUILDS[{name!r}] in tests/conftest.py"
                 )
-    missing: dict[str, str | None] = {}
+    if VLLM_PYTHON.exists():
+        return
     for item in items:
-        for tier in ("gpu", "vllm"):
-            if item.get_closest_marker(tier) is None:
-                continue
-            if tier not in missing:
-                missing[tier] = (
-                    (None if _cuda_available() else "no CUDA GPU here")
-                    if tier == "gpu"
-                    else (
-                        None if VLLM_PYTHON.exists() else "needs the vLLM environment .venv-vllm: bash scripts/make_vllm_env.sh"
-                    )
-                )
-            if missing[tier]:
-                item.add_marker(pytest.mark.skip(reason=missing[tier]))
+        if item.get_closest_marker("vllm") is not None:
+            item.add_marker(pytest.mark.skip(reason="needs the vLLM environment .venv-vllm: bash scripts/make_vllm_env.sh"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a test of the ``gpu`` tier where torch sees no CUDA GPU, before its fixtures
+    are set up. Here and not at collection: the question imports torch, and each xdist
+    worker collects every file, GPU tests included, while at most one of them runs one."""
+    if item.get_closest_marker("gpu") is not None and not _cuda_available():
+        # a mark, read by pytest's skip check (tryfirst too; this conftest, registered later, runs
+        # first): the skip is reported at the test, and its fixtures are never set up
+        item.add_marker(pytest.mark.skip(reason="no CUDA GPU here"))
 
 
 @pytest.fixture(scope="session")

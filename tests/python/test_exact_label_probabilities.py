@@ -11,9 +11,10 @@ import math
 from pathlib import Path
 
 import pytest
+from lazy_module import lazy_module
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = lazy_module("torch")  # imported by the first test that runs, not at collection
+transformers = lazy_module("transformers")
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "demo" / "models" / "contaminated"

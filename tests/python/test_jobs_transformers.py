@@ -445,8 +445,11 @@ def test_no_confirmation_no_queries(tmp_path, model_dirs):
     assert not raw.exists() or raw.read_text() == ""
 
 
-@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA GPU is here")
 def test_cuda_device_without_a_gpu_stops_with_one_line(tmp_path, model_dirs):
+    import torch  # here, not in a skipif mark: that would import it at collection, on every worker
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is here")
     study = make_study(tmp_path, model_dirs["random"], n=4, device="cuda")
     res = run_job("mink", study, "--yes", check=False)
     assert res.returncode == 2
