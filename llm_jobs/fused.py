@@ -1,4 +1,5 @@
-"""A row's forecast and Min-K% scores from one forward pass over its prompt (transformers).
+"""A row's forecast and Min-K% scores from one forward pass over its prompt (transformers,
+vLLM).
 
 Run by ``python -m llm_jobs.run_all`` before the forecast and Min-K% jobs.
 
@@ -6,15 +7,16 @@ Why: the forecast job and the Min-K% job send the identical prompt (llm_jobs.min
 the answer is a few tokens, so reading the prompt is most of each request; the two jobs
 read it twice. Here one pass over the prompt gives its token log-probs (with the
 vocabulary moments, lookahead.measures) and the distribution after it, and the answer
-continues from that pass's keys and values
-(lookahead.backends.transformers_backend.TransformersBackend.generate_scored).
+continues from that pass's keys and values (Backend.generate_scored: on transformers its
+own packed pass; on vLLM one request with ``prompt_logprobs`` beside ``logprobs``).
 
 The answers are written as the two jobs write them, one forecast line and one Min-K% line
 per row under each task's own key, so a cache written either way serves both, and the
 forecast and Min-K% jobs that run next find these rows answered and summarise them. Only
 rows whose forecast and Min-K% line are both missing are asked here; a row missing one
-of them is asked by that task's job alone. Where the pass cannot be shared (another
-backend, the Ray runner, a model the packed fp32 body does not run: docs/backends.md)
+of them is asked by that task's job alone. Where the pass cannot be shared (a backend
+outside lookahead.backends.FUSED_BACKENDS, the Ray runner, a model the packed fp32 body
+does not run on transformers: docs/backends.md)
 nothing is asked here and the two jobs ask as before. The plan before the confirmation
 counts each row once, under ``forecast+mink`` (llm_jobs.run_plan.answered_elsewhere).
 """
@@ -33,6 +35,7 @@ from llm_jobs.queries import Query, QueryPlan, keys_of
 from llm_jobs.query_loop import logprob_dicts, record_skeleton, settle
 from llm_jobs.run_plan import answered_elsewhere
 from llm_jobs.runners import query_all
+from lookahead.backends import FUSED_BACKENDS
 from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache.files import utc_now
 from lookahead.cache.store import RawStore
@@ -48,7 +51,7 @@ TASKS = (forecast.TASK, mink.TASK)
 def why_not(ctx: JobContext) -> str | None:
     """Why this study's rows cannot share a pass (None when they can), before any model
     is loaded: the backend, the runner, or a recall-by-sampling study."""
-    if str(ctx.study.backend.backend) != "transformers":
+    if str(ctx.study.backend.backend) not in FUSED_BACKENDS:
         return f"backend '{ctx.study.backend.backend}' scores prompts in requests of their own"
     if str(ctx.study.runner.runner) != "local":
         return f"runner '{ctx.study.runner.runner}' asks each task on its workers"
@@ -92,8 +95,8 @@ def run(ctx: JobContext) -> int:
         m_store.require_writable(len(both))
         if not ctx.backend.fused_scoring():  # loads the model: it is about to be asked anyway
             print(
-                f"{TASK}: not one pass (Min-K% does not run the packed fp32 body for this model and "
-                "dtype: docs/backends.md); each task asks its own"
+                f"{TASK}: not one pass (backend '{ctx.backend.name}' cannot answer and score these "
+                "prompts in one request for this model and dtype: docs/backends.md); each task asks its own"
             )
             return EXIT_OK
         f_store.claim(keys_of(both))
@@ -162,7 +165,7 @@ def fused_answer(
     results = backend.generate_scored(
         [q.prompt for q in batch],
         max_tokens,
-        top_logprobs,  # type: ignore[attr-defined]
+        top_logprobs,
         vocab_moments=VOCAB_MOMENTS in writer.extras,
     )
     finished = utc_now()

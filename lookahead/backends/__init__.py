@@ -19,6 +19,7 @@ from lookahead.config import PROJECT_ROOT, Study, StudyConfigError
 
 __all__ = [
     "BACKENDS",
+    "FUSED_BACKENDS",
     "JOB_ENVIRONMENTS",
     "Backend",
     "Generation",
@@ -33,6 +34,12 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "vllm": ("lookahead.backends.vllm_backend", "VLLMBackend"),
     "openai": ("lookahead.backends.openai_backend", "OpenAIBackend"),
 }
+
+#: Backends whose one request per prompt can return the answer and the prompt's token
+#: log-probs (Backend.fused_scoring; llm_jobs.fused asks the forecast and Min-K% of a row
+#: in one pass). Known before the model loads, so the plan counts the requests really
+#: sent; the backend still confirms once loaded (transformers: only on its packed body).
+FUSED_BACKENDS = frozenset({"transformers", "vllm"})
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,20 @@ class Backend(ABC):
         the study setting context_length then has to say)."""
         return None
 
+    def fused_scoring(self) -> bool:
+        """Whether one request per prompt can return both its answer and its prompt token
+        log-probs (:meth:`generate_scored`, llm_jobs.fused). A backend that cannot (an API
+        without prompt log-probs) leaves it False, and the forecast and the Min-K% jobs
+        ask their own requests."""
+        return False
+
+    def generate_scored(
+        self, prompts: Sequence[str], max_tokens: int, top_logprobs: int, vocab_moments: bool = False
+    ) -> list[tuple[Generation, list[TokenLogprob]]]:
+        """Per prompt, :meth:`generate`'s answer and :meth:`prompt_logprobs`' entries from
+        one request; only where :meth:`fused_scoring` holds."""
+        raise NotImplementedError(f"backend '{self.name}' does not answer and score a prompt in one request")
+
     def try_generate(self, prompts: Sequence[str], max_tokens: int, top_logprobs: int) -> list[Generation | QueryFailure]:
         """Like ``generate`` but a failed query comes back as a QueryFailure in its place.
 

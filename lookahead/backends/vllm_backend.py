@@ -135,20 +135,47 @@ class VLLMBackend(Backend):
             logprobs=top_logprobs if top_logprobs > 0 else None,
         )
         outs = self.llm.generate(self._inputs(prompts), params, use_tqdm=False)
-        gens: list[Generation] = []
-        for prompt, out in zip(prompts, outs, strict=False):
-            comp = out.outputs[0]
-            top: list[TokenLogprob] = []
-            if top_logprobs > 0 and comp.logprobs:
-                # vLLM returns the top-k plus the sampled token when that lies outside them;
-                # keep the k most likely, as an API's top_logprobs would.
-                items = sorted(comp.logprobs[0].items(), key=lambda kv: -kv[1].logprob)
-                top = [
-                    TokenLogprob(int(tid), self._decode(tid, lp.decoded_token), float(lp.logprob))
-                    for tid, lp in items[:top_logprobs]
-                ]
-            gens.append(Generation(prompt=prompt, response_text=comp.text, top_logprobs=top))
-        return gens
+        return [self._generation(prompt, out, top_logprobs) for prompt, out in zip(prompts, outs, strict=False)]
+
+    def _generation(self, prompt: str, out: Any, top_logprobs: int) -> Generation:
+        """A request's answer and the top-k at its first generated position."""
+        comp = out.outputs[0]
+        top: list[TokenLogprob] = []
+        if top_logprobs > 0 and comp.logprobs:
+            # vLLM returns the top-k plus the sampled token when that lies outside them;
+            # keep the k most likely, as an API's top_logprobs would.
+            items = sorted(comp.logprobs[0].items(), key=lambda kv: -kv[1].logprob)
+            top = [
+                TokenLogprob(int(tid), self._decode(tid, lp.decoded_token), float(lp.logprob)) for tid, lp in items[:top_logprobs]
+            ]
+        return Generation(prompt=prompt, response_text=comp.text, top_logprobs=top)
+
+    def fused_scoring(self) -> bool:
+        """One request returns the answer and the prompt's token log-probs
+        (``prompt_logprobs`` beside ``logprobs`` in one SamplingParams)."""
+        return True
+
+    def generate_scored(
+        self, prompts: Sequence[str], max_tokens: int, top_logprobs: int, vocab_moments: bool = False
+    ) -> list[tuple[Generation, list[TokenLogprob]]]:
+        """Per prompt, :meth:`generate`'s greedy answer and :meth:`prompt_logprobs`' entries
+        from one request: vLLM computes the prompt log-probs in the prefill the answer
+        decodes from, so the prompt is read once. No vocabulary moments (vLLM returns
+        log-probs of chosen tokens only; lookahead.measures refuses Min-K%++ on vLLM
+        before any query)."""
+        if vocab_moments:
+            raise NotImplementedError("backend 'vllm' has no vocabulary moments (Min-K%++)")
+        if not prompts:
+            return []
+        params = self._SamplingParams(
+            temperature=0.0,
+            max_tokens=max_tokens,
+            seed=self.seed,
+            logprobs=top_logprobs if top_logprobs > 0 else None,
+            prompt_logprobs=0,
+        )
+        outs = self.llm.generate(self._inputs(prompts), params, use_tqdm=False)
+        return [(self._generation(p, out, top_logprobs), self._prompt_row(out)) for p, out in zip(prompts, outs, strict=False)]
 
     def generate_json(self, prompts: Sequence[str], max_tokens: int, schema: dict[str, Any]) -> list[Generation]:
         """Greedy answers constrained to a JSON Schema by vLLM's structured outputs
@@ -174,20 +201,21 @@ class VLLMBackend(Backend):
             return []
         params = self._SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0, seed=self.seed)
         outs = self.llm.generate(self._inputs(prompts), params, use_tqdm=False)
-        result: list[list[TokenLogprob]] = []
-        for out in outs:
-            ids = list(out.prompt_token_ids or [])
-            plps = out.prompt_logprobs or []
-            row: list[TokenLogprob] = []
-            for i, tid in enumerate(ids):
-                entry = plps[i] if i < len(plps) else None
-                if i == 0 or entry is None:
-                    row.append(TokenLogprob(int(tid), self.tokenizer.decode([tid]), None))
-                    continue
-                lp = entry[tid]  # the actual prompt token is always in the dict
-                row.append(TokenLogprob(int(tid), self._decode(tid, lp.decoded_token), float(lp.logprob)))
-            result.append(row)
-        return result
+        return [self._prompt_row(out) for out in outs]
+
+    def _prompt_row(self, out: Any) -> list[TokenLogprob]:
+        """A request's prompt token log-probs (``prompt_logprobs=0``: the actual token's)."""
+        ids = list(out.prompt_token_ids or [])
+        plps = out.prompt_logprobs or []
+        row: list[TokenLogprob] = []
+        for i, tid in enumerate(ids):
+            entry = plps[i] if i < len(plps) else None
+            if i == 0 or entry is None:
+                row.append(TokenLogprob(int(tid), self.tokenizer.decode([tid]), None))
+                continue
+            lp = entry[tid]  # the actual prompt token is always in the dict
+            row.append(TokenLogprob(int(tid), self._decode(tid, lp.decoded_token), float(lp.logprob)))
+        return row
 
     def sample(self, prompts: Sequence[str], n: int, seed: int, max_tokens: int) -> list[list[str]]:
         """Fallback: n answers per prompt at temperature 1 with a fixed seed (n_samples,

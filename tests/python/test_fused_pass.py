@@ -107,7 +107,7 @@ def test_a_row_missing_one_task_is_asked_by_that_task_alone(tmp_path, tiny):
 @pytest.mark.parametrize(
     ("over", "why"),
     [
-        ({"backend": "vllm"}, "backend 'vllm'"),
+        ({"backend": "openai", "base_url": "http://127.0.0.1:9/v1"}, "backend 'openai'"),
         ({"runner": "ray"}, "runner 'ray'"),
     ],
 )
