@@ -113,7 +113,7 @@ def row_queries(ctx: JobContext, task: str, params: dict[str, Any]) -> QueryPlan
     from lookahead.prompts import check_forecast_template
 
     template = str(ctx.study.prompts.forecast_prompt)
-    check_forecast_template(template, ctx.study.input.column_map, ctx.study.prompts.forecast_prompt_allowed_columns)
+    check_forecast_template(template, ctx.study.column_map, ctx.study.prompts.forecast_prompt_allowed_columns)
     study = ctx.study
 
     def render(rows: Any) -> pa.Array:
@@ -167,7 +167,7 @@ def fit_forecast_prompts(ctx: JobContext, queries: Sequence[Query], tally: FitTa
     mode = ctx.study.prompts.prompt_overflow
     out_tokens = forecast_output_tokens(ctx)
     limit, count = prompt_token_limit(ctx, out_tokens)
-    text_col = str(ctx.study.input.column_map["text"])
+    text_col = str(ctx.study.column_map["text"])
     if limit is None or count is None:
         return queries if isinstance(queries, QueryPlan) else list(queries)
 

@@ -165,7 +165,7 @@ def incomplete_reason(record: Mapping[str, Any]) -> str | None:
     if top and not all(_finite_logprob(t) for t in top):
         worst = max(
             (
-                t.get("logprob")
+                float(t["logprob"])
                 for t in top
                 if isinstance(t, Mapping) and isinstance(t.get("logprob"), float) and math.isfinite(t["logprob"])
             ),
@@ -200,7 +200,7 @@ def incomplete_reason(record: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _line_extras_problem(record: dict[str, Any], extras: Sequence[str]) -> str | None:
+def _line_extras_problem(record: Mapping[str, Any], extras: Sequence[str]) -> str | None:
     """What a Min-K% line lacks of the extras its key asked for (a line written when the
     extras joined the key: its params name them, :data:`KEY_FREE_PARAMS`)."""
     for name in extras:

@@ -32,7 +32,7 @@ import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -398,6 +398,17 @@ def default_study_path(root: Path = PROJECT_ROOT) -> Path:
     return root / SCHEMA.default_study
 
 
+_V = TypeVar("_V")
+
+
+def protocol_setting(name: str, value: _V | None) -> _V:
+    """A setting every protocol study has but a claim-only one does not (data_path,
+    column_map, training_cutoff): its value, or one line naming it when it is not set."""
+    if value is None:
+        raise StudyConfigError(f"setting '{name}' is missing: the lookahead-bias test (study_kind: protocol) needs it")
+    return value
+
+
 @dataclass(frozen=True)
 class Study(StudySections):
     """A study's full, checked settings and its root.
@@ -435,7 +446,17 @@ class Study(StudySections):
 
     @property
     def cutoff(self) -> dt.date:
-        return dt.date.fromisoformat(self.protocol.training_cutoff)
+        return dt.date.fromisoformat(protocol_setting("training_cutoff", self.protocol.training_cutoff))
+
+    @property
+    def data_file(self) -> Path:
+        """The observations file (data_path), resolved against the root."""
+        return self.resolve(protocol_setting("data_path", self.input.data_path))
+
+    @property
+    def column_map(self) -> dict[str, str | None]:
+        """Protocol column -> the input's column name (column_map)."""
+        return protocol_setting("column_map", self.input.column_map)
 
     @property
     def results_dir(self) -> Path:

@@ -889,7 +889,7 @@ def scan_study_rows(study: Study, subsample: tuple[int | None, int] | None = Non
     settings = study.input
     if subsample is not None:
         settings = replace(settings, subsample_rows=subsample[0], subsample_seed=subsample[1])
-    scan = scan_rows(settings, study.resolve(study.input.data_path))
+    scan = scan_rows(settings, study.data_file)
     if scan.n == 0:
         raise StudyConfigError(f"setting 'data_path': '{study.input.data_path}' has a header but no data rows; check the file")
     return scan

@@ -78,6 +78,7 @@ def parse_ranking(text: Any, items: Sequence[str] | None = None) -> list[str]:
     lines (a leading '1.' / '2)' numbering dropped); with ``items`` given, names are
     matched to them case-insensitively and the ranking must hold each exactly once.
     Missing, unknown or repeated items raise PredictionError."""
+    parts: list[str] | None
     if isinstance(text, (list, tuple)):
         parts = [str(x) for x in text]
     else:
