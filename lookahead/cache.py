@@ -132,7 +132,7 @@ def positive_logprob_reason(value: float) -> str:
     return f"log-prob {value:+g} is positive (above the tolerance {LOGPROB_TOLERANCE:g}; a log-probability is <= 0)"
 
 
-def clamp_near_zero(record: dict[str, Any]) -> int:
+def clamp_near_zero(record: MutableMapping[str, Any]) -> int:
     """Set every log-prob in (0, LOGPROB_TOLERANCE] to 0 in place (top and prompt
     log-probs) and return how many; the count is kept in the line as
     ``clamped_logprobs`` (absent when none), so the study can say how many it read as 0."""
@@ -525,10 +525,16 @@ def fields_key(record: Mapping[str, Any]) -> str | None:
     store reads, and an Arrow array per line cost ten times as much."""
     task, model_id, text, params = (record.get(f) for f in ("task", "model_id", "query_text", "params"))
     ident = f"{record.get('entity_id')}{KEY_SEPARATOR}{record.get('target_date')}" if task == "recall" else record.get("row_id")
-    if not all(isinstance(v, str) for v in (task, model_id, ident, text)) or not isinstance(params, dict):
+    if not (
+        isinstance(task, str)
+        and isinstance(model_id, str)
+        and isinstance(ident, str)
+        and isinstance(text, str)
+        and isinstance(params, dict)
+    ):
         return None
     keyed = {k: v for k, v in params.items() if k not in UNKEYED_PARAMS}
-    text = KEY_SEPARATOR.join((task, model_id, ident, text, params_json(keyed)))  # type: ignore[arg-type]
+    text = KEY_SEPARATOR.join((task, model_id, ident, text, params_json(keyed)))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -1083,12 +1089,13 @@ class RawStore:
                 raise
             self._open_read_only(exc)
             return
-        writer = lock_writer(self.path)[1:] if self._lock is None and self.own_shard else []
-        if writer and writer != [self.own_shard]:
+        own = self.own_shard
+        writer = lock_writer(self.path)[1:] if self._lock is None and own else []
+        if own and writer and writer != [own]:
             # another study's job writes the shared file (it names its study in the lock);
             # a second job of this study, or a writer that does not say, would ask the
             # same queries again, so it stops as before
-            self._move_to_own_shard()
+            self._move_to_own_shard(own)
         if self._lock is None:
             if not self.read_only_ok:
                 raise CacheLocked(f"{self.path} is being written by another job{lock_holder(self.path)}; wait for it to finish")
@@ -1107,11 +1114,11 @@ class RawStore:
         # created even when empty, so `dbt build` always finds the failures source
         self._failures_fh = open(self.failures_path, "ab", buffering=0)
 
-    def _move_to_own_shard(self) -> None:
+    def _move_to_own_shard(self, own_shard: str) -> None:
         """Append to this writer's own shard instead of the file another process holds
         (issue 35: two studies sharing one raw_dir run at the same time); its answers
         stay visible to both (refresh reads every shard), so a key is asked once."""
-        shard = self.root / SHARDS_DIR / self.own_shard / self.path.name  # type: ignore[operator]
+        shard = self.root / SHARDS_DIR / own_shard / self.path.name
         lock_path = shard.with_name(shard.name + ".lock")
         self.path = shard
         self.failures_path = failures_path(shard)
@@ -1300,7 +1307,7 @@ class RawStore:
         with idents (key -> ident), only lines that agree with their key."""
         return load_cache(self.root, self.task, wanted)
 
-    def append(self, record: Mapping[str, Any]) -> None:
+    def append(self, record: MutableMapping[str, Any]) -> None:
         """Write one record as one line, then flush and fsync before returning."""
         if self._fh is None:
             raise CacheError(self.read_only or f"{self.path} is not open for appending")
@@ -1311,7 +1318,7 @@ class RawStore:
             # a second line of a key only when it carries extras no line of it has (a
             # study that needs them asked that row again)
             raise CacheError(f"key {record['key']} is already in {self.path}; refusing a duplicate line")
-        self.clamped += clamp_near_zero(record)  # type: ignore[arg-type]
+        self.clamped += clamp_near_zero(record)
         reason = incomplete_reason(record)
         if reason:
             raise IncompleteAnswer(f"key {record['key']}: not a complete answer ({reason}); not cached")

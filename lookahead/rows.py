@@ -787,7 +787,8 @@ def scan_rows(settings: InputSettings, path: Path, chunk_rows: int | None = None
         sub[_conflicting(id_of, outcome, sub < 0).to_numpy(bool)] = code["conflicting outcome"]
         sub[_later_duplicates(id_of, sub < 0).to_numpy(bool)] = code["duplicate row"]
         reasons[shared] = sub.to_numpy(np.int8)
-    given.clear(), number.clear()
+    given.clear()
+    number.clear()
     valid = reasons < 0
     size, seed = _subsample_setting(settings)
     if size is None or size >= int(valid.sum()):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from lookahead.check_rules import REFUSE, WARN, Finding
 from lookahead.config import Study
@@ -187,8 +188,8 @@ def print_claim_summary(study: Study) -> int:
     finally:
         con.close()
 
-    def fmt(x: object) -> str:
-        return "n/a" if x is None else f"{float(x):.3f}"  # type: ignore[arg-type]
+    def fmt(x: Any) -> str:
+        return "n/a" if x is None else f"{float(x):.3f}"
 
     for agent, kind, n, scored, olr, dclr, top1, metric_name, metric in rows:
         print(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -64,9 +65,9 @@ class Caveat:
     text: str
 
 
-def _n(x: object) -> float:
+def _n(x: Any) -> float:  # any cell: float() decides
     try:
-        v = float(x)  # type: ignore[arg-type]
+        v = float(x)
     except (TypeError, ValueError):
         return math.nan
     return v
@@ -254,10 +255,10 @@ def _paragraph_parts(o: Outcome) -> tuple[str, list[str]]:
         failed.append(
             {"infeasible": "placebo infeasible", "not_estimable": "placebo not estimable", "fails": "placebo failed"}[o.placebo]
         )
-    why = [VALIDATION_FAILURES[c] for c in o.validation_failures]
+    reasons = [VALIDATION_FAILURES[c] for c in o.validation_failures]
     if not PLACEBO[o.placebo][0]:
-        why.append(_placebo_short(o))
-    return (f"Mixed/invalid ({'; '.join(failed)}): {b3} > 0 but {'; '.join(why)}.", [])
+        reasons.append(_placebo_short(o))
+    return (f"Mixed/invalid ({'; '.join(failed)}): {b3} > 0 but {'; '.join(reasons)}.", [])
 
 
 def paragraph(o: Outcome, found: list[Caveat]) -> str:

@@ -38,7 +38,7 @@ def lap_histograms(pre: pd.DataFrame, post: pd.DataFrame, column: str, path: str
     a = pd.to_numeric(pre[column], errors="coerce").dropna().to_numpy()
     b = pd.to_numeric(post[column], errors="coerce").dropna().to_numpy()
     both = np.concatenate([a, b]) if len(a) + len(b) else np.array([0.0, 1.0])
-    bins = np.histogram_bin_edges(both, bins=40)
+    bins = np.histogram_bin_edges(both, bins=40).tolist()  # the edges as floats, as Axes.hist takes them
     fig, ax = plt.subplots(figsize=(7, 4))
     if len(a):
         ax.hist(a, bins=bins, density=True, alpha=0.55, color="tab:red", label=f"pre-cutoff (N={len(a):,}, mean={a.mean():.3g})")
