@@ -39,6 +39,7 @@ from lookahead.stats.verdict import (
     RECOMMENDATION,
     VALIDATION_FAILURES,
     Outcome,
+    TestFact,
     fmt_num,
     fmt_t,
     mde,
@@ -313,11 +314,11 @@ class Check:
     result: str
 
 
-def _est(t) -> str:
+def _est(t: TestFact) -> str:
     return f"{fmt_num(t.estimate)} (t {fmt_t(t.t)})" if t.estimable else "not estimable"
 
 
-def _p(t) -> str:
+def _p(t: TestFact) -> str:
     return t.p_phrase() if t.estimable else "NA"
 
 

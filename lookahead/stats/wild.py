@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -429,12 +429,12 @@ def wild_p(
 _COMPILED: dict[Any, Any] = {}
 
 
-def _memoized_njit(*args: Any, **kwargs: Any):
+def _memoized_njit(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
     """numba.njit that compiles a given function body once per process: wildboottest
     0.3.2 defines its kernel inside ``get_denom`` and would recompile it on every call."""
     import numba
 
-    def deco(fn):
+    def deco(fn: Callable[..., Any]) -> Any:
         key = (fn.__code__, tuple(sorted(kwargs.items())))
         if key not in _COMPILED:
             _COMPILED[key] = numba.njit(**kwargs)(fn)
