@@ -97,11 +97,13 @@ demo-smollm2: install
 	$(VENV)/bin/lookahead run --study demo/studies/smollm2.yml --yes
 
 ## Linters: ruff's formatter and linter (Python; the rule sets and each exception with its
-## reason in pyproject.toml), sqlfluff (dbt SQL), and dbt_project.yml's generated vars in sync.
-## .pre-commit-config.yaml runs the same before a commit.
+## reason in pyproject.toml), mypy on lookahead and llm_jobs (its strictness and each
+## exception with its reason in pyproject.toml [tool.mypy]), sqlfluff (dbt SQL), and
+## dbt_project.yml's generated vars in sync. .pre-commit-config.yaml runs the same before a commit.
 lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/sqlfluff lint models tests/dbt analyses --nocolor
 	$(PY) -m lookahead.config --check-dbt-vars
 

@@ -75,7 +75,7 @@ def ask_parsed(
     max_tokens, top = params["max_tokens"], params["top_logprobs"]
     out: list[dict[str, Any] | QueryFailure | None] = [None] * len(batch)
     errors: dict[int, tuple[str, str]] = {}
-    prompts = [q.prompt for q in batch]
+    prompts: Sequence[str] | dict[int, str] = [q.prompt for q in batch]  # then the retries' prompts
     for attempt in range(st.value_retries + 1):
         todo = list(range(len(batch))) if attempt == 0 else list(errors)
         if not todo:
@@ -93,14 +93,17 @@ def ask_parsed(
                 errors[i] = (text or "", str(exc))
                 continue
             errors.pop(i, None)
-            out[i] = {"response_text": text, "top_logprobs": lps, "attempts": attempt + 1, **parsed}
+            answer = {"response_text": text, "top_logprobs": lps, "attempts": attempt + 1, **parsed}
             if attempt:
-                out[i]["retry_prompt"] = prompts[i]
+                answer["retry_prompt"] = prompts[i]
+            out[i] = answer
     for i, (_text, err) in errors.items():
         out[i] = QueryFailure(
             f"unparseable {kind.name} answer after {st.value_retries + 1} attempt(s): {err}", st.value_retries + 1
         )
-    return out  # type: ignore[return-value]
+    done = [r for r in out if r is not None]
+    assert len(done) == len(out), "every query ends answered or failed"
+    return done
 
 
 def run_parsed(

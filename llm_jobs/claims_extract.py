@@ -21,6 +21,7 @@ from llm_jobs.claims_common import ClaimContext, claim_main, claim_record, predi
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import run_queries
+from lookahead.backends.base import json_generation
 from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import claims_raw_file, load_reference_extractions, sha
 from lookahead.claims.prompts import extraction_prompt, extraction_retry_prompt
@@ -42,7 +43,8 @@ def run(ctx: ClaimContext) -> int:
     ]
     skipped = len(preds) - len(todo)
     print(f"{TASK}: {len(todo)} rationales to extract ({skipped} skipped: empty rationale, reference extraction or TimeSPEC)")
-    structured = callable(getattr(ctx.backend, "generate_json", None))
+    generate_json = json_generation(ctx.backend)
+    structured = generate_json is not None
     params = {
         "temperature": 0,
         "max_tokens": st.extract_max_tokens,
@@ -87,8 +89,8 @@ def run(ctx: ClaimContext) -> int:
 
                 def answer(batch: list[Query]) -> list[dict[str, Any]]:
                     texts = [q.prompt for q in batch]
-                    if structured:
-                        gens = ctx.backend.generate_json(texts, st.extract_max_tokens, EXTRACTION_SCHEMA)
+                    if generate_json is not None:
+                        gens = generate_json(texts, st.extract_max_tokens, EXTRACTION_SCHEMA)
                     else:
                         gens = ctx.backend.generate(texts, st.extract_max_tokens, 0)
                     out = []

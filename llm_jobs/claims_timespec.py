@@ -41,6 +41,7 @@ from llm_jobs.claims_common import ClaimContext, ask_parsed, claim_main, claim_r
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, run_queries
+from lookahead.backends.base import json_generation
 from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import (
     claims_raw_file,
@@ -84,7 +85,8 @@ class Phases:
         coalition answer, re-asked when it does not parse, else a recorded failure
         (llm_jobs.claims_common.ask_parsed)."""
         ctx = self.ctx
-        structured = schema is not None and callable(getattr(ctx.backend, "generate_json", None))
+        generate_json = json_generation(ctx.backend)
+        structured = schema is not None and generate_json is not None
         params = {
             "temperature": 0,
             "max_tokens": max_tokens,
@@ -110,8 +112,8 @@ class Phases:
             def answer(batch: list[Query]) -> list[Any]:
                 if parse is not None:
                     return ask_parsed(ctx, batch, [items[ids[q.key]] for q in batch], [parse[ids[q.key]] for q in batch], params)
-                if structured:
-                    gens = ctx.backend.generate_json([q.prompt for q in batch], max_tokens, schema)
+                if schema is not None and generate_json is not None:  # structured
+                    gens = generate_json([q.prompt for q in batch], max_tokens, schema)
                 else:
                     gens = ctx.backend.generate([q.prompt for q in batch], max_tokens, top)
                 return [{"response_text": g.response_text, "top_logprobs": logprob_dicts(g.top_logprobs)} for g in gens]
@@ -205,7 +207,8 @@ def run(ctx: ClaimContext) -> int:
             dater = Dater(corpus, st, [c for cs in claims.values() for c in cs], judged)
             out = {}
             for i in texts:
-                valid, bad = [], []
+                valid: list[Claim] = []
+                bad: list[Claim] = []
                 for c in claims.get(i, []):
                     state = dater.date(c, t_refs[i])[0].state
                     (valid if state == "not_leaked" else bad if state == "leaked" else []).append(c)
@@ -249,7 +252,7 @@ def run(ctx: ClaimContext) -> int:
                     keep.append(c)
             valid[i] = keep
         # a ranking is over its draft's items (an instance whose draft has none is not aggregated)
-        items = {i: kind.items(draft_pred[i]) if draft_pred.get(i) else None for i in rows}
+        items = {i: kind.items(pred) if (pred := draft_pred.get(i)) else None for i in rows}
         agg = [i for i in rows if not kind.items_needed or items[i]]
         if len(agg) < len(rows):
             print(f"aggregator: {len(rows) - len(agg)} instance(s) without a draft ranking to take the items from")

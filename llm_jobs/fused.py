@@ -36,9 +36,10 @@ from llm_jobs.query_loop import logprob_dicts, record_skeleton, settle
 from llm_jobs.run_plan import answered_elsewhere
 from llm_jobs.runners import query_all
 from lookahead.backends import FUSED_BACKENDS
-from lookahead.backends.base import Backend, QueryFailure
+from lookahead.backends.base import Backend, FusedScoring, QueryFailure
 from lookahead.cache.files import utc_now
 from lookahead.cache.store import RawStore
+from lookahead.config import protocol_setting
 from lookahead.guard import EXIT_OK
 from lookahead.keys import sampling_fallback, task_params
 from lookahead.measures import VOCAB_MOMENTS, ZLIB_BYTES, zlib_bytes
@@ -93,7 +94,8 @@ def run(ctx: JobContext) -> int:
             return EXIT_OK
         f_store.require_writable(len(both))
         m_store.require_writable(len(both))
-        if not ctx.backend.fused_scoring():  # loads the model: it is about to be asked anyway
+        backend = ctx.backend
+        if not (isinstance(backend, FusedScoring) and backend.fused_scoring()):  # loads the model: it is asked next anyway
             print(
                 f"{TASK}: not one pass (backend '{ctx.backend.name}' cannot answer and score these "
                 "prompts in one request for this model and dtype: docs/backends.md); each task asks its own"
@@ -125,7 +127,9 @@ def run(ctx: JobContext) -> int:
         tally = query_all(ctx, f_store, head, forecast.TASK, answer, f_params)
         if len(head) < len(pending):  # the first answers decide whether the rest are asked
             forecast.early_parse_stop(
-                ctx.study.prompts.forecast_labels, list(cached_records(ctx, f_store, forecast.TASK, head).values()), len(pending)
+                protocol_setting("forecast_labels", ctx.study.prompts.forecast_labels),
+                list(cached_records(ctx, f_store, forecast.TASK, head).values()),
+                len(pending),
             )
             tally.add(query_all(ctx, f_store, pending[len(head) :], forecast.TASK, answer, f_params))
         require_complete(tally, f_store)
@@ -162,6 +166,7 @@ def fused_answer(
     forecast answers returned to the query loop (llm_jobs.forecast.forecast_answer's
     fields), which writes them."""
     started = utc_now()  # a local model answers the whole batch or raises (Backend.try_generate)
+    assert isinstance(backend, FusedScoring), "run() asks a backend that scores as it answers"
     results = backend.generate_scored(
         [q.prompt for q in batch],
         max_tokens,

@@ -64,7 +64,7 @@ def prompt_token_limit(ctx: JobContext, output_tokens: int) -> tuple[int | None,
             "setting 'tokenizer_path': prompts cannot be counted against the context length "
             f"({context} tokens) without the model's tokenizer; set tokenizer_path"
         )
-    return context - max(1, int(output_tokens)), counter  # type: ignore[return-value]
+    return context - max(1, int(output_tokens)), counter
 
 
 def too_long_stop(
@@ -114,7 +114,7 @@ def row_queries(ctx: JobContext, task: str, params: dict[str, Any]) -> QueryPlan
     from lookahead.prompts import check_forecast_template
 
     template = str(ctx.study.prompts.forecast_prompt)
-    check_forecast_template(template, ctx.study.input.column_map, ctx.study.prompts.forecast_prompt_allowed_columns)
+    check_forecast_template(template, ctx.study.column_map, ctx.study.prompts.forecast_prompt_allowed_columns)
     study = ctx.study
 
     def render(rows: Any) -> pa.Array:
@@ -168,7 +168,7 @@ def fit_forecast_prompts(ctx: JobContext, queries: Sequence[Query], tally: FitTa
     mode = ctx.study.prompts.prompt_overflow
     out_tokens = forecast_output_tokens(ctx)
     limit, count = prompt_token_limit(ctx, out_tokens)
-    text_col = str(ctx.study.input.column_map["text"])
+    text_col = str(ctx.study.column_map["text"])
     if limit is None or count is None:
         return queries if isinstance(queries, QueryPlan) else list(queries)
 
@@ -207,7 +207,7 @@ def fit_forecast_prompts(ctx: JobContext, queries: Sequence[Query], tally: FitTa
         elif fitted.truncated_to is not None:
             cut_at[i] = fitted
     n_cut = len(cut_at) if as_plan else sum(1 for q in out if q.truncated_to is not None)
-    fitted_all = queries.with_replaced(cut_at) if as_plan else out  # type: ignore[union-attr]
+    fitted_all = queries.with_replaced(cut_at) if isinstance(queries, QueryPlan) else out
     if tally is not None:
         tally.n_total += len(queries)
         tally.n_cut += n_cut
@@ -234,8 +234,8 @@ def estimate_tokens(backend: Backend, prompts: Iterable[str]) -> int:
         return 0
     counter = getattr(backend, "count_tokens", None)
     n = counter(first) if callable(counter) else None
-    if n is not None:
-        return int(n) + sum(int(counter(p)) for p in it)  # type: ignore[misc]
+    if callable(counter) and n is not None:
+        return int(n) + sum(int(counter(p)) for p in it)
     return sum(max(1, len(p) // 4) for p in itertools.chain([first], it))  # ~4 characters per token (no tokenizer here)
 
 

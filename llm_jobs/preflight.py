@@ -14,6 +14,7 @@ backend: the tokenizer named by tokenizer_path); it sends nothing and writes not
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -31,7 +32,7 @@ from lookahead.keys import task_params
 from lookahead.rows import PAIR_COLUMNS
 
 
-def check(args) -> int:
+def check(args: argparse.Namespace) -> int:
     """The run's pre-query checks (llm_jobs.context's preflight on the rows' counts, then
     each job's plan), one summary line when all pass.
 

@@ -38,6 +38,11 @@ module-level function (params bound with functools.partial), so that the Ray run
 ship it to its workers."""
 
 
+#: Answers a batch: one entry per query, in order, the fields of a complete answer or the
+#: query's failure (a Sequence: a job's answerer may return a list of answers alone).
+Answerer = Callable[[list[Query]], Sequence[dict[str, Any] | QueryFailure]]
+
+
 def record_skeleton(ctx: JobContext, task: str, q: Query, params: dict[str, Any]) -> dict[str, Any]:
     """A raw line with every contract field present (docs/CONTRACTS.md)."""
     return {
@@ -104,6 +109,7 @@ def settle(
     """Append a complete answer to ``store``, or record why there is none; return that
     reason (None when the answer was written)."""
     attempts, permanent = 1, False
+    reason: str | None
     if isinstance(res, QueryFailure):
         reason, attempts, permanent = res.reason, res.attempts, res.permanent
     else:
@@ -121,7 +127,7 @@ def settle(
 
 
 def answer_each(
-    answer: Callable[[list[Query]], list[dict[str, Any] | QueryFailure]],
+    answer: Answerer,
     queries: Sequence[Query],
     batch_size: int,
     streams: int,
@@ -146,7 +152,7 @@ def answer_each(
 
 
 def _answer_each(
-    answer: Callable[[list[Query]], list[dict[str, Any] | QueryFailure]],
+    answer: Answerer,
     queries: Sequence[Query],
     batch_size: int,
     streams: int,
@@ -216,7 +222,7 @@ def run_queries(
     pending: Sequence[Query],
     batch_size: int,
     desc: str,
-    answer: Callable[[list[Query]], list[dict[str, Any] | QueryFailure]],
+    answer: Answerer,
     base_record: Callable[[Query], dict[str, Any]],
     backend: Backend | None = None,
 ) -> QueryTally:

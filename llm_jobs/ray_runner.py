@@ -98,7 +98,7 @@ class ShardWorker:
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         keys = [str(k) for k in batch["key"]]
         status, reasons = [CACHED] * len(keys), [""] * len(keys)
-        out = {
+        out: dict[str, list[Any]] = {
             "key": keys,
             "status": status,
             "reason": reasons,
@@ -188,9 +188,9 @@ def start_ray(ray: Any, study: Study) -> bool:
 def worker_error(exc: BaseException) -> str:
     """The last line of what went wrong inside a worker (a Ray error wraps the worker's
     traceback; the job prints one line)."""
-    cause: BaseException | None = exc
-    while getattr(cause, "cause", None) is not None and cause is not cause.cause:
-        cause = cause.cause
+    cause: BaseException = exc
+    while (inner := getattr(cause, "cause", None)) is not None and inner is not cause:
+        cause = inner
     lines = [x.strip() for x in str(cause).strip().splitlines() if x.strip()]
     return mask(lines[-1] if lines else type(exc).__name__)
 

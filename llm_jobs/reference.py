@@ -48,7 +48,11 @@ def run(ctx: JobContext) -> int:
         ref,
         TASK,
         task_params(ctx.study, TASK),
-        {"mean": lambda rec: float(np.mean(token_logprobs(rec)[1:])) if len(rec["prompt_logprobs"]) > 1 else None},
+        {
+            "mean": lambda rec: (
+                float(np.mean(np.asarray(token_logprobs(rec)[1:], dtype=float))) if len(rec["prompt_logprobs"]) > 1 else None
+            )
+        },
     )
     means = [m for m in values["mean"] if m is not None]
     mean = f"{np.mean(means):.4f}" if means else "none"

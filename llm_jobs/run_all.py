@@ -150,7 +150,7 @@ def _later_claim_jobs(found: Sequence[run_plan.Estimate], claim_names: Sequence[
     """The claim jobs after the first that has queries to ask: they read what it is about
     to answer, so what they will ask is known only when they run."""
     pending = [n for n in claim_names if any(e.job == n and e.requests for e in found)]
-    return claim_names[claim_names.index(pending[0]) + 1 :] if pending else []
+    return list(claim_names[claim_names.index(pending[0]) + 1 :]) if pending else []
 
 
 def _later_claim_note(found: Sequence[run_plan.Estimate], claim_names: Sequence[str], uncounted: Sequence[str]) -> list[str]:

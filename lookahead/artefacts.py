@@ -460,7 +460,7 @@ def prune_stale(base: Path, keep: int) -> list[Path]:
     ``stale.N`` is kept (and counted). The folders are found by listing ``base``, never
     read from a file, and a link is neither followed nor deleted."""
     numbered = _numbered_stale(base)
-    deleted = []
+    deleted: list[Path] = []
     for _, p in numbered:
         if len(numbered) - len(deleted) <= keep:
             break

@@ -43,7 +43,7 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
         f"study '{study.name}': settings OK (hash {study.settings_hash[:12]}); "
         f"{study.input.data_path}: {scan.n_queried} valid rows, {scan.n_rejected} rejected"
     )
-    padding = zero_padding_warning(scan.queried_entities(), str(study.input.column_map["entity_id"]))
+    padding = zero_padding_warning(scan.queried_entities(), str(study.column_map["entity_id"]))
     if padding:
         print(padding, file=sys.stderr)
     # the study, not only the file (lookahead.check_rules), and its claim files when it has any

@@ -33,7 +33,7 @@ import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -399,6 +399,17 @@ def default_study_path(root: Path = PROJECT_ROOT) -> Path:
     return root / SCHEMA.default_study
 
 
+_V = TypeVar("_V")
+
+
+def protocol_setting(name: str, value: _V | None) -> _V:
+    """A setting every protocol study has but a claim-only one does not (data_path,
+    column_map, training_cutoff): its value, or one line naming it when it is not set."""
+    if value is None:
+        raise StudyConfigError(f"setting '{name}' is missing: the lookahead-bias test (study_kind: protocol) needs it")
+    return value
+
+
 @dataclass(frozen=True)
 class Study(StudySections):
     """A study's full, checked settings and its root.
@@ -436,7 +447,17 @@ class Study(StudySections):
 
     @property
     def cutoff(self) -> dt.date:
-        return dt.date.fromisoformat(self.protocol.training_cutoff)
+        return dt.date.fromisoformat(protocol_setting("training_cutoff", self.protocol.training_cutoff))
+
+    @property
+    def data_file(self) -> Path:
+        """The observations file (data_path), resolved against the root."""
+        return self.resolve(protocol_setting("data_path", self.input.data_path))
+
+    @property
+    def column_map(self) -> dict[str, str | None]:
+        """Protocol column -> the input's column name (column_map)."""
+        return protocol_setting("column_map", self.input.column_map)
 
     @property
     def results_dir(self) -> Path:
@@ -571,7 +592,7 @@ def sections_source(schema: Schema = SCHEMA) -> str:
         "from collections.abc import Mapping",
         "from dataclasses import MISSING, dataclass, field, fields",
         "from functools import cached_property",
-        "from typing import Any, Literal, TypeVar",
+        "from typing import Any, ClassVar, Literal, TypeVar",
         "",
         'S = TypeVar("S", bound="Section")',
         "",
@@ -579,18 +600,21 @@ def sections_source(schema: Schema = SCHEMA) -> str:
         "class Section:",
         '    """What every section shares: built from a resolved study\'s values, or by hand."""',
         "",
+        "    # every section is a dataclass: declared here so dataclasses.fields() types on cls",
+        "    __dataclass_fields__: ClassVar[dict[str, Any]]",
+        "",
         "    @classmethod",
         "    def from_vars(cls: type[S], values: Mapping[str, Any]) -> S:",
         '        """The section of a resolved study (lookahead.config.resolve: every setting present)."""',
-        "        return cls(**{f.name: values[f.name] for f in fields(cls)})  # type: ignore[arg-type]",
+        "        return cls(**{f.name: values[f.name] for f in fields(cls)})",
         "",
         "    @classmethod",
         "    def with_defaults(cls: type[S], **given: Any) -> S:",
         '        """A section from the settings given (others ignored), declared defaults for the',
         "        rest and None for an identifying setting not given. For code outside a study;",
         '        values are not checked here (lookahead.config.check_setting checks one)."""',
-        "        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]",
-        "        required = {f.name: None for f in fields(cls)  # type: ignore[arg-type]",
+        "        names = {f.name for f in fields(cls)}",
+        "        required = {f.name: None for f in fields(cls)",
         "                    if f.default is MISSING and f.default_factory is MISSING}",
         "        return cls(**{**required, **{k: v for k, v in given.items() if k in names and v is not None}})",
     ]

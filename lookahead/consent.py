@@ -27,8 +27,9 @@ import argparse
 import ipaddress
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlparse
 
 from lookahead.errors import StudyConfigError
@@ -162,7 +163,13 @@ class GrantAction(argparse.Action):
     soon as it is parsed (grant), so this command and the jobs it starts read it; a bad
     value is argparse's one-line usage error."""
 
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
         value = str(values)
         try:
             if self.dest == "allow_remote":

@@ -41,9 +41,9 @@ def masked_output() -> Iterator[None]:
     install_log_filter()
     saved = sys.stdout, sys.stderr
     if not isinstance(sys.stdout, MaskedStream):
-        sys.stdout = MaskedStream(sys.stdout)  # type: ignore[assignment]
+        sys.stdout = MaskedStream(sys.stdout)
     if not isinstance(sys.stderr, MaskedStream):
-        sys.stderr = MaskedStream(sys.stderr)  # type: ignore[assignment]
+        sys.stderr = MaskedStream(sys.stderr)
     try:
         yield
     finally:

@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -300,7 +301,7 @@ def build_distributions(root: Path = PROJECT_ROOT) -> dict[str, str]:
     for dist in metadata.distributions():  # the first on sys.path wins, as for an import
         installed.setdefault(_normal(dist.metadata["Name"] or ""), dist)
     todo = list(CODE_DISTRIBUTIONS)
-    provides: dict[str, list[str]] = {}
+    provides: Mapping[str, list[str]] = {}
     for lib in sorted(build_imports(root) - set(sys.stdlib_module_names)):
         if _normal(lib) in installed:  # most libraries are imported by their distribution's name
             todo.append(lib)
@@ -415,7 +416,7 @@ def current_identity(study: Study) -> dict[str, str]:
     return {
         "study_name": study.name,
         "settings_hash": study.settings_hash,
-        "data_fingerprint": fingerprint(study.resolve(study.input.data_path)),
+        "data_fingerprint": fingerprint(study.data_file),
     }
 
 
@@ -675,9 +676,12 @@ def build_up_to_date(study: Study, root: Path = PROJECT_ROOT) -> tuple[str | Non
         ident_cols = {r[0] for r in con.sql("describe build_identity").fetchall()}
         if not {"inputs_fingerprint", "code_fingerprint"} <= ident_cols:
             return None, "the build identity predates build skipping"
-        inv, inputs, code = con.sql("select invocation_id, inputs_fingerprint, code_fingerprint from build_identity").fetchone()
+        recorded = con.sql("select invocation_id, inputs_fingerprint, code_fingerprint from build_identity").fetchone()
     finally:
         con.close()
+    if recorded is None:
+        return None, "the last build recorded no build identity"
+    inv, inputs, code = recorded
     if inv != last[0]:
         return None, "the build identity is not the last build's"
     if inputs != inputs_fingerprint(study):

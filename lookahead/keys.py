@@ -33,7 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lookahead.config import Study
+from lookahead.config import Study, protocol_setting
 from lookahead.measures import LINE_EXTRAS, REFERENCE_TASK, computes, study_measures
 from lookahead.prompts import Template, check_recall_template, recall_prompt_columns, text_column
 from lookahead.rows import PAIR_COLUMNS, SPLIT_COLUMNS, split_staged_arrow, unique_pairs
@@ -226,7 +226,7 @@ def _task_params(study: Study, task: str) -> dict[str, Any]:
                 "n_samples": max(MIN_SAMPLES, int(study.runner.n_samples)),
                 "chat_template": chat,
             }
-        params = {
+        params: dict[str, Any] = {
             "temperature": 0,
             "max_tokens": 1,
             "top_logprobs": TOP_LOGPROBS,
@@ -301,7 +301,7 @@ def recall_prompt_column(study: Study, pairs: Any, labels: dict[str, str] | None
         tickers=pairs["ticker"],
         target_dates=pairs["target_date"],
         entity_ids=pairs["entity_id"],
-        labels=labels or {k: str(v) for k, v in study.prompts.recall_labels.items()},
+        labels=labels or {k: str(v) for k, v in protocol_setting("recall_labels", study.prompts.recall_labels).items()},
     )
 
 

@@ -286,7 +286,7 @@ def minkpp_lap(
     z = sorted(
         (float(lp) - float(mu)) / math.sqrt(float(var))
         for lp, mu, var in zip(logprobs[1:], means[1:], variances[1:], strict=False)
-        if lp is not None
+        if lp is not None and mu is not None and var is not None
     )
     n = max(1, math.floor(len(z) * k))
     return math.fsum(z[:n]) / n

@@ -787,7 +787,8 @@ def scan_rows(settings: InputSettings, path: Path, chunk_rows: int | None = None
         sub[_conflicting(id_of, outcome, sub < 0).to_numpy(bool)] = code["conflicting outcome"]
         sub[_later_duplicates(id_of, sub < 0).to_numpy(bool)] = code["duplicate row"]
         reasons[shared] = sub.to_numpy(np.int8)
-    given.clear(), number.clear()
+    given.clear()
+    number.clear()
     valid = reasons < 0
     size, seed = _subsample_setting(settings)
     if size is None or size >= int(valid.sum()):
@@ -889,7 +890,7 @@ def scan_study_rows(study: Study, subsample: tuple[int | None, int] | None = Non
     settings = study.input
     if subsample is not None:
         settings = replace(settings, subsample_rows=subsample[0], subsample_seed=subsample[1])
-    scan = scan_rows(settings, study.resolve(study.input.data_path))
+    scan = scan_rows(settings, study.data_file)
     if scan.n == 0:
         raise StudyConfigError(f"setting 'data_path': '{study.input.data_path}' has a header but no data rows; check the file")
     return scan

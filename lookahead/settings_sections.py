@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cached_property
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 S = TypeVar("S", bound="Section")
 
@@ -22,18 +22,21 @@ S = TypeVar("S", bound="Section")
 class Section:
     """What every section shares: built from a resolved study's values, or by hand."""
 
+    # every section is a dataclass: declared here so dataclasses.fields() types on cls
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
     @classmethod
     def from_vars(cls: type[S], values: Mapping[str, Any]) -> S:
         """The section of a resolved study (lookahead.config.resolve: every setting present)."""
-        return cls(**{f.name: values[f.name] for f in fields(cls)})  # type: ignore[arg-type]
+        return cls(**{f.name: values[f.name] for f in fields(cls)})
 
     @classmethod
     def with_defaults(cls: type[S], **given: Any) -> S:
         """A section from the settings given (others ignored), declared defaults for the
         rest and None for an identifying setting not given. For code outside a study;
         values are not checked here (lookahead.config.check_setting checks one)."""
-        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-        required = {f.name: None for f in fields(cls)  # type: ignore[arg-type]
+        names = {f.name for f in fields(cls)}
+        required = {f.name: None for f in fields(cls)
                     if f.default is MISSING and f.default_factory is MISSING}
         return cls(**{**required, **{k: v for k, v in given.items() if k in names and v is not None}})
 

@@ -175,7 +175,7 @@ def incomplete_reason(record: Mapping[str, Any]) -> str | None:
     if top and not all(_finite_logprob(t) for t in top):
         worst = max(
             (
-                t.get("logprob")
+                float(t["logprob"])
                 for t in top
                 if isinstance(t, Mapping) and isinstance(t.get("logprob"), float) and math.isfinite(t["logprob"])
             ),

@@ -36,11 +36,15 @@ from lookahead.errors import StudyConfigError
 
 
 class DeclaredSetting(Protocol):
-    """What the checks read of a declared setting (lookahead.config.SettingSpec)."""
+    """What the checks read of a declared setting (lookahead.config.SettingSpec), read-only
+    as a frozen SettingSpec is."""
 
-    name: str
-    type: str
-    keys: tuple[str, ...]
+    @property
+    def name(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def keys(self) -> tuple[str, ...]: ...
 
 
 #: A study file larger than this is refused before it is parsed (study files are a few KB).

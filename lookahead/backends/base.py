@@ -6,8 +6,9 @@ numbers whichever backend runs them (the parity tests check that)."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 from lookahead.errors import RESUME, UserError
 
@@ -122,6 +123,8 @@ class Backend(ABC):
         position (Min-K%++; only a backend that sees the full distribution has them, and
         lookahead.measures refuses the others before any query)."""
         if vocab_moments:
+            # the keyword exists only on a backend that computes the moments (transformers):
+            # the interface's prompt_logprobs does not take it, and measures asks no other
             return list(self.prompt_logprobs(prompts, vocab_moments=True))  # type: ignore[call-arg]
         return list(self.prompt_logprobs(prompts))
 
@@ -135,3 +138,28 @@ class Backend(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional, on purpose not abstract  # pragma: no cover
         """Free what the backend holds (most hold nothing a process exit does not free)."""
+
+
+#: Schema-constrained generation: (prompts, max_tokens, JSON schema) -> one answer each.
+JsonGenerate = Callable[[Sequence[str], int, dict[str, Any]], list[Generation]]
+
+
+def json_generation(backend: Backend) -> JsonGenerate | None:
+    """The backend's schema-constrained generation (``generate_json``: vLLM's guided
+    decoding, the OpenAI chat API's response_format), or None where it has none (the other
+    backends; the OpenAI completions API). A capability of some backends, looked up here
+    so the claim jobs ask one function rather than each probing the backend."""
+    fn = getattr(backend, "generate_json", None)
+    return fn if callable(fn) else None
+
+
+@runtime_checkable
+class FusedScoring(Protocol):
+    """A backend that can answer a prompt and score its tokens in one pass
+    (lookahead.backends.transformers_backend; llm_jobs.fused runs the pass)."""
+
+    def fused_scoring(self) -> bool: ...
+
+    def generate_scored(
+        self, prompts: Sequence[str], max_tokens: int, top_logprobs: int, vocab_moments: bool = False
+    ) -> list[tuple[Generation, list[TokenLogprob]]]: ...

@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
 from lookahead.backends.base import Backend, BackendFatal, Generation, QueryFailure, TokenLogprob
@@ -46,6 +46,9 @@ from lookahead.errors import LookaheadError
 from lookahead.masking import install_log_filter, mask, register_secret
 from lookahead.settings_sections import BackendSettings
 from lookahead.tasks import LOGPROB_TOLERANCE, positive_logprob_reason
+
+if TYPE_CHECKING:  # the client library is imported when a backend is made, not with this module
+    from openai.types.shared_params import ResponseFormatJSONSchema
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -154,9 +157,9 @@ def _as_bool(value: object, name: str) -> bool:
     raise StudyConfigError(f"setting '{name}': '{value}' is not true or false")
 
 
-def _as_number(value: object, name: str, minimum: float) -> float:
+def _as_number(value: Any, name: str, minimum: float) -> float:  # a setting as written: float() decides
     try:
-        number = float(value)  # type: ignore[arg-type]
+        number = float(value)
     except (TypeError, ValueError):
         raise StudyConfigError(f"setting '{name}': '{value}' is not a number") from None
     if number < minimum:
@@ -316,7 +319,7 @@ class OpenAIBackend(Backend):
                 if r.error is not None:
                     raise r.error
                 raise IncompleteReply(r.reason)
-        return list(results)  # type: ignore[arg-type]
+        return [r for r in results if not isinstance(r, QueryFailure)]  # all of them: none failed
 
     def _tokenizer_or_fail(self) -> Any:
         """transformers' tokenizer of tokenizer_path, loaded on first use under a lock: the
@@ -389,8 +392,8 @@ class OpenAIBackend(Backend):
             first = tops[0] if tops else None
             if not first:
                 raise IncompleteReply("no top log-probs at the first position")
-            top = [TokenLogprob(None, str(tok), _finite(v)) for tok, v in first.items()]
-            top.sort(key=lambda t: -float(t.logprob))  # type: ignore[arg-type]
+            scored = sorted(((str(tok), _finite(v)) for tok, v in first.items()), key=lambda p: -p[1])
+            top = [TokenLogprob(None, tok, lp) for tok, lp in scored]
         return Generation(prompt=prompt, response_text=_text(choice.text), top_logprobs=top)
 
     def _chat_one(self, prompt: str, max_tokens: int, k: int) -> Generation:
@@ -424,7 +427,10 @@ class OpenAIBackend(Backend):
         return self._generate_json
 
     def _generate_json(self, prompts: Sequence[str], max_tokens: int, schema: dict[str, Any]) -> list[Generation]:
-        fmt = {"type": "json_schema", "json_schema": {"name": "extraction", "schema": schema, "strict": True}}
+        fmt: ResponseFormatJSONSchema = {
+            "type": "json_schema",
+            "json_schema": {"name": "extraction", "schema": schema, "strict": True},
+        }
 
         def one(prompt: str) -> Generation:
             resp = self._client.chat.completions.create(
@@ -436,13 +442,13 @@ class OpenAIBackend(Backend):
             )
             return Generation(prompt=prompt, response_text=resp.choices[0].message.content or "")
 
-        return self._map(one, prompts)
+        return self._raise_first(self._map(one, prompts))  # all or nothing, as ``generate``
 
     def prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob]]:
         """Log-probability of each prompt token (first None), via whatever the server offers."""
         return self._raise_first(self.try_prompt_logprobs(prompts))
 
-    def try_prompt_logprobs(self, prompts: Sequence[str]) -> list[list[TokenLogprob] | QueryFailure]:
+    def try_prompt_logprobs(self, prompts: Sequence[str], vocab_moments: bool = False) -> list[list[TokenLogprob] | QueryFailure]:
         """Per-prompt token log-probs; a prompt without a complete answer is a QueryFailure.
 
         The route (vLLM's prompt_logprobs or legacy echo) is decided by the first prompt a
@@ -451,7 +457,12 @@ class OpenAIBackend(Backend):
         MINK_ROUTE_EVIDENCE different prompts with none answered. Until then a prompt that
         every route rejects is a failure of that prompt alone, asked again (the route was
         not known yet); once the route is known, the server's 400 for a prompt over it is
-        that prompt's permanent failure."""
+        that prompt's permanent failure. ``vocab_moments`` (Min-K%++) a server does not
+        return: lookahead.measures refuses that measure for this backend before any query."""
+        if vocab_moments:
+            raise StudyConfigError(
+                "Min-K%++ needs log-prob moments over the vocabulary, which an OpenAI-compatible server does not return"
+            )
         if not prompts:
             return []
         if self._mink_route is not None:
@@ -603,7 +614,7 @@ class OpenAIBackend(Backend):
 
         def one(prompt: str) -> list[str]:
             if self.api == "chat":
-                resp = self._client.chat.completions.create(
+                chat = self._client.chat.completions.create(
                     model=self.served_model,
                     messages=[{"role": "user", "content": prompt}],
                     max_tokens=max_tokens,
@@ -611,7 +622,7 @@ class OpenAIBackend(Backend):
                     n=n,
                     seed=seed,
                 )
-                texts = [_text(c.message.content) for c in sorted(resp.choices, key=lambda c: c.index)]
+                texts = [_text(c.message.content) for c in sorted(chat.choices, key=lambda c: c.index)]
             else:
                 resp = self._client.completions.create(
                     model=self.served_model,

@@ -104,7 +104,7 @@ class TransformersBackend(Backend):
         self.mink_body_dtype = str(s.mink_body_dtype or MINK_BODY_DTYPE)
         self._mink_bodies: dict[str, Any] = {}  # mink_body_dtype -> the body built for it
         self._location, self._gguf = _resolve_location(model_id, s.model_path, s.gguf_file)
-        self._model = options.get("model")
+        self._model: Any = options.get("model")  # a model handed in, else loaded on first use
         if self._model is not None:
             self._model.eval()
             if self.device != DEVICE:

@@ -40,6 +40,17 @@ def _vllm() -> Any:
     return vllm
 
 
+def _number(name: str, value: object) -> float:
+    """A numeric engine option as a float; the options reach the backend untyped (a
+    study's engine settings), so anything else is one line naming the setting."""
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise StudyConfigError(f"setting '{name}': {value!r} is not a number")
+
+
 class VLLMBackend(Backend):
     """One ``vllm.LLM`` engine; every call is a single batched ``generate``.
 
@@ -72,14 +83,14 @@ class VLLMBackend(Backend):
         }
         if options.get("kv_cache_gib"):
             # a fixed KV-cache size instead of a share of RAM (smaller on a shared machine)
-            args["kv_cache_memory_bytes"] = int(float(options["kv_cache_gib"]) * 2**30)  # type: ignore[arg-type]
+            args["kv_cache_memory_bytes"] = int(_number("kv_cache_gib", options["kv_cache_gib"]) * 2**30)
         if "enforce_eager" in options:
             # eager skips torch.compile: on this CPU ~15 s to load instead of ~2 min, slower runs
             args["enforce_eager"] = bool(options["enforce_eager"])
         if "enable_prefix_caching" in options:
             args["enable_prefix_caching"] = bool(options["enable_prefix_caching"])
         if "max_num_seqs" in options:
-            args["max_num_seqs"] = int(options["max_num_seqs"])  # type: ignore[arg-type]
+            args["max_num_seqs"] = int(_number("max_num_seqs", options["max_num_seqs"]))
         extra = options.get("engine_args") or {}
         if not isinstance(extra, dict):
             raise StudyConfigError("setting 'engine_args' must be a mapping of vllm.LLM arguments")
@@ -231,7 +242,7 @@ class VLLMBackend(Backend):
             shutdown = getattr(engine, "shutdown", None) or getattr(getattr(engine, "engine_core", None), "shutdown", None)
             if callable(shutdown):
                 shutdown()
-            self.llm = None  # type: ignore[assignment]
+            self.llm = None
 
 
 def cpu_environment_defaults() -> None:

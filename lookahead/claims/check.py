@@ -27,7 +27,8 @@ def model_figures(db: Path, truth: pd.DataFrame, model: str) -> dict:
     con = duckdb.connect(str(db), read_only=True)
     try:
         inst = con.sql("select * from instance_leakage").df()
-        has_rp = con.execute("select count(*) from information_schema.tables where table_name = 'claims_repredict'").fetchone()[0]
+        tables = "select count(*) from information_schema.tables where table_name = 'claims_repredict'"
+        has_rp = con.execute(tables).fetchall()[0][0]
         rp = (
             con.sql("select * from claims_repredict").df()
             if has_rp

@@ -196,7 +196,8 @@ def validate_instances(
         if not iid:
             bad("instance_id", "empty instance_id")
             continue
-        if parse_date(r.get("t_ref")) is None:
+        t_ref = parse_date(r.get("t_ref"))
+        if t_ref is None:
             bad("t_ref", f"'{r.get('t_ref')}' is not a date (YYYY-MM-DD)")
             continue
         if not str(r.get("task_input") or "").strip():
@@ -216,8 +217,8 @@ def validate_instances(
                 bad("instance_id", f"duplicate (instance_id, agent) = ({iid}, {agent})")
                 continue
             seen.add((iid, agent))
-        row = {c: ("" if r.get(c) is None else str(r.get(c))) for c in INSTANCE_COLUMNS}
-        row.update(instance_id=iid, t_ref=parse_date(r.get("t_ref")).isoformat())
+        row: dict[str, Any] = {c: ("" if r.get(c) is None else str(r.get(c))) for c in INSTANCE_COLUMNS}
+        row.update(instance_id=iid, t_ref=t_ref.isoformat())
         if with_prediction:
             row.update(agent=agent, prediction=pred, rationale=str(r.get("rationale") or ""))
             prob = r.get("probability")

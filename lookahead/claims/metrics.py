@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 
 def leak_indicator(states: Sequence[str], unverifiable_leaked: bool = False) -> np.ndarray:
@@ -25,7 +26,7 @@ def olr(states: Sequence[str], unverifiable_leaked: bool = False) -> float | Non
     return float(leak_indicator(states, unverifiable_leaked).mean())
 
 
-def shapley_dclr(phi: Sequence[float], states: Sequence[str], unverifiable_leaked: bool = False) -> float | None:
+def shapley_dclr(phi: npt.ArrayLike, states: Sequence[str], unverifiable_leaked: bool = False) -> float | None:
     """Eq. 10: sum |phi| l / sum |phi|; None without claims or when every phi is 0
     (no claim moves the prediction, so no share of influence is defined)."""
     w = np.abs(np.asarray(phi, dtype=float))
@@ -38,7 +39,7 @@ TOPK_DENOMINATORS = ("k", "available")
 
 
 def top_k_leakage(
-    phi: Sequence[float], states: Sequence[str], k: int, unverifiable_leaked: bool = False, denominator: str = "k"
+    phi: npt.ArrayLike, states: Sequence[str], k: int, unverifiable_leaked: bool = False, denominator: str = "k"
 ) -> float | None:
     """Eq. 14: leaked claims among the k with the largest |phi| (ties broken by claim
     order), divided by K as the seed writes it (``denominator="k"``: a rationale with

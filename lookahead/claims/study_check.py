@@ -92,7 +92,7 @@ def judge_claims(study: Study) -> ClaimInputs:
         if (f := _rejected_share(study, len(preds), rejects, "prediction")) is not None:
             out.findings.append(f)
         refs = load_reference_extractions(st)
-        if refs:
+        if refs and st.extractions_path is not None:  # references come from that file alone
             covered = sum((str(r.instance_id), str(r.agent)) in refs for r in preds.itertuples())
             out.lines.append(
                 f"{st.extractions_path.name}: reference extractions for {covered} of {len(preds)} "

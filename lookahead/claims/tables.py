@@ -229,7 +229,7 @@ def candidate_queries(items: list[tuple[str, Claim]]) -> pd.DataFrame:
 
 
 def support_lines(study: Study) -> dict[tuple[str, str], bool]:
-    out = {}
+    out: dict[tuple[str, str], bool] = {}
     for rec in iter_records(claims_raw_file(study, "claims_support")):
         if rec.get("model_id") == study.backend.model_id and rec.get("supports") is not None:
             out.setdefault((rec["claim_sha256"], rec["doc_id"]), bool(rec["supports"]))
@@ -260,6 +260,7 @@ class Dater:
         if g is not None:
             n_cand = len(g)
             for doc, pub in zip(g["doc_id"], g["published_at"], strict=False):
+                ok: bool | None
                 if self.st.support_judge == "contains":
                     ok = normalize(claim.claim_text) in self.bodies[doc]
                 else:
@@ -302,10 +303,10 @@ def repredict_table(study: Study, st: ClaimSettings, preds: pd.DataFrame) -> pd.
             lines[(rec["instance_id"], rec["agent"], rec["rationale_sha256"])] = rec
     rows = []
     for r in preds.to_dict("records"):
-        rec = lines.get((r["instance_id"], r["agent"], sha(r["rationale"])))
-        if rec is None:
+        line = lines.get((r["instance_id"], r["agent"], sha(r["rationale"])))
+        if line is None:
             continue
-        parsed = kind.coalition_answer(rec["response_text"], rec.get("top_logprobs") or [], ks, kind.items(r["prediction"]))
+        parsed = kind.coalition_answer(line["response_text"], line.get("top_logprobs") or [], ks, kind.items(r["prediction"]))
         new, new_p = kind.final_prediction(parsed, ks)
         prob = r.get("probability")
         prob = float(prob) if prob is not None and not pd.isna(prob) else None
@@ -321,7 +322,7 @@ def repredict_table(study: Study, st: ClaimSettings, preds: pd.DataFrame) -> pd.
                 "repredicted_probability": new_p,
                 "repred_metric_name": kind.repred_metric_name,
                 "repred_error": None if new is None else kind.repred_error(r["prediction"], prob, new, new_p, ks),
-                "attempts": rec.get("attempts", 1),
+                "attempts": line.get("attempts", 1),
             }
         )
     return pd.DataFrame(rows, columns=REPRED_COLUMNS)
@@ -410,7 +411,7 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
                 }
             )
         status = ex.status
-        inst = {k: None for k in INSTANCE_COLUMNS}
+        inst: dict[str, Any] = dict.fromkeys(INSTANCE_COLUMNS)
         inst.update(
             instance_id=r["instance_id"],
             agent=r["agent"],

@@ -78,6 +78,7 @@ def parse_ranking(text: Any, items: Sequence[str] | None = None) -> list[str]:
     lines (a leading '1.' / '2)' numbering dropped); with ``items`` given, names are
     matched to them case-insensitively and the ranking must hold each exactly once.
     Missing, unknown or repeated items raise PredictionError."""
+    parts: list[str] | None
     if isinstance(text, (list, tuple)):
         parts = [str(x) for x in text]
     else:
@@ -243,19 +244,19 @@ class Classification(TaskKind):
     repred_metric_name = "relative_error"
     coalition_top_logprobs = 20
 
-    def parse(self, text, ks, items=None):
+    def parse(self, text: Any, ks: KindSettings, items: Sequence[str] | None = None) -> str:
         s = str(text if text is not None else "").strip().lower()
         if s not in ks.labels:
             raise PredictionError(f"'{text}' is not one of the labels {', '.join(ks.labels)}")
         return s
 
-    def answer_instruction(self, ks, items):
+    def answer_instruction(self, ks: KindSettings, items: Sequence[str] | None) -> str:
         return label_instruction(ks.labels)
 
-    def prediction_format(self, ks):
+    def prediction_format(self, ks: KindSettings) -> str:
         return "one word: " + " or ".join(ks.labels)
 
-    def agent_prediction(self, text, ks):
+    def agent_prediction(self, text: str, ks: KindSettings) -> tuple[str | None, str, str | None]:
         """The first label word after the last 'Prediction:'; without that marker, the last
         label word of the answer (a small model often drops the marker)."""
         text = text or ""
@@ -272,7 +273,7 @@ class Classification(TaskKind):
         head = re.sub(r"^\s*rationale\s*:\s*", "", head, flags=re.IGNORECASE).strip()
         return pred, head, None if pred else f"no label ({', '.join(ks.labels)}) in the answer"
 
-    def agent_schema(self, ks):
+    def agent_schema(self, ks: KindSettings) -> dict[str, Any]:
         return {
             "type": "object",
             "required": ["probability", "prediction_rationale"],
@@ -282,12 +283,14 @@ class Classification(TaskKind):
             },
         }
 
-    def coalition_answer(self, text, top_logprobs, ks, items):
+    def coalition_answer(
+        self, text: str, top_logprobs: list[dict[str, Any]], ks: KindSettings, items: Sequence[str] | None
+    ) -> dict[str, Any]:
         """P(label) for every label from the first token's top-20 (the protocol rule); a
         label outside the top 20 is None (censored, read as 0)."""
         return {"label_probs": {lab: label_probability(top_logprobs, lab) for lab in ks.labels}}
 
-    def final_prediction(self, parsed, ks):
+    def final_prediction(self, parsed: Mapping[str, Any], ks: KindSettings) -> tuple[str | None, float | None]:
         """The label with the higher probability; its target-class probability normalised
         over the labels (None when no label is among the top 20)."""
         probs = {lab: float(parsed["label_probs"].get(lab) or 0.0) for lab in ks.labels}
@@ -296,32 +299,41 @@ class Classification(TaskKind):
             return None, None
         return max(ks.labels, key=lambda lab: (probs[lab], lab == ks.target_class)), probs[ks.target_class] / total
 
-    def value_label(self, prediction, ks):
+    def value_label(self, prediction: str, ks: KindSettings) -> str | None:
         return ks.target_class if ks.class_value == "target_class" else prediction
 
-    def values(self, lines, full_mask, prediction, ks):
+    def values(
+        self, lines: Mapping[int, Mapping[str, Any]], full_mask: int, prediction: str, ks: KindSettings
+    ) -> dict[int, float]:
         lab = self.value_label(prediction, ks)
         return {m: float(rec["label_probs"].get(lab) or 0.0) for m, rec in lines.items()}
 
-    def target_probability(self, prediction, probability, ks):
+    def target_probability(self, prediction: str, probability: float | None, ks: KindSettings) -> float:  # always a number here
         """The file's probability (of the target class), else 1/0 from the label."""
         return probability if probability is not None else float(prediction == ks.target_class)
 
-    def correct(self, prediction, outcome, ks):
+    def correct(self, prediction: str, outcome: str, ks: KindSettings) -> float | None:
         o = str(outcome or "").strip().lower()
         return float(prediction == o) if o in ks.labels else None
 
-    def mentions(self, prediction):
+    def mentions(self, prediction: str) -> list[str]:
         return [rf"\b{re.escape(prediction)}\b"]
 
-    def instance_metric(self, prediction, outcome, probability, ks):
+    def instance_metric(self, prediction: str, outcome: str, probability: float | None, ks: KindSettings) -> float | None:
         """The instance's term of the Brier score (Eq. 6): (p - o)^2, o = 1 for the target class."""
         o = str(outcome or "").strip().lower()
         if o not in ks.labels:
             return None
         return (self.target_probability(prediction, probability, ks) - float(o == ks.target_class)) ** 2
 
-    def repred_error(self, original, original_probability, repredicted, repredicted_probability, ks):
+    def repred_error(
+        self,
+        original: str,
+        original_probability: float | None,
+        repredicted: str,
+        repredicted_probability: float | None,
+        ks: KindSettings,
+    ) -> float | None:
         """Eq. 12 on the probability of the originally predicted class: P(target) when the
         original prediction is the target class, else 1 - P(target) (two labels). The seed
         takes the petitioner's probability, which its legal agents put at 0.65-0.85; for a
@@ -340,16 +352,16 @@ class Regression(TaskKind):
     metric_name = "relative_error"
     repred_metric_name = "relative_error"
 
-    def parse(self, text, ks, items=None):
+    def parse(self, text: Any, ks: KindSettings, items: Sequence[str] | None = None) -> str:
         return repr(parse_number(text))
 
-    def answer_instruction(self, ks, items):
+    def answer_instruction(self, ks: KindSettings, items: Sequence[str] | None) -> str:
         return "Answer with one number (>= 0), digits only, nothing else."
 
-    def prediction_format(self, ks):
+    def prediction_format(self, ks: KindSettings) -> str:
         return "one number (>= 0), digits only"
 
-    def agent_schema(self, ks):
+    def agent_schema(self, ks: KindSettings) -> dict[str, Any]:
         return {
             "type": "object",
             "required": ["predicted_value", "prediction_rationale"],
@@ -359,29 +371,40 @@ class Regression(TaskKind):
             },
         }
 
-    def coalition_answer(self, text, top_logprobs, ks, items):
+    def coalition_answer(
+        self, text: str, top_logprobs: list[dict[str, Any]], ks: KindSettings, items: Sequence[str] | None
+    ) -> dict[str, Any]:
         return {"value": parse_number(text)}
 
-    def final_prediction(self, parsed, ks):
+    def final_prediction(self, parsed: Mapping[str, Any], ks: KindSettings) -> tuple[str | None, float | None]:
         return repr(float(parsed["value"])), None
 
-    def values(self, lines, full_mask, prediction, ks):
+    def values(
+        self, lines: Mapping[int, Mapping[str, Any]], full_mask: int, prediction: str, ks: KindSettings
+    ) -> dict[int, float]:
         return {m: float(rec["value"]) for m, rec in lines.items()}
 
-    def mentions(self, prediction):
+    def mentions(self, prediction: str) -> list[str]:
         """The number as digits, with or without thousands separators (and a '.0')."""
         x = float(prediction)
         forms = {f"{x:g}", f"{x:,.0f}", f"{x:.0f}"} if x == int(x) else {f"{x:g}", f"{x:,}"}
         return [rf"(?<![\d.,]){re.escape(f)}(?![\d,]|\.\d)" for f in forms]
 
-    def instance_metric(self, prediction, outcome, probability, ks):
+    def instance_metric(self, prediction: str, outcome: str, probability: float | None, ks: KindSettings) -> float | None:
         try:
             y = parse_number(outcome)
         except PredictionError:
             return None
         return relative_error(float(prediction), y)
 
-    def repred_error(self, original, original_probability, repredicted, repredicted_probability, ks):
+    def repred_error(
+        self,
+        original: str,
+        original_probability: float | None,
+        repredicted: str,
+        repredicted_probability: float | None,
+        ks: KindSettings,
+    ) -> float | None:
         return relative_error(float(repredicted), float(original))
 
 
@@ -392,28 +415,28 @@ class Ranking(TaskKind):
     repred_metric_name = "kendall_distance"
     min_rationale_chars = 1000
 
-    def parse(self, text, ks, items=None):
+    def parse(self, text: Any, ks: KindSettings, items: Sequence[str] | None = None) -> str:
         r = parse_ranking(text, items)
         if not ks.min_items <= len(r) <= ks.max_items:
             raise PredictionError(f"a ranking has {ks.min_items}-{ks.max_items} items, not {len(r)}")
         return json.dumps(r)
 
-    def items(self, canonical):
+    def items(self, canonical: str) -> list[str] | None:
         """The items in a neutral order (sorted by name), so that a prompt listing them does
         not reveal the predicted order."""
         return sorted(json.loads(canonical), key=str.lower)
 
-    def answer_instruction(self, ks, items):
+    def answer_instruction(self, ks: KindSettings, items: Sequence[str] | None) -> str:
         return (
             "Rank these items from BEST to WORST: "
             + ", ".join(items or [])
             + ". Answer with every item once, separated by ' > ', nothing else."
         )
 
-    def prediction_format(self, ks):
+    def prediction_format(self, ks: KindSettings) -> str:
         return "every item of the task ranked from BEST to WORST, separated by ' > '"
 
-    def agent_schema(self, ks):
+    def agent_schema(self, ks: KindSettings) -> dict[str, Any]:
         return {
             "type": "object",
             "required": ["ranking", "ranking_rationale"],
@@ -429,23 +452,27 @@ class Ranking(TaskKind):
             },
         }
 
-    def coalition_answer(self, text, top_logprobs, ks, items):
+    def coalition_answer(
+        self, text: str, top_logprobs: list[dict[str, Any]], ks: KindSettings, items: Sequence[str] | None
+    ) -> dict[str, Any]:
         return {"ranking": parse_ranking(text, items)}
 
-    def final_prediction(self, parsed, ks):
+    def final_prediction(self, parsed: Mapping[str, Any], ks: KindSettings) -> tuple[str | None, float | None]:
         return json.dumps(list(parsed["ranking"])), None
 
-    def values(self, lines, full_mask, prediction, ks):
+    def values(
+        self, lines: Mapping[int, Mapping[str, Any]], full_mask: int, prediction: str, ks: KindSettings
+    ) -> dict[int, float]:
         """Eq. 11: 1 - rho(r(S), r_N), r_N the full coalition's ranking (so v(N) = 0)."""
         r_full = lines[full_mask]["ranking"]
         return {m: 1.0 - spearman(rec["ranking"], r_full) for m, rec in lines.items()}
 
-    def mentions(self, prediction):
+    def mentions(self, prediction: str) -> list[str]:
         """The predicted order written out: the items joined by '>' (or ',')."""
         items = json.loads(prediction)
         return [r"\s*(?:>|,)\s*".join(re.escape(i) for i in items)]
 
-    def instance_metric(self, prediction, outcome, probability, ks):
+    def instance_metric(self, prediction: str, outcome: str, probability: float | None, ks: KindSettings) -> float | None:
         pred = json.loads(prediction)
         try:
             truth = parse_ranking(outcome, pred)
@@ -453,7 +480,14 @@ class Ranking(TaskKind):
             return None
         return spearman(pred, truth)
 
-    def repred_error(self, original, original_probability, repredicted, repredicted_probability, ks):
+    def repred_error(
+        self,
+        original: str,
+        original_probability: float | None,
+        repredicted: str,
+        repredicted_probability: float | None,
+        ks: KindSettings,
+    ) -> float | None:
         return kendall_distance(json.loads(original), json.loads(repredicted))
 
 

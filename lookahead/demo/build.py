@@ -24,6 +24,7 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -73,7 +74,7 @@ def study_files(data: DemoData, prompts: Prompts, out: Path) -> dict[str, dict]:
         "forecast_labels": {"up": 1, "down": -1},
         "recall_labels": {"up": "up", "down": "down", "unknown": "unknown"},
     }
-    studies = {}
+    studies: dict[str, dict[str, Any]] = {}
     for scen in SCENARIOS:
         studies[scen] = {
             # "_protocol": the protocol-only study; `make demo` runs demo/claims/demo_<scen>.yml

@@ -61,7 +61,7 @@ def score_prompts(
             out.append(
                 {
                     **{f"p_{lab}": float(nxt[i].exp()) for lab, i in zip(LABELS, lab_ids, strict=False)},
-                    "greedy": tok.decode([int(nxt.argmax())]).strip().lower(),
+                    "greedy": str(tok.decode([int(nxt.argmax())])).strip().lower(),  # one sequence decodes to one str
                     "mink": float(np.exp(low.mean())),
                 }
             )

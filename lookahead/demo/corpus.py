@@ -31,6 +31,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from lookahead.config import protocol_setting
 from lookahead.demo.generator import DemoData, generate
 from lookahead.prompts import render_forecast, render_recall
 from lookahead.settings_sections import PromptsSettings
@@ -59,7 +60,12 @@ class Prompts:
 
     @classmethod
     def from_settings(cls, p: PromptsSettings) -> Prompts:
-        return cls(p.forecast_prompt, p.recall_template, p.outcome_description, p.reference_period)
+        return cls(
+            protocol_setting("forecast_prompt", p.forecast_prompt),
+            protocol_setting("recall_template", p.recall_template),
+            protocol_setting("outcome_description", p.outcome_description),
+            protocol_setting("reference_period", p.reference_period),
+        )
 
     def forecast(self, row: Mapping[str, object]) -> str:
         """The forecast prompt of one input row, rendered by the jobs' own function."""

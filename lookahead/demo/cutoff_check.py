@@ -39,9 +39,10 @@ def check_database(db: Path, truth: pd.Period) -> tuple[list[str], list[str]]:
     try:
         eff = con.sql("select * from effective_cutoff order by measure").df()
         sens = con.sql("select * from cutoff_sensitivity").df()
-        name = con.sql("select study_name from study_settings").fetchone()[0]
+        recorded = con.sql("select study_name from study_settings").fetchone()
     finally:
         con.close()
+    name = recorded[0] if recorded else "(no study recorded)"
     lines, failures = [f"{name} ({db}):"], []
     stated = pd.Period(pd.Timestamp(eff["stated_cutoff"].iloc[0]), freq="M")
     for _, r in eff.iterrows():

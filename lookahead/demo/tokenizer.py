@@ -56,5 +56,5 @@ def check_single_token_labels(tok: PreTrainedTokenizerFast, labels: Iterable[str
     for label in labels:
         for variant in (label, " " + label):
             ids = tok(variant, add_special_tokens=False)["input_ids"]
-            if len(ids) != 1 or tok.decode(ids).strip().lower() != label:
+            if len(ids) != 1 or str(tok.decode(ids)).strip().lower() != label:  # one sequence: one str
                 raise ValueError(f"label '{label}' is not a single token (ids {ids})")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -30,14 +31,14 @@ def fmt(x: object, digits: int = 4) -> str:
         return "NA"
     if isinstance(x, float):
         return f"{x:.{digits}g}" if abs(x) < 1e5 else f"{x:,.0f}"
-    if pd.isna(x):  # type: ignore[arg-type]
+    if pd.isna(x):
         return "NA"
     return str(x)
 
 
-def num_or_nan(x: object) -> float:
+def num_or_nan(x: Any) -> float:  # any cell: float() decides
     try:
-        v = float(x)  # type: ignore[arg-type]
+        v = float(x)
     except (TypeError, ValueError):
         return math.nan
     return v

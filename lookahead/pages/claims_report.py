@@ -59,8 +59,8 @@ class ClaimTables:
 
 
 def _f3(x: object) -> str:
-    v = float(x) if x is not None and not isinstance(x, str) else math.nan
-    return f"{v:.3f}" if math.isfinite(v) else "n/a"
+    v = pd.to_numeric(pd.Series([x]), errors="coerce").iloc[0]
+    return f"{float(v):.3f}" if pd.notna(v) and math.isfinite(float(v)) else "n/a"
 
 
 def agent_lines(summary: pd.DataFrame) -> list[str]:

@@ -82,7 +82,10 @@ def load(database: Path, study: Study | None = None) -> StudyResult:
         if study is None:
             if "study_settings" not in tables:
                 raise CompareError(f"{database} records no study (no study_settings table): run dbt build")
-            study = Study.from_json(str(con.sql("select settings_json from study_settings").fetchone()[0]))
+            recorded = con.sql("select settings_json from study_settings").fetchone()
+            if recorded is None:
+                raise CompareError(f"{database} records no study (study_settings is empty): run dbt build")
+            study = Study.from_json(str(recorded[0]))
         try:
             check_current(con, study)
         except StaleResultError as exc:

@@ -75,7 +75,7 @@ def cutoff_section(results_dir: Path, study: Study, number: str = "7") -> str:
         "month is the last month of the high-LAP regime. A month is named only when the fall "
         "is significant (p < 0.05).\n\n",
     ]
-    rows = []
+    rows: list[tuple[str, ...]] = []  # the effective cutoff table now, the sensitivity table below
     for _, r in eff.iterrows():
         name = f"`{r['measure']}`" + (" (verdict)" if str(r["is_selected_measure"]).lower() in ("true", "1") else "")
         brk = _month(r["break_month"]) if str(r["status"]) == BREAK else "-"

@@ -26,7 +26,7 @@ import vl_convert as vlc
 from markdown_it import MarkdownIt
 
 from lookahead.pages.assets import gt_table
-from lookahead.pages.blocks import Bullets, Figure, Links, Para, Raw, Section, Table
+from lookahead.pages.blocks import Bullets, Figure, Item, Links, Para, Raw, Section, Table
 from lookahead.safe_output import strip_controls
 
 #: Runs once the bundle has loaded: embeds every chart spec found in the page.
@@ -137,7 +137,7 @@ def _raw(item: Raw) -> str:
     return _md.render(text).replace("<table>", '<table class="plain">')
 
 
-def _item(item) -> str:
+def _item(item: Item) -> str:
     if isinstance(item, Para):
         return f"<p>{_inline(item.text)}</p>"
     if isinstance(item, Bullets):

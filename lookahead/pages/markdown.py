@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lookahead.pages.blocks import Bullets, Figure, Links, Para, Raw, Section, Table
+from lookahead.pages.blocks import Bullets, Figure, Item, Links, Para, Raw, Section, Table
 from lookahead.safe_output import strip_controls
 
 
@@ -17,7 +17,7 @@ def table(frame: pd.DataFrame) -> str:
     )
 
 
-def _item(item) -> str:
+def _item(item: Item) -> str:
     if isinstance(item, Para):
         return item.text + "\n"
     if isinstance(item, Bullets):

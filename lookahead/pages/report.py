@@ -185,8 +185,8 @@ def write_report(study: Study, database: Path | None = None) -> ReportFiles:
     except duckdb.IOException as err:  # the database was taken by another process meanwhile
         refuse(study, database, held_by(database) or f"cannot read {database}: {str(err).splitlines()[0]}")
     status = out.get("status")
-    if status is not None:  # current (again, e.g. after an edit undone): the row says so
-        sync_status(database, None, status[0])  # type: ignore[index]
+    if isinstance(status, tuple):  # a fetched row: current (again, e.g. after an edit undone): the row says so
+        sync_status(database, None, status[0])
     csvs = [f for f in files if f.suffix == ".csv" and f.parent == results_dir]
     stata = [f for f in files if f.suffix in (".dta", ".do")]
     return ReportFiles(

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import pandas as pd
@@ -97,7 +97,7 @@ class Context:
         return self._cache[name]
 
     @property
-    def metric(self) -> dict[str, object]:
+    def metric(self) -> dict[str, Any]:  # the sample_description values: counts, and text for some
         desc = self.table("sample_description")
         return dict(zip(desc["metric"], desc["value"], strict=False)) if len(desc) else {}
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -38,6 +39,7 @@ from lookahead.stats.verdict import (
     RECOMMENDATION,
     VALIDATION_FAILURES,
     Outcome,
+    TestFact,
     fmt_num,
     fmt_t,
     mde,
@@ -64,9 +66,9 @@ class Caveat:
     text: str
 
 
-def _n(x: object) -> float:
+def _n(x: Any) -> float:  # any cell: float() decides
     try:
-        v = float(x)  # type: ignore[arg-type]
+        v = float(x)
     except (TypeError, ValueError):
         return math.nan
     return v
@@ -254,10 +256,10 @@ def _paragraph_parts(o: Outcome) -> tuple[str, list[str]]:
         failed.append(
             {"infeasible": "placebo infeasible", "not_estimable": "placebo not estimable", "fails": "placebo failed"}[o.placebo]
         )
-    why = [VALIDATION_FAILURES[c] for c in o.validation_failures]
+    reasons = [VALIDATION_FAILURES[c] for c in o.validation_failures]
     if not PLACEBO[o.placebo][0]:
-        why.append(_placebo_short(o))
-    return (f"Mixed/invalid ({'; '.join(failed)}): {b3} > 0 but {'; '.join(why)}.", [])
+        reasons.append(_placebo_short(o))
+    return (f"Mixed/invalid ({'; '.join(failed)}): {b3} > 0 but {'; '.join(reasons)}.", [])
 
 
 def paragraph(o: Outcome, found: list[Caveat]) -> str:
@@ -312,11 +314,11 @@ class Check:
     result: str
 
 
-def _est(t) -> str:
+def _est(t: TestFact) -> str:
     return f"{fmt_num(t.estimate)} (t {fmt_t(t.t)})" if t.estimable else "not estimable"
 
 
-def _p(t) -> str:
+def _p(t: TestFact) -> str:
     return t.p_phrase() if t.estimable else "NA"
 
 

@@ -10,6 +10,7 @@ the Markdown section for it.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def run_paper_analysis(
         t1["post"] = T.table1(post, s)
     tables: dict[str, T.PaperTable] = {}
 
-    def attempt(name: str, build):
+    def attempt(name: str, build: Callable[[], T.PaperTable | None]) -> T.PaperTable | None:
         """A table the data cannot identify is skipped with a note, not a failed build."""
         try:
             return build()

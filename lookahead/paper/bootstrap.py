@@ -290,16 +290,17 @@ def _kept_fe_correction(
     # sharing an absorbed level once, into the upper triangle only (C order). LAPACK reads
     # A[b].T (Fortran order, no copy) and its lower triangle, which is that upper one.
     diag = (Wd - st.cell_to_keep @ (Mc * Xc)).T  # (B, T)
+    A: np.ndarray | None
     if st.dense:
         A = None  # built per draw below, one (T, T) matrix at a time
         root = np.sqrt(inv_we)[st.cell_abs]  # (cells, B)
     else:
-        A = np.zeros((B, T * T))
-        A[:, np.arange(T) * (T + 1)] = diag
+        flat = np.zeros((B, T * T))
+        flat[:, np.arange(T) * (T + 1)] = diag
         if st.pair_to_key is not None:
             off = st.pair_to_key @ (Xc[st.pair_a] * Mc[st.pair_b])  # (keys, B)
-            A[:, st.key_t * T + st.key_s] = -off.T  # key_t < key_s
-        A = A.reshape(B, T, T)
+            flat[:, st.key_t * T + st.key_s] = -off.T  # key_t < key_s
+        A = flat.reshape(B, T, T)
     # Connected components of every draw's entity-level / kept-level bipartite graph at
     # once: one block-diagonal graph per batch, an edge per (entity, date) cell drawn.
     active = (Wd > 0).T  # (B, T)
@@ -344,6 +345,7 @@ def _batch_components(st: _Structure, Mc: np.ndarray) -> np.ndarray:
     n_cells, B = Mc.shape
     T, E = st.n_keep, st.n_abs
     N = T + E
+    assert st.cell_keep is not None, "components are drawn for a kept fixed effect only (n_keep > 0)"
     if B not in st.cc_cache:
         j = np.repeat(np.arange(B), n_cells)
         c = np.tile(np.arange(n_cells), B)

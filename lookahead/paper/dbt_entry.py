@@ -74,20 +74,21 @@ def paper_tables_frame(
     long["kind"] = "coefficient"
     extra = []
     t2 = res.tables.get("table2")
-    for q, v in t2.magnitudes.items() if t2 is not None else ():
-        extra.append(
-            {
-                "paper_table": "table2",
-                "table_column": 2,
-                "spec": "table2_magnitudes",
-                "sample": "pre",
-                "term": q,
-                "estimate": float(v),
-                "kind": "magnitude",
-                "n_obs": t2.columns[1].n_obs,
-                "note": t2.notes[0],
-            }
-        )
+    if t2 is not None:
+        for q, v in t2.magnitudes.items():
+            extra.append(
+                {
+                    "paper_table": "table2",
+                    "table_column": 2,
+                    "spec": "table2_magnitudes",
+                    "sample": "pre",
+                    "term": q,
+                    "estimate": float(v),
+                    "kind": "magnitude",
+                    "n_obs": t2.columns[1].n_obs,
+                    "note": t2.notes[0],
+                }
+            )
     if boot is not None and len(boot):
         b = boot.iloc[0]
         extra.append(

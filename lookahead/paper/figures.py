@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("MPLCONFIGDIR", "/tmp/mpl")
 
@@ -26,7 +27,7 @@ import pandas as pd
 #: them with other numbers differ by measure (each names its own), never by rule.
 DECILE_RULE = "deciles formed within each sample, pre and post"
 #: A legend sits outside the axes, right of them, so it never covers the data.
-LEGEND_OUTSIDE = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}
+LEGEND_OUTSIDE: dict[str, Any] = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}
 
 
 def _save(fig: plt.Figure, path: str | os.PathLike[str]) -> Path:
@@ -45,7 +46,7 @@ def lap_histograms(pre: pd.DataFrame, post: pd.DataFrame, column: str, path: str
     a = pd.to_numeric(pre[column], errors="coerce").dropna().to_numpy()
     b = pd.to_numeric(post[column], errors="coerce").dropna().to_numpy()
     both = np.concatenate([a, b]) if len(a) + len(b) else np.array([0.0, 1.0])
-    bins = np.histogram_bin_edges(both, bins=40)
+    bins = np.histogram_bin_edges(both, bins=40).tolist()  # the edges as floats, as Axes.hist takes them
     fig, ax = plt.subplots(figsize=(7, 4))
     if len(a):
         ax.hist(a, bins=bins, density=True, alpha=0.55, color="tab:red", label=f"pre-cutoff (N={len(a):,}, mean={a.mean():.3g})")

@@ -378,7 +378,9 @@ def table4(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
     _require(df, [s.outcome, s.llm, s.lap], "table4")
     llm, lap = Term(LLM, (s.llm,)), Term(LAP, (s.lap,))
     t_ll = Term(LLM + X + LAP, (s.llm, s.lap))
-    cols, samples, notes = [], [], []
+    cols: list[FitResult] = []
+    samples: list[str] = []
+    notes: list[str] = []
     for label, col in (("p(first token)", s.first_token_prob), ("Confidence", s.stated_confidence)):
         if col not in df.columns:
             notes.append(f"{label} ('{col}') is not in the panel: its columns are skipped.")
@@ -407,9 +409,9 @@ def table4(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
         cols.append(column(df, s, f"table4_col{k}", [llm, c, t_lc], sample))
         cols.append(column(df, s, f"table4_col{k + 1}", [llm, lap, t_ll, c, t_lc], sample))
         samples += [sample, sample]
-    for c in cols:
-        if c.n_missing:
-            notes.append(f"{c.spec}: {c.n_missing} rows with a missing value dropped.")
+    for fitted in cols:
+        if fitted.n_missing:
+            notes.append(f"{fitted.spec}: {fitted.n_missing} rows with a missing value dropped.")
     notes += dropped_notes(cols)
     return PaperTable(
         name="table4",
@@ -532,7 +534,8 @@ def table5_difference(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings) -
 def table5(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings, bootstrap_p: float | None = None) -> PaperTable:
     """Table V: in-sample (cols 1-2) and out-of-sample (cols 3-4), each period standardized alone."""
     y, base, full = table5_terms(s)
-    cols, samples = [], []
+    cols: list[FitResult] = []
+    samples: list[str] = []
     for sample, df in (("pre", pre), ("post", post)):
         z = table5_inputs(df, s)
         k = len(cols) + 1

@@ -45,8 +45,9 @@ when 2021-12 lies in the interval."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -512,7 +513,7 @@ def cutoff_warning(row: pd.Series | dict, stated_cutoff: str, label: str) -> str
     """The verdict paragraph's warning when the stated cutoff lies outside the break's
     interval under the verdict's measure (empty otherwise). A warning beside the rule:
     the decision still reads the stated cutoff (docs/cutoff.md says why)."""
-    get = row.get if hasattr(row, "get") else (lambda k: None)
+    get: Callable[[str], Any] = row.get if hasattr(row, "get") else (lambda k: None)
     if str(get("status")) != BREAK or _truthy(get("stated_in_interval")):
         return ""
     brk = pd.Timestamp(get("break_month")).strftime("%Y-%m")

@@ -211,6 +211,19 @@ class FitRequest:
     #: detection, 10% for the post-cutoff placebo)
     mde_alpha: float = 0.05
 
+    @property
+    def formula_regressors(self) -> list[str]:
+        """The regressors as formula strings, what ``fit_fe`` reads. A specification with
+        ``Term``s is the paper's, fitted by ``lookahead.paper.fit.fit_column``, which names
+        their products safely and calls ``fit_fe`` with strings."""
+        formulas = [t for t in self.regressors if isinstance(t, str)]
+        if len(formulas) != len(self.regressors):
+            raise RegressionInputError(
+                f"regression '{self.spec}': fit_fe reads formula strings; a specification with "
+                "Term regressors is fitted by lookahead.paper.fit.fit_column"
+            )
+        return formulas
+
 
 def _term_columns(term: str) -> list[str]:
     return term.split(":")
@@ -282,7 +295,7 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _check_columns(df: pd.DataFrame, req: FitRequest, cluster_col: str | None) -> None:
-    needed = [req.outcome, *{c for t in req.regressors for c in _term_columns(t)}, *req.fixed_effects]
+    needed = [req.outcome, *{c for t in req.formula_regressors for c in _term_columns(t)}, *req.fixed_effects]
     if cluster_col:
         needed.append(cluster_col)
     missing = [c for c in dict.fromkeys(needed) if c not in df.columns]
@@ -291,7 +304,7 @@ def _check_columns(df: pd.DataFrame, req: FitRequest, cluster_col: str | None) -
             f"regression '{req.spec}' on sample '{req.sample}': panel lacks column(s) "
             f"{missing}; available: {sorted(map(str, df.columns))}"
         )
-    for c in [req.outcome, *{c for t in req.regressors for c in _term_columns(t)}]:
+    for c in [req.outcome, *{c for t in req.formula_regressors for c in _term_columns(t)}]:
         if not (pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c])):
             converted = pd.to_numeric(df[c], errors="coerce")
             bad = df[c].notna() & converted.isna()
@@ -305,7 +318,7 @@ def _check_columns(df: pd.DataFrame, req: FitRequest, cluster_col: str | None) -
 
 def _prepare(df: pd.DataFrame, req: FitRequest, cluster_col: str | None) -> tuple[pd.DataFrame, int]:
     """Numeric copy with the rows usable by this regression; returns (data, n_missing)."""
-    cols = [req.outcome, *{c for t in req.regressors for c in _term_columns(t)}]
+    cols = [req.outcome, *{c for t in req.formula_regressors for c in _term_columns(t)}]
     data = pd.DataFrame(index=df.index)
     for c in cols:
         data[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
@@ -385,7 +398,7 @@ def extra_redundant_levels(data: pd.DataFrame, fixed_effects: Sequence[str], clu
 
 
 def _formula(req: FitRequest, fixed_effects: Sequence[str]) -> str:
-    rhs = " + ".join(req.regressors)
+    rhs = " + ".join(req.formula_regressors)
     fe = " + ".join(fixed_effects)
     return f"{req.outcome} ~ {rhs}" + (f" | {fe}" if fe else "")
 
@@ -401,11 +414,7 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     ``fit_column``, which names their products safely and calls this."""
     import pyfixest as pf  # imported here: ~2 s, only when a regression runs
 
-    if any(isinstance(t, Term) for t in req.regressors):
-        raise RegressionInputError(
-            f"regression '{req.spec}': fit_fe reads formula strings; a specification with "
-            "Term regressors is fitted by lookahead.paper.fit.fit_column"
-        )
+    regressors = req.formula_regressors
 
     if req.cluster not in CLUSTER_COLUMNS:
         raise RegressionInputError(f"setting 'cluster': '{req.cluster}' is not one of {', '.join(CLUSTER_COLUMNS)}")
@@ -478,7 +487,7 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
         # daily panel; so count what would remain first and refuse to fit such a sample.
         kept_mask = non_singleton_mask(data, fixed_effects)
         kept = int(kept_mask.sum())
-        if kept <= len(req.regressors):
+        if kept <= len(regressors):
             return _empty_rows(
                 req,
                 fe_label,
@@ -488,7 +497,7 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
                         *notes,
                         not_estimable(
                             f"{len(data) - kept} singleton observation(s) dropped leave {kept} row(s) "
-                            f"for {len(req.regressors)} term(s) (a coarser period_frequency gives "
+                            f"for {len(regressors)} term(s) (a coarser period_frequency gives "
                             "fewer singletons)"
                         ),
                     ]
@@ -498,7 +507,7 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
 
     from pyfixest.demeaners import MapDemeaner
 
-    raw_columns = [req.outcome, *dict.fromkeys(c for t in req.regressors for c in _term_columns(t))]
+    raw_columns = [req.outcome, *dict.fromkeys(c for t in regressors for c in _term_columns(t))]
     scales = column_scales(data, raw_columns)
     for c in raw_columns:
         data[c] = data[c] / scales[c]
@@ -578,14 +587,14 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     # every clustered regression with terms the verdict reads gets the fast WCR bootstrap
     # (lookahead/stats/wild.py) and the effective number of clusters G*, at any G
     clustered = cluster_col is not None and not single_entity
-    wild_wanted = [t for t in req.regressors if t in req.wild_terms]
+    wild_wanted = [t for t in regressors if t in req.wild_terms]
     run_wild = clustered and req.wild is not None and bool(wild_wanted)
     boot_on = run_wild and req.wild is not None and req.wild.draws > 0
     design: PartialledDesign | None = None
     fitted_terms: list[str] = []
     if run_wild:
         wd = data.loc[kept_mask]
-        fitted_terms = [t for t in req.regressors if _match_name(t, names)]
+        fitted_terms = [t for t in regressors if _match_name(t, names)]
         w_x = (
             np.column_stack([np.prod([wd[c].to_numpy(float) for c in _term_columns(t)], axis=0) for t in fitted_terms])
             if fitted_terms
@@ -603,8 +612,8 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     # an interaction whose main effect was dropped as collinear (e.g. mu_hat identical to
     # LAP: lap dropped, and mu_hat:lap would then be the slope on mu_hat squared) is not
     # the coefficient asked for: it is not estimable, never reported under its name
-    dropped_main = [t for t in req.regressors if len(_term_columns(t)) == 1 and not _match_name(t, names)]
-    for term in req.regressors:
+    dropped_main = [t for t in regressors if len(_term_columns(t)) == 1 and not _match_name(t, names)]
+    for term in regressors:
         key = _match_name(term, names)
         lost = [m for m in dropped_main if m in _term_columns(term)] if len(_term_columns(term)) > 1 else []
         if key and lost:

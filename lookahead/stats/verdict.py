@@ -71,7 +71,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -448,11 +448,20 @@ def _test(
     )
 
 
+class _RegressionRead(TypedDict, total=False):
+    """The keyword arguments of ``_test`` that the tests of one regression share (its G*,
+    its bootstrap draws, the level it is read at), typed so each reaches its own parameter."""
+
+    g_star: float
+    draws: int
+    threshold: float
+
+
 def tests_of(f: VerdictFacts) -> dict[str, TestFact]:
     """Every test the rule reads, each with the p of its own regression."""
     g_pre, g_post = f.n_clusters_pre, f.n_clusters_post
-    b3 = dict(g_star=f.beta3_g_star, draws=f.beta3_wild_draws)
-    plc = dict(g_star=f.placebo_g_star, draws=f.placebo_wild_draws, threshold=PLACEBO_PASS_P)
+    b3: _RegressionRead = {"g_star": f.beta3_g_star, "draws": f.beta3_wild_draws}
+    plc: _RegressionRead = {"g_star": f.placebo_g_star, "draws": f.placebo_wild_draws, "threshold": PLACEBO_PASS_P}
     return {
         "beta3": _test(
             f,

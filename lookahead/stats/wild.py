@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -333,7 +333,8 @@ class _CrossedEffects:
     @staticmethod
     def build(fe_codes: list[np.ndarray], cluster: np.ndarray, n_groups: int) -> _CrossedEffects | None:
         """None when every fixed effect is nested in the clusters (nothing to re-project)."""
-        nested, crossed = [], []
+        nested: list[tuple[np.ndarray, int]] = []
+        crossed: list[tuple[np.ndarray, int]] = []
         for codes in fe_codes:
             k = int(codes.max()) + 1 if len(codes) else 0
             # nested: every level lies in one cluster (a level's cluster, read back per row)
@@ -350,9 +351,12 @@ class _CrossedEffects:
             flat, L = levels, n_levels
             gram = (
                 sum(
-                    np.bincount(flat[:, i] * L + flat[:, j], minlength=L * L)
-                    for i in range(flat.shape[1])
-                    for j in range(flat.shape[1])
+                    (
+                        np.bincount(flat[:, i] * L + flat[:, j], minlength=L * L)
+                        for i in range(flat.shape[1])
+                        for j in range(flat.shape[1])
+                    ),
+                    np.zeros(L * L, dtype=np.intp),  # a start of the counts' type: the sum is an array
                 )
                 .reshape(L, L)
                 .astype(float)
@@ -360,7 +364,10 @@ class _CrossedEffects:
             if nested:
                 m_codes, m_k = nested[0]
                 cross = (
-                    sum(np.bincount(m_codes.astype(np.int64) * L + flat[:, i], minlength=m_k * L) for i in range(flat.shape[1]))
+                    sum(
+                        (np.bincount(m_codes.astype(np.int64) * L + flat[:, i], minlength=m_k * L) for i in range(flat.shape[1])),
+                        np.zeros(m_k * L, dtype=np.intp),
+                    )
                     .reshape(m_k, L)
                     .astype(float)
                 )
@@ -422,12 +429,12 @@ def wild_p(
 _COMPILED: dict[Any, Any] = {}
 
 
-def _memoized_njit(*args: Any, **kwargs: Any):
+def _memoized_njit(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
     """numba.njit that compiles a given function body once per process: wildboottest
     0.3.2 defines its kernel inside ``get_denom`` and would recompile it on every call."""
     import numba
 
-    def deco(fn):
+    def deco(fn: Callable[..., Any]) -> Any:
         key = (fn.__code__, tuple(sorted(kwargs.items())))
         if key not in _COMPILED:
             _COMPILED[key] = numba.njit(**kwargs)(fn)

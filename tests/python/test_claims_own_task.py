@@ -299,6 +299,29 @@ def test_study_kinds_one_entry_each_and_what_each_requires(tmp_path: Path) -> No
         load_study(str(study_file))
 
 
+def test_a_claim_only_study_names_the_protocol_setting_it_lacks(tmp_path: Path) -> None:
+    """The observations file, column map and cutoff read off a claim-only study (which has
+    none of them) are one line naming the setting, not a path called 'None' or a TypeError;
+    a protocol study reads its own."""
+    from lookahead.config import StudyConfigError, load_study
+
+    study_file = tmp_path / "s.yml"
+    study_file.write_text(yaml.safe_dump(yaml.safe_load(block("yaml", "study_kind: claims"))))
+    claims_only = load_study(str(study_file))
+    reads = {
+        "data_path": lambda: claims_only.data_file,
+        "column_map": lambda: claims_only.column_map,
+        "training_cutoff": lambda: claims_only.cutoff,
+    }
+    for name, read in reads.items():
+        with pytest.raises(StudyConfigError, match=f"^setting '{name}' is missing"):
+            read()
+    protocol = load_study()
+    assert protocol.data_file == protocol.root / str(protocol.input.data_path)
+    assert protocol.column_map == protocol.input.column_map
+    assert protocol.cutoff.isoformat() == protocol.protocol.training_cutoff
+
+
 def test_a_protocol_study_with_claim_files_is_checked_on_them_too(tmp_path: Path) -> None:
     """A protocol study with claim settings (as demo/claims/demo_clean.yml): `lookahead
     check` judges its claim files as well, and refuses when they cannot be scored."""
