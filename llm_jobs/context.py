@@ -8,7 +8,6 @@ import argparse
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -94,10 +93,6 @@ class JobContext:
             prompt = self.backend.render_prompt(q.prompt, chat)
             out.append(q if prompt == q.prompt else replace(q, prompt=prompt))
         return out
-
-    def out_dir(self) -> Path:
-        """Derived per-study files (parquet summaries): ``outputs_dir``, default outputs/<study_name>/."""
-        return self.study.outputs_dir
 
 
 def make_context(args: argparse.Namespace, backend: Backend | None = None) -> JobContext:

@@ -20,8 +20,6 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-import pyarrow as pa
-
 from llm_jobs.cli import run_main
 from llm_jobs.context import JobContext, cached_fields, cached_records, not_cached, open_store, release_freed_memory
 from llm_jobs.failures import refused_keys, require_complete, skip_refused
@@ -31,7 +29,7 @@ from llm_jobs.query_loop import logprob_dicts
 from llm_jobs.run_plan import not_answered_elsewhere
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
-from lookahead.cache.atomic import atomic_parquet_writer
+from lookahead.config import protocol_setting
 from lookahead.guard import EXIT_OK, EXIT_PARSE_RATE, JobStop
 from lookahead.keys import task_params
 from lookahead.scoring import (
@@ -97,11 +95,13 @@ def run(ctx: JobContext) -> int:
             tally = query_all(ctx, store, head, TASK, answer, params)
             if len(head) < len(pending):  # the first answers decide whether the rest are asked
                 early_parse_stop(
-                    ctx.study.prompts.forecast_labels, list(cached_records(ctx, store, TASK, head).values()), len(pending)
+                    protocol_setting("forecast_labels", ctx.study.prompts.forecast_labels),
+                    list(cached_records(ctx, store, TASK, head).values()),
+                    len(pending),
                 )
                 tally.add(query_all(ctx, store, pending[len(head) :], TASK, answer, params))
             require_complete(tally, store)
-        store.forget()  # the summary reads the lines themselves: the key index goes first
+        store.forget()  # the parse-rate check reads the lines themselves: the key index goes first
         release_freed_memory()  # and what the asking freed (the answers in flight)
         answers = cached_fields(ctx, store, TASK, queries, SUMMARY_FIELDS)
         refused = refused_keys(store)
@@ -136,30 +136,9 @@ def forecast_answer(
     return out
 
 
-#: The fields of a forecast line the summary reads (lookahead.cache.load_fields): not the
-#: prompt or the log-probs, which made most of a line.
-SUMMARY_FIELDS = ("response_text", "first_token_prob", "stated_confidence")
-#: Rows of forecast.parquet built and written at a time: the summary's own memory is one
-#: chunk, whatever the study's size.
-SUMMARY_CHUNK_ROWS = 65_536
-#: forecast.parquet's columns, typed once so that every chunk is written under one schema
-#: (a chunk whose stated confidences are all missing is still a column of doubles).
-FORECAST_SCHEMA = pa.schema(
-    [
-        ("row_id", pa.string()),
-        ("entity_id", pa.string()),
-        ("text_date", pa.string()),
-        ("target_date", pa.string()),
-        ("mu_hat", pa.float64()),
-        ("forecast_label", pa.string()),
-        ("first_token_prob", pa.float64()),
-        ("stated_confidence", pa.float64()),
-        ("raw_key", pa.string()),
-        ("response_text", pa.string()),
-    ]
-)
-#: The columns of forecast.parquet copied from the input row.
-ROW_COLUMNS = ("entity_id", "text_date", "target_date")
+#: The field of a forecast line the parse-rate check reads (lookahead.cache.load_fields):
+#: not the prompt or the log-probs, which make most of a line.
+SUMMARY_FIELDS = ("response_text",)
 #: Unparsed answers shown when the parse rate is under the floor.
 SHOWN_UNPARSED = 10
 
@@ -170,16 +149,16 @@ def summarize(
     answers: tuple[list[bool], dict[str, list[Any]]],
     refused: dict[str, str] | None = None,
 ) -> int:
-    """Parse every answer with the user's labels, write outputs/<study>/forecast.parquet,
-    enforce the 95% parse-rate rule.
+    """Parse every answer with the user's labels and enforce the 95% parse-rate rule.
 
-    ``answers`` are the summary fields of each query's line (llm_jobs.context.cached_fields).
-    The file is written a chunk of rows at a time to a temporary file that is renamed over
-    the old one (a reader never sees half a file), so the summary of a million rows holds
-    one chunk, not every row. A row whose forecast the server refused for good
+    Why no file: mu_hat, the label and the first-token probability that reach the
+    regressions are read by dbt from the raw lines (stg_forecast_responses, int_forecasts,
+    which parse with the same lookahead.scoring.parse_forecast); a copy written here was
+    read by nothing. ``answers`` are the response texts of each query's line
+    (llm_jobs.context.cached_fields). A row whose forecast the server refused for good
     (``refused``: key -> reason) has no answer and no forecast: it is excluded and counted,
     not taken for an unparsed answer."""
-    labels = ctx.study.prompts.forecast_labels
+    labels = protocol_setting("forecast_labels", ctx.study.prompts.forecast_labels)
     found, cols = answers
     refused = refused or {}
     keys = list(keys_of(queries)) if refused else []
@@ -190,40 +169,20 @@ def summarize(
             f"forecast: {len(missing)} rows have no answer in the cache (e.g. row_id "
             f"{queries[missing[0]].row_id}); run the same command again to ask them"
         )
-    parse = functools.lru_cache(maxsize=4096)(lambda text: parse_forecast(text, labels))
+    parse = functools.lru_cache(maxsize=4096)(lambda text: parse_forecast(text, labels)[0])
     counts: Counter[str] = Counter()
     n_parsed = 0
-    unparsed: list[tuple[str, Any]] = []
-    with atomic_parquet_writer(ctx.out_dir() / "forecast.parquet", FORECAST_SCHEMA) as writer:
-        for a in range(0, len(queries), SUMMARY_CHUNK_ROWS):
-            b = min(len(queries), a + SUMMARY_CHUNK_ROWS)
-            row_ids, keys, rows = chunk_rows(ctx, queries, a, b)
-            texts = cols["response_text"][a:b]
-            parsed = [parse(t) for t in texts]
-            for i, ((label, _), row_id, t) in enumerate(zip(parsed, row_ids, texts, strict=False), start=a):
-                if i in excluded:
-                    continue
-                if label is None:
-                    if len(unparsed) < SHOWN_UNPARSED:
-                        unparsed.append((row_id, t))
-                else:
-                    n_parsed += 1
-                    counts[label] += 1
-            writer.write_table(
-                pa.table(
-                    {
-                        "row_id": row_ids,
-                        **{c: rows[c].astype(str).tolist() for c in ROW_COLUMNS},
-                        "mu_hat": [v for _, v in parsed],
-                        "forecast_label": [lab for lab, _ in parsed],
-                        "first_token_prob": cols["first_token_prob"][a:b],
-                        "stated_confidence": cols["stated_confidence"][a:b],
-                        "raw_key": keys,
-                        "response_text": texts,
-                    },
-                    schema=FORECAST_SCHEMA,
-                )
-            )
+    unparsed: list[tuple[int, Any]] = []
+    for i, text in enumerate(cols["response_text"]):
+        if i in excluded:
+            continue
+        label = parse(text)
+        if label is None:
+            if len(unparsed) < SHOWN_UNPARSED:
+                unparsed.append((i, text))
+        else:
+            n_parsed += 1
+            counts[label] += 1
     if excluded:
         print(
             f"forecast: {len(excluded)} of {len(queries)} rows excluded: the server refused their "
@@ -239,8 +198,8 @@ def summarize(
             + (f", the first {min(SHOWN_UNPARSED, n_unparsed)}:" if n_unparsed > SHOWN_UNPARSED else ":"),
             file=sys.stderr,
         )
-        for row_id, text in unparsed:
-            print(f"  row_id {row_id}: {text!r}", file=sys.stderr)
+        for i, text in unparsed:
+            print(f"  row_id {queries[i].row_id}: {text!r}", file=sys.stderr)
         accepted = accepts_low_parse_rate(ctx)
         if ctx.args.accept_low_parse_rate and not accepted:
             accepted = True  # this run only: the study file is never edited
@@ -262,19 +221,6 @@ def summarize(
             "rows will be excluded from the regressions and counted in the report"
         )
     return EXIT_OK
-
-
-def chunk_rows(ctx: JobContext, queries: Sequence[Query], a: int, b: int) -> tuple[list[Any], list[str], Any]:
-    """(row_ids, keys, input rows) of queries a to b: a plan's from its columns (no Query
-    made), a list's from its queries and the rows of their row_ids."""
-    if isinstance(queries, QueryPlan):
-        return queries.row_ids(a, b), queries.keys[a:b].to_pylist(), queries.rows(a, b)
-    chunk = queries[a:b]
-    row_ids = [q.row_id for q in chunk]
-    rows = ctx.rows.iloc[a:b]  # the plan's order: a query per row, in row order
-    if rows["row_id"].astype(str).tolist() != row_ids:
-        rows = ctx.rows.iloc[[ctx.row_position(r) for r in row_ids]]
-    return row_ids, [q.key for q in chunk], rows
 
 
 def accepts_low_parse_rate(ctx: JobContext) -> bool:

@@ -36,7 +36,7 @@ from llm_jobs.query_loop import logprob_dicts, record_skeleton, settle
 from llm_jobs.run_plan import answered_elsewhere
 from llm_jobs.runners import query_all
 from lookahead.backends import FUSED_BACKENDS
-from lookahead.backends.base import Backend, FusedScoring, QueryFailure
+from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache.files import utc_now
 from lookahead.cache.store import RawStore
 from lookahead.config import protocol_setting
@@ -94,8 +94,7 @@ def run(ctx: JobContext) -> int:
             return EXIT_OK
         f_store.require_writable(len(both))
         m_store.require_writable(len(both))
-        backend = ctx.backend
-        if not (isinstance(backend, FusedScoring) and backend.fused_scoring()):  # loads the model: it is asked next anyway
+        if not ctx.backend.fused_scoring():  # loads the model: it is asked next anyway
             print(
                 f"{TASK}: not one pass (backend '{ctx.backend.name}' cannot answer and score these "
                 "prompts in one request for this model and dtype: docs/backends.md); each task asks its own"
@@ -166,7 +165,6 @@ def fused_answer(
     forecast answers returned to the query loop (llm_jobs.forecast.forecast_answer's
     fields), which writes them."""
     started = utc_now()  # a local model answers the whole batch or raises (Backend.try_generate)
-    assert isinstance(backend, FusedScoring), "run() asks a backend that scores as it answers"
     results = backend.generate_scored(
         [q.prompt for q in batch],
         max_tokens,

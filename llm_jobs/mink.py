@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
-
-import pandas as pd
 
 from llm_jobs.cli import run_main
 from llm_jobs.context import JobContext, cached_fields, not_cached, open_store
@@ -27,11 +25,9 @@ from llm_jobs.query_loop import logprob_dicts
 from llm_jobs.run_plan import not_answered_elsewhere
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
-from lookahead.cache.atomic import atomic_write_parquet
 from lookahead.guard import EXIT_OK, JobStop
 from lookahead.keys import sampling_fallback, task_params
 from lookahead.measures import VOCAB_MOMENTS, ZLIB_BYTES, line_extras, zlib_bytes
-from lookahead.scoring import mink_lap
 
 TASK = "mink"
 
@@ -41,38 +37,22 @@ def plan(ctx: JobContext, params: dict[str, Any], task: str = TASK) -> QueryPlan
     return row_queries(ctx, task, params)
 
 
-def lap_summary(lap: pd.Series) -> str:
-    """'mean=... quartiles=[...]' in four significant digits, not four decimals: a small
-    model's Min-K% LAP (a probability of its least likely tokens, e.g. 3e-06) printed as
-    0.0000 [0, 0, 0]."""
-    qs = ", ".join(f"{q:.4g}" for q in lap.quantile([0.25, 0.5, 0.75]))
-    return f"mean={lap.mean():.4g} quartiles=[{qs}]"
-
-
 def run(ctx: JobContext) -> int:
+    queries = score_prompts(ctx, TASK, task_params(ctx.study, TASK))
     k, mean = ctx.study.measures.mink_k, ctx.study.measures.mink_mean
-    queries, values = score_prompts(
-        ctx,
-        TASK,
-        task_params(ctx.study, TASK),
-        {"lap_mink": lambda rec: mink_lap(token_logprobs(rec), k, mean), "n_tokens": lambda rec: len(rec["prompt_logprobs"])},
+    print(
+        f"Min-K%: {len(queries)} prompts scored; dbt build computes the Min-K% LAP from their lines "
+        f"(K={k:g}, {mean} mean, first token skipped: stg_mink_scores, int_mink_scores)"
     )
-    return summarize(ctx, queries, values)
+    return EXIT_OK
 
 
-def token_logprobs(rec: dict[str, Any]) -> list[float | None]:
-    """A Min-K% line's log-prob of each prompt token (the first None: it has no condition)."""
-    return [t["logprob"] for t in rec["prompt_logprobs"]]
-
-
-def score_prompts(
-    ctx: JobContext, task: str, params: dict[str, Any], derived: Mapping[str, Callable[[dict[str, Any]], Any]]
-) -> tuple[QueryPlan, dict[str, list[Any]]]:
+def score_prompts(ctx: JobContext, task: str, params: dict[str, Any]) -> QueryPlan:
     """Every forecast prompt's token log-probs under `ctx`'s model, cached in `task`'s raw
     file: the Min-K% job, and the reference job (llm_jobs.reference) with the reference
-    model's context. Returns the plan and, per query, the ``derived`` values of its line
-    (llm_jobs.context.cached_fields): a line's log-probs are let go as it is read, so a
-    million rows' summary holds a few numbers a row, not every prompt's log-probs."""
+    model's context. Returns the plan once every query has its line (or was refused for
+    good). Nothing is scored here: the measures are computed once, by dbt, from the lines
+    (stg_mink_scores and the measures' models)."""
     if sampling_fallback(ctx.study):
         raise JobStop("Min-K% needs prompt log-probabilities and logprobs_available is false; use lap_measure: recall")
     queries = plan(ctx, params, task)
@@ -93,8 +73,8 @@ def score_prompts(
             answer = functools.partial(mink_answer, extras=line_writes(ctx, task))
             tally = query_all(ctx, store, pending, task, answer, params)
             require_complete(tally, store)
-        store.forget()  # the summary reads the lines themselves: the key index goes first
-        found, values = cached_fields(ctx, store, task, queries, (), derived)
+        store.forget()  # the completeness check reads the lines themselves: the key index goes first
+        found, _ = cached_fields(ctx, store, task, queries, ())
         refused = refused_keys(store) if not all(found) else {}
     if not all(found):
         keys = queries.keys.to_pylist()
@@ -108,7 +88,7 @@ def score_prompts(
             f"{task}: {found.count(False)} of {len(found)} prompts excluded: the server refused them "
             "for good (counted in the report's exclusions)"
         )
-    return queries, values
+    return queries
 
 
 def line_writes(ctx: JobContext, task: str) -> tuple[str, ...]:
@@ -140,25 +120,6 @@ def mink_answer(backend: Backend, batch: list[Query], extras: tuple[str, ...] = 
             rec["zlib_bytes"] = zlib_bytes(q.prompt)
         out.append(rec)
     return out
-
-
-def summarize(ctx: JobContext, queries: QueryPlan, values: dict[str, list[Any]]) -> int:
-    """outputs/<study>/mink.parquet: each row's Min-K% LAP and token count (``values``,
-    read from its line by :func:`score_prompts`)."""
-    k, mean = ctx.study.measures.mink_k, ctx.study.measures.mink_mean
-    df = pd.DataFrame(
-        {
-            "row_id": queries.row_ids(),
-            "lap_mink": pd.Series(values["lap_mink"], dtype="float64"),
-            "n_tokens": pd.Series(values["n_tokens"], dtype="Int64"),
-            "mink_k": k,
-            "mink_mean": mean,
-            "raw_key": queries.keys.to_pylist(),
-        }
-    )
-    atomic_write_parquet(ctx.out_dir() / "mink.parquet", df)
-    print(f"Min-K% LAP (K={k:g}, {mean} mean, first token skipped): n={len(df)} {lap_summary(df['lap_mink'])}")
-    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -206,7 +206,7 @@ def run_queries_ray(
     """Ask the pending queries on Ray Data workers; return the same tally as the local loop.
 
     ``store`` is the driver's (the single-process file, locked for the run); after the
-    pipeline it re-reads every shard, so the job's summary sees every answer."""
+    pipeline it re-reads every shard, so the job's completeness check sees every answer."""
     ray = import_ray()
     started_here = start_ray(ray, ctx.study)
     tally = QueryTally(task, len(pending))

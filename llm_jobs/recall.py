@@ -18,8 +18,6 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import pandas as pd
-
 from llm_jobs.cli import run_main
 from llm_jobs.context import JobContext, cached_fields, not_cached, open_store
 from llm_jobs.failures import refused_keys, require_complete, skip_refused
@@ -28,7 +26,7 @@ from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
-from lookahead.cache.atomic import atomic_write_parquet
+from lookahead.config import protocol_setting
 from lookahead.guard import EXIT_OK, JobStop
 from lookahead.keys import (
     EXACT,
@@ -41,7 +39,6 @@ from lookahead.keys import (
 )
 from lookahead.prompts import check_recall_labels
 from lookahead.rows import unique_pairs
-from lookahead.scoring import RecallScores, recall_scores
 
 TASK = "recall"
 
@@ -70,7 +67,7 @@ def resolve_labels(ctx: JobContext, sample_prompt: str) -> dict[str, str]:
 
     With exact probabilities (setting recall_probabilities) a multi-token label is scored
     by teacher forcing, so the labels stay as configured (they must still be distinct)."""
-    labels = {k: str(v) for k, v in ctx.study.prompts.recall_labels.items()}
+    labels = {k: str(v) for k, v in protocol_setting("recall_labels", ctx.study.prompts.recall_labels).items()}
     if recall_probabilities(ctx.study) == EXACT:
         if len({v.strip().lower() for v in labels.values()}) < len(labels):
             raise JobStop(f"setting 'recall_labels': labels {labels} are not distinct")
@@ -151,7 +148,7 @@ def run(ctx: JobContext) -> int:
         pending = skip_refused(TASK, store, not_cached(ctx, store, TASK, queries), bool(getattr(ctx.args, "retry_failed", False)))
         store.require_writable(len(pending))  # before the model loads: nothing to ask, no lock needed
         store.claim(q.key for q in pending)  # another study sharing raw_dir waits for these (llm_jobs.sharing)
-        labels = {k: str(v) for k, v in ctx.study.prompts.recall_labels.items()}
+        labels = {k: str(v) for k, v in protocol_setting("recall_labels", ctx.study.prompts.recall_labels).items()}
         # The label check needs the model's tokenizer (importing torch and transformers,
         # seconds): it runs only when something is left to ask; answered keys passed it.
         if pending:
@@ -180,8 +177,8 @@ def run(ctx: JobContext) -> int:
             )
             tally = query_all(ctx, store, pending, TASK, answer, params)
             require_complete(tally, store)
-        store.forget()  # the summary reads the lines themselves: the key index goes first
-        found, values = cached_fields(ctx, store, TASK, queries, (), {"scores": lambda rec: recall_scores(rec, labels)})
+        store.forget()  # the completeness check reads the lines themselves: the key index goes first
+        found, _ = cached_fields(ctx, store, TASK, queries, ())
         refused = refused_keys(store) if not all(found) else {}
     if not all(found):
         missing = [q for q, ok in zip(queries, found, strict=False) if not ok and q.key not in refused]
@@ -195,9 +192,11 @@ def run(ctx: JobContext) -> int:
             f"recall: {found.count(False)} of {len(found)} pairs excluded: the server refused them "
             "for good (counted in the report's exclusions)"
         )
-        scores = [s for s, ok in zip(values["scores"], found, strict=False) if ok]
-        return summarize(ctx, [q for q, ok in zip(queries, found, strict=False) if ok], scores, labels)
-    return summarize(ctx, queries, values["scores"], labels)
+    print(
+        f"recall: {found.count(True)} of {len(found)} pairs answered; dbt build "
+        "scores them (P(label), the LAP, each label's censoring: int_recall_pairs, recall_censoring)"
+    )
+    return EXIT_OK
 
 
 def recall_answer(
@@ -235,43 +234,6 @@ def recall_answer(
             line.update({"label_logprobs": exact[i], "probability_method": EXACT})
         out.append(line)
     return out
-
-
-def summarize(ctx: JobContext, queries: Sequence[Query], scores: Sequence[RecallScores], labels: dict[str, str]) -> int:
-    """outputs/<study>/recall.parquet plus the censoring and LAP summary the protocol asks for.
-    ``scores`` are each pair's, computed from its line as it was read (the lines are not held)."""
-    out = []
-    for q, s in zip(queries, scores, strict=False):
-        out.append(
-            {
-                "entity_id": q.entity_id,
-                "target_date": q.target_date,
-                "p_up": s.p_up,
-                "p_down": s.p_down,
-                "p_unknown": s.p_unknown,
-                "lap": s.lap,
-                "ud": s.ud,
-                "censored": ",".join(s.censored),
-                "approximated": s.approximated,
-                "raw_key": q.key,
-            }
-        )
-    df = pd.DataFrame(out)
-    atomic_write_parquet(ctx.out_dir() / "recall.parquet", df)
-    n = len(df)
-    for role in ("up", "down", "unknown"):
-        c = int(df[f"p_{role}"].isna().sum())
-        print(f"  label '{labels[role]}' censored (not in the returned top log-probs): {c}/{n} ({c / n:.1%})")
-    heavy = df["censored"].str.len().gt(0).mean()
-    if heavy > 0.5:
-        print(f"WARNING: {heavy:.0%} of recall answers have a censored label; LAP is a lower bound there")
-    cutoff = ctx.study.cutoff.isoformat()
-    pre = df["target_date"] <= cutoff
-    for name, part in (("pre-cutoff", df[pre]), ("post-cutoff", df[~pre])):
-        if len(part):
-            q = part["lap"].quantile([0.25, 0.5, 0.75]).round(3).tolist()
-            print(f"  LAP {name}: n={len(part)} mean={part['lap'].mean():.3f} quartiles={q}")
-    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,11 +16,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-import numpy as np
-
 from llm_jobs.cli import run_main
 from llm_jobs.context import JobContext
-from llm_jobs.mink import plan, score_prompts, token_logprobs
+from llm_jobs.mink import plan, score_prompts
 from lookahead.guard import EXIT_OK
 from lookahead.keys import reference_study, task_params
 from lookahead.measures import REFERENCE_TASK, computes
@@ -44,21 +42,10 @@ def run(ctx: JobContext) -> int:
         print("reference-model LAP: not computed by this study (lap_measure, lap_measures); nothing to ask")
         return EXIT_OK
     ref = reference_context(ctx)
-    queries, values = score_prompts(
-        ref,
-        TASK,
-        task_params(ctx.study, TASK),
-        {
-            "mean": lambda rec: (
-                float(np.mean(np.asarray(token_logprobs(rec)[1:], dtype=float))) if len(rec["prompt_logprobs"]) > 1 else None
-            )
-        },
-    )
-    means = [m for m in values["mean"] if m is not None]
-    mean = f"{np.mean(means):.4f}" if means else "none"
+    queries = score_prompts(ref, TASK, task_params(ctx.study, TASK))
     print(
-        f"reference model '{ref.study.backend.model_id}': mean prompt log-prob {mean} over {len(queries)} "
-        "prompts (first token skipped)"
+        f"reference model '{ref.study.backend.model_id}': {len(queries)} prompts scored; dbt build "
+        "computes the reference-model LAP from their lines (int_lap_reference)"
     )
     return EXIT_OK
 

@@ -59,7 +59,8 @@ class OutputSettings(Section):
     results_dir: str | None = None
     """Where `lookahead report` writes REPORT.md and its CSVs (null = results/<study_name>)."""
     outputs_dir: str | None = None
-    """Where the jobs' parquet files and the Stata panels go (null = outputs/<study_name>)."""
+    """Where `lookahead report` writes the Stata panels, panel_pre.dta and panel_post.dta (null =
+    outputs/<study_name>)."""
     stale_reports_kept: int = 3
     """How many older retired report sets (stale.1, stale.2, ... beside stale/) a results or
     outputs folder keeps; older ones, oldest first, are deleted when a report is retired."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from lookahead.errors import RESUME, UserError
 
@@ -151,15 +151,3 @@ def json_generation(backend: Backend) -> JsonGenerate | None:
     so the claim jobs ask one function rather than each probing the backend."""
     fn = getattr(backend, "generate_json", None)
     return fn if callable(fn) else None
-
-
-@runtime_checkable
-class FusedScoring(Protocol):
-    """A backend that can answer a prompt and score its tokens in one pass
-    (lookahead.backends.transformers_backend; llm_jobs.fused runs the pass)."""
-
-    def fused_scoring(self) -> bool: ...
-
-    def generate_scored(
-        self, prompts: Sequence[str], max_tokens: int, top_logprobs: int, vocab_moments: bool = False
-    ) -> list[tuple[Generation, list[TokenLogprob]]]: ...

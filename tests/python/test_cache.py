@@ -9,10 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
-from lookahead.cache.atomic import atomic_write_parquet, atomic_write_text
+from lookahead.cache.atomic import atomic_write_text
 from lookahead.cache.files import CacheError, load_records, repair_torn_tail
 from lookahead.cache.lookup import ident_of, load_cache
 from lookahead.cache.store import REQUIRED_FIELDS, RawStore
@@ -114,9 +113,6 @@ def test_atomic_writes_replace_whole_files(tmp_path):
     atomic_write_text(target, "one")
     atomic_write_text(target, "two")
     assert target.read_text() == "two"
-    df = pd.DataFrame({"row_id": ["a", "b"], "x": [1.0, 2.0]})
-    atomic_write_parquet(tmp_path / "d" / "x.parquet", df)
-    assert pd.read_parquet(tmp_path / "d" / "x.parquet").equals(df)
     assert [p.name for p in (tmp_path / "d").iterdir() if p.name.startswith(".")] == []
 
 

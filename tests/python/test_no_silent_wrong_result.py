@@ -477,12 +477,3 @@ def pd_series(values):
     import pandas as pd
 
     return pd.Series(values, dtype=object)
-
-
-def test_a_small_min_k_lap_is_printed_in_significant_digits():
-    import pandas as pd
-
-    from llm_jobs.mink import lap_summary
-
-    line = lap_summary(pd.Series([2e-6, 3e-6, 4e-6, 5e-6]))
-    assert line == "mean=3.5e-06 quartiles=[2.75e-06, 3.5e-06, 4.25e-06]"

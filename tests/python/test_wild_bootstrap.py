@@ -226,6 +226,23 @@ def test_draws_are_extended_near_a_threshold_on_the_same_stream():
     _close(first.p_one, 399, ext.p_one, ext.draws)
 
 
+def test_g_star_alone_never_builds_the_crossed_effects_and_the_bootstrap_is_unchanged():
+    """The crossed fixed effects (an L x L pseudo-inverse, L the crossed levels) are built on
+    the first bootstrap only: a design asked for G* alone (wild_bootstrap_draws 0) never
+    builds them, and a bootstrap after G* gives the p of a design that bootstrapped first."""
+    from lookahead.stats.wild import PartialledDesign
+
+    y, x, codes, cl = _arrays(panel(4))
+    s = WildSettings(draws=199, seed=5)
+    lazy = PartialledDesign(y, x, codes, cl)
+    g = lazy.g_star(2)
+    assert "_crossed" not in vars(lazy) and math.isfinite(g)
+    got = lazy.bootstrap(2, s, one_sided=True, max_draws=199)
+    assert vars(lazy)["_crossed"] is not None  # the period effect is crossed with the entity clusters
+    want = PartialledDesign(y, x, codes, cl).bootstrap(2, s, one_sided=True, max_draws=199)
+    assert (got.p_one, got.p_two, got.g_star, got.draws) == (want.p_one, want.p_two, want.g_star, want.draws) and got.g_star == g
+
+
 def test_mde_reads_the_bootstrap_and_matches_the_t_rule_at_many_clusters():
     """The mde column is (q*_0.95 - q*_0.20) x SE from the bootstrap's t distribution; with
     many evenly informative clusters that is close to (t_0.95 + t_0.80) x SE."""
