@@ -184,8 +184,9 @@ def fit_forecast_prompts(ctx: JobContext, queries: Sequence[Query], tally: FitTa
         row = (q.row or ctx.input_row(q.row_id)) if n > limit and mode == "truncate_text" else None
         if row is not None:
             text = str(row.get("text") or "")
+            base: dict[str, Any] = row
 
-            def cut(k: int, row: dict[str, Any] = row) -> dict[str, Any]:
+            def cut(k: int, row: dict[str, Any] = base) -> dict[str, Any]:
                 return {**row, "text": text[:k], text_col: text[:k]}
 
             lo, hi = 0, len(text)
