@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from llm_jobs.cli import arg_parser
-from llm_jobs.context import JobContext, check_study_links
+from llm_jobs.context import JobContext, check_study_links, job_study
 from llm_jobs.failures import require_complete
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
@@ -26,7 +26,7 @@ from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import ClaimSettings, claim_study, claims_raw_file, load_predictions
 from lookahead.claims.prompts import answer_retry_prompt
 from lookahead.claims.tasks import PredictionError
-from lookahead.config import load_study
+from lookahead.config import Study
 from lookahead.guard import EXIT_OK, JobStop, guarded
 
 
@@ -36,8 +36,11 @@ class ClaimContext(JobContext):
     settings: ClaimSettings
 
 
-def make_claim_context(args: Any) -> ClaimContext:
-    study = claim_study(load_study(args.study))  # the claim model, when the study names one
+def make_claim_context(args: Any, study: Study | None = None) -> ClaimContext:
+    """A claim job's context on ``study`` (the process's study, loaded once by
+    llm_jobs.run_all: the overrides `lookahead run` passes reach the claim jobs as they
+    reach the protocol's), else on the study the arguments name (llm_jobs.context.job_study)."""
+    study = claim_study(study or job_study(args))  # the claim model, when the study names one
     check_study_links(study)
     ctx = ClaimContext(study, args, pd.DataFrame(), 0)
     ctx.settings = ClaimSettings.from_study(study)

@@ -14,6 +14,14 @@ from lookahead.guard import guarded
 def arg_parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--study", help="study file (YAML var overrides); default: dbt_project.yml vars or $LOOKAHEAD_STUDY")
+    p.add_argument(
+        "--settings",
+        default=None,
+        metavar="JSON",
+        help="the study's resolved settings (the study file plus the command's overrides), "
+        "as `lookahead jobs/run` writes them once for every job and for dbt; read instead of "
+        "--study, which then only names the study file",
+    )
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation (scripts, CI)")
     p.add_argument(
         "--subsample",

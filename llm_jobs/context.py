@@ -17,7 +17,7 @@ from lookahead.backends import Backend, get_backend
 from lookahead.cache.index import KeyPositions
 from lookahead.cache.lookup import Ident, load_fields
 from lookahead.cache.store import RawStore
-from lookahead.config import Study, load_study
+from lookahead.config import Study, load_study, settings_file_study
 from lookahead.consent import Destination
 from lookahead.guard import JobStop
 from lookahead.keys import sampling_fallback
@@ -95,13 +95,26 @@ class JobContext:
         return out
 
 
-def make_context(args: argparse.Namespace, backend: Backend | None = None) -> JobContext:
-    """Load the study and the rows to query: the valid rows in the study's subsample.
+def job_study(args: argparse.Namespace) -> Study:
+    """The study a job process runs: the resolved settings file `lookahead jobs/run` hands
+    every job and dbt (--settings: the study file plus the command's overrides, such as
+    --accept-low-parse-rate and --subsample), else the study file (--study, $LOOKAHEAD_STUDY,
+    the default study). Loaded once per process (llm_jobs.run_all passes it to every job's
+    context), so the protocol and the claim jobs cannot see different settings."""
+    settings = getattr(args, "settings", None)
+    if settings:
+        return settings_file_study(settings, "--settings")
+    return load_study(args.study)
+
+
+def make_context(args: argparse.Namespace, backend: Backend | None = None, study: Study | None = None) -> JobContext:
+    """Load the study (unless given: :func:`job_study`'s, loaded once) and the rows to
+    query: the valid rows in the study's subsample.
 
     The rows come from lookahead.rows, the definition dbt staging uses too. The
     subsample is the study's subsample_rows/subsample_seed; --subsample/--seed override
     them for this run only, and a note says how to give dbt the same rows."""
-    study, scan, ask_size = scan_context_rows(args)
+    study, scan, ask_size = scan_context_rows(args, study)
     rows = pd.concat([chunk for chunk, _ in scan.chunks()], ignore_index=True)
     facts = scan.facts(study.protocol.training_cutoff)
     if ask_size and not args.yes and sys.stdin.isatty():
@@ -136,13 +149,14 @@ def check_study_links(study: Study) -> None:
         raise JobStop(str(err)) from None
 
 
-def scan_context_rows(args: argparse.Namespace) -> tuple[Study, RowScan, bool]:
+def scan_context_rows(args: argparse.Namespace, study: Study | None = None) -> tuple[Study, RowScan, bool]:
     """The study and a first pass over its rows (lookahead.rows.RowScan: reasons and the
     rows to query, no row held), with the counts and notes every job prints. The rows
     themselves are the scan's ``chunks()``: `make_context` collects them, the preflight of
     `lookahead check` (llm_jobs.preflight) checks them a chunk at a time.
-    The flag is True for a large study without a subsample (a terminal may be asked one)."""
-    study = load_study(args.study)
+    The flag is True for a large study without a subsample (a terminal may be asked one).
+    ``study``: the process's study already loaded (:func:`job_study`, else loaded here)."""
+    study = study or job_study(args)
     check_study_links(study)
     if args.seed is not None and args.subsample is None:
         raise JobStop("--seed needs --subsample N (or set subsample_rows in the study file)")

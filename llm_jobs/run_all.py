@@ -40,10 +40,10 @@ from llm_jobs import (
 )
 from llm_jobs.claims_common import make_claim_context
 from llm_jobs.cli import arg_parser
-from llm_jobs.context import JobContext, make_context
+from llm_jobs.context import JobContext, job_study, make_context
 from llm_jobs.planning import confirm
 from lookahead.claims.run import claim_jobs
-from lookahead.config import Study, load_study
+from lookahead.config import Study
 from lookahead.guard import EXIT_OK, JobStop, guarded
 from lookahead.keys import task_params
 
@@ -73,7 +73,8 @@ Job = tuple[str, Callable[[], int]]
 
 def claim_job_list(study: Study, args: argparse.Namespace) -> list[Job]:
     """The study's claim jobs (none without claim settings), each on a context of its own
-    made once, when the job first runs: the planning pass and the run share it."""
+    made once, when the job first runs: the planning pass and the run share it. Every
+    context is made on ``study``, the one the run loaded (with its overrides)."""
     jobs: list[Job] = []
     for spec in claim_jobs(study):
         module, extra = spec[0], spec[1:]
@@ -81,13 +82,13 @@ def claim_job_list(study: Study, args: argparse.Namespace) -> list[Job]:
         if "--agent" in extra:
             ns.agent = extra[extra.index("--agent") + 1]
         name = module.rsplit(".", 1)[1] + (f" ({ns.agent})" if "--agent" in extra else "")
-        jobs.append((name, functools.partial(_claim_job, CLAIM_JOB_RUNS[module], ns, {})))
+        jobs.append((name, functools.partial(_claim_job, CLAIM_JOB_RUNS[module], ns, study, {})))
     return jobs
 
 
-def _claim_job(run: Callable, ns: argparse.Namespace, made: dict) -> int:
+def _claim_job(run: Callable, ns: argparse.Namespace, study: Study, made: dict) -> int:
     if "ctx" not in made:
-        made["ctx"] = make_claim_context(ns)
+        made["ctx"] = make_claim_context(ns, study)  # the run's study: not read again
     return run(made["ctx"])
 
 
@@ -181,13 +182,15 @@ def _run_jobs(jobs: Sequence[Job], finished: set[str]) -> int:
 
 def run_study(args: argparse.Namespace) -> int:
     """The study's jobs: the protocol's (a protocol study) and its claim jobs (when it has
-    claim settings), one plan and one question for all."""
+    claim settings), one plan and one question for all. The study is loaded once
+    (llm_jobs.context.job_study: `lookahead`'s resolved settings, else the study file)
+    and every job's context is made on it."""
     from lookahead.cli import STUDY_KINDS
 
-    study = load_study(args.study)
+    study = job_study(args)
     claims = claim_job_list(study, args)
     if STUDY_KINDS[study.output.study_kind].protocol_jobs:
-        return run(make_context(args), claims)
+        return run(make_context(args, study=study), claims)
     return run(None, claims, args.max_cost, args.yes)
 
 

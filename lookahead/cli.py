@@ -1,9 +1,10 @@
 """`lookahead`: run a study end to end (LLM jobs, `dbt build`, report) with one command.
 
 Each step is also runnable on its own (`python -m llm_jobs.run_all`, plain `dbt build`,
-`lookahead report`); this wrapper only passes one study file to all three, so that dbt
-and the jobs cannot disagree on a setting. User errors end in one line naming the
-setting, column or file, never a traceback."""
+`lookahead report`); this wrapper reads the study file once, with the command's
+overrides, and hands the jobs and dbt the same resolved settings file
+(lookahead.runs.resolved_settings), so that no two of them can disagree on a setting.
+User errors end in one line naming the setting, column or file, never a traceback."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,19 +23,21 @@ from lookahead.config import (
     load_study,
 )
 from lookahead.consent import add_consent_arguments
-from lookahead.runs import job_python, run_dbt, run_jobs
+from lookahead.runs import job_python, resolved_settings, run_dbt, run_jobs
 
 if TYPE_CHECKING:
     from lookahead.check_rules import Finding
 
 
-def check(study: Study, study_file: str | None = None, overrides: dict | None = None) -> int:
+def check(study: Study, study_file: str | None = None, settings: Path | None = None) -> int:
     """The study's settings (already loaded) and its data file: mapped columns, valid rows;
     then the LLM jobs' preflight (llm_jobs.preflight): every check `lookahead run` makes
     before its first query (placeholders, prompt lengths against the context, pre-cutoff
     rows, clusters, recall labels on the model's exact tokenizer), querying nothing.
     Between the two, lookahead.check_rules judges the study: a refusal ends the check
-    (exit 2), warnings let it go on and end it with exit 5 when all else passes."""
+    (exit 2), warnings let it go on and end it with exit 5 when all else passes.
+    ``settings``: the command's resolved settings file (lookahead.runs.resolved_settings),
+    which the preflight reads; written here when not given."""
     from lookahead.check_rules import EXIT_REFUSED, EXIT_WARNED, REFUSE, judge
     from lookahead.rows import release_freed_memory, scan_study_rows, zero_padding_warning
 
@@ -55,7 +59,8 @@ def check(study: Study, study_file: str | None = None, overrides: dict | None = 
         return EXIT_REFUSED
     del scan  # the preflight below scans them again, in its own process: not both at once
     release_freed_memory()
-    rc = run_jobs(study_file, True, [], overrides, module="llm_jobs.preflight")
+    with nullcontext(settings) if settings is not None else resolved_settings(study) as resolved:
+        rc = run_jobs(resolved, study_file, True, [], module="llm_jobs.preflight")
     if rc:  # the preflight's refusal is the one line, as `lookahead run` gives it
         return rc
     for finding in findings:  # warnings, once everything a run checks has passed
@@ -112,7 +117,7 @@ class StudyKind:
     protocol_jobs: bool  # forecast, recall, Min-K% on data_path (llm_jobs.run_all)
     build_select: tuple[str, ...]  # dbt build arguments selecting its models (none: every model)
     reuse_up_to_date_build: bool  # `lookahead run` skips a build whose inputs and code are unchanged
-    check: Callable[[Study, str | None, dict], int]
+    check: Callable[[Study, str | None, Path | None], int]  # the study, its file, the resolved settings
     findings: Callable[[Study], list[Finding]]  # check's refusals and warnings, without its output
     report: Callable[[Study], int]
 
@@ -133,7 +138,7 @@ def _claim_findings(study: Study) -> list[Finding]:
     return judge_claims(study).findings if has_claims(study) else []
 
 
-def _claims_check(study: Study, study_file: str | None, overrides: dict) -> int:
+def _claims_check(study: Study, study_file: str | None, settings: Path | None) -> int:
     from lookahead.claims.study_check import check_claim_study
 
     return check_claim_study(study)
@@ -321,7 +326,7 @@ def init_main(argv: list[str]) -> int:
     os.chdir(PROJECT_ROOT)
     print(f"lookahead check --study {out}")
     study = load_study(str(out))
-    return STUDY_KINDS[study.output.study_kind].check(study, str(out), {})
+    return STUDY_KINDS[study.output.study_kind].check(study, str(out), None)
 
 
 def _main(argv: list[str] | None = None) -> int:
@@ -348,13 +353,21 @@ def _main(argv: list[str] | None = None) -> int:
         overrides = {"subsample_rows": args.subsample, "subsample_seed": args.seed or 0}
     if args.accept_low_parse_rate:
         overrides["accept_low_parse_rate"] = True
-    study = load_study(args.study, overrides=overrides)
+    study = load_study(args.study, overrides=overrides)  # the one read of the study file
     from lookahead.artefacts import check_output_folders
 
     check_output_folders(study)
+    # the resolved settings, written once: every job and dbt get this file (not the study
+    # file and the overrides as flags), so each sees the same settings
+    with resolved_settings(study) as settings:
+        return _command(args, extra, study, settings)
+
+
+def _command(args: argparse.Namespace, extra: list[str], study: Study, settings: Path) -> int:
+    """The command on the study loaded once (``settings``: its resolved settings file)."""
     kind = STUDY_KINDS[study.output.study_kind]  # a protocol study, or a claim-only one
     if args.command == "check":
-        return kind.check(study, args.study, overrides)
+        return kind.check(study, args.study, settings)
     if args.command in ("jobs", "run"):
         refused = refusals_first(study, kind)  # check's refusals stop a run before any query
         if refused:
@@ -362,7 +375,7 @@ def _main(argv: list[str] | None = None) -> int:
         python = job_python(study, args.yes)  # a backend with an environment of its own (vLLM) runs its jobs there
         # the protocol's jobs (a protocol study) and the claim jobs (a study with claim
         # settings), planned together: one cost table, one question (llm_jobs.run_all)
-        rc = run_jobs(args.study, args.yes, extra, overrides, python=python)
+        rc = run_jobs(settings, args.study, args.yes, extra, python=python)
         if rc or args.command == "jobs":
             return rc
     build = args.command in ("build", "run")
@@ -401,7 +414,8 @@ def _main(argv: list[str] | None = None) -> int:
             return 2
         # the build replaces the results: a build that does not finish leaves none that read as its own
         retire_study(study, "a new dbt build was started after they were written")
-        rc = run_dbt(["build", *kind.build_select, *(["--full-refresh"] if args.rebuild else [])], args.study, overrides)
+        rebuild = ["--full-refresh"] if args.rebuild else []
+        rc = run_dbt(["build", *kind.build_select, *rebuild], args.study, settings=settings)
         if 0 < rc < 128:  # a killed dbt has said so in its own line
             print("error: dbt build failed (see the messages above); no report written", file=sys.stderr)
         if rc:

@@ -686,11 +686,23 @@ def dbt_study(cli_vars: Mapping[str, Any]) -> Study:
     settings_file = os.environ.get(STUDY_SETTINGS_ENV)
     if cli_vars or not settings_file:
         return study_from_dbt_vars(json.dumps(dict(cli_vars), default=str) if cli_vars else "")
+    return settings_file_study(settings_file, f"${STUDY_SETTINGS_ENV}")
+
+
+def settings_file_study(settings_file: str | os.PathLike[str], where: str) -> Study:
+    """The study in a resolved settings file (JSON of every setting, the study file plus
+    the command's overrides, relative paths relative to the project root), as the
+    lookahead command writes it once per command for dbt ($LOOKAHEAD_STUDY_SETTINGS) and
+    the LLM jobs (--settings). ``where`` names the setting or flag in the message when
+    the file is missing. Decoded by :meth:`Study.from_json`: nothing is read again."""
     try:
         text = Path(settings_file).read_text(encoding="utf-8")
     except OSError:
-        raise StudyConfigError(f"${STUDY_SETTINGS_ENV}: no study settings file '{settings_file}'") from None
-    return Study.from_json(text)
+        raise StudyConfigError(f"{where}: no study settings file '{settings_file}'") from None
+    try:
+        return Study.from_json(text)
+    except json.JSONDecodeError as exc:
+        raise StudyConfigError(f"{where}: '{settings_file}' is not a JSON settings file (line {exc.lineno})") from None
 
 
 #: The database a dbt invocation whose study_name is refused opens (outputs/<this>.duckdb):

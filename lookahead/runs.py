@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from lookahead.config import PROJECT_ROOT, STUDY_SETTINGS_ENV, Study, load_study
@@ -40,32 +40,52 @@ def dbt_command(args: list[str]) -> list[str]:
 
 
 @contextmanager
-def study_env(study_file: str | None, overrides: dict | None = None) -> Iterator[dict[str, str]]:
+def study_env(study_file: str | None, overrides: dict | None = None, settings: Path | None = None) -> Iterator[dict[str, str]]:
     """dbt's environment for a study: its resolved settings (the file and the overrides)
-    in a temporary JSON file that $LOOKAHEAD_STUDY_SETTINGS names, read by the project's
-    DuckDB plugin when dbt opens the database (lookahead.config.dbt_study).
+    in a JSON file that $LOOKAHEAD_STUDY_SETTINGS names, read by the project's DuckDB
+    plugin when dbt opens the database (lookahead.config.dbt_study). ``settings``: the file
+    the command has already written (:func:`resolved_settings`: the one the LLM jobs get
+    too); else the study is loaded here and written to a temporary file.
 
     Why not --vars: dbt re-parses the whole project whenever --vars change, so each new or
     edited study paid a full parse; the variable is invisible to dbt's parser
     (docs/CONTRACTS.md, "How a study reaches dbt")."""
     from lookahead.collision import SOURCE_ENV, file_source
 
-    with settings_file_env(load_study(study_file, overrides=overrides)) as env:
+    with (
+        nullcontext(settings) if settings is not None else resolved_settings(load_study(study_file, overrides=overrides))
+    ) as path:
         # where the study came from, recorded in build_log: a build from another study file
         # into the same database is stopped (lookahead.collision)
-        yield {**env, SOURCE_ENV: file_source(study_file)}
+        yield {**settings_env(path), SOURCE_ENV: file_source(study_file)}
+
+
+@contextmanager
+def resolved_settings(study: Study) -> Iterator[Path]:
+    """`study`'s resolved settings (every setting, the study file plus the command's
+    overrides) in a temporary JSON file, removed on exit: what `lookahead` writes once per
+    command and hands every LLM job (--settings, llm_jobs.context.job_study) and dbt
+    ($LOOKAHEAD_STUDY_SETTINGS), so that no process reads the study file again and an
+    override (--accept-low-parse-rate, --subsample) reaches each of them alike."""
+    with tempfile.TemporaryDirectory(prefix="lookahead-study-") as tmp:
+        settings = Path(tmp) / "study.json"
+        # in the study's own order (settings_json sorts keys): a label mapping's order is
+        # the order of the columns it makes (stg_recall_responses)
+        settings.write_text(json.dumps(study.vars, default=str), encoding="utf-8")
+        yield settings
+
+
+def settings_env(settings: Path) -> dict[str, str]:
+    """dbt's environment with the resolved settings file ``settings`` as its study."""
+    return {**dbt_env(), STUDY_SETTINGS_ENV: str(settings)}
 
 
 @contextmanager
 def settings_file_env(study: Study) -> Iterator[dict[str, str]]:
     """dbt's environment with `study` in the settings file $LOOKAHEAD_STUDY_SETTINGS names
     (removed on exit); :func:`study_env` for a study already loaded."""
-    with tempfile.TemporaryDirectory(prefix="lookahead-dbt-") as tmp:
-        settings = Path(tmp) / "study.json"
-        # in the study's own order (settings_json sorts keys): a label mapping's order is
-        # the order of the columns it makes (stg_recall_responses)
-        settings.write_text(json.dumps(study.vars, default=str), encoding="utf-8")
-        yield {**dbt_env(), STUDY_SETTINGS_ENV: str(settings)}
+    with resolved_settings(study) as settings:
+        yield settings_env(settings)
 
 
 _EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*(?:Error|Failed|Exception)): (.*)$")
@@ -88,12 +108,13 @@ def without_tracebacks(lines: Iterable[str]) -> Iterator[str]:
         yield line
 
 
-def run_dbt(args: list[str], study_file: str | None, overrides: dict | None = None) -> int:
-    """dbt as a subprocess; its output is passed through without Python tracebacks
-    (LOOKAHEAD_DEBUG=1 keeps them)."""
+def run_dbt(args: list[str], study_file: str | None, overrides: dict | None = None, settings: Path | None = None) -> int:
+    """dbt as a subprocess on the study (``settings``, the command's resolved settings file,
+    else `study_file` with `overrides`); its output is passed through without Python
+    tracebacks (LOOKAHEAD_DEBUG=1 keeps them)."""
     cmd = dbt_command(args)
     then = "its partial results are marked unfinished; rerun the same command"
-    with study_env(study_file, overrides) as env:
+    with study_env(study_file, overrides, settings) as env:
         if os.environ.get("LOOKAHEAD_DEBUG"):
             return killed_is_one_line(run_child(cmd, env, cwd=PROJECT_ROOT), "dbt was", then)
         with (
@@ -163,24 +184,23 @@ def _answer(ask: Callable[[str], str], question: str) -> str:
 
 
 def run_jobs(
+    settings: Path,
     study_file: str | None,
     yes: bool,
     extra: list[str],
-    overrides: dict | None = None,
     module: str = "llm_jobs.run_all",
     python: str | None = None,
 ) -> int:
     """The LLM jobs (or, as `module`, their preflight) as a subprocess, with ``python``
-    (job_python: the backend's own environment) or this interpreter."""
-    cmd = [python or sys.executable, "-m", module]
+    (job_python: the backend's own environment) or this interpreter, on the command's
+    resolved settings file (:func:`resolved_settings`, --settings): every job, protocol and
+    claim alike, runs the study this command loaded, its overrides included, and reads no
+    study file. --study still names the user's file (`study_file`), for what names it."""
+    cmd = [python or sys.executable, "-m", module, "--settings", str(settings)]
     if study_file:
         cmd += ["--study", study_file]
     if yes:
         cmd.append("--yes")
-    if overrides and overrides.get("subsample_rows") is not None:
-        cmd += ["--subsample", str(overrides["subsample_rows"]), "--seed", str(overrides["subsample_seed"])]
-    if overrides and overrides.get("accept_low_parse_rate"):
-        cmd.append("--accept-low-parse-rate")
     return killed_is_one_line(
         run_child(cmd + extra, dbt_env(), cwd=PROJECT_ROOT),
         "the LLM jobs were",

@@ -105,7 +105,10 @@ def test_lookahead_jobs_runs_the_jobs_with_the_environments_interpreter(
     study_file = _vllm_study(tmp_path)
     monkeypatch.chdir(tmp_path)  # the command moves to the project folder; restored after
     assert main(["jobs", "--study", str(study_file), "--yes"]) == 0
-    assert log.read_text().split() == ["-m", "llm_jobs.run_all", "--study", str(study_file), "--yes"]
+    argv = log.read_text().split()
+    # the command's resolved settings (read by every job), then the user's file to name
+    assert argv[:3] == ["-m", "llm_jobs.run_all", "--settings"] and argv[3].endswith(".json")
+    assert argv[4:] == ["--study", str(study_file), "--yes"]
     assert os.access(env.python, os.X_OK)
 
 
