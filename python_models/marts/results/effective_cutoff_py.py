@@ -16,6 +16,6 @@ def model(dbt, session):
     # and runs beside them (BENCHMARKS.md, "The side-by-side build at 91,361 rows").
     dbt.ref("panel_pre")
 
-    from lookahead.stats.cutoff import build_frames
+    from lookahead.stats.cutoff import build_frame
 
-    return build_frames(dbt.ref("panel"), dbt.ref("study_settings").df())[1]
+    return build_frame(dbt.ref("panel"), dbt.ref("study_settings").df(), "effective_cutoff")
