@@ -9,12 +9,6 @@ never an input to it. Logic and the why: lookahead/stats/cutoff.py, docs/cutoff.
 def model(dbt, session):
     dbt.config(materialized="table")
     dbt.ref("gate_panel")
-    # Scheduling, not data: dbt hands out ready nodes by graph depth, then by name. Without
-    # this edge this model and lap_by_period_py, ready with panel_pre, take both threads
-    # while regression_results_py (the longest chain left: the fits, then the verdict)
-    # waits behind them and then runs alone. With it, this model is as deep as the fits
-    # and runs beside them (BENCHMARKS.md, "The side-by-side build at 91,361 rows").
-    dbt.ref("panel_pre")
 
     from lookahead.stats.cutoff import build_frame
 
