@@ -440,6 +440,63 @@ def effective_cutoff_row(
     return row
 
 
+def _measure_cells(
+    panel: pd.DataFrame, measures: Sequence[tuple[str, str]], draws: int, seed: int
+) -> tuple[list[tuple[str, Cells]], np.ndarray]:
+    """Each measure's cells (those with a value in some month) and the entity bootstrap's
+    weights, the same for every measure (one entity list)."""
+    entities = sorted(panel["entity_id"].dropna().astype(str).unique())
+    weights = entity_draws(len(entities), draws, seed)
+    found = [(name, cells(panel, column, entities)) for name, column in measures if column in panel.columns]
+    return [(name, c) for name, c in found if len(c.months)], weights
+
+
+def lap_by_period_frame(
+    panel: pd.DataFrame,
+    measures: Sequence[tuple[str, str]],
+    selected: str,
+    stated_cutoff: str,
+    draws: int = BOOTSTRAP_DRAWS,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> pd.DataFrame:
+    """`lap_by_period` for `measures` ((name, panel column) pairs) on the whole panel (pre
+    and post rows: columns entity_id, target_date and the LAP columns)."""
+    stated = pd.Timestamp(stated_cutoff)
+    by_period = []
+    found, weights = _measure_cells(panel, measures, draws, seed)
+    for name, c in found:
+        t = monthly_table(c, weights, level)
+        t.insert(0, "measure", name)
+        t.insert(1, "is_selected_measure", name == selected)
+        t["month_label"] = t["month"].dt.strftime("%Y-%m")
+        t["after_stated_cutoff"] = t["month"] > stated
+        t["bootstrap_draws"] = draws
+        t["month"] = t["month"].dt.date
+        by_period.append(t)
+    lbp = pd.concat(by_period, ignore_index=True) if by_period else pd.DataFrame(columns=list(LAP_BY_PERIOD_COLUMNS))
+    return lbp[list(LAP_BY_PERIOD_COLUMNS)]
+
+
+def effective_cutoff_frame(
+    panel: pd.DataFrame,
+    measures: Sequence[tuple[str, str]],
+    selected: str,
+    stated_cutoff: str,
+    draws: int = BOOTSTRAP_DRAWS,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> pd.DataFrame:
+    """`effective_cutoff` for `measures` (as :func:`lap_by_period_frame`): one row each."""
+    cut = []
+    found, weights = _measure_cells(panel, measures, draws, seed)
+    for name, c in found:
+        r = effective_cutoff_row(c, weights, stated_cutoff, level)
+        r.update({"measure": name, "is_selected_measure": name == selected})
+        cut.append(r)
+    return _typed(pd.DataFrame(cut, columns=list(EFFECTIVE_CUTOFF_COLUMNS)))
+
+
 def measure_frames(
     panel: pd.DataFrame,
     measures: Sequence[tuple[str, str]],
@@ -449,32 +506,17 @@ def measure_frames(
     seed: int = SEED,
     level: float = LEVEL,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(lap_by_period, effective_cutoff) for `measures` ((name, panel column) pairs) on the
-    whole panel (pre and post rows: columns entity_id, target_date and the LAP columns)."""
-    entities = sorted(panel["entity_id"].dropna().astype(str).unique())
-    weights = entity_draws(len(entities), draws, seed)
-    stated = pd.Timestamp(stated_cutoff)
-    by_period, cut = [], []
-    for name, column in measures:
-        if column not in panel.columns:
-            continue
-        c = cells(panel, column, entities)
-        if len(c.months) == 0:
-            continue
-        t = monthly_table(c, weights, level)
-        t.insert(0, "measure", name)
-        t.insert(1, "is_selected_measure", name == selected)
-        t["month_label"] = t["month"].dt.strftime("%Y-%m")
-        t["after_stated_cutoff"] = t["month"] > stated
-        t["bootstrap_draws"] = draws
-        t["month"] = t["month"].dt.date
-        by_period.append(t)
-        r = effective_cutoff_row(c, weights, stated_cutoff, level)
-        r.update({"measure": name, "is_selected_measure": name == selected})
-        cut.append(r)
-    lbp = pd.concat(by_period, ignore_index=True) if by_period else pd.DataFrame(columns=list(LAP_BY_PERIOD_COLUMNS))
-    eff = pd.DataFrame(cut, columns=list(EFFECTIVE_CUTOFF_COLUMNS))
-    return lbp[list(LAP_BY_PERIOD_COLUMNS)], _typed(eff)
+    """(lap_by_period, effective_cutoff) for `measures` on the whole panel."""
+    args = (panel, measures, selected, stated_cutoff, draws, seed, level)
+    return lap_by_period_frame(*args), effective_cutoff_frame(*args)
+
+
+#: The two cutoff marts, each computed by its own function, so that each dbt model
+#: computes only its own table (each computed both before and kept one).
+CUTOFF_TABLES: dict[str, Callable[..., pd.DataFrame]] = {
+    "lap_by_period": lap_by_period_frame,
+    "effective_cutoff": effective_cutoff_frame,
+}
 
 
 def _typed(eff: pd.DataFrame) -> pd.DataFrame:
@@ -533,8 +575,8 @@ def _truthy(v: object) -> bool:
     return str(v).strip().lower() in ("true", "1")
 
 
-def build_frames(panel_relation: object, settings_frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(lap_by_period, effective_cutoff) for a dbt build: every measure the study computed,
+def build_frame(panel_relation: object, settings_frame: pd.DataFrame, table: str) -> pd.DataFrame:
+    """`table` (a key of CUTOFF_TABLES) for a dbt build: every measure the study computed,
     read from the whole panel (only the columns used)."""
     from lookahead.measures import study_measures
     from lookahead.stats.panel_io import read_columns
@@ -543,4 +585,4 @@ def build_frames(panel_relation: object, settings_frame: pd.DataFrame) -> tuple[
     study = study_from_frame(settings_frame)
     measures = [(m.name, m.column) for m in study_measures(study)]
     panel = read_columns(panel_relation, ["entity_id", "target_date", *(col for _, col in measures)])
-    return measure_frames(panel, measures, str(study.measures.lap_measure), str(study.protocol.training_cutoff))
+    return CUTOFF_TABLES[table](panel, measures, str(study.measures.lap_measure), str(study.protocol.training_cutoff))

@@ -9,6 +9,6 @@ def model(dbt, session):
     dbt.config(materialized="table")
     dbt.ref("gate_panel")
 
-    from lookahead.stats.cutoff import build_frames
+    from lookahead.stats.cutoff import build_frame
 
-    return build_frames(dbt.ref("panel"), dbt.ref("study_settings").df())[0]
+    return build_frame(dbt.ref("panel"), dbt.ref("study_settings").df(), "lap_by_period")
