@@ -139,14 +139,15 @@ class VLLMBackend(Backend):
         """Greedy decoding; the k most likely tokens at the first generated position."""
         if not prompts:
             return []
-        params = self._SamplingParams(
-            temperature=0.0,
-            max_tokens=max_tokens,
-            seed=self.seed,
-            logprobs=top_logprobs if top_logprobs > 0 else None,
-        )
-        outs = self.llm.generate(self._inputs(prompts), params, use_tqdm=False)
+        outs = self.llm.generate(self._inputs(prompts), self._greedy(max_tokens, top_logprobs), use_tqdm=False)
         return [self._generation(prompt, out, top_logprobs) for prompt, out in zip(prompts, outs, strict=False)]
+
+    def _greedy(self, max_tokens: int, top_logprobs: int, **extra: Any) -> Any:
+        """Greedy decoding's SamplingParams with the top-k at each generated position
+        (``extra``: what the request asks beside, e.g. ``prompt_logprobs``)."""
+        return self._SamplingParams(
+            temperature=0.0, max_tokens=max_tokens, seed=self.seed, logprobs=top_logprobs if top_logprobs > 0 else None, **extra
+        )
 
     def _generation(self, prompt: str, out: Any, top_logprobs: int) -> Generation:
         """A request's answer and the top-k at its first generated position."""
@@ -178,13 +179,7 @@ class VLLMBackend(Backend):
             raise NotImplementedError("backend 'vllm' has no vocabulary moments (Min-K%++)")
         if not prompts:
             return []
-        params = self._SamplingParams(
-            temperature=0.0,
-            max_tokens=max_tokens,
-            seed=self.seed,
-            logprobs=top_logprobs if top_logprobs > 0 else None,
-            prompt_logprobs=0,
-        )
+        params = self._greedy(max_tokens, top_logprobs, prompt_logprobs=0)
         outs = self.llm.generate(self._inputs(prompts), params, use_tqdm=False)
         return [(self._generation(p, out, top_logprobs), self._prompt_row(out)) for p, out in zip(prompts, outs, strict=False)]
 
