@@ -122,18 +122,7 @@ def test_settings_errors_come_from_the_one_settings_loader():
 def test_report_section_from_duckdb(panels, tmp_path):
     pre, post = panels
     st = _settings_frame(moderator_column="small", extra_columns=["small"])
-    boot = dbt_entry.bootstrap_frame(st, pre, post)
-    long = dbt_entry.paper_tables_frame(st, pre, post, boot)
-    con = duckdb.connect()
-    for name, df in (
-        ("paper_tables", long),
-        ("bootstrap_results", boot),
-        ("panel_pre", pre),
-        ("panel_post", post),
-        ("study_settings", st),
-    ):
-        con.register(f"{name}_df", df)
-        con.execute(f"create table {name} as select * from {name}_df")
+    con, _, _ = _paper_database(pre, post, st)
     md = paper_markdown(database_tables(con), tmp_path)
     for t in (
         "Table I.",
@@ -163,18 +152,7 @@ def test_table5_bootstrap_p_is_one_number_everywhere(panels, tmp_path):
 
     pre, post = panels
     st = _settings_frame(moderator_column="small", extra_columns=["small"])
-    boot = dbt_entry.bootstrap_frame(st, pre, post)
-    long = dbt_entry.paper_tables_frame(st, pre, post, boot)
-    con = duckdb.connect()
-    for name, df in (
-        ("paper_tables", long),
-        ("bootstrap_results", boot),
-        ("panel_pre", pre),
-        ("panel_post", post),
-        ("study_settings", st),
-    ):
-        con.register(f"{name}_df", df)
-        con.execute(f"create table {name} as select * from {name}_df")
+    con, boot, long = _paper_database(pre, post, st)
     write_csv(bootstrap_histogram(boot), tmp_path, "bootstrap_histogram")
     p = float(long.loc[long["kind"] == "bootstrap", "p"].iloc[0])
     md = paper_markdown(database_tables(con), tmp_path)
@@ -191,8 +169,11 @@ def test_table5_bootstrap_p_is_one_number_everywhere(panels, tmp_path):
     assert label in fig.title and label in fig.spec["layer"][0]["encoding"]["x"]["title"]
 
 
-def _section(pre: pd.DataFrame, post: pd.DataFrame, st: pd.DataFrame, tmp_path) -> str:
-    """The paper section's Markdown from a database built of these frames."""
+def _paper_database(
+    pre: pd.DataFrame, post: pd.DataFrame, st: pd.DataFrame
+) -> tuple[duckdb.DuckDBPyConnection, pd.DataFrame, pd.DataFrame]:
+    """An in-memory database holding what the paper section reads, computed from these
+    frames by the paper's dbt entry points; with the bootstrap and the long tables."""
     boot = dbt_entry.bootstrap_frame(st, pre, post)
     long = dbt_entry.paper_tables_frame(st, pre, post, boot)
     con = duckdb.connect()
@@ -205,6 +186,12 @@ def _section(pre: pd.DataFrame, post: pd.DataFrame, st: pd.DataFrame, tmp_path) 
     ):
         con.register(f"{name}_df", df)
         con.execute(f"create table {name} as select * from {name}_df")
+    return con, boot, long
+
+
+def _section(pre: pd.DataFrame, post: pd.DataFrame, st: pd.DataFrame, tmp_path) -> str:
+    """The paper section's Markdown from a database built of these frames."""
+    con, _, _ = _paper_database(pre, post, st)
     return paper_markdown(database_tables(con), tmp_path)
 
 
