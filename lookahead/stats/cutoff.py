@@ -513,7 +513,7 @@ def measure_frames(
 
 #: The two cutoff marts, each computed by its own function, so that each dbt model
 #: computes only its own table (each computed both before and kept one).
-CUTOFF_TABLES: dict[str, Callable[..., pd.DataFrame]] = {
+CUTOFF_FRAMES: dict[str, Callable[..., pd.DataFrame]] = {
     "lap_by_period": lap_by_period_frame,
     "effective_cutoff": effective_cutoff_frame,
 }
@@ -576,7 +576,7 @@ def _truthy(v: object) -> bool:
 
 
 def build_frame(panel_relation: object, settings_frame: pd.DataFrame, table: str) -> pd.DataFrame:
-    """`table` (a key of CUTOFF_TABLES) for a dbt build: every measure the study computed,
+    """`table` (a key of CUTOFF_FRAMES) for a dbt build: every measure the study computed,
     read from the whole panel (only the columns used)."""
     from lookahead.measures import study_measures
     from lookahead.stats.panel_io import read_columns
@@ -585,4 +585,4 @@ def build_frame(panel_relation: object, settings_frame: pd.DataFrame, table: str
     study = study_from_frame(settings_frame)
     measures = [(m.name, m.column) for m in study_measures(study)]
     panel = read_columns(panel_relation, ["entity_id", "target_date", *(col for _, col in measures)])
-    return CUTOFF_TABLES[table](panel, measures, str(study.measures.lap_measure), str(study.protocol.training_cutoff))
+    return CUTOFF_FRAMES[table](panel, measures, str(study.measures.lap_measure), str(study.protocol.training_cutoff))
