@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
-from llm_workload import SMOLLM2_GGUF, make_texts, matmul_rate, smollm2_dir  # this folder
+from llm_workload import SMOLLM2_GGUF, alternating_rounds, make_texts, matmul_rate, smollm2_dir  # this folder
 
 from lookahead.backends.transformers_backend import TransformersBackend
 from lookahead.config import load_study
@@ -74,19 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         return [g for g, _ in out], [e for _, e in out]
 
     methods = {"two_passes": two_passes, "fused": fused}
-    secs: dict[str, list[float]] = {k: [] for k in methods}
-    last: dict[str, tuple[list, list]] = {}
-    loads = []
-    for r in range(args.rounds):
-        for name in list(methods) if r % 2 == 0 else list(reversed(methods)):
-            loads.append(os.getloadavg()[0])
-            t = time.perf_counter()
-            last[name] = methods[name]()
-            secs[name].append(time.perf_counter() - t)
-        print(
-            f"round {r + 1}: two passes {secs['two_passes'][-1]:.1f} s, fused {secs['fused'][-1]:.1f} s, load {loads[-1]:.1f}",
-            flush=True,
-        )
+    secs, last, loads = alternating_rounds(methods, args.rounds)
     ratios = [f / t for t, f in zip(secs["two_passes"], secs["fused"], strict=False)]
     (g2, l2), (g1, l1) = last["two_passes"], last["fused"]
     n_prompt = sum(len(e) for e in l1)

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
-from llm_workload import make_texts  # this folder
+from llm_workload import alternating_rounds, make_texts  # this folder
 
 from lookahead.backends.vllm_backend import VLLMBackend
 from lookahead.config import load_study
@@ -63,16 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         return [g for g, _ in out], [e for _, e in out]
 
     methods = {"two_requests": two_requests, "fused": fused}
-    secs: dict[str, list[float]] = {k: [] for k in methods}
-    last: dict[str, tuple[list, list]] = {}
-    loads = []
-    for r in range(args.rounds):
-        for name in list(methods) if r % 2 == 0 else list(reversed(methods)):
-            loads.append(os.getloadavg()[0])
-            t = time.perf_counter()
-            last[name] = methods[name]()
-            secs[name].append(time.perf_counter() - t)
-        print(f"round {r + 1}: two {secs['two_requests'][-1]:.2f} s, fused {secs['fused'][-1]:.2f} s, load {loads[-1]:.1f}")
+    secs, last, loads = alternating_rounds(methods, args.rounds)
     ratios = [f / t for t, f in zip(secs["two_requests"], secs["fused"], strict=True)]
     (g2, l2), (g1, l1) = last["two_requests"], last["fused"]
     n_prompt = sum(len(e) for e in l1)

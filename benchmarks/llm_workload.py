@@ -154,3 +154,25 @@ def diff_vs_loop(got: list[list[float]], ref: list[list[float]]) -> tuple[float,
     laps = [mink_lap([None, *r]) for r in got]
     ref_lap = [mink_lap([None, *r]) for r in ref]
     return dlp, max(abs(a - b) / b for a, b in zip(laps, ref_lap, strict=False))
+
+
+def alternating_rounds(
+    methods: dict[str, Callable[[], Any]], rounds: int
+) -> tuple[dict[str, list[float]], dict[str, Any], list[float]]:
+    """Each method once a round, in alternating order (the shared machine's load moves, so
+    neither always runs first): (seconds per method and round, each method's last result,
+    the 1-minute load before each call). A line a round, as it goes."""
+    import os
+
+    secs: dict[str, list[float]] = {k: [] for k in methods}
+    last: dict[str, Any] = {}
+    loads: list[float] = []
+    for r in range(rounds):
+        for name in list(methods) if r % 2 == 0 else list(reversed(methods)):
+            loads.append(os.getloadavg()[0])
+            t = time.perf_counter()
+            last[name] = methods[name]()
+            secs[name].append(time.perf_counter() - t)
+        times = ", ".join(f"{k} {v[-1]:.2f} s" for k, v in secs.items())
+        print(f"round {r + 1}: {times}, load {loads[-1]:.1f}", flush=True)
+    return secs, last, loads
