@@ -55,6 +55,17 @@ def _open(page_path: Path, screenshot: Path | None = None) -> dict:
     }
 
 
+def _measure(page_path: Path, script: str) -> dict:
+    """What `script` finds on the page once its charts are drawn, offline; the page raised
+    no error on the way."""
+    with offline_page(page_path) as opened:
+        opened.page.goto(page_path.as_uri())
+        opened.page.wait_for_function(CHARTS_RENDERED, timeout=RENDER_TIMEOUT_MS)
+        at = opened.page.evaluate(script)
+    assert opened.errors == [], (page_path, opened.errors)
+    return at
+
+
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("strong")
@@ -141,12 +152,7 @@ def test_claim_filters_are_on_the_first_screen_of_the_claim_section(tmp_path):
     assert _many_claims(d) >= 200
     pages = [write_pages(d).page] + [p for p in DEMO_PAGES[:2] if p.exists()]
     for page_path in pages:
-        with offline_page(page_path) as opened:
-            page = opened.page
-            page.goto(page_path.as_uri())
-            page.wait_for_function(CHARTS_RENDERED, timeout=RENDER_TIMEOUT_MS)
-            at = page.evaluate(CLAIM_LAYOUT)
-            assert opened.errors == [], opened.errors
+        at = _measure(page_path, CLAIM_LAYOUT)
         assert len(at["selects"]) == 3, at
         for s in at["selects"]:
             assert s["top"] >= 0 and s["bottom"] <= at["height"], (page_path, at)
@@ -187,12 +193,7 @@ def test_the_compare_page_fits_1280_pixels_with_the_key_columns_first(tmp_path):
     _, generated = write_compare(results, tmp_path / "results" / "compare")
     pages = [generated] + [p for p in DEMO_PAGES[2:] if p.exists()]
     for page_path in pages:
-        with offline_page(page_path) as opened:
-            page = opened.page
-            page.goto(page_path.as_uri())
-            page.wait_for_function(CHARTS_RENDERED, timeout=RENDER_TIMEOUT_MS)
-            at = page.evaluate(WIDTHS)
-            assert opened.errors == [], opened.errors
+        at = _measure(page_path, WIDTHS)
         assert at["wide"] == [], (page_path, at)
         assert at["heads"][:2] == ["study", "verdict"] and "Shapley-DCLR" in at["heads"][:6], at
         assert at["dclr_right"] is not None and at["dclr_right"] <= at["width"], at
