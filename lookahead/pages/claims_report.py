@@ -32,6 +32,7 @@ from lookahead.identity import _last_build, _not_passed, held_by
 from lookahead.pages import assets
 from lookahead.pages import html as page_html
 from lookahead.pages.blocks import Links, Para, Section
+from lookahead.pages.cells import num_or_nan
 from lookahead.pages.markdown import render as render_markdown
 from lookahead.pages.report import ReportError, ReportFiles, _write_text, refuse, write_csv
 from lookahead.pages.sections import claims_section, glossary_para
@@ -59,8 +60,8 @@ class ClaimTables:
 
 
 def _f3(x: object) -> str:
-    v = pd.to_numeric(pd.Series([x]), errors="coerce").iloc[0]
-    return f"{float(v):.3f}" if pd.notna(v) and math.isfinite(float(v)) else "n/a"
+    v = num_or_nan(x)
+    return f"{v:.3f}" if math.isfinite(v) else "n/a"
 
 
 def agent_lines(summary: pd.DataFrame) -> list[str]:
