@@ -122,7 +122,8 @@ CLAIM_SECTIONS: tuple[Callable[[Study, ClaimTables], Section | None], ...] = (
 )
 
 
-def _check_claims_current(con: duckdb.DuckDBPyConnection, study: Study) -> None:
+def _check_claims_current(con: duckdb.DuckDBPyConnection, study: Study) -> set[str]:
+    """The database's tables, once its claim tables are this study's current build."""
     tables = {r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()}
     missing = [t for t in ("claims_summary", "build_log") if t not in tables]
     if missing:
@@ -138,6 +139,7 @@ def _check_claims_current(con: duckdb.DuckDBPyConnection, study: Study) -> None:
             f"the claim tables were built from other settings of study '{study.name}' (dbt invocation {last[0]}): "
             "run `lookahead run` again"
         )
+    return tables
 
 
 def write_claim_report(study: Study) -> tuple[ReportFiles, list[str]]:
@@ -154,8 +156,7 @@ def write_claim_report(study: Study) -> tuple[ReportFiles, list[str]]:
     def produce(stage: Path, panels: Path) -> None:
         con = duckdb.connect(str(database), read_only=True)
         try:
-            _check_claims_current(con, study)
-            present = {r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()}
+            present = _check_claims_current(con, study)
             frames = {t: con.sql(f"select * from {t}").df() for t in CLAIM_TABLES if t in present}
         finally:
             con.close()
