@@ -132,7 +132,7 @@ def _protocol_findings(study: Study) -> list[Finding]:
 def _claim_findings(study: Study) -> list[Finding]:
     """The claim files' findings (lookahead.claims.study_check) for a study with claim
     settings; none for a study without."""
-    from lookahead.claims.run import has_claims
+    from lookahead.claims.inputs import has_claims
     from lookahead.claims.study_check import judge_claims
 
     return judge_claims(study).findings if has_claims(study) else []
@@ -218,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_ in (
         ("check", "check a study file and its data file without running anything"),
-        ("jobs", "run the forecast, recall and Min-K%% queries (raw JSONL)"),
+        ("jobs", "run the LLM jobs the study needs, protocol and claim, in one process (raw JSONL)"),
         ("build", "dbt build: validate, merge, gate, regress"),
         ("report", "write results/REPORT.md, CSVs, .dta panels and the Stata do-file"),
         ("run", "jobs, build and report in one go"),
