@@ -1,7 +1,7 @@
 """`lookahead`: run a study end to end (LLM jobs, `dbt build`, report) with one command.
 
-Each step is also runnable on its own (`python -m llm_jobs.run_all`, plain `dbt build`,
-`lookahead report`); this wrapper reads the study file once, with the command's
+Each step is also runnable on its own (`lookahead jobs`, `lookahead build`, `lookahead
+report`); this wrapper reads the study file once, with the command's
 overrides, and hands the jobs and dbt the same resolved settings file
 (lookahead.runs.resolved_settings), so that no two of them can disagree on a setting.
 User errors end in one line naming the setting, column or file, never a traceback."""
