@@ -40,14 +40,10 @@ from lookahead.report_names import TABLE5_READING
 from lookahead.stats.cutoff import EXPOSURE_NOTE
 from lookahead.stats.fe_regression import SSC_RULE
 from lookahead.stats.verdict import (
-    CONTAMINATION,
-    DECISION_RULE,
-    MIXED,
-    NO_EVIDENCE,
     PATHS,
     PLACEBO_PASS_P,
-    UNDERPOWERED,
     VALIDATION_FAILURES,
+    VERDICTS,
     Outcome,
     collapsed_lap,
     fmt_num,
@@ -56,6 +52,7 @@ from lookahead.stats.verdict import (
     mde,
     mde_sentence,
     placebo_text,
+    rule_clause,
     validation_text,
 )
 
@@ -67,13 +64,8 @@ GLOSSARY = PROJECT_ROOT / "docs" / "glossary.md"
 #: each report instead of repeated in it
 READING = PROJECT_ROOT / "docs" / "reading.md"
 SAMPLE_ORDER = {"pre": 0, "post": 1}
-#: The clause of the protocol's decision rule each verdict applies (DECISION_RULE, split)
-RULE_CLAUSE = {
-    CONTAMINATION: DECISION_RULE.split(". No evidence")[0] + ".",
-    NO_EVIDENCE: "No evidence" + DECISION_RULE.split(". No evidence")[1].split(". Mixed")[0] + ".",
-    UNDERPOWERED: "No evidence" + DECISION_RULE.split(". No evidence")[1].split(". Mixed")[0] + ".",
-    MIXED: "Mixed" + DECISION_RULE.split(". Mixed")[1],
-}
+#: The clause of the protocol's decision rule each verdict applies (verdict.DECISION_CLAUSES)
+RULE_CLAUSE = {verdict: rule_clause(verdict) for verdict in VERDICTS}
 
 
 @dataclass

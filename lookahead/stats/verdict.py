@@ -106,12 +106,29 @@ RECALL_MIN_SD = 0.01
 MINK_MIN_CV = 0.01
 MAX_CENSORING = 0.99
 
-DECISION_RULE = (
-    "Contamination detected: beta_3 > 0 (one-sided p < 0.05) with the validation pattern "
-    "present and the placebo passing. No evidence of contamination: beta_3 indistinguishable "
-    'from zero with LAP showing meaningful variation (otherwise report "underpowered"). '
-    "Mixed/invalid: validation fails or placebo fails — explain which."
-)
+#: The protocol's decision rule (seeds/000, "Final report", item 6) as its clauses: verdict
+#: -> the condition the protocol states for it, word for word and in its order. The
+#: sentence (DECISION_RULE, the verdict table's column decision_rule) and the clause each
+#: verdict applies (rule_clause) are both rendered from this mapping.
+DECISION_CLAUSES: dict[str, str] = {
+    CONTAMINATION: "beta_3 > 0 (one-sided p < 0.05) with the validation pattern present and the placebo passing",
+    NO_EVIDENCE: 'beta_3 indistinguishable from zero with LAP showing meaningful variation (otherwise report "underpowered")',
+    MIXED: "validation fails or placebo fails — explain which",
+}
+#: The clause each verdict applies: its own, except "Underpowered", which the protocol
+#: states inside the "No evidence" clause ("otherwise report underpowered").
+CLAUSE_OF: dict[str, str] = {CONTAMINATION: CONTAMINATION, NO_EVIDENCE: NO_EVIDENCE, UNDERPOWERED: NO_EVIDENCE, MIXED: MIXED}
+assert set(CLAUSE_OF) == set(VERDICTS) and set(CLAUSE_OF.values()) == set(DECISION_CLAUSES)
+
+
+def rule_clause(verdict: str) -> str:
+    """The sentence of the decision rule that `verdict` applies ("Verdict: condition.")."""
+    name = CLAUSE_OF[verdict]
+    return f"{name}: {DECISION_CLAUSES[name]}."
+
+
+#: The whole rule as one sentence: every clause, in the protocol's order.
+DECISION_RULE = " ".join(rule_clause(name) for name in DECISION_CLAUSES)
 RECOMMENDATION = (
     "Restrict backtests to data after the model's training cutoff. Prompt-level fixes "
     "(masking, 'ignore future information') are not a remedy unless this test is rerun "
