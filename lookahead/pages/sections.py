@@ -567,9 +567,9 @@ def validation_section(ctx: Context) -> Section:
         Table(
             pd.DataFrame(
                 [
-                    ("high-LAP theta per sd of U-D (ud + ud:high_lap)", fmt_num(f.theta_high_sd)),
-                    ("low-LAP theta per sd of U-D (ud)", fmt_num(f.theta_low_sd)),
-                    ("difference (ud:high_lap)", fmt_num(f.theta_diff)),
+                    ("high-LAP theta per sd of U-D (ud + ud:high_lap)", fmt_num(f.theta_high.per_sd)),
+                    ("low-LAP theta per sd of U-D (ud)", fmt_num(f.theta_low.per_sd)),
+                    ("difference (ud:high_lap)", fmt_num(f.theta_diff.estimate)),
                 ],
                 columns=["theta per sd of U-D within its half", "estimate"],
             ),
@@ -623,7 +623,7 @@ def detection_section(ctx: Context) -> Section:
             "beta_3 is the coefficient on mu_hat:lap; the test is one-sided for beta_3 > 0 "
             "(p/2 when t > 0, else 1 - p/2). Beside CRV1 stands the restricted wild cluster "
             "bootstrap p (" + _wild_label(results) + "); the verdict reads it at every cluster count "
-            f"(here it read: {b3.p_phrase()}; t test on {fmt_num(f.beta3_df)} degrees of "
+            f"(here it read: {b3.p_phrase()}; t test on {fmt_num(f.beta3.df)} degrees of "
             f"freedom). Minimum detectable beta_3 (one-sided 5% test, 80% power): "
             f"{fmt_num(mde(f))}.{mde_sentence(o) if math.isfinite(mde(f)) else ''}"
         ),
