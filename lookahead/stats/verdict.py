@@ -360,10 +360,10 @@ def _column_at() -> dict[str, tuple[str, str]]:
     assert [f.name for f in fields(VerdictFacts)][: len(FACT_TESTS)] == list(FACT_TESTS), "one RegressionFact per test"
     out: dict[str, tuple[str, str]] = {}
     for fld in fields(VerdictFacts):
-        if fld.name in FACT_TESTS:
-            out.update({col: (fld.name, attr) for attr, col in FACT_TESTS[fld.name].columns.items()})
-        else:
-            out[fld.name] = (fld.name, "")
+        named = FACT_TESTS[fld.name].columns.items() if fld.name in FACT_TESTS else [("", fld.name)]
+        for attr, col in named:
+            assert col not in out, f"verdict column {col} declared twice"
+            out[col] = (fld.name, attr)
     return out
 
 
@@ -1285,11 +1285,6 @@ def gather_facts(
         n_outcome_pre=_count_present(panel_pre, ("outcome",)),
         n_mu_hat_pre=_count_present(panel_pre, ("mu_hat",)),
     )
-
-
-def _i(x: Any) -> int:
-    v = _f(x)
-    return int(v) if np.isfinite(v) else 0
 
 
 def _count_present(panel: pd.DataFrame | None, columns: tuple[str, ...]) -> int:
