@@ -32,7 +32,9 @@
 {% macro claim_lines(task) -%}
     {%- set relation = source('claims_raw', task) %}
     {%- set present = true %}
-    {%- if execute %}
+    {%- set node = model if model is defined and model is mapping else {} %}
+    {#- a unit test gives the source's rows itself: no file is looked for #}
+    {%- if execute and node.get('resource_type') != 'unit_test' and not node.get('overrides') %}
       {%- set present = claim_file_count(task ~ '.jsonl') > 0 %}
     {%- endif %}
     {%- if not present %}
@@ -61,4 +63,11 @@
     /* a torn line reads as all-null; the job repairs it on rerun */
     where key is not null
     {%- endif %}
+{%- endmacro %}
+
+
+{#- The model whose claim lines the claim models read, as SQL text: claims_model_id, else
+    model_id (lookahead.claims.inputs.claim_study, the swap the claim jobs make). -#}
+{% macro claim_model_id() -%}
+  {{ sql_string(setting('claims_model_id') or setting('model_id')) }}
 {%- endmacro %}

@@ -33,7 +33,7 @@ select
     task_order,
     line_number
 from lines
-where model_id = getvariable('lookahead_claims_model_id')
+where model_id = {{ claim_model_id() }}
     and final
 qualify row_number() over (
     partition by instance_id, agent, fields_match

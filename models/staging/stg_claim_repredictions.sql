@@ -24,7 +24,7 @@ select
     fields_match,
     line_number
 from lines
-where model_id = getvariable('lookahead_claims_model_id')
+where model_id = {{ claim_model_id() }}
 qualify row_number() over (
     partition by instance_id, agent, rationale_sha256, task_kind, fields_match
     order by line_number desc

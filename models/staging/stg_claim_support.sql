@@ -19,7 +19,7 @@ select
     fields_match,
     line_number
 from lines
-where model_id = getvariable('lookahead_claims_model_id')
+where model_id = {{ claim_model_id() }}
     and supports is not null
 qualify row_number() over (
     partition by claim_sha256, doc_id, fields_match

@@ -26,7 +26,7 @@ select
     fields_match,
     line_number
 from lines
-where model_id = getvariable('lookahead_claims_model_id')
+where model_id = {{ claim_model_id() }}
 qualify row_number() over (
     partition by instance_id, agent, claims_sha256, mask, task_kind, fields_match
     order by line_number
