@@ -244,6 +244,10 @@ def use_study(cursor: Any) -> None:
     # bound parameters: a setting is a value here, never SQL text (docs/SECURITY.md); paths
     # resolved against the project folder: DuckDB would read a relative one from the cwd
     cursor.execute("set variable lookahead_raw_dir = ?", [glob_literal(str(study.raw_dir))])
+    # the claim jobs' raw folder (the claims_raw source: lookahead.claims.inputs.claims_raw_dir)
+    from lookahead.claims.inputs import claims_raw_dir
+
+    cursor.execute("set variable lookahead_claims_raw_dir = ?", [glob_literal(str(claims_raw_dir(study)))])
     if study.input.data_path:  # a claim-only study (study_kind: claims) has no observations file
         data_path = str(study.resolve(study.input.data_path))
         cursor.execute("set variable lookahead_data_path = ?", [glob_literal(data_path)])

@@ -8,10 +8,12 @@ settings, defaults included, as the jobs that wrote their raw lines.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
-from lookahead.claims.tables import build
+from lookahead.claims.tables import STAGED_LINES, ClaimLines, build
 from lookahead.config import Study
 from lookahead.stats.protocol import study_from_frame
 
@@ -27,22 +29,32 @@ _LOCK = threading.Lock()
 _BUILT: dict[tuple[str, str], dict[str, pd.DataFrame]] = {}
 
 
-def _tables(study: Study) -> dict[str, pd.DataFrame]:
+def _tables(study: Study, staged: Mapping[str, Any] | None) -> dict[str, pd.DataFrame]:
     from lookahead.identity import inputs_fingerprint
 
     key = (study.settings_hash, inputs_fingerprint(study))
     with _LOCK:  # dbt's threads: the second model waits for the first's tables
         if key not in _BUILT:
             _BUILT.clear()
-            _BUILT[key] = build(study)
+            lines = None if staged is None else ClaimLines.from_staged({f: _frame(rel) for f, rel in staged.items()})
+            _BUILT[key] = build(study, lines)
         return _BUILT[key]
 
 
-def table(name: str, study_settings: pd.DataFrame) -> pd.DataFrame:
-    """One of the claim tables for the study of this build (the `study_settings` row)."""
+def _frame(relation: Any) -> pd.DataFrame:
+    return relation if isinstance(relation, pd.DataFrame) else relation.df()
+
+
+def table(name: str, study_settings: pd.DataFrame, staged: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """One of the claim tables for the study of this build (the `study_settings` row),
+    from the claim staging models ``staged`` (ClaimLines field -> the model's relation or
+    DataFrame, lookahead.claims.tables.STAGED_LINES; read only when the tables are
+    computed); without them, from the claim jobs' raw files."""
     if name not in TABLES:
         raise ValueError(f"unknown claim table '{name}'")
-    return typed(_tables(study_from_frame(study_settings))[name])
+    if staged is not None and set(staged) != set(STAGED_LINES):
+        raise ValueError(f"the claim tables read the staged lines {sorted(STAGED_LINES)}, got {sorted(staged)}")
+    return typed(_tables(study_from_frame(study_settings), staged)[name])
 
 
 DATE_COLUMNS = {"t_ref", "tau", "temporal_reference_parsed"}

@@ -145,8 +145,12 @@ def claims_raw_file(study: Study, task: str) -> Path:
     """<claims_raw_dir>/<task>.jsonl; claims_raw_dir defaults to raw_dir. A separate
     folder lets a claim study share a protocol study's settings (and its raw_dir, which
     dbt's input check requires) without mixing the two kinds of raw lines."""
-    base = study.resolve(study.claims.claims_raw_dir) if study.claims.claims_raw_dir else study.raw_dir
-    return base / f"{task}.jsonl"
+    return claims_raw_dir(study) / f"{task}.jsonl"
+
+
+def claims_raw_dir(study: Study) -> Path:
+    """The claim jobs' raw folder: claims_raw_dir, else raw_dir (resolved)."""
+    return study.resolve(study.claims.claims_raw_dir) if study.claims.claims_raw_dir else study.raw_dir
 
 
 def sha(text: str) -> str:
@@ -250,36 +254,46 @@ def load_instances(st: ClaimSettings) -> pd.DataFrame:
 
 def agent_predictions(study: Study, st: ClaimSettings) -> pd.DataFrame:
     """Predictions written by the agent jobs (raw lines carrying a parsed prediction)."""
-    rows = []
+    lines = []
     for task in AGENT_RAW_TASKS:
         for rec in iter_records(claims_raw_file(study, task)):
             if rec.get("model_id") != study.backend.model_id or not rec.get("final"):
                 continue
-            rows.append(
-                {
-                    "instance_id": rec["instance_id"],
-                    "agent": rec["agent"],
-                    "entity": rec.get("entity", ""),
-                    "task": rec.get("task_name", ""),
-                    "t_ref": rec["t_ref"],
-                    "task_input": rec["task_input"],
-                    "prediction": rec.get("prediction") or "",
-                    "rationale": rec.get("rationale") or "",
-                    "outcome": rec.get("outcome", ""),
-                    "probability": rec.get("probability"),
-                    "_key": rec["key"],
-                    "_error": rec.get("error"),
-                }
-            )
-    df = pd.DataFrame(rows)
+            lines.append(rec)
+    df = agent_frame(lines)
     if df.empty:
         return df
     # one line per (instance, agent): the last written wins (a rerun with a new prompt)
-    return df.drop_duplicates(["instance_id", "agent"], keep="last").drop(columns="_key")
+    return df.drop_duplicates(["instance_id", "agent"], keep="last")
 
 
-def load_predictions(study: Study, st: ClaimSettings | None = None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    """All instances to evaluate: the user's predictions file plus the agent jobs' output."""
+def agent_frame(lines: list[dict[str, Any]]) -> pd.DataFrame:
+    """The agent jobs' final lines (this model's, one per instance and agent, or all in
+    the order written) as prediction rows, read as validate_instances reads a file."""
+    rows = [
+        {
+            "instance_id": rec["instance_id"],
+            "agent": rec["agent"],
+            "entity": rec.get("entity", ""),
+            "task": rec.get("task_name", ""),
+            "t_ref": rec["t_ref"],
+            "task_input": rec["task_input"],
+            "prediction": rec.get("prediction") or "",
+            "rationale": rec.get("rationale") or "",
+            "outcome": rec.get("outcome", ""),
+            "probability": rec.get("probability"),
+            "_error": rec.get("error"),
+        }
+        for rec in lines
+    ]
+    return pd.DataFrame(rows)
+
+
+def load_predictions(
+    study: Study, st: ClaimSettings | None = None, agents: pd.DataFrame | None = None
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """All instances to evaluate: the user's predictions file plus the agent jobs' output
+    (``agents``: those rows as a build staged them; by default read from the raw files)."""
     st = st or ClaimSettings.from_study(study)
     frames, rejects = [], []
     if st.predictions_path is not None:
@@ -288,7 +302,7 @@ def load_predictions(study: Study, st: ClaimSettings | None = None) -> tuple[pd.
         rows, rej = validate_instances(df, "predictions", True, st)
         frames.append(rows)
         rejects += rej
-    agents = agent_predictions(study, st)
+    agents = agent_predictions(study, st) if agents is None else agents
     if not agents.empty:
         rows, rej = validate_instances(agents, "agent output", True, st)
         frames.append(rows)

@@ -16,6 +16,8 @@ line, and lines of other models in the same folder are ignored.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import math
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from lookahead.claims.dating import claim_leakage, parse_period
 from lookahead.claims.inputs import (
     REJECT_COLUMNS,
     ClaimSettings,
+    agent_frame,
     claim_study,
     claims_raw_file,
     load_corpus,
@@ -208,13 +211,16 @@ def extraction_for(row: dict[str, Any], reference: dict, lines: dict, ts: dict) 
         return Extraction("extraction failed", reason=f"stored extraction invalid: {exc}")
 
 
-def instance_claims(study: Study, st: ClaimSettings, preds: pd.DataFrame) -> list[tuple[dict[str, Any], Extraction]]:
-    """Every instance with its extraction, as the jobs after extraction see them."""
+def instance_claims(
+    study: Study, st: ClaimSettings, preds: pd.DataFrame, lines: ClaimLines | None = None
+) -> list[tuple[dict[str, Any], Extraction]]:
+    """Every instance with its extraction, as the jobs after extraction see them (the
+    claim jobs' raw files, else the staged ``lines`` of a build)."""
     reference = load_reference_extractions(st)
-    lines = extraction_lines(study)
-    ts = timespec_claims(study)
+    lines = lines or ClaimLines.from_files(study)
     rows = preds.to_dict("records")
-    return [(r, extraction_for(r, reference, lines, ts)) for r in rows]
+    extractions, ts = lines.extractions, lines.timespec
+    return [(r, extraction_for(r, reference, extractions, ts)) for r in rows]
 
 
 # ------------------------------------------------------------------ support
@@ -277,33 +283,141 @@ class Dater:
 # ------------------------------------------------------------------ values
 
 
-def value_lines(study: Study, kind: str) -> dict[tuple[str, str, str, int], dict[str, Any]]:
-    """(instance_id, agent, claims sha, mask) -> the coalition's stored answer (the fields
-    of the task kind's ``coalition_answer``), for this model and task kind. Only parsed,
-    valid answers are ever written (an unparseable one is a failure, retried)."""
-    out: dict[tuple[str, str, str, int], dict[str, Any]] = {}
+def value_lines(study: Study) -> dict[tuple[str, str, str, int, str], dict[str, Any]]:
+    """(instance_id, agent, claims sha, mask, task kind) -> the coalition's stored answer
+    (the fields of the task kind's ``coalition_answer``), for this model: the first line
+    written. Only parsed, valid answers are ever written (an unparseable one is a
+    failure, retried)."""
+    out: dict[tuple[str, str, str, int, str], dict[str, Any]] = {}
     for rec in iter_records(claims_raw_file(study, "claims_value")):
-        if rec.get("model_id") == study.backend.model_id and rec.get("task_kind") == kind:
-            out.setdefault((rec["instance_id"], rec["agent"], rec["claims_sha256"], int(rec["mask"])), rec)
+        if rec.get("model_id") == study.backend.model_id:
+            out.setdefault((rec["instance_id"], rec["agent"], rec["claims_sha256"], int(rec["mask"]), rec.get("task_kind")), rec)
     return out
+
+
+def repredict_lines(study: Study) -> dict[tuple[str, str, str, str], dict[str, Any]]:
+    """(instance_id, agent, rationale sha, task kind) -> the last re-prediction line of this model."""
+    out: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for rec in iter_records(claims_raw_file(study, "claims_repredict")):
+        if rec.get("model_id") == study.backend.model_id:
+            out[(rec["instance_id"], rec["agent"], rec["rationale_sha256"], rec.get("task_kind"))] = rec
+    return out
+
+
+# ------------------------------------------------------------------ the raw lines read
+
+
+#: The staging models a build hands the claim tables (models/staging/stg_claim_*.sql),
+#: by the ClaimLines field each fills.
+STAGED_LINES = {
+    "extractions": "stg_claim_extractions",
+    "agents": "stg_claim_agent_answers",
+    "support": "stg_claim_support",
+    "values": "stg_claim_values",
+    "repredict": "stg_claim_repredictions",
+}
+
+
+@dataclass
+class ClaimLines:
+    """The claim jobs' raw lines the claim tables read, one per lookup key, as the
+    lookups use them. Two sources, one shape: the jobs read their raw files
+    (:meth:`from_files`, the jobs run before any build), a build reads the claim staging
+    models (:meth:`from_staged`: parsed, typed and deduplicated in SQL, lines whose
+    fields disagree with their key left out and listed in raw_line_rejects)."""
+
+    extractions: dict[tuple[str, str, str], dict[str, Any]]
+    timespec: dict[tuple[str, str], list[dict[str, Any]]]
+    support: dict[tuple[str, str], bool]
+    values: dict[tuple[str, str, str, int, str], dict[str, Any]]
+    repredict: dict[tuple[str, str, str, str], dict[str, Any]]
+    agents: pd.DataFrame | None = None  # the agent jobs' predictions (inputs.agent_predictions)
+    rejects: list[dict[str, Any]] = field(default_factory=list)  # lines not used (claims_rejects rows)
+
+    @classmethod
+    def from_files(cls, study: Study) -> ClaimLines:
+        return cls(
+            extractions=extraction_lines(study),
+            timespec=timespec_claims(study),
+            support=support_lines(study),
+            values=value_lines(study),
+            repredict=repredict_lines(study),
+        )
+
+    @classmethod
+    def from_staged(cls, frames: dict[str, pd.DataFrame]) -> ClaimLines:
+        """From the claim staging models' tables (STAGED_LINES field -> table); JSON
+        columns arrive as text and are decoded here."""
+
+        rejects: list[dict[str, Any]] = []
+
+        def rows(name: str) -> list[dict[str, Any]]:
+            df = frames[name]
+            match = df["fields_match"].astype(bool) if len(df) else pd.Series(dtype=bool)
+            for r in df[~match].to_dict("records") if len(df) else []:
+                rejects.append(
+                    {
+                        "source": "claim raw lines",
+                        "row": None,
+                        "column": "key",
+                        "reason": f"a line of {STAGED_LINES[name]} (task {r['task']}, line {r['line_number']} of its file) "
+                        "disagrees with its key: not used (table raw_line_rejects)",
+                    }
+                )
+            df = df[match] if len(df) else df
+            return [{k: (None if _missing(v) else v) for k, v in r.items()} for r in df.to_dict("records")]
+
+        extractions = {}
+        for r in rows("extractions"):
+            r["claims"] = _json(r["claims"])
+            r["attempt"] = int(r["attempt"]) if r["attempt"] is not None else 0
+            extractions[(r["instance_id"], r["agent"], r["rationale_sha256"])] = r
+        agents, timespec = [], {}
+        # in the order written, rationale lines before TimeSPEC's (the order the files are read)
+        for r in sorted(rows("agents"), key=lambda r: (r["task_order"], r["line_number"])):
+            if r["task"] == "claims_timespec":
+                timespec[(r["instance_id"], r["agent"])] = _json(r["claims"])
+            agents.append(r)
+        values = {}
+        for r in rows("values"):
+            rec = {"label_probs": _json(r["label_probs"]), "value": r["value"], "ranking": _json(r["ranking"])}
+            values[(r["instance_id"], r["agent"], r["claims_sha256"], int(r["mask"]), r["task_kind"])] = rec
+        repredict = {}
+        for r in rows("repredict"):
+            r["top_logprobs"] = _json(r["top_logprobs"])
+            repredict[(r["instance_id"], r["agent"], r["rationale_sha256"], r["task_kind"])] = r
+        return cls(
+            extractions=extractions,
+            timespec=timespec,
+            support={(r["claim_sha256"], r["doc_id"]): bool(r["supports"]) for r in rows("support")},
+            values=values,
+            repredict=repredict,
+            agents=agent_frame(agents),
+            rejects=rejects,
+        )
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA or v is pd.NaT
+
+
+def _json(v: Any) -> Any:
+    return json.loads(v) if isinstance(v, str) else v
 
 
 # ------------------------------------------------------------------ re-prediction check
 
 
-def repredict_table(study: Study, st: ClaimSettings, preds: pd.DataFrame) -> pd.DataFrame:
+def repredict_table(study: Study, st: ClaimSettings, preds: pd.DataFrame, lines: ClaimLines | None = None) -> pd.DataFrame:
     """One row per instance re-predicted by llm_jobs.claims_repredict (matched on the
     rationale's content, this model and task kind; the last line wins): the original and
     re-predicted prediction and the error of Eq. 12 (relative error of the probability of
     the target class or of the value) or Eq. 13 (relative Kendall distance)."""
     kind, ks = st.kind, st.kind_settings
-    lines: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for rec in iter_records(claims_raw_file(study, "claims_repredict")):
-        if rec.get("model_id") == study.backend.model_id and rec.get("task_kind") == kind.name:
-            lines[(rec["instance_id"], rec["agent"], rec["rationale_sha256"])] = rec
+    lines = lines or ClaimLines.from_files(study)
     rows = []
     for r in preds.to_dict("records"):
-        line = lines.get((r["instance_id"], r["agent"], sha(r["rationale"])))
+        line = lines.repredict.get((r["instance_id"], r["agent"], sha(r["rationale"]), kind.name))
         if line is None:
             continue
         parsed = kind.coalition_answer(line["response_text"], line.get("top_logprobs") or [], ks, kind.items(r["prediction"]))
@@ -335,11 +449,15 @@ def _empty(cols: list[str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
 
 
-def build(study: Study) -> dict[str, pd.DataFrame]:
-    """claims, instance_leakage, claims_summary, claims_rejects as DataFrames."""
+def build(study: Study, lines: ClaimLines | None = None) -> dict[str, pd.DataFrame]:
+    """claims, instance_leakage, claims_summary, claims_repredict, claims_rejects as
+    DataFrames, from the claim jobs' raw ``lines`` (the staged lines of a build; by
+    default the jobs' raw files, read here)."""
     study = claim_study(study)
     st = ClaimSettings.from_study(study)
-    preds, rejects = load_predictions(study, st)
+    lines = lines or ClaimLines.from_files(study)
+    preds, rejects = load_predictions(study, st, lines.agents)
+    rejects = [*lines.rejects, *rejects]
     corpus, corpus_rejects = load_corpus(st)
     rejects += corpus_rejects
     if preds.empty:
@@ -359,15 +477,15 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
                 "reason": "empty or no corpus: A1-A3 claims are dated by their temporal reference alone (otherwise unverifiable)",
             }
         )
-    pairs = instance_claims(study, st, preds)
+    pairs = instance_claims(study, st, preds, lines)
     rows = [r for r, _ in pairs]
     extractions = [e for _, e in pairs]
 
     # BM25 candidates for every A1-A3 claim, then support (rule or cached judgments)
     items = [(instance_key(r["instance_id"], r["agent"]), c) for r, e in zip(rows, extractions, strict=False) for c in e.claims]
-    dater = Dater(corpus, st, [c for _, c in items], support_lines(study) if st.support_judge == "llm" else {})
+    dater = Dater(corpus, st, [c for _, c in items], lines.support if st.support_judge == "llm" else {})
     kind, ks = st.kind, st.kind_settings
-    values = value_lines(study, kind.name)
+    values = lines.values
 
     claim_rows, inst_rows = [], []
     for r, ex in zip(rows, extractions, strict=False):
@@ -435,9 +553,9 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
             n = len(ex.claims)
             plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max, st.mc_permutations, st.shapley_seed)
             csha = claims_sha(ex.claims)
-            lines = {m: values[k] for m in plan.masks if (k := (r["instance_id"], r["agent"], csha, m)) in values}
+            answers = {m: values[k] for m in plan.masks if (k := (r["instance_id"], r["agent"], csha, m, kind.name)) in values}
             full = (1 << n) - 1
-            vals = kind.values(lines, full, r["prediction"], ks) if full in lines else {}
+            vals = kind.values(answers, full, r["prediction"], ks) if full in answers else {}
             inst["n_coalitions"] = len(plan.masks)
             if n == 0:  # nothing to attribute: the instance's state does not wait for v(empty)
                 status = "no claims"
@@ -481,7 +599,7 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
 
     claims = pd.DataFrame(claim_rows, columns=CLAIM_COLUMNS)
     inst_df = pd.DataFrame(inst_rows, columns=INSTANCE_COLUMNS)
-    repred = repredict_table(study, st, preds)
+    repred = repredict_table(study, st, preds, lines)
     return {
         "claims": claims,
         "instance_leakage": inst_df,

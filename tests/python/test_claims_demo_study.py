@@ -87,11 +87,17 @@ def test_claim_model_replaces_the_protocol_model_for_claims_only():
 
 def test_the_dbt_claim_models_read_the_study_the_build_resolved():
     """Every claim model builds from `study_settings` (the settings the build resolved,
-    defaults included), and _claims__models.yml passes no vars of its own: there is no second list
-    of claim settings that could miss one or fall back to the default study."""
-    for model in ("claims", "instance_leakage", "claims_summary", "claims_rejects"):
+    defaults included) and the claim staging models (the claim jobs' lines, every one the
+    tables read: lookahead.claims.tables.STAGED_LINES), and _claims__models.yml passes no
+    vars of its own: there is no second list of claim settings that could miss one or fall
+    back to the default study."""
+    from lookahead.claims.tables import STAGED_LINES
+
+    for model in ("claims", "instance_leakage", "claims_summary", "claims_rejects", "claims_repredict"):
         text = (ROOT / "python_models" / "marts" / "claims" / f"{model}_py.py").read_text()
-        assert f'table("{model}", dbt.ref("study_settings").df())' in text, model
+        assert f'table("{model}", dbt.ref("study_settings").df(), staged)' in text, model
+        for field, staging in STAGED_LINES.items():
+            assert f'"{field}": dbt.ref("{staging}")' in text, (model, staging)
     for folder in ("python_models", "models"):  # the Python tables and their contracted views
         assert "var(" not in (ROOT / folder / "marts" / "claims" / "_claims__models.yml").read_text()
 
@@ -121,7 +127,7 @@ def test_the_claim_tables_are_computed_once_per_build(tmp_path, monkeypatch):
 
     calls = []
     real = dbt_entry.build
-    monkeypatch.setattr(dbt_entry, "build", lambda study: calls.append(1) or real(study))
+    monkeypatch.setattr(dbt_entry, "build", lambda study, lines=None: calls.append(1) or real(study, lines))
     raw = tmp_path / "raw"
     study = load_study(DEMO / "demo_contaminated.yml", overrides={"claims_raw_dir": str(raw)})
     tables = {name: table(name, _settings_row(study)) for name in dbt_entry.TABLES}

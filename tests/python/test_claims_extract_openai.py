@@ -335,3 +335,57 @@ def test_kill9_mid_extraction_then_resume_without_requery(server, tmp_path):
     assert sorted(r["instance_id"] for r in lines) == sorted(preds["instance_id"])  # each once
     asked_after = [json.loads(p)["messages"][0]["content"] for p in state.prompts[n_before:]]
     assert not any(f"E makes {i[1:]} pumps." in a for a in asked_after for i in done)
+
+
+def test_dbt_claim_models_read_the_staged_extractions_and_agent_answers(server, tmp_path):
+    """The claim marts of a dbt build, which read the extraction and agent lines through
+    the claim staging models (stg_claim_extractions: an invalid attempt then a valid one,
+    and two invalid ones; stg_claim_agent_answers: an agent answer that fits and one
+    rejected), equal the tables the package computes from the raw files, to 1e-12."""
+    from dbt_runner import run_dbt
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from claims_equivalence import differences
+
+    from lookahead.claims.dbt_entry import typed
+
+    srv, _ = server
+    study = _study(tmp_path, srv.server_address[1], "completions")
+    insts = pd.DataFrame(
+        [
+            {
+                "instance_id": "r1",
+                "entity": "Acme",
+                "task": "t",
+                "t_ref": "2022-01-01",
+                "task_input": "Will Acme rise?",
+                "outcome": "up",
+            }
+        ]
+    )
+    insts.to_csv(tmp_path / "inst.csv", index=False)
+    v = yaml.safe_load(study.read_text())
+    v.update(claims_instances_path=str(tmp_path / "inst.csv"), claims_rationale_min_chars=0)
+    study.write_text(yaml.safe_dump(v))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    for agent in ("temporal_hint", "superforecasting"):
+        res = subprocess.run(
+            [sys.executable, "-m", "llm_jobs.claims_rationale", "--study", str(study), "--yes", "--agent", agent],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert res.returncode == 0, res.stderr
+    assert _run(study).returncode == 0
+    for task in ("forecast", "recall", "mink"):  # dbt's input check wants the protocol's raw files
+        (tmp_path / "raw" / f"{task}.jsonl").touch()
+    res = run_dbt(["build", "--select", "+tag:claims"], v, tmp_path / "c.duckdb")
+    assert res.returncode == 0, res.output[-3000:]
+    extractions = res.table("stg_claim_extractions")
+    assert extractions["fields_match"].all() and set(extractions["valid"]) == {True, False}
+    answers = res.table("stg_claim_agent_answers")
+    assert sorted(answers["agent"]) == ["superforecasting", "temporal_hint"] and answers["fields_match"].all()
+    for name, want in build(load_study(study)).items():
+        assert differences(name, typed(want), res.table(name)) == [], name

@@ -170,11 +170,41 @@ def test_kill9_mid_run_then_resume_without_requery(tmp_path):
 
 @pytest.mark.slow
 def test_dbt_claim_models(scored, tmp_path):
+    """The claim models of a build read the claim jobs' raw lines through the claim
+    staging models (sources claims_raw): their five tables equal those the package
+    computes from the raw files (lookahead.claims.tables.build, the jobs' reader), numbers
+    to 1e-12 (scripts/claims_equivalence.py compares the same way on every claim demo).
+    A line whose fields disagree with its key, appended beside the line it copies, is
+    staged as not matching and named in claims_rejects, and changes no number."""
     from dbt_runner import run_dbt
 
-    study, _ = scored["leaky"]
-    res = run_dbt(["build", "--select", "+tag:claims"], yaml.safe_load(study.read_text()), tmp_path / "c.duckdb")
+    study, from_files = scored["leaky"]
+    vars_ = yaml.safe_load(study.read_text())
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for f in Path(vars_["claims_raw_dir"]).glob("*.jsonl"):
+        (raw / f.name).write_bytes(f.read_bytes())
+    forged = _lines(raw / "claims_value.jsonl")[0]
+    forged["query_text"] += " (edited)"  # no longer the query its key hashes
+    with open(raw / "claims_value.jsonl", "a") as fh:
+        fh.write(json.dumps(forged) + "\n")
+    vars_["claims_raw_dir"] = str(raw)
+    res = run_dbt(["build", "--select", "+tag:claims"], vars_, tmp_path / "c.duckdb")
     assert res.returncode == 0, res.output[-3000:]
+    staged = res.table("stg_claim_values")
+    assert (~staged["fields_match"]).sum() == 1 and staged.loc[~staged["fields_match"], "key"].item() == forged["key"]
+    rejects = res.table("claims_rejects")
+    assert rejects["source"].eq("claim raw lines").sum() == 1
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from claims_equivalence import differences
+
+    from lookahead.claims.dbt_entry import typed
+
+    for name, want in from_files.items():
+        got = res.table(name)
+        if name == "claims_rejects":
+            got = got[got["source"] != "claim raw lines"].reset_index(drop=True)
+        assert differences(name, typed(want), got) == [], name
     claims = res.table("claims")
     for col in ("instance_id", "claim_id", "claim_text", "category", "temporal_reference", "tau", "leakage_state", "shapley"):
         assert col in claims.columns
