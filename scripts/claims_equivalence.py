@@ -11,7 +11,7 @@ outputs/claims_reference/<study file stem>/<table>.parquet. `check` builds the c
 models of each study into a scratch database and compares each table with its record:
 numbers to 1e-12, strings, dates and nulls exactly, rows in the order of the table's key.
 Run the claim jobs first (`lookahead run --study FILE --yes`, or
-`python -m lookahead.claims.run --study FILE --yes`); the studies default to every claim
+`lookahead jobs --study FILE --yes`); the studies default to every claim
 demo of `make demo` / `make demo-claims`.
 """
 

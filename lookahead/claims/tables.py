@@ -282,22 +282,28 @@ class Dater:
 
 # ------------------------------------------------------------------ values
 
+#: A coalition value's lookup key: instance, agent, claims sha, mask and task kind (None
+#: on lines written before lines carried it).
+ValueKey = tuple[str, str, str, int, str | None]
+#: A re-prediction's: instance, agent, rationale sha and task kind.
+RepredictKey = tuple[str, str, str, str | None]
 
-def value_lines(study: Study) -> dict[tuple[str, str, str, int, str], dict[str, Any]]:
+
+def value_lines(study: Study) -> dict[ValueKey, dict[str, Any]]:
     """(instance_id, agent, claims sha, mask, task kind) -> the coalition's stored answer
     (the fields of the task kind's ``coalition_answer``), for this model: the first line
     written. Only parsed, valid answers are ever written (an unparseable one is a
     failure, retried)."""
-    out: dict[tuple[str, str, str, int, str], dict[str, Any]] = {}
+    out: dict[ValueKey, dict[str, Any]] = {}
     for rec in iter_records(claims_raw_file(study, "claims_value")):
         if rec.get("model_id") == study.backend.model_id:
             out.setdefault((rec["instance_id"], rec["agent"], rec["claims_sha256"], int(rec["mask"]), rec.get("task_kind")), rec)
     return out
 
 
-def repredict_lines(study: Study) -> dict[tuple[str, str, str, str], dict[str, Any]]:
+def repredict_lines(study: Study) -> dict[RepredictKey, dict[str, Any]]:
     """(instance_id, agent, rationale sha, task kind) -> the last re-prediction line of this model."""
-    out: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    out: dict[RepredictKey, dict[str, Any]] = {}
     for rec in iter_records(claims_raw_file(study, "claims_repredict")):
         if rec.get("model_id") == study.backend.model_id:
             out[(rec["instance_id"], rec["agent"], rec["rationale_sha256"], rec.get("task_kind"))] = rec
@@ -329,8 +335,8 @@ class ClaimLines:
     extractions: dict[tuple[str, str, str], dict[str, Any]]
     timespec: dict[tuple[str, str], list[dict[str, Any]]]
     support: dict[tuple[str, str], bool]
-    values: dict[tuple[str, str, str, int, str], dict[str, Any]]
-    repredict: dict[tuple[str, str, str, str], dict[str, Any]]
+    values: dict[ValueKey, dict[str, Any]]
+    repredict: dict[RepredictKey, dict[str, Any]]
     agents: pd.DataFrame | None = None  # the agent jobs' predictions (inputs.agent_predictions)
     rejects: list[dict[str, Any]] = field(default_factory=list)  # lines not used (claims_rejects rows)
 
