@@ -60,13 +60,13 @@ demo: install
 	done
 	$(VENV)/bin/lookahead compare demo/claims/demo_clean.yml demo/claims/demo_contaminated.yml
 	@echo
-	@$(PY) -m lookahead.demo.cutoff_check --build demo/models/BUILD.json --db outputs/demo_clean.duckdb \
+	@$(VENV)/bin/lookahead demo cutoff-check --build demo/models/BUILD.json --db outputs/demo_clean.duckdb \
 	  --db outputs/demo_contaminated.duckdb --db outputs/demo_contaminated_early_cutoff.duckdb
 	@echo
-	@$(PY) -m lookahead.claims.check --demo demo/claims --db leaky=outputs/demo_contaminated.duckdb \
+	@$(VENV)/bin/lookahead claims check --demo demo/claims --db leaky=outputs/demo_contaminated.duckdb \
 	  --db prudent=outputs/demo_clean.duckdb
 	@for k in regression ranking; do \
-	  $(PY) -m lookahead.claims.check --demo demo/claims/$$k --db leaky=outputs/demo_claims_$${k}_leaky.duckdb \
+	  $(VENV)/bin/lookahead claims check --demo demo/claims/$$k --db leaky=outputs/demo_claims_$${k}_leaky.duckdb \
 	    --db prudent=outputs/demo_claims_$${k}_prudent.duckdb || exit 1; \
 	done
 
@@ -82,7 +82,7 @@ demo-claims: install
 	    || exit 1; \
 	done
 	@echo
-	@$(PY) -m lookahead.claims.check --demo demo/claims --db leaky=outputs/demo_claims_leaky.duckdb \
+	@$(VENV)/bin/lookahead claims check --demo demo/claims --db leaky=outputs/demo_claims_leaky.duckdb \
 	  --db prudent=outputs/demo_claims_prudent.duckdb
 
 ## Claim extraction with the real SmolLM2-135M-Instruct on every demo instance: schema

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from llm_jobs.cli import arg_parser
-from llm_jobs.context import JobContext, check_study_links, job_study
+from llm_jobs.context import Backends, JobContext, check_study_links, job_study
 from llm_jobs.failures import require_complete
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
@@ -36,13 +36,14 @@ class ClaimContext(JobContext):
     settings: ClaimsResolved
 
 
-def make_claim_context(args: Any, study: Study | None = None) -> ClaimContext:
-    """A claim job's context on ``study`` (the process's study, loaded once by
+def make_claim_context(args: Any, study: Study | None = None, backends: Backends | None = None) -> ClaimContext:
+    """The claim jobs' context on ``study`` (the process's study, loaded once by
     llm_jobs.run_all: the overrides `lookahead run` passes reach the claim jobs as they
-    reach the protocol's), else on the study the arguments name (llm_jobs.context.job_study)."""
+    reach the protocol's), else on the study the arguments name (llm_jobs.context.job_study);
+    its backend from ``backends``, the process's, when given."""
     study = claim_study(study or job_study(args))  # the claim model, when the study names one
     check_study_links(study)
-    ctx = ClaimContext(study, args, pd.DataFrame(), 0)
+    ctx = ClaimContext(study, args, pd.DataFrame(), 0, backends=backends)
     ctx.settings = ClaimsResolved.from_study(study)
     return ctx
 

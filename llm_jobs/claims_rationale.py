@@ -34,8 +34,14 @@ TASK = "claims_rationale"
 
 
 def run(ctx: ClaimContext) -> int:
+    """The agent the command line names (--agent)."""
+    return run_agent(ctx, ctx.args.agent)
+
+
+def run_agent(ctx: ClaimContext, agent: str) -> int:
+    """``agent``'s rationale and prediction for every task instance (llm_jobs.registry
+    has an entry per agent)."""
     st = ctx.settings
-    agent = ctx.args.agent
     insts = load_instances(st)
     params = {
         "temperature": 0,

@@ -5,6 +5,7 @@ decide which queries are pending (the queries themselves: llm_jobs.queries)."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -28,9 +29,34 @@ from lookahead.tasks import needs_bits
 LARGE_STUDY_ROWS = 10_000
 
 
+class Backends:
+    """The backends of one job process, one per model: every context made on the same
+    model (the protocol jobs', the claim jobs', the reference job's when it is the same
+    model) gets the same backend, built when a job first needs it.
+
+    Why: each claim job had a context of its own and loaded the claim model again, and
+    the reference job's context loaded its model once for the plan and once for the run."""
+
+    def __init__(self) -> None:
+        self._made: dict[str, Backend] = {}
+        self.loads = 0  # how many backends were built (a test counts them)
+
+    def get(self, study: Study) -> Backend:
+        """``study``'s backend: the one already built for the same backend, model and
+        options, else a new one."""
+        from lookahead.backends import backend_options
+
+        key = json.dumps([study.backend.backend, study.backend.model_id, backend_options(study)], sort_keys=True, default=str)
+        if key not in self._made:
+            self._made[key] = get_backend(study)
+            self.loads += 1
+        return self._made[key]
+
+
 @dataclass
 class JobContext:
-    """One job run's settings, rows and (lazily built) backend."""
+    """One job run's settings, rows and (lazily built) backend: from ``backends`` when the
+    process shares its backends among its jobs (llm_jobs.run_all), else its own."""
 
     study: Study
     args: argparse.Namespace
@@ -39,6 +65,7 @@ class JobContext:
     _backend: Backend | None = None
     notes: list[str] = field(default_factory=list)
     _row_index: pd.Index | None = field(default=None, repr=False)
+    backends: Backends | None = field(default=None, repr=False)
 
     def input_row(self, row_id: str | None) -> dict[str, Any] | None:
         """The input row of a forecast or Min-K% query (its row_id's row in ``rows``, as
@@ -57,7 +84,7 @@ class JobContext:
     @property
     def backend(self) -> Backend:
         if self._backend is None:
-            self._backend = get_backend(self.study)
+            self._backend = self.backends.get(self.study) if self.backends is not None else get_backend(self.study)
         return self._backend
 
     @property
@@ -107,7 +134,9 @@ def job_study(args: argparse.Namespace) -> Study:
     return load_study(args.study)
 
 
-def make_context(args: argparse.Namespace, backend: Backend | None = None, study: Study | None = None) -> JobContext:
+def make_context(
+    args: argparse.Namespace, backend: Backend | None = None, study: Study | None = None, backends: Backends | None = None
+) -> JobContext:
     """Load the study (unless given: :func:`job_study`'s, loaded once) and the rows to
     query: the valid rows in the study's subsample.
 
@@ -133,7 +162,7 @@ def make_context(args: argparse.Namespace, backend: Backend | None = None, study
     del scan
     preflight(study, facts)
     release_freed_memory()
-    return JobContext(study, args, rows, n_rejected, backend)
+    return JobContext(study, args, rows, n_rejected, backend, backends=backends)
 
 
 def check_study_links(study: Study) -> None:

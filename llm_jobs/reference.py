@@ -28,7 +28,7 @@ TASK = REFERENCE_TASK
 
 def reference_context(ctx: JobContext) -> JobContext:
     """The job context with the reference model in place of the target (its own backend)."""
-    return JobContext(reference_study(ctx.study), ctx.args, ctx.rows, ctx.n_rejected)
+    return JobContext(reference_study(ctx.study), ctx.args, ctx.rows, ctx.n_rejected, backends=ctx.backends)
 
 
 def plan_reference(ctx: JobContext) -> None:

@@ -1,20 +1,23 @@
-"""The LLM jobs in order (forecast and Min-K% from one pass where the backend shares it,
-then forecast, recall, Min-K%, and the reference model's prompt log-probs when the study
-computes the reference-model LAP), the target model loaded once.
+"""The LLM jobs a study needs, in the order of their registry (llm_jobs.registry: forecast
+and Min-K% from one pass where the backend shares it, then forecast, recall, Min-K%, and
+the reference model's prompt log-probs when the study computes the reference-model LAP;
+then the claim jobs), in this one process: each model is loaded once and shared by every
+job that asks it (llm_jobs.context.Backends).
 
-Run: ``python -m llm_jobs.run_all --study FILE --yes``
+Run by `lookahead jobs` and `lookahead run`, in the environment the study's backend needs
+(lookahead.runs.job_python); by hand: ``python -m llm_jobs.run_all --study FILE --yes``
 
 Every job is planned first and the whole run's requests, tokens and price are printed
 as one table and asked for once (llm_jobs.run_plan; --max-cost refuses a run above a
 limit); then each job prints its own plan and runs. A forecast
 parse rate below 95% stops the run before recall, as the protocol asks for a decision.
 
-The claim jobs (a study with claim settings; lookahead.claims.run names them) are planned
-and counted in the same table, after the protocol's. A claim job reads what the one before
-it answers (extraction reads the agents' rationales, coalition values the extractions), so
-one planned after a job that still has queries to ask is counted from the answers there
-are now; the table says so, and that job asks again when it runs only if it then has
-more to ask (its question then differs from the one planned).
+The claim jobs (a study with claim settings) are planned and counted in the same table,
+after the protocol's. A claim job reads what the one before it answers (extraction reads
+the agents' rationales, coalition values the extractions), so one planned after a job
+that still has queries to ask is counted from the answers there are now; the table says
+so, and that job asks again when it runs only if it then has more to ask (its question
+then differs from the one planned).
 """
 
 from __future__ import annotations
@@ -24,87 +27,25 @@ import functools
 import sys
 from collections.abc import Callable, Sequence
 
-from llm_jobs import (
-    claims_extract,
-    claims_rationale,
-    claims_repredict,
-    claims_support,
-    claims_timespec,
-    claims_value,
-    forecast,
-    fused,
-    mink,
-    recall,
-    reference,
-    run_plan,
-)
+from llm_jobs import run_plan
 from llm_jobs.claims_common import make_claim_context
 from llm_jobs.cli import arg_parser
-from llm_jobs.context import JobContext, job_study, make_context
+from llm_jobs.context import Backends, JobContext, job_study, make_context
 from llm_jobs.planning import confirm
-from lookahead.claims.run import claim_jobs
-from lookahead.config import Study
+from llm_jobs.registry import JobEntry, study_jobs
 from lookahead.guard import EXIT_OK, JobStop, guarded
-from lookahead.keys import task_params
-
-#: forecast+mink first: one pass answers and scores each row that misses both lines
-#: (llm_jobs.fused); the forecast and Min-K% jobs then ask what is left and summarise.
-JOBS = (
-    ("forecast+mink", fused.run),
-    ("forecast", forecast.run),
-    ("recall", recall.run),
-    ("mink", mink.run),
-    ("reference", reference.run),
-)
-
-#: The claim jobs' modules (lookahead.claims.run.claim_jobs names them, in the
-#: pipeline's order) -> the function that runs one on its context.
-CLAIM_JOB_RUNS = {
-    "llm_jobs.claims_rationale": claims_rationale.run,
-    "llm_jobs.claims_timespec": claims_timespec.run,
-    "llm_jobs.claims_extract": claims_extract.run,
-    "llm_jobs.claims_support": claims_support.run,
-    "llm_jobs.claims_value": claims_value.run,
-    "llm_jobs.claims_repredict": claims_repredict.run,
-}
 
 Job = tuple[str, Callable[[], int]]
 
 
-def claim_job_list(study: Study, args: argparse.Namespace) -> list[Job]:
-    """The study's claim jobs (none without claim settings), each on a context of its own
-    made once, when the job first runs: the planning pass and the run share it. Every
-    context is made on ``study``, the one the run loaded (with its overrides)."""
-    jobs: list[Job] = []
-    for spec in claim_jobs(study):
-        module, extra = spec[0], spec[1:]
-        ns = argparse.Namespace(**vars(args))
-        if "--agent" in extra:
-            ns.agent = extra[extra.index("--agent") + 1]
-        name = module.rsplit(".", 1)[1] + (f" ({ns.agent})" if "--agent" in extra else "")
-        jobs.append((name, functools.partial(_claim_job, CLAIM_JOB_RUNS[module], ns, study, {})))
-    return jobs
+def _on_context(entry: JobEntry, context: Callable[[], JobContext]) -> Job:
+    """The entry as a job of this run: its function on the context ``context`` gives."""
+    return (entry.name, lambda: entry.run(context()))
 
 
-def _claim_job(run: Callable, ns: argparse.Namespace, study: Study, made: dict) -> int:
-    if "ctx" not in made:
-        made["ctx"] = make_claim_context(ns, study)  # the run's study: not read again
-    return run(made["ctx"])
-
-
-def run(ctx: JobContext | None, claims: Sequence[Job] = (), max_cost: float | None = None, yes: bool = False) -> int:
-    """Every job planned, one table, one question; then the jobs. ``ctx`` is None for a
-    claim-only study (no protocol jobs)."""
-    protocol: list[Job] = []
-    if ctx is not None:
-        # every task's plan first: the template guards (forecast prompt without the outcome,
-        # recall query with entity and date and no text) stop the run before anything is paid
-        forecast.plan(ctx)
-        recall.plan(ctx, task_params(ctx.study, recall.TASK), None)
-        mink.plan(ctx, task_params(ctx.study, mink.TASK))
-        reference.plan_reference(ctx)
-        protocol = [(name, functools.partial(job, ctx)) for name, job in JOBS]
-        max_cost, yes = ctx.args.max_cost, ctx.args.yes
+def run(protocol: Sequence[Job], claims: Sequence[Job] = (), max_cost: float | None = None, yes: bool = False) -> int:
+    """Every job planned, one table, one question; then the jobs: the protocol's (none for
+    a claim-only study), then the claim jobs."""
     questions: dict[str, str] = {}
     claim_names = [name for name, _ in claims]
     uncounted: list[str] = []
@@ -181,23 +122,32 @@ def _run_jobs(jobs: Sequence[Job], finished: set[str]) -> int:
 
 
 def run_study(args: argparse.Namespace) -> int:
-    """The study's jobs: the protocol's (a protocol study) and its claim jobs (when it has
-    claim settings), one plan and one question for all. The study is loaded once
-    (llm_jobs.context.job_study: `lookahead`'s resolved settings, else the study file)
-    and every job's context is made on it."""
-    from lookahead.cli import STUDY_KINDS
-
+    """The study's jobs: the registry's entries it needs (llm_jobs.registry), in order,
+    one plan and one question for all. The study is loaded once (llm_jobs.context.job_study:
+    `lookahead`'s resolved settings, else the study file); the protocol jobs share one
+    context, the claim jobs another, and every model is loaded once (Backends)."""
     study = job_study(args)
-    claims = claim_job_list(study, args)
-    if STUDY_KINDS[study.output.study_kind].protocol_jobs:
-        return run(make_context(args, study=study), claims)
-    return run(None, claims, args.max_cost, args.yes)
+    entries = study_jobs(study)
+    backends = Backends()
+    protocol = [e for e in entries if e.context == "protocol"]
+    claims = [e for e in entries if e.context == "claims"]
+    if protocol:
+        ctx = make_context(args, study=study, backends=backends)
+        # every job's plan first: the template guards (forecast prompt without the outcome,
+        # recall query with entity and date and no text) stop the run before anything is paid
+        for entry in protocol:
+            if entry.plan is not None:
+                entry.plan(ctx)
+        protocol_jobs = [_on_context(e, lambda: ctx) for e in protocol]
+    else:
+        protocol_jobs = []
+    # one context for every claim job, made when the first runs (the run's study: not read again)
+    claim_ctx = functools.cache(lambda: make_claim_context(args, study, backends))
+    return run(protocol_jobs, [_on_context(e, claim_ctx) for e in claims], args.max_cost, args.yes)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = arg_parser(
-        "Run the forecast, recall, Min-K% (and reference-model) jobs for one study, then its claim jobs."
-    ).parse_args(argv)
+    args = arg_parser("Run the LLM jobs one study needs (llm_jobs.registry), in order, in one process.").parse_args(argv)
     return guarded(lambda: run_study(args))
 
 

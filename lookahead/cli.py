@@ -1,7 +1,7 @@
 """`lookahead`: run a study end to end (LLM jobs, `dbt build`, report) with one command.
 
-Each step is also runnable on its own (`python -m llm_jobs.run_all`, plain `dbt build`,
-`lookahead report`); this wrapper reads the study file once, with the command's
+Each step is also runnable on its own (`lookahead jobs`, `lookahead build`, `lookahead
+report`); this wrapper reads the study file once, with the command's
 overrides, and hands the jobs and dbt the same resolved settings file
 (lookahead.runs.resolved_settings), so that no two of them can disagree on a setting.
 User errors end in one line naming the setting, column or file, never a traceback."""
@@ -132,7 +132,7 @@ def _protocol_findings(study: Study) -> list[Finding]:
 def _claim_findings(study: Study) -> list[Finding]:
     """The claim files' findings (lookahead.claims.study_check) for a study with claim
     settings; none for a study without."""
-    from lookahead.claims.run import has_claims
+    from lookahead.claims.inputs import has_claims
     from lookahead.claims.study_check import judge_claims
 
     return judge_claims(study).findings if has_claims(study) else []
@@ -218,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_ in (
         ("check", "check a study file and its data file without running anything"),
-        ("jobs", "run the forecast, recall and Min-K%% queries (raw JSONL)"),
+        ("jobs", "run the LLM jobs the study needs, protocol and claim, in one process (raw JSONL)"),
         ("build", "dbt build: validate, merge, gate, regress"),
         ("report", "write results/REPORT.md, CSVs, .dta panels and the Stata do-file"),
         ("run", "jobs, build and report in one go"),
@@ -272,6 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
         description="lookahead compare STUDY.yml [STUDY.yml ...] [--db DB ...] [--out DIR]",
     )
+    for group, commands in GROUPS.items():
+        sub.add_parser(group, help="; ".join(f"{name}: {help_}" for name, (help_, _) in commands.items()), add_help=False)
     return parser
 
 
@@ -309,6 +311,50 @@ def compare_main(argv: list[str]) -> int:
 
 
 COMPARE_HELP = "compare studies side by side: results/compare/COMPARE.md and index.html"
+
+
+def _claims_check_main(argv: list[str]) -> int:
+    from lookahead.claims.check import main as check_main
+
+    return check_main(argv, prog="lookahead claims check")
+
+
+def _demo_cutoff_check_main(argv: list[str]) -> int:
+    from lookahead.demo.cutoff_check import main as cutoff_main
+
+    return cutoff_main(argv, prog="lookahead demo cutoff-check")
+
+
+#: The commands that come in groups, each with arguments of its own (not one --study):
+#: group -> command -> (help, its entry point on the arguments after it). `make demo`
+#: checks the demo's figures against the truth it planted with these.
+GROUPS: dict[str, dict[str, tuple[str, Callable[[list[str]], int]]]] = {
+    "claims": {
+        "check": (
+            "the claim-level demo's figures against its planted truth (OLR, Shapley-DCLR, efficiency); exit 1 when off",
+            _claims_check_main,
+        ),
+    },
+    "demo": {
+        "cutoff-check": (
+            "the demo studies' effective training cutoffs against the month the demo models' data end; exit 1 when off",
+            _demo_cutoff_check_main,
+        ),
+    },
+}
+
+
+def group_main(group: str, argv: list[str]) -> int:
+    """`lookahead <group> <command> ...`: the command's own arguments go to its entry point."""
+    commands = GROUPS[group]
+    p = argparse.ArgumentParser(prog=f"lookahead {group}")
+    sub = p.add_subparsers(dest="name", required=True)
+    for name, (help_, _) in commands.items():
+        sub.add_parser(name, help=help_, add_help=False)
+    name = p.parse_args(argv[:1]).name  # --help, or no command: argparse's usage
+    return commands[name][1](argv[1:])
+
+
 INIT_HELP = "write a study file by asking the protocol's intake questions (--claims: a claim-only study's), then check it"
 
 
@@ -335,6 +381,8 @@ def _main(argv: list[str] | None = None) -> int:
         return compare_main(argv[1:])
     if argv[:1] == ["init"]:  # its own arguments: the intake answers, not --study
         return init_main(argv[1:])
+    if argv[:1] and argv[0] in GROUPS:  # `lookahead claims check ...`: each its own arguments
+        return group_main(argv[0], argv[1:])
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.study:  # a study file is relative to where you are; paths inside it to the project

@@ -99,7 +99,7 @@ def _failure_line(
         f"LAP measure '{m.name}' ({m.short}) has a score on {scored} of {n_rows} panel rows, under "
         f"the floor min_measure_coverage = {floor:g}"
     )
-    rerun = "run the LLM jobs for this study (python -m llm_jobs.run_all --study <file>), which ask those queries"
+    rerun = "run the LLM jobs for this study (lookahead jobs --study <file>), which ask those queries"
     if m.needs and "mink_key" in panel.columns:
         lacking = int(panel.filter(f'"{m.column}" is null and mink_key is not null').aggregate("count(*)").fetchone()[0])
         if lacking:

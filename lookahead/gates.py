@@ -250,5 +250,5 @@ def check_no_missing_answers(issues: pd.DataFrame) -> None:
         raise GateFailed(
             f"GX gate 'gate_panel' stopped: {int(missing['n_queries'].sum())} LLM queries have no "
             f"answer ({'; '.join(parts)}); see <raw_dir>/<task>.failures.jsonl and run the LLM "
-            "jobs again to retry them (python -m llm_jobs.run_all --study <file>)"
+            "jobs again to retry them (lookahead jobs --study <file>)"
         )

@@ -2,7 +2,7 @@
 with the project's environment, dbt's output without Python tracebacks, and a child
 killed by a signal reported in one line; SIGINT and SIGTERM reach the child, and the
 child stops when the wrapper dies (lookahead.stopping). Used by the ``lookahead`` command
-(lookahead.cli) and the claim runner (lookahead.claims.run)."""
+(lookahead.cli)."""
 
 from __future__ import annotations
 

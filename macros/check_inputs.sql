@@ -15,7 +15,7 @@
       {% if raw_file_count(task ~ '.jsonl') == 0 %}
         {{ exceptions.raise_compiler_error(
             "setting 'raw_dir': no raw file " ~ raw_dir ~ "/**/" ~ task ~ ".jsonl found; run the LLM jobs first "
-            ~ "(python -m llm_jobs.run_all --study <file>), which create all three files") }}
+            ~ "(lookahead jobs --study <file>), which create all three files") }}
       {% endif %}
     {% endfor %}
     {#- the reference model's file only for a study computing the reference-model LAP -#}
@@ -23,7 +23,7 @@
       {% if raw_file_count('reference.jsonl') == 0 %}
         {{ exceptions.raise_compiler_error(
             "setting 'lap_measures': the study computes 'reference' but no raw file " ~ raw_dir ~ "/**/reference.jsonl"
-            ~ " was found; run the LLM jobs first (python -m llm_jobs.run_all --study <file>, "
+            ~ " was found; run the LLM jobs first (lookahead jobs --study <file>, "
             ~ "or python -m llm_jobs.reference --study <file>)") }}
       {% endif %}
     {% endif %}

@@ -1,8 +1,8 @@
 """The claim-level demo's headline: measured figures against the planted truth.
 
-    python -m lookahead.claims.check --demo demo/claims \
+    lookahead claims check --demo demo/claims \
         --db leaky=outputs/demo_claims_leaky.duckdb --db prudent=outputs/demo_claims_prudent.duckdb
-    python -m lookahead.claims.check --demo demo/claims/regression \
+    lookahead claims check --demo demo/claims/regression \
         --db leaky=outputs/demo_claims_regression_leaky.duckdb --db prudent=...
 
 Prints, per demo model, the task kind, whether every OLR equals the planted truth, the
@@ -65,8 +65,8 @@ def model_figures(db: Path, truth: pd.DataFrame, model: str) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     ap.add_argument("--demo", default="demo/claims")
     ap.add_argument("--db", action="append", required=True, help="model=path of its DuckDB file")
     a = ap.parse_args(argv)
@@ -105,7 +105,3 @@ def main(argv: list[str] | None = None) -> int:
         + ("as expected" if ok else "NOT as expected")
     )
     return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

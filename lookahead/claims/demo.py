@@ -2,8 +2,8 @@
 that supports them, and two tiny models trained so that the leaked claims are decisive
 for one and irrelevant for the other.
 
-    python -m lookahead.claims.demo --out demo/claims            # data + both models (~minutes)
-    python -m lookahead.claims.demo --out demo/claims --data-only
+    .venv/bin/python scripts/build_demo.py claims --out demo/claims            # data + both models (~minutes)
+    .venv/bin/python scripts/build_demo.py claims --out demo/claims --data-only
 
 Each instance asks whether a fictional firm's stock closes up or down on a target date
 t_E, from the vantage point t_ref < t_E; its rationale is a list of planted claims:
@@ -513,7 +513,7 @@ def write_protocol_studies(out: Path) -> list[Path]:
     for m, scen in PROTOCOL_STUDY.items():
         p = out / f"demo_{scen}.yml"
         head = (
-            f"# Demo study 'demo_{scen}' with the claim model '{m}', written by `python -m lookahead.claims.demo`:\n"
+            f"# Demo study 'demo_{scen}' with the claim model '{m}', written by `scripts/build_demo.py claims`:\n"
             f"# demo/studies/{scen}.yml extended with the claim settings (the same verdict; the claim\n"
             f"# tables join it in outputs/demo_{scen}.duckdb). Use: lookahead run --study {_rel(p)} --yes\n"
         )
@@ -538,7 +538,7 @@ def build(
     record: dict[str, Any] = {"seed": seed, "n_instances": len(insts), "models": {}}
     for m in MODELS:
         head = (
-            f"# Claim-level demo study '{m}' written by `python -m lookahead.claims.demo` (seed {seed}).\n"
+            f"# Claim-level demo study '{m}' written by `scripts/build_demo.py claims` (seed {seed}).\n"
             f"# Use: lookahead run --study {_rel(out / (m + '.yml'))} --yes\n"
         )
         _write(out / f"{m}.yml", head + yaml.safe_dump(study_vars(out, m), sort_keys=False, width=1000))
@@ -600,7 +600,3 @@ def main(argv: list[str] | None = None) -> None:
     )
     a = ap.parse_args(argv)
     build(Path(a.out), a.seed, not a.data_only, a.n_train, None, tuple(a.models))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """The claim-level demo for the regression and ranking task kinds (planted truth).
 
-    python -m lookahead.claims.demo_kinds --out demo/claims     # data, studies, both models (~minutes)
-    python -m lookahead.claims.demo_kinds --out demo/claims --data-only
+    .venv/bin/python scripts/build_demo.py claim-kinds --out demo/claims     # data, studies, both models (~minutes)
+    .venv/bin/python scripts/build_demo.py claim-kinds --out demo/claims --data-only
 
 It follows the classification demo (lookahead.claims.demo): instances made of planted
 claims of known category and date, a corpus that dates them, and two tiny models trained
@@ -510,7 +510,7 @@ def build(root: Path, seed: int = SEED, train: bool = True, n_train: int = 2500,
         write_data(out, kind, ins)
         for m in MODELS:
             head = (
-                f"# Claim-level demo study ({kind}, model '{m}') written by `python -m lookahead.claims.demo_kinds`"
+                f"# Claim-level demo study ({kind}, model '{m}') written by `scripts/build_demo.py claim-kinds`"
                 f" (seed {seed}).\n# Use: lookahead run --study {_rel(out / (m + '.yml'))} --yes\n"
             )
             _write(out / f"{m}.yml", head + yaml.safe_dump(study_vars(out, kind, m, models_dir), sort_keys=False, width=1000))
@@ -564,7 +564,3 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     a = ap.parse_args(argv)
     build(Path(a.out), a.seed, not a.data_only, a.n_train, tuple(a.models))
-
-
-if __name__ == "__main__":
-    main()

@@ -5,15 +5,12 @@ matches it: token-set F1 >= ``threshold`` on lower-cased alphanumeric tokens (da
 and numbers included, so "opened a factory" without its date does not match a claim
 that carries one). Category agreement is reported over the recalled claims.
 
-    python -m lookahead.claims.evaluate --study FILE --truth demo/claims/truth_claims.csv
+    .venv/bin/python -m research.claims_extraction_recall --study FILE --truth demo/claims/truth_claims.csv
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
-import sys
 from typing import Any
 
 import pandas as pd
@@ -73,26 +70,3 @@ def extraction_recall(extracted: pd.DataFrame, truth: pd.DataFrame, threshold: f
         if n
         else {},
     }
-
-
-def main(argv: list[str] | None = None) -> int:
-    from lookahead.claims.tables import build
-    from lookahead.config import load_study
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--study", required=True)
-    ap.add_argument("--truth", default="demo/claims/truth_claims.csv")
-    ap.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD)
-    a = ap.parse_args(argv)
-    study = load_study(a.study)
-    t = build(study)
-    truth = pd.read_csv(a.truth)
-    truth = truth[truth["instance_id"].isin(set(t["instance_leakage"]["instance_id"]))]
-    res = extraction_recall(t["claims"], truth, a.threshold)
-    res["instance_status"] = t["instance_leakage"]["status"].value_counts().to_dict()
-    print(json.dumps(res, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

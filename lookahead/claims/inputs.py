@@ -32,6 +32,11 @@ REJECT_COLUMNS = ["source", "row", "column", "reason"]
 AGENT_RAW_TASKS = ("claims_rationale", "claims_timespec")  # raw files whose lines are predictions
 
 
+def has_claims(study: Study) -> bool:
+    """A study with claim settings: it names a predictions file or task instances."""
+    return bool(study.claims.claims_predictions_path or study.claims.claims_instances_path)
+
+
 def claim_study(study: Study) -> Study:
     """The study as the claim pipeline sees it: ``claims_model_id`` / ``claims_model_path``
     (when set) in place of ``model_id`` / ``model_path``.

@@ -1,7 +1,7 @@
 """Build the demo: data, truth, both trained models and the study files, from one seed.
 
-    python -m lookahead.demo.build --out demo            # everything (a few CPU minutes)
-    python -m lookahead.demo.build --out demo --data-only # data, truth and study files
+    .venv/bin/python scripts/build_demo.py protocol --out demo            # everything (a few CPU minutes)
+    .venv/bin/python scripts/build_demo.py protocol --out demo --data-only # data, truth and study files
 
 Writes
   <out>/data/observations.csv   the study's input rows (protocol format)
@@ -125,7 +125,7 @@ EXPECTED = {
 def write_studies(studies: dict[str, dict], out: Path, seed: int) -> None:
     for name, v in studies.items():
         head = (
-            f"# Demo study '{name}' written by `python -m lookahead.demo.build` (seed {seed}).\n"
+            f"# Demo study '{name}' written by `scripts/build_demo.py protocol` (seed {seed}).\n"
             f"# {EXPECTED.get(name, '')}\n"
             f'# Use: dbt build --vars "$(cat {_rel(out / "studies" / (name + ".yml"))})"\n'
         )
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=DemoSpec.seed)
     ap.add_argument("--data-only", action="store_true", help="skip training the two models")
     ap.add_argument("--epochs", type=int, help="override training epochs (testing only)")
-    ap.add_argument("--check", action="store_true", help="run lookahead.demo.check afterwards")
+    ap.add_argument("--check", action="store_true", help="check the models afterwards (lookahead.demo.check)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     build(out, replace(DemoSpec(), seed=args.seed), train_models=not args.data_only, epochs=args.epochs)
@@ -189,7 +189,3 @@ def main(argv: list[str] | None = None) -> None:
         from lookahead.demo.check import main as check_main
 
         check_main(["--demo", str(out)])
-
-
-if __name__ == "__main__":
-    main()

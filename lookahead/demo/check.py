@@ -7,7 +7,7 @@ prompt, and runs the protocol's regressions with pyfixest. The build prints it s
 expected verdicts are known before the pipeline runs, and the pipeline's results can
 be compared with it.
 
-Run: ``python -m lookahead.demo.check --demo demo`` (both models).
+Run: ``.venv/bin/python scripts/build_demo.py check --demo demo`` (both models).
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def summarize(panel: pd.DataFrame, truth: pd.DataFrame, scenario: str) -> dict:
 def main(argv: list[str] | None = None) -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--demo", default="demo", help="folder written by lookahead.demo.build")
+    ap.add_argument("--demo", default="demo", help="folder written by scripts/build_demo.py protocol")
     ap.add_argument("--scenario", choices=("contaminated", "clean"), action="append")
     args = ap.parse_args(argv)
     root = Path(args.demo)
@@ -198,7 +198,3 @@ def main(argv: list[str] | None = None) -> None:
         for k, v in summarize(panel, truth, scen).items():
             print(f"  {k:36s} {v:.3f}")
         print(regressions(panel, str(study.protocol.training_cutoff)).round(4).to_string(index=False))
-
-
-if __name__ == "__main__":
-    main()

@@ -7,14 +7,13 @@ LAP. A study whose stated cutoff differs from it must have the stated cutoff fla
 (outside the interval) and, in `cutoff_sensitivity`, the placebo passing at the
 estimated break. Prints one block per study and exits 1 when a check fails.
 
-Run: ``python -m lookahead.demo.cutoff_check --build demo/models/BUILD.json
+Run: ``lookahead demo cutoff-check --build demo/models/BUILD.json
 --db outputs/demo_contaminated.duckdb --db outputs/demo_contaminated_early_cutoff.duckdb``"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -76,8 +75,8 @@ def check_database(db: Path, truth: pd.Period) -> tuple[list[str], list[str]]:
     return lines, failures
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="The demo's effective cutoffs against the known truth.")
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    ap = argparse.ArgumentParser(prog=prog, description="The demo's effective cutoffs against the known truth.")
     ap.add_argument("--build", type=Path, default=Path("demo/models/BUILD.json"))
     ap.add_argument("--db", type=Path, action="append", required=True, help="a study database (repeatable)")
     args = ap.parse_args(argv)
@@ -96,7 +95,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             "a wrong stated cutoff is flagged and the placebo passes at the estimated break"
         )
     return 1 if failures else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -156,7 +156,7 @@ def comparison_frame(results: list[StudyResult]) -> pd.DataFrame:
             "validation": "present" if o.validation_present else "not present",
             "model": code(r.study.backend.model_id),
             "cutoff": str(r.study.protocol.training_cutoff),
-            "N pre / post": f"{o.facts.n_obs_pre} / {o.facts.n_obs_post}",
+            "N pre / post": f"{o.facts.beta3.n_obs} / {o.facts.placebo.n_obs}",
         }
         for m in measures:
             row[f"mean LAP {m} pre / post"] = f"{fmt_num(_mean(r.lap, m, 'pre'))} / {fmt_num(_mean(r.lap, m, 'post'))}"

@@ -40,14 +40,10 @@ from lookahead.report_names import TABLE5_READING
 from lookahead.stats.cutoff import EXPOSURE_NOTE
 from lookahead.stats.fe_regression import SSC_RULE
 from lookahead.stats.verdict import (
-    CONTAMINATION,
-    DECISION_RULE,
-    MIXED,
-    NO_EVIDENCE,
     PATHS,
     PLACEBO_PASS_P,
-    UNDERPOWERED,
     VALIDATION_FAILURES,
+    VERDICTS,
     Outcome,
     collapsed_lap,
     fmt_num,
@@ -56,6 +52,7 @@ from lookahead.stats.verdict import (
     mde,
     mde_sentence,
     placebo_text,
+    rule_clause,
     validation_text,
 )
 
@@ -67,13 +64,8 @@ GLOSSARY = PROJECT_ROOT / "docs" / "glossary.md"
 #: each report instead of repeated in it
 READING = PROJECT_ROOT / "docs" / "reading.md"
 SAMPLE_ORDER = {"pre": 0, "post": 1}
-#: The clause of the protocol's decision rule each verdict applies (DECISION_RULE, split)
-RULE_CLAUSE = {
-    CONTAMINATION: DECISION_RULE.split(". No evidence")[0] + ".",
-    NO_EVIDENCE: "No evidence" + DECISION_RULE.split(". No evidence")[1].split(". Mixed")[0] + ".",
-    UNDERPOWERED: "No evidence" + DECISION_RULE.split(". No evidence")[1].split(". Mixed")[0] + ".",
-    MIXED: "Mixed" + DECISION_RULE.split(". Mixed")[1],
-}
+#: The clause of the protocol's decision rule each verdict applies (verdict.DECISION_CLAUSES)
+RULE_CLAUSE = {verdict: rule_clause(verdict) for verdict in VERDICTS}
 
 
 @dataclass
@@ -575,9 +567,9 @@ def validation_section(ctx: Context) -> Section:
         Table(
             pd.DataFrame(
                 [
-                    ("high-LAP theta per sd of U-D (ud + ud:high_lap)", fmt_num(f.theta_high_sd)),
-                    ("low-LAP theta per sd of U-D (ud)", fmt_num(f.theta_low_sd)),
-                    ("difference (ud:high_lap)", fmt_num(f.theta_diff)),
+                    ("high-LAP theta per sd of U-D (ud + ud:high_lap)", fmt_num(f.theta_high.per_sd)),
+                    ("low-LAP theta per sd of U-D (ud)", fmt_num(f.theta_low.per_sd)),
+                    ("difference (ud:high_lap)", fmt_num(f.theta_diff.estimate)),
                 ],
                 columns=["theta per sd of U-D within its half", "estimate"],
             ),
@@ -631,7 +623,7 @@ def detection_section(ctx: Context) -> Section:
             "beta_3 is the coefficient on mu_hat:lap; the test is one-sided for beta_3 > 0 "
             "(p/2 when t > 0, else 1 - p/2). Beside CRV1 stands the restricted wild cluster "
             "bootstrap p (" + _wild_label(results) + "); the verdict reads it at every cluster count "
-            f"(here it read: {b3.p_phrase()}; t test on {fmt_num(f.beta3_df)} degrees of "
+            f"(here it read: {b3.p_phrase()}; t test on {fmt_num(f.beta3.df)} degrees of "
             f"freedom). Minimum detectable beta_3 (one-sided 5% test, 80% power): "
             f"{fmt_num(mde(f))}.{mde_sentence(o) if math.isfinite(mde(f)) else ''}"
         ),

@@ -91,9 +91,9 @@ def weaknesses(o: Outcome, cutoff: dict[str, object] | None = None) -> list[Cave
     elif cutoff.get("status") and cutoff.get("status") != "break":
         out.append(Caveat("no_break", f"no LAP break at the stated cutoff ({cutoff['status']})"))
     if verdict_rule.few_effective_clusters(f):
-        g = f.n_clusters_pre
+        g = f.beta3.n_clusters
         out.append(
-            Caveat("g_star", f"only G* {fmt_num(f.beta3_g_star, 3)} effective clusters of G {int(g) if np.isfinite(g) else 'NA'}")
+            Caveat("g_star", f"only G* {fmt_num(f.beta3.g_star, 3)} effective clusters of G {int(g) if np.isfinite(g) else 'NA'}")
         )
     if verdict_rule.lap_out_of_distribution(f):
         m = MEASURES[f.lap_measure]
@@ -142,7 +142,7 @@ def caveats(
         if np.isfinite(worst[0]) and worst[0] > CENSORING_CAVEAT:
             label = worst[1].removeprefix("share_").removesuffix("_censored").replace("_", " ")
             out.append(Caveat("censoring", f"recall label '{label}' censored in {100 * worst[0]:.0f}% of pre-cutoff pairs"))
-    g = o.facts.n_clusters_pre
+    g = o.facts.beta3.n_clusters
     if np.isfinite(g) and g < FEW_CLUSTERS and o.tests["beta3"].source != "Newey-West":
         out.append(Caveat("clusters", f"only {int(g)} clusters (fewer than {FEW_CLUSTERS})"))
     total = _n(metric.get("input rows"))
@@ -162,7 +162,7 @@ def caveats(
 
 def _b3(o: Outcome) -> str:
     t = o.tests["beta3"]
-    return f"beta_3 = {fmt_num(t.estimate)} (t {fmt_t(t.t)}, {t.p_phrase()}, N {o.facts.n_obs_pre})"
+    return f"beta_3 = {fmt_num(t.estimate)} (t {fmt_t(t.t)}, {t.p_phrase()}, N {o.facts.beta3.n_obs})"
 
 
 def _placebo_short(o: Outcome) -> str:
@@ -438,7 +438,7 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
     g_star = getattr(b3, "g_star", math.nan)
     if not (isinstance(g_star, float) and np.isfinite(g_star)):
         g_star = _opt(verdict, "beta3_g_star", "g_star")
-    g = b3.n_clusters if np.isfinite(getattr(b3, "n_clusters", math.nan)) else f.n_clusters_pre
+    g = b3.n_clusters if np.isfinite(getattr(b3, "n_clusters", math.nan)) else f.beta3.n_clusters
     rows.append(
         Check(
             "4. Clusters",

@@ -68,7 +68,7 @@ def robustness_frame(panel_pre: pd.DataFrame, measures: Sequence[Measure], setti
                 "p_one_sided": b3.p,
                 "p_source": b3.source,
                 "p_draws": b3.draws,
-                "n_obs": f.n_obs_pre,
+                "n_obs": f.beta3.n_obs,
                 "lap_sd": f.lap_sd_pre,
                 "lap_min_sd": min_sd,
                 "lap_varies": varies,

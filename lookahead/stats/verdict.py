@@ -70,8 +70,8 @@ Choices the protocol leaves open, stated here and in docs/verdict.md:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
-from typing import Any, TypedDict
+from dataclasses import Field, dataclass, field, fields, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -106,12 +106,29 @@ RECALL_MIN_SD = 0.01
 MINK_MIN_CV = 0.01
 MAX_CENSORING = 0.99
 
-DECISION_RULE = (
-    "Contamination detected: beta_3 > 0 (one-sided p < 0.05) with the validation pattern "
-    "present and the placebo passing. No evidence of contamination: beta_3 indistinguishable "
-    'from zero with LAP showing meaningful variation (otherwise report "underpowered"). '
-    "Mixed/invalid: validation fails or placebo fails — explain which."
-)
+#: The protocol's decision rule (seeds/000, "Final report", item 6) as its clauses: verdict
+#: -> the condition the protocol states for it, word for word and in its order. The
+#: sentence (DECISION_RULE, the verdict table's column decision_rule) and the clause each
+#: verdict applies (rule_clause) are both rendered from this mapping.
+DECISION_CLAUSES: dict[str, str] = {
+    CONTAMINATION: "beta_3 > 0 (one-sided p < 0.05) with the validation pattern present and the placebo passing",
+    NO_EVIDENCE: 'beta_3 indistinguishable from zero with LAP showing meaningful variation (otherwise report "underpowered")',
+    MIXED: "validation fails or placebo fails — explain which",
+}
+#: The clause each verdict applies: its own, except "Underpowered", which the protocol
+#: states inside the "No evidence" clause ("otherwise report underpowered").
+CLAUSE_OF: dict[str, str] = {CONTAMINATION: CONTAMINATION, NO_EVIDENCE: NO_EVIDENCE, UNDERPOWERED: NO_EVIDENCE, MIXED: MIXED}
+assert set(CLAUSE_OF) == set(VERDICTS) and set(CLAUSE_OF.values()) == set(DECISION_CLAUSES)
+
+
+def rule_clause(verdict: str) -> str:
+    """The sentence of the decision rule that `verdict` applies ("Verdict: condition.")."""
+    name = CLAUSE_OF[verdict]
+    return f"{name}: {DECISION_CLAUSES[name]}."
+
+
+#: The whole rule as one sentence: every clause, in the protocol's order.
+DECISION_RULE = " ".join(rule_clause(name) for name in DECISION_CLAUSES)
 RECOMMENDATION = (
     "Restrict backtests to data after the model's training cutoff. Prompt-level fixes "
     "(masking, 'ignore future information') are not a remedy unless this test is rerun "
@@ -123,31 +140,166 @@ NEWEY_WEST_LABEL = "Newey-West"
 HC1_LABEL = "HC1"
 
 
+#: The metadata key of a RegressionFact field: the regression_results column it is read from.
+RESULT_COLUMN = "result_column"
+
+
+def _read(column: str, default: Any = math.nan) -> Any:
+    """A RegressionFact field read from `column` of its regression_results row."""
+    return field(default=default, metadata={RESULT_COLUMN: column})
+
+
+@dataclass(frozen=True)
+class RegressionFact:
+    """One test's regression as the verdict stores it: the numbers of its row in
+    regression_results, each field read from the column its metadata names. A test keeps
+    only the facts its entry in FACT_TESTS gives a verdict column, so that the facts the
+    build decides on are exactly the facts the verdict table holds and the report reads
+    back (facts_from_row)."""
+
+    estimate: float = _read("estimate")
+    t: float = _read("t")
+    se: float = _read("std_error")
+    df: float = _read("df")  # degrees of freedom of its t test (G-1 when clustered)
+    p_one_sided: float = _read("p_one_sided")
+    p_two_sided: float = _read("p_two_sided")
+    p_wild_one_sided: float = _read("p_wild_one_sided")
+    p_wild_two_sided: float = _read("p_wild_two_sided")
+    n_obs: int = _read("n_obs", 0)
+    n_clusters: float = _read("n_clusters")
+    # effective clusters G* (Carter, Schnepel and Steigerwald 2017) and the wild draws
+    # behind its p (after any extension near a threshold)
+    g_star: float = _read("n_clusters_effective")
+    wild_draws: int = _read("wild_draws", 0)
+    mde: float = _read("mde")  # regression_results.mde (by the inference read)
+    note: str = _read("warning", "")  # why it has no estimate (empty when it has one)
+    # per sd of U-D within its half, from the difference regression (the thetas are
+    # compared in this unit only): read by gather_facts, not from its own row
+    per_sd: float = math.nan
+
+
+@dataclass(frozen=True)
+class FactSource:
+    """Where one test's regression is in regression_results (spec, sample, term), and the
+    verdict table's column for each of its facts that the table holds (RegressionFact
+    field -> column name; the names are the table's, as SQL users know them)."""
+
+    spec: str
+    sample: str
+    term: str
+    columns: dict[str, str]
+
+
+#: Every test the verdict reads, one RegressionFact each in VerdictFacts, and the verdict
+#: table's columns each one fills. A new verdict column of a test is one entry here (and
+#: its declaration with its data_type in models/marts/results/_results__models.yml, which
+#: tests/python/test_verdict_declaration.py holds to this).
+FACT_TESTS: dict[str, FactSource] = {
+    "beta3": FactSource(
+        DETECTION_SPEC,
+        "pre",
+        BETA3,
+        {
+            "estimate": "beta3",
+            "t": "beta3_t",
+            "p_one_sided": "beta3_p_one_sided",
+            "n_obs": "n_obs_pre",
+            "note": "beta3_note",
+            "se": "beta3_se",
+            "p_two_sided": "beta3_p_two_sided",
+            "p_wild_one_sided": "beta3_p_wild_one_sided",
+            "df": "beta3_df",
+            "n_clusters": "n_clusters_pre",
+            "p_wild_two_sided": "beta3_p_wild_two_sided",
+            "g_star": "beta3_g_star",
+            "wild_draws": "beta3_wild_draws",
+            "mde": "beta3_mde_regression",
+        },
+    ),
+    "theta_pooled": FactSource("validation_pooled", "pre", "ud", {"estimate": "theta_pooled", "t": "theta_pooled_t"}),
+    "theta_high": FactSource(
+        "validation_high_lap",
+        "pre",
+        "ud",
+        {
+            "estimate": "theta_high",
+            "t": "theta_high_t",
+            "p_two_sided": "theta_high_p",
+            "p_wild_two_sided": "theta_high_p_wild",
+            "per_sd": "theta_high_sd",
+            "n_clusters": "theta_high_n_clusters",
+            "g_star": "theta_high_g_star",
+            "wild_draws": "theta_high_wild_draws",
+        },
+    ),
+    "theta_low": FactSource(
+        "validation_low_lap",
+        "pre",
+        "ud",
+        {
+            "estimate": "theta_low",
+            "t": "theta_low_t",
+            "p_two_sided": "theta_low_p",
+            "p_wild_two_sided": "theta_low_p_wild",
+            "per_sd": "theta_low_sd",
+            "n_clusters": "theta_low_n_clusters",
+            "g_star": "theta_low_g_star",
+            "wild_draws": "theta_low_wild_draws",
+        },
+    ),
+    "theta_diff": FactSource(
+        DIFFERENCE_SPEC,
+        "pre",
+        THETA_DIFF,
+        {
+            "estimate": "theta_diff",
+            "t": "theta_diff_t",
+            "p_one_sided": "theta_diff_p_one_sided",
+            "p_wild_one_sided": "theta_diff_p_wild_one_sided",
+            "n_clusters": "theta_diff_n_clusters",
+            "g_star": "theta_diff_g_star",
+            "wild_draws": "theta_diff_wild_draws",
+        },
+    ),
+    "placebo": FactSource(
+        DETECTION_SPEC,
+        "post",
+        BETA3,
+        {
+            "estimate": "placebo_beta3",
+            "t": "placebo_t",
+            "p_one_sided": "placebo_p_one_sided",
+            "n_obs": "n_obs_post",
+            "p_two_sided": "placebo_p_two_sided",
+            "p_wild_one_sided": "placebo_p_wild_one_sided",
+            "n_clusters": "n_clusters_post",
+            "p_wild_two_sided": "placebo_p_wild_two_sided",
+            "g_star": "placebo_g_star",
+            "wild_draws": "placebo_wild_draws",
+            "mde": "placebo_mde_regression",
+            "se": "placebo_se",
+            "df": "placebo_df",
+        },
+    ),
+}
+
+
 @dataclass(frozen=True)
 class VerdictFacts:
-    """Everything the rule looks at; also the columns of the verdict table.
+    """Everything the rule looks at: one RegressionFact per test (FACT_TESTS) and the
+    facts of the panels and settings. The verdict table holds them flat, one column each
+    (fact_columns, columns, facts_from_row).
 
-    p-values named ``*_used`` are the ones the rule reads: each test's own regression's wild
-    cluster bootstrap p whenever it ran (at any cluster count), CRV1's (or Newey-West's /
-    HC1's) otherwise."""
+    The p-value each test reads is its own regression's wild cluster bootstrap p whenever
+    it ran (at any cluster count), CRV1's (or Newey-West's / HC1's) otherwise (tests_of)."""
 
-    beta3: float
-    beta3_t: float
-    beta3_p_one_sided: float
-    n_obs_pre: int
-    theta_pooled: float
-    theta_pooled_t: float
-    theta_high: float
-    theta_high_t: float
-    theta_high_p: float
-    theta_low: float
-    theta_low_t: float
-    theta_low_p: float
+    beta3: RegressionFact
+    theta_pooled: RegressionFact
+    theta_high: RegressionFact
+    theta_low: RegressionFact
+    theta_diff: RegressionFact
+    placebo: RegressionFact
     placebo_feasible: bool
-    placebo_beta3: float
-    placebo_t: float
-    placebo_p_one_sided: float
-    n_obs_post: int
     lap_n_pre: int
     lap_distinct_pre: int
     lap_sd_pre: float
@@ -159,54 +311,85 @@ class VerdictFacts:
     cluster: str
     vcov: str
     approximated: bool
-    beta3_note: str = ""
     n_rows_pre: int = -1  # pre-cutoff panel rows (-1: not known)
-    beta3_se: float = math.nan
-    beta3_p_two_sided: float = math.nan
-    beta3_p_wild_one_sided: float = math.nan
-    beta3_df: float = math.nan  # degrees of freedom of its t test (G-1 when clustered)
-    n_clusters_pre: float = math.nan
-    theta_high_p_wild: float = math.nan
-    theta_low_p_wild: float = math.nan
-    theta_diff: float = math.nan
-    theta_diff_t: float = math.nan
-    theta_diff_p_one_sided: float = math.nan
-    theta_diff_p_wild_one_sided: float = math.nan
-    placebo_p_two_sided: float = math.nan
-    placebo_p_wild_one_sided: float = math.nan
-    n_clusters_post: float = math.nan
     lap_n_post: int = 0
     lap_distinct_post: int = 0
     lap_sd_post: float = math.nan
     lap_min_sd_post: float = math.nan
     wild_draws: int = 0
-    beta3_p_wild_two_sided: float = math.nan
-    theta_high_sd: float = math.nan  # per sd of U-D in its half: ud + ud:high_lap (difference regression)
-    theta_low_sd: float = math.nan  # per sd of U-D in its half: ud (difference regression)
     n_forecast_pre: int = -1  # pre-cutoff rows with a parsed forecast and an outcome (-1: not known)
     n_lap_values_pre: int = -1  # pre-cutoff rows with a LAP value (-1: not known)
-    placebo_p_wild_two_sided: float = math.nan
-    # each test's own regression: clusters G, effective clusters G* (Carter, Schnepel and
-    # Steigerwald 2017), the wild draws behind its p (after any extension near a threshold)
-    beta3_g_star: float = math.nan
-    beta3_wild_draws: int = 0
-    theta_high_n_clusters: float = math.nan
-    theta_high_g_star: float = math.nan
-    theta_high_wild_draws: int = 0
-    theta_low_n_clusters: float = math.nan
-    theta_low_g_star: float = math.nan
-    theta_low_wild_draws: int = 0
-    theta_diff_n_clusters: float = math.nan
-    theta_diff_g_star: float = math.nan
-    theta_diff_wild_draws: int = 0
-    placebo_g_star: float = math.nan
-    placebo_wild_draws: int = 0
-    beta3_mde_regression: float = math.nan  # regression_results.mde of beta_3 (by the inference read)
-    placebo_mde_regression: float = math.nan  # the same for the post-cutoff beta_3
-    placebo_se: float = math.nan
-    placebo_df: float = math.nan
     n_outcome_pre: int = -1  # pre-cutoff rows with an outcome (-1: not known)
     n_mu_hat_pre: int = -1  # pre-cutoff rows with a parsed forecast (-1: not known)
+
+    def columns(self) -> dict[str, Any]:
+        """The facts as the verdict table's columns, one value each."""
+        return {col: getattr(getattr(self, top), attr) if attr else getattr(self, top) for col, (top, attr) in _COLUMN_AT.items()}
+
+    @classmethod
+    def from_columns(cls, **values: Any) -> VerdictFacts:
+        """Facts from verdict-table columns by name; a column not given takes the value an
+        empty cell reads back as (facts_from_row)."""
+        _known(values)
+        return facts_from_row(values)
+
+    def with_columns(self, **values: Any) -> VerdictFacts:
+        """These facts with some verdict-table columns set to new values (by column name)."""
+        _known(values)
+        top_level: dict[str, Any] = {}
+        nested: dict[str, dict[str, Any]] = {}
+        for col, v in values.items():
+            top, attr = _COLUMN_AT[col]
+            if attr:
+                nested.setdefault(top, {})[attr] = v
+            else:
+                top_level[top] = v
+        for top, changes in nested.items():
+            top_level[top] = replace(getattr(self, top), **changes)
+        return replace(self, **top_level)
+
+
+def _known(values: dict[str, Any]) -> None:
+    unknown = sorted(set(values) - set(_COLUMN_AT))
+    if unknown:
+        raise TypeError(f"not a verdict fact column: {', '.join(unknown)}")
+
+
+def _column_at() -> dict[str, tuple[str, str]]:
+    """Verdict column -> (VerdictFacts field, RegressionFact field or "" for a field of its own)."""
+    assert [f.name for f in fields(VerdictFacts)][: len(FACT_TESTS)] == list(FACT_TESTS), "one RegressionFact per test"
+    out: dict[str, tuple[str, str]] = {}
+    for fld in fields(VerdictFacts):
+        named = FACT_TESTS[fld.name].columns.items() if fld.name in FACT_TESTS else [("", fld.name)]
+        for attr, col in named:
+            assert col not in out, f"verdict column {col} declared twice"
+            out[col] = (fld.name, attr)
+    return out
+
+
+#: Where each verdict fact column lives in VerdictFacts (derived from the declarations).
+_COLUMN_AT: dict[str, tuple[str, str]] = _column_at()
+
+
+def _kind(fld: Field[Any]) -> str:
+    """A dataclass field's type as written ("float", "int", "str", "bool")."""
+    return fld.type if isinstance(fld.type, str) else getattr(fld.type, "__name__", "")
+
+
+def _field_of(col: str) -> Field[Any]:
+    top, attr = _COLUMN_AT[col]
+    owner = RegressionFact if attr else VerdictFacts
+    return {f.name: f for f in fields(owner)}[attr or top]
+
+
+#: The SQL type each kind of fact is declared with in the verdict table's contract.
+SQL_TYPES: dict[str, str] = {"float": "double", "int": "bigint", "str": "varchar", "bool": "boolean"}
+
+
+def fact_columns() -> dict[str, str]:
+    """The verdict table's fact columns -> their SQL type, derived from VerdictFacts and
+    FACT_TESTS (the dbt contract declares the same; tests/python/test_verdict_declaration.py)."""
+    return {col: SQL_TYPES[_kind(_field_of(col))] for col in _COLUMN_AT}
 
 
 # ---------------------------------------------------------------- how numbers are printed
@@ -412,154 +595,41 @@ def _pick(f: VerdictFacts, p_crv: float, p_wild: float) -> tuple[float, str]:
 
 
 def _test(
-    f: VerdictFacts,
-    name: str,
-    estimate: float,
-    unit: str,
-    t: float,
-    p_crv: float,
-    p_wild: float,
-    n_clusters: float,
-    sided: str,
-    n_obs: int = 0,
-    df: float = math.nan,
-    not_estimable: str = "",
-    g_star: float = math.nan,
-    draws: int = 0,
-    threshold: float = ALPHA_DETECTION,
+    f: VerdictFacts, name: str, fact: RegressionFact, unit: str, sided: str, threshold: float = ALPHA_DETECTION
 ) -> TestFact:
-    p, source = _pick(f, p_crv, p_wild)
-    b = (draws or f.wild_draws) if source == WILD_LABEL else 0
+    """One test of `fact`'s regression, read on one side at `threshold`."""
+    one = sided == "one-sided"
+    p, source = _pick(f, fact.p_one_sided if one else fact.p_two_sided, fact.p_wild_one_sided if one else fact.p_wild_two_sided)
+    b = (fact.wild_draws or f.wild_draws) if source == WILD_LABEL else 0
     return TestFact(
         name=name,
-        estimate=estimate,
+        estimate=fact.estimate,
         unit=unit,
-        t=t,
+        t=fact.t,
         p=p,
         sided=sided,
         source=source,
         draws=b,
-        df=df,
-        n_obs=n_obs,
-        n_clusters=n_clusters,
-        not_estimable=not_estimable,
-        g_star=g_star,
+        df=fact.df,
+        n_obs=fact.n_obs,
+        n_clusters=fact.n_clusters,
+        not_estimable=fact.note,
+        g_star=fact.g_star,
         threshold=threshold,
     )
 
 
-class _RegressionRead(TypedDict, total=False):
-    """The keyword arguments of ``_test`` that the tests of one regression share (its G*,
-    its bootstrap draws, the level it is read at), typed so each reaches its own parameter."""
-
-    g_star: float
-    draws: int
-    threshold: float
-
-
 def tests_of(f: VerdictFacts) -> dict[str, TestFact]:
     """Every test the rule reads, each with the p of its own regression."""
-    g_pre, g_post = f.n_clusters_pre, f.n_clusters_post
-    b3: _RegressionRead = {"g_star": f.beta3_g_star, "draws": f.beta3_wild_draws}
-    plc: _RegressionRead = {"g_star": f.placebo_g_star, "draws": f.placebo_wild_draws, "threshold": PLACEBO_PASS_P}
+    per_mu_lap, per_ud = "per unit of mu_hat x LAP", "per unit of U-D"
     return {
-        "beta3": _test(
-            f,
-            "beta_3",
-            f.beta3,
-            "per unit of mu_hat x LAP",
-            f.beta3_t,
-            f.beta3_p_one_sided,
-            f.beta3_p_wild_one_sided,
-            g_pre,
-            "one-sided",
-            f.n_obs_pre,
-            f.beta3_df,
-            f.beta3_note,
-            **b3,
-        ),
-        "beta3_two_sided": _test(
-            f,
-            "beta_3",
-            f.beta3,
-            "per unit of mu_hat x LAP",
-            f.beta3_t,
-            f.beta3_p_two_sided,
-            f.beta3_p_wild_two_sided,
-            g_pre,
-            "two-sided",
-            f.n_obs_pre,
-            f.beta3_df,
-            **b3,
-        ),
-        "theta_high": _test(
-            f,
-            "high-LAP theta",
-            f.theta_high,
-            "per unit of U-D",
-            f.theta_high_t,
-            f.theta_high_p,
-            f.theta_high_p_wild,
-            f.theta_high_n_clusters,
-            "two-sided",
-            g_star=f.theta_high_g_star,
-            draws=f.theta_high_wild_draws,
-        ),
-        "theta_low": _test(
-            f,
-            "low-LAP theta",
-            f.theta_low,
-            "per unit of U-D",
-            f.theta_low_t,
-            f.theta_low_p,
-            f.theta_low_p_wild,
-            f.theta_low_n_clusters,
-            "two-sided",
-            g_star=f.theta_low_g_star,
-            draws=f.theta_low_wild_draws,
-        ),
-        "theta_diff": _test(
-            f,
-            "high- minus low-LAP theta",
-            f.theta_diff,
-            "per sd of U-D within its half",
-            f.theta_diff_t,
-            f.theta_diff_p_one_sided,
-            f.theta_diff_p_wild_one_sided,
-            f.theta_diff_n_clusters,
-            "one-sided",
-            g_star=f.theta_diff_g_star,
-            draws=f.theta_diff_wild_draws,
-        ),
-        "placebo": _test(
-            f,
-            "post-cutoff beta_3",
-            f.placebo_beta3,
-            "per unit of mu_hat x LAP",
-            f.placebo_t,
-            f.placebo_p_one_sided,
-            f.placebo_p_wild_one_sided,
-            g_post,
-            "one-sided",
-            f.n_obs_post,
-            f.placebo_df,
-            **plc,
-        ),
-        "placebo_two_sided": _test(
-            f,
-            "post-cutoff beta_3",
-            f.placebo_beta3,
-            "per unit of mu_hat x LAP",
-            f.placebo_t,
-            f.placebo_p_two_sided,
-            f.placebo_p_wild_two_sided,
-            g_post,
-            "two-sided",
-            f.n_obs_post,
-            f.placebo_df,
-            g_star=f.placebo_g_star,
-            draws=f.placebo_wild_draws,
-        ),
+        "beta3": _test(f, "beta_3", f.beta3, per_mu_lap, "one-sided"),
+        "beta3_two_sided": _test(f, "beta_3", f.beta3, per_mu_lap, "two-sided"),
+        "theta_high": _test(f, "high-LAP theta", f.theta_high, per_ud, "two-sided"),
+        "theta_low": _test(f, "low-LAP theta", f.theta_low, per_ud, "two-sided"),
+        "theta_diff": _test(f, "high- minus low-LAP theta", f.theta_diff, "per sd of U-D within its half", "one-sided"),
+        "placebo": _test(f, "post-cutoff beta_3", f.placebo, per_mu_lap, "one-sided", PLACEBO_PASS_P),
+        "placebo_two_sided": _test(f, "post-cutoff beta_3", f.placebo, per_mu_lap, "two-sided"),
     }
 
 
@@ -589,14 +659,14 @@ def mde(f: VerdictFacts) -> float:
     decision reads: regression_results.mde, which is (q*_0.95 - q*_0.20) x SE from the
     wild bootstrap's t distribution when the bootstrap ran, (t_0.95 + t_0.80) x SE on
     t(df) otherwise; the analytic one when only the SE is known."""
-    return _read_mde(f.beta3, f.beta3_mde_regression, f.beta3_se, f.beta3_df)
+    return _read_mde(f.beta3.estimate, f.beta3.mde, f.beta3.se, f.beta3.df)
 
 
 def placebo_mde(f: VerdictFacts) -> float:
     """Minimum detectable post-cutoff beta_3 of the one-sided 10% test the placebo is read
     at (80% power), by the inference the placebo reads (regression_results.mde of the
     post-cutoff sample is computed at that level)."""
-    return _read_mde(f.placebo_beta3, f.placebo_mde_regression, f.placebo_se, f.placebo_df, PLACEBO_PASS_P)
+    return _read_mde(f.placebo.estimate, f.placebo.mde, f.placebo.se, f.placebo.df, PLACEBO_PASS_P)
 
 
 def _read_mde(estimate: float, from_regression: float, se: float, df: float, alpha: float = ALPHA_DETECTION) -> float:
@@ -666,7 +736,7 @@ MIN_G_STAR = 10
 
 def few_effective_clusters(f: VerdictFacts) -> bool:
     """beta_3's regression has few effective clusters (verdict column few_effective_clusters)."""
-    g, g_star = f.n_clusters_pre, f.beta3_g_star
+    g, g_star = f.beta3.n_clusters, f.beta3.g_star
     if not np.isfinite(g_star):
         return False
     return bool(g_star < MIN_G_STAR or (np.isfinite(g) and g_star < g / 2))
@@ -717,7 +787,7 @@ def placebo_code(f: VerdictFacts, tests: dict[str, TestFact]) -> str:
     # on: a placebo that could not have detected an effect as large as the pre-cutoff one
     # passes, and the reason says what it could not rule out
     m = placebo_mde(f)
-    if np.isfinite(m) and np.isfinite(f.beta3) and m > f.beta3:
+    if np.isfinite(m) and np.isfinite(f.beta3.estimate) and m > f.beta3.estimate:
         return "passes_low_power"
     return "passes"
 
@@ -800,7 +870,7 @@ def lap_problem_text(o: Outcome) -> str:
 
 def _b3(o: Outcome) -> str:
     t = o.tests["beta3"]
-    return f"beta_3 = {fmt_num(t.estimate)} (t {fmt_t(t.t)}, {t.p_phrase()}, N {o.facts.n_obs_pre})"
+    return f"beta_3 = {fmt_num(t.estimate)} (t {fmt_t(t.t)}, {t.p_phrase()}, N {o.facts.beta3.n_obs})"
 
 
 def mde_sentence(o: Outcome) -> str:
@@ -811,7 +881,7 @@ def mde_sentence(o: Outcome) -> str:
     per_sd = m * f.lap_sd_pre if np.isfinite(f.lap_sd_pre) else math.nan
     how = (
         "from the wild bootstrap's t distribution and its standard error"
-        if o.tests["beta3"].source == WILD_LABEL and np.isfinite(f.beta3_mde_regression)
+        if o.tests["beta3"].source == WILD_LABEL and np.isfinite(f.beta3.mde)
         else "from its standard error"
     )
     return (
@@ -878,7 +948,7 @@ def inference_note(o: Outcome) -> str:
     if b3.source == NEWEY_WEST_LABEL:
         return (
             " One entity: a time series, so standard errors are Newey-West with t("
-            f"{fmt_num(f.beta3_df)}) p-values, and power is limited (protocol)." + extra
+            f"{fmt_num(f.beta3.df)}) p-values, and power is limited (protocol)." + extra
         )
     if b3.source == CRV1_LABEL and f.wild_draws == 0 and b3.estimable:
         return (
@@ -892,8 +962,8 @@ def inference_note(o: Outcome) -> str:
 def _per_sd(o: Outcome) -> str:
     f, d = o.facts, o.tests["theta_diff"]
     both = (
-        f"{fmt_num(f.theta_high_sd)} against {fmt_num(f.theta_low_sd)}, "
-        if np.isfinite(f.theta_high_sd) and np.isfinite(f.theta_low_sd)
+        f"{fmt_num(f.theta_high.per_sd)} against {fmt_num(f.theta_low.per_sd)}, "
+        if np.isfinite(f.theta_high.per_sd) and np.isfinite(f.theta_low.per_sd)
         else ""
     )
     return f"{both}a difference of {fmt_num(d.estimate)} (t {fmt_t(d.t)}, {d.p_phrase()})"
@@ -991,7 +1061,7 @@ def placebo_text(o: Outcome) -> str:
             f"placebo passes: {b}, above {PLACEBO_PASS_P:g}){note}, though it could not rule "
             f"out a post-cutoff effect as large as the pre-cutoff one (its minimum "
             f"detectable effect, one-sided {PLACEBO_PASS_P:g} test at 80% power, is "
-            f"{fmt_num(placebo_mde(f))} against beta_3 {fmt_num(f.beta3)}), so the evidence "
+            f"{fmt_num(placebo_mde(f))} against beta_3 {fmt_num(f.beta3.estimate)}), so the evidence "
             "that the effect ends at the cutoff is LAP's fall there (the effective-cutoff "
             "table)"
         )
@@ -1007,11 +1077,11 @@ def placebo_text(o: Outcome) -> str:
 
 
 def _not_estimable_reason(f: VerdictFacts) -> str:
-    note = f.beta3_note.strip()
-    if (f.n_obs_pre and f.n_obs_pre <= 3) or "singleton" in note or "no observations" in note:
+    note = f.beta3.note.strip()
+    if (f.beta3.n_obs and f.beta3.n_obs <= 3) or "singleton" in note or "no observations" in note:
         return (
             f"too few usable pre-cutoff rows ({f.n_rows_pre if f.n_rows_pre >= 0 else 'NA'} "
-            f"rows, {f.n_obs_pre} in the regression){': ' + note if note else ''}"
+            f"rows, {f.beta3.n_obs} in the regression){': ' + note if note else ''}"
         )
     marker = "not estimable: "
     if marker in note:  # the fit said why this term is not estimable: quote that
@@ -1157,47 +1227,42 @@ def _usable_lap(panel: pd.DataFrame | None) -> pd.Series:
     return pd.to_numeric(usable["lap"], errors="coerce").dropna()
 
 
+def _regression_fact(results: pd.DataFrame, name: str) -> RegressionFact:
+    """Test `name`'s regression from its regression_results row: the facts the verdict
+    table holds for it (FACT_TESTS), each from the column its field names."""
+    source = FACT_TESTS[name]
+    row = result_row(results, source.spec, source.sample, source.term)
+    values = {}
+    for fld in fields(RegressionFact):
+        column = fld.metadata.get(RESULT_COLUMN)
+        if column is not None and fld.name in source.columns:
+            values[fld.name] = _parse(fld, row.get(column))
+    fact = RegressionFact(**values)
+    return fact if not np.isfinite(fact.estimate) else replace(fact, note="")  # a note says why there is none
+
+
 def gather_facts(
     results: pd.DataFrame, panel_pre: pd.DataFrame, panel_post: pd.DataFrame | None, settings: StatsSections
 ) -> VerdictFacts:
     """Read the facts the rule uses from regression_results and the panels."""
-    det = result_row(results, DETECTION_SPEC, "pre", BETA3)
-    pooled = result_row(results, "validation_pooled", "pre", "ud")
-    high = result_row(results, "validation_high_lap", "pre", "ud")
-    low = result_row(results, "validation_low_lap", "pre", "ud")
-    diff = result_row(results, DIFFERENCE_SPEC, "pre", THETA_DIFF)
-    diff_low = result_row(results, DIFFERENCE_SPEC, "pre", "ud")
-    post = result_row(results, DETECTION_SPEC, "post", BETA3)
+    tests = {name: _regression_fact(results, name) for name in FACT_TESTS}
+    b3 = tests["beta3"]
+    if not np.isfinite(b3.df):  # results written before the df column: G-1 or N-3
+        g, n = b3.n_clusters, b3.n_obs
+        tests["beta3"] = replace(b3, df=g - 1 if np.isfinite(g) else (n - 3 if n > 0 else math.nan))
+    # the thetas per sd of U-D within their half, from the difference regression
+    low_sd = _f(result_row(results, DIFFERENCE_SPEC, "pre", "ud").get("estimate"))
+    tests["theta_low"] = replace(tests["theta_low"], per_sd=low_sd)
+    tests["theta_high"] = replace(tests["theta_high"], per_sd=low_sd + tests["theta_diff"].estimate)
 
     lap = _usable_lap(panel_pre)
     lap_post = _usable_lap(panel_post)
     feasible = panel_post is not None and len(panel_post) > 0
     approx = any_approximated(panel_pre) or any_approximated(panel_post)
-    note = str(det.get("warning") or "") if not np.isfinite(_f(det.get("estimate"))) else ""
-    n_obs = _f(det.get("n_obs"))
-    g_pre, g_post = _f(det.get("n_clusters")), _f(post.get("n_clusters"))
-    df = _f(det.get("df"))
-    if not np.isfinite(df):  # results written before the df column: G-1 or N-3
-        df = g_pre - 1 if np.isfinite(g_pre) else (n_obs - 3 if np.isfinite(n_obs) else math.nan)
-    low_sd, d = _f(diff_low.get("estimate")), _f(diff.get("estimate"))
+    det = result_row(results, DETECTION_SPEC, "pre", BETA3)
     return VerdictFacts(
-        beta3=_f(det.get("estimate")),
-        beta3_t=_f(det.get("t")),
-        beta3_p_one_sided=_f(det.get("p_one_sided")),
-        n_obs_pre=int(n_obs) if np.isfinite(n_obs) else 0,
-        theta_pooled=_f(pooled.get("estimate")),
-        theta_pooled_t=_f(pooled.get("t")),
-        theta_high=_f(high.get("estimate")),
-        theta_high_t=_f(high.get("t")),
-        theta_high_p=_f(high.get("p_two_sided")),
-        theta_low=_f(low.get("estimate")),
-        theta_low_t=_f(low.get("t")),
-        theta_low_p=_f(low.get("p_two_sided")),
+        **tests,
         placebo_feasible=feasible,
-        placebo_beta3=_f(post.get("estimate")),
-        placebo_t=_f(post.get("t")),
-        placebo_p_one_sided=_f(post.get("p_one_sided")),
-        n_obs_post=int(_f(post.get("n_obs"))) if np.isfinite(_f(post.get("n_obs"))) else 0,
         lap_n_pre=len(lap),
         lap_distinct_pre=int(lap.nunique()),
         lap_sd_pre=float(lap.std(ddof=1)) if len(lap) > 1 else math.nan,
@@ -1209,58 +1274,17 @@ def gather_facts(
         cluster=settings.protocol.cluster,
         vcov=str(det.get("vcov") or ""),
         approximated=approx,
-        beta3_note=note,
         n_rows_pre=len(panel_pre),
-        beta3_se=_f(det.get("std_error")),
-        beta3_p_two_sided=_f(det.get("p_two_sided")),
-        beta3_p_wild_one_sided=_f(det.get("p_wild_one_sided")),
-        beta3_df=df,
-        n_clusters_pre=g_pre,
-        theta_high_p_wild=_f(high.get("p_wild_two_sided")),
-        theta_low_p_wild=_f(low.get("p_wild_two_sided")),
-        theta_diff=d,
-        theta_diff_t=_f(diff.get("t")),
-        theta_diff_p_one_sided=_f(diff.get("p_one_sided")),
-        theta_diff_p_wild_one_sided=_f(diff.get("p_wild_one_sided")),
-        placebo_p_two_sided=_f(post.get("p_two_sided")),
-        placebo_p_wild_one_sided=_f(post.get("p_wild_one_sided")),
-        n_clusters_post=g_post,
         lap_n_post=len(lap_post),
         lap_distinct_post=int(lap_post.nunique()),
         lap_sd_post=float(lap_post.std(ddof=1)) if len(lap_post) > 1 else math.nan,
         lap_min_sd_post=lap_min_sd(settings, lap_post, reference=lap),
         wild_draws=int(settings.protocol.wild_bootstrap_draws),
-        beta3_p_wild_two_sided=_f(det.get("p_wild_two_sided")),
-        theta_high_sd=low_sd + d,
-        theta_low_sd=low_sd,
         n_forecast_pre=_count_present(panel_pre, ("mu_hat", "outcome")),
         n_lap_values_pre=_count_present(panel_pre, ("lap",)),
-        placebo_p_wild_two_sided=_f(post.get("p_wild_two_sided")),
-        beta3_g_star=_f(det.get("n_clusters_effective")),
-        beta3_wild_draws=_i(det.get("wild_draws")),
-        theta_high_n_clusters=_f(high.get("n_clusters")),
-        theta_high_g_star=_f(high.get("n_clusters_effective")),
-        theta_high_wild_draws=_i(high.get("wild_draws")),
-        theta_low_n_clusters=_f(low.get("n_clusters")),
-        theta_low_g_star=_f(low.get("n_clusters_effective")),
-        theta_low_wild_draws=_i(low.get("wild_draws")),
-        theta_diff_n_clusters=_f(diff.get("n_clusters")),
-        theta_diff_g_star=_f(diff.get("n_clusters_effective")),
-        theta_diff_wild_draws=_i(diff.get("wild_draws")),
-        placebo_g_star=_f(post.get("n_clusters_effective")),
-        placebo_wild_draws=_i(post.get("wild_draws")),
-        beta3_mde_regression=_f(det.get("mde")),
-        placebo_mde_regression=_f(post.get("mde")),
-        placebo_se=_f(post.get("std_error")),
-        placebo_df=_f(post.get("df")),
         n_outcome_pre=_count_present(panel_pre, ("outcome",)),
         n_mu_hat_pre=_count_present(panel_pre, ("mu_hat",)),
     )
-
-
-def _i(x: Any) -> int:
-    v = _f(x)
-    return int(v) if np.isfinite(v) else 0
 
 
 def _count_present(panel: pd.DataFrame | None, columns: tuple[str, ...]) -> int:
@@ -1277,7 +1301,7 @@ def outcome_row(o: Outcome) -> dict[str, Any]:
     """The verdict table's row: every fact, the outcome's codes and the rendered words."""
     p_used = o.tests["beta3"]
     row: dict[str, Any] = {"verdict": o.decision, "reason": reason(o)}
-    row.update(asdict(o.facts))
+    row.update(o.facts.columns())
     row.update(
         {
             "decision_path": o.path,
@@ -1322,20 +1346,30 @@ def verdict_frame(
     return frame
 
 
+def _parse(fld: Field[Any], v: Any) -> Any:
+    """A value read back as its field's kind (NULL or "" -> NaN, a missing count -> its
+    default)."""
+    kind = _kind(fld)
+    if kind == "bool":
+        return str(v).strip().lower() in ("true", "1")
+    if kind == "int":
+        x = _f(v)
+        return int(x) if np.isfinite(x) else (fld.default if isinstance(fld.default, int) else 0)
+    if kind == "float":
+        return _f(v)
+    return "" if v is None or (isinstance(v, float) and not np.isfinite(v)) else str(v)
+
+
 def facts_from_row(row: pd.Series | dict[str, Any]) -> VerdictFacts:
     """The facts back from a verdict table row (a CSV read back: NULL -> NaN, "" -> NaN),
     so that the report renders from the same Outcome the build decided on."""
-    values: dict[str, Any] = {}
-    for fld in fields(VerdictFacts):
-        v = row.get(fld.name) if hasattr(row, "get") else None
-        kind = fld.type if isinstance(fld.type, str) else getattr(fld.type, "__name__", "")
-        if kind == "bool":
-            values[fld.name] = str(v).strip().lower() in ("true", "1")
-        elif kind == "int":
-            x = _f(v)
-            values[fld.name] = int(x) if np.isfinite(x) else (fld.default if isinstance(fld.default, int) else 0)
-        elif kind == "float":
-            values[fld.name] = _f(v)
+    nested: dict[str, dict[str, Any]] = {name: {} for name in FACT_TESTS}
+    top_level: dict[str, Any] = {}
+    for col, (top, attr) in _COLUMN_AT.items():
+        value = _parse(_field_of(col), row.get(col) if hasattr(row, "get") else None)
+        if attr:
+            nested[top][attr] = value
         else:
-            values[fld.name] = "" if v is None or (isinstance(v, float) and not np.isfinite(v)) else str(v)
-    return VerdictFacts(**values)
+            top_level[top] = value
+    top_level.update({name: RegressionFact(**kw) for name, kw in nested.items()})
+    return VerdictFacts(**top_level)

@@ -208,24 +208,34 @@ def test_extends_merges_and_refuses_loops(tmp_path):
 
 
 def test_lookahead_run_runs_the_claim_jobs_in_order():
-    """`lookahead jobs` / `run` call lookahead.claims.run: the agent jobs, extraction,
-    support (llm judge only), coalition values and the re-prediction check; none for a
-    study without claim settings."""
-    from lookahead.claims.run import claim_jobs
+    """`lookahead jobs` / `run` run the registry's entries a study needs (llm_jobs.registry):
+    the protocol's, then the agent jobs, extraction, support (llm judge only), coalition
+    values and the re-prediction check; no claim job for a study without claim settings,
+    and no protocol job for a claim-only one. An agent name the registry lacks is one line."""
+    from llm_jobs.registry import study_jobs
+    from lookahead.config import StudyConfigError
 
-    jobs = [j[0] for j in claim_jobs(load_study(DEMO / "demo_contaminated.yml"))]
-    assert jobs == [
-        "llm_jobs.claims_timespec",
-        "llm_jobs.claims_extract",
-        "llm_jobs.claims_value",
-        "llm_jobs.claims_repredict",
+    protocol = ["forecast+mink", "forecast", "recall", "mink", "reference"]
+    names = [e.name for e in study_jobs(load_study(DEMO / "demo_contaminated.yml"))]
+    assert names == [
+        *protocol,
+        "claims_timespec",
+        "claims_extract",
+        "claims_value",
+        "claims_repredict",
     ]  # support judge 'contains': no support job
-    assert claim_jobs(load_study(ROOT / "demo" / "studies" / "contaminated.yml")) == []
+    assert [e.name for e in study_jobs(load_study(ROOT / "demo" / "studies" / "contaminated.yml"))] == protocol
     s = load_study(
-        DEMO / "demo_contaminated.yml", overrides={"claims_support_judge": "llm", "claims_agent_jobs": ["temporal_hint"]}
+        DEMO / "demo_contaminated.yml",
+        overrides={"claims_support_judge": "llm", "claims_agent_jobs": ["timespec", "temporal_hint"]},
     )
-    assert [j[:3] for j in claim_jobs(s)][:3] == [
-        ["llm_jobs.claims_rationale", "--agent", "temporal_hint"],
-        ["llm_jobs.claims_extract"],
-        ["llm_jobs.claims_support"],
+    assert [e.name for e in study_jobs(s)][len(protocol) :][:4] == [
+        "claims_rationale (temporal_hint)",  # the registry's order: TimeSPEC reads the other agents'
+        "claims_timespec",
+        "claims_extract",
+        "claims_support",
     ]
+    claim_only = [e.name for e in study_jobs(load_study(DEMO / "regression" / "leaky.yml"))]
+    assert claim_only and not set(claim_only) & set(protocol)
+    with pytest.raises(StudyConfigError, match="'claims_agent_jobs': 'oracle' is not one of superforecasting"):
+        study_jobs(load_study(DEMO / "demo_contaminated.yml", overrides={"claims_agent_jobs": ["oracle"]}))

@@ -31,6 +31,74 @@ def test_lookahead_help_prints_usage(argv: list[str], capsys: pytest.CaptureFixt
         assert "llm_jobs.run_all --help" in out.out
 
 
+@pytest.mark.parametrize("argv", [["claims"], ["claims", "check"], ["demo"], ["demo", "cutoff-check"]])
+def test_group_help_prints_usage(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """`lookahead claims check` and `lookahead demo cutoff-check`: a group's --help names
+    its commands, a command's --help its own arguments, under the name a user types."""
+    from lookahead.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--help"])
+    out = capsys.readouterr()
+    assert exit_.value.code == 0, out.err
+    assert out.out.startswith(f"usage: lookahead {' '.join(argv)} ") and "Traceback" not in out.err + out.out
+    if len(argv) == 1:
+        assert ("check" if argv == ["claims"] else "cutoff-check") in out.out
+    else:
+        assert "--db" in out.out
+
+
+def test_claims_check_without_its_database_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from lookahead.cli import main
+
+    code = main(["claims", "check", "--demo", str(ROOT / "demo" / "claims"), "--db", f"leaky={tmp_path / 'none.duckdb'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "of model 'leaky' not found" in err, err
+
+
+#: The package's own `__main__` blocks: the command (`python -m lookahead.cli` is the
+#: console script `lookahead`), the settings and macro generators that `make lint` and
+#: the pre-commit hook run, and the job process with each job's own entry point (the
+#: tests and a rerun of one job). The demo builders are scripts/build_demo.py, the demo's
+#: checks `lookahead claims check` and `lookahead demo cutoff-check`, the research programs
+#: research/.
+PACKAGE_MAINS = {
+    "lookahead/cli.py",
+    "lookahead/config.py",
+    "lookahead/measures.py",
+    "llm_jobs/run_all.py",
+    "llm_jobs/preflight.py",
+    *(f"llm_jobs/{job}.py" for job in ("forecast", "recall", "mink", "reference")),
+    *(f"llm_jobs/claims_{job}.py" for job in ("extract", "rationale", "repredict", "support", "timespec", "value")),
+}
+
+
+def test_the_package_has_no_other_entry_point() -> None:
+    """A new `if __name__ == "__main__"` in the package fails here: a command a user types
+    is a `lookahead` subcommand, a maintainer's program a script outside the package."""
+    import re
+
+    mains = {
+        str(p.relative_to(ROOT))
+        for pkg in ("lookahead", "llm_jobs")
+        for p in (ROOT / pkg).rglob("*.py")
+        if re.search(r'^if __name__ == "__main__"', p.read_text(encoding="utf-8"), re.M)
+    }
+    assert mains == PACKAGE_MAINS
+
+
+def test_make_demo_types_only_lookahead_commands() -> None:
+    """`make demo` runs the tool as a user does: every command of its recipe is
+    `lookahead <command>` (no `python -m` of a package module)."""
+    import re
+
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    recipe = makefile.split("\ndemo: install\n", 1)[1].split("\n\n", 1)[0]
+    assert not re.search(r"-m (lookahead|llm_jobs)\b", recipe), recipe
+    commands = re.findall(r"\$\(VENV\)/bin/lookahead (\w+)", recipe)
+    assert {"run", "compare", "claims", "demo"} <= set(commands), commands
+
+
 @pytest.mark.parametrize("module", ["forecast", "recall", "mink", "run_all"])
 def test_job_help_prints_usage(module: str, capsys: pytest.CaptureFixture[str]) -> None:
     import importlib

@@ -2,7 +2,7 @@
 
 These tests read the shipped demo (demo/data, demo/models) and check it against the
 truth file and against a fresh regeneration from the seed, so a change to the
-generator or corpus that is not followed by `python -m lookahead.demo.build` fails.
+generator or corpus that is not followed by `scripts/build_demo.py protocol` fails.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ SHIPPED_SEED = (
 
 def _shipped_truth() -> pd.DataFrame:
     path = DEMO / "data" / "truth.csv"
-    assert path.exists(), "demo/data/truth.csv missing: run `python -m lookahead.demo.build --out demo`"
+    assert path.exists(), "demo/data/truth.csv missing: run `.venv/bin/python scripts/build_demo.py protocol --out demo`"
     return pd.read_csv(path, dtype={"target_date": str, "row_id": str})
 
 

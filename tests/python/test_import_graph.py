@@ -112,6 +112,49 @@ def test_the_package_never_imports_the_jobs():
     assert not up, "\n".join(up)
 
 
+#: The job process `lookahead jobs` and `lookahead run` start (lookahead.runs.run_jobs).
+JOB_PROCESS = "llm_jobs.run_all"
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen, todo = {start}, [start]
+    while todo:
+        for t in graph[todo.pop()] - seen:
+            seen.add(t)
+            todo.append(t)
+    return seen
+
+
+def unseen_jobs(graph: dict[str, set[str]], modules: set[str]) -> list[str]:
+    """The job modules the job process does not import: a job named by a string (a module
+    name handed to a subprocess) is one of them."""
+    seen = reachable(graph, JOB_PROCESS)
+    return sorted(m for m in modules if m not in seen)
+
+
+def test_the_graph_sees_every_job():
+    """Every entry of the job registry (llm_jobs.registry), protocol and claim alike, is a
+    module the job process imports, and that process is the one the command starts."""
+    import inspect
+
+    from llm_jobs.registry import JOBS
+    from lookahead.runs import run_jobs
+
+    modules = {e.module for e in JOBS}
+    assert {"llm_jobs.fused", "llm_jobs.forecast", "llm_jobs.claims_rationale", "llm_jobs.claims_repredict"} <= modules
+    assert not unseen_jobs(import_graph(), modules)
+    assert inspect.signature(run_jobs).parameters["module"].default == JOB_PROCESS
+
+
+def test_a_job_the_process_does_not_import_is_unseen():
+    """The check can fail: the registry's import of one job taken out of the graph (as when
+    it named the job by a module string) leaves that job unseen."""
+    graph = {m: set(ts) for m, ts in import_graph().items()}
+    graph["llm_jobs.registry"].discard("llm_jobs.claims_value")
+    assert unseen_jobs(graph, {"llm_jobs.claims_value", "llm_jobs.forecast"}) == ["llm_jobs.claims_value"]
+
+
 def test_a_cycle_is_found():
     """The detector itself: a planted two-module cycle and a self-contained chain."""
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]

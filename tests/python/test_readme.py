@@ -182,7 +182,7 @@ def test_running_a_study_step_by_step_as_written(tmp_path):
             if not command or command.startswith("#"):
                 continue
             command = command.replace("my_study.yml", shlex.quote(str(study_file)))
-            if "llm_jobs.run_all" in command or "lookahead run" in command:
+            if "lookahead jobs" in command or "lookahead run" in command:
                 command += " --yes"  # both ask before querying; a test has no terminal to answer on
             proc = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
             assert proc.returncode == 0, (command, proc.stdout[-3000:], proc.stderr[-3000:])

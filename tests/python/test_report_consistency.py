@@ -5,7 +5,6 @@ p-value printer never lets rounding cross a threshold."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import pytest
@@ -141,15 +140,14 @@ def test_bootstrap_zero_is_a_bound_with_b():
 
 
 def test_rule_and_printed_number_agree_at_the_threshold():
-    v, reason = decide(dataclasses.replace(BASE, beta3_p_one_sided=0.049999))
+    v, reason = decide(BASE.with_columns(beta3_p_one_sided=0.049999))
     assert v == CONTAMINATION and "one-sided p 0.049999 by CRV1" in reason
-    v, reason = decide(dataclasses.replace(BASE, placebo_p_one_sided=0.100001))
+    v, reason = decide(BASE.with_columns(placebo_p_one_sided=0.100001))
     assert "one-sided p 0.100001 by CRV1, above 0.1" in reason
 
 
 def test_few_clusters_significantly_negative_names_the_wild_p():
-    f = dataclasses.replace(
-        BASE,
+    f = BASE.with_columns(
         beta3=-0.5,
         beta3_t=-4.0,
         beta3_p_one_sided=0.9999,

@@ -10,7 +10,6 @@ renderer) must pass on it, and must fail on the wordings the report used to prin
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 
@@ -99,23 +98,20 @@ def test_each_weakness_is_named_from_its_fact():
     text = weaknesses(evaluate(BASE), OUTSIDE)[0].text
     assert "re-run with training_cutoff 2021-12-31" in text and "2021-11 to 2022-02" in text
     # G* under 10, and G* under half of G with G* >= 10
-    assert _codes(dataclasses.replace(BASE, beta3_g_star=9.5)) == ["g_star"]
-    assert _codes(dataclasses.replace(BASE, n_clusters_pre=60, beta3_g_star=25.0)) == ["g_star"]
-    assert _codes(dataclasses.replace(BASE, n_clusters_pre=60, beta3_g_star=31.0)) == []
-    ood = dataclasses.replace(BASE, lap_measure="mink", lap_mean_pre=1e-8)
+    assert _codes(BASE.with_columns(beta3_g_star=9.5)) == ["g_star"]
+    assert _codes(BASE.with_columns(n_clusters_pre=60, beta3_g_star=25.0)) == ["g_star"]
+    assert _codes(BASE.with_columns(n_clusters_pre=60, beta3_g_star=31.0)) == []
+    ood = BASE.with_columns(lap_measure="mink", lap_mean_pre=1e-8)
     assert lap_out_of_distribution(ood) and _codes(ood) == ["out_of_distribution"]
-    assert not lap_out_of_distribution(dataclasses.replace(ood, lap_mean_pre=0.02))
-    assert not lap_out_of_distribution(dataclasses.replace(BASE, lap_mean_pre=1e-8))  # recall: no floor
+    assert not lap_out_of_distribution(ood.with_columns(lap_mean_pre=0.02))
+    assert not lap_out_of_distribution(BASE.with_columns(lap_mean_pre=1e-8))  # recall: no floor
     # a placebo without power on a No-evidence verdict (a detection says it in its finding)
-    low = dataclasses.replace(
-        BASE, beta3=0.01, beta3_t=0.3, beta3_p_one_sided=0.38, beta3_p_two_sided=0.76, placebo_mde_regression=5.0
-    )
+    low = BASE.with_columns(beta3=0.01, beta3_t=0.3, beta3_p_one_sided=0.38, beta3_p_two_sided=0.76, placebo_mde_regression=5.0)
     assert evaluate(low).placebo == "passes_low_power" and _codes(low) == ["placebo_power"]
 
 
 def test_weaknesses_are_ranked_and_the_least_drops_first():
-    f = dataclasses.replace(
-        BASE,
+    f = BASE.with_columns(
         beta3=0.01,
         beta3_t=0.3,
         beta3_p_one_sided=0.38,

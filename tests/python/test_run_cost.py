@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -69,9 +70,19 @@ def test_the_claim_jobs_are_in_the_one_table(
     """A protocol study with claim settings (the clean demo with the claim example of
     docs/claims.md and the leaky claim model, as demo/claims/demo_clean.yml does): the
     claim jobs' requests, tokens and price are rows of the same table, summed into the
-    whole run, and the run still asks once; each claim job then runs without asking."""
-    from llm_jobs import run_all
+    whole run, and the run still asks once; each claim job then runs without asking.
+    Each of the two models (the protocol's, the claim model) is loaded once, in the one
+    process, and shared by every job that asks it (llm_jobs.context.Backends)."""
+    from llm_jobs import context, run_all
 
+    loaded: list[str] = []
+    real_get_backend = context.get_backend
+
+    def get_backend(s: Any, **kw: Any) -> Any:
+        loaded.append(s.backend.model_id)
+        return real_get_backend(s, **kw)
+
+    monkeypatch.setattr(context, "get_backend", get_backend)
     path = study(tmp_path)
     s = yaml.safe_load(path.read_text())
     example = "demo/claims/example"
@@ -111,6 +122,7 @@ def test_the_claim_jobs_are_in_the_one_table(
     # forecast+mink and recall, then 2 claim jobs (the forecast and Min-K% jobs find nothing left)
     assert out.count("yes (the whole run was confirmed above)") == 4
     assert len((tmp_path / "claims_raw" / "claims_value.jsonl").read_text().splitlines()) == 32
+    assert sorted(loaded) == sorted([s["model_id"], "demo-claims-leaky"]), loaded
 
 
 def test_a_claim_job_after_one_with_queries_is_counted_from_what_there_is() -> None:

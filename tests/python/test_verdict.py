@@ -4,7 +4,6 @@ same branches end to end on synthetic panels whose truth is known by constructio
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 
@@ -30,7 +29,7 @@ from lookahead.stats.verdict import (
 
 # ---------------------------------------------------------------- the rule on facts
 
-BASE = VerdictFacts(
+BASE = VerdictFacts.from_columns(
     beta3=0.5,
     beta3_t=3.0,
     beta3_p_one_sided=0.002,
@@ -77,7 +76,7 @@ BASE = VerdictFacts(
 
 
 def facts(**kw) -> VerdictFacts:
-    return dataclasses.replace(BASE, **kw)
+    return BASE.with_columns(**kw)
 
 
 def test_rule_contamination_detected():

@@ -5,12 +5,11 @@ that the rule produces exactly that text, so neither can change without the othe
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 from lookahead.stats.verdict import VerdictFacts
 
-BASE = VerdictFacts(
+BASE = VerdictFacts.from_columns(
     beta3=0.5,
     beta3_t=3.0,
     beta3_p_one_sided=0.002,
@@ -292,5 +291,5 @@ CASES: dict[str, dict] = {
 def case_facts(name: str) -> VerdictFacts:
     """A case's facts; the high-LAP theta per sd is the low one plus the difference, as
     the difference regression defines it."""
-    f = dataclasses.replace(BASE, **CASES[name])
-    return dataclasses.replace(f, theta_high_sd=f.theta_low_sd + f.theta_diff)
+    f = BASE.with_columns(**CASES[name])
+    return f.with_columns(theta_high_sd=f.theta_low.per_sd + f.theta_diff.estimate)
