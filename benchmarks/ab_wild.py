@@ -28,10 +28,11 @@ import json, sys, warnings
 warnings.simplefilter("ignore")
 sys.path.insert(0, {str(HERE)!r})
 from bench_wild import make_panel, split, verdict_regressions, time_fast
-from lookahead.stats.protocol import StatsSettings
-from lookahead.stats.wild import WildSettings
-wild = WildSettings(draws=999, weights="webb", seed=20240101)
-s = StatsSettings(cluster="entity", lap_measure="recall", wild=wild)
+from lookahead.stats.protocol import StatsSections
+s = StatsSections.with_defaults(
+    cluster="entity", lap_measure="recall", wild_bootstrap_draws=999, wild_bootstrap_weights="webb", wild_bootstrap_seed=20240101
+)
+wild = s.protocol
 df = make_panel(91_361, 1_587, 36, 1)
 pre, post = split(df, 36)
 regs = verdict_regressions(pre, post, s)

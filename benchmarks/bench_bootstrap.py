@@ -40,7 +40,7 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/bench_bootstrap.json")
     a = ap.parse_args()
 
-    s = T.PaperSettings()
+    s = T.PaperSections.with_defaults()
     df = make_panel(n_rows=a.rows, n_entities=a.entities, n_dates=a.dates, delta=0.0, seed=1)
     y, _, full = T.table5_terms(s)
     data = bs.prepare(T.table5_inputs(df, s), y, full, s.fixed_effects)

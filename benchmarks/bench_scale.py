@@ -225,7 +225,7 @@ import json, resource, sys, time
 import duckdb
 from lookahead.paper.dbt_entry import paper_tables_frame, panel_columns
 from lookahead.stats.panel_io import read_columns
-from lookahead.stats.protocol import StatsSettings, protocol_columns, run_protocol
+from lookahead.stats.protocol import StatsSections, protocol_columns, run_protocol
 from lookahead.stats.verdict import VERDICT_COLUMNS, verdict_frame
 con = duckdb.connect(sys.argv[1], read_only=True)
 steps, t = {}, time.perf_counter()
@@ -236,7 +236,7 @@ def mark(name):
     steps[name] = {"s": round(now - t, 2), "peak_rss_mib_so_far": round(peak, 1)}
     t = now
 settings = con.sql("select * from study_settings").df()
-stats = StatsSettings.from_frame(settings)
+stats = StatsSections.from_frame(settings)
 pre, post = (read_columns(con.table(f"panel_{s}"), protocol_columns(stats)) for s in ("pre", "post"))
 results = run_protocol(pre, post, stats)
 del pre, post

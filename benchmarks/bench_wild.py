@@ -35,15 +35,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lookahead.settings_sections import ProtocolSettings
 from lookahead.stats.fe_regression import FitRequest
 from lookahead.stats.protocol import (
     DIFFERENCE_SPEC,
-    StatsSettings,
+    StatsSections,
     _requests,
     run_protocol,
     with_halves,
 )
-from lookahead.stats.wild import PartialledDesign, WildSettings, wild_p_dense
+from lookahead.stats.wild import PartialledDesign, wild_p_dense
 
 
 def make_panel(rows: int, entities: int, months: int, seed: int) -> pd.DataFrame:
@@ -83,7 +84,7 @@ def split(df: pd.DataFrame, months: int) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def verdict_regressions(
-    pre: pd.DataFrame, post: pd.DataFrame, s: StatsSettings
+    pre: pd.DataFrame, post: pd.DataFrame, s: StatsSections
 ) -> list[tuple[str, FitRequest, pd.DataFrame, str]]:
     """(name, request, data, tested term) for the five regressions the verdict reads."""
     out = []
@@ -111,7 +112,7 @@ def arrays(req: FitRequest, data: pd.DataFrame) -> tuple[np.ndarray, np.ndarray,
     return d[req.outcome].to_numpy(float), x, fe, d["entity_num"].to_numpy()
 
 
-def time_fast(regs, s: WildSettings) -> dict:
+def time_fast(regs, s: ProtocolSettings) -> dict:
     out = {}
     for name, req, data, term in regs:
         y, x, fe, cl = arrays(req, data)
@@ -135,7 +136,7 @@ def time_fast(regs, s: WildSettings) -> dict:
     return out
 
 
-def time_dense(regs, s: WildSettings) -> dict:
+def time_dense(regs, s: ProtocolSettings) -> dict:
     out = {}
     for name, req, data, term in regs:
         y, x, fe, cl = arrays(req, data)
@@ -158,21 +159,27 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/bench_wild.json")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
-    wild = WildSettings(draws=a.draws, weights="webb", seed=20240101)
-    s = StatsSettings(cluster="entity", lap_measure="recall", wild=wild)
+    s = StatsSections.with_defaults(
+        cluster="entity",
+        lap_measure="recall",
+        wild_bootstrap_draws=a.draws,
+        wild_bootstrap_weights="webb",
+        wild_bootstrap_seed=20240101,
+    )
+    wild = s.protocol
     df = make_panel(a.rows, a.entities, a.months, a.seed)
     pre, post = split(df, a.months)
     # warm up imports and the demeaner
     small_pre, small_post = split(df[df["entity_num"] < 30], a.months)
     run_protocol(small_pre, small_post, s)
-    time_dense(verdict_regressions(small_pre, small_post, s)[:1], WildSettings(draws=9))
+    time_dense(verdict_regressions(small_pre, small_post, s)[:1], ProtocolSettings.with_defaults(wild_bootstrap_draws=9))
     load0 = os.getloadavg()
 
     t0 = time.perf_counter()
     res_on = run_protocol(pre, post, s)
     protocol_on = time.perf_counter() - t0
     t0 = time.perf_counter()
-    run_protocol(pre, post, StatsSettings(cluster="entity", lap_measure="recall", wild=WildSettings(draws=0)))
+    run_protocol(pre, post, StatsSections.with_defaults(cluster="entity", lap_measure="recall", wild_bootstrap_draws=0))
     protocol_off = time.perf_counter() - t0
     regs = verdict_regressions(pre, post, s)
     fast_full = time_fast(regs, wild)

@@ -23,7 +23,7 @@ from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, record_skeleton, run_queries
 from lookahead.backends.base import QueryFailure
 from lookahead.cache.store import RawStore
-from lookahead.claims.inputs import ClaimSettings, claim_study, claims_raw_file, load_predictions
+from lookahead.claims.inputs import ClaimsResolved, claim_study, claims_raw_file, load_predictions
 from lookahead.claims.prompts import answer_retry_prompt
 from lookahead.claims.tasks import PredictionError
 from lookahead.config import Study
@@ -33,7 +33,7 @@ from lookahead.guard import EXIT_OK, JobStop, guarded
 class ClaimContext(JobContext):
     """JobContext without protocol rows, plus the claim settings."""
 
-    settings: ClaimSettings
+    settings: ClaimsResolved
 
 
 def make_claim_context(args: Any, study: Study | None = None, backends: Backends | None = None) -> ClaimContext:
@@ -44,7 +44,7 @@ def make_claim_context(args: Any, study: Study | None = None, backends: Backends
     study = claim_study(study or job_study(args))  # the claim model, when the study names one
     check_study_links(study)
     ctx = ClaimContext(study, args, pd.DataFrame(), 0, backends=backends)
-    ctx.settings = ClaimSettings.from_study(study)
+    ctx.settings = ClaimsResolved.from_study(study)
     return ctx
 
 
@@ -75,12 +75,12 @@ def ask_parsed(
     QueryFailure: recorded as a failure and retried on the next run, never cached as an
     answer. Used by the coalition values and the re-prediction job."""
     st = ctx.settings
-    kind, ks = st.kind, st.kind_settings
+    kind, ks = st.kind, st
     max_tokens, top = params["max_tokens"], params["top_logprobs"]
     out: list[dict[str, Any] | QueryFailure | None] = [None] * len(batch)
     errors: dict[int, tuple[str, str]] = {}
     prompts: Sequence[str] | dict[int, str] = [q.prompt for q in batch]  # then the retries' prompts
-    for attempt in range(st.value_retries + 1):
+    for attempt in range(st.claims.claims_value_retries + 1):
         todo = list(range(len(batch))) if attempt == 0 else list(errors)
         if not todo:
             break
@@ -102,9 +102,8 @@ def ask_parsed(
                 answer["retry_prompt"] = prompts[i]
             out[i] = answer
     for i, (_text, err) in errors.items():
-        out[i] = QueryFailure(
-            f"unparseable {kind.name} answer after {st.value_retries + 1} attempt(s): {err}", st.value_retries + 1
-        )
+        attempts = st.claims.claims_value_retries + 1
+        out[i] = QueryFailure(f"unparseable {kind.name} answer after {attempts} attempt(s): {err}", attempts)
     done = [r for r in out if r is not None]
     assert len(done) == len(out), "every query ends answered or failed"
     return done

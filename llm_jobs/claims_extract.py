@@ -47,7 +47,7 @@ def run(ctx: ClaimContext) -> int:
     structured = generate_json is not None
     params = {
         "temperature": 0,
-        "max_tokens": st.extract_max_tokens,
+        "max_tokens": st.claims.claims_extract_max_tokens,
         "top_logprobs": 0,
         "seed": 0,
         "n_samples": None,
@@ -60,11 +60,11 @@ def run(ctx: ClaimContext) -> int:
         prompts0 = {}
         for r in todo:
             prompts0[(r["instance_id"], r["agent"])] = extraction_prompt(
-                st.task_description, r["task_input"], r["t_ref"], r["rationale"]
+                st.claims.claims_task_description, r["task_input"], r["t_ref"], r["rationale"]
             )
         state: dict[tuple[str, str], tuple[str, str]] = {}  # instance -> (last answer, error)
         n_invalid = 0
-        for attempt in range(st.extract_retries + 1):
+        for attempt in range(st.claims.claims_extract_retries + 1):
             queries, meta = [], {}
             for r in todo:
                 k = (r["instance_id"], r["agent"])
@@ -83,16 +83,17 @@ def run(ctx: ClaimContext) -> int:
             if not queries:
                 break
             pending = [q for q in queries if q.key not in store]
-            print_plan(ctx, f"{TASK} (attempt {attempt})", "rationales", len(queries), pending, st.extract_max_tokens)
+            tokens = st.claims.claims_extract_max_tokens
+            print_plan(ctx, f"{TASK} (attempt {attempt})", "rationales", len(queries), pending, tokens)
             if pending:
                 confirm(f"query {len(pending)} extractions?", ctx.args.yes, ctx.destination)
 
                 def answer(batch: list[Query]) -> list[dict[str, Any]]:
                     texts = [q.prompt for q in batch]
                     if generate_json is not None:
-                        gens = generate_json(texts, st.extract_max_tokens, EXTRACTION_SCHEMA)
+                        gens = generate_json(texts, st.claims.claims_extract_max_tokens, EXTRACTION_SCHEMA)
                     else:
-                        gens = ctx.backend.generate(texts, st.extract_max_tokens, 0)
+                        gens = ctx.backend.generate(texts, st.claims.claims_extract_max_tokens, 0)
                     out = []
                     for g in gens:
                         try:
@@ -129,7 +130,7 @@ def run(ctx: ClaimContext) -> int:
             print(f"attempt {attempt}: {len(queries) - n_invalid} valid, {n_invalid} invalid")
     print(
         f"extraction: {len(todo) - n_invalid} of {len(todo)} rationales with a schema-valid extraction; "
-        f"{n_invalid} failed after {st.extract_retries + 1} attempt(s) (status 'extraction failed')"
+        f"{n_invalid} failed after {st.claims.claims_extract_retries + 1} attempt(s) (status 'extraction failed')"
     )
     return EXIT_OK
 

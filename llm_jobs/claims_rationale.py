@@ -45,7 +45,7 @@ def run_agent(ctx: ClaimContext, agent: str) -> int:
     insts = load_instances(st)
     params = {
         "temperature": 0,
-        "max_tokens": st.rationale_max_tokens,
+        "max_tokens": st.claims.claims_rationale_max_tokens,
         "top_logprobs": 0,
         "seed": 0,
         "n_samples": None,
@@ -54,7 +54,7 @@ def run_agent(ctx: ClaimContext, agent: str) -> int:
     }
     queries, meta = [], {}
     for r in insts.to_dict("records"):
-        text = rationale_prompt(agent, r["task_input"], r["t_ref"], st.kind.prediction_format(st.kind_settings))
+        text = rationale_prompt(agent, r["task_input"], r["t_ref"], st.kind.prediction_format(st))
         prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
         ident = f"{r['instance_id']}|{agent}"
         q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
@@ -73,12 +73,12 @@ def run_agent(ctx: ClaimContext, agent: str) -> int:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = [q for q in queries if q.key not in store]
-        print_plan(ctx, f"{TASK} ({agent})", "instances", len(queries), pending, st.rationale_max_tokens)
+        print_plan(ctx, f"{TASK} ({agent})", "instances", len(queries), pending, st.claims.claims_rationale_max_tokens)
         if pending:
             confirm(f"query {len(pending)} rationales?", ctx.args.yes, ctx.destination)
 
             def answer(batch: list[Query]) -> list[dict[str, Any]]:
-                gens = ctx.backend.generate([q.prompt for q in batch], st.rationale_max_tokens, 0)
+                gens = ctx.backend.generate([q.prompt for q in batch], st.claims.claims_rationale_max_tokens, 0)
                 out = []
                 for g in gens:
                     pred, rationale, err = parse_agent_answer(g.response_text, st)

@@ -34,18 +34,18 @@ TASK = "claims_repredict"
 
 
 def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dict[str, Any]]:
-    st, kind, ks = ctx.settings, ctx.settings.kind, ctx.settings.kind_settings
+    st, kind, ks = ctx.settings, ctx.settings.kind, ctx.settings
     top = kind.coalition_top_logprobs
     params = {
         "temperature": 0,
-        "max_tokens": 1 if top else st.value_max_tokens,
+        "max_tokens": 1 if top else st.claims.claims_value_max_tokens,
         "top_logprobs": top,
         "seed": 0,
         "n_samples": None,
         "chat_template": ctx.use_chat_template,
         "labels": list(st.labels),
         "task_kind": kind.name,
-        "retries": st.value_retries,
+        "retries": st.claims.claims_value_retries,
     }
     queries, meta = [], {}
     for r in predictions(ctx).to_dict("records"):

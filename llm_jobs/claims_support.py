@@ -35,8 +35,8 @@ TOP_LOGPROBS = 20
 
 def run(ctx: ClaimContext) -> int:
     st = ctx.settings
-    if st.support_judge != "llm":
-        print(f"{TASK}: claims_support_judge is '{st.support_judge}': no model judgments needed")
+    if st.claims.claims_support_judge != "llm":
+        print(f"{TASK}: claims_support_judge is '{st.claims.claims_support_judge}': no model judgments needed")
         return EXIT_OK
     corpus, rejects = load_corpus(st)
     for r in rejects:
@@ -50,7 +50,7 @@ def run(ctx: ClaimContext) -> int:
         for c in ex.claims
     ]
     qdf = candidate_queries(items)
-    cands = bm25(qdf, corpus, st.bm25_k)
+    cands = bm25(qdf, corpus, st.claims.claims_bm25_k)
     texts = dict(zip(qdf["query_id"], qdf["query_text"], strict=False))
     docs = corpus.set_index("doc_id")
     params = {
@@ -74,7 +74,7 @@ def run(ctx: ClaimContext) -> int:
         if store.repaired_bytes:
             print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = [q for q in queries if q.key not in store]
-        print_plan(ctx, TASK, f"candidates ({len(qdf)} A1-A3 claims, top {st.bm25_k})", len(queries), pending, 1)
+        print_plan(ctx, TASK, f"candidates ({len(qdf)} A1-A3 claims, top {st.claims.claims_bm25_k})", len(queries), pending, 1)
         if pending:
             confirm(f"judge {len(pending)} candidates?", ctx.args.yes, ctx.destination)
 

@@ -132,7 +132,7 @@ class Phases:
 
 def run(ctx: ClaimContext) -> int:
     st = ctx.settings
-    kind, ks = st.kind, st.kind_settings
+    kind, ks = st.kind, st
     fmt = kind.prediction_format(ks)
     mode = ctx.study.claims.claims_timespec_draft or "generate"
     if mode not in ("generate", "predictions"):
@@ -141,7 +141,7 @@ def run(ctx: ClaimContext) -> int:
     corpus, _ = load_corpus(st)
     rows = {r["instance_id"]: r for r in insts.to_dict("records")}
     t_refs = {i: dt.date.fromisoformat(r["t_ref"]) for i, r in rows.items()}
-    judged = support_lines(ctx.study) if st.support_judge == "llm" else {}
+    judged = support_lines(ctx.study) if st.claims.claims_support_judge == "llm" else {}
 
     # pre-t_ref evidence for the generator and regenerator
     q = pd.DataFrame(
@@ -173,7 +173,7 @@ def run(ctx: ClaimContext) -> int:
             recs = ph.ask(
                 "generator",
                 {i: rationale_prompt(AGENT, r["task_input"], r["t_ref"], fmt, evidence.get(i, [])) for i, r in rows.items()},
-                st.rationale_max_tokens,
+                st.claims.claims_rationale_max_tokens,
             )
             for i, rec in recs.items():
                 draft_pred[i], drafts[i], _ = kind.agent_prediction(rec["response_text"], ks)
@@ -193,12 +193,12 @@ def run(ctx: ClaimContext) -> int:
             """instance -> (valid claims, violated claims) of each draft."""
             claims: dict[str, list[Claim]] = dict(given)
             need = {
-                i: extraction_prompt(st.task_description, rows[i]["task_input"], rows[i]["t_ref"], t)
+                i: extraction_prompt(st.claims.claims_task_description, rows[i]["task_input"], rows[i]["t_ref"], t)
                 for i, t in texts.items()
                 if i not in given and t.strip()
             }
             if need:
-                for i, rec in ph.ask(phase, need, st.extract_max_tokens, schema=EXTRACTION_SCHEMA).items():
+                for i, rec in ph.ask(phase, need, st.claims.claims_extract_max_tokens, schema=EXTRACTION_SCHEMA).items():
                     try:
                         claims[i] = parse_extraction_text(rec["response_text"])
                     except ExtractionError as exc:
@@ -235,9 +235,9 @@ def run(ctx: ClaimContext) -> int:
                         )
                         for i in violators
                     },
-                    st.rationale_max_tokens,
+                    st.claims.claims_rationale_max_tokens,
                 )
-                regen = {i: st.kind.agent_prediction(rec["response_text"], st.kind_settings)[1] for i, rec in recs.items()}
+                regen = {i: st.kind.agent_prediction(rec["response_text"], st)[1] for i, rec in recs.items()}
                 second = supervise("resupervisor", regen, {})
             else:
                 regen = {i: " ".join(c.claim_text for c in first[i][0]) for i in violators}
@@ -265,7 +265,7 @@ def run(ctx: ClaimContext) -> int:
                 )
                 for i in agg
             },
-            1 if top else st.value_max_tokens,
+            1 if top else st.claims.claims_value_max_tokens,
             top,
             parse=items,
         )

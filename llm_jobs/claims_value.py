@@ -46,19 +46,19 @@ def value_params(ctx: ClaimContext) -> dict[str, Any]:
     top = kind.coalition_top_logprobs
     return {
         "temperature": 0,
-        "max_tokens": 1 if top else st.value_max_tokens,
+        "max_tokens": 1 if top else st.claims.claims_value_max_tokens,
         "top_logprobs": top,
         "seed": 0,
         "n_samples": None,
         "chat_template": ctx.use_chat_template,
         "labels": list(st.labels),
         "task_kind": kind.name,
-        "retries": st.value_retries,
+        "retries": st.claims.claims_value_retries,
     }
 
 
 def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dict[str, Any]]:
-    st, kind, ks = ctx.settings, ctx.settings.kind, ctx.settings.kind_settings
+    st, kind, ks = ctx.settings, ctx.settings.kind, ctx.settings
     params = value_params(ctx)
     queries, meta = [], {}
     skipped: dict[str, int] = {}
@@ -68,7 +68,7 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
             continue
         n = len(ex.claims)
         ikey = instance_key(r["instance_id"], r["agent"])
-        p = plan_for(n, ikey, st.exact_max, st.mc_permutations, st.shapley_seed)
+        p = plan_for(n, ikey, st.claims.claims_exact_max, st.claims.claims_mc_permutations, st.claims.claims_shapley_seed)
         csha = claims_sha(ex.claims)
         items = kind.items(r["prediction"])
         instruction = kind.answer_instruction(ks, items)

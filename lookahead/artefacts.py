@@ -66,6 +66,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from lookahead.errors import UserError
+from lookahead.settings_sections import OutputSettings
 
 if TYPE_CHECKING:
     from lookahead.config import Study
@@ -88,7 +89,8 @@ KEY_FILE = "artefacts.key"
 RECORD_VERSION = 2
 _SWAP_ID = re.compile(r"[0-9a-f]{32}")
 _STALE_N = re.compile(rf"{STALE_FOLDER}\.([0-9]+)")
-STALE_KEPT_DEFAULT = 3
+#: The output section's declared defaults: the folders of a report made outside a study.
+DEFAULT_OUTPUT = OutputSettings.with_defaults()
 
 
 class OutputFolderError(UserError, ValueError):
@@ -103,23 +105,18 @@ class UntrustedRecordError(OutputFolderError):
 @dataclass(frozen=True)
 class Folders:
     """Where a study's report goes: the results folder (REPORT.md, CSVs, tables/,
-    figures/, do-file) and the outputs folder (.dta panels); how many older retired sets
-    each keeps (``stale_reports_kept``) and whether a symlinked folder inside may be
-    followed (``follow_symlinks``)."""
+    figures/, do-file) and the outputs folder (.dta panels), resolved; and the study's
+    output section, which says how many older retired sets each keeps
+    (``stale_reports_kept``) and whether a symlinked folder inside may be followed
+    (``follow_symlinks``); its declared defaults outside a study (`lookahead compare`)."""
 
     results: Path
     outputs: Path
-    stale_kept: int = STALE_KEPT_DEFAULT
-    follow_symlinks: bool = False
+    output: OutputSettings = DEFAULT_OUTPUT
 
     @classmethod
     def of(cls, study: Study) -> Folders:
-        return cls(
-            Path(study.results_dir).resolve(),
-            Path(study.outputs_dir).resolve(),
-            stale_kept=study.output.stale_reports_kept,
-            follow_symlinks=study.output.follow_symlinks,
-        )
+        return cls(Path(study.results_dir).resolve(), Path(study.outputs_dir).resolve(), study.output)
 
     def root(self, name: str) -> Path:
         return self.results if name == "results" else self.outputs
@@ -388,7 +385,7 @@ def _legacy_entries(folders: Folders) -> list[tuple[str, str]]:
 def _plain_file(folders: Folders, root: str, rel: str) -> bool:
     """A file at root/rel reached without a symlinked folder on the way (unless allowed)."""
     p = folders.root(root) / rel
-    return p.is_file() and (folders.follow_symlinks or _linked_folder(folders.root(root), p) is None)
+    return p.is_file() and (folders.output.follow_symlinks or _linked_folder(folders.root(root), p) is None)
 
 
 def read_manifest(folders: Folders) -> list[tuple[str, str, Path]]:
@@ -509,7 +506,7 @@ def _moves(folders: Folders, journal: dict) -> Iterable[tuple[Path, Path, Path, 
 def _check_moves(folders: Folders, journal: dict, where: Path) -> None:
     """Refuse, before the first move, a swap that would pass through a symlinked folder
     (tables/ -> elsewhere): the move would take a file out of the study's folders."""
-    if folders.follow_symlinks:
+    if folders.output.follow_symlinks:
         return
     for src_root, src, dest_root, dest in _moves(folders, journal):
         for root, path in ((src_root, src), (dest_root, dest)):
@@ -537,7 +534,7 @@ def _roll_forward(folders: Folders, journal: dict) -> None:
             continue
         if (r, rel) in new and not (staging[r] / rel).is_file():
             continue  # already replaced by the new file
-        stale = _stale_folder(base, swap_id, folders.stale_kept)
+        stale = _stale_folder(base, swap_id, folders.output.stale_reports_kept)
         dest = stale / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         why = stale / WHY_FILE

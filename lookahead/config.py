@@ -31,7 +31,7 @@ import os
 import sys
 import textwrap
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,7 +39,7 @@ import yaml
 
 from lookahead import untrusted
 from lookahead.errors import StudyConfigError
-from lookahead.settings_sections import StudySections
+from lookahead.settings_sections import Section, StudySections
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = Path(__file__).with_name("study_settings.yml")
@@ -158,6 +158,18 @@ def check_setting(name: str, value: Any) -> Any:
     if value is None or value == "":
         return spec.default
     return _check_value(spec, value)
+
+
+def check_section_names(given: Mapping[str, Any], *sections: type[Section]) -> None:
+    """Raise TypeError naming each of ``given`` that none of ``sections`` declares.
+
+    Why: a type built from several generated sections (lookahead.stats.protocol.StatsSections,
+    lookahead.paper.tables.PaperSections) takes settings by their study names outside a
+    study, and a misspelt one must fail rather than leave its setting at the default."""
+    known = {f.name for cls in sections for f in fields(cls)}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise TypeError(f"not a setting of section(s) {', '.join(c.__name__ for c in sections)}: {', '.join(unknown)}")
 
 
 CHOICES: dict[str, tuple[str, ...]] = {n: s.allowed for n, s in SCHEMA.settings.items() if s.type == "choice"}

@@ -4,7 +4,7 @@ Each replication builds a pre- and a post-cutoff panel with the columns the dbt 
 produce (docs/CONTRACTS.md, Panel) and runs exactly what the dbt Python models run:
 ``lookahead.stats.protocol.run_protocol`` (python_models/marts/results/regression_results_py.py) and
 ``lookahead.stats.verdict.verdict_frame`` (python_models/marts/results/verdict_py.py), with the study
-settings a user would set (``StatsSettings``). Nothing here re-implements a regression,
+settings a user would set (``StatsSections``). Nothing here re-implements a regression,
 a p-value or a threshold; it only tabulates what those functions return.
 
 The data-generating process, per row of entity e, period t:
@@ -57,9 +57,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lookahead.stats.protocol import StatsSettings, run_protocol
+from lookahead.stats.protocol import StatsSections, run_protocol
 from lookahead.stats.verdict import CONTAMINATION, MIXED, verdict_frame
-from lookahead.stats.wild import WildSettings
 
 
 @dataclass(frozen=True)
@@ -230,12 +229,11 @@ def simulate(d: Design, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.Data
     return out[0], out[1]
 
 
-def replicate(d: Design, rep: int, settings: StatsSettings, base_seed: int = 20240101) -> dict:
+def replicate(d: Design, rep: int, settings: StatsSections, base_seed: int = 20240101) -> dict:
     """One replication: the shipped regressions and verdict, and what they decided."""
     rng = np.random.default_rng([base_seed, DESIGNS.index(d) if d in DESIGNS else 99, rep])
     pre, post = simulate(d, rng)
-    wild = replace(settings.wild, seed=int(rng.integers(0, 2**31 - 1)))
-    s = replace(settings, wild=wild)
+    s = replace(settings, protocol=replace(settings.protocol, wild_bootstrap_seed=int(rng.integers(0, 2**31 - 1))))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = run_protocol(pre, post, s)
@@ -267,7 +265,7 @@ def replicate(d: Design, rep: int, settings: StatsSettings, base_seed: int = 202
     }
 
 
-def replicate_detection(d: Design, rep: int, settings: StatsSettings, base_seed: int = 20240101) -> dict:
+def replicate_detection(d: Design, rep: int, settings: StatsSections, base_seed: int = 20240101) -> dict:
     """One replication of the detection test alone: the protocol's own pre-cutoff detection
     request (``lookahead.stats.protocol._requests``, what ``run_protocol`` fits for model
     `regression_results`) through ``fit_fe``, and the p the verdict reads (wild when it
@@ -277,8 +275,7 @@ def replicate_detection(d: Design, rep: int, settings: StatsSettings, base_seed:
 
     rng = np.random.default_rng([base_seed, DESIGNS.index(d) if d in DESIGNS else 99, rep])
     pre, _ = simulate(d, rng)
-    wild = replace(settings.wild, seed=int(rng.integers(0, 2**31 - 1)))
-    s = replace(settings, wild=wild)
+    s = replace(settings, protocol=replace(settings.protocol, wild_bootstrap_seed=int(rng.integers(0, 2**31 - 1))))
     req = next(r for r, _ in _requests("pre", s, ()) if r.spec == DETECTION_SPEC)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -406,7 +403,7 @@ def _done(progress: Path) -> set[tuple[str, int]]:
     return {(r["design"], int(r["rep"])) for r in _read_progress(progress)}
 
 
-def _worker(args: tuple[Design, list[int], StatsSettings, int, str, bool]) -> None:
+def _worker(args: tuple[Design, list[int], StatsSections, int, str, bool]) -> None:
     d, reps, settings, base_seed, progress, detection_only = args
     from threadpoolctl import threadpool_limits
 
@@ -420,7 +417,7 @@ def _worker(args: tuple[Design, list[int], StatsSettings, int, str, bool]) -> No
 
 def run(
     reps: int,
-    settings: StatsSettings,
+    settings: StatsSections,
     progress: Path,
     designs: tuple[Design, ...] = DESIGNS,
     base_seed: int = 20240101,
@@ -482,8 +479,8 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         raise SystemExit(f"--designs: unknown design(s) {unknown}; have {[d.name for d in DESIGNS]}")
     designs = tuple(d for d in DESIGNS if d.name in wanted)
-    settings = StatsSettings(
-        cluster="entity", lap_measure="recall", wild=WildSettings(draws=args.wild_draws, weights=args.wild_weights)
+    settings = StatsSections.with_defaults(
+        cluster="entity", lap_measure="recall", wild_bootstrap_draws=args.wild_draws, wild_bootstrap_weights=args.wild_weights
     )
     t0 = time.perf_counter()
     if args.summarize_only:

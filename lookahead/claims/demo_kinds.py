@@ -60,10 +60,11 @@ from lookahead.claims.demo import AGENT, MODELS, PlantedClaim, _rel, _write
 from lookahead.claims.metrics import olr, shapley_dclr
 from lookahead.claims.prompts import coalition_prompt
 from lookahead.claims.shapley import exact_shapley
-from lookahead.claims.tasks import KINDS, KindSettings
+from lookahead.claims.tasks import KINDS, ClaimsDerived
+from lookahead.settings_sections import ClaimsSettings
 
 SEED = 20240613
-KS = KindSettings(("up", "down"), "up", "target_class")
+KS = ClaimsDerived(ClaimsSettings.with_defaults(claims_labels=["up", "down"], claims_target_class="up"))
 PLAYERS = (
     "Arlo",
     "Bram",

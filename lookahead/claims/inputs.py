@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from lookahead.cache.files import iter_records
-from lookahead.claims.tasks import KINDS, KindSettings, PredictionError, TaskKind
+from lookahead.claims.tasks import ClaimsDerived, PredictionError
 from lookahead.config import Study, StudyConfigError
 
 PREDICTION_COLUMNS = ("instance_id", "agent", "entity", "task", "t_ref", "task_input", "prediction", "rationale", "outcome")
@@ -56,89 +56,42 @@ def claim_study(study: Study) -> Study:
 
 
 @dataclass(frozen=True)
-class ClaimSettings:
-    """The claim pipeline's settings as it uses them: the study's claims section
-    (defaults are the declaration's) with the paths resolved, the labels normalised and the
-    target class filled in (:meth:`from_study`)."""
+class ClaimsResolved(ClaimsDerived):
+    """The study's claims section as the claim pipeline uses it: what the kinds derive
+    (:class:`lookahead.claims.tasks.ClaimsDerived`) and the input paths resolved against
+    the study's root. Every other setting is read from the section,
+    ``claims.claims_<setting>`` (types, allowed values, minimums and defaults are the
+    settings schema's, lookahead/study_settings.yml, checked once by lookahead.config)."""
 
-    predictions_path: Path | None
-    instances_path: Path | None
-    corpus_path: Path | None
-    extractions_path: Path | None
-    labels: tuple[str, ...]
-    vague_period: str
-    support_judge: str
-    bm25_k: int
-    exact_max: int
-    mc_permutations: int
-    shapley_seed: int
-    extract_max_tokens: int
-    extract_retries: int
-    rationale_max_tokens: int
-    task_description: str
-    task_kind: str
-    target_class: str
-    class_value: str
-    topk_denominator: str
-    value_max_tokens: int
-    value_retries: int
-    min_chars: int | None
-
-    @property
-    def kind(self) -> TaskKind:
-        """The registry entry of the study's task kind (lookahead.claims.tasks)."""
-        return KINDS[self.task_kind]
-
-    @property
-    def rationale_min_chars(self) -> int:
-        """An agent's rationale minimum: the setting, else the kind's Appendix D minimum."""
-        return self.kind.min_rationale_chars if self.min_chars is None else self.min_chars
-
-    @property
-    def kind_settings(self) -> KindSettings:
-        return KindSettings(self.labels, self.target_class, self.class_value)
+    study: Study
 
     @classmethod
-    def from_study(cls, study: Study) -> ClaimSettings:
-        """From the resolved study: types, allowed values, minimums and defaults are the
-        settings schema's (lookahead/study_settings.yml), checked once by lookahead.config."""
+    def from_study(cls, study: Study) -> ClaimsResolved:
+        """From the resolved study."""
+        return cls(claims=study.claims, study=study)
 
-        def path(value: str | None) -> Path | None:
-            return study.resolve(value) if value else None
+    def _path(self, value: str | None) -> Path | None:
+        return self.study.resolve(value) if value else None
 
-        c = study.claims
+    @property
+    def predictions_path(self) -> Path | None:
+        """claims_predictions_path, resolved."""
+        return self._path(self.claims.claims_predictions_path)
 
-        labels = tuple(str(s).strip().lower() for s in study.claims.claims_labels)
-        kind = study.claims.claims_task_kind
-        if kind == "classification" and len(labels) != 2:  # the schema checks a list; the pair is this kind's
-            raise StudyConfigError("setting 'claims_labels' must be a list of two labels for a classification")
-        target = str(study.claims.claims_target_class or (labels[0] if labels else "")).strip().lower()
-        if kind == "classification" and target not in labels:
-            raise StudyConfigError(f"setting 'claims_target_class': '{target}' is not one of claims_labels ({', '.join(labels)})")
-        return cls(
-            predictions_path=path(c.claims_predictions_path),
-            instances_path=path(c.claims_instances_path),
-            corpus_path=path(c.claims_corpus_path),
-            extractions_path=path(c.claims_extractions_path),
-            labels=labels,
-            vague_period=study.claims.claims_vague_period,
-            support_judge=study.claims.claims_support_judge,
-            bm25_k=study.claims.claims_bm25_k,
-            exact_max=study.claims.claims_exact_max,
-            mc_permutations=study.claims.claims_mc_permutations,
-            shapley_seed=study.claims.claims_shapley_seed,
-            extract_max_tokens=study.claims.claims_extract_max_tokens,
-            extract_retries=study.claims.claims_extract_retries,
-            rationale_max_tokens=study.claims.claims_rationale_max_tokens,
-            task_description=study.claims.claims_task_description,
-            task_kind=kind,
-            target_class=target,
-            class_value=study.claims.claims_class_value,
-            topk_denominator=study.claims.claims_topk_denominator,
-            value_max_tokens=study.claims.claims_value_max_tokens,
-            value_retries=study.claims.claims_value_retries,
-            min_chars=study.claims.claims_rationale_min_chars,
-        )
+    @property
+    def instances_path(self) -> Path | None:
+        """claims_instances_path, resolved."""
+        return self._path(self.claims.claims_instances_path)
+
+    @property
+    def corpus_path(self) -> Path | None:
+        """claims_corpus_path, resolved."""
+        return self._path(self.claims.claims_corpus_path)
+
+    @property
+    def extractions_path(self) -> Path | None:
+        """claims_extractions_path, resolved."""
+        return self._path(self.claims.claims_extractions_path)
 
 
 def claims_raw_file(study: Study, task: str) -> Path:
@@ -186,7 +139,7 @@ def _check_columns(df: pd.DataFrame, required: tuple[str, ...], optional: tuple[
 
 
 def validate_instances(
-    df: pd.DataFrame, source: str, with_prediction: bool, st: ClaimSettings
+    df: pd.DataFrame, source: str, with_prediction: bool, st: ClaimsResolved
 ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Keep usable rows; one reject per unusable row naming the column. An empty
     rationale is NOT a reject: the instance stays, with status 'empty rationale'.
@@ -218,7 +171,7 @@ def validate_instances(
                 bad("prediction", f"agent answer rejected: {err}")
                 continue
             try:
-                pred = st.kind.parse(r.get("prediction"), st.kind_settings)
+                pred = st.kind.parse(r.get("prediction"), st)
             except PredictionError as exc:
                 bad("prediction", str(exc))
                 continue
@@ -240,7 +193,7 @@ def validate_instances(
     return pd.DataFrame(keep), rejects
 
 
-def load_instances(st: ClaimSettings) -> pd.DataFrame:
+def load_instances(st: ClaimsResolved) -> pd.DataFrame:
     """Task instances for the agent jobs (rationale, TimeSPEC): no prediction yet."""
     if st.instances_path is None:
         raise StudyConfigError("setting 'claims_instances_path' is not set: the agent jobs need task instances")
@@ -252,7 +205,7 @@ def load_instances(st: ClaimSettings) -> pd.DataFrame:
     return rows
 
 
-def agent_predictions(study: Study, st: ClaimSettings) -> pd.DataFrame:
+def agent_predictions(study: Study, st: ClaimsResolved) -> pd.DataFrame:
     """Predictions written by the agent jobs (raw lines carrying a parsed prediction)."""
     lines = []
     for task in AGENT_RAW_TASKS:
@@ -290,11 +243,11 @@ def agent_frame(lines: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def load_predictions(
-    study: Study, st: ClaimSettings | None = None, agents: pd.DataFrame | None = None
+    study: Study, st: ClaimsResolved | None = None, agents: pd.DataFrame | None = None
 ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """All instances to evaluate: the user's predictions file plus the agent jobs' output
     (``agents``: those rows as a build staged them; by default read from the raw files)."""
-    st = st or ClaimSettings.from_study(study)
+    st = st or ClaimsResolved.from_study(study)
     frames, rejects = [], []
     if st.predictions_path is not None:
         df = _read(st.predictions_path, "claims_predictions_path")
@@ -324,7 +277,7 @@ def load_predictions(
     return out[~dup].reset_index(drop=True), rejects
 
 
-def load_corpus(st: ClaimSettings) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+def load_corpus(st: ClaimsResolved) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """The dated corpus: doc_id, published_at (date), title, body; bad rows rejected."""
     cols = list(CORPUS_COLUMNS)
     if st.corpus_path is None:
@@ -349,7 +302,7 @@ def load_corpus(st: ClaimSettings) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     return pd.DataFrame(keep, columns=cols), rejects
 
 
-def load_reference_extractions(st: ClaimSettings) -> dict[tuple[str, str], Any]:
+def load_reference_extractions(st: ClaimsResolved) -> dict[tuple[str, str], Any]:
     """User-supplied extractions (JSONL: instance_id, agent, claims), e.g. human
     annotation or the demo's planted claims; used instead of the extraction job."""
     out: dict[tuple[str, str], Any] = {}

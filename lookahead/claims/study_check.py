@@ -53,7 +53,7 @@ def judge_claims(study: Study) -> ClaimInputs:
     """The claim study's inputs read as the jobs read them, and what the check finds."""
     from lookahead.claims.inputs import (
         INSTANCE_COLUMNS,
-        ClaimSettings,
+        ClaimsResolved,
         _check_columns,
         _read,
         claim_study,
@@ -64,7 +64,7 @@ def judge_claims(study: Study) -> ClaimInputs:
     )
 
     out = ClaimInputs()
-    st = ClaimSettings.from_study(study)
+    st = ClaimsResolved.from_study(study)
     if st.predictions_path is None and st.instances_path is None:
         out.findings.append(
             Finding(
@@ -86,7 +86,7 @@ def judge_claims(study: Study) -> ClaimInputs:
         preds, rejects = load_predictions(study, st)
         out.lines.append(
             f"{st.predictions_path.name}: {len(preds)} predictions ({preds['agent'].nunique() if len(preds) else 0} "
-            f"agent(s), task kind {st.task_kind}), {len(rejects)} rejected"
+            f"agent(s), task kind {st.claims.claims_task_kind}), {len(rejects)} rejected"
         )
         n_valid += len(preds)
         if (f := _rejected_share(study, len(preds), rejects, "prediction")) is not None:

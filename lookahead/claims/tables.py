@@ -30,7 +30,7 @@ from lookahead.claims import metrics
 from lookahead.claims.dating import claim_leakage, parse_period
 from lookahead.claims.inputs import (
     REJECT_COLUMNS,
-    ClaimSettings,
+    ClaimsResolved,
     agent_frame,
     claim_study,
     claims_raw_file,
@@ -212,7 +212,7 @@ def extraction_for(row: dict[str, Any], reference: dict, lines: dict, ts: dict) 
 
 
 def instance_claims(
-    study: Study, st: ClaimSettings, preds: pd.DataFrame, lines: ClaimLines | None = None
+    study: Study, st: ClaimsResolved, preds: pd.DataFrame, lines: ClaimLines | None = None
 ) -> list[tuple[dict[str, Any], Extraction]]:
     """Every instance with its extraction, as the jobs after extraction see them (the
     claim jobs' raw files, else the staged ``lines`` of a build)."""
@@ -246,10 +246,12 @@ class Dater:
     """Dates claims against the corpus: BM25 candidates (computed once for all claims
     given), support by the configured judge, then Eq. 3 (lookahead.claims.dating)."""
 
-    def __init__(self, corpus: pd.DataFrame, st: ClaimSettings, claims: list[Claim], judged: dict[tuple[str, str], bool]) -> None:
+    def __init__(
+        self, corpus: pd.DataFrame, st: ClaimsResolved, claims: list[Claim], judged: dict[tuple[str, str], bool]
+    ) -> None:
         self.st = st
         self.judged = judged
-        cands = bm25(candidate_queries([("", c) for c in claims]), corpus, st.bm25_k)
+        cands = bm25(candidate_queries([("", c) for c in claims]), corpus, st.claims.claims_bm25_k)
         self.by_claim = {k: g for k, g in cands.groupby("query_id")} if not cands.empty else {}
         self.bodies = {
             d: normalize(f"{t} {b}") for d, t, b in zip(corpus["doc_id"], corpus["title"], corpus["body"], strict=False)
@@ -267,7 +269,7 @@ class Dater:
             n_cand = len(g)
             for doc, pub in zip(g["doc_id"], g["published_at"], strict=False):
                 ok: bool | None
-                if self.st.support_judge == "contains":
+                if self.st.claims.claims_support_judge == "contains":
                     ok = normalize(claim.claim_text) in self.bodies[doc]
                 else:
                     ok = self.judged.get((csha, doc))
@@ -276,7 +278,7 @@ class Dater:
                         continue
                 if ok:
                     dates.append(pd.Timestamp(pub).date())
-        lk = claim_leakage(claim.category, t_ref, dates, claim.temporal_reference, self.st.vague_period)
+        lk = claim_leakage(claim.category, t_ref, dates, claim.temporal_reference, self.st.claims.claims_vague_period)
         return lk, n_cand, len(dates), pending
 
 
@@ -414,12 +416,12 @@ def _json(v: Any) -> Any:
 # ------------------------------------------------------------------ re-prediction check
 
 
-def repredict_table(study: Study, st: ClaimSettings, preds: pd.DataFrame, lines: ClaimLines | None = None) -> pd.DataFrame:
+def repredict_table(study: Study, st: ClaimsResolved, preds: pd.DataFrame, lines: ClaimLines | None = None) -> pd.DataFrame:
     """One row per instance re-predicted by llm_jobs.claims_repredict (matched on the
     rationale's content, this model and task kind; the last line wins): the original and
     re-predicted prediction and the error of Eq. 12 (relative error of the probability of
     the target class or of the value) or Eq. 13 (relative Kendall distance)."""
-    kind, ks = st.kind, st.kind_settings
+    kind, ks = st.kind, st
     lines = lines or ClaimLines.from_files(study)
     rows = []
     for r in preds.to_dict("records"):
@@ -460,7 +462,7 @@ def build(study: Study, lines: ClaimLines | None = None) -> dict[str, pd.DataFra
     DataFrames, from the claim jobs' raw ``lines`` (the staged lines of a build; by
     default the jobs' raw files, read here)."""
     study = claim_study(study)
-    st = ClaimSettings.from_study(study)
+    st = ClaimsResolved.from_study(study)
     lines = lines or ClaimLines.from_files(study)
     preds, rejects = load_predictions(study, st, lines.agents)
     rejects = [*lines.rejects, *rejects]
@@ -489,8 +491,8 @@ def build(study: Study, lines: ClaimLines | None = None) -> dict[str, pd.DataFra
 
     # BM25 candidates for every A1-A3 claim, then support (rule or cached judgments)
     items = [(instance_key(r["instance_id"], r["agent"]), c) for r, e in zip(rows, extractions, strict=False) for c in e.claims]
-    dater = Dater(corpus, st, [c for _, c in items], lines.support if st.support_judge == "llm" else {})
-    kind, ks = st.kind, st.kind_settings
+    dater = Dater(corpus, st, [c for _, c in items], lines.support if st.claims.claims_support_judge == "llm" else {})
+    kind, ks = st.kind, st
     values = lines.values
 
     claim_rows, inst_rows = [], []
@@ -522,7 +524,7 @@ def build(study: Study, lines: ClaimLines | None = None) -> dict[str, pd.DataFra
                     "original_text": c.original_text,
                     "category": c.category,
                     "temporal_reference": c.temporal_reference,
-                    "temporal_reference_parsed": p.pick(st.vague_period) if p else None,
+                    "temporal_reference_parsed": p.pick(st.claims.claims_vague_period) if p else None,
                     "category_reasoning": c.category_reasoning,
                     "t_ref": t_ref,
                     "tau": lk.tau,
@@ -557,7 +559,8 @@ def build(study: Study, lines: ClaimLines | None = None) -> dict[str, pd.DataFra
             inst.update(olr=metrics.olr(states), olr_unverifiable_leaked=metrics.olr(states, True))
         if status == "ok":
             n = len(ex.claims)
-            plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max, st.mc_permutations, st.shapley_seed)
+            key = instance_key(r["instance_id"], r["agent"])
+            plan = plan_for(n, key, st.claims.claims_exact_max, st.claims.claims_mc_permutations, st.claims.claims_shapley_seed)
             csha = claims_sha(ex.claims)
             answers = {m: values[k] for m in plan.masks if (k := (r["instance_id"], r["agent"], csha, m, kind.name)) in values}
             full = (1 << n) - 1
@@ -585,7 +588,7 @@ def build(study: Study, lines: ClaimLines | None = None) -> dict[str, pd.DataFra
                     shapley_dclr=metrics.shapley_dclr(phi, states),
                     shapley_dclr_unverifiable_leaked=metrics.shapley_dclr(phi, states, True),
                     **{
-                        f"top{k}_leakage{suffix}": metrics.top_k_leakage(phi, states, k, unv, st.topk_denominator)
+                        f"top{k}_leakage{suffix}": metrics.top_k_leakage(phi, states, k, unv, st.claims.claims_topk_denominator)
                         for k in (1, 3)
                         for suffix, unv in (("", False), ("_unverifiable_leaked", True))
                     },
@@ -615,13 +618,13 @@ def build(study: Study, lines: ClaimLines | None = None) -> dict[str, pd.DataFra
     }
 
 
-def summarize(inst: pd.DataFrame, st: ClaimSettings, repred: pd.DataFrame | None = None) -> pd.DataFrame:
+def summarize(inst: pd.DataFrame, st: ClaimsResolved, repred: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per agent and task: means of the instance metrics over instances where defined;
     the task metric (Brier score, mean relative error or mean Spearman's rho) and, for
     classification, accuracy over instances with a known outcome; the re-prediction
     check's mean error (Table 5: MRE, or the mean relative Kendall distance)."""
     repred = repred if repred is not None else pd.DataFrame(columns=REPRED_COLUMNS)
-    kind, ks = st.kind, st.kind_settings
+    kind, ks = st.kind, st
     rows = []
     for (agent, task), g in inst.groupby(["agent", "task"], sort=True):
 

@@ -29,13 +29,15 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import Any, ClassVar
 
 import numpy as np
 
 from lookahead.claims.prompts import label_instruction
-from lookahead.errors import LookaheadError
+from lookahead.errors import LookaheadError, StudyConfigError
 from lookahead.scoring import label_probability
+from lookahead.settings_sections import ClaimsSettings
 
 
 class PredictionError(LookaheadError, ValueError):
@@ -44,14 +46,51 @@ class PredictionError(LookaheadError, ValueError):
 
 
 @dataclass(frozen=True)
-class KindSettings:
-    """What the kinds need of the study's settings (built by ClaimSettings)."""
+class ClaimsDerived:
+    """The study's claims section (generated, lookahead/settings_sections.py) and what the
+    task kinds derive from it: the labels normalised (stripped, lower case), the target
+    class filled in (the first label when claims_target_class is null), the kind's
+    registry entry and the rationale minimum. Everything else is read from the section,
+    ``claims.claims_<setting>``, so no setting is declared twice.
 
-    labels: tuple[str, ...]
-    target_class: str
-    class_value: str  # target_class | own_prediction
-    min_items: int = 2
-    max_items: int = 10
+    Built from a study (lookahead.claims.inputs.ClaimsResolved) or, outside one, from
+    ``ClaimsSettings.with_defaults(...)``; a classification whose labels are not a pair,
+    or whose target class is not one of them, is refused in one line naming the setting."""
+
+    claims: ClaimsSettings
+    #: how many items a ranking holds (seed 002 Appendix D: 2 to 10)
+    min_items: ClassVar[int] = 2
+    max_items: ClassVar[int] = 10
+
+    def __post_init__(self) -> None:
+        labels, kind = self.labels, self.claims.claims_task_kind
+        if kind == "classification" and len(labels) != 2:  # the schema checks a list; the pair is this kind's
+            raise StudyConfigError("setting 'claims_labels' must be a list of two labels for a classification")
+        if kind == "classification" and self.target_class not in labels:
+            raise StudyConfigError(
+                f"setting 'claims_target_class': '{self.target_class}' is not one of claims_labels ({', '.join(labels)})"
+            )
+
+    @cached_property
+    def labels(self) -> tuple[str, ...]:
+        """claims_labels, stripped and in lower case (how answers are compared)."""
+        return tuple(str(s).strip().lower() for s in self.claims.claims_labels)
+
+    @cached_property
+    def target_class(self) -> str:
+        """claims_target_class, else the first of the labels; normalised as they are."""
+        return str(self.claims.claims_target_class or (self.labels[0] if self.labels else "")).strip().lower()
+
+    @property
+    def kind(self) -> TaskKind:
+        """The registry entry of the study's task kind (KINDS)."""
+        return KINDS[self.claims.claims_task_kind]
+
+    @property
+    def rationale_min_chars(self) -> int:
+        """An agent's rationale minimum: the setting, else the kind's Appendix D minimum."""
+        given = self.claims.claims_rationale_min_chars
+        return self.kind.min_rationale_chars if given is None else given
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -148,7 +187,7 @@ class TaskKind:
     items_needed: bool = False  # the coalition instruction lists the prediction's items
 
     # -- predictions
-    def parse(self, text: Any, ks: KindSettings, items: Sequence[str] | None = None) -> str:
+    def parse(self, text: Any, ks: ClaimsDerived, items: Sequence[str] | None = None) -> str:
         """Canonical text of a prediction (or outcome); PredictionError when it does not fit."""
         raise NotImplementedError
 
@@ -156,14 +195,14 @@ class TaskKind:
         """The items a ranking is over (None for the other kinds)."""
         return None
 
-    def answer_instruction(self, ks: KindSettings, items: Sequence[str] | None) -> str:
+    def answer_instruction(self, ks: ClaimsDerived, items: Sequence[str] | None) -> str:
         raise NotImplementedError
 
-    def prediction_format(self, ks: KindSettings) -> str:
+    def prediction_format(self, ks: ClaimsDerived) -> str:
         """What follows 'Prediction:' in an agent's answer (the rationale prompt)."""
         raise NotImplementedError
 
-    def agent_prediction(self, text: str, ks: KindSettings) -> tuple[str | None, str, str | None]:
+    def agent_prediction(self, text: str, ks: ClaimsDerived) -> tuple[str | None, str, str | None]:
         """(canonical prediction or None, rationale, error or None) of a 'Rationale: ...
         Prediction: ...' answer: the first line after the last 'Prediction:' parsed by
         the kind; the rationale is the text before it without a leading 'Rationale:'."""
@@ -179,42 +218,42 @@ class TaskKind:
         except PredictionError as exc:
             return None, rationale, str(exc)
 
-    def agent_schema(self, ks: KindSettings) -> dict[str, Any]:
+    def agent_schema(self, ks: ClaimsDerived) -> dict[str, Any]:
         """Appendix D.1's submit_prediction schema (a JSON Schema)."""
         raise NotImplementedError
 
     # -- coalition answers
     def coalition_answer(
-        self, text: str, top_logprobs: list[dict[str, Any]], ks: KindSettings, items: Sequence[str] | None
+        self, text: str, top_logprobs: list[dict[str, Any]], ks: ClaimsDerived, items: Sequence[str] | None
     ) -> dict[str, Any]:
         """The fields a coalition's raw line stores; PredictionError when unparseable."""
         raise NotImplementedError
 
-    def final_prediction(self, parsed: Mapping[str, Any], ks: KindSettings) -> tuple[str | None, float | None]:
+    def final_prediction(self, parsed: Mapping[str, Any], ks: ClaimsDerived) -> tuple[str | None, float | None]:
         """(canonical prediction, probability of the target class or None) from a parsed
         coalition answer: TimeSPEC's aggregator and the re-prediction check answer the
         coalition prompt, so their prediction is read as v(S) is."""
         raise NotImplementedError
 
     def values(
-        self, lines: Mapping[int, Mapping[str, Any]], full_mask: int, prediction: str, ks: KindSettings
+        self, lines: Mapping[int, Mapping[str, Any]], full_mask: int, prediction: str, ks: ClaimsDerived
     ) -> dict[int, float]:
         """v(S) per coalition mask from the stored coalition answers."""
         raise NotImplementedError
 
-    def value_label(self, prediction: str, ks: KindSettings) -> str | None:
+    def value_label(self, prediction: str, ks: ClaimsDerived) -> str | None:
         return None
 
     # -- metrics
-    def instance_metric(self, prediction: str, outcome: str, probability: float | None, ks: KindSettings) -> float | None:
+    def instance_metric(self, prediction: str, outcome: str, probability: float | None, ks: ClaimsDerived) -> float | None:
         """Per-instance task metric (None when the outcome is unknown)."""
         raise NotImplementedError
 
-    def target_probability(self, prediction: str, probability: float | None, ks: KindSettings) -> float | None:
+    def target_probability(self, prediction: str, probability: float | None, ks: ClaimsDerived) -> float | None:
         """The probability of the target class (classification only; None otherwise)."""
         return None
 
-    def correct(self, prediction: str, outcome: str, ks: KindSettings) -> float | None:
+    def correct(self, prediction: str, outcome: str, ks: ClaimsDerived) -> float | None:
         """1/0 when the prediction is a label and the outcome known (accuracy); None otherwise."""
         return None
 
@@ -233,7 +272,7 @@ class TaskKind:
         original_probability: float | None,
         repredicted: str,
         repredicted_probability: float | None,
-        ks: KindSettings,
+        ks: ClaimsDerived,
     ) -> float | None:
         raise NotImplementedError
 
@@ -244,19 +283,19 @@ class Classification(TaskKind):
     repred_metric_name = "relative_error"
     coalition_top_logprobs = 20
 
-    def parse(self, text: Any, ks: KindSettings, items: Sequence[str] | None = None) -> str:
+    def parse(self, text: Any, ks: ClaimsDerived, items: Sequence[str] | None = None) -> str:
         s = str(text if text is not None else "").strip().lower()
         if s not in ks.labels:
             raise PredictionError(f"'{text}' is not one of the labels {', '.join(ks.labels)}")
         return s
 
-    def answer_instruction(self, ks: KindSettings, items: Sequence[str] | None) -> str:
+    def answer_instruction(self, ks: ClaimsDerived, items: Sequence[str] | None) -> str:
         return label_instruction(ks.labels)
 
-    def prediction_format(self, ks: KindSettings) -> str:
+    def prediction_format(self, ks: ClaimsDerived) -> str:
         return "one word: " + " or ".join(ks.labels)
 
-    def agent_prediction(self, text: str, ks: KindSettings) -> tuple[str | None, str, str | None]:
+    def agent_prediction(self, text: str, ks: ClaimsDerived) -> tuple[str | None, str, str | None]:
         """The first label word after the last 'Prediction:'; without that marker, the last
         label word of the answer (a small model often drops the marker)."""
         text = text or ""
@@ -273,7 +312,7 @@ class Classification(TaskKind):
         head = re.sub(r"^\s*rationale\s*:\s*", "", head, flags=re.IGNORECASE).strip()
         return pred, head, None if pred else f"no label ({', '.join(ks.labels)}) in the answer"
 
-    def agent_schema(self, ks: KindSettings) -> dict[str, Any]:
+    def agent_schema(self, ks: ClaimsDerived) -> dict[str, Any]:
         return {
             "type": "object",
             "required": ["probability", "prediction_rationale"],
@@ -284,13 +323,13 @@ class Classification(TaskKind):
         }
 
     def coalition_answer(
-        self, text: str, top_logprobs: list[dict[str, Any]], ks: KindSettings, items: Sequence[str] | None
+        self, text: str, top_logprobs: list[dict[str, Any]], ks: ClaimsDerived, items: Sequence[str] | None
     ) -> dict[str, Any]:
         """P(label) for every label from the first token's top-20 (the protocol rule); a
         label outside the top 20 is None (censored, read as 0)."""
         return {"label_probs": {lab: label_probability(top_logprobs, lab) for lab in ks.labels}}
 
-    def final_prediction(self, parsed: Mapping[str, Any], ks: KindSettings) -> tuple[str | None, float | None]:
+    def final_prediction(self, parsed: Mapping[str, Any], ks: ClaimsDerived) -> tuple[str | None, float | None]:
         """The label with the higher probability; its target-class probability normalised
         over the labels (None when no label is among the top 20)."""
         probs = {lab: float(parsed["label_probs"].get(lab) or 0.0) for lab in ks.labels}
@@ -299,27 +338,27 @@ class Classification(TaskKind):
             return None, None
         return max(ks.labels, key=lambda lab: (probs[lab], lab == ks.target_class)), probs[ks.target_class] / total
 
-    def value_label(self, prediction: str, ks: KindSettings) -> str | None:
-        return ks.target_class if ks.class_value == "target_class" else prediction
+    def value_label(self, prediction: str, ks: ClaimsDerived) -> str | None:
+        return ks.target_class if ks.claims.claims_class_value == "target_class" else prediction
 
     def values(
-        self, lines: Mapping[int, Mapping[str, Any]], full_mask: int, prediction: str, ks: KindSettings
+        self, lines: Mapping[int, Mapping[str, Any]], full_mask: int, prediction: str, ks: ClaimsDerived
     ) -> dict[int, float]:
         lab = self.value_label(prediction, ks)
         return {m: float(rec["label_probs"].get(lab) or 0.0) for m, rec in lines.items()}
 
-    def target_probability(self, prediction: str, probability: float | None, ks: KindSettings) -> float:  # always a number here
+    def target_probability(self, prediction: str, probability: float | None, ks: ClaimsDerived) -> float:  # always a number here
         """The file's probability (of the target class), else 1/0 from the label."""
         return probability if probability is not None else float(prediction == ks.target_class)
 
-    def correct(self, prediction: str, outcome: str, ks: KindSettings) -> float | None:
+    def correct(self, prediction: str, outcome: str, ks: ClaimsDerived) -> float | None:
         o = str(outcome or "").strip().lower()
         return float(prediction == o) if o in ks.labels else None
 
     def mentions(self, prediction: str) -> list[str]:
         return [rf"\b{re.escape(prediction)}\b"]
 
-    def instance_metric(self, prediction: str, outcome: str, probability: float | None, ks: KindSettings) -> float | None:
+    def instance_metric(self, prediction: str, outcome: str, probability: float | None, ks: ClaimsDerived) -> float | None:
         """The instance's term of the Brier score (Eq. 6): (p - o)^2, o = 1 for the target class."""
         o = str(outcome or "").strip().lower()
         if o not in ks.labels:
@@ -332,7 +371,7 @@ class Classification(TaskKind):
         original_probability: float | None,
         repredicted: str,
         repredicted_probability: float | None,
-        ks: KindSettings,
+        ks: ClaimsDerived,
     ) -> float | None:
         """Eq. 12 on the probability of the originally predicted class: P(target) when the
         original prediction is the target class, else 1 - P(target) (two labels). The seed
@@ -352,16 +391,16 @@ class Regression(TaskKind):
     metric_name = "relative_error"
     repred_metric_name = "relative_error"
 
-    def parse(self, text: Any, ks: KindSettings, items: Sequence[str] | None = None) -> str:
+    def parse(self, text: Any, ks: ClaimsDerived, items: Sequence[str] | None = None) -> str:
         return repr(parse_number(text))
 
-    def answer_instruction(self, ks: KindSettings, items: Sequence[str] | None) -> str:
+    def answer_instruction(self, ks: ClaimsDerived, items: Sequence[str] | None) -> str:
         return "Answer with one number (>= 0), digits only, nothing else."
 
-    def prediction_format(self, ks: KindSettings) -> str:
+    def prediction_format(self, ks: ClaimsDerived) -> str:
         return "one number (>= 0), digits only"
 
-    def agent_schema(self, ks: KindSettings) -> dict[str, Any]:
+    def agent_schema(self, ks: ClaimsDerived) -> dict[str, Any]:
         return {
             "type": "object",
             "required": ["predicted_value", "prediction_rationale"],
@@ -372,15 +411,15 @@ class Regression(TaskKind):
         }
 
     def coalition_answer(
-        self, text: str, top_logprobs: list[dict[str, Any]], ks: KindSettings, items: Sequence[str] | None
+        self, text: str, top_logprobs: list[dict[str, Any]], ks: ClaimsDerived, items: Sequence[str] | None
     ) -> dict[str, Any]:
         return {"value": parse_number(text)}
 
-    def final_prediction(self, parsed: Mapping[str, Any], ks: KindSettings) -> tuple[str | None, float | None]:
+    def final_prediction(self, parsed: Mapping[str, Any], ks: ClaimsDerived) -> tuple[str | None, float | None]:
         return repr(float(parsed["value"])), None
 
     def values(
-        self, lines: Mapping[int, Mapping[str, Any]], full_mask: int, prediction: str, ks: KindSettings
+        self, lines: Mapping[int, Mapping[str, Any]], full_mask: int, prediction: str, ks: ClaimsDerived
     ) -> dict[int, float]:
         return {m: float(rec["value"]) for m, rec in lines.items()}
 
@@ -390,7 +429,7 @@ class Regression(TaskKind):
         forms = {f"{x:g}", f"{x:,.0f}", f"{x:.0f}"} if x == int(x) else {f"{x:g}", f"{x:,}"}
         return [rf"(?<![\d.,]){re.escape(f)}(?![\d,]|\.\d)" for f in forms]
 
-    def instance_metric(self, prediction: str, outcome: str, probability: float | None, ks: KindSettings) -> float | None:
+    def instance_metric(self, prediction: str, outcome: str, probability: float | None, ks: ClaimsDerived) -> float | None:
         try:
             y = parse_number(outcome)
         except PredictionError:
@@ -403,7 +442,7 @@ class Regression(TaskKind):
         original_probability: float | None,
         repredicted: str,
         repredicted_probability: float | None,
-        ks: KindSettings,
+        ks: ClaimsDerived,
     ) -> float | None:
         return relative_error(float(repredicted), float(original))
 
@@ -415,7 +454,7 @@ class Ranking(TaskKind):
     repred_metric_name = "kendall_distance"
     min_rationale_chars = 1000
 
-    def parse(self, text: Any, ks: KindSettings, items: Sequence[str] | None = None) -> str:
+    def parse(self, text: Any, ks: ClaimsDerived, items: Sequence[str] | None = None) -> str:
         r = parse_ranking(text, items)
         if not ks.min_items <= len(r) <= ks.max_items:
             raise PredictionError(f"a ranking has {ks.min_items}-{ks.max_items} items, not {len(r)}")
@@ -426,17 +465,17 @@ class Ranking(TaskKind):
         not reveal the predicted order."""
         return sorted(json.loads(canonical), key=str.lower)
 
-    def answer_instruction(self, ks: KindSettings, items: Sequence[str] | None) -> str:
+    def answer_instruction(self, ks: ClaimsDerived, items: Sequence[str] | None) -> str:
         return (
             "Rank these items from BEST to WORST: "
             + ", ".join(items or [])
             + ". Answer with every item once, separated by ' > ', nothing else."
         )
 
-    def prediction_format(self, ks: KindSettings) -> str:
+    def prediction_format(self, ks: ClaimsDerived) -> str:
         return "every item of the task ranked from BEST to WORST, separated by ' > '"
 
-    def agent_schema(self, ks: KindSettings) -> dict[str, Any]:
+    def agent_schema(self, ks: ClaimsDerived) -> dict[str, Any]:
         return {
             "type": "object",
             "required": ["ranking", "ranking_rationale"],
@@ -453,15 +492,15 @@ class Ranking(TaskKind):
         }
 
     def coalition_answer(
-        self, text: str, top_logprobs: list[dict[str, Any]], ks: KindSettings, items: Sequence[str] | None
+        self, text: str, top_logprobs: list[dict[str, Any]], ks: ClaimsDerived, items: Sequence[str] | None
     ) -> dict[str, Any]:
         return {"ranking": parse_ranking(text, items)}
 
-    def final_prediction(self, parsed: Mapping[str, Any], ks: KindSettings) -> tuple[str | None, float | None]:
+    def final_prediction(self, parsed: Mapping[str, Any], ks: ClaimsDerived) -> tuple[str | None, float | None]:
         return json.dumps(list(parsed["ranking"])), None
 
     def values(
-        self, lines: Mapping[int, Mapping[str, Any]], full_mask: int, prediction: str, ks: KindSettings
+        self, lines: Mapping[int, Mapping[str, Any]], full_mask: int, prediction: str, ks: ClaimsDerived
     ) -> dict[int, float]:
         """Eq. 11: 1 - rho(r(S), r_N), r_N the full coalition's ranking (so v(N) = 0)."""
         r_full = lines[full_mask]["ranking"]
@@ -472,7 +511,7 @@ class Ranking(TaskKind):
         items = json.loads(prediction)
         return [r"\s*(?:>|,)\s*".join(re.escape(i) for i in items)]
 
-    def instance_metric(self, prediction: str, outcome: str, probability: float | None, ks: KindSettings) -> float | None:
+    def instance_metric(self, prediction: str, outcome: str, probability: float | None, ks: ClaimsDerived) -> float | None:
         pred = json.loads(prediction)
         try:
             truth = parse_ranking(outcome, pred)
@@ -486,7 +525,7 @@ class Ranking(TaskKind):
         original_probability: float | None,
         repredicted: str,
         repredicted_probability: float | None,
-        ks: KindSettings,
+        ks: ClaimsDerived,
     ) -> float | None:
         return kendall_distance(json.loads(original), json.loads(repredicted))
 

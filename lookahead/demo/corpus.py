@@ -51,32 +51,33 @@ class Doc:
 
 @dataclass(frozen=True)
 class Prompts:
-    """The study's prompt settings (dbt vars) the models are trained to answer."""
+    """The study's prompts section the models are trained to answer, rendered as the jobs
+    render it; the four prompt settings the demo renders must be set (a missing one is
+    named in one line)."""
 
-    forecast_prompt: str
-    recall_template: str
-    outcome_description: str
-    reference_period: str
+    settings: PromptsSettings
+
+    def __post_init__(self) -> None:
+        p = self.settings
+        protocol_setting("forecast_prompt", p.forecast_prompt)
+        protocol_setting("recall_template", p.recall_template)
+        protocol_setting("outcome_description", p.outcome_description)
+        protocol_setting("reference_period", p.reference_period)
 
     @classmethod
     def from_settings(cls, p: PromptsSettings) -> Prompts:
-        return cls(
-            protocol_setting("forecast_prompt", p.forecast_prompt),
-            protocol_setting("recall_template", p.recall_template),
-            protocol_setting("outcome_description", p.outcome_description),
-            protocol_setting("reference_period", p.reference_period),
-        )
+        return cls(p)
 
     def forecast(self, row: Mapping[str, object]) -> str:
         """The forecast prompt of one input row, rendered by the jobs' own function."""
-        return render_forecast(self.forecast_prompt, row)
+        return render_forecast(str(self.settings.forecast_prompt), row)
 
     def recall(self, row: Mapping[str, object]) -> str:
         """The date-only recall query of one (entity, target_date), as the recall job renders it."""
         return render_recall(
-            self.recall_template,
-            outcome_description=self.outcome_description,
-            reference_period=self.reference_period,
+            str(self.settings.recall_template),
+            outcome_description=str(self.settings.outcome_description),
+            reference_period=str(self.settings.reference_period),
             entity_name=str(row["entity_name"]),
             ticker=str(row["ticker"]),
             target_date=str(row["target_date"]),

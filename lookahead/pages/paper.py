@@ -69,7 +69,7 @@ ABSENT_REASON = {
 ROMAN = {"table2": "II", "table3": "III", "table4": "IV", "table5": "V", "table6": "VI"}
 
 
-def tables_shown(long: pd.DataFrame, pre: pd.DataFrame, s: T.PaperSettings) -> tuple[list[str], dict[str, str]]:
+def tables_shown(long: pd.DataFrame, pre: pd.DataFrame, s: T.PaperSections) -> tuple[list[str], dict[str, str]]:
     """(the paper's tables this study prints, in the paper's order; {absent table: why}).
     Table I needs pre-cutoff rows; II-VI are printed when `paper_tables` holds their
     coefficients. An absent table's reason is its build note where there is one, else
@@ -124,7 +124,7 @@ def paper_markdown(tables: Mapping[str, pd.DataFrame], results_dir: Path) -> str
         f"## Paper analysis (Tables {', '.join(shown)}{', Figure III' if len(boot) else ''})",
         "",
         f"LAP measure: {s.lap_label}. Fixed effects: {' + '.join(s.fixed_effects)}. "
-        f"Paper tables cluster by `{s.cluster}` (var `paper_cluster`; Table VI by "
+        f"Paper tables cluster by `{s.paper.paper_cluster}` (var `paper_cluster`; Table VI by "
         f"`{T.cluster_of(s, 'table6')}`, as the paper). Source table: `paper_tables`.",
         "",
         f"**Which of the paper's six tables this study gives.** Printed: {', '.join(shown)}."

@@ -29,7 +29,7 @@ from lookahead.pages.sections import Context, build
 from lookahead.paper.table5_reading import reading_frame
 from lookahead.report_names import REGRESSIONS, TABLE5_READING, TABLES
 from lookahead.safe_output import write_csv as safe_csv
-from lookahead.stats.protocol import StatsSettings
+from lookahead.stats.protocol import StatsSections
 from lookahead.stats.stata import export_stata_panels, write_stata_do_file
 from lookahead.stats.verdict import Outcome, evaluate, facts_from_row
 
@@ -164,7 +164,7 @@ def write_report(study: Study, database: Path | None = None) -> ReportFiles:
             export_tables(con, stage)
             panel_pre = con.sql("select * from panel_pre").df()
             panel_post = con.sql("select * from panel_post").df()
-            settings = StatsSettings.from_frame(con.sql("select * from study_settings").df())
+            settings = StatsSections.from_frame(con.sql("select * from study_settings").df())
             tables = paper.database_tables(con)  # the paper section's ({} when its models were not built)
         finally:
             con.close()

@@ -51,14 +51,14 @@ LONG_COLUMNS = [
 
 @dataclass
 class PaperResults:
-    settings: T.PaperSettings
+    settings: T.PaperSections
     table1: dict[str, pd.DataFrame]
     tables: dict[str, T.PaperTable]
     bootstrap: bs.BootstrapResult | None
     notes: list[str] = field(default_factory=list)
 
 
-def _has_rows(df: pd.DataFrame | None, s: T.PaperSettings) -> bool:
+def _has_rows(df: pd.DataFrame | None, s: T.PaperSections) -> bool:
     if df is None or len(df) == 0:
         return False
     cols = [s.outcome, s.llm, s.lap]
@@ -68,7 +68,7 @@ def _has_rows(df: pd.DataFrame | None, s: T.PaperSettings) -> bool:
 def run_paper_analysis(
     pre: pd.DataFrame,
     post: pd.DataFrame | None,
-    settings: T.PaperSettings,
+    settings: T.PaperSections,
     draws: int = 10_000,
     seed: int = 20240101,
     method: str = "auto",
@@ -97,7 +97,7 @@ def run_paper_analysis(
         t6 = attempt("Table VI", lambda: T.table6(pre, s))
         if t6 is not None:
             tables["table6"] = t6
-    if s.moderator is None:
+    if s.paper.moderator_column is None:
         notes.append("Table III skipped: no `moderator_column` is set (a binary 0/1 column listed in `extra_columns`).")
     else:
         t3 = attempt("Table III", lambda: T.table3(pre, s))
@@ -168,7 +168,7 @@ def write_paper_assets(res: PaperResults, pre: pd.DataFrame, post: pd.DataFrame 
         "## Paper analysis (Tables I-V, Figure III)",
         "",
         f"LAP measure: {s.lap_label}; fixed effects: {' + '.join(s.fixed_effects)}; "
-        f"standard errors: clustered by {s.cluster} (Table VI by {T.cluster_of(s, 'table6')}, as "
+        f"standard errors: clustered by {s.paper.paper_cluster} (Table VI by {T.cluster_of(s, 'table6')}, as "
         "the paper).",
         "",
     ]

@@ -28,11 +28,11 @@ BOOTSTRAP_COLUMNS = {
 }
 
 
-def settings_from_frame(study_settings: pd.DataFrame) -> tuple[T.PaperSettings, int, int]:
-    """PaperSettings, bootstrap draws and seed of the study a build recorded in the one-row
+def settings_from_frame(study_settings: pd.DataFrame) -> tuple[T.PaperSections, int, int]:
+    """PaperSections, bootstrap draws and seed of the study a build recorded in the one-row
     `study_settings` table."""
     study = study_from_frame(study_settings)
-    return T.PaperSettings.from_study(study), study.paper.bootstrap_draws, study.paper.bootstrap_seed
+    return T.PaperSections.from_study(study), study.paper.bootstrap_draws, study.paper.bootstrap_seed
 
 
 def panel_columns(study_settings: pd.DataFrame) -> list[str]:

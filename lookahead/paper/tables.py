@@ -1,6 +1,6 @@
 """The paper's Tables I-V (and VI, which is Table II on five-level forecasts) as functions.
 
-Each table function takes a panel (CONTRACTS.md columns) and `PaperSettings` and returns a
+Each table function takes a panel (CONTRACTS.md columns) and `PaperSections` and returns a
 `PaperTable`: the fitted columns in the paper's order. Specifications follow the paper
 ("A Test of Lookahead Bias in LLM Forecasts", Tables I-VI):
 
@@ -24,14 +24,16 @@ caption names the measure it used.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import pandas as pd
 
-from lookahead.config import Study, setting_default
+from lookahead.config import Study, check_section_names
 from lookahead.measures import MEASURES
 from lookahead.paper.fit import FitResult, fit_column
+from lookahead.settings_sections import MeasuresSettings, PaperSettings
 from lookahead.stats.fe_regression import CLUSTER_COLUMNS as STATS_CLUSTER_COLUMNS
 from lookahead.stats.fe_regression import (
     FitRequest,
@@ -56,65 +58,80 @@ X = " x "  # how interaction names are written in result tables (ASCII for CSV/S
 
 
 @dataclass(frozen=True)
-class PaperSettings:
-    """What the study chose: which LAP, which fixed effects, which cluster.
+class PaperSections:
+    """The two generated sections the paper's tables read: the paper's (paper_cluster,
+    moderator_column, paper_oos_start) and the measures' (lap_measure; mink_mean only
+    labels results, the Min-K% mean being computed upstream in SQL, so a reader sees
+    whether the geometric (paper eq. 1) or arithmetic mean was used), with the panel
+    columns every table reads (docs/CONTRACTS.md, Panel) and what the tables derive from
+    the sections (the LAP column and its printed label).
 
-    `mink_mean` only labels results (the Min-K% mean is computed upstream in SQL) so a
-    reader sees whether the geometric (paper eq. 1) or arithmetic mean was used."""
+    Why the sections and not a copy of their fields: each setting keeps the one name,
+    type and default lookahead/study_settings.yml declares."""
 
-    outcome: str = "outcome"
-    llm: str = "mu_hat"
-    lap_measure: str = setting_default("lap_measure")
-    mink_mean: str = setting_default("mink_mean")
-    fixed_effects: tuple[str, ...] = ("entity_num", "period_num")
-    cluster: str = setting_default("paper_cluster")
-    moderator: str | None = None
-    first_token_prob: str = "first_token_prob"
-    stated_confidence: str = "stated_confidence"
-    oos_start: str | None = None  # first target_date of Table V's out-of-sample period
+    paper: PaperSettings = field(default_factory=PaperSettings.with_defaults)
+    measures: MeasuresSettings = field(default_factory=MeasuresSettings.with_defaults)
+
+    #: panel columns (docs/CONTRACTS.md, Panel): the outcome, the LLM's signal, the
+    #: fixed effects and Table IV's confidence measures
+    outcome: ClassVar[str] = "outcome"
+    llm: ClassVar[str] = "mu_hat"
+    fixed_effects: ClassVar[tuple[str, ...]] = ("entity_num", "period_num")
+    first_token_prob: ClassVar[str] = "first_token_prob"
+    stated_confidence: ClassVar[str] = "stated_confidence"
 
     @property
     def lap(self) -> str:
-        if self.lap_measure not in LAP_COLUMNS:
-            raise RegressionInputError(f"setting 'lap_measure': '{self.lap_measure}' is not one of {', '.join(LAP_COLUMNS)}")
-        return LAP_COLUMNS[self.lap_measure]
+        """The panel column of the tables' LAP measure."""
+        measure = self.measures.lap_measure
+        if measure not in LAP_COLUMNS:
+            raise RegressionInputError(f"setting 'lap_measure': '{measure}' is not one of {', '.join(LAP_COLUMNS)}")
+        return LAP_COLUMNS[measure]
 
     @property
     def lap_label(self) -> str:
         """The LAP measure as printed (the registry's label): e.g. 'Min-K% LAP (geometric mean)'."""
-        if self.lap_measure not in MEASURES:
+        measure = self.measures.lap_measure
+        if measure not in MEASURES:
             return "configured LAP"
-        return MEASURES[self.lap_measure].label + (f" ({self.mink_mean} mean)" if self._uses_mink_mean else "")
+        return MEASURES[measure].label + (f" ({self.measures.mink_mean} mean)" if self._uses_mink_mean else "")
 
     @property
     def _uses_mink_mean(self) -> bool:
-        return self.lap_measure in MEASURES and "mink_mean" in MEASURES[self.lap_measure].settings
+        return self.measures.lap_measure in MEASURES and "mink_mean" in MEASURES[self.measures.lap_measure].settings
+
+    def with_measure(self, lap_measure: str) -> PaperSections:
+        """The same settings with the tables' measure set to ``lap_measure`` (a name of
+        the measures registry, whose names are the setting's allowed values)."""
+        return replace(self, measures=replace(self.measures, lap_measure=cast(Any, lap_measure)))
 
     @classmethod
-    def from_study(cls, study: Study) -> PaperSettings:
+    def with_defaults(cls, **given: Any) -> PaperSections:
+        """The sections from the settings given by their study names (e.g. ``paper_cluster``,
+        ``lap_measure``), declared defaults for the rest; for code outside a study (tests,
+        benchmarks). A name neither section declares raises TypeError."""
+        check_section_names(given, PaperSettings, MeasuresSettings)
+        return cls(PaperSettings.with_defaults(**given), MeasuresSettings.with_defaults(**given))
+
+    @classmethod
+    def from_study(cls, study: Study) -> PaperSections:
         """From the one study object (its values checked by lookahead.config)."""
-        return cls(
-            lap_measure=study.measures.lap_measure,
-            mink_mean=study.measures.mink_mean,
-            cluster=study.paper.paper_cluster,
-            moderator=study.paper.moderator_column,
-            oos_start=study.paper.paper_oos_start,
-        )
+        return cls(study.paper, study.measures)
 
 
-def paper_columns(s: PaperSettings) -> list[str]:
+def paper_columns(s: PaperSections) -> list[str]:
     """Every panel column the paper tables and the bootstrap read under settings `s`: both
     LAP measures (Table I), outcome, LLM, the confidence measures, the moderator, the fixed
     effects, the cluster and target_date (Table V's out-of-sample start). The dbt models
     read only these (lookahead.stats.panel_io)."""
-    cl_col = STATS_CLUSTER_COLUMNS.get(s.cluster or "none")
+    cl_col = STATS_CLUSTER_COLUMNS.get(s.paper.paper_cluster or "none")
     cols = [
         *LAP_COLUMNS.values(),
         s.outcome,
         s.llm,
         s.first_token_prob,
         s.stated_confidence,
-        *([s.moderator] if s.moderator else []),
+        *([s.paper.moderator_column] if s.paper.moderator_column else []),
         *s.fixed_effects,
         *([cl_col] if cl_col else []),
         "target_date",
@@ -122,16 +139,14 @@ def paper_columns(s: PaperSettings) -> list[str]:
     return list(dict.fromkeys(cols))
 
 
-def paper_measure(pre: pd.DataFrame | None, s: PaperSettings) -> tuple[PaperSettings, str]:
+def paper_measure(pre: pd.DataFrame | None, s: PaperSections) -> tuple[PaperSections, str]:
     """The settings the paper's tables run under, and a note saying which measure and why:
     Min-K% LAP (the paper's) when the study computed it (its panel column has values),
     else the verdict's measure."""
-    from dataclasses import replace
-
     col = LAP_COLUMNS[PAPER_MEASURE]
     has = pre is not None and col in pre.columns and int(pd.to_numeric(pre[col], errors="coerce").notna().sum()) > 0
-    if has and s.lap_measure != PAPER_MEASURE:
-        out = replace(s, lap_measure=PAPER_MEASURE)
+    if has and s.measures.lap_measure != PAPER_MEASURE:
+        out = s.with_measure(PAPER_MEASURE)
         return out, (
             f"The paper's tables run on {out.lap_label}, as the paper's do; the verdict reads {s.lap_label} (var lap_measure)."
         )
@@ -143,7 +158,7 @@ def paper_measure(pre: pd.DataFrame | None, s: PaperSettings) -> tuple[PaperSett
     )
 
 
-def is_five_level(df: pd.DataFrame, s: PaperSettings) -> bool:
+def is_five_level(df: pd.DataFrame, s: PaperSections) -> bool:
     """True when the forecast is five-level (paper Table VI): mu_hat in FIVE_LEVEL_VALUES
     with a +-0.5 level used."""
     if s.llm not in df.columns:
@@ -152,15 +167,15 @@ def is_five_level(df: pd.DataFrame, s: PaperSettings) -> bool:
     return bool(len(v)) and set(np.round(v, 9)) <= set(FIVE_LEVEL_VALUES) and bool(np.isin(np.round(v, 9), (-0.5, 0.5)).any())
 
 
-def cluster_of(s: PaperSettings, table: str) -> str:
+def cluster_of(s: PaperSections, table: str) -> str:
     """The cluster of one table: the paper's own for Table VI (by firm), `paper_cluster`
     for the others."""
-    return TABLE_CLUSTERS.get(table, s.cluster)
+    return TABLE_CLUSTERS.get(table, s.paper.paper_cluster)
 
 
 def column(
     df: pd.DataFrame,
-    s: PaperSettings,
+    s: PaperSections,
     spec: str,
     terms: Sequence[Term],
     sample: str = "pre",
@@ -197,7 +212,7 @@ class PaperTable:
     extra_rows: dict[str, list[str]] = field(default_factory=dict)
     magnitudes: dict[str, float] = field(default_factory=dict)
 
-    def long(self, settings: PaperSettings) -> pd.DataFrame:
+    def long(self, settings: PaperSections) -> pd.DataFrame:
         """One row per (column, term): the long format of `paper_tables`."""
         rows = []
         for j, (fit, sample) in enumerate(zip(self.columns, self.column_samples, strict=False), start=1):
@@ -206,8 +221,8 @@ class PaperTable:
                     paper_table=self.name,
                     table_column=j,
                     sample=sample,
-                    lap_measure=settings.lap_measure,
-                    mink_mean=settings.mink_mean if settings._uses_mink_mean else None,
+                    lap_measure=settings.measures.lap_measure,
+                    mink_mean=settings.measures.mink_mean if settings._uses_mink_mean else None,
                 )
                 rows.append(r)
         return pd.DataFrame(rows)
@@ -264,7 +279,7 @@ def descriptives(df: pd.DataFrame, columns: Mapping[str, str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def table1(df: pd.DataFrame, s: PaperSettings) -> pd.DataFrame:
+def table1(df: pd.DataFrame, s: PaperSections) -> pd.DataFrame:
     """Table I: descriptives of LAP (both measures when present), outcome, LLM, p(first token), confidence."""
     cols = {
         "LAP (Min-K%)": "lap_mink",
@@ -278,7 +293,7 @@ def table1(df: pd.DataFrame, s: PaperSettings) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------- Table II
-def table2(df: pd.DataFrame, s: PaperSettings, sample: str = "pre", name: str = "table2") -> PaperTable:
+def table2(df: pd.DataFrame, s: PaperSections, sample: str = "pre", name: str = "table2") -> PaperTable:
     """Table II (eq. 7) and the economic magnitudes the paper quotes.
 
     Magnitudes use the SDs of LLM and LAP on the rows column (2) uses:
@@ -324,11 +339,11 @@ def table2(df: pd.DataFrame, s: PaperSettings, sample: str = "pre", name: str = 
 
 
 # --------------------------------------------------------------------------- Table III
-def table3(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTable | None:
+def table3(df: pd.DataFrame, s: PaperSections, sample: str = "pre") -> PaperTable | None:
     """Table III (eq. 8): a binary moderator with its double and triple interactions.
 
     Returns None when no `moderator_column` is set (the report says Table III was skipped)."""
-    m = s.moderator
+    m = s.paper.moderator_column
     if not m:
         return None
     _require(df, [s.outcome, s.llm, s.lap, m], "table3")
@@ -370,7 +385,7 @@ def table3(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTabl
 CONFIDENCE_MIN_SD = 0.001
 
 
-def table4(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTable:
+def table4(df: pd.DataFrame, s: PaperSections, sample: str = "pre") -> PaperTable:
     """Table IV: horse race of LAP against first-token probability and stated confidence.
 
     A confidence measure that is entirely missing (e.g. the prompt asks for none) skips
@@ -446,13 +461,13 @@ def standardize(df: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
     return work
 
 
-def table5_inputs(df: pd.DataFrame, s: PaperSettings) -> pd.DataFrame:
+def table5_inputs(df: pd.DataFrame, s: PaperSections) -> pd.DataFrame:
     """The standardized frame one period's Table V regressions (and the bootstrap) use."""
     _require(df, [s.outcome, s.llm, s.lap], "table5")
     return standardize(df, [s.outcome, s.llm, s.lap])
 
 
-def table5_terms(s: PaperSettings) -> tuple[str, list[Term], list[Term]]:
+def table5_terms(s: PaperSections) -> tuple[str, list[Term], list[Term]]:
     """Outcome column and the baseline / interaction terms of Table V (standardized)."""
     y, a, b = (c + STD_SUFFIX for c in (s.outcome, s.llm, s.lap))
     base = [Term(LLM + "_std", (a,))]
@@ -464,24 +479,25 @@ INTERACTION_STD = f"{LLM}_std{X}{LAP}_std"
 DIFFERENCE_TERM = f"{LLM}_std{X}{LAP}_std{X}out-of-sample"
 
 
-def out_of_sample(post: pd.DataFrame | None, s: PaperSettings) -> tuple[pd.DataFrame | None, str]:
-    """Table V's out-of-sample rows: post-cutoff rows from `oos_start` on (default: all).
+def out_of_sample(post: pd.DataFrame | None, s: PaperSections) -> tuple[pd.DataFrame | None, str]:
+    """Table V's out-of-sample rows: post-cutoff rows from `paper_oos_start` on (default: all).
 
     The paper starts its out-of-sample period at the model's release, not at the claimed
     knowledge cutoff ("to be conservative"); `paper_oos_start` sets that date. Returns the
     rows and a note saying which period was used."""
-    if post is None or s.oos_start is None:
+    start = s.paper.paper_oos_start
+    if post is None or start is None:
         return post, "Out-of-sample period: every post-cutoff row (var paper_oos_start not set)."
     if "target_date" not in post.columns:
         raise RegressionInputError("setting 'paper_oos_start': the panel has no target_date column")
     dates = pd.to_datetime(post["target_date"], errors="coerce")
-    keep = dates >= pd.Timestamp(s.oos_start)
+    keep = dates >= pd.Timestamp(start)
     return post.loc[keep], (
-        f"Out-of-sample period starts {s.oos_start} (var paper_oos_start): {int(keep.sum())} of {len(post)} post-cutoff rows."
+        f"Out-of-sample period starts {start} (var paper_oos_start): {int(keep.sum())} of {len(post)} post-cutoff rows."
     )
 
 
-def table5_difference(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings) -> dict[str, float]:
+def table5_difference(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSections) -> dict[str, float]:
     """Clustered test of in-sample minus out-of-sample LLM_std x LAP_std.
 
     One regression on both periods stacked (each standardized within its own period, as
@@ -494,7 +510,7 @@ def table5_difference(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings) -
     y, _, full = table5_terms(s)
     # only the columns the stacked regression reads are stacked (at 1,000,000 rows the
     # other panel columns would be ~100 MiB more at the analysis' peak)
-    cl_col = STATS_CLUSTER_COLUMNS.get(s.cluster or "none")
+    cl_col = STATS_CLUSTER_COLUMNS.get(s.paper.paper_cluster or "none")
     used = [y, *(c for t in full for c in t.columns), *s.fixed_effects, *([cl_col] if cl_col else [])]
     parts = []
     for flag, df in ((0.0, pre), (1.0, post)):
@@ -531,7 +547,7 @@ def table5_difference(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings) -
     }
 
 
-def table5(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSettings, bootstrap_p: float | None = None) -> PaperTable:
+def table5(pre: pd.DataFrame, post: pd.DataFrame, s: PaperSections, bootstrap_p: float | None = None) -> PaperTable:
     """Table V: in-sample (cols 1-2) and out-of-sample (cols 3-4), each period standardized alone."""
     y, base, full = table5_terms(s)
     cols: list[FitResult] = []
@@ -597,7 +613,7 @@ def map_forecast_labels(labels: pd.Series, mapping: Mapping[str, float]) -> pd.S
     return labels.astype("string").str.strip().str.lower().map(norm).astype(float)
 
 
-def table6(df: pd.DataFrame, s: PaperSettings, sample: str = "pre") -> PaperTable:
+def table6(df: pd.DataFrame, s: PaperSections, sample: str = "pre") -> PaperTable:
     """Table VI is Table II run on a five-level forecast (mu_hat in {-1,-0.5,0,0.5,1}),
     clustered by firm as the paper's Table VI (``cluster_of``), whatever `paper_cluster`."""
     t = table2(df, s, sample=sample, name="table6")

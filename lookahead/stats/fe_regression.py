@@ -34,7 +34,8 @@ import numpy as np
 import pandas as pd
 
 from lookahead.errors import UserError
-from lookahead.stats.wild import PartialledDesign, WildResult, WildSettings
+from lookahead.settings_sections import ProtocolSettings
+from lookahead.stats.wild import PartialledDesign, WildResult, wild_label
 
 RESULT_COLUMNS: tuple[str, ...] = (
     "spec",
@@ -202,7 +203,8 @@ class FitRequest:
     nw_lag: int | None = None
     notes: Sequence[str] = field(default_factory=tuple)
     wild_terms: Sequence[str] = ()  # terms that get a wild cluster bootstrap p-value
-    wild: WildSettings | None = None
+    #: the study's protocol section, whose wild_bootstrap_* settings the bootstrap reads
+    wild: ProtocolSettings | None = None
     #: one-sided terms whose two-sided p a decision also reads (beta_3: "significantly
     #: negative"); the bootstrap extends its draws near 0.05 for those only
     wild_two_sided_terms: Sequence[str] = ()
@@ -589,7 +591,7 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
     clustered = cluster_col is not None and not single_entity
     wild_wanted = [t for t in regressors if t in req.wild_terms]
     run_wild = clustered and req.wild is not None and bool(wild_wanted)
-    boot_on = run_wild and req.wild is not None and req.wild.draws > 0
+    boot_on = run_wild and req.wild is not None and req.wild.wild_bootstrap_draws > 0
     design: PartialledDesign | None = None
     fitted_terms: list[str] = []
     if run_wild:
@@ -663,7 +665,7 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
                 "p_one_sided": one_sided_p(t, p2) if one_sided else math.nan,
                 "p_wild_two_sided": wres.p_two,
                 "p_wild_one_sided": wres.p_one if one_sided else math.nan,
-                "wild_bootstrap": (req.wild.label(wres.draws) if wres.draws and req.wild is not None else ""),
+                "wild_bootstrap": (wild_label(req.wild, wres.draws) if wres.draws and req.wild is not None else ""),
                 "n_obs": n_obs,
                 "n_clusters": n_clusters,
                 "n_singletons": n_singletons,

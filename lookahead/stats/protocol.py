@@ -16,14 +16,15 @@ regressions use exactly the study's configuration."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
-from lookahead.config import Study, setting_default
+from lookahead.config import Study, check_section_names
 from lookahead.errors import UserError
+from lookahead.settings_sections import MeasuresSettings, ProtocolSettings
 from lookahead.stats.fe_regression import (
     CLUSTER_COLUMNS,
     ENTITY_FE,
@@ -35,7 +36,6 @@ from lookahead.stats.fe_regression import (
     _empty_rows,
     fit_fe,
 )
-from lookahead.stats.wild import WildSettings
 
 OUTCOME = "outcome"
 VALIDATION_TERMS = ("ud",)
@@ -74,11 +74,11 @@ SAMPLES = ("pre", "post")
 PANEL_COLUMNS = (OUTCOME, "ud", "mu_hat", "lap", "high_lap", ENTITY_FE, PERIOD_FE)
 
 
-def protocol_columns(settings: StatsSettings) -> list[str]:
+def protocol_columns(settings: StatsSections) -> list[str]:
     """Every panel column `run_protocol` reads: the regression columns, the cluster, the
     approximation flag and the Newey-West row order (a single-entity panel)."""
     cols = list(PANEL_COLUMNS)
-    cluster_col = CLUSTER_COLUMNS[settings.cluster]
+    cluster_col = CLUSTER_COLUMNS[settings.protocol.cluster]
     return list(dict.fromkeys([*cols, *([cluster_col] if cluster_col else []), "approximated", *NW_ORDER_COLUMNS]))
 
 
@@ -87,40 +87,40 @@ class SettingsError(UserError, ValueError):
 
 
 @dataclass(frozen=True)
-class StatsSettings:
-    """The settings the statistics use, read from the ``study_settings`` row.
-
-    cluster: entity | period | date | none (protocol default entity; the paper: date).
-    lap_measure: a registered measure (lookahead.measures; its variation rule decides how
+class StatsSections:
+    """The two generated sections the statistics read, as the study holds them: the
+    protocol's (cluster, nw_lag, lap_min_sd and the wild bootstrap's draws, weights and
+    seed, read by the verdict at every cluster count; lookahead/stats/wild.py) and the
+    measures' (lap_measure, a registered measure whose variation rule decides how
     "meaningful LAP variation" is judged).
-    nw_lag: Newey-West lag for a single-entity panel (None: the NW-1994 rule of thumb).
-    lap_min_sd: override of the minimal LAP standard deviation (see verdict.py).
-    wild: the wild cluster bootstrap (vars wild_bootstrap_draws, _weights, _seed;
-    lookahead/stats/wild.py), read by the verdict at every cluster count."""
 
-    cluster: str = setting_default("cluster")
-    lap_measure: str = setting_default("lap_measure")
-    nw_lag: int | None = setting_default("nw_lag")
-    lap_min_sd: float | None = setting_default("lap_min_sd")
-    wild: WildSettings = field(default_factory=WildSettings)
+    Why the sections and not a copy of their fields: each setting keeps the one name,
+    type and default lookahead/study_settings.yml declares, so a new setting or a changed
+    default reaches the regressions without a second declaration here."""
+
+    protocol: ProtocolSettings = field(default_factory=ProtocolSettings.with_defaults)
+    measures: MeasuresSettings = field(default_factory=MeasuresSettings.with_defaults)
 
     @classmethod
-    def from_study(cls, study: Study) -> StatsSettings:
+    def with_defaults(cls, **given: Any) -> StatsSections:
+        """The sections from the settings given by their study names (e.g. ``cluster``,
+        ``wild_bootstrap_draws``), declared defaults for the rest; for code outside a study
+        (tests, simulations). A name neither section declares raises TypeError."""
+        check_section_names(given, ProtocolSettings, MeasuresSettings)
+        return cls(ProtocolSettings.with_defaults(**given), MeasuresSettings.with_defaults(**given))
+
+    def with_measure(self, lap_measure: str) -> StatsSections:
+        """The same settings with the verdict's measure set to ``lap_measure`` (a name of
+        the measures registry, whose names are the setting's allowed values)."""
+        return replace(self, measures=replace(self.measures, lap_measure=cast(Any, lap_measure)))
+
+    @classmethod
+    def from_study(cls, study: Study) -> StatsSections:
         """From the one study object (its values checked by lookahead.config)."""
-        return cls(
-            cluster=study.protocol.cluster,
-            lap_measure=study.measures.lap_measure,
-            nw_lag=study.protocol.nw_lag,
-            lap_min_sd=study.protocol.lap_min_sd,
-            wild=WildSettings(
-                draws=study.protocol.wild_bootstrap_draws,
-                weights=study.protocol.wild_bootstrap_weights,
-                seed=study.protocol.wild_bootstrap_seed,
-            ),
-        )
+        return cls(study.protocol, study.measures)
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame) -> StatsSettings:
+    def from_frame(cls, frame: pd.DataFrame) -> StatsSections:
         """From the ``study_settings`` table (one row; its settings_json is the study)."""
         return cls.from_study(study_from_frame(frame))
 
@@ -132,10 +132,10 @@ def study_from_frame(frame: pd.DataFrame) -> Study:
     return Study.from_json(str(frame["settings_json"].iloc[0]))
 
 
-def check_panel(panel: pd.DataFrame, name: str, settings: StatsSettings) -> None:
+def check_panel(panel: pd.DataFrame, name: str, settings: StatsSections) -> None:
     """Raise RegressionInputError naming the table and the missing columns."""
     needed = list(PANEL_COLUMNS)
-    cluster_col = CLUSTER_COLUMNS[settings.cluster]
+    cluster_col = CLUSTER_COLUMNS[settings.protocol.cluster]
     if cluster_col and cluster_col not in needed:
         needed.append(cluster_col)
     missing = [c for c in needed if c not in panel.columns]
@@ -160,7 +160,7 @@ def _sample_notes(panel: pd.DataFrame) -> tuple[str, ...]:
 
 
 def _requests(
-    sample: str, settings: StatsSettings, notes: tuple[str, ...], single_entity: bool = False
+    sample: str, settings: StatsSections, notes: tuple[str, ...], single_entity: bool = False
 ) -> list[tuple[FitRequest, int | None]]:
     reqs: list[tuple[FitRequest, int | None]] = []
     for spec, subset in VALIDATION_SPECS.items():
@@ -172,11 +172,11 @@ def _requests(
                     outcome=OUTCOME,
                     regressors=VALIDATION_TERMS,
                     fixed_effects=FIXED_EFFECTS,
-                    cluster=settings.cluster,
-                    nw_lag=settings.nw_lag,
+                    cluster=settings.protocol.cluster,
+                    nw_lag=settings.protocol.nw_lag,
                     notes=notes,
                     wild_terms=VALIDATION_TERMS if subset is not None else (),
-                    wild=settings.wild,
+                    wild=settings.protocol,
                 ),
                 subset,
             )
@@ -191,12 +191,12 @@ def _requests(
                 outcome=OUTCOME,
                 regressors=DIFFERENCE_TERMS,
                 fixed_effects=diff_fe,
-                cluster=settings.cluster,
+                cluster=settings.protocol.cluster,
                 one_sided_terms=(THETA_DIFF,),
-                nw_lag=settings.nw_lag,
+                nw_lag=settings.protocol.nw_lag,
                 notes=notes,
                 wild_terms=(THETA_DIFF,),
-                wild=settings.wild,
+                wild=settings.protocol,
             ),
             None,
         )
@@ -209,12 +209,12 @@ def _requests(
                 outcome=OUTCOME,
                 regressors=DETECTION_TERMS,
                 fixed_effects=FIXED_EFFECTS,
-                cluster=settings.cluster,
+                cluster=settings.protocol.cluster,
                 one_sided_terms=(BETA3,),
-                nw_lag=settings.nw_lag,
+                nw_lag=settings.protocol.nw_lag,
                 notes=notes,
                 wild_terms=(BETA3,),
-                wild=settings.wild,
+                wild=settings.protocol,
                 wild_two_sided_terms=(BETA3,),
                 mde_alpha=PLACEBO_ALPHA if sample == "post" else DETECTION_ALPHA,
             ),
@@ -239,7 +239,7 @@ def with_halves(panel: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def run_sample(panel: pd.DataFrame, sample: str, settings: StatsSettings) -> pd.DataFrame:
+def run_sample(panel: pd.DataFrame, sample: str, settings: StatsSections) -> pd.DataFrame:
     """All five specifications on one sample ('pre' or 'post')."""
     check_panel(panel, f"panel_{sample}", settings)
     frames = []
@@ -256,7 +256,7 @@ def run_sample(panel: pd.DataFrame, sample: str, settings: StatsSettings) -> pd.
     return pd.concat(frames, ignore_index=True)
 
 
-def infeasible_sample(sample: str, settings: StatsSettings, why: str) -> pd.DataFrame:
+def infeasible_sample(sample: str, settings: StatsSections, why: str) -> pd.DataFrame:
     """Rows for a sample that cannot be estimated at all (e.g. no post-cutoff rows)."""
     frames = [_empty_rows(req, " + ".join(FIXED_EFFECTS), "not estimated", why) for req, _ in _requests(sample, settings, ())]
     return pd.concat(frames, ignore_index=True)
@@ -265,7 +265,7 @@ def infeasible_sample(sample: str, settings: StatsSettings, why: str) -> pd.Data
 NO_POST_WARNING = "no post-cutoff rows: the placebo (step 5) is infeasible; steps 1-4 only (protocol)"
 
 
-def run_protocol(panel_pre: pd.DataFrame, panel_post: pd.DataFrame | None, settings: StatsSettings) -> pd.DataFrame:
+def run_protocol(panel_pre: pd.DataFrame, panel_post: pd.DataFrame | None, settings: StatsSections) -> pd.DataFrame:
     """Steps 3-5: validation and detection on pre, the same on post as placebo.
 
     Returns the regression_results table: one row per (spec, sample, term)."""

@@ -12,14 +12,13 @@ that measure's column, and whether LAP varies by that measure's variation rule.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from lookahead.measures import Measure
 from lookahead.stats.fe_regression import fit_fe
-from lookahead.stats.protocol import DETECTION_SPEC, ENTITY_FE, StatsSettings, _requests, _sample_notes
+from lookahead.stats.protocol import DETECTION_SPEC, ENTITY_FE, StatsSections, _requests, _sample_notes
 from lookahead.stats.verdict import ALPHA_DETECTION, gather_facts, lap_min_sd, tests_of
 
 ROBUSTNESS_COLUMNS = (
@@ -45,11 +44,11 @@ def _with_lap(panel: pd.DataFrame, column: str) -> pd.DataFrame:
     return out
 
 
-def robustness_frame(panel_pre: pd.DataFrame, measures: Sequence[Measure], settings: StatsSettings) -> pd.DataFrame:
+def robustness_frame(panel_pre: pd.DataFrame, measures: Sequence[Measure], settings: StatsSections) -> pd.DataFrame:
     """One row per measure: beta_3, its t and the p the verdict's rule would read."""
     rows = []
     for m in measures:
-        s = replace(settings, lap_measure=m.name)
+        s = settings.with_measure(m.name)
         pre = _with_lap(panel_pre, m.column)
         single = bool(pre[ENTITY_FE].nunique() == 1)
         req = next(r for r, _ in _requests("pre", s, _sample_notes(pre), single_entity=single) if r.spec == DETECTION_SPEC)
@@ -63,7 +62,7 @@ def robustness_frame(panel_pre: pd.DataFrame, measures: Sequence[Measure], setti
             {
                 "lap_measure": m.name,
                 "label": m.label,
-                "is_verdict_measure": m.name == settings.lap_measure,
+                "is_verdict_measure": m.name == settings.measures.lap_measure,
                 "beta3": b3.estimate,
                 "t": b3.t,
                 "p_one_sided": b3.p,

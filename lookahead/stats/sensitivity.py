@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from lookahead.stats.cutoff import as_date
-from lookahead.stats.protocol import StatsSettings, infeasible_sample, run_protocol, run_sample
+from lookahead.stats.protocol import StatsSections, infeasible_sample, run_protocol, run_sample
 from lookahead.stats.verdict import PATHS, PLACEBO, evaluate, gather_facts
 
 #: Shifts of the stated cutoff, in months (0 is the stated cutoff itself, for reference).
@@ -75,7 +75,7 @@ def split(panel: pd.DataFrame, cutoff: pd.Timestamp, rule: str) -> tuple[pd.Data
     return out[0], out[1]
 
 
-def evaluate_at(panel: pd.DataFrame, cutoff: pd.Timestamp, rule: str, settings: StatsSettings) -> dict[str, Any]:
+def evaluate_at(panel: pd.DataFrame, cutoff: pd.Timestamp, rule: str, settings: StatsSections) -> dict[str, Any]:
     """The rule's outcome with the panel split at `cutoff`."""
     pre, post = split(panel, cutoff, rule)
     if len(pre) == 0:
@@ -107,7 +107,7 @@ def evaluate_at(panel: pd.DataFrame, cutoff: pd.Timestamp, rule: str, settings: 
     }
 
 
-def _post_only(post: pd.DataFrame, settings: StatsSettings) -> pd.DataFrame:
+def _post_only(post: pd.DataFrame, settings: StatsSections) -> pd.DataFrame:
     """The placebo regressions alone (no pre-cutoff rows at this cutoff)."""
     return run_sample(post, "post", settings) if len(post) else infeasible_sample("post", settings, "no rows")
 
@@ -116,7 +116,7 @@ def _placebo_ok(code: str) -> bool:
     return PLACEBO[code][0]
 
 
-def sensitivity_frame(panel: pd.DataFrame, stated: str, estimated: object, rule: str, settings: StatsSettings) -> pd.DataFrame:
+def sensitivity_frame(panel: pd.DataFrame, stated: str, estimated: object, rule: str, settings: StatsSections) -> pd.DataFrame:
     """One row per cutoff: the stated one moved by SHIFTS months, then the estimated break
     (`estimated`: the effective_cutoff date under the verdict's measure, or None)."""
     cutoffs: list[tuple[str, int | None, pd.Timestamp]] = [
@@ -146,10 +146,10 @@ def build_frame(panel_relation: object, settings_frame: pd.DataFrame, effective:
     from lookahead.stats.verdict import VERDICT_COLUMNS
 
     study = study_from_frame(settings_frame)
-    settings = StatsSettings.from_study(study)
+    settings = StatsSections.from_study(study)
     cols = [*protocol_columns(settings), *VERDICT_COLUMNS, "entity_id", "target_date"]
     panel = read_columns(panel_relation, cols)
-    sel = effective[effective["measure"] == settings.lap_measure]
+    sel = effective[effective["measure"] == settings.measures.lap_measure]
     estimated = None
     if len(sel) and str(sel["status"].iloc[0]) == "break":
         estimated = sel["effective_cutoff"].iloc[0]

@@ -18,7 +18,7 @@ import pandas as pd
 
 from lookahead.safe_output import strip_controls
 from lookahead.stats.fe_regression import CLUSTER_COLUMNS, newey_west_default_lag
-from lookahead.stats.protocol import StatsSettings
+from lookahead.stats.protocol import StatsSections
 
 STATA_COLUMNS = (
     "row_id",
@@ -48,13 +48,13 @@ def stata_string(value: str) -> str:
     return '"' + value.replace("$", "\\$").replace("`", "\\`") + '"'
 
 
-def _vce(settings: StatsSettings) -> str:
-    col = CLUSTER_COLUMNS[settings.cluster]
+def _vce(settings: StatsSections) -> str:
+    col = CLUSTER_COLUMNS[settings.protocol.cluster]
     return "vce(robust)" if col is None else f"cluster({col})"
 
 
 def _sample_block(
-    sample: str, panel_dir: str, results_dir: str, settings: StatsSettings, single_entity: bool, n_obs: int | None
+    sample: str, panel_dir: str, results_dir: str, settings: StatsSections, single_entity: bool, n_obs: int | None
 ) -> list[str]:
     lines = [
         "",
@@ -63,7 +63,7 @@ def _sample_block(
         "eststo clear",
     ]
     if single_entity:
-        lag = settings.nw_lag if settings.nw_lag is not None else newey_west_default_lag(n_obs or 0)
+        lag = settings.protocol.nw_lag if settings.protocol.nw_lag is not None else newey_west_default_lag(n_obs or 0)
         lines += [
             "* Single entity: no entity fixed effects, Newey-West (protocol). Rows are",
             "* consecutive in (target_date, text_date, row_id) order, as the package does.",
@@ -105,7 +105,7 @@ def _sample_block(
 
 
 def stata_do_file(
-    settings: StatsSettings,
+    settings: StatsSections,
     panel_dir: str = "outputs",
     results_dir: str = "results",
     has_post: bool = True,
@@ -175,7 +175,7 @@ def export_stata_panels(
 
 def write_stata_do_file(
     path: str | os.PathLike[str],
-    settings: StatsSettings,
+    settings: StatsSections,
     panel_pre: pd.DataFrame | None = None,
     panel_post: pd.DataFrame | None = None,
     panel_dir: str = "outputs",

@@ -86,7 +86,7 @@ from lookahead.stats.protocol import (
     DIFFERENCE_SPEC,
     PLACEBO_ALPHA,
     THETA_DIFF,
-    StatsSettings,
+    StatsSections,
     any_approximated,
     result_row,
 )
@@ -1202,15 +1202,15 @@ def censoring_rate(panel: pd.DataFrame) -> float:
     return float(cens.mean())
 
 
-def lap_min_sd(settings: StatsSettings, lap: pd.Series, reference: pd.Series | None = None) -> float:
+def lap_min_sd(settings: StatsSections, lap: pd.Series, reference: pd.Series | None = None) -> float:
     """The sd below which LAP has no meaningful variation (see the module doc).
 
     For Min-K% the threshold is 1% of mean |LAP| of `reference` (default: `lap` itself);
     the placebo passes the pre-cutoff LAP so that a post-cutoff LAP collapsed toward zero
     is judged against the scale LAP had before the cutoff."""
-    if settings.lap_min_sd is not None:
-        return float(settings.lap_min_sd)
-    if MEASURES[settings.lap_measure].variation == SCALE_FREE:
+    if settings.protocol.lap_min_sd is not None:
+        return float(settings.protocol.lap_min_sd)
+    if MEASURES[settings.measures.lap_measure].variation == SCALE_FREE:
         ref = lap if reference is None else reference
         m = float(ref.abs().mean()) if len(ref) else math.nan
         return MINK_MIN_CV * m if np.isfinite(m) and m > 0 else 0.0
@@ -1242,7 +1242,7 @@ def _regression_fact(results: pd.DataFrame, name: str) -> RegressionFact:
 
 
 def gather_facts(
-    results: pd.DataFrame, panel_pre: pd.DataFrame, panel_post: pd.DataFrame | None, settings: StatsSettings
+    results: pd.DataFrame, panel_pre: pd.DataFrame, panel_post: pd.DataFrame | None, settings: StatsSections
 ) -> VerdictFacts:
     """Read the facts the rule uses from regression_results and the panels."""
     tests = {name: _regression_fact(results, name) for name in FACT_TESTS}
@@ -1270,8 +1270,8 @@ def gather_facts(
         lap_mean_post=float(lap_post.mean()) if len(lap_post) else math.nan,
         lap_min_sd_used=lap_min_sd(settings, lap),
         censoring_rate_pre=censoring_rate(panel_pre),
-        lap_measure=settings.lap_measure,
-        cluster=settings.cluster,
+        lap_measure=settings.measures.lap_measure,
+        cluster=settings.protocol.cluster,
         vcov=str(det.get("vcov") or ""),
         approximated=approx,
         n_rows_pre=len(panel_pre),
@@ -1279,7 +1279,7 @@ def gather_facts(
         lap_distinct_post=int(lap_post.nunique()),
         lap_sd_post=float(lap_post.std(ddof=1)) if len(lap_post) > 1 else math.nan,
         lap_min_sd_post=lap_min_sd(settings, lap_post, reference=lap),
-        wild_draws=int(settings.wild.draws),
+        wild_draws=int(settings.protocol.wild_bootstrap_draws),
         n_forecast_pre=_count_present(panel_pre, ("mu_hat", "outcome")),
         n_lap_values_pre=_count_present(panel_pre, ("lap",)),
         n_outcome_pre=_count_present(panel_pre, ("outcome",)),
@@ -1335,7 +1335,7 @@ def outcome_row(o: Outcome) -> dict[str, Any]:
 
 
 def verdict_frame(
-    results: pd.DataFrame, panel_pre: pd.DataFrame, panel_post: pd.DataFrame | None, settings: StatsSettings
+    results: pd.DataFrame, panel_pre: pd.DataFrame, panel_post: pd.DataFrame | None, settings: StatsSections
 ) -> pd.DataFrame:
     """The one-row verdict table: verdict, reason, the rule's text and every fact used."""
     row = outcome_row(evaluate(gather_facts(results, panel_pre, panel_post, settings)))

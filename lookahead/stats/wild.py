@@ -65,12 +65,10 @@ from typing import Any
 
 import numpy as np
 
-from lookahead.config import SCHEMA, setting_default
+from lookahead.config import SCHEMA
+from lookahead.settings_sections import ProtocolSettings
 
 WILD_WEIGHTS = SCHEMA.settings["wild_bootstrap_weights"].allowed
-DEFAULT_WILD_DRAWS = setting_default("wild_bootstrap_draws")
-DEFAULT_WILD_SEED = setting_default("wild_bootstrap_seed")
-DEFAULT_WILD_WEIGHTS = setting_default("wild_bootstrap_weights")
 #: The most draws a borderline p-value is extended to (B -> 4(B+1)-1 from the study's
 #: draws: 999, 3,999, 15,999, 63,999). At 63,999 draws the Monte Carlo SE of a p near
 #: 0.05 is 0.0009; a p still within two of them of a threshold is reported "borderline".
@@ -88,17 +86,13 @@ DEMEAN_TOL = 1e-12
 _WEBB = np.array([-math.sqrt(1.5), -1.0, -math.sqrt(0.5), math.sqrt(0.5), 1.0, math.sqrt(1.5)])
 
 
-@dataclass(frozen=True)
-class WildSettings:
-    """Draws (0 = off), weights (webb | rademacher) and seed of the bootstrap."""
-
-    draws: int = DEFAULT_WILD_DRAWS
-    weights: str = DEFAULT_WILD_WEIGHTS
-    seed: int = DEFAULT_WILD_SEED
-
-    def label(self, draws: int | None = None) -> str:
-        b = self.draws if draws is None else draws
-        return f"WCR bootstrap ({self.weights} weights, {b} draws, seed {self.seed}, null imposed)"
+def wild_label(settings: ProtocolSettings, draws: int | None = None) -> str:
+    """How a result names the bootstrap behind its p-value: the study's weights and seed
+    (section protocol's wild_bootstrap_*), and ``draws`` when a borderline p was extended
+    past the study's draws."""
+    b = settings.wild_bootstrap_draws if draws is None else draws
+    weights, seed = settings.wild_bootstrap_weights, settings.wild_bootstrap_seed
+    return f"WCR bootstrap ({weights} weights, {b} draws, seed {seed}, null imposed)"
 
 
 @dataclass(frozen=True)
@@ -197,7 +191,7 @@ class PartialledDesign:
     def bootstrap(
         self,
         column: int,
-        settings: WildSettings,
+        settings: ProtocolSettings,
         one_sided: bool,
         max_draws: int = MAX_WILD_DRAWS,
         thresholds: Sequence[float] = WILD_THRESHOLDS,
@@ -235,9 +229,9 @@ class PartialledDesign:
             # one product per chunk: the re-projection stacked onto m_g' A S
             D, S = np.hstack([D, reproject[0]]), np.vstack([S, reproject[1]])
             reproject = None
-        rng = np.random.default_rng(int(settings.seed))
+        rng = np.random.default_rng(int(settings.wild_bootstrap_seed))
         t_star: list[np.ndarray] = []
-        target = int(settings.draws)
+        target = int(settings.wild_bootstrap_draws)
         # the products are (k x G)(G x chunk) with k <= 3: one BLAS thread does them
         # fastest, and threads only contend with the build's other work
         from threadpoolctl import threadpool_limits
@@ -269,7 +263,7 @@ class PartialledDesign:
         self,
         t_star: list[np.ndarray],
         rng: np.random.Generator,
-        settings: WildSettings,
+        settings: ProtocolSettings,
         target: int,
         max_draws: int,
         thresholds: Sequence[float],
@@ -289,7 +283,7 @@ class PartialledDesign:
             done = sum(len(t) for t in t_star)
             while done < target:
                 m = min(CHUNK_DRAWS, target - done)
-                v = _weights(rng, settings.weights, (G, m))
+                v = _weights(rng, settings.wild_bootstrap_weights, (G, m))
                 num = c @ v
                 scores = c[:, None] * v - D @ (S @ v)
                 if reproject is not None:
@@ -422,7 +416,7 @@ def wild_p(
     fe_codes: list[np.ndarray],
     cluster: np.ndarray,
     column: int,
-    settings: WildSettings,
+    settings: ProtocolSettings,
     name: str = "",
     one_sided: bool = True,
 ) -> WildResult:
@@ -484,7 +478,12 @@ def dense_design(y: np.ndarray, regressors: np.ndarray, fe_codes: list[np.ndarra
 
 
 def wild_p_dense(
-    y: np.ndarray, regressors: np.ndarray, fe_codes: list[np.ndarray], cluster: np.ndarray, column: int, settings: WildSettings
+    y: np.ndarray,
+    regressors: np.ndarray,
+    fe_codes: list[np.ndarray],
+    cluster: np.ndarray,
+    column: int,
+    settings: ProtocolSettings,
 ) -> tuple[float, float]:
     """(two-sided, one-sided) p by the `wildboottest` package on the dense dummies design,
     with the call sequence pyfixest's ``Feols.wildboottest`` uses (type 11, CRV1 scores,
@@ -499,9 +498,10 @@ def wild_p_dense(
     R[column] = 1.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        boot = wb.WildboottestCL(X=X, Y=Y, cluster=cluster, R=R, B=int(settings.draws), seed=int(settings.seed), parallel=False)
+        draws, seed = int(settings.wild_bootstrap_draws), int(settings.wild_bootstrap_seed)
+        boot = wb.WildboottestCL(X=X, Y=Y, cluster=cluster, R=R, B=draws, seed=seed, parallel=False)
         boot.get_scores(bootstrap_type="11", impose_null=True, adj=True, cluster_adj=True)
-        boot.get_weights(weights_type=settings.weights)
+        boot.get_weights(weights_type=settings.wild_bootstrap_weights)
         boot.get_numer()
         boot.get_denom()
         boot.get_tboot()

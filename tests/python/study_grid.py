@@ -149,11 +149,10 @@ def render_study(spec: StudySpec, out: Path, draws: int = 99, data: tuple[pd.Dat
     (pre, post) a test reshaped); returns the report text."""
     from lookahead.config import load_study
     from lookahead.pages.report import render
-    from lookahead.stats.protocol import StatsSettings, run_protocol
+    from lookahead.stats.protocol import StatsSections, run_protocol
     from lookahead.stats.verdict import verdict_frame
-    from lookahead.stats.wild import WildSettings
 
-    settings = StatsSettings(cluster="entity", lap_measure=spec.measure, wild=WildSettings(draws=draws))
+    settings = StatsSections.with_defaults(cluster="entity", lap_measure=spec.measure, wild_bootstrap_draws=draws)
     pre, post = data if data is not None else panels(spec)
     res = run_protocol(pre, post if len(post) else None, settings)
     verdict = verdict_frame(res, pre, post, settings)

@@ -18,7 +18,7 @@ import pytest
 from scipy import stats
 
 from lookahead.claims import demo_kinds as dk
-from lookahead.claims.inputs import ClaimSettings, load_predictions
+from lookahead.claims.inputs import ClaimsResolved, load_predictions
 from lookahead.claims.shapley import plan_for
 from lookahead.claims.tables import build, claims_sha, instance_claims, instance_key
 from lookahead.claims.tasks import parse_ranking
@@ -78,15 +78,16 @@ def test_planted_truth_with_the_rule_models(kind, model, tmp_path):
             "claims_extractions_path": str(out / "extractions.jsonl"),
         },
     )
-    st = ClaimSettings.from_study(study)
+    st = ClaimsResolved.from_study(study)
     raw.mkdir()
     with open(raw / "claims_value.jsonl", "w") as fh:  # the rule model's answer per coalition
         for r, ex in instance_claims(study, st, load_predictions(study, st)[0]):
             inst, n = insts[r["instance_id"]], len(ex.claims)
-            plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max, st.mc_permutations, st.shapley_seed)
+            key = instance_key(r["instance_id"], r["agent"])
+            plan = plan_for(n, key, st.claims.claims_exact_max, st.claims.claims_mc_permutations, st.claims.claims_shapley_seed)
             for m in plan.masks:
                 ans = dk.rule_answer(model, inst, [inst.claims[i] for i in range(n) if m >> i & 1])
-                parsed = st.kind.coalition_answer(ans, [], st.kind_settings, st.kind.items(r["prediction"]))
+                parsed = st.kind.coalition_answer(ans, [], st, st.kind.items(r["prediction"]))
                 fh.write(
                     json.dumps(
                         {

@@ -27,11 +27,12 @@ from kill_job import kill_once_written
 from scipy import stats
 
 from lookahead.claims.tables import build
-from lookahead.claims.tasks import KINDS, KindSettings, PredictionError, kendall_distance, parse_number, parse_ranking, spearman
+from lookahead.claims.tasks import KINDS, ClaimsDerived, PredictionError, kendall_distance, parse_number, parse_ranking, spearman
 from lookahead.config import default_study_path, load_study, read_study_file
+from lookahead.settings_sections import ClaimsSettings
 
 ROOT = Path(__file__).resolve().parents[2]
-KS = KindSettings(("up", "down"), "up", "target_class")
+KS = ClaimsDerived(ClaimsSettings.with_defaults(claims_labels=["up", "down"], claims_target_class="up"))
 
 
 # ----------------------------------------------------------------------------- oracles
@@ -166,18 +167,19 @@ def _pred(iid: str, prediction: str, outcome: str, n: int = 4, task_input: str =
 
 def _write_lines(study: Path, answers) -> None:
     """claims_value lines as the job writes them, one per coalition of the plan."""
-    from lookahead.claims.inputs import ClaimSettings, load_predictions
+    from lookahead.claims.inputs import ClaimsResolved, load_predictions
     from lookahead.claims.shapley import plan_for
     from lookahead.claims.tables import claims_sha, instance_claims, instance_key
 
     s = load_study(study)
-    st = ClaimSettings.from_study(s)
+    st = ClaimsResolved.from_study(s)
     raw = s.raw_dir
     raw.mkdir(parents=True, exist_ok=True)
     with open(raw / "claims_value.jsonl", "w") as fh:
         for r, ex in instance_claims(s, st, load_predictions(s, st)[0]):
             n = len(ex.claims)
-            plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max, st.mc_permutations, st.shapley_seed)
+            key = instance_key(r["instance_id"], r["agent"])
+            plan = plan_for(n, key, st.claims.claims_exact_max, st.claims.claims_mc_permutations, st.claims.claims_shapley_seed)
             for m in plan.masks:
                 fh.write(
                     json.dumps(
@@ -188,7 +190,7 @@ def _write_lines(study: Path, answers) -> None:
                             "agent": r["agent"],
                             "claims_sha256": claims_sha(ex.claims),
                             "mask": m,
-                            "task_kind": st.task_kind,
+                            "task_kind": st.claims.claims_task_kind,
                             **answers(r["instance_id"], frozenset(i for i in range(n) if m >> i & 1)),
                         }
                     )

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from lookahead.claims import demo
-from lookahead.claims.inputs import ClaimSettings, load_predictions
+from lookahead.claims.inputs import ClaimsResolved, load_predictions
 from lookahead.claims.retrieval import STOPWORDS, bm25
 from lookahead.claims.shapley import members_of, plan_for
 from lookahead.claims.tables import build, claims_sha, instance_key
@@ -137,7 +137,7 @@ def _study(demo_dir: Path, raw: Path, **kw):
 
 def _write_ideal_values(study, raw: Path) -> None:
     """claims_value lines as the value job writes them, with v(S) of the ideal leaky model."""
-    st = ClaimSettings.from_study(study)
+    st = ClaimsResolved.from_study(study)
     preds, _ = load_predictions(study, st)
     by_id = {i.instance_id: i for i in demo.demo_instances()}
     raw.mkdir(parents=True, exist_ok=True)
@@ -150,7 +150,8 @@ def _write_ideal_values(study, raw: Path) -> None:
             from lookahead.claims.schema import Claim
 
             cl = [Claim(k + 1, c.text, c.text, c.temporal_reference, c.category, "") for k, c in enumerate(inst.claims)]
-            plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max, st.mc_permutations, st.shapley_seed)
+            key = instance_key(r["instance_id"], r["agent"])
+            plan = plan_for(n, key, st.claims.claims_exact_max, st.claims.claims_mc_permutations, st.claims.claims_shapley_seed)
             for m in plan.masks:
                 coal = [inst.claims[i] for i in members_of(m, n)]
                 probs = {lab: demo.ideal_value("leaky", coal, lab) for lab in demo.LABELS}

@@ -513,14 +513,14 @@ def test_too_little_data_stops_at_the_gate(built, tmp_path, case, pattern):
 def test_optional_stats_settings_reach_the_regressions(built, tmp_path):
     """nw_lag and lap_min_sd are dbt vars recorded in study_settings, which is where the
     regression and verdict models read their settings from."""
-    from lookahead.stats.protocol import StatsSettings
+    from lookahead.stats.protocol import StatsSections
 
     study, res_ok = built
-    assert StatsSettings.from_frame(res_ok.table("study_settings")).nw_lag is None
+    assert StatsSections.from_frame(res_ok.table("study_settings")).protocol.nw_lag is None
     res = run_dbt(["run", "--select", "study_settings"], {**study.vars, "nw_lag": 3, "lap_min_sd": 0.02}, tmp_path / "db.duckdb")
     assert res.returncode == 0, res.output[-2000:]
-    settings = StatsSettings.from_frame(res.table("study_settings"))
-    assert settings.nw_lag == 3 and settings.lap_min_sd == 0.02
+    settings = StatsSections.from_frame(res.table("study_settings"))
+    assert settings.protocol.nw_lag == 3 and settings.protocol.lap_min_sd == 0.02
 
 
 def test_queries_without_an_answer_stop_at_the_panel_gate(built, tmp_path):

@@ -246,12 +246,11 @@ def test_montecarlo_runs_the_shipped_verdict_on_one_draw_per_design() -> None:
     """The Monte Carlo calls run_protocol and verdict_frame (what the dbt models call):
     strong planted memorization is detected by the verdict's own test, and a null draw's
     panel satisfies the Panel contract the regressions check."""
-    from lookahead.stats.protocol import PANEL_COLUMNS, StatsSettings
-    from lookahead.stats.wild import WildSettings
+    from lookahead.stats.protocol import PANEL_COLUMNS, StatsSections
     from research.montecarlo import DESIGNS, replicate, simulate, summarize
 
     by_name = {d.name: d for d in DESIGNS}
-    settings = StatsSettings(wild=WildSettings(draws=99))
+    settings = StatsSections.with_defaults(wild_bootstrap_draws=99)
     strong = replicate(by_name["strong_memorization_30"], 0, settings)
     assert strong["p_used"] < 0.05 and strong["inference_used"] == "wild bootstrap"
     pre, post = simulate(by_name["null_10_clusters"], np.random.default_rng(0))

@@ -25,7 +25,7 @@ from test_openai_backend import server_factory, write_openai_study  # noqa: F401
 
 from lookahead import untrusted
 from lookahead.config import SCHEMA_PATH, StudyConfigError, read_study_file, resolve
-from lookahead.stats.protocol import StatsSettings
+from lookahead.stats.protocol import StatsSections
 from lookahead.stats.stata import stata_do_file, stata_string
 
 #: The hostile values (issue: quote, double quote, backslash, newline, NUL, Jinja, SQL,
@@ -370,8 +370,8 @@ def test_the_do_file_holds_no_command_the_study_did_not_ask_for(kind: str, tmp_p
         assert str(err).startswith(("setting 'results_dir'", "setting 'outputs_dir'")), err
         return
     folder = str(tmp_path / value)
-    plain = stata_do_file(StatsSettings(), str(tmp_path / "plain"), str(tmp_path / "plain"))
-    text = stata_do_file(StatsSettings(), folder, folder)
+    plain = stata_do_file(StatsSections.with_defaults(), str(tmp_path / "plain"), str(tmp_path / "plain"))
+    text = stata_do_file(StatsSections.with_defaults(), folder, folder)
     assert _command_lines(text) == _command_lines(plain)
     assert stata_string(folder) in text
     for line in text.splitlines():

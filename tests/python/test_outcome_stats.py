@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from paper_reference import drop_singletons, ols_dummies
 
+from lookahead.settings_sections import ProtocolSettings
 from lookahead.stats import FitRequest, fit_fe
 from lookahead.stats.fe_regression import estimator_message
-from lookahead.stats.wild import WildSettings
 
 
 def _half(rng, offset: int, n_ent: int = 12, n_dates: int = 15) -> pd.DataFrame:
@@ -60,7 +60,7 @@ def test_n_clusters_counts_the_clusters_left_after_singletons_with_the_wild_boot
             fixed_effects=["entity_num", "date"],
             cluster="entity",
             wild_terms=("x",),
-            wild=WildSettings(draws=99),
+            wild=ProtocolSettings.with_defaults(wild_bootstrap_draws=99),
         ),
     )
     used = drop_singletons(df, ["entity_num", "date"])["entity_num"].nunique()

@@ -16,7 +16,7 @@ from lookahead.config import default_study_path, read_study_file
 from lookahead.paper.dbt_entry import bootstrap_frame, panel_columns, paper_tables_frame
 from lookahead.paper.synthetic import make_panel
 from lookahead.stats.panel_io import read_columns
-from lookahead.stats.protocol import StatsSettings, protocol_columns, run_protocol
+from lookahead.stats.protocol import StatsSections, protocol_columns, run_protocol
 from lookahead.stats.verdict import VERDICT_COLUMNS, verdict_frame
 
 
@@ -62,7 +62,7 @@ def test_projected_panel_gives_the_whole_panel_results(n_entities, overrides):
     con.execute("create table panel_post as select * from post_df")
     whole = {s: con.table(f"panel_{s}").df() for s in ("pre", "post")}
     settings = _settings(**overrides)
-    stats = StatsSettings.from_frame(settings)
+    stats = StatsSections.from_frame(settings)
 
     part = {s: read_columns(con.table(f"panel_{s}"), protocol_columns(stats)) for s in ("pre", "post")}
     assert "entity_name" not in part["pre"] and "forecast_key" not in part["pre"]

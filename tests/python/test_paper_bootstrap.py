@@ -14,7 +14,7 @@ from lookahead.paper.synthetic import make_panel
 from lookahead.stats.fe_regression import RegressionInputError as PaperSpecError
 from lookahead.stats.fe_regression import Term
 
-S = T.PaperSettings(lap_measure="mink")
+S = T.PaperSections.with_defaults(lap_measure="mink")
 
 
 def _data(df: pd.DataFrame) -> bs.BootstrapData:

@@ -49,7 +49,7 @@ def test_stars_and_number_format():
 
 def test_markdown_and_latex_tables(panels):
     pre, _ = panels
-    s = T.PaperSettings(lap_measure="mink")
+    s = T.PaperSections.with_defaults(lap_measure="mink")
     tab = T.table2(pre, s)
     long = tab.long(s)
     md = render.markdown_table(long, "table2", "Table II", notes=tab.notes)
@@ -116,7 +116,7 @@ def test_settings_errors_come_from_the_one_settings_loader():
     with pytest.raises(StudyConfigError, match="setting 'paper_cluster': 'firm' is not one of"):
         _settings_frame(paper_cluster="firm")
     s, draws, seed = dbt_entry.settings_from_frame(_settings_frame(paper_cluster="entity"))
-    assert (s.cluster, s.lap_measure, draws, seed) == ("entity", "mink", 50, 11)
+    assert (s.paper.paper_cluster, s.measures.lap_measure, draws, seed) == ("entity", "mink", 50, 11)
 
 
 def test_report_section_from_duckdb(panels, tmp_path):

@@ -50,7 +50,7 @@ def _check(fit, ref, names, with_se=True):
 @pytest.mark.parametrize("cluster,col", [("date", "target_date"), ("entity", "entity_num")])
 @pytest.mark.parametrize("measure", ["mink", "recall"])
 def test_table2_matches_dummies_ols(pre, cluster, col, measure):
-    s = T.PaperSettings(cluster=cluster, lap_measure=measure)
+    s = T.PaperSections.with_defaults(paper_cluster=cluster, lap_measure=measure)
     tab = T.table2(pre, s)
     lap = s.lap
     r1 = ols_dummies(pre, "outcome", [["mu_hat"]], FE, col)
@@ -64,7 +64,7 @@ def test_table2_matches_dummies_ols(pre, cluster, col, measure):
 
 
 def test_table2_economic_magnitudes(pre):
-    s = T.PaperSettings(lap_measure="mink")
+    s = T.PaperSections.with_defaults(lap_measure="mink")
     tab = T.table2(pre, s)
     m = tab.magnitudes
     used = pre.dropna(subset=["outcome", "mu_hat", "lap_mink"])
@@ -82,13 +82,13 @@ def test_table2_economic_magnitudes(pre):
 
 
 def test_planted_interaction_is_found(pre):
-    tab = T.table2(pre, T.PaperSettings(lap_measure="mink"))
+    tab = T.table2(pre, T.PaperSections.with_defaults(lap_measure="mink"))
     fit = tab.columns[1]
     assert fit.estimate["LLM x LAP"] > 0 and fit.p["LLM x LAP"] < 0.05
 
 
 def test_table3_double_and_triple_interactions(pre):
-    s = T.PaperSettings(lap_measure="mink", moderator="small")
+    s = T.PaperSections.with_defaults(lap_measure="mink", moderator_column="small")
     tab = T.table3(pre, s)
     r1 = ols_dummies(pre, "outcome", [["mu_hat"], ["small"], ["mu_hat", "small"]], FE, "target_date")
     xs = [
@@ -106,17 +106,17 @@ def test_table3_double_and_triple_interactions(pre):
 
 
 def test_table3_skipped_without_moderator_and_bad_moderator(pre):
-    assert T.table3(pre, T.PaperSettings(lap_measure="mink")) is None
+    assert T.table3(pre, T.PaperSections.with_defaults(lap_measure="mink")) is None
     bad = pre.copy()
     bad["size_bucket"] = np.arange(len(bad)) % 3
     with pytest.raises(PaperSpecError, match="size_bucket.*binary.*row"):
-        T.table3(bad, T.PaperSettings(lap_measure="mink", moderator="size_bucket"))
+        T.table3(bad, T.PaperSections.with_defaults(lap_measure="mink", moderator_column="size_bucket"))
     with pytest.raises(PaperSpecError, match="nosuch"):
-        T.table3(pre, T.PaperSettings(lap_measure="mink", moderator="nosuch"))
+        T.table3(pre, T.PaperSections.with_defaults(lap_measure="mink", moderator_column="nosuch"))
 
 
 def test_table4_horse_race(pre):
-    s = T.PaperSettings(lap_measure="mink")
+    s = T.PaperSections.with_defaults(lap_measure="mink")
     tab = T.table4(pre, s)
     assert len(tab.columns) == 4
     ftp, conf, lap = "first_token_prob", "stated_confidence", "lap_mink"
@@ -139,13 +139,13 @@ def test_table4_horse_race(pre):
 
 def test_table4_skips_missing_confidence(pre):
     df = pre.drop(columns=["stated_confidence"])
-    tab = T.table4(df, T.PaperSettings(lap_measure="mink"))
+    tab = T.table4(df, T.PaperSections.with_defaults(lap_measure="mink"))
     assert len(tab.columns) == 2
     assert any("Confidence" in n for n in tab.notes)
 
 
 def test_table5_standardized_within_each_period(pre, post):
-    s = T.PaperSettings(lap_measure="mink")
+    s = T.PaperSections.with_defaults(lap_measure="mink")
     tab = T.table5(pre, post, s)
     cols = ["outcome", "mu_hat", "lap_mink"]
     for j, df in ((0, pre), (2, post)):
@@ -163,7 +163,7 @@ def test_table5_standardized_within_each_period(pre, post):
 def test_table5_constant_variable_is_a_clear_error(pre, post):
     flat = post.assign(lap_mink=0.1)
     with pytest.raises(PaperSpecError, match="lap_mink.*no variation"):
-        T.table5(pre, flat, T.PaperSettings(lap_measure="mink"))
+        T.table5(pre, flat, T.PaperSections.with_defaults(lap_measure="mink"))
 
 
 def test_table6_five_level_labels_run_through_table2():
@@ -175,14 +175,14 @@ def test_table6_five_level_labels_run_through_table2():
     raw.iloc[:5] = raw.iloc[:5].str.upper() + "  "  # parsing is case/space insensitive
     df["mu_hat"] = T.map_forecast_labels(raw, labels)
     assert set(df["mu_hat"].unique()) == {-1.0, -0.5, 0.0, 0.5, 1.0}
-    tab = T.table6(df, T.PaperSettings(lap_measure="mink", cluster="entity"))
+    tab = T.table6(df, T.PaperSections.with_defaults(lap_measure="mink", paper_cluster="entity"))
     ref = ols_dummies(df, "outcome", [["mu_hat"], ["lap_mink"], ["mu_hat", "lap_mink"]], FE, "entity_num")
     _check(tab.columns[1], ref, ["LLM", "LAP", "LLM x LAP"])
     assert tab.name == "table6"
 
 
 def test_table1_descriptives(pre):
-    d = T.table1(pre, T.PaperSettings(lap_measure="mink")).set_index("variable")
+    d = T.table1(pre, T.PaperSections.with_defaults(lap_measure="mink")).set_index("variable")
     x = pre["stated_confidence"].dropna()
     r = d.loc["Confidence"]
     assert r["n"] == len(x) == len(pre) - 7
@@ -194,16 +194,16 @@ def test_table1_descriptives(pre):
 
 def test_missing_column_error_names_it(pre):
     with pytest.raises(PaperSpecError, match="lap_mink"):
-        T.table2(pre.drop(columns=["lap_mink"]), T.PaperSettings(lap_measure="mink"))
+        T.table2(pre.drop(columns=["lap_mink"]), T.PaperSections.with_defaults(lap_measure="mink"))
 
 
 def test_settings_from_the_study_and_defaults_from_the_schema():
     from lookahead.config import setting_default
 
-    s = T.PaperSettings.from_study(load_study(overrides={"lap_measure": "recall", "paper_cluster": "entity"}))
-    assert s.cluster == "entity" and s.lap == "lap_recall" and s.moderator is None
-    d = T.PaperSettings()
-    assert (d.lap_measure, d.cluster) == (setting_default("lap_measure"), setting_default("paper_cluster"))
+    s = T.PaperSections.from_study(load_study(overrides={"lap_measure": "recall", "paper_cluster": "entity"}))
+    assert s.paper.paper_cluster == "entity" and s.lap == "lap_recall" and s.paper.moderator_column is None
+    d = T.PaperSections.with_defaults()
+    assert (d.measures.lap_measure, d.paper.paper_cluster) == (setting_default("lap_measure"), setting_default("paper_cluster"))
 
 
 def test_table5_difference_test_against_independent_computations(pre, post):
@@ -212,7 +212,7 @@ def test_table5_difference_test_against_independent_computations(pre, post):
     computation from the two periods' own clustered regressions, (b_in - b_out) /
     sqrt(se_in^2 + se_out^2), which it matches up to the small-sample factor when the
     periods share no cluster (dates)."""
-    s = T.PaperSettings(lap_measure="mink", cluster="date")
+    s = T.PaperSections.with_defaults(lap_measure="mink", paper_cluster="date")
     post = post.assign(target_date=pd.to_datetime(post["target_date"]) + pd.Timedelta(days=400))
     tab = T.table5(pre, post, s)
     d = {k[5:]: v for k, v in tab.magnitudes.items() if k.startswith("diff_")}
@@ -243,11 +243,11 @@ def test_table5_difference_test_against_independent_computations(pre, post):
 def test_out_of_sample_start_setting(post):
     dates = pd.to_datetime(post["target_date"])
     start = dates.sort_values().iloc[len(dates) // 2].date().isoformat()
-    s = T.PaperSettings.from_study(load_study(overrides={"paper_oos_start": start}))
+    s = T.PaperSections.from_study(load_study(overrides={"paper_oos_start": start}))
     kept, note = T.out_of_sample(post, s)
     assert len(kept) == int((dates >= pd.Timestamp(start)).sum()) and 0 < len(kept) < len(post)
     assert start in note
-    assert T.out_of_sample(post, T.PaperSettings(lap_measure="mink"))[0] is post
+    assert T.out_of_sample(post, T.PaperSections.with_defaults(lap_measure="mink"))[0] is post
     with pytest.raises(StudyConfigError, match="setting 'paper_oos_start'"):
         load_study(overrides={"paper_oos_start": "not a date"})
 
@@ -260,7 +260,7 @@ def test_table6_clusters_by_firm_whatever_paper_cluster_says():
 
     labels = T.FIVE_LEVEL_LABELS
     df = make_panel(n_rows=600, n_entities=50, n_dates=20, seed=21, sample="pre", labels=labels)
-    s = T.PaperSettings(lap_measure="mink", cluster="date")
+    s = T.PaperSections.with_defaults(lap_measure="mink", paper_cluster="date")
     tab = T.table6(df, s)
     ref = ols_dummies(df, "outcome", [["mu_hat"], ["lap_mink"], ["mu_hat", "lap_mink"]], FE, "entity_num")
     _check(tab.columns[1], ref, ["LLM", "LAP", "LLM x LAP"])
@@ -279,9 +279,9 @@ def test_paper_tables_run_on_min_k_when_computed_and_captions_name_the_measure(p
     verdict's measure and the note says that is not the paper's."""
     from lookahead.paper.analysis import run_paper_analysis
 
-    s = T.PaperSettings(lap_measure="recall")
+    s = T.PaperSections.with_defaults(lap_measure="recall")
     res = run_paper_analysis(pre, None, s, draws=0)
-    assert res.settings.lap_measure == "mink"
+    assert res.settings.measures.lap_measure == "mink"
     t2 = res.tables["table2"]
     ref = ols_dummies(pre, "outcome", [["mu_hat"], ["lap_mink"], ["mu_hat", "lap_mink"]], FE, "target_date")
     _check(t2.columns[1], ref, ["LLM", "LAP", "LLM x LAP"])
@@ -292,7 +292,7 @@ def test_paper_tables_run_on_min_k_when_computed_and_captions_name_the_measure(p
     )
     no_mink = pre.assign(lap_mink=np.nan)
     res2 = run_paper_analysis(no_mink, None, s, draws=0)
-    assert res2.settings.lap_measure == "recall"
+    assert res2.settings.measures.lap_measure == "recall"
     assert all("Min-K%" not in tab.title for tab in res2.tables.values())
     assert any("Min-K% LAP was not computed" in n for n in res2.notes)
 
@@ -302,10 +302,10 @@ def test_table4_note_says_what_is_constant(pre):
     from lookahead.paper.analysis import run_paper_analysis
 
     df = pre.assign(first_token_prob=1.0, stated_confidence=np.nan)
-    tab = T.table4(df, T.PaperSettings(lap_measure="mink"))
+    tab = T.table4(df, T.PaperSections.with_defaults(lap_measure="mink"))
     assert tab.columns == []
     assert any("is in the panel but constant at 1 in all" in n and "p(first token)" in n for n in tab.notes)
     assert any("Confidence" in n and "missing in every row" in n for n in tab.notes)
-    res = run_paper_analysis(df, None, T.PaperSettings(lap_measure="mink"), draws=0)
+    res = run_paper_analysis(df, None, T.PaperSections.with_defaults(lap_measure="mink"), draws=0)
     skipped = [n for n in res.notes if n.startswith("Table IV skipped")]
     assert skipped and "constant at 1" in skipped[0] and "not in the panel" not in skipped[0]

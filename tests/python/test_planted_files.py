@@ -34,6 +34,7 @@ from lookahead.artefacts import (
 )
 from lookahead.collision import VARS_SOURCE, BuildIdentity, collision_line
 from lookahead.config import Study, resolve
+from lookahead.settings_sections import OutputSettings
 
 
 def _home(tmp_path: Path) -> Path:
@@ -185,7 +186,7 @@ def test_a_symlinked_tables_folder_is_not_followed(tmp_path: Path) -> None:
     assert _snapshot(home) == before
     assert (f.results / "REPORT.md").read_text() == "v1"  # nothing moved
     # allowed explicitly, the link is followed
-    allowed = Folders(f.results, f.outputs, follow_symlinks=True)
+    allowed = Folders(f.results, f.outputs, OutputSettings.with_defaults(follow_symlinks=True))
     write_artefact_set(allowed, "second", _producer("v2"))
     assert (home / "work" / "table2.tex").read_text() == "v2"
 
@@ -224,7 +225,7 @@ def test_a_raw_dir_linked_to_the_root_is_refused_even_when_links_are_allowed(tmp
 
 
 def test_stale_folders_are_pruned_beyond_the_count_the_user_sets(tmp_path: Path) -> None:
-    f = _folders(tmp_path, stale_kept=2)
+    f = _folders(tmp_path, output=OutputSettings.with_defaults(stale_reports_kept=2))
     (f.results / "stale.7").mkdir()
     (f.results / "stale.7" / "mine.txt").write_text("mine")  # a user's own stale.N: never deleted
     for v in range(1, 8):
@@ -240,8 +241,8 @@ def test_stale_folders_are_pruned_beyond_the_count_the_user_sets(tmp_path: Path)
 
 def test_the_default_keeps_three_and_the_setting_reaches_the_folders(tmp_path: Path) -> None:
     study = _project_study(tmp_path, results_dir=str(tmp_path / "r"), outputs_dir=str(tmp_path / "o"))
-    assert Folders.of(study).stale_kept == 3
-    assert Folders.of(study.with_settings(stale_reports_kept=0)).stale_kept == 0
+    assert Folders.of(study).output.stale_reports_kept == 3
+    assert Folders.of(study.with_settings(stale_reports_kept=0)).output.stale_reports_kept == 0
     f = Folders.of(study)
     for v in range(8):
         write_artefact_set(f, "again", _producer(f"v{v}"))

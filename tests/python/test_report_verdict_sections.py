@@ -9,11 +9,10 @@ from test_verdict import panels
 
 from lookahead.config import load_study
 from lookahead.pages.report import render
-from lookahead.stats.protocol import StatsSettings, run_protocol
+from lookahead.stats.protocol import StatsSections, run_protocol
 from lookahead.stats.verdict import verdict_frame
-from lookahead.stats.wild import WildSettings
 
-SETTINGS = StatsSettings(cluster="entity", lap_measure="recall", wild=WildSettings(draws=99))
+SETTINGS = StatsSections.with_defaults(cluster="entity", lap_measure="recall", wild_bootstrap_draws=99)
 
 
 def recorded_settings() -> pd.DataFrame:

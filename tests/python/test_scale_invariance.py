@@ -8,19 +8,16 @@ clean study the other tests do not use, and compare with c = 1."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pandas as pd
 import pytest
 from test_verdict import _sample
 
-from lookahead.stats.protocol import StatsSettings, run_protocol
+from lookahead.stats.protocol import StatsSections, run_protocol
 from lookahead.stats.verdict import CONTAMINATION, NO_EVIDENCE, UNDERPOWERED, verdict_frame
-from lookahead.stats.wild import WildSettings
 
-MINK = StatsSettings(cluster="entity", lap_measure="mink", wild=WildSettings(draws=99))
-RECALL = dataclasses.replace(MINK, lap_measure="recall")
+MINK = StatsSections.with_defaults(cluster="entity", lap_measure="mink", wild_bootstrap_draws=99)
+RECALL = MINK.with_measure("recall")
 
 
 def study(kind: str, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lookahead.stats.protocol import StatsSettings
+from lookahead.stats.protocol import StatsSections
 from lookahead.stats.stata import export_stata_panels, stata_do_file, write_stata_do_file
 
 
 def test_protocol_commands_cluster_entity():
-    text = stata_do_file(StatsSettings(cluster="entity"))
+    text = stata_do_file(StatsSections.with_defaults(cluster="entity"))
     assert 'use "outputs/panel_pre", clear' in text
     assert "reghdfe outcome ud, absorb(entity_num period_num) cluster(entity_num)" in text
     assert "reghdfe outcome ud if high_lap == 1, absorb(entity_num period_num) cluster(entity_num)" in text
@@ -23,22 +23,22 @@ def test_protocol_commands_cluster_entity():
 
 
 def test_cluster_settings_map_to_stata_options():
-    assert "cluster(target_date)" in stata_do_file(StatsSettings(cluster="date"))
-    assert "cluster(period_num)" in stata_do_file(StatsSettings(cluster="period"))
-    none = stata_do_file(StatsSettings(cluster="none"))
+    assert "cluster(target_date)" in stata_do_file(StatsSections.with_defaults(cluster="date"))
+    assert "cluster(period_num)" in stata_do_file(StatsSections.with_defaults(cluster="period"))
+    none = stata_do_file(StatsSections.with_defaults(cluster="none"))
     assert "vce(robust)" in none and "cluster(" not in none
 
 
 def test_no_post_rows_leave_out_the_placebo(tmp_path):
     pre = pd.DataFrame({"entity_num": [1, 2], "outcome": [0.1, 0.2]})
     post = pre.iloc[0:0]
-    path = write_stata_do_file(tmp_path / "lookahead.do", StatsSettings(), pre, post)
+    path = write_stata_do_file(tmp_path / "lookahead.do", StatsSections.with_defaults(), pre, post)
     text = path.read_text()
     assert "panel_post" not in text and "placebo (step 5) is infeasible" in text
 
 
 def test_single_entity_uses_newey_with_stated_lag():
-    text = stata_do_file(StatsSettings(nw_lag=3), single_entity=True, n_obs=200)
+    text = stata_do_file(StatsSections.with_defaults(nw_lag=3), single_entity=True, n_obs=200)
     assert "newey outcome c.mu_hat##c.lap i.period_num, lag(3) force" in text
     assert "reghdfe" not in text.split("capture mkdir")[1]
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from lookahead.stats.protocol import StatsSettings, run_protocol
+from lookahead.stats.protocol import StatsSections, run_protocol
 from lookahead.stats.verdict import (
     CONTAMINATION,
     MIXED,
@@ -270,7 +270,7 @@ def panels(kind: str, seed: int = 0):
     return pre, post
 
 
-SETTINGS = StatsSettings(cluster="entity", lap_measure="recall")
+SETTINGS = StatsSections.with_defaults(cluster="entity", lap_measure="recall")
 
 
 @pytest.mark.parametrize(
@@ -336,16 +336,18 @@ def test_settings_read_from_study_settings_row():
 
     study = load_study(overrides={"cluster": "date", "lap_measure": "mink", "nw_lag": 5})
     row = pd.DataFrame({"settings_json": [study.settings_json()]})
-    s = StatsSettings.from_frame(row)
-    assert (s.cluster, s.lap_measure, s.nw_lag) == ("date", "mink", 5)
-    assert s.wild.draws == study.protocol.wild_bootstrap_draws
-    assert StatsSettings().cluster == setting_default("cluster")
+    s = StatsSections.from_frame(row)
+    assert (s.protocol.cluster, s.measures.lap_measure, s.protocol.nw_lag) == ("date", "mink", 5)
+    assert s.protocol.wild_bootstrap_draws == study.protocol.wild_bootstrap_draws
+    assert StatsSections.with_defaults().protocol.cluster == setting_default("cluster")
+    with pytest.raises(TypeError, match="not a setting of section.*: wild"):
+        StatsSections.with_defaults(wild=3)
     with pytest.raises(SettingsError, match="exactly one row, has 2"):
-        StatsSettings.from_frame(pd.concat([row, row]))
+        StatsSections.from_frame(pd.concat([row, row]))
     bad = json.loads(study.settings_json())
     bad["nw_lag"] = "four"
     with pytest.raises(StudyConfigError, match="setting 'nw_lag'"):
-        StatsSettings.from_frame(pd.DataFrame({"settings_json": [json.dumps(bad)]}))
+        StatsSections.from_frame(pd.DataFrame({"settings_json": [json.dumps(bad)]}))
 
 
 def test_panel_missing_column_names_table():
@@ -361,9 +363,9 @@ def test_mink_threshold_is_relative_to_scale():
     from lookahead.stats.verdict import lap_min_sd
 
     small = pd.Series([1e-4, 2e-4, 3e-4])
-    assert lap_min_sd(StatsSettings(lap_measure="mink"), small) == pytest.approx(0.01 * 2e-4)
-    assert lap_min_sd(StatsSettings(lap_measure="recall"), small) == 0.01
-    assert lap_min_sd(StatsSettings(lap_min_sd=0.2), small) == 0.2
+    assert lap_min_sd(StatsSections.with_defaults(lap_measure="mink"), small) == pytest.approx(0.01 * 2e-4)
+    assert lap_min_sd(StatsSections.with_defaults(lap_measure="recall"), small) == 0.01
+    assert lap_min_sd(StatsSections.with_defaults(lap_min_sd=0.2), small) == 0.2
 
 
 def test_censoring_rate_uses_flags_or_missing_mass():

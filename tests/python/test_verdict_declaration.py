@@ -16,7 +16,7 @@ from verdict_cases import case_facts
 from lookahead.identity import IDENTITY_COLUMNS
 from lookahead.pages.sections import RULE_CLAUSE
 from lookahead.stats.fe_regression import RESULT_COLUMNS
-from lookahead.stats.protocol import StatsSettings
+from lookahead.stats.protocol import StatsSections
 from lookahead.stats.verdict import (
     CONTAMINATION,
     DECISION_CLAUSES,
@@ -133,7 +133,7 @@ def test_gather_reads_each_test_from_its_own_regression_row() -> None:
         ]
     )
     panel = pd.DataFrame({"lap": [0.1, 0.5, 0.9], "outcome": [1.0, -1.0, 1.0], "mu_hat": [0.2, 0.3, 0.1]})
-    f = gather_facts(results, panel, panel, StatsSettings())
+    f = gather_facts(results, panel, panel, StatsSections.with_defaults())
     checked = 0
     for k, (name, source) in enumerate(FACT_TESTS.items()):
         fact = getattr(f, name)

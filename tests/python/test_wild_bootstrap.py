@@ -11,13 +11,14 @@ difference beyond 4.5 standard errors of the two simulated p-values fails."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from lookahead.settings_sections import ProtocolSettings
 from lookahead.stats.fe_regression import FitRequest, fit_fe
-from lookahead.stats.wild import WildSettings
 
 
 def panel(seed: int, n_entities: int = 14, n_periods: int = 8, per_cell: int = 3, effect: float = 0.12) -> pd.DataFrame:
@@ -75,7 +76,7 @@ def _close(p_lib: float, b_lib: int, p_ref: float, b_ref: int) -> None:
 @pytest.mark.parametrize("seed", [3, 8])
 def test_wild_p_matches_an_independent_wcr(seed):
     df = panel(seed)
-    wild = WildSettings(draws=1999, weights="rademacher", seed=11)
+    wild = ProtocolSettings.with_defaults(wild_bootstrap_draws=1999, wild_bootstrap_weights="rademacher", wild_bootstrap_seed=11)
     res = fit_fe(
         df,
         FitRequest(
@@ -106,7 +107,7 @@ def test_wild_p_is_reproducible_from_its_seed_and_labelled():
         regressors=("mu_hat", "lap", "mu_hat:lap"),
         one_sided_terms=("mu_hat:lap",),
         wild_terms=("mu_hat:lap",),
-        wild=WildSettings(draws=199, seed=4),
+        wild=ProtocolSettings.with_defaults(wild_bootstrap_draws=199, wild_bootstrap_seed=4),
     )
     a, b = fit_fe(df, req), fit_fe(df, req)
     assert a["p_wild_two_sided"].equals(b["p_wild_two_sided"])
@@ -122,8 +123,8 @@ def test_wild_off_and_not_for_unclustered_fits():
     base = dict(
         spec="detection", sample="pre", outcome="outcome", regressors=("mu_hat", "lap", "mu_hat:lap"), wild_terms=("mu_hat:lap",)
     )
-    off = fit_fe(df, FitRequest(**base, wild=WildSettings(draws=0)))
-    hc1 = fit_fe(df, FitRequest(**base, cluster="none", wild=WildSettings(draws=99)))
+    off = fit_fe(df, FitRequest(**base, wild=ProtocolSettings.with_defaults(wild_bootstrap_draws=0)))
+    hc1 = fit_fe(df, FitRequest(**base, cluster="none", wild=ProtocolSettings.with_defaults(wild_bootstrap_draws=99)))
     assert off["p_wild_two_sided"].isna().all() and hc1["p_wild_two_sided"].isna().all()
 
 
@@ -132,14 +133,14 @@ def test_difference_regression_equals_half_sample_thetas_and_has_a_wild_p():
     regressions stacked, with ud in sd units of its half: its coefficients are
     theta_low and theta_high - theta_low per sd of U-D. Its dense design is singular as
     pyfixest builds it; the bootstrap's must not be."""
-    from lookahead.stats.protocol import StatsSettings, run_sample
+    from lookahead.stats.protocol import StatsSections, run_sample
 
     rng = np.random.default_rng(9)
     df = panel(9)
     df["ud"] = rng.normal(size=len(df))
     df["outcome"] = df["outcome"] + 0.3 * df["ud"] * (df["lap"] > df["lap"].median())
     df["high_lap"] = (df["lap"] > df["lap"].median()).astype(int)
-    res = run_sample(df, "pre", StatsSettings(wild=WildSettings(draws=199)))
+    res = run_sample(df, "pre", StatsSections.with_defaults(wild_bootstrap_draws=199))
     get = lambda spec, term, col="estimate": float(res.loc[(res["spec"] == spec) & (res["term"] == term), col].iloc[0])
     sd = df.groupby("high_lap")["ud"].std()
     hi = get("validation_high_lap", "ud") * sd[1]
@@ -166,9 +167,10 @@ def test_fast_wild_matches_the_wildboottest_package(seed, fe):
 
     df = panel(seed, n_entities=30 if len(fe) == 2 else 14)
     y, x, codes, cl = _arrays(df, fe)
-    s = WildSettings(draws=4999, weights="rademacher", seed=seed)
+    s = ProtocolSettings.with_defaults(wild_bootstrap_draws=4999, wild_bootstrap_weights="rademacher", wild_bootstrap_seed=seed)
     fast = wild_p(y, x, codes, cl, 2, s, one_sided=True)
-    lib_two, lib_one = wild_p_dense(y, x, codes, cl, 2, WildSettings(draws=4999, weights="rademacher", seed=seed + 1000))
+    lib = replace(s, wild_bootstrap_seed=seed + 1000)
+    lib_two, lib_one = wild_p_dense(y, x, codes, cl, 2, lib)
     _close(fast.p_two, fast.draws, lib_two, 4999)
     _close(fast.p_one, fast.draws, lib_one, 4999)
 
@@ -186,7 +188,7 @@ def test_runs_at_many_clusters_with_g_star_against_a_dummies_formula():
         regressors=("mu_hat", "lap", "mu_hat:lap"),
         one_sided_terms=("mu_hat:lap",),
         wild_terms=("mu_hat:lap",),
-        wild=WildSettings(draws=199),
+        wild=ProtocolSettings.with_defaults(wild_bootstrap_draws=199),
     )
     row = fit_fe(df, req).set_index("term").loc["mu_hat:lap"]
     assert int(row["n_clusters"]) == 300 and np.isfinite(row["p_wild_one_sided"])
@@ -213,7 +215,7 @@ def test_draws_are_extended_near_a_threshold_on_the_same_stream():
     df = panel(3)
     y, x, codes, cl = _arrays(df)
     d = PartialledDesign(y, x, codes, cl)
-    s = WildSettings(draws=399, seed=2)
+    s = ProtocolSettings.with_defaults(wild_bootstrap_draws=399, wild_bootstrap_seed=2)
     first = d.bootstrap(2, s, one_sided=True, max_draws=399)
     assert first.draws == 399
     # make the first p "near a threshold" by putting the threshold there
@@ -233,7 +235,7 @@ def test_g_star_alone_never_builds_the_crossed_effects_and_the_bootstrap_is_unch
     from lookahead.stats.wild import PartialledDesign
 
     y, x, codes, cl = _arrays(panel(4))
-    s = WildSettings(draws=199, seed=5)
+    s = ProtocolSettings.with_defaults(wild_bootstrap_draws=199, wild_bootstrap_seed=5)
     lazy = PartialledDesign(y, x, codes, cl)
     g = lazy.g_star(2)
     assert "_crossed" not in vars(lazy) and math.isfinite(g)
@@ -256,12 +258,12 @@ def test_mde_reads_the_bootstrap_and_matches_the_t_rule_at_many_clusters():
         regressors=("mu_hat", "lap", "mu_hat:lap"),
         one_sided_terms=("mu_hat:lap",),
         wild_terms=("mu_hat:lap",),
-        wild=WildSettings(draws=1999),
+        wild=ProtocolSettings.with_defaults(wild_bootstrap_draws=1999),
     )
     row = fit_fe(df, req).set_index("term").loc["mu_hat:lap"]
     analytic = (st.t.ppf(0.95, row["df"]) + st.t.ppf(0.80, row["df"])) * row["std_error"]
     assert float(row["mde"]) == pytest.approx(analytic, rel=0.12)
-    off = fit_fe(df, FitRequest(**{**req.__dict__, "wild": WildSettings(draws=0)}))
+    off = fit_fe(df, FitRequest(**{**req.__dict__, "wild": ProtocolSettings.with_defaults(wild_bootstrap_draws=0)}))
     assert float(off.set_index("term").loc["mu_hat:lap", "mde"]) == pytest.approx(analytic, rel=1e-9)
 
 
@@ -279,7 +281,7 @@ def test_an_interaction_whose_main_effect_is_dropped_is_not_estimable():
             regressors=("mu_hat", "lap", "mu_hat:lap"),
             one_sided_terms=("mu_hat:lap",),
             wild_terms=("mu_hat:lap",),
-            wild=WildSettings(draws=99),
+            wild=ProtocolSettings.with_defaults(wild_bootstrap_draws=99),
         ),
     ).set_index("term")
     assert pd.isna(res.loc["mu_hat:lap", "estimate"]) and pd.isna(res.loc["mu_hat:lap", "p_wild_one_sided"])
@@ -325,7 +327,10 @@ def test_fast_wild_equals_a_dense_dummies_wcr_with_few_entities_per_period(seed,
     y, x, codes, cl = _arrays(df)
     b = 9999
     fast = PartialledDesign(y, x, codes, cl).bootstrap(
-        2, WildSettings(draws=b, weights="rademacher", seed=seed), one_sided=True, max_draws=b
+        2,
+        ProtocolSettings.with_defaults(wild_bootstrap_draws=b, wild_bootstrap_weights="rademacher", wild_bootstrap_seed=seed),
+        one_sided=True,
+        max_draws=b,
     )
     _, p2_ref, p1_ref = reference_wcr(df, [["mu_hat"], ["lap"], ["mu_hat", "lap"]], 2, b, seed + 500)
     for p_fast, p_ref in ((fast.p_one, p1_ref), (fast.p_two, p2_ref)):

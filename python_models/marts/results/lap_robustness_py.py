@@ -15,11 +15,11 @@ def model(dbt, session):
 
     from lookahead.measures import study_measures
     from lookahead.stats.panel_io import read_columns
-    from lookahead.stats.protocol import StatsSettings, protocol_columns, study_from_frame
+    from lookahead.stats.protocol import StatsSections, protocol_columns, study_from_frame
     from lookahead.stats.robustness import robustness_frame
 
     frame = dbt.ref("study_settings").df()
-    settings = StatsSettings.from_frame(frame)
+    settings = StatsSections.from_frame(frame)
     measures = study_measures(study_from_frame(frame))
     cols = [*protocol_columns(settings), *(m.column for m in measures)]
     return robustness_frame(read_columns(dbt.ref("panel_pre"), cols), measures, settings)

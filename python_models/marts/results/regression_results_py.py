@@ -11,9 +11,9 @@ def model(dbt, session):
     dbt.ref("gate_panel")  # dependency: the data-quality gate must pass first
 
     from lookahead.stats.panel_io import read_columns
-    from lookahead.stats.protocol import StatsSettings, protocol_columns, run_protocol
+    from lookahead.stats.protocol import StatsSections, protocol_columns, run_protocol
 
-    settings = StatsSettings.from_frame(dbt.ref("study_settings").df())
+    settings = StatsSections.from_frame(dbt.ref("study_settings").df())
     cols = protocol_columns(settings)  # only the columns the regressions read
     panel_pre = read_columns(dbt.ref("panel_pre"), cols)
     panel_post = read_columns(dbt.ref("panel_post"), cols)

@@ -11,10 +11,10 @@ def model(dbt, session):
 
     from lookahead.identity import with_identity
     from lookahead.stats.panel_io import read_columns
-    from lookahead.stats.protocol import StatsSettings
+    from lookahead.stats.protocol import StatsSections
     from lookahead.stats.verdict import VERDICT_COLUMNS, verdict_frame
 
-    settings = StatsSettings.from_frame(dbt.ref("study_settings").df())
+    settings = StatsSections.from_frame(dbt.ref("study_settings").df())
     results = dbt.ref("regression_results").df()
     panel_pre = read_columns(dbt.ref("panel_pre"), VERDICT_COLUMNS)
     panel_post = read_columns(dbt.ref("panel_post"), VERDICT_COLUMNS)
