@@ -8,7 +8,8 @@ the answer is a few tokens, so reading the prompt is most of each request; the t
 read it twice. Here one pass over the prompt gives its token log-probs (with the
 vocabulary moments, lookahead.measures) and the distribution after it, and the answer
 continues from that pass's keys and values (Backend.generate_scored: on transformers its
-own packed pass; on vLLM one request with ``prompt_logprobs`` beside ``logprobs``).
+own packed pass; on vLLM one request with ``prompt_logprobs`` beside ``logprobs``; on
+`vllm serve` one completions request with vLLM's ``prompt_logprobs`` extra).
 
 The answers are written as the two jobs write them, one forecast line and one Min-K% line
 per row under each task's own key, so a cache written either way serves both, and the
@@ -16,13 +17,15 @@ forecast and Min-K% jobs that run next find these rows answered and summarise th
 rows whose forecast and Min-K% line are both missing are asked here; a row missing one
 of them is asked by that task's job alone. Where the pass cannot be shared (a backend
 outside lookahead.backends.FUSED_BACKENDS, the Ray runner, a model the packed fp32 body
-does not run on transformers: docs/backends.md)
+does not run on transformers, a server whose prompt log-prob route is not vLLM's
+``prompt_logprobs`` by the study's settings: docs/backends.md)
 nothing is asked here and the two jobs ask as before. The plan before the confirmation
 counts each row once, under ``forecast+mink`` (llm_jobs.run_plan.answered_elsewhere).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -35,7 +38,7 @@ from llm_jobs.queries import Query, QueryPlan, keys_of
 from llm_jobs.query_loop import logprob_dicts, record_skeleton, settle
 from llm_jobs.run_plan import answered_elsewhere
 from llm_jobs.runners import query_all
-from lookahead.backends import FUSED_BACKENDS
+from lookahead.backends import FUSED_BACKENDS, FUSED_SETTINGS
 from lookahead.backends.base import Backend, QueryFailure
 from lookahead.cache.files import utc_now
 from lookahead.cache.store import RawStore
@@ -52,8 +55,12 @@ TASKS = (forecast.TASK, mink.TASK)
 def why_not(ctx: JobContext) -> str | None:
     """Why this study's rows cannot share a pass (None when they can), before any model
     is loaded: the backend, the runner, or a recall-by-sampling study."""
-    if str(ctx.study.backend.backend) not in FUSED_BACKENDS:
-        return f"backend '{ctx.study.backend.backend}' scores prompts in requests of their own"
+    kind = str(ctx.study.backend.backend)
+    if kind not in FUSED_BACKENDS:
+        return f"backend '{kind}' scores prompts in requests of their own"
+    settings_reason = FUSED_SETTINGS[kind](ctx.study.backend) if kind in FUSED_SETTINGS else None
+    if settings_reason:
+        return f"backend '{kind}': {settings_reason}"
     if str(ctx.study.runner.runner) != "local":
         return f"runner '{ctx.study.runner.runner}' asks each task on its workers"
     if sampling_fallback(ctx.study):
@@ -97,7 +104,7 @@ def run(ctx: JobContext) -> int:
         if not ctx.backend.fused_scoring():  # loads the model: it is asked next anyway
             print(
                 f"{TASK}: not one pass (backend '{ctx.backend.name}' cannot answer and score these "
-                "prompts in one request for this model and dtype: docs/backends.md); each task asks its own"
+                "prompts in one request with these settings: docs/backends.md); each task asks its own"
             )
             return EXIT_OK
         f_store.claim(keys_of(both))
@@ -146,16 +153,25 @@ class MinkWriter:
         self.extras = mink.line_writes(ctx, mink.TASK)
         self.failed = 0
         self.reason = ""
+        # a server's requests are answered on the query loop's threads (one per request)
+        self._lock = threading.Lock()
 
-    def write(self, q: Query, entries: list[Any], started: str, finished: str) -> None:
+    def write(self, q: Query, entries: list[Any] | QueryFailure, started: str, finished: str) -> None:
+        """The row's Min-K% line, or, for a request that failed, its line in
+        mink.failures.jsonl (as the Min-K% job records it: a transient failure is asked
+        again by the Min-K% job, a permanent one is not)."""
         mq = replace(q, key=self.keys[str(q.row_id)])
-        rec: dict[str, Any] = {"prompt_logprobs": logprob_dicts(entries, VOCAB_MOMENTS in self.extras)}
-        if ZLIB_BYTES in self.extras:
-            rec["zlib_bytes"] = zlib_bytes(q.prompt)
-        reason = settle(self.store, mink.TASK, mq, record_skeleton(self.ctx, mink.TASK, mq, self.params), rec, started, finished)
-        if reason:
-            self.failed += 1
-            self.reason = reason
+        rec: dict[str, Any] | QueryFailure = entries
+        if not isinstance(entries, QueryFailure):
+            rec = {"prompt_logprobs": logprob_dicts(entries, VOCAB_MOMENTS in self.extras)}
+            if ZLIB_BYTES in self.extras:
+                rec["zlib_bytes"] = zlib_bytes(q.prompt)
+        with self._lock:
+            skeleton = record_skeleton(self.ctx, mink.TASK, mq, self.params)
+            reason = settle(self.store, mink.TASK, mq, skeleton, rec, started, finished)
+            if reason:
+                self.failed += 1
+                self.reason = reason
 
 
 def fused_answer(
@@ -163,9 +179,11 @@ def fused_answer(
 ) -> list[dict[str, Any] | QueryFailure]:
     """One batch answered and scored in one pass each: the Min-K% lines written here, the
     forecast answers returned to the query loop (llm_jobs.forecast.forecast_answer's
-    fields), which writes them."""
-    started = utc_now()  # a local model answers the whole batch or raises (Backend.try_generate)
-    results = backend.generate_scored(
+    fields), which writes them. A request that failed (a server's, within its retry
+    bound) is a QueryFailure for both tasks: the query loop records the forecast's, the
+    writer the Min-K% line's."""
+    started = utc_now()
+    results = backend.try_generate_scored(
         [q.prompt for q in batch],
         max_tokens,
         top_logprobs,
@@ -173,7 +191,12 @@ def fused_answer(
     )
     finished = utc_now()
     out: list[dict[str, Any] | QueryFailure] = []
-    for q, (gen, entries) in zip(batch, results, strict=True):
+    for q, res in zip(batch, results, strict=True):
+        if isinstance(res, QueryFailure):
+            writer.write(q, res, started, finished)
+            out.append(res)
+            continue
+        gen, entries = res
         writer.write(q, entries, started, finished)
         top = logprob_dicts(gen.top_logprobs)
         out.append(

@@ -10,6 +10,7 @@ one); ``backend_options`` (a mapping) passes anything else through unchanged.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from lookahead.config import PROJECT_ROOT, Study, StudyConfigError
 __all__ = [
     "BACKENDS",
     "FUSED_BACKENDS",
+    "FUSED_SETTINGS",
     "JOB_ENVIRONMENTS",
     "Backend",
     "Generation",
@@ -38,8 +40,20 @@ BACKENDS: dict[str, tuple[str, str]] = {
 #: Backends whose one request per prompt can return the answer and the prompt's token
 #: log-probs (Backend.fused_scoring; llm_jobs.fused asks the forecast and Min-K% of a row
 #: in one pass). Known before the model loads, so the plan counts the requests really
-#: sent; the backend still confirms once loaded (transformers: only on its packed body).
-FUSED_BACKENDS = frozenset({"transformers", "vllm"})
+#: sent; the backend still confirms once loaded (transformers: only on its packed body;
+#: openai: only over vLLM's prompt_logprobs extra, known from its settings before any request).
+FUSED_BACKENDS = frozenset({"transformers", "vllm", "openai"})
+
+
+def _openai_fused(settings: Any) -> str | None:
+    from lookahead.backends.openai_backend import fused_route_reason
+
+    return fused_route_reason(str(settings.api_mode), str(settings.mink_source))
+
+
+#: backend -> why its settings rule out the shared pass (None: they do not), read before
+#: the model loads or anything is sent, so that the plan counts what will be sent.
+FUSED_SETTINGS: dict[str, Callable[[Any], str | None]] = {"openai": _openai_fused}
 
 
 @dataclass(frozen=True)

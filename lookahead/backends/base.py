@@ -110,6 +110,13 @@ class Backend(ABC):
         one request; only where :meth:`fused_scoring` holds."""
         raise NotImplementedError(f"backend '{self.name}' does not answer and score a prompt in one request")
 
+    def try_generate_scored(
+        self, prompts: Sequence[str], max_tokens: int, top_logprobs: int, vocab_moments: bool = False
+    ) -> list[tuple[Generation, list[TokenLogprob]] | QueryFailure]:
+        """Like ``generate_scored`` with per-query failures (see ``try_generate``): a
+        server's failed request is that row's failure, recorded by each task's loop."""
+        return list(self.generate_scored(prompts, max_tokens, top_logprobs, vocab_moments))
+
     def try_generate(self, prompts: Sequence[str], max_tokens: int, top_logprobs: int) -> list[Generation | QueryFailure]:
         """Like ``generate`` but a failed query comes back as a QueryFailure in its place.
 

@@ -58,6 +58,20 @@ MINK_SOURCES = ("auto", "prompt_logprobs", "echo")
 APIS = ("completions", "chat")
 
 
+def fused_route_reason(api_mode: str, mink_source: str) -> str | None:
+    """Why a row's forecast and Min-K% cannot share one request to this server (None: they
+    can), from the settings alone, before anything is sent: the route must be vLLM's
+    ``prompt_logprobs`` extra on completions. Chat: the chat prompt is not the text Min-K%
+    scores. ``mink_source: auto``: whether the server offers the extra is known only from
+    a reply, and nothing is probed before the confirmation, so the plan counts two requests
+    a row, as they will be sent (`vllm serve`: set ``mink_source: prompt_logprobs``)."""
+    if api_mode != "completions":
+        return f"api_mode '{api_mode}' sends the forecast as a chat message, not the text Min-K% scores"
+    if mink_source != "prompt_logprobs":
+        return f"mink_source '{mink_source}' (one request per row needs mink_source: prompt_logprobs, as vllm serve offers)"
+    return None
+
+
 class BackendUnsupportedError(BackendFatal):
     """The server lacks a feature the study needs (e.g. prompt log-probabilities)."""
 
@@ -384,7 +398,10 @@ class OpenAIBackend(Backend):
             temperature=0,
             logprobs=k if k > 0 else None,
         )
-        choice = _first_choice(resp)
+        return self._completion_answer(prompt, _first_choice(resp), k)
+
+    def _completion_answer(self, prompt: str, choice: Any, k: int) -> Generation:
+        """A completions choice's answer and the top-k at its first generated position."""
         top: list[TokenLogprob] = []
         if k > 0:
             lp = choice.logprobs
@@ -416,6 +433,74 @@ class OpenAIBackend(Backend):
                 raise IncompleteReply("no top log-probs at the first position")
             top = [TokenLogprob(None, str(t.token), _finite(t.logprob)) for t in first]
         return Generation(prompt=prompt, response_text=_text(choice.message.content), top_logprobs=top)
+
+    def fused_scoring(self) -> bool:
+        """One completions request returns the answer and the prompt's token log-probs
+        (vLLM's ``prompt_logprobs`` extra beside ``logprobs``) where the settings say so
+        (:func:`fused_route_reason`), or an earlier Min-K% query of this run found that
+        route under ``mink_source: auto``."""
+        return fused_route_reason(self.api, self.mink_source) is None
+
+    def generate_scored(
+        self, prompts: Sequence[str], max_tokens: int, top_logprobs: int, vocab_moments: bool = False
+    ) -> list[tuple[Generation, list[TokenLogprob]]]:
+        """:meth:`try_generate_scored`, all or nothing."""
+        return self._raise_first(self.try_generate_scored(prompts, max_tokens, top_logprobs, vocab_moments))
+
+    def try_generate_scored(
+        self, prompts: Sequence[str], max_tokens: int, top_logprobs: int, vocab_moments: bool = False
+    ) -> list[tuple[Generation, list[TokenLogprob]] | QueryFailure]:
+        """Per prompt, :meth:`generate`'s answer and :meth:`prompt_logprobs`' entries from
+        one completions request (``prompt_logprobs=0`` and ``return_token_ids`` as extras
+        beside ``logprobs``: vLLM scores the prompt in the prefill the answer decodes
+        from). Failures are per query, with the retry policy of every request here. The
+        server's HTTP 400 for a prompt is that prompt's permanent failure once the route
+        has answered a prompt; before that it is evidence about the route, as for
+        :meth:`try_prompt_logprobs`: rejected for MINK_ROUTE_EVIDENCE prompts with none
+        answered, the server is taken not to offer it (BackendUnsupportedError)."""
+        if vocab_moments:
+            raise StudyConfigError(
+                "Min-K%++ needs log-prob moments over the vocabulary, which an OpenAI-compatible server does not return"
+            )
+        if not self.fused_scoring():
+            raise NotImplementedError("backend 'openai' answers and scores a prompt in one request over prompt_logprobs only")
+
+        def one(prompt: str) -> tuple[Generation, list[TokenLogprob]] | QueryFailure:
+            try:
+                out = self._scored_one(prompt, max_tokens, top_logprobs)
+            except RouteUnsupported as exc:
+                if self._mink_route is not None:
+                    raise Refused(f"the server rejected prompt_logprobs for this prompt ({exc})") from None
+                self._route_rejected("prompt_logprobs", prompt)
+                with self._lock:
+                    seen = len(self._route_rejections["prompt_logprobs"])
+                if seen >= MINK_ROUTE_EVIDENCE and self._mink_route is None:
+                    raise BackendUnsupportedError(
+                        f"backend 'openai' ({self.base_url}) rejected prompt_logprobs for {seen} prompts and "
+                        "answered none (mink_source: prompt_logprobs); set mink_source: auto or echo, or use "
+                        "lap_measure: recall"
+                    ) from None
+                return QueryFailure("prompt log-probs rejected for this prompt while the route was not confirmed; asked again")
+            with self._lock:
+                self._mink_route = "prompt_logprobs"
+            return out
+
+        return self._map(one, prompts)  # type: ignore[arg-type]
+
+    def _scored_one(self, prompt: str, max_tokens: int, k: int) -> tuple[Generation, list[TokenLogprob]]:
+        try:
+            resp = self._client.completions.create(
+                model=self.served_model,
+                prompt=prompt,
+                max_tokens=max_tokens,
+                temperature=0,
+                logprobs=k if k > 0 else None,
+                extra_body={"prompt_logprobs": 0, "return_token_ids": True},
+            )
+        except self._openai.BadRequestError:
+            raise RouteUnsupported("HTTP 400") from None
+        choice = _first_choice(resp)
+        return self._completion_answer(prompt, choice, k), self._vllm_prompt_entries(choice)
 
     @property
     def generate_json(self) -> Callable[[Sequence[str], int, dict[str, Any]], list[Generation]] | None:
@@ -542,7 +627,11 @@ class OpenAIBackend(Backend):
             )
         except self._openai.BadRequestError:
             raise RouteUnsupported("HTTP 400") from None  # the server rejects the unknown field
-        choice = _first_choice(resp)
+        return self._vllm_prompt_entries(_first_choice(resp))
+
+    def _vllm_prompt_entries(self, choice: Any) -> list[TokenLogprob]:
+        """A completions choice's ``prompt_logprobs`` (vLLM's extra, asked with value 0 and
+        ``return_token_ids``) as one entry per prompt token, the first without a log-prob."""
         extra = choice.model_extra or {}
         raw = getattr(choice, "prompt_logprobs", None) or extra.get("prompt_logprobs")
         if not raw:

@@ -337,3 +337,93 @@ def test_fast_wild_equals_a_dense_dummies_wcr_with_few_entities_per_period(seed,
         p = (p_fast + p_ref) / 2
         se = math.sqrt(max(p * (1 - p), 1e-4) * 2 / b)
         assert abs(p_fast - p_ref) <= 3 * se, (p_fast, p_ref, se)
+
+
+def _split_panel(seed: int, n_entities: int, n_periods: int, n_rows: int, blocks: int) -> pd.DataFrame:
+    """Rows at random (entity, period) cells; with blocks > 1 the entities and periods
+    fall into that many groups that share no row (the rows tie levels into `blocks`
+    connected components, each adding a direction to the crossed Gram matrix's null space)."""
+    rng = np.random.default_rng(seed)
+    e = rng.integers(0, n_entities, n_rows)
+    block = e * blocks // n_entities
+    per_block = n_periods // blocks
+    t = block * per_block + rng.integers(0, per_block, n_rows)
+    df = pd.DataFrame({"entity_num": e, "period_num": t})
+    df["mu_hat"] = rng.choice([-1.0, 1.0], n_rows)
+    df["lap"] = rng.uniform(0, 1, n_rows)
+    df["outcome"] = rng.normal(0, 0.5, n_entities)[e] + 0.1 * df["mu_hat"] * df["lap"] + rng.normal(size=n_rows)
+    return df
+
+
+#: (entities, periods, rows, components): the crossed side factored (periods <= entities),
+#: the nested side factored through its Schur complement (periods > entities, as in the
+#: difference regression's period x half), each with one and with several components
+TWO_WAY = [(30, 12, 400, 1), (12, 30, 400, 1), (40, 40, 300, 2), (10, 60, 400, 2), (60, 150, 900, 3)]
+
+
+@pytest.mark.parametrize("n_entities,n_periods,n_rows,blocks", TWO_WAY)
+def test_crossed_effects_operator_equals_the_pseudo_inverse_and_a_dense_projection(n_entities, n_periods, n_rows, blocks):
+    """The re-projection operator [w_h'(P_D (u~ * e_g))_h]_{h,g} by the Cholesky route on
+    the Gram matrix restricted off its null space (one level per connected component
+    dropped) equals, to 1e-10 of its largest entry, (a) the route it replaced, Omega S^+
+    Gamma with S^+ by numpy's pinv, and (b) an independent dense computation: the rows x
+    dummies projection P_D by numpy lstsq, summed per cluster. The solve itself is S^+ on
+    any right-hand side, also one outside S's range."""
+    from lookahead.stats.wild import PartialledDesign, _TwoWaySolve
+
+    df = _split_panel(n_entities + n_periods, n_entities, n_periods, n_rows, blocks)
+    y, x, codes, cl = _arrays(df)
+    design = PartialledDesign(y, x, codes, cl)
+    crossed = design._crossed
+    assert isinstance(crossed.solver, _TwoWaySolve) and crossed.solver.n_components == blocks
+    assert crossed.solver.factor_crossed == (n_periods <= n_entities)
+    w = design.x @ design.xtx_inv[2]
+    u = design.y - design.x[:, :2] @ np.linalg.lstsq(design.x[:, :2], design.y, rcond=None)[0]
+    left, right = crossed.operator(w, u)
+    got = left if right is None else left @ right
+    ent, per = pd.factorize(codes[0])[0], crossed.levels[:, 0]  # the design's own level order
+    n, a, b, G = len(y), int(ent.max()) + 1, int(per.max()) + 1, design.n_groups
+    counts = np.zeros((a, b))
+    np.add.at(counts, (ent, per), 1.0)
+    gram = np.diag(counts.sum(0)) - counts.T @ (counts / counts.sum(1)[:, None])
+    by_pinv = crossed._sums(w).T @ (np.linalg.pinv(gram, hermitian=True) @ crossed._sums(u))
+    dummies = np.zeros((n, a + b))
+    dummies[np.arange(n), ent] = 1.0
+    dummies[np.arange(n), a + per] = 1.0
+    z = np.zeros((n, G))
+    z[np.arange(n), design.cluster] = u
+    wz = np.zeros((n, G))
+    wz[np.arange(n), design.cluster] = w
+    dense = wz.T @ (dummies @ np.linalg.lstsq(dummies, z, rcond=None)[0])
+    scale = float(np.abs(dense).max())
+    assert scale > 0
+    assert np.abs(got - by_pinv).max() <= 1e-10 * scale
+    assert np.abs(got - dense).max() <= 1e-10 * scale
+    # and the solve is S^+ itself, also on a right-hand side outside S's range
+    rhs = np.random.default_rng(blocks).normal(size=(b, 3))
+    pinv_rhs = np.linalg.pinv(gram, hermitian=True) @ rhs
+    assert np.abs(crossed.solver.solve(rhs) - pinv_rhs).max() <= 1e-10 * float(np.abs(pinv_rhs).max())
+
+
+def test_the_cholesky_route_gives_the_pinv_routes_bootstrap(monkeypatch):
+    """The whole bootstrap (p-values, draws, MDE) is the one the pseudo-inverse route
+    gives, the route a design falls back to when the restricted block is not positive
+    definite in floating point (forced here)."""
+    from lookahead.stats import wild
+
+    df = thin_panel(3, 15, 120, 4.0)
+    y, x, codes, cl = _arrays(df)
+    s = WildSettings(draws=999, seed=11)
+    fast = wild.PartialledDesign(y, x, codes, cl)
+    got = fast.bootstrap(2, s, one_sided=True)
+    assert isinstance(fast._crossed.solver, wild._TwoWaySolve)
+
+    def not_positive_definite(*_a, **_k):
+        raise np.linalg.LinAlgError("not positive definite")
+
+    monkeypatch.setattr(wild, "_TwoWaySolve", not_positive_definite)
+    slow = wild.PartialledDesign(y, x, codes, cl)
+    want = slow.bootstrap(2, s, one_sided=True)
+    assert isinstance(slow._crossed.solver, wild._GramSolve)
+    assert (got.p_one, got.p_two, got.draws, got.g_star) == (want.p_one, want.p_two, want.draws, want.g_star)
+    assert got.mde == pytest.approx(want.mde, rel=1e-9, abs=1e-12)
