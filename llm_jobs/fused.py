@@ -161,8 +161,10 @@ class MinkWriter:
         mink.failures.jsonl (as the Min-K% job records it: a transient failure is asked
         again by the Min-K% job, a permanent one is not)."""
         mq = replace(q, key=self.keys[str(q.row_id)])
-        rec: dict[str, Any] | QueryFailure = entries
-        if not isinstance(entries, QueryFailure):
+        rec: dict[str, Any] | QueryFailure
+        if isinstance(entries, QueryFailure):
+            rec = entries
+        else:
             rec = {"prompt_logprobs": logprob_dicts(entries, VOCAB_MOMENTS in self.extras)}
             if ZLIB_BYTES in self.extras:
                 rec["zlib_bytes"] = zlib_bytes(q.prompt)

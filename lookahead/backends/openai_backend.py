@@ -485,7 +485,7 @@ class OpenAIBackend(Backend):
                 self._mink_route = "prompt_logprobs"
             return out
 
-        return self._map(one, prompts)  # type: ignore[arg-type]
+        return self._map(one, prompts)
 
     def _scored_one(self, prompt: str, max_tokens: int, k: int) -> tuple[Generation, list[TokenLogprob]]:
         try:

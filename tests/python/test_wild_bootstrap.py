@@ -413,7 +413,7 @@ def test_the_cholesky_route_gives_the_pinv_routes_bootstrap(monkeypatch):
 
     df = thin_panel(3, 15, 120, 4.0)
     y, x, codes, cl = _arrays(df)
-    s = WildSettings(draws=999, seed=11)
+    s = ProtocolSettings.with_defaults(wild_bootstrap_draws=999, wild_bootstrap_seed=11)
     fast = wild.PartialledDesign(y, x, codes, cl)
     got = fast.bootstrap(2, s, one_sided=True)
     assert isinstance(fast._crossed.solver, wild._TwoWaySolve)
