@@ -59,10 +59,13 @@ def _cuda_available() -> bool:
 #: are one unit, placed where the first of them is.
 LONGEST_FIRST = (
     "test_readme_data_team.py",  # 198 s: the README's commands, two demo studies' jobs and builds
-    "test_dbt_build.py",  # 248 s, with test_current_state (55 s) and test_compare one unit
+    # one unit (SHARED_BUILDS' fixture_build, built once): test_dbt_build 248 s, with
+    # test_current_state (55 s), test_no_silent_wrong_result (185 s, its own build of the
+    # study among them: refused or selected builds on copies), test_compare, test_paper_dbt
+    "test_dbt_build.py",
     "test_current_state.py",
     "test_compare.py",
-    "test_no_silent_wrong_result.py",  # 185 s: a build, then refused or selected builds on copies
+    "test_no_silent_wrong_result.py",
     "test_shared_raw.py",  # 119 s: three builds of two studies on one raw_dir
     "test_jobs_transformers.py",  # about 20 job runs on a tiny model
     "test_demo_end_to_end.py",  # 74 s: `lookahead run` on the demo, twice
@@ -70,7 +73,6 @@ LONGEST_FIRST = (
     "test_safe_outputs.py",
     "test_line_serves_every_study.py",
     "test_fused_pass.py",
-    "test_paper_dbt.py",
     "test_stopping.py",
     "test_claims_own_task.py",
     "test_planted_files.py",
@@ -83,7 +85,13 @@ LONGEST_FIRST = (
 #: worker that happens to get one of them. A test that asks for a shared build from a file
 #: not listed here stops the collection with one line naming the file.
 SHARED_BUILDS: dict[str, tuple[str, ...]] = {
-    "fixture_build": ("test_dbt_build.py", "test_current_state.py", "test_compare.py"),
+    "fixture_build": (
+        "test_dbt_build.py",
+        "test_current_state.py",
+        "test_compare.py",
+        "test_no_silent_wrong_result.py",
+        "test_paper_dbt.py",
+    ),
 }
 
 
@@ -186,10 +194,10 @@ def _state_dir() -> Path:
 @pytest.fixture(scope="session")
 def fixture_build(tmp_path_factory: pytest.TempPathFactory, _state_dir: Path) -> Iterator[SharedBuild]:
     """The default fixture study (tests/python/fixture_study.py), built by `dbt build` once
-    per test process and read by test_dbt_build, test_current_state and test_compare
-    (SHARED_BUILDS: one worker runs the three), which each built it in a module fixture of
-    their own. The rules for its readers (a copy for a changed database, a restored input
-    file): tests/python/shared_builds.py. Checked unchanged again when the session ends."""
+    per test process and read by the files SHARED_BUILDS lists (one worker runs them all),
+    which each built it in a module fixture of their own. Its source and paper settings,
+    and the rules for its readers (a copy for a changed database, a restored input file):
+    tests/python/shared_builds.py. Checked unchanged again when the session ends."""
     from shared_builds import build_default_fixture_study
 
     built = build_default_fixture_study(tmp_path_factory.mktemp("fixture_build"))

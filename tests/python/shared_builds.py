@@ -24,6 +24,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from dbt_runner import DbtResult, run_dbt
 from fixture_study import FixtureStudy, write_fixture_study
 
@@ -56,10 +57,30 @@ class SharedBuild:
         assert not changed, "a test left the shared build changed (work on a copy, or restore the file): " + ", ".join(changed)
 
 
+#: Where the shared fixture study comes from, as the build records it (build_log, the
+#: collision line): a study file, as `lookahead run --study demo/claims/...` passes it
+#: (lookahead.runs.study_env sets $LOOKAHEAD_STUDY_SOURCE), which is how a user builds.
+FIXTURE_SOURCE = "demo/claims/demo_fixture.yml"
+
+#: The paper settings of the shared fixture study: a bootstrap seed and a cluster other
+#: than their defaults, so that a reader (test_paper_dbt.py) sees that each reached the
+#: paper models; nothing else in the build reads them.
+PAPER_SETTINGS = {"bootstrap_seed": 7, "paper_cluster": "entity"}
+
+
 def build_default_fixture_study(root: Path) -> SharedBuild:
-    """`dbt build` of fixture_study.write_fixture_study's default study under ``root``
-    (database root/db.duckdb), as each reading file's module fixture built it before."""
+    """`dbt build` of fixture_study.write_fixture_study's default study (with
+    PAPER_SETTINGS) under ``root`` (database root/db.duckdb), from the study file
+    FIXTURE_SOURCE: the one build that test_dbt_build, test_current_state, test_compare,
+    test_no_silent_wrong_result and test_paper_dbt each made in a module fixture of their
+    own (test_no_silent_wrong_result's from this source; test_paper_dbt's with these
+    paper settings, `--select +paper_tables`)."""
+    from lookahead.collision import SOURCE_ENV
+
     study = write_fixture_study(root)
-    res = run_dbt(["build"], study.vars, root / "db.duckdb")
+    study.vars.update(PAPER_SETTINGS)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(SOURCE_ENV, FIXTURE_SOURCE)  # as lookahead.runs.study_env sets it
+        res = run_dbt(["build"], study.vars, root / "db.duckdb")
     assert res.returncode == 0, res.output[-3000:]
     return SharedBuild.of(study, res)

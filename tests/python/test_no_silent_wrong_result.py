@@ -3,7 +3,8 @@ measure the study asks for that scores no row stops the build naming the measure
 setting that changed its key (lookahead/collision.py, lookahead/coverage.py).
 
 One fixture study is built once, as `lookahead run --study demo/claims/...` builds a
-demo study (its source recorded in build_log); the cases below start from copies of it."""
+demo study (its source recorded in build_log): the shared build tests/conftest.py's
+fixture_build; the cases below start from copies of it."""
 
 from __future__ import annotations
 
@@ -17,23 +18,20 @@ from pathlib import Path
 import duckdb
 import pytest
 from dbt_runner import ROOT, dbt_env, run_dbt
-from fixture_study import write_fixture_study
+from shared_builds import FIXTURE_SOURCE
 
 from lookahead.collision import SOURCE_ENV, collision_line, default_source, study_source
 from lookahead.config import Study, default_study_path, load_study, read_study_file, resolve
 
-DEMO_SOURCE = "demo/claims/demo_fixture.yml"
+DEMO_SOURCE = FIXTURE_SOURCE  # the shared build's study file
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    root = tmp_path_factory.mktemp("study")
-    study = write_fixture_study(root)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(SOURCE_ENV, DEMO_SOURCE)  # as lookahead.runs.study_env sets it
-        res = run_dbt(["build"], study.vars, root / "db.duckdb")
-    assert res.returncode == 0, res.output[-3000:]
-    return study, res
+def built(fixture_build):
+    """The default fixture study's build from the study file DEMO_SOURCE, shared with
+    other files (tests/conftest.py SHARED_BUILDS); the cases below work on copies."""
+    fixture_build.check_unchanged()
+    return fixture_build.study, fixture_build.result
 
 
 def _row_counts(db: Path) -> dict[str, int]:

@@ -1,25 +1,29 @@
-"""`dbt build --select +paper_tables` on the fixture study: the paper models build, their
-YAML tests pass, and the tables agree with calling lookahead.paper directly on the panels."""
+"""The paper models in the fixture study's `dbt build` (the shared build, tests/conftest.py's
+fixture_build, whose study sets bootstrap_seed and paper_cluster: shared_builds.PAPER_SETTINGS):
+they build, their YAML tests pass, and the tables agree with calling lookahead.paper
+directly on the panels."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from dbt_runner import run_dbt
-from fixture_study import write_fixture_study
+from shared_builds import PAPER_SETTINGS
 
 from lookahead.paper import bootstrap as bs
 from lookahead.paper import tables as T
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    root = tmp_path_factory.mktemp("paper_study")
-    study = write_fixture_study(root)
-    vars_ = {**study.vars, "bootstrap_draws": 200, "bootstrap_seed": 7, "paper_cluster": "entity"}
-    res = run_dbt(["build", "--select", "+paper_tables"], vars_, root / "db.duckdb")
-    assert res.returncode == 0, res.output[-3000:]
-    return res
+def built(fixture_build):
+    """The shared build (its study's bootstrap_draws 200, bootstrap_seed 7, paper_cluster
+    entity), which each reading file checks unchanged when it starts."""
+    fixture_build.check_unchanged()
+    assert {k: fixture_build.study.vars[k] for k in ("bootstrap_draws", *PAPER_SETTINGS)} == {
+        "bootstrap_draws": 200,
+        "bootstrap_seed": 7,
+        "paper_cluster": "entity",
+    }
+    return fixture_build.result
 
 
 def test_paper_models_build_and_match_the_package(built):
