@@ -247,6 +247,9 @@ def _rank_answer(s: frozenset) -> list[str]:
     return r
 
 
+M = 4  # Monte Carlo permutations of the ranking test
+
+
 def test_ranking_tables_against_independent_shapley_and_monte_carlo(tmp_path):
     full = _rank_answer(frozenset(range(4)))
     study = _study(
@@ -257,7 +260,9 @@ def test_ranking_tables_against_independent_shapley_and_monte_carlo(tmp_path):
             _pred("k2", " > ".join(full), json.dumps(full), 4, "Predict Omega again."),
         ],
         claims_exact_max=3,
-        claims_mc_permutations=50,
+        # 4 permutations ask for at most 4 * 3 + 2 = 14 of the 16 coalitions: Monte Carlo
+        # (with more, a draw that asks all 16 is exact: test_claims_shapley_errors.py)
+        claims_mc_permutations=M,
     )
     _write_lines(study, lambda iid, s: {"ranking": _rank_answer(s)})
     t = build(load_study(study))
@@ -273,8 +278,8 @@ def test_ranking_tables_against_independent_shapley_and_monte_carlo(tmp_path):
     from lookahead.claims.shapley import plan_for
 
     for iid in ("k1", "k2"):
-        plan = plan_for(4, f"{iid}|a", 3, 50, 42)
-        marg = np.zeros((50, 4))
+        plan = plan_for(4, f"{iid}|a", 3, M, 42)
+        marg = np.zeros((M, 4))
         for k, perm in enumerate(plan.permutations):
             s = frozenset()
             for i in perm:
@@ -282,9 +287,19 @@ def test_ranking_tables_against_independent_shapley_and_monte_carlo(tmp_path):
                 s = s | {i}
         got = claims[claims["instance_id"] == iid].sort_values("claim_id")
         assert np.allclose(got["shapley"].astype(float), marg.mean(0), atol=1e-12)
-        assert np.allclose(got["shapley_se"].astype(float), marg.std(0, ddof=1) / math.sqrt(50), atol=1e-12)
-        assert np.all(np.abs(marg.mean(0) - exact) <= 4 * marg.std(0, ddof=1) / math.sqrt(50) + 1e-12)
+        assert np.allclose(got["shapley_se"].astype(float), marg.std(0, ddof=1) / math.sqrt(M), atol=1e-12)
+        assert np.all(np.abs(marg.mean(0) - exact) <= 4 * marg.std(0, ddof=1) / math.sqrt(M) + 1e-12)
         assert abs(inst.loc[iid, "efficiency_gap"]) < 1e-9 and inst.loc[iid, "v_all"] == 0
+        # Shapley-DCLR's standard error by the delta method, written here from its definition
+        leaked = (got["leakage_state"] == "leaked").to_numpy(dtype=float)
+        phi = marg.mean(0)
+        g = _dclr(phi, leaked)
+        grad = np.sign(phi) * (leaked - g) / np.abs(phi).sum()
+        se = float(np.std(marg @ grad, ddof=1) / math.sqrt(M))
+        assert inst.loc[iid, "shapley_dclr"] == pytest.approx(g, abs=1e-12)
+        assert inst.loc[iid, "shapley_dclr_se"] == pytest.approx(se, abs=1e-12)
+        assert inst.loc[iid, "shapley_dclr_ci_low"] == pytest.approx(max(0.0, g - stats.norm.ppf(0.975) * se), abs=1e-12)
+        assert inst.loc[iid, "shapley_dclr_ci_high"] == pytest.approx(min(1.0, g + stats.norm.ppf(0.975) * se), abs=1e-12)
     assert inst.loc["k1", "task_metric"] == pytest.approx(-1.0) and inst.loc["k2", "task_metric"] == 1.0
     assert t["claims_summary"].iloc[0]["task_metric_name"] == "spearman"
 
