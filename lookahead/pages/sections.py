@@ -880,8 +880,8 @@ def claims_section(ctx: TableSource) -> Section | None:
             "scored": summ["n_scored"].map(fmt),
             "claims": summ["n_claims"].map(fmt),
             "OLR": summ["olr"].map(f3),
-            "OLR (unverif. leaked)": summ["olr_unverifiable_leaked"].map(f3),
             "OLR 95% CI": ci("olr"),
+            "OLR (unverif. leaked)": summ["olr_unverifiable_leaked"].map(f3),
             "Shapley-DCLR": summ["shapley_dclr"].map(f3),
             "DCLR 95% CI": ci("shapley_dclr"),
             "DCLR (unverif. leaked)": summ["shapley_dclr_unverifiable_leaked"].map(f3),
@@ -892,11 +892,12 @@ def claims_section(ctx: TableSource) -> Section | None:
             "accuracy": summ["accuracy"].map(f3),
         }
     )
+    by_k = "K" if ctx.study.claims.claims_topk_denominator == "k" else "min(K, number of claims)"
     items: list = [
         Para(
             "Unverifiable claims counted as not leaked (the `_unverifiable_leaked` columns count them as "
             "leaked). Top-K ranks an instance's claims by |Shapley value|, largest first, ties broken by claim "
-            "order (the earlier claim first), and divides the leaked claims among the first K by K. The 95% "
+            f"order (the earlier claim first), and divides the leaked claims among the first K by {by_k}. The 95% "
             "intervals are of the mean over the scored instances (t interval); each instance's Shapley-DCLR "
             "carries its own standard error and interval in `instance_leakage` (0 where its Shapley values are "
             f"exact). The method and its tables: [How to read this report]({reading_link(ctx.study.results_dir)})."
