@@ -455,6 +455,8 @@ def build(study: Study) -> dict[str, pd.DataFrame]:
                 status = "values pending"
             else:
                 res = shapley_values(plan, vals)
+                if res.method == "exact":  # exact from a complete set of stored values uses all 2^n
+                    inst["n_coalitions"] = 1 << n
                 for pc, phi, se in zip(per_claim, res.phi, res.se, strict=False):
                     pc["shapley"], pc["shapley_se"] = float(phi), float(se)
                 inst.update(

@@ -164,8 +164,9 @@ def _pred(iid: str, prediction: str, outcome: str, n: int = 4, task_input: str =
     }
 
 
-def _write_lines(study: Path, answers) -> None:
-    """claims_value lines as the job writes them, one per coalition of the plan."""
+def _write_lines(study: Path, answers, every_coalition: bool = False) -> None:
+    """claims_value lines as the job writes them, one per coalition of the plan (or of
+    all 2^n coalitions, as a run under a larger claims_exact_max would have left)."""
     from lookahead.claims.inputs import ClaimSettings, load_predictions
     from lookahead.claims.shapley import plan_for
     from lookahead.claims.tables import claims_sha, instance_claims, instance_key
@@ -178,7 +179,7 @@ def _write_lines(study: Path, answers) -> None:
         for r, ex in instance_claims(s, st, load_predictions(s, st)[0]):
             n = len(ex.claims)
             plan = plan_for(n, instance_key(r["instance_id"], r["agent"]), st.exact_max, st.mc_permutations, st.shapley_seed)
-            for m in plan.masks:
+            for m in range(1 << n) if every_coalition else plan.masks:
                 fh.write(
                     json.dumps(
                         {
@@ -227,6 +228,24 @@ def test_regression_tables_against_independent_shapley(tmp_path):
     summ = t["claims_summary"].iloc[0]
     assert summ["task_metric_name"] == "relative_error" and summ["brier"] is None
     assert summ["task_metric"] == pytest.approx((1.5 / 20 + 4 / 16) / 2)
+
+
+def test_every_coalition_stored_gives_exact_shapley_under_a_monte_carlo_plan(tmp_path):
+    """4 claims over claims_exact_max 3 with 4 permutations (at most 14 of the 16
+    coalitions): the plan is Monte Carlo, but with all 16 values stored the table is
+    Eq. 2 exactly, checked against all 4! orderings."""
+    study = _study(tmp_path, "regression", [_pred("r1", "21500000", "20,000,000")], claims_exact_max=3, claims_mc_permutations=4)
+    _write_lines(study, lambda iid, s: {"value": _reg_value(s)}, every_coalition=True)
+    t = build(load_study(study))
+    inst = t["instance_leakage"].set_index("instance_id")
+    phi = _shapley_by_orders(4, _reg_value)
+    got = t["claims"].sort_values("claim_id")
+    assert inst.loc["r1", "shapley_method"] == "exact" and inst.loc["r1", "n_coalitions"] == 16
+    assert np.allclose(got["shapley"].astype(float), phi, atol=1e-6) and (got["shapley_se"] == 0).all()
+    assert inst.loc["r1", "shapley_dclr_se"] == 0 and inst.loc["r1", "shapley_dclr_ci_low"] == inst.loc["r1", "shapley_dclr"]
+    leaked = np.array([c in ("A4", "A5") for _, c in CLAIMS[:4]], dtype=float)
+    order = sorted(range(4), key=lambda i: (-abs(phi[i]), i))
+    assert inst.loc["r1", "top5_leakage"] == pytest.approx(leaked[order].sum() / 5)  # 4 claims, divided by K = 5
 
 
 ITEMS = ["Acorn", "Birch", "Cedar", "Dogwood", "Elm"]
