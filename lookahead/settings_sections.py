@@ -385,7 +385,8 @@ class ClaimsSettings(Section):
     claims_bm25_k: int = 5
     """BM25 candidate documents per A1-A3 claim"""
     claims_exact_max: int = 10
-    """exact Shapley up to this many claims, Monte Carlo above"""
+    """exact Shapley up to this many claims; above it Monte Carlo, unless its draw asks every
+    coalition or every coalition is stored (then exact)"""
     claims_mc_permutations: int = 100
     """Monte Carlo permutations per instance (seed 002 Appendix A: 100)"""
     claims_shapley_seed: int = 42

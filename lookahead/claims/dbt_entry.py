@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from lookahead.claims.tables import STAGED_LINES, ClaimLines, build
+from lookahead.claims.tables import STAGED_LINES, SUMMARY_INTERVAL_COLUMNS, ClaimLines, build
 from lookahead.config import Study
 from lookahead.stats.protocol import study_from_frame
 
@@ -78,10 +78,16 @@ FLOAT_COLUMNS = {
     "olr_unverifiable_leaked",
     "shapley_dclr",
     "shapley_dclr_unverifiable_leaked",
+    "shapley_dclr_se",
+    "shapley_dclr_ci_low",
+    "shapley_dclr_ci_high",
     "top1_leakage",
     "top3_leakage",
+    "top5_leakage",
     "top1_leakage_unverifiable_leaked",
     "top3_leakage_unverifiable_leaked",
+    "top5_leakage_unverifiable_leaked",
+    *[f"{c}_{p}" for c in SUMMARY_INTERVAL_COLUMNS for p in ("se", "ci_low", "ci_high")],
     "v_all",
     "v_empty",
     "shapley_sum",

@@ -2,13 +2,21 @@
 
 A coalition S of claims is a bit mask over claim positions 0..n-1; v(S) is supplied by
 the caller: the task kind's characteristic function (seed 002 Eq. 11) of the model's
-answer given the task input and only the claims in S (lookahead.claims.tasks). Up to
-``exact_max`` claims every one of the 2^n coalitions is scored and Eq. 2 is evaluated
-exactly. Above it, m random permutations are drawn with a fixed seed and each claim's
-value is the mean of its marginal contributions (Monte Carlo, as the seed's Appendix A:
-100 samples, seed 42); each estimate carries its standard error sd/sqrt(m). Every
-permutation's marginals sum to v(N) - v(empty), so the estimates satisfy the
-efficiency identity exactly, not only in expectation.
+answer given the task input and only the claims in S (lookahead.claims.tasks).
+
+Exact whenever it is free or asked for. The plan (which coalitions the scoring job asks
+for) is exact, all 2^n coalitions, when n <= ``exact_max`` or when the seeded Monte
+Carlo draw would ask for every one of the 2^n coalitions anyway (scoring each coalition
+once, exact then costs nothing more). The values side is exact whenever every one of
+the 2^n coalitions is scored, whatever the plan, up to ``EXACT_STORED_MAX`` claims (the
+cap on how many coalitions an instance's lookup enumerates). Otherwise m random
+permutations are drawn with a fixed seed and each claim's value is the mean of its
+marginal contributions (Monte Carlo, as the seed's Appendix A: 100 samples, seed 42);
+each estimate carries its standard error sd/sqrt(m), and the permutation-level
+marginals are kept so that a figure built from the phis (Shapley-DCLR) gets its own
+standard error (lookahead.claims.metrics.shapley_dclr_interval). Every permutation's
+marginals sum to v(N) - v(empty), so the estimates satisfy the efficiency identity
+exactly, not only in expectation.
 
 The permutations of an instance come from ``numpy.random.default_rng([seed,
 crc32(instance key)])``, so the job that scores coalitions and the model that computes
@@ -27,6 +35,9 @@ import numpy as np
 DEFAULT_EXACT_MAX = 10
 DEFAULT_PERMUTATIONS = 100
 DEFAULT_SEED = 42
+# The most claims for which an instance's stored values are searched for all 2^n
+# coalitions (65,536 lookups); above it only the plan's coalitions are read.
+EXACT_STORED_MAX = 16
 
 
 def mask_of(members: list[int] | tuple[int, ...] | set[int]) -> int:
@@ -41,16 +52,20 @@ def members_of(mask: int, n: int) -> list[int]:
 
 
 def exact_shapley(n: int, v: Callable[[int], float] | Mapping[int, float]) -> np.ndarray:
-    """Eq. 2 over all 2^n coalitions (v given as a function or a mask -> value map)."""
+    """Eq. 2 over all 2^n coalitions (v given as a function or a mask -> value map),
+    vectorised over coalitions so that the stored-values path stays cheap up to
+    ``EXACT_STORED_MAX`` claims."""
     value = v.__getitem__ if isinstance(v, Mapping) else v
-    vals = np.array([float(value(mask)) for mask in range(1 << n)])
-    weights = [math.factorial(s) * math.factorial(n - s - 1) / math.factorial(n) for s in range(n)]
+    masks = np.arange(1 << n, dtype=np.int64)
+    vals = np.array([float(value(int(mask))) for mask in masks])
+    size = np.zeros(1 << n, dtype=np.int64)
+    for i in range(n):
+        size += (masks >> i) & 1
+    weights = np.array([math.factorial(s) * math.factorial(n - s - 1) / math.factorial(n) for s in range(n)])
     phi = np.zeros(n)
-    for mask in range(1 << n):
-        size = bin(mask).count("1")
-        for i in range(n):
-            if not mask >> i & 1:
-                phi[i] += weights[size] * (vals[mask | 1 << i] - vals[mask])
+    for i in range(n):
+        without = masks[((masks >> i) & 1) == 0]
+        phi[i] = float((weights[size[without]] * (vals[without | (1 << i)] - vals[without])).sum())
     return phi
 
 
@@ -91,7 +106,9 @@ def plan_for(
     permutations: int = DEFAULT_PERMUTATIONS,
     seed: int = DEFAULT_SEED,
 ) -> Plan:
-    """Exact up to ``exact_max`` claims, else ``permutations`` seeded permutations."""
+    """Exact up to ``exact_max`` claims; above it ``permutations`` seeded permutations,
+    unless they would ask for every one of the 2^n coalitions anyway, where exact is
+    free (each coalition is scored once) and the plan is exact."""
     if n == 0:
         return Plan(0, "none")
     if n <= exact_max:
@@ -100,7 +117,20 @@ def plan_for(
         raise ValueError("setting 'claims_mc_permutations' must be at least 2 (a standard error needs two)")
     rng = instance_rng(seed, instance_key)
     perms = tuple(tuple(int(x) for x in rng.permutation(n)) for _ in range(permutations))
-    return Plan(n, "monte_carlo", perms)
+    mc = Plan(n, "monte_carlo", perms)
+    # At most permutations * (n - 1) + 2 distinct coalitions: skip the count when 2^n exceeds it.
+    if (1 << n) <= permutations * (n - 1) + 2 and len(mc.masks) == 1 << n:
+        return Plan(n, "exact")
+    return mc
+
+
+def lookup_masks(plan: Plan) -> list[int]:
+    """The coalitions whose stored values to read for ``plan``: all 2^n up to
+    ``EXACT_STORED_MAX`` claims (so that a complete set, scored by any plan, gives the
+    exact values), else the plan's own."""
+    if plan.n <= EXACT_STORED_MAX:
+        return list(range(1 << plan.n))
+    return plan.masks
 
 
 @dataclass(frozen=True)
@@ -110,6 +140,9 @@ class ShapleyResult:
     v_all: float
     v_empty: float
     method: str
+    # Monte Carlo only: one row per permutation, one column per claim (the marginal
+    # contribution of that claim in that permutation); None for exact.
+    marginals: np.ndarray | None = None
 
     @property
     def total(self) -> float:
@@ -117,8 +150,10 @@ class ShapleyResult:
 
 
 def shapley_values(plan: Plan, values: Mapping[int, float]) -> ShapleyResult:
-    """Shapley values from the scored coalitions of ``plan``; a missing coalition raises
-    KeyError naming it (the scoring job has not finished that instance)."""
+    """Shapley values from the scored coalitions of ``plan``: exact (Eq. 2) when every
+    one of the 2^n coalitions is in ``values`` (n <= ``EXACT_STORED_MAX``), whatever
+    the plan, else the plan's Monte Carlo estimate. A coalition of the plan that is
+    missing raises KeyError naming it (the scoring job has not finished that instance)."""
     n = plan.n
     missing = [m for m in plan.masks if m not in values]
     if missing:
@@ -126,7 +161,7 @@ def shapley_values(plan: Plan, values: Mapping[int, float]) -> ShapleyResult:
     v_empty, v_all = float(values[0]), float(values[(1 << n) - 1])
     if plan.method == "none":
         return ShapleyResult(np.zeros(0), np.zeros(0), v_all, v_empty, "none")
-    if plan.method == "exact":
+    if plan.method == "exact" or (n <= EXACT_STORED_MAX and all(m in values for m in range(1 << n))):
         return ShapleyResult(exact_shapley(n, values), np.zeros(n), v_all, v_empty, "exact")
     marg = np.zeros((len(plan.permutations), n))
     for k, perm in enumerate(plan.permutations):
@@ -138,4 +173,4 @@ def shapley_values(plan: Plan, values: Mapping[int, float]) -> ShapleyResult:
             prev = cur
     phi = marg.mean(axis=0)
     se = marg.std(axis=0, ddof=1) / math.sqrt(len(plan.permutations))
-    return ShapleyResult(phi, se, v_all, v_empty, "monte_carlo")
+    return ShapleyResult(phi, se, v_all, v_empty, "monte_carlo", marg)

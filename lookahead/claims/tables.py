@@ -41,7 +41,7 @@ from lookahead.claims.inputs import (
 )
 from lookahead.claims.retrieval import bm25
 from lookahead.claims.schema import Claim, ExtractionError, claims_from_object
-from lookahead.claims.shapley import plan_for, shapley_values
+from lookahead.claims.shapley import lookup_masks, plan_for, shapley_values
 from lookahead.config import Study
 
 INSTANCE_STATUSES = ("ok", "empty rationale", "extraction pending", "extraction failed", "no claims", "values pending")
@@ -77,11 +77,16 @@ INSTANCE_COLUMNS = [
     "olr",
     "olr_unverifiable_leaked",
     "shapley_dclr",
+    "shapley_dclr_se",
+    "shapley_dclr_ci_low",
+    "shapley_dclr_ci_high",
     "shapley_dclr_unverifiable_leaked",
     "top1_leakage",
     "top3_leakage",
+    "top5_leakage",
     "top1_leakage_unverifiable_leaked",
     "top3_leakage_unverifiable_leaked",
+    "top5_leakage_unverifiable_leaked",
     "v_all",
     "v_empty",
     "shapley_sum",
@@ -96,6 +101,8 @@ INSTANCE_COLUMNS = [
     "task_metric_name",
     "task_metric",
 ]
+# The summary means that carry a standard error and 95% interval across instances.
+SUMMARY_INTERVAL_COLUMNS = ("olr", "shapley_dclr", "top1_leakage", "top3_leakage", "top5_leakage")
 SUMMARY_COLUMNS = [
     "agent",
     "task",
@@ -109,6 +116,8 @@ SUMMARY_COLUMNS = [
     "shapley_dclr_unverifiable_leaked",
     "top1_leakage",
     "top3_leakage",
+    "top5_leakage",
+    *[f"{col}_{part}" for col in SUMMARY_INTERVAL_COLUMNS for part in ("se", "ci_low", "ci_high")],
     "task_metric_name",
     "task_metric",
     "brier",
@@ -562,17 +571,21 @@ def build(study: Study, lines: ClaimLines | None = None) -> dict[str, pd.DataFra
             key = instance_key(r["instance_id"], r["agent"])
             plan = plan_for(n, key, st.claims.claims_exact_max, st.claims.claims_mc_permutations, st.claims.claims_shapley_seed)
             csha = claims_sha(ex.claims)
-            answers = {m: values[k] for m in plan.masks if (k := (r["instance_id"], r["agent"], csha, m, kind.name)) in values}
+            answers = {
+                m: values[k] for m in lookup_masks(plan) if (k := (r["instance_id"], r["agent"], csha, m, kind.name)) in values
+            }
             full = (1 << n) - 1
             vals = kind.values(answers, full, r["prediction"], ks) if full in answers else {}
             inst["n_coalitions"] = len(plan.masks)
             if n == 0:  # nothing to attribute: the instance's state does not wait for v(empty)
                 status = "no claims"
                 inst.update(v_all=vals.get(0), v_empty=vals.get(0), shapley_method="none")
-            elif len(vals) < len(plan.masks):
+            elif any(m not in vals for m in plan.masks):
                 status = "values pending"
             else:
                 res = shapley_values(plan, vals)
+                if res.method == "exact":  # exact from a complete set of stored values uses all 2^n
+                    inst["n_coalitions"] = 1 << n
                 for pc, phi, se in zip(per_claim, res.phi, res.se, strict=False):
                     pc["shapley"], pc["shapley_se"] = float(phi), float(se)
                 inst.update(
@@ -584,12 +597,16 @@ def build(study: Study, lines: ClaimLines | None = None) -> dict[str, pd.DataFra
                     max_shapley_se=float(res.se.max()) if n else 0.0,
                 )
                 phi = res.phi
+                se_dclr, lo_dclr, hi_dclr = metrics.shapley_dclr_interval(phi, res.marginals, states)
                 inst.update(
                     shapley_dclr=metrics.shapley_dclr(phi, states),
+                    shapley_dclr_se=se_dclr,
+                    shapley_dclr_ci_low=lo_dclr,
+                    shapley_dclr_ci_high=hi_dclr,
                     shapley_dclr_unverifiable_leaked=metrics.shapley_dclr(phi, states, True),
                     **{
                         f"top{k}_leakage{suffix}": metrics.top_k_leakage(phi, states, k, unv, st.claims.claims_topk_denominator)
-                        for k in (1, 3)
+                        for k in metrics.TOP_K
                         for suffix, unv in (("", False), ("_unverifiable_leaked", True))
                     },
                 )
@@ -649,6 +666,8 @@ def summarize(inst: pd.DataFrame, st: ClaimsResolved, repred: pd.DataFrame | Non
                 "shapley_dclr_unverifiable_leaked": mean("shapley_dclr_unverifiable_leaked"),
                 "top1_leakage": mean("top1_leakage"),
                 "top3_leakage": mean("top3_leakage"),
+                "top5_leakage": mean("top5_leakage"),
+                **_mean_intervals(g),
                 "task_metric_name": kind.metric_name,
                 "task_metric": task_metric,
                 "brier": task_metric if kind.metric_name == "brier" else None,
@@ -659,6 +678,15 @@ def summarize(inst: pd.DataFrame, st: ClaimsResolved, repred: pd.DataFrame | Non
             }
         )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _mean_intervals(g: pd.DataFrame) -> dict[str, float | None]:
+    """The standard error and 95% interval of each summary mean in SUMMARY_INTERVAL_COLUMNS."""
+    out: dict[str, float | None] = {}
+    for col in SUMMARY_INTERVAL_COLUMNS:
+        _, se, lo, hi = metrics.mean_interval(list(pd.to_numeric(g[col], errors="coerce").dropna()))
+        out.update({f"{col}_se": se, f"{col}_ci_low": lo, f"{col}_ci_high": hi})
+    return out
 
 
 def _repred_mean(g: pd.DataFrame) -> dict[str, Any]:

@@ -856,6 +856,14 @@ def claims_section(ctx: TableSource) -> Section | None:
         return f"{v:.3f}" if math.isfinite(v) else ""
 
     summ = summ.sort_values(["agent", "task"], kind="stable")
+
+    def col(name: str) -> pd.Series:  # a column a table of an older build lacks reads as empty
+        return summ[name] if name in summ else pd.Series([None] * len(summ), index=summ.index)
+
+    def ci(name: str) -> list[str]:
+        lo, hi = col(f"{name}_ci_low").map(f3), col(f"{name}_ci_high").map(f3)
+        return [f"[{a}, {b}]" if a and b else "" for a, b in zip(lo, hi, strict=True)]
+
     table = pd.DataFrame(
         {
             "agent": summ["agent"],
@@ -864,24 +872,36 @@ def claims_section(ctx: TableSource) -> Section | None:
             "scored": summ["n_scored"].map(fmt),
             "claims": summ["n_claims"].map(fmt),
             "OLR": summ["olr"].map(f3),
+            "OLR 95% CI": ci("olr"),
             "OLR (unverif. leaked)": summ["olr_unverifiable_leaked"].map(f3),
             "Shapley-DCLR": summ["shapley_dclr"].map(f3),
+            "DCLR 95% CI": ci("shapley_dclr"),
             "DCLR (unverif. leaked)": summ["shapley_dclr_unverifiable_leaked"].map(f3),
             "top-1": summ["top1_leakage"].map(f3),
             "top-3": summ["top3_leakage"].map(f3),
+            "top-5": col("top5_leakage").map(f3),
             "task metric": [f"{n} {f3(v)}" for n, v in zip(summ["task_metric_name"], summ["task_metric"], strict=False)],
             "accuracy": summ["accuracy"].map(f3),
         }
     )
+    by_k = "K" if ctx.study.claims.claims_topk_denominator == "k" else "min(K, number of claims)"
     items: list = [
         Para(
             "Unverifiable claims counted as not leaked (the `_unverifiable_leaked` columns count them as "
-            f"leaked); the method and its tables: [How to read this report]({reading_link(ctx.study.results_dir)})."
+            "leaked). Top-K ranks an instance's claims by |Shapley value|, largest first, ties broken by claim "
+            f"order (the earlier claim first), and divides the leaked claims among the first K by {by_k}. The 95% "
+            "intervals are of the mean over the scored instances (t interval); each instance's Shapley-DCLR "
+            "carries its own standard error and interval in `instance_leakage` (0 where its Shapley values are "
+            f"exact). The method and its tables: [How to read this report]({reading_link(ctx.study.results_dir)})."
         ),
         Table(table, "claims_summary", csv="claims_summary.csv"),
     ]
     status = inst["status"].value_counts().to_dict()
     items.append(Para("Instance status: " + ", ".join(f"{k}: {v}" for k, v in sorted(status.items())) + "."))
+    if "shapley_method" in inst:
+        methods = inst.loc[inst["status"] == "ok", "shapley_method"].value_counts().to_dict()
+        if methods:
+            items.append(Para("Shapley values: " + ", ".join(f"{k}: {v}" for k, v in sorted(methods.items())) + " instances."))
     gap = pd.to_numeric(inst["efficiency_gap"], errors="coerce").abs().max()
     if pd.notna(gap):
         items.append(Para(f"Efficiency check: max |sum of Shapley values - (v_all - v_empty)| = {gap:.2e}."))

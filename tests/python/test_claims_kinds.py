@@ -165,8 +165,9 @@ def _pred(iid: str, prediction: str, outcome: str, n: int = 4, task_input: str =
     }
 
 
-def _write_lines(study: Path, answers) -> None:
-    """claims_value lines as the job writes them, one per coalition of the plan."""
+def _write_lines(study: Path, answers, every_coalition: bool = False) -> None:
+    """claims_value lines as the job writes them, one per coalition of the plan (or of
+    all 2^n coalitions, as a run under a larger claims_exact_max would have left)."""
     from lookahead.claims.inputs import ClaimsResolved, load_predictions
     from lookahead.claims.shapley import plan_for
     from lookahead.claims.tables import claims_sha, instance_claims, instance_key
@@ -180,7 +181,7 @@ def _write_lines(study: Path, answers) -> None:
             n = len(ex.claims)
             key = instance_key(r["instance_id"], r["agent"])
             plan = plan_for(n, key, st.claims.claims_exact_max, st.claims.claims_mc_permutations, st.claims.claims_shapley_seed)
-            for m in plan.masks:
+            for m in range(1 << n) if every_coalition else plan.masks:
                 fh.write(
                     json.dumps(
                         {
@@ -231,6 +232,24 @@ def test_regression_tables_against_independent_shapley(tmp_path):
     assert summ["task_metric"] == pytest.approx((1.5 / 20 + 4 / 16) / 2)
 
 
+def test_every_coalition_stored_gives_exact_shapley_under_a_monte_carlo_plan(tmp_path):
+    """4 claims over claims_exact_max 3 with 4 permutations (at most 14 of the 16
+    coalitions): the plan is Monte Carlo, but with all 16 values stored the table is
+    Eq. 2 exactly, checked against all 4! orderings."""
+    study = _study(tmp_path, "regression", [_pred("r1", "21500000", "20,000,000")], claims_exact_max=3, claims_mc_permutations=4)
+    _write_lines(study, lambda iid, s: {"value": _reg_value(s)}, every_coalition=True)
+    t = build(load_study(study))
+    inst = t["instance_leakage"].set_index("instance_id")
+    phi = _shapley_by_orders(4, _reg_value)
+    got = t["claims"].sort_values("claim_id")
+    assert inst.loc["r1", "shapley_method"] == "exact" and inst.loc["r1", "n_coalitions"] == 16
+    assert np.allclose(got["shapley"].astype(float), phi, atol=1e-6) and (got["shapley_se"] == 0).all()
+    assert inst.loc["r1", "shapley_dclr_se"] == 0 and inst.loc["r1", "shapley_dclr_ci_low"] == inst.loc["r1", "shapley_dclr"]
+    leaked = np.array([c in ("A4", "A5") for _, c in CLAIMS[:4]], dtype=float)
+    order = sorted(range(4), key=lambda i: (-abs(phi[i]), i))
+    assert inst.loc["r1", "top5_leakage"] == pytest.approx(leaked[order].sum() / 5)  # 4 claims, divided by K = 5
+
+
 ITEMS = ["Acorn", "Birch", "Cedar", "Dogwood", "Elm"]
 
 
@@ -249,6 +268,9 @@ def _rank_answer(s: frozenset) -> list[str]:
     return r
 
 
+M = 4  # Monte Carlo permutations of the ranking test
+
+
 def test_ranking_tables_against_independent_shapley_and_monte_carlo(tmp_path):
     full = _rank_answer(frozenset(range(4)))
     study = _study(
@@ -259,7 +281,9 @@ def test_ranking_tables_against_independent_shapley_and_monte_carlo(tmp_path):
             _pred("k2", " > ".join(full), json.dumps(full), 4, "Predict Omega again."),
         ],
         claims_exact_max=3,
-        claims_mc_permutations=50,
+        # 4 permutations ask for at most 4 * 3 + 2 = 14 of the 16 coalitions: Monte Carlo
+        # (with more, a draw that asks all 16 is exact: test_claims_shapley_errors.py)
+        claims_mc_permutations=M,
     )
     _write_lines(study, lambda iid, s: {"ranking": _rank_answer(s)})
     t = build(load_study(study))
@@ -275,8 +299,8 @@ def test_ranking_tables_against_independent_shapley_and_monte_carlo(tmp_path):
     from lookahead.claims.shapley import plan_for
 
     for iid in ("k1", "k2"):
-        plan = plan_for(4, f"{iid}|a", 3, 50, 42)
-        marg = np.zeros((50, 4))
+        plan = plan_for(4, f"{iid}|a", 3, M, 42)
+        marg = np.zeros((M, 4))
         for k, perm in enumerate(plan.permutations):
             s = frozenset()
             for i in perm:
@@ -284,9 +308,19 @@ def test_ranking_tables_against_independent_shapley_and_monte_carlo(tmp_path):
                 s = s | {i}
         got = claims[claims["instance_id"] == iid].sort_values("claim_id")
         assert np.allclose(got["shapley"].astype(float), marg.mean(0), atol=1e-12)
-        assert np.allclose(got["shapley_se"].astype(float), marg.std(0, ddof=1) / math.sqrt(50), atol=1e-12)
-        assert np.all(np.abs(marg.mean(0) - exact) <= 4 * marg.std(0, ddof=1) / math.sqrt(50) + 1e-12)
+        assert np.allclose(got["shapley_se"].astype(float), marg.std(0, ddof=1) / math.sqrt(M), atol=1e-12)
+        assert np.all(np.abs(marg.mean(0) - exact) <= 4 * marg.std(0, ddof=1) / math.sqrt(M) + 1e-12)
         assert abs(inst.loc[iid, "efficiency_gap"]) < 1e-9 and inst.loc[iid, "v_all"] == 0
+        # Shapley-DCLR's standard error by the delta method, written here from its definition
+        leaked = (got["leakage_state"] == "leaked").to_numpy(dtype=float)
+        phi = marg.mean(0)
+        g = _dclr(phi, leaked)
+        grad = np.sign(phi) * (leaked - g) / np.abs(phi).sum()
+        se = float(np.std(marg @ grad, ddof=1) / math.sqrt(M))
+        assert inst.loc[iid, "shapley_dclr"] == pytest.approx(g, abs=1e-12)
+        assert inst.loc[iid, "shapley_dclr_se"] == pytest.approx(se, abs=1e-12)
+        assert inst.loc[iid, "shapley_dclr_ci_low"] == pytest.approx(max(0.0, g - stats.norm.ppf(0.975) * se), abs=1e-12)
+        assert inst.loc[iid, "shapley_dclr_ci_high"] == pytest.approx(min(1.0, g + stats.norm.ppf(0.975) * se), abs=1e-12)
     assert inst.loc["k1", "task_metric"] == pytest.approx(-1.0) and inst.loc["k2", "task_metric"] == 1.0
     assert t["claims_summary"].iloc[0]["task_metric_name"] == "spearman"
 
