@@ -62,8 +62,9 @@ LOGPROB_FLOOR = -1000.0  # -inf is not JSON; exp(-1000) is 0.0 in double precisi
 # The bytes of logits the log-softmax and the vocabulary moments work on at a time: a
 # block of rows that stays in a core's cache across their dozen passes (log-sum-exp,
 # gather, centring, exp, two weighted sums). Over a 512-row chunk ([512, 49,152] fp32,
-# 100 MB) each pass went to memory: 8-row blocks (1.5 MB) made them 3-5x faster on this
-# 2-core CPU, with every number equal to the bit (BENCHMARKS.md, issue 47).
+# 100 MB) each pass went to memory: on 8-row blocks (1.5 MB) a chunk's head, log-softmax
+# and moments took 0.26 s instead of 0.85 s on 2 threads (the head alone 0.37 s), with
+# every number equal to the bit (benchmarks/bench_logit_blocks.py; BENCHMARKS.md).
 CACHE_BLOCK_BYTES = 3 * 2**19
 
 
