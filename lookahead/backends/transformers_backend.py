@@ -488,7 +488,8 @@ class TransformersBackend(Backend):
                 # same to the bit whichever rows sit beside it.
                 step = _cache_rows(logits.shape[1])
                 for b in range(0, logits.shape[0], step):
-                    block, r = logits[b : b + step], slice(a + b, a + b + step)
+                    block = logits[b : b + step]
+                    r = slice(a + b, a + b + block.shape[0])  # a block never runs past its chunk
                     lse = torch.logsumexp(block, dim=-1)
                     flat[r] = block.gather(1, targets[r, None]).squeeze(1) - lse
                     if moments is not None:

@@ -197,3 +197,18 @@ def test_device_default_and_precision_follow_the_device():
     be = TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok())
     assert be.device == "cpu" and be.matmul_precision == "medium"
     assert TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok(), matmul_precision="high").matmul_precision == "high"
+
+
+@pytest.mark.parametrize("chunk", [4, 7])
+def test_logit_chunks_shorter_than_a_cache_block_keep_every_logprob(chunk):
+    """The head runs on chunks of ``logit_chunk`` rows and the log-softmax on cache-sized
+    blocks within each; with a small vocabulary (97 ids: a block of thousands of rows) the
+    block is longer than its chunk, and it must stop at the chunk's end (the demo's 745-id
+    vocabulary with 512-row chunks once read targets past it)."""
+    model = tiny_llama()
+    prompts = [" ".join(map(str, s)) for s in SEQS]
+    whole = TransformersBackend("tiny", model=model, tokenizer=Tok(), batch_size=4).prompt_logprobs(prompts)
+    chunked = TransformersBackend("tiny", model=model, tokenizer=Tok(), batch_size=4, logit_chunk=chunk).prompt_logprobs(prompts)
+    for a, b in zip(whole, chunked, strict=True):
+        assert [t.token_id for t in a] == [t.token_id for t in b]
+        assert [t.logprob for t in b[1:]] == pytest.approx([t.logprob for t in a[1:]], abs=1e-5)
