@@ -14,6 +14,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -246,12 +247,12 @@ def test_completions_api_retries_with_the_error_then_gives_up(server, tmp_path):
     assert "to query: 0" in res.stdout and len(_lines(tmp_path)) == 4
 
 
-def test_rationale_agents_parse_or_reject(server, tmp_path):
-    """Temporal Hint (the server answers in the asked format) and Superforecasting (no
-    label in the answer: kept, counted as a reject, never guessed)."""
-    srv, _ = server
-    study = _study(tmp_path, srv.server_address[1], "completions")
-    insts = pd.DataFrame(
+def _run_rationale_agents(tmp_path: Path, port: int, **settings: Any) -> tuple[Path, dict[str, Any]]:
+    """A study of one instance (r1, Acme, outcome up) and the claims ``settings`` given,
+    on which the Temporal Hint and Superforecasting agents have run (each exit 0): the
+    study file and its settings."""
+    study = _study(tmp_path, port, "completions")
+    pd.DataFrame(
         [
             {
                 "instance_id": "r1",
@@ -262,10 +263,9 @@ def test_rationale_agents_parse_or_reject(server, tmp_path):
                 "outcome": "up",
             }
         ]
-    )
-    insts.to_csv(tmp_path / "inst.csv", index=False)
+    ).to_csv(tmp_path / "inst.csv", index=False)
     v = yaml.safe_load(study.read_text())
-    v.update(claims_instances_path=str(tmp_path / "inst.csv"), claims_predictions_path=None, claims_rationale_min_chars=0)
+    v.update(claims_instances_path=str(tmp_path / "inst.csv"), **settings, claims_rationale_min_chars=0)
     study.write_text(yaml.safe_dump(v))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     for agent in ("temporal_hint", "superforecasting"):
@@ -278,6 +278,14 @@ def test_rationale_agents_parse_or_reject(server, tmp_path):
             timeout=120,
         )
         assert res.returncode == 0, res.stderr
+    return study, v
+
+
+def test_rationale_agents_parse_or_reject(server, tmp_path):
+    """Temporal Hint (the server answers in the asked format) and Superforecasting (no
+    label in the answer: kept, counted as a reject, never guessed)."""
+    srv, _ = server
+    study, _ = _run_rationale_agents(tmp_path, srv.server_address[1], claims_predictions_path=None)
     from lookahead.claims.inputs import load_predictions
 
     preds, rejects = load_predictions(load_study(study))
@@ -350,34 +358,7 @@ def test_dbt_claim_models_read_the_staged_extractions_and_agent_answers(server, 
     from lookahead.claims.dbt_entry import typed
 
     srv, _ = server
-    study = _study(tmp_path, srv.server_address[1], "completions")
-    insts = pd.DataFrame(
-        [
-            {
-                "instance_id": "r1",
-                "entity": "Acme",
-                "task": "t",
-                "t_ref": "2022-01-01",
-                "task_input": "Will Acme rise?",
-                "outcome": "up",
-            }
-        ]
-    )
-    insts.to_csv(tmp_path / "inst.csv", index=False)
-    v = yaml.safe_load(study.read_text())
-    v.update(claims_instances_path=str(tmp_path / "inst.csv"), claims_rationale_min_chars=0)
-    study.write_text(yaml.safe_dump(v))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    for agent in ("temporal_hint", "superforecasting"):
-        res = subprocess.run(
-            [sys.executable, "-m", "llm_jobs.claims_rationale", "--study", str(study), "--yes", "--agent", agent],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert res.returncode == 0, res.stderr
+    study, v = _run_rationale_agents(tmp_path, srv.server_address[1])
     assert _run(study).returncode == 0
     for task in ("forecast", "recall", "mink"):  # dbt's input check wants the protocol's raw files
         (tmp_path / "raw" / f"{task}.jsonl").touch()
