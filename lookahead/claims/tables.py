@@ -363,12 +363,15 @@ class ClaimLines:
 
     @classmethod
     def from_staged(cls, frames: dict[str, pd.DataFrame]) -> ClaimLines:
-        """From the claim staging models' tables (STAGED_LINES field -> table); JSON
-        columns arrive as text and are decoded here."""
+        """From the claim staging models' tables (STAGED_LINES field -> table; a field
+        not given is empty, for a stage that reads some of the lines); JSON columns
+        arrive as text and are decoded here."""
 
         rejects: list[dict[str, Any]] = []
 
         def rows(name: str) -> list[dict[str, Any]]:
+            if name not in frames:  # a stage that reads some of the lines only
+                return []
             df = frames[name]
             match = df["fields_match"].astype(bool) if len(df) else pd.Series(dtype=bool)
             for r in df[~match].to_dict("records") if len(df) else []:
@@ -395,10 +398,7 @@ class ClaimLines:
             if r["task"] == "claims_timespec":
                 timespec[(r["instance_id"], r["agent"])] = _json(r["claims"])
             agents.append(r)
-        values = {}
-        for r in rows("values"):
-            rec = {"label_probs": _json(r["label_probs"]), "value": r["value"], "ranking": _json(r["ranking"])}
-            values[(r["instance_id"], r["agent"], r["claims_sha256"], int(r["mask"]), r["task_kind"])] = rec
+        values = coalition_answers(rows("values"))
         repredict = {}
         for r in rows("repredict"):
             r["top_logprobs"] = _json(r["top_logprobs"])
@@ -409,9 +409,19 @@ class ClaimLines:
             support={(r["claim_sha256"], r["doc_id"]): bool(r["supports"]) for r in rows("support")},
             values=values,
             repredict=repredict,
-            agents=agent_frame(agents),
+            agents=agent_frame(agents) if "agents" in frames else None,
             rejects=rejects,
         )
+
+
+def coalition_answers(rows: list[dict[str, Any]]) -> dict[ValueKey, dict[str, Any]]:
+    """The coalition answers as the Shapley stage looks them up, from staged value rows
+    (stg_claim_values, or int_claim_coalition_answers: JSON columns as text)."""
+    values = {}
+    for r in rows:
+        rec = {"label_probs": _json(r["label_probs"]), "value": r["value"], "ranking": _json(r["ranking"])}
+        values[(r["instance_id"], r["agent"], r["claims_sha256"], int(r["mask"]), r["task_kind"])] = rec
+    return values
 
 
 def _missing(v: Any) -> bool:
@@ -469,23 +479,68 @@ def _empty(cols: list[str]) -> pd.DataFrame:
 def build(study: Study, lines: ClaimLines | None = None) -> dict[str, pd.DataFrame]:
     """claims, instance_leakage, claims_summary, claims_repredict, claims_rejects as
     DataFrames, from the claim jobs' raw ``lines`` (the staged lines of a build; by
-    default the jobs' raw files, read here)."""
+    default the jobs' raw files, read here). The stages below in the order a build runs
+    them as dbt models (extraction -> dating -> Shapley values -> the marts), each
+    handed the tables the one before it wrote."""
     study = claim_study(study)
     st = ClaimsResolved.from_study(study)
     lines = lines or ClaimLines.from_files(study)
-    preds, rejects = load_predictions(study, st, lines.agents)
-    rejects = [*lines.rejects, *rejects]
-    corpus, corpus_rejects = load_corpus(st)
-    rejects += corpus_rejects
+    preds, corpus, rejects = read_inputs(study, st, lines)
     if preds.empty:
-        return {
-            "claims": _empty(CLAIM_COLUMNS),
-            "instance_leakage": _empty(INSTANCE_COLUMNS),
-            "claims_summary": _empty(SUMMARY_COLUMNS),
-            "claims_repredict": _empty(REPRED_COLUMNS),
-            "claims_rejects": pd.DataFrame(rejects, columns=REJECT_COLUMNS),
-        }
-    if corpus.empty:
+        return empty_tables(rejects)
+    instances = extract_stage(study, st, preds, lines)
+    dated = date_stage(st, instances, corpus, lines.support)
+    values = shapley_stage(st, instances, lines.values)
+    inst_df = leakage_stage(st, instances, dated, values)
+    repred = repredict_table(study, st, instances, lines)
+    return {
+        "claims": claims_stage(dated, values),
+        "instance_leakage": inst_df,
+        "claims_summary": summarize(inst_df, st, repred),
+        "claims_repredict": repred,
+        "claims_rejects": rejects_stage(rejects, instances, dated, inst_df),
+    }
+
+
+def empty_tables(rejects: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
+    """The five tables of a study without instances: no rows but the input rejects."""
+    return {
+        "claims": _empty(CLAIM_COLUMNS),
+        "instance_leakage": _empty(INSTANCE_COLUMNS),
+        "claims_summary": _empty(SUMMARY_COLUMNS),
+        "claims_repredict": _empty(REPRED_COLUMNS),
+        "claims_rejects": pd.DataFrame(rejects, columns=REJECT_COLUMNS),
+    }
+
+
+# ------------------------------------------------------------------ the build's stages
+#
+# Each stage reads and returns DataFrames, so a build runs it as a dbt model on the
+# tables the stage before wrote (python_models/intermediate/claims/, through
+# lookahead.claims.dbt_entry), and ``build`` runs them in a row on the frames
+# themselves. A frame read back from DuckDB carries NaN or NA where the stage wrote
+# None, and timestamps where it wrote dates: ``_records`` reads both alike.
+
+
+def read_inputs(study: Study, st: ClaimsResolved, lines: ClaimLines) -> tuple[pd.DataFrame, pd.DataFrame, list[dict[str, Any]]]:
+    """The instances (predictions file and the agent jobs' lines), the corpus, and the
+    rejects of the inputs (:func:`input_rejects`)."""
+    preds, pred_rejects = load_predictions(study, st, lines.agents)
+    corpus, corpus_rejects = load_corpus(st)
+    return preds, corpus, input_rejects(lines.rejects, pred_rejects, preds, corpus, corpus_rejects)
+
+
+def input_rejects(
+    line_rejects: list[dict[str, Any]],
+    pred_rejects: list[dict[str, Any]],
+    preds: pd.DataFrame,
+    corpus: pd.DataFrame,
+    corpus_rejects: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The rejects of the inputs: staged lines that disagree with their key, then the
+    predictions', then the corpus's, then a note when instances meet no corpus."""
+    rejects = [*line_rejects, *pred_rejects, *corpus_rejects]
+    if not preds.empty and corpus.empty:
         rejects.append(
             {
                 "source": "corpus",
@@ -494,37 +549,104 @@ def build(study: Study, lines: ClaimLines | None = None) -> dict[str, pd.DataFra
                 "reason": "empty or no corpus: A1-A3 claims are dated by their temporal reference alone (otherwise unverifiable)",
             }
         )
-    pairs = instance_claims(study, st, preds, lines)
-    rows = [r for r, _ in pairs]
-    extractions = [e for _, e in pairs]
+    return rejects
 
-    # BM25 candidates for every A1-A3 claim, then support (rule or cached judgments)
-    items = [(instance_key(r["instance_id"], r["agent"]), c) for r, e in zip(rows, extractions, strict=False) for c in e.claims]
-    dater = Dater(corpus, st, [c for _, c in items], lines.support if st.claims.claims_support_judge == "llm" else {})
-    kind, ks = st.kind, st
-    values = lines.values
 
-    claim_rows, inst_rows = [], []
-    for r, ex in zip(rows, extractions, strict=False):
-        t_ref = dt.date.fromisoformat(r["t_ref"])
-        states, per_claim = [], []
-        for c in ex.claims:
+#: int_claim_instances: one row per instance and agent with where its claims stand after
+#: extraction (the claims themselves as JSON, Claim.as_dict per claim).
+EXTRACTED_COLUMNS = [
+    "instance_order",
+    "instance_id",
+    "agent",
+    "task",
+    "task_kind",
+    "entity",
+    "t_ref",
+    "prediction",
+    "rationale",
+    "outcome",
+    "probability",
+    "extraction_status",
+    "extraction_reason",
+    "n_claims",
+    "claims_sha256",
+    "claims_json",
+]
+
+
+def extract_stage(study: Study, st: ClaimsResolved, preds: pd.DataFrame, lines: ClaimLines) -> pd.DataFrame:
+    """Every instance with its extraction (:func:`instance_claims`), in the order of the
+    predictions (instance_order)."""
+    out = []
+    for i, (r, ex) in enumerate(instance_claims(study, st, preds, lines)):
+        prob = r.get("probability")
+        out.append(
+            {
+                "instance_order": i,
+                "instance_id": r["instance_id"],
+                "agent": r["agent"],
+                "task": r["task"],
+                "task_kind": st.kind.name,
+                "entity": r["entity"],
+                "t_ref": r["t_ref"],
+                "prediction": r["prediction"],
+                "rationale": r["rationale"],
+                "outcome": r["outcome"],
+                "probability": float(prob) if prob is not None and not pd.isna(prob) else None,
+                "extraction_status": ex.status,
+                "extraction_reason": ex.reason,
+                "n_claims": len(ex.claims),
+                "claims_sha256": claims_sha(ex.claims) if ex.status == "ok" else None,
+                "claims_json": json.dumps([c.as_dict() for c in ex.claims]),
+            }
+        )
+    return pd.DataFrame(out, columns=EXTRACTED_COLUMNS)
+
+
+def extracted_claims(row: dict[str, Any]) -> list[Claim]:
+    """An int_claim_instances row's claims, as the extraction validated them."""
+    return [
+        Claim(
+            int(d["claim_id"]),
+            d["claim_text"],
+            d["original_text"],
+            d["temporal_reference"],
+            d["claim_category"],
+            d["category_reasoning"],
+        )
+        for d in json.loads(row["claims_json"])
+    ]
+
+
+#: int_claims_dated: the claims table less the Shapley values, with the instance's
+#: position and whether the claim's temporal reference failed to parse (a claims_rejects row).
+DATED_COLUMNS = [
+    "instance_order",
+    *[c for c in CLAIM_COLUMNS if c not in ("shapley", "shapley_se")],
+    "temporal_reference_unparseable",
+]
+
+
+def date_stage(
+    st: ClaimsResolved, instances: pd.DataFrame, corpus: pd.DataFrame, support: dict[tuple[str, str], bool]
+) -> pd.DataFrame:
+    """One row per claim of every instance: BM25 candidates for every A1-A3 claim, then
+    support (rule or cached judgments), then tau and the leakage state (Eq. 3)."""
+    rows = _records(instances)
+    extractions = [extracted_claims(r) for r in rows]
+    items = [(instance_key(r["instance_id"], r["agent"]), c) for r, cs in zip(rows, extractions, strict=False) for c in cs]
+    dater = Dater(corpus, st, [c for _, c in items], support if st.claims.claims_support_judge == "llm" else {})
+    kind = st.kind
+    out = []
+    for r, claims in zip(rows, extractions, strict=False):
+        t_ref = _date(r["t_ref"])
+        for c in claims:
             lk, n_cand, n_sup, pending = dater.date(c, t_ref)
             reason = lk.reason + (f" ({pending} candidate(s) not judged yet)" if pending else "")
-            if c.temporal_reference and parse_period(c.temporal_reference) is None:
-                rejects.append(
-                    {
-                        "source": "claims",
-                        "row": None,
-                        "column": "temporal_reference",
-                        "reason": f"instance {r['instance_id']} ({r['agent']}) claim {c.claim_id}: "
-                        f"'{c.temporal_reference}' unparseable; dated by the corpus alone",
-                    }
-                )
             p = parse_period(c.temporal_reference)
-            states.append(lk.state)
-            per_claim.append(
+            out.append(
                 {
+                    "instance_order": r["instance_order"],
                     "instance_id": r["instance_id"],
                     "agent": r["agent"],
                     "task_kind": kind.name,
@@ -541,11 +663,93 @@ def build(study: Study, lines: ClaimLines | None = None) -> dict[str, pd.DataFra
                     "leakage_reason": reason,
                     "n_candidates": n_cand,
                     "n_supporting_docs": n_sup,
-                    "shapley": None,
-                    "shapley_se": None,
+                    "temporal_reference_unparseable": bool(c.temporal_reference) and p is None,
                 }
             )
-        status = ex.status
+    return pd.DataFrame(out, columns=DATED_COLUMNS)
+
+
+#: int_claim_shapley: per instance whose extraction is ok, the state its values leave it
+#: in and, once every coalition is scored, the Shapley values of its claims in claim
+#: order (JSON lists; the Monte Carlo permutations' marginals, one list per
+#: permutation, for the Shapley-DCLR interval).
+SHAPLEY_COLUMNS = [
+    "instance_id",
+    "agent",
+    "values_status",
+    "n_coalitions",
+    "v_all",
+    "v_empty",
+    "shapley_sum",
+    "efficiency_gap",
+    "shapley_method",
+    "max_shapley_se",
+    "shapley_json",
+    "shapley_se_json",
+    "marginals_json",
+]
+
+
+def shapley_stage(st: ClaimsResolved, instances: pd.DataFrame, values: dict[ValueKey, dict[str, Any]]) -> pd.DataFrame:
+    """Coalition values v(S) of each instance whose extraction is ok (the task kind's
+    characteristic function of the stored answers ``values``), then its Shapley values
+    (Eq. 2): exact or Monte Carlo by the plan (lookahead.claims.shapley)."""
+    kind, ks = st.kind, st
+    out = []
+    for r in _records(instances):
+        if r["extraction_status"] != "ok":
+            continue
+        inst: dict[str, Any] = dict.fromkeys(SHAPLEY_COLUMNS)
+        inst.update(instance_id=r["instance_id"], agent=r["agent"])
+        status = "ok"
+        n = int(r["n_claims"])
+        key = instance_key(r["instance_id"], r["agent"])
+        plan = plan_for(n, key, st.claims.claims_exact_max, st.claims.claims_mc_permutations, st.claims.claims_shapley_seed)
+        csha = r["claims_sha256"]
+        answers = {
+            m: values[k] for m in lookup_masks(plan) if (k := (r["instance_id"], r["agent"], csha, m, kind.name)) in values
+        }
+        full = (1 << n) - 1
+        vals = kind.values(answers, full, r["prediction"], ks) if full in answers else {}
+        inst["n_coalitions"] = len(plan.masks)
+        if n == 0:  # nothing to attribute: the instance's state does not wait for v(empty)
+            status = "no claims"
+            inst.update(v_all=vals.get(0), v_empty=vals.get(0), shapley_method="none")
+        elif any(m not in vals for m in plan.masks):
+            status = "values pending"
+        else:
+            res = shapley_values(plan, vals)
+            if res.method == "exact":  # exact from a complete set of stored values uses all 2^n
+                inst["n_coalitions"] = 1 << n
+            inst.update(
+                v_all=res.v_all,
+                v_empty=res.v_empty,
+                shapley_sum=res.total,
+                efficiency_gap=res.total - (res.v_all - res.v_empty),
+                shapley_method=res.method,
+                max_shapley_se=float(res.se.max()) if n else 0.0,
+                shapley_json=json.dumps([float(x) for x in res.phi]),
+                shapley_se_json=json.dumps([float(x) for x in res.se]),
+                marginals_json=None if res.marginals is None else json.dumps(res.marginals.tolist()),
+            )
+        inst["values_status"] = status
+        out.append(inst)
+    return pd.DataFrame(out, columns=SHAPLEY_COLUMNS)
+
+
+def leakage_stage(st: ClaimsResolved, instances: pd.DataFrame, dated: pd.DataFrame, values: pd.DataFrame) -> pd.DataFrame:
+    """instance_leakage: per instance its status, OLR (Eq. 9), and from its Shapley
+    values Shapley-DCLR (Eq. 10) with its interval and top-k leakage (Eq. 14), beside
+    the task metric."""
+    kind, ks = st.kind, st
+    states_of = _states(dated)
+    by_instance = {(r["instance_id"], r["agent"]): r for r in _records(values)}
+    inst_rows = []
+    for r in sorted(_records(instances), key=lambda r: r["instance_order"]):
+        t_ref = _date(r["t_ref"])
+        states = states_of.get((r["instance_id"], r["agent"]), [])
+        status = r["extraction_status"]
+        n = int(r["n_claims"])
         inst: dict[str, Any] = dict.fromkeys(INSTANCE_COLUMNS)
         inst.update(
             instance_id=r["instance_id"],
@@ -554,50 +758,25 @@ def build(study: Study, lines: ClaimLines | None = None) -> dict[str, pd.DataFra
             task_kind=kind.name,
             entity=r["entity"],
             t_ref=t_ref,
-            n_claims=len(ex.claims),
+            n_claims=n,
             prediction=r["prediction"],
             outcome=r["outcome"],
             value_label=kind.value_label(r["prediction"], ks),
             task_metric_name=kind.metric_name,
         )
-        prob = r.get("probability")
-        prob = float(prob) if prob is not None and not pd.isna(prob) else None
+        prob = r["probability"]
         inst["p_positive"] = kind.target_probability(r["prediction"], prob, ks)
         inst["task_metric"] = kind.instance_metric(r["prediction"], r["outcome"], prob, ks)
-        if status == "ok" and ex.claims:  # OLR needs the claims' states only, not the values
+        if status == "ok" and n:  # OLR needs the claims' states only, not the values
             inst.update(olr=metrics.olr(states), olr_unverifiable_leaked=metrics.olr(states, True))
         if status == "ok":
-            n = len(ex.claims)
-            key = instance_key(r["instance_id"], r["agent"])
-            plan = plan_for(n, key, st.claims.claims_exact_max, st.claims.claims_mc_permutations, st.claims.claims_shapley_seed)
-            csha = claims_sha(ex.claims)
-            answers = {
-                m: values[k] for m in lookup_masks(plan) if (k := (r["instance_id"], r["agent"], csha, m, kind.name)) in values
-            }
-            full = (1 << n) - 1
-            vals = kind.values(answers, full, r["prediction"], ks) if full in answers else {}
-            inst["n_coalitions"] = len(plan.masks)
-            if n == 0:  # nothing to attribute: the instance's state does not wait for v(empty)
-                status = "no claims"
-                inst.update(v_all=vals.get(0), v_empty=vals.get(0), shapley_method="none")
-            elif any(m not in vals for m in plan.masks):
-                status = "values pending"
-            else:
-                res = shapley_values(plan, vals)
-                if res.method == "exact":  # exact from a complete set of stored values uses all 2^n
-                    inst["n_coalitions"] = 1 << n
-                for pc, phi, se in zip(per_claim, res.phi, res.se, strict=False):
-                    pc["shapley"], pc["shapley_se"] = float(phi), float(se)
-                inst.update(
-                    v_all=res.v_all,
-                    v_empty=res.v_empty,
-                    shapley_sum=res.total,
-                    efficiency_gap=res.total - (res.v_all - res.v_empty),
-                    shapley_method=res.method,
-                    max_shapley_se=float(res.se.max()) if n else 0.0,
-                )
-                phi = res.phi
-                se_dclr, lo_dclr, hi_dclr = metrics.shapley_dclr_interval(phi, res.marginals, states)
+            v = by_instance[(r["instance_id"], r["agent"])]
+            status = v["values_status"]
+            inst.update({c: v[c] for c in SHAPLEY_COLUMNS if c in INSTANCE_COLUMNS})
+            if status == "ok":
+                phi = json.loads(v["shapley_json"])
+                marginals = None if v["marginals_json"] is None else json.loads(v["marginals_json"])
+                se_dclr, lo_dclr, hi_dclr = metrics.shapley_dclr_interval(phi, marginals, states)
                 inst.update(
                     shapley_dclr=metrics.shapley_dclr(phi, states),
                     shapley_dclr_se=se_dclr,
@@ -610,29 +789,87 @@ def build(study: Study, lines: ClaimLines | None = None) -> dict[str, pd.DataFra
                         for suffix, unv in (("", False), ("_unverifiable_leaked", True))
                     },
                 )
-        if status != "ok":
+        inst["status"] = status
+        inst_rows.append(inst)
+    return pd.DataFrame(inst_rows, columns=INSTANCE_COLUMNS)
+
+
+def claims_stage(dated: pd.DataFrame, values: pd.DataFrame) -> pd.DataFrame:
+    """claims: the dated claims with each claim's Shapley value and standard error, for
+    the instances whose values are all in."""
+    by_instance = {(r["instance_id"], r["agent"]): r for r in _records(values) if r["shapley_json"] is not None}
+    out = []
+    for r in _records(dated):
+        v = by_instance.get((r["instance_id"], r["agent"]))
+        i = int(r["claim_id"]) - 1
+        out.append(
+            {
+                **{c: r[c] for c in CLAIM_COLUMNS if c in r},
+                "shapley": None if v is None else float(json.loads(v["shapley_json"])[i]),
+                "shapley_se": None if v is None else float(json.loads(v["shapley_se_json"])[i]),
+            }
+        )
+    return pd.DataFrame(out, columns=CLAIM_COLUMNS)
+
+
+def rejects_stage(
+    rejects: list[dict[str, Any]], instances: pd.DataFrame, dated: pd.DataFrame, inst: pd.DataFrame
+) -> pd.DataFrame:
+    """claims_rejects: the inputs' rejects (:func:`read_inputs`), then per instance a
+    row per claim whose temporal reference does not parse and, unless the instance is
+    scored, a row saying why not."""
+    rejects = list(rejects)
+    unparseable: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for c in _records(dated):
+        if c["temporal_reference_unparseable"]:
+            unparseable.setdefault((c["instance_id"], c["agent"]), []).append(c)
+    status = {(r["instance_id"], r["agent"]): r["status"] for r in _records(inst)}
+    for r in sorted(_records(instances), key=lambda r: r["instance_order"]):
+        for c in unparseable.get((r["instance_id"], r["agent"]), []):
+            rejects.append(
+                {
+                    "source": "claims",
+                    "row": None,
+                    "column": "temporal_reference",
+                    "reason": f"instance {r['instance_id']} ({r['agent']}) claim {int(c['claim_id'])}: "
+                    f"'{c['temporal_reference']}' unparseable; dated by the corpus alone",
+                }
+            )
+        s = status[(r["instance_id"], r["agent"])]
+        if s != "ok":
+            reason = r["extraction_reason"]
             rejects.append(
                 {
                     "source": "instances",
                     "row": None,
                     "column": "status",
-                    "reason": f"instance {r['instance_id']} ({r['agent']}): {status}" + (f": {ex.reason}" if ex.reason else ""),
+                    "reason": f"instance {r['instance_id']} ({r['agent']}): {s}" + (f": {reason}" if reason else ""),
                 }
             )
-        inst["status"] = status
-        inst_rows.append(inst)
-        claim_rows += per_claim
+    return pd.DataFrame(rejects, columns=REJECT_COLUMNS)
 
-    claims = pd.DataFrame(claim_rows, columns=CLAIM_COLUMNS)
-    inst_df = pd.DataFrame(inst_rows, columns=INSTANCE_COLUMNS)
-    repred = repredict_table(study, st, preds, lines)
-    return {
-        "claims": claims,
-        "instance_leakage": inst_df,
-        "claims_summary": summarize(inst_df, st, repred),
-        "claims_repredict": repred,
-        "claims_rejects": pd.DataFrame(rejects, columns=REJECT_COLUMNS),
-    }
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """A stage's rows as dicts, a missing value as None whether the frame holds None,
+    NaN or NA (a frame read back from DuckDB)."""
+    return [{k: (None if _missing(v) else v) for k, v in r.items()} for r in df.to_dict("records")]
+
+
+def _date(v: Any) -> dt.date | None:
+    """A date as the stages compare it, from ISO text, a date or a timestamp."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return dt.date.fromisoformat(v)
+    return pd.Timestamp(v).date()
+
+
+def _states(dated: pd.DataFrame) -> dict[tuple[str, str], list[str]]:
+    """Each instance's claims' leakage states, in claim order."""
+    out: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    for r in _records(dated):
+        out.setdefault((r["instance_id"], r["agent"]), []).append((int(r["claim_id"]), r["leakage_state"]))
+    return {k: [s for _, s in sorted(v)] for k, v in out.items()}
 
 
 def summarize(inst: pd.DataFrame, st: ClaimsResolved, repred: pd.DataFrame | None = None) -> pd.DataFrame:
