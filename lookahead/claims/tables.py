@@ -1,10 +1,12 @@
 """The claim-level tables, built from the inputs and the raw JSONL of the claim jobs.
 
-This is the whole deterministic side of the pipeline (the dbt Python models ``claims``,
-``instance_leakage``, ``claims_summary`` and ``claims_rejects`` only call ``build``):
-extracted claims -> BM25 candidates and support -> tau and leakage state (Eq. 3) ->
-coalition values -> Shapley values (Eq. 2) -> OLR, Shapley-DCLR, top-k (Eqs. 9, 10, 14)
--> per agent and task with the Brier score (Eq. 6).
+This is the whole deterministic side of the pipeline: extracted claims -> BM25
+candidates and support -> tau and leakage state (Eq. 3) -> coalition values -> Shapley
+values (Eq. 2) -> OLR, Shapley-DCLR, top-k (Eqs. 9, 10, 14) -> per agent and task with
+the Brier score (Eq. 6). A build runs each step as a dbt model (the stages below, through
+lookahead.claims.dbt_entry.STAGES: int_claim_instances, int_claims_dated,
+int_claim_coalition_answers in SQL, int_claim_shapley, then the marts); ``build`` runs
+the same stages in a row on the claim jobs' raw files.
 
 Raw lines are matched on content, not on cache keys: an extraction on the instance's
 rationale text (sha256), a support judgment on the claim text and document, a
@@ -855,10 +857,8 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return [{k: (None if _missing(v) else v) for k, v in r.items()} for r in df.to_dict("records")]
 
 
-def _date(v: Any) -> dt.date | None:
+def _date(v: Any) -> dt.date:
     """A date as the stages compare it, from ISO text, a date or a timestamp."""
-    if v is None:
-        return None
     if isinstance(v, str):
         return dt.date.fromisoformat(v)
     return pd.Timestamp(v).date()
