@@ -1,16 +1,14 @@
-"""dbt Python model `claims` (claim-level leakage; see _claims__models.yml and docs/claims.md).
-Logic: lookahead/claims/tables.py."""
+"""dbt Python model `claims_py` (claim-level leakage; see _claims__models.yml and docs/claims.md):
+the dated claims with their Shapley values. Logic: lookahead/claims/tables.py claims_stage."""
 
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    from lookahead.claims.dbt_entry import table
+    from lookahead.claims.dbt_entry import stage
 
-    staged = {  # the claim jobs' raw lines as staged (lookahead.claims.tables.STAGED_LINES)
-        "extractions": dbt.ref("stg_claim_extractions"),
-        "agents": dbt.ref("stg_claim_agent_answers"),
-        "support": dbt.ref("stg_claim_support"),
-        "values": dbt.ref("stg_claim_values"),
-        "repredict": dbt.ref("stg_claim_repredictions"),
-    }
-    return table("claims", dbt.ref("study_settings").df(), staged)
+    return stage(
+        "claims_py",
+        dbt.ref("study_settings").df(),
+        dated=dbt.ref("int_claims_dated"),
+        shapley=dbt.ref("int_claim_shapley"),
+    )

@@ -1,16 +1,14 @@
-"""dbt Python model `claims_repredict` (the re-prediction check; see _claims.yml and
-docs/claims.md). Logic: lookahead/claims/tables.py."""
+"""dbt Python model `claims_repredict_py` (the re-prediction check; see _claims__models.yml and
+docs/claims.md). Logic: lookahead/claims/tables.py repredict_table."""
 
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    from lookahead.claims.dbt_entry import table
+    from lookahead.claims.dbt_entry import stage
 
-    staged = {  # the claim jobs' raw lines as staged (lookahead.claims.tables.STAGED_LINES)
-        "extractions": dbt.ref("stg_claim_extractions"),
-        "agents": dbt.ref("stg_claim_agent_answers"),
-        "support": dbt.ref("stg_claim_support"),
-        "values": dbt.ref("stg_claim_values"),
-        "repredict": dbt.ref("stg_claim_repredictions"),
-    }
-    return table("claims_repredict", dbt.ref("study_settings").df(), staged)
+    return stage(
+        "claims_repredict_py",
+        dbt.ref("study_settings").df(),
+        instances=dbt.ref("int_claim_instances"),
+        repredict=dbt.ref("stg_claim_repredictions"),
+    )

@@ -1,16 +1,14 @@
-"""dbt Python model `claims_summary` (claim-level leakage; see _claims__models.yml and docs/claims.md).
-Logic: lookahead/claims/tables.py."""
+"""dbt Python model `claims_summary_py` (claim-level leakage; see _claims__models.yml and
+docs/claims.md): per agent and task. Logic: lookahead/claims/tables.py summarize."""
 
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    from lookahead.claims.dbt_entry import table
+    from lookahead.claims.dbt_entry import stage
 
-    staged = {  # the claim jobs' raw lines as staged (lookahead.claims.tables.STAGED_LINES)
-        "extractions": dbt.ref("stg_claim_extractions"),
-        "agents": dbt.ref("stg_claim_agent_answers"),
-        "support": dbt.ref("stg_claim_support"),
-        "values": dbt.ref("stg_claim_values"),
-        "repredict": dbt.ref("stg_claim_repredictions"),
-    }
-    return table("claims_summary", dbt.ref("study_settings").df(), staged)
+    return stage(
+        "claims_summary_py",
+        dbt.ref("study_settings").df(),
+        instance_leakage=dbt.ref("instance_leakage_py"),
+        claims_repredict=dbt.ref("claims_repredict_py"),
+    )

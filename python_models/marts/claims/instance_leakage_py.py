@@ -1,16 +1,15 @@
-"""dbt Python model `instance_leakage` (claim-level leakage; see _claims__models.yml and docs/claims.md).
-Logic: lookahead/claims/tables.py."""
+"""dbt Python model `instance_leakage_py` (claim-level leakage; see _claims__models.yml and
+docs/claims.md): OLR, Shapley-DCLR and top-k per instance. Logic: lookahead/claims/tables.py leakage_stage."""
 
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    from lookahead.claims.dbt_entry import table
+    from lookahead.claims.dbt_entry import stage
 
-    staged = {  # the claim jobs' raw lines as staged (lookahead.claims.tables.STAGED_LINES)
-        "extractions": dbt.ref("stg_claim_extractions"),
-        "agents": dbt.ref("stg_claim_agent_answers"),
-        "support": dbt.ref("stg_claim_support"),
-        "values": dbt.ref("stg_claim_values"),
-        "repredict": dbt.ref("stg_claim_repredictions"),
-    }
-    return table("instance_leakage", dbt.ref("study_settings").df(), staged)
+    return stage(
+        "instance_leakage_py",
+        dbt.ref("study_settings").df(),
+        instances=dbt.ref("int_claim_instances"),
+        dated=dbt.ref("int_claims_dated"),
+        shapley=dbt.ref("int_claim_shapley"),
+    )
