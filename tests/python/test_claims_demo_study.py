@@ -91,19 +91,23 @@ def test_claim_model_replaces_the_protocol_model_for_claims_only():
 
 def test_the_dbt_claim_models_read_the_study_the_build_resolved():
     """Every claim model builds from `study_settings` (the settings the build resolved,
-    defaults included) and the claim staging models (the claim jobs' lines, every one the
-    tables read: lookahead.claims.tables.STAGED_LINES), and _claims__models.yml passes no
-    vars of its own: there is no second list of claim settings that could miss one or fall
-    back to the default study."""
+    defaults included) and the claim staging models or the claim steps before it (the
+    frames its stage reads: lookahead.claims.dbt_entry.STAGES; the staged lines by the
+    models of lookahead.claims.tables.STAGED_LINES), and the claim models' YAML passes no
+    vars of its own: there is no second list of claim settings that could miss one or
+    fall back to the default study."""
+    from lookahead.claims.dbt_entry import STAGES
     from lookahead.claims.tables import STAGED_LINES
 
-    for model in ("claims", "instance_leakage", "claims_summary", "claims_rejects", "claims_repredict"):
-        text = (ROOT / "python_models" / "marts" / "claims" / f"{model}_py.py").read_text()
-        assert f'table("{model}", dbt.ref("study_settings").df(), staged)' in text, model
+    for name, stage in STAGES.items():
+        (path,) = (ROOT / "python_models").glob(f"*/claims/{name}.py")
+        text = path.read_text()
+        assert f'"{name}",\n        dbt.ref("study_settings").df(),' in text, name
         for field, staging in STAGED_LINES.items():
-            assert f'"{field}": dbt.ref("{staging}")' in text, (model, staging)
-    for folder in ("python_models", "models"):  # the Python tables and their contracted views
-        assert "var(" not in (ROOT / folder / "marts" / "claims" / "_claims__models.yml").read_text()
+            assert (f'{field}=dbt.ref("{staging}")' in text) == (field in stage.reads), (name, staging)
+    for folder in ("python_models", "models"):  # the Python tables, their contracted views, the steps
+        for layer in ("intermediate", "marts"):
+            assert "var(" not in (ROOT / folder / layer / "claims" / "_claims__models.yml").read_text()
 
 
 def _settings_row(study) -> pd.DataFrame:
@@ -124,24 +128,26 @@ def test_demo_study_builds_the_issue_columns(tmp_path):
     assert set(inst["status"]) == {"values pending", "empty rationale", "no claims"}
 
 
-def test_the_claim_tables_are_computed_once_per_build(tmp_path, monkeypatch):
-    """The five claim models of one build share one computation of the claim tables
-    (lookahead.claims.dbt_entry); a changed claim input computes them again."""
+def test_the_claim_inputs_are_read_once_per_build(tmp_path, monkeypatch):
+    """The claim models of one build read the predictions and the corpus once, shared
+    by the stages that need them (lookahead.claims.dbt_entry); a changed claim input
+    reads them again."""
     from lookahead.claims import dbt_entry
 
     calls = []
-    real = dbt_entry.build
-    monkeypatch.setattr(dbt_entry, "build", lambda study, lines=None: calls.append(1) or real(study, lines))
+    real = dbt_entry.load_corpus
+    monkeypatch.setattr(dbt_entry, "load_corpus", lambda st: calls.append(1) or real(st))
     raw = tmp_path / "raw"
     study = load_study(DEMO / "demo_contaminated.yml", overrides={"claims_raw_dir": str(raw)})
-    tables = {name: table(name, _settings_row(study)) for name in dbt_entry.TABLES}
+    settings = _settings_row(study)
+    frames = {field: pd.DataFrame(columns=["fields_match"]) for field in ("extractions", "agents")}
+    instances = dbt_entry.stage("int_claim_instances", settings, **frames)
+    dbt_entry.stage("int_claims_dated", settings, instances=instances, support=pd.DataFrame(columns=["fields_match"]))
+    dbt_entry.stage("int_claims_dated", settings, instances=instances, support=pd.DataFrame(columns=["fields_match"]))
     assert len(calls) == 1
-    assert {name: len(df) for name, df in tables.items()} == {
-        name: len(df) for name, df in real(study).items() if name in dbt_entry.TABLES
-    }
     raw.mkdir(exist_ok=True)
     (raw / "claims_value.jsonl").write_text("")  # a claim job's file appears: read again
-    table("claims", _settings_row(study))
+    dbt_entry.stage("int_claims_dated", settings, instances=instances, support=pd.DataFrame(columns=["fields_match"]))
     assert len(calls) == 2
 
 
