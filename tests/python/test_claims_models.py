@@ -124,8 +124,7 @@ def _vars(demo_dir: Path, raw: Path) -> dict:
     """The planted leaky study's settings as test_claims_tables._study gives them."""
     from lookahead.claims import demo
 
-    v = demo.study_vars(demo_dir, "leaky")
-    v.pop("extends")
+    v = demo.study_vars(demo_dir, "leaky")  # extends the default study, as load_study(None) does
     v.update(
         {
             "claims_raw_dir": str(raw),
@@ -158,8 +157,10 @@ def test_a_claim_raw_folder_with_a_double_quote_is_refused_in_one_line(demo_dir,
     from lookahead.config import StudyConfigError, load_study
 
     for bad in ('raw"; drop table claims; --', "raw\\x"):
+        v = _vars(demo_dir, tmp_path / bad)
+        v.pop("extends")
         with pytest.raises(StudyConfigError) as err:
-            load_study(None, overrides=_vars(demo_dir, tmp_path / bad))
+            load_study(None, overrides=v)
         assert "claims_raw_dir" in str(err.value) and "\n" not in str(err.value)
 
 
@@ -167,7 +168,7 @@ def _marts(res) -> dict[str, pd.DataFrame]:
     return {name: res.table(name) for name in TABLE_KEYS}
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # two dbt builds of the claim models (about a minute)
 def test_a_build_of_the_claim_models_equals_the_one_computation(hostile_build):
     """dbt's claim models give build()'s five tables, each intermediate step holds a row
     per instance, claim or coalition, and the raw folder's hostile name was read as the
@@ -183,11 +184,17 @@ def test_a_build_of_the_claim_models_equals_the_one_computation(hostile_build):
     assert (shap["values_status"] == "ok").sum() == 29
     answers = res.table("int_claim_coalition_answers")
     assert len(answers) == sum(1 for _ in open(raw / "claims_value.jsonl"))
-    compiled = "".join(p.read_text() for p in (db.parent / "target").rglob("*.sql"))
-    assert "drop table claims" not in compiled and str(raw) not in compiled
+    # the folder reaches SQL as a bound variable (the plugin's lookahead_claims_raw_dir);
+    # its one appearance in SQL text is inside study_settings' settings JSON, escaped
+    for sql in (db.parent / "target" / "compiled").rglob("*.sql"):
+        text = sql.read_text()
+        if sql.stem == "study_settings":
+            assert str(raw).replace("'", "''") in text and "raw 'q" not in text
+        else:
+            assert "drop table claims" not in text, sql
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # two dbt builds of the claim models (about a minute)
 def test_a_second_build_after_an_edited_raw_line_computes_again(hostile_build):
     """One coalition answer edited in the raw file (the full coalition of an exact
     instance, its key unchanged): the next build's v(N), Shapley values and Shapley-DCLR
