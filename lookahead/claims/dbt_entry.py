@@ -99,7 +99,7 @@ def _dated(study: Study, st: ClaimsResolved, f: dict[str, pd.DataFrame]) -> pd.D
 
 
 def _shapley(study: Study, st: ClaimsResolved, f: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    answers = t.coalition_answers(t._records(f["answers"]))
+    answers = t.coalition_answers(t.stage_records(f["answers"]))
     return t.shapley_stage(st, _ordered(f["instances"]), answers)
 
 
@@ -117,7 +117,7 @@ def _repredict(study: Study, st: ClaimsResolved, f: dict[str, pd.DataFrame]) -> 
 
 
 def _summary(study: Study, st: ClaimsResolved, f: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    inst = pd.DataFrame(t._records(f["instance_leakage"]), columns=t.INSTANCE_COLUMNS)
+    inst = pd.DataFrame(t.stage_records(f["instance_leakage"]), columns=t.INSTANCE_COLUMNS)
     return t.summarize(inst, st, f["claims_repredict"])
 
 

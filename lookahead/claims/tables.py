@@ -521,7 +521,7 @@ def empty_tables(rejects: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
 # tables the stage before wrote (python_models/intermediate/claims/, through
 # lookahead.claims.dbt_entry), and ``build`` runs them in a row on the frames
 # themselves. A frame read back from DuckDB carries NaN or NA where the stage wrote
-# None, and timestamps where it wrote dates: ``_records`` reads both alike.
+# None, and timestamps where it wrote dates: ``stage_records`` reads both alike.
 
 
 def read_inputs(study: Study, st: ClaimsResolved, lines: ClaimLines) -> tuple[pd.DataFrame, pd.DataFrame, list[dict[str, Any]]]:
@@ -634,7 +634,7 @@ def date_stage(
 ) -> pd.DataFrame:
     """One row per claim of every instance: BM25 candidates for every A1-A3 claim, then
     support (rule or cached judgments), then tau and the leakage state (Eq. 3)."""
-    rows = _records(instances)
+    rows = stage_records(instances)
     extractions = [extracted_claims(r) for r in rows]
     items = [(instance_key(r["instance_id"], r["agent"]), c) for r, cs in zip(rows, extractions, strict=False) for c in cs]
     dater = Dater(corpus, st, [c for _, c in items], support if st.claims.claims_support_judge == "llm" else {})
@@ -698,7 +698,7 @@ def shapley_stage(st: ClaimsResolved, instances: pd.DataFrame, values: dict[Valu
     (Eq. 2): exact or Monte Carlo by the plan (lookahead.claims.shapley)."""
     kind, ks = st.kind, st
     out = []
-    for r in _records(instances):
+    for r in stage_records(instances):
         if r["extraction_status"] != "ok":
             continue
         inst: dict[str, Any] = dict.fromkeys(SHAPLEY_COLUMNS)
@@ -745,9 +745,9 @@ def leakage_stage(st: ClaimsResolved, instances: pd.DataFrame, dated: pd.DataFra
     the task metric."""
     kind, ks = st.kind, st
     states_of = _states(dated)
-    by_instance = {(r["instance_id"], r["agent"]): r for r in _records(values)}
+    by_instance = {(r["instance_id"], r["agent"]): r for r in stage_records(values)}
     inst_rows = []
-    for r in sorted(_records(instances), key=lambda r: r["instance_order"]):
+    for r in sorted(stage_records(instances), key=lambda r: r["instance_order"]):
         t_ref = _date(r["t_ref"])
         states = states_of.get((r["instance_id"], r["agent"]), [])
         status = r["extraction_status"]
@@ -799,9 +799,9 @@ def leakage_stage(st: ClaimsResolved, instances: pd.DataFrame, dated: pd.DataFra
 def claims_stage(dated: pd.DataFrame, values: pd.DataFrame) -> pd.DataFrame:
     """claims: the dated claims with each claim's Shapley value and standard error, for
     the instances whose values are all in."""
-    by_instance = {(r["instance_id"], r["agent"]): r for r in _records(values) if r["shapley_json"] is not None}
+    by_instance = {(r["instance_id"], r["agent"]): r for r in stage_records(values) if r["shapley_json"] is not None}
     out = []
-    for r in _records(dated):
+    for r in stage_records(dated):
         v = by_instance.get((r["instance_id"], r["agent"]))
         i = int(r["claim_id"]) - 1
         out.append(
@@ -822,11 +822,11 @@ def rejects_stage(
     scored, a row saying why not."""
     rejects = list(rejects)
     unparseable: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for c in _records(dated):
+    for c in stage_records(dated):
         if c["temporal_reference_unparseable"]:
             unparseable.setdefault((c["instance_id"], c["agent"]), []).append(c)
-    status = {(r["instance_id"], r["agent"]): r["status"] for r in _records(inst)}
-    for r in sorted(_records(instances), key=lambda r: r["instance_order"]):
+    status = {(r["instance_id"], r["agent"]): r["status"] for r in stage_records(inst)}
+    for r in sorted(stage_records(instances), key=lambda r: r["instance_order"]):
         for c in unparseable.get((r["instance_id"], r["agent"]), []):
             rejects.append(
                 {
@@ -851,7 +851,7 @@ def rejects_stage(
     return pd.DataFrame(rejects, columns=REJECT_COLUMNS)
 
 
-def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+def stage_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     """A stage's rows as dicts, a missing value as None whether the frame holds None,
     NaN or NA (a frame read back from DuckDB)."""
     return [{k: (None if _missing(v) else v) for k, v in r.items()} for r in df.to_dict("records")]
@@ -867,7 +867,7 @@ def _date(v: Any) -> dt.date:
 def _states(dated: pd.DataFrame) -> dict[tuple[str, str], list[str]]:
     """Each instance's claims' leakage states, in claim order."""
     out: dict[tuple[str, str], list[tuple[int, str]]] = {}
-    for r in _records(dated):
+    for r in stage_records(dated):
         out.setdefault((r["instance_id"], r["agent"]), []).append((int(r["claim_id"]), r["leakage_state"]))
     return {k: [s for _, s in sorted(v)] for k, v in out.items()}
 

@@ -81,7 +81,7 @@ def test_the_stages_through_duckdb_give_the_tables_of_one_build(demo_dir, tmp_pa
     got = {
         "claims": t.claims_stage(dated.sort_values(["instance_order", "claim_id"]), values),
         "instance_leakage": inst,
-        "claims_summary": t.summarize(pd.DataFrame(t._records(inst), columns=t.INSTANCE_COLUMNS), st, repred),
+        "claims_summary": t.summarize(pd.DataFrame(t.stage_records(inst), columns=t.INSTANCE_COLUMNS), st, repred),
         "claims_repredict": repred,
         "claims_rejects": t.rejects_stage(rejects, instances, dated, inst),
     }
