@@ -144,8 +144,9 @@ def support_prompt(claim_text: str, doc_title: str, doc_body: str, published_at:
 
 
 def aggregator_prompt(task_input: str, valid_claims: Sequence[str], instruction: str) -> str:
-    """TimeSPEC phase 5: closed world, validated claims only. It is the coalition prompt
-    over the validated claims, so the aggregator answers exactly as v(S) is measured."""
+    """TimeSPEC phase 5 when the model writes no text (``claims_timespec_draft:
+    predictions``): closed world, validated claims only. It is the coalition prompt over
+    the validated claims, so the aggregator answers exactly as v(S) is measured."""
     return coalition_prompt(task_input, valid_claims, instruction)
 
 

@@ -197,7 +197,8 @@ def assembled_claims(row: dict[str, Any], ts: dict) -> list[dict[str, Any]] | No
     if not claims or not isinstance(claims, list):
         return None
     texts = [c.get("claim_text") if isinstance(c, dict) else None for c in claims]
-    if any(not isinstance(t, str) for t in texts) or " ".join(texts) != row["rationale"]:
+    strings = [t for t in texts if isinstance(t, str)]
+    if len(strings) != len(texts) or " ".join(strings) != row["rationale"]:
         return None
     return claims
 
