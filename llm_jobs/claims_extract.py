@@ -8,7 +8,10 @@ asked to; otherwise the answer is validated after the fact and, when invalid, as
 again up to ``claims_extract_retries`` times with the error named in the prompt (at
 temperature 0 the same prompt would give the same answer). Every attempt is one raw
 line; the last valid one is used. Instances with a reference extraction
-(``claims_extractions_path``), an empty rationale or TimeSPEC's own claims are skipped.
+(``claims_extractions_path``) or an empty rationale are skipped, and so is a TimeSPEC
+rationale that is only its validated claims' text (its extraction is those claims,
+lookahead.claims.tables.assembled_claims); TimeSPEC's written final rationale is
+extracted like every agent's.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import claims_raw_file, load_reference_extractions, sha
 from lookahead.claims.prompts import extraction_prompt, extraction_retry_prompt
 from lookahead.claims.schema import EXTRACTION_SCHEMA, ExtractionError, parse_extraction_text
+from lookahead.claims.tables import assembled_claims, timespec_claims
 from lookahead.guard import EXIT_OK
 from lookahead.keys import query_key
 
@@ -36,13 +40,17 @@ def run(ctx: ClaimContext) -> int:
     st = ctx.settings
     preds = predictions(ctx)
     reference = load_reference_extractions(st)
+    ts = timespec_claims(ctx.study)
     todo = [
         r
         for r in preds.to_dict("records")
-        if r["rationale"].strip() and (r["instance_id"], r["agent"]) not in reference and r["agent"] != "timespec"
+        if r["rationale"].strip() and (r["instance_id"], r["agent"]) not in reference and assembled_claims(r, ts) is None
     ]
     skipped = len(preds) - len(todo)
-    print(f"{TASK}: {len(todo)} rationales to extract ({skipped} skipped: empty rationale, reference extraction or TimeSPEC)")
+    print(
+        f"{TASK}: {len(todo)} rationales to extract ({skipped} skipped: empty rationale, reference extraction "
+        "or a TimeSPEC rationale made of its validated claims)"
+    )
     generate_json = json_generation(ctx.backend)
     structured = generate_json is not None
     params = {

@@ -18,13 +18,23 @@ Run: ``python -m llm_jobs.claims_timespec --study FILE --yes``
    draft is the validated claims themselves.
 4. Resupervisor: phase 2 on the regenerated draft.
 5. Aggregator: closed world: the task input and the validated claims of phases 2 and 4
-   only (lookahead.claims.prompts.aggregator_prompt, the coalition prompt over those
-   claims); the label with the higher first-token probability is the prediction.
+   only. With ``generate`` it is the seed's Aggregator Prompt (each claim with its
+   category and verified date, lookahead.claims.prompts.synthesis_prompt): the model
+   writes the final rationale and prediction, parsed and checked against the task's
+   schema like every agent's answer. With ``predictions`` the model cannot write text:
+   the coalition prompt over the validated claims gives the prediction (the label with
+   the higher first-token probability, or the parsed value or ranking) and the final
+   rationale is the validated claims' text.
 
 Every model call is one raw line in <raw_dir>/claims_timespec.jsonl (phase in params);
-the final line per instance (``final: true``) carries the prediction, the validated
-claims as rationale and as claims, so the dbt claim models treat TimeSPEC as one more
-agent next to the others. Support judgments with ``claims_support_judge: llm`` come from
+the final line per instance (``final: true``) carries the prediction and the final
+rationale, which the claim pipeline extracts, dates and values like every agent's (seed
+002 scores each agent's final rationale the same way, Table 4). The validated claims
+the aggregator saw are on the line as ``validated_claims``. Where the final rationale
+is only the validated claims' text (``predictions``), the line also carries them as
+``claims``: they are that text's extraction (lookahead.claims.tables.assembled_claims),
+so a model that cannot extract still gets its TimeSPEC scored; dating and valuation
+are the same as every agent's. Support judgments with ``claims_support_judge: llm`` come from
 <raw_dir>/claims_support.jsonl (run llm_jobs.claims_support afterwards for any missing).
 """
 
@@ -51,7 +61,8 @@ from lookahead.claims.inputs import (
     load_reference_extractions,
     sha,
 )
-from lookahead.claims.prompts import aggregator_prompt, extraction_prompt, rationale_prompt
+from lookahead.claims.prompts import aggregator_prompt, extraction_prompt, rationale_prompt, synthesis_prompt
+from lookahead.claims.rationale_parse import parse_agent_answer
 from lookahead.claims.retrieval import bm25
 from lookahead.claims.schema import EXTRACTION_SCHEMA, Claim, ExtractionError, claims_from_object, parse_extraction_text
 from lookahead.claims.tables import Dater, support_lines
@@ -187,6 +198,8 @@ def run(ctx: ClaimContext) -> int:
                     if (p["instance_id"], p["agent"]) in reference:
                         ref_claims[p["instance_id"]] = claims_from_object(reference[(p["instance_id"], p["agent"])])
 
+        verified: dict[str, str] = {}  # a validated claim's text -> the date a document verified it
+
         def supervise(
             phase: str, texts: dict[str, str], given: dict[str, list[Claim]]
         ) -> dict[str, tuple[list[Claim], list[Claim]]]:
@@ -210,8 +223,10 @@ def run(ctx: ClaimContext) -> int:
                 valid: list[Claim] = []
                 bad: list[Claim] = []
                 for c in claims.get(i, []):
-                    state = dater.date(c, t_refs[i])[0].state
-                    (valid if state == "not_leaked" else bad if state == "leaked" else []).append(c)
+                    lk = dater.date(c, t_refs[i])[0]
+                    (valid if lk.state == "not_leaked" else bad if lk.state == "leaked" else []).append(c)
+                    if lk.state == "not_leaked" and lk.tau is not None:
+                        verified[c.claim_text] = lk.tau.isoformat()
                 out[i] = (valid, bad)
             return out
 
@@ -251,29 +266,11 @@ def run(ctx: ClaimContext) -> int:
                     seen.add(c.claim_text)
                     keep.append(c)
             valid[i] = keep
-        # a ranking is over its draft's items (an instance whose draft has none is not aggregated)
-        items = {i: kind.items(pred) if (pred := draft_pred.get(i)) else None for i in rows}
-        agg = [i for i in rows if not kind.items_needed or items[i]]
-        if len(agg) < len(rows):
-            print(f"aggregator: {len(rows) - len(agg)} instance(s) without a draft ranking to take the items from")
-        top = kind.coalition_top_logprobs
-        recs = ph.ask(
-            "aggregator",
-            {
-                i: aggregator_prompt(
-                    rows[i]["task_input"], [c.claim_text for c in valid[i]], kind.answer_instruction(ks, items[i])
-                )
-                for i in agg
-            },
-            1 if top else st.claims.claims_value_max_tokens,
-            top,
-            parse=items,
-        )
-        params = {"phase": "final", "draft": mode}
-        for i, rec in recs.items():
-            parsed = kind.coalition_answer(rec["response_text"], rec["top_logprobs"] or [], ks, items[i])
-            pred, p = kind.final_prediction(parsed, ks)
-            claims = [{**c.as_dict(), "claim_id": k} for k, c in enumerate(valid[i], 1)]
+        # with text the seed's aggregator writes the final rationale; without, the coalition prompt answers
+        finals = synthesize(ph, ctx, rows, valid, verified) if mode == "generate" else aggregate(ph, ctx, rows, valid, draft_pred)
+        params = {"phase": "final", "draft": mode, "rationale": "final"}  # "rationale": lines scored by extraction
+        for i, (pred, p, rationale, err, key) in finals.items():
+            validated = [{**c.as_dict(), "claim_id": k} for k, c in enumerate(valid[i], 1)]
             final = {
                 "instance_id": i,
                 "agent": AGENT,
@@ -284,19 +281,89 @@ def run(ctx: ClaimContext) -> int:
                 "outcome": rows[i]["outcome"],
                 "prediction": pred,
                 "probability": p,
-                "claims": claims,
-                "rationale": " ".join(c.claim_text for c in valid[i]),
+                "rationale": rationale,
+                "error": err,
+                "validated_claims": validated,
+                # the final rationale's extraction when it is the validated claims' text
+                "claims": validated if mode == "predictions" else None,
                 "final": True,
-                "aggregator_key": rec["key"],
+                "aggregator_key": key,
             }
-            ident = f"{i}|{AGENT}|final|{sha(str(claims))}|{rec['key']}"
+            ident = f"{i}|{AGENT}|final|{sha(str(validated))}|{key}"
             q = Query(query_key(TASK, ctx.study.backend.model_id, ident, "", params), "", row_id=ident)
             if q.key not in store:
                 r = claim_record(ctx, TASK, q, params, final)
                 r["response_text"] = pred
                 store.append(r)
-    print(f"{TASK}: {len(recs)} final predictions")
+    print(f"{TASK}: {len(finals)} final predictions")
     return EXIT_OK
+
+
+#: One instance's final answer: prediction, probability of the target class or None,
+#: final rationale, the schema error or None, and the aggregator answer's cache key.
+Final = tuple[str | None, float | None, str, str | None, str]
+
+
+def synthesize(
+    ph: Phases, ctx: ClaimContext, rows: dict[str, dict[str, Any]], valid: dict[str, list[Claim]], verified: dict[str, str]
+) -> dict[str, Final]:
+    """Phase 5 with text (``generate``): the seed's aggregator writes the final rationale
+    and prediction from the task input and the validated claims; the answer must fit the
+    task's schema as every agent's must (lookahead.claims.rationale_parse), else the line
+    keeps its error and becomes a reject, never a guessed prediction."""
+    st = ctx.settings
+    fmt = st.kind.prediction_format(st)
+    recs = ph.ask(
+        "aggregator",
+        {
+            i: synthesis_prompt(
+                r["task_input"], r["t_ref"], [(c.category, c.claim_text, verified.get(c.claim_text)) for c in valid[i]], fmt
+            )
+            for i, r in rows.items()
+        },
+        st.claims.claims_rationale_max_tokens,
+    )
+    out: dict[str, Final] = {}
+    for i, rec in recs.items():
+        pred, rationale, err = parse_agent_answer(rec["response_text"], st)
+        out[i] = (pred, None, rationale, err, rec["key"])
+    return out
+
+
+def aggregate(
+    ph: Phases,
+    ctx: ClaimContext,
+    rows: dict[str, dict[str, Any]],
+    valid: dict[str, list[Claim]],
+    draft_pred: dict[str, str | None],
+) -> dict[str, Final]:
+    """Phase 5 without text (``predictions``): the coalition prompt over the validated
+    claims gives the prediction, read as v(S) is; the final rationale is the validated
+    claims' text. A ranking is over its draft's items (an instance whose draft has none
+    is not aggregated)."""
+    st = ctx.settings
+    kind = st.kind
+    items = {i: kind.items(pred) if (pred := draft_pred.get(i)) else None for i in rows}
+    agg = [i for i in rows if not kind.items_needed or items[i]]
+    if len(agg) < len(rows):
+        print(f"aggregator: {len(rows) - len(agg)} instance(s) without a draft ranking to take the items from")
+    top = kind.coalition_top_logprobs
+    recs = ph.ask(
+        "aggregator",
+        {
+            i: aggregator_prompt(rows[i]["task_input"], [c.claim_text for c in valid[i]], kind.answer_instruction(st, items[i]))
+            for i in agg
+        },
+        1 if top else st.claims.claims_value_max_tokens,
+        top,
+        parse=items,
+    )
+    out: dict[str, Final] = {}
+    for i, rec in recs.items():
+        parsed = kind.coalition_answer(rec["response_text"], rec["top_logprobs"] or [], st, items[i])
+        pred, p = kind.final_prediction(parsed, st)
+        out[i] = (pred, p, " ".join(c.claim_text for c in valid[i]), None, rec["key"])
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -144,6 +144,38 @@ def support_prompt(claim_text: str, doc_title: str, doc_body: str, published_at:
 
 
 def aggregator_prompt(task_input: str, valid_claims: Sequence[str], instruction: str) -> str:
-    """TimeSPEC phase 5: closed world, validated claims only. It is the coalition prompt
-    over the validated claims, so the aggregator answers exactly as v(S) is measured."""
+    """TimeSPEC phase 5 when the model writes no text (``claims_timespec_draft:
+    predictions``): closed world, validated claims only. It is the coalition prompt over
+    the validated claims, so the aggregator answers exactly as v(S) is measured."""
     return coalition_prompt(task_input, valid_claims, instruction)
+
+
+def synthesis_prompt(
+    task_input: str, t_ref: str, valid_claims: Sequence[tuple[str, str, str | None]], prediction_format: str
+) -> str:
+    """TimeSPEC phase 5 when the model writes text (``claims_timespec_draft: generate``):
+    the seed's Aggregator Prompt (Appendix D.2), system and user joined. Each validated
+    claim is listed with its category and, when a document dated it, its date (the seed's
+    "[A2] Kevin Durant averaged 26.0 PPG (verified: 2019-04-15)"); ``valid_claims`` holds
+    (category, claim text, verified date or None). Submit_final_prediction becomes the
+    agents' 'Rationale:' / 'Prediction:' answer, so the final answer is parsed and
+    checked against the task's schema as every agent's is, and its rationale is the text
+    the claim pipeline extracts and scores (docs/claims.md, "TimeSPEC scoring")."""
+    listed = (
+        "\n".join(f"[{cat}] {text}" + (f" (verified: {when})" if when else "") for cat, text, when in valid_claims)
+        if valid_claims
+        else "(no validated claims)"
+    )
+    return (
+        "You are analyst performing final synthesis. CRITICAL: Use ONLY facts from CASE INPUT and VALIDATED "
+        "CLAIMS. Do NOT introduce ANY new information from your own knowledge.\n"
+        "TASK: Synthesize validated claims into final prediction.\n\n"
+        f"# FINAL SYNTHESIS TASK\nInput: {task_input}\nKnowledge Cutoff: {t_ref}\n\n"
+        "## CLAIM CATEGORIES\n"
+        "Group A (Temporally Verifiable): [A1] Discrete Event, [A2] State/Measurement, [A3] Publication\n"
+        "Group B (Background): [B1] General Knowledge, [B2] Definitional\n\n"
+        f"## VALIDATED CLAIMS\n{listed}\n\n"
+        "Synthesize into final prediction. Cite SPECIFIC facts from validated claims only.\n"
+        "First write 'Rationale:' followed by the facts and reasoning, "
+        f"then a final line 'Prediction:' followed by {prediction_format}."
+    )

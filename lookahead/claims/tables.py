@@ -177,13 +177,32 @@ def extraction_lines(study: Study) -> dict[tuple[str, str, str], dict[str, Any]]
     return out
 
 
-def timespec_claims(study: Study) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    """TimeSPEC's final lines carry their validated claims (already extracted and checked)."""
+def timespec_claims(study: Study) -> dict[tuple[str, str], list[dict[str, Any]] | None]:
+    """TimeSPEC's final lines' ``claims``: the claims its final rationale is made of when
+    that rationale is only their text (``claims_timespec_draft: predictions``, and every
+    line written before the final rationale was extracted), else None."""
     out = {}
     for rec in iter_records(claims_raw_file(study, "claims_timespec")):
         if rec.get("model_id") == study.backend.model_id and rec.get("final"):
-            out[(rec["instance_id"], rec["agent"])] = rec["claims"]
+            out[(rec["instance_id"], rec["agent"])] = rec.get("claims")
     return out
+
+
+def assembled_claims(row: dict[str, Any], ts: dict) -> list[dict[str, Any]] | None:
+    """The extraction of a TimeSPEC final rationale that is exactly its claims' texts
+    joined (the rationale TimeSPEC writes when its model cannot write text): those
+    claims; None for any other rationale, which the extraction job extracts as every
+    agent's (seed 002 scores each agent's final rationale the same way). Matching the
+    text, not a flag, keeps every stored line readable: a line of either kind, old or
+    new, is scored by what its rationale says."""
+    claims = ts.get((row["instance_id"], row["agent"]))
+    if not claims or not isinstance(claims, list):
+        return None
+    texts = [c.get("claim_text") if isinstance(c, dict) else None for c in claims]
+    strings = [t for t in texts if isinstance(t, str)]
+    if len(strings) != len(texts) or " ".join(strings) != row["rationale"]:
+        return None
+    return claims
 
 
 @dataclass
@@ -194,12 +213,13 @@ class Extraction:
 
 
 def extraction_for(row: dict[str, Any], reference: dict, lines: dict, ts: dict) -> Extraction:
-    """Where an instance's claims come from, in order: TimeSPEC's own validated claims,
-    the user's reference extractions, the extraction job's lines."""
+    """Where an instance's claims come from, in order: a TimeSPEC rationale that is its
+    claims' text (assembled_claims), the user's reference extractions, the extraction
+    job's lines (every other rationale, TimeSPEC's written one included)."""
     key = (row["instance_id"], row["agent"])
     obj = None
-    if key in ts:
-        obj = {"claims": ts[key]}
+    if (given := assembled_claims(row, ts)) is not None:
+        obj = {"claims": given}
     elif key in reference:
         obj = reference[key]
     if obj is not None:
@@ -346,7 +366,7 @@ class ClaimLines:
     fields disagree with their key left out and listed in raw_line_rejects)."""
 
     extractions: dict[tuple[str, str, str], dict[str, Any]]
-    timespec: dict[tuple[str, str], list[dict[str, Any]]]
+    timespec: dict[tuple[str, str], list[dict[str, Any]] | None]
     support: dict[tuple[str, str], bool]
     values: dict[ValueKey, dict[str, Any]]
     repredict: dict[RepredictKey, dict[str, Any]]

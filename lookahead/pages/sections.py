@@ -846,6 +846,22 @@ class TableSource(Protocol):
     def table(self, name: str) -> pd.DataFrame: ...
 
 
+def choices_table(ctx: TableSource, summ: pd.DataFrame) -> Table:
+    """The choices where seed 002 is silent or the tool departs from it that this study's
+    figures rest on, each with the rule as its settings made it (lookahead.claims.choices;
+    the seed's words and the reasons in docs/claims.md)."""
+    from lookahead.claims.choices import Used, used_choices
+
+    used = Used(frozenset(summ["agent"].astype(str)), len(ctx.table("claims_repredict")) > 0)
+    rows = used_choices(ctx.study, used)
+    return Table(
+        pd.DataFrame({"choice": [n for n, _ in rows], "this study's rule": [r for _, r in rows]}),
+        "claims_choices",
+        caption="Choices where seed 002 is silent or the tool departs from it, as this study applied them; "
+        "the seed's words and why: docs/claims.md, table of choices.",
+    )
+
+
 def claims_section(ctx: TableSource) -> Section | None:
     inst, claims, summ = ctx.table("instance_leakage"), ctx.table("claims"), ctx.table("claims_summary")
     if inst.empty or claims.empty:
@@ -896,6 +912,7 @@ def claims_section(ctx: TableSource) -> Section | None:
         ),
         Table(table, "claims_summary", csv="claims_summary.csv"),
     ]
+    items.append(choices_table(ctx, summ))
     status = inst["status"].value_counts().to_dict()
     items.append(Para("Instance status: " + ", ".join(f"{k}: {v}" for k, v in sorted(status.items())) + "."))
     if "shapley_method" in inst:

@@ -1,8 +1,10 @@
 -- The agent jobs' final answers (llm_jobs/claims_rationale.py, claims_timespec.py) of the
 -- study's claim model, typed: the instances they predicted, one line per (instance,
 -- agent), the last written (a rerun with a new prompt), a TimeSPEC line after a
--- rationale line (lookahead.claims.inputs.AGENT_RAW_TASKS). TimeSPEC's lines carry the
--- claims it validated (`claims`). A line whose fields do not hash to its key is kept
+-- rationale line (lookahead.claims.inputs.AGENT_RAW_TASKS). A TimeSPEC line whose
+-- rationale is only its validated claims' text carries them as that text's extraction
+-- (`claims`; null when its aggregator wrote the rationale, which the extraction job
+-- extracts). A line whose fields do not hash to its key is kept
 -- beside (fields_match false), for raw_line_rejects to name, and never used.
 with lines as (
 

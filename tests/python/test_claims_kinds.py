@@ -378,6 +378,12 @@ def _answer(prompt: str) -> str:
                 ]
             }
         )
+    if "# FINAL SYNTHESIS TASK" in prompt:  # TimeSPEC's aggregator: it restates a leaked claim from its own knowledge
+        return (
+            "Rationale: Birch makes boards. Elm surged after its rival failed. Weighing"
+            + ", weighing" * 120
+            + ".\nPrediction: Elm > Acorn > Birch > Cedar > Dogwood"
+        )
     if "First write 'Rationale:'" in prompt:  # the agents' prompt (rationale job, TimeSPEC generator)
         if "ranked from BEST to WORST" in prompt:
             return (
@@ -549,8 +555,10 @@ def test_ranking_job_rejects_repeated_items_then_kill9_resumes(server, tmp_path)
 def test_agents_follow_the_schema_and_timespec_ranks(server, tmp_path):
     """The rationale job for regression (Appendix D.1: a number >= 0 and a rationale of at
     least 400 characters, else a reject naming why) and TimeSPEC for a ranking: its
-    leaked claim is dropped by the supervisor and the aggregator ranks the draft's items
-    from the validated claims alone."""
+    leaked claim is dropped by the supervisor, the aggregator (the seed's prompt, the
+    validated claims with their categories) writes the final rationale, and that
+    rationale is scored like every agent's: an aggregator that restates the leaked claim
+    from its own knowledge gets the OLR and Shapley-DCLR computed here from its text."""
     port, _state = server
     study = _http_study(tmp_path, port, "regression", [_pred("x", "1", "1")])
     v = yaml.safe_load(study.read_text())
@@ -616,10 +624,49 @@ def test_agents_follow_the_schema_and_timespec_ranks(server, tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     final = [r for r in _raw(rank, "claims_timespec.jsonl") if r.get("final")]
     assert len(final) == 1
-    assert [c["claim_text"] for c in final[0]["claims"]] == ["Birch makes boards."]  # the leaked claim dropped
-    assert json.loads(final[0]["prediction"]) == ITEMS  # no claim moves the neutral order
+    assert [c["claim_text"] for c in final[0]["validated_claims"]] == ["Birch makes boards."]  # the leaked claim dropped
+    assert final[0]["claims"] is None  # the aggregator wrote its own rationale: extracted like every agent's
+    # the aggregator's answer is the prediction, its text the final rationale
+    assert json.loads(final[0]["prediction"]) == ["Elm", "Acorn", "Birch", "Cedar", "Dogwood"]
+    assert final[0]["rationale"].startswith("Birch makes boards. Elm surged")
+    synthesis = next(p for p in _state.prompts if "# FINAL SYNTHESIS TASK" in p)
+    assert "## VALIDATED CLAIMS\n[B1] Birch makes boards.\n" in synthesis and "Elm surged" not in synthesis
     preds, _ = load_predictions(load_study(study))
     assert list(preds["agent"]) == ["timespec"]
+
+    # TimeSPEC is scored like every agent: its final rationale extracted, dated, valued
+    for job in ("claims_extract", "claims_value"):
+        res = subprocess.run(
+            [sys.executable, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert res.returncode == 0, res.stdout + res.stderr
+    t = build(load_study(study))
+    inst = t["instance_leakage"].set_index("agent").loc["timespec"]
+    # expected, from the final rationale itself: the loopback extractor makes one claim of
+    # each of the first three sentences, A4 (always leaked, Eq. 3) when it says "surged"
+    sentences = [x.strip() for x in final[0]["rationale"].split(". ") if x.strip()][:3]
+    leaked = np.array(["surged" in x for x in sentences], dtype=float)
+    assert inst["status"] == "ok" and inst["n_claims"] == 3
+    assert inst["olr"] == pytest.approx(leaked.mean(), abs=1e-12) and inst["olr"] > 0
+
+    # Shapley values by all orders: the coalition answer puts Elm first only with the leaked claim
+    full = ["Elm", "Acorn", "Birch", "Cedar", "Dogwood"]
+
+    def v(s: frozenset) -> float:
+        r = sorted(full)
+        if any(leaked[i] for i in s):
+            r = ["Elm"] + [x for x in r if x != "Elm"]
+        return 1 - stats.spearmanr([r.index(x) for x in full], range(5)).statistic
+
+    phi = _shapley_by_orders(3, v)
+    dclr = float(np.abs(phi) @ leaked / np.abs(phi).sum())
+    assert inst["shapley_dclr"] == pytest.approx(dclr, abs=1e-12) and dclr > 0
+    assert inst["top1_leakage"] == 1.0
 
 
 def test_repredict_job_and_table_regression_ranking(server, tmp_path):

@@ -298,3 +298,76 @@ def test_check_names_an_unreadable_database_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert rc == 2
     assert err.startswith(f"error: database {bad} of model 'leaky' cannot be read:") and "\n" not in err
+
+
+def test_timespec_final_rationale_is_read_by_its_text(demo_dir, tmp_path):
+    """TimeSPEC's final lines: one as every line was written before its final rationale
+    was extracted (the validated claims as claims, the rationale their text) keeps those
+    claims; a rationale its aggregator wrote is scored from the extraction job's line on
+    its text, like every agent's (an A4 claim in it is leaked: OLR 1/2 here), and waits
+    for that line when there is none."""
+    from lookahead.claims.inputs import claim_study, sha
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    study = _study(demo_dir, raw)
+    model = claim_study(study).backend.model_id
+    insts = {i.instance_id: i for i in demo.demo_instances()}
+
+    def claim(k: int, text: str, cat: str) -> dict:
+        return {
+            "claim_id": k,
+            "claim_text": text,
+            "original_text": text,
+            "temporal_reference": None,
+            "claim_category": cat,
+            "category_reasoning": "t",
+        }
+
+    old = [claim(1, "Acorvia shares trade on the Northbridge exchange.", "B1")]
+    leaked = "Brelton stock closed lower on 2022-03-24."
+    written = f"{leaked} Brelton shares trade on the Northbridge exchange."
+    finals = {
+        "c01": (" ".join(c["claim_text"] for c in old), old),  # a line written before
+        "c02": (written, None),  # the aggregator's own text
+        "c05": ("Some text the extraction job has not read yet.", None),
+    }
+    with open(raw / "claims_timespec.jsonl", "w") as fh:
+        for iid, (rationale, claims) in finals.items():
+            i = insts[iid]
+            line = {
+                "key": f"final-{iid}",
+                "model_id": model,
+                "instance_id": iid,
+                "agent": "timespec",
+                "entity": i.firm,
+                "task_name": demo.TASK,
+                "t_ref": i.t_ref.isoformat(),
+                "task_input": i.task_input,
+                "outcome": i.outcome,
+                "prediction": "down",
+                "probability": 0.3,
+                "rationale": rationale,
+                "claims": claims,
+                "final": True,
+            }
+            fh.write(json.dumps(line) + "\n")
+    with open(raw / "claims_extract.jsonl", "w") as fh:
+        ext = {
+            "key": "x-c02",
+            "model_id": model,
+            "instance_id": "c02",
+            "agent": "timespec",
+            "rationale_sha256": sha(written),
+            "attempt": 0,
+            "valid": True,
+            "claims": [claim(1, leaked, "A4"), claim(2, "Brelton shares trade on the Northbridge exchange.", "B1")],
+        }
+        fh.write(json.dumps(ext) + "\n")
+    t = build(study)
+    ts = t["instance_leakage"][t["instance_leakage"]["agent"] == "timespec"].set_index("instance_id")
+    assert ts.loc["c01", "n_claims"] == 1 and ts.loc["c01", "olr"] == 0.0
+    assert ts.loc["c02", "n_claims"] == 2 and ts.loc["c02", "olr"] == 0.5  # 1 leaked (A4) of 2
+    assert ts.loc["c05", "status"] == "extraction pending"
+    cl = t["claims"][(t["claims"]["agent"] == "timespec") & (t["claims"]["instance_id"] == "c02")]
+    assert list(cl["leakage_state"]) == ["leaked", "not_leaked"]
