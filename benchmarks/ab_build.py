@@ -8,9 +8,11 @@ turn, each into its own database, measured as benchmarks/bench_dbt_build.py meas
 tables, bootstrap, lap_robustness, the claim models). The study is one that
 bench_dbt_build.py generated (its folder holds vars.json and the raw files). Each build
 keeps its node times (dbt's run_results.json), so a change in wall time is located node
-by node. With --bare each pair starts with the bare script (benchmarks/bare_protocol.py),
-so both commits' ratios to it come from the same pairs, and each build's coefficients
-are checked against it.
+by node. Which commit builds first alternates pair by pair (base first in the odd
+pairs, head first in the even ones), so neither side always runs after the other; use
+an even --pairs for a balanced order. With --bare each pair starts with the bare script
+(benchmarks/bare_protocol.py), so both commits' ratios to it come from the same pairs,
+and each build's coefficients are checked against it.
 
     python benchmarks/ab_build.py --base REV --study /tmp/lookahead_pairs/91361 [--pairs 2] [--bare] [--out FILE]
 """
@@ -103,7 +105,11 @@ def main() -> None:
             if a.bare:
                 bare_runs.append(bare(a.study / "vars.json", a.study / "bare.json"))
                 print(f"pair {i + 1} bare: " + ", ".join(f"{m} {bare_runs[-1][m]:.1f}" for m in MEASURES), flush=True)
-            for side, checkout in (("base", a.worktree), ("head", ROOT)):
+            # the order alternates pair by pair (base first in odd pairs, head first in
+            # even ones): a build that runs second in every pair would always meet the
+            # machine the first left (its page cache, the load it raised)
+            sides = (("base", a.worktree), ("head", ROOT))
+            for side, checkout in sides if i % 2 == 0 else sides[::-1]:
                 runs[side].append(build(checkout, a.study, side))
                 print(f"pair {i + 1} {side}: " + ", ".join(f"{m} {runs[side][-1][m]:.1f}" for m in MEASURES), flush=True)
                 if a.bare and not runs[side][-1]["returncode"]:
@@ -120,6 +126,7 @@ def main() -> None:
         "python": platform.python_version(),
         "load_before": load_before,
         "load_after": os.getloadavg(),
+        "order": ["base,head" if i % 2 == 0 else "head,base" for i in range(a.pairs)],
         "runs": runs,
         "medians": {side: {m: statistics.median(r[m] for r in rs) for m in MEASURES} for side, rs in runs.items()},
         "ratio_head_over_base": {m: [h[m] / b[m] for b, h in zip(runs["base"], runs["head"], strict=False)] for m in MEASURES},

@@ -96,6 +96,27 @@ def test_relationships_test_still_catches_an_unknown_parent_value(built, tmp_pat
     assert re.search(r"Got 1 result, configured to fail if != 0", broken.output), broken.output[-2000:]
 
 
+def test_not_null_columns_names_each_column_that_holds_a_null(built, tmp_path):
+    """The project's not_null_columns test (macros/generic_tests.sql: every listed column
+    of a model checked in one query) passes on the built panel, and fails with one result
+    per column holding a null when two of the listed columns get one, a third column
+    (not listed) a null too: the nulls are counted per column, and only the listed ones."""
+    study, res = built
+    db = tmp_path / "db.duckdb"
+    shutil.copy(res.db, db)
+    select = ["test", "--select", "test_name:not_null_columns,panel"]
+    ok = run_dbt(select, study.vars, db)
+    assert ok.returncode == 0 and re.search(r"1 of 1 PASS not_null_columns_panel_", ok.output), ok.output[-2000:]
+    con = duckdb.connect(str(db))
+    rows = con.execute("select row_id from panel order by row_id limit 2").fetchall()
+    con.execute("update panel set outcome = null where row_id = ?", [rows[0][0]])
+    con.execute("update panel set period = null, entity_name = null where row_id = ?", [rows[1][0]])
+    con.close()
+    broken = run_dbt(select, study.vars, db)
+    assert broken.returncode != 0
+    assert re.search(r"Got 2 results, configured to fail if != 0", broken.output), broken.output[-2000:]
+
+
 def test_recall_probabilities_follow_the_protocol_rule(built):
     """P(label) recomputed in Python from the raw lines equals the SQL staging result."""
     study, res = built
