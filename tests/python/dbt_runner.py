@@ -56,7 +56,12 @@ def result_status(db: Path) -> str:
 
 
 def dbt_env(db: Path | None) -> dict[str, str]:
-    """dbt's environment; db None = the study's own database (profiles/profiles.yml)."""
+    """dbt's environment; db None = the study's own database (profiles/profiles.yml).
+
+    dbt writes no debug log file (logs/dbt.log, every event and statement of the run):
+    formatting it is about an eighth of a fixture build's CPU time (41 CPU-s with it, 36
+    without), no test reads it, and what dbt prints (the output a test checks) is the
+    same. A test that reads the log sets its own environment (test_partial_parse.py)."""
     env = dict(os.environ)
     env.pop("LOOKAHEAD_DUCKDB", None)
     scratch = db.parent if db is not None else Path(tempfile.mkdtemp(prefix="dbt-"))
@@ -66,6 +71,7 @@ def dbt_env(db: Path | None) -> dict[str, str]:
         MPLCONFIGDIR=str(scratch / ".mpl"),
         GX_ANALYTICS_ENABLED="False",
         DBT_LOG_PATH=str(scratch / "logs"),
+        DBT_LOG_LEVEL_FILE="none",
         DBT_TARGET_PATH=str(scratch / "target"),
         PYTHONPATH=str(ROOT),
     )
@@ -98,16 +104,31 @@ def seed_parse(target: Path) -> None:
         shutil.copyfile(seed, parsed)
 
 
-def run_dbt(args: list[str], vars_: dict, db: Path | None, *, as_vars: bool = False) -> DbtResult:
+#: The commands whose JSON artifacts a test reads by default (target/manifest.json of
+#: `dbt parse`, the catalog of `dbt docs generate`).
+ARTIFACT_COMMANDS = frozenset({"parse", "docs"})
+
+
+def run_dbt(args: list[str], vars_: dict, db: Path | None, *, as_vars: bool = False, artifacts: bool | None = None) -> DbtResult:
     """dbt on the study `vars_`, passed as the lookahead command passes one: its resolved
     settings in the file $LOOKAHEAD_STUDY_SETTINGS names. With `as_vars`, or when the
     loader refuses the settings (a test of the run-start check's message), they go on
     the command line as `--vars`, as a user's `dbt build --vars "$(cat study.yml)"`.
 
     Why the settings file by default: `--vars` that change make dbt parse the whole project
-    again (5-6 s a call), and each test has a study of its own."""
+    again (5-6 s a call), and each test has a study of its own.
+
+    `artifacts`: whether dbt writes its JSON artifacts (manifest.json, twice a command, and
+    run_results.json) into the target folder; by default only for ARTIFACT_COMMANDS. No test
+    reads them after any other command but a later `--state` comparison (which passes
+    True), and writing them is about a tenth of a `dbt show`'s CPU time ($DBT_WRITE_JSON;
+    the partial parse and compiled SQL are written either way). The lookahead command and
+    the README's commands, run as a user runs them, still write them."""
     dbt = Path(sys.executable).with_name("dbt")
     env = dbt_env(db)
+    if artifacts is None:
+        artifacts = bool(args) and args[0] in ARTIFACT_COMMANDS
+    env["DBT_WRITE_JSON"] = "True" if artifacts else "False"
     cmd = [str(dbt), *args, "--project-dir", str(ROOT)]
     study = None
     if not as_vars:

@@ -81,6 +81,7 @@ def build_default_fixture_study(root: Path) -> SharedBuild:
     study.vars.update(PAPER_SETTINGS)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(SOURCE_ENV, FIXTURE_SOURCE)  # as lookahead.runs.study_env sets it
-        res = run_dbt(["build"], study.vars, root / "db.duckdb")
+        # its target/manifest.json: a reader compares against it (`--state`, test_no_silent_wrong_result)
+        res = run_dbt(["build"], study.vars, root / "db.duckdb", artifacts=True)
     assert res.returncode == 0, res.output[-3000:]
     return SharedBuild.of(study, res)

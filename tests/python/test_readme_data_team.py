@@ -6,10 +6,12 @@ another) through `--vars`. Each step must exit 0 and print no traceback.
 One walk, shared by every check below: it builds the two demo studies as the README says,
 into the project's outputs/ (demo_contaminated_protocol.duckdb, the default study, and
 demo_contaminated.duckdb, the claim study: each study has a database of its own), as `make
-demo` does; the contract checks work on a copy. The walk's one departure from a user's
+demo` does; the contract checks work on a copy. The walk's departures from a user's
 shell: dbt's target and log folders go to the test's folder ($DBT_TARGET_PATH,
 $DBT_LOG_PATH), so the checkout's own are untouched; the target folder starts with the
-project's parse, as the checkout's own does after `make demo`."""
+project's parse, as the checkout's own does after `make demo`; and dbt writes no debug
+log file ($DBT_LOG_LEVEL_FILE=none: what each command prints, which the checks read, is
+the same, and a build spends about an eighth less CPU time)."""
 
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ def _env(tmp: Path) -> dict[str, str]:
         TMPDIR=str(tmp),  # where the block's `cd "$(mktemp -d)"` lands
         DBT_TARGET_PATH=str(tmp / "target"),
         DBT_LOG_PATH=str(tmp / "logs"),
+        DBT_LOG_LEVEL_FILE="none",
         DBT_SEND_ANONYMOUS_USAGE_STATS="False",
         GX_ANALYTICS_ENABLED="False",
         HF_HUB_OFFLINE="1",
