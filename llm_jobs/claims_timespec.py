@@ -45,6 +45,7 @@ from lookahead.backends.base import json_generation
 from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import (
     claims_raw_file,
+    insufficient_values,
     load_corpus,
     load_instances,
     load_predictions,
@@ -256,12 +257,19 @@ def run(ctx: ClaimContext) -> int:
         agg = [i for i in rows if not kind.items_needed or items[i]]
         if len(agg) < len(rows):
             print(f"aggregator: {len(rows) - len(agg)} instance(s) without a draft ranking to take the items from")
-        top = kind.coalition_top_logprobs
+        top = kind.value_top_logprobs(ks)
+        form = st.claims.claims_coalition_prompt
+        defaults = insufficient_values(st) if form == "seed" else {}
         recs = ph.ask(
             "aggregator",
             {
                 i: aggregator_prompt(
-                    rows[i]["task_input"], [c.claim_text for c in valid[i]], kind.answer_instruction(ks, items[i])
+                    rows[i]["task_input"],
+                    [c.claim_text for c in valid[i]],
+                    kind.value_instruction(ks, items[i]),
+                    kind.insufficient(ks, items[i], defaults[i])[0] if form == "seed" else None,
+                    form,
+                    kind.task_type(ks),
                 )
                 for i in agg
             },
@@ -271,7 +279,7 @@ def run(ctx: ClaimContext) -> int:
         )
         params = {"phase": "final", "draft": mode}
         for i, rec in recs.items():
-            parsed = kind.coalition_answer(rec["response_text"], rec["top_logprobs"] or [], ks, items[i])
+            parsed = kind.stored_answer(rec, ks, items[i])
             pred, p = kind.final_prediction(parsed, ks)
             claims = [{**c.as_dict(), "claim_id": k} for k, c in enumerate(valid[i], 1)]
             final = {

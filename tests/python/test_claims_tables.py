@@ -165,6 +165,7 @@ def _write_ideal_values(study, raw: Path) -> None:
                             "claims_sha256": claims_sha(cl),
                             "mask": m,
                             "task_kind": "classification",
+                            "params": {"coalition_prompt": "seed", "coalition_value": "stated"},
                             "label_probs": probs,
                         }
                     )
