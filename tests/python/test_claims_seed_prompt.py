@@ -212,7 +212,7 @@ def test_token_value_is_the_exact_label_probability_where_top20_censors():
             soft = torch.softmax(model(input_ids=ids).logits[0, -1].double(), -1)
         for e in ex:
             want = float(soft[tok.convert_tokens_to_ids(e["label"])])
-            assert math.exp(e["logprob"]) == pytest.approx(want, rel=1e-6)
+            assert math.exp(e["logprob"]) == pytest.approx(want, rel=1e-4)  # float64 against float32 logits
             top = label_probability([{"token": t.token, "logprob": t.logprob} for t in g.top_logprobs], e["label"])
             censored += top is None
     assert censored > 0  # the case the exact reading exists for
