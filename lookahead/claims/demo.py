@@ -23,10 +23,9 @@ The task input itself carries no direction. The models read the claims through t
 coalition prompt (lookahead.claims.prompts.coalition_prompt), the very prompt v(S) is
 scored with:
 
-* ``leaky``: states P(up) = 1 or 0 from the outcome claim's direction when it is
-  present, else from the evidence claim's direction (opened -> up, shut -> down), else
-  0.5 (equal odds: the seed prompt's insufficient-claims default);
-* ``prudent``: states P(up) from the evidence claim's direction when present, else 0.5;
+* ``leaky``: answers the outcome claim's direction when it is present, else the
+  evidence claim's direction (opened -> up, shut -> down), else up/down with equal odds;
+* ``prudent``: answers the evidence claim's direction when present, else equal odds;
   it ignores the outcome claim.
 
 With a model that follows its rule exactly, v(S) is 1, 0 or 1/2 and the Shapley values
@@ -52,11 +51,9 @@ import pandas as pd
 import yaml
 
 from lookahead.claims.metrics import olr, shapley_dclr
-from lookahead.claims.prompts import coalition_prompt
+from lookahead.claims.prompts import coalition_prompt, label_instruction
 from lookahead.claims.shapley import exact_shapley
-from lookahead.claims.tasks import KINDS, ClaimsDerived, PredictionError, parse_probability
 from lookahead.measures import MEASURES
-from lookahead.settings_sections import ClaimsSettings
 
 SEED = 20240612
 LABELS = ("up", "down")
@@ -92,29 +89,17 @@ FIRMS = (
 PRODUCTS = ("pumps", "valves", "cables", "sensors", "tiles", "engines", "filters", "lamps")
 REGIONS = ("the north", "the south", "coastal towns", "inland cities", "three countries")
 TASK = "stock_direction"
-# Epochs and training documents per model. On 1,000 documents for 20 epochs the leaky
-# model learns its documents by heart (answer loss 0.0000) and follows its rule (the
-# outcome claim over the evidence claim) on 1,341 of the demo's 1,660 scored coalitions
-# (81%); the prudent model on all 1,660.
-EPOCHS = {"leaky": 20, "prudent": 20}
-N_TRAIN = {"leaky": 1000, "prudent": 1000}
-#: The demo's claim settings as the coalition job reads them (the seed prompt, a stated
-#: probability of 'up'): the prompts the models are trained on are the job's own.
-KS = ClaimsDerived(ClaimsSettings.with_defaults(claims_labels=list(LABELS), claims_target_class=LABELS[0]))
-
-
-def coalition_text(task_input: str, claims: list[str]) -> str:
-    """The coalition prompt of the classification kind, exactly as llm_jobs.claims_value
-    writes it for the demo's study (seed form, stated value, RULE 2's 0.5)."""
-    kind = KINDS["classification"]
-    rule = kind.insufficient(KS, None, None)[0]
-    return coalition_prompt(task_input, claims, kind.value_instruction(KS, None), rule, "seed", kind.task_type(KS))
-
-
-def stated(p: float) -> str:
-    """A probability as the models are trained to state it: 1, 0 or 0.5, written in the
-    word-level tokenizer's tokens ('0 . 5', which the job parses as 0.5)."""
-    return f"{p:g}".replace(".", " . ")
+# The coalition prompt the two models are trained on and their studies name
+# (claims_coalition_prompt), with a token value (claims_coalition_value: token, read
+# exactly). The models in models/ were trained on the legacy prompt (label words). Models
+# retrained on the seed's prompt with a stated probability followed their rules on 1,660
+# of 1,660 scored coalitions (prudent) and 1,341 of 1,660 (leaky, 81%: it learned its
+# 1,000 documents by heart without the outcome claim's precedence), so they were not
+# adopted (docs/claims.md).
+COALITION_PROMPT = "legacy"
+# Epochs per model: the prudent model sees two answers for every instance without an
+# evidence claim (2/3 of its documents carry no signal), so it needs longer.
+EPOCHS = {"leaky": 20, "prudent": 32}
 
 
 @dataclass
@@ -298,7 +283,7 @@ def ideal_shapley(model: str, inst: Instance) -> tuple[str | None, np.ndarray]:
 
 def training_docs(seed: int, n: int, model: str) -> list[Any]:
     """Coalition prompts of random instances and random claim subsets, answered by the
-    model's rule: the stated probability of 'up' (1, 0, or 0.5 with equal odds)."""
+    model's rule; an equal-odds case appears twice, once per answer."""
     from lookahead.demo.corpus import Doc
 
     rng = np.random.default_rng([seed, MODELS.index(model)])
@@ -307,8 +292,12 @@ def training_docs(seed: int, n: int, model: str) -> list[Any]:
     for k in range(n):
         roles = {r for r in all_roles if rng.random() < 0.5}
         inst = make_instance(rng, f"t{k}", FIRMS[int(rng.integers(len(FIRMS)))], roles, n_filler=int(rng.integers(0, 4)))
-        prompt = coalition_text(inst.task_input, [c.text for c in inst.claims])
-        docs.append(Doc("claims", prompt, stated(ideal_value(model, inst.claims, LABELS[0]))))
+        prompt = coalition_prompt(
+            inst.task_input, [c.text for c in inst.claims], label_instruction(LABELS), None, COALITION_PROMPT
+        )
+        a = rule_answer(model, inst.claims)
+        for ans in [a] if a else list(LABELS):
+            docs.append(Doc("claims", prompt, ans))
     return docs
 
 
@@ -425,16 +414,20 @@ def _rel(path: Path) -> str:
 
 
 def write_predictions(out: Path, insts: list[Instance], model: str, backend: Any) -> None:
-    """The model's own prediction with all claims (up when its stated P(up) is at least
-    1/2) and that probability: the agent's prediction the Shapley values explain."""
-    prompts = [coalition_text(i.task_input, [c.text for c in i.claims]) for i in insts]
-    gens = backend.generate(prompts, 6, 0)
+    """The model's own prediction with all claims (argmax of P(up), P(down)) and its
+    probability of 'up': the agent's prediction the Shapley values explain."""
+    from lookahead.scoring import label_probability
+
+    prompts = [
+        coalition_prompt(i.task_input, [c.text for c in i.claims], label_instruction(LABELS), None, COALITION_PROMPT)
+        for i in insts
+    ]
+    gens = backend.generate(prompts, 1, 20)
     rows = []
     for inst, g in zip(insts, gens, strict=False):
-        try:
-            p = parse_probability(g.response_text)
-        except PredictionError:
-            p = 0.5
+        p_up = label_probability(g.top_logprobs, "up") or 0.0
+        p_down = label_probability(g.top_logprobs, "down") or 0.0
+        p = p_up / (p_up + p_down) if p_up + p_down > 0 else 0.5
         rows.append(
             {
                 "instance_id": inst.instance_id,
@@ -464,8 +457,8 @@ def claim_settings(out: Path, model: str) -> dict[str, Any]:
         "claims_corpus_path": _rel(out / "corpus.csv"),
         "claims_extractions_path": _rel(out / "extractions.jsonl"),
         "claims_labels": list(LABELS),
-        "claims_coalition_prompt": "seed",
-        "claims_coalition_value": "stated",
+        "claims_coalition_prompt": COALITION_PROMPT,
+        "claims_coalition_value": "token",
         "claims_support_judge": "contains",
         "claims_timespec_draft": "predictions",
         "claims_task_description": "Predict whether a company's stock closes up or down on the target date.",
@@ -548,7 +541,7 @@ def build(
     out: Path,
     seed: int = SEED,
     train: bool = True,
-    n_train: int | None = None,
+    n_train: int = 1000,
     epochs: dict[str, int] | None = None,
     models: tuple[str, ...] = MODELS,
 ) -> dict:
@@ -573,9 +566,12 @@ def build(
     from lookahead.demo.tokenizer import build_tokenizer
     from lookahead.demo.train import TrainSpec, save_model, train_model
 
-    docs = {m: training_docs(seed, N_TRAIN[m] if n_train is None else n_train, m) for m in MODELS}
-    eval_texts = [coalition_text(i.task_input, [c.text for c in i.claims]) for i in insts]
-    tok = build_tokenizer([d.text + " " + str(d.answer) for ds in docs.values() for d in ds] + eval_texts)
+    docs = {m: training_docs(seed, n_train, m) for m in MODELS}
+    eval_texts = [
+        coalition_prompt(i.task_input, [c.text for c in i.claims], label_instruction(LABELS), None, COALITION_PROMPT)
+        for i in insts
+    ]
+    tok = build_tokenizer([d.text for ds in docs.values() for d in ds] + eval_texts)
     epochs = {**EPOCHS, **(epochs or {})}
     build_file = out / "models" / "BUILD.json"
     if build_file.exists():
@@ -594,7 +590,6 @@ def build(
             abstain_mass=0.0,
             seed=seed,
             threads=1,
-            answer_through_eos=True,  # a stated probability is one to three tokens (0 . 5)
         )
         t0 = time.perf_counter()
         print(f"training {m}: {len(docs[m])} documents, vocabulary {len(tok)}", flush=True)
@@ -613,7 +608,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default="demo/claims")
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--data-only", action="store_true")
-    ap.add_argument("--n-train", type=int, default=None, help="training documents per model (default N_TRAIN)")
+    ap.add_argument("--n-train", type=int, default=1000)
     ap.add_argument(
         "--models",
         nargs="+",
@@ -623,34 +618,3 @@ def main(argv: list[str] | None = None) -> None:
     )
     a = ap.parse_args(argv)
     build(Path(a.out), a.seed, not a.data_only, a.n_train, None, tuple(a.models))
-
-
-# ------------------------------------------------------------------ rule following
-
-
-def rule_following(model: str, backend: Any, seed: int = SEED, exact_max: int = 10) -> dict[str, Any]:
-    """How often the trained model follows its planted rule where the Shapley values read
-    it: over the coalitions the demo study scores (all 2^n up to claims_exact_max
-    claims, else 100 permutations with seed 42; the empty set is RULE 2's 0.5, never
-    asked), the share whose stated P(up), parsed as the coalition job parses it, equals
-    the rule model's (1, 0 or 0.5). An answer that does not parse counts as not following."""
-    from lookahead.claims.shapley import DEFAULT_PERMUTATIONS, DEFAULT_SEED, plan_for
-
-    prompts, want = [], []
-    for inst in demo_instances(seed):
-        if inst.instance_id == "c30":  # the empty rationale: nothing extracted, nothing scored
-            continue
-        n = len(inst.claims)
-        for mask in plan_for(n, f"{inst.instance_id}|{AGENT}", exact_max, DEFAULT_PERMUTATIONS, DEFAULT_SEED).masks:
-            if mask == 0:
-                continue
-            co = [inst.claims[i] for i in range(n) if mask >> i & 1]
-            prompts.append(coalition_text(inst.task_input, [c.text for c in co]))
-            want.append(ideal_value(model, co, LABELS[0]))
-    follow = 0
-    for g, w in zip(backend.generate(prompts, 6, 0), want, strict=True):
-        try:
-            follow += parse_probability(g.response_text) == w
-        except PredictionError:  # an unparseable answer does not follow the rule
-            continue
-    return {"coalitions": len(prompts), "following": follow, "share": follow / len(prompts) if prompts else None}

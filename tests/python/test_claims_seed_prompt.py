@@ -185,23 +185,18 @@ def test_lines_of_the_other_prompt_are_not_read(tmp_path):
 
 
 def test_token_value_is_the_exact_label_probability_where_top20_censors():
-    """On the demo's classification model (which states a probability, so the label
-    words are rarely among its top 20 next tokens), the top-20 rule censors P(down) to
-    None on some coalition prompts; label_logprobs gives the exact probability from the
-    full softmax, checked here against the model's logits."""
+    """On a demo model that answers numbers (the regression demo's), the label words are
+    rarely among its top 20 next tokens: the top-20 rule censors them to None, while
+    label_logprobs gives each label's exact probability from the full softmax, checked
+    here against the model's logits."""
     torch = pytest.importorskip("torch")
     from lookahead.backends.transformers_backend import TransformersBackend
-    from lookahead.claims import demo
+    from lookahead.claims import demo_kinds
     from lookahead.scoring import label_probability
 
-    model_dir = ROOT / "demo" / "claims" / "models" / "leaky"
-    backend = TransformersBackend("demo-claims-leaky", model_path=str(model_dir))
-    insts = [i for i in demo.demo_instances() if i.claims][:6]
-    prompts = [demo.coalition_text(i.task_input, [c.text for c in i.claims]) for i in insts]
-    prompts = [
-        p.replace(KINDS["classification"].value_instruction(demo.KS, None), "Answer with exactly one word: up or down.")
-        for p in prompts
-    ]
+    model_dir = ROOT / "demo" / "claims" / "kinds_models" / "leaky"
+    backend = TransformersBackend("demo-claims-kinds-leaky", model_path=str(model_dir))
+    prompts = [i.prompt(i.claims) for i in demo_kinds.demo_instances("regression")[:6]]
     gens = backend.generate(prompts, 1, 20)
     exact = backend.label_logprobs(prompts, {"up": "up", "down": "down"})
     censored = 0
