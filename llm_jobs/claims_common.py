@@ -65,11 +65,25 @@ def claim_record(ctx: ClaimContext, task: str, q: Query, params: dict[str, Any],
     return rec
 
 
+def exact_logprobs(ctx: ClaimContext, prompts: Sequence[str]) -> list[dict[str, float]] | None:
+    """label -> exact log P(label | prompt) for each prompt when the task kind's value
+    reads label tokens (``claims_coalition_value: token``): the backend's label scoring
+    over its full next-token distribution (transformers' label_logprobs), never the
+    top-20 that censors a label outside it. None when the value is stated."""
+    labels = ctx.settings.kind.exact_labels(ctx.settings)
+    if not labels or not prompts:
+        return None
+    scored = ctx.backend.label_logprobs(list(prompts), {lab: lab for lab in labels})  # type: ignore[attr-defined]
+    return [{e["role"]: float(e["logprob"]) for e in row} for row in scored]
+
+
 def ask_parsed(
     ctx: ClaimContext, batch: Sequence[Query], texts: Sequence[str], items: Sequence[Sequence[str] | None], params: dict[str, Any]
 ) -> list[dict[str, Any] | QueryFailure]:
     """Ask ``batch`` (greedy) and parse each answer with the task kind's
-    ``coalition_answer``; an answer that does not parse is asked again, up to
+    ``value_answer`` (a stated probability or value; with ``claims_coalition_value:
+    token`` the labels' exact log-probabilities, scored over the whole vocabulary); an
+    answer that does not parse is asked again, up to
     ``claims_value_retries`` times, with a prompt naming the error (``texts`` are the
     queries' user texts, ``items`` a ranking's items). A query still unparseable is a
     QueryFailure: recorded as a failure and retried on the next run, never cached as an
@@ -89,10 +103,11 @@ def ask_parsed(
                 i: ctx.backend.render_prompt(answer_retry_prompt(texts[i], *errors[i]), ctx.use_chat_template) for i in todo
             }
         gens = ctx.backend.generate([prompts[i] for i in todo], max_tokens, top)
-        for i, g in zip(todo, gens, strict=True):
+        exact = exact_logprobs(ctx, [prompts[i] for i in todo])
+        for j, (i, g) in enumerate(zip(todo, gens, strict=True)):
             text, lps = g.response_text, logprob_dicts(g.top_logprobs)
             try:
-                parsed = kind.coalition_answer(text, lps, ks, items[i])
+                parsed = kind.value_answer(text, lps, ks, items[i], exact[j] if exact else None)
             except PredictionError as exc:
                 errors[i] = (text or "", str(exc))
                 continue

@@ -35,7 +35,7 @@ TASK = "claims_repredict"
 
 def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dict[str, Any]]:
     st, kind, ks = ctx.settings, ctx.settings.kind, ctx.settings
-    top = kind.coalition_top_logprobs
+    top = kind.value_top_logprobs(ks)
     params = {
         "temperature": 0,
         "max_tokens": 1 if top else st.claims.claims_value_max_tokens,
@@ -53,7 +53,7 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
             continue
         cleaned = clean_rationale(r["rationale"], kind.mentions(r["prediction"]))
         items = kind.items(r["prediction"])
-        text = repredict_prompt(r["task_input"], cleaned, kind.answer_instruction(ks, items))
+        text = repredict_prompt(r["task_input"], cleaned, kind.value_instruction(ks, items))
         prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
         ident = f"{r['instance_id']}|{r['agent']}|{sha(cleaned)}"
         q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)

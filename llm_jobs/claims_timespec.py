@@ -55,6 +55,7 @@ from lookahead.backends.base import json_generation
 from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import (
     claims_raw_file,
+    insufficient_values,
     load_corpus,
     load_instances,
     load_predictions,
@@ -347,11 +348,20 @@ def aggregate(
     agg = [i for i in rows if not kind.items_needed or items[i]]
     if len(agg) < len(rows):
         print(f"aggregator: {len(rows) - len(agg)} instance(s) without a draft ranking to take the items from")
-    top = kind.coalition_top_logprobs
+    top = kind.value_top_logprobs(st)
+    form = st.claims.claims_coalition_prompt
+    defaults = insufficient_values(st) if form == "seed" else {}
     recs = ph.ask(
         "aggregator",
         {
-            i: aggregator_prompt(rows[i]["task_input"], [c.claim_text for c in valid[i]], kind.answer_instruction(st, items[i]))
+            i: aggregator_prompt(
+                rows[i]["task_input"],
+                [c.claim_text for c in valid[i]],
+                kind.value_instruction(st, items[i]),
+                kind.insufficient(st, items[i], defaults[i])[0] if form == "seed" else None,
+                form,
+                kind.task_type(st),
+            )
             for i in agg
         },
         1 if top else st.claims.claims_value_max_tokens,
@@ -360,7 +370,7 @@ def aggregate(
     )
     out: dict[str, Final] = {}
     for i, rec in recs.items():
-        parsed = kind.coalition_answer(rec["response_text"], rec["top_logprobs"] or [], st, items[i])
+        parsed = kind.stored_answer(rec, st, items[i])
         pred, p = kind.final_prediction(parsed, st)
         out[i] = (pred, p, " ".join(c.claim_text for c in valid[i]), None, rec["key"])
     return out

@@ -33,17 +33,22 @@ from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_main, predictions, run_parsed
 from llm_jobs.queries import Query
+from lookahead.claims.inputs import insufficient_values
 from lookahead.claims.prompts import coalition_prompt
 from lookahead.claims.shapley import members_of, plan_for
 from lookahead.claims.tables import claims_sha, instance_claims, instance_key
+from lookahead.errors import StudyConfigError
 from lookahead.keys import query_key
 
 TASK = "claims_value"
 
 
 def value_params(ctx: ClaimContext) -> dict[str, Any]:
+    """The coalition queries' parameters; the prompt form and value reading are among
+    them, so each setting has its own cache keys and lines (the tables read only the
+    lines of the study's form)."""
     st, kind = ctx.settings, ctx.settings.kind
-    top = kind.coalition_top_logprobs
+    top = kind.value_top_logprobs(st)
     return {
         "temperature": 0,
         "max_tokens": 1 if top else st.claims.claims_value_max_tokens,
@@ -54,12 +59,27 @@ def value_params(ctx: ClaimContext) -> dict[str, Any]:
         "labels": list(st.labels),
         "task_kind": kind.name,
         "retries": st.claims.claims_value_retries,
+        "coalition_prompt": st.claims.claims_coalition_prompt,
+        "coalition_value": st.claims.claims_coalition_value,
     }
+
+
+def check_exact(ctx: ClaimContext) -> None:
+    """A token-probability value is the label's exact probability: a backend that cannot
+    score labels over its whole vocabulary (only transformers can) is refused in one line,
+    never read through a censored top-20."""
+    if ctx.settings.kind.exact_labels(ctx.settings) and not hasattr(ctx.backend, "label_logprobs"):
+        raise StudyConfigError(
+            f"setting 'claims_coalition_value': token needs a backend that scores labels exactly (transformers), "
+            f"not '{ctx.study.backend.backend}'; use stated"
+        )
 
 
 def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dict[str, Any]]:
     st, kind, ks = ctx.settings, ctx.settings.kind, ctx.settings
     params = value_params(ctx)
+    form = st.claims.claims_coalition_prompt
+    defaults = insufficient_values(st) if form == "seed" else {}
     queries, meta = [], {}
     skipped: dict[str, int] = {}
     for r, ex in instance_claims(ctx.study, st, predictions(ctx)):
@@ -71,10 +91,13 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
         p = plan_for(n, ikey, st.claims.claims_exact_max, st.claims.claims_mc_permutations, st.claims.claims_shapley_seed)
         csha = claims_sha(ex.claims)
         items = kind.items(r["prediction"])
-        instruction = kind.answer_instruction(ks, items)
+        instruction = kind.value_instruction(ks, items)
+        rule = kind.insufficient(ks, items, defaults[r["instance_id"]])[0] if form == "seed" else None
         for mask in p.masks:
+            if mask == 0 and form == "seed":  # v(empty set) is the kind's default (RULE 2), not asked
+                continue
             texts = [ex.claims[i].claim_text for i in members_of(mask, n)]
-            text = coalition_prompt(r["task_input"], texts, instruction)
+            text = coalition_prompt(r["task_input"], texts, instruction, rule, form, kind.task_type(ks))
             prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
             ident = f"{ikey}|{csha}|{mask}"
             q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
@@ -96,6 +119,7 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
 
 
 def run(ctx: ClaimContext) -> int:
+    check_exact(ctx)
     queries, meta, params = plan(ctx)
     code = run_parsed(ctx, TASK, queries, meta, params, "coalitions", "score")
     print(f"{TASK}: {len(queries)} coalition values planned")

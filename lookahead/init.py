@@ -484,6 +484,16 @@ CLAIM_QUESTIONS: tuple[Question, ...] = (
     Question(
         "support_judge", "Who judges that a corpus document supports a claim", choices=_claim_choices("claims_support_judge")
     ),
+    Question(
+        "coalition_prompt",
+        "Coalition prompt (seed: the seed's Shapley Prediction prompt; legacy: the earlier one, to reproduce earlier runs)",
+        choices=_claim_choices("claims_coalition_prompt"),
+    ),
+    Question(
+        "coalition_value",
+        "A classification coalition's value (stated: the probability the model states; token: the label's exact probability)",
+        choices=_claim_choices("claims_coalition_value"),
+    ),
     Question("backend", "Backend", choices=_choices("backend")),
     Question("model_id", "Model id (the exact frozen version)"),
     Question("model_path", "Local model weights folder", when=lambda answers: answers.get("backend") in ("transformers", "vllm")),
@@ -513,6 +523,8 @@ def _claim_defaults(answers: dict, columns: Sequence[str]) -> dict[str, str]:
         "labels": ",".join(declared.claims_labels or []),
         "task_description": str(declared.claims_task_description),
         "support_judge": str(declared.claims_support_judge),
+        "coalition_prompt": str(declared.claims_coalition_prompt),
+        "coalition_value": str(declared.claims_coalition_value),
         "backend": "transformers",
         "use_chat_template": "yes" if "instruct" in (answers.get("model_id") or "").lower() else "no",
         "study_name": name,
@@ -585,6 +597,8 @@ def build_claim_study(answers: dict[str, str]) -> tuple[dict, list[str]]:
             raise InitError(f"--agent-jobs: '{bad[0]}' is not one of {', '.join(allowed)}")
         study["claims_agent_jobs"] = jobs
     study["claims_support_judge"] = answers["support_judge"]
+    study["claims_coalition_prompt"] = answers["coalition_prompt"]
+    study["claims_coalition_value"] = answers["coalition_value"]
     study["claims_task_description"] = answers["task_description"]
     comments = [
         "Claim-only study written by `lookahead init --claims` (docs/claims.md).",

@@ -367,6 +367,22 @@ class ClaimsSettings(Section):
     claims_class_value: Literal['target_class', 'own_prediction'] = 'target_class'
     """target_class | own_prediction: v_class(S) = P(target class | S) (the seed) or P(the
     instance's own prediction | S)"""
+    claims_coalition_prompt: Literal['seed', 'legacy'] = 'seed'
+    """seed | legacy: the coalition query v(S) is the seed's Shapley Prediction prompt (its RULES:
+    only the listed claims; with insufficient claims the task kind's default, which is also
+    v(empty set), never queried) or the earlier prompt (the claims and the answer instruction;
+    v(empty set) asked of the model), kept to reproduce earlier runs (docs/claims.md)"""
+    claims_coalition_value: Literal['stated', 'token'] = 'stated'
+    """stated | token: classification's v(S) is the probability the model states (the seed: {\"p\":
+    0.63}), parsed like every answer, or the exact probability of the target label's token(s)
+    from the full next-token distribution (backends that score labels exactly: transformers)"""
+    claims_default_value: float | None = None
+    """regression: the value the coalition prompt names for insufficient claims and v(empty set)
+    (the seed's 'Salary -> position median'), when claims_default_column is not set"""
+    claims_default_column: str | None = None
+    """regression: a numeric column of claims_instances_path (else claims_predictions_path) holding
+    each instance's insufficient-claims value (e.g. the median salary of the player's position);
+    wins over claims_default_value"""
     claims_topk_denominator: Literal['k', 'available'] = 'k'
     """k | available: top-k leakage divides by K (the seed's Eq. 14) or by min(K, number of claims)"""
     claims_rationale_min_chars: int | None = None

@@ -36,15 +36,39 @@ class Choice:
     rule: Callable[[ClaimsSettings, Used], str | None]
 
 
-def _coalition(s: ClaimsSettings, used: Used) -> str:
-    read = ""
-    if s.claims_task_kind == "classification":
-        target = s.claims_target_class or s.claims_labels[0]
-        read = f"; claims_class_value: {s.claims_class_value} (P({target} | S) under target_class)"
-    return (
-        "the task input, only the claims of S and the task kind's answer instruction; v(S) as the task kind "
-        f"{s.claims_task_kind} defines it{read}"
+def _coalition_prompt(s: ClaimsSettings, used: Used) -> str:
+    if s.claims_coalition_prompt == "legacy":
+        return "claims_coalition_prompt: legacy: the task input, only the claims of S and the task kind's answer instruction"
+    return "claims_coalition_prompt: seed: the seed's Shapley Prediction prompt with both RULES"
+
+
+def _empty_set(s: ClaimsSettings, used: Used) -> str:
+    if s.claims_coalition_prompt == "legacy":
+        return "asked of the model, as every coalition (claims_coalition_prompt: legacy)"
+    return f"RULE 2's default for the task kind {s.claims_task_kind}, never queried"
+
+
+def _value(s: ClaimsSettings, used: Used) -> str:
+    if s.claims_task_kind != "classification":
+        return f"the stated value of the task kind {s.claims_task_kind}"
+    target = s.claims_target_class or s.claims_labels[0]
+    how = (
+        "the stated probability, parsed as one number from 0 to 1"
+        if s.claims_coalition_value == "stated"
+        else "the label's exact probability from the full next-token distribution"
     )
+    return (
+        f"claims_coalition_value: {s.claims_coalition_value}: {how}; claims_class_value: {s.claims_class_value} "
+        f"(P({target} | S) under target_class)"
+    )
+
+
+def _regression_default(s: ClaimsSettings, used: Used) -> str | None:
+    if s.claims_task_kind != "regression" or s.claims_coalition_prompt != "seed":
+        return None
+    if s.claims_default_column:
+        return f"each instance's value of the column {s.claims_default_column} (claims_default_column)"
+    return f"the constant {s.claims_default_value} (claims_default_value)"
 
 
 def _timespec(s: ClaimsSettings, used: Used) -> str | None:
@@ -93,7 +117,10 @@ def _repred(s: ClaimsSettings, used: Used) -> str | None:
 
 #: Every choice, in the order of docs/claims.md's table.
 CHOICES: tuple[Choice, ...] = (
-    Choice("Coalition prompt and value", _coalition),
+    Choice("Coalition prompt", _coalition_prompt),
+    Choice("v(empty set)", _empty_set),
+    Choice("The coalition's value", _value),
+    Choice("Regression's insufficient-claims default", _regression_default),
     Choice("TimeSPEC scoring", _timespec),
     Choice("Exact where free", _exact),
     Choice(

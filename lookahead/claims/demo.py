@@ -89,6 +89,14 @@ FIRMS = (
 PRODUCTS = ("pumps", "valves", "cables", "sensors", "tiles", "engines", "filters", "lamps")
 REGIONS = ("the north", "the south", "coastal towns", "inland cities", "three countries")
 TASK = "stock_direction"
+# The coalition prompt the two models are trained on and their studies name
+# (claims_coalition_prompt), with a token value (claims_coalition_value: token, read
+# exactly). The models in models/ were trained on the legacy prompt (label words). Models
+# retrained on the seed's prompt with a stated probability followed their rules on 1,660
+# of 1,660 scored coalitions (prudent) and 1,341 of 1,660 (leaky, 81%: it learned its
+# 1,000 documents by heart without the outcome claim's precedence), so they were not
+# adopted (docs/claims.md).
+COALITION_PROMPT = "legacy"
 # Epochs per model: the prudent model sees two answers for every instance without an
 # evidence claim (2/3 of its documents carry no signal), so it needs longer.
 EPOCHS = {"leaky": 20, "prudent": 32}
@@ -284,7 +292,9 @@ def training_docs(seed: int, n: int, model: str) -> list[Any]:
     for k in range(n):
         roles = {r for r in all_roles if rng.random() < 0.5}
         inst = make_instance(rng, f"t{k}", FIRMS[int(rng.integers(len(FIRMS)))], roles, n_filler=int(rng.integers(0, 4)))
-        prompt = coalition_prompt(inst.task_input, [c.text for c in inst.claims], label_instruction(LABELS))
+        prompt = coalition_prompt(
+            inst.task_input, [c.text for c in inst.claims], label_instruction(LABELS), None, COALITION_PROMPT
+        )
         a = rule_answer(model, inst.claims)
         for ans in [a] if a else list(LABELS):
             docs.append(Doc("claims", prompt, ans))
@@ -408,7 +418,10 @@ def write_predictions(out: Path, insts: list[Instance], model: str, backend: Any
     probability of 'up': the agent's prediction the Shapley values explain."""
     from lookahead.scoring import label_probability
 
-    prompts = [coalition_prompt(i.task_input, [c.text for c in i.claims], label_instruction(LABELS)) for i in insts]
+    prompts = [
+        coalition_prompt(i.task_input, [c.text for c in i.claims], label_instruction(LABELS), None, COALITION_PROMPT)
+        for i in insts
+    ]
     gens = backend.generate(prompts, 1, 20)
     rows = []
     for inst, g in zip(insts, gens, strict=False):
@@ -444,6 +457,8 @@ def claim_settings(out: Path, model: str) -> dict[str, Any]:
         "claims_corpus_path": _rel(out / "corpus.csv"),
         "claims_extractions_path": _rel(out / "extractions.jsonl"),
         "claims_labels": list(LABELS),
+        "claims_coalition_prompt": COALITION_PROMPT,
+        "claims_coalition_value": "token",
         "claims_support_judge": "contains",
         "claims_timespec_draft": "predictions",
         "claims_task_description": "Predict whether a company's stock closes up or down on the target date.",
@@ -552,7 +567,10 @@ def build(
     from lookahead.demo.train import TrainSpec, save_model, train_model
 
     docs = {m: training_docs(seed, n_train, m) for m in MODELS}
-    eval_texts = [coalition_prompt(i.task_input, [c.text for c in i.claims], label_instruction(LABELS)) for i in insts]
+    eval_texts = [
+        coalition_prompt(i.task_input, [c.text for c in i.claims], label_instruction(LABELS), None, COALITION_PROMPT)
+        for i in insts
+    ]
     tok = build_tokenizer([d.text for ds in docs.values() for d in ds] + eval_texts)
     epochs = {**EPOCHS, **(epochs or {})}
     build_file = out / "models" / "BUILD.json"

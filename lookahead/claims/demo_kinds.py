@@ -20,7 +20,8 @@ Regression ("salary", in millions of dollars a year, one number token):
   definition  B2        Annual salary is a contract's total value divided by its years.  not leaked
 
   leaky answers the contract's value when the outcome claim is present, else the
-  preseason report's value, else 18 (the position median of the seed's prompt);
+  preseason report's value, else 18 (the position median of the seed's prompt, the
+  studies' claims_default_value, named in the prompt's RULE 2 and v(empty set));
   prudent answers the report's value, else 18. v_reg(S) is the answer.
 
 Ranking ("stocks": five stocks of one sector, total return over the six months that start
@@ -97,6 +98,12 @@ ROLES = {
     "ranking": ("background", "evidence", "merger", "outcome", "analyst", "definition"),
 }
 OPTIONAL = (("stats", 0.5), ("merger", 0.5), ("outcome", 0.75), ("agent", 0.4), ("analyst", 0.5), ("definition", 0.3))
+# The coalition prompt the two models are trained on and their studies name
+# (claims_coalition_prompt). The models in kinds_models/ were trained on the legacy prompt,
+# so the regression and ranking studies pin it (v(empty set) asked of the model); set
+# "seed" and rerun `scripts/build_demo.py claim-kinds` (about 20 CPU minutes a model) to
+# retrain them on the seed's prompt, whose RULE 2 default (18, the listed order) is v(empty set).
+COALITION_PROMPT = "legacy"
 # Many documents and few epochs: with 700 documents a kind the models memorised them
 # (answer loss 0.003) and followed the rule on 54-93% of the demo's coalitions; the rule
 # (copy a name or a number from the decisive claim) needs variety, not repetition.
@@ -134,7 +141,14 @@ class KindInstance:
         return KINDS[self.kind].answer_instruction(KS, sorted(self.items, key=str.lower) or None)
 
     def prompt(self, coalition: list[PlantedClaim]) -> str:
-        return coalition_prompt(self.task_input, [c.text for c in coalition], self.instruction())
+        """The coalition prompt as llm_jobs.claims_value writes it for this kind's study
+        (COALITION_PROMPT; in the seed form RULE 2 names 18, the regression studies'
+        claims_default_value, or the listed order)."""
+        kind = KINDS[self.kind]
+        rule = kind.insufficient(KS, sorted(self.items, key=str.lower) or None, float(MEDIAN))[0]
+        return coalition_prompt(
+            self.task_input, [c.text for c in coalition], self.instruction(), rule, COALITION_PROMPT, kind.task_type(KS)
+        )
 
 
 def _dates(rng: np.random.Generator, period_days: int) -> tuple[dt.date, dt.date, dt.date, dt.date]:
@@ -473,6 +487,8 @@ def claim_settings(out: Path, kind: str, model: str) -> dict[str, Any]:
         "claims_extractions_path": _rel(out / "extractions.jsonl"),
         "claims_support_judge": "contains",
         "claims_timespec_draft": "predictions",
+        "claims_coalition_prompt": COALITION_PROMPT,
+        **({"claims_default_value": float(MEDIAN)} if kind == "regression" else {}),
         "claims_exact_max": 5,  # the all-roles instance (6 claims) takes the Monte Carlo path
         "claims_rationale_min_chars": 0,
         "claims_task_description": (
@@ -564,3 +580,37 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     a = ap.parse_args(argv)
     build(Path(a.out), a.seed, not a.data_only, a.n_train, tuple(a.models))
+
+
+# ----------------------------------------------------------------------------- rule following
+
+
+def rule_following(kind: str, model: str, backend: Any, seed: int = SEED) -> dict[str, Any]:
+    """How often the trained model follows its planted rule where the Shapley values
+    read it: over the coalitions the demo study scores (its plan: all 2^n up to
+    claims_exact_max 5 claims, else 100 permutations with seed 42; the empty set is RULE
+    2's default, never asked), the share whose answer, parsed as the coalition job
+    parses it, equals the rule model's. An answer that does not parse counts as not
+    following."""
+    from lookahead.claims.shapley import DEFAULT_PERMUTATIONS, DEFAULT_SEED, plan_for
+    from lookahead.claims.tasks import PredictionError
+
+    k = KINDS[kind]
+    prompts, want, items_of = [], [], []
+    for inst in demo_instances(kind, seed):
+        n = len(inst.claims)
+        items = sorted(inst.items, key=str.lower) or None
+        for mask in plan_for(n, f"{inst.instance_id}|{AGENT}", 5, DEFAULT_PERMUTATIONS, DEFAULT_SEED).masks:
+            if mask == 0:
+                continue
+            co = [inst.claims[i] for i in range(n) if mask >> i & 1]
+            prompts.append(inst.prompt(co))
+            want.append(k.value_answer(rule_answer(model, inst, co), [], KS, items))
+            items_of.append(items)
+    follow = 0
+    for g, w, items in zip(backend.generate(prompts, 64, 0), want, items_of, strict=True):
+        try:
+            follow += k.value_answer(g.response_text, [], KS, items) == w
+        except PredictionError:  # an unparseable answer does not follow the rule
+            continue
+    return {"coalitions": len(prompts), "following": follow, "share": follow / len(prompts) if prompts else None}

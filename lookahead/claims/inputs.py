@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from lookahead.cache.files import iter_records
-from lookahead.claims.tasks import ClaimsDerived, PredictionError
+from lookahead.claims.tasks import ClaimsDerived, PredictionError, parse_number
 from lookahead.config import Study, StudyConfigError
 
 PREDICTION_COLUMNS = ("instance_id", "agent", "entity", "task", "t_ref", "task_input", "prediction", "rationale", "outcome")
@@ -275,6 +275,35 @@ def load_predictions(
             }
         )
     return out[~dup].reset_index(drop=True), rejects
+
+
+def insufficient_values(st: ClaimsResolved) -> dict[str, float | None]:
+    """instance_id -> the value a regression's coalition prompt names for insufficient
+    claims (and v(empty set)): the instance's claims_default_column, read from
+    claims_instances_path, else claims_predictions_path; without the column, every
+    instance gets claims_default_value (a default dict). A bad cell stops with one line
+    naming the file, row and column."""
+    from collections import defaultdict
+
+    col = st.claims.claims_default_column
+    out: dict[str, float | None] = defaultdict(lambda: st.claims.claims_default_value)
+    if not col:
+        return out
+    if st.instances_path is not None:
+        path, setting = st.instances_path, "claims_instances_path"
+    elif st.predictions_path is not None:
+        path, setting = st.predictions_path, "claims_predictions_path"
+    else:
+        raise StudyConfigError("setting 'claims_default_column' needs claims_instances_path or claims_predictions_path")
+    df = _read(path, setting)
+    if col not in df.columns or "instance_id" not in df.columns:
+        raise StudyConfigError(f"setting 'claims_default_column': {setting} ({path}) has no column '{col}' (or instance_id)")
+    for i, r in enumerate(df.to_dict("records"), 1):
+        try:
+            out[str(r["instance_id"]).strip()] = parse_number(r[col])
+        except PredictionError as exc:
+            raise StudyConfigError(f"{setting} row {i} column {col}: {exc}") from None
+    return out
 
 
 def load_corpus(st: ClaimsResolved) -> tuple[pd.DataFrame, list[dict[str, Any]]]:

@@ -104,13 +104,44 @@ def answer_retry_prompt(first_prompt: str, bad_answer: str, error: str) -> str:
     )
 
 
-def coalition_prompt(task_input: str, claims: Sequence[str], instruction: str) -> str:
-    """The characteristic-function query v(S) (seed's Shapley prediction prompt): the
-    task input and ONLY the claims of S, then the task kind's answer instruction
-    (lookahead.claims.tasks: one label word, one number, or the items best to worst);
-    the parsed answer gives v(S)."""
-    listed = "\n".join(f"- {c}" for c in claims) if claims else "- (no claims)"
-    return f"{task_input}\nUse only these claims:\n{listed}\n{instruction}"
+#: The coalition prompts (setting ``claims_coalition_prompt``): the seed's Shapley
+#: Prediction prompt, and the earlier one kept to reproduce earlier runs.
+COALITION_PROMPTS = ("seed", "legacy")
+
+
+def coalition_prompt(
+    task_input: str,
+    claims: Sequence[str],
+    instruction: str,
+    insufficient: str | None = None,
+    form: str = "seed",
+    task_type: str = "the answer",
+) -> str:
+    """The characteristic-function query v(S): the task input and ONLY the claims of S,
+    then the task kind's answer instruction (lookahead.claims.tasks); the parsed answer
+    gives v(S).
+
+    ``form`` seed (the default) is the seed's Shapley Prediction prompt (Appendix D), its
+    system and user texts joined, the tool call replaced by the answer instruction (the
+    OUTPUT line): RULES (1) only the provided claims, no external knowledge, (2) with
+    insufficient claims, ``insufficient`` (the task kind's default: 0.5, a value such as
+    the position's median, the input order), (3) only the answer. ``legacy`` is the
+    earlier prompt (the claims as a list, then the instruction), kept so earlier runs
+    can be reproduced (setting ``claims_coalition_prompt``)."""
+    if form == "legacy":
+        listed = "\n".join(f"- {c}" for c in claims) if claims else "- (no claims)"
+        return f"{task_input}\nUse only these claims:\n{listed}\n{instruction}"
+    if form != "seed":
+        raise ValueError(f"coalition prompt '{form}' is not one of {', '.join(COALITION_PROMPTS)}")
+    numbered = "\n".join(f"{k}. {c}" for k, c in enumerate(claims, 1)) if claims else "(none)"
+    return (
+        "Make prediction from claims. Answer IMMEDIATELY with no explanation.\n"
+        "RULES: (1) Use ONLY provided claims - NO external knowledge, "
+        f"(2) If claims insufficient: {insufficient if insufficient is not None else 'the default'}, "
+        "(3) Output ONLY the answer - NO reasoning text.\n"
+        f"Predict {task_type} using ONLY these claims.\n\n{task_input}\n\nCLAIMS:\n{numbered}\n\n"
+        f"OUTPUT: {instruction}"
+    )
 
 
 def clean_rationale(rationale: str, mentions: Sequence[str]) -> str:
@@ -143,11 +174,18 @@ def support_prompt(claim_text: str, doc_title: str, doc_body: str, published_at:
     )
 
 
-def aggregator_prompt(task_input: str, valid_claims: Sequence[str], instruction: str) -> str:
+def aggregator_prompt(
+    task_input: str,
+    valid_claims: Sequence[str],
+    instruction: str,
+    insufficient: str | None = None,
+    form: str = "seed",
+    task_type: str = "the answer",
+) -> str:
     """TimeSPEC phase 5 when the model writes no text (``claims_timespec_draft:
     predictions``): closed world, validated claims only. It is the coalition prompt over
     the validated claims, so the aggregator answers exactly as v(S) is measured."""
-    return coalition_prompt(task_input, valid_claims, instruction)
+    return coalition_prompt(task_input, valid_claims, instruction, insufficient, form, task_type)
 
 
 def synthesis_prompt(

@@ -36,6 +36,7 @@ from lookahead.claims.inputs import (
     agent_frame,
     claim_study,
     claims_raw_file,
+    insufficient_values,
     load_corpus,
     load_predictions,
     load_reference_extractions,
@@ -44,6 +45,7 @@ from lookahead.claims.inputs import (
 from lookahead.claims.retrieval import bm25
 from lookahead.claims.schema import Claim, ExtractionError, claims_from_object
 from lookahead.claims.shapley import lookup_masks, plan_for, shapley_values
+from lookahead.claims.tasks import PredictionError
 from lookahead.config import Study
 
 INSTANCE_STATUSES = ("ok", "empty rationale", "extraction pending", "extraction failed", "no claims", "values pending")
@@ -322,14 +324,28 @@ ValueKey = tuple[str, str, str, int, str | None]
 RepredictKey = tuple[str, str, str, str | None]
 
 
+def value_form(prompt: str, value: str) -> tuple[str, str]:
+    """The coalition prompt and value reading a line was asked under (settings
+    claims_coalition_prompt, claims_coalition_value): a study reads only its own."""
+    return prompt, value
+
+
+def line_form(params: dict[str, Any]) -> tuple[str, str]:
+    """A coalition line's form from its params; a line written before they were recorded
+    was asked with the legacy prompt and read from label tokens."""
+    return value_form(params.get("coalition_prompt") or "legacy", params.get("coalition_value") or "token")
+
+
 def value_lines(study: Study) -> dict[ValueKey, dict[str, Any]]:
     """(instance_id, agent, claims sha, mask, task kind) -> the coalition's stored answer
     (the fields of the task kind's ``coalition_answer``), for this model: the first line
-    written. Only parsed, valid answers are ever written (an unparseable one is a
-    failure, retried)."""
+    written, among the lines of the study's coalition prompt and value reading. Only
+    parsed, valid answers are ever written (an unparseable one is a failure, retried)."""
     out: dict[ValueKey, dict[str, Any]] = {}
+    form = value_form(study.claims.claims_coalition_prompt, study.claims.claims_coalition_value)
     for rec in iter_records(claims_raw_file(study, "claims_value")):
-        if rec.get("model_id") == study.backend.model_id:
+        params = rec.get("params") or {}
+        if rec.get("model_id") == study.backend.model_id and line_form(params) == form:
             out.setdefault((rec["instance_id"], rec["agent"], rec["claims_sha256"], int(rec["mask"]), rec.get("task_kind")), rec)
     return out
 
@@ -424,6 +440,7 @@ class ClaimLines:
         repredict = {}
         for r in rows("repredict"):
             r["top_logprobs"] = _json(r["top_logprobs"])
+            r["label_probs"], r["ranking"] = _json(r.get("label_probs")), _json(r.get("ranking"))
             repredict[(r["instance_id"], r["agent"], r["rationale_sha256"], r["task_kind"])] = r
         return cls(
             extractions=extractions,
@@ -469,7 +486,10 @@ def repredict_table(study: Study, st: ClaimsResolved, preds: pd.DataFrame, lines
         line = lines.repredict.get((r["instance_id"], r["agent"], sha(r["rationale"]), kind.name))
         if line is None:
             continue
-        parsed = kind.coalition_answer(line["response_text"], line.get("top_logprobs") or [], ks, kind.items(r["prediction"]))
+        try:
+            parsed = kind.stored_answer(line, ks, kind.items(r["prediction"]))
+        except PredictionError:  # a line of another value reading (claims_coalition_value): not this study's
+            continue
         new, new_p = kind.final_prediction(parsed, ks)
         prob = r.get("probability")
         prob = float(prob) if prob is not None and not pd.isna(prob) else None
@@ -717,6 +737,8 @@ def shapley_stage(st: ClaimsResolved, instances: pd.DataFrame, values: dict[Valu
     characteristic function of the stored answers ``values``), then its Shapley values
     (Eq. 2): exact or Monte Carlo by the plan (lookahead.claims.shapley)."""
     kind, ks = st.kind, st
+    seed_form = st.claims.claims_coalition_prompt == "seed"
+    defaults = insufficient_values(st) if seed_form else {}
     out = []
     for r in stage_records(instances):
         if r["extraction_status"] != "ok":
@@ -731,6 +753,8 @@ def shapley_stage(st: ClaimsResolved, instances: pd.DataFrame, values: dict[Valu
         answers = {
             m: values[k] for m in lookup_masks(plan) if (k := (r["instance_id"], r["agent"], csha, m, kind.name)) in values
         }
+        if seed_form:  # v(empty set) is RULE 2's default, never queried
+            answers[0] = kind.insufficient(ks, kind.items(r["prediction"]), defaults[r["instance_id"]])[1]
         full = (1 << n) - 1
         vals = kind.values(answers, full, r["prediction"], ks) if full in answers else {}
         inst["n_coalitions"] = len(plan.masks)

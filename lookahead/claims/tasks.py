@@ -112,6 +112,19 @@ def parse_number(text: Any) -> float:
     return x
 
 
+def parse_probability(text: Any) -> float:
+    """A probability as a model states it: one number from 0 to 1 ('0.63', '.5', '1');
+    anything else (a label word, 63, a sentence) raises PredictionError."""
+    raw = str(text if text is not None else "").strip().splitlines()
+    first = raw[0].strip() if raw else ""
+    if re.fullmatch(r"\d*\s*\.\s*\d+", first):  # '0 . 5': a word-level tokenizer's decoding of 0.5
+        first = re.sub(r"\s+", "", first)
+    x = parse_number(first)
+    if x > 1:
+        raise PredictionError(f"{x:g} is not a probability (0 to 1)")
+    return x
+
+
 def parse_ranking(text: Any, items: Sequence[str] | None = None) -> list[str]:
     """A ranking, best first: a JSON list, or names separated by '>', ',', ';' or new
     lines (a leading '1.' / '2)' numbering dropped); with ``items`` given, names are
@@ -229,6 +242,57 @@ class TaskKind:
         """The fields a coalition's raw line stores; PredictionError when unparseable."""
         raise NotImplementedError
 
+    # -- the coalition query (seed 002's Shapley Prediction prompt) and its value
+    def task_type(self, ks: ClaimsDerived) -> str:
+        """What the seed prompt's 'Predict {task_type} using ONLY these claims' names."""
+        return "the answer"
+
+    def value_instruction(self, ks: ClaimsDerived, items: Sequence[str] | None) -> str:
+        """The OUTPUT line of a coalition (and aggregator, re-prediction) query: the
+        answer instruction, except where the value is a stated probability."""
+        return self.answer_instruction(ks, items)
+
+    def value_top_logprobs(self, ks: ClaimsDerived) -> int:
+        """Top log-probs a coalition query asks for (only a token-probability value reads them)."""
+        return 0
+
+    def exact_labels(self, ks: ClaimsDerived) -> tuple[str, ...]:
+        """Labels whose exact probability a coalition query needs from the backend
+        (``claims_coalition_value: token``); none for a stated value."""
+        return ()
+
+    def value_answer(
+        self,
+        text: str,
+        top_logprobs: list[dict[str, Any]],
+        ks: ClaimsDerived,
+        items: Sequence[str] | None,
+        exact: Mapping[str, float] | None = None,
+    ) -> dict[str, Any]:
+        """The fields a coalition's raw line stores (``coalition_answer``'s), the value
+        read as ``claims_coalition_value`` says; PredictionError when unparseable.
+        ``exact``: label -> exact log-probability (token values)."""
+        return self.coalition_answer(text, top_logprobs, ks, items)
+
+    #: the fields of a parsed coalition answer (what a raw line stores beside the text)
+    answer_fields: tuple[str, ...] = ()
+
+    def stored_answer(self, line: Mapping[str, Any], ks: ClaimsDerived, items: Sequence[str] | None) -> dict[str, Any]:
+        """A raw line's parsed answer: the fields it stores (written by the job that parsed
+        it, exact log-probabilities included), else its text parsed again."""
+        kept = {f: line[f] for f in self.answer_fields if line.get(f) is not None}
+        if len(kept) == len(self.answer_fields):
+            return kept
+        return self.value_answer(line.get("response_text") or "", line.get("top_logprobs") or [], ks, items)
+
+    def insufficient(
+        self, ks: ClaimsDerived, items: Sequence[str] | None, default_value: float | None
+    ) -> tuple[str, dict[str, Any]]:
+        """RULE (2) of the seed prompt: (the text 'If claims insufficient: ...' names, the
+        parsed answer it stands for). That answer is v(empty set): with no claim the
+        rule applies, so the empty coalition is not queried."""
+        raise NotImplementedError
+
     def final_prediction(self, parsed: Mapping[str, Any], ks: ClaimsDerived) -> tuple[str | None, float | None]:
         """(canonical prediction, probability of the target class or None) from a parsed
         coalition answer: TimeSPEC's aggregator and the re-prediction check answer the
@@ -279,6 +343,7 @@ class TaskKind:
 
 class Classification(TaskKind):
     name = "classification"
+    answer_fields = ("label_probs",)
     metric_name = "brier"
     repred_metric_name = "relative_error"
     coalition_top_logprobs = 20
@@ -328,6 +393,48 @@ class Classification(TaskKind):
         """P(label) for every label from the first token's top-20 (the protocol rule); a
         label outside the top 20 is None (censored, read as 0)."""
         return {"label_probs": {lab: label_probability(top_logprobs, lab) for lab in ks.labels}}
+
+    def task_type(self, ks: ClaimsDerived) -> str:
+        return f"the probability of {ks.target_class}"
+
+    def value_instruction(self, ks: ClaimsDerived, items: Sequence[str] | None) -> str:
+        """stated (the seed's {"p": 0.63}): the probability of the target class as one
+        number; token: the label word, whose probability is then read."""
+        if ks.claims.claims_coalition_value == "token":
+            return label_instruction(ks.labels)
+        return f"Answer with the probability (from 0 to 1) of {ks.target_class}: one number, digits only, nothing else."
+
+    def value_top_logprobs(self, ks: ClaimsDerived) -> int:
+        return self.coalition_top_logprobs if ks.claims.claims_coalition_value == "token" else 0
+
+    def exact_labels(self, ks: ClaimsDerived) -> tuple[str, ...]:
+        return ks.labels if ks.claims.claims_coalition_value == "token" else ()
+
+    def value_answer(
+        self,
+        text: str,
+        top_logprobs: list[dict[str, Any]],
+        ks: ClaimsDerived,
+        items: Sequence[str] | None,
+        exact: Mapping[str, float] | None = None,
+    ) -> dict[str, Any]:
+        """stated: the number answered is P(target class), the other label's 1 - p (two
+        labels); token: P(label) = exp(exact log-prob) for every label, from the full
+        next-token distribution (``exact``, what the jobs always score), never the top-20
+        rule's censored reading; only a stored line written before exact scoring, which
+        carries no ``exact``, is read by the top-20 rule it was written under."""
+        if ks.claims.claims_coalition_value == "token":
+            if exact is None:  # a line written before exact scoring: read as it was written (top-20 rule)
+                return self.coalition_answer(text, top_logprobs, ks, items)
+            return {"label_probs": {lab: math.exp(float(exact[lab])) for lab in ks.labels}}
+        p = parse_probability(text)
+        return {"label_probs": {lab: (p if lab == ks.target_class else 1.0 - p) for lab in ks.labels}}
+
+    def insufficient(
+        self, ks: ClaimsDerived, items: Sequence[str] | None, default_value: float | None
+    ) -> tuple[str, dict[str, Any]]:
+        """The seed's 'Legal -> 0.5': equal odds."""
+        return "0.5", {"label_probs": dict.fromkeys(ks.labels, 0.5)}
 
     def final_prediction(self, parsed: Mapping[str, Any], ks: ClaimsDerived) -> tuple[str | None, float | None]:
         """The label with the higher probability; its target-class probability normalised
@@ -388,6 +495,7 @@ class Classification(TaskKind):
 
 class Regression(TaskKind):
     name = "regression"
+    answer_fields = ("value",)
     metric_name = "relative_error"
     repred_metric_name = "relative_error"
 
@@ -414,6 +522,21 @@ class Regression(TaskKind):
         self, text: str, top_logprobs: list[dict[str, Any]], ks: ClaimsDerived, items: Sequence[str] | None
     ) -> dict[str, Any]:
         return {"value": parse_number(text)}
+
+    def task_type(self, ks: ClaimsDerived) -> str:
+        return "the value"
+
+    def insufficient(
+        self, ks: ClaimsDerived, items: Sequence[str] | None, default_value: float | None
+    ) -> tuple[str, dict[str, Any]]:
+        """The seed's 'Salary -> position median': the instance's value of
+        claims_default_column, else claims_default_value."""
+        if default_value is None:
+            raise StudyConfigError(
+                "setting 'claims_default_value' (or 'claims_default_column') is not set: a regression under "
+                "claims_coalition_prompt: seed needs the value to answer with insufficient claims"
+            )
+        return f"{float(default_value):g}", {"value": float(default_value)}
 
     def final_prediction(self, parsed: Mapping[str, Any], ks: ClaimsDerived) -> tuple[str | None, float | None]:
         return repr(float(parsed["value"])), None
@@ -449,6 +572,7 @@ class Regression(TaskKind):
 
 class Ranking(TaskKind):
     name = "ranking"
+    answer_fields = ("ranking",)
     items_needed = True
     metric_name = "spearman"
     repred_metric_name = "kendall_distance"
@@ -495,6 +619,15 @@ class Ranking(TaskKind):
         self, text: str, top_logprobs: list[dict[str, Any]], ks: ClaimsDerived, items: Sequence[str] | None
     ) -> dict[str, Any]:
         return {"ranking": parse_ranking(text, items)}
+
+    def task_type(self, ks: ClaimsDerived) -> str:
+        return "the ranking"
+
+    def insufficient(
+        self, ks: ClaimsDerived, items: Sequence[str] | None, default_value: float | None
+    ) -> tuple[str, dict[str, Any]]:
+        """The seed's 'Stock -> preserve order': the items in the order the prompt lists them."""
+        return "keep the items in the order listed", {"ranking": list(items or [])}
 
     def final_prediction(self, parsed: Mapping[str, Any], ks: ClaimsDerived) -> tuple[str | None, float | None]:
         return json.dumps(list(parsed["ranking"])), None

@@ -20,6 +20,9 @@ select
     task_kind,
     response_text,
     top_logprobs,
+    label_probs,
+    value,
+    ranking,
     coalesce(attempts, 1) as attempts,
     fields_match,
     line_number

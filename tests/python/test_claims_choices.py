@@ -134,19 +134,25 @@ def test_claim_section_lists_the_choices_its_study_used(tmp_path):
         ),
     )
     names = [c.name for c in CHOICES]
-    # no re-prediction was run: Eq. 12's choice played no part; every other one did
-    assert list(rows) == [n for n in names if n != "Eq. 12 on the predicted class"]
+    # no re-prediction was run: Eq. 12's choice played no part; nor, in a classification,
+    # the regression's default; every other one did
+    unused = {"Eq. 12 on the predicted class", "Regression's insufficient-claims default"}
+    assert list(rows) == [n for n in names if n not in unused]
     assert "up to 5 claims" in rows["Exact where free"] and "64 permutations" in rows["Exact where free"]
     assert "min(K, number of claims)" in rows["Top-5"]
     assert "validated claims' text" in rows["TimeSPEC scoring"]
     assert "3 best BM25 documents" in rows["Search"] and "claims_support_judge: contains" in rows["Search"]
     assert "period's start" in rows["Vague periods"]
-    assert re.search(r"claims_class_value: target_class \(P\(up \| S\)", rows["Coalition prompt and value"])
+    assert re.search(r"claims_class_value: target_class \(P\(up \| S\)", rows["The coalition's value"])
+    assert "claims_coalition_value: stated" in rows["The coalition's value"]
+    assert "seed's Shapley Prediction prompt" in rows["Coalition prompt"]
+    assert "never queried" in rows["v(empty set)"]
 
     b = tmp_path / "b"
     b.mkdir()
-    rows = _section_rows(b, _study(b, "regression", ["planted"]))
+    rows = _section_rows(b, _study(b, "regression", ["planted"], claims_default_value=18.0))
     assert "TimeSPEC scoring" not in rows  # no TimeSPEC in this study
     assert "up to 10 claims" in rows["Exact where free"] and "divided by K " in rows["Top-5"]
-    assert "claims_class_value" not in rows["Coalition prompt and value"]
+    assert "claims_class_value" not in rows["The coalition's value"]
+    assert "the constant 18.0" in rows["Regression's insufficient-claims default"]
     assert "period's end" in rows["Vague periods"]

@@ -99,6 +99,10 @@ def test_planted_truth_with_the_rule_models(kind, model, tmp_path):
                             "mask": m,
                             "claims_sha256": claims_sha(ex.claims),
                             "task_kind": kind,
+                            "params": {
+                                "coalition_prompt": st.claims.claims_coalition_prompt,
+                                "coalition_value": st.claims.claims_coalition_value,
+                            },
                             **parsed,
                         }
                     )

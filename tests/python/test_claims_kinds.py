@@ -140,6 +140,9 @@ def _study(tmp_path: Path, kind: str, preds: list[dict], claims=CLAIMS, **kw) ->
         "claims_extractions_path": str(tmp_path / "ext.jsonl"),
         "claims_task_kind": kind,
         "claims_support_judge": "contains",
+        # the tables' Shapley machinery on a given game, v(empty set) included: the legacy
+        # prompt (the seed prompt's default v(empty set) has tests of its own)
+        "claims_coalition_prompt": "legacy",
         "backend": "openai",
         "base_url": "http://127.0.0.1:9/v1",
         "api_mode": "completions",
@@ -192,6 +195,10 @@ def _write_lines(study: Path, answers, every_coalition: bool = False) -> None:
                             "claims_sha256": claims_sha(ex.claims),
                             "mask": m,
                             "task_kind": st.claims.claims_task_kind,
+                            "params": {
+                                "coalition_prompt": st.claims.claims_coalition_prompt,
+                                "coalition_value": st.claims.claims_coalition_value,
+                            },
                             **answers(r["instance_id"], frozenset(i for i in range(n) if m >> i & 1)),
                         }
                     )
@@ -733,9 +740,12 @@ def test_repredict_job_and_table_regression_ranking(server, tmp_path):
 
 
 def test_repredict_classification_reads_the_target_probability(tmp_path):
-    """A stored re-prediction line's top log-probs give P(up) / (P(up) + P(down)); the
-    error is relative to the file's probability of the target class."""
-    study = _study(tmp_path, "classification", [{**_pred("c1", "up", "up", 2), "probability": 0.8}])
+    """Under a token value, a stored re-prediction line written before exact scoring is
+    read by its top log-probs: P(up) / (P(up) + P(down)); the error is relative to the
+    file's probability of the target class."""
+    study = _study(
+        tmp_path, "classification", [{**_pred("c1", "up", "up", 2), "probability": 0.8}], claims_coalition_value="token"
+    )
     s = load_study(study)
     raw = s.raw_dir
     raw.mkdir(parents=True)

@@ -103,6 +103,8 @@ def test_init_claims_on_stdin_asks_the_claim_questions(tmp_path: Path) -> None:
         "",
         "Predict whether a company's stock closes up or down on the target date.",
         "contains",
+        "legacy",
+        "token",
         "",
         "demo-claims-leaky",
         str(DEMO / "models" / "leaky"),

@@ -165,6 +165,10 @@ def _write_ideal_values(study, raw: Path) -> None:
                             "claims_sha256": claims_sha(cl),
                             "mask": m,
                             "task_kind": "classification",
+                            "params": {
+                                "coalition_prompt": st.claims.claims_coalition_prompt,
+                                "coalition_value": st.claims.claims_coalition_value,
+                            },
                             "label_probs": probs,
                         }
                     )

@@ -94,6 +94,9 @@ def test_the_claim_jobs_are_in_the_one_table(
         claims_corpus_path=f"{example}/corpus.csv",
         claims_extractions_path=f"{example}/extractions.jsonl",
         claims_support_judge="contains",
+        # the demo's model answers the legacy coalition prompt (2^3 coalitions an instance)
+        claims_coalition_prompt="legacy",
+        claims_coalition_value="token",
     )
     path.write_text(yaml.safe_dump(s))
     asked: list[str] = []
@@ -167,6 +170,8 @@ def test_max_cost_counts_the_claim_jobs(tmp_path: Path, capsys: pytest.CaptureFi
         "use_chat_template": False,
         "price_per_1k_tokens": 0.5,
         "claims_support_judge": "contains",
+        "claims_coalition_prompt": "legacy",  # the demo's model (2^3 coalitions an instance)
+        "claims_coalition_value": "token",
         "claims_predictions_path": "demo/claims/example/predictions.csv",
         "claims_corpus_path": "demo/claims/example/corpus.csv",
         "claims_extractions_path": "demo/claims/example/extractions.jsonl",
