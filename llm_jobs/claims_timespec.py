@@ -55,7 +55,7 @@ from lookahead.backends.base import json_generation
 from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import (
     claims_raw_file,
-    insufficient_values,
+    insufficient_rule,
     load_corpus,
     load_instances,
     load_predictions,
@@ -349,8 +349,7 @@ def aggregate(
     if len(agg) < len(rows):
         print(f"aggregator: {len(rows) - len(agg)} instance(s) without a draft ranking to take the items from")
     top = kind.value_top_logprobs(st)
-    form = st.claims.claims_coalition_prompt
-    defaults = insufficient_values(st) if form == "seed" else {}
+    rule_of = insufficient_rule(st)
     recs = ph.ask(
         "aggregator",
         {
@@ -358,8 +357,8 @@ def aggregate(
                 rows[i]["task_input"],
                 [c.claim_text for c in valid[i]],
                 kind.value_instruction(st, items[i]),
-                kind.insufficient(st, items[i], defaults[i])[0] if form == "seed" else None,
-                form,
+                rule_of(i, items[i])[0] if rule_of else None,
+                st.claims.claims_coalition_prompt,
                 kind.task_type(st),
             )
             for i in agg

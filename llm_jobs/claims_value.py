@@ -33,7 +33,7 @@ from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_main, predictions, run_parsed
 from llm_jobs.queries import Query
-from lookahead.claims.inputs import insufficient_values
+from lookahead.claims.inputs import insufficient_rule
 from lookahead.claims.prompts import coalition_prompt
 from lookahead.claims.shapley import members_of, plan_for
 from lookahead.claims.tables import claims_sha, instance_claims, instance_key
@@ -79,7 +79,7 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
     st, kind, ks = ctx.settings, ctx.settings.kind, ctx.settings
     params = value_params(ctx)
     form = st.claims.claims_coalition_prompt
-    defaults = insufficient_values(st) if form == "seed" else {}
+    rule_of = insufficient_rule(st)
     queries, meta = [], {}
     skipped: dict[str, int] = {}
     for r, ex in instance_claims(ctx.study, st, predictions(ctx)):
@@ -92,9 +92,9 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
         csha = claims_sha(ex.claims)
         items = kind.items(r["prediction"])
         instruction = kind.value_instruction(ks, items)
-        rule = kind.insufficient(ks, items, defaults[r["instance_id"]])[0] if form == "seed" else None
+        rule = rule_of(r["instance_id"], items)[0] if rule_of else None
         for mask in p.masks:
-            if mask == 0 and form == "seed":  # v(empty set) is the kind's default (RULE 2), not asked
+            if mask == 0 and rule_of:  # v(empty set) is the kind's default (RULE 2), not asked
                 continue
             texts = [ex.claims[i].claim_text for i in members_of(mask, n)]
             text = coalition_prompt(r["task_input"], texts, instruction, rule, form, kind.task_type(ks))

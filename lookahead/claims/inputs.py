@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -304,6 +305,18 @@ def insufficient_values(st: ClaimsResolved) -> dict[str, float | None]:
         except PredictionError as exc:
             raise StudyConfigError(f"{setting} row {i} column {col}: {exc}") from None
     return out
+
+
+def insufficient_rule(st: ClaimsResolved) -> Callable[[str, Sequence[str] | None], tuple[str, dict[str, Any]]] | None:
+    """RULE (2) of the seed's coalition prompt, per instance: (instance_id, the items of a
+    ranking or None) -> (the text 'If claims insufficient: ...' names, the parsed answer
+    that is v(empty set)). None under the legacy prompt, which has no such rule, so v(empty
+    set) is asked of the model there. One reader for the value job, TimeSPEC's aggregator
+    and the tables, so the default they name and the one v(empty set) takes cannot differ."""
+    if st.claims.claims_coalition_prompt != "seed":
+        return None
+    defaults = insufficient_values(st)
+    return lambda instance_id, items: st.kind.insufficient(st, items, defaults[instance_id])
 
 
 def load_corpus(st: ClaimsResolved) -> tuple[pd.DataFrame, list[dict[str, Any]]]:

@@ -36,7 +36,7 @@ from lookahead.claims.inputs import (
     agent_frame,
     claim_study,
     claims_raw_file,
-    insufficient_values,
+    insufficient_rule,
     load_corpus,
     load_predictions,
     load_reference_extractions,
@@ -737,8 +737,7 @@ def shapley_stage(st: ClaimsResolved, instances: pd.DataFrame, values: dict[Valu
     characteristic function of the stored answers ``values``), then its Shapley values
     (Eq. 2): exact or Monte Carlo by the plan (lookahead.claims.shapley)."""
     kind, ks = st.kind, st
-    seed_form = st.claims.claims_coalition_prompt == "seed"
-    defaults = insufficient_values(st) if seed_form else {}
+    rule_of = insufficient_rule(st)
     out = []
     for r in stage_records(instances):
         if r["extraction_status"] != "ok":
@@ -753,8 +752,8 @@ def shapley_stage(st: ClaimsResolved, instances: pd.DataFrame, values: dict[Valu
         answers = {
             m: values[k] for m in lookup_masks(plan) if (k := (r["instance_id"], r["agent"], csha, m, kind.name)) in values
         }
-        if seed_form:  # v(empty set) is RULE 2's default, never queried
-            answers[0] = kind.insufficient(ks, kind.items(r["prediction"]), defaults[r["instance_id"]])[1]
+        if rule_of:  # v(empty set) is RULE 2's default, never queried
+            answers[0] = rule_of(r["instance_id"], kind.items(r["prediction"]))[1]
         full = (1 << n) - 1
         vals = kind.values(answers, full, r["prediction"], ks) if full in answers else {}
         inst["n_coalitions"] = len(plan.masks)
