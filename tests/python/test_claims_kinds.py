@@ -16,13 +16,14 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from completion_server import serve_completions
 from kill_job import kill_once_written
 from scipy import stats
 
@@ -421,34 +422,12 @@ def _answer(prompt: str) -> str:
 
 
 def _server(state: State) -> ThreadingHTTPServer:
-    class H(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def record(prompt: str) -> None:
+        time.sleep(state.delay_s)
+        with state.lock:
+            state.prompts.append(prompt)
 
-        def log_message(self, *a: object) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            time.sleep(state.delay_s)
-            with state.lock:
-                state.prompts.append(body["prompt"])
-            out = {
-                "id": "x",
-                "object": "text_completion",
-                "created": 0,
-                "model": body["model"],
-                "choices": [{"index": 0, "text": _answer(body["prompt"]), "finish_reason": "stop", "logprobs": None}],
-            }
-            data = json.dumps(out).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv
+    return serve_completions(_answer, record)
 
 
 @pytest.fixture()

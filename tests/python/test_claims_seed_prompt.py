@@ -16,18 +16,17 @@ coalition's value, against the seed's text and equations written out here:
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from completion_server import serve_completions
 from scipy import stats
 from test_claims_kinds import CLAIMS, ROOT, _pred, _shapley_by_orders, _study, _write_lines
 
@@ -245,32 +244,11 @@ def test_value_job_sends_the_seed_prompt_and_never_the_empty_set(tmp_path):
             return "up"  # not a probability: re-asked
         return str(0.5 + 0.25 * ("record contract" in claims) - 0.125 * ("scored" in claims))
 
-    class H(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def record(prompt: str) -> None:
+        with lock:
+            prompts.append(prompt)
 
-        def log_message(self, *a: object) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            with lock:
-                prompts.append(body["prompt"])
-            out = {
-                "id": "x",
-                "object": "text_completion",
-                "created": 0,
-                "model": body["model"],
-                "choices": [{"index": 0, "text": answer(body["prompt"]), "finish_reason": "stop", "logprobs": None}],
-            }
-            data = json.dumps(out).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    srv = serve_completions(answer, record)
     try:
         study = _seed(tmp_path, "classification", [_pred("c1", "up", "up", 3)])
         v = yaml.safe_load(study.read_text())
