@@ -101,7 +101,7 @@ def _array(text: str) -> list[Any]:
         raise PredictionError("the answer holds no JSON array")
     try:
         val = json.loads(m.group(0))
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise PredictionError(f"the answer's array is not JSON ({exc.msg})") from None
     if not isinstance(val, list):
         raise PredictionError("the answer is not a JSON array")
@@ -173,13 +173,9 @@ def ask_batched(
         for g, errs in todo:
             text = batch_text(ctx, g, meta)
             prompts.append(ctx.backend.render_prompt(batch_retry_prompt(text, errs) if errs else text, ctx.use_chat_template))
-        max_tokens = [params["max_tokens"] * len(g) for g, _ in todo]
-        gens: list[Any] = []
-        for n_tok in sorted(set(max_tokens)):  # one call per answer length; the backend sends each call's requests together
-            idx = [j for j, m in enumerate(max_tokens) if m == n_tok]
-            for j, g in zip(idx, ctx.backend.try_generate([prompts[j] for j in idx], n_tok, 0), strict=True):
-                gens.append((j, g))
-        gens = [g for _j, g in sorted(gens, key=lambda x: x[0])]
+        # each set gets a single answer's length (claims_value_max_tokens); a cap, not a target
+        max_tokens = params["max_tokens"] * max(len(g) for g, _ in todo)
+        gens = ctx.backend.try_generate(prompts, max_tokens, 0)  # sent together, `concurrency` in flight
         nxt: list[tuple[list[Query], list[str]]] = []
         for (g, _errs), prompt, gen in zip(todo, prompts, gens, strict=True):
             psha = hashlib.sha256(prompt.encode()).hexdigest()

@@ -23,6 +23,12 @@ coalitions are scored is lookahead.claims.shapley.plan_for: all 2^n up to
 ``claims_exact_max`` claims, else the prefixes of ``claims_mc_permutations`` seeded
 permutations. One raw line per coalition, keyed by instance, claim list and coalition,
 so a coalition is never scored twice, across reruns and kills.
+
+With ``claims_coalition_batch`` above 1 (seed prompt, stated value) the pending
+coalitions are asked up to that many a request, the instance's claims listed once and
+each coalition naming its claims by ID (the seed's Claim ID Reference System,
+llm_jobs.claims_batch); each coalition's line is the one this job writes one coalition a
+request, under the same key.
 """
 
 from __future__ import annotations
