@@ -4,7 +4,8 @@ where it arrives):
 
 * coalition values (llm_jobs.claims_value) one coalition a request (claims_coalition_batch:
   1) against the seed's Claim ID Reference System at its batch size (256): requests,
-  prompt characters, and prompt tokens by the demo claim model's tokenizer
+  prompt characters, and prompt tokens by the demo claim model's tokenizer (and the
+  answers' characters and tokens: a batched answer spells out each SET's object)
   (demo/claims/models/prudent: a word-level tokenizer, one token a word or punctuation
   mark), for each shipped claim demo (classification, regression, ranking: their
   extractions, predictions and plans), under the seed prompt and stated values. The
@@ -95,7 +96,7 @@ class Server:
     """A loopback completions server that counts every request it answers."""
 
     def __init__(self) -> None:
-        self.prompts: list[str] = []
+        self.prompts: list[tuple[str, str]] = []  # (prompt, answer) of every request
         self.lock = threading.Lock()
         outer = self
 
@@ -107,9 +108,9 @@ class Server:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with outer.lock:
-                    outer.prompts.append(body["prompt"])
                 text, top = answer(body["prompt"])
+                with outer.lock:
+                    outer.prompts.append((body["prompt"], text))
                 lp = {"tokens": [text], "token_logprobs": [-0.1], "top_logprobs": [top], "text_offset": [0]} if top else None
                 out = {
                     "id": "x",
@@ -129,7 +130,7 @@ class Server:
         threading.Thread(target=self.srv.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/v1"
 
-    def take(self) -> list[str]:
+    def take(self) -> list[tuple[str, str]]:
         with self.lock:
             out, self.prompts = self.prompts, []
         return out
@@ -165,8 +166,15 @@ def run_job(module: Any, path: Path) -> None:
         raise SystemExit(f"{module.__name__} on {path} exited {code}:\n{out.getvalue()[-2000:]}")
 
 
-def sizes(prompts: list[str], count: Any) -> dict[str, int]:
-    return {"requests": len(prompts), "prompt_chars": sum(map(len, prompts)), "prompt_tokens": sum(count(p) for p in prompts)}
+def sizes(sent: list[tuple[str, str]], count: Any) -> dict[str, int]:
+    """Requests, prompt characters and tokens, and the answers' characters and tokens."""
+    return {
+        "requests": len(sent),
+        "prompt_chars": sum(len(p) for p, _ in sent),
+        "prompt_tokens": sum(count(p) for p, _ in sent),
+        "answer_chars": sum(len(a) for _, a in sent),
+        "answer_tokens": sum(count(a) for _, a in sent),
+    }
 
 
 def values(path: Path) -> dict[str, Any]:
@@ -223,7 +231,7 @@ def support_counts(path: Path, count: Any) -> dict[str, Any]:
             )
             for c in cands.itertuples()
         ]
-        out[label] = sizes(prompts, count)
+        out[label] = sizes([(p, "yes") for p in prompts], count)
     return out
 
 
@@ -289,7 +297,8 @@ def main() -> int:
                     f"{kind:14s} coalitions {row['coalitions']:5d}: requests {single['requests']:5d} -> {batched['requests']:3d} "
                     f"({row['request_ratio']:.1f}x), prompt chars {single['prompt_chars']:9,d} -> {batched['prompt_chars']:7,d} "
                     f"({row['char_ratio']:.1f}x), tokens {single['prompt_tokens']:8,d} -> {batched['prompt_tokens']:6,d} "
-                    f"({row['token_ratio']:.1f}x); values differing {row['values_differing']}; rerun requests {rerun}"
+                    f"({row['token_ratio']:.1f}x); answer tokens {single['answer_tokens']:,d} -> "
+                    f"{batched['answer_tokens']:,d}; values differing {row['values_differing']}; rerun requests {rerun}"
                 )
                 print(
                     f"{'':14s} support judgments: {support['without_shortcut']['requests']} without the shortcut, "
@@ -301,7 +310,7 @@ def main() -> int:
                     raise SystemExit("the support requests counted at the server differ from the candidates computed")
     finally:
         srv.srv.shutdown()
-    fields = ("requests", "prompt_chars", "prompt_tokens")
+    fields = ("requests", "prompt_chars", "prompt_tokens", "answer_chars", "answer_tokens")
     tot = {side: {k: sum(r[side][k] for r in result["demos"].values()) for k in fields} for side in ("single", "batched")}
     result["total"] = {**tot, **{f"{k}_ratio": tot["single"][k] / tot["batched"][k] for k in fields}}
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
