@@ -116,7 +116,7 @@ def seed_parse(target: Path) -> None:
 
 
 #: Set to 1, every run_dbt starts a `dbt` process of its own, as before dbt ran in the test
-#: worker (benchmarks/suite_dbt_in_process.sh times the two side by side).
+#: worker (benchmarks/suite_dbt_in_process.py times the two side by side).
 SUBPROCESS_ENV = "LOOKAHEAD_TEST_DBT_SUBPROCESS"
 
 #: The commands whose JSON artifacts a test reads by default (target/manifest.json of
