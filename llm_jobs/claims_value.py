@@ -23,6 +23,12 @@ coalitions are scored is lookahead.claims.shapley.plan_for: all 2^n up to
 ``claims_exact_max`` claims, else the prefixes of ``claims_mc_permutations`` seeded
 permutations. One raw line per coalition, keyed by instance, claim list and coalition,
 so a coalition is never scored twice, across reruns and kills.
+
+With ``claims_coalition_batch`` above 1 (seed prompt, stated value) the pending
+coalitions are asked up to that many a request, the instance's claims listed once and
+each coalition naming its claims by ID (the seed's Claim ID Reference System,
+llm_jobs.claims_batch); each coalition's line is the one this job writes one coalition a
+request, under the same key.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from llm_jobs.claims_batch import check_batch, run_batched
 from llm_jobs.claims_common import ClaimContext, claim_main, predictions, run_parsed
 from llm_jobs.queries import Query
 from lookahead.claims.inputs import insufficient_rule
@@ -93,6 +100,7 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
         items = kind.items(r["prediction"])
         instruction = kind.value_instruction(ks, items)
         rule = rule_of(r["instance_id"], items)[0] if rule_of else None
+        all_texts = [c.claim_text for c in ex.claims]
         for mask in p.masks:
             if mask == 0 and rule_of:  # v(empty set) is the kind's default (RULE 2), not asked
                 continue
@@ -112,6 +120,13 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
                 "task_kind": kind.name,
                 "_text": text,
                 "_items": items,
+                # what a batched query (claims_coalition_batch) lists: the instance's
+                # claims once, its input and RULE 2, and this coalition's claim IDs
+                "_group": f"{ikey}|{csha}",
+                "_claims": all_texts,
+                "_task_input": r["task_input"],
+                "_rule": rule,
+                "_ids": [i + 1 for i in members_of(mask, n)],
             }
     if skipped:
         print("instances not scored: " + ", ".join(f"{v} {k}" for k, v in sorted(skipped.items())))
@@ -119,9 +134,13 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
 
 
 def run(ctx: ClaimContext) -> int:
+    check_batch(ctx)
     check_exact(ctx)
     queries, meta, params = plan(ctx)
-    code = run_parsed(ctx, TASK, queries, meta, params, "coalitions", "score")
+    if ctx.settings.claims.claims_coalition_batch > 1:  # the seed's Claim ID Reference System
+        code = run_batched(ctx, TASK, queries, meta, params)
+    else:
+        code = run_parsed(ctx, TASK, queries, meta, params, "coalitions", "score")
     print(f"{TASK}: {len(queries)} coalition values planned")
     return code
 

@@ -376,6 +376,12 @@ class ClaimsSettings(Section):
     """stated | token: classification's v(S) is the probability the model states (the seed: {\"p\":
     0.63}), parsed like every answer, or the exact probability of the target label's token(s)
     from the full next-token distribution (backends that score labels exactly: transformers)"""
+    claims_coalition_batch: int = 1
+    """coalitions per request (seed 002's Claim ID Reference System; the seed: 256): above 1, the
+    instance's claims are listed once and each coalition names its claims by ID, the answer a
+    JSON array parsed into one raw line per coalition, a set missing or invalid asked again in a
+    smaller batch; 1 asks one coalition per request. Needs claims_coalition_prompt seed and
+    claims_coalition_value stated (docs/claims.md)"""
     claims_default_value: float | None = None
     """regression: the value the coalition prompt names for insufficient claims and v(empty set)
     (the seed's 'Salary -> position median'), when claims_default_column is not set"""

@@ -63,6 +63,16 @@ def _value(s: ClaimsSettings, used: Used) -> str:
     )
 
 
+def _batch(s: ClaimsSettings, used: Used) -> str:
+    n = s.claims_coalition_batch
+    if n <= 1:
+        return "one coalition a request, its claims written out (claims_coalition_batch: 1)"
+    return (
+        f"up to {n} coalitions of an instance a request, its claims listed once and each coalition naming "
+        f"their IDs (claims_coalition_batch: {n}); each coalition stored as its own one-a-request line"
+    )
+
+
 def _regression_default(s: ClaimsSettings, used: Used) -> str | None:
     if s.claims_task_kind != "regression" or s.claims_coalition_prompt != "seed":
         return None
@@ -120,6 +130,7 @@ CHOICES: tuple[Choice, ...] = (
     Choice("Coalition prompt", _coalition_prompt),
     Choice("v(empty set)", _empty_set),
     Choice("The coalition's value", _value),
+    Choice("Batched coalitions", _batch),
     Choice("Regression's insufficient-claims default", _regression_default),
     Choice("TimeSPEC scoring", _timespec),
     Choice("Exact where free", _exact),

@@ -144,6 +144,47 @@ def coalition_prompt(
     )
 
 
+def batched_coalition_prompt(
+    task_input: str,
+    claims: Sequence[str],
+    sets: Sequence[Sequence[int]],
+    field: str,
+    what: str,
+    insufficient: str,
+) -> str:
+    """Many coalitions in one query: the seed's Batched Shapley Prompt (Appendix D, the
+    Claim ID Reference System; setting ``claims_coalition_batch``), its system and user
+    texts joined. The instance's claims are listed once as ``[1]``, ``[2]``, ...; each
+    SET names the 1-based IDs of its claims (``sets``); the answer is a JSON array of
+    one object per SET, ``{"set": k, <field>: ...}``, ``field`` and ``what`` the task
+    kind's (lookahead.claims.tasks.TaskKind.batch_field: the seed's "p" for
+    classification). RULES (1)-(3) of the single coalition prompt come first, so a set
+    with insufficient claims is answered with RULE 2's default, as each single query is;
+    the empty set is that default and is never listed."""
+    listed = "\n".join(f"[{k}] {c}" for k, c in enumerate(claims, 1))
+    asked = "\n".join(f"SET {j}: [{', '.join(str(i) for i in s)}]" for j, s in enumerate(sets, 1))
+    return (
+        "Output predictions as JSON array. No explanation.\n"
+        "RULES: (1) Use ONLY provided claims - NO external knowledge, "
+        f"(2) If claims insufficient: {insufficient}, "
+        "(3) Output ONLY the JSON array - NO reasoning text.\n"
+        f"{task_input}\n\nCLAIMS (reference by ID):\n{listed}\n\n"
+        "Predict for each SET using ONLY claims with listed IDs. Empty set = default value.\n"
+        f"{asked}\n\n"
+        f'OUTPUT: JSON array with exactly {len(sets)} objects, one per SET: "set" its number, "{field}" {what}.\n'
+        f'Format: [{{"set": 1, "{field}": ...}}, {{"set": 2, "{field}": ...}}, ...]'
+    )
+
+
+def batch_retry_prompt(first_prompt: str, errors: Sequence[str]) -> str:
+    """A re-ask of the sets of a batched answer that were missing or invalid: their own
+    (smaller) batched prompt plus the errors, by the new SET numbers."""
+    return (
+        f"{first_prompt}\n\nYOUR PREVIOUS ANSWER WAS INVALID ({'; '.join(errors)[:600]}).\n"
+        "Answer again, exactly as instructed above, with nothing else."
+    )
+
+
 def clean_rationale(rationale: str, mentions: Sequence[str]) -> str:
     """Appendix B.1 step 1: the rationale without its explicit prediction: the text from
     the last 'Prediction:' marker on, and every sentence matching one of ``mentions``

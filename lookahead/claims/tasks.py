@@ -112,6 +112,16 @@ def parse_number(text: Any) -> float:
     return x
 
 
+def decimal_text(x: float) -> str:
+    """A JSON number as plain decimal digits, the shortest that reads back as the same
+    float ('0.63', '1', '21250000', '0.00001'); a non-finite number is not a value."""
+    if not math.isfinite(float(x)):
+        raise PredictionError(f"{x!r} is not a finite number")
+    if isinstance(x, int):
+        return str(x)
+    return np.format_float_positional(float(x), trim="-")
+
+
 def parse_probability(text: Any) -> float:
     """A probability as a model states it: one number from 0 to 1 ('0.63', '.5', '1');
     anything else (a label word, 63, a sentence) raises PredictionError."""
@@ -274,6 +284,27 @@ class TaskKind:
         ``exact``: label -> exact log-probability (token values)."""
         return self.coalition_answer(text, top_logprobs, ks, items)
 
+    # -- the batched coalition query (seed 002's Claim ID Reference System)
+    def batch_field(self, ks: ClaimsDerived, items: Sequence[str] | None) -> tuple[str, str]:
+        """(the field each object of a batched answer carries beside "set", what the
+        OUTPUT line says it holds): the seed's ``{"set": 1, "p": 0.63}`` for
+        classification, "value" and "ranking" for the other kinds."""
+        raise NotImplementedError
+
+    def batch_text(self, value: Any, items: Sequence[str] | None) -> str:
+        """The answer text a single-coalition query would have returned for the value one
+        object of a batched answer gives (a number as its shortest decimal, a ranking
+        joined by ' > '), so that it is parsed by ``value_answer`` as that answer is and
+        its raw line is the one the single query writes; PredictionError when the value
+        is of the wrong type."""
+        if isinstance(value, bool) or value is None:
+            raise PredictionError(f"{json.dumps(value)} is not a number")
+        if isinstance(value, (int, float)):
+            return decimal_text(value)
+        if isinstance(value, str):
+            return value
+        raise PredictionError(f"{json.dumps(value)[:60]} is not a number")
+
     #: the fields of a parsed coalition answer (what a raw line stores beside the text)
     answer_fields: tuple[str, ...] = ()
 
@@ -396,6 +427,9 @@ class Classification(TaskKind):
 
     def task_type(self, ks: ClaimsDerived) -> str:
         return f"the probability of {ks.target_class}"
+
+    def batch_field(self, ks: ClaimsDerived, items: Sequence[str] | None) -> tuple[str, str]:
+        return "p", f"the probability (from 0 to 1) of {ks.target_class}"
 
     def value_instruction(self, ks: ClaimsDerived, items: Sequence[str] | None) -> str:
         """stated (the seed's {"p": 0.63}): the probability of the target class as one
@@ -526,6 +560,9 @@ class Regression(TaskKind):
     def task_type(self, ks: ClaimsDerived) -> str:
         return "the value"
 
+    def batch_field(self, ks: ClaimsDerived, items: Sequence[str] | None) -> tuple[str, str]:
+        return "value", "one number (>= 0)"
+
     def insufficient(
         self, ks: ClaimsDerived, items: Sequence[str] | None, default_value: float | None
     ) -> tuple[str, dict[str, Any]]:
@@ -622,6 +659,20 @@ class Ranking(TaskKind):
 
     def task_type(self, ks: ClaimsDerived) -> str:
         return "the ranking"
+
+    def batch_field(self, ks: ClaimsDerived, items: Sequence[str] | None) -> tuple[str, str]:
+        return "ranking", "a JSON list of every item once, from BEST to WORST: " + ", ".join(items or [])
+
+    def batch_text(self, value: Any, items: Sequence[str] | None) -> str:
+        """A JSON list of item names (or a ' > ' string), as the single query's ' > '
+        answer; a list whose names hold a separator stays JSON (parse_ranking reads both)."""
+        if isinstance(value, str):
+            return value
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            raise PredictionError(f"{json.dumps(value)[:60]} is not a list of item names")
+        if any(re.search(r">|,|;|\n", x) for x in value):
+            return json.dumps(value)
+        return " > ".join(value)
 
     def insufficient(
         self, ks: ClaimsDerived, items: Sequence[str] | None, default_value: float | None

@@ -1,14 +1,25 @@
-"""Run the real dbt project (subprocess, as a user would) against a test study."""
+"""Run the real dbt project against a test study: in this process through dbt's own
+programmatic entry point (dbtRunner, the `dbt` command's click group), or as a `dbt`
+subprocess where a test needs the command itself (``subprocess_=True``).
+
+Why in process by default: every `dbt` process imports dbt, the adapter, pandas, pyarrow and
+Great Expectations (about 7 CPU-s before it parses anything) and a test worker runs dozens
+of builds; in process each worker pays the imports once. The command line, the environment,
+the working folder and the exit code are those of the subprocess (:func:`invoke_in_process`),
+and the user-facing commands (`lookahead run`, the README's `dbt build`) still run as
+subprocesses in the tests that walk them."""
 
 from __future__ import annotations
 
+import gc
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack, redirect_stderr, redirect_stdout, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,12 +115,24 @@ def seed_parse(target: Path) -> None:
         shutil.copyfile(seed, parsed)
 
 
+#: Set to 1, every run_dbt starts a `dbt` process of its own, as before dbt ran in the test
+#: worker (benchmarks/suite_dbt_in_process.sh times the two side by side).
+SUBPROCESS_ENV = "LOOKAHEAD_TEST_DBT_SUBPROCESS"
+
 #: The commands whose JSON artifacts a test reads by default (target/manifest.json of
 #: `dbt parse`, the catalog of `dbt docs generate`).
 ARTIFACT_COMMANDS = frozenset({"parse", "docs"})
 
 
-def run_dbt(args: list[str], vars_: dict, db: Path | None, *, as_vars: bool = False, artifacts: bool | None = None) -> DbtResult:
+def run_dbt(
+    args: list[str],
+    vars_: dict,
+    db: Path | None,
+    *,
+    as_vars: bool = False,
+    artifacts: bool | None = None,
+    subprocess_: bool = False,
+) -> DbtResult:
     """dbt on the study `vars_`, passed as the lookahead command passes one: its resolved
     settings in the file $LOOKAHEAD_STUDY_SETTINGS names. With `as_vars`, or when the
     loader refuses the settings (a test of the run-start check's message), they go on
@@ -123,7 +146,9 @@ def run_dbt(args: list[str], vars_: dict, db: Path | None, *, as_vars: bool = Fa
     reads them after any other command but a later `--state` comparison (which passes
     True), and writing them is about a tenth of a `dbt show`'s CPU time ($DBT_WRITE_JSON;
     the partial parse and compiled SQL are written either way). The lookahead command and
-    the README's commands, run as a user runs them, still write them."""
+    the README's commands, run as a user runs them, still write them.
+
+    `subprocess_`: run the `dbt` command as a process of its own instead of in this one."""
     dbt = Path(sys.executable).with_name("dbt")
     env = dbt_env(db)
     if artifacts is None:
@@ -141,9 +166,68 @@ def run_dbt(args: list[str], vars_: dict, db: Path | None, *, as_vars: bool = Fa
             cmd += ["--vars", json.dumps(vars_)]
         else:  # the settings file, as the lookahead command writes it
             env[STUDY_SETTINGS_ENV] = stack.enter_context(settings_file_env(study))[STUDY_SETTINGS_ENV]
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        if subprocess_ or os.environ.get(SUBPROCESS_ENV) == "1":
+            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+            returncode, output = proc.returncode, proc.stdout + proc.stderr
+        else:
+            returncode, output = invoke_in_process(cmd[1:], env)
     if study is not None and not _PARSED and parsed.exists():
         seed = Path(tempfile.mkdtemp(prefix="dbt-parsed-")) / "partial_parse.msgpack"
         shutil.copyfile(parsed, seed)
         _PARSED.append(seed)
-    return DbtResult(proc.returncode, proc.stdout + proc.stderr, db)
+    return DbtResult(returncode, output, db)
+
+
+def invoke_in_process(args: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """`dbt <args>` in this process, as the `dbt` command runs it from ROOT with the
+    environment `env`: returns its exit code (0 success, 1 a node or test failed, 2 dbt
+    stopped on an error, as the command's) and what it printed.
+
+    What a process of its own would have given for free, done here:
+    - the environment and the working folder are `env` and ROOT for the call only (dbt and
+      the project's plugin read both while they run), and restored after;
+    - dbt's console log and anything a Python model prints are captured, not the worker's;
+    - dbt-duckdb keeps one database environment per process (its class attribute `_ENV`)
+      and reuses it while the profile is the same, which it is for every study (the
+      plugin attaches the study's file when the environment opens): it is closed after
+      each call, so the next study's build opens its own database, and a test can open
+      the file read-only at once;
+    - the plugin freezes the objects alive during a build out of the garbage collector's
+      reach (lookahead.dbt_plugin._freeze_long_lived, right for a process that ends with
+      the build): unfrozen after each call, so a worker running many builds does not keep
+      every build's parsed project."""
+    from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+    from dbt.cli.main import dbtRunner
+    from dbt_common.events.functions import capture_stdout_logs, stop_capture_stdout_logs
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    out = io.StringIO()
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(ROOT)
+    capture_stdout_logs(out)
+    try:
+        with redirect_stdout(out), redirect_stderr(out):
+            result = dbtRunner().invoke(list(args))
+    finally:
+        stop_capture_stdout_logs()
+        with DuckDBConnectionManager._LOCK:
+            if DuckDBConnectionManager._ENV is not None:
+                with suppress(Exception):
+                    DuckDBConnectionManager._ENV.close()
+                DuckDBConnectionManager._ENV = None
+        plugin = sys.modules.get("lookahead.dbt_plugin")
+        if plugin is not None:  # the study of this call's settings file, by its path
+            plugin._resolved.cache_clear()
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        gc.unfreeze()
+        gc.collect()
+    if result.success:
+        return 0, out.getvalue()
+    if result.exception is None:
+        return 1, out.getvalue()
+    text = out.getvalue()
+    message = str(result.exception)
+    return 2, text if message in text else text + message + "\n"

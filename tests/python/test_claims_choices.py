@@ -147,10 +147,12 @@ def test_claim_section_lists_the_choices_its_study_used(tmp_path):
     assert "claims_coalition_value: stated" in rows["The coalition's value"]
     assert "seed's Shapley Prediction prompt" in rows["Coalition prompt"]
     assert "never queried" in rows["v(empty set)"]
+    assert "one coalition a request" in rows["Batched coalitions"]
 
     b = tmp_path / "b"
     b.mkdir()
-    rows = _section_rows(b, _study(b, "regression", ["planted"], claims_default_value=18.0))
+    rows = _section_rows(b, _study(b, "regression", ["planted"], claims_default_value=18.0, claims_coalition_batch=256))
+    assert "up to 256 coalitions" in rows["Batched coalitions"] and "claims_coalition_batch: 256" in rows["Batched coalitions"]
     assert "TimeSPEC scoring" not in rows  # no TimeSPEC in this study
     assert "up to 10 claims" in rows["Exact where free"] and "divided by K " in rows["Top-5"]
     assert "claims_class_value" not in rows["The coalition's value"]
