@@ -67,7 +67,7 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cached_rerun.json")
     a = ap.parse_args()
-    from lookahead.runs import dbt_env
+    from lookahead.children import dbt_env
 
     env = {**dbt_env(), "PWD": str(ROOT)}  # profiles.yml's module_paths reads PWD
     lookahead = [sys.executable, "-m", "lookahead.cli"]

@@ -194,14 +194,14 @@ def support_counts(path: Path, count: Any) -> dict[str, Any]:
     from lookahead.claims.prompts import support_prompt
     from lookahead.claims.retrieval import bm25
     from lookahead.claims.schema import CATEGORY_RULE
-    from lookahead.claims.tables import candidate_queries, instance_claims, instance_key, sha
+    from lookahead.claims.tables import candidate_queries, instance_agent_id, instance_claims, sha
 
     ctx = make_claim_context(arg_parser("x").parse_args(["--study", str(path), "--yes"]))
     st = ctx.settings
     corpus, _ = load_corpus(st)
     with contextlib.redirect_stdout(io.StringIO()):
         items = [
-            (instance_key(r["instance_id"], r["agent"]), c)
+            (instance_agent_id(r["instance_id"], r["agent"]), c)
             for r, ex in instance_claims(ctx.study, st, predictions(ctx))
             for c in ex.claims
         ]

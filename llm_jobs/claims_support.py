@@ -24,7 +24,7 @@ from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import claims_raw_file, load_corpus
 from lookahead.claims.prompts import support_prompt
 from lookahead.claims.retrieval import bm25
-from lookahead.claims.tables import candidate_queries, instance_claims, instance_key
+from lookahead.claims.tables import candidate_queries, instance_agent_id, instance_claims
 from lookahead.guard import EXIT_OK
 from lookahead.keys import query_key
 from lookahead.scoring import label_probability
@@ -45,7 +45,7 @@ def run(ctx: ClaimContext) -> int:
         print(f"{TASK}: empty corpus: A1-A3 claims are dated by their temporal reference alone")
         return EXIT_OK
     items = [
-        (instance_key(r["instance_id"], r["agent"]), c)
+        (instance_agent_id(r["instance_id"], r["agent"]), c)
         for r, ex in instance_claims(ctx.study, st, predictions(ctx))
         for c in ex.claims
     ]

@@ -43,7 +43,7 @@ from llm_jobs.queries import Query
 from lookahead.claims.inputs import insufficient_rule
 from lookahead.claims.prompts import coalition_prompt
 from lookahead.claims.shapley import members_of, plan_for
-from lookahead.claims.tables import claims_sha, instance_claims, instance_key
+from lookahead.claims.tables import claims_sha, instance_agent_id, instance_claims
 from lookahead.errors import StudyConfigError
 from lookahead.keys import query_key
 
@@ -94,7 +94,7 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
             skipped[ex.status] = skipped.get(ex.status, 0) + 1
             continue
         n = len(ex.claims)
-        ikey = instance_key(r["instance_id"], r["agent"])
+        ikey = instance_agent_id(r["instance_id"], r["agent"])
         p = plan_for(n, ikey, st.claims.claims_exact_max, st.claims.claims_mc_permutations, st.claims.claims_shapley_seed)
         csha = claims_sha(ex.claims)
         items = kind.items(r["prediction"])

@@ -20,7 +20,7 @@ outside lookahead.backends.FUSED_BACKENDS, the Ray runner, a model the packed fp
 does not run on transformers, a server whose prompt log-prob route is not vLLM's
 ``prompt_logprobs`` by the study's settings: docs/backends.md)
 nothing is asked here and the two jobs ask as before. The plan before the confirmation
-counts each row once, under ``forecast+mink`` (llm_jobs.run_plan.answered_elsewhere).
+counts each row once, under ``forecast+mink`` (llm_jobs.jobs_plan.answered_elsewhere).
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from typing import Any
 from llm_jobs import forecast, mink
 from llm_jobs.context import JobContext, cached_records, not_cached, open_store
 from llm_jobs.failures import require_complete, skip_refused
+from llm_jobs.jobs_plan import answered_elsewhere
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan
 from llm_jobs.queries import Query, QueryPlan, keys_of
 from llm_jobs.query_loop import logprob_dicts, record_skeleton, settle
-from llm_jobs.run_plan import answered_elsewhere
 from llm_jobs.runners import query_all
 from lookahead.backends import FUSED_BACKENDS, FUSED_SETTINGS
 from lookahead.backends.base import Backend, QueryFailure

@@ -19,10 +19,10 @@ from typing import Any
 from llm_jobs.cli import run_main
 from llm_jobs.context import JobContext, cached_fields, not_cached, open_store
 from llm_jobs.failures import refused_keys, require_complete, skip_refused
+from llm_jobs.jobs_plan import not_answered_elsewhere
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
 from llm_jobs.queries import Query, QueryPlan, keys_of
 from llm_jobs.query_loop import logprob_dicts
-from llm_jobs.run_plan import not_answered_elsewhere
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
 from lookahead.guard import EXIT_OK, JobStop

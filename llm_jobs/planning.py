@@ -25,8 +25,8 @@ def confirm(question: str, yes: bool, destination: Destination | None = None) ->
     destination (host, remote or not, the key variable) is printed first: the person
     answering sees where the prompts go. --yes answers the cost question only; a remote
     host was allowed by --allow-remote before the backend was built (lookahead.consent).
-    Under run_all the whole run was planned and confirmed once (llm_jobs.run_plan)."""
-    from llm_jobs.run_plan import at_confirmation
+    Under run_all the whole run was planned and confirmed once (llm_jobs.jobs_plan)."""
+    from llm_jobs.jobs_plan import at_confirmation
 
     if destination is not None:
         print(destination.describe())
@@ -258,7 +258,7 @@ def print_plan(
     backend = ctx.study.backend.backend
     if price is None and backend in LOCAL_BACKENDS:
         price = 0.0
-    from llm_jobs.run_plan import Estimate, record
+    from llm_jobs.jobs_plan import Estimate, record
 
     record(
         Estimate(

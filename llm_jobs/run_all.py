@@ -5,10 +5,10 @@ then the claim jobs), in this one process: each model is loaded once and shared 
 job that asks it (llm_jobs.context.Backends).
 
 Run by `lookahead jobs` and `lookahead run`, in the environment the study's backend needs
-(lookahead.runs.job_python); by hand: ``python -m llm_jobs.run_all --study FILE --yes``
+(lookahead.children.job_python); by hand: ``python -m llm_jobs.run_all --study FILE --yes``
 
 Every job is planned first and the whole run's requests, tokens and price are printed
-as one table and asked for once (llm_jobs.run_plan; --max-cost refuses a run above a
+as one table and asked for once (llm_jobs.jobs_plan; --max-cost refuses a run above a
 limit); then each job prints its own plan and runs. A forecast
 parse rate below 95% stops the run before recall, as the protocol asks for a decision.
 
@@ -27,7 +27,7 @@ import functools
 import sys
 from collections.abc import Callable, Sequence
 
-from llm_jobs import run_plan
+from llm_jobs import jobs_plan
 from llm_jobs.claims_common import make_claim_context
 from llm_jobs.cli import arg_parser
 from llm_jobs.context import Backends, JobContext, job_study, make_context
@@ -52,23 +52,23 @@ def run(protocol: Sequence[Job], claims: Sequence[Job] = (), max_cost: float | N
     planned_claims = [
         (name, functools.partial(_plan_claim_job, name, job, claim_names, questions, uncounted)) for name, job in claims
     ]
-    found, finished, code = run_plan.planning_pass([*protocol, *planned_claims], questions)
+    found, finished, code = jobs_plan.planning_pass([*protocol, *planned_claims], questions)
     if code != EXIT_OK:
         return code
     later = _later_claim_jobs(found, claim_names)
-    if found:  # one cost for the whole run, asked once (llm_jobs.run_plan)
-        lines, total = run_plan.cost_table(found)
+    if found:  # one cost for the whole run, asked once (llm_jobs.jobs_plan)
+        lines, total = jobs_plan.cost_table(found)
         print("\n".join(["== the whole run ==", *lines, *_later_claim_note(found, claim_names, uncounted)]))
-        run_plan.check_max_cost(total, max_cost)
+        jobs_plan.check_max_cost(total, max_cost)
         price = f"${total:,.2f}" if total is not None else "an unknown price"
         confirm(f"run {sum(e.requests for e in found):,} requests for {price}?", yes)
-    with run_plan.confirmed_run():
+    with jobs_plan.confirmed_jobs():
         code = _run_jobs(protocol, finished)
     if code != EXIT_OK:
         return code
     # the claim jobs answer only the questions planned above: one whose input an earlier
     # claim job has just written asks for what it now has to ask
-    with run_plan.confirmed_run([questions[n] for n in claim_names if n in questions]):
+    with jobs_plan.confirmed_jobs([questions[n] for n in claim_names if n in questions]):
         return _run_jobs(claims, finished - set(later))
 
 
@@ -88,14 +88,14 @@ def _plan_claim_job(
         return EXIT_OK
 
 
-def _later_claim_jobs(found: Sequence[run_plan.Estimate], claim_names: Sequence[str]) -> list[str]:
+def _later_claim_jobs(found: Sequence[jobs_plan.Estimate], claim_names: Sequence[str]) -> list[str]:
     """The claim jobs after the first that has queries to ask: they read what it is about
     to answer, so what they will ask is known only when they run."""
     pending = [n for n in claim_names if any(e.job == n and e.requests for e in found)]
     return list(claim_names[claim_names.index(pending[0]) + 1 :]) if pending else []
 
 
-def _later_claim_note(found: Sequence[run_plan.Estimate], claim_names: Sequence[str], uncounted: Sequence[str]) -> list[str]:
+def _later_claim_note(found: Sequence[jobs_plan.Estimate], claim_names: Sequence[str], uncounted: Sequence[str]) -> list[str]:
     """A line under the table when a claim job reads what an earlier claim job of this run
     has yet to answer: its row counts only what can be known now."""
     later = _later_claim_jobs(found, claim_names)

@@ -84,7 +84,7 @@ ROOTS = ("results", "outputs")
 #: Where the signing key lives (see the module docstring); the variable is for a user
 #: who keeps state elsewhere, and for tests.
 STATE_DIR_ENV = "LOOKAHEAD_STATE_DIR"
-KEY_FILE = "artefacts.key"
+SIGNING_KEY_FILE = "artefacts.key"
 #: The format of the signed files: an unsigned file of an older version is refused.
 RECORD_VERSION = 2
 _SWAP_ID = re.compile(r"[0-9a-f]{32}")
@@ -239,11 +239,11 @@ def state_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "lookahead"
 
 
-def _key() -> bytes:
+def _signing_key() -> bytes:
     """The signing key (32 random bytes, readable by the user only), made on first use;
     OutputFolderError (one line) when the state folder cannot hold it."""
     try:
-        return _read_or_make_key(state_dir())
+        return _read_or_make_signing_key(state_dir())
     except OSError as err:
         raise OutputFolderError(
             f"cannot keep the key that signs report manifests in {state_dir()} "
@@ -252,9 +252,9 @@ def _key() -> bytes:
         ) from None
 
 
-def _read_or_make_key(folder: Path) -> bytes:
+def _read_or_make_signing_key(folder: Path) -> bytes:
     """The key in ``folder``, made there (mode 0600) when it is not yet."""
-    path = folder / KEY_FILE
+    path = folder / SIGNING_KEY_FILE
     try:
         return path.read_bytes()
     except FileNotFoundError:
@@ -262,7 +262,7 @@ def _read_or_make_key(folder: Path) -> bytes:
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     # written whole under a name of its own, then linked into place: a process that reads
     # the key never sees it half written, and of two that make it at once one key wins
-    tmp = folder / f".{KEY_FILE}.{uuid.uuid4().hex}"
+    tmp = folder / f".{SIGNING_KEY_FILE}.{uuid.uuid4().hex}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(os.urandom(32))
@@ -279,7 +279,7 @@ def _mac(kind: str, folder: Path, body: dict) -> str:
     message = json.dumps({"kind": kind, "folder": str(folder), "body": body}, sort_keys=True, separators=(",", ":")).encode(
         "utf-8"
     )
-    return hmac.new(_key(), message, hashlib.sha256).hexdigest()
+    return hmac.new(_signing_key(), message, hashlib.sha256).hexdigest()
 
 
 def _write_new(path: Path, text: str) -> None:
@@ -338,7 +338,7 @@ def _read_signed(path: Path, kind: str, folders: Folders) -> dict:
     if not isinstance(mac, str) or version != RECORD_VERSION or not hmac.compare_digest(mac, _mac(kind, folders.results, data)):
         raise UntrustedRecordError(
             f"{path}: a {what} this tool did not write for this folder (no valid signature from "
-            f"{state_dir() / KEY_FILE}); refused and left in place, nothing was moved: inspect and remove it "
+            f"{state_dir() / SIGNING_KEY_FILE}); refused and left in place, nothing was moved: inspect and remove it "
             "(one an earlier version of lookahead wrote can go: the tool's files are then found by their exact "
             "names), then run again"
         )

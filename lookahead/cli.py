@@ -3,7 +3,7 @@
 Each step is also runnable on its own (`lookahead jobs`, `lookahead build`, `lookahead
 report`); this wrapper reads the study file once, with the command's
 overrides, and hands the jobs and dbt the same resolved settings file
-(lookahead.runs.resolved_settings), so that no two of them can disagree on a setting.
+(lookahead.children.resolved_settings), so that no two of them can disagree on a setting.
 User errors end in one line naming the setting, column or file, never a traceback."""
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lookahead.children import job_python, resolved_settings, run_dbt, run_jobs
 from lookahead.config import (
     PROJECT_ROOT,
     Study,
     load_study,
 )
 from lookahead.consent import add_consent_arguments
-from lookahead.runs import job_python, resolved_settings, run_dbt, run_jobs
 
 if TYPE_CHECKING:
     from lookahead.check_rules import Finding
@@ -36,7 +36,7 @@ def check(study: Study, study_file: str | None = None, settings: Path | None = N
     rows, clusters, recall labels on the model's exact tokenizer), querying nothing.
     Between the two, lookahead.check_rules judges the study: a refusal ends the check
     (exit 2), warnings let it go on and end it with exit 5 when all else passes.
-    ``settings``: the command's resolved settings file (lookahead.runs.resolved_settings),
+    ``settings``: the command's resolved settings file (lookahead.children.resolved_settings),
     which the preflight reads; written here when not given."""
     from lookahead.check_rules import EXIT_REFUSED, EXIT_WARNED, REFUSE, judge
     from lookahead.rows import release_freed_memory, scan_study_rows, zero_padding_warning

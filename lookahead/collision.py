@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     from lookahead.config import Study
 
-#: Set by the lookahead command (lookahead.runs.study_env) to the study file it builds.
+#: Set by the lookahead command (lookahead.children.study_env) to the study file it builds.
 SOURCE_ENV = "LOOKAHEAD_STUDY_SOURCE"
 #: The sources dbt knows without the lookahead command.
 VARS_SOURCE = "dbt --vars"

@@ -10,7 +10,7 @@ so the file alone cannot send anything off this machine:
   (hosts separated by commas). ``--yes`` answers the cost question only; it never stands
   for this consent.
 - The environment variable sent as the key (``api_key_env``) must look like an API key
-  variable, its name matching ``KEY_VARIABLE`` (``OPENAI_API_KEY``, ``TOGETHER_API_TOKEN``,
+  variable, its name matching ``API_KEY_VARIABLE`` (``OPENAI_API_KEY``, ``TOGETHER_API_TOKEN``,
   ``API_KEY``), or be named by the person running the command: ``--api-key-env NAME`` or
   ``LOOKAHEAD_API_KEY_ENV``. So a study cannot make ``AWS_SECRET_ACCESS_KEY`` or
   ``GITHUB_TOKEN`` a Bearer token.
@@ -38,7 +38,7 @@ from lookahead.errors import StudyConfigError
 ALLOW_REMOTE_ENV = "LOOKAHEAD_ALLOW_REMOTE"
 API_KEY_ENV_ENV = "LOOKAHEAD_API_KEY_ENV"
 #: the names a study may give as api_key_env on its own: ..._API_KEY or ..._API_TOKEN
-KEY_VARIABLE = re.compile(r"^(?:[A-Z][A-Z0-9_]*_)?API_(?:KEY|TOKEN)$")
+API_KEY_VARIABLE = re.compile(r"^(?:[A-Z][A-Z0-9_]*_)?API_(?:KEY|TOKEN)$")
 _HOST = re.compile(r"^[a-z0-9.\-_:\[\]]+$")
 
 
@@ -150,7 +150,7 @@ class Destination:
                     f"{ALLOW_REMOTE_ENV}={self.host}) if you mean to"
                 )
         name = self.key_variable
-        if name and not KEY_VARIABLE.match(name) and name not in consent.key_variables:
+        if name and not API_KEY_VARIABLE.match(name) and name not in consent.key_variables:
             raise ConsentError(
                 f"setting 'api_key_env': '{name}' does not look like an API key variable (a name "
                 f"ending in _API_KEY or _API_TOKEN); rerun with --api-key-env {name} (or set "

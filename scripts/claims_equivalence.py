@@ -32,8 +32,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from lookahead.children import dbt_command, settings_file_env  # noqa: E402
 from lookahead.config import load_study  # noqa: E402
-from lookahead.runs import dbt_command, settings_file_env  # noqa: E402
 
 DEMO_STUDIES = (
     "demo/claims/leaky.yml",

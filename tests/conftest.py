@@ -174,16 +174,16 @@ def _state_dir() -> Path:
     import hashlib
     import shutil
 
-    from lookahead.artefacts import KEY_FILE, STATE_DIR_ENV, state_dir
+    from lookahead.artefacts import SIGNING_KEY_FILE, STATE_DIR_ENV, state_dir
 
-    user_key = state_dir() / KEY_FILE  # the user's, where their own commands look for it
+    user_key = state_dir() / SIGNING_KEY_FILE  # the user's, where their own commands look for it
     base = Path(tempfile.gettempdir()) / f"lookahead-test-state-{os.getuid()}"
     if user_key.is_file():
         folder = base.with_name(f"{base.name}-{hashlib.sha256(user_key.read_bytes()).hexdigest()[:12]}")
         folder.mkdir(mode=0o700, exist_ok=True)
-        if not (folder / KEY_FILE).is_file():
-            shutil.copyfile(user_key, folder / KEY_FILE)
-            (folder / KEY_FILE).chmod(0o600)
+        if not (folder / SIGNING_KEY_FILE).is_file():
+            shutil.copyfile(user_key, folder / SIGNING_KEY_FILE)
+            (folder / SIGNING_KEY_FILE).chmod(0o600)
     else:
         folder = base
         folder.mkdir(mode=0o700, exist_ok=True)

@@ -59,7 +59,7 @@ FUSED_SETTINGS: dict[str, Callable[[Any], str | None]] = {"openai": _openai_fuse
 @dataclass(frozen=True)
 class JobEnvironment:
     """A virtual environment of its own that a backend's library needs: the LLM jobs of a
-    study on that backend run with its interpreter (lookahead.runs.job_python), which
+    study on that backend run with its interpreter (lookahead.children.job_python), which
     creates it on first use with ``make`` after a confirmation that states ``cost``.
 
     Why apart: vLLM's CPU build pins its own torch and transformers, which clash with the

@@ -139,7 +139,7 @@ def _check_columns(df: pd.DataFrame, required: tuple[str, ...], optional: tuple[
         )
 
 
-def validate_instances(
+def usable_instances(
     df: pd.DataFrame, source: str, with_prediction: bool, st: ClaimsResolved
 ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Keep usable rows; one reject per unusable row naming the column. An empty
@@ -200,7 +200,7 @@ def load_instances(st: ClaimsResolved) -> pd.DataFrame:
         raise StudyConfigError("setting 'claims_instances_path' is not set: the agent jobs need task instances")
     df = _read(st.instances_path, "claims_instances_path")
     _check_columns(df, INSTANCE_COLUMNS, (), "claims_instances_path", st.instances_path)
-    rows, rejects = validate_instances(df, "instances", False, st)
+    rows, rejects = usable_instances(df, "instances", False, st)
     for r in rejects:
         print(f"instances row {r['row']}: column {r['column']}: {r['reason']} (skipped)")
     return rows
@@ -223,7 +223,7 @@ def agent_predictions(study: Study, st: ClaimsResolved) -> pd.DataFrame:
 
 def agent_frame(lines: list[dict[str, Any]]) -> pd.DataFrame:
     """The agent jobs' final lines (this model's, one per instance and agent, or all in
-    the order written) as prediction rows, read as validate_instances reads a file."""
+    the order written) as prediction rows, read as usable_instances reads a file."""
     rows = [
         {
             "instance_id": rec["instance_id"],
@@ -253,12 +253,12 @@ def load_predictions(
     if st.predictions_path is not None:
         df = _read(st.predictions_path, "claims_predictions_path")
         _check_columns(df, PREDICTION_COLUMNS, OPTIONAL_PREDICTION_COLUMNS, "claims_predictions_path", st.predictions_path)
-        rows, rej = validate_instances(df, "predictions", True, st)
+        rows, rej = usable_instances(df, "predictions", True, st)
         frames.append(rows)
         rejects += rej
     agents = agent_predictions(study, st) if agents is None else agents
     if not agents.empty:
-        rows, rej = validate_instances(agents, "agent output", True, st)
+        rows, rej = usable_instances(agents, "agent output", True, st)
         frames.append(rows)
         rejects += rej
     frames = [f for f in frames if not f.empty]

@@ -95,13 +95,13 @@ class Plan:
         return head + [m for m in order if m not in head]
 
 
-def instance_rng(seed: int, instance_key: str) -> np.random.Generator:
-    return np.random.default_rng([int(seed), zlib.crc32(instance_key.encode("utf-8"))])
+def instance_rng(seed: int, instance_agent_id: str) -> np.random.Generator:
+    return np.random.default_rng([int(seed), zlib.crc32(instance_agent_id.encode("utf-8"))])
 
 
 def plan_for(
     n: int,
-    instance_key: str,
+    instance_agent_id: str,
     exact_max: int = DEFAULT_EXACT_MAX,
     permutations: int = DEFAULT_PERMUTATIONS,
     seed: int = DEFAULT_SEED,
@@ -115,7 +115,7 @@ def plan_for(
         return Plan(n, "exact")
     if permutations < 2:
         raise ValueError("setting 'claims_mc_permutations' must be at least 2 (a standard error needs two)")
-    rng = instance_rng(seed, instance_key)
+    rng = instance_rng(seed, instance_agent_id)
     perms = tuple(tuple(int(x) for x in rng.permutation(n)) for _ in range(permutations))
     mc = Plan(n, "monte_carlo", perms)
     # At most permutations * (n - 1) + 2 distinct coalitions: skip the count when 2^n exceeds it.

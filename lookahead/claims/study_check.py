@@ -60,7 +60,7 @@ def judge_claims(study: Study) -> ClaimInputs:
         load_corpus,
         load_predictions,
         load_reference_extractions,
-        validate_instances,
+        usable_instances,
     )
 
     out = ClaimInputs()
@@ -101,7 +101,7 @@ def judge_claims(study: Study) -> ClaimInputs:
     if st.instances_path is not None:
         df = _read(st.instances_path, "claims_instances_path")
         _check_columns(df, INSTANCE_COLUMNS, (), "claims_instances_path", st.instances_path)
-        rows, rejects = validate_instances(df, "instances", False, st)
+        rows, rejects = usable_instances(df, "instances", False, st)
         agents = ", ".join(study.claims.claims_agent_jobs or []) or "none (claims_agent_jobs is empty)"
         out.lines.append(
             f"{st.instances_path.name}: {len(rows)} task instances for the agent jobs ({agents}), {len(rejects)} rejected"

@@ -152,7 +152,9 @@ def normalize(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", text))
 
 
-def instance_key(instance_id: str, agent: str) -> str:
+def instance_agent_id(instance_id: str, agent: str) -> str:
+    """``instance_id|agent``: one agent's answer to one instance, the unit the claim tables
+    and the Shapley plan's seed are per (an id, not a cache key: lookahead.keys)."""
     return f"{instance_id}|{agent}"
 
 
@@ -676,7 +678,7 @@ def date_stage(
     support (rule or cached judgments), then tau and the leakage state (Eq. 3)."""
     rows = stage_records(instances)
     extractions = [extracted_claims(r) for r in rows]
-    items = [(instance_key(r["instance_id"], r["agent"]), c) for r, cs in zip(rows, extractions, strict=False) for c in cs]
+    items = [(instance_agent_id(r["instance_id"], r["agent"]), c) for r, cs in zip(rows, extractions, strict=False) for c in cs]
     dater = Dater(corpus, st, [c for _, c in items], support if st.claims.claims_support_judge == "llm" else {})
     kind = st.kind
     out = []
@@ -746,7 +748,7 @@ def shapley_stage(st: ClaimsResolved, instances: pd.DataFrame, values: dict[Valu
         inst.update(instance_id=r["instance_id"], agent=r["agent"])
         status = "ok"
         n = int(r["n_claims"])
-        key = instance_key(r["instance_id"], r["agent"])
+        key = instance_agent_id(r["instance_id"], r["agent"])
         plan = plan_for(n, key, st.claims.claims_exact_max, st.claims.claims_mc_permutations, st.claims.claims_shapley_seed)
         csha = r["claims_sha256"]
         answers = {

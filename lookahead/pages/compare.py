@@ -168,7 +168,7 @@ def comparison_frame(results: list[StudyResult]) -> pd.DataFrame:
 #: answer and what decides it first (Shapley-DCLR among them), the study's identity after.
 #: The mean LAP of every measure goes to a table of its own (lap_frame); comparison.csv
 #: keeps every column.
-KEY_COLUMNS = (
+STUDY_TABLE_COLUMNS = (
     "study",
     "verdict",
     "beta_3 (t)",
@@ -182,9 +182,9 @@ KEY_COLUMNS = (
 )
 
 
-def key_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """comparison_frame's KEY_COLUMNS (Shapley-DCLR only when a study has claim tables)."""
-    return frame[[c for c in KEY_COLUMNS if c in frame.columns]]
+def study_table_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """comparison_frame's STUDY_TABLE_COLUMNS (Shapley-DCLR only when a study has claim tables)."""
+    return frame[[c for c in STUDY_TABLE_COLUMNS if c in frame.columns]]
 
 
 def lap_frame(results: list[StudyResult]) -> pd.DataFrame:
@@ -292,7 +292,7 @@ def sections(results: list[StudyResult], out_dir: Path) -> list[Section]:
         "Shapley-DCLR where the study has claims, and validation; then each study's mean LAP "
         "before and after its cutoff, one row per measure.",
         [
-            Table(key_frame(frame), "comparison", csv="comparison.csv"),
+            Table(study_table_frame(frame), "comparison", csv="comparison.csv"),
             Table(
                 laps,
                 "comparison_lap",

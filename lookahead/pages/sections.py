@@ -239,7 +239,7 @@ def checklist_section(ctx: Context) -> Section:
     )
 
 
-def key_figures(ctx: Context) -> Section:
+def figures_section(ctx: Context) -> Section:
     items: list = []
     month, band = _lap_month_frame(ctx)
     label = MEASURES[ctx.study.measures.lap_measure].label  # every caption names its measure
@@ -1018,7 +1018,7 @@ def files_section(ctx: Context) -> Section:
 SECTIONS: tuple[tuple[str, Callable[[Context], Section | None]], ...] = (
     ("answer", answer),
     ("checklist", checklist_section),
-    ("figures", key_figures),
+    ("figures", figures_section),
     ("hit_rates", hit_rate_section),
     ("sample", sample_section),
     ("lap", lap_section),

@@ -302,7 +302,7 @@ def verdict_line(o: Outcome, found: list[Caveat]) -> str:
 
 
 @dataclass(frozen=True)
-class Check:
+class ChecklistRow:
     """One checklist row: the protocol step, what it tests, the estimate with its t, the p
     the rule read, the rule, and the result."""
 
@@ -330,7 +330,7 @@ def _opt(verdict: dict[str, object], *names: str) -> float:
     return math.nan
 
 
-def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object], cutoff: dict[str, object]) -> list[Check]:
+def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object], cutoff: dict[str, object]) -> list[ChecklistRow]:
     """Rows in protocol order. Facts a build did not compute (the effective number of
     clusters, the placebo's minimum detectable effect, the effective cutoff) get a row
     that says so; they are never filled in here."""
@@ -339,7 +339,7 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
     rows = []
     pre_rows = f.n_rows_pre if f.n_rows_pre >= 0 else _n(metric.get("pre-cutoff rows"))
     rows.append(
-        Check(
+        ChecklistRow(
             "1. Sample",
             "pre-cutoff rows to test",
             f"{_fmt_int(pre_rows)} pre, {_fmt_int(_n(metric.get('post-cutoff rows')))} post",
@@ -350,7 +350,7 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
     )
     eff = cutoff.get("effective_cutoff")
     rows.append(
-        Check(
+        ChecklistRow(
             "1. Cutoff",
             "effective cutoff against the stated one",
             f"{eff} vs stated {cutoff.get('stated_cutoff', '')}"
@@ -363,7 +363,7 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
     )
     lap_ok = not o.lap_problem
     rows.append(
-        Check(
+        ChecklistRow(
             "2. LAP varies",
             f"sd of pre-cutoff LAP ({f.lap_measure})",
             f"sd {fmt_num(f.lap_sd_pre)}",
@@ -378,7 +378,7 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
     )
     note = "" if on_path else f" ({READ})"
     rows.append(
-        Check(
+        ChecklistRow(
             "3. Validation",
             "high-LAP theta > 0 (outcome on U-D)",
             _est(hi),
@@ -395,7 +395,7 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
         else FAILED
     )
     rows.append(
-        Check(
+        ChecklistRow(
             "3. Validation",
             "high-LAP theta exceeds low-LAP theta (per sd)",
             _est(diff),
@@ -409,7 +409,7 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
     bres = NOT_ESTIMABLE if not b3.estimable else (PASSED if b3.p < ALPHA_DETECTION else FAILED)
     if b3.estimable and "pre" in flat:  # on a LAP that barely varies: not a test
         rows.append(
-            Check(
+            ChecklistRow(
                 "4. Detection",
                 "beta_3 > 0 (forecast x LAP)",
                 verdict_rule.not_informative(flat["pre"]),
@@ -420,11 +420,13 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
         )
     else:
         rows.append(
-            Check("4. Detection", "beta_3 > 0 (forecast x LAP)", _est(b3), _p(b3), f"one-sided p < {ALPHA_DETECTION:g}", bres)
+            ChecklistRow(
+                "4. Detection", "beta_3 > 0 (forecast x LAP)", _est(b3), _p(b3), f"one-sided p < {ALPHA_DETECTION:g}", bres
+            )
         )
     m = mde(f)
     rows.append(
-        Check(
+        ChecklistRow(
             "4. Power",
             "minimum detectable beta_3 (80% power)",
             fmt_num(m) if np.isfinite(m) else "not estimable",
@@ -440,7 +442,7 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
         g_star = _opt(verdict, "beta3_g_star", "g_star")
     g = b3.n_clusters if np.isfinite(getattr(b3, "n_clusters", math.nan)) else f.beta3.n_clusters
     rows.append(
-        Check(
+        ChecklistRow(
             "4. Clusters",
             "clusters G (effective G*)",
             f"G {_fmt_int(g)}" + (f", G* {fmt_num(g_star, 3)}" if np.isfinite(g_star) else f", G* {NOT_COMPUTED}"),
@@ -454,7 +456,7 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
         border = verdict.get("borderline")
     known = border is not None and not (isinstance(border, float) and math.isnan(border))
     rows.append(
-        Check(
+        ChecklistRow(
             "4. Borderline p",
             "is the rule's p within simulation error of its threshold",
             ("yes" if _truthy(border) else "no") if known else NOT_COMPUTED,
@@ -474,7 +476,7 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
     }[o.placebo]
     post_flat = plc.estimable and "post" in flat
     rows.append(
-        Check(
+        ChecklistRow(
             "5. Placebo",
             "post-cutoff beta_3 not > 0",
             "NA" if o.placebo == "infeasible" else verdict_rule.not_informative(flat["post"]) if post_flat else _est(plc),
@@ -487,7 +489,7 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
     if not np.isfinite(pm) and hasattr(verdict_rule, "placebo_mde"):
         pm = verdict_rule.placebo_mde(f)
     rows.append(
-        Check(
+        ChecklistRow(
             "5. Placebo power",
             "minimum detectable post-cutoff beta_3",
             fmt_num(pm) if np.isfinite(pm) else f"{NOT_COMPUTED} by this build",
@@ -496,7 +498,7 @@ def checklist(o: Outcome, verdict: dict[str, object], metric: dict[str, object],
             "computed" if np.isfinite(pm) else NOT_COMPUTED,
         )
     )
-    rows.append(Check("6. Verdict", f"decision path `{o.path}`", "", "", "protocol decision rule", o.decision))
+    rows.append(ChecklistRow("6. Verdict", f"decision path `{o.path}`", "", "", "protocol decision rule", o.decision))
     return rows
 
 
@@ -508,7 +510,7 @@ def _fmt_int(x: float) -> str:
     return str(int(x)) if x is not None and np.isfinite(x) else "NA"
 
 
-def checklist_frame(rows: list[Check]) -> pd.DataFrame:
+def checklist_frame(rows: list[ChecklistRow]) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {

@@ -26,9 +26,9 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from lookahead.children import settings_file_env
 from lookahead.config import STUDY_SETTINGS_ENV, study_from_dbt_vars
 from lookahead.errors import StudyConfigError
-from lookahead.runs import settings_file_env
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -59,7 +59,7 @@ class SharedBuild:
 
 #: Where the shared fixture study comes from, as the build records it (build_log, the
 #: collision line): a study file, as `lookahead run --study demo/claims/...` passes it
-#: (lookahead.runs.study_env sets $LOOKAHEAD_STUDY_SOURCE), which is how a user builds.
+#: (lookahead.children.study_env sets $LOOKAHEAD_STUDY_SOURCE), which is how a user builds.
 FIXTURE_SOURCE = "demo/claims/demo_fixture.yml"
 
 #: The paper settings of the shared fixture study: a bootstrap seed and a cluster other
@@ -80,7 +80,7 @@ def build_default_fixture_study(root: Path) -> SharedBuild:
     study = write_fixture_study(root)
     study.vars.update(PAPER_SETTINGS)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(SOURCE_ENV, FIXTURE_SOURCE)  # as lookahead.runs.study_env sets it
+        mp.setenv(SOURCE_ENV, FIXTURE_SOURCE)  # as lookahead.children.study_env sets it
         # its target/manifest.json: a reader compares against it (`--state`, test_no_silent_wrong_result)
         res = run_dbt(["build"], study.vars, root / "db.duckdb", artifacts=True)
     assert res.returncode == 0, res.output[-3000:]

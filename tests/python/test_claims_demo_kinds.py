@@ -21,7 +21,7 @@ from scipy import stats
 from lookahead.claims import demo_kinds as dk
 from lookahead.claims.inputs import ClaimsResolved, load_predictions
 from lookahead.claims.shapley import plan_for
-from lookahead.claims.tables import build, claims_sha, instance_claims, instance_key
+from lookahead.claims.tables import build, claims_sha, instance_agent_id, instance_claims
 from lookahead.claims.tasks import parse_ranking
 from lookahead.config import load_study
 
@@ -84,7 +84,7 @@ def test_planted_truth_with_the_rule_models(kind, model, tmp_path):
     with open(raw / "claims_value.jsonl", "w") as fh:  # the rule model's answer per coalition
         for r, ex in instance_claims(study, st, load_predictions(study, st)[0]):
             inst, n = insts[r["instance_id"]], len(ex.claims)
-            key = instance_key(r["instance_id"], r["agent"])
+            key = instance_agent_id(r["instance_id"], r["agent"])
             plan = plan_for(n, key, st.claims.claims_exact_max, st.claims.claims_mc_permutations, st.claims.claims_shapley_seed)
             for m in plan.masks:
                 ans = dk.rule_answer(model, inst, [inst.claims[i] for i in range(n) if m >> i & 1])
@@ -120,7 +120,9 @@ def test_planted_truth_with_the_rule_models(kind, model, tmp_path):
     # permutations asks for every one of the 64 coalitions anyway (docs/claims.md)
     for iid, r in inst_t[inst_t["n_claims"] > st.claims.claims_exact_max].iterrows():
         n = int(r["n_claims"])
-        rng = np.random.default_rng([st.claims.claims_shapley_seed, zlib.crc32(instance_key(iid, r["agent"]).encode("utf-8"))])
+        rng = np.random.default_rng(
+            [st.claims.claims_shapley_seed, zlib.crc32(instance_agent_id(iid, r["agent"]).encode("utf-8"))]
+        )
         asked = {0} | {int(m) for _ in range(100) for m in np.bitwise_or.accumulate(1 << rng.permutation(n))}
         assert r["shapley_method"] == ("exact" if len(asked) == 1 << n else "monte_carlo")
     for iid, r in inst_t.iterrows():

@@ -174,7 +174,7 @@ def _write_lines(study: Path, answers, every_coalition: bool = False) -> None:
     all 2^n coalitions, as a run under a larger claims_exact_max would have left)."""
     from lookahead.claims.inputs import ClaimsResolved, load_predictions
     from lookahead.claims.shapley import plan_for
-    from lookahead.claims.tables import claims_sha, instance_claims, instance_key
+    from lookahead.claims.tables import claims_sha, instance_agent_id, instance_claims
 
     s = load_study(study)
     st = ClaimsResolved.from_study(s)
@@ -183,7 +183,7 @@ def _write_lines(study: Path, answers, every_coalition: bool = False) -> None:
     with open(raw / "claims_value.jsonl", "w") as fh:
         for r, ex in instance_claims(s, st, load_predictions(s, st)[0]):
             n = len(ex.claims)
-            key = instance_key(r["instance_id"], r["agent"])
+            key = instance_agent_id(r["instance_id"], r["agent"])
             plan = plan_for(n, key, st.claims.claims_exact_max, st.claims.claims_mc_permutations, st.claims.claims_shapley_seed)
             for m in range(1 << n) if every_coalition else plan.masks:
                 fh.write(

@@ -19,7 +19,7 @@ from lookahead.claims import demo
 from lookahead.claims.inputs import ClaimsResolved, load_predictions
 from lookahead.claims.retrieval import STOPWORDS, bm25
 from lookahead.claims.shapley import members_of, plan_for
-from lookahead.claims.tables import build, claims_sha, instance_key
+from lookahead.claims.tables import build, claims_sha, instance_agent_id
 from lookahead.config import StudyConfigError, load_study
 
 # ----------------------------------------------------------------------------- BM25
@@ -150,7 +150,7 @@ def _write_ideal_values(study, raw: Path) -> None:
             from lookahead.claims.schema import Claim
 
             cl = [Claim(k + 1, c.text, c.text, c.temporal_reference, c.category, "") for k, c in enumerate(inst.claims)]
-            key = instance_key(r["instance_id"], r["agent"])
+            key = instance_agent_id(r["instance_id"], r["agent"])
             plan = plan_for(n, key, st.claims.claims_exact_max, st.claims.claims_mc_permutations, st.claims.claims_shapley_seed)
             for m in plan.masks:
                 coal = [inst.claims[i] for i in members_of(m, n)]

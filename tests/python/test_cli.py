@@ -179,7 +179,7 @@ def test_full_disk_is_one_line_and_the_rerun_resumes(server_factory: Any, tmp_pa
 def test_dbt_output_keeps_the_gate_message_and_drops_the_traceback() -> None:
     """What dbt-duckdb prints when a gate (a dbt Python model) fails, as `lookahead build`
     passes it on: the exception's message stays, the traceback goes."""
-    from lookahead.runs import without_tracebacks
+    from lookahead.children import without_tracebacks
 
     dbt_lines = [
         "12:00:27    Runtime Error in model gate_panel (python_models/marts/gates/gate_panel.py)\n",

@@ -280,7 +280,7 @@ def test_preflight_refuses_before_paying(server_factory: Any, tmp_path: Path, ch
 def test_a_killed_child_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     """Item 8: `lookahead run`'s child killed by SIGKILL (an out-of-memory kill): one line,
     a non-zero exit."""
-    from lookahead.runs import killed_is_one_line
+    from lookahead.children import killed_is_one_line
 
     assert killed_is_one_line(-9, "the LLM jobs were", "rerun the same command to resume") == 137
     err = capsys.readouterr().err.splitlines()
@@ -338,7 +338,7 @@ def test_lookahead_jobs_whose_child_is_killed_says_so(server_factory: Any, tmp_p
 
     url, _ = server_factory()
     # with the tokenizer the recall labels are checked on: the whole run is planned (and
-    # refused or confirmed) before the first request (llm_jobs.run_plan)
+    # refused or confirmed) before the first request (llm_jobs.jobs_plan)
     study = write_openai_study(tmp_path, url, "oom", 400, backend_options={"backoff_s": 0.01, "timeout_s": 5, "concurrency": 1})
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
     proc = subprocess.Popen(
@@ -481,8 +481,8 @@ def _build_with_final_checkpoint(study: Any, db: Path, code: Path, before: str) 
     """`dbt build` of the project copy `code` (lookahead.identity.copy_code) into `db`, its
     on-run-end running the SQL `before` just ahead of the final checkpoint (the one before
     the build's status row is written), with the copy's package ahead of the project's."""
+    from lookahead.children import settings_file_env
     from lookahead.config import Study, resolve
-    from lookahead.runs import settings_file_env
 
     hook = code / "macros" / "build_log.sql"
     marker = "    {% set status = 'failed' if failed else 'success' %}"

@@ -79,7 +79,7 @@ def test_the_command_catches_the_root_once_not_error_by_error():
             2,
         ),
         (
-            lambda: __import__("lookahead.runs", fromlist=["JobEnvironmentError"]).JobEnvironmentError("no .venv-vllm"),
+            lambda: __import__("lookahead.children", fromlist=["JobEnvironmentError"]).JobEnvironmentError("no .venv-vllm"),
             "error: no .venv-vllm",
             1,
         ),

@@ -112,7 +112,7 @@ def test_the_package_never_imports_the_jobs():
     assert not up, "\n".join(up)
 
 
-#: The job process `lookahead jobs` and `lookahead run` start (lookahead.runs.run_jobs).
+#: The job process `lookahead jobs` and `lookahead run` start (lookahead.children.run_jobs).
 JOB_PROCESS = "llm_jobs.run_all"
 
 
@@ -139,7 +139,7 @@ def test_the_graph_sees_every_job():
     import inspect
 
     from llm_jobs.registry import JOBS
-    from lookahead.runs import run_jobs
+    from lookahead.children import run_jobs
 
     modules = {e.module for e in JOBS}
     assert {"llm_jobs.fused", "llm_jobs.forecast", "llm_jobs.claims_rationale", "llm_jobs.claims_repredict"} <= modules

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lookahead import backends, runs
+from lookahead import backends, children
+from lookahead.children import JobEnvironmentError, job_python
 from lookahead.config import PROJECT_ROOT, load_study
-from lookahead.runs import JobEnvironmentError, job_python
 
 DEMO = PROJECT_ROOT / "demo" / "studies" / "contaminated.yml"
 
@@ -124,4 +124,4 @@ def test_lookahead_run_stops_in_one_line_when_the_environment_is_declined(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: backend 'vllm' needs ")
     assert not log.exists() and not env.python.exists()
-    assert runs.JobEnvironmentError.__doc__
+    assert children.JobEnvironmentError.__doc__

@@ -17,8 +17,8 @@ import pytest
 import yaml
 from fixture_study import write_fixture_study
 
+from lookahead.children import run_dbt
 from lookahead.config import PROJECT_ROOT
-from lookahead.runs import run_dbt
 
 FULL_PARSE = "Unable to do partial parsing"
 PARTIAL_PARSE = "Partial parsing enabled"

@@ -355,7 +355,7 @@ def _key_in(folder: str) -> bytes:
     os.environ["LOOKAHEAD_STATE_DIR"] = folder
     from lookahead import artefacts
 
-    return artefacts._key()
+    return artefacts._signing_key()
 
 
 def test_the_signing_key_is_the_users_own_and_one_under_a_race(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from test_openai_backend import FakeOpenAIState, _handler, write_openai_study
 from lookahead.consent import (
     ALLOW_REMOTE_ENV,
     API_KEY_ENV_ENV,
-    KEY_VARIABLE,
+    API_KEY_VARIABLE,
     Consent,
     ConsentError,
     Destination,
@@ -189,7 +189,7 @@ def test_check_names_host_remote_and_variable(
     ],
 )
 def test_key_variable_rule(name: str, ok: bool) -> None:
-    assert bool(KEY_VARIABLE.match(name)) is ok
+    assert bool(API_KEY_VARIABLE.match(name)) is ok
     dest = Destination("http://127.0.0.1:8000/v1", name)
     if ok:
         dest.check(False, Consent())

@@ -1,4 +1,4 @@
-"""One cost for the whole run (llm_jobs.run_plan): `lookahead run`'s jobs are planned
+"""One cost for all the jobs (llm_jobs.jobs_plan): `lookahead run`'s jobs are planned
 first, their requests, tokens and price printed as one table with the sum, and the run
 asks once; --max-cost refuses a run above a limit before anything is asked. Real jobs on
 the demo's tiny model, a 40-row subsample."""
@@ -133,8 +133,8 @@ def test_a_claim_job_after_one_with_queries_is_counted_from_what_there_is() -> N
     answers: the table's note says so, and under the run's confirmation a claim job is
     answered only the question the planning pass saw (the same count); another question
     is asked."""
+    from llm_jobs.jobs_plan import Estimate, at_confirmation, confirmed_jobs
     from llm_jobs.run_all import _later_claim_note
-    from llm_jobs.run_plan import Estimate, at_confirmation, confirmed_run
 
     found = [Estimate("claims_extract", 4, 100, 40, 0.0, job="claims_extract")]
     note = _later_claim_note(found, ["claims_extract", "claims_value", "claims_repredict"], ["claims_value"])
@@ -147,7 +147,7 @@ def test_a_claim_job_after_one_with_queries_is_counted_from_what_there_is() -> N
         _later_claim_note([Estimate("claims_value", 4, 1, 1, 0.0, job="claims_value")], ["claims_extract", "claims_value"], [])
         == []
     )
-    with confirmed_run(["score 32 coalitions?", "re-predict 4 instances?"]):
+    with confirmed_jobs(["score 32 coalitions?", "re-predict 4 instances?"]):
         assert at_confirmation("score 32 coalitions?")
         assert not at_confirmation("score 32 coalitions?")  # answered once
         assert not at_confirmation("score 40 coalitions?")  # more than was planned: asked

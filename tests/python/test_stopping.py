@@ -18,7 +18,7 @@ from typing import Any
 
 from test_openai_backend import server_factory, write_openai_study  # noqa: F401 - server_factory is a fixture
 
-from lookahead.runs import dbt_env
+from lookahead.children import dbt_env
 
 ROOT = Path(__file__).resolve().parents[2]
 N_ROWS = 600

@@ -9,7 +9,7 @@ once per process and text). At exit it writes its counts, so the test reads what
 real process did rather than what the code is believed to do.
 
 Why: the study is one resolved settings file handed to every process
-(lookahead.runs.resolved_settings); a process that reads or validates it again can see
+(lookahead.children.resolved_settings); a process that reads or validates it again can see
 other settings than its neighbours, and pays for it (docs/CONTRACTS.md)."""
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import yaml
 from dbt_runner import ROOT, dbt_env
 from fixture_study import write_fixture_study
 
+from lookahead.children import settings_file_env
 from lookahead.config import STUDY_SETTINGS_ENV, study_from_dbt_vars
-from lookahead.runs import settings_file_env
 
 pytestmark = pytest.mark.slow  # a dbt build and a report, each in its own process: minutes of CPU
 

@@ -1,9 +1,9 @@
 """`lookahead jobs/run` resolves the study once and hands the same resolved settings file
 to every job and to dbt: the command's overrides (--accept-low-parse-rate, --subsample)
 reach the protocol jobs and the claim jobs alike, and no process reads the study file
-again (lookahead.runs.resolved_settings, llm_jobs.context.job_study).
+again (lookahead.children.resolved_settings, llm_jobs.context.job_study).
 
-The jobs' subprocess is run in this process (lookahead.runs.run_child replaced by a call
+The jobs' subprocess is run in this process (lookahead.children.run_child replaced by a call
 of its entry point with the same arguments), so what each job's context holds and how
 often the study file is read can be seen; the jobs are the real ones on the demo's tiny
 models, stopped by --max-cost after their planning pass, before anything is asked."""
@@ -20,7 +20,7 @@ import yaml
 from dbt_runner import ROOT
 
 from llm_jobs import run_all
-from lookahead import config, runs
+from lookahead import children, config
 from lookahead.config import Study
 
 CLAIMS = {
@@ -87,7 +87,7 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> Recorded:
         rec.argv.append(cmd[3:])
         return run_all.main(cmd[3:])
 
-    monkeypatch.setattr(runs, "run_child", child)
+    monkeypatch.setattr(children, "run_child", child)
     return rec
 
 
@@ -169,12 +169,12 @@ def test_run_hands_the_jobs_and_dbt_the_same_file(
         return 0
 
     def dbt(args: list[str], study_file: str | None, overrides: Any = None, settings: Path | None = None) -> int:
-        with runs.study_env(study_file, overrides, settings) as env:
+        with children.study_env(study_file, overrides, settings) as env:
             handed["dbt"] = env[config.STUDY_SETTINGS_ENV]
             handed["settings"] = json.loads(Path(handed["dbt"]).read_text())
         return 3
 
-    monkeypatch.setattr(runs, "run_child", jobs)
+    monkeypatch.setattr(children, "run_child", jobs)
     monkeypatch.setattr(cli, "run_dbt", dbt)
     code = cli.main(["run", "--study", str(study_file), "--subsample", "40", "--accept-low-parse-rate", "--yes", "--rebuild"])
     out = capsys.readouterr()

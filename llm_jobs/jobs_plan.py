@@ -1,11 +1,11 @@
-"""One cost for the whole run: every job's plan first, summed, then one question.
+"""One cost for all the jobs a process runs: every job's plan first, summed, then one question.
 
 Why: each job printed its own estimate and asked on its own, so the figures scrolled past
-and no one saw what the whole run would cost before its first request. `run_all` now plans
+and no one saw what the jobs together would cost before the first request. `run_all` now plans
 every job first (each job runs up to its confirmation and stops there, having asked
 nothing: :func:`planning_pass`), prints one table (requests, prompt and output tokens,
 price per job, and their sum), refuses a run above ``--max-cost``, and asks once; the jobs
-then run with that answer (:func:`confirmed_run`).
+then run with that answer (:func:`confirmed_jobs`).
 
 The planning pass is each job's own code up to its confirmation (cache lookups, prompt
 guards, the recall label check), so the table counts exactly what the jobs will ask.
@@ -167,8 +167,8 @@ def check_max_cost(total: float | None, max_cost: float | None) -> None:
 
 
 @contextlib.contextmanager
-def confirmed_run(questions: Iterable[str] | None = None) -> Iterator[None]:
-    """The jobs run with the whole run's answer: no job asks again. With ``questions``,
+def confirmed_jobs(questions: Iterable[str] | None = None) -> Iterator[None]:
+    """The jobs run with the one answer for all of them: no job asks again. With ``questions``,
     only those questions are answered (each once): a question the planning pass did not
     see, or saw with another count, is asked (a claim job whose input an earlier job of
     the run was still to write; a TimeSPEC phase or an extraction retry)."""

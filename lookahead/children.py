@@ -1,8 +1,9 @@
-"""The child processes a command runs: dbt and the LLM jobs, each in the project folder
+"""The child processes a command starts: dbt and the LLM jobs, each in the project folder
 with the project's environment, dbt's output without Python tracebacks, and a child
 killed by a signal reported in one line; SIGINT and SIGTERM reach the child, and the
 child stops when the wrapper dies (lookahead.stopping). Used by the ``lookahead`` command
-(lookahead.cli)."""
+(lookahead.cli). A "run" is the command `lookahead run`, never one of these
+(docs/CONTRACTS.md, Vocabulary)."""
 
 from __future__ import annotations
 
