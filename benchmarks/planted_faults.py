@@ -278,7 +278,7 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
     def job(study: Path) -> subprocess.CompletedProcess:
         e = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
         return subprocess.run(
-            [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
+            [sys.executable, "-m", "llm_jobs.run_all", "--only", "forecast", "--study", str(study), "--yes"],
             cwd=ROOT,
             env=e,
             capture_output=True,
@@ -391,7 +391,7 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
             e = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
             procs = [
                 subprocess.Popen(
-                    [sys.executable, "-m", "llm_jobs.forecast", "--study", str(s), "--yes"],
+                    [sys.executable, "-m", "llm_jobs.run_all", "--only", "forecast", "--study", str(s), "--yes"],
                     cwd=ROOT,
                     env=e,
                     stdout=subprocess.PIPE,
@@ -432,7 +432,7 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
 
             def start(s: Path) -> subprocess.Popen:
                 return subprocess.Popen(
-                    [sys.executable, "-m", "llm_jobs.forecast", "--study", str(s), "--yes"],
+                    [sys.executable, "-m", "llm_jobs.run_all", "--only", "forecast", "--study", str(s), "--yes"],
                     cwd=ROOT,
                     env={**e, "LOOKAHEAD_QUERY_LOG": str(work / f"{s.stem}.log")},
                     stdout=open(logs[s], "w"),

@@ -9,13 +9,11 @@ fields (instance_id, agent, ...) that lookahead.claims.tables matches on.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
-from llm_jobs.cli import arg_parser
 from llm_jobs.context import Backends, JobContext, check_study_links, job_study
 from llm_jobs.failures import require_complete
 from llm_jobs.planning import confirm, print_plan
@@ -27,7 +25,7 @@ from lookahead.claims.inputs import ClaimsResolved, claim_study, claims_raw_file
 from lookahead.claims.prompts import answer_retry_prompt
 from lookahead.claims.tasks import PredictionError
 from lookahead.config import Study
-from lookahead.guard import EXIT_OK, JobStop, guarded
+from lookahead.guard import EXIT_OK, JobStop
 
 
 class ClaimContext(JobContext):
@@ -155,20 +153,3 @@ def run_parsed(
 
             require_complete(run_queries(store, pending, ctx.batch_size, task, answer, record), store)
     return EXIT_OK
-
-
-def claim_main(
-    job: Callable[[ClaimContext], int],
-    description: str,
-    argv: Sequence[str] | None,
-    extra_args: Callable[[Any], None] | None = None,
-) -> int:
-    p = arg_parser(description)
-    if extra_args:
-        extra_args(p)
-    args = p.parse_args(argv)
-    return guarded(lambda: job(make_claim_context(args)))
-
-
-def exit_with(code: int) -> None:
-    sys.exit(code)

@@ -1,6 +1,6 @@
 """TimeSPEC, the seed's five-phase agent (seed 002, section 5 and Appendix A.2/D.2).
 
-Run: ``python -m llm_jobs.claims_timespec --study FILE --yes``
+Run alone: ``lookahead jobs --study FILE --only claims_timespec --yes`` (else with the study's other jobs)
 
 1. Generator: BM25 over the corpus keeping only documents published BEFORE t_ref (the
    seed's temporally filtered search), then a draft rationale and prediction from the
@@ -41,13 +41,11 @@ are the same as every agent's. Support judgments with ``claims_support_judge: ll
 from __future__ import annotations
 
 import datetime as dt
-import sys
-from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
-from llm_jobs.claims_common import ClaimContext, ask_parsed, claim_main, claim_record
+from llm_jobs.claims_common import ClaimContext, ask_parsed, claim_record
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, run_queries
@@ -373,11 +371,3 @@ def aggregate(
         pred, p = kind.final_prediction(parsed, st)
         out[i] = (pred, p, " ".join(c.claim_text for c in valid[i]), None, rec["key"])
     return out
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return claim_main(run, "TimeSPEC: generate, supervise, regenerate once, resupervise, aggregate.", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """Protocol step 2: the date-only recall query, one per unique (entity_id, target_date).
 
-Run: ``python -m llm_jobs.recall --study FILE --yes``
+Run alone: ``lookahead jobs --study FILE --only recall --yes`` (else with the study's other jobs)
 
 Pairs are deduplicated before querying; the template (protocol default, configurable)
 is filled with the outcome description and reference period and wrapped in the model's
@@ -14,11 +14,9 @@ runs only with --allow-sampling, and its lines say approximated=true.
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from llm_jobs.cli import run_main
 from llm_jobs.context import JobContext, cached_fields, not_cached, open_store
 from llm_jobs.failures import refused_keys, require_complete, skip_refused
 from llm_jobs.planning import confirm, print_plan, prompt_token_limit, too_long_stop
@@ -234,11 +232,3 @@ def recall_answer(
             line.update({"label_logprobs": exact[i], "probability_method": EXACT})
         out.append(line)
     return out
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_main(run, "Protocol step 2: date-only recall query, P(label), LAP (raw JSONL).", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -79,12 +79,12 @@ def _score(study: Path) -> dict:
     import contextlib
     import io
 
-    from llm_jobs import claims_timespec, claims_value
+    from llm_jobs import run_all
 
-    for job in (claims_timespec, claims_value):
+    for job in ("claims_timespec", "claims_value"):
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
-            rc = job.main(["--study", str(study), "--yes"])
+            rc = run_all.main(["--only", job, "--study", str(study), "--yes"])
         assert rc == 0, buf.getvalue()
     return build(load_study(study))
 
@@ -134,12 +134,12 @@ def test_full_demo_known_answers(tmp_path):
 
 
 def test_value_job_rerun_asks_nothing(scored, tmp_path, monkeypatch, capsys):
-    from llm_jobs import claims_value
+    from llm_jobs import run_all
 
     study, _ = scored["leaky"]
     log = tmp_path / "q.log"
     monkeypatch.setenv("LOOKAHEAD_QUERY_LOG", str(log))
-    assert claims_value.main(["--study", str(study), "--yes"]) == 0
+    assert run_all.main(["--only", "claims_value", "--study", str(study), "--yes"]) == 0
     assert "to query: 0" in capsys.readouterr().out
     assert not log.exists() or log.read_text() == ""
 
@@ -152,7 +152,9 @@ def test_kill9_mid_run_then_resume_without_requery(tmp_path):
     raw = tmp_path / "raw_leaky" / "claims_value.jsonl"
     log1, log2 = tmp_path / "q1.log", tmp_path / "q2.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LOOKAHEAD_QUERY_LOG": str(log1)}
-    code = kill_once_written([PY, "-m", "llm_jobs.claims_value", "--study", str(study), "--yes"], raw, 20, env, 300)
+    code = kill_once_written(
+        [PY, "-m", "llm_jobs.run_all", "--only", "claims_value", "--study", str(study), "--yes"], raw, 20, env, 300
+    )
     assert code == -signal.SIGKILL
     done = {r["key"] for r in _lines(raw)}
     with open(raw, "a") as fh:

@@ -41,7 +41,7 @@ class Job:
         env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", LOOKAHEAD_QUERY_LOG=str(self.log))
         self.fh = open(self.out, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
+            [sys.executable, "-m", "llm_jobs.run_all", "--only", "forecast", "--study", str(study), "--yes"],
             cwd=ROOT,
             env=env,
             stdout=self.fh,
