@@ -53,6 +53,12 @@ _confirmed: contextvars.ContextVar[bool] = contextvars.ContextVar("confirmed", d
 _answered: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("answered", default=None)
 
 
+def planning() -> bool:
+    """Inside the planning pass, whose output is held back (each job prints its plan again
+    when it runs): a note said here is said again then."""
+    return _estimates.get() is not None
+
+
 def record(estimate: Estimate) -> None:
     """Called by each job's plan (llm_jobs.planning.print_plan)."""
     found = _estimates.get()

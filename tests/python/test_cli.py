@@ -58,35 +58,106 @@ def test_claims_check_without_its_database_is_one_line(tmp_path: Path, capsys: p
     assert code == 2 and err.count("\n") == 1 and "of model 'leaky' not found" in err, err
 
 
-#: The package's own `__main__` blocks: the command (`python -m lookahead.cli` is the
-#: console script `lookahead`), the settings and macro generators that `make lint` and
-#: the pre-commit hook run, and the job process with each job's own entry point (the
-#: tests and a rerun of one job). The demo builders are scripts/build_demo.py, the demo's
-#: checks `lookahead claims check` and `lookahead demo cutoff-check`, the research programs
-#: research/.
+#: The package's only `__main__` blocks, each with the reason it is one. A command a user
+#: types is a `lookahead` subcommand (one job alone: `lookahead jobs --only NAME`), a
+#: maintainer's or researcher's program a script outside the package (scripts/build_demo.py,
+#: research/); the demo's checks are `lookahead claims check` and `lookahead demo cutoff-check`.
 PACKAGE_MAINS = {
-    "lookahead/cli.py",
-    "lookahead/config.py",
-    "lookahead/measures.py",
-    "llm_jobs/run_all.py",
-    "llm_jobs/preflight.py",
-    *(f"llm_jobs/{job}.py" for job in ("forecast", "recall", "mink", "reference")),
-    *(f"llm_jobs/claims_{job}.py" for job in ("extract", "rationale", "repredict", "support", "timespec", "value")),
+    "lookahead/cli.py": "the `lookahead` command; `python -m lookahead.cli` is it on a named interpreter (sys.executable)",
+    "lookahead/config.py": "the settings generators `make lint` and the pre-commit hook run (--check-dbt-vars)",
+    "lookahead/measures.py": "the generator of macros/lap_measures.sql (--write-macro), which test_measures holds",
+    "llm_jobs/run_all.py": "the job process `lookahead jobs` and `run` start, in the backend's environment (.venv-vllm)",
+    "llm_jobs/preflight.py": "`lookahead check`'s preflight, a process of its own: the package never imports the jobs",
 }
 
+#: The modules a string may name for `python -m`: those with a `__main__` block above.
+PROCESS_MODULES = {path.removesuffix(".py").replace("/", ".") for path in PACKAGE_MAINS}
 
-def test_the_package_has_no_other_entry_point() -> None:
-    """A new `if __name__ == "__main__"` in the package fails here: a command a user types
-    is a `lookahead` subcommand, a maintainer's program a script outside the package."""
+
+def package_mains() -> set[str]:
     import re
 
-    mains = {
+    return {
         str(p.relative_to(ROOT))
         for pkg in ("lookahead", "llm_jobs")
         for p in (ROOT / pkg).rglob("*.py")
         if re.search(r'^if __name__ == "__main__"', p.read_text(encoding="utf-8"), re.M)
     }
-    assert mains == PACKAGE_MAINS
+
+
+def test_the_package_has_no_other_entry_point() -> None:
+    """A new `if __name__ == "__main__"` in the package fails here: a command a user types
+    is a `lookahead` subcommand, a maintainer's program a script outside the package."""
+    assert package_mains() == set(PACKAGE_MAINS)
+    assert all(len(reason) > 20 for reason in PACKAGE_MAINS.values())
+
+
+def job_modules() -> set[str]:
+    """Every module of llm_jobs, by its dotted name."""
+    return {".".join(p.relative_to(ROOT).with_suffix("").parts) for p in (ROOT / "llm_jobs").rglob("*.py")}
+
+
+def modules_named_for_python_m(source: str, jobs: set[str]) -> list[tuple[int, str]]:
+    """(line, module) for every module a string of ``source`` names to run with `python -m`:
+    ``-m pkg.module`` inside a string (a command in a docstring, a message or one string),
+    the string after a ``"-m"`` item of a list or tuple (a subprocess's command line), and
+    a string that is a job module's whole name (a ``module=`` argument or default)."""
+    import ast
+    import itertools
+    import re
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found += [(node.lineno, m) for m in re.findall(r"-m\s+((?:lookahead|llm_jobs)(?:\.\w+)+)", node.value)]
+            if node.value in jobs:
+                found.append((node.lineno, node.value))
+        if isinstance(node, (ast.List, ast.Tuple)):
+            for flag, name in itertools.pairwise(node.elts):
+                if isinstance(flag, ast.Constant) and flag.value == "-m" and isinstance(name, ast.Constant):
+                    found.append((name.lineno, str(name.value)))
+    return found
+
+
+def test_no_string_names_another_module_for_python_m() -> None:
+    """No job is named by a module string: the package's source (code, docstrings,
+    messages), the docs, README and Makefile name for `python -m` only the modules that
+    keep a `__main__` block (the job process, the preflight, the command, the generators)."""
+    import re
+
+    jobs = job_modules()
+    off = [
+        f"{p.relative_to(ROOT)}:{line}: {module}"
+        for pkg in ("lookahead", "llm_jobs")
+        for p in sorted((ROOT / pkg).rglob("*.py"))
+        for line, module in modules_named_for_python_m(p.read_text(encoding="utf-8"), jobs)
+        if module not in PROCESS_MODULES
+    ]
+    texts = [ROOT / "README.md", ROOT / "Makefile", *sorted((ROOT / "docs").glob("*.md"))]
+    off += [
+        f"{p.relative_to(ROOT)}: {m}"
+        for p in texts
+        for m in re.findall(r"-m\s+((?:lookahead|llm_jobs)(?:\.\w+)+)", p.read_text(encoding="utf-8"))
+        if m not in PROCESS_MODULES
+    ]
+    assert not off, "\n".join(off)
+
+
+def test_a_job_named_for_python_m_is_found() -> None:
+    """The check can fail: a command line naming a job module, a docstring telling to run
+    one and a ``module=`` string are each found; the job process is not."""
+    planted = (
+        '"""Run: ``python -m llm_jobs.recall --study FILE``."""\n'
+        'cmd = [sys.executable, "-m", "lookahead.paper.analysis", "--study", study]\n'
+        'run_jobs(settings, None, True, [], module="llm_jobs.claims_value")\n'
+        'ok = [sys.executable, "-m", "llm_jobs.run_all", "--only", "forecast"]\n'
+    )
+    found = modules_named_for_python_m(planted, job_modules())
+    assert sorted(m for _, m in found if m not in PROCESS_MODULES) == [
+        "llm_jobs.claims_value",
+        "llm_jobs.recall",
+        "lookahead.paper.analysis",
+    ]
 
 
 def test_make_demo_types_only_lookahead_commands() -> None:
