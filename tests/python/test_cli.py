@@ -270,3 +270,22 @@ def test_dbt_output_keeps_the_gate_message_and_drops_the_traceback() -> None:
     assert "Traceback" not in out and "File " not in out and "raise GateFailed" not in out
     assert "  GateFailed: GX gate 'gate_panel' stopped: 1 LLM queries have no answer\n" in out
     assert out.startswith("12:00:27    Runtime Error in model gate_panel") and "Done. PASS=110" in out
+
+
+def test_lookahead_jobs_only_runs_the_named_job(server_factory: Any, tmp_path: Path) -> None:
+    """`lookahead jobs --only forecast`, the command a user types for one job alone: the
+    forecast job answers every row and no other job runs (no recall or Min-K% file, the
+    server asked once a row); an unknown name is one line naming the jobs, before any query."""
+    url, state = server_factory()
+    study = write_openai_study(tmp_path, url, "only", 4, tokenizer_path=None, model_path=None)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    lookahead = [sys.executable, "-m", "lookahead.cli", "jobs", "--study", str(study), "--yes"]
+    bad = subprocess.run([*lookahead, "--only", "forcast"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    lines = [l for l in bad.stderr.splitlines() if l.startswith("error:")]
+    assert bad.returncode == 2 and len(lines) == 1 and "'forcast': no such job" in lines[0], bad.stderr
+    assert "'forecast'" in lines[0] and state.requests == 0
+    res = subprocess.run([*lookahead, "--only", "forecast"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    tasks = {p.name.split(".")[0] for p in (tmp_path / "only" / "raw").glob("*.jsonl")}
+    assert tasks == {"forecast"}, tasks  # its answers and failures; no recall or Min-K% line
+    assert "== forecast ==" in res.stdout and "== recall ==" not in res.stdout
