@@ -61,11 +61,9 @@ def test_claims_check_without_its_database_is_one_line(tmp_path: Path, capsys: p
 #: The package's only `__main__` blocks, each with the reason it is one. A command a user
 #: types is a `lookahead` subcommand (one job alone: `lookahead jobs --only NAME`), a
 #: maintainer's or researcher's program a script outside the package (scripts/build_demo.py,
-#: research/); the demo's checks are `lookahead claims check` and `lookahead demo cutoff-check`.
+#: scripts/generated_files.py, research/); the demo's checks are `lookahead claims check` and `lookahead demo cutoff-check`.
 PACKAGE_MAINS = {
     "lookahead/cli.py": "the `lookahead` command; `python -m lookahead.cli` is it on a named interpreter (sys.executable)",
-    "lookahead/config.py": "the settings generators `make lint` and the pre-commit hook run (--check-dbt-vars)",
-    "lookahead/measures.py": "the generator of macros/lap_measures.sql (--write-macro), which test_measures holds",
     "llm_jobs/run_all.py": "the job process `lookahead jobs` and `run` start, in the backend's environment (.venv-vllm)",
     "llm_jobs/preflight.py": "`lookahead check`'s preflight, a process of its own: the package never imports the jobs",
 }
@@ -122,7 +120,7 @@ def modules_named_for_python_m(source: str, jobs: set[str]) -> list[tuple[int, s
 def test_no_string_names_another_module_for_python_m() -> None:
     """No job is named by a module string: the package's source (code, docstrings,
     messages), the docs, README and Makefile name for `python -m` only the modules that
-    keep a `__main__` block (the job process, the preflight, the command, the generators)."""
+    keep a `__main__` block (the job process, the preflight, the command)."""
     import re
 
     jobs = job_modules()

@@ -296,7 +296,7 @@ def test_config_check_without_a_file_and_with_a_missing_column(tmp_path: Path) -
     data file is one line naming it."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     bare = subprocess.run(
-        [sys.executable, "-m", "lookahead.config"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "scripts/generated_files.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
     )
     assert bare.returncode == 2 and bare.stderr.startswith("usage:")
     text = (ROOT / "demo/studies/contaminated.yml").read_text()
