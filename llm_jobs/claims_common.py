@@ -53,7 +53,10 @@ def predictions(ctx: ClaimContext) -> pd.DataFrame:
         where = f"row {r['row']}" if r["row"] is not None else ""
         print(f"{r['source']} {where} column {r['column']}: {r['reason']}".replace("  ", " "))
     if preds.empty:
-        raise JobStop("no instances: set claims_predictions_path or run llm_jobs.claims_rationale first")
+        raise JobStop(
+            "no instances: set claims_predictions_path, or claims_instances_path with claims_agent_jobs "
+            "(`lookahead jobs` runs the agent jobs first)"
+        )
     return preds
 
 

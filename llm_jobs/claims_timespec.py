@@ -35,7 +35,7 @@ is only the validated claims' text (``predictions``), the line also carries them
 ``claims``: they are that text's extraction (lookahead.claims.tables.assembled_claims),
 so a model that cannot extract still gets its TimeSPEC scored; dating and valuation
 are the same as every agent's. Support judgments with ``claims_support_judge: llm`` come from
-<raw_dir>/claims_support.jsonl (run llm_jobs.claims_support afterwards for any missing).
+<raw_dir>/claims_support.jsonl (the claims_support job, after this one in a run, asks any missing).
 """
 
 from __future__ import annotations
