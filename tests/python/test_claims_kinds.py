@@ -632,7 +632,7 @@ def test_agents_follow_the_schema_and_timespec_ranks(server, tmp_path):
     # TimeSPEC is scored like every agent: its final rationale extracted, dated, valued
     for job in ("claims_extract", "claims_value"):
         res = subprocess.run(
-            [sys.executable, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes"],
+            [sys.executable, "-m", "llm_jobs.run_all", "--only", job, "--study", str(study), "--yes"],
             cwd=ROOT,
             env=env,
             capture_output=True,
