@@ -253,7 +253,8 @@ JOB_CASES = ("positive log-prob", "rewritten key", "no newline", "two studies", 
 
 def job_cases(work: Path, only: str | None = None) -> list[dict]:
     """Issue 35's cache cases against the loopback OpenAI server (tests/python/
-    test_openai_backend.py): each job run as a user runs it (`python -m llm_jobs.forecast`).
+    test_openai_backend.py): each job run in its own
+    process, as `lookahead jobs --only forecast` runs it (`python -m llm_jobs.run_all --only forecast`).
     ``only``: run just the case of JOB_CASES of that name (``--case``)."""
     import math
     import threading

@@ -95,11 +95,13 @@ def job_modules() -> set[str]:
     return {".".join(p.relative_to(ROOT).with_suffix("").parts) for p in (ROOT / "llm_jobs").rglob("*.py")}
 
 
-def modules_named_for_python_m(source: str, jobs: set[str]) -> list[tuple[int, str]]:
+def modules_named_for_python_m(source: str, jobs: set[str] = frozenset()) -> list[tuple[int, str]]:
     """(line, module) for every module a string of ``source`` names to run with `python -m`:
     ``-m pkg.module`` inside a string (a command in a docstring, a message or one string),
-    the string after a ``"-m"`` item of a list or tuple (a subprocess's command line), and
-    a string that is a job module's whole name (a ``module=`` argument or default)."""
+    the string or f-string after a ``"-m"`` item of a list or tuple (a subprocess's command
+    line), and a string that is the whole name of a module of ``jobs`` (in the package: a
+    ``module=`` argument or default; outside it, where a test names a module of the import
+    graph, ``jobs`` is empty)."""
     import ast
     import itertools
     import re
@@ -112,23 +114,31 @@ def modules_named_for_python_m(source: str, jobs: set[str]) -> list[tuple[int, s
                 found.append((node.lineno, node.value))
         if isinstance(node, (ast.List, ast.Tuple)):
             for flag, name in itertools.pairwise(node.elts):
-                if isinstance(flag, ast.Constant) and flag.value == "-m" and isinstance(name, ast.Constant):
+                if not (isinstance(flag, ast.Constant) and flag.value == "-m"):
+                    continue
+                if isinstance(name, ast.Constant):
                     found.append((name.lineno, str(name.value)))
+                elif isinstance(name, ast.JoinedStr):  # f"llm_jobs.{job}": a module named by a variable
+                    found.append((name.lineno, ast.unparse(name)))
     return found
 
 
 def test_no_string_names_another_module_for_python_m() -> None:
     """No job is named by a module string: the package's source (code, docstrings,
-    messages), the docs, README and Makefile name for `python -m` only the modules that
-    keep a `__main__` block (the job process, the preflight, the command)."""
+    messages), the tests, benchmarks, research programs and scripts, the docs, README and
+    Makefile name for `python -m` only the modules that keep a `__main__` block (the job
+    process, the preflight, the command): one job alone is `--only NAME`."""
     import re
 
     jobs = job_modules()
     off = [
         f"{p.relative_to(ROOT)}:{line}: {module}"
-        for pkg in ("lookahead", "llm_jobs")
+        for pkg in ("lookahead", "llm_jobs", "tests", "benchmarks", "research", "scripts")
         for p in sorted((ROOT / pkg).rglob("*.py"))
-        for line, module in modules_named_for_python_m(p.read_text(encoding="utf-8"), jobs)
+        if p != Path(__file__).resolve()  # this file plants what the rule finds
+        for line, module in modules_named_for_python_m(
+            p.read_text(encoding="utf-8"), jobs if pkg in ("lookahead", "llm_jobs") else set()
+        )
         if module not in PROCESS_MODULES
     ]
     texts = [ROOT / "README.md", ROOT / "Makefile", *sorted((ROOT / "docs").glob("*.md"))]
@@ -149,9 +159,11 @@ def test_a_job_named_for_python_m_is_found() -> None:
         'cmd = [sys.executable, "-m", "lookahead.paper.analysis", "--study", study]\n'
         'run_jobs(settings, None, True, [], module="llm_jobs.claims_value")\n'
         'ok = [sys.executable, "-m", "llm_jobs.run_all", "--only", "forecast"]\n'
+        'by_name = [PY, "-m", f"llm_jobs.{job}", "--study", study]\n'
     )
     found = modules_named_for_python_m(planted, job_modules())
     assert sorted(m for _, m in found if m not in PROCESS_MODULES) == [
+        "f'llm_jobs.{job}'",
         "llm_jobs.claims_value",
         "llm_jobs.recall",
         "lookahead.paper.analysis",
@@ -268,6 +280,28 @@ def test_dbt_output_keeps_the_gate_message_and_drops_the_traceback() -> None:
     assert "Traceback" not in out and "File " not in out and "raise GateFailed" not in out
     assert "  GateFailed: GX gate 'gate_panel' stopped: 1 LLM queries have no answer\n" in out
     assert out.startswith("12:00:27    Runtime Error in model gate_panel") and "Done. PASS=110" in out
+
+
+def test_a_job_module_run_as_a_program_is_one_line() -> None:
+    """`python -m llm_jobs.forecast` (an older doc's command) is one line naming the command
+    to type, exit 2: without a `__main__` block Python would import the job and exit 0
+    having asked nothing. The package's list of processes is the allow-list's."""
+    import llm_jobs
+
+    assert set(llm_jobs.PROCESSES) == {m for m in PROCESS_MODULES if m.startswith("llm_jobs.")}
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    res = subprocess.run(
+        [sys.executable, "-m", "llm_jobs.claims_value", "--study", "s.yml", "--yes"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2 and res.stdout == "", res.stdout + res.stderr
+    assert res.stderr == (
+        "error: llm_jobs.claims_value is not a command; one job alone: lookahead jobs --study FILE --only claims_value\n"
+    )
 
 
 def test_lookahead_jobs_only_runs_the_named_job(server_factory: Any, tmp_path: Path) -> None:
