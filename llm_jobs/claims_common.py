@@ -19,6 +19,7 @@ from llm_jobs.failures import require_complete
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, record_skeleton, run_queries
+from llm_jobs.run_plan import say_now
 from lookahead.backends.base import QueryFailure
 from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import ClaimsResolved, claim_study, claims_raw_file, load_predictions
@@ -140,7 +141,7 @@ def run_parsed(
     One loop for both jobs, so retry-then-failure and resuming behave the same in each."""
     with RawStore(claims_raw_file(ctx.study, task)) as store:
         if store.repaired_bytes:
-            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = [q for q in queries if q.key not in store]
         print_plan(ctx, task, unit, len(queries), pending, params["max_tokens"])
         if pending:

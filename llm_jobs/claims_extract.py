@@ -22,6 +22,7 @@ from llm_jobs.claims_common import ClaimContext, claim_record, predictions
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import run_queries
+from llm_jobs.run_plan import say_now
 from lookahead.backends.base import json_generation
 from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import claims_raw_file, load_reference_extractions, sha
@@ -62,7 +63,7 @@ def run(ctx: ClaimContext) -> int:
     }
     with RawStore(claims_raw_file(ctx.study, TASK)) as store:
         if store.repaired_bytes:
-            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         prompts0 = {}
         for r in todo:
             prompts0[(r["instance_id"], r["agent"])] = extraction_prompt(

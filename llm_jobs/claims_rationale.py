@@ -22,6 +22,7 @@ from llm_jobs.claims_common import ClaimContext, claim_record
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import run_queries
+from llm_jobs.run_plan import say_now
 from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import claims_raw_file, load_instances
 from lookahead.claims.prompts import rationale_prompt
@@ -65,7 +66,7 @@ def run_agent(ctx: ClaimContext, agent: str) -> int:
         }
     with RawStore(claims_raw_file(ctx.study, TASK)) as store:
         if store.repaired_bytes:
-            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = [q for q in queries if q.key not in store]
         print_plan(ctx, f"{TASK} ({agent})", "instances", len(queries), pending, st.claims.claims_rationale_max_tokens)
         if pending:

@@ -18,6 +18,7 @@ from llm_jobs.claims_common import ClaimContext, claim_record, predictions
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, run_queries
+from llm_jobs.run_plan import say_now
 from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import claims_raw_file, load_corpus
 from lookahead.claims.prompts import support_prompt
@@ -70,7 +71,7 @@ def run(ctx: ClaimContext) -> int:
         meta[q.key] = {"claim_sha256": c.query_id, "doc_id": c.doc_id, "bm25_rank": int(c.rank), "bm25_score": float(c.score)}
     with RawStore(claims_raw_file(ctx.study, TASK)) as store:
         if store.repaired_bytes:
-            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = [q for q in queries if q.key not in store]
         print_plan(ctx, TASK, f"candidates ({len(qdf)} A1-A3 claims, top {st.claims.claims_bm25_k})", len(queries), pending, 1)
         if pending:

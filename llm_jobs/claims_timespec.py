@@ -49,6 +49,7 @@ from llm_jobs.claims_common import ClaimContext, ask_parsed, claim_record
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, run_queries
+from llm_jobs.run_plan import say_now
 from lookahead.backends.base import json_generation
 from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import (
@@ -173,7 +174,7 @@ def run(ctx: ClaimContext) -> int:
 
     with RawStore(claims_raw_file(ctx.study, TASK)) as store:
         if store.repaired_bytes:
-            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         ph = Phases(ctx, store)
         # ---- phase 1: draft
         drafts: dict[str, str] = {}

@@ -25,7 +25,7 @@ from llm_jobs.failures import refused_keys, require_complete, skip_refused
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
 from llm_jobs.queries import Query, QueryPlan, keys_of
 from llm_jobs.query_loop import logprob_dicts
-from llm_jobs.run_plan import not_answered_elsewhere
+from llm_jobs.run_plan import not_answered_elsewhere, say_now
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
 from lookahead.config import protocol_setting
@@ -76,7 +76,7 @@ def run(ctx: JobContext) -> int:
     asks_conf = prompt_asks_confidence(str(ctx.study.prompts.forecast_prompt))
     with open_store(ctx, TASK) as store:
         if store.repaired_bytes:
-            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         uncached = skip_refused(TASK, store, not_cached(ctx, store, TASK, queries), retry_failed(ctx))
         uncached = not_answered_elsewhere(TASK, uncached)  # the plan counts a shared pass once (llm_jobs.fused)
         store.require_writable(len(uncached))  # before the model loads: nothing to ask, no lock needed

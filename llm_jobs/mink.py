@@ -19,7 +19,7 @@ from llm_jobs.failures import refused_keys, require_complete, skip_refused
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
 from llm_jobs.queries import Query, QueryPlan, keys_of
 from llm_jobs.query_loop import logprob_dicts
-from llm_jobs.run_plan import not_answered_elsewhere
+from llm_jobs.run_plan import not_answered_elsewhere, say_now
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
 from lookahead.guard import EXIT_OK, JobStop
@@ -55,7 +55,7 @@ def score_prompts(ctx: JobContext, task: str, params: dict[str, Any]) -> QueryPl
     queries = plan(ctx, params, task)
     with open_store(ctx, task) as store:
         if store.repaired_bytes:
-            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         uncached = skip_refused(
             task, store, not_cached(ctx, store, task, queries), bool(getattr(ctx.args, "retry_failed", False))
         )

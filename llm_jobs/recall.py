@@ -22,6 +22,7 @@ from llm_jobs.failures import refused_keys, require_complete, skip_refused
 from llm_jobs.planning import confirm, print_plan, prompt_token_limit, too_long_stop
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts
+from llm_jobs.run_plan import say_now
 from llm_jobs.runners import query_all
 from lookahead.backends.base import Backend, QueryFailure
 from lookahead.config import protocol_setting
@@ -142,7 +143,7 @@ def run(ctx: JobContext) -> int:
     print(f"recall: {len(ctx.rows)} rows -> {len(queries)} unique (entity_id, target_date) pairs")
     with open_store(ctx, TASK) as store:
         if store.repaired_bytes:
-            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = skip_refused(TASK, store, not_cached(ctx, store, TASK, queries), bool(getattr(ctx.args, "retry_failed", False)))
         store.require_writable(len(pending))  # before the model loads: nothing to ask, no lock needed
         store.claim(q.key for q in pending)  # another study sharing raw_dir waits for these (llm_jobs.sharing)

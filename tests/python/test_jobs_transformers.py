@@ -457,7 +457,10 @@ def test_no_confirmation_no_queries(tmp_path, model_dirs):
     study = make_study(tmp_path, model_dirs["random"], n=4)
     res = run_job("mink", study, check=False)  # no --yes and stdin is not a terminal
     assert res.returncode == 1 and "--yes" in res.stderr
-    assert "to query: 4" in res.stdout and "estimate:" in res.stdout and "(local model)" in res.stdout
+    # the run's one table, before its one question: the 4 prompts, a local model's price
+    import re
+
+    assert re.search(r"^mink +4 .* \$0\.00$", res.stdout, re.M) and "whole run" in res.stdout, res.stdout
     raw = tmp_path / "raw/mink.jsonl"
     assert not raw.exists() or raw.read_text() == ""
 
