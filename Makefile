@@ -105,7 +105,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/sqlfluff lint models tests/dbt analyses --nocolor
-	$(PY) -m lookahead.config --check-dbt-vars
+	$(PY) scripts/generated_files.py --check-dbt-vars
 
 ## Two workers (one per core on CI); a test file runs whole in one worker, so its module
 ## fixtures are built once, as in a serial run.

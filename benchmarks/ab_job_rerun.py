@@ -33,11 +33,21 @@ JOBS = ("forecast", "recall", "mink")
 
 
 def job(checkout: Path, study: Path, name: str) -> dict:
-    """One cached run of llm_jobs.<name> by the project at `checkout` (the study file is
-    the generated vars.json: JSON is YAML)."""
+    """One cached run of the job <name> alone (the job process with --only) by the project
+    at `checkout` (the study file is the generated vars.json: JSON is YAML)."""
     # -P: the current folder (this checkout, where the child starts) is not put first on
     # sys.path, so the jobs import `checkout`'s code from PYTHONPATH
-    cmd = [str(ROOT / ".venv" / "bin" / "python"), "-P", "-m", f"llm_jobs.{name}", "--study", str(study / "vars.json"), "--yes"]
+    cmd = [
+        str(ROOT / ".venv" / "bin" / "python"),
+        "-P",
+        "-m",
+        "llm_jobs.run_all",
+        "--only",
+        name,
+        "--study",
+        str(study / "vars.json"),
+        "--yes",
+    ]
     env = {**_env(study / "unused.duckdb", checkout), "HF_HUB_OFFLINE": "1"}
     wall, cpu, peak, rc, tail = _run(cmd, env)
     if rc or "to query: 0" not in tail:

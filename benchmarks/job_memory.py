@@ -11,8 +11,9 @@ on date (i div E) mod D), a realistic study's recall pairs, instead of 7 entitie
 
 ``job``: a synthetic study of ``--rows`` rows (tests/python/test_openai_backend.py's
 write_openai_study) asks the loopback OpenAI-compatible server of the test suite, the
-server running in this process and the job in a child (``python -m llm_jobs.forecast
---study FILE --yes``) so that only the job's own memory is measured. Each code root
+server running in this process and the job in a child (``python -m llm_jobs.run_all
+--only forecast --study FILE --yes``, the job process `lookahead jobs --only forecast`
+starts) so that only the job's own memory is measured. Each code root
 named by ``--code`` (a checkout: the job runs with PYTHONPATH set to it) runs the same
 study twice in a raw folder of its own: the first run asks every row, the second finds
 every answer cached. ``check``: `lookahead check` (``python -m lookahead.cli check``, which
@@ -174,8 +175,8 @@ def measure(cmd: list[str], code: Path, cwd: Path) -> dict[str, Any]:
     }
 
 
-#: The jobs ``job --task`` measures: the module run, and its plan of (queries, params).
-JOB_MODULES = {"forecast": "llm_jobs.forecast", "recall": "llm_jobs.recall"}
+#: The jobs ``job --task`` measures (names of llm_jobs.registry, run with --only).
+JOB_TASKS = ("forecast", "recall")
 
 
 def job_plan(ctx: Any, task: str) -> tuple[Any, dict[str, Any]]:
@@ -310,7 +311,9 @@ def run_job(args: argparse.Namespace) -> dict[str, Any]:
         runs: dict[str, Any] = {"prefilled": prefilled}
         for run in ("first", "cached"):
             before = state.requests
-            m = measure([sys.executable, "-m", JOB_MODULES[args.task], "--study", str(study), "--yes"], code, code)
+            m = measure(
+                [sys.executable, "-m", "llm_jobs.run_all", "--only", args.task, "--study", str(study), "--yes"], code, code
+            )
             m["requests"] = state.requests - before
             m["loadavg_after"] = os.getloadavg()
             runs[run] = m
@@ -373,7 +376,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--code", action="append", default=[], help="LABEL=DIR, a checkout to run (repeatable; default: this one)")
-    ap.add_argument("--task", choices=tuple(JOB_MODULES), default="forecast", help="job: the job measured (default forecast)")
+    ap.add_argument("--task", choices=JOB_TASKS, default="forecast", help="job: the job measured (default forecast)")
     ap.add_argument(
         "--prefill", type=float, default=0.0, help="job: share of the answers written into the cache before the first run"
     )

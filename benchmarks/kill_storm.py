@@ -46,7 +46,7 @@ def storm(kills: int, rows: int, concurrency: int) -> dict:
             )
             raw = tmp_path / "storm/raw/forecast.jsonl"
             env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-            argv = [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"]
+            argv = [sys.executable, "-m", "llm_jobs.run_all", "--only", "forecast", "--study", str(study), "--yes"]
             killed = 0
             step = max(1, rows // (kills + 1))
             for i in range(kills):

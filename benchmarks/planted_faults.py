@@ -253,7 +253,8 @@ JOB_CASES = ("positive log-prob", "rewritten key", "no newline", "two studies", 
 
 def job_cases(work: Path, only: str | None = None) -> list[dict]:
     """Issue 35's cache cases against the loopback OpenAI server (tests/python/
-    test_openai_backend.py): each job run as a user runs it (`python -m llm_jobs.forecast`).
+    test_openai_backend.py): each job run in its own
+    process, as `lookahead jobs --only forecast` runs it (`python -m llm_jobs.run_all --only forecast`).
     ``only``: run just the case of JOB_CASES of that name (``--case``)."""
     import math
     import threading
@@ -278,7 +279,7 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
     def job(study: Path) -> subprocess.CompletedProcess:
         e = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
         return subprocess.run(
-            [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
+            [sys.executable, "-m", "llm_jobs.run_all", "--only", "forecast", "--study", str(study), "--yes"],
             cwd=ROOT,
             env=e,
             capture_output=True,
@@ -391,7 +392,7 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
             e = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
             procs = [
                 subprocess.Popen(
-                    [sys.executable, "-m", "llm_jobs.forecast", "--study", str(s), "--yes"],
+                    [sys.executable, "-m", "llm_jobs.run_all", "--only", "forecast", "--study", str(s), "--yes"],
                     cwd=ROOT,
                     env=e,
                     stdout=subprocess.PIPE,
@@ -432,7 +433,7 @@ def job_cases(work: Path, only: str | None = None) -> list[dict]:
 
             def start(s: Path) -> subprocess.Popen:
                 return subprocess.Popen(
-                    [sys.executable, "-m", "llm_jobs.forecast", "--study", str(s), "--yes"],
+                    [sys.executable, "-m", "llm_jobs.run_all", "--only", "forecast", "--study", str(s), "--yes"],
                     cwd=ROOT,
                     env={**e, "LOOKAHEAD_QUERY_LOG": str(work / f"{s.stem}.log")},
                     stdout=open(logs[s], "w"),

@@ -9,15 +9,14 @@ fields (instance_id, agent, ...) that lookahead.claims.tables matches on.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
-from llm_jobs.cli import arg_parser
 from llm_jobs.context import Backends, JobContext, check_study_links, job_study
 from llm_jobs.failures import require_complete
+from llm_jobs.jobs_plan import say_now
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, record_skeleton, run_queries
@@ -27,7 +26,7 @@ from lookahead.claims.inputs import ClaimsResolved, claim_study, claims_raw_file
 from lookahead.claims.prompts import answer_retry_prompt
 from lookahead.claims.tasks import PredictionError
 from lookahead.config import Study
-from lookahead.guard import EXIT_OK, JobStop, guarded
+from lookahead.guard import EXIT_OK, JobStop
 
 
 class ClaimContext(JobContext):
@@ -55,7 +54,10 @@ def predictions(ctx: ClaimContext) -> pd.DataFrame:
         where = f"row {r['row']}" if r["row"] is not None else ""
         print(f"{r['source']} {where} column {r['column']}: {r['reason']}".replace("  ", " "))
     if preds.empty:
-        raise JobStop("no instances: set claims_predictions_path or run llm_jobs.claims_rationale first")
+        raise JobStop(
+            "no instances: set claims_predictions_path, or claims_instances_path with claims_agent_jobs "
+            "(`lookahead jobs` runs the agent jobs first)"
+        )
     return preds
 
 
@@ -139,7 +141,7 @@ def run_parsed(
     One loop for both jobs, so retry-then-failure and resuming behave the same in each."""
     with RawStore(claims_raw_file(ctx.study, task)) as store:
         if store.repaired_bytes:
-            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = [q for q in queries if q.key not in store]
         print_plan(ctx, task, unit, len(queries), pending, params["max_tokens"])
         if pending:
@@ -155,20 +157,3 @@ def run_parsed(
 
             require_complete(run_queries(store, pending, ctx.batch_size, task, answer, record), store)
     return EXIT_OK
-
-
-def claim_main(
-    job: Callable[[ClaimContext], int],
-    description: str,
-    argv: Sequence[str] | None,
-    extra_args: Callable[[Any], None] | None = None,
-) -> int:
-    p = arg_parser(description)
-    if extra_args:
-        extra_args(p)
-    args = p.parse_args(argv)
-    return guarded(lambda: job(make_claim_context(args)))
-
-
-def exit_with(code: int) -> None:
-    sys.exit(code)

@@ -1,6 +1,6 @@
 """Claim extraction (seed 002, phase 1): each rationale -> schema-valid atomic claims.
 
-Run: ``python -m llm_jobs.claims_extract --study FILE --yes``
+Run alone: ``lookahead jobs --study FILE --only claims_extract --yes`` (else with the study's other jobs)
 
 Temperature 0, the Appendix D prompt. A backend that can constrain its output to the
 JSON Schema (``generate_json``: vLLM guided decoding, OpenAI ``response_format``) is
@@ -16,11 +16,10 @@ extracted like every agent's.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Sequence
 from typing import Any
 
-from llm_jobs.claims_common import ClaimContext, claim_main, claim_record, predictions
+from llm_jobs.claims_common import ClaimContext, claim_record, predictions
+from llm_jobs.jobs_plan import say_now
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import run_queries
@@ -64,7 +63,7 @@ def run(ctx: ClaimContext) -> int:
     }
     with RawStore(claims_raw_file(ctx.study, TASK)) as store:
         if store.repaired_bytes:
-            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         prompts0 = {}
         for r in todo:
             prompts0[(r["instance_id"], r["agent"])] = extraction_prompt(
@@ -141,11 +140,3 @@ def run(ctx: ClaimContext) -> int:
         f"{n_invalid} failed after {st.claims.claims_extract_retries + 1} attempt(s) (status 'extraction failed')"
     )
     return EXIT_OK
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return claim_main(run, "Claim extraction (seed 002 phase 1): schema-valid claims per rationale.", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

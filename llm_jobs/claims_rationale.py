@@ -1,7 +1,8 @@
 """Agent rationales for the claim pipeline: the seed's Superforecasting agent and its
 Temporal Hint variant (seed 002, sections 6.2 and Appendix D.2).
 
-Run: ``python -m llm_jobs.claims_rationale --study FILE --agent superforecasting --yes``
+Run alone: ``lookahead jobs --study FILE --only 'claims_rationale (superforecasting)' --yes`` (an entry
+per agent in llm_jobs.registry)
 
 One greedy answer per instance of ``claims_instances_path``: 'Rationale: ...' then
 'Prediction: <the task kind's prediction>' (a label, a number, or the items best to
@@ -15,27 +16,21 @@ the model's, at temperature 0).
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Sequence
 from typing import Any
 
-from llm_jobs.claims_common import ClaimContext, claim_main, claim_record
+from llm_jobs.claims_common import ClaimContext, claim_record
+from llm_jobs.jobs_plan import say_now
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import run_queries
 from lookahead.cache.store import RawStore
 from lookahead.claims.inputs import claims_raw_file, load_instances
-from lookahead.claims.prompts import AGENTS, rationale_prompt
+from lookahead.claims.prompts import rationale_prompt
 from lookahead.claims.rationale_parse import parse_agent_answer
 from lookahead.guard import EXIT_OK
 from lookahead.keys import query_key
 
 TASK = "claims_rationale"
-
-
-def run(ctx: ClaimContext) -> int:
-    """The agent the command line names (--agent)."""
-    return run_agent(ctx, ctx.args.agent)
 
 
 def run_agent(ctx: ClaimContext, agent: str) -> int:
@@ -71,7 +66,7 @@ def run_agent(ctx: ClaimContext, agent: str) -> int:
         }
     with RawStore(claims_raw_file(ctx.study, TASK)) as store:
         if store.repaired_bytes:
-            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = [q for q in queries if q.key not in store]
         print_plan(ctx, f"{TASK} ({agent})", "instances", len(queries), pending, st.claims.claims_rationale_max_tokens)
         if pending:
@@ -90,20 +85,3 @@ def run_agent(ctx: ClaimContext, agent: str) -> int:
     n_pred = sum(1 for r in recs.values() if r.get("prediction"))
     print(f"{TASK} ({agent}): {n_pred} of {len(queries)} answers fit the task's schema (prediction and rationale)")
     return EXIT_OK
-
-
-def _args(p: Any) -> None:
-    p.add_argument(
-        "--agent",
-        choices=AGENTS,
-        default="superforecasting",
-        help="superforecasting (no date in the prompt) or temporal_hint (cutoff instruction)",
-    )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return claim_main(run, "Agent rationales and predictions (Superforecasting / Temporal Hint).", argv, _args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

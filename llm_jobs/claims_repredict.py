@@ -1,7 +1,7 @@
 """The re-prediction check (seed 002, Appendix B.1, Table 5): does a prediction follow
 from its rationale?
 
-Run: ``python -m llm_jobs.claims_repredict --study FILE --yes``
+Run alone: ``lookahead jobs --study FILE --only claims_repredict --yes`` (else with the study's other jobs)
 
 For every instance with a rationale (every agent): (1) the rationale is cleaned of its
 explicit prediction (lookahead.claims.prompts.clean_rationale with the task kind's
@@ -20,11 +20,9 @@ relative Kendall distance of the rankings (Eq. 13), and per agent their mean.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Sequence
 from typing import Any
 
-from llm_jobs.claims_common import ClaimContext, claim_main, predictions, run_parsed
+from llm_jobs.claims_common import ClaimContext, predictions, run_parsed
 from llm_jobs.queries import Query
 from lookahead.claims.inputs import sha
 from lookahead.claims.prompts import clean_rationale, repredict_prompt
@@ -75,11 +73,3 @@ def run(ctx: ClaimContext) -> int:
     code = run_parsed(ctx, TASK, queries, meta, params, "instances", "re-predict")
     print(f"{TASK}: {len(queries)} re-predictions planned")
     return code
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return claim_main(run, "Re-prediction check: predict again from the cleaned rationale (seed 002 App. B.1).", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """Support judgments for the dating of A1-A3 claims (seed 002, phase 3).
 
-Run: ``python -m llm_jobs.claims_support --study FILE --yes``
+Run alone: ``lookahead jobs --study FILE --only claims_support --yes`` (else with the study's other jobs)
 
 Stands in for the seed's web search and date extraction: the BM25 candidates of each
 A1-A3 claim in the user's dated corpus (lookahead.claims.retrieval) are each judged by
@@ -12,11 +12,10 @@ is asked (the claim text must appear in the document) and this job has nothing t
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Sequence
 from typing import Any
 
-from llm_jobs.claims_common import ClaimContext, claim_main, claim_record, predictions
+from llm_jobs.claims_common import ClaimContext, claim_record, predictions
+from llm_jobs.jobs_plan import say_now
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, run_queries
@@ -72,7 +71,7 @@ def run(ctx: ClaimContext) -> int:
         meta[q.key] = {"claim_sha256": c.query_id, "doc_id": c.doc_id, "bm25_rank": int(c.rank), "bm25_score": float(c.score)}
     with RawStore(claims_raw_file(ctx.study, TASK)) as store:
         if store.repaired_bytes:
-            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = [q for q in queries if q.key not in store]
         print_plan(ctx, TASK, f"candidates ({len(qdf)} A1-A3 claims, top {st.claims.claims_bm25_k})", len(queries), pending, 1)
         if pending:
@@ -97,11 +96,3 @@ def run(ctx: ClaimContext) -> int:
 
             run_queries(store, pending, ctx.batch_size, TASK, answer, lambda q: claim_record(ctx, TASK, q, params, meta[q.key]))
     return EXIT_OK
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return claim_main(run, "Support judgments of BM25 corpus candidates for A1-A3 claims (seed 002 phase 3).", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

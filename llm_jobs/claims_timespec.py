@@ -1,6 +1,6 @@
 """TimeSPEC, the seed's five-phase agent (seed 002, section 5 and Appendix A.2/D.2).
 
-Run: ``python -m llm_jobs.claims_timespec --study FILE --yes``
+Run alone: ``lookahead jobs --study FILE --only claims_timespec --yes`` (else with the study's other jobs)
 
 1. Generator: BM25 over the corpus keeping only documents published BEFORE t_ref (the
    seed's temporally filtered search), then a draft rationale and prediction from the
@@ -35,19 +35,18 @@ is only the validated claims' text (``predictions``), the line also carries them
 ``claims``: they are that text's extraction (lookahead.claims.tables.assembled_claims),
 so a model that cannot extract still gets its TimeSPEC scored; dating and valuation
 are the same as every agent's. Support judgments with ``claims_support_judge: llm`` come from
-<raw_dir>/claims_support.jsonl (run llm_jobs.claims_support afterwards for any missing).
+<raw_dir>/claims_support.jsonl (the claims_support job, after this one in a run, asks any missing).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import sys
-from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
-from llm_jobs.claims_common import ClaimContext, ask_parsed, claim_main, claim_record
+from llm_jobs.claims_common import ClaimContext, ask_parsed, claim_record
+from llm_jobs.jobs_plan import say_now
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, run_queries
@@ -175,7 +174,7 @@ def run(ctx: ClaimContext) -> int:
 
     with RawStore(claims_raw_file(ctx.study, TASK)) as store:
         if store.repaired_bytes:
-            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         ph = Phases(ctx, store)
         # ---- phase 1: draft
         drafts: dict[str, str] = {}
@@ -373,11 +372,3 @@ def aggregate(
         pred, p = kind.final_prediction(parsed, st)
         out[i] = (pred, p, " ".join(c.claim_text for c in valid[i]), None, rec["key"])
     return out
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return claim_main(run, "TimeSPEC: generate, supervise, regenerate once, resupervise, aggregate.", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """Coalition values v(S) for the Shapley values (seed 002, phase 2).
 
-Run: ``python -m llm_jobs.claims_value --study FILE --yes``
+Run alone: ``lookahead jobs --study FILE --only claims_value --yes`` (else with the study's other jobs)
 
 One greedy query per coalition S: the task input and only the claims in S
 (lookahead.claims.prompts.coalition_prompt) with the task kind's answer instruction
@@ -33,12 +33,10 @@ request, under the same key.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Sequence
 from typing import Any
 
 from llm_jobs.claims_batch import check_batch, run_batched
-from llm_jobs.claims_common import ClaimContext, claim_main, predictions, run_parsed
+from llm_jobs.claims_common import ClaimContext, predictions, run_parsed
 from llm_jobs.queries import Query
 from lookahead.claims.inputs import insufficient_rule
 from lookahead.claims.prompts import coalition_prompt
@@ -143,11 +141,3 @@ def run(ctx: ClaimContext) -> int:
         code = run_parsed(ctx, TASK, queries, meta, params, "coalitions", "score")
     print(f"{TASK}: {len(queries)} coalition values planned")
     return code
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return claim_main(run, "Coalition values v(S) for claim Shapley values (seed 002 phase 2).", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

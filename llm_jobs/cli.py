@@ -1,14 +1,11 @@
-"""A job's command line: the arguments every job takes, and its entry point (context
-built, job run, every failure one line: lookahead.guard)."""
+"""The job process's command line (llm_jobs.run_all, llm_jobs.preflight): the arguments
+`lookahead jobs` hands it."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
 
-from llm_jobs.context import JobContext, make_context
 from lookahead.consent import add_consent_arguments
-from lookahead.guard import guarded
 
 
 def arg_parser(description: str) -> argparse.ArgumentParser:
@@ -58,11 +55,13 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
         "(a 4xx other than 408/409/429, a content refusal); without it those rows "
         "are excluded and counted",
     )
+    p.add_argument(
+        "--only",
+        action="append",
+        default=None,
+        metavar="JOB",
+        help="run only this job (a name of llm_jobs.registry, e.g. forecast, claims_value, "
+        "'claims_rationale (temporal_hint)'), whether or not the study's settings call for it; repeatable",
+    )
     add_consent_arguments(p)
     return p
-
-
-def run_main(job: Callable[[JobContext], int], description: str, argv: Sequence[str] | None = None) -> int:
-    """Parse arguments, run one job, turn user errors into one clear line + exit code."""
-    args = arg_parser(description).parse_args(argv)
-    return guarded(lambda: job(make_context(args)))

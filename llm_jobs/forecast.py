@@ -1,6 +1,6 @@
 """Protocol step 1: the forecast signal mu_hat from the user's own prompt.
 
-Run: ``python -m llm_jobs.forecast --study FILE --yes``
+Run alone: ``lookahead jobs --study FILE --only forecast --yes`` (else with the study's other jobs)
 
 The prompt and the label mapping are used verbatim, at temperature 0. After the queries
 the parse rate is reported; below 95% the job stops with a non-zero exit and shows the
@@ -20,10 +20,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from llm_jobs.cli import run_main
 from llm_jobs.context import JobContext, cached_fields, cached_records, not_cached, open_store, release_freed_memory
 from llm_jobs.failures import refused_keys, require_complete, skip_refused
-from llm_jobs.jobs_plan import not_answered_elsewhere
+from llm_jobs.jobs_plan import not_answered_elsewhere, say_now
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
 from llm_jobs.queries import Query, QueryPlan, keys_of
 from llm_jobs.query_loop import logprob_dicts
@@ -77,7 +76,7 @@ def run(ctx: JobContext) -> int:
     asks_conf = prompt_asks_confidence(str(ctx.study.prompts.forecast_prompt))
     with open_store(ctx, TASK) as store:
         if store.repaired_bytes:
-            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         uncached = skip_refused(TASK, store, not_cached(ctx, store, TASK, queries), retry_failed(ctx))
         uncached = not_answered_elsewhere(TASK, uncached)  # the plan counts a shared pass once (llm_jobs.fused)
         store.require_writable(len(uncached))  # before the model loads: nothing to ask, no lock needed
@@ -226,11 +225,3 @@ def summarize(
 def accepts_low_parse_rate(ctx: JobContext) -> bool:
     """The study's accept_low_parse_rate setting (the record dbt and the report read)."""
     return ctx.study.runner.accept_low_parse_rate
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_main(run, "Protocol step 1: forecast signal mu_hat (raw JSONL + parse rate).", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

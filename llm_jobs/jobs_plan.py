@@ -17,6 +17,7 @@ import contextlib
 import contextvars
 import dataclasses
 import io
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,17 @@ _confirmed: contextvars.ContextVar[bool] = contextvars.ContextVar("confirmed", d
 #: While jobs run under a confirmation of some of their questions only (the claim jobs):
 #: those questions, each answered once; any other question is asked.
 _answered: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("answered", default=None)
+
+
+#: Inside the planning pass, the stream its held-back output would have gone to.
+_outer: contextvars.ContextVar[Any] = contextvars.ContextVar("outer", default=None)
+
+
+def say_now(line: str) -> None:
+    """Print ``line`` now, also inside the planning pass, whose output is held back (each job
+    prints its plan again when it runs): what happens once (a torn last line repaired, a
+    note recorded) is not said again when the job runs, so it is shown when it happens."""
+    print(line, file=_outer.get() or sys.stdout, flush=True)
 
 
 def record(estimate: Estimate) -> None:
@@ -115,6 +127,7 @@ def planning_pass(
     finished: set[str] = set()
     token = _estimates.set(found)
     elsewhere = _elsewhere.set({})
+    outer = _outer.set(sys.stdout)
     try:
         for name, job in jobs:
             held = io.StringIO()
@@ -135,6 +148,7 @@ def planning_pass(
     finally:
         _estimates.reset(token)
         _elsewhere.reset(elsewhere)
+        _outer.reset(outer)
     return found, finished, EXIT_OK
 
 

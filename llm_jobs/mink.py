@@ -1,6 +1,6 @@
 """Min-K% LAP (paper eq. 1): token log-probabilities of each forecast prompt.
 
-Run: ``python -m llm_jobs.mink --study FILE --yes``
+Run alone: ``lookahead jobs --study FILE --only mink --yes`` (else with the study's other jobs)
 
 The prompt is exactly what the forecast job sends (the user's prompt filled with the row
 and wrapped in the chat template when used), because the paper scores "any text
@@ -12,14 +12,11 @@ the mean are applied afterwards, so changing mink_k or mink_mean needs no new qu
 from __future__ import annotations
 
 import functools
-import sys
-from collections.abc import Sequence
 from typing import Any
 
-from llm_jobs.cli import run_main
 from llm_jobs.context import JobContext, cached_fields, not_cached, open_store
 from llm_jobs.failures import refused_keys, require_complete, skip_refused
-from llm_jobs.jobs_plan import not_answered_elsewhere
+from llm_jobs.jobs_plan import not_answered_elsewhere, say_now
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
 from llm_jobs.queries import Query, QueryPlan, keys_of
 from llm_jobs.query_loop import logprob_dicts
@@ -58,7 +55,7 @@ def score_prompts(ctx: JobContext, task: str, params: dict[str, Any]) -> QueryPl
     queries = plan(ctx, params, task)
     with open_store(ctx, task) as store:
         if store.repaired_bytes:
-            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         uncached = skip_refused(
             task, store, not_cached(ctx, store, task, queries), bool(getattr(ctx.args, "retry_failed", False))
         )
@@ -120,11 +117,3 @@ def mink_answer(backend: Backend, batch: list[Query], extras: tuple[str, ...] = 
             rec["zlib_bytes"] = zlib_bytes(q.prompt)
         out.append(rec)
     return out
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_main(run, "Min-K% LAP over the forecast prompts (paper eq. 1; raw JSONL).", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -53,8 +53,10 @@ def prompt_token_limit(ctx: JobContext, output_tokens: int) -> tuple[int | None,
         context = ctx.backend.context_length()
     if context is None:
         if "context_length" not in ctx.notes:
+            from llm_jobs.jobs_plan import say_now
+
             ctx.notes.append("context_length")
-            print(
+            say_now(
                 "note: prompt lengths not checked: the model's context length is unknown here (set context_length in the study)"
             )
         return None, None

@@ -1,5 +1,7 @@
 """`lookahead check`'s preflight: every check the LLM jobs make before their first query,
-and nothing else. Run: ``python -m llm_jobs.preflight --study FILE``
+and nothing else. Run by `lookahead check` as ``python -m llm_jobs.preflight --settings FILE``
+(a process of its own: the package never imports the jobs, and the tokenizer and the rows'
+scan are freed when it ends).
 
 Why the jobs' own code rather than a list of its own: a check that `lookahead run` made
 and `lookahead check` did not (an unknown `{sector}` placeholder, a prompt longer than the

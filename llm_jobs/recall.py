@@ -1,6 +1,6 @@
 """Protocol step 2: the date-only recall query, one per unique (entity_id, target_date).
 
-Run: ``python -m llm_jobs.recall --study FILE --yes``
+Run alone: ``lookahead jobs --study FILE --only recall --yes`` (else with the study's other jobs)
 
 Pairs are deduplicated before querying; the template (protocol default, configurable)
 is filled with the outcome description and reference period and wrapped in the model's
@@ -14,13 +14,12 @@ runs only with --allow-sampling, and its lines say approximated=true.
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from llm_jobs.cli import run_main
 from llm_jobs.context import JobContext, cached_fields, not_cached, open_store
 from llm_jobs.failures import refused_keys, require_complete, skip_refused
+from llm_jobs.jobs_plan import say_now
 from llm_jobs.planning import confirm, print_plan, prompt_token_limit, too_long_stop
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts
@@ -144,7 +143,7 @@ def run(ctx: JobContext) -> int:
     print(f"recall: {len(ctx.rows)} rows -> {len(queries)} unique (entity_id, target_date) pairs")
     with open_store(ctx, TASK) as store:
         if store.repaired_bytes:
-            print(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
         pending = skip_refused(TASK, store, not_cached(ctx, store, TASK, queries), bool(getattr(ctx.args, "retry_failed", False)))
         store.require_writable(len(pending))  # before the model loads: nothing to ask, no lock needed
         store.claim(q.key for q in pending)  # another study sharing raw_dir waits for these (llm_jobs.sharing)
@@ -234,11 +233,3 @@ def recall_answer(
             line.update({"label_logprobs": exact[i], "probability_method": EXACT})
         out.append(line)
     return out
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_main(run, "Protocol step 2: date-only recall query, P(label), LAP (raw JSONL).", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

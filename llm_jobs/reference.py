@@ -1,6 +1,6 @@
 """Reference-model LAP: the Min-K% prompts scored by the study's reference model.
 
-Run: ``python -m llm_jobs.reference --study FILE --yes``
+Run alone: ``lookahead jobs --study FILE --only reference --yes`` (else with the study's other jobs)
 
 The `reference` measure (lookahead/measures.py) compares the target's mean prompt
 log-prob with a reference model's on the same prompt (Carlini et al. 2021). This job
@@ -13,10 +13,6 @@ compute the measure asks nothing.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Sequence
-
-from llm_jobs.cli import run_main
 from llm_jobs.context import JobContext
 from llm_jobs.mink import plan, score_prompts
 from lookahead.guard import EXIT_OK
@@ -48,11 +44,3 @@ def run(ctx: JobContext) -> int:
         "computes the reference-model LAP from their lines (int_lap_reference)"
     )
     return EXIT_OK
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_main(run, "Reference-model prompt log-probs for the reference-model LAP (raw JSONL).", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,7 +17,7 @@ in the other, and the import graph could not see the claim jobs. A new job is a 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -135,8 +135,17 @@ JOBS: tuple[JobEntry, ...] = (
 )
 
 
-def study_jobs(study: Study) -> list[JobEntry]:
-    """The entries ``study`` needs, in order (an unknown name in claims_agent_jobs: one line)."""
+def study_jobs(study: Study, only: Sequence[str] | None = None) -> list[JobEntry]:
+    """The entries ``study`` needs, in order (an unknown name in claims_agent_jobs: one line).
+    ``only`` (`lookahead jobs --only NAME`): the entries of those names instead, in the
+    registry's order, whether or not the study's settings call for them (one job rerun on
+    its own, as each job's module once ran it); an unknown name is one line naming the jobs."""
+    if only:
+        names = {e.name for e in JOBS}
+        unknown = [n for n in only if n not in names]
+        if unknown:
+            raise StudyConfigError(f"--only {unknown[0]!r}: no such job; the jobs are {', '.join(repr(e.name) for e in JOBS)}")
+        return [e for e in JOBS if e.name in only]
     if has_claims(study) and study.claims.claims_instances_path:
         _agents(study)
     return [e for e in JOBS if e.needs.test(study)]

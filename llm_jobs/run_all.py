@@ -5,7 +5,9 @@ then the claim jobs), in this one process: each model is loaded once and shared 
 job that asks it (llm_jobs.context.Backends).
 
 Run by `lookahead jobs` and `lookahead run`, in the environment the study's backend needs
-(lookahead.children.job_python); by hand: ``python -m llm_jobs.run_all --study FILE --yes``
+(lookahead.children.job_python): the job process those commands start, kept as a module they
+run with ``python -m`` because its interpreter may be another environment's (.venv-vllm).
+One job alone: ``lookahead jobs --study FILE --only NAME`` (a name of llm_jobs.registry).
 
 Every job is planned first and the whole run's requests, tokens and price are printed
 as one table and asked for once (llm_jobs.jobs_plan; --max-cost refuses a run above a
@@ -127,7 +129,7 @@ def run_study(args: argparse.Namespace) -> int:
     `lookahead`'s resolved settings, else the study file); the protocol jobs share one
     context, the claim jobs another, and every model is loaded once (Backends)."""
     study = job_study(args)
-    entries = study_jobs(study)
+    entries = study_jobs(study, args.only)
     backends = Backends()
     protocol = [e for e in entries if e.context == "protocol"]
     claims = [e for e in entries if e.context == "claims"]

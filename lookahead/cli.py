@@ -186,7 +186,7 @@ STUDY_KINDS: dict[str, StudyKind] = {
 
 
 JOB_OPTIONS_NOTE = (
-    "Other options (--allow-sampling, --max-cost USD) are passed to the LLM jobs; see `python -m llm_jobs.run_all --help`."
+    "Other options (--allow-sampling, --max-cost USD, --retry-failed) are passed to the LLM jobs' process (llm_jobs.run_all)."
 )
 
 
@@ -233,6 +233,16 @@ def build_parser() -> argparse.ArgumentParser:
             )
         if name in ("check", "jobs", "run"):
             add_consent_arguments(p)
+        if name == "jobs":
+            p.add_argument(
+                "--only",
+                action="append",
+                default=[],
+                metavar="JOB",
+                help="run only this job, a name of the job registry (llm_jobs.registry: forecast, recall, mink, "
+                "reference, claims_extract, claims_value, 'claims_rationale (temporal_hint)', ...), whether or not "
+                "the study's settings call for it; repeatable",
+            )
         if name in ("build", "run"):
             p.add_argument(
                 "--rebuild",
@@ -416,6 +426,9 @@ def _command(args: argparse.Namespace, extra: list[str], study: Study, settings:
     kind = STUDY_KINDS[study.output.study_kind]  # a protocol study, or a claim-only one
     if args.command == "check":
         return kind.check(study, args.study, settings)
+    if args.command == "run" and "--only" in extra:  # a run's build and report read every job's lines
+        print("error: --only goes with `lookahead jobs` (one job alone), not `lookahead run`", file=sys.stderr)
+        return 2
     if args.command in ("jobs", "run"):
         refused = refusals_first(study, kind)  # check's refusals stop a run before any query
         if refused:
@@ -423,7 +436,8 @@ def _command(args: argparse.Namespace, extra: list[str], study: Study, settings:
         python = job_python(study, args.yes)  # a backend with an environment of its own (vLLM) runs its jobs there
         # the protocol's jobs (a protocol study) and the claim jobs (a study with claim
         # settings), planned together: one cost table, one question (llm_jobs.run_all)
-        rc = run_jobs(settings, args.study, args.yes, extra, python=python)
+        only = [arg for name in getattr(args, "only", []) for arg in ("--only", name)]
+        rc = run_jobs(settings, args.study, args.yes, [*only, *extra], python=python)
         if rc or args.command == "jobs":
             return rc
     build = args.command in ("build", "run")

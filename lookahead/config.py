@@ -6,7 +6,7 @@ declaration and is the only code that checks settings: the LLM jobs, the statist
 paper tables and the report load a :class:`Study` here, and dbt's run-start check hands
 its vars to :func:`check_dbt_vars` through the project's DuckDB plugin
 (``lookahead/dbt_plugin.py``). The vars block of ``dbt_project.yml`` is generated from
-the declaration and the default study (``python -m lookahead.config --write-dbt-vars``),
+the declaration and the default study (``python scripts/generated_files.py --write-dbt-vars``),
 so plain ``dbt build`` builds the demo study with the same values the jobs use.
 
 Why so strict: a typo in a cutoff or a study file that forgets its model must stop the
@@ -28,7 +28,6 @@ import hashlib
 import json
 import math
 import os
-import sys
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -589,7 +588,7 @@ def sections_source(schema: Schema = SCHEMA) -> str:
     fields the concern's settings (declared types, defaults, meanings as docstrings)."""
     out = [
         '"""The study settings as typed sections, one per concern. GENERATED from',
-        "lookahead/study_settings.yml by `python -m lookahead.config --write-sections`; do not edit",
+        "lookahead/study_settings.yml by `python scripts/generated_files.py --write-sections`; do not edit",
         "(tests/python/test_settings.py fails when this file is stale).",
         "",
         "Why generated: the YAML stays the one declaration (type, default, meaning, concern), and",
@@ -766,7 +765,7 @@ def check_dbt_vars(dbt_values_json: str, cli_vars: str) -> str:
             if got != value:
                 return (
                     f"setting '{name}': dbt has {got!r} where the study has {value!r}; "
-                    "regenerate dbt_project.yml's vars (python -m lookahead.config --write-dbt-vars)"
+                    "regenerate dbt_project.yml's vars (python scripts/generated_files.py --write-dbt-vars)"
                 )
     except StudyConfigError as exc:
         return str(exc)
@@ -823,7 +822,7 @@ def dbt_vars_block(root: Path = PROJECT_ROOT) -> str:
         "vars:",
         f"  # GENERATED from lookahead/study_settings.yml and {SCHEMA.default_study} (the",
         "  # default study): the settings dbt reads with var(); do not edit here:",
-        "  # python -m lookahead.config --write-dbt-vars",
+        "  # python scripts/generated_files.py --write-dbt-vars",
     ]
     for name, spec in SCHEMA.settings.items():
         if not spec.dbt:
@@ -865,48 +864,3 @@ def write_dbt_vars(root: Path = PROJECT_ROOT, check: bool = False) -> bool:
         return new == text
     path.write_text(new, encoding="utf-8")
     return True
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    p = argparse.ArgumentParser(
-        prog="python -m lookahead.config",
-        description="Regenerate what is generated from the settings declaration: "
-        "dbt_project.yml's vars and the typed sections (a study file "
-        "is checked by `lookahead check --study FILE`).",
-    )
-    p.add_argument("--write-dbt-vars", action="store_true", help="regenerate dbt_project.yml's vars block")
-    p.add_argument("--check-dbt-vars", action="store_true", help="exit 1 if that block is out of date")
-    p.add_argument("--write-sections", action="store_true", help="regenerate lookahead/settings_sections.py (the typed sections)")
-    p.add_argument("--check-sections", action="store_true", help="exit 1 if that file is out of date")
-    args = p.parse_args(argv)
-    if not (args.write_dbt_vars or args.check_dbt_vars or args.write_sections or args.check_sections):
-        p.print_usage(sys.stderr)
-        print(
-            "error: give --write-dbt-vars, --check-dbt-vars, --write-sections or --check-sections "
-            "(a study file: lookahead check --study FILE)",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        if args.write_sections:
-            write_sections()
-        if args.check_sections and not write_sections(check=True):
-            print("lookahead/settings_sections.py is out of date: python -m lookahead.config --write-sections", file=sys.stderr)
-            return 1
-        if args.write_dbt_vars:
-            write_dbt_vars()
-        if args.check_dbt_vars and not write_dbt_vars(check=True):
-            print("dbt_project.yml vars are out of date: python -m lookahead.config --write-dbt-vars", file=sys.stderr)
-            return 1
-    except StudyConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":  # the imported module's main: its StudyConfigError is the one raised
-    from lookahead.config import main as _main
-
-    sys.exit(_main())

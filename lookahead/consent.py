@@ -5,8 +5,8 @@ so the file alone cannot send anything off this machine:
 
 - A ``base_url`` whose host is not loopback is used only when the study says
   ``allow_remote: true`` *and* the person running the command names that host:
-  ``--allow-remote HOST`` on the command line (``lookahead check|jobs|run`` and every
-  ``python -m llm_jobs.*`` job), or the environment variable ``LOOKAHEAD_ALLOW_REMOTE``
+  ``--allow-remote HOST`` on the command line (``lookahead check|jobs|run``, which hand it
+  to the job process llm_jobs.run_all), or the environment variable ``LOOKAHEAD_ALLOW_REMOTE``
   (hosts separated by commas). ``--yes`` answers the cost question only; it never stands
   for this consent.
 - The environment variable sent as the key (``api_key_env``) must look like an API key

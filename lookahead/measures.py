@@ -23,10 +23,8 @@ key (lookahead.tasks.LINE_EXTRA_BITS): one line serves every study it carries en
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -314,25 +312,9 @@ def macro_text() -> str:
         for m in MEASURES.values()
     ]
     return (
-        "{#- Generated from lookahead/measures.py by `python -m lookahead.measures --write-macro`;\n"
+        "{#- Generated from lookahead/measures.py by `python scripts/generated_files.py --write-macro`;\n"
         "    do not edit (tests/python/test_measures.py holds it to the registry). -#}\n"
         "{% macro lap_measure_registry() -%}\n"
         "  {{ return([\n" + ",\n".join("    " + r for r in rows) + "\n  ]) }}\n"
         "{%- endmacro %}\n"
     )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="The LAP measure registry.")
-    ap.add_argument("--write-macro", action="store_true", help=f"write {MACRO_PATH.name}")
-    args = ap.parse_args(argv)
-    if args.write_macro:
-        MACRO_PATH.write_text(macro_text(), encoding="utf-8")
-        print(f"wrote {MACRO_PATH}")
-    for m in MEASURES.values():
-        print(f"{m.name:10s} {m.column:14s} task={m.task:10s} {m.variation:10s} {m.label}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

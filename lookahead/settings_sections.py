@@ -1,5 +1,5 @@
 """The study settings as typed sections, one per concern. GENERATED from
-lookahead/study_settings.yml by `python -m lookahead.config --write-sections`; do not edit
+lookahead/study_settings.yml by `python scripts/generated_files.py --write-sections`; do not edit
 (tests/python/test_settings.py fails when this file is stale).
 
 Why generated: the YAML stays the one declaration (type, default, meaning, concern), and

@@ -24,7 +24,7 @@
         {{ exceptions.raise_compiler_error(
             "setting 'lap_measures': the study computes 'reference' but no raw file " ~ raw_dir ~ "/**/reference.jsonl"
             ~ " was found; run the LLM jobs first (lookahead jobs --study <file>, "
-            ~ "or python -m llm_jobs.reference --study <file>)") }}
+            ~ "or that job alone: lookahead jobs --study <file> --only reference)") }}
       {% endif %}
     {% endif %}
     {% endif %}

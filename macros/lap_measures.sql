@@ -1,4 +1,4 @@
-{#- Generated from lookahead/measures.py by `python -m lookahead.measures --write-macro`;
+{#- Generated from lookahead/measures.py by `python scripts/generated_files.py --write-macro`;
     do not edit (tests/python/test_measures.py holds it to the registry). -#}
 {% macro lap_measure_registry() -%}
   {{ return([

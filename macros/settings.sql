@@ -32,7 +32,7 @@
     var() for a setting the command line gives: dbt's var() renders a string var as a
     Jinja template, so a study's `{{ ... }}` would run at parse time (docs/SECURITY.md).
     var() is left for dbt_project.yml's generated values (the default study, whose
-    values python -m lookahead.config --write-dbt-vars refuses to write with Jinja in
+    values python scripts/generated_files.py --write-dbt-vars refuses to write with Jinja in
     them) and a unit test's overrides (the project's own files). -#}
 {% macro cli_vars() -%}
   {%- set given = invocation_args_dict.get('vars') or {} -%}

@@ -183,7 +183,7 @@ def measure(
     t0 = time.time()
     python = str(VLLM_PYTHON) if backend == "vllm" else sys.executable
     res = subprocess.run(
-        [python, "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"],
+        [python, "-m", "llm_jobs.run_all", "--only", "claims_extract", "--study", str(study), "--yes"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -5,7 +5,8 @@ Why it looks the way it does:
   because it pins its own torch and transformers. ``vllm`` is therefore imported only when
   a VLLMBackend is built, so ``import lookahead.backends`` works in the main venv too.
 - vLLM starts worker processes: build the backend under ``if __name__ == "__main__":``
-  (the llm_jobs entry points do), or the spawned workers re-import the caller.
+  (the job process llm_jobs.run_all and the preflight llm_jobs.preflight do), or the
+  spawned workers re-import the caller.
 - Whole lists of prompts go to one ``LLM.generate`` call (batch inference, as the protocol
   asks for vLLM); vLLM schedules them itself.
 - Logprobs are vLLM's raw ones (before temperature or penalties), i.e. log_softmax of the
@@ -34,8 +35,8 @@ def _vllm() -> Any:
         raise StudyConfigError(
             "setting 'backend': 'vllm' needs the vLLM environment: `lookahead jobs` and "
             "`lookahead run` run the jobs there (creating it on first use), or create it with "
-            "`bash scripts/make_vllm_env.sh` and run the job with "
-            "`.venv-vllm/bin/python -m llm_jobs.<job> ...`"
+            "`bash scripts/make_vllm_env.sh` and run the jobs with "
+            "`.venv-vllm/bin/python -m llm_jobs.run_all --study FILE`"
         ) from None
     return vllm
 

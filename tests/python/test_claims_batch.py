@@ -126,7 +126,7 @@ def _kind_study(tmp_path: Path, kind: str, url: str, batch: int, **kw) -> Path:
 def _job(study: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "llm_jobs.claims_value", "--study", str(study), "--yes"],
+        [sys.executable, "-m", "llm_jobs.run_all", "--only", "claims_value", "--study", str(study), "--yes"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -171,7 +171,7 @@ def test_lookahead_run_puts_claims_beside_the_verdict(tmp_path):
     env = dbt_env(db)
     for job in ("claims_timespec", "claims_value"):
         r = subprocess.run(
-            [sys.executable, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes"],
+            [sys.executable, "-m", "llm_jobs.run_all", "--only", job, "--study", str(study), "--yes"],
             cwd=ROOT,
             env=env,
             capture_output=True,

@@ -193,7 +193,7 @@ def _study(tmp_path: Path, port: int, api: str) -> Path:
 def _run(study: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"],
+        [sys.executable, "-m", "llm_jobs.run_all", "--only", "claims_extract", "--study", str(study), "--yes"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -270,7 +270,7 @@ def _run_rationale_agents(tmp_path: Path, port: int, **settings: Any) -> tuple[P
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     for agent in ("temporal_hint", "superforecasting"):
         res = subprocess.run(
-            [sys.executable, "-m", "llm_jobs.claims_rationale", "--study", str(study), "--yes", "--agent", agent],
+            [sys.executable, "-m", "llm_jobs.run_all", "--only", f"claims_rationale ({agent})", "--study", str(study), "--yes"],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -331,7 +331,9 @@ def test_kill9_mid_extraction_then_resume_without_requery(server, tmp_path):
     study.write_text(yaml.safe_dump(v))
     raw = tmp_path / "raw" / "claims_extract.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    code = kill_once_written([sys.executable, "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"], raw, 3, env, 120)
+    code = kill_once_written(
+        [sys.executable, "-m", "llm_jobs.run_all", "--only", "claims_extract", "--study", str(study), "--yes"], raw, 3, env, 120
+    )
     assert code == -signal.SIGKILL
     done = {r["instance_id"] for r in _lines(tmp_path)}
     assert 3 <= len(done) < 12

@@ -47,7 +47,7 @@ def _study(tmp_path: Path, model: str, **kw) -> Path:
 def _run(job: str, study: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     e = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", **(env or {})}
     return subprocess.run(
-        [PY, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes"],
+        [PY, "-m", "llm_jobs.run_all", "--only", job, "--study", str(study), "--yes"],
         cwd=ROOT,
         env=e,
         capture_output=True,
@@ -79,12 +79,12 @@ def _score(study: Path) -> dict:
     import contextlib
     import io
 
-    from llm_jobs import claims_timespec, claims_value
+    from llm_jobs import run_all
 
-    for job in (claims_timespec, claims_value):
+    for job in ("claims_timespec", "claims_value"):
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
-            rc = job.main(["--study", str(study), "--yes"])
+            rc = run_all.main(["--only", job, "--study", str(study), "--yes"])
         assert rc == 0, buf.getvalue()
     return build(load_study(study))
 
@@ -134,12 +134,12 @@ def test_full_demo_known_answers(tmp_path):
 
 
 def test_value_job_rerun_asks_nothing(scored, tmp_path, monkeypatch, capsys):
-    from llm_jobs import claims_value
+    from llm_jobs import run_all
 
     study, _ = scored["leaky"]
     log = tmp_path / "q.log"
     monkeypatch.setenv("LOOKAHEAD_QUERY_LOG", str(log))
-    assert claims_value.main(["--study", str(study), "--yes"]) == 0
+    assert run_all.main(["--only", "claims_value", "--study", str(study), "--yes"]) == 0
     assert "to query: 0" in capsys.readouterr().out
     assert not log.exists() or log.read_text() == ""
 
@@ -152,7 +152,9 @@ def test_kill9_mid_run_then_resume_without_requery(tmp_path):
     raw = tmp_path / "raw_leaky" / "claims_value.jsonl"
     log1, log2 = tmp_path / "q1.log", tmp_path / "q2.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LOOKAHEAD_QUERY_LOG": str(log1)}
-    code = kill_once_written([PY, "-m", "llm_jobs.claims_value", "--study", str(study), "--yes"], raw, 20, env, 300)
+    code = kill_once_written(
+        [PY, "-m", "llm_jobs.run_all", "--only", "claims_value", "--study", str(study), "--yes"], raw, 20, env, 300
+    )
     assert code == -signal.SIGKILL
     done = {r["key"] for r in _lines(raw)}
     with open(raw, "a") as fh:
@@ -236,12 +238,14 @@ def _kill_then_resume(
     check that the rerun sent none of the answered keys to the model again."""
     log1, log2 = tmp_path / f"{job}.q1.log", tmp_path / f"{job}.q2.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LOOKAHEAD_QUERY_LOG": str(log1)}
-    code = kill_once_written([PY, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes", *extra], raw, min_lines, env, 600)
+    code = kill_once_written(
+        [PY, "-m", "llm_jobs.run_all", "--only", job, "--study", str(study), "--yes", *extra], raw, min_lines, env, 600
+    )
     assert code == -signal.SIGKILL, "job finished before the kill"
     done = {r["key"] for r in _lines(raw)}
     e = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LOOKAHEAD_QUERY_LOG": str(log2)}
     res = subprocess.run(
-        [PY, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes", *extra],
+        [PY, "-m", "llm_jobs.run_all", "--only", job, "--study", str(study), "--yes", *extra],
         cwd=ROOT,
         env=e,
         capture_output=True,
@@ -270,9 +274,7 @@ def test_kill9_support_job_resumes_without_requery(tmp_path):
 def test_kill9_rationale_job_resumes_without_requery(tmp_path):
     """claims_rationale (Temporal Hint agent) writing rationales for the demo instances."""
     study = _study(tmp_path, "leaky", batch_size=1, claims_rationale_max_tokens=8, claims_predictions_path=None)
-    _kill_then_resume(
-        tmp_path, "claims_rationale", study, tmp_path / "raw_leaky" / "claims_rationale.jsonl", 5, ("--agent", "temporal_hint")
-    )
+    _kill_then_resume(tmp_path, "claims_rationale (temporal_hint)", study, tmp_path / "raw_leaky" / "claims_rationale.jsonl", 5)
 
 
 @pytest.mark.slow

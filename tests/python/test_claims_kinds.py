@@ -449,7 +449,7 @@ def _http_study(tmp_path: Path, port: int, kind: str, preds: list[dict], claims=
 def _job(study: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "llm_jobs.claims_value", "--study", str(study), "--yes"],
+        [sys.executable, "-m", "llm_jobs.run_all", "--only", "claims_value", "--study", str(study), "--yes"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -512,7 +512,7 @@ def test_ranking_job_rejects_repeated_items_then_kill9_resumes(server, tmp_path)
     state.delay_s = 0.15
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     code = kill_once_written(
-        [sys.executable, "-m", "llm_jobs.claims_value", "--study", str(study), "--yes"],
+        [sys.executable, "-m", "llm_jobs.run_all", "--only", "claims_value", "--study", str(study), "--yes"],
         tmp_path / "raw" / "claims_value.jsonl",
         5,
         env,
@@ -565,7 +565,16 @@ def test_agents_follow_the_schema_and_timespec_ranks(server, tmp_path):
     study.write_text(yaml.safe_dump(v))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     res = subprocess.run(
-        [sys.executable, "-m", "llm_jobs.claims_rationale", "--study", str(study), "--yes"],
+        [
+            sys.executable,
+            "-m",
+            "llm_jobs.run_all",
+            "--only",
+            "claims_rationale (superforecasting)",
+            "--study",
+            str(study),
+            "--yes",
+        ],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -600,7 +609,7 @@ def test_agents_follow_the_schema_and_timespec_ranks(server, tmp_path):
     v.update(claims_instances_path=str(rank / "inst.csv"), claims_predictions_path=None, claims_extractions_path=None)
     study.write_text(yaml.safe_dump(v))
     res = subprocess.run(
-        [sys.executable, "-m", "llm_jobs.claims_timespec", "--study", str(study), "--yes"],
+        [sys.executable, "-m", "llm_jobs.run_all", "--only", "claims_timespec", "--study", str(study), "--yes"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -623,7 +632,7 @@ def test_agents_follow_the_schema_and_timespec_ranks(server, tmp_path):
     # TimeSPEC is scored like every agent: its final rationale extracted, dated, valued
     for job in ("claims_extract", "claims_value"):
         res = subprocess.run(
-            [sys.executable, "-m", f"llm_jobs.{job}", "--study", str(study), "--yes"],
+            [sys.executable, "-m", "llm_jobs.run_all", "--only", job, "--study", str(study), "--yes"],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -668,7 +677,7 @@ def test_repredict_job_and_table_regression_ranking(server, tmp_path):
     study.write_text(yaml.safe_dump(v))
     state.delay_s = 0.2
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    argv = [sys.executable, "-m", "llm_jobs.claims_repredict", "--study", str(study), "--yes"]
+    argv = [sys.executable, "-m", "llm_jobs.run_all", "--only", "claims_repredict", "--study", str(study), "--yes"]
     assert kill_once_written(argv, tmp_path / "raw" / "claims_repredict.jsonl", 3, env, 120) == -signal.SIGKILL
     before = _raw(tmp_path, "claims_repredict.jsonl")
     assert 3 <= len(before) < 8
@@ -703,7 +712,7 @@ def test_repredict_job_and_table_regression_ranking(server, tmp_path):
         ],
     )
     res = subprocess.run(
-        [sys.executable, "-m", "llm_jobs.claims_repredict", "--study", str(study), "--yes"],
+        [sys.executable, "-m", "llm_jobs.run_all", "--only", "claims_repredict", "--study", str(study), "--yes"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -216,7 +216,7 @@ def test_token_value_refused_on_a_backend_without_exact_scoring(tmp_path):
     study = _seed(tmp_path, "classification", [_pred("c1", "up", "up", 2)], claims_coalition_value="token")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     res = subprocess.run(
-        [sys.executable, "-m", "llm_jobs.claims_value", "--study", str(study), "--yes"],
+        [sys.executable, "-m", "llm_jobs.run_all", "--only", "claims_value", "--study", str(study), "--yes"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -256,7 +256,7 @@ def test_value_job_sends_the_seed_prompt_and_never_the_empty_set(tmp_path):
         study.write_text(yaml.safe_dump(v))
         env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
         res = subprocess.run(
-            [sys.executable, "-m", "llm_jobs.claims_value", "--study", str(study), "--yes"],
+            [sys.executable, "-m", "llm_jobs.run_all", "--only", "claims_value", "--study", str(study), "--yes"],
             cwd=ROOT,
             env=env,
             capture_output=True,

@@ -82,7 +82,7 @@ def test_vllm_guided_decoding_extraction(tmp_path):
     study.write_text(yaml.safe_dump(v))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     res = subprocess.run(
-        [str(VLLM_PYTHON), "-m", "llm_jobs.claims_extract", "--study", str(study), "--yes"],
+        [str(VLLM_PYTHON), "-m", "llm_jobs.run_all", "--only", "claims_extract", "--study", str(study), "--yes"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -166,7 +166,7 @@ def test_a_line_that_disagrees_with_its_key_is_not_an_answer(tmp_path: Path) -> 
 def _job(study: Path, *args: str, **kw: Any) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
     return subprocess.run(
-        [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), *args],
+        [sys.executable, "-m", "llm_jobs.run_all", "--only", "forecast", "--study", str(study), *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -192,7 +192,7 @@ def test_kills_lose_at_most_the_request_in_flight(server_factory: Any, tmp_path:
     )
     raw = tmp_path / "kills/raw/forecast.jsonl"
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
-    argv = [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"]
+    argv = [sys.executable, "-m", "llm_jobs.run_all", "--only", "forecast", "--study", str(study), "--yes"]
     kills = 0
     for lines in (3, 9, 15):
         if kill_once_written(argv, raw, lines, env, 120) < 0:
@@ -296,7 +296,7 @@ def test_config_check_without_a_file_and_with_a_missing_column(tmp_path: Path) -
     data file is one line naming it."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     bare = subprocess.run(
-        [sys.executable, "-m", "lookahead.config"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "scripts/generated_files.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
     )
     assert bare.returncode == 2 and bare.stderr.startswith("usage:")
     text = (ROOT / "demo/studies/contaminated.yml").read_text()

@@ -31,8 +31,10 @@ VLLM = {"dtype": "float32", "enforce_eager": True, "kv_cache_gib": 1, "max_model
 
 
 def job(module: str, study: Path, *flags: str) -> str:
+    """A job of the registry alone (`--only`), or "run_all": every job the study needs."""
+    only = [] if module == "run_all" else ["--only", module]
     proc = subprocess.run(
-        [str(VLLM_PYTHON), "-m", f"llm_jobs.{module}", "--study", str(study), "--yes", *flags],
+        [str(VLLM_PYTHON), "-m", "llm_jobs.run_all", *only, "--study", str(study), "--yes", *flags],
         cwd=ROOT,
         env={**vllm_env(), "PYTHONPATH": str(ROOT)},
         capture_output=True,

@@ -283,7 +283,7 @@ def test_a_build_reads_hostile_paths_and_column_names_as_data(tmp_path: Path) ->
 def test_jinja_in_a_prompt_reaches_the_model_verbatim(server_factory: Any, tmp_path: Path) -> None:
     """The forecast and recall jobs against the loopback server, with Jinja, a quote and
     SQL in both templates and in a data cell: every request carries them as written."""
-    from llm_jobs import forecast, recall
+    from llm_jobs import run_all
 
     url, state = server_factory()
     jinja = "{{ 7*7 }} {% if true %}x{% endif %} {# c #} it's \"q\" '; drop table verdict; --"
@@ -297,8 +297,8 @@ def test_jinja_in_a_prompt_reaches_the_model_verbatim(server_factory: Any, tmp_p
     )
     data = tmp_path / "jinja.csv"
     data.write_text(data.read_text(encoding="utf-8").replace("reports item 0", "reports {{ 6*7 }}"), encoding="utf-8")
-    for job in (forecast, recall):
-        assert job.main(["--study", str(study), "--yes"]) == 0
+    for job in ("forecast", "recall"):
+        assert run_all.main(["--only", job, "--study", str(study), "--yes"]) == 0
     prompts = list(state.attempts)
     assert len(prompts) == 3 + 3  # three forecasts, three (entity, date) recall pairs
     assert all(jinja in p for p in prompts), prompts

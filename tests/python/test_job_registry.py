@@ -56,3 +56,17 @@ def test_names_are_unique_and_contexts_declared():
 def test_a_study_needs_the_entries_of_its_kind(study: str, first: str, last: str):
     names = [e.name for e in study_jobs(load_study(ROOT / study))]
     assert names[0] == first and names[-1] == last, names
+
+
+def test_only_names_entries_whatever_the_study_needs():
+    """`lookahead jobs --only`: the entries named, in the registry's order, also one the
+    study's settings do not call for (an agent the study does not list); an unknown name is
+    one line listing the jobs."""
+    from lookahead.config import StudyConfigError
+
+    study = load_study(ROOT / "demo/claims/regression/leaky.yml")
+    assert "claims_rationale (temporal_hint)" not in [e.name for e in study_jobs(study)]
+    picked = study_jobs(study, ["claims_value", "claims_rationale (temporal_hint)", "forecast"])
+    assert [e.name for e in picked] == ["forecast", "claims_rationale (temporal_hint)", "claims_value"]
+    with pytest.raises(StudyConfigError, match=r"--only 'claims_values': no such job; the jobs are 'forecast\+mink', "):
+        study_jobs(study, ["claims_values"])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import io
 import json
 import os
@@ -153,15 +152,18 @@ class JobResult:
 
 
 def run_job(job: str, study: Path, *args: str, env: dict | None = None, check: bool = True) -> JobResult:
-    """Run a job's main() in this process (as `python -m llm_jobs.<job>` would) and capture
+    """Run a job (a name of llm_jobs.registry, as `lookahead jobs --only <job>` would; "run_all":
+    every job the study needs) in this process, through the job process's main, and capture
     its output; in-process keeps the suite fast, the kill -9 test uses a real subprocess."""
-    module = importlib.import_module(f"llm_jobs.{job}")
+    from llm_jobs import run_all
+
+    only = [] if job == "run_all" else ["--only", job]
     out, err = io.StringIO(), io.StringIO()
     saved = {k: os.environ.get(k) for k in (env or {})}
     os.environ.update(env or {})
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = module.main(["--study", str(study), *args])
+            code = run_all.main([*only, "--study", str(study), *args])
     finally:
         for k, v in saved.items():
             if v is None:
@@ -362,7 +364,11 @@ def test_kill9_mid_run_then_resume_queries_each_key_once(tmp_path, model_dirs):
     log1, log2 = tmp_path / "q1.log", tmp_path / "q2.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "LOOKAHEAD_QUERY_LOG": str(log1)}
     code = kill_once_written(
-        [PY, "-m", "llm_jobs.forecast", "--study", str(study), "--yes", "--accept-low-parse-rate"], raw, 5, env, 120
+        [PY, "-m", "llm_jobs.run_all", "--only", "forecast", "--study", str(study), "--yes", "--accept-low-parse-rate"],
+        raw,
+        5,
+        env,
+        120,
     )
     assert code == -signal.SIGKILL
     done_before = {r["key"] for r in lines(raw)}
@@ -451,7 +457,10 @@ def test_no_confirmation_no_queries(tmp_path, model_dirs):
     study = make_study(tmp_path, model_dirs["random"], n=4)
     res = run_job("mink", study, check=False)  # no --yes and stdin is not a terminal
     assert res.returncode == 1 and "--yes" in res.stderr
-    assert "to query: 4" in res.stdout and "estimate:" in res.stdout and "(local model)" in res.stdout
+    # the run's one table, before its one question: the 4 prompts, a local model's price
+    import re
+
+    assert re.search(r"^mink +4 .* \$0\.00$", res.stdout, re.M) and "whole run" in res.stdout, res.stdout
     raw = tmp_path / "raw/mink.jsonl"
     assert not raw.exists() or raw.read_text() == ""
 

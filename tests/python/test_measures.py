@@ -147,7 +147,7 @@ def test_python_oracles_equal_the_published_formula():
 
 def test_dbt_macro_is_the_registry():
     assert measures.MACRO_PATH.read_text(encoding="utf-8") == measures.macro_text(), (
-        "run python -m lookahead.measures --write-macro"
+        "run python scripts/generated_files.py --write-macro"
     )
 
 

@@ -399,7 +399,7 @@ def test_labels_that_match_nothing_stop_the_forecasts_after_the_first_answers(se
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
+        [sys.executable, "-m", "llm_jobs.run_all", "--only", "forecast", "--study", str(study), "--yes"],
         cwd=ROOT,
         env=env,
         capture_output=True,

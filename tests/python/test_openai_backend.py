@@ -695,7 +695,6 @@ def test_jobs_through_openai_backend_keep_the_key_out_of_files_and_logs(
 ) -> None:
     """The real recall and Min-K% jobs (their main(), in this process to stay fast) against
     the loopback server, with the openai client's debug logging on."""
-    import importlib
 
     import yaml
 
@@ -733,8 +732,10 @@ def test_jobs_through_openai_backend_keep_the_key_out_of_files_and_logs(
     monkeypatch.setenv("LOOKAHEAD_JOB_API_KEY", secret)
     monkeypatch.setenv("OPENAI_LOG", "debug")
     caplog.set_level(logging.DEBUG)
+    from llm_jobs import run_all
+
     for job in ("recall", "mink"):
-        code = importlib.import_module(f"llm_jobs.{job}").main(["--study", str(tmp_path / "study.yml"), "--yes"])
+        code = run_all.main(["--only", job, "--study", str(tmp_path / "study.yml"), "--yes"])
         assert code == 0, capfd.readouterr()
     captured = capfd.readouterr()
     logs = [captured.out, captured.err, caplog.text]
@@ -907,7 +908,7 @@ def test_a_401_that_echoes_the_key_leaks_it_nowhere(
 
 
 def test_server_down_ends_with_one_line(server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    from llm_jobs import forecast
+    from llm_jobs import run_all
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -915,7 +916,7 @@ def test_server_down_ends_with_one_line(server_factory: Any, tmp_path: Path, cap
     study = write_openai_study(
         tmp_path, f"http://127.0.0.1:{port}/v1", "down", 20, backend_options={"backoff_s": 0.01, "max_retries": 1}
     )
-    code = forecast.main(["--study", str(study), "--yes"])
+    code = run_all.main(["--only", "forecast", "--study", str(study), "--yes"])
     err = capfd.readouterr().err
     assert code == 4
     lines = [l for l in err.splitlines() if l.startswith(("stopped:", "error:"))]
@@ -954,13 +955,13 @@ def test_a_401_storm_keeps_every_answer_the_server_gave(
     """30% of replies 401 and 20% 500: each run stops at a 401 with one line, but every
     complete reply the server sent (and was paid for) is in the cache by then, and no
     prompt answered once is asked again by the runs that follow."""
-    from llm_jobs import forecast
+    from llm_jobs import run_all
 
     url, state = server_factory(vary=True, fault_rate=0.5, fault_seed=3, fault_kinds=("401", "500", "401", "500", "401"))
     study = write_openai_study(tmp_path, url, "storm401", 24)
     codes = []
     for _ in range(12):
-        codes.append(forecast.main(["--study", str(study), "--yes"]))
+        codes.append(run_all.main(["--only", "forecast", "--study", str(study), "--yes"]))
         err = capfd.readouterr().err
         assert "Traceback" not in err
         cached = {json.loads(line)["prompt"] for line in (tmp_path / "storm401/raw/forecast.jsonl").read_text().splitlines()}
@@ -1004,9 +1005,9 @@ def test_a_row_the_server_always_refuses_is_excluded_not_a_block(
     assert sum(len(state.attempts[p]) for p in refused_prompts()) == asked  # not asked again
     assert "refused for good in an earlier run (1 x HTTP 400" in out
 
-    from llm_jobs import forecast
+    from llm_jobs import run_all
 
-    assert forecast.main(["--study", str(study), "--yes", "--retry-failed"]) == 0
+    assert run_all.main(["--only", "forecast", "--study", str(study), "--yes", "--retry-failed"]) == 0
     assert sum(len(state.attempts[p]) for p in refused_prompts()) == asked + 1
     assert "asking again 1 queries" in capfd.readouterr().out
 
@@ -1019,7 +1020,7 @@ def test_a_first_min_k_prompt_the_server_rejects_ends_as_one_exclusion(
     the job does not conclude that the server offers no prompt log-probs; the other
     prompts find the route, the end-of-job pass asks the first one again over it, and its
     400 there is recorded once as permanent: exit 0 in one invocation, one row excluded."""
-    from llm_jobs import mink
+    from llm_jobs import run_all
 
     url, _state = server_factory()
     study = write_openai_study(
@@ -1031,7 +1032,7 @@ def test_a_first_min_k_prompt_the_server_rejects_ends_as_one_exclusion(
         mink_source=mink_source,
         backend_options={"backoff_s": 0.01, "timeout_s": 1, "concurrency": 1},
     )
-    code = mink.main(["--study", str(study), "--yes"])
+    code = run_all.main(["--only", "mink", "--study", str(study), "--yes"])
     out = capfd.readouterr()
     assert code == 0, out.err
     assert "offers no prompt" not in out.out + out.err and "Traceback" not in out.err

@@ -393,7 +393,7 @@ def test_the_jobs_refuse_a_raw_dir_linked_to_the_root_before_writing(tmp_path: P
     study.write_text(yaml.safe_dump(data))
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
+        [sys.executable, "-m", "llm_jobs.run_all", "--only", "forecast", "--study", str(study), "--yes"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -75,12 +75,12 @@ def test_a_prompt_longer_than_the_context_stops_before_any_query(
     tmp_path: Path,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    from llm_jobs import forecast, mink
+    from llm_jobs import run_all
 
     url, state = server_factory()
     study = _long_text_study(tmp_path, url)
-    for job in (forecast, mink):
-        assert job.main(["--study", str(study), "--yes"]) == 2
+    for job in ("forecast", "mink"):
+        assert run_all.main(["--only", job, "--study", str(study), "--yes"]) == 2
         err = capfd.readouterr().err
         lines = [l for l in err.splitlines() if l.startswith("stopped:")]
         assert len(lines) == 1 and "1 of 6 prompts exceed the model's context length (256 tokens" in lines[0]
@@ -95,12 +95,12 @@ def test_truncate_text_cuts_to_fit_and_records_it(
 ) -> None:
     from transformers import AutoTokenizer
 
-    from llm_jobs import forecast, mink
+    from llm_jobs import run_all
 
     url, _state = server_factory()
     study = _long_text_study(tmp_path, url, prompt_overflow="truncate_text", forecast_max_tokens=16)
-    assert forecast.main(["--study", str(study), "--yes"]) == 0
-    assert mink.main(["--study", str(study), "--yes"]) == 0
+    assert run_all.main(["--only", "forecast", "--study", str(study), "--yes"]) == 0
+    assert run_all.main(["--only", "mink", "--study", str(study), "--yes"]) == 0
     out = capfd.readouterr().out
     assert "the text of 1 of 6 rows was cut to fit the context length" in out
     tok = AutoTokenizer.from_pretrained(str(DEMO_TOKENIZER))
@@ -124,7 +124,7 @@ def test_the_openai_backend_needs_a_tokenizer_to_check_lengths(
 ) -> None:
     import yaml
 
-    from llm_jobs import forecast
+    from llm_jobs import run_all
 
     url, state = server_factory()
     study = write_openai_study(tmp_path, url, "notok", 3, context_length=4096)
@@ -132,7 +132,7 @@ def test_the_openai_backend_needs_a_tokenizer_to_check_lengths(
     del y["tokenizer_path"]
     y["model_path"] = None  # the project default would lend its tokenizer
     study.write_text(yaml.safe_dump(y))
-    assert forecast.main(["--study", str(study), "--yes"]) == 2
+    assert run_all.main(["--only", "forecast", "--study", str(study), "--yes"]) == 2
     err = capfd.readouterr().err
     assert "setting 'tokenizer_path'" in err and "context length" in err and state.requests == 0
 
@@ -167,7 +167,7 @@ def test_without_tokenizer_or_context_length_the_job_runs_and_says_so(
     ~4 characters per token and the job notes that lengths were not checked."""
     import yaml
 
-    from llm_jobs import forecast
+    from llm_jobs import run_all
 
     url, state = server_factory()
     study = write_openai_study(tmp_path, url, "bare", 3)
@@ -175,7 +175,7 @@ def test_without_tokenizer_or_context_length_the_job_runs_and_says_so(
     del y["tokenizer_path"]
     y["model_path"] = None
     study.write_text(yaml.safe_dump(y))
-    assert forecast.main(["--study", str(study), "--yes"]) == 0
+    assert run_all.main(["--only", "forecast", "--study", str(study), "--yes"]) == 0
     out = capfd.readouterr().out
     assert "prompt lengths not checked" in out and "estimate:" in out and state.requests == 3
 
@@ -193,7 +193,7 @@ def test_lookahead_checks_a_chunk_at_a_time_and_says_what_the_job_says(
     the one line, the forecast job gives over every row at once."""
     import pandas as pd
 
-    from llm_jobs import forecast, preflight
+    from llm_jobs import preflight, run_all
 
     url, state = server_factory()
     study = _long_text_study(tmp_path, url, prompt_overflow=overflow, forecast_max_tokens=16)
@@ -212,7 +212,7 @@ def test_lookahead_checks_a_chunk_at_a_time_and_says_what_the_job_says(
         out = capfd.readouterr()
         return code, [l for l in (out.out + out.err).splitlines() if l.startswith("stopped:") or l.startswith("prompt_overflow:")]
 
-    job = said(forecast.main, "--yes")
+    job = said(run_all.main, "--only", "forecast", "--yes")
     check = said(preflight.main)
     if overflow == "error":
         assert job[0] == check[0] == 2

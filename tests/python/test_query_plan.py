@@ -136,8 +136,8 @@ def test_forecast_job_on_an_api_backend_imports_no_torch(tmp_path: Path, server_
     url, state = server_factory(vary=True)
     study = write_openai_study(tmp_path, url, "notorch", 30, context_length=512)
     code = (
-        "import sys\nfrom llm_jobs import forecast\n"
-        f"rc = forecast.main(['--study', {str(study)!r}, '--yes'])\n"
+        "import sys\nfrom llm_jobs import run_all\n"
+        f"rc = run_all.main(['--only', 'forecast', '--study', {str(study)!r}, '--yes'])\n"
         "print('exit', rc, 'torch', 'torch' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)

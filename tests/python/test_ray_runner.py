@@ -222,7 +222,7 @@ def test_vllm_cpu_on_two_ray_workers_answers_like_one_vllm_process(tmp_path):
         study = make_study(d, MODEL_DIR, n=8, runner=runner, ray_workers=2, **opts)
         for job in ("mink", "recall"):
             proc = subprocess.run(
-                [str(VLLM_PYTHON), "-m", f"llm_jobs.{job}", "--study", str(study), "--yes"],
+                [str(VLLM_PYTHON), "-m", "llm_jobs.run_all", "--only", job, "--study", str(study), "--yes"],
                 cwd=ROOT,
                 env=vllm_env(),
                 capture_output=True,

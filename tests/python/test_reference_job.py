@@ -14,7 +14,7 @@ import pytest
 import yaml
 from dbt_runner import ROOT
 
-from llm_jobs import reference
+from llm_jobs import run_all
 from lookahead.backends.transformers_backend import TransformersBackend
 from lookahead.config import load_study
 from lookahead.keys import expected_keys
@@ -44,7 +44,7 @@ def _study_file(tmp_path, measures):
 
 def test_the_reference_job_asks_the_reference_model_under_the_expected_keys(tmp_path, capsys):
     path = _study_file(tmp_path, ["recall", "mink", "reference"])
-    assert reference.main(["--study", str(path), "--yes"]) == 0
+    assert run_all.main(["--only", "reference", "--study", str(path), "--yes"]) == 0
     lines = [json.loads(x) for x in (tmp_path / "raw" / f"{REFERENCE_TASK}.jsonl").read_text().splitlines()]
     study = load_study(path)
     keys = expected_keys(study, load_rows(study)[0]).to_pandas()
@@ -62,12 +62,12 @@ def test_the_reference_job_asks_the_reference_model_under_the_expected_keys(tmp_
         assert max(abs(a - b) for a, b in zip(got, other, strict=False)) > 1e-2
 
     capsys.readouterr()
-    assert reference.main(["--study", str(path), "--yes"]) == 0  # cached: nothing asked again
+    assert run_all.main(["--only", "reference", "--study", str(path), "--yes"]) == 0  # cached: nothing asked again
     assert f"cached (identical key): {N}; to query: 0" in capsys.readouterr().out
 
 
 def test_a_study_not_computing_the_reference_lap_asks_nothing(tmp_path, capsys):
     path = _study_file(tmp_path, ["recall", "mink"])
-    assert reference.main(["--study", str(path), "--yes"]) == 0
+    assert run_all.main(["--only", "reference", "--study", str(path), "--yes"]) == 0
     assert "not computed by this study" in capsys.readouterr().out
     assert not (tmp_path / "raw" / f"{REFERENCE_TASK}.jsonl").exists()

@@ -73,9 +73,9 @@ def no_consent(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _forecast(study: Path, *flags: str) -> int:
-    from llm_jobs import forecast
+    from llm_jobs import run_all
 
-    return forecast.main(["--study", str(study), "--yes", *flags])
+    return run_all.main(["--only", "forecast", "--study", str(study), "--yes", *flags])
 
 
 @needs_address

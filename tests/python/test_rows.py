@@ -351,7 +351,7 @@ def test_jobs_stop_on_bad_input_with_one_line(tmp_path, content, message):
         )
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
+        [sys.executable, "-m", "llm_jobs.run_all", "--only", "forecast", "--study", str(study), "--yes"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -47,7 +47,7 @@ def test_every_setting_is_declared_with_a_meaning_and_a_type():
 
 
 def test_dbt_vars_and_profile_are_generated_from_the_schema():
-    assert write_dbt_vars(check=True), "run python -m lookahead.config --write-dbt-vars"
+    assert write_dbt_vars(check=True), "run python scripts/generated_files.py --write-dbt-vars"
     with open(PROJECT_ROOT / "dbt_project.yml", encoding="utf-8") as fh:
         dbt_vars = yaml.safe_load(fh)["vars"]
     assert set(dbt_vars) == {n for n, s in SCHEMA.settings.items() if s.dbt}  # what dbt reads with var()

@@ -97,7 +97,7 @@ def test_the_scan_sees_a_lookup(tmp_path):
 
 
 def test_the_sections_are_generated_from_the_declaration():
-    assert write_sections(check=True), "run python -m lookahead.config --write-sections"
+    assert write_sections(check=True), "run python scripts/generated_files.py --write-sections"
 
 
 def test_every_setting_has_one_concern_and_every_section_its_settings():

@@ -1,7 +1,8 @@
 """Issue 35, item 5: studies that share one raw_dir run at the same time and ask every
-shared key once (llm_jobs.sharing), as a user runs them: `python -m llm_jobs.forecast`
-processes against the loopback OpenAI-compatible server. The server holds chosen
-requests until the test releases them, so each job is caught mid-run without a clock."""
+shared key once (llm_jobs.sharing), as a user runs them: forecast job processes
+(`python -m llm_jobs.run_all --only forecast`, what `lookahead jobs --only forecast` starts)
+against the loopback OpenAI-compatible server. The server holds chosen requests until the
+test releases them, so each job is caught mid-run without a clock."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ class Job:
         env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", LOOKAHEAD_QUERY_LOG=str(self.log))
         self.fh = open(self.out, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "llm_jobs.forecast", "--study", str(study), "--yes"],
+            [sys.executable, "-m", "llm_jobs.run_all", "--only", "forecast", "--study", str(study), "--yes"],
             cwd=ROOT,
             env=env,
             stdout=self.fh,
