@@ -116,8 +116,8 @@ def modules_named_for_python_m(source: str, jobs: set[str] = frozenset()) -> lis
             for flag, name in itertools.pairwise(node.elts):
                 if not (isinstance(flag, ast.Constant) and flag.value == "-m"):
                     continue
-                if isinstance(name, ast.Constant):
-                    found.append((name.lineno, str(name.value)))
+                if isinstance(name, ast.Constant) and str(name.value).split(".")[0] in ("lookahead", "llm_jobs"):
+                    found.append((name.lineno, str(name.value)))  # another program (pytest, pip) is not the project's
                 elif isinstance(name, ast.JoinedStr):  # f"llm_jobs.{job}": a module named by a variable
                     found.append((name.lineno, ast.unparse(name)))
     return found
