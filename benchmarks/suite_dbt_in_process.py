@@ -24,14 +24,24 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SUBPROCESS_ENV = "LOOKAHEAD_TEST_DBT_SUBPROCESS"
+#: What the Makefile exports for `make test`, where the caller's environment does not set it.
+MAKE_TEST_ENV = {
+    "DBT_PROFILES_DIR": str(ROOT / "profiles"),
+    "DBT_SEND_ANONYMOUS_USAGE_STATS": "False",
+    "MPLCONFIGDIR": str(ROOT / ".mplconfig"),
+    "HF_HUB_OFFLINE": "1",
+    "GX_ANALYTICS_ENABLED": "False",
+    "PYTHONPATH": str(ROOT),
+}
 
 
 def run_once(selection: list[str], subprocess_dbt: bool, basetemp: Path) -> dict[str, float | int | str]:
     """One pytest run of `selection` (no xdist), dbt in process or as a process per call."""
-    env = dict(os.environ)
+    env = {**MAKE_TEST_ENV, **os.environ}
     env.pop(SUBPROCESS_ENV, None)
     if subprocess_dbt:
         env[SUBPROCESS_ENV] = "1"
+    basetemp.parent.mkdir(parents=True, exist_ok=True)  # pytest makes the folder, not its parents
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", f"--basetemp={basetemp}", *selection]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -63,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
             run = run_once(args.selection, subprocess_dbt, args.work / f"{i}-{int(subprocess_dbt)}")
             print(json.dumps(run), flush=True)
             runs.append(run)
+    if any(r["returncode"] != 0 for r in runs):
+        print("a run failed: nothing written", file=sys.stderr)
+        return 1
     by = {kind: [r for r in runs if r["dbt"] == kind] for kind in ("in_process", "subprocess")}
     ratio = sum(float(r["cpu_s"]) for r in by["in_process"]) / sum(float(r["cpu_s"]) for r in by["subprocess"])
     result = {
@@ -74,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"CPU in process / subprocess: {ratio:.3f}")
-    return 0 if all(r["returncode"] == 0 for r in runs) else 1
+    return 0
 
 
 if __name__ == "__main__":
