@@ -418,7 +418,8 @@ class ClaimsSettings(Section):
     claims_extract_retries: int = 1
     """re-asks after a schema-invalid extraction (the error is named in the new prompt)"""
     claims_rationale_max_tokens: int = 400
-    """rationale / TimeSPEC draft length"""
+    """length of every rationale a model writes: each agent's, TimeSPEC's draft and regenerated
+    draft, and its final (aggregator) rationale"""
     claims_timespec_draft: Literal['generate', 'predictions'] = 'generate'
     """generate | predictions: TimeSPEC phase 1 writes its draft, or takes the predictions file's
     rationale"""
