@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_record
-from llm_jobs.failures import STOP_AFTER_FAILURES_IN_A_ROW, QueryTally, require_complete, too_many_failures
+from llm_jobs.failures import QueryTally, require_complete, too_many_failures
 from llm_jobs.jobs_plan import say_now
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
@@ -248,7 +248,6 @@ def run_batched(
         )
         confirm(f"score {len(pending)} coalitions in {len(groups)} requests?", ctx.args.yes, ctx.destination)
         tally = QueryTally(task, len(pending))
-        in_a_row = 0
         per_round = max(1, int(getattr(ctx.backend, "concurrency", 0) or 0))
         batches_path = store.path.with_name(f"{task}.batches.jsonl")
         with progress_bar(len(pending), "coalitions") as bar, draining():
@@ -268,20 +267,11 @@ def run_batched(
                         base = claim_record(ctx, task, q, params, {k: v for k, v in meta[q.key].items() if not k.startswith("_")})
                         res = results[q.key]
                         reason = settle(store, task, q, base, res, started, finished)
-                        if reason and isinstance(res, QueryFailure) and res.permanent:
-                            tally.refused[reason] += 1  # recorded once; not asked again (llm_jobs.failures)
-                            in_a_row += 1
-                        elif reason:
-                            tally.failures[reason] += 1
-                            in_a_row += 1
-                        else:
-                            tally.written += 1
-                            in_a_row = 0
+                        tally.count(reason, isinstance(res, QueryFailure) and res.permanent)
                         bar.update(1)
-                done = tally.written + tally.n_failed + tally.n_refused
-                if in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, len(pending)) and done < len(pending):
+                if tally.server_down:
                     bar.close()
-                    raise too_many_failures(task, in_a_row, tally, store)
+                    raise too_many_failures(task, tally, store)
         raise_if_stopped()
         require_complete(tally, store)
     return EXIT_OK

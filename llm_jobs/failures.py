@@ -37,6 +37,26 @@ class QueryTally:
     written: int = 0
     failures: Counter = field(default_factory=Counter)  # reason -> queries (transient: asked again)
     refused: Counter = field(default_factory=Counter)  # reason -> queries (permanent: not asked again)
+    in_a_row: int = 0  # queries without an answer since the last one written
+
+    def count(self, reason: str | None, permanent: bool) -> None:
+        """Count one settled query: its answer written (``reason`` None or empty), or no
+        answer for ``reason``, permanent (recorded once, not asked again) or not. Every
+        query loop counts through here, so the stop rule (:attr:`server_down`) reads the
+        same run of failures whatever runs the queries."""
+        if not reason:
+            self.written += 1
+            self.in_a_row = 0
+            return
+        (self.refused if permanent else self.failures)[reason] += 1
+        self.in_a_row += 1
+
+    @property
+    def server_down(self) -> bool:
+        """The last STOP_AFTER_FAILURES_IN_A_ROW queries (all of them, for fewer pending)
+        failed and some are still to ask: the server is taken to be down."""
+        settled = self.written + self.n_failed + self.n_refused
+        return self.in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, self.n_pending) and settled < self.n_pending
 
     def add(self, other: QueryTally) -> None:
         """Count another pass's queries and results into this tally."""
@@ -128,9 +148,9 @@ def skip_refused(task: str, store: RawStore, pending: Sequence[Query], retry_fai
     return pending.take(at) if isinstance(pending, QueryPlan) else [pending[i] for i in at]
 
 
-def too_many_failures(desc: str, in_a_row: int, tally: QueryTally, store: RawStore) -> JobStop:
+def too_many_failures(desc: str, tally: QueryTally, store: RawStore) -> JobStop:
     return JobStop(
-        f"{desc}: the last {in_a_row} queries all failed ({tally.reasons()}); the server "
+        f"{desc}: the last {tally.in_a_row} queries all failed ({tally.reasons()}); the server "
         f"looks down or is refusing. {tally.written} of {tally.n_pending} answered and saved; "
         f"failures recorded in {store.failures_path}; {RESUME}.",
         EXIT_INCOMPLETE,

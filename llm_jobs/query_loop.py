@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from llm_jobs.context import JobContext
-from llm_jobs.failures import STOP_AFTER_FAILURES_IN_A_ROW, QueryTally, failure_record, too_many_failures
+from llm_jobs.failures import QueryTally, failure_record, too_many_failures
 from llm_jobs.queries import Query
 from lookahead.backends import Backend
 from lookahead.backends.base import QueryFailure
@@ -235,33 +235,20 @@ def run_queries(
     STOP_AFTER_FAILURES_IN_A_ROW queries all failed the server is taken to be down and
     the loop stops (JobStop) instead of paying the retry bound for every query left."""
     tally = QueryTally(desc, len(pending))
-    in_a_row = 0
     retries_before = int(getattr(backend, "retries_done", 0) or 0)
     clamped_before = store.clamped
     with progress_bar(len(pending), desc) as bar:
 
         def on_answer(q: Query, res: dict[str, Any] | QueryFailure, started: str, finished: str) -> bool:
-            nonlocal in_a_row
             reason = settle(store, desc, q, base_record(q), res, started, finished)
-            if reason and isinstance(res, QueryFailure) and res.permanent:
-                tally.refused[reason] += 1  # recorded once; not asked again (llm_jobs.failures)
-                in_a_row += 1
-            elif reason:
-                tally.failures[reason] += 1
-                in_a_row += 1
-            else:
-                tally.written += 1
-                in_a_row = 0
+            tally.count(reason, isinstance(res, QueryFailure) and res.permanent)
             bar.update(1)
-            done = tally.written + tally.n_failed + tally.n_refused
-            return not (in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, len(pending)) and done < len(pending))
+            return not tally.server_down
 
         answer_each(answer, pending, batch_size, answer_streams(backend), on_answer)
-        if in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, len(pending)) and tally.written + tally.n_failed + tally.n_refused < len(
-            pending
-        ):
+        if tally.server_down:
             bar.close()
-            raise too_many_failures(desc, in_a_row, tally, store)
+            raise too_many_failures(desc, tally, store)
     retries = int(getattr(backend, "retries_done", 0) or 0) - retries_before
     if store.clamped - clamped_before:
         print(

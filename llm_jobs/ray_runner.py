@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_jobs.context import JobContext
-from llm_jobs.failures import STOP_AFTER_FAILURES_IN_A_ROW, QueryTally, too_many_failures
+from llm_jobs.failures import QueryTally, too_many_failures
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import QUERY_LOG_ENV, Answer, answer_each, answer_streams, progress_bar, settle
 from lookahead.backends.base import BackendFatal, QueryFailure
@@ -261,24 +261,14 @@ def _run(
         num_gpus=float(ctx.study.runner.ray_gpus_per_worker) or None,
     )
     tally = QueryTally(task, len(pending))
-    in_a_row = 0
     with progress_bar(len(pending), f"{task} (ray, {workers} workers)") as bar:
         for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
             for status, reason in zip(out["status"], out["reason"], strict=False):
                 if status == FATAL:
                     raise BackendFatal(str(reason))
-                if status == REFUSED:
-                    tally.refused[str(reason)] += 1
-                    in_a_row += 1
-                elif status == FAILED:
-                    tally.failures[str(reason)] += 1
-                    in_a_row += 1
-                else:
-                    tally.written += 1
-                    in_a_row = 0
+                tally.count(str(reason) if status in (REFUSED, FAILED) else None, status == REFUSED)
             bar.update(len(out["status"]))
-            done = tally.written + tally.n_failed + tally.n_refused
-            if in_a_row >= min(STOP_AFTER_FAILURES_IN_A_ROW, len(pending)) and done < len(pending):
+            if tally.server_down:
                 bar.close()
-                raise too_many_failures(task, in_a_row, tally, store)
+                raise too_many_failures(task, tally, store)
     return tally
