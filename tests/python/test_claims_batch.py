@@ -15,10 +15,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -26,7 +23,7 @@ import numpy as np
 import pytest
 import yaml
 from completion_server import serve_completions
-from test_claims_kinds import ROOT, _pred, _study
+from test_claims_kinds import _job, _pred, _study
 
 from lookahead.claims.prompts import batched_coalition_prompt
 from lookahead.claims.tables import build
@@ -123,18 +120,6 @@ def _kind_study(tmp_path: Path, kind: str, url: str, batch: int, **kw) -> Path:
     return path
 
 
-def _job(study: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "llm_jobs.run_all", "--only", "claims_value", "--study", str(study), "--yes"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def _lines(study: Path, name: str = "claims_value.jsonl") -> list[dict]:
     p = load_study(study).raw_dir / name
     return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
@@ -169,12 +154,12 @@ STAMPS = ("started_at", "finished_at", "batch")
 @pytest.mark.parametrize("kind", ["classification", "regression", "ranking"])
 def test_batched_lines_equal_the_single_path(server, tmp_path, kind):
     single = _kind_study(tmp_path / "single", kind, server.url, 1)
-    res = _job(single)
+    res = _job(single, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     n_single = len(server.prompts)
     assert n_single == 15 + 7  # every non-empty coalition of 4 and of 3 claims, one request each
     batched = _kind_study(tmp_path / "batched", kind, server.url, 4)
-    res = _job(batched)
+    res = _job(batched, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     sent = server.prompts[n_single:]
     assert len(sent) == 4 + 2  # ceil(15 / 4) + ceil(7 / 4): claims listed once a request
@@ -198,14 +183,14 @@ def test_batched_lines_equal_the_single_path(server, tmp_path, kind):
         v = yaml.safe_load(study.read_text())
         v["claims_coalition_batch"] = 256
         study.write_text(yaml.safe_dump(v))
-        res = _job(study)
+        res = _job(study, timeout=300)
         assert res.returncode == 0, res.stdout + res.stderr
     assert len(server.prompts) == n
 
 
 def test_the_seeds_batch_size_asks_one_request_an_instance(server, tmp_path):
     study = _kind_study(tmp_path, "classification", server.url, 256)
-    res = _job(study)
+    res = _job(study, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     assert len(server.prompts) == 2 and "15 coalitions" not in res.stdout
     assert sorted(len(_sets(p)[1]) for p in server.prompts) == [7, 15]
@@ -248,7 +233,7 @@ def test_missing_and_invalid_sets_are_asked_again_then_fail(tmp_path):
         p = pd.read_csv(tmp_path / "p.csv")
         p.loc[p["instance_id"] == "c2", "task_input"] = "ALWAYS-BAD Omega."
         p.to_csv(tmp_path / "p.csv", index=False)
-        res = _job(study)
+        res = _job(study, timeout=300)
         assert res.returncode != 0 and "no complete answer" in res.stdout + res.stderr
         assert "Traceback" not in res.stdout + res.stderr
         first = [x for x in srv.prompts if "INVALID" not in x]
@@ -273,7 +258,7 @@ def test_missing_and_invalid_sets_are_asked_again_then_fail(tmp_path):
                 assert r["label_probs"]["up"] == _value("classification", [c for k, c in enumerate(claims) if r["mask"] >> k & 1])
         # the next run asks only the failed coalition, in a batch of one
         n = len(srv.prompts)
-        res = _job(study)
+        res = _job(study, timeout=300)
         assert len(srv.prompts) == n + 2 and all(len(_sets(x)[1]) == 1 for x in srv.prompts[n:])
     finally:
         srv.srv.shutdown()
@@ -291,7 +276,7 @@ def test_missing_and_invalid_sets_are_asked_again_then_fail(tmp_path):
 )
 def test_batches_need_the_seed_prompt_and_stated_values(tmp_path, override, needs):
     study = _kind_study(tmp_path, "classification", "http://127.0.0.1:9/v1", 256, **override)
-    res = _job(study)
+    res = _job(study, timeout=300)
     out = res.stdout + res.stderr
     assert res.returncode != 0 and "setting 'claims_coalition_batch': 256" in out and needs in out
     assert "Traceback" not in out

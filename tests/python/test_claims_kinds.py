@@ -446,7 +446,9 @@ def _http_study(tmp_path: Path, port: int, kind: str, preds: list[dict], claims=
     return path
 
 
-def _job(study: Path) -> subprocess.CompletedProcess:
+def _job(study: Path, timeout: int = 180) -> subprocess.CompletedProcess:
+    """The coalition job alone on ``study`` (the job process, as `lookahead jobs --only
+    claims_value` starts it), its output captured."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     return subprocess.run(
         [sys.executable, "-m", "llm_jobs.run_all", "--only", "claims_value", "--study", str(study), "--yes"],
@@ -454,7 +456,7 @@ def _job(study: Path) -> subprocess.CompletedProcess:
         env=env,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=timeout,
     )
 
 

@@ -17,9 +17,6 @@ coalition's value, against the seed's text and equations written out here:
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -28,7 +25,7 @@ import pytest
 import yaml
 from completion_server import serve_completions
 from scipy import stats
-from test_claims_kinds import CLAIMS, ROOT, _pred, _shapley_by_orders, _study, _write_lines
+from test_claims_kinds import CLAIMS, ROOT, _job, _pred, _shapley_by_orders, _study, _write_lines
 
 from lookahead.claims.prompts import coalition_prompt
 from lookahead.claims.tables import build
@@ -214,15 +211,7 @@ def test_token_value_is_the_exact_label_probability_where_top20_censors():
 
 def test_token_value_refused_on_a_backend_without_exact_scoring(tmp_path):
     study = _seed(tmp_path, "classification", [_pred("c1", "up", "up", 2)], claims_coalition_value="token")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    res = subprocess.run(
-        [sys.executable, "-m", "llm_jobs.run_all", "--only", "claims_value", "--study", str(study), "--yes"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    res = _job(study, timeout=300)
     assert res.returncode != 0
     assert "setting 'claims_coalition_value': token needs a backend that scores labels exactly" in res.stdout + res.stderr
     assert "Traceback" not in res.stdout + res.stderr
@@ -254,15 +243,7 @@ def test_value_job_sends_the_seed_prompt_and_never_the_empty_set(tmp_path):
         v = yaml.safe_load(study.read_text())
         v.update(base_url=f"http://127.0.0.1:{srv.server_address[1]}/v1", batch_size=2)
         study.write_text(yaml.safe_dump(v))
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-        res = subprocess.run(
-            [sys.executable, "-m", "llm_jobs.run_all", "--only", "claims_value", "--study", str(study), "--yes"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        res = _job(study, timeout=300)
     finally:
         srv.shutdown()
     assert res.returncode == 0, res.stdout + res.stderr
