@@ -56,7 +56,7 @@ def sql_alone(study_dir: Path, db: Path, limit: str, raw_dir: str) -> dict[str, 
     shutil.copy(db, copy)
     con = _connect(":memory:", limit)
     con.execute(f"attach '{copy}' as study; use study")
-    con.execute(f"set variable lookahead_raw_dir = '{raw_dir}'")
+    con.execute("set variable lookahead_study = {'raw_dir': ?}", [raw_dir])
     out = {}
     models = study_dir / "target" / "compiled" / "lookahead_bias" / "models"
     for f in sorted(models.glob("*/**/*.sql")):

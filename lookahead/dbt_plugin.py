@@ -223,48 +223,100 @@ def observations_sql(data_path: str, csv_delimiter: str | None) -> str:
 
 def use_study(cursor: Any) -> None:
     """Point a DuckDB connection or cursor at the build's study: its catalog as the default
-    (unqualified names such as main.verdict), and what the sources read
-    (models/staging/_sources.yml) and the run-start checks: the variables lookahead_raw_dir,
-    lookahead_data_path and lookahead_observations_sql (the query reading the observations
-    file, which the source runs with DuckDB's query(); its path quoted by _sql_text), their
-    paths resolved against the project folder as the package resolves them (Study.resolve),
-    so dbt reads the same files from any working folder.
-    Variables are per connection, so every cursor gets them;
-    with a bad setting only the catalog is set: the run-start check stops the build first.
+    (unqualified names such as main.verdict), and the variable lookahead_study
+    (STUDY_VARIABLE: what the sources, the key checks and the run-start checks read, each
+    field named in STUDY_FIELDS), its paths resolved against the project folder as the
+    package resolves them (Study.resolve), so dbt reads the same files from any working
+    folder. Variables are per connection, so every cursor gets it; with a bad setting
+    every field is null: the run-start check stops the build first.
 
     Why a variable and not a temporary table macro: DuckDB binds a table macro's body when
     the macro is created, which sniffs the CSV (about 90 ms at 91,361 rows), and dbt opens
     a cursor for every node and data test: a build spent about 24 CPU-seconds creating
-    macros that one or two nodes call. Setting a variable binds nothing."""
+    macros that one or two nodes call. Setting a variable binds nothing. Why one struct
+    and not a variable per field: each statement costs DuckDB about 0.3 ms, and a fixture
+    build opens about 300 cursors; eleven statements a cursor were a tenth of its CPU
+    time, one is a hundredth."""
     cursor.execute(f"use {STUDY_CATALOG}")
+    # bound parameters: a setting is a value here, never SQL text (docs/SECURITY.md)
+    cursor.execute(f"set variable {STUDY_VARIABLE} = cast(? as {_STUDY_TYPE})", [_study_fields()])
+
+
+#: The variable holding the build's study for SQL: `getvariable('lookahead_study').raw_dir`.
+STUDY_VARIABLE = "lookahead_study"
+
+
+#: The prompt-scoring tasks whose lines may carry extras or an older key.
+LINE_VARIABLE_TASKS = ("mink",)
+
+
+def _prompt_scoring_fields() -> dict[str, str]:
+    from lookahead.tasks import TASKS
+
+    fields = {f"key_params_{task}": "VARCHAR" for task in TASKS}
+    for task in LINE_VARIABLE_TASKS:
+        fields[f"legacy_key_params_{task}"] = "VARCHAR[]"
+        fields[f"line_needs_{task}"] = "VARCHAR[]"
+    return fields
+
+
+#: The fields of lookahead_study and their DuckDB types:
+#: - raw_dir: the jobs' raw folder (the raw sources), as a file pattern (glob_literal);
+#: - claims_raw_dir: the claim jobs' raw folder (the claims_raw source:
+#:   lookahead.claims.inputs.claims_raw_dir);
+#: - data_path, observations_sql: the observations file and the query reading it (the
+#:   `study` source runs it with DuckDB's query(); null in a claim-only study);
+#: - key_params_<task>: the canonical params JSON the study's keys of that task hash
+#:   (macros/study_helpers.sql `fields_match` recomputes each raw line's key with it);
+#: - legacy_key_params_<task>: the params JSON a prompt-scoring task's lines were keyed
+#:   with before the key stood for the forward pass alone (lookahead.keys.legacy_key_params):
+#:   `fields_match` accepts a line hashing to one of them;
+#: - line_needs_<task>: the extras the study's measures need in that task's lines
+#:   (lookahead.measures.line_extras): a line carrying them wins (first_written_line).
+STUDY_FIELDS: dict[str, str] = {
+    "raw_dir": "VARCHAR",
+    "claims_raw_dir": "VARCHAR",
+    "data_path": "VARCHAR",
+    "observations_sql": "VARCHAR",
+    **_prompt_scoring_fields(),
+}
+_STUDY_TYPE = "STRUCT(" + ", ".join(f"{name} {kind}" for name, kind in STUDY_FIELDS.items()) + ")"
+
+
+def _study_fields() -> dict[str, Any]:
+    """lookahead_study's value for the build's study (every field null when a setting is
+    bad: the run-start check names it), computed once per resolved study (build_study's)."""
     try:
         study = build_study()
     except ValueError:  # StudyConfigError
-        return
-    # bound parameters: a setting is a value here, never SQL text (docs/SECURITY.md); paths
-    # resolved against the project folder: DuckDB would read a relative one from the cwd
-    cursor.execute("set variable lookahead_raw_dir = ?", [glob_literal(str(study.raw_dir))])
-    # the claim jobs' raw folder (the claims_raw source: lookahead.claims.inputs.claims_raw_dir)
+        return dict.fromkeys(STUDY_FIELDS)
+    hit = _FIELDS.get(id(study))
+    if hit is None or hit[0] is not study:  # the study kept beside its fields: an id is not reused while held
+        if len(_FIELDS) >= 8:
+            _FIELDS.clear()
+        hit = _FIELDS[id(study)] = (study, _fields_of(study))
+    return hit[1]
+
+
+#: id(study) -> (study, its lookahead_study value): what dbt's threads read on each cursor.
+_FIELDS: dict[int, tuple[Study, dict[str, Any]]] = {}
+
+
+def _fields_of(study: Study) -> dict[str, Any]:
     from lookahead.claims.inputs import claims_raw_dir
 
-    cursor.execute("set variable lookahead_claims_raw_dir = ?", [glob_literal(str(claims_raw_dir(study)))])
+    fields: dict[str, Any] = dict.fromkeys(STUDY_FIELDS)
+    fields["raw_dir"] = glob_literal(str(study.raw_dir))
+    fields["claims_raw_dir"] = glob_literal(str(claims_raw_dir(study)))
     if study.input.data_path:  # a claim-only study (study_kind: claims) has no observations file
         data_path = str(study.resolve(study.input.data_path))
-        cursor.execute("set variable lookahead_data_path = ?", [glob_literal(data_path)])
-        cursor.execute(
-            "set variable lookahead_observations_sql = ?",
-            ["select * from " + observations_sql(data_path, study.input.csv_delimiter)],
-        )
+        fields["data_path"] = glob_literal(data_path)
+        fields["observations_sql"] = "select * from " + observations_sql(data_path, study.input.csv_delimiter)
     for task, params in key_params(study).items():
-        cursor.execute(f"set variable {KEY_PARAMS_VARIABLE}{task} = ?", [params])
+        fields[f"key_params_{task}"] = params
     for task, lines in line_variables(study).items():
-        for prefix, values in lines.items():
-            cursor.execute(f"set variable {prefix}{task} = cast(? as varchar[])", [values])
-
-
-#: `<prefix><task>` holds the params_json a task's keys hash (macros/study_helpers.sql
-#: `fields_match` recomputes each raw line's key with it).
-KEY_PARAMS_VARIABLE = "lookahead_key_params_"
+        fields.update({f"{name}_{task}": values for name, values in lines.items()})
+    return fields
 
 
 def key_params(study: Study) -> dict[str, str]:
@@ -283,29 +335,17 @@ def key_params(study: Study) -> dict[str, str]:
     return out
 
 
-#: `<prefix><task>` holds the params JSON a task's lines were keyed with before the key
-#: stood for the forward pass alone (lookahead.keys.legacy_key_params): `fields_match`
-#: accepts a line hashing to one of them, read under the key of the pass it holds.
-LEGACY_KEY_PARAMS_VARIABLE = "lookahead_legacy_key_params_"
-#: `<prefix><task>` holds the extras the study's measures need in a task's lines
-#: (lookahead.measures.line_extras): a line carrying them wins (first_written_line).
-LINE_NEEDS_VARIABLE = "lookahead_line_needs_"
-
-
 def line_variables(study: Study) -> dict[str, dict[str, list[str]]]:
-    """task -> {variable prefix: values} for the prompt-scoring tasks: the legacy key
-    params and the extras the study needs ([] when none); a task a bad setting prevents
-    is left out (the run-start check names the setting)."""
+    """task -> {field prefix: values} for the prompt-scoring tasks: the legacy key params
+    and the extras the study needs ([] when none); a task a bad setting prevents is left
+    out (the run-start check names the setting)."""
     from lookahead.keys import legacy_key_params
     from lookahead.measures import line_extras
 
     out = {}
-    for task in ("mink",):
+    for task in LINE_VARIABLE_TASKS:
         try:
-            out[task] = {
-                LEGACY_KEY_PARAMS_VARIABLE: legacy_key_params(study, task),
-                LINE_NEEDS_VARIABLE: line_extras(study, task),
-            }
+            out[task] = {"legacy_key_params": legacy_key_params(study, task), "line_needs": line_extras(study, task)}
         except ValueError:  # StudyConfigError
             continue
     return out

@@ -104,7 +104,7 @@
 {% macro check_data_file() %}
   {% set path = setting_path('data_path') %}
   {#- the path is read from the plugin's variable (getvariable), never pasted into the SQL -#}
-  {% set found = run_query("select count(*), coalesce(max(size), 0) from read_blob(getvariable('lookahead_data_path'))") %}
+  {% set found = run_query("select count(*), coalesce(max(size), 0) from read_blob(getvariable('lookahead_study').data_path)") %}
   {% if found.columns[0].values()[0] == 0 %}
     {{ exceptions.raise_compiler_error("setting 'data_path': file '" ~ path ~ "' not found") }}
   {% endif %}

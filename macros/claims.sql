@@ -4,9 +4,9 @@
 
 {#- How many files named `file_name` lie in the claim jobs' raw folder (not below it:
     the claim jobs write one file per job, lookahead.claims.inputs.claims_raw_file). The
-    folder is the plugin's variable lookahead_claims_raw_dir, never pasted into SQL. -#}
+    folder is the plugin's variable lookahead_study.claims_raw_dir, never pasted into SQL. -#}
 {% macro claim_file_count(file_name) -%}
-  {{ return(run_query("select count(*) from glob(getvariable('lookahead_claims_raw_dir') || '/' || "
+  {{ return(run_query("select count(*) from glob(getvariable('lookahead_study').claims_raw_dir || '/' || "
                       ~ sql_string(file_name) ~ ")").columns[0].values()[0]) }}
 {%- endmacro %}
 

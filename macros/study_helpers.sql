@@ -32,10 +32,10 @@
 
 
 {#- How many raw files named `file_name` lie under the study's raw_dir (any depth): the
-    folder is read from the plugin's variable lookahead_raw_dir, never pasted into SQL;
+    folder is read from the plugin's variable lookahead_study.raw_dir, never pasted into SQL;
     `file_name` is a task's file name written in the project (forecast.jsonl, ...). -#}
 {% macro raw_file_count(file_name) -%}
-  {{ return(run_query("select count(*) from glob(getvariable('lookahead_raw_dir') || '/**/' || "
+  {{ return(run_query("select count(*) from glob(getvariable('lookahead_study').raw_dir || '/**/' || "
                       ~ sql_string(file_name) ~ ")").columns[0].values()[0]) }}
 {%- endmacro %}
 
@@ -85,7 +85,7 @@ qualify row_number() over (
 
 {#- Whether a raw line's own fields hash to its key (lookahead.keys.fields_key): sha256
     of task|model_id|ident|query_text|params, ident the row_id (entity_id|target_date for
-    recall), params the study's own for `task` (the plugin sets lookahead_key_params_<task>
+    recall), params the study's own for `task` (the plugin sets lookahead_study.key_params_<task>
     from lookahead.keys.task_params), never null. Why: a line is selected by its key, and
     the key alone cannot show that the answer beside it is that query's; a line copied
     under another row's key and row_id, or whose query text was edited, hashes to another
@@ -98,7 +98,7 @@ qualify row_number() over (
 {#- The raw lines of a prompt-scoring task (`relation`, its source), each under the key of
     the forward pass it holds (lookahead.keys.line_key): a line keyed when its params also
     named the extras it carries (lookahead.keys.legacy_key_params; the plugin sets
-    lookahead_legacy_key_params_<task>) is read under the key its fields hash to without
+    lookahead_study.legacy_key_params_<task>) is read under the key its fields hash to without
     them, so a cache written before serves the study with nothing asked again. Every raw
     column, `key` replaced, plus fields_match (the rule of `fields_match` below, either
     params accepted). The older params are hashed only for a line whose key is not the
@@ -113,11 +113,11 @@ qualify row_number() over (
             *,
             case when key = fields_key then false
                 else coalesce(list_contains(list_transform(
-                    getvariable({{ sql_string('lookahead_legacy_key_params_' ~ task) }}),
+                    getvariable('lookahead_study')[{{ sql_string('legacy_key_params_' ~ task) }}],
                     lambda p: sha256(key_text || p)), key), false)
             end as legacy_match
         from (
-            select *, sha256(key_text || getvariable({{ sql_string('lookahead_key_params_' ~ task) }})) as fields_key
+            select *, sha256(key_text || getvariable('lookahead_study')[{{ sql_string('key_params_' ~ task) }}]) as fields_key
             from (
                 select *, coalesce(task || '|' || model_id || '|' || row_id || '|' || query_text || '|', '') as key_text
                 from {{ relation }}
@@ -139,11 +139,11 @@ qualify row_number() over (
 
 {#- How `first_written_line` ranks a prompt-scoring task's lines of one key before the
     first written (lookahead.cache.lookup.wins_over): a line carrying the extras the study needs
-    (the plugin's lookahead_line_needs_<task>) first, then the line carrying more of
+    (the plugin's lookahead_study.line_needs_<task>) first, then the line carrying more of
     them (the same forward pass, more of it kept). `has_zlib` and `has_moments` are
     boolean columns of the ranked relation. -#}
 {% macro extras_preference(task, relation) -%}
-    {%- set needs = "getvariable(" ~ sql_string('lookahead_line_needs_' ~ task) ~ ")" -%}
+    {%- set needs = "getvariable('lookahead_study')[" ~ sql_string('line_needs_' ~ task) ~ "]" -%}
     (coalesce(list_contains({{ needs }}, 'zlib_bytes'), false) and not {{ relation }}.has_zlib
         or coalesce(list_contains({{ needs }}, 'vocab_moments'), false) and not {{ relation }}.has_moments),
     {{ relation }}.has_zlib::int + {{ relation }}.has_moments::int desc
@@ -154,6 +154,6 @@ qualify row_number() over (
   coalesce(key = sha256(
       task || '|' || model_id || '|'
       || {{ "entity_id || '|' || target_date" if task == 'recall' else 'row_id' }}
-      || '|' || query_text || '|' || getvariable({{ sql_string('lookahead_key_params_' ~ task) }})
+      || '|' || query_text || '|' || getvariable('lookahead_study')[{{ sql_string('key_params_' ~ task) }}]
   ), false)
 {%- endmacro %}

@@ -195,12 +195,16 @@ def invoke_in_process(args: list[str], env: dict[str, str]) -> tuple[int, str]:
     - the plugin freezes the objects alive during a build out of the garbage collector's
       reach (lookahead.dbt_plugin._freeze_long_lived, right for a process that ends with
       the build): unfrozen after each call, so a worker running many builds does not keep
-      every build's parsed project."""
+      every build's parsed project;
+    - dbt's global flags (the call's --vars among them, which the plugin reads) are put
+      back as they were: a test that calls the plugin directly after a build in the same
+      worker reads its own study, not the build's."""
     from dbt.adapters.duckdb.connections import DuckDBConnectionManager
     from dbt.cli.main import dbtRunner
+    from dbt.flags import get_flags, set_flags
     from dbt_common.events.functions import capture_stdout_logs, stop_capture_stdout_logs
 
-    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved_env, saved_cwd, saved_flags = dict(os.environ), os.getcwd(), get_flags()
     out = io.StringIO()
     os.environ.clear()
     os.environ.update(env)
@@ -219,6 +223,7 @@ def invoke_in_process(args: list[str], env: dict[str, str]) -> tuple[int, str]:
         plugin = sys.modules.get("lookahead.dbt_plugin")
         if plugin is not None:  # the study of this call's settings file, by its path
             plugin._resolved.cache_clear()
+        set_flags(saved_flags)
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)

@@ -118,7 +118,7 @@ def source_relation(source: str, raw: Path, task: str) -> str:
     """The raw source's relation as dbt renders it (models/staging/_sources.yml) for ``raw`` and ``task``."""
     sources = yaml.safe_load((ROOT / "models/staging/_sources.yml").read_text())
     loc = next(s["meta"]["external_location"] for s in sources["sources"] if s["name"] == source)
-    return loc.replace("getvariable('lookahead_raw_dir')", "'" + str(raw).replace("'", "''") + "'").replace("${name}", task)
+    return loc.replace("getvariable('lookahead_study').raw_dir", "'" + str(raw).replace("'", "''") + "'").replace("${name}", task)
 
 
 def test_the_raw_source_glob_reads_every_shard_and_nothing_else(tmp_path):

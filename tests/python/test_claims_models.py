@@ -184,7 +184,7 @@ def test_a_build_of_the_claim_models_equals_the_one_computation(hostile_build):
     assert (shap["values_status"] == "ok").sum() == 29
     answers = res.table("int_claim_coalition_answers")
     assert len(answers) == sum(1 for _ in open(raw / "claims_value.jsonl"))
-    # the folder reaches SQL as a bound variable (the plugin's lookahead_claims_raw_dir);
+    # the folder reaches SQL as a bound variable (the plugin's lookahead_study.claims_raw_dir);
     # its one appearance in SQL text is inside study_settings' settings JSON, escaped
     for sql in (db.parent / "target" / "compiled").rglob("*.sql"):
         text = sql.read_text()

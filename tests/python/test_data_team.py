@@ -110,12 +110,12 @@ def test_the_plugin_serves_paths_resolved_against_the_project(tmp_path: Path, mo
         dbt_plugin.Plugin(name="lookahead", plugin_config={}).configure_connection(con)
         cur = con.cursor()
         dbt_plugin.use_study(cur)
-        raw = cur.sql("select getvariable('lookahead_raw_dir')").fetchone()[0]
+        raw = cur.sql("select getvariable('lookahead_study').raw_dir").fetchone()[0]
         data = json.loads(cur.sql("select lookahead_setting_path('data_path')").fetchone()[0])
         assert raw == str(PROJECT_ROOT / study.output.raw_dir)
         assert data == str(PROJECT_ROOT / study.input.data_path)
         assert (
-            str(PROJECT_ROOT / study.input.data_path) in cur.sql("select getvariable('lookahead_observations_sql')").fetchone()[0]
+            str(PROJECT_ROOT / study.input.data_path) in cur.sql("select getvariable('lookahead_study').observations_sql").fetchone()[0]
         )
         assert json.loads(cur.sql("select lookahead_setting_path('results_dir')").fetchone()[0]) is None
         cur.close()

@@ -106,8 +106,8 @@ def test_the_study_comes_from_the_settings_file_the_lookahead_command_names(
         for name in ("study_name", "raw_dir", "model_id", "recall_labels", "mink_k"):
             got = json.loads(cursor.sql(f"select lookahead_setting('{name}')").fetchone()[0])
             assert got == study.vars[name], name  # the loader's view: each setting by name
-        assert cursor.sql("select getvariable('lookahead_raw_dir')").fetchone()[0] == str(study.raw_dir)
-        assert cursor.sql("select count(*) from query(getvariable('lookahead_observations_sql'))").fetchone()[0] == n_rows
+        assert cursor.sql("select getvariable('lookahead_study').raw_dir").fetchone()[0] == str(study.raw_dir)
+        assert cursor.sql("select count(*) from query(getvariable('lookahead_study').observations_sql)").fetchone()[0] == n_rows
         assert cursor.sql("select lookahead_study_name()").fetchone()[0] == study.name
     finally:
         cursor.close()
