@@ -114,9 +114,8 @@ def test_the_plugin_serves_paths_resolved_against_the_project(tmp_path: Path, mo
         data = json.loads(cur.sql("select lookahead_setting_path('data_path')").fetchone()[0])
         assert raw == str(PROJECT_ROOT / study.output.raw_dir)
         assert data == str(PROJECT_ROOT / study.input.data_path)
-        assert (
-            str(PROJECT_ROOT / study.input.data_path) in cur.sql("select getvariable('lookahead_study').observations_sql").fetchone()[0]
-        )
+        observations_sql = cur.sql("select getvariable('lookahead_study').observations_sql").fetchone()[0]
+        assert str(PROJECT_ROOT / study.input.data_path) in observations_sql
         assert json.loads(cur.sql("select lookahead_setting_path('results_dir')").fetchone()[0]) is None
         cur.close()
     finally:
