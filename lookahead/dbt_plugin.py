@@ -234,9 +234,9 @@ def use_study(cursor: Any) -> None:
     the macro is created, which sniffs the CSV (about 90 ms at 91,361 rows), and dbt opens
     a cursor for every node and data test: a build spent about 24 CPU-seconds creating
     macros that one or two nodes call. Setting a variable binds nothing. Why one struct
-    and not a variable per field: each statement costs DuckDB about 0.3 ms, and a fixture
-    build opens about 300 cursors; eleven statements a cursor were a tenth of its CPU
-    time, one is a hundredth."""
+    and not a variable per field: each statement costs DuckDB about a quarter of a
+    millisecond, paid on every cursor: a variable per field took 2.8 ms of CPU a cursor,
+    the struct 0.7 ms (benchmarks/bench_study_variable.py)."""
     cursor.execute(f"use {STUDY_CATALOG}")
     # bound parameters: a setting is a value here, never SQL text (docs/SECURITY.md)
     cursor.execute(f"set variable {STUDY_VARIABLE} = cast(? as {_STUDY_TYPE})", [_study_fields()])

@@ -53,22 +53,22 @@ def _cuda_available() -> bool:
 #: is that no long file is left for the end, where it kept one worker busy alone while the
 #: other had finished (test_shared_raw.py, about 2 minutes, used to start among the last
 #: files by its name). By default xdist starts the files with the most tests first, which
-#: left long files with few tests last. The seconds: each file's tests among the 40
-#: slowest of a CI-like run (2 workers, 660 s in all, e0e956a), a floor on the file's time; for the
+#: left long files with few tests last. The seconds: each file's tests summed (the JUnit
+#: report) in a CI-like run (2 workers, 730 s in all, abb8df6); for the
 #: order only: no test depends on it. The files of one shared build (SHARED_BUILDS)
 #: are one unit, placed where the first of them is.
 LONGEST_FIRST = (
-    "test_readme_data_team.py",  # 188 s: the README's commands, two demo studies' jobs and builds
-    # one unit (SHARED_BUILDS' fixture_build, built once): test_dbt_build 138 s, with
-    # test_current_state (51 s), test_no_silent_wrong_result (55 s, its own build of the
+    "test_readme_data_team.py",  # 146 s: the README's commands, two demo studies' jobs and builds
+    # one unit (SHARED_BUILDS' fixture_build, built once): test_dbt_build 139 s, with
+    # test_current_state (78 s), test_no_silent_wrong_result (93 s, its own build of the
     # study among them: refused or selected builds on copies), test_compare, test_paper_dbt
     "test_dbt_build.py",
     "test_current_state.py",
     "test_compare.py",
     "test_no_silent_wrong_result.py",
-    "test_shared_raw.py",  # 76 s: three builds of two studies on one raw_dir
+    "test_shared_raw.py",  # 81 s: three builds of two studies on one raw_dir
     "test_jobs_transformers.py",  # about 20 job runs on a tiny model
-    "test_demo_end_to_end.py",  # 66 s: `lookahead run` on the demo, twice
+    "test_demo_end_to_end.py",  # 90 s: `lookahead run` on the demo, twice
     "test_ray_runner.py",
     "test_safe_outputs.py",
     "test_line_serves_every_study.py",
