@@ -82,7 +82,7 @@ where parent.to_field is null
     run-result events and log lines) against about a millisecond for the query; with 129
     columns checked that way across the protocol's models, the checks took more of the
     91,361-row build than the staging of a cache (BENCHMARKS.md, issue 47); the claim
-    path's models and the seeds held 111 more, a fixture build's largest group of nodes.
+    path's models and the seeds held 110 more, a fixture build's largest group of nodes.
     One scan of the model counts the nulls of every column. -#}
 {% test not_null_columns(model, column_names) %}
 with counts as (
