@@ -39,7 +39,7 @@ from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_record
 from llm_jobs.failures import QueryTally, require_complete, too_many_failures
-from llm_jobs.jobs_plan import say_now
+from llm_jobs.jobs_plan import say_repaired
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import log_queries, progress_bar, settle
@@ -229,8 +229,7 @@ def run_batched(
     requests in flight."""
     size = ctx.settings.claims.claims_coalition_batch
     with RawStore(claims_raw_file(ctx.study, task)) as store:
-        if store.repaired_bytes:
-            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+        say_repaired(store)
         pending = [q for q in queries if q.key not in store]
         groups = batch_groups(pending, meta, size)
         print(

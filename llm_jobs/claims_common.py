@@ -16,7 +16,7 @@ import pandas as pd
 
 from llm_jobs.context import Backends, JobContext, check_study_links, job_study
 from llm_jobs.failures import require_complete
-from llm_jobs.jobs_plan import say_now
+from llm_jobs.jobs_plan import say_repaired
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, record_skeleton, run_queries
@@ -140,8 +140,7 @@ def run_parsed(
     through ``ask_parsed`` and records whose fields are ``meta`` less its ``_`` keys.
     One loop for both jobs, so retry-then-failure and resuming behave the same in each."""
     with RawStore(claims_raw_file(ctx.study, task)) as store:
-        if store.repaired_bytes:
-            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+        say_repaired(store)
         pending = [q for q in queries if q.key not in store]
         print_plan(ctx, task, unit, len(queries), pending, params["max_tokens"])
         if pending:

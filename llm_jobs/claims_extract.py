@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_record, predictions
-from llm_jobs.jobs_plan import say_now
+from llm_jobs.jobs_plan import say_repaired
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import run_queries
@@ -62,8 +62,7 @@ def run(ctx: ClaimContext) -> int:
         "structured": structured,
     }
     with RawStore(claims_raw_file(ctx.study, TASK)) as store:
-        if store.repaired_bytes:
-            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+        say_repaired(store)
         prompts0 = {}
         for r in todo:
             prompts0[(r["instance_id"], r["agent"])] = extraction_prompt(

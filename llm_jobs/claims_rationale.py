@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_record
-from llm_jobs.jobs_plan import say_now
+from llm_jobs.jobs_plan import say_repaired
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import run_queries
@@ -65,8 +65,7 @@ def run_agent(ctx: ClaimContext, agent: str) -> int:
             "final": True,
         }
     with RawStore(claims_raw_file(ctx.study, TASK)) as store:
-        if store.repaired_bytes:
-            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+        say_repaired(store)
         pending = [q for q in queries if q.key not in store]
         print_plan(ctx, f"{TASK} ({agent})", "instances", len(queries), pending, st.claims.claims_rationale_max_tokens)
         if pending:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from llm_jobs.claims_common import ClaimContext, claim_record, predictions
-from llm_jobs.jobs_plan import say_now
+from llm_jobs.jobs_plan import say_repaired
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, run_queries
@@ -70,8 +70,7 @@ def run(ctx: ClaimContext) -> int:
         queries.append(q)
         meta[q.key] = {"claim_sha256": c.query_id, "doc_id": c.doc_id, "bm25_rank": int(c.rank), "bm25_score": float(c.score)}
     with RawStore(claims_raw_file(ctx.study, TASK)) as store:
-        if store.repaired_bytes:
-            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+        say_repaired(store)
         pending = [q for q in queries if q.key not in store]
         print_plan(ctx, TASK, f"candidates ({len(qdf)} A1-A3 claims, top {st.claims.claims_bm25_k})", len(queries), pending, 1)
         if pending:

@@ -46,7 +46,7 @@ from typing import Any
 import pandas as pd
 
 from llm_jobs.claims_common import ClaimContext, ask_parsed, claim_record
-from llm_jobs.jobs_plan import say_now
+from llm_jobs.jobs_plan import say_repaired
 from llm_jobs.planning import confirm, print_plan
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts, run_queries
@@ -173,8 +173,7 @@ def run(ctx: ClaimContext) -> int:
     )
 
     with RawStore(claims_raw_file(ctx.study, TASK)) as store:
-        if store.repaired_bytes:
-            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+        say_repaired(store)
         ph = Phases(ctx, store)
         # ---- phase 1: draft
         drafts: dict[str, str] = {}

@@ -22,7 +22,7 @@ from typing import Any
 
 from llm_jobs.context import JobContext, cached_fields, cached_records, not_cached, open_store, release_freed_memory
 from llm_jobs.failures import refused_keys, require_complete, skip_refused
-from llm_jobs.jobs_plan import not_answered_elsewhere, say_now
+from llm_jobs.jobs_plan import not_answered_elsewhere, say_repaired
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
 from llm_jobs.queries import Query, QueryPlan, keys_of
 from llm_jobs.query_loop import logprob_dicts
@@ -75,8 +75,7 @@ def run(ctx: JobContext) -> int:
     release_freed_memory()  # the plan's Arrow columns: the queries stay, their making goes
     asks_conf = prompt_asks_confidence(str(ctx.study.prompts.forecast_prompt))
     with open_store(ctx, TASK) as store:
-        if store.repaired_bytes:
-            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+        say_repaired(store)
         uncached = skip_refused(TASK, store, not_cached(ctx, store, TASK, queries), retry_failed(ctx))
         uncached = not_answered_elsewhere(TASK, uncached)  # the plan counts a shared pass once (llm_jobs.fused)
         store.require_writable(len(uncached))  # before the model loads: nothing to ask, no lock needed

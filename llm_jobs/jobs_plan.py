@@ -20,10 +20,13 @@ import io
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lookahead.errors import LookaheadError
 from lookahead.guard import EXIT_OK, JobStop
+
+if TYPE_CHECKING:
+    from lookahead.cache.store import RawStore
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,13 @@ def say_now(line: str) -> None:
     prints its plan again when it runs): what happens once (a torn last line repaired, a
     note recorded) is not said again when the job runs, so it is shown when it happens."""
     print(line, file=_outer.get() or sys.stdout, flush=True)
+
+
+def say_repaired(store: RawStore) -> None:
+    """Say that opening ``store`` repaired a torn last line (a killed writer's), when it
+    happened: every job that opens a raw file says it the same way (:func:`say_now`)."""
+    if store.repaired_bytes:
+        say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
 
 
 def record(estimate: Estimate) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from llm_jobs.context import JobContext, cached_fields, not_cached, open_store
 from llm_jobs.failures import refused_keys, require_complete, skip_refused
-from llm_jobs.jobs_plan import not_answered_elsewhere, say_now
+from llm_jobs.jobs_plan import not_answered_elsewhere, say_repaired
 from llm_jobs.planning import confirm, fit_forecast_prompts, print_plan, row_queries
 from llm_jobs.queries import Query, QueryPlan, keys_of
 from llm_jobs.query_loop import logprob_dicts
@@ -54,8 +54,7 @@ def score_prompts(ctx: JobContext, task: str, params: dict[str, Any]) -> QueryPl
         raise JobStop("Min-K% needs prompt log-probabilities and logprobs_available is false; use lap_measure: recall")
     queries = plan(ctx, params, task)
     with open_store(ctx, task) as store:
-        if store.repaired_bytes:
-            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+        say_repaired(store)
         uncached = skip_refused(
             task, store, not_cached(ctx, store, task, queries), bool(getattr(ctx.args, "retry_failed", False))
         )

@@ -19,7 +19,7 @@ from typing import Any
 
 from llm_jobs.context import JobContext, cached_fields, not_cached, open_store
 from llm_jobs.failures import refused_keys, require_complete, skip_refused
-from llm_jobs.jobs_plan import say_now
+from llm_jobs.jobs_plan import say_repaired
 from llm_jobs.planning import confirm, print_plan, prompt_token_limit, too_long_stop
 from llm_jobs.queries import Query
 from llm_jobs.query_loop import logprob_dicts
@@ -142,8 +142,7 @@ def run(ctx: JobContext) -> int:
     queries = plan(ctx, params, None)
     print(f"recall: {len(ctx.rows)} rows -> {len(queries)} unique (entity_id, target_date) pairs")
     with open_store(ctx, TASK) as store:
-        if store.repaired_bytes:
-            say_now(f"repaired a torn last line in {store.path} ({store.repaired_bytes} bytes moved aside)")
+        say_repaired(store)
         pending = skip_refused(TASK, store, not_cached(ctx, store, TASK, queries), bool(getattr(ctx.args, "retry_failed", False)))
         store.require_writable(len(pending))  # before the model loads: nothing to ask, no lock needed
         store.claim(q.key for q in pending)  # another study sharing raw_dir waits for these (llm_jobs.sharing)
