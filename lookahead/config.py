@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-import functools
 import hashlib
 import json
 import math
@@ -508,15 +507,31 @@ class Study(StudySections):
 
     @classmethod
     def from_json(cls, text: str, root: Path = PROJECT_ROOT) -> Study:
-        """The study a dbt build recorded (table `study_settings`, column settings_json).
+        """The study a dbt build recorded (table `study_settings`, column settings_json), or
+        a resolved settings file (:func:`settings_file_study`).
 
-        Decoded once per process and text: every dbt Python model of a build reads the same
-        row, and a Study is immutable, so the models share one object (:func:`_decoded`)."""
-        return _decoded(text, root)
+        Decoded once per process and study: every dbt Python model of a build reads the same
+        row, and a Study is immutable, so the models share one object. The decoded study is
+        kept under the text it came from and under its own settings_json, so the plugin's
+        decode of $LOOKAHEAD_STUDY_SETTINGS (the study's key order) serves the models'
+        reads of the sorted settings_json that study_settings records."""
+        key = (text, root)
+        study = _DECODED.get(key)
+        if study is None:
+            study = _decode(text, root)
+            for known in (key, (study.settings_json(), root)):
+                _DECODED[known] = study
+            while len(_DECODED) > _DECODED_KEPT:
+                del _DECODED[next(iter(_DECODED))]  # the oldest first
+        return study
 
 
-@functools.lru_cache(maxsize=16)
-def _decoded(text: str, root: Path) -> Study:
+#: Decoded studies by (text, root): :meth:`Study.from_json`'s cache, two keys per study.
+_DECODED: dict[tuple[str, Path], Study] = {}
+_DECODED_KEPT = 32
+
+
+def _decode(text: str, root: Path) -> Study:
     return Study(vars=resolve(json.loads(text)), root=root)
 
 
@@ -743,10 +758,20 @@ def check_dbt_vars(dbt_values_json: str, cli_vars: str) -> str:
     neither dbt's vars block nor --vars has it: the block carries only the settings dbt
     reads); ``cli_vars`` is the `--vars` text as given. The vars must be a valid study by
     :func:`resolve`, and dbt's values must equal ours (they differ only when dbt_project.yml was edited by
-    hand instead of regenerated)."""
+    hand instead of regenerated).
+
+    Without `--vars`, when the lookahead command hands dbt its study in
+    $LOOKAHEAD_STUDY_SETTINGS, the check is that file's study (:func:`dbt_study`, the
+    decode the plugin and the models share). dbt's vars are then not this build's study
+    (every model reads the study through the plugin), so they are not compared, and the
+    default study file is not read: a plain `dbt build` and `generated_files.py
+    --check-dbt-vars` (make lint) catch a hand-edited vars block."""
     try:
-        ours = study_from_dbt_vars(cli_vars).vars
         given, flat = _cli_study(cli_vars)
+        if not given and os.environ.get(STUDY_SETTINGS_ENV):
+            dbt_study({})
+            return ""
+        ours = study_from_dbt_vars(cli_vars).vars
         inherited = set(flat) - set(given)  # from the file --vars extends: dbt's var() never saw them
         theirs = json.loads(dbt_values_json)
         for name, value in ours.items():

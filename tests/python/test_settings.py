@@ -133,6 +133,39 @@ def test_dbt_check_and_python_loader_agree():
     assert study_from_dbt_vars(full).vars == ours
 
 
+def test_dbt_check_reads_the_settings_file_the_lookahead_command_hands_dbt(tmp_path, monkeypatch):
+    """Without --vars, with $LOOKAHEAD_STUDY_SETTINGS set, the check is that file's study:
+    a bad setting in it is named, and dbt's vars (the default study's, not this build's)
+    are not compared, so a study whose values differ from them passes."""
+    from lookahead.config import STUDY_SETTINGS_ENV
+
+    study = load_study(overrides={"mink_k": 0.3, "bootstrap_draws": 7})
+    settings = tmp_path / "study.json"
+    settings.write_text(json.dumps(study.vars, default=str), encoding="utf-8")
+    monkeypatch.setenv(STUDY_SETTINGS_ENV, str(settings))
+    default = json.dumps(load_study().vars, default=str)
+    assert check_dbt_vars(default, "{}") == ""
+    assert check_dbt_vars(default, "") == ""
+    settings.write_text(json.dumps({**study.vars, "mink_k": 7}, default=str), encoding="utf-8")
+    assert "mink_k" in check_dbt_vars(default, "{}")
+    # --vars still win over the settings file, and are compared with dbt's values
+    assert "regenerate dbt_project.yml" in check_dbt_vars(
+        json.dumps({**load_study().vars, "mink_k": 0.3}), "{bootstrap_draws: 0}"
+    )
+
+
+def test_a_study_decoded_from_its_file_serves_its_recorded_settings_json():
+    """Study.from_json keeps a decoded study under its text and its settings_json, so the
+    dbt plugin's decode of the settings file and the models' reads of study_settings share
+    one object (one decode per build: test_study_loads)."""
+    study = load_study(overrides={"bootstrap_draws": 11})
+    text = json.dumps(study.vars, default=str)
+    decoded = Study.from_json(text)
+    assert decoded.vars == study.vars
+    assert Study.from_json(decoded.settings_json()) is decoded
+    assert Study.from_json(text, root=Path("/elsewhere")) is not decoded  # the root is part of the key
+
+
 def test_dbt_run_start_check_names_a_misspelled_setting_before_anything_runs(tmp_path):
     from dbt_runner import run_dbt
 
