@@ -28,6 +28,7 @@ import json
 import math
 import os
 import textwrap
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -516,19 +517,21 @@ class Study(StudySections):
         decode of $LOOKAHEAD_STUDY_SETTINGS (the study's key order) serves the models'
         reads of the sorted settings_json that study_settings records."""
         key = (text, root)
-        study = _DECODED.get(key)
-        if study is None:
-            study = _decode(text, root)
-            for known in (key, (study.settings_json(), root)):
-                _DECODED[known] = study
-            while len(_DECODED) > _DECODED_KEPT:
-                del _DECODED[next(iter(_DECODED))]  # the oldest first
+        with _DECODED_LOCK:  # dbt runs Python models on several threads
+            study = _DECODED.get(key)
+            if study is None:
+                study = _decode(text, root)
+                for known in (key, (study.settings_json(), root)):
+                    _DECODED[known] = study
+                while len(_DECODED) > _DECODED_KEPT:
+                    del _DECODED[next(iter(_DECODED))]  # the oldest first
         return study
 
 
 #: Decoded studies by (text, root): :meth:`Study.from_json`'s cache, two keys per study.
 _DECODED: dict[tuple[str, Path], Study] = {}
 _DECODED_KEPT = 32
+_DECODED_LOCK = threading.Lock()
 
 
 def _decode(text: str, root: Path) -> Study:
