@@ -9,7 +9,7 @@ fields (instance_id, agent, ...) that lookahead.claims.tables matches on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -27,12 +27,42 @@ from lookahead.claims.prompts import answer_retry_prompt
 from lookahead.claims.tasks import PredictionError
 from lookahead.config import Study
 from lookahead.guard import EXIT_OK, JobStop
+from lookahead.keys import query_key
 
 
 class ClaimContext(JobContext):
     """JobContext without protocol rows, plus the claim settings."""
 
     settings: ClaimsResolved
+
+    def claim_query(self, task: str, ident: str, text: str, params: Mapping[str, Any]) -> Query:
+        """One claim prompt as a query: ``text`` rendered as the backend renders the study's
+        prompts (its chat template when the study uses one), keyed by
+        lookahead.keys.query_key with the study's model, ``ident`` and ``params``. The one
+        rule every claim job keys a prompt by, so the next run of a job finds the lines
+        the last one wrote."""
+        prompt = self.backend.render_prompt(text, self.use_chat_template)
+        return Query(query_key(task, self.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
+
+
+def value_answer_params(ctx: ClaimContext) -> dict[str, Any]:
+    """The parameters of a query answered with the task kind's value (a coalition's, and
+    a re-prediction's, which asks the same instruction): greedy, one token when the value
+    is read from its log-probs, else the value's token budget. Part of each query's key,
+    so a change of any of them asks again."""
+    st, kind = ctx.settings, ctx.settings.kind
+    top = kind.value_top_logprobs(st)
+    return {
+        "temperature": 0,
+        "max_tokens": 1 if top else st.claims.claims_value_max_tokens,
+        "top_logprobs": top,
+        "seed": 0,
+        "n_samples": None,
+        "chat_template": ctx.use_chat_template,
+        "labels": list(st.labels),
+        "task_kind": kind.name,
+        "retries": st.claims.claims_value_retries,
+    }
 
 
 def make_claim_context(args: Any, study: Study | None = None, backends: Backends | None = None) -> ClaimContext:

@@ -30,7 +30,6 @@ from lookahead.claims.prompts import extraction_prompt, extraction_retry_prompt
 from lookahead.claims.schema import EXTRACTION_SCHEMA, ExtractionError, parse_extraction_text
 from lookahead.claims.tables import assembled_claims, timespec_claims
 from lookahead.guard import EXIT_OK
-from lookahead.keys import query_key
 
 TASK = "claims_extract"
 
@@ -80,10 +79,9 @@ def run(ctx: ClaimContext) -> int:
                     text = extraction_retry_prompt(prompts0[k], *state[k])
                 else:
                     continue
-                prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
                 p = {**params, "attempt": attempt}
                 ident = f"{r['instance_id']}|{r['agent']}|{sha(r['rationale'])}"
-                q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, p), prompt, row_id=ident)
+                q = ctx.claim_query(TASK, ident, text, p)
                 queries.append(q)
                 meta[q.key] = (r, p)
             if not queries:

@@ -28,7 +28,6 @@ from lookahead.claims.inputs import claims_raw_file, load_instances
 from lookahead.claims.prompts import rationale_prompt
 from lookahead.claims.rationale_parse import parse_agent_answer
 from lookahead.guard import EXIT_OK
-from lookahead.keys import query_key
 
 TASK = "claims_rationale"
 
@@ -50,9 +49,8 @@ def run_agent(ctx: ClaimContext, agent: str) -> int:
     queries, meta = [], {}
     for r in insts.to_dict("records"):
         text = rationale_prompt(agent, r["task_input"], r["t_ref"], st.kind.prediction_format(st))
-        prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
         ident = f"{r['instance_id']}|{agent}"
-        q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
+        q = ctx.claim_query(TASK, ident, text, params)
         queries.append(q)
         meta[q.key] = {
             "instance_id": r["instance_id"],

@@ -22,29 +22,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_jobs.claims_common import ClaimContext, predictions, run_parsed
+from llm_jobs.claims_common import ClaimContext, predictions, run_parsed, value_answer_params
 from llm_jobs.queries import Query
 from lookahead.claims.inputs import sha
 from lookahead.claims.prompts import clean_rationale, repredict_prompt
-from lookahead.keys import query_key
 
 TASK = "claims_repredict"
 
 
 def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dict[str, Any]]:
-    st, kind, ks = ctx.settings, ctx.settings.kind, ctx.settings
-    top = kind.value_top_logprobs(ks)
-    params = {
-        "temperature": 0,
-        "max_tokens": 1 if top else st.claims.claims_value_max_tokens,
-        "top_logprobs": top,
-        "seed": 0,
-        "n_samples": None,
-        "chat_template": ctx.use_chat_template,
-        "labels": list(st.labels),
-        "task_kind": kind.name,
-        "retries": st.claims.claims_value_retries,
-    }
+    kind, ks = ctx.settings.kind, ctx.settings
+    params = value_answer_params(ctx)
     queries, meta = [], {}
     for r in predictions(ctx).to_dict("records"):
         if not str(r["rationale"]).strip():
@@ -52,9 +40,8 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
         cleaned = clean_rationale(r["rationale"], kind.mentions(r["prediction"]))
         items = kind.items(r["prediction"])
         text = repredict_prompt(r["task_input"], cleaned, kind.value_instruction(ks, items))
-        prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
         ident = f"{r['instance_id']}|{r['agent']}|{sha(cleaned)}"
-        q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
+        q = ctx.claim_query(TASK, ident, text, params)
         queries.append(q)
         meta[q.key] = {
             "instance_id": r["instance_id"],

@@ -25,7 +25,6 @@ from lookahead.claims.prompts import support_prompt
 from lookahead.claims.retrieval import bm25
 from lookahead.claims.tables import candidate_queries, instance_agent_id, instance_claims
 from lookahead.guard import EXIT_OK
-from lookahead.keys import query_key
 from lookahead.scoring import label_probability
 
 TASK = "claims_support"
@@ -64,9 +63,8 @@ def run(ctx: ClaimContext) -> int:
     for c in cands.itertuples():
         d = docs.loc[c.doc_id]
         text = support_prompt(texts[c.query_id], d["title"], d["body"], str(d["published_at"]))
-        prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
         ident = f"{c.query_id}|{c.doc_id}"
-        q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
+        q = ctx.claim_query(TASK, ident, text, params)
         queries.append(q)
         meta[q.key] = {"claim_sha256": c.query_id, "doc_id": c.doc_id, "bm25_rank": int(c.rank), "bm25_score": float(c.score)}
     with RawStore(claims_raw_file(ctx.study, TASK)) as store:

@@ -110,9 +110,8 @@ class Phases:
         }
         queries, ids = [], {}
         for iid, text in items.items():
-            prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
             ident = f"{iid}|{AGENT}|{phase}"
-            q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
+            q = ctx.claim_query(TASK, ident, text, params)
             queries.append(q)
             ids[q.key] = iid
         pending = [q for q in queries if q.key not in self.store]

@@ -36,14 +36,13 @@ from __future__ import annotations
 from typing import Any
 
 from llm_jobs.claims_batch import check_batch, run_batched
-from llm_jobs.claims_common import ClaimContext, predictions, run_parsed
+from llm_jobs.claims_common import ClaimContext, predictions, run_parsed, value_answer_params
 from llm_jobs.queries import Query
 from lookahead.claims.inputs import insufficient_rule
 from lookahead.claims.prompts import coalition_prompt
 from lookahead.claims.shapley import members_of, plan_for
 from lookahead.claims.tables import claims_sha, instance_agent_id, instance_claims
 from lookahead.errors import StudyConfigError
-from lookahead.keys import query_key
 
 TASK = "claims_value"
 
@@ -52,18 +51,9 @@ def value_params(ctx: ClaimContext) -> dict[str, Any]:
     """The coalition queries' parameters; the prompt form and value reading are among
     them, so each setting has its own cache keys and lines (the tables read only the
     lines of the study's form)."""
-    st, kind = ctx.settings, ctx.settings.kind
-    top = kind.value_top_logprobs(st)
+    st = ctx.settings
     return {
-        "temperature": 0,
-        "max_tokens": 1 if top else st.claims.claims_value_max_tokens,
-        "top_logprobs": top,
-        "seed": 0,
-        "n_samples": None,
-        "chat_template": ctx.use_chat_template,
-        "labels": list(st.labels),
-        "task_kind": kind.name,
-        "retries": st.claims.claims_value_retries,
+        **value_answer_params(ctx),
         "coalition_prompt": st.claims.claims_coalition_prompt,
         "coalition_value": st.claims.claims_coalition_value,
     }
@@ -104,9 +94,8 @@ def plan(ctx: ClaimContext) -> tuple[list[Query], dict[str, dict[str, Any]], dic
                 continue
             texts = [ex.claims[i].claim_text for i in members_of(mask, n)]
             text = coalition_prompt(r["task_input"], texts, instruction, rule, form, kind.task_type(ks))
-            prompt = ctx.backend.render_prompt(text, ctx.use_chat_template)
             ident = f"{ikey}|{csha}|{mask}"
-            q = Query(query_key(TASK, ctx.study.backend.model_id, ident, prompt, params), prompt, row_id=ident)
+            q = ctx.claim_query(TASK, ident, text, params)
             queries.append(q)
             meta[q.key] = {
                 "instance_id": r["instance_id"],
