@@ -158,3 +158,25 @@ def json_generation(backend: Backend) -> JsonGenerate | None:
     so the claim jobs ask one function rather than each probing the backend."""
     fn = getattr(backend, "generate_json", None)
     return fn if callable(fn) else None
+
+
+def chat_prompt(tokenizer: Any, user_text: str) -> str:
+    """The user turn rendered with a Hugging Face tokenizer's chat template, or the text
+    itself where the tokenizer has none. The local backends (transformers, vLLM) share
+    it, so a study's prompts are the same text whichever of them asks."""
+    if not getattr(tokenizer, "chat_template", None):
+        return user_text
+    turn = [{"role": "user", "content": user_text}]
+    return str(tokenizer.apply_chat_template(turn, tokenize=False, add_generation_prompt=True))
+
+
+def prompt_token_ids(tokenizer: Any, prompt: str) -> list[int]:
+    """Token ids as the model sees the prompt: the tokenizer's special tokens are added
+    unless the text already starts with the BOS token (a rendered chat template), so no
+    BOS is doubled and the local backends score the very same token sequence. A prompt
+    with no tokens is a ValueError (there is nothing to score)."""
+    bos = getattr(tokenizer, "bos_token", None)
+    ids = tokenizer.encode(prompt, add_special_tokens=not (bos and prompt.startswith(bos)))
+    if not ids:
+        raise ValueError("empty prompt: nothing to score")
+    return list(ids)

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lookahead.backends.base import Backend, Generation, TokenLogprob
+from lookahead.backends.base import Backend, Generation, TokenLogprob, chat_prompt, prompt_token_ids
 from lookahead.backends.fused_llama import PackedLlamaBody
 from lookahead.backends.fused_llama import supports as supports_packed
 from lookahead.config import StudyConfigError, check_setting
@@ -183,23 +183,12 @@ class TransformersBackend(Backend):
     def render_prompt(self, user_text: str, use_chat_template: bool) -> str:
         """The user text inside the model's chat template (generation prompt added), when
         asked and the tokenizer has one; otherwise the text itself (no tokenizer needed)."""
-        if not use_chat_template:
-            return user_text
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True
-            )
-        return user_text
+        return chat_prompt(self.tokenizer, user_text) if use_chat_template else user_text
 
     def encode(self, prompt: str) -> list[int]:
         """Token ids as the model sees the prompt: the tokenizer's special tokens are added
         unless the text already starts with the BOS token (a rendered chat template)."""
-        bos = getattr(self.tokenizer, "bos_token", None)
-        add = not (bos and prompt.startswith(bos))
-        ids = self.tokenizer.encode(prompt, add_special_tokens=add)
-        if not ids:
-            raise ValueError("empty prompt: nothing to score")
-        return list(ids)
+        return prompt_token_ids(self.tokenizer, prompt)
 
     def count_tokens(self, prompt: str) -> int:
         return len(self.encode(prompt))

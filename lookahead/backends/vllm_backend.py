@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lookahead.backends.base import Backend, Generation, TokenLogprob
+from lookahead.backends.base import Backend, Generation, TokenLogprob, chat_prompt, prompt_token_ids
 from lookahead.config import StudyConfigError
 from lookahead.settings_sections import BackendSettings
 
@@ -104,21 +104,12 @@ class VLLMBackend(Backend):
 
     def render_prompt(self, user_text: str, use_chat_template: bool) -> str:
         """The text itself, or the user turn rendered with the model's chat template."""
-        if not use_chat_template or not getattr(self.tokenizer, "chat_template", None):
-            return user_text
-        return self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True
-        )
+        return chat_prompt(self.tokenizer, user_text) if use_chat_template else user_text
 
     def encode(self, prompt: str) -> list[int]:
-        """Token ids as the transformers backend makes them: special tokens added unless the
-        text already starts with BOS (a rendered chat template), so no BOS is doubled and
+        """Token ids by the rule the transformers backend uses (base.prompt_token_ids), so
         both backends score the very same token sequence."""
-        bos = getattr(self.tokenizer, "bos_token", None)
-        ids = self.tokenizer.encode(prompt, add_special_tokens=not (bos and prompt.startswith(bos)))
-        if not ids:
-            raise ValueError("empty prompt: nothing to score")
-        return list(ids)
+        return prompt_token_ids(self.tokenizer, prompt)
 
     def count_tokens(self, prompt: str) -> int:
         return len(self.encode(prompt))
