@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -35,7 +34,7 @@ from lookahead.pages.blocks import Links, Para, Section
 from lookahead.pages.cells import num_or_nan
 from lookahead.pages.markdown import render as render_markdown
 from lookahead.pages.report import ReportError, ReportFiles, _write_text, refuse, write_csv
-from lookahead.pages.sections import claims_section, glossary_para
+from lookahead.pages.sections import ResultTables, claims_section, glossary_para
 from lookahead.pages.text import code
 
 #: The claim tables a claim-only build writes, exported one CSV each (the claims section
@@ -43,20 +42,9 @@ from lookahead.pages.text import code
 CLAIM_TABLES = ("claims_summary", "instance_leakage", "claims", "claims_repredict", "claims_rejects", "study_settings")
 
 
-@dataclass
-class ClaimTables:
-    """The exported CSVs of a claim report, as the claims section reads them (by name),
-    and the study they are of."""
-
-    results_dir: Path
-    study: Study
-    _cache: dict[str, pd.DataFrame] = field(default_factory=dict)
-
-    def table(self, name: str) -> pd.DataFrame:
-        if name not in self._cache:
-            path = self.results_dir / f"{name}.csv"
-            self._cache[name] = pd.read_csv(path) if path.exists() else pd.DataFrame()
-        return self._cache[name]
+class ClaimTables(ResultTables):
+    """The exported CSVs of a claim-only report (CLAIM_TABLES), as the claims section
+    reads them, and the study they are of."""
 
 
 def _f3(x: object) -> str:

@@ -69,24 +69,32 @@ RULE_CLAUSE = {verdict: rule_clause(verdict) for verdict in VERDICTS}
 
 
 @dataclass
-class Context:
-    """What every section reads: the results folder's CSVs, the recorded study and the
-    Outcome the verdict table was decided from; `database` holds the study database's
-    tables a section needs beyond the CSVs (the paper's: lookahead.pages.paper.
-    DATABASE_TABLES), read while the report's read-only connection was open."""
+class ResultTables:
+    """A results folder's exported CSVs, each read once, by name (an empty frame for a
+    table the folder lacks), and the study they are of: what a report's sections read."""
 
     results_dir: Path
     study: Study
-    outcome: Outcome
-    verdict: pd.Series
-    database: dict[str, pd.DataFrame] = field(default_factory=dict)
-    _cache: dict[str, pd.DataFrame] = field(default_factory=dict)
+    _cache: dict[str, pd.DataFrame] = field(default_factory=dict, init=False, repr=False)
 
     def table(self, name: str) -> pd.DataFrame:
         if name not in self._cache:
             path = self.results_dir / f"{name}.csv"
             self._cache[name] = pd.read_csv(path) if path.exists() else pd.DataFrame()
         return self._cache[name]
+
+
+@dataclass
+class Context(ResultTables):
+    """What every section of a protocol report reads: the results folder's CSVs and the
+    recorded study (ResultTables), and the Outcome the verdict table was decided from;
+    `database` holds the study database's tables a section needs beyond the CSVs (the
+    paper's: lookahead.pages.paper.DATABASE_TABLES), read while the report's read-only
+    connection was open."""
+
+    outcome: Outcome
+    verdict: pd.Series
+    database: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     @property
     def metric(self) -> dict[str, Any]:  # the sample_description values: counts, and text for some

@@ -42,8 +42,7 @@ NOT_COPIES: dict[tuple[str, str], str] = {
     ("llm_jobs/queries.py", "Query"): "one query's rendered prompt text, not the forecast_prompt template",
     ("lookahead/prompts.py", "LabelCheck"): "the labels a tokenizer check scores with (synonyms substituted), derived",
     ("lookahead/consent.py", "Destination"): "the URL a consent decision is about, checked as an http(s) URL by its backend",
-    ("lookahead/pages/claims_report.py", "ClaimTables"): "the resolved folder a report reads (null results_dir: results/<study>)",
-    ("lookahead/pages/sections.py", "Context"): "the resolved folder a report reads (null results_dir: results/<study>)",
+    ("lookahead/pages/sections.py", "ResultTables"): "the resolved folder a report reads (null results_dir: results/<study>)",
     ("lookahead/demo/generator.py", "DemoSpec"): "the demo generator's parameters, which write a study file rather than read one",
     ("lookahead/demo/train.py", "TrainSpec"): "the demo models' training batch and seed, not the study's query batch or seed",
 }
