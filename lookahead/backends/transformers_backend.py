@@ -12,6 +12,7 @@ tensor is never materialised.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -87,6 +88,40 @@ def _resolve_location(model_id: str, model_path: str | None, gguf_file: str | No
     return str(path), None
 
 
+@contextlib.contextmanager
+def _gguf_parsed_once(readers: dict[str, Any]) -> Iterator[None]:
+    """While transformers loads from a GGUF file: the file parsed once and kept in
+    ``readers`` (the backend's, dropped once the weights are in), and gguf's tensor-name
+    map built once per architecture.
+
+    Why: transformers (5.x) parses the whole file again for the tokenizer, the config and
+    the weights (four parses in all), and builds the name map again for each of the
+    model's submodules; loading SmolLM2-135M's tokenizer, config and weights took a job
+    process 30.0 s that way and 13.8 s this way (BENCHMARKS.md, "Loading a GGUF model").
+    Both are reads: the parsed file is only read, the map is a pure function of its
+    arguments, and the loaded weights and tokenizer are the same (tests/python/
+    test_gguf_load.py, benchmarks/bench_gguf_load.py)."""
+    import gguf as gguf_module
+
+    gguf: Any = gguf_module  # its two functions are replaced for the load, then put back
+    reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+
+    def reader(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs:  # another mode than a plain read: not ours to share
+            return reader_class(path, *args, **kwargs)
+        key = os.fspath(path)
+        if key not in readers:
+            readers[key] = reader_class(path)
+        return readers[key]
+
+    gguf.GGUFReader = reader
+    gguf.get_tensor_name_map = functools.lru_cache(maxsize=None)(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader_class, name_map
+
+
 class TransformersBackend(Backend):
     """transformers on the CPU or one CUDA GPU. Options: model_path, gguf_file, batch_size,
     torch_threads, dtype ('float32' | 'bfloat16'), logit_chunk, matmul_precision
@@ -126,6 +161,7 @@ class TransformersBackend(Backend):
         if self._tokenizer is None and self._gguf is None and not os.path.exists(self._location):
             raise FileNotFoundError(f"setting 'model_path': '{self._location}' does not exist (no model hub here)")
         self._token_cache: dict[int, str] = {}
+        self._gguf_readers: dict[str, Any] = {}  # the GGUF file parsed once (_gguf_parsed_once)
 
     # ------------------------------------------------------------------ loading
     # torch, transformers, the tokenizer and the weights load on first use: a rerun whose
@@ -149,6 +185,11 @@ class TransformersBackend(Backend):
     def dtype(self) -> Any:
         return getattr(self._torch, self._dtype_name)
 
+    def _loading(self) -> contextlib.AbstractContextManager[None]:
+        """The context every load from the model's files runs in: a GGUF file is parsed
+        once for the tokenizer, the config and the weights (_gguf_parsed_once)."""
+        return _gguf_parsed_once(self._gguf_readers) if self._gguf else contextlib.nullcontext()
+
     @property
     def tokenizer(self) -> Any:
         if self._tokenizer is None:
@@ -156,7 +197,8 @@ class TransformersBackend(Backend):
 
             _ = self._torch  # apply the thread setting before any kernel runs
             kw = {"gguf_file": self._gguf} if self._gguf else {}
-            self._tokenizer = AutoTokenizer.from_pretrained(self._location, **kw)
+            with self._loading():
+                self._tokenizer = AutoTokenizer.from_pretrained(self._location, **kw)
         return self._tokenizer
 
     @property
@@ -174,7 +216,9 @@ class TransformersBackend(Backend):
             from transformers import AutoModelForCausalLM
 
             kw = {"gguf_file": self._gguf} if self._gguf else {}
-            self._model = AutoModelForCausalLM.from_pretrained(self._location, dtype=self.dtype, **kw)
+            with self._loading():
+                self._model = AutoModelForCausalLM.from_pretrained(self._location, dtype=self.dtype, **kw)
+            self._gguf_readers.clear()  # the weights are in: the parsed file is not needed again
             self._model.to(self.device).eval()
         return self._model
 
@@ -201,7 +245,8 @@ class TransformersBackend(Backend):
                 from transformers import AutoConfig
 
                 kw = {"gguf_file": self._gguf} if self._gguf else {}
-                config = AutoConfig.from_pretrained(self._location, **kw)
+                with self._loading():
+                    config = AutoConfig.from_pretrained(self._location, **kw)
             except (OSError, ValueError):
                 return None
         n = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)

@@ -123,9 +123,20 @@ def fused_args(study: Path):
     return arg_parser("test").parse_args(["--study", str(study), "--yes"])
 
 
-def test_on_the_demo_model_one_pass_gives_the_two_passes_answers_and_min_k_lines():
+def test_on_the_demo_model_one_pass_gives_the_two_passes_answers_and_min_k_lines(monkeypatch):
     """SmolLM2-135M-Instruct from its GGUF, as the demo study loads it, on the demo's own
-    forecast prompts in its chat template."""
+    forecast prompts in its chat template. The backend parses the GGUF file once for its
+    tokenizer, its config and its weights (test_gguf_load.py)."""
+    import gguf
+
+    parses = []
+
+    class CountingReader(gguf.GGUFReader):
+        def __init__(self, *args, **kwargs):
+            parses.append(args[0])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(gguf, "GGUFReader", CountingReader)
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     from llm_workload import SMOLLM2_GGUF, smollm2_dir
 
@@ -138,10 +149,12 @@ def test_on_the_demo_model_one_pass_gives_the_two_passes_answers_and_min_k_lines
     texts = forecast_prompt_column(study, load_rows(study)[0]).to_pylist()[:6]
     b = TransformersBackend("smollm2", model_path=str(smollm2_dir()), gguf_file=SMOLLM2_GGUF, batch_size=3)
     prompts = [b.render_prompt(t, True) for t in texts]
+    assert b.context_length() == 8192  # the config, read before the weights
     mt = int(study.prompts.forecast_max_tokens)
     assert b.fused_scoring()
     gens, scored = b.generate(prompts, mt, 20), b.prompt_logprobs(prompts, vocab_moments=True)
     one = b.generate_scored(prompts, mt, 20, vocab_moments=True)
+    assert len(parses) == 1 and gguf.GGUFReader is CountingReader  # one parse; gguf's own put back
     assert [g.response_text for g in gens] == [g.response_text for g, _ in one]
     assert scored == [e for _, e in one]
     for g, (h, _) in zip(gens, one, strict=False):
