@@ -434,27 +434,17 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
         fixed_effects.remove(ENTITY_FE)
     fe_label = " + ".join(fixed_effects) if fixed_effects else "none"
 
+    def not_fitted(why: str, n_obs: int = 0, n_clusters: float = math.nan) -> pd.DataFrame:
+        """The regression's rows without estimates: the notes so far, then why it was not estimable."""
+        vcov = _vcov_label(req, single_entity, None)
+        return _empty_rows(req, fe_label, vcov, "; ".join([*notes, not_estimable(why)]), n_obs=n_obs, n_clusters=n_clusters)
+
     if len(data) == 0:
-        return _empty_rows(
-            req, fe_label, _vcov_label(req, single_entity, None), "; ".join([*notes, not_estimable("no observations")])
-        )
+        return not_fitted("no observations")
 
     if not single_entity and cluster_col is not None and data["_cluster"].nunique() < 2:
-        return _empty_rows(
-            req,
-            fe_label,
-            _vcov_label(req, single_entity, None),
-            "; ".join(
-                [
-                    *notes,
-                    not_estimable(
-                        f"only one {cluster_col} cluster; cluster-robust standard errors need at least 2 (setting 'cluster')"
-                    ),
-                ]
-            ),
-            n_obs=len(data),
-            n_clusters=1,
-        )
+        why = f"only one {cluster_col} cluster; cluster-robust standard errors need at least 2 (setting 'cluster')"
+        return not_fitted(why, n_obs=len(data), n_clusters=1)
 
     vcov_arg: object
     vcov_kwargs: dict[str, object] | None = None
@@ -490,20 +480,9 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
         kept_mask = non_singleton_mask(data, fixed_effects)
         kept = int(kept_mask.sum())
         if kept <= len(regressors):
-            return _empty_rows(
-                req,
-                fe_label,
-                _vcov_label(req, single_entity, None),
-                "; ".join(
-                    [
-                        *notes,
-                        not_estimable(
-                            f"{len(data) - kept} singleton observation(s) dropped leave {kept} row(s) "
-                            f"for {len(regressors)} term(s) (a coarser period_frequency gives "
-                            "fewer singletons)"
-                        ),
-                    ]
-                ),
+            return not_fitted(
+                f"{len(data) - kept} singleton observation(s) dropped leave {kept} row(s) "
+                f"for {len(regressors)} term(s) (a coarser period_frequency gives fewer singletons)",
                 n_obs=kept,
             )
 
@@ -537,14 +516,7 @@ def fit_fe(df: pd.DataFrame, req: FitRequest) -> pd.DataFrame:
                 copy_data=False,
             )
     except Exception as exc:  # pyfixest raises ValueError for all-collinear etc.
-        msg = estimator_message(exc)
-        return _empty_rows(
-            req,
-            fe_label,
-            _vcov_label(req, single_entity, None),
-            "; ".join([*notes, not_estimable(msg)]),
-            n_obs=len(data),
-        )
+        return not_fitted(estimator_message(exc), n_obs=len(data))
 
     n_singletons = int(len(data) - kept_mask.sum())
     collinear = [str(v) for v in (getattr(fit, "_collin_vars", None) or [])]
