@@ -51,30 +51,34 @@ def _cuda_available() -> bool:
 #: fill in around them. xdist gives each worker one work unit, then keeps two queued on
 #: each (pytest-xdist 3.8, LoadScopeScheduling._reschedule), so what decides the wall time
 #: is that no long file is left for the end, where it kept one worker busy alone while the
-#: other had finished (test_shared_raw.py, about 2 minutes, used to start among the last
-#: files by its name). By default xdist starts the files with the most tests first, which
-#: left long files with few tests last. The seconds: each file's tests summed (the JUnit
-#: report) in a CI-like run (2 workers, 730 s in all, abb8df6); for the
-#: order only: no test depends on it. The files of one shared build (SHARED_BUILDS)
-#: are one unit, placed where the first of them is.
+#: other had finished (test_shared_raw.py used to start among the last files by its name).
+#: By default xdist starts the files with the most tests first, which left long files with
+#: few tests last. The seconds: each file's tests summed (the JUnit report) in a CI-like
+#: run (a fresh clone after its `make demo`, 2 workers, 620.7 s in all, 9a187d1); for the
+#: order only: no test depends on it. The files of one shared build (SHARED_BUILDS) are one
+#: unit, placed where the first of them is.
 LONGEST_FIRST = (
-    "test_readme_data_team.py",  # 146 s: the README's commands, two demo studies' jobs and builds
-    # one unit (SHARED_BUILDS' fixture_build, built once): test_dbt_build 139 s, with
-    # test_current_state (78 s), test_no_silent_wrong_result (93 s, its own build of the
-    # study among them: refused or selected builds on copies), test_compare, test_paper_dbt
+    # one unit (SHARED_BUILDS' fixture_build, built once), 253 s: test_dbt_build 107 s,
+    # test_no_silent_wrong_result 76 s (its own builds of the study among them: refused or
+    # selected builds on copies), test_current_state 65 s, test_compare, test_paper_dbt
     "test_dbt_build.py",
     "test_current_state.py",
     "test_compare.py",
     "test_no_silent_wrong_result.py",
-    "test_shared_raw.py",  # 81 s: three builds of two studies on one raw_dir
-    "test_jobs_transformers.py",  # about 20 job runs on a tiny model
-    "test_demo_end_to_end.py",  # 90 s: `lookahead run` on the demo, twice
-    "test_ray_runner.py",
-    "test_safe_outputs.py",
-    "test_line_serves_every_study.py",
+    "test_readme_data_team.py",  # 113 s: the README's commands, two demo studies' jobs and builds
+    "test_demo_end_to_end.py",  # 71 s: `lookahead run` on the demo, twice
+    "test_shared_raw.py",  # 65 s: three builds of two studies on one raw_dir
+    "test_ray_runner.py",  # 57 s: a Ray run with a worker killed, then the same jobs alone
+    "test_jobs_transformers.py",  # 51 s: about 20 job runs on a tiny model
+    "test_openai_backend.py",  # 50 s: 58 tests against the loopback server
     "test_fused_pass.py",
-    "test_stopping.py",
+    "test_line_serves_every_study.py",
     "test_claims_own_task.py",
+    "test_claims_batch.py",
+    "test_claims_kinds.py",
+    "test_stopping.py",
+    "test_claims_extract_openai.py",
+    "test_safe_outputs.py",
     "test_planted_files.py",
 )
 
