@@ -9,11 +9,11 @@ config (the prompt-length check reads the context length) and the weights.
 "plain" is what the backend did before: AutoTokenizer, AutoConfig and
 AutoModelForCausalLM `from_pretrained(..., gguf_file=...)` one after the other, each of
 which parses the whole file again, the weights' load also building gguf's tensor-name
-map once per submodule. "backend" is TransformersBackend's tokenizer, context_length and
+map once per submodule. "once" is TransformersBackend's tokenizer, context_length and
 model, which parse the file once and build the map once per architecture
 (lookahead.backends.transformers_backend._gguf_parsed_once). Each is a whole child
 process (imports included), on SmolLM2-135M-Instruct's Q4_1 GGUF, the two run back to
-back in alternating order; the report is the median of the per-round ratios (backend /
+back in alternating order; the report is the median of the per-round ratios (once /
 plain) of wall and CPU seconds. The check beside the timing: the same weights (sha256
 over every tensor of the state dict, in name order), the same tokenizer (its vocabulary
 and the ids of a test text), and how many times each path parsed the file.
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--child", choices=("plain", "backend"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("plain", "once"), help=argparse.SUPPRESS)
     ap.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -124,19 +124,19 @@ def main(argv: list[str] | None = None) -> int:
     rounds = []
     load_before = os.getloadavg()
     for i in range(args.rounds):
-        order = ("plain", "backend") if i % 2 == 0 else ("backend", "plain")
+        order = ("plain", "once") if i % 2 == 0 else ("once", "plain")
         runs = {mode: run_child(mode, tmp) for mode in order}
         rounds.append({"order": list(order), **runs})
         print(
-            f"round {i + 1}: plain {runs['plain']['wall_s']:.1f} s, backend {runs['backend']['wall_s']:.1f} s "
-            f"(file parsed {runs['plain']['file_parses']} and {runs['backend']['file_parses']} times)",
+            f"round {i + 1}: plain {runs['plain']['wall_s']:.1f} s, once {runs['once']['wall_s']:.1f} s "
+            f"(file parsed {runs['plain']['file_parses']} and {runs['once']['file_parses']} times)",
             flush=True,
         )
     tmp.unlink(missing_ok=True)
     same = all(
-        r["plain"][k] == r["backend"][k] for r in rounds for k in ("weights_sha256", "vocab_sha256", "text_ids", "context_length")
+        r["plain"][k] == r["once"][k] for r in rounds for k in ("weights_sha256", "vocab_sha256", "text_ids", "context_length")
     )
-    ratio = {m: [r["backend"][m] / r["plain"][m] for r in rounds] for m in ("wall_s", "cpu_s")}
+    ratio = {m: [r["once"][m] / r["plain"][m] for r in rounds] for m in ("wall_s", "cpu_s")}
     summary = {
         "command": "python benchmarks/bench_gguf_load.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "model": f"SmolLM2-135M-Instruct ({SMOLLM2_GGUF})",
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         "median_ratio": {m: statistics.median(v) for m, v in ratio.items()},
         "ratio_range": {m: [min(v), max(v)] for m, v in ratio.items()},
         "median_s": {
-            mode: {m: statistics.median(r[mode][m] for r in rounds) for m in ("wall_s", "cpu_s")} for mode in ("plain", "backend")
+            mode: {m: statistics.median(r[mode][m] for r in rounds) for m in ("wall_s", "cpu_s")} for mode in ("plain", "once")
         },
         "rounds": rounds,
     }

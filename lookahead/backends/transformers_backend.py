@@ -97,7 +97,7 @@ def _gguf_parsed_once(readers: dict[str, Any]) -> Iterator[None]:
     Why: transformers (5.x) parses the whole file again for the tokenizer, the config and
     the weights (four parses in all), and builds the name map again for each of the
     model's submodules; loading SmolLM2-135M's tokenizer, config and weights took a job
-    process 30.0 s that way and 13.8 s this way (BENCHMARKS.md, "Loading a GGUF model").
+    process 30.3 s that way and 14.7 s this way (BENCHMARKS.md, "Loading a GGUF model").
     Both are reads: the parsed file is only read, the map is a pure function of its
     arguments, and the loaded weights and tokenizer are the same (tests/python/
     test_gguf_load.py, benchmarks/bench_gguf_load.py)."""
