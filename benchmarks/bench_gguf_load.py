@@ -5,7 +5,7 @@ Run (from the project root):
         --out benchmarks/results/gguf_load.json
 
 What a job process loads from a GGUF file before its first answer: the tokenizer, the
-config (the prompt-length check reads the context length) and the weights.
+config (the prompt guards read the context length) and the weights.
 "plain" is what the backend did before: AutoTokenizer, AutoConfig and
 AutoModelForCausalLM `from_pretrained(..., gguf_file=...)` one after the other, each of
 which parses the whole file again, the weights' load also building gguf's tensor-name
