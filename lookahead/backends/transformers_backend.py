@@ -185,10 +185,19 @@ class TransformersBackend(Backend):
     def dtype(self) -> Any:
         return getattr(self._torch, self._dtype_name)
 
-    def _loading(self) -> contextlib.AbstractContextManager[None]:
+    @contextlib.contextmanager
+    def _loading(self) -> Iterator[None]:
         """The context every load from the model's files runs in: a GGUF file is parsed
-        once for the tokenizer, the config and the weights (_gguf_parsed_once)."""
-        return _gguf_parsed_once(self._gguf_readers) if self._gguf else contextlib.nullcontext()
+        once for the tokenizer, the config and the weights (_gguf_parsed_once), and the
+        parse is dropped once the weights are in (loaded, or handed in), when nothing
+        left to load needs it."""
+        if not self._gguf:
+            yield
+            return
+        with _gguf_parsed_once(self._gguf_readers):
+            yield
+        if self._model is not None:
+            self._gguf_readers.clear()
 
     @property
     def tokenizer(self) -> Any:
@@ -218,7 +227,6 @@ class TransformersBackend(Backend):
             kw = {"gguf_file": self._gguf} if self._gguf else {}
             with self._loading():
                 self._model = AutoModelForCausalLM.from_pretrained(self._location, dtype=self.dtype, **kw)
-            self._gguf_readers.clear()  # the weights are in: the parsed file is not needed again
             self._model.to(self.device).eval()
         return self._model
 
