@@ -128,15 +128,9 @@ def test_on_the_demo_model_one_pass_gives_the_two_passes_answers_and_min_k_lines
     forecast prompts in its chat template. The backend parses the GGUF file once for its
     tokenizer, its config and its weights (test_gguf_load.py)."""
     import gguf
+    from test_gguf_load import counted_parses
 
-    parses = []
-
-    class CountingReader(gguf.GGUFReader):
-        def __init__(self, *args, **kwargs):
-            parses.append(args[0])
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(gguf, "GGUFReader", CountingReader)
+    parses, CountingReader = counted_parses(monkeypatch)
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     from llm_workload import SMOLLM2_GGUF, smollm2_dir
 
@@ -155,6 +149,7 @@ def test_on_the_demo_model_one_pass_gives_the_two_passes_answers_and_min_k_lines
     gens, scored = b.generate(prompts, mt, 20), b.prompt_logprobs(prompts, vocab_moments=True)
     one = b.generate_scored(prompts, mt, 20, vocab_moments=True)
     assert len(parses) == 1 and gguf.GGUFReader is CountingReader  # one parse; gguf's own put back
+    assert b._gguf_readers == {}  # the parse dropped once the weights are in
     assert [g.response_text for g in gens] == [g.response_text for g, _ in one]
     assert scored == [e for _, e in one]
     for g, (h, _) in zip(gens, one, strict=False):

@@ -28,8 +28,9 @@ def tiny_gguf(path: Path) -> Path:
     return path
 
 
-def test_a_gguf_file_is_parsed_once_while_loading_and_gguf_is_put_back(tmp_path, monkeypatch):
-    path = tiny_gguf(tmp_path / "tiny.gguf")
+def counted_parses(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], type]:
+    """(the paths gguf parses from now on, one entry a parse; the counting reader class
+    installed as gguf.GGUFReader for the test)."""
     parses: list[str] = []
 
     class CountingReader(gguf.GGUFReader):
@@ -38,6 +39,12 @@ def test_a_gguf_file_is_parsed_once_while_loading_and_gguf_is_put_back(tmp_path,
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(gguf, "GGUFReader", CountingReader)
+    return parses, CountingReader
+
+
+def test_a_gguf_file_is_parsed_once_while_loading_and_gguf_is_put_back(tmp_path, monkeypatch):
+    path = tiny_gguf(tmp_path / "tiny.gguf")
+    parses, CountingReader = counted_parses(monkeypatch)
     name_map = gguf.get_tensor_name_map
     readers: dict = {}
     with _gguf_parsed_once(readers):
