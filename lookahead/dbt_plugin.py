@@ -24,7 +24,8 @@ the gates (:func:`import_gx_in_background`).
 
 The plugin also keeps Python's garbage collector off dbt's long-lived objects (see
 :func:`_freeze_long_lived`) and hands the memory a node freed back to the system before the
-next node starts (:func:`release_free_memory`, :func:`limit_malloc_arenas`)."""
+next node starts (:func:`release_free_memory`, :func:`limit_malloc_arenas`), and sizes
+DuckDB's thread pool to the cores each of dbt's threads has (:func:`duckdb_threads`)."""
 
 from __future__ import annotations
 
@@ -611,8 +612,37 @@ def wait_for_gx_import() -> None:
             thread.join()
 
 
+def cores() -> int:
+    """The CPUs this process may run on (its affinity mask where the system has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def duckdb_threads(dbt_threads: int | None, n_cores: int | None = None) -> int:
+    """DuckDB's threads for a build that runs `dbt_threads` nodes at once: the cores each
+    node has, cores // dbt_threads, at least 1 (`dbt --threads` overrides the profile's
+    count, and is used when given).
+
+    Why: DuckDB's default is a thread per core for every query, and dbt runs two queries
+    at once, so on two cores four threads shared two, with Python (dbt, the Python
+    models, the Great Expectations import) on the same cores. With one thread a query,
+    the 91,361-row build took BENCH of the CPU time and wall time it took with DuckDB's
+    default (alternating builds, BENCHMARKS.md, "DuckDB's threads")."""
+    from dbt.flags import get_flags
+
+    n = getattr(get_flags(), "THREADS", None) or dbt_threads or 1
+    return max(1, (n_cores or cores()) // max(1, int(n)))
+
+
+#: dbt's thread count from the profile (its plugin config repeats `threads` by a YAML anchor).
+_DBT_THREADS: list[int] = []
+
+
 class Plugin(BasePlugin):
     def initialize(self, plugin_config: dict[str, Any]) -> None:
+        _DBT_THREADS[:] = [int(plugin_config["dbt_threads"])] if plugin_config.get("dbt_threads") else []
         limit_malloc_arenas()
         use_system_arrow_pool()
 
@@ -625,6 +655,7 @@ class Plugin(BasePlugin):
     def configure_connection(self, conn: Any) -> None:
         _freeze_long_lived()
         _BUFFER_POOL[:] = [size_buffer_pool(conn)]
+        conn.execute(f"set threads = {duckdb_threads(_DBT_THREADS[0] if _DBT_THREADS else None)}")
         attach_study(conn)
         import_gx_in_background()
         conn.create_function("lookahead_setting_names", _setting_names, [], "VARCHAR", side_effects=False)
