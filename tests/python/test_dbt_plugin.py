@@ -225,3 +225,43 @@ def test_a_memory_limit_duckdb_cannot_read_is_one_line_naming_the_setting(
     finally:
         cursor.close()
         con.close()
+
+
+@pytest.mark.parametrize(
+    ("dbt_threads", "n_cores", "cli_threads", "expected"),
+    [
+        (2, 2, None, 1),  # the profile's two nodes on two cores: one thread a query
+        (2, 16, None, 8),
+        (4, 2, None, 1),  # never below one
+        (None, 8, None, 8),  # no count given: dbt runs one node at a time
+        (2, 2, 1, 2),  # `dbt --threads 1` overrides the profile
+    ],
+)
+def test_duckdb_gets_the_cores_each_of_dbts_threads_has(
+    dbt_threads: int | None, n_cores: int, cli_threads: int | None, expected: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+
+    import dbt.flags
+
+    monkeypatch.setattr(dbt.flags, "get_flags", lambda: argparse.Namespace(THREADS=cli_threads))
+    assert dbt_plugin.duckdb_threads(dbt_threads, n_cores) == expected
+
+
+def test_the_profile_hands_its_thread_count_to_the_plugin_and_the_connection_gets_the_share(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import yaml
+
+    profile = yaml.safe_load((Path(__file__).resolve().parents[2] / "profiles" / "profiles.yml").read_text())
+    dev = profile["lookahead_bias"]["outputs"]["dev"]
+    (plugin,) = [p for p in dev["plugins"] if p["module"] == "lookahead.dbt_plugin"]
+    assert plugin["config"]["dbt_threads"] == dev["threads"] == 2
+    monkeypatch.setenv("LOOKAHEAD_DUCKDB", str(tmp_path / "db.duckdb"))
+    con = duckdb.connect(":memory:threads")
+    try:
+        dbt_plugin.Plugin(name="lookahead", plugin_config=plugin["config"]).configure_connection(con)
+        assert con.sql("select current_setting('threads')").fetchone()[0] == max(1, dbt_plugin.cores() // 2)
+    finally:
+        gc.unfreeze()
+        con.close()
