@@ -637,13 +637,10 @@ def duckdb_threads(dbt_threads: int | None, n_cores: int | None = None) -> int:
     return max(1, (n_cores or cores()) // max(1, int(n)))
 
 
-#: dbt's thread count from the profile (its plugin config repeats `threads` by a YAML anchor).
-_DBT_THREADS: list[int] = []
-
-
 class Plugin(BasePlugin):
     def initialize(self, plugin_config: dict[str, Any]) -> None:
-        _DBT_THREADS[:] = [int(plugin_config["dbt_threads"])] if plugin_config.get("dbt_threads") else []
+        # dbt's thread count from the profile (its plugin config repeats `threads` by a YAML anchor)
+        self.dbt_threads: int | None = int(plugin_config["dbt_threads"]) if plugin_config.get("dbt_threads") else None
         limit_malloc_arenas()
         use_system_arrow_pool()
 
@@ -656,7 +653,7 @@ class Plugin(BasePlugin):
     def configure_connection(self, conn: Any) -> None:
         _freeze_long_lived()
         _BUFFER_POOL[:] = [size_buffer_pool(conn)]
-        conn.execute(f"set threads = {duckdb_threads(_DBT_THREADS[0] if _DBT_THREADS else None)}")
+        conn.execute(f"set threads = {duckdb_threads(self.dbt_threads)}")
         attach_study(conn)
         import_gx_in_background()
         conn.create_function("lookahead_setting_names", _setting_names, [], "VARCHAR", side_effects=False)
