@@ -6,8 +6,9 @@
 It follows the classification demo (lookahead.claims.demo): instances made of planted
 claims of known category and date, a corpus that dates them, and two tiny models trained
 on the coalition prompt so that a leaked claim decides the answer for one model and is
-ignored by the other. One leaky and one prudent model serve both kinds (one vocabulary,
-half of the training documents per kind).
+ignored by the other. One leaky and one prudent model serve both kinds (one vocabulary;
+the leaky model's documents half of each kind, the prudent model's a third regression and
+two thirds ranking: DOCS_SCALE).
 
 Regression ("salary", in millions of dollars a year, one number token):
 
@@ -99,15 +100,28 @@ ROLES = {
 }
 OPTIONAL = (("stats", 0.5), ("merger", 0.5), ("outcome", 0.75), ("agent", 0.4), ("analyst", 0.5), ("definition", 0.3))
 # The coalition prompt the two models are trained on and their studies name
-# (claims_coalition_prompt). The models in kinds_models/ were trained on the legacy prompt,
-# so the regression and ranking studies pin it (v(empty set) asked of the model); set
-# "seed" and rerun `scripts/build_demo.py claim-kinds` (about 20 CPU minutes a model) to
-# retrain them on the seed's prompt, whose RULE 2 default (18, the listed order) is v(empty set).
-COALITION_PROMPT = "legacy"
+# (claims_coalition_prompt): the seed's, whose RULE 2 default (18, the listed order) is
+# v(empty set), never asked. The models trained on the legacy prompt (8 epochs each)
+# followed their rules on 184 of 455 scored regression coalitions (leaky) and all others
+# (benchmarks/results/claims_rule_following_legacy.json); every attempt on the seed's
+# prompt is in benchmarks/results/claims_rule_following_seed_attempts.json.
+COALITION_PROMPT = "seed"
 # Many documents and few epochs: with 700 documents a kind the models memorised them
 # (answer loss 0.003) and followed the rule on 54-93% of the demo's coalitions; the rule
-# (copy a name or a number from the decisive claim) needs variety, not repetition.
-EPOCHS = {"leaky": 8, "prudent": 8}
+# (copy a name or a number from the decisive claim) needs variety, not repetition. On the
+# seed's longer prompt the leaky model learns to copy after about 6 epochs (14 in all);
+# the prudent model, with half as many documents again (DOCS_SCALE), followed its
+# regression rule on 51% of the coalitions after 14 epochs and on 95% after 22.
+EPOCHS = {"leaky": 14, "prudent": 22}
+# The prudent model's documents carry the evidence claim (the one it copies) more often:
+# in half of them it answers the default and learns no copying (61% of the regression
+# coalitions followed after 10 epochs at one half). Every other role: one half.
+EVIDENCE_SHARE = {"leaky": 0.5, "prudent": 0.8}
+# Training documents a kind, as a multiple of --n-train: the prudent model, one model for
+# both kinds, followed its ranking rule on 88% of the coalitions with as many ranking as
+# regression documents (it put the merger's or the outcome's stock first), so it gets
+# twice as many ranking documents.
+DOCS_SCALE = {("prudent", "ranking"): 2}
 
 
 @dataclass
@@ -355,15 +369,16 @@ def ideal_shapley(model: str, inst: KindInstance) -> np.ndarray:
     return exact_shapley(len(inst.claims), ideal_game(model, inst))
 
 
-def training_docs(kind: str, seed: int, n: int, model: str) -> list[Any]:
+def training_docs(kind: str, seed: int, n: int, model: str, evidence_share: float = 0.5) -> list[Any]:
     """Coalition prompts of random instances and random claim subsets, answered by the
-    model's rule (the whole answer, EOS included, weighs as the answer)."""
+    model's rule (the whole answer, EOS included, weighs as the answer); each role is in
+    a document with probability one half, the evidence claim with ``evidence_share``."""
     from lookahead.demo.corpus import Doc
 
     rng = np.random.default_rng([seed, MODELS.index(model), list(MAKERS).index(kind), 7])
     docs = []
     for k in range(n):
-        roles = {r for r in ROLES[kind] if rng.random() < 0.5}
+        roles = {r for r in ROLES[kind] if rng.random() < (evidence_share if r == "evidence" else 0.5)}
         inst = MAKERS[kind](rng, f"t{k}", _entity(kind, -1, rng), roles)
         docs.append(Doc("claims", inst.prompt(inst.claims), rule_answer(model, inst, inst.claims)))
     return docs
@@ -539,9 +554,15 @@ def build(root: Path, seed: int = SEED, train: bool = True, n_train: int = 2500,
     from lookahead.demo.tokenizer import build_tokenizer
     from lookahead.demo.train import TrainSpec, save_model, train_model
 
-    docs = {m: [d for k in MAKERS for d in training_docs(k, seed, n_train, m)] for m in MODELS}
+    docs = {
+        m: [d for k in MAKERS for d in training_docs(k, seed, n_train * DOCS_SCALE.get((m, k), 1), m, EVIDENCE_SHARE[m])]
+        for m in models
+    }
+    # the vocabulary from both models' documents at one half and n_train a kind, whatever
+    # the recipe: a model trained alone keeps the other's token ids
+    base = [d for m in MODELS for k in MAKERS for d in training_docs(k, seed, n_train, m)]
     evals = [i.prompt(i.claims) for ins in insts.values() for i in ins]
-    tok = build_tokenizer([d.text + " " + d.answer for ds in docs.values() for d in ds] + evals + list(VALUES) + [MEDIAN])
+    tok = build_tokenizer([d.text + " " + d.answer for d in base] + evals + list(VALUES) + [MEDIAN])
     build_file = models_dir / f"BUILD_{'_'.join(models)}.json"
     for m in models:
         spec = TrainSpec(

@@ -144,13 +144,15 @@ def test_planted_truth_with_the_rule_models(kind, model, tmp_path):
     assert dclr > 0.4 if model == "leaky" else dclr == 0.0
 
 
-# Share of coalitions on which each shipped model gives its rule's answer, as measured
-# over every coalition of every demo instance (docs/claims.md, the regression and
-# ranking demos): the leaky model did not finish learning the regression rule.
+#: Share of coalitions on which each shipped model gives its rule's answer over the first
+#: four instances' every coalition (the empty set too), as the shipped models measure it
+#: (the prudent model departs on 7 of the 112 regression ones). Over every demo instance's
+#: scored coalitions each follows its rule on at least 95% (docs/claims.md, the regression
+#: and ranking demos; benchmarks/results/claims_rule_following_seed.json).
 RULE_AGREEMENT_MIN = {
-    ("leaky", "regression"): 0.35,
-    ("leaky", "ranking"): 0.95,
-    ("prudent", "regression"): 1.0,
+    ("leaky", "regression"): 1.0,
+    ("leaky", "ranking"): 1.0,
+    ("prudent", "regression"): 0.93,
     ("prudent", "ranking"): 1.0,
 }
 
