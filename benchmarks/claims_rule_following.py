@@ -10,9 +10,10 @@ for every coalition of every demo instance, greedy, and:
 
 * rule following: over the coalitions the demo study scores (its Shapley plan, the empty
   set left out), the share whose parsed answer equals the rule model's
-  (``demo_kinds.rule_following``; for classification the more probable label of the
-  top-20 first-token reading, as the token value reads it, against the rule's label, and
-  on the equal-odds coalitions a normalised P(up) within 0.5 +/- 0.1);
+  (``demo_kinds.rule_following``; for classification on the seed's prompt the stated
+  P(up) equal to the rule's 1, 0 or 0.5; on the legacy prompt the more probable label of
+  the top-20 first-token reading, as the token value reads it, against the rule's label,
+  and on the equal-odds coalitions a normalised P(up) within 0.5 +/- 0.1);
 * regression and ranking: the model's mean Shapley-DCLR over the 17 instances from its own
   v(S) on all 2^n coalitions (exact; v(empty set) the rule's default in the seed form,
   the model's answer in the legacy form, as the study's value job does), beside the
@@ -98,6 +99,8 @@ def kind_dclr(kind: str, model: str, backend: Any) -> dict[str, Any]:
 
 
 def classification_following(model: str, backend: Any) -> dict[str, Any]:
+    if cdemo.COALITION_PROMPT == "seed":
+        return stated_following(model, backend)
     from lookahead.claims.prompts import coalition_prompt, label_instruction
     from lookahead.scoring import label_probability
 
@@ -132,6 +135,35 @@ def classification_following(model: str, backend: Any) -> dict[str, Any]:
         "share": round((dec_follow + odds_follow) / total, 4) if total else None,
         "decided": {"coalitions": decided, "following": dec_follow},
         "equal_odds": {"coalitions": odds, "within_0.1": odds_follow},
+    }
+
+
+def stated_following(model: str, backend: Any) -> dict[str, Any]:
+    """The shipped classification models (the seed's prompt, a stated P(up)): the share of
+    scored coalitions whose stated probability is the rule's, 1, 0 or 0.5, exactly;
+    an unparseable answer does not follow."""
+    from lookahead.claims.tasks import parse_probability
+
+    prompts, want = [], []
+    for inst in cdemo.demo_instances():
+        n = len(inst.claims)
+        for mask in plan_for(n, f"{inst.instance_id}|{cdemo.AGENT}", DEFAULT_EXACT_MAX, DEFAULT_PERMUTATIONS, DEFAULT_SEED).masks:
+            if mask == 0:
+                continue
+            co = [inst.claims[i] for i in range(n) if mask >> i & 1]
+            prompts.append(cdemo.coalition_text(inst, co))
+            want.append(cdemo.ideal_value(model, co, "up"))
+    follow = unparsed = 0
+    for g, w in zip(backend.generate(prompts, 8, 0), want, strict=True):
+        try:
+            follow += parse_probability(g.response_text) == w
+        except PredictionError:
+            unparsed += 1
+    return {
+        "coalitions": len(prompts),
+        "following": follow,
+        "share": round(follow / len(prompts), 4) if prompts else None,
+        "unparsed_answers": unparsed,
     }
 
 

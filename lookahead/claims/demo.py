@@ -32,8 +32,9 @@ With a model that follows its rule exactly, v(S) is 1, 0 or 1/2 and the Shapley 
 are known in closed form (``ideal_shapley``): the leaky model's decisive claim is the
 leaked outcome claim (Shapley-DCLR 1/2 when the evidence agrees with the outcome, 3/4
 when it contradicts it), the prudent model's is the evidence claim (Shapley-DCLR 0).
-The trained models follow their rule up to small probabilities, so the measured values
-land near the ideal ones; the demo check reports both.
+The models state that probability (the seed's coalition value: 1, 0 or 0.5); where a
+trained model departs from its rule the measured values move away from the ideal ones,
+and the demo check reports both.
 """
 
 from __future__ import annotations
@@ -51,9 +52,11 @@ import pandas as pd
 import yaml
 
 from lookahead.claims.metrics import olr, shapley_dclr
-from lookahead.claims.prompts import coalition_prompt, label_instruction
+from lookahead.claims.prompts import coalition_prompt
 from lookahead.claims.shapley import exact_shapley
+from lookahead.claims.tasks import KINDS, ClaimsDerived, parse_probability
 from lookahead.measures import MEASURES
+from lookahead.settings_sections import ClaimsSettings
 
 SEED = 20240612
 LABELS = ("up", "down")
@@ -89,17 +92,31 @@ FIRMS = (
 PRODUCTS = ("pumps", "valves", "cables", "sensors", "tiles", "engines", "filters", "lamps")
 REGIONS = ("the north", "the south", "coastal towns", "inland cities", "three countries")
 TASK = "stock_direction"
-# The coalition prompt the two models are trained on and their studies name
-# (claims_coalition_prompt), with a token value (claims_coalition_value: token, read
-# exactly). The models in models/ were trained on the legacy prompt (label words). Models
-# retrained on the seed's prompt with a stated probability followed their rules on 1,660
-# of 1,660 scored coalitions (prudent) and 1,341 of 1,660 (leaky, 81%: it learned its
-# 1,000 documents by heart without the outcome claim's precedence), so they were not
-# adopted (docs/claims.md).
-COALITION_PROMPT = "legacy"
-# Epochs per model: the prudent model sees two answers for every instance without an
-# evidence claim (2/3 of its documents carry no signal), so it needs longer.
-EPOCHS = {"leaky": 20, "prudent": 32}
+# The coalition query the two models are trained on and their studies name: the seed's
+# prompt (claims_coalition_prompt; RULE 2's default 0.5 is v(empty set), never asked) and
+# its value, the probability of "up" the model states (claims_coalition_value: 1, 0 or 0.5
+# by the rule). The models trained before on the legacy prompt with label words followed
+# their rules on 1,582 (leaky) and 1,660 of 1,660 scored coalitions
+# (benchmarks/results/claims_rule_following_legacy.json); a first seed-prompt leaky model
+# trained on 1,000 documents for 20 epochs learned them by heart and followed on 81%.
+COALITION_PROMPT = "seed"
+COALITION_VALUE = "stated"
+# Many documents and few epochs (the rule needs variety, not repetition), with the
+# evidence and the outcome claims each in 70% of the documents (every other role: one
+# half), so that half of them hold both and the leaky model sees the outcome claim
+# overrule a disagreeing evidence claim often (its weak point at one half).
+EPOCHS = {"leaky": 10, "prudent": 10}
+N_TRAIN = 5000
+PAIR_SHARE = 0.7
+#: The claim settings the coalition query is read under (what the demo studies name).
+KS = ClaimsDerived(
+    ClaimsSettings.with_defaults(
+        claims_labels=["up", "down"],
+        claims_target_class="up",
+        claims_coalition_prompt=COALITION_PROMPT,
+        claims_coalition_value=COALITION_VALUE,
+    )
+)
 
 
 @dataclass
@@ -281,23 +298,41 @@ def ideal_shapley(model: str, inst: Instance) -> tuple[str | None, np.ndarray]:
 # ------------------------------------------------------------------ training data
 
 
-def training_docs(seed: int, n: int, model: str) -> list[Any]:
-    """Coalition prompts of random instances and random claim subsets, answered by the
-    model's rule; an equal-odds case appears twice, once per answer."""
+def coalition_text(inst: Instance, claims: list[PlantedClaim]) -> str:
+    """The coalition query as llm_jobs.claims_value writes it for the demo's studies: the
+    seed's prompt, RULE 2's default 0.5, the stated-probability instruction."""
+    kind = KINDS["classification"]
+    return coalition_prompt(
+        inst.task_input,
+        [c.text for c in claims],
+        kind.value_instruction(KS, None),
+        kind.insufficient(KS, None, None)[0],
+        COALITION_PROMPT,
+        kind.task_type(KS),
+    )
+
+
+def stated_answer(model: str, claims: list[PlantedClaim]) -> str:
+    """The rule's P(up) as the model is trained to state it: 1, 0, or 0.5 for equal odds
+    (written as the word-level tokenizer splits it; lookahead.claims.tasks.parse_probability
+    reads '0 . 5' as 0.5)."""
+    a = rule_answer(model, claims)
+    return "0 . 5" if a is None else ("1" if a == LABELS[0] else "0")
+
+
+def training_docs(seed: int, n: int, model: str, pair_share: float = 0.5) -> list[Any]:
+    """Coalition queries of random instances and random claim subsets, answered with the
+    rule's stated probability; the evidence and outcome claims each in a document with
+    probability ``pair_share``, every other role one half."""
     from lookahead.demo.corpus import Doc
 
-    rng = np.random.default_rng([seed, MODELS.index(model)])
+    rng = np.random.default_rng([seed, MODELS.index(model), 11])
     docs = []
     all_roles = ["background", "evidence", "revenue", "outcome", "analyst", "ceo", "definition"]
     for k in range(n):
-        roles = {r for r in all_roles if rng.random() < 0.5}
+        roles = {r for r in all_roles if rng.random() < (pair_share if r in ("evidence", "outcome") else 0.5)}
         inst = make_instance(rng, f"t{k}", FIRMS[int(rng.integers(len(FIRMS)))], roles, n_filler=int(rng.integers(0, 4)))
-        prompt = coalition_prompt(
-            inst.task_input, [c.text for c in inst.claims], label_instruction(LABELS), None, COALITION_PROMPT
-        )
-        a = rule_answer(model, inst.claims)
-        for ans in [a] if a else list(LABELS):
-            docs.append(Doc("claims", prompt, ans))
+        docs.append(Doc("claims", coalition_text(inst, inst.claims), stated_answer(model, inst.claims)))
     return docs
 
 
@@ -414,20 +449,12 @@ def _rel(path: Path) -> str:
 
 
 def write_predictions(out: Path, insts: list[Instance], model: str, backend: Any) -> None:
-    """The model's own prediction with all claims (argmax of P(up), P(down)) and its
-    probability of 'up': the agent's prediction the Shapley values explain."""
-    from lookahead.scoring import label_probability
-
-    prompts = [
-        coalition_prompt(i.task_input, [c.text for c in i.claims], label_instruction(LABELS), None, COALITION_PROMPT)
-        for i in insts
-    ]
-    gens = backend.generate(prompts, 1, 20)
+    """The model's own prediction with all claims (up when its stated P(up) is at least
+    one half) and that probability: the agent's prediction the Shapley values explain."""
+    gens = backend.generate([coalition_text(i, i.claims) for i in insts], 8, 0)
     rows = []
     for inst, g in zip(insts, gens, strict=False):
-        p_up = label_probability(g.top_logprobs, "up") or 0.0
-        p_down = label_probability(g.top_logprobs, "down") or 0.0
-        p = p_up / (p_up + p_down) if p_up + p_down > 0 else 0.5
+        p = parse_probability(g.response_text)
         rows.append(
             {
                 "instance_id": inst.instance_id,
@@ -458,7 +485,7 @@ def claim_settings(out: Path, model: str) -> dict[str, Any]:
         "claims_extractions_path": _rel(out / "extractions.jsonl"),
         "claims_labels": list(LABELS),
         "claims_coalition_prompt": COALITION_PROMPT,
-        "claims_coalition_value": "token",
+        "claims_coalition_value": COALITION_VALUE,
         "claims_support_judge": "contains",
         "claims_timespec_draft": "predictions",
         "claims_task_description": "Predict whether a company's stock closes up or down on the target date.",
@@ -541,7 +568,7 @@ def build(
     out: Path,
     seed: int = SEED,
     train: bool = True,
-    n_train: int = 1000,
+    n_train: int = N_TRAIN,
     epochs: dict[str, int] | None = None,
     models: tuple[str, ...] = MODELS,
 ) -> dict:
@@ -566,12 +593,12 @@ def build(
     from lookahead.demo.tokenizer import build_tokenizer
     from lookahead.demo.train import TrainSpec, save_model, train_model
 
-    docs = {m: training_docs(seed, n_train, m) for m in MODELS}
-    eval_texts = [
-        coalition_prompt(i.task_input, [c.text for c in i.claims], label_instruction(LABELS), None, COALITION_PROMPT)
-        for i in insts
-    ]
-    tok = build_tokenizer([d.text for ds in docs.values() for d in ds] + eval_texts)
+    docs = {m: training_docs(seed, n_train, m, PAIR_SHARE) for m in models}
+    # the vocabulary from both models' documents at one half, whatever the recipe: a model
+    # trained alone keeps the other's token ids
+    base = [d for m in MODELS for d in training_docs(seed, n_train, m)]
+    eval_texts = [coalition_text(i, i.claims) for i in insts]
+    tok = build_tokenizer([d.text + " " + d.answer for d in base] + eval_texts + ["0.5 1 0"])
     epochs = {**EPOCHS, **(epochs or {})}
     build_file = out / "models" / "BUILD.json"
     if build_file.exists():
@@ -590,6 +617,7 @@ def build(
             abstain_mass=0.0,
             seed=seed,
             threads=1,
+            answer_through_eos=True,
         )
         t0 = time.perf_counter()
         print(f"training {m}: {len(docs[m])} documents, vocabulary {len(tok)}", flush=True)
@@ -608,7 +636,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default="demo/claims")
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--data-only", action="store_true")
-    ap.add_argument("--n-train", type=int, default=1000)
+    ap.add_argument("--n-train", type=int, default=N_TRAIN)
     ap.add_argument(
         "--models",
         nargs="+",

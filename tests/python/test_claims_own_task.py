@@ -103,8 +103,8 @@ def test_init_claims_on_stdin_asks_the_claim_questions(tmp_path: Path) -> None:
         "",
         "Predict whether a company's stock closes up or down on the target date.",
         "contains",
-        "legacy",
-        "token",
+        "seed",
+        "stated",
         "",
         "demo-claims-leaky",
         str(DEMO / "models" / "leaky"),
@@ -245,8 +245,10 @@ def test_the_claim_only_study_runs_as_written(tmp_path: Path) -> None:
         con.close()
     assert list(got.index) == list(EXAMPLE_IDS)
     assert (got["olr"] - truth.loc[got.index, "expected_olr"]).abs().max() < 1e-12
-    # the leaky model follows the planted outcome claim (A4) where there is one: c03, c16, c20
-    assert got["top1_leakage"].to_dict() == {"c01": 0.0, "c03": 1.0, "c16": 1.0, "c20": 1.0}
+    # the leaky model follows the planted outcome claim (A4) where there is one: c03, c16, c20;
+    # in c20 the evidence claim agrees with it, so the two tie and the earlier (evidence)
+    # claim is the top one (the ties rule: claim order)
+    assert got["top1_leakage"].to_dict() == {"c01": 0.0, "c03": 1.0, "c16": 1.0, "c20": 0.0}
     assert got["efficiency_gap"].abs().max() < 1e-9
     # the report: the same line at the head of REPORT.md and the page, the claim tables as
     # CSVs equal to the database's, and the run's output names where they are
