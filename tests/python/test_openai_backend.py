@@ -978,9 +978,10 @@ def test_a_row_the_server_always_refuses_is_excluded_not_a_block(
     server_factory: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """HTTP 400 for one row's prompt (as a content policy gives): every job finishes (exit
-    0) with that row counted as excluded, the refusal is recorded once with its reason and
-    not asked again by the next run, and --retry-failed asks it again; no line says "run
-    again" about it."""
+    0) with that row counted as excluded, the refusal is recorded once as permanent with its
+    reason (after an "asked again" line when the first wave probed it before a Min-K% route
+    was known, as the next test describes) and not asked again by the next run, and
+    --retry-failed asks it again; no line says "run again" about it."""
     from llm_jobs import run_all
 
     url, state = server_factory(vary=True)
@@ -992,8 +993,12 @@ def test_a_row_the_server_always_refuses_is_excluded_not_a_block(
     assert "forecast: 1 of 12 queries refused for good (1 x HTTP 400" in out.out
     assert "forecast: 1 of 12 rows excluded" in out.out and "mink: 1 of 12 prompts excluded" in out.out
     for task in ("forecast", "mink"):
-        [line] = (tmp_path / f"refused/raw/{task}.failures.jsonl").read_text().splitlines()
-        rec = json.loads(line)
+        # the refusal recorded once as permanent, in the latest line for its key (what the
+        # next run reads: llm_jobs.failures); a line before it can only be the same row's
+        # "asked again" from the first wave, sent while no Min-K% route was known (timing)
+        recs = [json.loads(x) for x in (tmp_path / f"refused/raw/{task}.failures.jsonl").read_text().splitlines()]
+        assert [r for r in recs if r["permanent"]] == recs[-1:] and {r["row_id"] for r in recs} == {"r5"}, recs
+        rec = recs[-1]
         assert rec["row_id"] == "r5" and rec["permanent"] is True and "HTTP 400" in rec["reason"]
     asked = sum(len(state.attempts[p]) for p in refused_prompts())
     # the forecast once; Min-K% once over each route it probed while none was known (the
