@@ -28,6 +28,7 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,16 @@ def kind_dclr(kind: str, model: str, backend: Any) -> dict[str, Any]:
     }
 
 
+def scored_coalitions() -> Iterator[tuple[Any, list[Any]]]:
+    """(instance, coalition) for every coalition the classification demo's studies score:
+    each instance's Shapley plan, the empty set left out (RULE 2's default)."""
+    for inst in cdemo.demo_instances():
+        n = len(inst.claims)
+        for mask in plan_for(n, f"{inst.instance_id}|{cdemo.AGENT}", DEFAULT_EXACT_MAX, DEFAULT_PERMUTATIONS, DEFAULT_SEED).masks:
+            if mask:
+                yield inst, [inst.claims[i] for i in range(n) if mask >> i & 1]
+
+
 def classification_following(model: str, backend: Any) -> dict[str, Any]:
     if cdemo.COALITION_PROMPT == "seed":
         return stated_following(model, backend)
@@ -105,18 +116,11 @@ def classification_following(model: str, backend: Any) -> dict[str, Any]:
     from lookahead.scoring import label_probability
 
     prompts, want = [], []
-    for inst in cdemo.demo_instances():
-        n = len(inst.claims)
-        for mask in plan_for(n, f"{inst.instance_id}|{cdemo.AGENT}", DEFAULT_EXACT_MAX, DEFAULT_PERMUTATIONS, DEFAULT_SEED).masks:
-            if mask == 0:
-                continue
-            co = [inst.claims[i] for i in range(n) if mask >> i & 1]
-            prompts.append(
-                coalition_prompt(
-                    inst.task_input, [c.text for c in co], label_instruction(cdemo.LABELS), None, cdemo.COALITION_PROMPT
-                )
-            )
-            want.append(cdemo.rule_answer(model, co))
+    for inst, co in scored_coalitions():
+        prompts.append(
+            coalition_prompt(inst.task_input, [c.text for c in co], label_instruction(cdemo.LABELS), None, cdemo.COALITION_PROMPT)
+        )
+        want.append(cdemo.rule_answer(model, co))
     decided = dec_follow = odds = odds_follow = 0
     for g, w in zip(backend.generate(prompts, 1, 20), want, strict=True):
         up = label_probability(g.top_logprobs, "up") or 0.0
@@ -144,15 +148,9 @@ def stated_following(model: str, backend: Any) -> dict[str, Any]:
     an unparseable answer does not follow."""
     from lookahead.claims.tasks import parse_probability
 
-    prompts, want = [], []
-    for inst in cdemo.demo_instances():
-        n = len(inst.claims)
-        for mask in plan_for(n, f"{inst.instance_id}|{cdemo.AGENT}", DEFAULT_EXACT_MAX, DEFAULT_PERMUTATIONS, DEFAULT_SEED).masks:
-            if mask == 0:
-                continue
-            co = [inst.claims[i] for i in range(n) if mask >> i & 1]
-            prompts.append(cdemo.coalition_text(inst, co))
-            want.append(cdemo.ideal_value(model, co, "up"))
+    pairs = list(scored_coalitions())
+    prompts = [cdemo.coalition_text(inst, co) for inst, co in pairs]
+    want = [cdemo.ideal_value(model, co, "up") for _, co in pairs]
     follow = unparsed = 0
     for g, w in zip(backend.generate(prompts, 8, 0), want, strict=True):
         try:
