@@ -34,6 +34,7 @@ from lookahead.measures import REFERENCE_TASK, Measure, study_measures
 #: KEY_FREE_PARAMS; such a line is read under the study's key.)
 PARAM_SETTINGS = {
     "mink_body_dtype": "mink_body_dtype",
+    "matmul_precision": "matmul_precision",
     "dtype": "dtype",
     "chat_template": "use_chat_template",
     "prompt_overflow": "prompt_overflow",

@@ -171,8 +171,10 @@ class BackendSettings(Section):
     """Model weights' dtype for transformers and vLLM (null = float32; bfloat16 or float16 joins
     every query's key: other answers)."""
     matmul_precision: Literal['highest', 'high', 'medium'] | None = None
-    """transformers backend - torch float32 matmul precision for Min-K% (null = medium on the CPU,
-    highest on cuda, where high and medium mean TF32)."""
+    """transformers backend - torch float32 matmul precision for Min-K% (null = float32 arithmetic
+    on every machine: highest, or medium on a CPU where a probe finds it still float32; high and
+    medium mean TF32 on cuda and bf16 kernels on CPUs with AMX or AVX512-BF16; set, it joins the
+    Min-K% key)."""
     device: Literal['cpu', 'cuda'] | None = None
     """transformers backend - where the model runs: cpu or cuda (one GPU) (null = cpu). Not part of
     the key: Min-K% stays fp32 on both (docs/backends.md)."""

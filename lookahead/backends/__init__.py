@@ -51,9 +51,18 @@ def _openai_fused(settings: Any) -> str | None:
     return fused_route_reason(str(settings.api_mode), str(settings.mink_source))
 
 
+def _transformers_fused(settings: Any) -> str | None:
+    """The forecast's first answer token comes from the prompt pass, which runs at Min-K%'s
+    matmul precision: below 'highest' that is reduced arithmetic on some machines, and the
+    forecast line (whose key does not name the precision) would differ from the one the
+    forecast job writes alone."""
+    precision = settings.matmul_precision
+    return None if precision in (None, "highest") else f"matmul_precision '{precision}' is not the forecast's"
+
+
 #: backend -> why its settings rule out the shared pass (None: they do not), read before
 #: the model loads or anything is sent, so that the plan counts what will be sent.
-FUSED_SETTINGS: dict[str, Callable[[Any], str | None]] = {"openai": _openai_fused}
+FUSED_SETTINGS: dict[str, Callable[[Any], str | None]] = {"openai": _openai_fused, "transformers": _transformers_fused}
 
 
 @dataclass(frozen=True)

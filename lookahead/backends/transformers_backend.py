@@ -51,14 +51,47 @@ _PLAIN_HEAD = {
 # lookahead/study_settings.yml (mink_body_dtype).
 MINK_BODY_DTYPE = "float32"
 # Where the model runs (study setting ``device``; allowed values declared in
-# lookahead/study_settings.yml). Min-K% runs at matmul precision 'medium' on the CPU
-# (fp32 weights, bf16 kernels where the CPU has them: token log-probs move < 1e-4, LAP
-# < 2e-5 relative, for ~1.4x speed; benchmarks/bench_mink.py) but 'highest' on CUDA,
-# where 'high'/'medium' mean TF32 and moved SmolLM2's LAP by up to 1.2% relative on an
-# H100 (benchmarks/bench_gpu.py). A study's matmul_precision overrides either. Recall
-# (generate) always runs at torch's default precision.
+# lookahead/study_settings.yml).
 DEVICE = "cpu"
-DEFAULT_MATMUL_PRECISION = {"cpu": "medium", "cuda": "highest"}
+# Min-K% and the fused pass's prompt half run in float32 arithmetic on every device, so a
+# LAP is the same number on every machine (up to fp32 reassociation: 2e-5 relative).
+# torch's matmul precision 'high' and 'medium' are other arithmetic where the hardware
+# has it: TF32 on CUDA (moved SmolLM2's LAP by up to 1.2% relative on an H100,
+# benchmarks/bench_gpu.py), bf16 kernels on CPUs with AMX or AVX512-BF16 (up to 2.3% on a
+# Sapphire Rapids core, benchmarks/bench_cpu_precision.py). On a CPU without them
+# 'medium' stays fp32 (largest relative error 9.8e-7 against float64) and runs oneDNN's
+# faster fp32 kernels (BENCHMARKS.md, "Min-K% on the CPU"). So the default is 'highest',
+# except on a CPU whose 'medium' a probe finds exact (cpu_precision). A study's
+# matmul_precision overrides it and joins the Min-K% key (lookahead.keys). Recall
+# (generate) always runs at torch's default precision.
+DEFAULT_MATMUL_PRECISION = "highest"
+#: The largest relative error a matmul may show against float64 and still count as fp32:
+#: fp32 sums of a few hundred products err by about 1e-7 here, bf16 inputs by about 1e-3.
+FP32_PROBE_TOLERANCE = 1e-5
+
+
+@functools.cache
+def cpu_precision() -> str:
+    """The CPU's default matmul precision: 'medium' when it is still float32 arithmetic on
+    this CPU (a probe of a matmul and a linear layer against float64, a few ms), else
+    'highest'. Why probe rather than read CPU flags: whether torch's kernels round to bf16
+    depends on torch's build as much as on the CPU."""
+    import torch
+
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")
+    try:
+        g = torch.Generator().manual_seed(0)
+        x, w = torch.randn(2, 32, 256, generator=g), torch.randn(64, 256, generator=g)
+        exact = x.double() @ w.double().T
+        scale = float((x.double().abs() @ w.double().abs().T).max())
+        got = (x @ w.T, torch.nn.functional.linear(x, w))
+        err = max(float((g_.double() - exact).abs().max()) for g_ in got) / scale
+    finally:
+        torch.set_float32_matmul_precision(saved)
+    return "medium" if err <= FP32_PROBE_TOLERANCE else DEFAULT_MATMUL_PRECISION
+
+
 LOGPROB_FLOOR = -1000.0  # -inf is not JSON; exp(-1000) is 0.0 in double precision anyway
 # The bytes of logits the log-softmax and the vocabulary moments work on at a time: a
 # block of rows that stays in a core's cache across their dozen passes (log-sum-exp,
@@ -146,7 +179,11 @@ class TransformersBackend(Backend):
         self.batch_size = int(s.batch_size)
         self.logit_chunk = int(options.get("logit_chunk") or 512)
         self.device = str(check_setting("device", s.device) or DEVICE)  # the declared choices
-        self.matmul_precision = str(s.matmul_precision or DEFAULT_MATMUL_PRECISION[self.device])
+        #: Whether the study left the precision to the backend: then it is float32 arithmetic
+        #: on this machine, and the forecast may come from Min-K%'s pass (fused_scoring).
+        self.precision_is_fp32 = s.matmul_precision in (None, DEFAULT_MATMUL_PRECISION)
+        default = cpu_precision() if self.device == "cpu" else DEFAULT_MATMUL_PRECISION
+        self.matmul_precision = str(s.matmul_precision or default)
         self._dtype_name = str(s.dtype or "float32")
         self.mink_body_dtype = str(s.mink_body_dtype or MINK_BODY_DTYPE)
         self._mink_bodies: dict[str, Any] = {}  # mink_body_dtype -> the body built for it
@@ -564,7 +601,7 @@ class TransformersBackend(Backend):
         answer continues from. Elsewhere (another architecture, reduced weights, a bf16
         body) the answer and the scores come from two passes, as each is asked alone.
         Loads the model."""
-        return isinstance(self._mink_base(self.model), PackedLlamaBody)
+        return self.precision_is_fp32 and isinstance(self._mink_base(self.model), PackedLlamaBody)
 
     def generate_scored(
         self, prompts: Sequence[str], max_tokens: int, top_logprobs: int, vocab_moments: bool = False
@@ -576,11 +613,11 @@ class TransformersBackend(Backend):
         is read once, not once per task. Only where :meth:`fused_scoring` holds.
 
         Precision, decided here (docs/backends.md): the prompt pass is Min-K%'s, the packed
-        fp32 body at the study's matmul_precision, so the Min-K% line equals the one the
-        Min-K% job writes alone; the first answer token's distribution comes from the same
-        pass (on the CPU at 'medium' precision its log-probs move by under 1e-4 from
-        :meth:`generate`'s, which runs at torch's default), and the answer's later tokens
-        run through the model's own layers at torch's default precision, as in
+        fp32 body in float32 arithmetic (the only kind :meth:`fused_scoring` allows), so the
+        Min-K% line equals the one the Min-K% job writes alone; the first answer token's
+        distribution comes from the same pass (its log-probs differ from
+        :meth:`generate`'s by fp32 reassociation alone), and the answer's later tokens run
+        through the model's own layers at torch's default precision, as in
         :meth:`generate`."""
         torch = self._torch
         seqs = [self.encode(p) for p in prompts]

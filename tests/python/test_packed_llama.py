@@ -189,14 +189,46 @@ def test_unknown_device_is_a_setting_error():
         TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok(), device="gpu")
 
 
-def test_device_default_and_precision_follow_the_device():
-    from lookahead.backends.transformers_backend import DEFAULT_MATMUL_PRECISION
-    from lookahead.config import CHOICES
+def test_device_default_is_the_cpu_and_min_k_runs_in_float32_arithmetic_on_it():
+    """On the CPU the default precision is 'medium' only where it is still float32 here:
+    on CPUs with bf16 units (AMX, AVX512-BF16) it rounds matmul inputs to bf16, which
+    moved SmolLM2's LAP by up to 2.3% relative. Checked against a larger product than the
+    probe's, through another call (torch.mm), against float64."""
+    import torch
 
-    assert set(DEFAULT_MATMUL_PRECISION) == set(CHOICES["device"])  # a precision for every allowed device
+    from lookahead.backends.transformers_backend import FP32_PROBE_TOLERANCE, cpu_precision
+
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")
+    try:
+        a, b = torch.rand(128, 512) - 0.5, torch.rand(512, 96) - 0.5
+        err = float((torch.mm(a, b).double() - a.double() @ b.double()).abs().max() / (a.double().abs() @ b.double().abs()).max())
+    finally:
+        torch.set_float32_matmul_precision(saved)
+    assert cpu_precision() == ("medium" if err <= FP32_PROBE_TOLERANCE else "highest")
     be = TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok())
-    assert be.device == "cpu" and be.matmul_precision == "medium"
-    assert TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok(), matmul_precision="high").matmul_precision == "high"
+    assert be.device == "cpu" and be.matmul_precision == cpu_precision() and be.fused_scoring()
+    low = TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok(), matmul_precision="high")
+    assert low.matmul_precision == "high" and not low.fused_scoring()  # the forecast's pass stays fp32
+
+
+def test_a_lower_matmul_precision_joins_the_min_k_key_and_asks_in_two_passes():
+    from llm_jobs.fused import why_not
+    from lookahead.config import Study, load_study, resolve
+    from lookahead.keys import task_params
+
+    demo = load_study().vars
+    plain = task_params(Study(vars=resolve({"backend": "transformers"}, demo)), "mink")
+    assert "matmul_precision" not in plain
+    assert task_params(Study(vars=resolve({"backend": "transformers", "matmul_precision": "highest"}, demo)), "mink") == plain
+    medium = Study(vars=resolve({"backend": "transformers", "matmul_precision": "medium"}, demo))
+    assert task_params(medium, "mink") == {**plain, "matmul_precision": "medium"}
+    assert task_params(medium, "forecast") == task_params(Study(vars=resolve({"backend": "transformers"}, demo)), "forecast")
+
+    class Ctx:
+        study = medium
+
+    assert why_not(Ctx()) == "backend 'transformers': matmul_precision 'medium' is not the forecast's"
 
 
 @pytest.mark.parametrize("chunk", [4, 7])
