@@ -182,8 +182,7 @@ class TransformersBackend(Backend):
         #: Whether the study left the precision to the backend: then it is float32 arithmetic
         #: on this machine, and the forecast may come from Min-K%'s pass (fused_scoring).
         self.precision_is_fp32 = s.matmul_precision in (None, DEFAULT_MATMUL_PRECISION)
-        default = cpu_precision() if self.device == "cpu" else DEFAULT_MATMUL_PRECISION
-        self.matmul_precision = str(s.matmul_precision or default)
+        self._matmul_precision = None if s.matmul_precision is None else str(s.matmul_precision)
         self._dtype_name = str(s.dtype or "float32")
         self.mink_body_dtype = str(s.mink_body_dtype or MINK_BODY_DTYPE)
         self._mink_bodies: dict[str, Any] = {}  # mink_body_dtype -> the body built for it
@@ -471,6 +470,15 @@ class TransformersBackend(Backend):
         with self._scoring_precision():
             self._prompt_logprobs_into(seqs, out, vocab_moments)
         return [o for o in out if o is not None]
+
+    @property
+    def matmul_precision(self) -> str:
+        """Min-K%'s float32 matmul precision: the study's, else the device's default (on the
+        CPU found by a probe that imports torch, so asked when first needed, not when the
+        backend is made: a preflight that only reads the tokenizer never imports torch)."""
+        if self._matmul_precision is None:
+            self._matmul_precision = cpu_precision() if self.device == "cpu" else DEFAULT_MATMUL_PRECISION
+        return self._matmul_precision
 
     @contextlib.contextmanager
     def _scoring_precision(self) -> Iterator[None]:

@@ -10,6 +10,7 @@ loop is in test_mink_reference.py (slow tier: it loads the 135M model).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from lazy_module import lazy_module
@@ -210,6 +211,21 @@ def test_device_default_is_the_cpu_and_min_k_runs_in_float32_arithmetic_on_it():
     assert be.device == "cpu" and be.matmul_precision == cpu_precision() and be.fused_scoring()
     low = TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok(), matmul_precision="high")
     assert low.matmul_precision == "high" and not low.fused_scoring()  # the forecast's pass stays fp32
+
+
+def test_making_the_backend_imports_no_torch_the_precision_probe_waits_for_first_use():
+    """The CPU's precision probe runs torch; a preflight that makes the backend only to read
+    the tokenizer must not pay torch's import for it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from lookahead.backends.transformers_backend import TransformersBackend as B; "
+        "b = B('demo/models/contaminated'); print('torch' in sys.modules, b.matmul_precision in ('highest', 'medium'))"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True).stdout.split()
+    assert out == ["False", "True"]
 
 
 def test_a_lower_matmul_precision_joins_the_min_k_key_and_asks_in_two_passes():
