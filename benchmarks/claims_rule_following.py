@@ -10,8 +10,8 @@ for every coalition of every demo instance, greedy, and:
 
 * rule following: over the coalitions the demo study scores (its Shapley plan, the empty
   set left out), the share whose parsed answer equals the rule model's
-  (``demo_kinds.rule_following``; for classification on the seed's prompt the stated
-  P(up) equal to the rule's 1, 0 or 0.5; on the legacy prompt the more probable label of
+  (``demo_kinds.rule_following``; for classification on the seed's prompt
+  ``demo.rule_following``, the stated P(up) equal to the rule's 1, 0 or 0.5; on the legacy prompt the more probable label of
   the top-20 first-token reading, as the token value reads it, against the rule's label,
   and on the equal-odds coalitions a normalised P(up) within 0.5 +/- 0.1);
 * regression and ranking: the model's mean Shapley-DCLR over the 17 instances from its own
@@ -28,7 +28,6 @@ import json
 import platform
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ import numpy as np
 from lookahead.claims import demo as cdemo
 from lookahead.claims import demo_kinds as dk
 from lookahead.claims.metrics import shapley_dclr
-from lookahead.claims.shapley import DEFAULT_EXACT_MAX, DEFAULT_PERMUTATIONS, DEFAULT_SEED, exact_shapley, plan_for
+from lookahead.claims.shapley import exact_shapley
 from lookahead.claims.tasks import KINDS, PredictionError
 
 
@@ -99,24 +98,14 @@ def kind_dclr(kind: str, model: str, backend: Any) -> dict[str, Any]:
     }
 
 
-def scored_coalitions() -> Iterator[tuple[Any, list[Any]]]:
-    """(instance, coalition) for every coalition the classification demo's studies score:
-    each instance's Shapley plan, the empty set left out (RULE 2's default)."""
-    for inst in cdemo.demo_instances():
-        n = len(inst.claims)
-        for mask in plan_for(n, f"{inst.instance_id}|{cdemo.AGENT}", DEFAULT_EXACT_MAX, DEFAULT_PERMUTATIONS, DEFAULT_SEED).masks:
-            if mask:
-                yield inst, [inst.claims[i] for i in range(n) if mask >> i & 1]
-
-
 def classification_following(model: str, backend: Any) -> dict[str, Any]:
     if cdemo.COALITION_PROMPT == "seed":
-        return stated_following(model, backend)
+        return cdemo.rule_following(model, backend)
     from lookahead.claims.prompts import coalition_prompt, label_instruction
     from lookahead.scoring import label_probability
 
     prompts, want = [], []
-    for inst, co in scored_coalitions():
+    for inst, co in cdemo.scored_coalitions():
         prompts.append(
             coalition_prompt(inst.task_input, [c.text for c in co], label_instruction(cdemo.LABELS), None, cdemo.COALITION_PROMPT)
         )
@@ -139,29 +128,6 @@ def classification_following(model: str, backend: Any) -> dict[str, Any]:
         "share": round((dec_follow + odds_follow) / total, 4) if total else None,
         "decided": {"coalitions": decided, "following": dec_follow},
         "equal_odds": {"coalitions": odds, "within_0.1": odds_follow},
-    }
-
-
-def stated_following(model: str, backend: Any) -> dict[str, Any]:
-    """The shipped classification models (the seed's prompt, a stated P(up)): the share of
-    scored coalitions whose stated probability is the rule's, 1, 0 or 0.5, exactly;
-    an unparseable answer does not follow."""
-    from lookahead.claims.tasks import parse_probability
-
-    pairs = list(scored_coalitions())
-    prompts = [cdemo.coalition_text(inst, co) for inst, co in pairs]
-    want = [cdemo.ideal_value(model, co, "up") for _, co in pairs]
-    follow = unparsed = 0
-    for g, w in zip(backend.generate(prompts, 8, 0), want, strict=True):
-        try:
-            follow += parse_probability(g.response_text) == w
-        except PredictionError:
-            unparsed += 1
-    return {
-        "coalitions": len(prompts),
-        "following": follow,
-        "share": round(follow / len(prompts), 4) if prompts else None,
-        "unparsed_answers": unparsed,
     }
 
 

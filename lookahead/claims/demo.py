@@ -43,6 +43,7 @@ import argparse
 import datetime as dt
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ import yaml
 
 from lookahead.claims.metrics import olr, shapley_dclr
 from lookahead.claims.prompts import coalition_prompt
-from lookahead.claims.shapley import exact_shapley
+from lookahead.claims.shapley import DEFAULT_EXACT_MAX, DEFAULT_PERMUTATIONS, DEFAULT_SEED, exact_shapley, plan_for
 from lookahead.claims.tasks import KINDS, ClaimsDerived, parse_probability
 from lookahead.measures import MEASURES
 from lookahead.settings_sections import ClaimsSettings
@@ -293,6 +294,42 @@ def ideal_shapley(model: str, inst: Instance) -> tuple[str | None, np.ndarray]:
         return ideal_value(model, [inst.claims[i] for i in range(n) if mask >> i & 1], pred)
 
     return pred, exact_shapley(n, v)
+
+
+def scored_coalitions(instances: list[Instance] | None = None) -> Iterator[tuple[Instance, list[PlantedClaim]]]:
+    """(instance, coalition) for every coalition the demo's studies score: each instance's
+    Shapley plan (the study's defaults), the empty set left out (RULE 2's default, never
+    asked)."""
+    for inst in demo_instances() if instances is None else instances:
+        n = len(inst.claims)
+        for mask in plan_for(n, f"{inst.instance_id}|{AGENT}", DEFAULT_EXACT_MAX, DEFAULT_PERMUTATIONS, DEFAULT_SEED).masks:
+            if mask:
+                yield inst, [inst.claims[i] for i in range(n) if mask >> i & 1]
+
+
+def rule_following(model: str, backend: Any, instances: list[Instance] | None = None) -> dict[str, Any]:
+    """How often the trained model follows its planted rule where the Shapley values read
+    it (lookahead.claims.demo_kinds.rule_following for the other kinds): over the scored
+    coalitions (:func:`scored_coalitions`), the share whose stated P(up), parsed as the
+    coalition job parses it, is the rule's 1, 0 or 0.5 exactly. An answer that does not
+    parse counts as not following."""
+    from lookahead.claims.tasks import PredictionError
+
+    pairs = list(scored_coalitions(instances))
+    prompts = [coalition_text(inst, co) for inst, co in pairs]
+    want = [ideal_value(model, co, LABELS[0]) for _, co in pairs]
+    follow = unparsed = 0
+    for g, w in zip(backend.generate(prompts, 8, 0), want, strict=True):
+        try:
+            follow += parse_probability(g.response_text) == w
+        except PredictionError:
+            unparsed += 1
+    return {
+        "coalitions": len(prompts),
+        "following": follow,
+        "share": round(follow / len(prompts), 4) if prompts else None,
+        "unparsed_answers": unparsed,
+    }
 
 
 # ------------------------------------------------------------------ training data

@@ -255,3 +255,20 @@ def test_lookahead_run_runs_the_claim_jobs_in_order():
     assert claim_only and not set(claim_only) & set(protocol)
     with pytest.raises(StudyConfigError, match="'claims_agent_jobs': 'oracle' is not one of superforecasting"):
         study_jobs(load_study(DEMO / "demo_contaminated.yml", overrides={"claims_agent_jobs": ["oracle"]}))
+
+
+@pytest.mark.parametrize("model", ["leaky", "prudent"])
+def test_shipped_classification_models_state_their_rules_probability(model):
+    """Each shipped classification claim model, asked every coalition of the first four
+    demo instances that the studies score, states its rule's P(up) (1, 0, or 0.5 for equal
+    odds) on every one: the planted truth the claim check compares against (over all 17
+    instances 1,660 of 1,660, benchmarks/results/claims_rule_following_seed.json)."""
+    from lookahead.backends.transformers_backend import TransformersBackend
+    from lookahead.claims import demo as cdemo
+
+    backend = TransformersBackend(
+        f"demo-claims-{model}", model_path=str(ROOT / "demo" / "claims" / "models" / model), use_chat_template=False
+    )
+    got = cdemo.rule_following(model, backend, cdemo.demo_instances()[:4])
+    assert got["coalitions"] > 50 and got["unparsed_answers"] == 0
+    assert got["following"] == got["coalitions"], got
