@@ -119,6 +119,9 @@ def seed_parse(target: Path) -> None:
 #: worker (benchmarks/suite_dbt_in_process.py times the two side by side).
 SUBPROCESS_ENV = "LOOKAHEAD_TEST_DBT_SUBPROCESS"
 
+#: The flags that leave dbt's unit tests out of a build (run_dbt's ``unit_tests``).
+NO_UNIT_TESTS = ("--exclude-resource-type", "unit_test")
+
 #: The commands whose JSON artifacts a test reads by default (target/manifest.json of
 #: `dbt parse`, the catalog of `dbt docs generate`).
 ARTIFACT_COMMANDS = frozenset({"parse", "docs"})
@@ -132,6 +135,7 @@ def run_dbt(
     as_vars: bool = False,
     artifacts: bool | None = None,
     subprocess_: bool = False,
+    unit_tests: bool = False,
 ) -> DbtResult:
     """dbt on the study `vars_`, passed as the lookahead command passes one: its resolved
     settings in the file $LOOKAHEAD_STUDY_SETTINGS names. With `as_vars`, or when the
@@ -148,13 +152,24 @@ def run_dbt(
     the partial parse and compiled SQL are written either way). The lookahead command and
     the README's commands, run as a user runs them, still write them.
 
-    `subprocess_`: run the `dbt` command as a process of its own instead of in this one."""
+    `subprocess_`: run the `dbt` command as a process of its own instead of in this one.
+
+    `unit_tests`: whether a `dbt build` runs dbt's unit tests (the models' `unit_tests:`).
+    They check a model's SQL on fixed rows, the same whatever the study, so the suite runs
+    them where a build stands for the user's: the shared fixture build (shared_builds.py,
+    which passes True) and every `lookahead run` or README command a test runs as a
+    subprocess. The other builds here leave them out (NO_UNIT_TESTS, dbt's own advice
+    for builds where they would repeat): about 2.5 of a demo build's 24 CPU-s
+    (BENCHMARKS.md, "The suite"); a test that builds its own study tests that study's
+    tables and data tests, which are all still run."""
     dbt = Path(sys.executable).with_name("dbt")
     env = dbt_env(db)
     if artifacts is None:
         artifacts = bool(args) and args[0] in ARTIFACT_COMMANDS
     env["DBT_WRITE_JSON"] = "True" if artifacts else "False"
     cmd = [str(dbt), *args, "--project-dir", str(ROOT)]
+    if args[:1] == ["build"] and not unit_tests and "--exclude-resource-type" not in args:
+        cmd += NO_UNIT_TESTS
     study = None
     if not as_vars:
         with suppress(StudyConfigError):

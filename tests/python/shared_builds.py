@@ -82,6 +82,6 @@ def build_default_fixture_study(root: Path) -> SharedBuild:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(SOURCE_ENV, FIXTURE_SOURCE)  # as lookahead.children.study_env sets it
         # its target/manifest.json: a reader compares against it (`--state`, test_no_silent_wrong_result)
-        res = run_dbt(["build"], study.vars, root / "db.duckdb", artifacts=True)
+        res = run_dbt(["build"], study.vars, root / "db.duckdb", artifacts=True, unit_tests=True)
     assert res.returncode == 0, res.output[-3000:]
     return SharedBuild.of(study, res)

@@ -13,6 +13,7 @@ import shutil
 import duckdb
 import pandas as pd
 import pytest
+import yaml
 from dbt_runner import ROOT, run_dbt
 
 
@@ -37,6 +38,22 @@ def test_build_passes_and_writes_every_table(built):
     ):
         assert res.has_table(table), table
     assert "ERROR=0" in res.output
+
+
+def test_the_shared_build_runs_every_unit_test_of_the_project(built):
+    """The suite's other builds leave dbt's unit tests out (dbt_runner.run_dbt's
+    ``unit_tests``); this build runs each one the project declares, and each passes."""
+    _, res = built
+    declared = {
+        t["name"]
+        for folder in ("models", "python_models")
+        for f in (ROOT / folder).rglob("*.yml")
+        for t in (yaml.safe_load(f.read_text()) or {}).get("unit_tests", [])
+    }
+    results = json.loads((res.db.parent / "target" / "run_results.json").read_text())["results"]
+    ran = {r["unique_id"].rsplit(".", 1)[1]: r["status"] for r in results if r["unique_id"].startswith("unit_test.")}
+    assert declared and set(ran) == declared
+    assert set(ran.values()) == {"pass"}
 
 
 def test_report_tables_list_pre_before_post(built):
