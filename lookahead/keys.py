@@ -33,6 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lookahead.backends.base import reduced_matmul_precision
 from lookahead.config import Study, protocol_setting
 from lookahead.measures import LINE_EXTRAS, REFERENCE_TASK, computes, study_measures
 from lookahead.prompts import Template, check_recall_template, recall_prompt_columns, text_column
@@ -253,12 +254,12 @@ def _task_params(study: Study, task: str) -> dict[str, Any]:
         # same answers, so the same key); a bf16 body moves LAP by ~5-15%: another answer.
         if study.backend.mink_body_dtype == "bfloat16":
             params["mink_body_dtype"] = "bfloat16"
-        # A float32 matmul precision below 'highest' is reduced arithmetic where the
-        # hardware has it (TF32 on CUDA, bf16 kernels on AMX/AVX512-BF16 CPUs: LAP moved
-        # by up to 1.2% and 2.3% relative) and none elsewhere: other answers on some machines, so it joins
-        # the key; 'highest' (the default) and null are one query.
-        if study.backend.backend == "transformers" and study.backend.matmul_precision not in (None, "highest"):
-            params["matmul_precision"] = str(study.backend.matmul_precision)
+        # A matmul precision below float32 gives other answers on some machines
+        # (lookahead.backends.base.FULL_MATMUL_PRECISION), so it joins the key; null and
+        # 'highest' are one query.
+        reduced = reduced_matmul_precision(study.backend.matmul_precision)
+        if study.backend.backend == "transformers" and reduced:
+            params["matmul_precision"] = reduced
         study_measures(study)  # a measure the backend cannot give stops here, before any query
         # The key stands for the forward pass alone: what the study's other prompt
         # measures need in the same line (lookahead.measures line_extras) is not part of it,

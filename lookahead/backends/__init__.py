@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from lookahead.backends.base import Backend, Generation, TokenLogprob
+from lookahead.backends.base import Backend, Generation, TokenLogprob, reduced_matmul_precision
 from lookahead.config import PROJECT_ROOT, Study, StudyConfigError
 
 __all__ = [
@@ -56,8 +56,8 @@ def _transformers_fused(settings: Any) -> str | None:
     matmul precision: below 'highest' that is reduced arithmetic on some machines, and the
     forecast line (whose key does not name the precision) would differ from the one the
     forecast job writes alone."""
-    precision = settings.matmul_precision
-    return None if precision in (None, "highest") else f"matmul_precision '{precision}' is not the forecast's"
+    reduced = reduced_matmul_precision(settings.matmul_precision)
+    return None if reduced is None else f"matmul_precision '{reduced}' is not the forecast's"
 
 
 #: backend -> why its settings rule out the shared pass (None: they do not), read before

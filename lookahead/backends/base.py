@@ -12,6 +12,18 @@ from typing import Any
 
 from lookahead.errors import RESUME, UserError
 
+#: torch's float32 matmul precision that is float32 arithmetic on every machine. The lower
+#: ones ('high', 'medium') are TF32 on CUDA and bf16 kernels on CPUs with AMX or
+#: AVX512-BF16 (they moved SmolLM2's Min-K% LAP by up to 1.2% and 2.3% relative), and
+#: nothing on other CPUs: other answers on some machines only.
+FULL_MATMUL_PRECISION = "highest"
+
+
+def reduced_matmul_precision(setting: str | None) -> str | None:
+    """A study's ``matmul_precision`` when it may be below float32 on some machine (so it
+    joins the Min-K% key and rules out the fused pass), else None (null and 'highest')."""
+    return None if setting in (None, FULL_MATMUL_PRECISION) else str(setting)
+
 
 @dataclass
 class TokenLogprob:

@@ -18,7 +18,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lookahead.backends.base import Backend, Generation, TokenLogprob, chat_prompt, prompt_token_ids
+from lookahead.backends.base import (
+    FULL_MATMUL_PRECISION,
+    Backend,
+    Generation,
+    TokenLogprob,
+    chat_prompt,
+    prompt_token_ids,
+    reduced_matmul_precision,
+)
 from lookahead.backends.fused_llama import PackedLlamaBody
 from lookahead.backends.fused_llama import supports as supports_packed
 from lookahead.config import StudyConfigError, check_setting
@@ -54,17 +62,12 @@ MINK_BODY_DTYPE = "float32"
 # lookahead/study_settings.yml).
 DEVICE = "cpu"
 # Min-K% and the fused pass's prompt half run in float32 arithmetic on every device, so a
-# LAP is the same number on every machine (up to fp32 reassociation: 2e-5 relative).
-# torch's matmul precision 'high' and 'medium' are other arithmetic where the hardware
-# has it: TF32 on CUDA (moved SmolLM2's LAP by up to 1.2% relative on an H100,
-# benchmarks/bench_gpu.py), bf16 kernels on CPUs with AMX or AVX512-BF16 (up to 2.3% on a
-# Sapphire Rapids core, benchmarks/bench_cpu_precision.py). On a CPU without them
-# 'medium' stays fp32 (largest relative error 9.8e-7 against float64) and runs oneDNN's
-# faster fp32 kernels (BENCHMARKS.md, "Min-K% on the CPU"). So the default is 'highest',
-# except on a CPU whose 'medium' a probe finds exact (cpu_precision). A study's
-# matmul_precision overrides it and joins the Min-K% key (lookahead.keys). Recall
-# (generate) always runs at torch's default precision.
-DEFAULT_MATMUL_PRECISION = "highest"
+# LAP is the same number on every machine (up to fp32 reassociation: 2e-5 relative): at
+# FULL_MATMUL_PRECISION (lookahead.backends.base says why not lower), except on a CPU whose
+# 'medium' a probe finds still fp32 (cpu_precision), where it runs oneDNN's faster fp32
+# kernels (largest relative error 9.8e-7 against float64; BENCHMARKS.md, "Min-K% on the
+# CPU"). A study's matmul_precision overrides it and, below float32, joins the Min-K% key
+# (lookahead.keys). Recall (generate) always runs at torch's default precision.
 #: The largest relative error a matmul may show against float64 and still count as fp32:
 #: fp32 sums of a few hundred products err by about 1e-7 here, bf16 inputs by about 1e-3.
 FP32_PROBE_TOLERANCE = 1e-5
@@ -89,7 +92,7 @@ def cpu_precision() -> str:
         err = max(float((g_.double() - exact).abs().max()) for g_ in got) / scale
     finally:
         torch.set_float32_matmul_precision(saved)
-    return "medium" if err <= FP32_PROBE_TOLERANCE else DEFAULT_MATMUL_PRECISION
+    return "medium" if err <= FP32_PROBE_TOLERANCE else FULL_MATMUL_PRECISION
 
 
 LOGPROB_FLOOR = -1000.0  # -inf is not JSON; exp(-1000) is 0.0 in double precision anyway
@@ -181,7 +184,7 @@ class TransformersBackend(Backend):
         self.device = str(check_setting("device", s.device) or DEVICE)  # the declared choices
         #: Whether the study left the precision to the backend: then it is float32 arithmetic
         #: on this machine, and the forecast may come from Min-K%'s pass (fused_scoring).
-        self.precision_is_fp32 = s.matmul_precision in (None, DEFAULT_MATMUL_PRECISION)
+        self.precision_is_fp32 = reduced_matmul_precision(s.matmul_precision) is None
         self._matmul_precision = None if s.matmul_precision is None else str(s.matmul_precision)
         self._dtype_name = str(s.dtype or "float32")
         self.mink_body_dtype = str(s.mink_body_dtype or MINK_BODY_DTYPE)
@@ -477,7 +480,7 @@ class TransformersBackend(Backend):
         CPU found by a probe that imports torch, so asked when first needed, not when the
         backend is made: a preflight that only reads the tokenizer never imports torch)."""
         if self._matmul_precision is None:
-            self._matmul_precision = cpu_precision() if self.device == "cpu" else DEFAULT_MATMUL_PRECISION
+            self._matmul_precision = cpu_precision() if self.device == "cpu" else FULL_MATMUL_PRECISION
         return self._matmul_precision
 
     @contextlib.contextmanager
