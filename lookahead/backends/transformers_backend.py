@@ -73,6 +73,17 @@ DEVICE = "cpu"
 FP32_PROBE_TOLERANCE = 1e-5
 
 
+@contextlib.contextmanager
+def float32_matmul_precision(torch: Any, precision: str) -> Iterator[None]:
+    """torch's float32 matmul precision set for the block, its own setting restored after."""
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(saved)
+
+
 @functools.cache
 def cpu_precision() -> str:
     """The CPU's default matmul precision: 'medium' when it is still float32 arithmetic on
@@ -81,17 +92,13 @@ def cpu_precision() -> str:
     depends on torch's build as much as on the CPU."""
     import torch
 
-    saved = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("medium")
-    try:
-        g = torch.Generator().manual_seed(0)
-        x, w = torch.randn(2, 32, 256, generator=g), torch.randn(64, 256, generator=g)
-        exact = x.double() @ w.double().T
-        scale = float((x.double().abs() @ w.double().abs().T).max())
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(2, 32, 256, generator=g), torch.randn(64, 256, generator=g)
+    with float32_matmul_precision(torch, "medium"):
         got = (x @ w.T, torch.nn.functional.linear(x, w))
-        err = max(float((g_.double() - exact).abs().max()) for g_ in got) / scale
-    finally:
-        torch.set_float32_matmul_precision(saved)
+    exact = x.double() @ w.double().T
+    scale = float((x.double().abs() @ w.double().abs().T).max())
+    err = max(float((g_.double() - exact).abs().max()) for g_ in got) / scale
     return "medium" if err <= FP32_PROBE_TOLERANCE else FULL_MATMUL_PRECISION
 
 
@@ -182,10 +189,7 @@ class TransformersBackend(Backend):
         self.batch_size = int(s.batch_size)
         self.logit_chunk = int(options.get("logit_chunk") or 512)
         self.device = str(check_setting("device", s.device) or DEVICE)  # the declared choices
-        #: Whether the study left the precision to the backend: then it is float32 arithmetic
-        #: on this machine, and the forecast may come from Min-K%'s pass (fused_scoring).
-        self.precision_is_fp32 = reduced_matmul_precision(s.matmul_precision) is None
-        self._matmul_precision = None if s.matmul_precision is None else str(s.matmul_precision)
+        self._precision_setting = s.matmul_precision  # the study's; None = the device's default
         self._dtype_name = str(s.dtype or "float32")
         self.mink_body_dtype = str(s.mink_body_dtype or MINK_BODY_DTYPE)
         self._mink_bodies: dict[str, Any] = {}  # mink_body_dtype -> the body built for it
@@ -479,21 +483,14 @@ class TransformersBackend(Backend):
         """Min-K%'s float32 matmul precision: the study's, else the device's default (on the
         CPU found by a probe that imports torch, so asked when first needed, not when the
         backend is made: a preflight that only reads the tokenizer never imports torch)."""
-        if self._matmul_precision is None:
-            self._matmul_precision = cpu_precision() if self.device == "cpu" else FULL_MATMUL_PRECISION
-        return self._matmul_precision
+        if self._precision_setting is not None:
+            return str(self._precision_setting)
+        return cpu_precision() if self.device == "cpu" else FULL_MATMUL_PRECISION
 
-    @contextlib.contextmanager
-    def _scoring_precision(self) -> Iterator[None]:
+    def _scoring_precision(self) -> contextlib.AbstractContextManager[None]:
         """Prompt scoring at the study's matmul_precision (the Min-K% job's, and the fused
         pass's prompt half, so both write the same line), torch's own setting restored after."""
-        torch = self._torch
-        saved = torch.get_float32_matmul_precision()
-        torch.set_float32_matmul_precision(self.matmul_precision)
-        try:
-            yield
-        finally:
-            torch.set_float32_matmul_precision(saved)
+        return float32_matmul_precision(self._torch, self.matmul_precision)
 
     def _prompt_entries(
         self, seq: Sequence[int], lps: Sequence[float], moments: Sequence[tuple[float, float]] | None
@@ -612,7 +609,8 @@ class TransformersBackend(Backend):
         answer continues from. Elsewhere (another architecture, reduced weights, a bf16
         body) the answer and the scores come from two passes, as each is asked alone.
         Loads the model."""
-        return self.precision_is_fp32 and isinstance(self._mink_base(self.model), PackedLlamaBody)
+        fp32 = reduced_matmul_precision(self._precision_setting) is None  # the forecast's arithmetic
+        return fp32 and isinstance(self._mink_base(self.model), PackedLlamaBody)
 
     def generate_scored(
         self, prompts: Sequence[str], max_tokens: int, top_logprobs: int, vocab_moments: bool = False

@@ -197,15 +197,12 @@ def test_device_default_is_the_cpu_and_min_k_runs_in_float32_arithmetic_on_it():
     probe's, through another call (torch.mm), against float64."""
     import torch
 
-    from lookahead.backends.transformers_backend import FP32_PROBE_TOLERANCE, cpu_precision
+    from lookahead.backends.transformers_backend import FP32_PROBE_TOLERANCE, cpu_precision, float32_matmul_precision
 
-    saved = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("medium")
-    try:
-        a, b = torch.rand(128, 512) - 0.5, torch.rand(512, 96) - 0.5
-        err = float((torch.mm(a, b).double() - a.double() @ b.double()).abs().max() / (a.double().abs() @ b.double().abs()).max())
-    finally:
-        torch.set_float32_matmul_precision(saved)
+    a, b = torch.rand(128, 512) - 0.5, torch.rand(512, 96) - 0.5
+    with float32_matmul_precision(torch, "medium"):
+        got = torch.mm(a, b)
+    err = float((got.double() - a.double() @ b.double()).abs().max() / (a.double().abs() @ b.double().abs()).max())
     assert cpu_precision() == ("medium" if err <= FP32_PROBE_TOLERANCE else "highest")
     be = TransformersBackend("tiny", model=tiny_llama(), tokenizer=Tok())
     assert be.device == "cpu" and be.matmul_precision == cpu_precision() and be.fused_scoring()
