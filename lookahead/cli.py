@@ -15,6 +15,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from lookahead.children import job_python, resolved_settings, run_dbt, run_jobs
@@ -115,7 +116,7 @@ class StudyKind:
 
     meaning: str
     protocol_jobs: bool  # forecast, recall, Min-K% on data_path (llm_jobs.run_all)
-    build_select: tuple[str, ...]  # dbt build arguments selecting its models (none: every model)
+    build_select: Callable[[Study], tuple[str, ...]]  # dbt build's selection of the study's nodes (none: every node)
     reuse_up_to_date_build: bool  # `lookahead run` skips a build whose inputs and code are unchanged
     check: Callable[[Study, str | None, Path | None], int]  # the study, its file, the resolved settings
     findings: Callable[[Study], list[Finding]]  # check's refusals and warnings, without its output
@@ -127,6 +128,13 @@ def _protocol_findings(study: Study) -> list[Finding]:
     from lookahead.rows import scan_study_rows
 
     return [*judge(study, scan_study_rows(study)), *_claim_findings(study)]
+
+
+def _claims_inputs() -> ModuleType:
+    """lookahead.claims.inputs, imported when a command needs it (it imports pandas)."""
+    from lookahead.claims import inputs
+
+    return inputs
 
 
 def _claim_findings(study: Study) -> list[Finding]:
@@ -167,7 +175,7 @@ STUDY_KINDS: dict[str, StudyKind] = {
         "the lookahead-bias test on an observations file (seed 000), the claim tables beside "
         "it when the study has claim settings",
         True,
-        (),
+        lambda study: _claims_inputs().protocol_build_selection(study),
         True,
         check,
         _protocol_findings,
@@ -176,7 +184,7 @@ STUDY_KINDS: dict[str, StudyKind] = {
     "claims": StudyKind(
         "claim-level leakage alone (seed 002): predictions or task instances and a dated corpus",
         False,
-        ("--select", "+tag:claims"),
+        lambda _study: ("--select", "+" + _claims_inputs().CLAIM_PATH),
         False,
         _claims_check,
         _claims_findings,
@@ -451,7 +459,7 @@ def _command(args: argparse.Namespace, extra: list[str], study: Study, settings:
     if args.command == "run" and not args.rebuild and kind.reuse_up_to_date_build:  # `lookahead build` always builds
         from lookahead.identity import build_up_to_date
 
-        up_to_date, why = build_up_to_date(study)
+        up_to_date, why = build_up_to_date(study, " ".join(kind.build_select(study)))
         build = up_to_date is None
         print(
             f"build up to date: dbt invocation {up_to_date} of study '{study.name}' (settings, "
@@ -477,7 +485,7 @@ def _command(args: argparse.Namespace, extra: list[str], study: Study, settings:
         # the build replaces the results: a build that does not finish leaves none that read as its own
         retire_study(study, "a new dbt build was started after they were written")
         rebuild = ["--full-refresh"] if args.rebuild else []
-        rc = run_dbt(["build", *kind.build_select, *rebuild], args.study, settings=settings)
+        rc = run_dbt(["build", *kind.build_select(study), *rebuild], args.study, settings=settings)
         if 0 < rc < 128:  # a killed dbt has said so in its own line
             print("error: dbt build failed (see the messages above); no report written", file=sys.stderr)
         if rc:

@@ -484,6 +484,14 @@ def _verdict_mark(kind: str) -> str:
     return identity.COMPLETE if kind == "complete" else identity.STALE + kind
 
 
+def _has_claims() -> bool:
+    """Whether the build's study has claim settings (lookahead.claims.inputs.has_claims):
+    without them, macros/build_log.sql drops the claim tables an earlier build left."""
+    from lookahead.claims.inputs import has_claims
+
+    return has_claims(build_study())
+
+
 def _result_tables() -> str:
     from lookahead.identity import RESULT_TABLES
 
@@ -679,6 +687,7 @@ class Plugin(BasePlugin):
         conn.create_function("lookahead_identity_hash", _identity_hash, [], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_settings_hash", _settings_hash, ["VARCHAR"], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_result_tables", _result_tables, [], "VARCHAR", side_effects=False)
+        conn.create_function("lookahead_has_claims", _has_claims, [], "BOOLEAN", side_effects=False)
         conn.create_function("lookahead_verdict_mark", _verdict_mark, ["VARCHAR"], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_fingerprint", _fingerprint, ["VARCHAR"], "VARCHAR", side_effects=True)
         conn.create_function("lookahead_inputs_fingerprint", _inputs_fingerprint, ["VARCHAR"], "VARCHAR", side_effects=True)

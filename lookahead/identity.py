@@ -632,9 +632,10 @@ def sync_status(database: Path, stale: StaleResultError | str | None, status: st
     return mark_stale(database, "", mark=COMPLETE)
 
 
-def build_up_to_date(study: Study, root: Path = PROJECT_ROOT) -> tuple[str | None, str]:
+def build_up_to_date(study: Study, selection: str = "", root: Path = PROJECT_ROOT) -> tuple[str | None, str]:
     """(the last build's invocation id, '') when a `dbt build` now would rebuild the same
-    results: the last build was a complete `dbt build` that passed, its verdict is this
+    results: the last build was a complete `dbt build` (no selection, or ``selection``, the
+    one `lookahead run` builds the study with) that passed, its verdict is this
     study's current result (:func:`check_current`: same settings hash, input file and raw
     answers), and every file the build reads and the code (under `root`) are unchanged
     since. Else (None, why it must build). Operational settings (batch size, where the
@@ -665,7 +666,7 @@ def build_up_to_date(study: Study, root: Path = PROJECT_ROOT) -> tuple[str | Non
                 if last[1] == "started"
                 else "the last build failed"
             )
-        if last[2] != "build" or (last[3] or ""):
+        if last[2] != "build" or (last[3] or "") not in ("", selection):
             return None, f"the last build was `dbt {last[2]}` {last[3] or ''}".rstrip() + ", not a full dbt build"
         if "build_identity" not in tables:
             return None, "the last build recorded no build identity"

@@ -20,6 +20,17 @@
       {% do run_query("update " ~ target.schema ~ ".verdict_py set result_status = lookahead_verdict_mark("
           ~ sql_string('a later dbt build (invocation ' ~ invocation_id ~ ') started') ~ ")") %}
     {% endif %}
+    {#- a study without claim settings has no claim tables: those of an earlier build with
+        claims go, whether this build leaves the claim path out (`lookahead run`,
+        lookahead.claims.inputs.protocol_build_selection) or builds it empty (`dbt build`) -#}
+    {% if not run_query("select lookahead_has_claims()").columns[0].values()[0] %}
+      {#- through the adapter, so that dbt's cache of relations, read before this hook,
+          knows them gone and a plain build creates them anew -#}
+      {% for node in graph.nodes.values() if node.resource_type == 'model' and 'claims' in node.tags %}
+        {% set relation = adapter.get_relation(database=node.database, schema=node.schema, identifier=node.alias) %}
+        {% if relation is not none %}{% do adapter.drop_relation(relation) %}{% endif %}
+      {% endfor %}
+    {% endif %}
     {% do run_query("checkpoint") %}
     {#- the report files of an earlier build move to stale/ (lookahead.artefacts), as with
         `lookahead build`: a plain dbt build leaves no report that reads as its result -#}

@@ -38,6 +38,23 @@ def has_claims(study: Study) -> bool:
     return bool(study.claims.claims_predictions_path or study.claims.claims_instances_path)
 
 
+#: The claim path in dbt's node selection: the models of the `claims` folders under
+#: models/ and python_models/ (dbt_project.yml tags them) and their tests.
+CLAIM_PATH = "tag:claims"
+
+
+def protocol_build_selection(study: Study) -> tuple[str, ...]:
+    """`dbt build`'s selection for a protocol study: every node, or every node but the
+    claim path for a study without claim settings (the claim jobs' staging tables stay:
+    the raw-line rejects read them).
+
+    Why: built for a study without claims, the claim path is a third of a build's nodes and
+    node time (122 of 314, 8.5 of 26.9 s in the demo's default study) spent on empty tables.
+    A plain `dbt build` still builds them, empty; either way no claim table is left from an
+    earlier build of the study with claims (macros/build_log.sql drops them at run start)."""
+    return () if has_claims(study) else ("--exclude", CLAIM_PATH)
+
+
 def claim_study(study: Study) -> Study:
     """The study as the claim pipeline sees it: ``claims_model_id`` / ``claims_model_path``
     (when set) in place of ``model_id`` / ``model_path``.

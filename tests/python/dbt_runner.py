@@ -27,7 +27,8 @@ import duckdb
 import pandas as pd
 
 from lookahead.children import settings_file_env
-from lookahead.config import STUDY_SETTINGS_ENV, study_from_dbt_vars
+from lookahead.claims.inputs import protocol_build_selection
+from lookahead.config import STUDY_SETTINGS_ENV, Study, study_from_dbt_vars
 from lookahead.errors import StudyConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,6 +175,8 @@ def run_dbt(
     if not as_vars:
         with suppress(StudyConfigError):
             study = study_from_dbt_vars(json.dumps(vars_, default=str))
+    if args[:1] == ["build"] and study is not None and not SELECTION_FLAGS & set(args):
+        cmd += study_selection(study)
     parsed = Path(env["DBT_TARGET_PATH"]) / "partial_parse.msgpack"
     seed_parse(parsed.parent)
     with ExitStack() as stack:
@@ -191,6 +194,17 @@ def run_dbt(
         shutil.copyfile(parsed, seed)
         _PARSED.append(seed)
     return DbtResult(returncode, output, db)
+
+
+#: The flags that say which nodes a command runs: a build given one is left as it is.
+SELECTION_FLAGS = frozenset({"--select", "-s", "--exclude", "--selector", "--resource-type"})
+
+
+def study_selection(study: Study) -> tuple[str, ...]:
+    """The nodes `lookahead run` builds for the study (a protocol study's,
+    lookahead.claims.inputs.protocol_build_selection; a claim-only study's builds name
+    their own selection): what a test's build stands for."""
+    return protocol_build_selection(study) if study.output.study_kind == "protocol" else ()
 
 
 def invoke_in_process(args: list[str], env: dict[str, str]) -> tuple[int, str]:

@@ -43,6 +43,50 @@ def _copy(built: tuple[Any, Path], tmp_path: Path) -> tuple[Any, Path, Any]:
     return study, copy, here
 
 
+def test_a_study_without_claims_has_no_claim_tables(built, tmp_path: Path) -> None:
+    """A protocol study without claim settings is built without the claim path (what
+    `lookahead run` passes, lookahead.claims.inputs.protocol_build_selection; the suite's
+    builds pass the same), and any build of it first drops the claim tables an earlier
+    build with claims left: neither the report nor an analyst reads them as its own."""
+    from lookahead.claims.inputs import protocol_build_selection
+    from lookahead.config import load_study
+
+    study, db, here = _copy(built, tmp_path)
+    assert protocol_build_selection(here) == ("--exclude", "tag:claims")
+    assert protocol_build_selection(load_study(str(ROOT / "demo/claims/demo_contaminated.yml"))) == ()
+
+    def names() -> set[str]:
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            return {r[0] for r in con.sql("select table_name from information_schema.tables").fetchall()}
+        finally:
+            con.close()
+
+    claim_models = {
+        "claims",
+        "claims_py",
+        "claims_summary",
+        "claims_summary_py",
+        "int_claim_shapley",
+        "int_claim_coalition_answers",
+    }
+    # the claim jobs' staging tables are built (the raw-line rejects read them), no claim model
+    assert "stg_claim_values" in names() and "raw_line_rejects" in names()
+    assert not claim_models & names()
+    con = duckdb.connect(str(db))  # an earlier build of the study with claims: its tables and views
+    for name in claim_models:
+        if name.endswith("_py") or name.startswith("int_"):
+            con.execute(f"create table {name} as select 1 as x")
+    con.execute("create view claims as select * from claims_py")
+    con.execute("create view claims_summary as select * from claims_summary_py")
+    con.close()
+    assert claim_models <= names()
+    res = run_dbt(["build", "--select", "study_settings"], study.vars, db)
+    assert res.returncode == 0, res.output
+    assert not claim_models & names()
+    assert "stg_claim_values" in names()  # what is not a claim model stays
+
+
 def test_report_refuses_a_code_change_and_moves_the_old_report_away(built, tmp_path: Path) -> None:
     """Item 1 and 3: a build's code fingerprint is checked by the report as by `lookahead
     run`; the refused report's files move to results/<study>/stale/, the verdict row is

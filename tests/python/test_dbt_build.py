@@ -711,10 +711,16 @@ def test_build_is_skipped_only_while_settings_inputs_and_code_are_unchanged(buil
     reads changed (lookahead.identity.build_up_to_date). Each state a user is in after an
     edit must rebuild: an edited input row, a new raw failure line, a changed setting, a
     changed model file; an operational setting (where the report goes) does not."""
+    from functools import partial
+
+    from lookahead.claims.inputs import protocol_build_selection
     from lookahead.config import Study, resolve
-    from lookahead.identity import build_up_to_date, copy_code
+    from lookahead.identity import build_up_to_date as up_to_date
+    from lookahead.identity import copy_code
 
     study, res_ok = built
+    # the selection the fixture was built with, as `lookahead run` builds a study without claims
+    build_up_to_date = partial(up_to_date, selection=" ".join(protocol_build_selection(Study(vars=resolve(study.vars)))))
     db = tmp_path / "db.duckdb"
     shutil.copy(res_ok.db, db)
     monkeypatch.setenv("LOOKAHEAD_DUCKDB", str(db))
