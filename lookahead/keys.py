@@ -33,6 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lookahead.backends import MATMUL_PRECISION_BACKENDS
 from lookahead.backends.base import reduced_matmul_precision
 from lookahead.config import Study, protocol_setting
 from lookahead.measures import LINE_EXTRAS, REFERENCE_TASK, computes, study_measures
@@ -258,7 +259,7 @@ def _task_params(study: Study, task: str) -> dict[str, Any]:
         # (lookahead.backends.base.FULL_MATMUL_PRECISION), so it joins the key; null and
         # 'highest' are one query.
         reduced = reduced_matmul_precision(study.backend.matmul_precision)
-        if study.backend.backend == "transformers" and reduced:
+        if study.backend.backend in MATMUL_PRECISION_BACKENDS and reduced:
             params["matmul_precision"] = reduced
         study_measures(study)  # a measure the backend cannot give stops here, before any query
         # The key stands for the forward pass alone: what the study's other prompt

@@ -23,6 +23,7 @@ __all__ = [
     "FUSED_BACKENDS",
     "FUSED_SETTINGS",
     "JOB_ENVIRONMENTS",
+    "MATMUL_PRECISION_BACKENDS",
     "Backend",
     "Generation",
     "JobEnvironment",
@@ -43,6 +44,13 @@ BACKENDS: dict[str, tuple[str, str]] = {
 #: sent; the backend still confirms once loaded (transformers: only on its packed body;
 #: openai: only over vLLM's prompt_logprobs extra, known from its settings before any request).
 FUSED_BACKENDS = frozenset({"transformers", "vllm", "openai"})
+
+
+#: Backends whose prompt pass runs at the study's ``matmul_precision`` (torch's float32
+#: matmul precision): a precision below float32 there joins the Min-K% key
+#: (lookahead.keys), as it gives other log-probs on some machines. vLLM and a server set
+#: their own arithmetic, which the setting does not reach.
+MATMUL_PRECISION_BACKENDS = frozenset({"transformers"})
 
 
 def _openai_fused(settings: Any) -> str | None:

@@ -237,6 +237,9 @@ def test_a_lower_matmul_precision_joins_the_min_k_key_and_asks_in_two_passes():
     medium = Study(vars=resolve({"backend": "transformers", "matmul_precision": "medium"}, demo))
     assert task_params(medium, "mink") == {**plain, "matmul_precision": "medium"}
     assert task_params(medium, "forecast") == task_params(Study(vars=resolve({"backend": "transformers"}, demo)), "forecast")
+    # a backend the setting does not reach (lookahead.backends.MATMUL_PRECISION_BACKENDS): one query
+    vllm = task_params(Study(vars=resolve({"backend": "vllm"}, demo)), "mink")
+    assert task_params(Study(vars=resolve({"backend": "vllm", "matmul_precision": "medium"}, demo)), "mink") == vllm
 
     class Ctx:
         study = medium
