@@ -15,7 +15,6 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from lookahead.children import job_python, resolved_settings, run_dbt, run_jobs
@@ -130,11 +129,19 @@ def _protocol_findings(study: Study) -> list[Finding]:
     return [*judge(study, scan_study_rows(study)), *_claim_findings(study)]
 
 
-def _claims_inputs() -> ModuleType:
-    """lookahead.claims.inputs, imported when a command needs it (it imports pandas)."""
-    from lookahead.claims import inputs
+def _protocol_selection(study: Study) -> tuple[str, ...]:
+    """Every node, or every node but the claim path for a study without claim settings
+    (lookahead.claims.inputs.protocol_build_selection, imported when needed: it imports pandas)."""
+    from lookahead.claims.inputs import protocol_build_selection
 
-    return inputs
+    return protocol_build_selection(study)
+
+
+def _claims_selection(_study: Study) -> tuple[str, ...]:
+    """The claim path and what it reads."""
+    from lookahead.claims.inputs import CLAIM_PATH
+
+    return ("--select", "+" + CLAIM_PATH)
 
 
 def _claim_findings(study: Study) -> list[Finding]:
@@ -175,7 +182,7 @@ STUDY_KINDS: dict[str, StudyKind] = {
         "the lookahead-bias test on an observations file (seed 000), the claim tables beside "
         "it when the study has claim settings",
         True,
-        lambda study: _claims_inputs().protocol_build_selection(study),
+        _protocol_selection,
         True,
         check,
         _protocol_findings,
@@ -184,7 +191,7 @@ STUDY_KINDS: dict[str, StudyKind] = {
     "claims": StudyKind(
         "claim-level leakage alone (seed 002): predictions or task instances and a dated corpus",
         False,
-        lambda _study: ("--select", "+" + _claims_inputs().CLAIM_PATH),
+        _claims_selection,
         False,
         _claims_check,
         _claims_findings,

@@ -27,7 +27,7 @@ import duckdb
 import pandas as pd
 
 from lookahead.children import settings_file_env
-from lookahead.claims.inputs import protocol_build_selection
+from lookahead.cli import STUDY_KINDS
 from lookahead.config import STUDY_SETTINGS_ENV, Study, study_from_dbt_vars
 from lookahead.errors import StudyConfigError
 
@@ -201,10 +201,9 @@ SELECTION_FLAGS = frozenset({"--select", "-s", "--exclude", "--selector", "--res
 
 
 def study_selection(study: Study) -> tuple[str, ...]:
-    """The nodes `lookahead run` builds for the study (a protocol study's,
-    lookahead.claims.inputs.protocol_build_selection; a claim-only study's builds name
-    their own selection): what a test's build stands for."""
-    return protocol_build_selection(study) if study.output.study_kind == "protocol" else ()
+    """The nodes `lookahead run` builds for the study (its kind's entry in
+    lookahead.cli.STUDY_KINDS): what a test's build stands for."""
+    return STUDY_KINDS[study.output.study_kind].build_select(study)
 
 
 def invoke_in_process(args: list[str], env: dict[str, str]) -> tuple[int, str]:
