@@ -16,15 +16,20 @@ and great_tables insert their own."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import html
 import json
 import re
 from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
 
 import vl_convert as vlc
 from markdown_it import MarkdownIt
 
+from lookahead.cache.atomic import atomic_write_text
+from lookahead.config import PROJECT_ROOT
 from lookahead.pages.assets import gt_table
 from lookahead.pages.blocks import Bullets, Figure, Item, Links, Para, Raw, Section, Table
 from lookahead.safe_output import strip_controls
@@ -71,10 +76,38 @@ code{background:#f0f2f5;padding:0 3px;border-radius:3px}
 _md = MarkdownIt("commonmark", {"html": False}).enable("table").disable("image")
 
 
+#: Where :func:`bundle` keeps the bundle it built: the checkout's dbt target folder
+#: (gitignored; LIBRARY_CACHE in lookahead.identity lives there too). The bundle is code
+#: the page runs, so it is kept beside the code that writes it, never in a study's
+#: results or raw folder: whoever can write here can edit the package itself.
+BUNDLE_CACHE = Path("target") / "lookahead_page_bundle"
+
+
+def _bundle_path(root: Path) -> Path:
+    """The bundle's file for this vl-convert version and this EMBED: a new version or an
+    edited EMBED is another file, so a kept bundle is never one the page would not get now."""
+    version = getattr(vlc, "__version__", None) or metadata.version("vl-convert-python")
+    key = hashlib.sha256(f"{version}\0{EMBED}".encode()).hexdigest()[:24]
+    return root / BUNDLE_CACHE / f"{key}.js"
+
+
 @lru_cache(maxsize=1)
-def bundle() -> str:
-    """vega-embed, Vega-Lite and Vega in one ES module, with EMBED appended."""
-    return vlc.javascript_bundle(EMBED)
+def bundle(root: Path = PROJECT_ROOT) -> str:
+    """vega-embed, Vega-Lite and Vega in one ES module, with EMBED appended.
+
+    Building it is about a second of CPU (vl-convert bundles the JavaScript on each call)
+    against a few milliseconds to read it back, and every report writes a page: the
+    bundle is kept on disk (:data:`BUNDLE_CACHE`) and built again only for another
+    vl-convert version or EMBED."""
+    path = _bundle_path(root)
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        pass
+    script = vlc.javascript_bundle(EMBED)
+    with contextlib.suppress(OSError):  # a read-only checkout: built again next time
+        atomic_write_text(path, script)
+    return script
 
 
 def csp(script: str) -> str:

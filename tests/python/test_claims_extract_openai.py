@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from completion_server import serve_in_background
 from kill_job import kill_once_written
 
 from lookahead.claims.schema import claims_from_object
@@ -118,9 +119,7 @@ def _server(state: State) -> ThreadingHTTPServer:
             self.end_headers()
             self.wfile.write(data)
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv
+    return serve_in_background(ThreadingHTTPServer(("127.0.0.1", 0), H))
 
 
 @pytest.fixture()

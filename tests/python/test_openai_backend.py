@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
+from completion_server import serve_in_background
 
 from lookahead.backends.openai_backend import (
     BackendUnsupportedError,
@@ -369,9 +370,7 @@ def server_factory() -> Iterator[Any]:
 
     def start(**kwargs: Any) -> tuple[str, FakeOpenAIState]:
         state = FakeOpenAIState(**kwargs)
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-        httpd.daemon_threads = True
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        httpd = serve_in_background(ThreadingHTTPServer(("127.0.0.1", 0), _handler(state)))
         started.append(httpd)
         return f"http://127.0.0.1:{httpd.server_address[1]}/v1", state
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from completion_server import serve_in_background
 from test_openai_backend import FakeOpenAIState, _handler, write_openai_study
 
 from lookahead.consent import (
@@ -57,9 +57,7 @@ def remote_server() -> Iterator[Any]:
     state = FakeOpenAIState()
     from http.server import ThreadingHTTPServer
 
-    httpd = ThreadingHTTPServer((ADDRESS, 0), _handler(state))
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    httpd = serve_in_background(ThreadingHTTPServer((ADDRESS, 0), _handler(state)))
     yield f"http://{ADDRESS}:{httpd.server_address[1]}/v1", state
     httpd.shutdown()
     httpd.server_close()
@@ -135,8 +133,7 @@ def test_key_variable_refused_on_loopback_too_unless_named(
     from test_openai_backend import _handler as handler
 
     state = FakeOpenAIState()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler(state))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    httpd = serve_in_background(ThreadingHTTPServer(("127.0.0.1", 0), handler(state)))
     try:
         url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
         secret = "ghp_" + os.urandom(10).hex()

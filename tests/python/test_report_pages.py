@@ -481,3 +481,32 @@ def test_a_stated_cutoff_outside_the_break_interval_reaches_the_paragraph(studie
     fig = next(i for s in sections for i in s.items if isinstance(i, Figure) and i.name == "lap_by_month")
     assert "effective cutoff 2021-09-30" in json.dumps(fig.spec)
     assert check(text, tmp_path) == []
+
+
+def test_the_kept_script_bundle_is_what_vl_convert_builds_and_follows_its_inputs(tmp_path, monkeypatch):
+    """The page's JavaScript is kept on disk after it is first built (building it is about
+    a second of CPU a report): what is read back is what vl-convert builds, and another
+    EMBED (or vl-convert version) is another file, never the old bundle."""
+    import vl_convert as vlc
+
+    from lookahead.pages import html as page_html
+
+    def fresh(root: Path) -> str:
+        page_html.bundle.cache_clear()
+        return page_html.bundle(root)
+
+    try:
+        built = fresh(tmp_path)
+        kept = list((tmp_path / page_html.BUNDLE_CACHE).glob("*.js"))
+        assert len(kept) == 1 and kept[0].read_text(encoding="utf-8") == built == vlc.javascript_bundle(page_html.EMBED)
+        monkeypatch.setattr(vlc, "javascript_bundle", lambda *a: pytest.fail("built again although kept"))
+        assert fresh(tmp_path) == built  # read back, not built
+        monkeypatch.setattr(page_html, "EMBED", page_html.EMBED + "\n// another")
+        monkeypatch.setattr(vlc, "javascript_bundle", lambda embed: "bundle for " + embed)
+        assert fresh(tmp_path) == "bundle for " + page_html.EMBED  # another EMBED: built for it
+        assert len(list((tmp_path / page_html.BUNDLE_CACHE).glob("*.js"))) == 2
+        unwritable = tmp_path / "a file, not a folder"
+        unwritable.write_text("")
+        assert fresh(unwritable) == "bundle for " + page_html.EMBED  # nowhere to keep it: built, no error
+    finally:
+        page_html.bundle.cache_clear()
