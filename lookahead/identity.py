@@ -329,10 +329,20 @@ def build_distributions(root: Path = PROJECT_ROOT) -> dict[str, str]:
 LIBRARY_CACHE = Path("target") / "lookahead_library_versions.json"
 
 
+#: The project's own metadata folders (its editable install's dist-info in site-packages,
+#: the egg-info setuptools leaves in the checkout): not a library the build imports (its
+#: code is hashed file by file), and on the path of some processes only: dbt adds the
+#: checkout as profiles/.. (profiles/profiles.yml, module_paths), a `lookahead` command
+#: run from elsewhere does not have it. With them in the key, dbt and the lookahead
+#: command derived the versions again by turns, about 1.8 s each time.
+OWN_DISTRIBUTION_PREFIXES = ("lookahead_bias-", "lookahead_bias.")
+
+
 def _installed_key(root: Path) -> str:
     """What library_versions depends on, cheaply: the build's Python sources (their
     fingerprints) and the names of every installed distribution's metadata folder on
-    sys.path (the names carry the versions: wildboottest-0.3.2.dist-info). A folder on
+    sys.path (the names carry the versions: wildboottest-0.3.2.dist-info), each folder
+    once whatever its spelling, the project's own left out (OWN_DISTRIBUTION_PREFIXES). A folder on
     the path that holds no metadata folder (the script's folder, the working folder, a
     test's helper folder) adds no distribution and is left out: with it in, dbt, the
     lookahead command and a Python session each had a key of their own and derived the
@@ -344,13 +354,22 @@ def _installed_key(root: Path) -> str:
         for f in _tree_files(root / entry):
             if f.suffix == ".py":
                 h.update(f"{f.relative_to(root).as_posix()}\0{fingerprint(f)}\n".encode())
+    seen: set[str] = set()
     for folder in sys.path:
+        real = os.path.realpath(folder or ".")
+        if real in seen:  # the same folder again, under another spelling: first one wins
+            continue
+        seen.add(real)
         try:
-            names = sorted(n for n in os.listdir(folder or ".") if n.endswith((".dist-info", ".egg-info")))
+            names = sorted(
+                n
+                for n in os.listdir(real)
+                if n.endswith((".dist-info", ".egg-info")) and not n.startswith(OWN_DISTRIBUTION_PREFIXES)
+            )
         except OSError:
             continue
         if names:
-            h.update(f"{folder}\0{','.join(names)}\n".encode())
+            h.update(f"{real}\0{','.join(names)}\n".encode())
     return h.hexdigest()
 
 
