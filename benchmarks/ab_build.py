@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_dbt_build import EXCLUDED, MEASURES, _env, _run, bare, coefficient_gap
+from bench_dbt_build import AS_RUN, EXCLUDED, MEASURES, _env, _run, bare, coefficient_gap
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,6 +64,7 @@ def build(checkout: Path, study: Path, side: str) -> dict:
         str(study / f"target_{side}"),
         "--exclude",
         *EXCLUDED,
+        *AS_RUN,
     ]
     wall, cpu, peak, rc, tail = _run(cmd, _env(db, checkout))
     if rc:
@@ -122,6 +123,7 @@ def main() -> None:
         "head": head_sha,
         "study": str(a.study),
         "excluded": EXCLUDED,
+        "left_out": AS_RUN,
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "load_before": load_before,

@@ -44,6 +44,7 @@ import duckdb
 
 from lookahead.config import Study, default_study_path, read_study_file, resolve
 from lookahead.dbt_plugin import MEMORY_LIMIT_ENV, sized_memory_limit
+from lookahead.identity import UNIT_TESTS_LEFT_OUT
 from lookahead.keys import expected_queries
 from lookahead.rows import load_rows
 
@@ -316,6 +317,10 @@ EXCLUDED = [
     ),
     "tag:claims",
 ]
+#: What the timed build leaves out besides EXCLUDED, as `lookahead run` does: dbt's unit
+#: tests (lookahead.identity.UNIT_TESTS_LEFT_OUT), which test the models' SQL on fixed
+#: rows, not the study. --unit-tests keeps them (the basis of the figures before it).
+AS_RUN = list(UNIT_TESTS_LEFT_OUT)
 #: Per-run figures summarised per size (median) and compared per pair (dbt / bare).
 MEASURES = ("wall_s", "cpu_s", "peak_rss_mib")
 
@@ -368,13 +373,13 @@ def compare(
     vars_path = out / "vars.json"
     db = out / "bench.duckdb"
     if warm_up:  # the first build parses the project (vars changed); at 10,000,000 rows that is noise
-        dbt_build(vars_, db, EXCLUDED)
+        dbt_build(vars_, db, EXCLUDED, AS_RUN)
     load0 = os.getloadavg()
     runs_bare, runs_dbt, runs_full = [], [], []
     runs_floor: dict[str, list[dict]] = {name: [] for name in (FLOORS if floors else ())}
     for _ in range(pairs):
         runs_bare.append(bare(vars_path, out / "bare.json"))
-        runs_dbt.append(dbt_build(vars_, db, EXCLUDED))
+        runs_dbt.append(dbt_build(vars_, db, EXCLUDED, AS_RUN))
         for name, runs in runs_floor.items():
             runs.append(dbt_build(vars_, db, EXCLUDED, FLOORS[name]))
         if full_each_pair:
@@ -411,6 +416,7 @@ def compare(
         **_ratios(runs_dbt, runs_bare),
         "max_abs_coefficient_gap": gap,
         "dbt_excluded": EXCLUDED,
+        "dbt_left_out": AS_RUN,
         "wild_bootstrap_draws": WILD_DRAWS,
         "dbt_last_run": runs_dbt[-1],
         "loadavg_before": load0,
@@ -483,9 +489,12 @@ def main() -> None:
     ap.add_argument(
         "--no-warm-up", action="store_true", help="no untimed build first (it parses the project; negligible at 10,000,000 rows)"
     )
+    ap.add_argument("--unit-tests", action="store_true", help="the timed build runs the unit tests too")
     ap.add_argument("--tmp", type=Path, default=Path("/tmp/lookahead_bench"), help="generated data")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "dbt_build.json")
     args = ap.parse_args()
+    if args.unit_tests:
+        AS_RUN.clear()
     sizes = sorted(set(args.sizes) | ({1_000_000} if args.full else set()))
     results = {
         "command": " ".join(["benchmarks/bench_dbt_build.py", *sys.argv[1:]]),

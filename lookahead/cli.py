@@ -200,6 +200,16 @@ STUDY_KINDS: dict[str, StudyKind] = {
 }
 
 
+def run_build_args(study: Study) -> tuple[str, ...]:
+    """The flags of the build `lookahead run` and `lookahead build` make of the study: its
+    kind's nodes (StudyKind.build_select) without dbt's unit tests
+    (lookahead.identity.UNIT_TESTS_LEFT_OUT: they test the models' SQL on fixed rows, not
+    the study; `make test` and a plain `dbt build` run them)."""
+    from lookahead.identity import UNIT_TESTS_LEFT_OUT
+
+    return (*STUDY_KINDS[study.output.study_kind].build_select(study), *UNIT_TESTS_LEFT_OUT)
+
+
 JOB_OPTIONS_NOTE = (
     "Other options (--allow-sampling, --max-cost USD, --retry-failed) are passed to the LLM jobs' process (llm_jobs.run_all)."
 )
@@ -466,7 +476,7 @@ def _command(args: argparse.Namespace, extra: list[str], study: Study, settings:
     if args.command == "run" and not args.rebuild and kind.reuse_up_to_date_build:  # `lookahead build` always builds
         from lookahead.identity import build_up_to_date
 
-        up_to_date, why = build_up_to_date(study, " ".join(kind.build_select(study)))
+        up_to_date, why = build_up_to_date(study, " ".join(run_build_args(study)))
         build = up_to_date is None
         print(
             f"build up to date: dbt invocation {up_to_date} of study '{study.name}' (settings, "
@@ -492,7 +502,7 @@ def _command(args: argparse.Namespace, extra: list[str], study: Study, settings:
         # the build replaces the results: a build that does not finish leaves none that read as its own
         retire_study(study, "a new dbt build was started after they were written")
         rebuild = ["--full-refresh"] if args.rebuild else []
-        rc = run_dbt(["build", *kind.build_select(study), *rebuild], args.study, settings=settings)
+        rc = run_dbt(["build", *run_build_args(study), *rebuild], args.study, settings=settings)
         if 0 < rc < 128:  # a killed dbt has said so in its own line
             print("error: dbt build failed (see the messages above); no report written", file=sys.stderr)
         if rc:

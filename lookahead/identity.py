@@ -651,6 +651,30 @@ def sync_status(database: Path, stale: StaleResultError | str | None, status: st
     return mark_stale(database, "", mark=COMPLETE)
 
 
+#: What every build `lookahead run` and `lookahead build` make leaves out: dbt's unit tests
+#: (the models' `unit_tests:`), which test a model's SQL on rows written in its YAML, the
+#: same whatever the study. dbt's documentation advises running them in development and
+#: CI rather than in each production build; `make test` and any plain `dbt build` run
+#: them. They build no table, so a build with them and one without are the same build
+#: for :func:`build_up_to_date` (:func:`nodes_selected`).
+UNIT_TESTS_LEFT_OUT = ("--exclude-resource-type", "unit_test")
+
+
+def nodes_selected(selection: str) -> str:
+    """A build's selection as build_log records it (macros/build_log.sql: each flag, then
+    its values), without the exclusion of unit tests: what says which tables and data
+    tests the build made."""
+    flag, unit = UNIT_TESTS_LEFT_OUT
+    groups: list[list[str]] = []
+    for token in selection.split():
+        if token.startswith("--") or not groups:
+            groups.append([token])
+        else:
+            groups[-1].append(token)
+    kept = [g if g[0] != flag else [flag, *(v for v in g[1:] if v != unit)] for g in groups]
+    return " ".join(" ".join(g) for g in kept if len(g) > 1 or g[0] != flag)
+
+
 def build_up_to_date(study: Study, selection: str = "", root: Path = PROJECT_ROOT) -> tuple[str | None, str]:
     """(the last build's invocation id, '') when a `dbt build` now would rebuild the same
     results: the last build was a complete `dbt build` (no selection, or ``selection``, the
@@ -685,7 +709,7 @@ def build_up_to_date(study: Study, selection: str = "", root: Path = PROJECT_ROO
                 if last[1] == "started"
                 else "the last build failed"
             )
-        if last[2] != "build" or (last[3] or "") not in ("", selection):
+        if last[2] != "build" or nodes_selected(last[3] or "") not in ("", nodes_selected(selection)):
             return None, f"the last build was `dbt {last[2]}` {last[3] or ''}".rstrip() + ", not a full dbt build"
         if "build_identity" not in tables:
             return None, "the last build recorded no build identity"

@@ -73,11 +73,14 @@
     {% do run_query("checkpoint") %}
     {#- command and selection: `lookahead run` skips a build only after a complete `dbt build`
         (lookahead.identity.build_up_to_date); a `dbt run` runs no test, a selection builds a part -#}
+    {#- the resource types too: a build without its data tests is not complete; one without
+        the unit tests is what `lookahead run` makes (lookahead.cli.run_build_args) -#}
     {% set selection = [] %}
-    {% for flag in ('select', 'exclude', 'selector') %}
+    {% for flag, option in [('select', '--select'), ('exclude', '--exclude'), ('selector', '--selector'),
+        ('resource_types', '--resource-type'), ('exclude_resource_types', '--exclude-resource-type')] %}
       {% set value = invocation_args_dict.get(flag) %}
       {% if value %}
-        {% do selection.append('--' ~ flag ~ ' ' ~ (value if value is string else value | join(' '))) %}
+        {% do selection.append(option ~ ' ' ~ (value if value is string else value | join(' '))) %}
       {% endif %}
     {% endfor %}
     {% if invocation_args_dict.get('empty') %}{% do selection.append('--empty') %}{% endif %}

@@ -30,6 +30,7 @@ from lookahead.children import settings_file_env
 from lookahead.cli import STUDY_KINDS
 from lookahead.config import STUDY_SETTINGS_ENV, Study, study_from_dbt_vars
 from lookahead.errors import StudyConfigError
+from lookahead.identity import UNIT_TESTS_LEFT_OUT
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,9 +121,6 @@ def seed_parse(target: Path) -> None:
 #: worker (benchmarks/suite_dbt_in_process.py times the two side by side).
 SUBPROCESS_ENV = "LOOKAHEAD_TEST_DBT_SUBPROCESS"
 
-#: The flags that leave dbt's unit tests out of a build (run_dbt's ``unit_tests``).
-NO_UNIT_TESTS = ("--exclude-resource-type", "unit_test")
-
 #: The commands whose JSON artifacts a test reads by default (target/manifest.json of
 #: `dbt parse`, the catalog of `dbt docs generate`).
 ARTIFACT_COMMANDS = frozenset({"parse", "docs"})
@@ -157,12 +155,12 @@ def run_dbt(
 
     `unit_tests`: whether a `dbt build` runs dbt's unit tests (the models' `unit_tests:`).
     They check a model's SQL on fixed rows, the same whatever the study, so the suite runs
-    them where a build stands for the user's: the shared fixture build (shared_builds.py,
-    which passes True) and every `lookahead run` or README command a test runs as a
-    subprocess. The other builds here leave them out (NO_UNIT_TESTS, dbt's own advice
-    for builds where they would repeat): about 2.5 of a demo build's 24 CPU-s
-    (BENCHMARKS.md, "The suite"); a test that builds its own study tests that study's
-    tables and data tests, which are all still run."""
+    them where a build stands for a plain `dbt build`: the shared fixture build
+    (shared_builds.py, which passes True; test_dbt_build.py checks each one ran and
+    passed) and the README's `dbt build` and `dbt test` (test_readme_data_team.py). Every other
+    build leaves them out (lookahead.identity.UNIT_TESTS_LEFT_OUT), as `lookahead run` does:
+    about 2.5 of a demo build's 24 CPU-s (BENCHMARKS.md, "The suite"); a test that builds
+    its own study tests that study's tables and data tests, which are all still run."""
     dbt = Path(sys.executable).with_name("dbt")
     env = dbt_env(db)
     if artifacts is None:
@@ -170,7 +168,7 @@ def run_dbt(
     env["DBT_WRITE_JSON"] = "True" if artifacts else "False"
     cmd = [str(dbt), *args, "--project-dir", str(ROOT)]
     if args[:1] == ["build"] and not unit_tests and "--exclude-resource-type" not in args:
-        cmd += NO_UNIT_TESTS
+        cmd += UNIT_TESTS_LEFT_OUT
     study = None
     if not as_vars:
         with suppress(StudyConfigError):

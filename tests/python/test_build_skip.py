@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import pytest
+
 from lookahead import raw_reads
 from lookahead.config import SCHEMA, Study, load_study, resolve
 from lookahead.identity import (
@@ -21,6 +23,7 @@ from lookahead.identity import (
     copy_code,
     fingerprint,
     inputs_fingerprint,
+    nodes_selected,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,3 +161,22 @@ def test_fingerprinting_a_small_file_allocates_about_its_size(tmp_path: Path) ->
         tracemalloc.stop()
     assert digest == "sha256:" + hashlib.sha256(small.read_bytes()).hexdigest()
     assert peak < 1 << 20
+
+
+@pytest.mark.parametrize(
+    "recorded, nodes",
+    [
+        ("", ""),
+        ("--exclude-resource-type unit_test", ""),
+        ("--exclude tag:claims --exclude-resource-type unit_test", "--exclude tag:claims"),
+        ("--select +tag:claims --exclude-resource-type unit_test", "--select +tag:claims"),
+        ("--exclude-resource-type test unit_test", "--exclude-resource-type test"),
+        ("--exclude-resource-type test", "--exclude-resource-type test"),
+        ("--resource-type model", "--resource-type model"),
+    ],
+)
+def test_a_build_without_unit_tests_built_the_same_nodes(recorded: str, nodes: str) -> None:
+    """build_log's selection, read for build skipping: leaving the unit tests out (as
+    `lookahead run` does) builds the same tables and runs the same data tests; leaving
+    the data tests out, or building models only, does not."""
+    assert nodes_selected(recorded) == nodes

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 import yaml
 from dbt_runner import ROOT, DbtResult, dbt_env
@@ -62,5 +63,15 @@ def test_demo_verdict(name, expected, tmp_path):
     assert proc2.returncode == 0
     assert "build up to date: dbt invocation" in proc2.stdout  # nothing changed: no dbt build
     assert "dbt build: no database yet" in proc.stdout
+    # the build left dbt's unit tests out (lookahead.identity.UNIT_TESTS_LEFT_OUT), ran every
+    # data test, recorded so, and the second run counted it as complete (above)
+    finished = next(line for line in proc.stdout.splitlines() if "Finished running" in line)
+    assert " data tests" in finished and "unit test" not in finished, finished
+    con = duckdb.connect(str(res.db), read_only=True)
+    try:
+        selection = con.sql("select selection from build_log where status = 'success' order by finished_at").fetchall()
+    finally:
+        con.close()
+    assert selection and selection[0][0].endswith("--exclude-resource-type unit_test"), selection
     assert {p.name: p.read_bytes() for p in (tmp_path / "raw").glob("*.jsonl")} == before
     assert res2.table("verdict")["reason"].iloc[0] == verdict["reason"]
