@@ -129,11 +129,15 @@
     {{ return('') }}
   {% endif %}
   {% set seen = [verdict_id] %}
+  {#- a study without claim settings has no claim path (docs/claims.md): the claim staging
+      the raw-line rejects would read is no ancestor it builds -#}
+  {% set no_claims = not study_has_claims() %}
   {#- ancestors, a layer a pass (the project's graph is far less than 40 deep) -#}
   {% for _ in range(40) %}
     {% for id in seen | list if id in graph.nodes %}
       {% for dep in graph.nodes[id].depends_on.nodes %}
-        {% if dep not in seen and dep.split('.')[0] in ('model', 'seed', 'snapshot') %}{% do seen.append(dep) %}{% endif %}
+        {% if dep not in seen and dep.split('.')[0] in ('model', 'seed', 'snapshot')
+            and not (no_claims and 'claims' in graph.nodes[dep].tags) %}{% do seen.append(dep) %}{% endif %}
       {% endfor %}
     {% endfor %}
   {% endfor %}

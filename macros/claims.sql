@@ -71,3 +71,12 @@
 {% macro claim_model_id() -%}
   {{ sql_string(setting('claims_model_id') or setting('model_id')) }}
 {%- endmacro %}
+
+
+{#- Whether the study has claim settings (lookahead.claims.inputs.has_claims), asked of the
+    project's plugin when a node runs. At parse time it says yes, so that every ref under
+    it is in the graph. -#}
+{% macro study_has_claims() %}
+  {% if not execute %}{{ return(true) }}{% endif %}
+  {{ return(run_query("select lookahead_has_claims()").columns[0].values()[0]) }}
+{% endmacro %}

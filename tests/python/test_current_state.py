@@ -69,13 +69,15 @@ def test_a_study_without_claims_has_no_claim_tables(built, tmp_path: Path) -> No
         "claims_summary_py",
         "int_claim_shapley",
         "int_claim_coalition_answers",
+        "stg_claim_values",
     }
-    # the claim jobs' staging tables are built (the raw-line rejects read them), no claim model
-    assert "stg_claim_values" in names() and "raw_line_rejects" in names()
+    # no claim model, not even the claim jobs' staging (the raw-line rejects then read
+    # the protocol's lines only), and the protocol's tables
+    assert {"raw_line_rejects", "stg_forecast_responses"} <= names()
     assert not claim_models & names()
     con = duckdb.connect(str(db))  # an earlier build of the study with claims: its tables and views
     for name in claim_models:
-        if name.endswith("_py") or name.startswith("int_"):
+        if name.endswith("_py") or name.startswith(("int_", "stg_")):
             con.execute(f"create table {name} as select 1 as x")
     con.execute("create view claims as select * from claims_py")
     con.execute("create view claims_summary as select * from claims_summary_py")
@@ -84,7 +86,7 @@ def test_a_study_without_claims_has_no_claim_tables(built, tmp_path: Path) -> No
     res = run_dbt(["build", "--select", "study_settings"], study.vars, db)
     assert res.returncode == 0, res.output
     assert not claim_models & names()
-    assert "stg_claim_values" in names()  # what is not a claim model stays
+    assert "stg_forecast_responses" in names()  # what is not a claim model stays
 
 
 def test_report_refuses_a_code_change_and_moves_the_old_report_away(built, tmp_path: Path) -> None:

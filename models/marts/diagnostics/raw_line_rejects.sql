@@ -1,6 +1,9 @@
 -- Raw lines that carry a key the current study asks for but whose fields disagree with
 -- it (another task, row, entity, date or model, or a query text or params that do not hash
 -- to it: macros/study_helpers.sql fields_match): rejected, not trusted, with the reason.
+-- The claim jobs' lines are read for a study with claim settings only: a study without
+-- them asks no claim query, and its build leaves the claim staging out (docs/claims.md).
+{%- set with_claims = study_has_claims() %}
 with lines as (
 
     select key, task, model_id, row_id, null as entity_id, null as target_date, fields_match
@@ -48,7 +51,7 @@ protocol_rejects as (
         or coalesce(lines.entity_id, '') is distinct from coalesce(expected.entity_id, '')
         or coalesce(lines.target_date, '') is distinct from coalesce(expected.target_date, '')
 
-),
+){%- if with_claims %},
 
 -- The claim jobs' lines (the claim staging models, the study's claim model) whose own
 -- fields do not hash to their key: the key the job wrote cannot be rebuilt from them, so
@@ -80,9 +83,10 @@ claim_lines as (
     {%- endif %}
     {%- endfor %}
 
-)
+){%- endif %}
 
 select * from protocol_rejects
+{%- if with_claims %}
 union all
 select
     key,
@@ -96,3 +100,4 @@ select
         else 'query text or params do not hash to the key'
     end as reject_reason
 from claim_lines
+{%- endif %}
