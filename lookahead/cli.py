@@ -203,8 +203,7 @@ STUDY_KINDS: dict[str, StudyKind] = {
 def run_build_args(study: Study) -> tuple[str, ...]:
     """The flags of the build `lookahead run` and `lookahead build` make of the study: its
     kind's nodes (StudyKind.build_select) without dbt's unit tests
-    (lookahead.identity.UNIT_TESTS_LEFT_OUT: they test the models' SQL on fixed rows, not
-    the study; `make test` and a plain `dbt build` run them)."""
+    (lookahead.identity.UNIT_TESTS_LEFT_OUT says why)."""
     from lookahead.identity import UNIT_TESTS_LEFT_OUT
 
     return (*STUDY_KINDS[study.output.study_kind].build_select(study), *UNIT_TESTS_LEFT_OUT)

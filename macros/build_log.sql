@@ -23,7 +23,7 @@
     {#- a study without claim settings has no claim tables: those of an earlier build with
         claims go, whether this build leaves the claim path out (`lookahead run`,
         lookahead.claims.inputs.protocol_build_selection) or builds it empty (`dbt build`) -#}
-    {% if not run_query("select lookahead_has_claims()").columns[0].values()[0] %}
+    {% if not study_has_claims() %}
       {#- through the adapter, so that dbt's cache of relations, read before this hook,
           knows them gone and a plain build creates them anew -#}
       {% for node in graph.nodes.values() if node.resource_type == 'model' and 'claims' in node.tags %}
