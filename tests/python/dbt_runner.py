@@ -198,6 +198,18 @@ def run_dbt(
 SELECTION_FLAGS = frozenset({"--select", "-s", "--exclude", "--selector", "--resource-type"})
 
 
+def declared_unit_tests() -> set[tuple[str, str]]:
+    """(model, name) of every unit test the project's YAML declares, from dbt's model paths."""
+    import yaml
+
+    return {
+        (test["model"], test["name"])
+        for folder in ("models", "python_models")
+        for path in (ROOT / folder).rglob("*.yml")
+        for test in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("unit_tests") or []
+    }
+
+
 def study_selection(study: Study) -> tuple[str, ...]:
     """The nodes `lookahead run` builds for the study (its kind's entry in
     lookahead.cli.STUDY_KINDS): what a test's build stands for."""

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from dbt_runner import seed_parse
+from dbt_runner import declared_unit_tests, seed_parse
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAIM_STUDY = ROOT / "demo" / "claims" / "demo_contaminated.yml"
@@ -234,12 +234,6 @@ def test_every_unit_test_passes_in_the_readmes_plain_dbt_commands(walk: Walk) ->
     (lookahead.identity.UNIT_TESTS_LEFT_OUT), and a study without claim settings the claim
     models; the README's plain `dbt build` and `dbt test` run every unit test the project
     declares (those on the claim staging models too), and each passes."""
-    import yaml
-
-    declared = {
-        f"{test['model']}::{test['name']}"
-        for path in (ROOT / "models").rglob("*.yml")
-        for test in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("unit_tests") or []
-    }
+    declared = {f"{model}::{name}" for model, name in declared_unit_tests()}
     passed = set(re.findall(r"\bPASS (\w+::\w+) ", walk.out))
     assert len(declared) >= 10 and declared <= passed, sorted(declared - passed)
