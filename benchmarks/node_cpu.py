@@ -37,7 +37,7 @@ def node_kind(unique_id: str) -> str:
     kind = unique_id.split(".")[0]
     if kind == "test":
         name = unique_id.split(".")[2]
-        for generic in ("not_null_columns", "not_null", "accepted_values", "unique", "relationships", "accepted_range"):
+        for generic in ("column_rules", "not_null", "unique", "relationships"):
             if name.startswith(generic):
                 return f"(test: {generic})"
         return "(test: other)"

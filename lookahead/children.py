@@ -137,6 +137,45 @@ def run_dbt(args: list[str], study_file: str | None, overrides: dict | None = No
     return killed_is_one_line(proc.returncode, "dbt was", then)
 
 
+def failed_column_rules(database: Path, target: Path | None = None) -> list[str]:
+    """One line per rule and column behind each column_rules data test (macros/generic_tests.sql)
+    that failed in the last dbt command, e.g. "stg_forecast_responses.first_token_prob: 1 row
+    breaks accepted_range". Why: the project checks a model's columns in one test (one dbt
+    node, not one per column), so dbt's failure line names the test and not the column; the
+    test's query, kept in run_results.json, returns the rule, the column and the rows that
+    break it, read here from the database the build wrote. Empty when nothing can be read."""
+    target = target or PROJECT_ROOT / os.environ.get("DBT_TARGET_PATH", "target")
+    try:
+        results = json.loads((target / "run_results.json").read_text())["results"]
+        failed = [r for r in results if r["status"] == "fail" and r["unique_id"].split(".")[2].startswith("column_rules_")]
+        nodes = json.loads((target / "manifest.json").read_text())["nodes"] if failed else {}
+    except (OSError, ValueError, KeyError, IndexError):
+        return []
+    if not failed:
+        return []
+    import duckdb
+
+    lines: list[str] = []
+    try:
+        con = duckdb.connect(str(database), read_only=True)
+    except duckdb.Error:
+        return []
+    try:
+        for result in failed:
+            model = str(nodes.get(result["unique_id"], {}).get("attached_node", "")).rsplit(".", 1)[-1] or "?"
+            try:
+                rows = con.sql(result["compiled_code"]).fetchall()
+            except (duckdb.Error, KeyError, TypeError):
+                continue
+            lines += [
+                f"{model}.{column}: {n} row{'s' if n != 1 else ''} break{'' if n != 1 else 's'} {rule}"
+                for rule, column, n in rows
+            ]
+    finally:
+        con.close()
+    return lines
+
+
 class JobEnvironmentError(UserError, RuntimeError):
     """The study's backend needs an environment of its own that is missing and was not
     created (declined, or its script failed); the message says which and what to run."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lookahead.children import job_python, resolved_settings, run_dbt, run_jobs
+from lookahead.children import failed_column_rules, job_python, resolved_settings, run_dbt, run_jobs
 from lookahead.config import (
     PROJECT_ROOT,
     Study,
@@ -504,6 +504,8 @@ def _command(args: argparse.Namespace, extra: list[str], study: Study, settings:
         rc = run_dbt(["build", *run_build_args(study), *rebuild], args.study, settings=settings)
         if 0 < rc < 128:  # a killed dbt has said so in its own line
             print("error: dbt build failed (see the messages above); no report written", file=sys.stderr)
+            for line in failed_column_rules(study.database):
+                print(f"  {line}", file=sys.stderr)
         if rc:
             from lookahead.identity import mark_stale
 

@@ -14,18 +14,6 @@ select * from grouped where n_rows > 1
 {% endtest %}
 
 
-{% test accepted_range(model, column_name, min_value=none, max_value=none) %}
-select {{ column_name }}
-from {{ model }}
-where {{ column_name }} is not null
-  and (
-    false
-    {%- if min_value is not none %} or {{ column_name }} < {{ min_value }}{% endif %}
-    {%- if max_value is not none %} or {{ column_name }} > {{ max_value }}{% endif %}
-  )
-{% endtest %}
-
-
 {% test equal_rowcount(model, compare_model) %}
 with model_count as (
 
@@ -75,27 +63,60 @@ where parent.to_field is null
 {% endmacro %}
 
 
-{#- not_null on several columns of one model, as one test: each listed column must hold no
-    null; a failure returns one row per column that holds one, with how many rows
-    (null_rows). Why not dbt's not_null on each column: each data test is a dbt node, and
-    a node costs dbt about 0.02-0.03 CPU-seconds of its own (compiling, a cursor, the
-    run-result events and log lines) against about a millisecond for the query; with 129
-    columns checked that way across the protocol's models, the checks took more of the
-    91,361-row build than the staging of a cache (BENCHMARKS.md, issue 47); the claim
-    path's models and the seeds held 110 more, a fixture build's largest group of nodes.
-    One scan of the model counts the nulls of every column. -#}
-{% test not_null_columns(model, column_names) %}
+{#- The column rules of one model as one test: dbt's not_null, unique and accepted_values
+    and dbt_utils' accepted_range (inclusive bounds), each listed column with its rule, checked in one scan of
+    the model. A failure returns one row per rule and column that does not hold
+    (rule, column_name, failing_rows): rows with a null (not_null), rows beyond the first
+    with a repeated value (unique), rows whose value is outside the list (accepted_values)
+    or the range (accepted_range). Nulls pass every rule but not_null, as in dbt's own
+    tests; accepted values are compared as quoted literals, as dbt's accepted_values does
+    by default. Why not dbt's tests on each column: each data test is a dbt node, and a
+    node costs dbt about 0.02-0.03 CPU-seconds of its own (compiling, a cursor, the
+    run-result events and log lines) against about a millisecond for the query; the 248
+    column rules of the project were 236 nodes, the largest group of nodes in every build
+    (BENCHMARKS.md, issue 47). A rule with a `where` stays dbt's own test on its column. -#}
+{% test column_rules(model, not_null=[], unique=[], accepted_values={}, accepted_range={}) %}
+{%- set checks = [] -%}
+{%- for c in not_null -%}
+  {%- do checks.append(('not_null', c, 'count(*) filter (where ' ~ sql_identifier(c) ~ ' is null)')) -%}
+{%- endfor -%}
+{%- for c in unique -%}
+  {%- do checks.append(('unique', c, 'count(' ~ sql_identifier(c) ~ ') - count(distinct ' ~ sql_identifier(c) ~ ')')) -%}
+{%- endfor -%}
+{%- for c, values in accepted_values.items() -%}
+  {%- set literals = [] -%}
+  {%- for v in values -%}{%- do literals.append(sql_string(v)) -%}{%- endfor -%}
+  {%- do checks.append(('accepted_values', c, 'count(*) filter (where ' ~ sql_identifier(c) ~ ' not in (' ~ literals | join(', ') ~ '))')) -%}
+{%- endfor -%}
+{%- for c, bounds in accepted_range.items() -%}
+  {%- set outside = [] -%}
+  {%- if bounds.get('min_value') is not none -%}{%- do outside.append(sql_identifier(c) ~ ' < ' ~ bounds.min_value) -%}{%- endif -%}
+  {%- if bounds.get('max_value') is not none -%}{%- do outside.append(sql_identifier(c) ~ ' > ' ~ bounds.max_value) -%}{%- endif -%}
+  {%- do checks.append(('accepted_range', c, 'count(*) filter (where ' ~ outside | join(' or ') ~ ')')) -%}
+{%- endfor -%}
+{%- if not checks -%}
+  {{ exceptions.raise_compiler_error("column_rules on " ~ model ~ " lists no column") }}
+{%- endif -%}
 with counts as (
 
     select
-    {%- for c in column_names %}
-        count(*) filter (where {{ sql_identifier(c) }} is null) as {{ sql_identifier(c) }}{{ ',' if not loop.last }}
+    {%- for rule, c, expression in checks %}
+        {{ expression }} as {{ sql_identifier(rule ~ ' ' ~ c) }}{{ ',' if not loop.last }}
     {%- endfor %}
     from {{ model }}
 
+),
+
+per_rule as (
+
+    unpivot counts on columns(*) into name rule_column value failing_rows
+
 )
 
-select column_name, null_rows
-from (unpivot counts on columns(*) into name column_name value null_rows) as per_column
-where null_rows > 0
+select
+    split_part(rule_column, ' ', 1) as rule,
+    substr(rule_column, strpos(rule_column, ' ') + 1) as column_name,
+    failing_rows
+from per_rule
+where failing_rows > 0
 {% endtest %}

@@ -15,6 +15,8 @@ import pandas as pd
 import pytest
 from dbt_runner import ROOT, declared_unit_tests, run_dbt
 
+from lookahead.children import failed_column_rules
+
 
 @pytest.fixture(scope="module")
 def built(fixture_build):
@@ -110,25 +112,43 @@ def test_relationships_test_still_catches_an_unknown_parent_value(built, tmp_pat
     assert re.search(r"Got 1 result, configured to fail if != 0", broken.output), broken.output[-2000:]
 
 
-def test_not_null_columns_names_each_column_that_holds_a_null(built, tmp_path):
-    """The project's not_null_columns test (macros/generic_tests.sql: every listed column
-    of a model checked in one query) passes on the built panel, and fails with one result
-    per column holding a null when two of the listed columns get one, a third column
-    (not listed) a null too: the nulls are counted per column, and only the listed ones."""
+def test_column_rules_name_each_rule_and_column_that_fails(built, tmp_path):
+    """The project's column_rules test (macros/generic_tests.sql: a model's not_null,
+    unique and accepted_values rules, one query) passes on the built panel, and fails with
+    one result per rule and column that breaks, with how many rows break it: two listed
+    columns get a null, a third (not listed) a null too, one row_id is repeated, one
+    sample is neither pre nor post, and a high_lap turns null (which accepted_values
+    lets pass, as dbt's own test does). Each count is checked against the edit."""
     study, res = built
     db = tmp_path / "db.duckdb"
     shutil.copy(res.db, db)
-    select = ["test", "--select", "test_name:not_null_columns,panel"]
+    select = ["test", "--select", "test_name:column_rules,panel", "--store-failures"]
     ok = run_dbt(select, study.vars, db)
-    assert ok.returncode == 0 and re.search(r"1 of 1 PASS not_null_columns_panel_", ok.output), ok.output[-2000:]
+    assert ok.returncode == 0 and re.search(r"1 of 1 PASS column_rules_panel_", ok.output), ok.output[-2000:]
     con = duckdb.connect(str(db))
-    rows = con.execute("select row_id from panel order by row_id limit 2").fetchall()
-    con.execute("update panel set outcome = null where row_id = ?", [rows[0][0]])
-    con.execute("update panel set period = null, entity_name = null where row_id = ?", [rows[1][0]])
+    rows = [r[0] for r in con.execute("select row_id from panel order by row_id limit 4").fetchall()]
+    con.execute("update panel set outcome = null where row_id = ?", [rows[0]])
+    con.execute("update panel set period = null, entity_name = null where row_id = ?", [rows[1]])
+    con.execute("update panel set row_id = ? where row_id = ?", [rows[3], rows[2]])
+    con.execute("update panel set sample = 'neither', high_lap = null where row_id = ?", [rows[0]])
     con.close()
     broken = run_dbt(select, study.vars, db)
     assert broken.returncode != 0
-    assert re.search(r"Got 2 results, configured to fail if != 0", broken.output), broken.output[-2000:]
+    assert re.search(r"Got 4 results, configured to fail if != 0", broken.output), broken.output[-2000:]
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        (table,) = con.execute(
+            "select table_schema || '.' || table_name from information_schema.tables where table_name like 'column_rules_panel%'"
+        ).fetchone()
+        failed = {(r, c): n for r, c, n in con.execute(f"select rule, column_name, failing_rows from {table}").fetchall()}
+    finally:
+        con.close()
+    assert failed == {
+        ("not_null", "outcome"): 1,
+        ("not_null", "period"): 1,
+        ("unique", "row_id"): 1,
+        ("accepted_values", "sample"): 1,
+    }
 
 
 def test_recall_probabilities_follow_the_protocol_rule(built):
@@ -281,12 +301,18 @@ def test_bad_logprobs_fail_at_the_gates(built, tmp_path):
         path.write_text("".join(json.dumps(x) + "\n" for x in lines))
 
     vars_, target = _broken_copy(tmp_path, study, poison)
-    res = run_dbt(["build"], vars_, target / "db.duckdb")
+    res = run_dbt(["build"], vars_, target / "db.duckdb", artifacts=True)  # run_results.json: read below
     assert res.returncode != 0
     assert "GX gate 'gate_mink_scores' failed" in res.output
     assert "GX gate 'gate_recall_pairs' failed" in res.output
     assert "expect_column_values_to_be_between(n_invalid_logprobs)" in res.output
-    assert re.search(r"Failure in test \w*_forecast_\w*first_token_prob", res.output)
+    # the staging model's column rules fail, and their query, which `lookahead run` reads
+    # back after a failed build (lookahead.children.failed_column_rules), names the rule
+    # and the column: the NaN first-token probability, one row outside [0, 1]
+    assert re.search(r"Failure in test column_rules_stg_forecast_resp", res.output), res.output[-3000:]
+    assert failed_column_rules(res.db, res.db.parent / "target") == [
+        "stg_forecast_responses.first_token_prob: 1 row breaks accepted_range"
+    ]
     assert not res.has_table("regression_results") and not res.has_table("verdict")
 
 
