@@ -72,9 +72,10 @@ where parent.to_field is null
     tests; accepted values are compared as quoted literals, as dbt's accepted_values does
     by default. Why not dbt's tests on each column: each data test is a dbt node, and a
     node costs dbt about 0.02-0.03 CPU-seconds of its own (compiling, a cursor, the
-    run-result events and log lines) against about a millisecond for the query; the 248
-    column rules of the project were 236 nodes, the largest group of nodes in every build
-    (BENCHMARKS.md, issue 47). A rule with a `where` stays dbt's own test on its column. -#}
+    run-result events and log lines) against about a millisecond for the query; the
+    project's 358 column rules were 168 test nodes, the largest group of nodes in every
+    build, and are 61 (BENCHMARKS.md, issue 47). A rule with a `where` stays dbt's own test
+    on its column. -#}
 {% test column_rules(model, not_null=[], unique=[], accepted_values={}, accepted_range={}) %}
 {%- set checks = [] -%}
 {%- for c in not_null -%}
