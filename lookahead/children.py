@@ -137,15 +137,19 @@ def run_dbt(args: list[str], study_file: str | None, overrides: dict | None = No
     return killed_is_one_line(proc.returncode, "dbt was", then)
 
 
-def failed_column_rules(database: Path, target: Path | None = None) -> list[str]:
+def failed_column_rules(database: Path, target: Path | None = None, since: float = 0.0) -> list[str]:
     """One line per rule and column behind each column_rules data test (macros/generic_tests.sql)
     that failed in the last dbt command, e.g. "stg_forecast_responses.first_token_prob: 1 row
     breaks accepted_range". Why: the project checks a model's columns in one test (one dbt
     node, not one per column), so dbt's failure line names the test and not the column; the
     test's query, kept in run_results.json, returns the rule, the column and the rows that
-    break it, read here from the database the build wrote. Empty when nothing can be read."""
+    break it, read here from the database the build wrote. Empty when nothing can be read,
+    or when run_results.json is older than `since` (a command that failed before writing it
+    leaves an earlier command's)."""
     target = target or PROJECT_ROOT / os.environ.get("DBT_TARGET_PATH", "target")
     try:
+        if (target / "run_results.json").stat().st_mtime < since:
+            return []
         results = json.loads((target / "run_results.json").read_text())["results"]
         failed = [r for r in results if r["status"] == "fail" and r["unique_id"].split(".")[2].startswith("column_rules_")]
         nodes = json.loads((target / "manifest.json").read_text())["nodes"] if failed else {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -501,10 +502,11 @@ def _command(args: argparse.Namespace, extra: list[str], study: Study, settings:
         # the build replaces the results: a build that does not finish leaves none that read as its own
         retire_study(study, "a new dbt build was started after they were written")
         rebuild = ["--full-refresh"] if args.rebuild else []
+        started = time.time()
         rc = run_dbt(["build", *run_build_args(study), *rebuild], args.study, settings=settings)
         if 0 < rc < 128:  # a killed dbt has said so in its own line
             print("error: dbt build failed (see the messages above); no report written", file=sys.stderr)
-            for line in failed_column_rules(study.database):
+            for line in failed_column_rules(study.database, since=started):
                 print(f"  {line}", file=sys.stderr)
         if rc:
             from lookahead.identity import mark_stale

@@ -310,9 +310,10 @@ def test_bad_logprobs_fail_at_the_gates(built, tmp_path):
     # back after a failed build (lookahead.children.failed_column_rules), names the rule
     # and the column: the NaN first-token probability, one row outside [0, 1]
     assert re.search(r"Failure in test column_rules_stg_forecast_resp", res.output), res.output[-3000:]
-    assert failed_column_rules(res.db, res.db.parent / "target") == [
-        "stg_forecast_responses.first_token_prob: 1 row breaks accepted_range"
-    ]
+    target_dir = res.db.parent / "target"
+    assert failed_column_rules(res.db, target_dir) == ["stg_forecast_responses.first_token_prob: 1 row breaks accepted_range"]
+    # results older than the command (one that failed before writing its own) are not read
+    assert failed_column_rules(res.db, target_dir, since=(target_dir / "run_results.json").stat().st_mtime + 1) == []
     assert not res.has_table("regression_results") and not res.has_table("verdict")
 
 
