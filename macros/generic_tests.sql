@@ -75,7 +75,8 @@ where parent.to_field is null
     run-result events and log lines) against about a millisecond for the query; the
     project's 358 column rules were 168 test nodes, the largest group of nodes in every
     build, and are 61 (BENCHMARKS.md, issue 47). A rule with a `where` stays dbt's own test
-    on its column. -#}
+    on its column. Each use names itself `column_rules_<model>` in the YAML (`name:`), so
+    what dbt prints is the model, not the arguments flattened into a name. -#}
 {% test column_rules(model, not_null=[], unique=[], accepted_values={}, accepted_range={}) %}
 {%- set checks = [] -%}
 {%- for c in not_null -%}

@@ -124,7 +124,7 @@ def test_column_rules_name_each_rule_and_column_that_fails(built, tmp_path):
     shutil.copy(res.db, db)
     select = ["test", "--select", "test_name:column_rules,panel", "--store-failures"]
     ok = run_dbt(select, study.vars, db)
-    assert ok.returncode == 0 and re.search(r"1 of 1 PASS column_rules_panel_", ok.output), ok.output[-2000:]
+    assert ok.returncode == 0 and re.search(r"1 of 1 PASS column_rules_panel\b", ok.output), ok.output[-2000:]
     con = duckdb.connect(str(db))
     rows = [r[0] for r in con.execute("select row_id from panel order by row_id limit 4").fetchall()]
     con.execute("update panel set outcome = null where row_id = ?", [rows[0]])
