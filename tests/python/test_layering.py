@@ -101,6 +101,31 @@ def test_yaml_declares_data_tests_not_the_deprecated_tests_key():
     assert not found, found
 
 
+def test_column_rules_are_one_named_test_per_model(manifest):
+    """A model's column checks are its one `column_rules` test (macros/generic_tests.sql),
+    named `column_rules_<model>`, so a build prints one node per model under the model's
+    name; dbt's one-column not_null, unique and accepted_values stay only where a `where`
+    limits them, or on the gates, whose four models share one column list (a YAML anchor)."""
+    wrong = []
+    per_model: dict[str, int] = {}
+    for n in manifest["nodes"].values():
+        if n["resource_type"] != "test" or not n.get("test_metadata"):
+            continue
+        kind, model = n["test_metadata"]["name"], str(n.get("attached_node") or "").rsplit(".", 1)[-1]
+        if kind == "column_rules":
+            per_model[model] = per_model.get(model, 0) + 1
+            if n["name"] != f"column_rules_{model}":
+                wrong.append(f"{n['name']}: not column_rules_{model}")
+        elif (
+            kind in ("not_null", "unique", "accepted_values", "accepted_range")
+            and not n["config"].get("where")
+            and not model.startswith("gate_")
+        ):
+            wrong.append(f"{model}.{n.get('column_name')}: {kind} outside the model's column_rules")
+    wrong += [f"{m}: {k} column_rules tests" for m, k in per_model.items() if k > 1]
+    assert per_model and not wrong, "\n".join(sorted(wrong))
+
+
 def test_contracts_layout_table_lists_each_folders_models(manifest):
     """docs/CONTRACTS.md's layout table names every model in its folder's row, and no other."""
     rows = {}
