@@ -64,8 +64,8 @@ where parent.to_field is null
 
 
 {#- The column rules of one model as one test: dbt's not_null, unique and accepted_values
-    and dbt_utils' accepted_range (inclusive bounds), each listed column with its rule, checked in one scan of
-    the model. A failure returns one row per rule and column that does not hold
+    and dbt_utils' accepted_range (inclusive bounds, numbers), each listed column with its
+    rule, checked in one scan of the model. A failure returns one row per rule and column that does not hold
     (rule, column_name, failing_rows): rows with a null (not_null), rows beyond the first
     with a repeated value (unique), rows whose value is outside the list (accepted_values)
     or the range (accepted_range). Nulls pass every rule but not_null, as in dbt's own
@@ -92,12 +92,19 @@ where parent.to_field is null
 {%- endfor -%}
 {%- for c, bounds in accepted_range.items() -%}
   {%- set outside = [] -%}
-  {%- if bounds.get('min_value') is not none -%}{%- do outside.append(sql_identifier(c) ~ ' < ' ~ bounds.min_value) -%}{%- endif -%}
-  {%- if bounds.get('max_value') is not none -%}{%- do outside.append(sql_identifier(c) ~ ' > ' ~ bounds.max_value) -%}{%- endif -%}
+  {%- for key, op in [('min_value', ' < '), ('max_value', ' > ')] if bounds.get(key) is not none -%}
+    {%- if bounds[key] is not number -%}
+      {{ exceptions.raise_compiler_error("column_rules: the accepted_range of " ~ c ~ " has a " ~ key ~ " that is not a number") }}
+    {%- endif -%}
+    {%- do outside.append(sql_identifier(c) ~ op ~ bounds[key]) -%}
+  {%- endfor -%}
+  {%- if not outside -%}
+    {{ exceptions.raise_compiler_error("column_rules: the accepted_range of " ~ c ~ " has neither min_value nor max_value") }}
+  {%- endif -%}
   {%- do checks.append(('accepted_range', c, 'count(*) filter (where ' ~ outside | join(' or ') ~ ')')) -%}
 {%- endfor -%}
 {%- if not checks -%}
-  {{ exceptions.raise_compiler_error("column_rules on " ~ model ~ " lists no column") }}
+  {{ exceptions.raise_compiler_error("column_rules lists no column") }}
 {%- endif -%}
 with counts as (
 
