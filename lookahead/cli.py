@@ -505,9 +505,7 @@ def _command(args: argparse.Namespace, extra: list[str], study: Study, settings:
         started = time.time()
         rc = run_dbt(["build", *run_build_args(study), *rebuild], args.study, settings=settings)
         if 0 < rc < 128:  # a killed dbt has said so in its own line
-            print("error: dbt build failed (see the messages above); no report written", file=sys.stderr)
-            for line in failed_column_rules(study.database, since=started):
-                print(f"  {line}", file=sys.stderr)
+            say_build_failed(study.database, since=started)
         if rc:
             from lookahead.identity import mark_stale
 
@@ -517,6 +515,15 @@ def _command(args: argparse.Namespace, extra: list[str], study: Study, settings:
     if args.command in ("report", "run"):
         return kind.report(study)
     return 0
+
+
+def say_build_failed(database: Path, since: float) -> None:
+    """After a dbt build that failed: one line that says so, then each column rule a failed
+    `column_rules` test found broken, with its model, column and rows (dbt's own lines name
+    only the test: lookahead.children.failed_column_rules)."""
+    print("error: dbt build failed (see the messages above); no report written", file=sys.stderr)
+    for line in failed_column_rules(database, since=since):
+        print(f"  {line}", file=sys.stderr)
 
 
 def refusals_first(study: Study, kind: StudyKind) -> int:

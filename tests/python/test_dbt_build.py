@@ -16,6 +16,7 @@ import pytest
 from dbt_runner import ROOT, declared_unit_tests, run_dbt
 
 from lookahead.children import failed_column_rules
+from lookahead.cli import say_build_failed
 
 
 @pytest.fixture(scope="module")
@@ -283,7 +284,7 @@ def test_report_refuses_a_verdict_built_from_other_inputs(built, tmp_path):
         write_report(Study(vars=resolve({**here.vars, "cluster": "date"})), database=db)
 
 
-def test_bad_logprobs_fail_at_the_gates(built, tmp_path):
+def test_bad_logprobs_fail_at_the_gates(built, tmp_path, monkeypatch, capsys):
     """A NaN prompt log-prob (it would sort above every number and drop out of the lowest
     K%), a +5 on a non-label recall token (P above 1 elsewhere in the line) and a NaN
     first-token probability stop the build at the gates and tests, naming the check."""
@@ -309,9 +310,13 @@ def test_bad_logprobs_fail_at_the_gates(built, tmp_path):
     # the staging model's column rules fail, and their query, which `lookahead run` reads
     # back after a failed build (lookahead.children.failed_column_rules), names the rule
     # and the column: the NaN first-token probability, one row outside [0, 1]
-    assert re.search(r"Failure in test column_rules_stg_forecast_resp", res.output), res.output[-3000:]
+    assert re.search(r"Failure in test column_rules_stg_forecast_responses\b", res.output), res.output[-3000:]
+    # what `lookahead run` and `lookahead build` print after it (dbt's target folder found
+    # as theirs is, by $DBT_TARGET_PATH)
     target_dir = res.db.parent / "target"
-    assert failed_column_rules(res.db, target_dir) == ["stg_forecast_responses.first_token_prob: 1 row breaks accepted_range"]
+    monkeypatch.setenv("DBT_TARGET_PATH", str(target_dir))
+    say_build_failed(res.db, since=0.0)
+    assert capsys.readouterr().err.splitlines()[1:] == ["  stg_forecast_responses.first_token_prob: 1 row breaks accepted_range"]
     # results older than the command (one that failed before writing its own) are not read
     assert failed_column_rules(res.db, target_dir, since=(target_dir / "run_results.json").stat().st_mtime + 1) == []
     assert not res.has_table("regression_results") and not res.has_table("verdict")
