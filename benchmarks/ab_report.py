@@ -1,14 +1,15 @@
-"""Benchmark: `lookahead report` of one built study by two checkouts, run alternately.
+"""Benchmark: `lookahead report` (or `lookahead build`) of one study by two checkouts, run alternately.
 
 What a change did to the command a user runs after every build (and that `lookahead run`
-ends with): each checkout first builds the study into a database of its own with
-`lookahead run` (its answers cached in the study's raw_dir, so no model is asked), then
-the two report in turn, base first in odd rounds and head first in even ones, each a
-fresh process timed from outside (wall; user + system CPU of the process and the
-children it waited for, from resource.getrusage). The study file is written per side with its own
+ends with), or to the build itself (`--command build`: `lookahead build` always builds):
+each checkout first builds the study into a database of its own with `lookahead run`
+(its answers cached in the study's raw_dir, so no model is asked), then the two run the
+command in turn, base first in odd rounds and head first in even ones, each a fresh
+process timed from outside (wall; user + system CPU of the process and the children it
+waited for, from resource.getrusage). The study file is written per side with its own
 results folder.
 
-    python benchmarks/ab_report.py --base CHECKOUT --head CHECKOUT --study FILE [--rounds 4] --out FILE
+    python benchmarks/ab_report.py --base CHECKOUT --head CHECKOUT --study FILE [--command build] [--rounds 4] --out FILE
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def main() -> None:
     ap.add_argument("--base", type=Path, required=True)
     ap.add_argument("--head", type=Path, required=True)
     ap.add_argument("--study", type=Path, required=True, help="a study file whose raw_dir holds every answer")
+    ap.add_argument("--command", choices=("report", "build"), default="report", help="the command timed")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
@@ -77,9 +79,11 @@ def main() -> None:
         pair = ("base", "head") if i % 2 == 0 else ("head", "base")
         order.append(",".join(pair))
         for side in pair:
-            r = _cpu_child([str(sides[side] / ".venv/bin/lookahead"), "report", "--study", str(files[side])], envs[side], work)
+            r = _cpu_child(
+                [str(sides[side] / ".venv/bin/lookahead"), args.command, "--study", str(files[side])], envs[side], work
+            )
             if r["returncode"]:
-                sys.exit(f"{side}: lookahead report failed: {r['tail']}")
+                sys.exit(f"{side}: lookahead {args.command} failed: {r['tail']}")
             runs[side].append({k: r[k] for k in ("wall_s", "cpu_s")})
             print(f"round {i + 1} {side}: wall {r['wall_s']:.2f} s, CPU {r['cpu_s']:.2f} s", flush=True)
     medians = {side: {m: statistics.median(r[m] for r in rs) for m in ("wall_s", "cpu_s")} for side, rs in runs.items()}
