@@ -151,8 +151,12 @@ def failed_column_rules(database: Path, target: Path | None = None, since: float
         if (target / "run_results.json").stat().st_mtime < since:
             return []
         results = json.loads((target / "run_results.json").read_text())["results"]
-        failed = [r for r in results if r["status"] == "fail" and r["unique_id"].split(".")[2].startswith("column_rules_")]
-        nodes = json.loads((target / "manifest.json").read_text())["nodes"] if failed else {}
+        # each test is named column_rules_<model> (tests/python/test_layering.py holds it)
+        failed = {
+            r["unique_id"].split(".")[2].removeprefix("column_rules_"): r["compiled_code"]
+            for r in results
+            if r["status"] == "fail" and r["unique_id"].split(".")[2].startswith("column_rules_")
+        }
     except (OSError, ValueError, KeyError, IndexError):
         return []
     if not failed:
@@ -165,11 +169,10 @@ def failed_column_rules(database: Path, target: Path | None = None, since: float
     except duckdb.Error:
         return []
     try:
-        for result in failed:
-            model = str(nodes.get(result["unique_id"], {}).get("attached_node", "")).rsplit(".", 1)[-1] or "?"
+        for model, query in failed.items():
             try:
-                rows = con.sql(result["compiled_code"]).fetchall()
-            except (duckdb.Error, KeyError, TypeError):
+                rows = con.sql(query).fetchall()
+            except (duckdb.Error, TypeError):
                 continue
             lines += [
                 f"{model}.{column}: {n} row{'s' if n != 1 else ''} break{'' if n != 1 else 's'} {rule}"
