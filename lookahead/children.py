@@ -145,7 +145,9 @@ def failed_column_rules(database: Path, target: Path | None = None, since: float
     test's query, kept in run_results.json, returns the rule, the column and the rows that
     break it, read here from the database the build wrote. Empty when nothing can be read,
     or when run_results.json is older than `since` (a command that failed before writing it
-    leaves an earlier command's)."""
+    leaves an earlier command's). The query is text read from a file, so it runs on a
+    read-only connection without external access: it can read the database's tables and
+    nothing else (no file read or written, no extension loaded)."""
     target = target or PROJECT_ROOT / os.environ.get("DBT_TARGET_PATH", "target")
     try:
         if (target / "run_results.json").stat().st_mtime < since:
@@ -153,9 +155,9 @@ def failed_column_rules(database: Path, target: Path | None = None, since: float
         results = json.loads((target / "run_results.json").read_text())["results"]
         # each test is named column_rules_<model> (tests/python/test_layering.py holds it)
         failed = {
-            r["unique_id"].split(".")[2].removeprefix("column_rules_"): r["compiled_code"]
+            name.removeprefix("column_rules_"): r["compiled_code"]
             for r in results
-            if r["status"] == "fail" and r["unique_id"].split(".")[2].startswith("column_rules_")
+            if r["status"] == "fail" and (name := r["unique_id"].split(".")[2]).startswith("column_rules_")
         }
     except (OSError, ValueError, KeyError, IndexError):
         return []
@@ -165,7 +167,7 @@ def failed_column_rules(database: Path, target: Path | None = None, since: float
 
     lines: list[str] = []
     try:
-        con = duckdb.connect(str(database), read_only=True)
+        con = duckdb.connect(str(database), read_only=True, config={"enable_external_access": False})
     except duckdb.Error:
         return []
     try:

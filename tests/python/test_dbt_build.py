@@ -322,6 +322,27 @@ def test_bad_logprobs_fail_at_the_gates(built, tmp_path, monkeypatch, capsys):
     assert not res.has_table("regression_results") and not res.has_table("verdict")
 
 
+def test_a_failed_rules_query_read_back_can_only_read_the_database(tmp_path):
+    """failed_column_rules runs a query read from run_results.json: one planted there that
+    would write a file (or read one) is refused and prints nothing; a plain select of the
+    database's tables is read."""
+    db = tmp_path / "db.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("create table panel as select 1 as row_id")
+    con.close()
+    acted = tmp_path / "acted.csv"
+    queries = {
+        "column_rules_panel.a": "select 'unique' as rule, 'row_id' as column_name, count(*) as n from panel",
+        "column_rules_copy.b": f"copy (select 'unique', 'x', 1) to '{acted}'",
+        "column_rules_read.c": f"select 'unique', 'x', count(*) from read_csv('{db}')",
+    }
+    (tmp_path / "run_results.json").write_text(
+        json.dumps({"results": [{"unique_id": f"test.p.{k}", "status": "fail", "compiled_code": q} for k, q in queries.items()]})
+    )
+    assert failed_column_rules(db, tmp_path) == ["panel.row_id: 1 row breaks unique"]
+    assert not acted.exists()
+
+
 def test_invalid_rows_are_rejected_with_reasons_and_counted(built, tmp_path):
     study, _ = built
     bad = {
