@@ -65,8 +65,8 @@ where parent.to_field is null
 
 {#- The column rules of one model as one test: dbt's not_null, unique and accepted_values
     and dbt_utils' accepted_range (inclusive bounds, numbers), each listed column with its
-    rule, checked in one scan of the model. A failure returns one row per rule and column that does not hold
-    (rule, column_name, failing_rows): rows with a null (not_null), rows beyond the first
+    rule, checked in one scan of the model. A failure returns one row per rule and column
+    that does not hold (rule, column_name, failing_rows): rows with a null (not_null), rows beyond the first
     with a repeated value (unique), rows whose value is outside the list (accepted_values)
     or the range (accepted_range). Nulls pass every rule but not_null, as in dbt's own
     tests; accepted values are compared as quoted literals, as dbt's accepted_values does
