@@ -537,8 +537,8 @@ class TransformersBackend(Backend):
         appends per sequence the (vocab_mean, vocab_var) of each of those positions. With
         `fused` (a dict; only on the packed body, :meth:`fused_scoring`), also the same
         pass's next-token logits after each full prompt (``fused["last"]``, [batch,
-        vocab] fp32) and its keys and values (``fused["kv"]``), which the answer continues
-        from (:meth:`generate_scored`)."""
+        vocab] fp32) and its keys and values (``fused["kv"]``, with ``fused["room"]``
+        columns more), which the answer continues from (:meth:`generate_scored`)."""
         torch = self._torch
         ids, mask = self._right_padded(seqs)
         target_mask = mask[:, 1:].bool()
@@ -550,7 +550,8 @@ class TransformersBackend(Backend):
             body = self._mink_base(model)
             if isinstance(body, PackedLlamaBody):
                 kv: list[tuple[Any, Any]] | None = [] if fused is not None else None
-                packed = body(seqs, kv)  # [sum(len), hidden]: every token of every sequence
+                room = int(fused.get("room", 0)) if fused is not None else 0
+                packed = body(seqs, kv, room)  # [sum(len), hidden]: every token of every sequence
                 starts = [0]
                 for s in seqs[:-1]:
                     starts.append(starts[-1] + len(s))
@@ -626,8 +627,9 @@ class TransformersBackend(Backend):
         Min-K% line equals the one the Min-K% job writes alone; the first answer token's
         distribution comes from the same pass (its log-probs differ from
         :meth:`generate`'s by fp32 reassociation alone), and the answer's later tokens run
-        through the model's own layers at torch's default precision, as in
-        :meth:`generate`."""
+        through the same packed body, one token per row still answering
+        (:meth:`_continue_greedy`), in float32 arithmetic at torch's default precision, as
+        :meth:`generate` runs them."""
         torch = self._torch
         seqs = [self.encode(p) for p in prompts]
         out: list[tuple[Generation, list[TokenLogprob]] | None] = [None] * len(prompts)
@@ -635,7 +637,7 @@ class TransformersBackend(Backend):
             for batch in self._batches([len(s) for s in seqs]):
                 bseqs = [seqs[i] for i in batch]
                 moments: list[list[tuple[float, float]]] | None = [] if vocab_moments else None
-                fused: dict[str, Any] = {}
+                fused: dict[str, Any] = {"room": max(max_tokens - 1, 0)}
                 with self._scoring_precision():
                     lps = self._batch_token_logprobs(bseqs, moments, fused)
                 answers = self._continue_greedy(bseqs, fused["kv"], fused["last"], max_tokens, top_logprobs)
@@ -649,41 +651,42 @@ class TransformersBackend(Backend):
         self, seqs: Sequence[Sequence[int]], kv: list[tuple[Any, Any]], first: Any, max_tokens: int, top_logprobs: int
     ) -> list[tuple[str, list[TokenLogprob]]]:
         """Greedy decoding of up to `max_tokens` tokens after each prompt, from the prompt
-        pass's next-token logits `first` and its right-padded keys and values `kv`: each
-        step feeds every row's last token at its own position, the padding masked out, and
-        a row stops at the end-of-sequence token (as transformers' generate does)."""
-        from transformers import DynamicCache
+        pass's next-token logits `first` and its right-padded keys and values `kv` (with
+        room for the answer): each step runs the packed body on the last token of every
+        row still answering, at its own position (:meth:`PackedLlamaBody.decode`), the
+        padding masked out; a row stops at the end-of-sequence token (as transformers'
+        generate does) and leaves the batch.
 
+        Why rows leave: a step reads every weight whatever the rows, but its matmuls,
+        attention and element-wise ops still grow with them (on this project's 2-core CPU
+        a step of SmolLM2-135M took 56 ms for 16 rows, 26 ms for 3), and a forecast
+        batch is mostly one-word answers with a few longer ones."""
         torch = self._torch
+        body = self._mink_base(self.model)
+        head = self.model.get_output_embeddings()
         n = len(seqs)
         lens = torch.tensor([len(s) for s in seqs], dtype=torch.long, device=self.device)
         width = int(lens.max())
-        mask = (torch.arange(width, device=self.device)[None, :] < lens[:, None]).long()
-        cache = DynamicCache(config=self.model.config)
-        for layer, (k, v) in enumerate(kv):
-            cache.update(k.to(self.dtype), v.to(self.dtype), layer)
+        cols = torch.arange(kv[0][0].shape[2], device=self.device)[None, :]
+        seen = (cols < lens[:, None]) | (cols >= width)  # a row's own tokens, then the answer's
         eos = self.tokenizer.eos_token_id
         eos_ids = torch.tensor(eos if isinstance(eos, list) else [eos], device=self.device)
         tops = [self._top_k(first[r], top_logprobs) if top_logprobs > 0 else [] for r in range(n)]
         tok = first.argmax(-1)
-        done = torch.isin(tok, eos_ids)
         steps = [tok]
-        pos = lens.clone()
-        for _ in range(1, max_tokens):
-            if bool(done.all()):
+        live = torch.arange(n, device=self.device)  # the rows still answering, in kv's order
+        for t in range(1, max_tokens):
+            going = ~torch.isin(tok[live], eos_ids)
+            if not bool(going.any()):
                 break
-            mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long, device=self.device)], dim=1)
-            logits = (
-                self.model(
-                    input_ids=tok[:, None], attention_mask=mask, position_ids=pos[:, None], past_key_values=cache, use_cache=True
-                )
-                .logits[:, -1]
-                .float()
-            )
-            tok = torch.where(done, torch.full_like(tok, self.pad_id), logits.argmax(-1))
+            if not bool(going.all()):  # the finished rows leave the batch (and its cache)
+                live = live[going]
+                kv = [(k[going], v[going]) for k, v in kv]
+                seen = seen[going]
+            hidden = body.decode(tok[live], lens[live] + (t - 1), kv, width + t - 1, seen)
+            tok = torch.full_like(tok, self.pad_id)
+            tok[live] = head(hidden.to(self.dtype)).float().argmax(-1)
             steps.append(tok)
-            done = done | torch.isin(tok, eos_ids)
-            pos = pos + 1
         ids = torch.stack(steps, dim=1).tolist()
         out = []
         for r in range(n):

@@ -99,6 +99,47 @@ def test_backend_default_body_is_packed_and_matches_the_per_text_loop():
             assert mink_lap([t.logprob for t in lps]) == pytest.approx(math.exp(sum(sorted(ref)[:m]) / m), rel=1e-3)
 
 
+def greedy_by_recompute(model, seq, n):
+    """The reference answer: each next token from a full forward over the prompt and the
+    tokens so far (no cache, one sequence, transformers' own layers)."""
+    out = []
+    with torch.no_grad():
+        for _ in range(n):
+            out.append(int(model(torch.tensor([seq + out])).logits[0, -1].argmax()))
+    return out
+
+
+def test_the_one_pass_answer_is_the_greedy_answer_as_rows_finish_at_different_tokens():
+    """generate_scored decodes from the packed pass's cache with the finished rows left
+    out; each row's answer must be what a cache-free greedy loop gives, cut at its
+    end-of-sequence token, with rows of one batch finishing at different steps."""
+    model = tiny_llama()
+    n = 6
+    ref = [greedy_by_recompute(model, s, n) for s in SEQS]
+    # the end-of-sequence token: the token at which the rows' answers end earliest-but-not-all
+    ends = {}
+    for tok in {t for r in ref for t in r}:
+        ends[tok] = [r.index(tok) + 1 if tok in r else n for r in ref]
+    eos = max(ends, key=lambda t: (len(set(ends[t])), -sum(ends[t])))
+    assert len(set(ends[eos])) >= 3, ends[eos]  # rows stop at three or more different steps
+
+    class EosTok(Tok):  # generate pads the rows that finished first: pads are special
+        eos_token_id = eos
+
+        def decode(self, ids, skip_special_tokens=False):
+            return " ".join(str(int(i)) for i in ids if not (skip_special_tokens and int(i) == self.pad_token_id))
+
+    be = TransformersBackend("tiny", model=model, tokenizer=EosTok(), batch_size=3)
+    assert be.fused_scoring()
+    prompts = [" ".join(map(str, s)) for s in SEQS]
+    one = be.generate_scored(prompts, n, 3)
+    two = be.generate(prompts, n, 3)
+    for r, stop, (g, _), h in zip(ref, ends[eos], one, two, strict=True):
+        want = EosTok().decode(r[:stop], skip_special_tokens=True)
+        assert g.response_text == want == h.response_text
+        assert [t.token_id for t in g.top_logprobs] == [t.token_id for t in h.top_logprobs]
+
+
 @pytest.mark.parametrize("overrides", [{"attention_bias": True}, {"mlp_bias": True}, {"hidden_act": "gelu"}])
 def test_layers_the_packed_body_does_not_compute_keep_the_transformers_body(overrides):
     model = tiny_llama(**overrides)
