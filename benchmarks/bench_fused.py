@@ -10,7 +10,8 @@ at its first position (``generate``), then every prompt token's log-prob with th
 vocabulary moments (``prompt_logprobs(vocab_moments=True)``: Min-K%, loss, Min-K%++) and
 the zlib length (zlib). "fused" is ``generate_scored``: one pass over the prompt gives
 the same Min-K% line and the distribution after it, and the answer continues from that
-pass's keys and values (llm_jobs.fused). Both run on SmolLM2-135M-Instruct (the Q4_1
+pass's keys and values (llm_jobs.fused); the answer's part of the fused time (its greedy
+decode) is reported beside the ratio. Both run on SmolLM2-135M-Instruct (the Q4_1
 GGUF, de-quantised to float32) over headline prompts in its chat template, with the
 study's default forecast_max_tokens.
 
@@ -67,7 +68,20 @@ def main(argv: list[str] | None = None) -> int:
         [zlib_bytes(p) for p in prompts]
         return gens, lines
 
+    # the fused time's answer part: the greedy decode after the prompt pass, timed inside it
+    answer_secs: list[float] = []
+    greedy = backend._continue_greedy
+
+    def timed_greedy(*args: object) -> list:
+        t = time.perf_counter()
+        out = greedy(*args)
+        answer_secs[-1] += time.perf_counter() - t
+        return out
+
+    backend._continue_greedy = timed_greedy
+
     def fused() -> tuple[list, list]:
+        answer_secs.append(0.0)
         out = backend.generate_scored(prompts, max_tokens, 20, vocab_moments=True)
         [zlib_bytes(p) for p in prompts]
         return [g for g, _ in out], [e for _, e in out]
@@ -110,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         "median_seconds": median,
         "ratio_per_round": ratios,
         "median_ratio": statistics.median(ratios),
+        "fused_answer_seconds": answer_secs,
+        "median_fused_answer_seconds": statistics.median(answer_secs),
         "prompt_tokens_per_s": {k: n_prompt / v for k, v in median.items()},
         "prefill_flops_per_token": flops_per_token,
         "matmul_ceiling_flops": ceiling,
@@ -128,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                     "median_seconds",
                     "ratio_per_round",
                     "median_ratio",
+                    "median_fused_answer_seconds",
                     "prompt_tokens_per_s",
                     "share_of_matmul_ceiling",
                     "same_min_k_lines",

@@ -127,8 +127,10 @@ class PackedLlamaBody:
 
         Why not the model's own layers with a growing cache: transformers' per-layer ops
         (five for RMSNorm, rotary ``cat``/``neg``, the mask built again, the cache
-        concatenated again at every token) made the fused pass's answers 1.11 s against
-        0.96 s for the same 32 prompts on this project's 2-core CPU (benchmarks/HISTORY.md); this is the same fp32
+        concatenated again at every token) add to a step that is mostly a read of the
+        weights; with the rows that finished left out (TransformersBackend._continue_greedy)
+        the fused pass's answers took 0.51 s against 1.10 s (BENCHMARKS.md, "One pass for
+        the forecast and the prompt measures, against two"). This is the same fp32
         arithmetic as :meth:`__call__`, one token per sequence."""
         torch = self.torch
         F = torch.nn.functional

@@ -658,9 +658,9 @@ class TransformersBackend(Backend):
         generate does) and leaves the batch.
 
         Why rows leave: a step reads every weight whatever the rows, but its matmuls,
-        attention and element-wise ops still grow with them (on this project's 2-core CPU
-        a step of SmolLM2-135M took 56 ms for 16 rows, 26 ms for 3), and a forecast
-        batch is mostly one-word answers with a few longer ones."""
+        attention and element-wise ops still grow with them, and a forecast batch is
+        mostly one-word answers with a few longer ones: a batch's longer answers decode
+        alone."""
         torch = self._torch
         body = self._mink_base(self.model)
         head = self.model.get_output_embeddings()
