@@ -33,6 +33,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from lookahead.cache.files import files_matching
+
 #: The files the build reads under raw_dir: every task's answers and failure lines, in
 #: the single-process file and the workers' shards (lookahead.cache.files.SHARD_PATTERN).
 RAW_GLOB = "**/*.jsonl"
@@ -56,9 +58,7 @@ class FileRead:
 
 
 def _files(raw_dir: Path) -> list[Path]:
-    if not raw_dir.is_dir():
-        return []
-    return sorted((p for p in raw_dir.glob(RAW_GLOB) if p.is_file()), key=str)
+    return [p for p in files_matching(raw_dir, RAW_GLOB.removeprefix("**/")) if p.is_file()]
 
 
 def _digest(path: Path, length: int) -> str:

@@ -8,6 +8,7 @@ line is ever repaired (an append-only writer can tear nothing else)."""
 from __future__ import annotations
 
 import datetime as dt
+import fnmatch
 import json
 import os
 from collections.abc import Iterator
@@ -172,10 +173,19 @@ def load_records(path: Path, wanted: set[str] | None = None) -> dict[str, dict[s
     return out
 
 
+def files_matching(root: Path, pattern: str) -> list[Path]:
+    """Every entry whose name matches the shell ``pattern`` in ``root`` or a folder under
+    it (a glob's ``**/<pattern>``), in path order; symlinked folders are not entered.
+
+    Why not ``root.glob("**/" + pattern)``: a writer that asked nothing removes its shard
+    folder when it stops (RawStore.close) while other jobs and builds list the shards and
+    plans, and the glob's walk raises FileNotFoundError for a folder gone between listing
+    its parent and opening it; ``os.walk`` skips such a folder (a waiting job died of it)."""
+    found = [Path(folder) / f for folder, _dirs, files in os.walk(root) for f in fnmatch.filter(files, pattern)]
+    return sorted(found, key=str)
+
+
 def shard_files(raw_dir: str | os.PathLike[str], task: str) -> list[Path]:
     """Every file of a task's cache: each ``<task>.jsonl`` under ``raw_dir``, in path order
     (the order the staging models break ties in)."""
-    root = Path(raw_dir)
-    if not root.is_dir():
-        return []
-    return sorted((p for p in root.glob(SHARD_PATTERN.format(task=task)) if p.is_file()), key=str)
+    return [p for p in files_matching(Path(raw_dir), f"{task}.jsonl") if p.is_file()]

@@ -20,6 +20,7 @@ from lookahead.cache.files import (
     SHARDS_DIR,
     CacheError,
     failures_path,
+    files_matching,
     records_from,
     repair_idle_shard,
     repair_torn_tail,
@@ -311,7 +312,7 @@ class RawStore:
         out: list[Plan] = []
         said_shared = False
         own = plan_path(self.path)
-        for path in sorted(self.root.glob(f"**/{self.task}.jsonl{PLAN_SUFFIX}"), key=str):
+        for path in files_matching(self.root, f"{self.task}.jsonl{PLAN_SUFFIX}"):
             file = path.with_name(path.name[: -len(PLAN_SUFFIX)])
             if path == own or not lock_is_held(file):
                 continue

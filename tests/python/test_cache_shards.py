@@ -4,6 +4,7 @@ one line per key, by the jobs (lookahead.cache) and by dbt's staging models alik
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import yaml
 from dbt_runner import run_dbt
 from fixture_study import write_fixture_study
 
-from lookahead.cache.files import SHARD_PATTERN, shard_files
+from lookahead.cache.files import SHARD_PATTERN, files_matching, shard_files
 from lookahead.cache.locks import try_lock
 from lookahead.cache.lookup import load_cache
 from lookahead.cache.store import REQUIRED_FIELDS, RawStore
@@ -40,6 +41,56 @@ def write(path: Path, *records: dict, tail: str = "") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as fh:
         fh.write("".join(json.dumps(r) + "\n" for r in records) + tail)
+
+
+class Listing:
+    """What os.scandir returns (an iterator and a context manager), over entries already read."""
+
+    def __init__(self, entries):
+        self._it = iter(entries)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._it)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def close(self):
+        pass
+
+
+def test_a_shard_folder_removed_while_the_shards_are_listed_is_skipped(tmp_path, monkeypatch):
+    """A writer that asked nothing removes its shard folder when it stops (RawStore.close)
+    while another job lists the shards and the plans: here the folder goes right after
+    shards/ was listed, before it is opened. The listing skips it; before, the walk raised
+    FileNotFoundError and the waiting job stopped with it (seen once in the suite)."""
+    raw = tmp_path / "raw"
+    write(raw / "shards/h-0/recall.jsonl", rec("a", "2026-01-01T00:00:00.000000+00:00"))
+    (raw / "shards/h-0/recall.jsonl.plan").write_text("")
+    gone = raw / "shards/study-three-1"
+    gone.mkdir()
+    real = os.scandir
+
+    def scandir(path="."):
+        it = real(path)
+        if Path(path) == raw / "shards" and gone.exists():
+            with it:
+                entries = list(it)
+            gone.rmdir()  # listed, then gone
+            return Listing(entries)
+        return it
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert shard_files(raw, "recall") == [raw / "shards/h-0/recall.jsonl"]
+    gone.mkdir()
+    assert files_matching(raw, "recall.jsonl.plan") == [raw / "shards/h-0/recall.jsonl.plan"]
+    assert not gone.exists()
 
 
 def test_union_of_shards_one_line_per_key_first_written_wins(tmp_path):

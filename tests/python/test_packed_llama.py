@@ -116,7 +116,7 @@ def test_the_one_pass_answer_is_the_greedy_answer_as_rows_finish_at_different_to
     model = tiny_llama()
     n = 6
     ref = [greedy_by_recompute(model, s, n) for s in SEQS]
-    # the end-of-sequence token: the token at which the rows' answers end earliest-but-not-all
+    # the end-of-sequence token: the one that ends the rows' answers at the most different steps
     ends = {}
     for tok in {t for r in ref for t in r}:
         ends[tok] = [r.index(tok) + 1 if tok in r else n for r in ref]
