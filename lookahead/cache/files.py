@@ -137,10 +137,14 @@ def iter_records(path: Path, complete_only: bool = False) -> Iterator[dict[str, 
 
 
 def records_from(path: Path, offset: int, complete_only: bool) -> Iterator[tuple[dict[str, Any], int]]:
-    """(record, offset after its line) for each line from byte ``offset`` on."""
-    if not path.exists():
+    """(record, offset after its line) for each line from byte ``offset`` on; nothing for
+    a file that is not there (or no longer: a writer that asked nothing removes its shard
+    when it stops, files_matching)."""
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
         return
-    with open(path, "rb") as fh:
+    with fh:
         fh.seek(offset)
         lineno = 0
         for raw in fh:

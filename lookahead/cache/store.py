@@ -279,7 +279,10 @@ class RawStore:
         found = 0
         for path in shard_files(self.root, self.task):
             start = self._offsets.get(path, 0)
-            if path.stat().st_size <= start:
+            try:
+                if path.stat().st_size <= start:
+                    continue
+            except FileNotFoundError:  # an empty shard removed as its writer stopped
                 continue
             for rec, end in records_from(path, start, complete_only=True):
                 found += self._note(rec)  # first line wins; never rewritten (append-only)

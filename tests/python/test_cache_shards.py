@@ -93,6 +93,28 @@ def test_a_shard_folder_removed_while_the_shards_are_listed_is_skipped(tmp_path,
     assert not gone.exists()
 
 
+def test_a_shard_file_removed_after_it_was_listed_reads_as_empty(tmp_path, monkeypatch):
+    """The same removal a moment later: the shard's file was listed, then removed before
+    it was read. A job's look at the other shards (RawStore.refresh) and load_cache read
+    it as empty instead of stopping on FileNotFoundError."""
+    import lookahead.cache.lookup as lookup
+    import lookahead.cache.store as store_module
+
+    raw = tmp_path / "raw"
+    write(raw / "shards/h-0/recall.jsonl", rec("a", "2026-01-01T00:00:00.000000+00:00"))
+    listed = shard_files
+
+    def with_a_vanished_shard(root, task):
+        return sorted([*listed(root, task), Path(root) / "shards/study-three-1" / f"{task}.jsonl"], key=str)
+
+    with RawStore(raw / "recall.jsonl") as store:
+        monkeypatch.setattr(store_module, "shard_files", with_a_vanished_shard)
+        monkeypatch.setattr(lookup, "shard_files", with_a_vanished_shard)
+        write(raw / "shards/h-1/recall.jsonl", rec("b", "2026-01-02T00:00:00.000000+00:00"))
+        assert store.refresh() == 1
+        assert set(lookup.load_cache(raw, "recall")) == {"a", "b"}
+
+
 def test_union_of_shards_one_line_per_key_first_written_wins(tmp_path):
     raw = tmp_path / "raw"
     write(raw / "recall.jsonl", rec("a", "2026-01-02T00:00:00.000000+00:00", response_text="late"))
