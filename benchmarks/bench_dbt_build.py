@@ -38,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
@@ -365,6 +366,7 @@ def compare(
     full_each_pair: bool = False,
     reuse: bool = False,
     warm_up: bool = True,
+    left_out: Sequence[str] = tuple(AS_RUN),
 ) -> dict:
     """Alternating pairs: bare script, then dbt build without EXCLUDED (the bare script
     has none of it), then (floors) the FLOORS builds, then (full_each_pair) the whole
@@ -373,13 +375,13 @@ def compare(
     vars_path = out / "vars.json"
     db = out / "bench.duckdb"
     if warm_up:  # the first build parses the project (vars changed); at 10,000,000 rows that is noise
-        dbt_build(vars_, db, EXCLUDED, AS_RUN)
+        dbt_build(vars_, db, EXCLUDED, list(left_out))
     load0 = os.getloadavg()
     runs_bare, runs_dbt, runs_full = [], [], []
     runs_floor: dict[str, list[dict]] = {name: [] for name in (FLOORS if floors else ())}
     for _ in range(pairs):
         runs_bare.append(bare(vars_path, out / "bare.json"))
-        runs_dbt.append(dbt_build(vars_, db, EXCLUDED, AS_RUN))
+        runs_dbt.append(dbt_build(vars_, db, EXCLUDED, list(left_out)))
         for name, runs in runs_floor.items():
             runs.append(dbt_build(vars_, db, EXCLUDED, FLOORS[name]))
         if full_each_pair:
@@ -416,7 +418,7 @@ def compare(
         **_ratios(runs_dbt, runs_bare),
         "max_abs_coefficient_gap": gap,
         "dbt_excluded": EXCLUDED,
-        "dbt_left_out": AS_RUN,
+        "dbt_left_out": list(left_out),
         "wild_bootstrap_draws": WILD_DRAWS,
         "dbt_last_run": runs_dbt[-1],
         "loadavg_before": load0,
@@ -493,8 +495,6 @@ def main() -> None:
     ap.add_argument("--tmp", type=Path, default=Path("/tmp/lookahead_bench"), help="generated data")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "dbt_build.json")
     args = ap.parse_args()
-    if args.unit_tests:
-        AS_RUN.clear()
     sizes = sorted(set(args.sizes) | ({1_000_000} if args.full else set()))
     results = {
         "command": " ".join(["benchmarks/bench_dbt_build.py", *sys.argv[1:]]),
@@ -513,6 +513,7 @@ def main() -> None:
             full_each_pair=args.full_each_pair or n <= args.full_each_pair_up_to,
             reuse=args.reuse,
             warm_up=not args.no_warm_up,
+            left_out=() if args.unit_tests else AS_RUN,
         )
         results["sizes"].append(r)
         listed = ("dbt_last_run", "full_build", "bare_runs", "dbt_runs", "full_runs")
