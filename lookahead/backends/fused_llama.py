@@ -71,6 +71,29 @@ class PackedLlamaBody:
                 )
             )
 
+    def _rotation(self, positions: Any) -> tuple[Any, Any]:
+        """cos and sin of the rotary angles at ``positions``: ``[tokens, 1, head_dim/2]`` each."""
+        freqs = positions[:, None].float() * self.inv_freq[None, :]
+        return freqs.cos()[:, None, :], freqs.sin()[:, None, :]
+
+    def _qkv(self, h: Any, ln1: Any, w_qkv: Any, cos: Any, sin: Any) -> tuple[Any, Any]:
+        """One layer's queries and keys after the rotary embedding (``[tokens, heads + kv
+        heads, head_dim]``) and its values (``[tokens, kv heads * head_dim]``)."""
+        torch, hd = self.torch, self.head_dim
+        n_qk = self.n_heads + self.n_kv
+        qkv = torch.nn.functional.rms_norm(h, (h.shape[1],), ln1, self.eps) @ w_qkv
+        qk = qkv[:, : n_qk * hd].view(-1, n_qk, hd)
+        x1, x2 = qk[..., : hd // 2], qk[..., hd // 2 :]
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1), qkv[:, n_qk * hd :]
+
+    def _after_attention(self, h: Any, att: Any, w_o: Any, ln2: Any, w_gu: Any, w_down: Any) -> Any:
+        """The residual stream after a layer's output projection and its MLP."""
+        torch = self.torch
+        h = torch.addmm(h, att, w_o)
+        gu = torch.nn.functional.rms_norm(h, (h.shape[1],), ln2, self.eps) @ w_gu
+        inter = gu.shape[1] // 2
+        return torch.addmm(h, torch.nn.functional.silu(gu[:, :inter]) * gu[:, inter:], w_down)
+
     def __call__(self, seqs: Sequence[Sequence[int]], kv: list[tuple[Any, Any]] | None = None, room: int = 0) -> Any:
         """Final hidden states (after the last norm) of every token of every sequence,
         packed in order: ``[sum(len), hidden]``, fp32. With ``kv`` (a list), appends each
@@ -89,33 +112,24 @@ class PackedLlamaBody:
         pos = torch.cat([torch.arange(n) for n in lens]).to(dev)
         starts = torch.tensor([b * width for b, n in enumerate(lens) for _ in range(n)], dtype=torch.long, device=dev)
         flat = starts + pos
-        freqs = pos[:, None].float() * self.inv_freq[None, :]
-        cos, sin = freqs.cos()[:, None, :], freqs.sin()[:, None, :]  # [tokens, 1, head_dim/2]
+        cos, sin = self._rotation(pos)
         hd, nh, nkv = self.head_dim, self.n_heads, self.n_kv
-        half = hd // 2
         n_qk = nh + nkv
         width_qkv = (nh + 2 * nkv) * hd
         h = self.embed[ids]
         hidden = h.shape[1]
         padded = torch.zeros(batch * width, width_qkv, device=dev)
         for ln1, w_qkv, w_o, ln2, w_gu, w_down in self.layers:
-            qkv = F.rms_norm(h, (hidden,), ln1, self.eps) @ w_qkv
-            qk = qkv[:, : n_qk * hd].view(-1, n_qk, hd)
-            x1, x2 = qk[..., :half], qk[..., half:]
-            rot = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+            rot, values = self._qkv(h, ln1, w_qkv, cos, sin)
             padded[flat, : n_qk * hd] = rot.view(-1, n_qk * hd)
-            padded[flat, n_qk * hd :] = qkv[:, n_qk * hd :]
+            padded[flat, n_qk * hd :] = values
             heads = padded.view(batch, width, nh + 2 * nkv, hd).transpose(1, 2)
             q, k, v = heads[:, :nh], heads[:, nh:n_qk], heads[:, n_qk:]
             if kv is not None:  # `padded` is written again by the next layer: copies
                 kv.append(tuple(x.new_zeros(batch, nkv, width + room, hd) for x in (k, v)))
                 kv[-1][0][:, :, :width], kv[-1][1][:, :, :width] = k, v
             att = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=nkv != nh)
-            att = att.transpose(1, 2).reshape(batch * width, nh * hd)[flat]
-            h = torch.addmm(h, att, w_o)
-            gu = F.rms_norm(h, (hidden,), ln2, self.eps) @ w_gu
-            inter = gu.shape[1] // 2
-            h = torch.addmm(h, F.silu(gu[:, :inter]) * gu[:, inter:], w_down)
+            h = self._after_attention(h, att.transpose(1, 2).reshape(batch * width, nh * hd)[flat], w_o, ln2, w_gu, w_down)
         return F.rms_norm(h, (hidden,), self.final_norm, self.eps)
 
     def decode(self, tokens: Any, positions: Any, kv: Sequence[tuple[Any, Any]], column: int, seen: Any) -> Any:
@@ -132,27 +146,17 @@ class PackedLlamaBody:
         the fused pass's answers took 0.51 s against 1.10 s (BENCHMARKS.md, "One pass for
         the forecast and the prompt measures, against two"). This is the same fp32
         arithmetic as :meth:`__call__`, one token per sequence."""
-        torch = self.torch
-        F = torch.nn.functional
-        hd, nh, nkv = self.head_dim, self.n_heads, self.n_kv
-        half, n_qk, n = hd // 2, nh + nkv, tokens.shape[0]
-        freqs = positions[:, None].float() * self.inv_freq[None, :]
-        cos, sin = freqs.cos()[:, None, :], freqs.sin()[:, None, :]
+        F = self.torch.nn.functional
+        hd, nh, nkv, n = self.head_dim, self.n_heads, self.n_kv, tokens.shape[0]
+        cos, sin = self._rotation(positions)
         mask = seen[:, None, None, : column + 1]
         h = self.embed[tokens]
-        hidden = h.shape[1]
         for (ln1, w_qkv, w_o, ln2, w_gu, w_down), (k, v) in zip(self.layers, kv, strict=True):
-            qkv = F.rms_norm(h, (hidden,), ln1, self.eps) @ w_qkv
-            qk = qkv[:, : n_qk * hd].view(n, n_qk, hd)
-            x1, x2 = qk[..., :half], qk[..., half:]
-            rot = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+            rot, values = self._qkv(h, ln1, w_qkv, cos, sin)
             k[:, :, column] = rot[:, nh:]
-            v[:, :, column] = qkv[:, n_qk * hd :].view(n, nkv, hd)
+            v[:, :, column] = values.view(n, nkv, hd)
             att = F.scaled_dot_product_attention(
                 rot[:, :nh, None, :], k[:, :, : column + 1], v[:, :, : column + 1], attn_mask=mask, enable_gqa=nkv != nh
             )
-            h = torch.addmm(h, att.reshape(n, nh * hd), w_o)
-            gu = F.rms_norm(h, (hidden,), ln2, self.eps) @ w_gu
-            inter = gu.shape[1] // 2
-            h = torch.addmm(h, F.silu(gu[:, :inter]) * gu[:, inter:], w_down)
-        return F.rms_norm(h, (hidden,), self.final_norm, self.eps)
+            h = self._after_attention(h, att.reshape(n, nh * hd), w_o, ln2, w_gu, w_down)
+        return F.rms_norm(h, (h.shape[1],), self.final_norm, self.eps)
