@@ -58,7 +58,7 @@ class FileRead:
 
 
 def _files(raw_dir: Path) -> list[Path]:
-    return [p for p in files_matching(raw_dir, RAW_GLOB.removeprefix("**/")) if p.is_file()]
+    return [p for p in files_matching(raw_dir, RAW_GLOB) if p.is_file()]
 
 
 def _digest(path: Path, length: int) -> str:

@@ -177,19 +177,23 @@ def load_records(path: Path, wanted: set[str] | None = None) -> dict[str, dict[s
     return out
 
 
-def files_matching(root: Path, pattern: str) -> list[Path]:
-    """Every entry whose name matches the shell ``pattern`` in ``root`` or a folder under
-    it (a glob's ``**/<pattern>``), in path order; symlinked folders are not entered.
+def files_matching(root: Path, glob: str) -> list[Path]:
+    """What ``root.glob(glob)`` lists for a ``**/<name pattern>`` glob (SHARD_PATTERN,
+    raw_reads.RAW_GLOB, a task's plans): every entry whose name matches, in ``root`` or a
+    folder under it, in path order; symlinked folders are not entered.
 
-    Why not ``root.glob("**/" + pattern)``: a writer that asked nothing removes its shard
-    folder when it stops (RawStore.close) while other jobs and builds list the shards and
-    plans, and the glob's walk raises FileNotFoundError for a folder gone between listing
-    its parent and opening it; ``os.walk`` skips such a folder (a waiting job died of it)."""
-    found = [Path(folder) / f for folder, _dirs, files in os.walk(root) for f in fnmatch.filter(files, pattern)]
+    Why not ``root.glob``: a writer that asked nothing removes its shard folder when it
+    stops (RawStore.close) while other jobs and builds list the shards and plans, and the
+    glob's walk raises FileNotFoundError for a folder gone between listing its parent and
+    opening it; ``os.walk`` skips such a folder (a waiting job died of it)."""
+    name = glob.removeprefix("**/")
+    if name == glob or "/" in name:
+        raise ValueError(f"files_matching takes a '**/<name pattern>' glob, not {glob!r}")
+    found = [Path(folder) / f for folder, _dirs, files in os.walk(root) for f in fnmatch.filter(files, name)]
     return sorted(found, key=str)
 
 
 def shard_files(raw_dir: str | os.PathLike[str], task: str) -> list[Path]:
     """Every file of a task's cache: each ``<task>.jsonl`` under ``raw_dir``, in path order
     (the order the staging models break ties in)."""
-    return [p for p in files_matching(Path(raw_dir), f"{task}.jsonl") if p.is_file()]
+    return [p for p in files_matching(Path(raw_dir), SHARD_PATTERN.format(task=task)) if p.is_file()]

@@ -315,7 +315,7 @@ class RawStore:
         out: list[Plan] = []
         said_shared = False
         own = plan_path(self.path)
-        for path in files_matching(self.root, f"{self.task}.jsonl{PLAN_SUFFIX}"):
+        for path in files_matching(self.root, f"**/{self.task}.jsonl{PLAN_SUFFIX}"):
             file = path.with_name(path.name[: -len(PLAN_SUFFIX)])
             if path == own or not lock_is_held(file):
                 continue

@@ -89,7 +89,7 @@ def test_a_shard_folder_removed_while_the_shards_are_listed_is_skipped(tmp_path,
     monkeypatch.setattr(os, "scandir", scandir)
     assert shard_files(raw, "recall") == [raw / "shards/h-0/recall.jsonl"]
     gone.mkdir()
-    assert files_matching(raw, "recall.jsonl.plan") == [raw / "shards/h-0/recall.jsonl.plan"]
+    assert files_matching(raw, "**/recall.jsonl.plan") == [raw / "shards/h-0/recall.jsonl.plan"]
     assert not gone.exists()
 
 
