@@ -167,8 +167,7 @@ def cells(frame: pd.DataFrame, column: str, entities: Sequence[str]) -> Cells:
         }
     )
     months = pd.DatetimeIndex(sorted(rows["month"].unique()))
-    ent_index = {e: i for i, e in enumerate(entities)}
-    e_idx = rows["entity"].map(ent_index).to_numpy(dtype=int)
+    e_idx = pd.Index(entities).get_indexer(rows["entity"])
     m_idx = months.get_indexer(rows["month"])
     sums = np.zeros((len(entities), len(months)))
     counts = np.zeros((len(entities), len(months)))
@@ -202,6 +201,15 @@ def _quantiles(x: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
     return float(np.quantile(x, a)), float(np.quantile(x, 1 - a))
 
 
+def _by_month(c: Cells) -> list[np.ndarray]:
+    """Each month's LAP values, in row order (one stable sort, not a scan per month)."""
+    m = c.values["m"].to_numpy()
+    order = np.argsort(m, kind="stable")
+    bounds = np.searchsorted(m[order], np.arange(len(c.months) + 1))
+    lap = c.values["lap"].to_numpy()[order]
+    return [lap[bounds[j] : bounds[j + 1]] for j in range(len(c.months))]
+
+
 def monthly_table(c: Cells, weights: np.ndarray, level: float = LEVEL) -> pd.DataFrame:
     """Per month: n, entities, mean, trimmed mean, sd and the entity-bootstrap interval."""
     n = c.counts.sum(axis=0)
@@ -209,8 +217,7 @@ def monthly_table(c: Cells, weights: np.ndarray, level: float = LEVEL) -> pd.Dat
     with np.errstate(invalid="ignore", divide="ignore"):
         boot = (weights @ c.sums) / (weights @ c.counts)
     out = []
-    for j, m in enumerate(c.months):
-        x = c.values.loc[c.values["m"] == j, "lap"].to_numpy()
+    for j, (m, x) in enumerate(zip(c.months, _by_month(c), strict=True)):
         lo, hi = _quantiles(boot[:, j], level)
         out.append(
             {
@@ -370,10 +377,11 @@ def _month_end(m: pd.Timestamp) -> pd.Timestamp:
 
 
 def effective_cutoff_row(
-    c: Cells, weights: np.ndarray, stated_cutoff: str, level: float = LEVEL, null_draws: int = NULL_DRAWS
+    c: Cells, draws: int, stated_cutoff: str, level: float = LEVEL, null_draws: int = NULL_DRAWS
 ) -> dict:
-    """One measure's row of `effective_cutoff` (see the module doc). `weights` (the entity
-    bootstrap of `lap_by_period`) is counted in the row; the break's interval is Bai's."""
+    """One measure's row of `effective_cutoff` (see the module doc). `draws` (the entity
+    bootstrap's draws in `lap_by_period`) is recorded in the row; the break's interval is
+    Bai's."""
     stated = pd.Timestamp(stated_cutoff)
     stated_month = stated.to_period("M").to_timestamp()
     month_sums, month_counts = c.sums.sum(axis=0), c.counts.sum(axis=0)
@@ -386,7 +394,7 @@ def effective_cutoff_row(
             "interval_level": level,
             "n_months": n_months,
             "method": METHOD,
-            "bootstrap_draws": len(weights),
+            "bootstrap_draws": draws,
             "null_draws": null_draws,
             "first_month": c.months[0].date() if n_months else None,
             "last_month": c.months[-1].date() if n_months else None,
@@ -440,15 +448,12 @@ def effective_cutoff_row(
     return row
 
 
-def _measure_cells(
-    panel: pd.DataFrame, measures: Sequence[tuple[str, str]], draws: int, seed: int
-) -> tuple[list[tuple[str, Cells]], np.ndarray]:
-    """Each measure's cells (those with a value in some month) and the entity bootstrap's
-    weights, the same for every measure (one entity list)."""
+def _measure_cells(panel: pd.DataFrame, measures: Sequence[tuple[str, str]]) -> list[tuple[str, Cells]]:
+    """Each measure's cells (those with a value in some month), on one entity list, so
+    the same bootstrap draws resample the same entities in every measure."""
     entities = sorted(panel["entity_id"].dropna().astype(str).unique())
-    weights = entity_draws(len(entities), draws, seed)
     found = [(name, cells(panel, column, entities)) for name, column in measures if column in panel.columns]
-    return [(name, c) for name, c in found if len(c.months)], weights
+    return [(name, c) for name, c in found if len(c.months)]
 
 
 def lap_by_period_frame(
@@ -464,7 +469,8 @@ def lap_by_period_frame(
     and post rows: columns entity_id, target_date and the LAP columns)."""
     stated = pd.Timestamp(stated_cutoff)
     by_period = []
-    found, weights = _measure_cells(panel, measures, draws, seed)
+    found = _measure_cells(panel, measures)
+    weights = entity_draws(len(found[0][1].entities) if found else 0, draws, seed)
     for name, c in found:
         t = monthly_table(c, weights, level)
         t.insert(0, "measure", name)
@@ -487,11 +493,13 @@ def effective_cutoff_frame(
     seed: int = SEED,
     level: float = LEVEL,
 ) -> pd.DataFrame:
-    """`effective_cutoff` for `measures` (as :func:`lap_by_period_frame`): one row each."""
+    """`effective_cutoff` for `measures` (as :func:`lap_by_period_frame`): one row each.
+    The arguments are lap_by_period_frame's: `draws` is recorded in each row, the entity
+    bootstrap itself (and its `seed`) is lap_by_period's, and the break's p its own null
+    draws."""
     cut = []
-    found, weights = _measure_cells(panel, measures, draws, seed)
-    for name, c in found:
-        r = effective_cutoff_row(c, weights, stated_cutoff, level)
+    for name, c in _measure_cells(panel, measures):
+        r = effective_cutoff_row(c, draws, stated_cutoff, level)
         r.update({"measure": name, "is_selected_measure": name == selected})
         cut.append(r)
     return _typed(pd.DataFrame(cut, columns=list(EFFECTIVE_CUTOFF_COLUMNS)))

@@ -56,7 +56,7 @@ def frames(df: pd.DataFrame, stated: str = "2021-06-30", draws: int = 199, seed:
 
 def test_monthly_table_matches_pandas_and_scipy():
     df, _ = simulate(np.random.default_rng(3))
-    lbp, _ = frames(df)
+    lbp, eff = frames(df)
     df["month"] = df["target_date"].dt.to_period("M").dt.to_timestamp().dt.date
     g = df.groupby("month")["lap"]
     want = pd.DataFrame(
@@ -74,6 +74,8 @@ def test_monthly_table_matches_pandas_and_scipy():
         np.testing.assert_allclose(got[col].astype(float), want[col].astype(float), rtol=1e-12)
     assert (got["ci_low"] < got["mean"]).all() and (got["mean"] < got["ci_high"]).all()
     assert list(got["after_stated_cutoff"]) == [m > pd.Timestamp("2021-06-30").date() for m in got.index]
+    # the effective cutoff records the draws of this entity bootstrap, which it does not run
+    assert (eff["bootstrap_draws"] == 199).all() and (got["bootstrap_draws"] == 199).all()
 
 
 def test_bootstrap_interval_matches_a_loop_over_resampled_entities():
