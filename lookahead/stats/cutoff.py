@@ -376,9 +376,7 @@ def _month_end(m: pd.Timestamp) -> pd.Timestamp:
     return m + pd.offsets.MonthEnd(0)
 
 
-def effective_cutoff_row(
-    c: Cells, draws: int, stated_cutoff: str, level: float = LEVEL, null_draws: int = NULL_DRAWS
-) -> dict:
+def effective_cutoff_row(c: Cells, draws: int, stated_cutoff: str, level: float = LEVEL, null_draws: int = NULL_DRAWS) -> dict:
     """One measure's row of `effective_cutoff` (see the module doc). `draws` (the entity
     bootstrap's draws in `lap_by_period`) is recorded in the row; the break's interval is
     Bai's."""
