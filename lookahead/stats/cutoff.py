@@ -488,13 +488,11 @@ def effective_cutoff_frame(
     selected: str,
     stated_cutoff: str,
     draws: int = BOOTSTRAP_DRAWS,
-    seed: int = SEED,
     level: float = LEVEL,
 ) -> pd.DataFrame:
     """`effective_cutoff` for `measures` (as :func:`lap_by_period_frame`): one row each.
-    The arguments are lap_by_period_frame's: `draws` is recorded in each row, the entity
-    bootstrap itself (and its `seed`) is lap_by_period's, and the break's p its own null
-    draws."""
+    `draws` (lap_by_period's entity bootstrap, which this table does not run) is recorded
+    in each row; the break's p comes from its own null draws."""
     cut = []
     for name, c in _measure_cells(panel, measures):
         r = effective_cutoff_row(c, draws, stated_cutoff, level)
@@ -513,8 +511,11 @@ def measure_frames(
     level: float = LEVEL,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(lap_by_period, effective_cutoff) for `measures` on the whole panel."""
-    args = (panel, measures, selected, stated_cutoff, draws, seed, level)
-    return lap_by_period_frame(*args), effective_cutoff_frame(*args)
+    args = (panel, measures, selected, stated_cutoff)
+    return (
+        lap_by_period_frame(*args, draws=draws, seed=seed, level=level),
+        effective_cutoff_frame(*args, draws=draws, level=level),
+    )
 
 
 #: The two cutoff marts, each computed by its own function, so that each dbt model
