@@ -10,9 +10,9 @@ compile and execute span), split evenly when several run; the data tests are sum
 kind and the rest is "(outside nodes)": dbt's start, parse, manifest and exit. CPU
 seconds rather than node wall time: on a shared machine a node's wall time is mostly
 waiting, and with two threads one node's wall time holds the other's work. With
---threads 1 (the default) no two nodes share an interval; the background import of Great
-Expectations (lookahead.dbt_plugin.import_gx_in_background) is then charged to the nodes
-it overlaps, the first models of the build."""
+--threads 1 (the default) no two nodes share an interval; the gate worker's import of
+Great Expectations (lookahead.gates.worker, a child process of the build) is then charged
+to the nodes it overlaps, the first models of the build."""
 
 from __future__ import annotations
 

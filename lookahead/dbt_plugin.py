@@ -19,8 +19,8 @@ models read its settings at run time through ``lookahead_setting`` (macros/setti
 Why: dbt re-parses the whole project when the profile or `--vars` change, and both used to
 carry the study (docs/CONTRACTS.md, "How a study reaches dbt").
 
-While DuckDB runs the first SQL nodes of a build that runs a gate, a background thread
-imports Great Expectations for the gates (:func:`import_gx_in_background`).
+A build that runs a gate starts the gates' Great Expectations in a process of its own as it
+starts (:func:`_start_gate_worker_udf`, lookahead.gates.worker).
 
 The plugin also keeps Python's garbage collector off dbt's long-lived objects (see
 :func:`_freeze_long_lived`) and hands the memory a node freed back to the system before the
@@ -30,7 +30,6 @@ DuckDB's thread pool to the cores each of dbt's threads has (:func:`duckdb_threa
 from __future__ import annotations
 
 import atexit
-import contextlib
 import ctypes
 import functools
 import gc
@@ -38,7 +37,6 @@ import json
 import os
 import re
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -579,55 +577,20 @@ def release_free_memory() -> bool:
     return True
 
 
-_GX_IMPORT: list[threading.Thread] = []
-
-
-def _import_gx() -> None:
-    from lookahead.gates import import_gx
-
-    with contextlib.suppress(Exception):
-        import_gx()
-
-
-def import_gx_in_background() -> None:
-    """Start importing Great Expectations in a thread of its own, once per process, in a
-    `dbt build` or `dbt run` that runs a gate (the build_log's run-start hook asks, through
-    the SQL function lookahead_import_gx, when dbt selected a gate_ model).
-
-    Why: the import holds the interpreter for seconds (`python -X importtime -c "import
-    dbt.adapters.duckdb, pandas, pyarrow; import great_expectations"`), and the first gate
-    to run used to pay it on the build's critical path. Started as the build starts, after
-    the project is parsed: the SQL nodes that run next spend their time inside DuckDB,
-    which releases the interpreter, so the import overlaps them. Only for a selection with
-    a gate: a claim study's build (`--select +tag:claims`) or `dbt run --select <mart>`
-    used to import it too, two CPU-seconds spent beside the build for nothing (a claim-only
-    demo's `lookahead build` took 1.2x the time). lookahead.gates.import_gx waits for this
-    thread before a gate imports it (never two imports of the package at once), and imports
-    it itself when no thread was started; the results cannot change, only when the module
-    is loaded. A daemon thread: a build that stops before its gates does not wait for it
-    at exit."""
+def _start_gate_worker_udf(gates: str) -> bool:
+    """The SQL function lookahead_start_gate_worker(gates): starts the gates' Great
+    Expectations in a process of its own (lookahead.gates.worker says why) for the gate
+    models named (comma-separated), in a `dbt build` or `dbt run`; the build_log's
+    run-start hook calls it when dbt selected a gate_ model. Only for such a selection: a
+    claim study's build (`--select +tag:claims`) or `dbt run --select <mart>` would
+    otherwise import it for nothing."""
     from dbt.flags import get_flags
 
-    if _GX_IMPORT or "great_expectations" in sys.modules:
-        return
-    if getattr(get_flags(), "WHICH", None) not in ("build", "run"):
-        return
-    thread = threading.Thread(target=_import_gx, name="lookahead-gx-import", daemon=True)
-    _GX_IMPORT.append(thread)
-    thread.start()
+    if getattr(get_flags(), "WHICH", None) in ("build", "run"):
+        from lookahead.gates import worker
 
-
-def _import_gx_udf() -> bool:
-    """The SQL function lookahead_import_gx(): starts the background import (above)."""
-    import_gx_in_background()
+        worker.start(gates.split(","))
     return True
-
-
-def wait_for_gx_import() -> None:
-    """Block until the background import (if one was started) has finished."""
-    for thread in _GX_IMPORT:
-        if thread is not threading.current_thread():
-            thread.join()
 
 
 def cores() -> int:
@@ -673,7 +636,7 @@ class Plugin(BasePlugin):
         _BUFFER_POOL[:] = [size_buffer_pool(conn)]
         conn.execute(f"set threads = {duckdb_threads(self.dbt_threads)}")
         attach_study(conn)
-        conn.create_function("lookahead_import_gx", _import_gx_udf, [], "BOOLEAN", side_effects=True)
+        conn.create_function("lookahead_start_gate_worker", _start_gate_worker_udf, ["VARCHAR"], "BOOLEAN", side_effects=True)
         conn.create_function("lookahead_setting_names", _setting_names, [], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_check_settings", _check_settings, ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
         conn.create_function("lookahead_retire_report", _retire_report, ["VARCHAR"], "VARCHAR", side_effects=True)

@@ -7,11 +7,13 @@
     an earlier build is marked stale in its row (result_status) for SQL users. -#}
 {% macro record_build_start() %}
   {% if execute and flags.WHICH in ('build', 'run') %}
-    {#- the gates' Great Expectations, imported beside the first SQL nodes, when the build
-        runs a gate (lookahead.dbt_plugin.import_gx_in_background) -#}
-    {% for node_id in selected_resources if node_id.startswith('model.') and node_id.split('.')[-1].startswith('gate_') %}
-      {% if loop.first %}{% do run_query("select lookahead_import_gx()") %}{% endif %}
-    {% endfor %}
+    {#- the gates' Great Expectations, in a process of its own started beside the first SQL
+        nodes, when the build runs a gate; it ends after the last of them (lookahead.gates.worker) -#}
+    {%- set gates = [] -%}
+    {%- for node_id in selected_resources if node_id.startswith('model.') and node_id.split('.')[-1].startswith('gate_') -%}
+      {%- do gates.append(node_id.split('.')[-1]) -%}
+    {%- endfor -%}
+    {% if gates %}{% do run_query("select lookahead_start_gate_worker(" ~ sql_string(gates | join(',')) ~ ")") %}{% endif %}
     {{ create_build_log() }}
     {#- where the study came from, its settings hash and its identifying settings' hash: the
         next build's collision check (lookahead/collision.py) -#}

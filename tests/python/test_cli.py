@@ -66,6 +66,8 @@ PACKAGE_MAINS = {
     "lookahead/cli.py": "the `lookahead` command; `python -m lookahead.cli` is it on a named interpreter (sys.executable)",
     "llm_jobs/run_all.py": "the job process `lookahead jobs` and `run` start, in the backend's environment (.venv-vllm)",
     "llm_jobs/preflight.py": "`lookahead check`'s preflight, a process of its own: the package never imports the jobs",
+    "lookahead/gates/worker.py": "the gates' Great Expectations worker a dbt build starts, a process of its own: its "
+    "import and checks hold none of the build's interpreter lock",
 }
 
 #: The modules a string may name for `python -m`: those with a `__main__` block above.

@@ -94,7 +94,7 @@ def test_two_gates_at_once_leave_the_fingerprint_switch_as_they_found_it():
     under the other, and the last one out restores GX's threshold."""
     from great_expectations.execution_engine import pandas_execution_engine as engine
 
-    from lookahead.gates import _no_batch_fingerprint
+    from lookahead.gates.expectations import _no_batch_fingerprint
 
     threshold = engine.HASH_THRESHOLD
     first, second = _no_batch_fingerprint(), _no_batch_fingerprint()

@@ -200,11 +200,13 @@ def test_a_drifted_column_type_stops_the_view_with_one_line(walk: Walk, tmp_path
             con.close()
 
     alter("alter table lap_robustness_py alter column lap_sd type integer using null")
-    # (with Python's import log: a run that selects no gate_ model does not import Great
-    # Expectations, which only the gates use: lookahead.dbt_plugin.import_gx_in_background)
+    # (with Python's import log: a run that selects no gate_ model neither imports Great
+    # Expectations, which only the gates use, nor starts the gate worker that would:
+    # lookahead.gates.worker)
     ok = _dbt(run, {**env, "PYTHONPROFILEIMPORTTIME": "1"}, tmp_path)
     assert ok.returncode == 0, ok.stdout[-3000:]
     assert " pandas\n" in ok.stderr and " great_expectations" not in ok.stderr
+    assert " lookahead.gates.worker" not in ok.stderr
     con = duckdb.connect(str(db), read_only=True)
     assert con.sql("select typeof(lap_sd) from lap_robustness limit 1").fetchone()[0] == "DOUBLE"
     con.close()
