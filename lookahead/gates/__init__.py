@@ -76,13 +76,14 @@ def run_gate(
     In a dbt build the expectations are checked in the gate worker (lookahead.gates.worker
     says why), else, or when the worker cannot serve, here."""
     suite = load_suite(suite_name)
-    frame = gate_frame(df, suite, id_column)
-    del df
+
+    def frame() -> pd.DataFrame:
+        return gate_frame(df, suite, id_column)
+
     worker = gates_worker.worker()
     rows = worker.expectation_rows(gate, frame, suite, parameters or {}, id_column) if worker else None
     if rows is None:
-        rows = expectation_rows(gate, frame, suite, parameters or {}, id_column)
-    del frame
+        rows = expectation_rows(gate, frame(), suite, parameters or {}, id_column)
     return gate_table(gate, suite_name, rows)
 
 

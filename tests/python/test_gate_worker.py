@@ -113,7 +113,7 @@ def test_a_request_the_worker_cannot_validate_is_validated_here_and_fails_as_it_
         gates.load_suite = lambda name: suite
         df = pd.DataFrame({"row_id": ["a"]})
         worker = gate_worker.worker()
-        asked = worker.expectation_rows("gate_panel", df, suite, {}, "row_id")
+        asked = worker.expectation_rows("gate_panel", lambda: df, suite, {}, "row_id")
         try:
             gates.run_gate("gate_panel", df, "needs_param", id_column="row_id")
             here = "no error"
