@@ -18,7 +18,6 @@ import pandas as pd
 
 from lookahead.config import PROJECT_ROOT, Study
 from lookahead.errors import UserError
-from lookahead.gates import worker as gates_worker
 from lookahead.gates.expectations import expectation_rows
 
 EXPECTATIONS_DIR = PROJECT_ROOT / "expectations"
@@ -75,6 +74,8 @@ def run_gate(
 
     In a dbt build the expectations are checked in the gate worker (lookahead.gates.worker
     says why), else, or when the worker cannot serve, here."""
+    from lookahead.gates import worker as gates_worker  # here: `python -m lookahead.gates.worker` runs it once
+
     suite = load_suite(suite_name)
 
     def frame() -> pd.DataFrame:
