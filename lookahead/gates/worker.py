@@ -7,9 +7,10 @@ dbt's threads waited for the lock to start and finish nodes; each gate's validat
 it again. In a process of its own the import holds no lock of the build's, and it runs at
 the lowest CPU priority, so it takes the CPU time the build leaves idle rather than the SQL
 nodes' time. The build process only converts each gate's columns to pandas (as before)
-and sends the frame over a pipe. At 91,361 rows the build took 0.89-0.98x the time it took
-with the import in a thread (BENCHMARKS.md, "The gates' Great Expectations in a process of
-its own").
+and sends the frame over a pipe. At 91,361 rows the build took 0.89-1.00x the time it
+took with the import in a thread (median 0.96x, 8 pairs), for about 300 MiB more peak
+memory while the worker lives (BENCHMARKS.md, "The gates' Great Expectations in a process
+of its own").
 
 The worker is started once per dbt invocation, by the build's run-start hook when the
 selection runs a gate (macros/build_log.sql calls lookahead_start_gate_worker() with the
