@@ -8,8 +8,8 @@ it again. In a process of its own the import holds no lock of the build's, and i
 the lowest CPU priority, so it takes the CPU time the build leaves idle rather than the SQL
 nodes' time. The build process only converts each gate's columns to pandas (as before)
 and sends the frame over a pipe. At 91,361 rows the build took 0.89-1.00x the time it
-took with the import in a thread (median 0.96x, 8 pairs), for about 300 MiB more peak
-memory while the worker lives (BENCHMARKS.md, "The gates' Great Expectations in a process
+took with the import in a thread (median 0.96x, 8 pairs); the worker holds about 300 MiB
+while it lives, and the build's peak was 1.17x (BENCHMARKS.md, "The gates' Great Expectations in a process
 of its own").
 
 The worker is started once per dbt invocation, by the build's run-start hook when the
