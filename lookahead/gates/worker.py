@@ -9,8 +9,8 @@ the lowest CPU priority, so it takes the CPU time the build leaves idle rather t
 nodes' time. The build process only converts each gate's columns to pandas (as before)
 and sends the frame over a pipe. At 91,361 rows the build took 0.89-1.00x the time it
 took with the import in a thread (median 0.96x, 8 pairs); the worker holds about 300 MiB
-while it lives, and the build's peak was 1.17x (BENCHMARKS.md, "The gates' Great Expectations in a process
-of its own").
+while it lives, and the build's peak was 1.17x (BENCHMARKS.md, "The gates' Great
+Expectations in a process of its own").
 
 The worker is started once per dbt invocation, by the build's run-start hook when the
 selection runs a gate (macros/build_log.sql calls lookahead_start_gate_worker() with the
