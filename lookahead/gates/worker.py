@@ -126,11 +126,16 @@ class GateWorker:
                     self.process.terminate()
 
     def _close(self) -> None:
-        """Close the pipes: the worker ends when its request pipe closes."""
+        """Close the pipes: the worker ends when its request pipe closes, and a daemon
+        thread reaps it then (a process that runs many builds, `lookahead run` or a test
+        session, would otherwise keep one finished child per build)."""
+        if self.closed:
+            return
         self.closed = True
         for stream in (self._requests, self._replies):
             with contextlib.suppress(OSError):
                 stream.close()
+        threading.Thread(target=self.process.wait, name="lookahead-gate-worker-reaper", daemon=True).start()
 
 
 _WORKER: list[GateWorker] = []

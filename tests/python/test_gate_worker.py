@@ -67,9 +67,14 @@ def test_the_worker_returns_what_the_build_process_would_and_ends_after_the_last
         alive_between = worker.process.poll() is None
         failing = outcome("gate_b", frame([0.1, 1.5, 0.3]))
         served_here = "great_expectations" in sys.modules
+        deadline = time.monotonic() + 30  # ended and reaped without anyone here waiting for it
+        while os.path.exists(f"/proc/{worker.process.pid}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        reaped = not os.path.exists(f"/proc/{worker.process.pid}")
         ended = worker.process.wait(timeout=30)
         print(json.dumps({"passing": passing, "failing": failing, "served_here": served_here,
-                          "alive_between": alive_between, "ended": ended, "closed": gate_worker.worker() is None,
+                          "alive_between": alive_between, "ended": ended, "reaped": reaped,
+                          "closed": gate_worker.worker() is None,
                           "ref_passing": reference("gate_a", frame([0.1, 0.2, 0.3])),
                           "ref_failing": reference("gate_b", frame([0.1, 1.5, 0.3]))}))
         """
@@ -79,8 +84,9 @@ def test_the_worker_returns_what_the_build_process_would_and_ends_after_the_last
     assert all(row["success"] for row in got["passing"]["table"])
     assert got["failing"] == got["ref_failing"]
     assert "failed 1 of 3 checks" in got["failing"]["failed"] and "mink_key=k1" in got["failing"]["failed"]
-    # the worker served both gates, then ended on its own (its request pipe closed)
+    # the worker served both gates, then ended on its own (its request pipe closed) and was reaped
     assert got["alive_between"] is True and got["ended"] == 0 and got["closed"] is True
+    assert got["reaped"] is True
 
 
 def test_a_worker_that_dies_leaves_the_gate_to_the_build_process():
