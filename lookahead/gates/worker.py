@@ -59,7 +59,7 @@ class GateWorker:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         package_root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ, GX_ANALYTICS_ENABLED=os.environ.get("GX_ANALYTICS_ENABLED", "False"))
+        env = dict(os.environ)  # the worker's import_gx turns GX's analytics off itself
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         try:
             self.process = subprocess.Popen(
